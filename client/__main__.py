@@ -1,0 +1,4 @@
+"""python -m gridcrawl.client"""
+from gridcrawl.client.cli import main
+
+main()

@@ -1,0 +1,240 @@
+"""The crawler application: the paper's "application machine" loop over the grid.
+
+:class:`CrawlApplication` opens (or reattaches to) an application at the manager, then repeats:
+claim URLs from ``to_visit_url`` up to ``max_in_flight``, submit them as grid threads, receive
+each finished thread, and apply results in batched transactions (``apply_batch`` results or
+``apply_interval`` seconds, whichever first), acknowledging them to the manager only after they
+are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
+flight, and then closes the application.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import zmq
+
+from gridcrawl import protocol as p
+from gridcrawl.settings import Settings
+from gridcrawl.transport import make_socket, send
+from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+
+log = logging.getLogger("gridcrawl.client")
+
+
+class ManagerUnreachable(RuntimeError):
+    """The manager did not answer within ``connect_timeout`` seconds."""
+
+
+class Refused(RuntimeError):
+    """The manager refused to open the application."""
+
+
+@dataclass
+class Progress:
+    """Figures of a running crawl, updated as results are applied (times in seconds)."""
+
+    pages: int = 0
+    documents: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    to_visit: int = 0
+    started: float = field(default_factory=time.monotonic)
+    application_id: str = ""
+
+    @property
+    def seconds(self) -> float:
+        """Seconds since the crawl started."""
+        return time.monotonic() - self.started
+
+    @property
+    def pages_per_second(self) -> float:
+        """Pages applied per second of this run."""
+        return self.pages / max(self.seconds, 1e-9)
+
+
+class CrawlApplication:
+    """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
+
+    ``on_progress`` is called with a :class:`Progress` after every applied batch.
+    """
+
+    def __init__(self, settings: Settings, manager: str, store: CrawlStore, scope: Scope, *,
+                 name: str = "gridcrawl", user: str | None = None, password: str | None = None,
+                 on_progress: Callable[[Progress], None] | None = None) -> None:
+        self.settings = settings
+        self.manager = manager
+        self.store = store
+        self.scope = scope
+        self.name = name
+        self.user = user or getpass.getuser()
+        self.password = password
+        self.on_progress = on_progress
+        self.context = zmq.Context()
+        self.socket: zmq.Socket | None = None
+        self.in_flight: dict[int, Pending] = {}
+        self.results: list[Outcome] = []
+        self.progress = Progress()
+        self.application_id: str | None = store.get_meta("application_id")
+        self.visited_before = 0
+
+    # ------------------------------------------------------------------ connection
+
+    def _open(self, deadline: float) -> None:
+        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``."""
+        if self.socket is not None:
+            self.socket.close(linger=0)
+        self.socket = make_socket(self.context, zmq.DEALER, self.settings)
+        self.socket.connect(self.manager)
+        send(self.socket, p.OpenApplication(self.name, self.user, self.application_id, self.password))
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ManagerUnreachable(f"no answer from the manager at {self.manager} within "
+                                         f"{self.settings.connect_timeout:.0f} s")
+            if not self.socket.poll(min(remaining, 0.5) * 1000):
+                continue
+            message = self._decode(self.socket.recv_multipart())
+            if isinstance(message, p.ApplicationOpened):
+                break
+            if isinstance(message, p.Refuse):
+                raise Refused(message.reason)
+        if message.application_id != self.application_id:
+            self.application_id = message.application_id
+            self.store.set_meta("application_id", message.application_id)
+        self.progress.application_id = message.application_id
+        log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
+        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
+            self._submit(list(self.in_flight.values()))
+
+    @staticmethod
+    def _decode(frames) -> p.Message | None:
+        try:
+            return p.decode(frames)
+        except p.ProtocolError as exc:
+            log.warning("dropped a malformed message from the manager: %s", exc)
+            return None
+
+    def _submit(self, pendings: list[Pending]) -> None:
+        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth, x.priority) for x in pendings]
+        for start in range(0, len(specs), 1000):
+            send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
+
+    # ------------------------------------------------------------------ loop
+
+    def run(self, stop: threading.Event | None = None) -> Progress:
+        """Crawl until done, ``max_pages`` or ``stop``; return the final :class:`Progress`.
+
+        Raises :class:`ManagerUnreachable` if the manager does not answer at the start, and
+        :class:`Refused` if it refuses the application.
+        """
+        stop = stop or threading.Event()
+        s = self.settings
+        self.store.release_all()
+        self.visited_before = self.store.counts()["visited"]
+        self._open(time.monotonic() + s.connect_timeout)
+        last_heard = last_beat = time.monotonic()
+        exhausted = False
+        oldest_result = None
+        try:
+            while not stop.is_set():
+                now = time.monotonic()
+                if not exhausted:
+                    exhausted = self._refill()
+                if self.socket.poll(min(s.apply_interval, s.heartbeat_interval) * 1000):
+                    last_heard = time.monotonic()
+                    for message in self._receive():
+                        if isinstance(message, p.ThreadDone):
+                            pend = self.in_flight.get(message.thread_id)
+                            if pend is not None and message.application_id == self.application_id:
+                                self.results.append(Outcome(pend, message.page, message.executor_id,
+                                                            message.attempts, message.failed))
+                                oldest_result = oldest_result or time.monotonic()
+                        elif isinstance(message, p.Refuse):
+                            log.warning("manager says: %s; reopening the application", message.reason)
+                            self._open(time.monotonic() + s.connect_timeout)
+                        elif isinstance(message, p.Bye):
+                            log.warning("manager left (%s); waiting for it", message.reason)
+                now = time.monotonic()
+                if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval):
+                    self._apply()
+                    oldest_result = None
+                    exhausted = False
+                if now - last_beat >= s.heartbeat_interval:
+                    last_beat = now
+                    send(self.socket, p.Heartbeat())
+                if now - last_heard > s.peer_timeout:
+                    log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
+                    self._reconnect(stop)
+                    last_heard = time.monotonic()
+                if exhausted and not self.in_flight and not self.results:
+                    send(self.socket, p.CloseApplication(self.application_id))
+                    log.info("crawl complete")
+                    break
+        finally:
+            if self.results:
+                self._apply()
+            self.socket.close(linger=1000)
+            self.context.term()
+        return self.progress
+
+    def _reconnect(self, stop: threading.Event) -> None:
+        backoff = self.settings.reconnect_initial
+        while not stop.is_set():
+            try:
+                self._open(time.monotonic() + self.settings.peer_timeout)
+                return
+            except ManagerUnreachable:
+                log.warning("manager still unreachable; retrying in %.1f s", backoff)
+                stop.wait(backoff)
+                backoff = min(self.settings.reconnect_max, backoff * 2)
+
+    def _refill(self) -> bool:
+        """Submit more grid threads if there is room; True when the frontier has nothing more
+        to give (empty, or ``max_pages`` reached)."""
+        s = self.settings
+        room = s.max_in_flight - len(self.in_flight) - len(self.results)
+        if s.max_pages:
+            room = min(room, s.max_pages - self.visited_before - self.progress.pages - len(self.in_flight)
+                       - len(self.results))
+            if room <= 0 and not self.in_flight and not self.results:
+                return True
+        if room <= 0 or (self.in_flight and room < s.max_in_flight // 4):
+            return False
+        claimed = self.store.claim(room)
+        for pend in claimed:
+            self.in_flight[pend.thread_id] = pend
+        if claimed:
+            self._submit(claimed)
+        self.progress.in_flight = len(self.in_flight)
+        return not claimed
+
+    def _receive(self):
+        while True:
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            message = self._decode(frames)
+            if message is not None:
+                yield message
+
+    def _apply(self) -> None:
+        batch, self.results = self.results, []
+        counts = self.store.apply(batch, self.scope, store_content=self.settings.store_content)
+        thread_ids = [o.pending.thread_id for o in batch]
+        for thread_id in thread_ids:
+            self.in_flight.pop(thread_id, None)
+        send(self.socket, p.Ack(self.application_id, thread_ids))
+        pr = self.progress
+        pr.pages += counts["pages"]
+        pr.documents += counts["documents"]
+        pr.errors += counts["errors"]
+        pr.in_flight = len(self.in_flight)
+        if self.on_progress:
+            self.on_progress(pr)

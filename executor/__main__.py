@@ -1,0 +1,4 @@
+"""python -m gridcrawl.executor"""
+from gridcrawl.executor.cli import main
+
+main()

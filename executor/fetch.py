@@ -1,0 +1,659 @@
+"""The executor's fetcher: download one URL so that no response can hang it or exhaust its memory.
+
+This module owns the network side of an executor's work on one URL: following redirects by
+hand (so every hop passes the caller's hop check: scope, robots.txt, private addresses), the
+wall-clock deadline of a whole fetch, the cap on body bytes *after* decompression (a gzip bomb
+is cut off with memory bounded), the choice of which bodies to download (HTML only unless told
+otherwise), and turning every failure into a :class:`FetchResult` with an :class:`ErrorKind`
+instead of an exception. Parsing the body is not done here (see the parse module).
+
+How a fetch stays bounded:
+
+* Time: connect and read timeouts are shrunk to what is left of the deadline before every
+  request and between body chunks, and a watchdog timer shuts the socket down when the deadline
+  passes. The watchdog is what stops a server that trickles its headers or body a byte at a
+  time: such a server never trips a per-``recv`` read timeout. (DNS resolution is not covered:
+  ``getaddrinfo`` cannot be interrupted; the system resolver's own timeouts bound it.)
+* Memory: the body is read with ``read1`` (whatever the socket has, up to 64 KiB) and gzip /
+  deflate are decoded here with ``zlib`` and ``max_length``, so no step ever produces more than
+  64 KiB of output, whatever the compression ratio, and reading stops at ``max_body_bytes``.
+
+Sources: RFC 9110 (HTTP Semantics) §15.4 redirection status codes, §10.2.2 Location (resolved
+against the current URL, RFC 3986 §5), §10.2.3 Retry-After, §8.4 Content-Encoding, §8.3
+Content-Type; RFC 6585 §4 (429 Too Many Requests); RFC 1950/1951/1952 (zlib, deflate, gzip).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import enum
+import math
+import socket
+import threading
+import time
+import zlib
+from datetime import timezone
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import requests
+import urllib3
+import urllib3.connection
+import urllib3.connectionpool
+import urllib3.exceptions
+from requests.adapters import HTTPAdapter
+
+__all__ = ["ErrorKind", "FetchResult", "Fetcher", "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
+
+#: Media types treated as HTML (compared on the type/subtype, parameters ignored).
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: Status codes followed as redirects (RFC 9110 §15.4.2-15.4.9).
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
+
+_CHUNK = 64 * 1024  # bytes per socket read and per decompression step
+_ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
+_ACCEPT_ENCODING = "gzip, deflate"  # the codings decoded here with a bounded inflater
+
+
+class ErrorKind(str, enum.Enum):
+    """Why a fetch failed; the value is the stable string stored and sent over the wire."""
+
+    TIMEOUT = "timeout"  #: connect/read timeout, or the whole-fetch deadline passed
+    TOO_LARGE = "too_large"  #: body (after decompression) exceeded max_body_bytes
+    REDIRECT_LOOP = "redirect_loop"  #: a URL came back in the redirect chain
+    TOO_MANY_REDIRECTS = "too_many_redirects"  #: more than max_redirects hops
+    CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, truncated/undecodable body
+    HTTP_STATUS = "http_status"  #: final status >= 400
+    INVALID_URL = "invalid_url"  #: not an http(s) URL with a host, or unparseable
+    BLOCKED = "blocked"  #: the hop check refused a hop (scope, robots.txt, private address)
+    CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+
+
+@dataclass
+class FetchResult:
+    """The outcome of one :meth:`Fetcher.fetch`; never an exception.
+
+    Attributes:
+        url: the URL asked for.
+        final_url: the URL of the last request made (or attempted) after redirects.
+        status: HTTP status of the last response, ``None`` if no response arrived.
+        content_type: the full ``Content-Type`` header value of the last response, or ``None``.
+        headers: headers of the last response, keys lower-cased (repeated headers joined by ", ").
+            On TIMEOUT, status and headers are whatever had arrived, possibly partial (a server
+            trickling its headers is cut mid-way and http.client ends the header block there).
+        body: the decoded body bytes, or ``None`` when not kept (non-HTML without
+            ``keep_non_html``, statuses >= 400, redirects, and every failure).
+        size: body size in bytes. When the body was read: bytes after decompression, as read
+            (on TOO_LARGE, what was read before stopping). When the body was not read at all:
+            ``Content-Length`` if given, else 0.
+        seconds: wall-clock seconds of the whole fetch, redirects included.
+        redirects: the hop URLs after the first, in order (the last one is ``final_url``).
+        error_kind: why it failed, ``None`` on success.
+        error: a human-readable message for the failure, ``None`` on success.
+        retry_after: seconds to wait from ``Retry-After`` on a 429 or 503 response, else ``None``.
+    """
+
+    url: str
+    final_url: str
+    status: int | None = None
+    content_type: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None
+    size: int = 0
+    seconds: float = 0.0
+    redirects: list[str] = field(default_factory=list)
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the fetch succeeded (``error_kind is None``)."""
+        return self.error_kind is None
+
+
+def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Parse a ``Retry-After`` header value into seconds to wait (RFC 9110 §10.2.3).
+
+    Args:
+        value: the header value: delay-seconds (``"120"``; a decimal such as ``"1.5"`` is also
+            accepted) or an HTTP-date (``"Wed, 21 Oct 2015 07:28:00 GMT"``).
+        now: the current time in seconds since the epoch for HTTP-dates; ``time.time()`` if None.
+
+    Returns:
+        Seconds (float, >= 0; a date in the past gives 0.0), or ``None`` when the value is
+        missing, negative, not finite or unparseable. Never raises.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; treat a naive date as UTC
+        when = when.replace(tzinfo=timezone.utc)
+    reference = time.time() if now is None else now
+    return max(0.0, when.timestamp() - reference)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deadline watchdog: a per-fetch timer that shuts the socket of the connection in use down.
+# The connection classes below tell the watch of the fetch running on their thread which
+# connection it is using (at connect and at every request), so the timer can reach the socket
+# even while http.client is blocked reading a trickled status line or header.
+# ---------------------------------------------------------------------------------------------
+
+_active = threading.local()  # .watch: the _Watch of the fetch running on this thread, if any
+
+
+def _shutdown_socket(conn: object) -> None:
+    """Shut down (not close: no fd reuse race) the socket of a urllib3 connection, if any."""
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        return
+    try:
+        # The base method on the raw socket also works for an SSLSocket without touching its
+        # SSL object, which the blocked reader thread is still using.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
+class _Watch:
+    """Deadline state of one fetch: which connection it uses, and whether the deadline fired."""
+
+    def __init__(self, seconds: float) -> None:
+        self._lock = threading.Lock()
+        self._conn: object | None = None
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(max(0.0, seconds), self._fire)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def attach(self, conn: object) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._conn = conn
+            fired = self.fired
+        if fired:
+            _shutdown_socket(conn)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.fired = True
+            conn = self._conn
+        if conn is not None:
+            _shutdown_socket(conn)
+
+    def set_read_timeout(self, seconds: float) -> None:
+        sock = getattr(self._conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.settimeout(max(0.001, seconds))
+            except OSError:
+                pass
+
+    def stop(self) -> None:
+        with self._lock:
+            self._done = True
+            self._conn = None
+        self._timer.cancel()
+
+
+def _attach_current(conn: object) -> None:
+    watch = getattr(_active, "watch", None)
+    if watch is not None:
+        watch.attach(conn)
+
+
+class _WatchedConnectionMixin:
+    """Reports the connection to the current fetch's watch at connect and at each request."""
+
+    def connect(self) -> None:  # type: ignore[override]
+        _attach_current(self)
+        super().connect()  # type: ignore[misc]
+        _attach_current(self)  # now with a socket: shut at once if the deadline already fired
+
+    def putrequest(self, *args, **kwargs):  # type: ignore[override]
+        _attach_current(self)
+        return super().putrequest(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTPConnection(_WatchedConnectionMixin, urllib3.connection.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_WatchedConnectionMixin, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _WatchedHTTPConnectionPool(urllib3.connectionpool.HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _WatchedAdapter(HTTPAdapter):
+    """A requests transport adapter whose pools use the watched connection classes."""
+
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _WatchedHTTPConnectionPool,
+            "https": _WatchedHTTPSConnectionPool,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded content decoding (RFC 9110 §8.4; gzip RFC 1952, deflate = zlib RFC 1950 or raw 1951).
+# ---------------------------------------------------------------------------------------------
+
+
+class _DecodeError(Exception):
+    """The body could not be decoded with its Content-Encoding."""
+
+
+def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
+    """Decode a gzip or deflate stream, yielding pieces of at most ``_CHUNK`` bytes each."""
+    gzip = coding in ("gzip", "x-gzip")
+    wbits = 16 + zlib.MAX_WBITS if gzip else zlib.MAX_WBITS
+    obj = zlib.decompressobj(wbits)
+    # "deflate" is meant to be zlib-wrapped but some servers send raw deflate: retry raw on an
+    # error before any output (the bytes seen so far are kept in ``head`` for the retry).
+    head: bytearray | None = bytearray() if not gzip else None
+    for chunk in chunks:
+        data = chunk
+        if head is not None:
+            head += chunk
+            if len(head) > _CHUNK:  # long past any zlib header: no raw-deflate retry any more
+                head = None
+        while data:
+            try:
+                out = obj.decompress(data, _CHUNK)
+            except zlib.error as exc:
+                if head is None:
+                    raise _DecodeError(f"{coding} decoding failed: {exc}") from exc
+                obj = zlib.decompressobj(-zlib.MAX_WBITS)
+                data, head = bytes(head), None
+                continue
+            data = obj.unconsumed_tail
+            if obj.eof:
+                rest = obj.unused_data
+                if gzip and rest:  # concatenated gzip members (RFC 1952 §2.2)
+                    obj = zlib.decompressobj(wbits)
+                    data = rest
+                else:
+                    data = b""  # trailing bytes after the stream end are ignored
+            if out:
+                head = None
+                yield out
+    try:
+        tail = obj.flush()
+    except zlib.error as exc:
+        raise _DecodeError(f"{coding} decoding failed: {exc}") from exc
+    for start in range(0, len(tail), _CHUNK):
+        yield tail[start : start + _CHUNK]
+
+
+def _codings(header: str | None) -> list[str]:
+    """Content-Encoding header -> list of codings in the order applied, identity dropped."""
+    if not header:
+        return []
+    return [c.strip().lower() for c in header.split(",") if c.strip() and c.strip().lower() != "identity"]
+
+
+def _raw_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """Yield the undecoded body as it arrives: whatever the socket has, up to ``_CHUNK`` bytes."""
+    raw = resp.raw
+    read1 = getattr(raw, "read1", None)  # urllib3 >= 2.3
+    while True:
+        if read1 is not None:
+            data = read1(_CHUNK, decode_content=False)
+        else:
+            data = raw.read(_CHUNK, decode_content=False)
+        if not data:
+            return
+        yield data
+
+
+def _decoded_chunks(resp: requests.Response) -> Iterator[bytes]:
+    """Yield the body decoded per its Content-Encoding, in bounded pieces."""
+    codings = _codings(resp.headers.get("Content-Encoding"))
+    if all(c in ("gzip", "x-gzip", "deflate") for c in codings):
+        stream: Iterable[bytes] = _raw_chunks(resp)
+        for coding in reversed(codings):  # codings are listed in the order they were applied
+            stream = _inflate(stream, coding)
+        yield from stream
+    else:
+        # A coding we did not ask for (br, zstd, ...): let urllib3 decode it if it can (its
+        # decoders are bounded from urllib3 2.6); an unknown coding comes through undecoded.
+        yield from resp.raw.stream(_CHUNK, decode_content=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fetcher.
+# ---------------------------------------------------------------------------------------------
+
+
+class _Failure(Exception):
+    """Internal: ends a fetch with an error kind and message."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def _media_type(content_type: str | None) -> str | None:
+    if content_type is None:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def _check_url(url: str) -> str | None:
+    """Return why ``url`` cannot be fetched, or None when it is an http(s) URL with a host."""
+    if not isinstance(url, str) or not url:
+        return "empty URL"
+    if any(ch in url for ch in "\r\n\x00"):
+        return "URL contains control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError on a bad port
+    except ValueError as exc:
+        return f"unparseable URL: {exc}"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"unsupported scheme {parts.scheme!r}" if parts.scheme else "URL has no scheme"
+    if not parts.hostname:
+        return "URL has no host"
+    return None
+
+
+def _content_length(resp: requests.Response) -> int | None:
+    value = resp.headers.get("Content-Length")
+    if value is None:
+        return None
+    try:
+        length = int(value.split(",")[0].strip())
+    except ValueError:
+        return None
+    return length if length >= 0 else None
+
+
+class Fetcher:
+    """Downloads single URLs with bounded time and memory; safe to share between threads.
+
+    Each thread gets its own ``requests.Session`` (created lazily, kept in a
+    ``threading.local``) so connections are reused per thread and never shared. Sessions do not
+    read proxies, ``.netrc`` or CA bundles from the environment (``trust_env=False``) so a fetch
+    goes where its URL says.
+
+    Args:
+        user_agent: the User-Agent header sent with every request.
+        connect_timeout: seconds allowed to open a TCP (and TLS) connection.
+        read_timeout: seconds allowed between bytes received.
+        deadline: seconds for the whole fetch, redirects and body included.
+        max_body_bytes: cap on the body in bytes after decompression; more is TOO_LARGE.
+        max_redirects: redirects followed at most; one more is TOO_MANY_REDIRECTS.
+        keep_non_html: also download bodies that are not text/html or application/xhtml+xml
+            (responses without a Content-Type are always downloaded: parse decides).
+        hop_check: called with each URL before it is requested (the first included); a
+            returned string is the reason the hop is refused (BLOCKED), ``None`` allows it.
+            It may itself call :meth:`fetch` on this fetcher (e.g. for robots.txt): no response
+            is open while it runs. An exception it raises ends the fetch as CRASH.
+    """
+
+    def __init__(
+        self,
+        *,
+        user_agent: str,
+        connect_timeout: float = 10,
+        read_timeout: float = 30,
+        deadline: float = 30,
+        max_body_bytes: int = 10 * 1024 * 1024,
+        max_redirects: int = 10,
+        keep_non_html: bool = False,
+        hop_check: Callable[[str], str | None] | None = None,
+    ) -> None:
+        self.user_agent = user_agent
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+        self.deadline = float(deadline)
+        self.max_body_bytes = int(max_body_bytes)
+        self.max_redirects = int(max_redirects)
+        self.keep_non_html = bool(keep_non_html)
+        self.hop_check = hop_check
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._sessions: list[requests.Session] = []
+        self._generation = 0
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is not None and getattr(self._local, "generation", None) == self._generation:
+            return session
+        session = requests.Session()
+        session.trust_env = False
+        adapter = _WatchedAdapter(max_retries=0)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.headers.update(
+            {"User-Agent": self.user_agent, "Accept": _ACCEPT, "Accept-Encoding": _ACCEPT_ENCODING}
+        )
+        with self._lock:
+            self._sessions.append(session)
+            self._local.generation = self._generation
+        self._local.session = session
+        return session
+
+    def close(self) -> None:
+        """Close every thread's session and its pooled connections.
+
+        Call it when no fetch is in flight; a later :meth:`fetch` opens new sessions.
+        """
+        with self._lock:
+            sessions, self._sessions = self._sessions, []
+            self._generation += 1
+        for session in sessions:
+            try:
+                session.close()
+            except Exception:  # pragma: no cover - closing is best effort
+                pass
+
+    # -- fetching --------------------------------------------------------------------------
+
+    def fetch(self, url: str) -> FetchResult:
+        """Fetch ``url`` (GET), following redirects by hand; never raises.
+
+        Returns:
+            A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
+            why not. The body is kept only for HTML (or any type with ``keep_non_html``) with
+            a status below 400.
+        """
+        start = time.monotonic()
+        result = FetchResult(url=url, final_url=url)
+        watch = _Watch(self.deadline)
+        previous = getattr(_active, "watch", None)
+        _active.watch = watch
+        watch.start()
+        try:
+            self._fetch(url, result, start, watch)
+        except _Failure as failure:
+            result.error_kind, result.error = failure.kind, failure.message
+        except Exception as exc:  # every failure becomes a result
+            if watch.fired:
+                result.error_kind = ErrorKind.TIMEOUT
+                result.error = f"deadline of {self.deadline:g} s exceeded"
+            else:
+                result.error_kind = ErrorKind.CRASH
+                result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            watch.stop()
+            _active.watch = previous
+            result.seconds = time.monotonic() - start
+        if result.error_kind is not None:
+            result.body = None
+        return result
+
+    def _remaining(self, start: float) -> float:
+        return self.deadline - (time.monotonic() - start)
+
+    def _timeout_failure(self) -> _Failure:
+        return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
+
+    def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch) -> None:
+        session = self._session()
+        current = url
+        seen = {urldefrag(url)[0]}
+        hops = 0
+        while True:
+            result.final_url = current
+            problem = _check_url(current)
+            if problem is not None:
+                where = "" if current == url else f" (redirect target {current!r})"
+                raise _Failure(ErrorKind.INVALID_URL, problem + where)
+            if self.hop_check is not None:
+                reason = self.hop_check(current)
+                if reason is not None:
+                    raise _Failure(ErrorKind.BLOCKED, str(reason))
+            remaining = self._remaining(start)
+            if remaining <= 0:
+                raise self._timeout_failure()
+            resp = self._send(session, current, remaining, watch)
+            try:
+                result.status = resp.status_code
+                result.headers = {k.lower(): v for k, v in resp.headers.items()}
+                result.content_type = resp.headers.get("Content-Type")
+                location = resp.headers.get("Location")
+                if resp.status_code in REDIRECT_CODES and location:
+                    if hops >= self.max_redirects:
+                        raise _Failure(
+                            ErrorKind.TOO_MANY_REDIRECTS,
+                            f"more than {self.max_redirects} redirects",
+                        )
+                    target = urldefrag(urljoin(current, location.strip()))[0]
+                    if target in seen:
+                        raise _Failure(ErrorKind.REDIRECT_LOOP, f"redirect loop back to {target}")
+                    seen.add(target)
+                    result.redirects.append(target)
+                    hops += 1
+                    current = target
+                    continue
+                self._finish(resp, result, start, watch)
+                return
+            finally:
+                resp.close()
+
+    def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch) -> requests.Response:
+        timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
+        try:
+            return session.get(url, stream=True, allow_redirects=False, timeout=timeout)
+        except Exception as exc:
+            raise self._classify(exc, watch) from exc
+
+    def _classify(self, exc: BaseException, watch: _Watch) -> _Failure:
+        """Map a requests/urllib3/socket exception to a failure."""
+        if watch.fired:
+            return self._timeout_failure()
+        message = f"{type(exc).__name__}: {exc}"
+        if isinstance(
+            exc,
+            (
+                requests.exceptions.Timeout,
+                urllib3.exceptions.TimeoutError,
+                socket.timeout,
+            ),
+        ):
+            return _Failure(ErrorKind.TIMEOUT, message)
+        if isinstance(
+            exc,
+            (
+                requests.exceptions.InvalidURL,
+                requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema,
+                requests.exceptions.URLRequired,
+                urllib3.exceptions.LocationParseError,
+                UnicodeError,
+            ),
+        ):
+            return _Failure(ErrorKind.INVALID_URL, message)
+        if isinstance(
+            exc,
+            (
+                requests.exceptions.ConnectionError,
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+                urllib3.exceptions.HTTPError,
+                _DecodeError,
+                OSError,
+            ),
+        ):
+            return _Failure(ErrorKind.CONNECTION, message)
+        return _Failure(ErrorKind.CRASH, message)
+
+    def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch) -> None:
+        """Handle the final (non-redirect) response: status, type, body within the limits."""
+        status = resp.status_code
+        length = _content_length(resp)
+        if status in (429, 503):
+            result.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        if status >= 400:
+            result.size = length or 0
+            raise _Failure(ErrorKind.HTTP_STATUS, f"HTTP {status} {resp.reason or ''}".rstrip())
+        media = _media_type(result.content_type)
+        wanted = media is None or media in HTML_TYPES or self.keep_non_html
+        if not wanted:
+            result.size = length or 0
+            return
+        if length is not None and length > self.max_body_bytes and not _codings(resp.headers.get("Content-Encoding")):
+            result.size = length
+            raise _Failure(
+                ErrorKind.TOO_LARGE,
+                f"Content-Length {length} exceeds the cap of {self.max_body_bytes} bytes",
+            )
+        body = bytearray()
+        try:
+            for piece in _decoded_chunks(resp):
+                if len(body) + len(piece) > self.max_body_bytes:
+                    result.size = len(body) + len(piece)
+                    raise _Failure(
+                        ErrorKind.TOO_LARGE,
+                        f"body exceeds the cap of {self.max_body_bytes} bytes (after decompression)",
+                    )
+                body += piece
+                result.size = len(body)
+                remaining = self._remaining(start)
+                if remaining <= 0:
+                    raise self._timeout_failure()
+                watch.set_read_timeout(min(self.read_timeout, remaining))
+        except _Failure:
+            raise
+        except Exception as exc:
+            raise self._classify(exc, watch) from exc
+        if watch.fired:  # the watchdog cut the stream short: what we have is truncated
+            raise self._timeout_failure()
+        result.size = len(body)
+        result.body = bytes(body)

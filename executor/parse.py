@@ -1,0 +1,365 @@
+"""Parsing a fetched page: character encoding, the lxml document, title and links.
+
+The executor hands every HTML response body to :func:`parse_page`, which
+
+1. finds the character encoding (:func:`detect_charset`: byte order mark,
+   then the HTTP ``Content-Type`` charset, then ``<meta>`` in the first 4096
+   bytes, else UTF-8; the order of the HTML Standard's encoding sniffing
+   algorithm, section 13.2.3.2) and decodes the body (:func:`decode_html`);
+2. parses it once with ``lxml.html`` (libxml2's forgiving HTML parser, so bad
+   markup never raises);
+3. extracts the links (:func:`extract_links`): ``href`` of ``<a>`` and
+   ``<area>``, resolved against ``<base href>`` or the page URL and turned
+   into canonical URLs by :func:`gridcrawl.urls.canonical_url`, the one place
+   URLs are normalised.
+
+The parsed document is kept on the result so that keep/follow rules can look
+at DOM scopes (by id, class or tag) without parsing again; they call
+:func:`extract_links` with ``within=`` those elements.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from urllib.parse import urljoin, urlsplit
+
+import lxml.etree
+import lxml.html
+
+from gridcrawl.urls import InvalidURL, canonical_url
+
+__all__ = [
+    "Link",
+    "ParsedPage",
+    "decode_html",
+    "detect_charset",
+    "extract_links",
+    "is_html",
+    "parse_page",
+]
+
+#: Longest anchor text kept on a :class:`Link`, in characters.
+MAX_ANCHOR_TEXT = 200
+
+#: How many leading bytes are searched for a ``<meta>`` charset declaration
+#: (the HTML Standard's prescan looks at the first 1024; pages in the wild
+#: often put the declaration later, after long comments or scripts).
+META_PRESCAN_BYTES = 4096
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+# Byte order marks, checked before anything else (HTML Standard 13.2.3.2 step 1,
+# Encoding Standard "BOM sniff"): UTF-8, UTF-16BE, UTF-16LE.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+)
+
+_HEADER_CHARSET_RE = re.compile(r"""charset\s*=\s*["']?\s*([^"';,\s]+)""", re.IGNORECASE)
+# Both <meta charset="x"> and <meta http-equiv="Content-Type" content="...; charset=x">.
+_META_CHARSET_RE = re.compile(
+    rb"""<meta[\s/][^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9._:+\-]+)""", re.IGNORECASE
+)
+_XML_DECLARATION_RE = re.compile(r"\A\s*<\?xml[^>]*>")
+
+# WHATWG labels that Python's codec registry does not know (Encoding Standard 4.2).
+_LABEL_ALIASES = {
+    "windows-874": "cp874",
+    "dos-874": "cp874",
+    "x-sjis": "cp932",
+    "ms932": "cp932",
+    "x-gbk": "gbk",
+    "x-euc-jp": "euc_jp",
+    "iso-8859-8-i": "iso8859-8",
+    "x-mac-cyrillic": "mac-cyrillic",
+    "x-mac-roman": "mac-roman",
+}
+# Encodings that browsers decode with a superset (Encoding Standard 4.2: e.g.
+# the "iso-8859-1" and "ascii" labels mean windows-1252), keyed by Python's
+# canonical codec name.
+_SUPERSETS = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "gb2312": "gbk",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+    "big5": "big5hkscs",
+    "utf-8-sig": "utf-8",
+}
+# Text codecs that are not page encodings (UTF-7 is excluded by the Encoding
+# Standard because of script injection; the others are Python internals).
+_REFUSED_CODECS = frozenset(
+    {"utf-7", "undefined", "idna", "punycode", "unicode-escape", "raw-unicode-escape", "mbcs", "oem"}
+)
+
+
+def is_html(content_type: str | None) -> bool:
+    """Tell whether a ``Content-Type`` header value names an HTML document.
+
+    True for ``text/html`` and ``application/xhtml+xml`` (parameters such as
+    ``charset`` and letter case ignored); False for other types and for None
+    (no header).
+    """
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() in _HTML_TYPES
+
+
+@lru_cache(maxsize=256)
+def _codec_for_label(label: str) -> str | None:
+    """Python codec name for an encoding label, or None when unknown or unusable."""
+    label = label.strip().strip("\"'").strip().lower()
+    if not label:
+        return None
+    label = _LABEL_ALIASES.get(label, label)
+    try:
+        name = codecs.lookup(label).name
+        b"".decode(name)  # LookupError for bytes-to-bytes codecs such as base64
+    except (LookupError, ValueError, TypeError):
+        return None
+    if name in _REFUSED_CODECS:
+        return None
+    return _SUPERSETS.get(name, name)
+
+
+def detect_charset(body: bytes, content_type: str | None) -> str:
+    """Find the character encoding of an HTML body; return a Python codec name.
+
+    Order (HTML Standard 13.2.3.2, simplified): a byte order mark (UTF-8,
+    UTF-16BE, UTF-16LE); the ``charset`` parameter of the HTTP
+    ``Content-Type`` header; a ``<meta charset>`` or ``<meta http-equiv=
+    "Content-Type" content="...; charset=...">`` in the first
+    :data:`META_PRESCAN_BYTES` bytes; else ``"utf-8"``. Labels are mapped with
+    ``codecs.lookup`` (plus a few WHATWG labels Python lacks), to the
+    superset browsers use (``iso-8859-1`` and ``ascii`` decode as
+    ``cp1252``, ``shift_jis`` as ``cp932``, ...). An unknown or unusable
+    label (``utf-7``, ``base64``, typos) is ignored and the next source is
+    tried; a ``<meta>`` naming UTF-16 means UTF-8, since the page was
+    readable as ASCII.
+
+    Args:
+        body: the response body, bytes as received (after content decoding).
+        content_type: the ``Content-Type`` header value, or None.
+
+    Returns:
+        A codec name that ``bytes.decode`` accepts, e.g. ``"utf-8"``,
+        ``"cp1251"``, ``"utf-16-le"``.
+    """
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return name
+    if content_type:
+        match = _HEADER_CHARSET_RE.search(content_type)
+        if match:
+            name = _codec_for_label(match.group(1))
+            if name is not None:
+                return name
+    for match in _META_CHARSET_RE.finditer(body, 0, META_PRESCAN_BYTES):
+        name = _codec_for_label(match.group(1).decode("ascii"))
+        if name is not None:
+            return "utf-8" if name.startswith("utf-16") else name
+    return "utf-8"
+
+
+def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """Decode an HTML body to text.
+
+    Uses :func:`detect_charset`; undecodable bytes become U+FFFD
+    (``errors="replace"``) and a leading byte order mark is removed.
+
+    Returns:
+        ``(text, encoding)``: the decoded text and the codec name used.
+    """
+    encoding = detect_charset(body, content_type)
+    text = body.decode(encoding, errors="replace")
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, encoding
+
+
+@dataclass(slots=True)
+class Link:
+    """A link found on a page.
+
+    Attributes:
+        url: the canonical URL it points to (:func:`gridcrawl.urls.canonical_url`).
+        text: anchor text, whitespace collapsed, at most :data:`MAX_ANCHOR_TEXT`
+            characters (for ``<area>`` and image-only anchors, the ``alt`` text).
+    """
+
+    url: str
+    text: str
+
+
+@dataclass
+class ParsedPage:
+    """The result of parsing one page.
+
+    Attributes:
+        title: text of the first ``<title>``, whitespace collapsed ("" if none).
+        links: distinct links in document order (:func:`extract_links`).
+        encoding: the codec name the body was decoded with.
+        document: the lxml root element (``lxml.html.HtmlElement``) of the
+            parsed page, for DOM-scoped keep/follow rules; an empty ``<html>``
+            element when the body was empty or unparsable. Left out of
+            ``repr`` and comparisons.
+    """
+
+    title: str
+    links: list[Link]
+    encoding: str
+    document: lxml.html.HtmlElement = field(repr=False, compare=False)
+
+
+def _collapse(text: str, limit: int | None = None) -> str:
+    """Collapse runs of whitespace to one space, strip, and cut to ``limit`` characters."""
+    text = " ".join(text.split())
+    return text[:limit] if limit is not None else text
+
+
+def _anchor_text(element: lxml.html.HtmlElement) -> str:
+    """Anchor text of an ``<a>`` (its text, else its images' alt) or an ``<area>`` (alt)."""
+    if element.tag == "area":
+        return _collapse(element.get("alt") or "", MAX_ANCHOR_TEXT)
+    text = _collapse(element.text_content(), MAX_ANCHOR_TEXT)
+    if not text:
+        alts = [img.get("alt") or "" for img in element.iter("img")]
+        text = _collapse(" ".join(alts), MAX_ANCHOR_TEXT)
+    return text
+
+
+def extract_links(
+    root: lxml.html.HtmlElement,
+    base_url: str,
+    within: Iterable[lxml.html.HtmlElement] | None = None,
+) -> list[Link]:
+    """Extract the links of ``<a href>`` and ``<area href>`` elements.
+
+    Each ``href`` is resolved against ``base_url`` and canonicalised with
+    :func:`gridcrawl.urls.canonical_url`; hrefs that are invalid or not
+    http/https (``javascript:``, ``mailto:``, ``tel:``, ...) are skipped
+    silently. A fragment-only href (``#top``) resolves to ``base_url`` itself.
+    A URL found more than once is kept once, with the text of its first
+    occurrence.
+
+    Args:
+        root: the document root (or any element) to search.
+        base_url: absolute URL to resolve relative hrefs against: the
+            document base URL (``<base href>`` resolved, else the page URL).
+        within: optional elements limiting the search to their subtrees
+            (DOM scope of a keep/follow rule); when given, ``root`` is not
+            searched. Links come in the order of ``within``, then document
+            order inside each subtree.
+
+    Returns:
+        The distinct links, in order of first occurrence.
+    """
+    scopes: Iterable[lxml.html.HtmlElement] = (root,) if within is None else within
+    links: list[Link] = []
+    seen: set[str] = set()
+    for scope in scopes:
+        for element in scope.iter("a", "area"):
+            href = element.get("href")
+            if href is None:
+                continue
+            try:
+                url = canonical_url(href, base_url)
+            except InvalidURL:
+                continue
+            if url in seen:
+                continue
+            seen.add(url)
+            links.append(Link(url, _anchor_text(element)))
+    return links
+
+
+def _document_base(root: lxml.html.HtmlElement, page_url: str) -> str:
+    """The document base URL: the first ``<base href>`` resolved against the page URL.
+
+    Falls back to ``page_url`` when there is no such element or it does not
+    resolve to an http/https URL with a host (HTML Standard 2.4.1).
+    """
+    for base in root.iter("base"):
+        href = base.get("href")
+        if href is None:
+            continue
+        try:
+            resolved = urljoin(page_url, href.strip())
+            parts = urlsplit(resolved)
+        except ValueError:
+            return page_url
+        if parts.scheme in ("http", "https") and parts.hostname:
+            return resolved
+        return page_url
+    return page_url
+
+
+_thread_state = threading.local()
+
+
+def _html_parser() -> lxml.etree.HTMLParser:
+    """This thread's HTML parser (lxml parsers must not be used by two threads at once).
+
+    Every element is an ``lxml.html.HtmlElement`` (text_content, cssselect,
+    find_class, ...) chosen by lxml's C-level default class lookup, which is
+    markedly faster than ``lxml.html``'s per-tag Python lookup (form and
+    input elements therefore lack ``lxml.html``'s form helpers).
+    """
+    parser = getattr(_thread_state, "parser", None)
+    if parser is None:
+        parser = lxml.etree.HTMLParser()
+        parser.set_element_class_lookup(
+            lxml.etree.ElementDefaultClassLookup(
+                element=lxml.html.HtmlElement,
+                comment=lxml.html.HtmlComment,
+                pi=lxml.html.HtmlProcessingInstruction,
+                entity=lxml.html.HtmlEntity,
+            )
+        )
+        _thread_state.parser = parser
+    return parser
+
+
+def _parse_document(text: str) -> lxml.html.HtmlElement:
+    """Parse decoded HTML with lxml; an empty ``<html>`` element when nothing parses."""
+    if text.lstrip().startswith("<?xml"):
+        # lxml refuses str input that carries an XML encoding declaration
+        text = _XML_DECLARATION_RE.sub("", text, count=1)
+    try:
+        return lxml.html.document_fromstring(text, parser=_html_parser())
+    except (ValueError, lxml.etree.LxmlError):
+        return lxml.html.Element("html")
+
+
+def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPage:
+    """Parse a fetched HTML page: decode it, build the lxml document, find title and links.
+
+    Never raises on bad markup: an empty or unparsable body gives a page
+    with no title and no links.
+
+    Args:
+        body: the response body (bytes).
+        page_url: the URL the page was fetched from (after redirects); the
+            fallback base URL for relative links.
+        content_type: the ``Content-Type`` header value, or None.
+
+    Returns:
+        A :class:`ParsedPage`; links are resolved against ``<base href>``
+        (itself resolved against ``page_url``) or ``page_url``, canonical,
+        distinct, in document order.
+    """
+    text, encoding = decode_html(body, content_type)
+    root = _parse_document(text)
+    title_element = next(root.iter("title"), None)
+    title = _collapse(title_element.text_content()) if title_element is not None else ""
+    links = extract_links(root, _document_base(root, page_url))
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root)

@@ -1,0 +1,160 @@
+"""The SQL tables of gridcrawl, as SQLAlchemy Core tables (the source ``schema.sql`` must match).
+
+Two databases, two metadata objects:
+
+* :data:`manager_metadata` — the manager's records, modelled on Alchemi's ``executor``,
+  ``application`` and ``thread`` tables (with keys and indexes, which Alchemi lacked), plus
+  ``attempt`` (one row per assignment of a grid thread to an executor).
+* :data:`crawl_metadata` — a crawler application's tables from the paper's figure 10:
+  ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``.
+
+Times are UTC ``DATETIME``s; durations are derived from them (see the views in ``schema.sql``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
+                        LargeBinary, MetaData, SmallInteger, String, Table, Text, UnicodeText)
+
+SCHEMA_VERSION = 1
+URL_LENGTH = 2083
+FINGERPRINT_LENGTH = 32
+
+manager_metadata = MetaData()
+crawl_metadata = MetaData()
+
+
+def _meta_table(metadata: MetaData, name: str) -> Table:
+    return Table(
+        name, metadata,
+        Column("name", String(64), primary_key=True),
+        Column("value", String(1024), nullable=False),
+    )
+
+
+manager_meta = _meta_table(manager_metadata, "manager_meta")
+
+executor = Table(
+    "executor", manager_metadata,
+    Column("executor_id", String(36), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("is_dedicated", Boolean, nullable=False, default=True),
+    Column("is_connected", Boolean, nullable=False, default=False),
+    Column("accepting", Boolean, nullable=False, default=True),
+    Column("ping_time", DateTime),
+    Column("time_registered", DateTime),
+    Column("host", String(255), nullable=False),
+    Column("port", Integer),
+    Column("usr_name", String(64), nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("cpu_max", Float, nullable=False, default=0),
+    Column("cpu_usage", Float, nullable=False, default=0),
+    Column("cpu_avail", Float, nullable=False, default=0),
+    Column("cpu_totalusage", Float, nullable=False, default=0),
+    Column("mem_max", BigInteger, nullable=False, default=0),
+    Column("mem_usage", BigInteger, nullable=False, default=0),
+    Column("num_cpus", Integer, nullable=False, default=1),
+    Column("pages_per_second", Float, nullable=False, default=0),
+    Column("arch", String(64), nullable=False, default=""),
+    Column("os", String(64), nullable=False, default=""),
+)
+
+application = Table(
+    "application", manager_metadata,
+    Column("application_id", String(36), primary_key=True),
+    Column("state", SmallInteger, nullable=False),
+    Column("time_created", DateTime, nullable=False),
+    Column("time_completed", DateTime),
+    Column("usr_name", String(64), nullable=False),
+    Column("application_name", String(255), nullable=False),
+)
+
+thread = Table(
+    "thread", manager_metadata,
+    Column("internal_thread_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("application_id", String(36), ForeignKey("application.application_id"), nullable=False),
+    Column("thread_id", BigInteger, nullable=False),
+    Column("executor_id", String(36), ForeignKey("executor.executor_id")),
+    Column("state", SmallInteger, nullable=False),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("depth", Integer, nullable=False, default=0),
+    Column("priority", Integer, nullable=False, default=5),
+    Column("failed", Boolean, nullable=False, default=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("error_kind", String(32)),
+    Column("time_submitted", DateTime, nullable=False),
+    Column("time_started", DateTime),
+    Column("time_finished", DateTime),
+    Index("ux_thread_application_thread", "application_id", "thread_id", unique=True),
+    Index("ix_thread_executor", "executor_id"),
+    Index("ix_thread_state", "state"),
+)
+
+attempt = Table(
+    "attempt", manager_metadata,
+    Column("attempt_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("internal_thread_id", BigInteger, ForeignKey("thread.internal_thread_id"), nullable=False),
+    Column("executor_id", String(36), ForeignKey("executor.executor_id"), nullable=False),
+    Column("time_assigned", DateTime, nullable=False),
+    Column("time_started", DateTime),
+    Column("time_finished", DateTime),
+    Column("outcome", String(16), nullable=False),
+    Index("ix_attempt_thread", "internal_thread_id"),
+    Index("ix_attempt_executor", "executor_id"),
+)
+
+# ---------------------------------------------------------------------------------------------
+# The crawler application's tables (paper, figure 10)
+
+crawl_meta = _meta_table(crawl_metadata, "crawl_meta")
+
+document = Table(
+    "document", crawl_metadata,
+    Column("doc_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("final_url", String(URL_LENGTH), nullable=False),
+    Column("status", Integer),
+    Column("content_type", String(255)),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("title", UnicodeText),
+    Column("encoding", String(64)),
+    Column("content", UnicodeText),
+    Column("body", LargeBinary),
+    Column("depth", Integer, nullable=False, default=0),
+    Column("fetched_at", DateTime, nullable=False),
+    Column("executor", String(36)),
+    Column("fetch_seconds", Float, nullable=False, default=0),
+    Column("parse_seconds", Float, nullable=False, default=0),
+    Index("ux_document_fingerprint", "fingerprint", unique=True),
+)
+
+visited_url = Table(
+    "visited_url", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("depth", Integer, nullable=False, default=0),
+    Column("status", Integer),
+    Column("error_kind", String(32)),
+    Column("error", String(1024)),
+    Column("attempts", Integer, nullable=False, default=1),
+    Column("visited_at", DateTime, nullable=False),
+    Index("ux_visited_url_fingerprint", "fingerprint", unique=True),
+)
+
+to_visit_url = Table(
+    "to_visit_url", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("depth", Integer, nullable=False, default=0),
+    Column("priority", Integer, nullable=False, default=5),
+    Column("discovered_from", String(URL_LENGTH)),
+    Column("in_flight", Boolean, nullable=False, default=False),
+    Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
+    Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
+    # ids are grid thread ids: never reuse one (SQLite would reuse the largest after a delete)
+    sqlite_autoincrement=True,
+)

@@ -1,0 +1,396 @@
+"""The grid's message protocol: every message the manager, executors and clients exchange.
+
+This module is the one definition of the wire format. A message is three ZeroMQ frames::
+
+    [version] [type] [body]
+
+* ``version`` — ``PROTOCOL_VERSION`` (bytes ``b"GC1"``); a peer speaking another version is refused.
+* ``type`` — the message's type name in ASCII (``b"register"``, ``b"assign"`` ...).
+* ``body`` — a msgpack map of the message's fields (msgpack carries bytes and text alike).
+
+A ROUTER socket prepends the peer's routing id, which the server loop strips before :func:`decode`.
+:func:`decode` checks every frame against the dataclass below and raises :class:`ProtocolError` on
+anything else, so a malformed or hostile peer can never reach the manager's logic.
+
+The table of messages (direction, fields) is in README.md, generated from this module by
+``python -m gridcrawl.protocol``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import msgpack
+
+PROTOCOL_VERSION = b"GC1"
+
+
+class ProtocolError(ValueError):
+    """A peer sent frames that are not a valid message of this protocol version."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Nested payloads
+
+
+@dataclass
+class ThreadSpec:
+    """One grid thread as an application submits it: visit ``url`` at ``depth``.
+
+    ``thread_id`` is the application's own number for the thread (unique within the application);
+    ``priority``: higher runs first (Alchemi's default is 5); ``instruction`` is an optional crawling
+    instruction (keep/follow rules) the executor applies to the page.
+    """
+
+    thread_id: int
+    url: str
+    depth: int = 0
+    priority: int = 5
+    instruction: dict | None = None
+
+
+@dataclass
+class PageResult:
+    """What an executor learnt about one URL: the fetch, the parse and the links found.
+
+    Times are seconds; ``size`` is bytes of body after decompression. ``links`` holds
+    ``[canonical_url, anchor_text]`` pairs. ``error_kind`` is ``None`` on success, else one of
+    :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
+    raw bytes of a kept non-HTML body, or ``None``.
+    """
+
+    url: str
+    final_url: str = ""
+    status: int | None = None
+    content_type: str | None = None
+    size: int = 0
+    fetch_seconds: float = 0.0
+    parse_seconds: float = 0.0
+    error_kind: str | None = None
+    error: str | None = None
+    retry_after: float | None = None
+    title: str = ""
+    encoding: str | None = None
+    content: str | bytes | None = None
+    links: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
+    redirects: list = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------------------------
+# Messages
+
+
+@dataclass
+class Message:
+    """Base class of every message; ``TYPE`` is the wire name."""
+
+    TYPE: ClassVar[bytes] = b""
+
+
+@dataclass
+class Register(Message):
+    """Executor → manager: join the grid. ``executor_id`` is the id it had before, to reclaim it.
+
+    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    """
+
+    TYPE: ClassVar[bytes] = b"register"
+    name: str
+    host: str
+    user: str
+    threads: int
+    dedicated: bool = True
+    cpu_max: float = 0.0
+    num_cpus: int = 1
+    mem_max: int = 0
+    os: str = ""
+    arch: str = ""
+    executor_id: str | None = None
+    password: str | None = None
+
+
+@dataclass
+class Welcome(Message):
+    """Manager → executor: registered as ``executor_id``; heartbeat every ``heartbeat_interval`` s."""
+
+    TYPE: ClassVar[bytes] = b"welcome"
+    executor_id: str
+    heartbeat_interval: float
+    heartbeat_liveness: int
+
+
+@dataclass
+class Heartbeat(Message):
+    """Any peer → any peer: I am alive. Executors add their figures (Alchemi's CPU columns:
+    ``cpu_usage``/``cpu_avail`` in %, ``cpu_totalusage`` in CPU-seconds, ``mem_usage`` bytes,
+    ``running`` threads, ``pages_per_second``)."""
+
+    TYPE: ClassVar[bytes] = b"heartbeat"
+    figures: dict | None = None
+
+
+@dataclass
+class Assign(Message):
+    """Manager → executor: run this grid thread. ``attempt_id`` names this assignment; results
+    must quote it (a result for an attempt that was taken back is fenced out)."""
+
+    TYPE: ClassVar[bytes] = b"assign"
+    attempt_id: int
+    application_id: str
+    thread_id: int
+    url: str
+    depth: int = 0
+    instruction: dict | None = None
+
+
+@dataclass
+class Started(Message):
+    """Executor → manager: a worker thread has begun ``attempt_id``."""
+
+    TYPE: ClassVar[bytes] = b"started"
+    attempt_id: int
+
+
+@dataclass
+class Result(Message):
+    """Executor → manager: ``attempt_id`` finished with ``page``."""
+
+    TYPE: ClassVar[bytes] = b"result"
+    attempt_id: int
+    page: PageResult
+
+
+@dataclass
+class Cancel(Message):
+    """Manager → executor: drop ``attempt_id`` (aborted or taken back); its result will be fenced."""
+
+    TYPE: ClassVar[bytes] = b"cancel"
+    attempt_id: int
+
+
+@dataclass
+class Availability(Message):
+    """Executor → manager: ``accepting`` False when the desktop's owner is back (idle-only mode);
+    the manager stops assigning to it without counting it dead."""
+
+    TYPE: ClassVar[bytes] = b"availability"
+    accepting: bool
+
+
+@dataclass
+class OpenApplication(Message):
+    """Client → manager: create an application, or reattach to ``application_id`` after a restart."""
+
+    TYPE: ClassVar[bytes] = b"open"
+    name: str
+    user: str
+    application_id: str | None = None
+    password: str | None = None
+
+
+@dataclass
+class ApplicationOpened(Message):
+    """Manager → client: the application is ready; ``resumed`` when it existed already."""
+
+    TYPE: ClassVar[bytes] = b"opened"
+    application_id: str
+    resumed: bool
+    heartbeat_interval: float
+    heartbeat_liveness: int
+
+
+@dataclass
+class Submit(Message):
+    """Client → manager: queue these grid threads of ``application_id``."""
+
+    TYPE: ClassVar[bytes] = b"submit"
+    application_id: str
+    threads: list[ThreadSpec]
+
+
+@dataclass
+class ThreadDone(Message):
+    """Manager → client: grid thread ``thread_id`` of ``application_id`` has finished.
+
+    ``failed`` is True when it failed for good (poison after ``attempts`` tries); ``page`` is the
+    executor's result, or ``None`` for a poison thread. The client answers with :class:`Ack`.
+    """
+
+    TYPE: ClassVar[bytes] = b"done"
+    application_id: str
+    thread_id: int
+    executor_id: str | None
+    attempts: int
+    failed: bool
+    page: PageResult | None = None
+
+
+@dataclass
+class Ack(Message):
+    """Client → manager: these results are stored; the manager may forget them (thread → Dead)."""
+
+    TYPE: ClassVar[bytes] = b"ack"
+    application_id: str
+    thread_ids: list[int]
+
+
+@dataclass
+class CloseApplication(Message):
+    """Client → manager: the application is complete (or, with ``cancel``, aborted)."""
+
+    TYPE: ClassVar[bytes] = b"close"
+    application_id: str
+    cancel: bool = False
+
+
+@dataclass
+class Refuse(Message):
+    """Manager → peer: your request is refused (bad credentials, unknown application ...)."""
+
+    TYPE: ClassVar[bytes] = b"refuse"
+    reason: str
+
+
+@dataclass
+class Bye(Message):
+    """Any peer: I am leaving; forget me now rather than after the liveness timeout."""
+
+    TYPE: ClassVar[bytes] = b"bye"
+    reason: str = ""
+
+
+MESSAGES: dict[bytes, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (Register, Welcome, Heartbeat, Assign, Started, Result, Cancel, Availability,
+                OpenApplication, ApplicationOpened, Submit, ThreadDone, Ack, CloseApplication,
+                Refuse, Bye)
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Encoding and checked decoding
+
+
+def _to_wire(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list):
+        return [_to_wire(v) for v in value]
+    return value
+
+
+def encode(message: Message) -> list[bytes]:
+    """Frames ``[version, type, body]`` of ``message`` (without any routing id)."""
+    return [PROTOCOL_VERSION, message.TYPE, msgpack.packb(_to_wire(message), use_bin_type=True)]
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _HINTS.get(cls)
+    if hints is None:
+        names = {f.name for f in dataclasses.fields(cls)}
+        hints = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
+        _HINTS[cls] = hints
+    return hints
+
+
+def _check(value: Any, hint: Any, where: str) -> Any:
+    """Return ``value`` converted to ``hint`` (nested dataclasses built), or raise ProtocolError."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        errors = []
+        for option in typing.get_args(hint):
+            try:
+                return _check(value, option, where)
+            except ProtocolError as exc:
+                errors.append(str(exc))
+        raise ProtocolError(f"{where}: {type(value).__name__} fits none of {hint}")
+    if hint is type(None):
+        if value is None:
+            return None
+        raise ProtocolError(f"{where}: expected nothing, got {type(value).__name__}")
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin is list or hint is list:
+        if not isinstance(value, list):
+            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
+        (item,) = typing.get_args(hint) or (Any,)
+        if item is Any:
+            return value
+        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if hint is dict:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected a map, got {type(value).__name__}")
+        return value
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ProtocolError(f"{where}: expected an integer, got {type(value).__name__}")
+    if hint in (str, bytes, bool):
+        if isinstance(value, hint):
+            return value
+        raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
+    raise ProtocolError(f"{where}: unsupported field type {hint}")  # pragma: no cover - our bug
+
+
+def _build(cls: type, body: Any, where: str):
+    if not isinstance(body, dict):
+        raise ProtocolError(f"{where}: body must be a map, got {type(body).__name__}")
+    hints = _hints(cls)
+    unknown = set(body) - set(hints)
+    if unknown:
+        raise ProtocolError(f"{where}: unknown fields {sorted(map(str, unknown))}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in body:
+            kwargs[f.name] = _check(body[f.name], hints[f.name], f"{where}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ProtocolError(f"{where}: missing field {f.name!r}")
+    return cls(**kwargs)
+
+
+def decode(frames: list[bytes]) -> Message:
+    """Decode ``[version, type, body]`` frames into a message.
+
+    Raises :class:`ProtocolError` on a wrong frame count, another protocol version, an unknown
+    type, a body that is not msgpack, unknown or missing fields, or fields of the wrong type.
+    """
+    if len(frames) != 3:
+        raise ProtocolError(f"expected 3 frames, got {len(frames)}")
+    version, kind, body = (bytes(f) for f in frames)
+    if version != PROTOCOL_VERSION:
+        raise ProtocolError(f"protocol version {version[:16]!r} is not {PROTOCOL_VERSION!r}")
+    cls = MESSAGES.get(kind)
+    if cls is None:
+        raise ProtocolError(f"unknown message type {kind[:32]!r}")
+    try:
+        data = msgpack.unpackb(body, raw=False, strict_map_key=True, max_bin_len=len(body),
+                               max_str_len=len(body), max_array_len=len(body), max_map_len=len(body))
+    except Exception as exc:  # msgpack raises several unrelated classes
+        raise ProtocolError(f"{kind.decode()} body is not msgpack: {exc}") from None
+    return _build(cls, data, kind.decode())
+
+
+def message_table() -> str:
+    """The README's Markdown table of every message: type, class and fields."""
+    rows = ["| type | message | fields |", "|---|---|---|"]
+    for kind, cls in MESSAGES.items():
+        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
+        summary = (cls.__doc__ or "").strip().split("\n")[0]
+        rows.append(f"| `{kind.decode()}` | {summary} | {fields} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(message_table())

@@ -1,0 +1,89 @@
+"""Every tunable of the three programs, in one object with documented defaults and units.
+
+The command-line programs build one :class:`Settings` and pass it down; no module reads globals
+or the environment on its own. Each field carries its documentation in ``metadata["doc"]`` so the
+README table and ``--help`` texts come from one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+
+def _doc(default, doc: str, **kw):
+    """A dataclass field with a default and a one-line description (used by docs and CLI)."""
+    return field(default=default, metadata={"doc": doc}, **kw)
+
+
+@dataclass
+class Settings:
+    """Settings of manager, executor and client. Times are seconds, sizes bytes.
+
+    Build one with keyword arguments (``Settings(heartbeat_interval=0.5)``) or copy one with
+    :meth:`replace`. Unknown names raise ``TypeError``; :meth:`validate` raises ``ValueError`` on
+    values that cannot work (a negative timeout, zero threads).
+    """
+
+    # --- grid: heartbeats and liveness (the ZeroMQ guide's Paranoid Pirate pattern) ---
+    heartbeat_interval: float = _doc(1.0, "seconds between heartbeats, both ways")
+    heartbeat_liveness: int = _doc(3, "missed heartbeat intervals before a peer counts as dead")
+    reconnect_initial: float = _doc(1.0, "first reconnect back-off of an executor or client, seconds")
+    reconnect_max: float = _doc(32.0, "largest reconnect back-off, seconds")
+    connect_timeout: float = _doc(10.0, "seconds a program waits for the manager's first answer before it fails")
+    max_message_bytes: int = _doc(64 * 1024 * 1024, "largest ZeroMQ message accepted (MAXMSGSIZE), bytes")
+
+    # --- manager: scheduling ---
+    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
+    max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
+    prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
+    record_interval: float = _doc(0.2, "seconds between batched writes of the manager's records to SQL")
+
+    # --- executor: fetching ---
+    threads: int = _doc(8, "worker threads of one executor (grid threads run at once)")
+    user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch")
+    fetch_connect_timeout: float = _doc(10.0, "TCP connect timeout of one fetch, seconds")
+    fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
+    download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds")
+    max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes")
+    max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
+    keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
+
+    # --- client: the crawl ---
+    max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
+    max_depth: int = _doc(-1, "largest link depth from a seed to visit (-1: no limit)")
+    max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once")
+    apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
+    apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied")
+    store_content: bool = _doc(True, "store page bodies in the document table")
+
+    def replace(self, **changes) -> "Settings":
+        """Return a copy with ``changes`` applied (unknown names raise ``TypeError``)."""
+        return dataclasses.replace(self, **changes)
+
+    def validate(self) -> "Settings":
+        """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
+        positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout",
+                    "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
+                    "download_timeout", "apply_interval")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
+        for name in ("heartbeat_liveness", "max_attempts", "threads", "max_in_flight", "apply_batch",
+                     "max_message_bytes", "max_body_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
+        for name in ("prefetch", "max_redirects", "max_pages"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
+        return self
+
+    @property
+    def peer_timeout(self) -> float:
+        """Seconds of silence after which a peer counts as dead (interval × liveness)."""
+        return self.heartbeat_interval * self.heartbeat_liveness
+
+    @classmethod
+    def documented(cls) -> list[tuple[str, object, str]]:
+        """(name, default, description) of every setting, in declaration order."""
+        return [(f.name, f.default, f.metadata.get("doc", "")) for f in dataclasses.fields(cls)]

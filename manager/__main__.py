@@ -1,0 +1,4 @@
+"""python -m gridcrawl.manager"""
+from gridcrawl.manager.cli import main
+
+main()

@@ -1,0 +1,39 @@
+"""Pytest fixtures for the local test web sites (see sites.py): servers and seeded sites.
+
+Only site fixtures live here. ``site_server`` is a factory that starts a
+``SiteServer`` on 127.0.0.1 and stops it at teardown; ``small_site`` is a
+seeded 60-page site with 3 unreachable pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sites import Site, SiteServer, generate_site
+
+
+@pytest.fixture
+def site_server() -> Iterator[Callable[..., SiteServer]]:
+    """Factory fixture: ``site_server(site, latency=0.0, **kw) -> SiteServer`` (started).
+
+    ``latency`` is seconds slept before each answer; other keywords go to
+    ``SiteServer`` (``host``, ``port``). Every server made is stopped at teardown.
+    """
+    servers: list[SiteServer] = []
+
+    def make(site: Site, latency: float = 0.0, **kw) -> SiteServer:
+        srv = SiteServer(site, latency=latency, **kw)
+        servers.append(srv)
+        return srv.start()
+
+    yield make
+    for srv in servers:
+        srv.stop()
+
+
+@pytest.fixture
+def small_site() -> Site:
+    """A fresh seeded site: 60 reachable pages (``/``, ``/p/1.html``..``/p/59.html``), 5 links each, plus 3 unreachable pages."""
+    return generate_site(60, links_per_page=5, seed=1234, unreachable=3)

@@ -1,0 +1,99 @@
+"""Running the real gridcrawl programs as separate processes, for end-to-end tests.
+
+:class:`Grid` starts ``python -m gridcrawl.manager`` / ``.executor`` / ``.client`` with logs in a
+temporary folder, and stops every process it started at teardown (SIGTERM, then SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+FAST = ["--heartbeat-interval", "0.25", "--heartbeat-liveness", "3"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Grid:
+    """Processes of one test grid. ``workdir`` holds databases and logs."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = Path(workdir)
+        self.port = free_port()
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.manager_db = f"sqlite:///{self.workdir / 'manager.db'}"
+        self.crawl_db = f"sqlite:///{self.workdir / 'crawl.db'}"
+        self.processes: list[subprocess.Popen] = []
+        self.manager: subprocess.Popen | None = None
+        self.executors: list[subprocess.Popen] = []
+
+    def _spawn(self, module: str, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
+        out = open(self.workdir / log, "ab")
+        proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **(env or {})})
+        out.close()
+        self.processes.append(proc)
+        return proc
+
+    def start_manager(self, *extra: str) -> subprocess.Popen:
+        """Start the manager on :attr:`endpoint` with :attr:`manager_db` and fast heartbeats."""
+        self.manager = self._spawn("gridcrawl.manager", ["--bind", self.endpoint, "--db", self.manager_db,
+                                                         *FAST, *extra], "manager.log")
+        return self.manager
+
+    def start_executor(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
+        """Start an executor called ``name`` (log ``name.log``)."""
+        proc = self._spawn("gridcrawl.executor", ["--manager", self.endpoint, "--name", name, *FAST, *extra],
+                           f"{name}.log", env)
+        self.executors.append(proc)
+        return proc
+
+    def start_client(self, *args: str) -> subprocess.Popen:
+        """Start the client with ``args`` (seeds and options) on :attr:`crawl_db`."""
+        return self._spawn("gridcrawl.client", ["--manager", self.endpoint, "--db", self.crawl_db,
+                                                "--no-progress", *FAST, *args], "client.log")
+
+    def log(self, name: str) -> str:
+        """The text of log ``name`` (e.g. ``"manager.log"``)."""
+        path = self.workdir / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM every live process, then SIGKILL those still alive after ``timeout``."""
+        for proc in self.processes:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for proc in self.processes:
+            try:
+                proc.wait(max(0.05, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def query(self, which: str, sql: str, *params) -> list[tuple]:
+        """Rows of ``sql`` on the ``"manager"`` or ``"crawl"`` SQLite database."""
+        path = self.workdir / ("manager.db" if which == "manager" else "crawl.db")
+        with sqlite3.connect(path, timeout=30) as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
+    """Poll ``predicate()`` until true; raise ``AssertionError`` naming ``message`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {message}")

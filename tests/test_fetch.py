@@ -1,0 +1,507 @@
+"""Tests of the executor's fetcher (gridcrawl.executor.fetch) against a real local HTTP server.
+
+The server is a threaded ``http.server`` on 127.0.0.1 started once for this module; each path
+plays one kind of site: plain pages, errors, redirect chains and loops, a server that trickles
+its body or its headers, a gzip bomb, oversized pages, a PDF, binary bytes labelled text/html,
+and a 429 with Retry-After. The server records every request path it receives, so a test can
+check that a request refused by the hop check was never sent.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+import zlib
+from email.utils import formatdate
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psutil
+import pytest
+
+from gridcrawl.executor.fetch import ErrorKind, Fetcher, FetchResult, parse_retry_after
+
+UA = "gridcrawl-test/0.1 (+http://127.0.0.1/)"
+MiB = 1024 * 1024
+PAGE = b"<!doctype html><html><head><title>t</title></head><body><a href='/x'>x</a></body></html>"
+PDF = b"%PDF-1.4\n" + bytes(range(256)) * 20
+BINARY = bytes((i * 131 + 7) % 256 for i in range(4096))
+BIG = b"<html>" + b"a" * (20 * MiB)
+
+
+def _make_bomb(size: int = 200 * MiB) -> bytes:
+    """gzip of ``size`` zero bytes, built in 1 MiB steps so the test never holds the plain text."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(MiB)
+    parts = [comp.compress(zeros) for _ in range(size // MiB)]
+    parts.append(comp.flush())
+    return b"".join(parts)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # keep pytest output clean
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8", extra=None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (extra or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _redirect(self, location: str, status: int = 302) -> None:
+        self._send(status, b"", extra={"Location": location})
+
+    def do_GET(self) -> None:  # noqa: C901 - one branch per kind of site
+        srv = self.server
+        path = self.path
+        with srv.lock:
+            srv.seen.append(path)
+        try:
+            if path == "/page":
+                self._send(200, PAGE)
+            elif path == "/page-nolength":  # HTTP/1.1 chunked would need framing; close instead
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(PAGE)
+                self.close_connection = True
+            elif path == "/missing":
+                self._send(404, b"<html>not found</html>")
+            elif path.startswith("/chain/"):
+                n = int(path.rsplit("/", 1)[1])
+                if n == 0:
+                    self._send(200, PAGE)
+                else:  # relative Location, resolved against the current URL
+                    self._redirect(str(n - 1), status=(301, 302, 303, 307, 308)[n % 5])
+            elif path == "/loop/a":
+                self._redirect("/loop/b")
+            elif path == "/loop/b":
+                self._redirect(f"http://127.0.0.1:{srv.server_port}/loop/a")
+            elif path == "/trickle":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.flush()
+                for _ in range(50):  # at most 10 s, then give up on a client that never left
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+                self.close_connection = True
+            elif path == "/slow-headers":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                self.wfile.flush()
+                for i in range(50):
+                    self.wfile.write(f"X-Slow-{i}: 1\r\n".encode())
+                    self.wfile.flush()
+                    time.sleep(0.2)
+                self.close_connection = True
+            elif path == "/bomb":
+                self._send(200, srv.bomb, extra={"Content-Encoding": "gzip"})
+            elif path == "/gzip-page":
+                self._send(200, gzip.compress(PAGE), extra={"Content-Encoding": "gzip"})
+            elif path == "/deflate-page":
+                self._send(200, zlib.compress(PAGE), extra={"Content-Encoding": "deflate"})
+            elif path == "/raw-deflate-page":
+                c = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+                self._send(200, c.compress(PAGE) + c.flush(), extra={"Content-Encoding": "deflate"})
+            elif path == "/big":
+                self._send(200, BIG)
+            elif path == "/big-nolength":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for start in range(0, len(BIG), MiB):
+                    self.wfile.write(BIG[start : start + MiB])
+                self.close_connection = True
+            elif path == "/doc.pdf":
+                self._send(200, PDF, ctype="application/pdf")
+            elif path == "/binary.html":
+                self._send(200, BINARY, ctype="text/html")
+            elif path == "/busy":
+                self._send(429, b"slow down", ctype="text/plain", extra={"Retry-After": "3"})
+            elif path == "/unavailable-date":
+                when = formatdate(time.time() + 120, usegmt=True)
+                self._send(503, b"", ctype="text/plain", extra={"Retry-After": when})
+            elif path == "/hop/start":
+                self._redirect("/hop/secret")
+            elif path == "/hop/secret":
+                self._send(200, PAGE)
+            else:
+                self._send(404, b"no such test path", ctype="text/plain")
+        except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+            self.close_connection = True  # the fetcher hung up on us, as it should
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A threaded HTTP server on 127.0.0.1 with a free port; yields (base URL, server)."""
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.daemon_threads = True
+    srv.lock = threading.Lock()
+    srv.seen = []
+    srv.bomb = _make_bomb()
+    thread = threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_port}", srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def _fetcher(**kwargs) -> Fetcher:
+    kwargs.setdefault("user_agent", UA)
+    kwargs.setdefault("connect_timeout", 3)
+    kwargs.setdefault("read_timeout", 5)
+    kwargs.setdefault("deadline", 10)
+    return Fetcher(**kwargs)
+
+
+def test_normal_page(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/page")
+    assert isinstance(r, FetchResult)
+    assert r.ok and r.error_kind is None and r.error is None
+    assert r.status == 200
+    assert r.body == PAGE and r.size == len(PAGE)
+    assert r.content_type == "text/html; charset=utf-8"
+    assert r.headers["content-type"] == "text/html; charset=utf-8"
+    assert all(k == k.lower() for k in r.headers)
+    assert r.final_url == base + "/page" and r.redirects == []
+    assert r.seconds > 0
+
+
+def test_page_without_content_length_read_to_close(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/page-nolength")
+    assert r.ok and r.body == PAGE
+
+
+@pytest.mark.parametrize("path", ["/gzip-page", "/deflate-page", "/raw-deflate-page"])
+def test_compressed_pages_are_decoded(server, path):
+    base, _ = server
+    r = _fetcher().fetch(base + path)
+    assert r.ok, r.error
+    assert r.body == PAGE and r.size == len(PAGE)
+
+
+def test_user_agent_is_sent(server):
+    base, srv = server
+    seen = {}
+
+    class Probe(_Handler):
+        def do_GET(self):
+            seen["ua"] = self.headers.get("User-Agent")
+            seen["ae"] = self.headers.get("Accept-Encoding")
+            self._send(200, PAGE)
+
+    probe = ThreadingHTTPServer(("127.0.0.1", 0), Probe)
+    t = threading.Thread(target=probe.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    t.start()
+    try:
+        r = _fetcher().fetch(f"http://127.0.0.1:{probe.server_port}/")
+    finally:
+        probe.shutdown()
+        probe.server_close()
+    assert r.ok
+    assert seen["ua"] == UA
+    assert seen["ae"] == "gzip, deflate"
+
+
+def test_404_is_http_status(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/missing")
+    assert not r.ok
+    assert r.error_kind is ErrorKind.HTTP_STATUS
+    assert r.status == 404
+    assert "404" in r.error
+    assert r.body is None
+
+
+def test_redirect_chain_of_three_is_followed(server):
+    base, srv = server
+    r = _fetcher().fetch(base + "/chain/3")
+    assert r.ok, r.error
+    assert r.status == 200 and r.body == PAGE
+    assert r.redirects == [base + "/chain/2", base + "/chain/1", base + "/chain/0"]
+    assert r.final_url == base + "/chain/0"
+
+
+def test_twelve_hops_is_too_many_redirects(server):
+    base, _ = server
+    r = _fetcher(max_redirects=10).fetch(base + "/chain/12")
+    assert r.error_kind is ErrorKind.TOO_MANY_REDIRECTS
+    assert len(r.redirects) == 10
+    assert r.body is None
+
+
+def test_exactly_max_redirects_is_allowed(server):
+    base, _ = server
+    r = _fetcher(max_redirects=4).fetch(base + "/chain/4")
+    assert r.ok and len(r.redirects) == 4
+
+
+def test_redirect_loop(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/loop/a")
+    assert r.error_kind is ErrorKind.REDIRECT_LOOP
+    assert r.redirects == [base + "/loop/b"]
+    assert "/loop/a" in r.error
+
+
+def test_trickling_body_is_cut_at_the_deadline(server):
+    base, _ = server
+    deadline = 1.5
+    began = time.monotonic()
+    r = _fetcher(deadline=deadline, read_timeout=5).fetch(base + "/trickle")
+    elapsed = time.monotonic() - began
+    assert r.error_kind is ErrorKind.TIMEOUT, (r.error_kind, r.error)
+    assert r.status == 200
+    assert r.body is None
+    assert elapsed < deadline + 2
+
+
+def test_trickling_headers_are_cut_at_the_deadline(server):
+    base, _ = server
+    deadline = 1.5
+    began = time.monotonic()
+    r = _fetcher(deadline=deadline, read_timeout=5).fetch(base + "/slow-headers")
+    elapsed = time.monotonic() - began
+    assert r.error_kind is ErrorKind.TIMEOUT, (r.error_kind, r.error)
+    assert r.body is None
+    assert elapsed < deadline + 2
+
+
+def test_gzip_bomb_is_stopped_with_bounded_memory(server):
+    base, srv = server
+    assert len(srv.bomb) < 1 * MiB  # ~200 KB on the wire, 200 MiB once inflated
+    proc = psutil.Process()
+    before = proc.memory_info().rss
+    peak = [before]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], proc.memory_info().rss)
+            stop.wait(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        r = _fetcher(max_body_bytes=1 * MiB).fetch(base + "/bomb")
+    finally:
+        stop.set()
+        sampler.join()
+    peak[0] = max(peak[0], proc.memory_info().rss)
+    assert r.error_kind is ErrorKind.TOO_LARGE, (r.error_kind, r.error)
+    assert r.body is None
+    assert MiB < r.size <= MiB + 64 * 1024
+    assert peak[0] - before < 50 * MiB
+
+
+@pytest.mark.parametrize("path", ["/big", "/big-nolength"])
+def test_large_page_is_too_large(server, path):
+    base, _ = server
+    r = _fetcher(max_body_bytes=10 * MiB).fetch(base + path)
+    assert r.error_kind is ErrorKind.TOO_LARGE, (r.error_kind, r.error)
+    assert r.body is None
+    assert r.size > 10 * MiB
+
+
+def test_body_exactly_at_the_cap_is_kept(server):
+    base, _ = server
+    r = _fetcher(max_body_bytes=len(PAGE)).fetch(base + "/page")
+    assert r.ok and r.body == PAGE
+    r = _fetcher(max_body_bytes=len(PAGE) - 1).fetch(base + "/page")
+    assert r.error_kind is ErrorKind.TOO_LARGE
+
+
+def test_pdf_is_not_downloaded(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/doc.pdf")
+    assert r.ok
+    assert r.status == 200
+    assert r.content_type == "application/pdf"
+    assert r.body is None
+    assert r.size == len(PDF)
+
+
+def test_pdf_kept_with_keep_non_html(server):
+    base, _ = server
+    r = _fetcher(keep_non_html=True).fetch(base + "/doc.pdf")
+    assert r.ok and r.body == PDF and r.size == len(PDF)
+
+
+def test_binary_served_as_html_is_fetched(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/binary.html")
+    assert r.ok
+    assert r.body == BINARY
+
+
+def test_connection_refused(server):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens on this port now
+    r = _fetcher().fetch(f"http://127.0.0.1:{port}/")
+    assert r.error_kind is ErrorKind.CONNECTION, (r.error_kind, r.error)
+    assert r.status is None
+
+
+def test_hop_check_blocks_second_hop_before_sending(server):
+    base, srv = server
+    checked = []
+
+    def hop_check(url: str) -> str | None:
+        checked.append(url)
+        return "disallowed by robots.txt" if url.endswith("/hop/secret") else None
+
+    with srv.lock:
+        srv.seen.clear()
+    r = _fetcher(hop_check=hop_check).fetch(base + "/hop/start")
+    assert r.error_kind is ErrorKind.BLOCKED
+    assert r.error == "disallowed by robots.txt"
+    assert checked == [base + "/hop/start", base + "/hop/secret"]
+    assert r.final_url == base + "/hop/secret"
+    with srv.lock:
+        assert "/hop/start" in srv.seen
+        assert "/hop/secret" not in srv.seen
+
+
+def test_hop_check_blocks_first_request(server):
+    base, srv = server
+    with srv.lock:
+        srv.seen.clear()
+    r = _fetcher(hop_check=lambda url: "out of scope").fetch(base + "/page")
+    assert r.error_kind is ErrorKind.BLOCKED and r.error == "out of scope"
+    assert r.status is None
+    with srv.lock:
+        assert srv.seen == []
+
+
+def test_hop_check_exception_is_a_crash_not_a_raise(server):
+    base, _ = server
+
+    def broken(url):
+        raise RuntimeError("boom in hop check")
+
+    r = _fetcher(hop_check=broken).fetch(base + "/page")
+    assert r.error_kind is ErrorKind.CRASH
+    assert "boom in hop check" in r.error
+
+
+def test_429_with_retry_after(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/busy")
+    assert r.error_kind is ErrorKind.HTTP_STATUS
+    assert r.status == 429
+    assert r.retry_after == 3.0
+
+
+def test_503_with_http_date_retry_after(server):
+    base, _ = server
+    r = _fetcher().fetch(base + "/unavailable-date")
+    assert r.error_kind is ErrorKind.HTTP_STATUS and r.status == 503
+    assert r.retry_after is not None and 100 < r.retry_after <= 120
+
+
+@pytest.mark.parametrize(
+    "url", ["", "not a url", "ftp://127.0.0.1/file", "http://", "http://127.0.0.1:99999/", "http://[::1/"]
+)
+def test_invalid_url(url):
+    r = _fetcher().fetch(url)
+    assert r.error_kind is ErrorKind.INVALID_URL, (url, r.error_kind, r.error)
+    assert r.url == url
+
+
+def test_parse_retry_after():
+    now = 1_700_000_000.0
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after(" 120 ") == 120.0
+    assert parse_retry_after("1.5") == 1.5
+    assert parse_retry_after(formatdate(now + 60, usegmt=True), now=now) == pytest.approx(60.0)
+    assert parse_retry_after(formatdate(now - 60, usegmt=True), now=now) == 0.0
+    assert parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=784111777.0) == 0.0
+    assert parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=784111777.0 - 10) == pytest.approx(10.0)
+    for bad in (None, "", "soon", "-5", "nan", "inf"):
+        assert parse_retry_after(bad) is None
+
+
+def test_threads_share_one_fetcher(server):
+    base, _ = server
+    fetcher = _fetcher()
+    results: list[FetchResult] = []
+    lock = threading.Lock()
+
+    def work():
+        for path in ("/page", "/chain/2", "/doc.pdf", "/missing"):
+            r = fetcher.fetch(base + path)
+            with lock:
+                results.append(r)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fetcher.close()
+    assert len(results) == 24
+    by_url: dict[str, set] = {}
+    for r in results:
+        by_url.setdefault(r.url, set()).add((r.status, r.error_kind, r.body))
+    assert by_url[base + "/page"] == {(200, None, PAGE)}
+    assert by_url[base + "/chain/2"] == {(200, None, PAGE)}
+    assert by_url[base + "/doc.pdf"] == {(200, None, None)}
+    assert by_url[base + "/missing"] == {(404, ErrorKind.HTTP_STATUS, None)}
+    assert len(fetcher._sessions) == 0  # close() dropped them all
+    assert fetcher.fetch(base + "/page").ok  # and a new one is made on demand
+
+
+def test_no_connections_leak(server):
+    base, srv = server
+    port = srv.server_port
+    fetcher = _fetcher(max_body_bytes=1000)
+
+    def client_sockets() -> int:
+        conns = psutil.Process().net_connections(kind="tcp")
+        return sum(
+            1
+            for c in conns
+            if c.raddr and c.raddr.port == port and c.laddr.port != port and c.status == psutil.CONN_ESTABLISHED
+        )
+
+    for _ in range(10):
+        for path in ("/doc.pdf", "/big", "/missing", "/page", "/chain/1"):
+            fetcher.fetch(base + path)
+    # Unread bodies are closed with their connections; only the pooled keep-alive one remains.
+    assert client_sockets() <= 1
+    fetcher.close()
+    assert client_sockets() == 0
+
+
+def test_hop_check_may_fetch_with_the_same_fetcher(server):
+    """A hop check that fetches (as a robots.txt check would) on the same thread and fetcher."""
+    base, _ = server
+    fetcher = _fetcher()
+    inner: list[FetchResult] = []
+
+    def hop_check(url: str) -> str | None:
+        if url.endswith("/doc.pdf"):  # the check's own fetch passes the check too
+            return None
+        r = fetcher.fetch(base + "/doc.pdf")
+        inner.append(r)
+        return None if r.ok else f"check failed: {r.error_kind} {r.error}"
+
+    fetcher.hop_check = hop_check
+    r = fetcher.fetch(base + "/chain/2")
+    assert r.ok and r.body == PAGE and len(r.redirects) == 2
+    assert len(inner) == 3 and all(i.ok and i.size == len(PDF) for i in inner)
+    fetcher.close()
