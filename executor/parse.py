@@ -123,7 +123,7 @@ def _codec_for_label(label: str) -> str | None:
     label = _LABEL_ALIASES.get(label, label)
     try:
         name = codecs.lookup(label).name
-        b"".decode(name)  # LookupError for bytes-to-bytes codecs such as base64
+        b"<".decode(name, "replace")  # LookupError for bytes-to-bytes codecs such as base64
     except (LookupError, ValueError, TypeError):
         return None
     if name in _REFUSED_CODECS:

@@ -8,20 +8,42 @@ Two databases, two metadata objects:
 * :data:`crawl_metadata` — a crawler application's tables from the paper's figure 10:
   ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``.
 
-Times are UTC ``DATETIME``s; durations are derived from them (see the views in ``schema.sql``).
+Times are naive UTC datetimes with microseconds on every back end (``DATETIME2(6)`` on SQL
+Server, ``DATETIME(6)`` on MariaDB/MySQL, whose plain ``DATETIME`` drops fractions of a second);
+durations are derived from them by the views of :mod:`gridcrawl.views`. Page text and bodies are
+unbounded (``NVARCHAR(MAX)``/``VARBINARY(MAX)`` on SQL Server, ``LONGTEXT``/``LONGBLOB`` on
+MariaDB, whose ``TEXT``/``BLOB`` stop at 64 KiB). Constraint names follow one naming convention
+so that every back end (and ``schema.sql``) names them alike, as migrations need.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
-                        LargeBinary, MetaData, SmallInteger, String, Table, Text, UnicodeText)
+                        LargeBinary, MetaData, SmallInteger, String, Table, UnicodeText)
+from sqlalchemy.dialects import mssql, mysql
 
 SCHEMA_VERSION = 1
 URL_LENGTH = 2083
 FINGERPRINT_LENGTH = 32
 
-manager_metadata = MetaData()
-crawl_metadata = MetaData()
+# Portable types: the generic type, with the variant a back end needs.
+Timestamp = (DateTime().with_variant(mssql.DATETIME2(precision=6), "mssql")
+             .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"))
+LongText = (UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+            .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
+LongBinary = (LargeBinary().with_variant(mssql.VARBINARY("max"), "mssql")
+              .with_variant(mysql.LONGBLOB(), "mysql", "mariadb"))
+
+NAMING_CONVENTION = {
+    "pk": "pk_%(table_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+}
+
+manager_metadata = MetaData(naming_convention=NAMING_CONVENTION)
+crawl_metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
 def _meta_table(metadata: MetaData, name: str) -> Table:
@@ -41,8 +63,8 @@ executor = Table(
     Column("is_dedicated", Boolean, nullable=False, default=True),
     Column("is_connected", Boolean, nullable=False, default=False),
     Column("accepting", Boolean, nullable=False, default=True),
-    Column("ping_time", DateTime),
-    Column("time_registered", DateTime),
+    Column("ping_time", Timestamp),
+    Column("time_registered", Timestamp),
     Column("host", String(255), nullable=False),
     Column("port", Integer),
     Column("usr_name", String(64), nullable=False),
@@ -63,8 +85,8 @@ application = Table(
     "application", manager_metadata,
     Column("application_id", String(36), primary_key=True),
     Column("state", SmallInteger, nullable=False),
-    Column("time_created", DateTime, nullable=False),
-    Column("time_completed", DateTime),
+    Column("time_created", Timestamp, nullable=False),
+    Column("time_completed", Timestamp),
     Column("usr_name", String(64), nullable=False),
     Column("application_name", String(255), nullable=False),
 )
@@ -83,9 +105,9 @@ thread = Table(
     Column("failed", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("error_kind", String(32)),
-    Column("time_submitted", DateTime, nullable=False),
-    Column("time_started", DateTime),
-    Column("time_finished", DateTime),
+    Column("time_submitted", Timestamp, nullable=False),
+    Column("time_started", Timestamp),
+    Column("time_finished", Timestamp),
     Index("ux_thread_application_thread", "application_id", "thread_id", unique=True),
     Index("ix_thread_executor", "executor_id"),
     Index("ix_thread_state", "state"),
@@ -96,9 +118,9 @@ attempt = Table(
     Column("attempt_id", BigInteger, primary_key=True, autoincrement=False),
     Column("internal_thread_id", BigInteger, ForeignKey("thread.internal_thread_id"), nullable=False),
     Column("executor_id", String(36), ForeignKey("executor.executor_id"), nullable=False),
-    Column("time_assigned", DateTime, nullable=False),
-    Column("time_started", DateTime),
-    Column("time_finished", DateTime),
+    Column("time_assigned", Timestamp, nullable=False),
+    Column("time_started", Timestamp),
+    Column("time_finished", Timestamp),
     Column("outcome", String(16), nullable=False),
     Index("ix_attempt_thread", "internal_thread_id"),
     Index("ix_attempt_executor", "executor_id"),
@@ -118,12 +140,12 @@ document = Table(
     Column("status", Integer),
     Column("content_type", String(255)),
     Column("size", BigInteger, nullable=False, default=0),
-    Column("title", UnicodeText),
+    Column("title", LongText),
     Column("encoding", String(64)),
-    Column("content", UnicodeText),
-    Column("body", LargeBinary),
+    Column("content", LongText),
+    Column("body", LongBinary),
     Column("depth", Integer, nullable=False, default=0),
-    Column("fetched_at", DateTime, nullable=False),
+    Column("fetched_at", Timestamp, nullable=False),
     Column("executor", String(36)),
     Column("fetch_seconds", Float, nullable=False, default=0),
     Column("parse_seconds", Float, nullable=False, default=0),
@@ -140,7 +162,7 @@ visited_url = Table(
     Column("error_kind", String(32)),
     Column("error", String(1024)),
     Column("attempts", Integer, nullable=False, default=1),
-    Column("visited_at", DateTime, nullable=False),
+    Column("visited_at", Timestamp, nullable=False),
     Index("ux_visited_url_fingerprint", "fingerprint", unique=True),
 )
 

@@ -94,7 +94,7 @@ class Message:
 
 @dataclass
 class Register(Message):
-    """Executor → manager: join the grid. ``executor_id`` is the id it had before, to reclaim it.
+    """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
     """
@@ -126,9 +126,11 @@ class Welcome(Message):
 
 @dataclass
 class Heartbeat(Message):
-    """Any peer → any peer: I am alive. Executors add their figures (Alchemi's CPU columns:
-    ``cpu_usage``/``cpu_avail`` in %, ``cpu_totalusage`` in CPU-seconds, ``mem_usage`` bytes,
-    ``running`` threads, ``pages_per_second``)."""
+    """Any peer → any peer: I am alive (an executor adds its CPU and memory figures).
+
+    Figures are Alchemi's CPU columns: ``cpu_usage``/``cpu_avail`` in %, ``cpu_totalusage`` in
+    CPU-seconds, plus ``mem_usage`` bytes, ``running`` threads and ``pages_per_second``.
+    """
 
     TYPE: ClassVar[bytes] = b"heartbeat"
     figures: dict | None = None
@@ -136,8 +138,10 @@ class Heartbeat(Message):
 
 @dataclass
 class Assign(Message):
-    """Manager → executor: run this grid thread. ``attempt_id`` names this assignment; results
-    must quote it (a result for an attempt that was taken back is fenced out)."""
+    """Manager → executor: run this grid thread as attempt ``attempt_id`` (results quote it).
+
+    A result for an attempt that was taken back is fenced out.
+    """
 
     TYPE: ClassVar[bytes] = b"assign"
     attempt_id: int
@@ -175,8 +179,11 @@ class Cancel(Message):
 
 @dataclass
 class Availability(Message):
-    """Executor → manager: ``accepting`` False when the desktop's owner is back (idle-only mode);
-    the manager stops assigning to it without counting it dead."""
+    """Executor → manager: whether it takes new work (idle-only desktops; not a death).
+
+    ``accepting`` is False when the desktop's owner is back; the manager stops assigning to it
+    without counting it dead.
+    """
 
     TYPE: ClassVar[bytes] = b"availability"
     accepting: bool
@@ -216,6 +223,7 @@ class Submit(Message):
 @dataclass
 class ThreadDone(Message):
     """Manager → client: grid thread ``thread_id`` of ``application_id`` has finished.
+
 
     ``failed`` is True when it failed for good (poison after ``attempts`` tries); ``page`` is the
     executor's result, or ``None`` for a poison thread. The client answers with :class:`Ack`.

@@ -1,0 +1,4 @@
+"""python -m gridcrawl: the gridcrawl command (run, report, db)."""
+from gridcrawl.cli import main
+
+main()

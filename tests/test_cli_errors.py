@@ -1,0 +1,104 @@
+"""Bad input gets a one-line error and exit status 2 within a bounded time — never a traceback
+or a hang. Each program is run as a real process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grid import free_port
+
+
+def run(*args: str, timeout: float = 30) -> tuple[int, str, float]:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stderr + proc.stdout, time.monotonic() - started
+
+
+def assert_user_error(rc: int, output: str, *needles: str) -> None:
+    assert rc == 2, output
+    assert "Traceback" not in output, output
+    for needle in needles:
+        assert needle in output, output
+
+
+@pytest.mark.parametrize("module", ["gridcrawl", "gridcrawl.manager", "gridcrawl.executor", "gridcrawl.client"])
+def test_help(module):
+    rc, out, _ = run(module, "--help")
+    assert rc == 0 and "Usage" in out
+
+
+@pytest.mark.parametrize("seed", ["ht!tp://x", "ftp://example.test/", "http://", "javascript:alert(1)"])
+def test_invalid_seed_url(tmp_path, seed):
+    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                     "--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", seed)
+    assert_user_error(rc, out, "invalid seed URL")
+
+
+def test_run_with_invalid_seed(tmp_path):
+    rc, out, _ = run("gridcrawl", "run", "not a url", "--workdir", str(tmp_path))
+    assert_user_error(rc, out, "invalid seed URL")
+
+
+def test_client_fails_clearly_when_no_manager_answers(tmp_path):
+    rc, out, elapsed = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                           "--db", f"sqlite:///{tmp_path}/c.db", "--connect-timeout", "1", "--no-progress",
+                           "http://127.0.0.1:9/")
+    assert_user_error(rc, out, "no answer from the manager")
+    assert elapsed < 20
+
+
+def test_executor_fails_clearly_when_no_manager_answers():
+    rc, out, elapsed = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                           "--connect-timeout", "1")
+    assert_user_error(rc, out, "no answer from the manager")
+    assert elapsed < 20
+
+
+@pytest.mark.parametrize("db, needle", [
+    ("not-a-database-url", "not a database URL"),
+    ("nosuchdb://x/y", "unknown database kind"),
+    ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot reach database"),
+])
+def test_invalid_database_url(db, needle):
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
+                     "http://127.0.0.1:9/")
+    assert_user_error(rc, out, needle)
+    rc, out, _ = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}", "--db", db)
+    assert_user_error(rc, out, needle)
+
+
+def test_invalid_endpoints():
+    rc, out, _ = run("gridcrawl.manager", "--bind", "localhost:9000")
+    assert_user_error(rc, out, "not a ZeroMQ endpoint")
+    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:notaport")
+    assert_user_error(rc, out, "not a ZeroMQ endpoint")
+
+
+def test_manager_port_in_use(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        rc, out, _ = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{port}", "--db", f"sqlite:///{tmp_path}/m.db")
+    assert_user_error(rc, out, "cannot listen")
+
+
+def test_invalid_settings(tmp_path):
+    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9000", "--threads", "0")
+    assert_user_error(rc, out, "threads must be >= 1")
+
+
+def test_report_on_a_database_without_gridcrawl_tables(tmp_path):
+    rc, out, _ = run("gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/empty.db")
+    assert_user_error(rc, out, "not a gridcrawl manager database")
+
+
+def test_resume_without_seeds_and_without_a_crawl(tmp_path):
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", f"sqlite:///{tmp_path}/c.db",
+                     "--no-progress")
+    assert_user_error(rc, out, "no seed URLs")

@@ -1,0 +1,244 @@
+"""The manager's pure core: scheduling, liveness, timeouts, fencing, poison, acknowledgement.
+
+No sockets and no clock: events go in with an explicit ``now`` and the returned actions are
+inspected.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from gridcrawl import protocol as p
+from gridcrawl.settings import Settings
+from gridcrawl.states import IllegalTransition, ThreadState, check_transition
+from gridcrawl.manager.core import ManagerCore, Record, Send
+
+S = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0)
+
+
+def make_core(settings=S) -> ManagerCore:
+    ids = (f"id{i}" for i in itertools.count(1))
+    return ManagerCore(settings, new_id=lambda: next(ids))
+
+
+def sends(actions, kind=None):
+    return [a for a in actions if isinstance(a, Send) and (kind is None or isinstance(a.message, kind))]
+
+
+def register(core, peer: bytes, threads: int, now=0.0) -> str:
+    actions = core.handle(peer, p.Register(name=peer.decode(), host="h", user="u", threads=threads), now)
+    (welcome,) = sends(actions, p.Welcome)
+    return welcome.message.executor_id
+
+
+def open_app(core, peer=b"client", now=0.0) -> str:
+    (opened,) = sends(core.handle(peer, p.OpenApplication("crawl", "u"), now), p.ApplicationOpened)
+    return opened.message.application_id
+
+
+def submit(core, app, ids, peer=b"client", now=0.0, priority=5):
+    specs = [p.ThreadSpec(i, f"http://h{i % 3}.test/{i}", priority=priority) for i in ids]
+    return core.handle(peer, p.Submit(app, specs), now)
+
+
+def assigned(actions):
+    return [(a.peer, a.message) for a in sends(actions, p.Assign)]
+
+
+def test_transition_table_refuses_illegal_moves_naming_the_thread():
+    assert check_transition("t1", ThreadState.READY, ThreadState.SCHEDULED) == ThreadState.SCHEDULED
+    with pytest.raises(IllegalTransition, match="t1: DEAD -> READY"):
+        check_transition("t1", ThreadState.DEAD, ThreadState.READY)
+    with pytest.raises(IllegalTransition):
+        check_transition("t1", ThreadState.READY, ThreadState.FINISHED)
+
+
+def test_dispatch_goes_to_the_executor_with_most_free_slots():
+    core = make_core()
+    register(core, b"small", 1)
+    register(core, b"big", 3)
+    app = open_app(core)
+    got = assigned(submit(core, app, range(4)))
+    peers = [peer for peer, _ in got]
+    # big has 3 free, small 1: big, then a tie (2 vs 1 → big), then tie 1/1 round robin.
+    assert peers.count(b"big") == 3 and peers.count(b"small") == 1
+    assert peers[0] == b"big"
+
+
+def test_ties_are_broken_round_robin():
+    core = make_core()
+    for name in (b"a", b"b", b"c"):
+        register(core, name, 1)
+    app = open_app(core)
+    peers = [peer for peer, _ in assigned(submit(core, app, range(3)))]
+    assert sorted(peers) == [b"a", b"b", b"c"]
+
+
+def test_priority_first_then_fifo():
+    core = make_core()
+    app = open_app(core)
+    submit(core, app, [1, 2], priority=5)
+    submit(core, app, [3], priority=9)
+    submit(core, app, [4], priority=5)
+    register(core, b"e", 1)
+    order = []
+    for _ in range(4):
+        ex = core.executors[core.peers[b"e"][1]]
+        (attempt_id,) = ex.running
+        order.append(ex.running[attempt_id].thread_id)
+        core.handle(b"e", p.Result(attempt_id, p.PageResult(url="x")), 1.0)
+    assert order == [3, 1, 2, 4]
+
+
+def test_no_executor_no_dispatch_and_capacity_respected():
+    core = make_core(S.replace(prefetch=2))
+    app = open_app(core)
+    assert assigned(submit(core, app, range(10))) == []
+    actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=3), 0.0)
+    assert len(assigned(actions)) == 5  # threads + prefetch
+
+
+def test_result_is_delivered_and_ack_makes_thread_dead():
+    core = make_core()
+    register(core, b"e", 1)
+    app = open_app(core)
+    ((_, assign),) = assigned(submit(core, app, [42]))
+    core.handle(b"e", p.Started(assign.attempt_id), 1.0)
+    t = core.applications[app].threads[42]
+    assert t.state == ThreadState.STARTED and t.time_started == 1.0
+    actions = core.handle(b"e", p.Result(assign.attempt_id, p.PageResult(url=assign.url, status=200)), 2.0)
+    (done,) = sends(actions, p.ThreadDone)
+    assert done.peer == b"client" and done.message.thread_id == 42 and done.message.page.status == 200
+    assert t.state == ThreadState.FINISHED
+    core.handle(b"client", p.Ack(app, [42]), 3.0)
+    assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
+
+
+def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
+    core = make_core()
+    register(core, b"a", 2, now=0.0)
+    app = open_app(core)
+    submit(core, app, [1, 2], now=0.0)
+    register(core, b"b", 2, now=0.0)  # joins after: gets nothing yet
+    # b keeps heartbeating, a goes silent.
+    for now in (1.0, 2.0, 3.0):
+        core.handle(b"b", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    actions = core.tick(3.5)
+    assert [peer for peer, _ in assigned(actions)] == [b"b", b"b"]
+    lost = core.executors[core.peers[b"b"][1]]
+    assert all(t.lost == 1 and t.attempts == 2 for t in lost.running.values())
+    records = [a for a in actions if isinstance(a, Record) and a.table == "executor"]
+    assert records and records[0].values == {"is_connected": False}
+
+
+def test_late_result_of_a_taken_back_attempt_is_fenced():
+    core = make_core()
+    register(core, b"a", 1)
+    app = open_app(core)
+    ((_, first),) = assigned(submit(core, app, [1]))
+    register(core, b"b", 1, now=2.0)
+    for now in (1.0, 2.0, 3.0, 3.9):
+        core.handle(b"b", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    ((peer, second),) = assigned(core.tick(4.0))
+    assert peer == b"b" and second.attempt_id != first.attempt_id
+    # a wakes up (SIGCONT) and re-registers, then sends its late result.
+    register(core, b"a", 1, now=4.1)
+    actions = core.handle(b"a", p.Result(first.attempt_id, p.PageResult(url="x")), 4.2)
+    assert sends(actions, p.ThreadDone) == [] and core.fenced == 1
+    actions = core.handle(b"b", p.Result(second.attempt_id, p.PageResult(url="x")), 4.3)
+    assert len(sends(actions, p.ThreadDone)) == 1
+
+
+def test_thread_timeout_takes_the_thread_back():
+    core = make_core()
+    register(core, b"a", 1)
+    register(core, b"b", 1)
+    app = open_app(core)
+    ((peer, first),) = assigned(submit(core, app, [1]))
+    for now in range(1, 12):
+        for x in (b"a", b"b", b"client"):
+            core.handle(x, p.Heartbeat(), float(now))
+    actions = core.tick(11.0)
+    (cancel,) = sends(actions, p.Cancel)
+    assert cancel.peer == peer and cancel.message.attempt_id == first.attempt_id
+    ((_, again),) = assigned(actions)
+    assert again.thread_id == 1 and again.attempt_id != first.attempt_id
+
+
+def test_poison_thread_fails_after_max_attempts():
+    core = make_core(S.replace(max_attempts=2))
+    app = open_app(core)
+    submit(core, app, [1])
+    now = 0.0
+    for round_ in range(2):
+        peer = f"e{round_}".encode()
+        register(core, peer, 1, now=now)
+        core.handle(b"client", p.Heartbeat(), now + 3.5)
+        now += 4.0
+        actions = core.tick(now)  # the executor died silently
+    (done,) = sends(actions, p.ThreadDone)
+    assert done.message.failed and done.message.page is None and done.message.attempts == 2
+
+
+def test_client_restart_reattaches_and_gets_waiting_results():
+    core = make_core()
+    register(core, b"e", 1)
+    app = open_app(core, b"c1")
+    ((_, assign),) = assigned(submit(core, app, [5], peer=b"c1"))
+    core.handle(b"c1", p.Bye(), 0.5)  # the client goes away
+    actions = core.handle(b"e", p.Result(assign.attempt_id, p.PageResult(url="x")), 1.0)
+    assert sends(actions, p.ThreadDone) == []
+    actions = core.handle(b"c2", p.OpenApplication("crawl", "u", app), 2.0)
+    (opened,) = sends(actions, p.ApplicationOpened)
+    assert opened.message.resumed
+    (done,) = sends(actions, p.ThreadDone)
+    assert done.peer == b"c2" and done.message.thread_id == 5
+    # resubmitting the same thread id does not queue it twice; it re-sends the waiting result.
+    actions = submit(core, app, [5], peer=b"c2", now=2.1)
+    assert assigned(actions) == [] and len(sends(actions, p.ThreadDone)) == 1
+
+
+def test_executor_bye_hands_work_back_without_counting_an_attempt():
+    core = make_core()
+    register(core, b"a", 1)
+    app = open_app(core)
+    submit(core, app, [1])
+    core.handle(b"a", p.Bye(), 0.5)
+    t = core.applications[app].threads[1]
+    assert t.state == ThreadState.READY and t.lost == 0
+    ((peer, _),) = assigned(core.handle(b"b", p.Register(name="b", host="h", user="u", threads=1), 0.6))
+    assert peer == b"b"
+
+
+def test_unknown_peers_and_wrong_applications_are_refused():
+    core = make_core()
+    (refuse,) = sends(core.handle(b"x", p.Heartbeat(), 0.0), p.Refuse)
+    assert "register" in refuse.message.reason
+    app = open_app(core, b"c1")
+    (refuse,) = sends(core.handle(b"c2", p.Submit(app, [p.ThreadSpec(1, "http://a.test/")]), 0.0), p.Refuse)
+    assert app in refuse.message.reason
+    (refuse,) = sends(core.handle(b"x", p.Welcome("a", 1.0, 3), 0.0), p.Refuse)
+
+
+def test_close_with_cancel_aborts_running_threads():
+    core = make_core()
+    register(core, b"e", 2)
+    app = open_app(core)
+    submit(core, app, [1, 2, 3])
+    actions = core.handle(b"client", p.CloseApplication(app, cancel=True), 1.0)
+    assert len(sends(actions, p.Cancel)) == 2
+    assert core.applications[app].threads == {} and len(core.queue) == 0
+    assert not core.executors[core.peers[b"e"][1]].running
+
+
+def test_heartbeats_are_sent_to_every_peer_each_interval():
+    core = make_core()
+    register(core, b"e", 1, now=10.0)
+    open_app(core, b"c", now=10.0)
+    assert {a.peer for a in sends(core.tick(10.5), p.Heartbeat)} == {b"e", b"c"}
+    assert sends(core.tick(10.7), p.Heartbeat) == []
+    assert {a.peer for a in sends(core.tick(11.6), p.Heartbeat)} == {b"e", b"c"}

@@ -1,0 +1,69 @@
+"""End to end: the real manager, two executors and a client as separate processes crawl a
+generated site served by a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import pytest
+
+from gridcrawl.urls import canonical_url, fingerprint
+from grid import Grid
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+
+def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server):
+    site = generate_site(250, links_per_page=6, seed=7, unreachable=5)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        grid.start_executor("ex2", "--threads", "4")
+        client = grid.start_client(server.url("/"))
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    docs = grid.query("crawl", "SELECT url, fingerprint, status, executor FROM document")
+    urls = [row[0] for row in docs]
+    assert len(urls) == len(set(urls)), "a page was stored twice"
+    assert set(urls) == expected, "document must hold every reachable page and nothing else"
+    assert all(fp == fingerprint(url) and status == 200 and ex for url, fp, status, ex in docs)
+    assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(len(expected),)]
+    # no page was fetched twice, and nothing outside the reachable set was asked for
+    counts = server.per_path_counts()
+    assert set(counts) == reachable(site) and set(counts.values()) == {1}
+
+    threads = grid.query("manager", "SELECT state, executor_id, time_submitted, time_started, time_finished, url "
+                                    "FROM thread")
+    assert len(threads) == len(expected)
+    assert {t[5] for t in threads} == expected
+    for state, executor_id, submitted, started, finished, url in threads:
+        assert state == 4 and executor_id, url
+        assert submitted <= started <= finished, url
+    per_executor = grid.query("manager", "SELECT e.name, COUNT(*) FROM thread t JOIN executor e "
+                                         "ON e.executor_id = t.executor_id GROUP BY e.name")
+    assert len(per_executor) >= 2, per_executor
+    assert grid.query("manager", "SELECT COUNT(*) FROM application WHERE state = 2 AND time_completed IS NOT NULL") == [(1,)]
+
+
+def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
+    site = generate_site(80, links_per_page=4, seed=3)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        first = grid.start_client(server.url("/"), "--max-pages", "30")
+        assert first.wait(timeout=60) == 0, grid.log("client.log")
+        assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(30,)]
+        second = grid.start_client()  # no seeds: resume the crawl in the database
+        assert second.wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(len(reachable(site)),)]
+    counts = server.per_path_counts()
+    assert set(counts.values()) == {1}, "a resumed crawl fetched a page again"

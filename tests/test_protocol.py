@@ -1,0 +1,75 @@
+"""Round trips of every protocol message and the decoder's refusals of bad frames."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from gridcrawl import protocol as p
+
+PAGE = p.PageResult(url="http://a.test/", final_url="http://a.test/x", status=200, content_type="text/html",
+                    size=123, fetch_seconds=0.5, parse_seconds=0.01, title="T", encoding="utf-8",
+                    content="<html>é</html>", links=[["http://a.test/b", "B"]], redirects=["http://a.test/x"])
+
+EXAMPLES = [
+    p.Register(name="e1", host="h", user="u", threads=8, dedicated=False, cpu_max=2300.0, num_cpus=2,
+               mem_max=1 << 30, os="Linux", arch="x86_64", executor_id="abc", password="pw"),
+    p.Welcome("abc", 1.0, 3),
+    p.Heartbeat(),
+    p.Heartbeat({"cpu_usage": 3.5, "running": 2}),
+    p.Assign(7, "app", 3, "http://a.test/", 2, {"keepRules": []}),
+    p.Started(7),
+    p.Result(7, PAGE),
+    p.Result(8, p.PageResult(url="http://a.test/f.pdf", content=b"%PDF-\x00\xff")),
+    p.Cancel(7),
+    p.Availability(False),
+    p.OpenApplication("crawl", "u", None, None),
+    p.ApplicationOpened("app", True, 0.5, 3),
+    p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
+    p.ThreadDone("app", 3, "abc", 2, False, PAGE),
+    p.ThreadDone("app", 4, None, 3, True, None),
+    p.Ack("app", [1, 2, 3]),
+    p.CloseApplication("app", True),
+    p.Refuse("no"),
+    p.Bye("leaving"),
+]
+
+
+def test_every_message_type_has_an_example():
+    assert {type(m) for m in EXAMPLES} == set(p.MESSAGES.values())
+
+
+@pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_round_trip(message):
+    frames = p.encode(message)
+    assert frames[0] == p.PROTOCOL_VERSION and frames[1] == message.TYPE
+    assert p.decode(frames) == message
+
+
+def frames(kind: bytes, body) -> list[bytes]:
+    return [p.PROTOCOL_VERSION, kind, msgpack.packb(body, use_bin_type=True)]
+
+
+@pytest.mark.parametrize("bad, reason", [
+    ([b"GC1", b"heartbeat"], "expected 3 frames"),
+    ([b"GC9", b"heartbeat", msgpack.packb({})], "protocol version"),
+    (frames(b"nosuch", {}), "unknown message type"),
+    ([p.PROTOCOL_VERSION, b"heartbeat", b"\xc1"], "not msgpack"),
+    (frames(b"started", {}), "missing field 'attempt_id'"),
+    (frames(b"started", {"attempt_id": "7"}), "expected an integer"),
+    (frames(b"started", {"attempt_id": True}), "expected an integer"),
+    (frames(b"started", {"attempt_id": 1, "extra": 2}), "unknown fields"),
+    (frames(b"submit", {"application_id": "a", "threads": [{"thread_id": 1}]}), "missing field 'url'"),
+    (frames(b"submit", {"application_id": "a", "threads": {"x": 1}}), "expected a list"),
+    (frames(b"heartbeat", [1, 2]), "body must be a map"),
+    (frames(b"result", {"attempt_id": 1, "page": {"url": 5}}), "fits none|expected str"),
+])
+def test_decode_refuses_bad_frames(bad, reason):
+    with pytest.raises(p.ProtocolError, match=reason):
+        p.decode(bad)
+
+
+def test_message_table_lists_every_type():
+    table = p.message_table()
+    for kind in p.MESSAGES:
+        assert f"`{kind.decode()}`" in table
