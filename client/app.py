@@ -21,8 +21,9 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from gridcrawl.transport import make_socket, send
+from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.rules import instruction_for
 
 log = logging.getLogger("gridcrawl.client")
 
@@ -46,6 +47,7 @@ class Progress:
     to_visit: int = 0
     started: float = field(default_factory=time.monotonic)
     application_id: str = ""
+    state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
 
     @property
     def seconds(self) -> float:
@@ -58,6 +60,42 @@ class Progress:
         return self.pages / max(self.seconds, 1e-9)
 
 
+def control_application(settings: Settings, manager: str, application_id: str, action: str, *,
+                        user: str | None = None, password: str | None = None, curve=None) -> p.Controlled:
+    """Pause, resume or cancel application ``application_id`` (or a unique prefix of it, at
+    least 4 characters) at the manager ``manager``, as operator ``user``.
+
+    Returns the manager's :class:`~gridcrawl.protocol.Controlled` (``state``: running, paused
+    or stopped). Raises :class:`ManagerUnreachable` after ``settings.connect_timeout`` seconds
+    without an answer, and :class:`Refused` with the manager's reason (unknown application,
+    bad credentials, missing permission, already stopped).
+    """
+    context = zmq.Context()
+    sock = make_socket(context, zmq.DEALER, settings)
+    try:
+        if curve is not None:
+            apply_curve_client(sock, curve)
+        sock.connect(manager)
+        send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
+        deadline = time.monotonic() + settings.connect_timeout
+        while (remaining := deadline - time.monotonic()) > 0:
+            if not sock.poll(min(remaining, 0.2) * 1000):
+                continue
+            try:
+                message = p.decode(sock.recv_multipart())
+            except p.ProtocolError as exc:
+                log.warning("dropped a malformed message from the manager: %s", exc)
+                continue
+            if isinstance(message, p.Controlled):
+                return message
+            if isinstance(message, p.Refuse):
+                raise Refused(message.reason)
+        raise ManagerUnreachable(f"no answer from the manager at {manager} within {settings.connect_timeout:.0f} s")
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
 class CrawlApplication:
     """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
 
@@ -66,8 +104,9 @@ class CrawlApplication:
 
     def __init__(self, settings: Settings, manager: str, store: CrawlStore, scope: Scope, *,
                  name: str = "gridcrawl", user: str | None = None, password: str | None = None,
-                 on_progress: Callable[[Progress], None] | None = None) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, curve=None) -> None:
         self.settings = settings
+        self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
         self.manager = manager
         self.store = store
         self.scope = scope
@@ -90,20 +129,29 @@ class CrawlApplication:
         if self.socket is not None:
             self.socket.close(linger=0)
         self.socket = make_socket(self.context, zmq.DEALER, self.settings)
-        self.socket.connect(self.manager)
-        send(self.socket, p.OpenApplication(self.name, self.user, self.application_id, self.password))
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise ManagerUnreachable(f"no answer from the manager at {self.manager} within "
-                                         f"{self.settings.connect_timeout:.0f} s")
-            if not self.socket.poll(min(remaining, 0.5) * 1000):
-                continue
-            message = self._decode(self.socket.recv_multipart())
-            if isinstance(message, p.ApplicationOpened):
-                break
-            if isinstance(message, p.Refuse):
-                raise Refused(message.reason)
+        if self.curve is not None:
+            apply_curve_client(self.socket, self.curve)
+        watch = HandshakeWatch(self.socket, curve=self.curve is not None)
+        try:
+            self.socket.connect(self.manager)
+            send(self.socket, p.OpenApplication(self.name, self.user, self.application_id, self.password))
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ManagerUnreachable(f"no answer from the manager at {self.manager} within "
+                                             f"{self.settings.connect_timeout:.0f} s")
+                failure = watch.failure()
+                if failure is not None:
+                    raise Refused(failure)
+                if not self.socket.poll(min(remaining, 0.2) * 1000):
+                    continue
+                message = self._decode(self.socket.recv_multipart())
+                if isinstance(message, p.ApplicationOpened):
+                    break
+                if isinstance(message, p.Refuse):
+                    raise Refused(message.reason)
+        finally:
+            watch.close()
         if message.application_id != self.application_id:
             self.application_id = message.application_id
             self.store.set_meta("application_id", message.application_id)
@@ -121,7 +169,15 @@ class CrawlApplication:
             return None
 
     def _submit(self, pendings: list[Pending]) -> None:
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth, x.priority) for x in pendings]
+        instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
+        strategy = self.store.strategy
+        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
+                              # the manager keeps the claim order unless the crawl orders by priority
+                              x.priority if strategy.order == "priority" else 5,
+                              # keep/follow rules: the page type's crawling instruction travels with it
+                              {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
+                              if strategy.rules else instruction)
+                 for x in pendings]
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
 
@@ -149,9 +205,9 @@ class CrawlApplication:
                 if self.socket.poll(min(s.apply_interval, s.heartbeat_interval) * 1000):
                     last_heard = time.monotonic()
                     for message in self._receive():
-                        if isinstance(message, p.ThreadDone):
-                            pend = self.in_flight.get(message.thread_id)
-                            if pend is not None and message.application_id == self.application_id:
+                        if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
+                            pend = self.in_flight.get(message.thread_id) or self._adopt(message.thread_id)
+                            if pend is not None:
                                 self.results.append(Outcome(pend, message.page, message.executor_id,
                                                             message.attempts, message.failed))
                                 oldest_result = oldest_result or time.monotonic()
@@ -160,6 +216,12 @@ class CrawlApplication:
                             self._open(time.monotonic() + s.connect_timeout)
                         elif isinstance(message, p.Bye):
                             log.warning("manager left (%s); waiting for it", message.reason)
+                        elif isinstance(message, p.Controlled) and message.application_id == self.application_id:
+                            self.progress.state = "cancelled" if message.action == "cancel" else message.state
+                            log.warning("an operator %s this application", {"pause": "paused", "resume": "resumed",
+                                        "cancel": "cancelled"}.get(message.action, message.action))
+                if self.progress.state == "cancelled":
+                    break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
                 if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval):
                     self._apply()
@@ -182,6 +244,17 @@ class CrawlApplication:
             self.socket.close(linger=1000)
             self.context.term()
         return self.progress
+
+    def _adopt(self, thread_id: int) -> Pending | None:
+        """A result for a thread this process did not submit (it arrived while an earlier client
+        was away): adopt it if its URL is still to visit, else acknowledge it at once (it was
+        applied already)."""
+        pend = self.store.pending(thread_id)
+        if pend is None:
+            send(self.socket, p.Ack(self.application_id, [thread_id]))
+            return None
+        self.in_flight[thread_id] = pend
+        return pend
 
     def _reconnect(self, stop: threading.Event) -> None:
         backoff = self.settings.reconnect_initial

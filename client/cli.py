@@ -1,12 +1,15 @@
-"""``gridcrawl-client``: crawl from seed URLs through the grid into a crawl database."""
+"""``gridcrawl-client``: crawl from seed URLs through the grid into a crawl database, or, as an
+operator, pause, resume or cancel an application (``gridcrawl-client --manager M pause APP_ID``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List
 
 import typer
 
 from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
 from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
@@ -18,11 +21,15 @@ app = typer.Typer(add_completion=False, help="The gridcrawl crawler application:
 
 @app.command()
 def crawl(
-    seeds: List[str] = typer.Argument(None, help="seed URLs (none: resume the crawl in --db)"),
+    ctx: typer.Context,
+    seeds: List[str] = typer.Argument(None, help="seed URLs (none: resume the crawl in --db); or "
+                                      "pause|resume|cancel APPLICATION_ID to control a running crawl"),
     manager: str = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000"),
-    db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
+    db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
+                           "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)"),
     max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once"),
     name: str = typer.Option("gridcrawl", help="application name recorded at the manager"),
@@ -30,29 +37,143 @@ def crawl(
     heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats"),
     heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost"),
     connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer"),
+    rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
+                              "its base URLs are seeds; stored in the crawl database for a resume"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
     progress: bool = typer.Option(True, help="show a progress bar"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
+    curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
+                                      "needs --curve-server-key"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+    config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
+                                "options; see docs/operations.md)"),
 ) -> None:
-    """Crawl SEEDS (or resume the crawl stored in --db) until done or --max-pages."""
-    setup_logging(log_level, log_file)
+    """Crawl SEEDS (or resume the crawl stored in --db) until done or --max-pages; or
+    ``pause|resume|cancel APPLICATION_ID`` (a unique prefix of 4+ characters will do)."""
+    setup_logging(log_level, log_file, log_json)
+    if seeds and seeds[0] in CONTROL_ACTIONS:
+        control(ctx, seeds[0], seeds[1:], manager, user, curve_secret, curve_server_key, connect_timeout)
+        return
+    if db is None:
+        fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
     try:
         check_endpoint(manager)
-        settings = Settings(max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
+        settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
+                            max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
     except ValueError as exc:
         fail(str(exc))
-    run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress)
+    from gridcrawl.auth import login_password
+    from gridcrawl.keys import KeyFileError, client_keys
+    if (curve_secret is None) != (curve_server_key is None):
+        fail("--curve-secret and --curve-server-key go together")
+    try:
+        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
+        password = login_password(user)
+    except KeyFileError as exc:
+        fail(str(exc))
+    except EOFError:
+        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+    run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
+              rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
+              curve=curve)
+
+
+CONTROL_ACTIONS = ("pause", "resume", "cancel")
+
+
+def control(ctx, action: str, application_ids: list[str], manager: str, user: str | None,
+            curve_secret: Path | None, curve_server_key: Path | None, connect_timeout: float) -> None:
+    """``gridcrawl-client … pause|resume|cancel APPLICATION_ID…``: ask the manager, print the
+    new state of each application. Exit status 2 (one-line error) when the manager refuses
+    (unknown application, bad credentials, no permission) or does not answer."""
+    from gridcrawl.auth import login_password
+    from gridcrawl.client.app import ManagerUnreachable, Refused, control_application
+    from gridcrawl.keys import KeyFileError, client_keys
+    if not application_ids:
+        fail(f"{action} needs the application id (shown by the dashboard, the client's log and crawl_meta)")
+    try:
+        check_endpoint(manager)
+        settings = configured_settings(ctx, connect_timeout=connect_timeout).validate()
+        if (curve_secret is None) != (curve_server_key is None):
+            fail("--curve-secret and --curve-server-key go together")
+        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
+        password = login_password(user)
+    except (ValueError, KeyFileError) as exc:
+        fail(str(exc))
+    except EOFError:
+        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+    for application_id in application_ids:
+        try:
+            done = control_application(settings, manager, application_id, action, user=user, password=password,
+                                       curve=curve)
+        except ManagerUnreachable as exc:
+            fail(str(exc))
+        except Refused as exc:
+            fail(f"the manager refused to {action} {application_id}: {exc}")
+        typer.echo(f"application {done.application_id}: {done.state}")
+
+
+def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
+                     min_relevance: float | None = None, order: str | None = None):
+    """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
+    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
+    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
+    error naming the rule) on an invalid rules file, focus, threshold or order.
+
+    Returns ``(strategy, seeds)``.
+    """
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.focus import Focus
+    from gridcrawl.rules import RuleError, load_rules
+
+    try:
+        if rules is not None:
+            rule_list = load_rules(rules)
+            store.save_rules(rule_list)
+            seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
+        else:
+            rule_list = store.stored_rules()
+    except RuleError as exc:
+        fail(f"invalid rules: {exc}")
+    try:
+        if focus is not None:
+            focused = Focus.parse(focus)
+            store.set_meta("focus", " ".join(focused.terms))
+        else:
+            stored = store.get_meta("focus")
+            focused = Focus.parse(stored) if stored else None
+        if min_relevance is None:
+            min_relevance = float(store.get_meta("min_relevance", "0"))
+        if order is None:
+            order = store.get_meta("order") or ("priority" if focused else "bfs")
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+    except ValueError as exc:
+        fail(str(exc))
+    store.set_meta("min_relevance", repr(strategy.min_relevance))
+    store.set_meta("order", strategy.order)
+    return strategy, seeds
 
 
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
-              name: str = "gridcrawl", show_progress: bool = True) -> dict:
+              name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
+              focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
+              user: str | None = None, password: str | None = None, curve=None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
-    Shared by ``gridcrawl-client`` and ``gridcrawl run``. Exits with status 2 (one-line error)
-    on an invalid seed, an unusable database, or a manager that does not answer. Returns the
-    final counts of the crawl tables plus ``seconds`` and ``pages_per_second`` of this run.
+    Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
+    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
+    encrypts the connection.
+    Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
+    database, or a manager that does not answer. Returns the final counts of the crawl tables
+    plus ``seconds`` and ``pages_per_second`` of this run.
     """
     from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
     from gridcrawl.client.progress import ProgressView
@@ -67,12 +188,15 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         store = CrawlStore(open_database(db))
     except DatabaseUnavailable as exc:
         fail(str(exc))
+    store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
+                                             min_relevance=min_relevance, order=order)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
-    scope = store.scope(seeds, allow_domains, settings.max_depth)
+    scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
-    application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update)
+    application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
+                                   user=user, password=password, curve=curve)
     with view:
         try:
             final = application.run(stop_on_signals())
@@ -88,8 +212,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
 
 
 def main() -> None:
-    """Entry point of the ``gridcrawl-client`` script."""
-    app()
+    """Entry point of the ``gridcrawl-client`` script (reads ``--config`` and ``GRIDCRAWL_*`` first)."""
+    run_program(app, "client")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,10 +5,17 @@ The tables are the truth of a crawl: a URL is identified by its fingerprint (MD5
 canonical URL, see :mod:`gridcrawl.urls`), ``document`` and ``visited_url`` have a unique key on
 it, so no page is ever stored twice, and a new client on the same database resumes the crawl.
 A ``to_visit_url`` row's id is also its grid thread's id within the application.
+
+Several clients may share one database (PostgreSQL, SQL Server, MariaDB): :meth:`CrawlStore.claim`
+locks the rows it takes and skips rows another client is taking (``FOR UPDATE SKIP LOCKED``;
+on SQL Server the table hints ``UPDLOCK, READPAST, ROWLOCK``; SQLite takes its write lock at
+``BEGIN IMMEDIATE``), inserts are insert-if-absent on the fingerprint keys, and a transaction
+rolled back as a deadlock victim is run again (:func:`~gridcrawl.db.run_transaction`).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -17,11 +24,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
-from gridcrawl.db import chunks, init_schema, insert_ignore, utcnow
+from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
+from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
-from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, url_host
+from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
+kept_link = models.kept_link
 
 
 @dataclass(slots=True)
@@ -33,6 +43,8 @@ class Pending:
     fingerprint: str
     depth: int
     priority: int = 5
+    page_type: str | None = None     # keep/follow rules: the page's type ("base" for a seed)
+    relevance: float | None = None   # focused crawl: the score it was queued with
 
 
 @dataclass
@@ -49,23 +61,74 @@ class Outcome:
 @dataclass
 class Scope:
     """Which links are followed: hosts in ``allowed_domains`` (and their subdomains), depth at
-    most ``max_depth`` (-1: unlimited)."""
+    most ``max_depth`` (-1: unlimited), paths that are no crawler trap (no segment three times,
+    :func:`gridcrawl.urls.path_trap`), and at most ``max_pages_per_host`` URLs per host name
+    (0: unlimited; counted by :meth:`CrawlStore.apply`). URLs longer than 2,083 characters never
+    get here: :func:`gridcrawl.urls.canonical_url` refuses them."""
 
     allowed_domains: list[str] = field(default_factory=list)
     max_depth: int = -1
+    max_pages_per_host: int = 0
 
     def allows(self, url: str, depth: int) -> bool:
-        """True if a link to ``url`` found at ``depth`` is to be crawled."""
+        """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
         if self.max_depth >= 0 and depth > self.max_depth:
             return False
-        return in_scope(url_host(url), self.allowed_domains)
+        if not in_scope(url_host(url), self.allowed_domains):
+            return False
+        return path_trap(url) is None
+
+    def instruction(self) -> dict:
+        """The crawling instruction sent with every grid thread: ``{"scope": allowed_domains}``,
+        so the executor refuses redirect hops out of scope (``out_of_scope``)."""
+        return {"scope": list(self.allowed_domains)}
+
+
+#: Frontier orders of :class:`Strategy` (``--order``).
+ORDERS = ("bfs", "dfs", "priority")
+
+
+@dataclass
+class Strategy:
+    """How a crawl picks and follows links (docs/strategies.md).
+
+    * ``order`` — which to-visit URLs are claimed first: ``bfs`` (breadth-first: lowest depth,
+      then discovery order), ``dfs`` (depth-first: deepest, then newest first — a stack),
+      ``priority`` (highest ``priority``, then discovery order; a focused crawl's priority is
+      its relevance, :func:`gridcrawl.focus.priority`).
+    * ``rules`` — keep/follow rules (:mod:`gridcrawl.rules`); when given, a page's links are
+      followed only through its instruction's follow rules, and keep rules' links go to
+      ``kept_link``.
+    * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
+      below ``min_relevance`` (0 ... 1) are not queued.
+
+    Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
+    """
+
+    order: str = "bfs"
+    rules: list[Rule] = field(default_factory=list)
+    focus: Focus | None = None
+    min_relevance: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"--order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if not 0.0 <= self.min_relevance <= 1.0:
+            raise ValueError(f"--min-relevance must be between 0 and 1, not {self.min_relevance!r}")
 
 
 class CrawlStore:
-    """The crawl tables in ``engine`` (created if missing)."""
+    """The crawl tables in ``engine`` (created if missing); ``strategy`` (default: breadth-first,
+    no rules, no focus) decides the claim order and which links are followed."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, strategy: Strategy | None = None) -> None:
         self.engine = engine
+        self.strategy = strategy or Strategy()
+        self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
+        # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
+        # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
+        # cleared when full, so memory does not grow with the frontier (the tables decide).
+        self._known: set[int] = set()
         init_schema(engine, models.crawl_metadata, models.crawl_meta)
 
     # ------------------------------------------------------------------ meta
@@ -80,17 +143,21 @@ class CrawlStore:
     def set_meta(self, name: str, value: str) -> None:
         """Store crawl setting ``name`` (replacing an older value)."""
         meta = models.crawl_meta
-        with self.engine.begin() as conn:
-            if conn.execute(meta.update().where(meta.c.name == name).values(value=value)).rowcount == 0:
-                conn.execute(meta.insert().values(name=name, value=value))
 
-    def scope(self, seeds: Sequence[str], allow_domains: Iterable[str], max_depth: int) -> Scope:
+        def work(conn) -> None:
+            # rowcount 0 may also mean "same value" (drivers that count changed rows): insert-if-absent
+            if conn.execute(meta.update().where(meta.c.name == name).values(value=value)).rowcount == 0:
+                insert_ignore(conn, meta, [{"name": name, "value": value}])
+        run_transaction(self.engine, work)
+
+    def scope(self, seeds: Sequence[str], allow_domains: Iterable[str], max_depth: int,
+              max_pages_per_host: int = 0) -> Scope:
         """The crawl's scope: the seeds' hosts plus ``allow_domains``, merged with what an
-        earlier run stored (so a resumed crawl keeps its scope)."""
+        earlier run stored (so a resumed crawl keeps its scope), with the depth and per-host caps."""
         stored = json.loads(self.get_meta("allowed_domains", "[]"))
         domains = list(dict.fromkeys([*stored, *(url_host(u) for u in seeds), *(d.lower().strip(".") for d in allow_domains)]))
         self.set_meta("allowed_domains", json.dumps(domains))
-        return Scope(domains, max_depth)
+        return Scope(domains, max_depth, max_pages_per_host)
 
     # ------------------------------------------------------------------ frontier
 
@@ -100,13 +167,17 @@ class CrawlStore:
         rows = []
         for url in urls:
             canonical = canonical_url(url)
+            focused = self.strategy.focus is not None
             rows.append({"url": canonical, "fingerprint": fingerprint(canonical), "depth": 0,
-                         "priority": 5, "discovered_from": None, "in_flight": False})
-        with self.engine.begin() as conn:
+                         "priority": focus_priority(1.0) if focused else 5, "discovered_from": None,
+                         "in_flight": False, "page_type": BASE, "relevance": 1.0 if focused else None})
+
+        def work(conn) -> int:
             before = conn.execute(sa.select(sa.func.count()).select_from(to_visit)).scalar()
             seen = self._visited(conn, [r["fingerprint"] for r in rows])
             insert_ignore(conn, to_visit, [r for r in rows if r["fingerprint"] not in seen])
             return conn.execute(sa.select(sa.func.count()).select_from(to_visit)).scalar() - before
+        return run_transaction(self.engine, work)
 
     def release_all(self) -> int:
         """Mark every to-visit URL as not in flight (at start: what an earlier client had
@@ -116,19 +187,65 @@ class CrawlStore:
                                 .values(in_flight=False)).rowcount
 
     def claim(self, limit: int) -> list[Pending]:
-        """Take up to ``limit`` to-visit URLs (highest priority, then oldest) and mark them in
-        flight. Returns them as :class:`Pending` grid threads."""
+        """Take up to ``limit`` to-visit URLs in the strategy's order (:meth:`claim_statement`)
+        and mark them in flight. Returns them as :class:`Pending` grid threads.
+
+        Safe with several clients on one database: no URL is ever handed to two of them (see
+        :meth:`claim_statement`). May return fewer than ``limit`` while other clients are
+        claiming.
+        """
         if limit <= 0:
             return []
-        with self.engine.begin() as conn:
-            rows = conn.execute(
-                sa.select(to_visit.c.id, to_visit.c.url, to_visit.c.fingerprint, to_visit.c.depth,
-                          to_visit.c.priority)
-                .where(to_visit.c.in_flight == sa.false())
-                .order_by(to_visit.c.priority.desc(), to_visit.c.id).limit(limit)).all()
+
+        def work(conn) -> list:
+            rows = conn.execute(self.claim_statement(conn.dialect, limit, self.strategy.order)).all()
             for ids in chunks([r.id for r in rows], 500):
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
-        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority) for r in rows]
+            return rows
+        rows = run_transaction(self.engine, work)
+        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance) for r in rows]
+
+    @staticmethod
+    def claim_statement(dialect: sa.engine.Dialect, limit: int, order: str = "bfs") -> sa.Select:
+        """The ``SELECT`` that picks and locks up to ``limit`` unclaimed to-visit rows on
+        ``dialect``, so that concurrent claimers get disjoint rows without waiting for each other:
+
+        * PostgreSQL, MySQL 8, MariaDB 10.6+: ``FOR UPDATE SKIP LOCKED`` (older MariaDB/MySQL:
+          ``FOR UPDATE``, which waits instead of skipping);
+        * SQL Server: ``WITH (UPDLOCK, READPAST, ROWLOCK)`` — SQLAlchemy's mssql dialect drops
+          ``with_for_update()`` without a word, so the hint is written out;
+        * SQLite: nothing — the transaction began with ``BEGIN IMMEDIATE`` and holds the
+          database's write lock.
+
+        Sources: PostgreSQL manual, SELECT "The Locking Clause"; SQL Server docs, "Table Hints";
+        MariaDB docs, "SELECT ... SKIP LOCKED".
+
+        ``order`` (:data:`ORDERS`): ``bfs`` takes the lowest depth first, then the oldest row;
+        ``dfs`` the deepest, then the newest (a stack); ``priority`` the highest priority, then
+        the oldest.
+        """
+        c = to_visit.c
+        order_by = {"bfs": (c.depth, c.id), "dfs": (c.depth.desc(), c.id.desc()),
+                    "priority": (c.priority.desc(), c.id)}[order]
+        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance)
+                .where(c.in_flight == sa.false())
+                .order_by(*order_by).limit(limit)
+                .with_hint(to_visit, "WITH (UPDLOCK, READPAST, ROWLOCK)", "mssql"))
+        if dialect.name in ("postgresql", "mysql", "mariadb"):
+            stmt = stmt.with_for_update(skip_locked=_skip_locked(dialect))
+        return stmt
+
+    def pending(self, thread_id: int) -> Pending | None:
+        """The to-visit URL whose grid thread is ``thread_id``, marked in flight, or None if it
+        is no longer to visit."""
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(to_visit.c.id, to_visit.c.url, to_visit.c.fingerprint, to_visit.c.depth,
+                                         to_visit.c.priority, to_visit.c.page_type, to_visit.c.relevance)
+                               .where(to_visit.c.id == thread_id)).first()
+            if row is None:
+                return None
+            conn.execute(to_visit.update().where(to_visit.c.id == thread_id).values(in_flight=True))
+        return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance)
 
     # ------------------------------------------------------------------ results
 
@@ -142,13 +259,18 @@ class CrawlStore:
     def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> dict:
         """Apply finished grid threads in ONE transaction (the paper's application steps 7–10):
         store each fetched page in ``document``, add its URL to ``visited_url``, delete it from
-        ``to_visit_url``, and queue its in-scope links that are neither visited nor queued.
+        ``to_visit_url``, and queue its in-scope links that are neither visited nor queued (nor
+        traps, nor over the scope's ``max_pages_per_host``, see :class:`Scope`).
+        With keep/follow rules only links carrying a to_type (``[url, text, to_type]``) are
+        queued, with that page type, and kept links go to ``kept_link``; in a focused crawl each
+        document gets its page score and each link its relevance, and links below
+        ``min_relevance`` are not queued (:attr:`strategy`).
 
-        Returns counts ``{"pages", "documents", "errors", "links"}``. Idempotent: applying the
+        Returns counts ``{"pages", "documents", "errors", "links", "kept"}``. Idempotent: applying the
         same outcome twice changes nothing the second time.
         """
         now = utcnow()
-        docs, visits, links = [], [], {}
+        docs, visits, links, kept = [], [], {}, []
         errors = 0
         for o in outcomes:
             page, pend = o.page, o.pending
@@ -169,33 +291,189 @@ class CrawlStore:
                          "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                          "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
                          "parse_seconds": page.parse_seconds})
+            relevance = self._page_score(page, pend)
+            docs[-1].update(page_type=pend.page_type, relevance=relevance,
+                            headers=json.dumps(page.headers) if page.headers else None)
+            kept.extend(self._kept_rows(page, pend, now))
             depth = pend.depth + 1
+            known = self._known if self.strategy.focus is None else ()
             for link in page.links:
                 url = link[0]
-                if len(url) > models.URL_LENGTH or not scope.allows(url, depth):
+                if hash(url) in known or len(url) > models.URL_LENGTH or not scope.allows(url, depth):
                     continue
-                fp = fingerprint(url)
-                if fp not in links:
-                    links[fp] = {"url": url, "fingerprint": fp, "depth": depth, "priority": 5,
-                                 "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False}
-        with self.engine.begin() as conn:
+                row = self._link_row(link, pend, depth, relevance)
+                if row is None:
+                    continue
+                old = links.get(row["fingerprint"])
+                if old is None or (row["relevance"] or 0.0) > (old["relevance"] or 0.0):
+                    links[row["fingerprint"]] = row
+
+        kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
+
+        docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        links = {fp: _fit(to_visit, [row])[0] for fp, row in links.items()}
+
+        def work(conn) -> None:
             insert_ignore(conn, document, docs)
             insert_ignore(conn, visited, visits)
-            for ids in chunks([o.pending.thread_id for o in outcomes], 500):
+            for ids in chunks(sorted(o.pending.thread_id for o in outcomes), 500):
                 conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
             if links:
                 seen = self._visited(conn, list(links))
-                insert_ignore(conn, to_visit, [row for fp, row in links.items() if fp not in seen])
-        return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links)}
+                rows = [row for fp, row in links.items() if fp not in seen]
+                if scope.max_pages_per_host > 0:
+                    rows, added[:] = self._cap_per_host(conn, rows, scope.max_pages_per_host)
+                insert_ignore(conn, to_visit, rows)
+                if self.strategy.focus is not None:
+                    self._raise_relevance(conn, rows)
+            insert_ignore(conn, kept_link, kept)
+        added: list = []
+        run_transaction(self.engine, work)
+        if len(self._known) > KNOWN_CACHE:
+            self._known.clear()
+        self._known.update(hash(row["url"]) for row in links.values())
+        self._known.update(hash(o.pending.url) for o in outcomes)
+        for host in added:  # committed: count them (a retried transaction recomputed ``added``)
+            self._host_counts[host] += 1
+        return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
+                "kept": len(kept)}
+
+    # ------------------------------------------------------------------ strategies
+
+    def _page_score(self, page: PageResult, pend: Pending) -> float | None:
+        """A focused crawl's page score R(p) of a fetched page (:meth:`Focus.page_score`), else None."""
+        focus = self.strategy.focus
+        if focus is None:
+            return None
+        text = page_text(page.content) if isinstance(page.content, str) else ""
+        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance)
+
+    def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
+        """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy
+        does not follow it: with rules, a link without a to_type (``[url, text, to_type]``);
+        in a focused crawl, a link scoring below ``min_relevance``."""
+        strategy, url = self.strategy, link[0]
+        page_type = None
+        if strategy.rules:
+            if len(link) < 3 or not isinstance(link[2], str) or not link[2]:
+                return None
+            page_type = link[2][:64]
+        relevance, priority = None, 5
+        if strategy.focus is not None:
+            anchor = link[1] if len(link) > 1 and isinstance(link[1], str) else ""
+            relevance = strategy.focus.link_score(anchor, url, parent_score or 0.0)
+            if relevance < strategy.min_relevance:
+                return None
+            priority = focus_priority(relevance)
+        return {"url": url, "fingerprint": fingerprint(url), "depth": depth, "priority": priority,
+                "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False,
+                "page_type": page_type, "relevance": relevance}
+
+    @staticmethod
+    def _kept_rows(page: PageResult, pend: Pending, now) -> list[dict]:
+        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs)."""
+        rows = []
+        for item in page.kept or []:
+            if (not isinstance(item, list) or len(item) < 2 or not isinstance(item[0], str) or not item[0]
+                    or len(item[0]) > models.URL_LENGTH or not isinstance(item[1], int) or isinstance(item[1], bool)):
+                continue
+            rows.append({"url": item[0], "fingerprint": fingerprint(item[0]),
+                         "source_url": pend.url[:models.URL_LENGTH], "source_page_type": pend.page_type,
+                         "rule": item[1], "kept_at": now})
+        return rows
+
+    @staticmethod
+    def _raise_relevance(conn, rows: list[dict]) -> None:
+        """Focused crawl: a link found again from a better page gets the higher score (and
+        priority) while it waits (shark-search keeps the best score of a URL)."""
+        if not rows:
+            return
+        c = to_visit.c
+        stmt = (to_visit.update()
+                .where(c.fingerprint == sa.bindparam("b_fp"), c.in_flight == sa.false(),
+                       sa.or_(c.relevance.is_(None), c.relevance < sa.bindparam("b_rel")))
+                .values(relevance=sa.bindparam("b_rel"), priority=sa.bindparam("b_prio")))
+        conn.execute(stmt, [{"b_fp": r["fingerprint"], "b_rel": r["relevance"], "b_prio": r["priority"]}
+                            for r in sorted(rows, key=lambda r: r["fingerprint"])])
+
+    def save_rules(self, rules: Sequence[Rule]) -> None:
+        """Store ``rules`` in the ``crawl_rule`` table, replacing what was there."""
+        run_transaction(self.engine, lambda conn: store_rules(conn, rules))
+
+    def stored_rules(self) -> list[Rule]:
+        """The rules in the ``crawl_rule`` table (validated; empty when there are none)."""
+        with self.engine.connect() as conn:
+            return rules_from_table(conn)
+
+    def _cap_per_host(self, conn, rows: list[dict], cap: int) -> tuple[list[dict], list[str]]:
+        """Keep the rows whose host has fewer than ``cap`` URLs queued or visited, counting the
+        rows kept; return them and the host of each new one. Rows already queued pass (they are
+        counted already and insert-if-absent skips them)."""
+        if self._host_counts is None:
+            self._host_counts = self._load_host_counts(conn)
+        queued: set[str] = set()
+        for part in chunks([r["fingerprint"] for r in rows], 500):
+            queued.update(conn.execute(sa.select(to_visit.c.fingerprint)
+                                       .where(to_visit.c.fingerprint.in_(part))).scalars())
+        pending: dict[str, int] = {}
+        kept, added = [], []
+        for row in rows:
+            if row["fingerprint"] in queued:
+                continue
+            host = url_host(row["url"])
+            if self._host_counts[host] + pending.get(host, 0) >= cap:
+                continue
+            pending[host] = pending.get(host, 0) + 1
+            kept.append(row)
+            added.append(host)
+        return kept, added
+
+    @staticmethod
+    def _load_host_counts(conn) -> "collections.Counter[str]":
+        """URLs per host name in ``visited_url`` and ``to_visit_url`` (read once per client;
+        several clients on one database each count what they see, so the cap is approximate)."""
+        counts: collections.Counter[str] = collections.Counter()
+        for table in (visited, to_visit):
+            for url in conn.execute(sa.select(table.c.url)).scalars():
+                counts[url_host(url)] += 1
+        return counts
 
     # ------------------------------------------------------------------ figures
 
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``."""
+        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, visited.c.error_kind.is_not(None))}
+                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link)}
+
+
+KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
+
+
+def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
+    """``rows`` made storable in ``table`` on every back end, whatever a page or an executor
+    sent: NUL characters removed from text (PostgreSQL refuses them) and text cut to its
+    column's length (PostgreSQL, SQL Server and MariaDB in strict mode refuse longer values).
+    Values are always bound parameters; this only keeps a hostile page from failing the batch."""
+    limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, str):
+                if "\x00" in value:
+                    value = value.replace("\x00", "")
+                limit = limits.get(name)
+                row[name] = value[:limit] if limit else value
+    return rows
+
+
+def _skip_locked(dialect: sa.engine.Dialect) -> bool:
+    """True if ``dialect``'s server knows ``SKIP LOCKED`` (PostgreSQL 9.5+, MySQL 8.0.1+,
+    MariaDB 10.6+)."""
+    if dialect.name == "postgresql":
+        return True
+    version = dialect.server_version_info or ()
+    return version >= ((10, 6) if getattr(dialect, "is_mariadb", False) else (8, 0, 1))
 
 
 def check_seed(url: str) -> str:
@@ -203,4 +481,4 @@ def check_seed(url: str) -> str:
     return canonical_url(url)
 
 
-__all__ = ["CrawlStore", "Outcome", "Pending", "Scope", "InvalidURL", "check_seed"]
+__all__ = ["CrawlStore", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]

@@ -9,7 +9,9 @@ Threads of the process:
   figures, and forwards what the workers produce;
 * **worker threads** take jobs from the queue, run :func:`gridcrawl.executor.page.visit`, and
   push the encoded ``started``/``result`` messages to the main loop over an inproc PUSH socket
-  (ZeroMQ sockets are not shared between threads).
+  (ZeroMQ sockets are not shared between threads). Each worker measures how long it waits on
+  the local queue between finishing one page and starting the next; the heartbeat figures carry
+  the sum (``worker_idle_seconds``, ``worker_waits``) and the log has each worker's at shutdown.
 """
 
 from __future__ import annotations
@@ -28,11 +30,22 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from gridcrawl.transport import make_socket, send
+from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
+from gridcrawl.executor.robots import RobotsCache
 
 log = logging.getLogger("gridcrawl.executor")
+
+
+def login_name() -> str:
+    """This process's login name, on POSIX and Windows alike ("unknown" if none can be found:
+    ``getpass.getuser`` raises where no variable names the user and there is no ``pwd``)."""
+    try:
+        return getpass.getuser()
+    except Exception:
+        return os.environ.get("USERNAME") or os.environ.get("USER") or "unknown"
 
 
 class ManagerUnreachable(RuntimeError):
@@ -53,6 +66,25 @@ class Figures:
         self.pages = 0
         self._last_pages = 0
         self._last_time = time.monotonic()
+        # MCMTCrawler's local buffer, measured: per worker thread, [seconds, waits] spent waiting
+        # on the local job queue between finishing one page and starting the next
+        self.idle: dict[str, list] = {}
+
+    def add_idle(self, worker: str, seconds: float) -> None:
+        """Count ``seconds`` that worker thread ``worker`` waited for its next page (called by
+        that worker only, so no lock is needed)."""
+        entry = self.idle.setdefault(worker, [0.0, 0])
+        entry[0] += seconds
+        entry[1] += 1
+
+    def idle_summary(self) -> str:
+        """One line: total and mean idle seconds between pages, and each worker's seconds/waits."""
+        entries = sorted(self.idle.items())
+        total = sum(e[0] for _, e in entries)
+        waits = sum(e[1] for _, e in entries)
+        per = ", ".join(f"{name} {e[0]:.3f} s/{e[1]}" for name, e in entries)
+        return (f"worker idle between pages: {total:.3f} s over {waits} waits "
+                f"(mean {total / max(waits, 1):.4f} s); per worker: {per or 'none'}")
 
     @staticmethod
     def static() -> dict:
@@ -68,7 +100,9 @@ class Figures:
     def sample(self, running: int) -> dict:
         """Figures for a heartbeat: cpu_usage (% of one machine, this process), cpu_avail (% of
         the machine idle), cpu_totalusage (CPU-seconds), mem_usage (bytes RSS), running,
-        pages_per_second (since the previous sample)."""
+        pages_per_second (since the previous sample), worker_idle_seconds (seconds the worker
+        threads waited on the local queue between two pages, summed over threads, since start)
+        and worker_waits (how many such waits)."""
         now = time.monotonic()
         times = self.process.cpu_times()
         elapsed = max(1e-6, now - self._last_time)
@@ -79,7 +113,9 @@ class Figures:
                 "cpu_avail": max(0.0, 100.0 - psutil.cpu_percent(None)),
                 "cpu_totalusage": times.user + times.system,
                 "mem_usage": self.process.memory_info().rss,
-                "running": running, "pages_per_second": rate}
+                "running": running, "pages_per_second": rate,
+                "worker_idle_seconds": sum(e[0] for e in list(self.idle.values())),
+                "worker_waits": sum(e[1] for e in list(self.idle.values()))}
 
 
 class ExecutorAgent:
@@ -89,15 +125,30 @@ class ExecutorAgent:
     first registration gets no answer within ``settings.connect_timeout`` seconds and
     :class:`Refused` if the manager refuses it; afterwards a lost manager is reconnected with
     back-off from ``reconnect_initial`` to ``reconnect_max`` seconds, forever.
+
+    Security: ``user``/``password`` log in at the manager (``user`` defaults to the login name
+    of this process); ``curve`` (a :class:`gridcrawl.keys.ClientKeys`) encrypts the connection;
+    every fetch hop passes the SSRF guard (:mod:`gridcrawl.executor.ssrf`), which refuses
+    private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
+    (raises ``ValueError`` on a bad CIDR).
     """
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
-                 dedicated: bool = True, password: str | None = None) -> None:
+                 dedicated: bool = True, password: str | None = None, user: str | None = None,
+                 curve=None, allow_private=(), idle=None) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.dedicated = dedicated
+        self.user = user or login_name()
+        # Idle-desktop executors (--idle-only): an IdleMonitor decides whether to take work.
+        self.idle = idle
+        self.accepting = idle is None
         self.password = password
+        self.curve = curve
+        self.guard = SSRFGuard(allow_private)
+        self._watch: HandshakeWatch | None = None
+        self._failure_logged = float("-inf")
         self.context = zmq.Context()
         self.jobs: queue.Queue = queue.Queue()
         self.cancelled: set[int] = set()
@@ -108,11 +159,17 @@ class ExecutorAgent:
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
-                               keep_non_html=settings.keep_non_html)
+                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check)
+        # robots.txt: one cache per executor process, fetched with a copy of the page fetcher (same
+        # user agent, timeouts and hop check, so the same private-address guard applies)
+        self.robots: RobotsCache | None = (
+            RobotsCache.for_fetcher(self.fetcher, retry_after=settings.robots_retry)
+            if settings.obey_robots else None)
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
         self.dealer: zmq.Socket | None = None
+        self.generation = 0
         self.workers: list[threading.Thread] = []
 
     # ------------------------------------------------------------------ workers
@@ -121,42 +178,57 @@ class ExecutorAgent:
         push = self.context.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
         push.connect(self._results_endpoint)
+        worker = threading.current_thread().name
+        finished_at: float | None = None  # when this worker finished its previous page
         try:
             while True:
-                job = self.jobs.get()
-                if job is None:
+                item = self.jobs.get()
+                if item is None:
                     return
+                generation, job = item
                 if job.attempt_id in self.cancelled:
                     self.cancelled.discard(job.attempt_id)
                     continue
+                if finished_at is not None:
+                    self.figures.add_idle(worker, time.monotonic() - finished_at)
                 with self._running_lock:
                     self.running += 1
                 try:
-                    push.send_multipart(p.encode(p.Started(job.attempt_id)))
+                    tag = str(generation).encode()
+                    push.send_multipart([tag, *p.encode(p.Started(job.attempt_id))])
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
-                                     instruction=job.instruction)
+                                     instruction=job.instruction, robots=self.robots)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
-                    push.send_multipart(p.encode(p.Result(job.attempt_id, page)))
+                    push.send_multipart([tag, *p.encode(p.Result(job.attempt_id, page))])
                     self.figures.pages += 1
                 finally:
                     with self._running_lock:
                         self.running -= 1
+                    finished_at = time.monotonic()
         finally:
             push.close()
 
     # ------------------------------------------------------------------ connection
 
     def _connect(self) -> None:
+        # A new connection is a new generation: results of jobs received on an older connection
+        # are dropped, never sent to a manager that may reuse their attempt ids (after a restart).
+        self.generation += 1
+        if self._watch is not None:
+            self._watch.close()
         if self.dealer is not None:
             self.dealer.close(linger=0)
         self.dealer = make_socket(self.context, zmq.DEALER, self.settings)
+        if self.curve is not None:
+            apply_curve_client(self.dealer, self.curve)
+        self._watch = HandshakeWatch(self.dealer, curve=self.curve is not None)
         self.dealer.connect(self.manager)
         static = Figures.static()
         send(self.dealer, p.Register(
-            name=self.name, host=socket.gethostname(), user=getpass.getuser(), threads=self.settings.threads,
+            name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
             executor_id=self.executor_id, password=self.password))
@@ -165,10 +237,10 @@ class ExecutorAgent:
         """Forget jobs not yet started: the manager takes them back when we re-register."""
         while True:
             try:
-                job = self.jobs.get_nowait()
+                item = self.jobs.get_nowait()
             except queue.Empty:
                 return
-            if job is None:
+            if item is None:
                 self.jobs.put(None)
                 return
 
@@ -184,7 +256,7 @@ class ExecutorAgent:
         self._connect()
         welcomed = False
         started = connected_at = last_heard = time.monotonic()
-        last_beat = 0.0
+        last_beat = last_idle_check = 0.0
         backoff = s.reconnect_initial
         reconnect_at: float | None = None
         poller = zmq.Poller()
@@ -203,8 +275,13 @@ class ExecutorAgent:
                             welcomed, backoff = True, s.reconnect_initial
                             self.executor_id = message.executor_id
                             log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
+                            if not self.accepting:  # the manager takes a new registration as accepting
+                                send(self.dealer, p.Availability(False))
                         elif isinstance(message, p.Assign):
-                            self.jobs.put(message)
+                            if self.accepting:
+                                self.jobs.put((self.generation, message))
+                            else:  # assigned before the manager heard we stopped: hand it back
+                                send(self.dealer, p.Availability(False, [message.attempt_id]))
                         elif isinstance(message, p.Cancel):
                             self.cancelled.add(message.attempt_id)
                         elif isinstance(message, p.Refuse):
@@ -215,6 +292,13 @@ class ExecutorAgent:
                         elif isinstance(message, p.Bye):
                             log.warning("manager left (%s); reconnecting in %.1f s", message.reason, backoff)
                             reconnect_at = now + backoff
+                failure = self._watch.failure() if self._watch is not None else None
+                if failure is not None:
+                    if self.executor_id is None:
+                        raise Refused(failure)
+                    if now - self._failure_logged >= 30.0:  # libzmq retries every ~0.1 s: do not flood the log
+                        self._failure_logged = now
+                        log.warning("%s", failure)
                 if self.executor_id is None and now - started > s.connect_timeout:
                     raise ManagerUnreachable(f"no answer from the manager at {self.manager} "
                                              f"within {s.connect_timeout:.0f} s")
@@ -233,8 +317,52 @@ class ExecutorAgent:
                 if welcomed and now - last_beat >= s.heartbeat_interval:
                     last_beat = now
                     send(self.dealer, p.Heartbeat(self.figures.sample(self.running)))
+                if self.idle is not None and now - last_idle_check >= min(1.0, s.heartbeat_interval):
+                    last_idle_check = now
+                    self._check_idle(welcomed)
         finally:
             self._shutdown()
+
+    def _check_idle(self, welcomed: bool) -> None:
+        """Idle-only executors: sample the desktop; when the owner comes back, stop taking work,
+        hand back the jobs not yet started and tell the manager (``availability``); when the
+        desktop is idle again, tell the manager it accepts work. Running jobs finish."""
+        accepting = self.idle.check()
+        if accepting == self.accepting:
+            return
+        self.accepting = accepting
+        if accepting:
+            log.info("taking grid threads again (%s)", self.idle.reason)
+            if welcomed:
+                send(self.dealer, p.Availability(True))
+            return
+        handed = self._hand_back_queued()
+        log.info("stopped taking grid threads (%s); %d queued handed back, %d running finish",
+                 self.idle.reason, len(handed), self.running)
+        if welcomed:
+            send(self.dealer, p.Availability(False, handed))
+
+    def _hand_back_queued(self) -> list[int]:
+        """Take the jobs of the current connection that no worker has started off the local
+        queue; return their attempt ids (the manager reassigns them, not counted as lost)."""
+        handed: list[int] = []
+        sentinels = 0
+        while True:
+            try:
+                item = self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                sentinels += 1
+                continue
+            generation, job = item
+            if job.attempt_id in self.cancelled:
+                self.cancelled.discard(job.attempt_id)
+            elif generation == self.generation:
+                handed.append(job.attempt_id)
+        for _ in range(sentinels):
+            self.jobs.put(None)
+        return handed
 
     def _receive(self):
         while True:
@@ -253,8 +381,10 @@ class ExecutorAgent:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            if int(frames[0]) != self.generation:
+                continue  # a job of an older connection: its attempt was taken back
             try:
-                self.dealer.send_multipart(frames, zmq.NOBLOCK)
+                self.dealer.send_multipart(frames[1:], zmq.NOBLOCK)
             except zmq.Again:
                 log.warning("manager queue full; a message was dropped (the manager will reassign)")
 
@@ -262,9 +392,14 @@ class ExecutorAgent:
         self._drop_queued_jobs()
         for _ in self.workers:
             self.jobs.put(None)
+        if self._watch is not None:
+            self._watch.close()
         if self.dealer is not None:
             send(self.dealer, p.Bye("executor stopping"))
             self.dealer.close(linger=500)
         self.results.close(linger=0)
         self.fetcher.close()
+        if self.robots is not None:
+            self.robots.fetcher.close()
+        log.info("%s", self.figures.idle_summary())
         log.info("executor stopped")

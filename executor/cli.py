@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import List
+
 import typer
 
 from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
 
@@ -14,6 +18,7 @@ app = typer.Typer(add_completion=False, help="A gridcrawl executor: registers wi
 
 @app.command()
 def run(
+    ctx: typer.Context,
     manager: str = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000"),
     threads: int = typer.Option(Settings.threads, help="worker threads (grid threads run at once)"),
     name: str = typer.Option(None, help="a name for this executor (default host:pid)"),
@@ -24,21 +29,64 @@ def run(
     max_body_bytes: int = typer.Option(Settings.max_body_bytes, help="largest body kept, bytes"),
     user_agent: str = typer.Option(Settings.user_agent, help="User-Agent header of every fetch"),
     keep_non_html: bool = typer.Option(False, help="also download bodies of non-HTML responses"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
+    robots_retry: float = typer.Option(Settings.robots_retry, help="seconds a host with an unreachable "
+                                       "robots.txt stays disallowed before robots.txt is fetched again"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
+    curve_secret: Path = typer.Option(None, help="this executor's CURVE secret key file (gridcrawl keys new); "
+                                      "needs --curve-server-key"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
+    allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
+                                            "private/loopback/link-local (repeatable; default: none)"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+    idle_only: bool = typer.Option(False, "--idle-only", help="a non-dedicated desktop: take grid threads only "
+                                   "while other programs leave the CPU idle (and within --hours)"),
+    cpu_threshold: float = typer.Option(25.0, help="with --idle-only: percent of the machine's CPU other "
+                                        "processes may use before the owner counts as back"),
+    hours: str = typer.Option(None, help="with --idle-only: local hours to work, HH:MM-HH:MM (may wrap "
+                              "midnight, e.g. 18:00-08:00)"),
+    idle_seconds: float = typer.Option(30.0, help="with --idle-only: seconds the CPU must stay under the "
+                                       "threshold before work is taken (again)"),
+    config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
+                                "options; see docs/operations.md)"),
 ) -> None:
     """Run the executor until SIGINT/SIGTERM."""
-    setup_logging(log_level, log_file)
+    setup_logging(log_level, log_file, log_json)
+    idle = None
+    if idle_only:
+        from gridcrawl.executor.idle import IdleMonitor, IdlePolicy, parse_hours
+        try:
+            idle = IdleMonitor(IdlePolicy(cpu_threshold, parse_hours(hours) if hours else None,
+                                          idle_seconds=idle_seconds))
+        except ValueError as exc:
+            fail(str(exc))
+    elif hours:
+        fail("--hours needs --idle-only")
     try:
         check_endpoint(manager)
-        settings = Settings(threads=threads, heartbeat_interval=heartbeat_interval,
+        settings = configured_settings(ctx, threads=threads, heartbeat_interval=heartbeat_interval,
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
                             download_timeout=download_timeout, max_body_bytes=max_body_bytes,
-                            user_agent=user_agent, keep_non_html=keep_non_html).validate()
+                            user_agent=user_agent, keep_non_html=keep_non_html,
+                            obey_robots=not ignore_robots, robots_retry=robots_retry).validate()
     except ValueError as exc:
         fail(str(exc))
+    from gridcrawl.auth import login_password
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
-    agent = ExecutorAgent(settings, manager, name=name)
+    from gridcrawl.keys import KeyFileError, client_keys
+    if (curve_secret is None) != (curve_server_key is None):
+        fail("--curve-secret and --curve-server-key go together")
+    try:
+        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
+        password = login_password(user)
+        agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
+                              allow_private=allow_private or [], dedicated=not idle_only, idle=idle)
+    except (KeyFileError, ValueError) as exc:
+        fail(str(exc))
+    except EOFError:
+        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
     try:
         agent.run(stop_on_signals())
     except ManagerUnreachable as exc:
@@ -48,8 +96,8 @@ def run(
 
 
 def main() -> None:
-    """Entry point of the ``gridcrawl-executor`` script."""
-    app()
+    """Entry point of the ``gridcrawl-executor`` script (reads ``--config`` and ``GRIDCRAWL_*`` first)."""
+    run_program(app, "executor")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import email.utils
 import enum
+import heapq
 import math
 import socket
 import threading
@@ -34,7 +35,7 @@ import time
 import zlib
 from datetime import timezone
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, NamedTuple, Union
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import requests
@@ -44,7 +45,8 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-__all__ = ["ErrorKind", "FetchResult", "Fetcher", "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
+__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks",
+           "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -66,8 +68,52 @@ class ErrorKind(str, enum.Enum):
     CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, truncated/undecodable body
     HTTP_STATUS = "http_status"  #: final status >= 400
     INVALID_URL = "invalid_url"  #: not an http(s) URL with a host, or unparseable
-    BLOCKED = "blocked"  #: the hop check refused a hop (scope, robots.txt, private address)
+    BLOCKED = "blocked"  #: the hop check refused a hop (e.g. a private address)
+    ROBOTS = "robots"  #: robots.txt disallows the URL (or a redirect hop) for our user agent
+    ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
+    OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+
+
+class HopRefusal(NamedTuple):
+    """A hop check's refusal with its own error kind (a plain ``str`` refusal is BLOCKED).
+
+    ``kind``: the :class:`ErrorKind` the fetch ends with; ``reason``: the message kept in
+    ``FetchResult.error``; ``retry_after``: seconds after which the refusal may lift (robots.txt
+    unreachable), copied to ``FetchResult.retry_after``, else ``None``.
+    """
+
+    kind: ErrorKind
+    reason: str
+    retry_after: float | None = None
+
+
+#: A hop check: called with each URL before it is requested; ``None`` allows the hop, a string
+#: (BLOCKED) or a :class:`HopRefusal` refuses it.
+HopCheck = Callable[[str], Union[str, HopRefusal, None]]
+
+
+def chain_hop_checks(*checks: HopCheck | None) -> HopCheck | None:
+    """Compose hop checks into one that runs them in order; the first refusal wins.
+
+    ``None`` entries are skipped; with no checks left it returns ``None`` (no check at all), with
+    one it returns that check itself. Put cheap checks that need no network first (private
+    addresses, scope), the robots.txt check (which may fetch robots.txt) last.
+    """
+    live = [c for c in checks if c is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def chained(url: str) -> str | HopRefusal | None:
+        for check in live:
+            refusal = check(url)
+            if refusal is not None:
+                return refusal
+        return None
+
+    return chained
 
 
 @dataclass
@@ -91,7 +137,8 @@ class FetchResult:
         redirects: the hop URLs after the first, in order (the last one is ``final_url``).
         error_kind: why it failed, ``None`` on success.
         error: a human-readable message for the failure, ``None`` on success.
-        retry_after: seconds to wait from ``Retry-After`` on a 429 or 503 response, else ``None``.
+        retry_after: seconds to wait from ``Retry-After`` on a 429 or 503 response, or from a
+            hop check's :class:`HopRefusal` (robots.txt unreachable), else ``None``.
     """
 
     url: str
@@ -173,6 +220,45 @@ def _shutdown_socket(conn: object) -> None:
         pass
 
 
+class _Watchdog:
+    """One daemon thread firing the deadlines of every fetch of the process (a thread per
+    fetch would cost a thread start on every page): a heap of (deadline, seq, watch)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list = []
+        self._seq = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, deadline: float, watch: "_Watch") -> None:
+        with self._cond:
+            self._seq += 1
+            heapq.heappush(self._heap, (deadline, self._seq, watch))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="fetch-deadlines", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is watch:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][2].done:
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait(60.0)
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, watch = heapq.heappop(self._heap)
+            watch._fire()
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _Watch:
     """Deadline state of one fetch: which connection it uses, and whether the deadline fired."""
 
@@ -181,11 +267,15 @@ class _Watch:
         self._conn: object | None = None
         self._done = False
         self.fired = False
-        self._timer = threading.Timer(max(0.0, seconds), self._fire)
-        self._timer.daemon = True
+        self._seconds = max(0.0, seconds)
+
+    @property
+    def done(self) -> bool:
+        """True once the fetch has finished (its deadline no longer matters)."""
+        return self._done
 
     def start(self) -> None:
-        self._timer.start()
+        _WATCHDOG.add(time.monotonic() + self._seconds, self)
 
     def attach(self, conn: object) -> None:
         with self._lock:
@@ -217,7 +307,6 @@ class _Watch:
         with self._lock:
             self._done = True
             self._conn = None
-        self._timer.cancel()
 
 
 def _attach_current(conn: object) -> None:
@@ -419,9 +508,14 @@ class Fetcher:
         keep_non_html: also download bodies that are not text/html or application/xhtml+xml
             (responses without a Content-Type are always downloaded: parse decides).
         hop_check: called with each URL before it is requested (the first included); a
-            returned string is the reason the hop is refused (BLOCKED), ``None`` allows it.
-            It may itself call :meth:`fetch` on this fetcher (e.g. for robots.txt): no response
-            is open while it runs. An exception it raises ends the fetch as CRASH.
+            returned string is the reason the hop is refused (BLOCKED), a :class:`HopRefusal`
+            refuses it with its own kind, ``None`` allows it (compose several with
+            :func:`chain_hop_checks`). It may itself call :meth:`fetch` on this or another
+            fetcher (e.g. for robots.txt): no response is open while it runs. An exception it
+            raises ends the fetch as CRASH.
+        truncate_body: stop reading at ``max_body_bytes`` and keep what was read, instead of
+            failing TOO_LARGE (robots.txt: RFC 9309 §2.5 lets a crawler ignore what follows
+            the first 500 KiB).
     """
 
     def __init__(
@@ -434,7 +528,8 @@ class Fetcher:
         max_body_bytes: int = 10 * 1024 * 1024,
         max_redirects: int = 10,
         keep_non_html: bool = False,
-        hop_check: Callable[[str], str | None] | None = None,
+        hop_check: HopCheck | None = None,
+        truncate_body: bool = False,
     ) -> None:
         self.user_agent = user_agent
         self.connect_timeout = float(connect_timeout)
@@ -444,10 +539,23 @@ class Fetcher:
         self.max_redirects = int(max_redirects)
         self.keep_non_html = bool(keep_non_html)
         self.hop_check = hop_check
+        self.truncate_body = bool(truncate_body)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._sessions: list[requests.Session] = []
         self._generation = 0
+
+    def derive(self, **changes) -> "Fetcher":
+        """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
+        ``hop_check``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
+        It has its own sessions. Unknown names raise ``TypeError``."""
+        params = dict(user_agent=self.user_agent, connect_timeout=self.connect_timeout,
+                      read_timeout=self.read_timeout, deadline=self.deadline,
+                      max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
+                      keep_non_html=self.keep_non_html, hop_check=self.hop_check,
+                      truncate_body=self.truncate_body)
+        params.update(changes)
+        return Fetcher(**params)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -485,8 +593,13 @@ class Fetcher:
 
     # -- fetching --------------------------------------------------------------------------
 
-    def fetch(self, url: str) -> FetchResult:
+    def fetch(self, url: str, *, hop_check: HopCheck | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
+
+        Args:
+            url: the absolute http(s) URL.
+            hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
+                run on every hop after the fetcher's own ``hop_check``.
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
@@ -500,7 +613,7 @@ class Fetcher:
         _active.watch = watch
         watch.start()
         try:
-            self._fetch(url, result, start, watch)
+            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check))
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message
         except Exception as exc:  # every failure becomes a result
@@ -524,7 +637,8 @@ class Fetcher:
     def _timeout_failure(self) -> _Failure:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
 
-    def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch) -> None:
+    def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch,
+               hop_check: HopCheck | None) -> None:
         session = self._session()
         current = url
         seen = {urldefrag(url)[0]}
@@ -535,10 +649,13 @@ class Fetcher:
             if problem is not None:
                 where = "" if current == url else f" (redirect target {current!r})"
                 raise _Failure(ErrorKind.INVALID_URL, problem + where)
-            if self.hop_check is not None:
-                reason = self.hop_check(current)
-                if reason is not None:
-                    raise _Failure(ErrorKind.BLOCKED, str(reason))
+            if hop_check is not None:
+                refusal = hop_check(current)
+                if isinstance(refusal, HopRefusal):
+                    result.retry_after = refusal.retry_after
+                    raise _Failure(ErrorKind(refusal.kind), refusal.reason)
+                if refusal is not None:
+                    raise _Failure(ErrorKind.BLOCKED, str(refusal))
             remaining = self._remaining(start)
             if remaining <= 0:
                 raise self._timeout_failure()
@@ -628,7 +745,8 @@ class Fetcher:
         if not wanted:
             result.size = length or 0
             return
-        if length is not None and length > self.max_body_bytes and not _codings(resp.headers.get("Content-Encoding")):
+        if (length is not None and length > self.max_body_bytes and not self.truncate_body
+                and not _codings(resp.headers.get("Content-Encoding"))):
             result.size = length
             raise _Failure(
                 ErrorKind.TOO_LARGE,
@@ -638,6 +756,9 @@ class Fetcher:
         try:
             for piece in _decoded_chunks(resp):
                 if len(body) + len(piece) > self.max_body_bytes:
+                    if self.truncate_body:
+                        body += piece[: self.max_body_bytes - len(body)]
+                        break
                     result.size = len(body) + len(piece)
                     raise _Failure(
                         ErrorKind.TOO_LARGE,

@@ -1,5 +1,13 @@
-"""Running one grid thread on an executor: fetch the URL, parse it if it is HTML, return a
-:class:`~gridcrawl.protocol.PageResult` (the executor steps 2–5 of the paper's grid flow)."""
+"""Running one grid thread on an executor: check robots.txt and scope, fetch the URL, parse it if
+it is HTML, return a :class:`~gridcrawl.protocol.PageResult` (the executor steps 2–5 of the
+paper's grid flow).
+
+Every hop of a fetch (the URL and each redirect target) passes, in order: the fetcher's own hop
+check (private addresses), the thread's scope (``instruction["scope"]``: the client's allowed
+domains; a hop outside is ``out_of_scope``) and robots.txt (``robots``, or
+``robots_unreachable`` while robots.txt cannot be fetched). A body is parsed as HTML only when it
+is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not binary.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +15,96 @@ import os
 import time
 
 from gridcrawl.protocol import PageResult
-from gridcrawl.executor.fetch import Fetcher
-from gridcrawl.executor.parse import is_html, parse_page
+from gridcrawl.urls import in_scope, url_host
+from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
+from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
+from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.rules import apply_instruction
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
 # executor process dies at once on any URL containing its value, as a crashing executor would.
 CRASH_ENV = "GRIDCRAWL_TEST_CRASH_ON"
 
 
-def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None) -> PageResult:
+def scope_check(domains: list[str]) -> HopCheck:
+    """A hop check refusing URLs whose host is not one of ``domains`` or their subdomains
+    (:func:`gridcrawl.urls.in_scope`), as ``HopRefusal(OUT_OF_SCOPE, ...)``."""
+    domains = [str(d) for d in domains]
+
+    def check(url: str) -> HopRefusal | None:
+        host = url_host(url)
+        if in_scope(host, domains):
+            return None
+        return HopRefusal(ErrorKind.OUT_OF_SCOPE, f"{host or url!r} is outside the crawl's scope")
+
+    return check
+
+
+def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
+          robots: RobotsCache | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
+    Args:
+        fetcher: the executor's page fetcher.
+        url: the grid thread's URL (canonical).
+        store_content: put the body in ``PageResult.content`` (decoded text for HTML; bytes for
+            other types only when the fetcher keeps non-HTML bodies).
+        instruction: the thread's instruction; ``{"scope": [domain, ...]}`` makes every hop
+            outside those domains fail as ``out_of_scope`` (no scope key: no check); with
+            ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
+            applied to the parsed page: ``links`` holds only the followed links as
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
+        robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
+
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
-    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed.
-    Never raises for anything the web sends.
+    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
+    refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
+    delay in seconds (or ``None``). Never raises for anything the web sends.
     """
     crash_on = os.environ.get(CRASH_ENV)
     if crash_on and crash_on in url:
         os._exit(70)
-    fetched = fetcher.fetch(url)
+    scope = (instruction or {}).get("scope")
+    checks = [scope_check(scope) if isinstance(scope, list) else None]
+    crawl_delay = None
+    if robots is not None:
+        # the first URL is checked here (scope first: no robots.txt fetch for a foreign host),
+        # every redirect hop by the fetcher through robots.hop_check
+        refusal = checks[0](url) if checks[0] is not None else None
+        if refusal is None:
+            decision = robots.decide(url)
+            crawl_delay = decision.crawl_delay
+            refusal = decision.refusal()
+        if refusal is not None:
+            return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
+                              error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
+        checks.append(robots.hop_check)
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks))
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
-        retry_after=fetched.retry_after, redirects=list(fetched.redirects))
+        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
+        headers=dict(fetched.headers) or None)
     body = fetched.body
     if not fetched.ok or body is None:
         return result
-    if not is_html(fetched.content_type):
-        result.content = body if store_content else None
+    html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
+    if not html or looks_binary(body, fetched.content_type):
+        # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
+        result.content = body if store_content and fetcher.keep_non_html else None
         return result
     started = time.perf_counter()
     page = parse_page(body, result.final_url, fetched.content_type)
     result.title = page.title
     result.encoding = page.encoding
-    result.links = [[link.url, link.text] for link in page.links]
+    if instruction and ("followRules" in instruction or "keepRules" in instruction):
+        # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
+        follow, keep = apply_instruction(page.document, result.final_url, page.links, instruction)
+        result.links = [[url, text, to_type] for url, text, to_type in follow]
+        result.kept = [[url, rule] for url, rule in keep]
+    else:
+        result.links = [[link.url, link.text] for link in page.links]
     if store_content:
         result.content = body.decode(page.encoding, errors="replace")
     result.parse_seconds = time.perf_counter() - started

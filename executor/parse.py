@@ -40,7 +40,9 @@ __all__ = [
     "detect_charset",
     "extract_links",
     "is_html",
+    "looks_binary",
     "parse_page",
+    "sniff_html",
 ]
 
 #: Longest anchor text kept on a :class:`Link`, in characters.
@@ -112,6 +114,58 @@ def is_html(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() in _HTML_TYPES
+
+
+#: Leading bytes examined by :func:`looks_binary` and :func:`sniff_html`.
+SNIFF_BYTES = 8192
+
+#: Share of binary data bytes in the first :data:`SNIFF_BYTES` above which a body is binary.
+BINARY_SHARE = 0.01
+
+# The WHATWG MIME Sniffing Standard's "binary data bytes" (section 3): control bytes that never
+# occur in text. Tab, LF, FF, CR and ESC (ISO-2022-JP) are not among them.
+_BINARY_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+_DELETE_TEXT_BYTES = bytes(b for b in range(256) if b not in _BINARY_BYTES)
+
+# Tags that start an HTML document (WHATWG MIME Sniffing section 7.1, "identifying a resource
+# with an unknown MIME type"), matched after leading whitespace, case-insensitively, followed by
+# a space or ">".
+_HTML_START_RE = re.compile(
+    rb"\A[\t\n\x0c\r ]*<(?:!doctype\s+html|html|head|script|iframe|h1|div|font|table|a|style|title|b|body|br|p|!--)[\s>]",
+    re.IGNORECASE,
+)
+
+
+def looks_binary(body: bytes, content_type: str | None = None) -> bool:
+    """Tell whether a body declared as HTML is in fact binary (an image, an archive, random bytes).
+
+    True when more than :data:`BINARY_SHARE` (1 %) of the first :data:`SNIFF_BYTES` bytes are
+    binary data bytes of the WHATWG MIME Sniffing Standard (``0x00-0x08``, ``0x0B``,
+    ``0x0E-0x1A``, ``0x1C-0x1F``). Text never has that many; a stray NUL in a real page does not
+    reach the share. A body in UTF-16 or UTF-32 (byte order mark or declared charset), whose
+    NUL bytes are text, is never binary. Such a body must not be parsed as HTML: lxml would
+    make garbage links of whatever ``href=`` the bytes happen to spell.
+    """
+    sample = body[:SNIFF_BYTES]
+    if not sample:
+        return False
+    if detect_charset(sample, content_type).startswith(("utf-16", "utf-32")):
+        return False
+    binary = len(sample.translate(None, _DELETE_TEXT_BYTES))
+    return binary > BINARY_SHARE * len(sample)
+
+
+def sniff_html(body: bytes) -> bool:
+    """Tell whether a body served without ``Content-Type`` is HTML (WHATWG MIME Sniffing §7.1).
+
+    True when, after optional leading whitespace (and a UTF-8 byte order mark), it starts with
+    one of the HTML tags the standard lists (``<!DOCTYPE html``, ``<html``, ``<head``,
+    ``<body``, ``<title``, ``<p``, ``<!--`` ...) and is not binary (:func:`looks_binary`).
+    """
+    sample = body[:SNIFF_BYTES]
+    if sample.startswith(codecs.BOM_UTF8):
+        sample = sample[len(codecs.BOM_UTF8):]
+    return bool(_HTML_START_RE.match(sample)) and not looks_binary(sample)
 
 
 @lru_cache(maxsize=256)
@@ -226,11 +280,25 @@ def _collapse(text: str, limit: int | None = None) -> str:
     return text[:limit] if limit is not None else text
 
 
+def _text_of(element):
+    """The text pieces inside ``element`` (not its tail), comments excluded, as text_content()."""
+    if isinstance(element.text, str):
+        yield element.text
+    for child in element:
+        if isinstance(child.tag, str):
+            yield from _text_of(child)
+        if child.tail:
+            yield child.tail
+
+
 def _anchor_text(element: lxml.html.HtmlElement) -> str:
     """Anchor text of an ``<a>`` (its text, else its images' alt) or an ``<area>`` (alt)."""
     if element.tag == "area":
         return _collapse(element.get("alt") or "", MAX_ANCHOR_TEXT)
-    text = _collapse(element.text_content(), MAX_ANCHOR_TEXT)
+    if len(element) == 0:  # the common anchor: text only (text_content() costs an XPath call)
+        text = _collapse(element.text or "", MAX_ANCHOR_TEXT)
+    else:
+        text = _collapse("".join(_text_of(element)), MAX_ANCHOR_TEXT)
     if not text:
         alts = [img.get("alt") or "" for img in element.iter("img")]
         text = _collapse(" ".join(alts), MAX_ANCHOR_TEXT)

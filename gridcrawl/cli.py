@@ -1,5 +1,6 @@
-"""``gridcrawl``: the whole grid on one machine (``run``), thread timings (``report``), and
-database set-up (``db init``)."""
+"""``gridcrawl``: the whole grid on one machine (``run``), thread timings (``report``),
+database set-up (``db init``), CURVE key pairs (``keys new``), exports of a crawl (``export``)
+and the effective configuration (``config show``)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,18 @@ from typing import List
 import typer
 
 from gridcrawl.cli_common import fail, setup_logging
+from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
 
 app = typer.Typer(add_completion=False, help="gridcrawl: a grid web crawler (manager, executors, client).")
 db_app = typer.Typer(add_completion=False, help="Database set-up.")
 app.add_typer(db_app, name="db")
+keys_app = typer.Typer(add_completion=False, help="CURVE key pairs for encrypted connections (docs/security.md).")
+app.add_typer(keys_app, name="keys")
+config_app = typer.Typer(add_completion=False, help="The configuration: TOML file (--config), GRIDCRAWL_* "
+                         "variables, command-line options (docs/operations.md).")
+app.add_typer(config_app, name="config")
 
 
 def _free_port() -> int:
@@ -45,16 +52,31 @@ def _stop(processes: list[subprocess.Popen], timeout: float = 5.0) -> None:
 
 @app.command()
 def run(
-    seeds: List[str] = typer.Argument(..., help="seed URLs"),
+    ctx: typer.Context,
+    seeds: List[str] = typer.Argument(None, help="seed URLs (none: the --rules base URLs, or resume WORKDIR's crawl)"),
     executors: int = typer.Option(2, help="executor processes to start"),
     threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
+    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
+                                                     help="threads of one host in flight at once"),
     no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
+    rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
+                              "its base URLs are seeds"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
+                                            "the seeds' own private or loopback addresses are always allowed)"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)"),
+    http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
 ) -> None:
     """Run a manager, EXECUTORS executor processes and a client on this machine and crawl SEEDS.
 
@@ -65,35 +87,102 @@ def run(
     if executors < 1:
         fail("--executors must be at least 1")
     try:
-        settings = Settings(threads=threads, max_pages=max_pages, max_depth=max_depth,
-                            store_content=not no_content).validate()
+        settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth, dispatch=dispatch,
+                            download_delay=download_delay, concurrent_requests_per_host=concurrent_requests_per_host,
+                            store_content=not no_content, max_pages_per_host=max_pages_per_host,
+                            obey_robots=not ignore_robots).validate()
     except ValueError as exc:
         fail(str(exc))
     from gridcrawl.client.cli import run_crawl
     from gridcrawl.client.store import check_seed
     from gridcrawl.urls import InvalidURL
+    seeds = seeds or []
     try:
         for seed in seeds:
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    if rules is not None:  # refuse bad rules before any process starts
+        from gridcrawl.rules import RuleError, load_rules
+        try:
+            load_rules(rules)
+        except RuleError as exc:
+            fail(f"invalid rules: {exc}")
+    if order is not None and order not in ("bfs", "dfs", "priority"):
+        fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     workdir.mkdir(parents=True, exist_ok=True)
+    hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
+    if rules is not None:
+        hosts += [r.base_url for r in load_rules(rules)]
+    try:
+        private = _private_networks(hosts, allow_private or [])
+    except ValueError as exc:
+        fail(str(exc))
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     python = [sys.executable, "-m"]
-    processes = [subprocess.Popen(python + ["gridcrawl.manager", "--bind", endpoint, "--db", manager_db,
-                                            "--log-file", str(workdir / "manager.log")])]
+    processes = [subprocess.Popen(python + [
+        "gridcrawl.manager", "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
+        "--dispatch", dispatch, "--download-delay", str(download_delay),
+        "--concurrent-requests-per-host", str(concurrent_requests_per_host), *(["--http", http] if http else [])])]
     try:
         for i in range(executors):
             processes.append(subprocess.Popen(python + [
                 "gridcrawl.executor", "--manager", endpoint, "--threads", str(threads),
-                "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log")]))
+                "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
+                *(arg for cidr in private for arg in ("--allow-private", cidr)),
+                *(["--ignore-robots"] if ignore_robots else [])]))
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
-                           allow_domain or [], name="gridcrawl run", show_progress=progress)
+                           allow_domain or [], name="gridcrawl run", show_progress=progress,
+                           rules=rules, focus=focus, min_relevance=min_relevance, order=order)
     finally:
         _stop(processes)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+
+
+def _stored_hosts(crawl_db: Path) -> list[str]:
+    """The allowed domains a resumed crawl stored in its crawl database (none if there is none)."""
+    import json
+    import sqlite3
+    if not crawl_db.exists():
+        return []
+    try:
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            row = conn.execute("SELECT value FROM crawl_meta WHERE name = 'allowed_domains'").fetchone()
+        return [str(h) for h in json.loads(row[0])] if row else []
+    except (sqlite3.Error, ValueError, TypeError):
+        return []
+
+
+def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
+    """The ``--allow-private`` values for the executors of ``gridcrawl run``: every address of
+    the seeds' hosts (URLs or bare host names) that the SSRF guard would refuse (loopback,
+    private ...), as a /32 or /128, plus ``extra`` CIDRs. A local crawl of
+    ``http://127.0.0.1:8088/`` thus works while links to other private addresses stay refused.
+    Raises ``ValueError`` on a bad CIDR in ``extra``."""
+    from urllib.parse import urlsplit
+    from gridcrawl.executor.ssrf import classify, parse_networks, parse_host, system_resolver
+    networks = [str(n) for n in parse_networks(extra)]
+    for item in urls_or_hosts:
+        try:
+            host = urlsplit(item).hostname if "://" in item else item.strip().strip(".")
+        except ValueError:
+            continue
+        if not host:
+            continue
+        literal = parse_host(host)
+        try:
+            addresses = [str(literal)] if literal is not None else system_resolver(host, 80)
+        except (OSError, UnicodeError):
+            continue
+        for text in addresses:
+            address = parse_host(text)
+            if address is not None and classify(address) is not None:
+                cidr = f"{address}/{address.max_prefixlen}"
+                if cidr not in networks:
+                    networks.append(cidr)
+    return networks
 
 
 def _print_timings(rows) -> None:
@@ -108,23 +197,73 @@ def _print_timings(rows) -> None:
     Console().print(table)
 
 
+def _seconds(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _print_executor_summary(rows) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    table = Table(title="executors (view executor_summary)")
+    for column in ("executor", "host", "up", "threads", "pages", "failed", "mean s", "min s", "max s",
+                   "mean wait s", "pages/s", "CPUs", "CPU MHz", "CPU use %", "CPU s"):
+        table.add_column(column, justify="left" if column in ("executor", "host", "up") else "right")
+    for r in rows:
+        table.add_row(r.executor_name, r.host, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
+                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.min_run_seconds),
+                      _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
+                      _seconds(r.pages_per_second, 2), str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}",
+                      f"{r.cpu_totalusage:.1f}")
+    Console().print(table)
+
+
+def _print_application_summary(rows) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from gridcrawl.states import ApplicationState
+    table = Table(title="applications (view application_summary)")
+    for column in ("application", "name", "state", "threads", "pages", "failed", "executors", "elapsed s",
+                   "pages/s"):
+        table.add_column(column, justify="left" if column in ("application", "name", "state") else "right")
+    for r in rows:
+        try:
+            state = ApplicationState(r.state).name.lower()
+        except ValueError:
+            state = str(r.state)
+        table.add_row(r.application_id, r.application_name, state, str(r.threads), str(r.pages), str(r.failed),
+                      str(r.executors), _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
+    Console().print(table)
+
+
 @app.command()
 def report(
     db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
+    plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
 ) -> None:
-    """Print thread timings per executor (count, mean/min/max seconds, pages/s) from SQL."""
+    """Print the executor and application summaries (the views executor_summary and
+    application_summary; with --application, that application's threads per executor) and,
+    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
     try:
         engine = open_database(db)
     except DatabaseUnavailable as exc:
         fail(str(exc))
-    from gridcrawl.report import executor_timings
+    from gridcrawl import report as rep
     import sqlalchemy as sa
     try:
-        rows = executor_timings(engine, application)
+        if application:
+            _print_timings(rep.executor_timings(engine, application))
+        else:
+            _print_executor_summary(rep.executor_summary(engine))
+        _print_application_summary(rep.application_summary(engine, application))
+        if plot is not None:
+            drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
+            typer.echo(f"timeline of {drawn} threads drawn to {plot}")
     except sa.exc.DBAPIError as exc:
-        fail(f"{db} is not a gridcrawl manager database: {str(exc.orig).splitlines()[0]}")
-    _print_timings(rows)
+        fail(f"{db} is not a gridcrawl manager database, or its views are missing "
+             f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
+    except (rep.ReportError, OSError) as exc:
+        fail(str(exc))
 
 
 @db_app.command("init")
@@ -132,7 +271,8 @@ def db_init(
     db: str = typer.Option(..., help="SQLAlchemy URL of the database"),
     kind: str = typer.Option("both", help="manager, crawl or both: which tables to create"),
 ) -> None:
-    """Create gridcrawl's tables in DB if they are missing (idempotent)."""
+    """Create gridcrawl's tables and views in DB if they are missing, and record the schema
+    version (idempotent; several programs may run it at once)."""
     from gridcrawl import models
     if kind not in ("manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
@@ -147,9 +287,77 @@ def db_init(
     typer.echo(f"schema ready in {engine.url.render_as_string(hide_password=True)}")
 
 
+@keys_app.command("new")
+def keys_new(
+    name: str = typer.Argument(..., help="the key's name: the manager knows the peer by it"),
+    dir: Path = typer.Option(Path("."), "--dir", help="folder to write NAME.key and NAME.key_secret in"),
+) -> None:
+    """Write a CURVE key pair: NAME.key (public: give it to the manager's --curve-allow folder,
+    or, for the manager's key, to every executor and client) and NAME.key_secret (mode 0600)."""
+    from gridcrawl.keys import KeyFileError, new_key_pair
+    try:
+        public, secret = new_key_pair(name, dir)
+    except (KeyFileError, OSError) as exc:
+        fail(str(exc))
+    typer.echo(f"public key: {public}\nsecret key: {secret} (mode 0600: keep it on this machine)")
+
+
+@app.command("export")
+def export_command(
+    out: str = typer.Argument(..., help="output file (- for standard output); .warc.gz compresses the WARC"),
+    db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
+    format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
+                               "or warc (WARC 1.1 request and response records)"),
+    content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+) -> None:
+    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
+    from gridcrawl.export import ExportError, export
+    try:
+        engine = open_database(db)
+        result = export(engine, format, out, content=content)
+    except (DatabaseUnavailable, ExportError) as exc:
+        fail(str(exc))
+    what = {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
+    skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
+    typer.echo(f"exported {result.records} {what} to {out}{skipped}", err=True)
+
+
+@config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def config_show(
+    ctx: typer.Context,
+    program: str = typer.Option("manager", help="whose options to show too: manager, executor or client"),
+) -> None:
+    """Print every effective setting with its source (default, file, env, command line).
+
+    The file is --config FILE or $GRIDCRAWL_CONFIG; extra arguments are parsed as PROGRAM's own
+    command line, e.g. ``gridcrawl --config g.toml config show --program executor -- --threads 4``.
+    """
+    import importlib
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    from gridcrawl.config import CONFIG_ENV, ConfigError, show_rows
+    modules = {"manager": "gridcrawl.manager.cli", "executor": "gridcrawl.executor.cli",
+               "client": "gridcrawl.client.cli"}
+    if program not in modules:
+        fail("--program must be manager, executor or client")
+    command = typer.main.get_command(importlib.import_module(modules[program]).app)
+    path = os.environ.get(CONFIG_ENV)
+    try:
+        rows = show_rows(program, command, [a for a in ctx.args if a != "--"], path)
+    except ConfigError as exc:
+        fail(str(exc))
+    table = Table(title=f"effective settings of gridcrawl-{program}" + (f" with {path}" if path else ""))
+    for column in ("setting", "value", "source"):
+        table.add_column(column, overflow="fold")
+    for name, value, source in rows:
+        table.add_row(escape(name), escape(value), escape(source), style=None if source == "default" else "bold")
+    Console(width=max(100, Console().width)).print(table)
+
+
 def main() -> None:
-    """Entry point of the ``gridcrawl`` script."""
-    app()
+    """Entry point of the ``gridcrawl`` script (reads ``--config`` and ``GRIDCRAWL_*`` first)."""
+    run_program(app, "run", keep_config_option=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,10 +2,18 @@
 
 A user error (bad URL, unreachable manager, invalid database URL) is printed as one line on
 stderr and exits with status 2 — never a traceback.
+
+Logging goes through the standard :mod:`logging` module: ``--log-level``, ``--log-file`` and,
+with ``--log-json``, one JSON object per line (:class:`JsonFormatter`) whose fields include the
+grid thread's ``application_id``, ``thread_id`` and ``url`` when a line is about one. Signals:
+SIGINT and SIGTERM everywhere, and SIGBREAK (Ctrl-Break) on Windows, where SIGTERM cannot be
+sent to a console program.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import logging
 import os
 import signal
@@ -24,13 +32,40 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
-def setup_logging(level: str = "INFO", log_file: str | None = None) -> None:
-    """Configure the standard logging module: ``level`` name, to stderr or ``log_file``."""
+# Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged.
+_RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``,
+    ``process``, ``thread_name``, every ``extra=`` field of the call (for a grid thread:
+    ``application_id``, ``thread_id``, ``url``), and ``exception`` with the traceback text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as one line of JSON (non-JSON values are written as their ``str``)."""
+        out = {"time": _dt.datetime.fromtimestamp(record.created, _dt.timezone.utc).isoformat(timespec="milliseconds"),
+               "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+               "process": record.process, "thread_name": record.threadName}
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str, ensure_ascii=False)
+
+
+def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: bool = False) -> None:
+    """Configure the standard logging module: ``level`` name, to stderr or ``log_file``
+    (appended, UTF-8); ``json_lines``: one JSON object per line (:class:`JsonFormatter`)."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         fail(f"unknown log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
-    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    try:
+        handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
+    except OSError as exc:
+        fail(f"cannot write the log file {log_file}: {exc.strerror}")
+    handler.setFormatter(JsonFormatter() if json_lines
+                         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
@@ -47,6 +82,7 @@ def stop_on_signals() -> threading.Event:
         stop.set()
 
     signal.signal(signal.SIGINT, handler)
-    if hasattr(signal, "SIGTERM"):
-        signal.signal(signal.SIGTERM, handler)
+    for name in ("SIGTERM", "SIGBREAK"):  # SIGBREAK: Ctrl-Break, Windows only
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), handler)
     return stop

@@ -3,19 +3,36 @@
 Every program reaches SQL through :func:`open_database`, which turns the usual failures (a URL
 that is not a database URL, a driver that is not installed, a server that does not answer) into
 one :class:`DatabaseUnavailable` with a one-line message saying what to install or check.
+
+Back ends: SQLite (the default), PostgreSQL (``postgresql+psycopg``), SQL Server
+(``mssql+pyodbc``) and MariaDB/MySQL (``mysql+pymysql`` or ``mysql+pyodbc``). What differs
+between them lives here: the schema lock of :func:`init_schema`, insert-if-absent
+(:func:`insert_ignore`), and which errors mean "run the transaction again"
+(:func:`run_transaction`). The row-claiming query is in :mod:`gridcrawl.client.store`.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Iterable, Sequence
+import logging
+import random
+import time
+import zlib
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, OperationalError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 
 from gridcrawl.models import SCHEMA_VERSION
+
+log = logging.getLogger("gridcrawl.db")
+T = TypeVar("T")
+
+_SCHEMA_LOCK_NAME = "gridcrawl_schema"
+_SCHEMA_LOCK_KEY = zlib.crc32(_SCHEMA_LOCK_NAME.encode())  # a PostgreSQL advisory lock key (bigint)
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -26,6 +43,8 @@ _DRIVER_HINTS = {
     "pyodbc": "pip install 'gridcrawl[mssql]' and an ODBC driver (e.g. Microsoft ODBC Driver 18 for SQL Server)",
     "psycopg": "pip install 'gridcrawl[postgresql]'",
     "psycopg2": "pip install psycopg2-binary, or use postgresql+psycopg:// with 'gridcrawl[postgresql]'",
+    "pymysql": "pip install 'gridcrawl[mariadb]'",
+    "MySQLdb": "pip install mysqlclient, or use mysql+pymysql:// (pip install pymysql)",
 }
 
 
@@ -56,79 +75,256 @@ def _sqlite_begin(conn) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+# Seconds to wait for a server to accept a connection, per driver, unless the URL says otherwise.
+CONNECT_TIMEOUT = 10
+_TIMEOUT_ARGS = {"psycopg": "connect_timeout", "psycopg2": "connect_timeout", "pymysql": "connect_timeout",
+                 "mysqldb": "connect_timeout", "pyodbc": "timeout"}
+_ODBC_DRIVER_MISSING = ("Can't open lib", "Data source name not found", "IM002", "file not found")
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a driver's error message."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def open_database(url: str, *, check: bool = True) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
 
-    SQLite files get WAL journaling, a 30 s busy timeout and ``BEGIN IMMEDIATE`` transactions.
-    Raises :class:`DatabaseUnavailable` with a one-line reason.
+    Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
+    ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
+    ``mysql+pymysql://user@host/db``. SQLite files get WAL journaling, a 30 s busy timeout and
+    ``BEGIN IMMEDIATE`` transactions; servers a :data:`CONNECT_TIMEOUT` (seconds) and a
+    liveness check of pooled connections.
+
+    Raises :class:`DatabaseUnavailable` with a one-line reason: not a URL, unknown database
+    kind, Python driver not installed (naming the pip extra), ODBC driver not installed (naming
+    Microsoft's ODBC Driver 18 for SQL Server), or server not answering.
     """
     try:
         parsed = sa.engine.make_url(url)
     except ArgumentError:
         raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. sqlite:///crawl.db)") from None
+    shown = parsed.render_as_string(hide_password=True)
     try:
         if parsed.get_backend_name() == "sqlite":
             engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
             event.listen(engine, "begin", _sqlite_begin)
         else:
-            engine = sa.create_engine(parsed, pool_pre_ping=True)
+            connect_args = {}
+            timeout_arg = _TIMEOUT_ARGS.get(parsed.get_driver_name())
+            if timeout_arg and timeout_arg not in parsed.query and "odbc_connect" not in parsed.query:
+                connect_args[timeout_arg] = CONNECT_TIMEOUT
+            engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     except NoSuchModuleError:
         raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r}") from None
     except ModuleNotFoundError as exc:
         hint = _DRIVER_HINTS.get(exc.name or "", f"pip install {exc.name}")
         raise DatabaseUnavailable(f"the driver for {parsed.drivername} is not installed: {hint}") from None
+    except ImportError as exc:  # the module is there but a C library it needs is not (libodbc)
+        hint = " (install unixODBC: apt-get install unixodbc)" if "odbc" in str(exc).lower() else ""
+        raise DatabaseUnavailable(f"the driver for {parsed.drivername} cannot load: {_reason(exc)}{hint}") from None
     if check:
         try:
             with engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
-        except (OperationalError, sa.exc.InterfaceError, sa.exc.DBAPIError) as exc:
+        except sa.exc.DBAPIError as exc:
             engine.dispose()
-            reason = str(exc.orig if getattr(exc, "orig", None) else exc).strip().splitlines()[0]
-            raise DatabaseUnavailable(
-                f"cannot reach database {parsed.render_as_string(hide_password=True)}: {reason}") from None
+            reason = _reason(exc)
+            if parsed.get_driver_name() == "pyodbc" and any(s in reason for s in _ODBC_DRIVER_MISSING):
+                raise DatabaseUnavailable(
+                    f"the ODBC driver for {shown} is not installed ({reason}); `odbcinst -q -d` lists the "
+                    "installed ones; for SQL Server install Microsoft ODBC Driver 18 for SQL Server "
+                    "(package msodbcsql18) and name it in the URL: ?driver=ODBC+Driver+18+for+SQL+Server") from None
+            raise DatabaseUnavailable(f"cannot reach database {shown}: {reason}") from None
     return engine
 
 
-def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> None:
-    """Create the tables of ``metadata`` that are missing (idempotent) and record the schema
-    version in ``meta_table``. Raises :class:`DatabaseUnavailable` if the stored schema version
-    is newer than this release knows."""
-    metadata.create_all(engine)
+@contextmanager
+def _schema_lock(engine: Engine) -> Iterator[Connection]:
+    """A connection holding the back end's lock on gridcrawl's schema, so that two programs
+    creating the schema at once (two clients on one PostgreSQL database) take turns instead of
+    failing on each other's half-made tables.
+
+    SQLite: ``BEGIN IMMEDIATE`` (the write lock); PostgreSQL: a transaction-scoped advisory
+    lock; SQL Server: ``sp_getapplock`` owned by the transaction; MariaDB/MySQL (whose DDL
+    commits on its own): ``GET_LOCK`` held by the session. Transactional back ends commit at the
+    end. Raises :class:`DatabaseUnavailable` if the lock is not had within a minute.
+    """
+    name = engine.dialect.name
+    if name in ("mysql", "mariadb"):
+        with engine.connect() as conn:
+            if conn.execute(sa.text("SELECT GET_LOCK(:n, 60)"), {"n": _SCHEMA_LOCK_NAME}).scalar() != 1:
+                raise DatabaseUnavailable("timed out waiting for another program creating the gridcrawl schema")
+            try:
+                yield conn
+                conn.commit()
+            finally:
+                conn.rollback()
+                conn.execute(sa.text("SELECT RELEASE_LOCK(:n)"), {"n": _SCHEMA_LOCK_NAME})
+                conn.commit()
+        return
     with engine.begin() as conn:
-        row = conn.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).first()
+        if name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK_KEY})
+        elif name == "mssql":
+            status = conn.execute(sa.text(
+                "SET NOCOUNT ON; DECLARE @status int; EXEC @status = sp_getapplock @Resource = :n, "
+                "@LockMode = 'Exclusive', @LockOwner = 'Transaction', @LockTimeout = 60000; SELECT @status"),
+                {"n": _SCHEMA_LOCK_NAME}).scalar()
+            if status is not None and status < 0:
+                raise DatabaseUnavailable("timed out waiting for another program creating the gridcrawl schema")
+        yield conn
+
+
+def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> None:
+    """Create the tables of ``metadata`` that are missing and its views (see
+    :mod:`gridcrawl.views`), and record the schema version in ``meta_table``.
+
+    Idempotent, and safe when several programs do it at once (they take turns, see
+    :func:`_schema_lock`). On a back end gridcrawl has no view SQL for, the tables are made and
+    the views skipped (logged). Raises :class:`DatabaseUnavailable` if the stored schema version
+    is newer than this release knows.
+    """
+    from gridcrawl.views import UnsupportedDialect, create_views, views_for
+    with _schema_lock(engine) as conn:
+        row = (conn.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).first()
+               if sa.inspect(conn).has_table(meta_table.name) else None)
+        if row is not None and int(row[0]) > SCHEMA_VERSION:
+            raise DatabaseUnavailable(
+                f"database schema version {row[0]} is newer than this gridcrawl's ({SCHEMA_VERSION}); "
+                "upgrade gridcrawl")
+        metadata.create_all(conn)
+        try:
+            create_views(conn, views_for(metadata))
+        except UnsupportedDialect as exc:
+            log.warning("%s: the timing views are not created", exc)
         if row is None:
             insert_ignore(conn, meta_table, [{"name": "schema_version", "value": str(SCHEMA_VERSION)}])
-        elif int(row[0]) > SCHEMA_VERSION:
-            raise DatabaseUnavailable(
-                f"database schema version {row[0]} is newer than this gridcrawl's ({SCHEMA_VERSION}); upgrade gridcrawl")
+
+
+def schema_version(engine: Engine, meta_table: sa.Table) -> int | None:
+    """The schema version stored in ``meta_table`` (``manager_meta`` or ``crawl_meta``), or
+    None if the schema was never created there."""
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(meta_table.name):
+            return None
+        value = conn.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).scalar()
+    return None if value is None else int(value)
+
+
+def _conflict_columns(table: sa.Table) -> list[sa.Column]:
+    for index in sorted(table.indexes, key=lambda i: i.name or ""):
+        if index.unique:
+            return list(index.columns)
+    return list(table.primary_key.columns)
+
+
+def _sort_key(columns: list[sa.Column]):
+    names = [c.name for c in columns]
+    return lambda row: tuple((row.get(n) is not None, row.get(n) if row.get(n) is not None else 0) for n in names)
+
+
+def is_unique_violation(exc: BaseException) -> bool:
+    """True if ``exc`` (a SQLAlchemy ``IntegrityError``) is a duplicate key, as opposed to
+    another integrity failure (a foreign key, a NULL) that must not be hidden.
+
+    Recognises PostgreSQL SQLSTATE 23505, SQL Server errors 2627/2601, MariaDB/MySQL 1062 and
+    SQLite's ``UNIQUE constraint failed``.
+    """
+    orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) == "23505" or getattr(orig, "pgcode", None) == "23505":
+        return True
+    args = getattr(orig, "args", ())
+    if args and args[0] == 1062:
+        return True
+    text = " ".join(str(a) for a in args) or str(orig)
+    return ("UNIQUE constraint failed" in text or "(2627)" in text or "(2601)" in text
+            or "Duplicate entry" in text or "duplicate key" in text)
 
 
 def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
-    """Insert ``rows`` into ``table``, silently skipping rows whose unique keys already exist.
+    """Insert ``rows`` into ``table``, silently skipping rows whose unique keys already exist
+    (also rows another transaction is inserting at the same moment: one of them is stored).
 
-    SQLite and PostgreSQL use ``ON CONFLICT DO NOTHING``; MySQL/MariaDB ``INSERT IGNORE``; other
-    back ends (SQL Server) insert row by row inside savepoints and treat a unique violation as
-    "already there".
+    SQLite and PostgreSQL use ``INSERT … ON CONFLICT DO NOTHING``; MariaDB/MySQL
+    ``INSERT IGNORE``; other back ends (SQL Server) :func:`insert_ignore_savepoints`. Rows are
+    inserted in the order of the table's unique key, so two writers of overlapping batches take
+    their key locks in one order and do not deadlock. Raises SQLAlchemy errors other than a
+    duplicate key.
     """
     if not rows:
         return
+    rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     dialect = conn.dialect.name
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), list(rows))
+        conn.execute(insert(table).on_conflict_do_nothing(), rows)
     elif dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), list(rows))
+        conn.execute(insert(table).on_conflict_do_nothing(), rows)
     elif dialect in ("mysql", "mariadb"):
-        conn.execute(table.insert().prefix_with("IGNORE"), list(rows))
+        conn.execute(table.insert().prefix_with("IGNORE"), rows)
     else:
-        for row in rows:
-            try:
-                with conn.begin_nested():
-                    conn.execute(table.insert(), row)
-            except IntegrityError:
-                pass
+        insert_ignore_savepoints(conn, table, rows)
+
+
+def insert_ignore_savepoints(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
+    """Insert-if-absent for back ends without ``ON CONFLICT`` (SQL Server): the whole batch in
+    one savepoint; if a key is already there, row by row, each in its own savepoint, taking a
+    unique violation as "already there". On SQL Server a second writer's insert of an
+    uncommitted key waits for the first writer and then fails with 2627, so the race leaves one
+    row. Raises SQLAlchemy errors other than a duplicate key.
+    """
+    try:
+        with conn.begin_nested():
+            conn.execute(table.insert(), list(rows))
+        return
+    except IntegrityError as exc:
+        if not is_unique_violation(exc):
+            raise
+    for row in rows:
+        try:
+            with conn.begin_nested():
+                conn.execute(table.insert(), row)
+        except IntegrityError as exc:
+            if not is_unique_violation(exc):
+                raise
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True if ``exc`` is a deadlock, a serialization failure or a lock timeout: the transaction
+    was rolled back and running it again may succeed.
+
+    PostgreSQL SQLSTATE 40P01/40001/55P03, SQL Server 1205 (SQLSTATE 40001), MariaDB/MySQL
+    1213/1205, SQLite ``database is locked``.
+    """
+    orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) in ("40P01", "40001", "55P03"):
+        return True
+    args = getattr(orig, "args", ())
+    if args and args[0] in (1213, 1205, "40001"):
+        return True
+    text = " ".join(str(a) for a in args)
+    return "database is locked" in text or "(1205)" in text or "deadlock" in text.lower()
+
+
+def run_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = 5) -> T:
+    """Run ``work(conn)`` in a transaction of ``engine`` and commit; if the back end rolled it
+    back as a deadlock victim or for a lock timeout (:func:`is_retryable`), run it again, up to
+    ``attempts`` times with a short random back-off (0.05–0.4 s, doubling). ``work`` must be
+    safe to repeat. Returns what ``work`` returns; raises the last error."""
+    for attempt in range(1, attempts + 1):
+        try:
+            with engine.begin() as conn:
+                return work(conn)
+        except sa.exc.DBAPIError as exc:
+            if attempt == attempts or not is_retryable(exc):
+                raise
+            log.info("transaction rolled back (%s); retrying", str(exc.orig).splitlines()[0] if exc.orig else exc)
+            time.sleep(random.uniform(0.05, 0.1) * 2 ** min(attempt - 1, 2))
+    raise AssertionError("unreachable")
 
 
 def chunks(items: Sequence, size: int) -> Iterable[Sequence]:

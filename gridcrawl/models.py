@@ -21,16 +21,41 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
                         LargeBinary, MetaData, SmallInteger, String, Table, UnicodeText)
 from sqlalchemy.dialects import mssql, mysql
+from sqlalchemy.types import TypeDecorator
 
 SCHEMA_VERSION = 1
 URL_LENGTH = 2083
 FINGERPRINT_LENGTH = 32
 
 # Portable types: the generic type, with the variant a back end needs.
-Timestamp = (DateTime().with_variant(mssql.DATETIME2(precision=6), "mssql")
-             .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"))
+class UTCTimestamp(TypeDecorator):
+    """A naive UTC datetime to the microsecond on every back end: ``DATETIME2(6)`` on SQL
+    Server, ``DATETIME(6)`` on MariaDB/MySQL, ``TIMESTAMP`` on PostgreSQL, text on SQLite.
+
+    The MariaDB ODBC driver drops the fraction of a second of a datetime parameter (seen with
+    Connector/ODBC 3.1 through pyodbc), so on ``mysql+pyodbc`` values are sent as ISO text,
+    which the server converts without loss."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "mssql":
+            return dialect.type_descriptor(mssql.DATETIME2(precision=6))
+        if dialect.name in ("mysql", "mariadb"):
+            return dialect.type_descriptor(mysql.DATETIME(fsp=6))
+        return dialect.type_descriptor(DateTime())
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and dialect.driver == "pyodbc" and dialect.name in ("mysql", "mariadb"):
+            return value.isoformat(sep=" ", timespec="microseconds")
+        return value
+
+
+Timestamp = UTCTimestamp()
 LongText = (UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
             .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
+Real = Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")   # MySQL's FLOAT is single precision
 LongBinary = (LargeBinary().with_variant(mssql.VARBINARY("max"), "mssql")
               .with_variant(mysql.LONGBLOB(), "mysql", "mariadb"))
 
@@ -69,14 +94,14 @@ executor = Table(
     Column("port", Integer),
     Column("usr_name", String(64), nullable=False),
     Column("threads", Integer, nullable=False),
-    Column("cpu_max", Float, nullable=False, default=0),
-    Column("cpu_usage", Float, nullable=False, default=0),
-    Column("cpu_avail", Float, nullable=False, default=0),
-    Column("cpu_totalusage", Float, nullable=False, default=0),
+    Column("cpu_max", Real, nullable=False, default=0),
+    Column("cpu_usage", Real, nullable=False, default=0),
+    Column("cpu_avail", Real, nullable=False, default=0),
+    Column("cpu_totalusage", Real, nullable=False, default=0),
     Column("mem_max", BigInteger, nullable=False, default=0),
     Column("mem_usage", BigInteger, nullable=False, default=0),
     Column("num_cpus", Integer, nullable=False, default=1),
-    Column("pages_per_second", Float, nullable=False, default=0),
+    Column("pages_per_second", Real, nullable=False, default=0),
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
 )
@@ -126,6 +151,36 @@ attempt = Table(
     Index("ix_attempt_executor", "executor_id"),
 )
 
+# Users, groups and permissions (Alchemi's usr / grp / prm, with keys; see gridcrawl.auth).
+# Passwords: an scrypt hash "scrypt$n=..,r=..,p=..$<hex>" and a per-user random salt (hex).
+
+prm = Table(
+    "prm", manager_metadata,
+    Column("prm_id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("prm_name", String(64), nullable=False, unique=True),
+)
+
+grp = Table(
+    "grp", manager_metadata,
+    Column("grp_id", SmallInteger, primary_key=True, autoincrement=False),
+    Column("grp_name", String(64), nullable=False, unique=True),
+)
+
+grp_prm = Table(
+    "grp_prm", manager_metadata,
+    Column("grp_id", SmallInteger, ForeignKey("grp.grp_id"), primary_key=True),
+    Column("prm_id", SmallInteger, ForeignKey("prm.prm_id"), primary_key=True),
+)
+
+usr = Table(
+    "usr", manager_metadata,
+    Column("usr_name", String(64), primary_key=True),
+    Column("password_hash", String(255), nullable=False),
+    Column("salt", String(64), nullable=False),
+    Column("grp_id", SmallInteger, ForeignKey("grp.grp_id"), nullable=False),
+    Column("created", Timestamp, nullable=False),
+)
+
 # ---------------------------------------------------------------------------------------------
 # The crawler application's tables (paper, figure 10)
 
@@ -147,8 +202,11 @@ document = Table(
     Column("depth", Integer, nullable=False, default=0),
     Column("fetched_at", Timestamp, nullable=False),
     Column("executor", String(36)),
-    Column("fetch_seconds", Float, nullable=False, default=0),
-    Column("parse_seconds", Float, nullable=False, default=0),
+    Column("fetch_seconds", Real, nullable=False, default=0),
+    Column("parse_seconds", Real, nullable=False, default=0),
+    Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
+    Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
+    Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
     Index("ux_document_fingerprint", "fingerprint", unique=True),
 )
 
@@ -175,8 +233,38 @@ to_visit_url = Table(
     Column("priority", Integer, nullable=False, default=5),
     Column("discovered_from", String(URL_LENGTH)),
     Column("in_flight", Boolean, nullable=False, default=False),
+    Column("page_type", String(64)),    # keep/follow rules: the type its follow rule gave it
+    Column("relevance", Real),          # focused crawl: the link score r(c) (gridcrawl.focus)
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
     Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
     # ids are grid thread ids: never reuse one (SQLite would reuse the largest after a delete)
     sqlite_autoincrement=True,
+)
+
+
+# Crawl strategies (gridcrawl.rules): the user's keep/follow rules and the links they kept.
+
+crawl_rule = Table(
+    "crawl_rule", crawl_metadata,
+    Column("rule_id", Integer, primary_key=True, autoincrement=False),   # the rule's number
+    Column("base_url", String(URL_LENGTH), nullable=False),
+    Column("rule_type", String(16), nullable=False),      # keep | follow
+    Column("from_type", String(64), nullable=False),
+    Column("to_type", String(64)),                        # follow rules only
+    Column("pattern", String(1024), nullable=False, default="all"),
+    Column("element_id", String(255), nullable=False, default="all"),
+    Column("element_class", String(255), nullable=False, default="all"),
+    Column("element_tag", String(64), nullable=False, default="all"),
+)
+
+kept_link = Table(
+    "kept_link", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("source_url", String(URL_LENGTH), nullable=False),
+    Column("source_page_type", String(64)),
+    Column("rule", Integer, nullable=False),              # crawl_rule.rule_id of the keep rule
+    Column("kept_at", Timestamp, nullable=False),
+    Index("ux_kept_link_fingerprint", "fingerprint", "rule", unique=True),
 )

@@ -22,7 +22,7 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import msgpack
 
@@ -42,8 +42,10 @@ class ThreadSpec:
     """One grid thread as an application submits it: visit ``url`` at ``depth``.
 
     ``thread_id`` is the application's own number for the thread (unique within the application);
-    ``priority``: higher runs first (Alchemi's default is 5); ``instruction`` is an optional crawling
-    instruction (keep/follow rules) the executor applies to the page.
+    ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
+    ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
+    crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
+    applies to the page.
     """
 
     thread_id: int
@@ -58,7 +60,12 @@ class PageResult:
     """What an executor learnt about one URL: the fetch, the parse and the links found.
 
     Times are seconds; ``size`` is bytes of body after decompression. ``links`` holds
-    ``[canonical_url, anchor_text]`` pairs. ``error_kind`` is ``None`` on success, else one of
+    ``[canonical_url, anchor_text]`` pairs; when the thread carried a crawling instruction
+    (:mod:`gridcrawl.rules`) it holds only the links its follow rules matched, as
+    ``[canonical_url, anchor_text, to_type]`` triples, and ``kept`` the links its keep rules
+    matched, as ``[canonical_url, rule_number]`` pairs. ``retry_after`` (from a 429/503) and ``crawl_delay``
+    (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
+    ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``.
     """
@@ -73,12 +80,14 @@ class PageResult:
     error_kind: str | None = None
     error: str | None = None
     retry_after: float | None = None
+    crawl_delay: float | None = None
     title: str = ""
     encoding: str | None = None
     content: str | bytes | None = None
     links: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
+    headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,11 +191,13 @@ class Availability(Message):
     """Executor → manager: whether it takes new work (idle-only desktops; not a death).
 
     ``accepting`` is False when the desktop's owner is back; the manager stops assigning to it
-    without counting it dead.
+    without counting it dead. ``handed_back`` lists attempts the executor received but did not
+    start: the manager takes them back (not counted as lost) and assigns them elsewhere.
     """
 
     TYPE: ClassVar[bytes] = b"availability"
     accepting: bool
+    handed_back: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -272,11 +283,41 @@ class Bye(Message):
     reason: str = ""
 
 
+@dataclass
+class Control(Message):
+    """Client → manager: pause, resume or cancel application ``application_id`` (operator action).
+
+    ``action`` is ``pause`` (no more dispatch; running threads finish), ``resume`` or ``cancel``
+    (``close`` with ``cancel``: every live thread is aborted). ``application_id`` may be a unique
+    prefix of at least 4 characters. ``user``/``password`` identify the operator.
+    """
+
+    TYPE: ClassVar[bytes] = b"control"
+    application_id: str
+    action: str
+    user: str = ""
+    password: str | None = None
+
+
+@dataclass
+class Controlled(Message):
+    """Manager → client: ``action`` was applied to ``application_id``, which is now ``state``.
+
+    Sent to the operator who asked, and to the application's own client (which stops on
+    ``cancel``). ``state`` is ``running``, ``paused`` or ``stopped``.
+    """
+
+    TYPE: ClassVar[bytes] = b"controlled"
+    application_id: str
+    action: str
+    state: str
+
+
 MESSAGES: dict[bytes, type[Message]] = {
     cls.TYPE: cls
     for cls in (Register, Welcome, Heartbeat, Assign, Started, Result, Cancel, Availability,
                 OpenApplication, ApplicationOpened, Submit, ThreadDone, Ack, CloseApplication,
-                Refuse, Bye)
+                Refuse, Bye, Control, Controlled)
 }
 
 
@@ -285,11 +326,12 @@ MESSAGES: dict[bytes, type[Message]] = {
 
 
 def _to_wire(value: Any) -> Any:
-    if dataclasses.is_dataclass(value):
-        return {f.name: _to_wire(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list):
+    fields = _FIELDS.get(type(value))
+    if fields is not None:
+        return {name: _to_wire(getattr(value, name)) for name in fields}
+    if isinstance(value, list) and value and type(value[0]) in _FIELDS:
         return [_to_wire(v) for v in value]
-    return value
+    return value  # plain values and lists of plain values go to msgpack as they are
 
 
 def encode(message: Message) -> list[bytes]:
@@ -297,75 +339,99 @@ def encode(message: Message) -> list[bytes]:
     return [PROTOCOL_VERSION, message.TYPE, msgpack.packb(_to_wire(message), use_bin_type=True)]
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+# Decoding checks every field against its annotation. The checks are compiled once per type into
+# small functions (the manager decodes tens of thousands of messages a second).
+Checker = Callable[[Any, str], Any]
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHECKERS: dict[Any, Checker] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    hints = _HINTS.get(cls)
-    if hints is None:
-        names = {f.name for f in dataclasses.fields(cls)}
-        hints = {k: v for k, v in typing.get_type_hints(cls).items() if k in names}
-        _HINTS[cls] = hints
-    return hints
+def _fail(where: str, expected: str, value: Any):
+    raise ProtocolError(f"{where}: expected {expected}, got {type(value).__name__}")
 
 
-def _check(value: Any, hint: Any, where: str) -> Any:
-    """Return ``value`` converted to ``hint`` (nested dataclasses built), or raise ProtocolError."""
+def _checker(hint: Any) -> Checker:
+    """A function ``(value, where) -> value`` that accepts ``value`` as ``hint`` or raises."""
+    cached = _CHECKERS.get(hint)
+    if cached is not None:
+        return cached
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        errors = []
-        for option in typing.get_args(hint):
-            try:
-                return _check(value, option, where)
-            except ProtocolError as exc:
-                errors.append(str(exc))
-        raise ProtocolError(f"{where}: {type(value).__name__} fits none of {hint}")
-    if hint is type(None):
-        if value is None:
-            return None
-        raise ProtocolError(f"{where}: expected nothing, got {type(value).__name__}")
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, where)
-    if origin is list or hint is list:
-        if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
-        (item,) = typing.get_args(hint) or (Any,)
-        if item is Any:
-            return value
-        return [_check(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if hint is dict:
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected a map, got {type(value).__name__}")
-        return value
-    if hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        raise ProtocolError(f"{where}: expected a number, got {type(value).__name__}")
-    if hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ProtocolError(f"{where}: expected an integer, got {type(value).__name__}")
-    if hint in (str, bytes, bool):
-        if isinstance(value, hint):
-            return value
-        raise ProtocolError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
-    raise ProtocolError(f"{where}: unsupported field type {hint}")  # pragma: no cover - our bug
+        options = typing.get_args(hint)
+        optional = type(None) in options
+        inner = [_checker(o) for o in options if o is not type(None)]
+
+        def check(value, where, inner=inner, optional=optional, hint=hint):
+            if value is None and optional:
+                return None
+            for option in inner:
+                try:
+                    return option(value, where)
+                except ProtocolError:
+                    pass
+            raise ProtocolError(f"{where}: {type(value).__name__} fits none of {hint}")
+    elif dataclasses.is_dataclass(hint):
+        check = _builder(hint)
+    elif origin is list or hint is list:
+        args = typing.get_args(hint)
+        item = _checker(args[0]) if args and args[0] is not Any else None
+
+        def check(value, where, item=item):
+            if type(value) is not list:
+                _fail(where, "a list", value)
+            if item is None:
+                return value
+            return [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    elif hint is float:
+        def check(value, where):
+            if type(value) is float:
+                return value
+            if type(value) is int:
+                return float(value)
+            _fail(where, "a number", value)
+    elif hint in (int, str, bytes, bool, dict):
+        names = {int: "an integer", str: "str", bytes: "bytes", bool: "bool", dict: "a map"}
+
+        def check(value, where, kind=hint, name=names[hint]):
+            if type(value) is kind:  # exact: True is not an integer
+                return value
+            _fail(where, name, value)
+    else:  # pragma: no cover - a field type this module does not support is our bug
+        raise TypeError(f"unsupported protocol field type {hint}")
+    _CHECKERS[hint] = check
+    return check
 
 
-def _build(cls: type, body: Any, where: str):
-    if not isinstance(body, dict):
-        raise ProtocolError(f"{where}: body must be a map, got {type(body).__name__}")
-    hints = _hints(cls)
-    unknown = set(body) - set(hints)
-    if unknown:
-        raise ProtocolError(f"{where}: unknown fields {sorted(map(str, unknown))}")
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in body:
-            kwargs[f.name] = _check(body[f.name], hints[f.name], f"{where}.{f.name}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ProtocolError(f"{where}: missing field {f.name!r}")
-    return cls(**kwargs)
+def _builder(cls: type) -> Checker:
+    """A function ``(body, where) -> cls instance`` checking every field of dataclass ``cls``."""
+    cached = _CHECKERS.get(cls)
+    if cached is not None:
+        return cached
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls)]
+    _FIELDS[cls] = tuple(f.name for f in fields)
+    names = frozenset(_FIELDS[cls])
+    required = [f.name for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    _CHECKERS[cls] = None  # recursion guard while the field checkers are compiled
+    checks = [(f.name, _checker(hints[f.name])) for f in fields]
+
+    def build(body, where):
+        if type(body) is not dict:
+            raise ProtocolError(f"{where}: body must be a map, got {type(body).__name__}")
+        if not names.issuperset(body):
+            raise ProtocolError(f"{where}: unknown fields {sorted(map(str, set(body) - names))}")
+        for name in required:
+            if name not in body:
+                raise ProtocolError(f"{where}: missing field {name!r}")
+        kwargs = {}
+        for name, check in checks:
+            if name in body:
+                kwargs[name] = check(body[name], where + "." + name)
+        return cls(**kwargs)
+
+    _CHECKERS[cls] = build
+    return build
 
 
 def decode(frames: list[bytes]) -> Message:
@@ -387,7 +453,11 @@ def decode(frames: list[bytes]) -> Message:
                                max_str_len=len(body), max_array_len=len(body), max_map_len=len(body))
     except Exception as exc:  # msgpack raises several unrelated classes
         raise ProtocolError(f"{kind.decode()} body is not msgpack: {exc}") from None
-    return _build(cls, data, kind.decode())
+    return _builder(cls)(data, cls.TYPE.decode())
+
+
+for _cls in MESSAGES.values():
+    _builder(_cls)
 
 
 def message_table() -> str:

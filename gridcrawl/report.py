@@ -1,18 +1,45 @@
-"""Thread timings from the manager database: per-executor figures, as the paper's thread table.
+"""Thread timings from the manager database, read from its views (see :mod:`gridcrawl.views`):
+per-executor and per-application summaries, per-thread timings, and the per-executor timeline
+chart of threads (a Gantt-like chart, as the paper's thread table shows).
 
 Durations are derived from the stored UTC times: run = finished − started, queue wait =
-started − submitted (seconds).
+started − submitted (seconds). A page is a grid thread that finished and did not fail.
+Drawing needs matplotlib (``pip install 'gridcrawl[report]'``), imported only when drawing.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import datetime as _dt
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from gridcrawl import models
+
+class ReportError(RuntimeError):
+    """A report cannot be made (e.g. matplotlib is not installed for ``--plot``)."""
+
+
+# The views as lightweight tables: typed columns, so that every back end returns datetimes
+# (SQLite returns a view's DATETIME as text unless told its type) and booleans.
+_thread_timing = sa.table(
+    "thread_timing",
+    sa.column("application_id", sa.String), sa.column("application_name", sa.String),
+    sa.column("thread_id", sa.BigInteger), sa.column("internal_thread_id", sa.BigInteger),
+    sa.column("url", sa.String), sa.column("host", sa.String), sa.column("depth", sa.Integer),
+    sa.column("executor_id", sa.String), sa.column("executor_name", sa.String),
+    sa.column("executor_host", sa.String), sa.column("state", sa.Integer),
+    sa.column("failed", sa.Boolean), sa.column("attempts", sa.Integer), sa.column("error_kind", sa.String),
+    sa.column("time_submitted", sa.DateTime), sa.column("time_started", sa.DateTime),
+    sa.column("time_finished", sa.DateTime),
+    sa.column("queue_wait_seconds", sa.Float), sa.column("run_seconds", sa.Float),
+)
+
+
+def _float(value) -> float | None:
+    return None if value is None else float(value)
 
 
 @dataclass
@@ -32,25 +59,215 @@ class ExecutorTimings:
 
 
 def executor_timings(engine: Engine, application_id: str | None = None) -> list[ExecutorTimings]:
-    """One :class:`ExecutorTimings` per executor that finished threads (of ``application_id``
-    only, if given), by executor name."""
-    t, e = models.thread, models.executor
-    query = (sa.select(t.c.executor_id, e.c.name, e.c.host, t.c.time_submitted, t.c.time_started, t.c.time_finished)
-             .join(e, e.c.executor_id == t.c.executor_id)
-             .where(t.c.time_finished.is_not(None), t.c.time_started.is_not(None), t.c.failed == sa.false()))
+    """One :class:`ExecutorTimings` per executor that finished pages (of ``application_id``
+    only, if given), by executor name; aggregated in SQL from the ``thread_timing`` view.
+    Raises ``sqlalchemy.exc.DBAPIError`` if the database has no such view."""
+    tt = _thread_timing.c
+    query = (sa.select(tt.executor_id, tt.executor_name, tt.executor_host, sa.func.count().label("threads"),
+                       sa.func.avg(tt.run_seconds).label("mean"), sa.func.min(tt.run_seconds).label("min"),
+                       sa.func.max(tt.run_seconds).label("max"), sa.func.avg(tt.queue_wait_seconds).label("wait"),
+                       sa.func.min(tt.time_started).label("first"), sa.func.max(tt.time_finished).label("last"))
+             .where(tt.executor_id.is_not(None), tt.time_started.is_not(None), tt.time_finished.is_not(None),
+                    tt.failed == sa.false())
+             .group_by(tt.executor_id, tt.executor_name, tt.executor_host))
     if application_id:
-        query = query.where(t.c.application_id == application_id)
-    groups: dict[str, list] = defaultdict(list)
-    names: dict[str, tuple[str, str]] = {}
-    with engine.connect() as conn:
-        for row in conn.execute(query):
-            groups[row.executor_id].append(row)
-            names[row.executor_id] = (row.name, row.host)
+        query = query.where(tt.application_id == application_id)
     out = []
-    for executor_id, rows in groups.items():
-        runs = [(r.time_finished - r.time_started).total_seconds() for r in rows]
-        waits = [(r.time_started - r.time_submitted).total_seconds() for r in rows]
-        span = (max(r.time_finished for r in rows) - min(r.time_started for r in rows)).total_seconds()
-        out.append(ExecutorTimings(executor_id, *names[executor_id], len(rows), sum(runs) / len(runs), min(runs),
-                                   max(runs), sum(waits) / len(waits), len(rows) / span if span > 0 else 0.0))
-    return sorted(out, key=lambda x: x.name)
+    with engine.connect() as conn:
+        for r in conn.execute(query):
+            span = (r.last - r.first).total_seconds()
+            out.append(ExecutorTimings(r.executor_id, r.executor_name or "", r.executor_host or "", int(r.threads),
+                                       float(r.mean), float(r.min), float(r.max), float(r.wait or 0.0),
+                                       r.threads / span if span > 0 else 0.0))
+    return sorted(out, key=lambda x: (x.name, x.executor_id))
+
+
+@dataclass
+class ExecutorSummary:
+    """A row of the ``executor_summary`` view: threads and pages an executor ran, run seconds of
+    its pages (mean, min, max; None without pages), mean queue wait seconds, pages per second
+    over its busy span, and its last heartbeat's CPU figures (``cpu_max`` MHz × cores,
+    ``cpu_usage``/``cpu_avail`` %, ``cpu_totalusage`` CPU-seconds, memory in bytes)."""
+
+    executor_id: str
+    executor_name: str
+    host: str
+    is_connected: bool
+    worker_threads: int
+    num_cpus: int
+    cpu_max: float
+    cpu_usage: float
+    cpu_avail: float
+    cpu_totalusage: float
+    mem_max: int
+    mem_usage: int
+    threads: int
+    pages: int
+    failed: int
+    mean_run_seconds: float | None
+    min_run_seconds: float | None
+    max_run_seconds: float | None
+    mean_queue_wait_seconds: float | None
+    pages_per_second: float | None
+
+
+def executor_summary(engine: Engine) -> list[ExecutorSummary]:
+    """Every row of the ``executor_summary`` view, by executor name. Raises
+    ``sqlalchemy.exc.DBAPIError`` if the database has no such view."""
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT * FROM executor_summary")).mappings().all()
+    out = [ExecutorSummary(
+        executor_id=r["executor_id"], executor_name=r["executor_name"], host=r["host"],
+        is_connected=bool(r["is_connected"]), worker_threads=int(r["worker_threads"]), num_cpus=int(r["num_cpus"]),
+        cpu_max=float(r["cpu_max"]), cpu_usage=float(r["cpu_usage"]), cpu_avail=float(r["cpu_avail"]),
+        cpu_totalusage=float(r["cpu_totalusage"]), mem_max=int(r["mem_max"]), mem_usage=int(r["mem_usage"]),
+        threads=int(r["threads"]), pages=int(r["pages"]), failed=int(r["failed"]),
+        mean_run_seconds=_float(r["mean_run_seconds"]), min_run_seconds=_float(r["min_run_seconds"]),
+        max_run_seconds=_float(r["max_run_seconds"]), mean_queue_wait_seconds=_float(r["mean_queue_wait_seconds"]),
+        pages_per_second=_float(r["pages_per_second"])) for r in rows]
+    return sorted(out, key=lambda x: (x.executor_name, x.executor_id))
+
+
+@dataclass
+class ApplicationSummary:
+    """A row of the ``application_summary`` view: threads, pages, failed threads, executors
+    used, elapsed seconds (created → completed, or → last finished thread) and pages per
+    second (None until a thread finished)."""
+
+    application_id: str
+    application_name: str
+    usr_name: str
+    state: int
+    threads: int
+    pages: int
+    failed: int
+    executors: int
+    elapsed_seconds: float | None
+    pages_per_second: float | None
+
+
+def application_summary(engine: Engine, application_id: str | None = None) -> list[ApplicationSummary]:
+    """The rows of the ``application_summary`` view (only ``application_id``'s, if given), in
+    the order the applications were created. Raises ``sqlalchemy.exc.DBAPIError`` if the
+    database has no such view."""
+    query = "SELECT * FROM application_summary"
+    params = {}
+    if application_id:
+        query += " WHERE application_id = :application_id"
+        params["application_id"] = application_id
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(query + " ORDER BY time_created, application_id"), params).mappings().all()
+    return [ApplicationSummary(
+        application_id=r["application_id"], application_name=r["application_name"], usr_name=r["usr_name"],
+        state=int(r["state"]), threads=int(r["threads"]), pages=int(r["pages"]), failed=int(r["failed"]),
+        executors=int(r["executors"]), elapsed_seconds=_float(r["elapsed_seconds"]),
+        pages_per_second=_float(r["pages_per_second"])) for r in rows]
+
+
+@dataclass
+class ThreadTiming:
+    """A row of the ``thread_timing`` view: which executor ran which URL, when (UTC), and how
+    long it waited in the queue and ran (seconds; None while not started/finished)."""
+
+    application_id: str
+    thread_id: int
+    url: str
+    executor_id: str | None
+    executor_name: str | None
+    state: int
+    failed: bool
+    attempts: int
+    time_submitted: _dt.datetime
+    time_started: _dt.datetime | None
+    time_finished: _dt.datetime | None
+    queue_wait_seconds: float | None
+    run_seconds: float | None
+
+
+def thread_timings(engine: Engine, application_id: str | None = None) -> list[ThreadTiming]:
+    """The rows of the ``thread_timing`` view (only ``application_id``'s, if given), by
+    application and thread id. Raises ``sqlalchemy.exc.DBAPIError`` if there is no such view."""
+    tt = _thread_timing.c
+    query = (sa.select(tt.application_id, tt.thread_id, tt.url, tt.executor_id, tt.executor_name, tt.state,
+                       tt.failed, tt.attempts, tt.time_submitted, tt.time_started, tt.time_finished,
+                       tt.queue_wait_seconds, tt.run_seconds)
+             .order_by(tt.application_id, tt.thread_id))
+    if application_id:
+        query = query.where(tt.application_id == application_id)
+    with engine.connect() as conn:
+        return [ThreadTiming(r.application_id, int(r.thread_id), r.url, r.executor_id, r.executor_name, int(r.state),
+                             bool(r.failed), int(r.attempts), r.time_submitted, r.time_started, r.time_finished,
+                             _float(r.queue_wait_seconds), _float(r.run_seconds))
+                for r in conn.execute(query)]
+
+
+def _lanes(spans: list[tuple[float, float]]) -> list[int]:
+    """Interval partitioning: a lane for each span (start, end) so that spans in one lane do not
+    overlap, using as few lanes as the largest number of spans running at once."""
+    lane_end: list[float] = []
+    lanes = [0] * len(spans)
+    for i in sorted(range(len(spans)), key=lambda i: spans[i]):
+        start, end = spans[i]
+        for lane, busy_until in enumerate(lane_end):
+            if busy_until <= start:
+                lanes[i], lane_end[lane] = lane, end
+                break
+        else:
+            lanes[i] = len(lane_end)
+            lane_end.append(end)
+    return lanes
+
+
+def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str = "grid threads per executor") -> int:
+    """Draw the per-executor timeline of ``threads`` to the PNG file ``path``: one band per
+    executor, one bar per thread from its start to its finish (seconds since the first start),
+    concurrent threads of one executor in separate lanes, failed threads in red. Threads that
+    never started or finished are left out. Returns the number of bars drawn.
+
+    Uses matplotlib's Agg canvas (no display, no global pyplot state). Raises
+    :class:`ReportError` if matplotlib is not installed.
+    """
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise ReportError("drawing a timeline needs matplotlib: pip install 'gridcrawl[report]'") from None
+    done = [t for t in threads if t.time_started and t.time_finished and t.executor_id]
+    by_executor: dict[str, list[ThreadTiming]] = {}
+    for t in done:
+        by_executor.setdefault(t.executor_name or t.executor_id, []).append(t)
+    t0 = min((t.time_started for t in done), default=None)
+    bands = []  # (label, lane count, [(start, width, lane, failed)])
+    for name in sorted(by_executor):
+        items = by_executor[name]
+        spans = [((t.time_started - t0).total_seconds(), (t.time_finished - t0).total_seconds()) for t in items]
+        lanes = _lanes(spans)
+        bands.append((name, max(lanes) + 1,
+                      [(s, max(e - s, 1e-3), lane, t.failed) for (s, e), lane, t in zip(spans, lanes, items)]))
+    total_lanes = sum(n for _, n, _ in bands) or 1
+    figure = Figure(figsize=(10, min(2 + 0.25 * total_lanes + 0.4 * len(bands), 40)), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    y, ticks, labels = 0.0, [], []
+    for name, n_lanes, bars in bands:
+        rows: dict[tuple[int, bool], list[tuple[float, float]]] = {}
+        for start, width, lane, failed in bars:
+            rows.setdefault((lane, failed), []).append((start, width))
+        for (lane, failed), spans in rows.items():  # one call per lane: fast with many threads
+            ax.broken_barh(spans, (y + lane + 0.1, 0.8), facecolors="tab:red" if failed else "tab:blue")
+        ticks.append(y + n_lanes / 2)
+        labels.append(name)
+        y += n_lanes + 0.5
+        ax.axhline(y - 0.25, color="0.85", linewidth=0.8)
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(0, max(y, 1))
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first thread started")
+    if done:
+        ax.legend(handles=[Patch(color="tab:blue", label="page"), Patch(color="tab:red", label="failed")],
+                  loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small", frameon=False)
+    ax.set_title(f"{title} ({len(done)} threads)" if done else f"{title} (no finished threads)")
+    figure.tight_layout()
+    figure.savefig(str(path), format="png")
+    return len(done)

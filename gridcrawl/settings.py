@@ -38,6 +38,14 @@ class Settings:
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
     prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
     record_interval: float = _doc(0.2, "seconds between batched writes of the manager's records to SQL")
+    dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
+
+    # --- manager: politeness for the whole grid ---
+    concurrent_requests_per_host: int = _doc(8, "grid threads of one host in flight at once, grid-wide")
+    download_delay: float = _doc(0.0, "seconds between two fetches of one host (0: only the concurrency cap)")
+    max_crawl_delay: float = _doc(30.0, "largest robots.txt Crawl-delay honoured, seconds")
+    retry_times: int = _doc(2, "retries of a fetch that failed to connect or got 5xx/429")
+    retry_backoff: float = _doc(1.0, "seconds before the first retry; doubles with each retry")
 
     # --- executor: fetching ---
     threads: int = _doc(8, "worker threads of one executor (grid threads run at once)")
@@ -48,10 +56,13 @@ class Settings:
     max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes")
     max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
+    obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
+    robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
 
     # --- client: the crawl ---
     max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
     max_depth: int = _doc(-1, "largest link depth from a seed to visit (-1: no limit)")
+    max_pages_per_host: int = _doc(0, "URLs of one host queued or visited at most, a crawler-trap cap (0: no limit)")
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied")
@@ -63,17 +74,20 @@ class Settings:
 
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
-        positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout",
+        positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
-        for name in ("prefetch", "max_redirects", "max_pages"):
+        if self.dispatch not in ("least-loaded", "host-hash"):
+            raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
+        for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
+                     "retry_times", "retry_backoff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         return self

@@ -4,6 +4,10 @@ Every socket gets ``LINGER`` (so closing never hangs), ``MAXMSGSIZE`` (so a host
 make us allocate without bound) and explicit high-water marks. The manager's ROUTER also gets
 ``ROUTER_MANDATORY``, so a message to a vanished peer raises instead of vanishing silently (ZeroMQ
 guide, chapter 3).
+
+With CURVE keys (see :mod:`gridcrawl.keys`) :func:`apply_curve_server` / :func:`apply_curve_client`
+make a socket encrypted and key-authenticated, and :class:`HandshakeWatch` tells a client at
+once that the manager refused its key.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ def send(sock: zmq.Socket, message: protocol.Message, peer: bytes | None = None)
     if peer is not None:
         frames.insert(0, peer)
     try:
-        sock.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        sock.send_multipart(frames, flags=zmq.NOBLOCK)
         return True
     except zmq.Again:
         return False
@@ -55,3 +59,70 @@ def check_endpoint(endpoint: str) -> str:
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT)")
     return endpoint
+
+
+# ----------------------------------------------------------------------------------------------
+# CURVE (encryption and key authentication; keys from gridcrawl.keys)
+
+
+def apply_curve_server(sock: zmq.Socket, public: bytes, secret: bytes) -> None:
+    """Make ``sock`` a CURVE server with the manager's z85 key pair (call before ``bind``).
+    Clients must then know the manager's public key and present a key the ZAP handler accepts
+    (see :func:`gridcrawl.keys.start_authenticator`)."""
+    sock.setsockopt(zmq.CURVE_SERVER, 1)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, secret)
+
+
+def apply_curve_client(sock: zmq.Socket, keys) -> None:
+    """Make ``sock`` a CURVE client (call before ``connect``): ``keys`` is a
+    :class:`gridcrawl.keys.ClientKeys` (own key pair, manager's public key, z85)."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, keys.server_public)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, keys.public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, keys.secret)
+
+
+class HandshakeWatch:
+    """Watches a connecting socket for a failed security handshake (ZeroMQ socket monitor), so a
+    peer whose CURVE key the manager refuses learns it at once instead of waiting for a timeout.
+
+    ``HandshakeWatch(sock, curve=...)`` (``curve``: whether ``sock`` uses CURVE, for the wording);
+    :meth:`failure` returns the reason once a handshake failed (None
+    otherwise; never blocks); :meth:`close` before the socket is closed.
+    """
+
+    EVENTS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_SUCCEEDED
+
+    def __init__(self, sock: zmq.Socket, *, curve: bool = True) -> None:
+        self.sock = sock
+        self.curve = curve
+        self.monitor = sock.get_monitor_socket(self.EVENTS)
+        self.succeeded = False
+
+    def failure(self) -> str | None:
+        """Why the last handshake failed, or None (no failure seen, or a later one succeeded)."""
+        from zmq.utils.monitor import recv_monitor_message
+        reason = None
+        while self.monitor is not None and self.monitor.poll(0):
+            event = recv_monitor_message(self.monitor)
+            kind = event["event"]
+            if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.succeeded, reason = True, None
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                reason = (f"the manager refused this program's CURVE key (ZAP status {int(event['value'])}): "
+                          "its public key is not in the manager's allow-list directory")
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                reason = ("the CURVE handshake with the manager failed (wrong manager public key, "
+                          "or the manager does not use CURVE)" if self.curve else
+                          "the manager requires CURVE encryption: give --curve-secret and --curve-server-key")
+        return reason
+
+    def close(self) -> None:
+        """Stop monitoring and close the monitor socket (idempotent)."""
+        if self.monitor is not None:
+            try:
+                self.sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self.monitor.close(linger=0)
+            self.monitor = None

@@ -15,7 +15,8 @@ dot segments and IPv6 normalisation are delegated to
 default ports and session parameters are done here.
 
 Speed (this is the parse hot path, about 300 links per page), measured on
-Python 3.11.7 / w3lib 2.5, one ``canonical_url(href, base)`` call:
+Python 3.11.7 / w3lib 2.5 (best of 5 runs on a quiet 2-core machine; about
+1.3 times that under load), one ``canonical_url(href, base)`` call:
 
 * a URL not seen before: about 15 us for a relative or absolute path
   (``../reference/x.html``), about 26 us with a three-argument query;
@@ -47,6 +48,7 @@ __all__ = [
     "canonical_url",
     "fingerprint",
     "in_scope",
+    "path_trap",
     "url_host",
 ]
 
@@ -292,12 +294,64 @@ def fingerprint(canonical: str) -> str:
     return hashlib.md5(canonical.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+#: A path segment occurring this many times makes a URL a crawler trap (see :func:`path_trap`).
+PATH_REPEAT_LIMIT = 3
+
+
+def path_trap(url: str, limit: int = PATH_REPEAT_LIMIT) -> str | None:
+    """Tell whether ``url``'s path repeats a segment ``limit`` times: a crawler trap.
+
+    Relative links that resolve onto themselves (``a/b/`` on ``/a/b/``) and misconfigured
+    servers make ever longer paths such as ``/a/b/a/b/a/b/`` or ``/x/x/x``; a real site almost
+    never names one directory three times on one path. This is Apache Nutch's repeating-path
+    rule (``regex-urlfilter.txt``) made independent of where the repeats sit. Empty segments
+    (``//``) are not counted; segments are compared as written (a canonical URL has one
+    spelling).
+
+    Args:
+        url: an absolute URL (normally canonical).
+        limit: how many occurrences of one segment make a trap (3).
+
+    Returns:
+        The repeated segment (e.g. ``"a"``), or ``None`` when the path is not a trap.
+    """
+    if url.startswith(("http://", "https://")):  # fast path: the path of a canonical URL
+        rest = url[url.index("//") + 2:].split("#", 1)[0].split("?", 1)[0]
+        slash = rest.find("/")
+        path = "" if slash == -1 else rest[slash:]
+    else:
+        try:
+            path = urlsplit(url).path
+        except ValueError:
+            return None
+    if path.count("/") < limit:
+        return None
+    counts: dict[str, int] = {}
+    for segment in path.split("/"):
+        if segment:
+            seen = counts.get(segment, 0) + 1
+            if seen >= limit:
+                return segment
+            counts[segment] = seen
+    return None
+
+
 def url_host(url: str) -> str:
     """Return the lower-case host name of ``url`` without port or brackets.
 
     Returns ``""`` when the URL has no host or cannot be parsed. The name is
     returned as written (a canonical URL already carries the IDNA form).
     """
+    if url.startswith(("http://", "https://")):  # fast path: canonical URLs (a hot path)
+        start = url.index("//") + 2
+        end = len(url)
+        for mark in "/?#":
+            i = url.find(mark, start, end)
+            if i != -1:
+                end = i
+        netloc = url[start:end]
+        if "@" not in netloc and "[" not in netloc and "\\" not in netloc and not netloc.isspace():
+            return netloc.split(":", 1)[0].lower()
     try:
         return urlsplit(url.strip()).hostname or ""
     except ValueError:

@@ -1,11 +1,16 @@
-"""``gridcrawl-manager``: run the grid's manager (a ZeroMQ broker recording into SQL)."""
+"""``gridcrawl-manager``: run the grid's manager (a ZeroMQ broker recording into SQL), and manage
+its users (``gridcrawl-manager users add|list|remove|passwd``)."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import typer
 import zmq
 
 from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
 from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
@@ -14,6 +19,11 @@ DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
 
 app = typer.Typer(add_completion=False, help="The gridcrawl manager: executors register with it, "
                   "applications submit grid threads to it, and it records both in SQL.")
+users_app = typer.Typer(add_completion=False, help="Users who may join the grid (groups Administrators, "
+                        "Executors, Users). Once one user exists, every executor and client must log in.")
+app.add_typer(users_app, name="users")
+
+PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 
 
 @app.callback(invoke_without_command=True)
@@ -26,33 +36,153 @@ def serve(
     thread_timeout: float = typer.Option(Settings.thread_timeout, help="seconds before a running thread is taken back"),
     max_attempts: int = typer.Option(Settings.max_attempts, help="lost attempts before a thread fails (poison)"),
     prefetch: int = typer.Option(Settings.prefetch, help="threads an executor may buffer beyond its workers"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)"),
+    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
+                                                     help="threads of one host in flight at once, grid-wide"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
+    max_crawl_delay: float = typer.Option(Settings.max_crawl_delay, help="largest robots.txt Crawl-delay honoured, seconds"),
+    retry_times: int = typer.Option(Settings.retry_times, help="retries of connection errors, 5xx and 429"),
+    retry_backoff: float = typer.Option(Settings.retry_backoff, help="seconds before the first retry (doubles)"),
+    curve_secret: Path = typer.Option(None, help="the manager's CURVE secret key file (gridcrawl keys new): "
+                                      "encrypt every connection; needs --curve-allow"),
+    curve_allow: Path = typer.Option(None, help="directory of the public keys (*.key) of executors and clients "
+                                     "allowed to connect (read again at every new connection)"),
+    require_login: bool = typer.Option(False, "--require-login", help="refuse every executor and client that "
+                                       "does not log in, even while no user exists (by default logins are "
+                                       "required as soon as one user exists)"),
+    max_message_bytes: int = typer.Option(Settings.max_message_bytes, help="largest message a peer may send, "
+                                          "bytes; a peer sending more is disconnected"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+    http: str = typer.Option(None, help="serve the live dashboard and its JSON API on HOST:PORT, e.g. "
+                             "127.0.0.1:9080 (off loopback it requires a login with the manager's users)"),
+    config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
+                                "options; see docs/operations.md)"),
 ) -> None:
     """Run the manager until SIGINT/SIGTERM."""
     if ctx.invoked_subcommand is not None:
         return
-    setup_logging(log_level, log_file)
+    setup_logging(log_level, log_file, log_json)
     try:
         check_endpoint(bind)
-        settings = Settings(heartbeat_interval=heartbeat_interval, heartbeat_liveness=heartbeat_liveness,
-                            thread_timeout=thread_timeout, max_attempts=max_attempts, prefetch=prefetch).validate()
+        settings = configured_settings(ctx, heartbeat_interval=heartbeat_interval, heartbeat_liveness=heartbeat_liveness,
+                            thread_timeout=thread_timeout, max_attempts=max_attempts, prefetch=prefetch,
+                            dispatch=dispatch, concurrent_requests_per_host=concurrent_requests_per_host,
+                            download_delay=download_delay, max_crawl_delay=max_crawl_delay,
+                            retry_times=retry_times, retry_backoff=retry_backoff,
+                            max_message_bytes=max_message_bytes).validate()
         engine = open_database(db)
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))
-    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.keys import KeyFileError, server_keys
+    from gridcrawl.manager.server import ManagerServer, is_loopback_endpoint
+    if (curve_secret is None) != (curve_allow is None):
+        fail("--curve-secret and --curve-allow go together")
     try:
-        server = ManagerServer(settings, bind, engine)
+        curve = server_keys(curve_secret, curve_allow) if curve_secret is not None else None
+    except KeyFileError as exc:
+        fail(str(exc))
+    if curve is None and not is_loopback_endpoint(bind):
+        typer.secho(f"WARNING: listening on {bind} without CURVE: connections are unencrypted (passwords too) and "
+                    "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
+                    "(see docs/security.md).", err=True, fg="red", bold=True)
+    try:
+        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
     except DatabaseUnavailable as exc:
         fail(str(exc))
-    server.serve(stop_on_signals())
+    dashboard = None
+    if http:
+        from gridcrawl.manager.dashboard import Dashboard, DashboardError, parse_address
+        try:
+            host, port = parse_address(http)
+            dashboard = Dashboard(server, host, port, users=server.users).start()
+        except (DashboardError, OSError) as exc:
+            server.socket.close(linger=0)
+            server.context.term()
+            fail(f"cannot serve the dashboard on {http}: {exc}")
+    try:
+        server.serve(stop_on_signals())
+    finally:
+        if dashboard is not None:
+            dashboard.stop()
+
+
+def _users(db: str):
+    from gridcrawl.auth import UserStore
+    try:
+        return UserStore(open_database(db))
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+
+
+def _new_password(name: str) -> str:
+    """The password from $GRIDCRAWL_PASSWORD, else asked twice on the terminal (never an argument,
+    which other users could read in the process list and the shell history)."""
+    password = os.environ.get(PASSWORD_ENV)
+    if password is None:
+        password = typer.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    return password
+
+
+@users_app.command("add")
+def users_add(
+    name: str = typer.Argument(..., help="the user's name"),
+    group: str = typer.Option(..., help="Administrators, Executors (may run executors) or Users (may crawl)"),
+    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+) -> None:
+    """Create a user. The password comes from $GRIDCRAWL_PASSWORD or a hidden prompt."""
+    from gridcrawl.auth import AuthError
+    store = _users(db)
+    try:
+        store.add(name, _new_password(name), group)
+    except AuthError as exc:
+        fail(str(exc))
+    typer.echo(f"user {name} added to group {store.get(name).group}")
+
+
+@users_app.command("passwd")
+def users_passwd(
+    name: str = typer.Argument(..., help="the user's name"),
+    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+) -> None:
+    """Set a user's password ($GRIDCRAWL_PASSWORD or a hidden prompt)."""
+    from gridcrawl.auth import AuthError
+    store = _users(db)
+    try:
+        store.set_password(name, _new_password(name))
+    except AuthError as exc:
+        fail(str(exc))
+    typer.echo(f"password of {name} changed")
+
+
+@users_app.command("remove")
+def users_remove(
+    name: str = typer.Argument(..., help="the user's name"),
+    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+) -> None:
+    """Delete a user."""
+    if not _users(db).remove(name):
+        fail(f"no user {name!r}")
+    typer.echo(f"user {name} removed")
+
+
+@users_app.command("list")
+def users_list(db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database")) -> None:
+    """List users with their group and permissions."""
+    users = _users(db).list()
+    if not users:
+        typer.echo("no users: the grid is open to anyone who can connect (see docs/security.md)")
+    for user in users:
+        created = user.created.strftime("%Y-%m-%d %H:%M") if user.created else "-"
+        typer.echo(f"{user.name}\t{user.group}\t{','.join(sorted(user.permissions))}\t{created}")
 
 
 def main() -> None:
-    """Entry point of the ``gridcrawl-manager`` script."""
-    app()
+    """Entry point of the ``gridcrawl-manager`` script (reads ``--config`` and ``GRIDCRAWL_*`` first)."""
+    run_program(app, "manager")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,11 @@ actions — :class:`Send` (a message for a peer, named by its ZeroMQ routing id)
 
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
 executor with the most free slots (``threads + prefetch`` minus what it holds); ties go round
-robin. Threads leave the queue by priority (higher first), then in submission order.
+robin. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
+to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
+priority (higher first), then in submission order, under the grid-wide per-host politeness of
+:mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
+with exponential back-off, as new attempts.
 
 Reliability (the ZeroMQ guide's Paranoid Pirate pattern): every peer heartbeats; a peer silent for
 ``heartbeat_interval × heartbeat_liveness`` seconds is dead. Every assignment is an *attempt*
@@ -22,8 +26,11 @@ stored them, so a client that restarts gets them again.
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import logging
 import uuid
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -34,6 +41,26 @@ from gridcrawl.urls import url_host
 from gridcrawl.manager.queue import ReadyQueue
 
 log = logging.getLogger("gridcrawl.manager")
+
+RECENT_THREADS = 100   # finished threads the dashboard lists
+SNAPSHOT_HOSTS = 50    # hosts the dashboard lists (most queued + in flight first)
+SNAPSHOT_APPLICATIONS = 50
+CONTROL_ACTIONS = ("pause", "resume", "cancel")
+
+
+class ControlError(ValueError):
+    """An operator's pause/resume/cancel cannot be done (unknown or ambiguous application, bad
+    action, not allowed); the message says why."""
+
+
+def _thread_log(t: "GridThread") -> dict:
+    """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
+    return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
+
+
+def _hash(text: str) -> int:
+    """A stable 64-bit hash of ``text`` (MD5-based; the same on every run and machine)."""
+    return int.from_bytes(hashlib.md5(text.encode(), usedforsecurity=False).digest()[:8], "big")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -88,6 +115,8 @@ class GridThread:
     time_finished: float | None = None
     attempts: int = 0
     lost: int = 0
+    retries: int = 0
+    held: bool = False
     failed: bool = False
     result: p.PageResult | None = None
     queue_seq: int | None = None
@@ -115,6 +144,9 @@ class Executor:
     last_seen: float = 0.0
     running: dict[int, GridThread] = field(default_factory=dict)
     finished: int = 0
+    info: dict = field(default_factory=dict)      # registration figures: os, arch, cpu_max, num_cpus, mem_max
+    figures: dict = field(default_factory=dict)   # the latest heartbeat's figures (cpu_usage ... pages_per_second)
+    last_heartbeat: float | None = None           # POSIX s of the latest heartbeat with figures
 
     @property
     def free(self) -> int:
@@ -136,6 +168,9 @@ class Application:
     state: ApplicationState = ApplicationState.READY
     last_seen: float = 0.0
     threads: dict[int, GridThread] = field(default_factory=dict)
+    paused: bool = False                 # an operator paused it: its READY threads are not dispatched
+    done: int = 0                        # threads finished (results received, failed ones included)
+    time_completed: float | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,19 +184,27 @@ class ManagerCore:
     """
 
     def __init__(self, settings: Settings, *, new_id: Callable[[], str] | None = None,
-                 next_internal_id: int = 1, next_attempt_id: int = 1) -> None:
+                 next_internal_id: int = 1, next_attempt_id: int = 1,
+                 authenticate: Callable[[str, str | None, str], str | None] | None = None) -> None:
         self.settings = settings
+        # authenticate(user, password, permission) -> None if allowed, else the refusal reason
+        # (gridcrawl.auth.UserStore.authenticate, injected by the server); None: an open grid.
+        self.authenticate = authenticate
         self.new_id = new_id or (lambda: uuid.uuid4().hex)
         self.executors: dict[str, Executor] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
-        self.queue = ReadyQueue()
+        self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
+                                settings.max_crawl_delay)
+        self._ring: list[tuple[int, str]] = []
+        self._ring_members: frozenset[str] = frozenset()
         self._next_internal = next_internal_id
         self._next_attempt = next_attempt_id
         self._attempts: dict[int, GridThread] = {}
         self._round_robin = 0
         self._last_heartbeat = 0.0
         self.fenced = 0
+        self.recent: deque[dict] = deque(maxlen=RECENT_THREADS)  # finished threads, newest last (dashboard)
         self.handlers: dict[type, Callable[[bytes, p.Message, float], list[Action]]] = {
             p.Register: self.on_register,
             p.Heartbeat: self.on_heartbeat,
@@ -173,6 +216,7 @@ class ManagerCore:
             p.Ack: self.on_ack,
             p.CloseApplication: self.on_close,
             p.Bye: self.on_bye,
+            p.Control: self.on_control,
         }
 
     # -------------------------------------------------------------------------- entry points
@@ -211,7 +255,7 @@ class ManagerCore:
             for attempt_id, t in list(ex.running.items()):
                 if t.time_assigned is not None and now - t.time_assigned > s.thread_timeout:
                     log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
-                                s.thread_timeout, ex.name)
+                                s.thread_timeout, ex.name, extra=_thread_log(t))
                     del ex.running[attempt_id]
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(attempt_id)))
@@ -222,23 +266,38 @@ class ManagerCore:
     # -------------------------------------------------------------------------- executors
 
     def on_register(self, peer: bytes, m: p.Register, now: float) -> list[Action]:
-        """An executor joins (or rejoins after a reconnect): welcome it and give it work."""
+        """An executor joins (or rejoins after a reconnect): welcome it and give it work.
+
+        Refused unless ``authenticate`` grants ``m.user`` the ExecuteThread permission. An
+        executor id is reclaimed only by the user who registered it.
+        """
         actions: list[Action] = []
         old = self.peers.get(peer)
         if old and old[0] == "client":
             return [Send(peer, p.Refuse("this connection is a client's; an executor needs its own"))]
+        if self.authenticate is not None:
+            reason = self.authenticate(m.user, m.password, "ExecuteThread")
+            if reason is not None:
+                return [Send(peer, p.Refuse(reason))]
+        claimed_id = m.executor_id
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
             ex = self.executors.get(old[1])
+        if ex is not None and ex.user != m.user:
+            log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
+                        ex.executor_id[:8], ex.user)
+            ex, claimed_id = None, None
         if ex is not None:
-            # A re-registration means the executor started afresh: what it held is gone.
-            actions += self._lose_executor(ex, now, "lost", record=False)
+            # A re-registration means the executor started afresh: what it held is gone (not the
+            # threads' fault, so it does not count towards max_attempts).
+            actions += self._lose_executor(ex, now, "lost", record=False, count=False)
             if ex.peer is not None:
                 self.peers.pop(ex.peer, None)
-        executor_id = ex.executor_id if ex is not None else (m.executor_id or self.new_id())
+        executor_id = ex.executor_id if ex is not None else (claimed_id or self.new_id())
         capacity = m.threads + self.settings.prefetch
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
                       threads=m.threads, capacity=capacity, dedicated=m.dedicated, last_seen=now)
+        ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         self.executors[executor_id] = ex
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
@@ -259,6 +318,10 @@ class ManagerCore:
             return [Send(peer, p.Refuse("unknown peer: register or open an application again"))]
         if kind[0] == "executor" and m.figures:
             f = m.figures
+            ex = self.executors.get(kind[1])
+            if ex is not None:
+                ex.figures = {k: v for k, v in f.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                ex.last_heartbeat = now
             values = {"ping_time": now}
             for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second"):
                 if isinstance(f.get(name), (int, float)):
@@ -274,8 +337,18 @@ class ManagerCore:
         if ex is None:
             return [Send(peer, p.Refuse("unknown executor: register again"))]
         ex.accepting = m.accepting
-        log.info("executor %s %s work", ex.name, "accepts" if m.accepting else "stops taking")
-        return [Record("executor", "update", {"accepting": m.accepting}, ex.executor_id)] + self.dispatch(now)
+        actions: list[Action] = [Record("executor", "update", {"accepting": m.accepting}, ex.executor_id)]
+        handed = 0
+        for attempt_id in m.handed_back:  # assigned but never started: back to READY, not counted lost
+            t = ex.running.get(attempt_id)
+            if t is None or t.attempt_id != attempt_id or t.state != ThreadState.SCHEDULED:
+                continue  # started meanwhile (its result will come) or already taken back
+            del ex.running[attempt_id]
+            actions += self._take_back(t, now, "handed_back", count=False)
+            handed += 1
+        log.info("executor %s %s work%s", ex.name, "accepts" if m.accepting else "stops taking",
+                 f"; {handed} threads handed back" if handed else "")
+        return actions + self.dispatch(now)
 
     def on_started(self, peer: bytes, m: p.Started, now: float) -> list[Action]:
         """A worker began an attempt: SCHEDULED → STARTED."""
@@ -297,8 +370,11 @@ class ManagerCore:
         fenced out: recorded as ``fenced`` and otherwise ignored.
         """
         ex = self._executor_of(peer)
-        if ex is None:
-            return [Send(peer, p.Refuse("unknown executor: register again"))]
+        if ex is None:  # an executor declared dead speaks again: fence its result, make it register
+            self.fenced += 1
+            log.info("fenced out a result of attempt %d from an unregistered peer", m.attempt_id)
+            return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, m.attempt_id),
+                    Send(peer, p.Refuse("unknown executor: register again"))]
         t = ex.running.pop(m.attempt_id, None)
         if t is None or t.attempt_id != m.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
             self.fenced += 1
@@ -306,11 +382,16 @@ class ManagerCore:
             return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, m.attempt_id)]
         self._attempts.pop(m.attempt_id, None)
         ex.finished += 1
+        page = m.page
+        self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay)
+        if self._retryable(page) and t.retries < self.settings.retry_times:
+            return self._retry(t, m.attempt_id, now, page.retry_after or 0.0) + self.dispatch(now)
         self._move(t, ThreadState.FINISHED)
         t.time_finished = now
         if t.time_started is None:
             t.time_started = now
         t.result = m.page
+        self._remember(t, ex.name)
         actions: list[Action] = [
             Record("thread", "update", {"state": int(t.state), "time_started": t.time_started,
                                         "time_finished": now, "error_kind": m.page.error_kind}, t.internal_id),
@@ -320,18 +401,53 @@ class ManagerCore:
         actions += self.dispatch(now)
         return actions
 
+    @staticmethod
+    def _retryable(page: p.PageResult) -> bool:
+        """Connection errors, 5xx, 429 and a robots.txt that could not be read are retried (4xx
+        are not: the page is what it is)."""
+        if page.error_kind in ("connection", "robots_unreachable"):
+            return True
+        return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
+
+    def _retry(self, t: GridThread, attempt_id: int, now: float, at_least: float = 0.0) -> list[Action]:
+        """Queue ``t`` again after ``retry_backoff × 2^retries`` seconds (at least ``at_least``,
+        e.g. a Retry-After), as a new attempt."""
+        delay = max(at_least, self.settings.retry_backoff * (2 ** t.retries))
+        t.retries += 1
+        self._move(t, ThreadState.READY)
+        t.executor_id = None
+        t.time_started = None
+        self._enqueue(t, not_before=now + delay)
+        log.info("%s (%s): retry %d in %.1f s", t.name, t.url, t.retries, delay, extra=_thread_log(t))
+        return [Record("attempt", "update", {"outcome": "retry", "time_finished": now}, attempt_id),
+                Record("thread", "update", {"state": int(t.state), "executor_id": None, "time_started": None},
+                       t.internal_id)]
+
     # -------------------------------------------------------------------------- applications
 
     def on_open(self, peer: bytes, m: p.OpenApplication, now: float) -> list[Action]:
-        """A client creates an application, or reattaches to one after a restart."""
+        """A client creates an application, or reattaches to one after a restart.
+
+        Refused unless ``authenticate`` grants ``m.user`` ManageOwnApp, and, to reattach to
+        another user's application, ManageAllApps. Submit, ack and close then act only on the
+        application opened on the same connection, so a client sees only its own applications.
+        """
         old = self.peers.get(peer)
         if old and old[0] == "executor":
             return [Send(peer, p.Refuse("this connection is an executor's"))]
+        if self.authenticate is not None:
+            reason = self.authenticate(m.user, m.password, "ManageOwnApp")
+            if reason is not None:
+                return [Send(peer, p.Refuse(reason))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
+        if app is not None and app.user != m.user and self.authenticate is not None:
+            if self.authenticate(m.user, m.password, "ManageAllApps") is not None:
+                log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
+                return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
         resumed = app is not None
         if app is None:
-            app_id = m.application_id or self.new_id()
+            app_id = self.new_id()  # never a client-chosen id: it could name a stopped application of another user
             app = Application(app_id, m.name, m.user, peer, now, last_seen=now)
             self.applications[app_id] = app
             actions.append(Record("application", "upsert",
@@ -370,12 +486,16 @@ class ManagerCore:
             if existing is not None:
                 if existing.state == ThreadState.FINISHED:
                     actions += self._deliver(existing)
+                elif existing.held:  # restored after a restart: now it has its instruction again
+                    existing.held = False
+                    existing.instruction, existing.priority = spec.instruction, spec.priority
+                    self.queue.push(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
                            spec.priority, spec.instruction, now, host=url_host(spec.url))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
-            self.queue.push(t)
+            self._enqueue(t)
             rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
                          "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
                          "host": t.host[:255], "depth": t.depth, "priority": t.priority, "failed": False,
@@ -404,12 +524,122 @@ class ManagerCore:
         app = self._application_of(peer, m.application_id)
         if app is None:
             return [Send(peer, p.Refuse(f"application {m.application_id} is not open on this connection"))]
+        return self._stop_application(app, now, m.cancel)
+
+    def _stop_application(self, app: Application, now: float, cancel: bool) -> list[Action]:
+        """Abort what is left of ``app`` and mark it STOPPED (completed, or cancelled)."""
         actions = self._abort_application(app, now)
         app.state = ApplicationState.STOPPED
+        app.paused = False
+        app.time_completed = now
         actions.append(Record("application", "update", {"state": int(app.state), "time_completed": now},
                               app.application_id))
-        log.info("application %s %s", app.application_id[:8], "cancelled" if m.cancel else "completed")
+        log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
         return actions
+
+    # -------------------------------------------------------------------------- operator control
+
+    def on_control(self, peer: bytes, m: p.Control, now: float) -> list[Action]:
+        """An operator pauses, resumes or cancels an application (``gridcrawl-client pause ...``).
+
+        With ``authenticate`` set, the operator needs ManageOwnApp for an application of their
+        own and ManageAllApps for anyone else's. Answers :class:`~gridcrawl.protocol.Controlled`,
+        or :class:`~gridcrawl.protocol.Refuse` naming why.
+        """
+        try:
+            if self.authenticate is not None:
+                owner = self.find_application(m.application_id).user
+                reason = self.authenticate(m.user, m.password, "ManageOwnApp" if m.user == owner else "ManageAllApps")
+                if reason is not None:
+                    return [Send(peer, p.Refuse(reason))]
+            actions, result = self.control(m.application_id, m.action, now, user=m.user)
+        except ControlError as exc:
+            return [Send(peer, p.Refuse(str(exc)))]
+        app = self.applications[result["application_id"]]
+        if app.peer != peer:
+            actions.append(Send(peer, p.Controlled(app.application_id, m.action, result["state"])))
+        return actions
+
+    def find_application(self, application_id: str) -> Application:
+        """The application whose id is ``application_id`` or starts with it (at least 4
+        characters). Raises :class:`ControlError` if there is none or more than one."""
+        app = self.applications.get(application_id)
+        if app is not None:
+            return app
+        if len(application_id) >= 4:
+            found = [a for key, a in self.applications.items() if key.startswith(application_id)]
+            if len(found) == 1:
+                return found[0]
+            if len(found) > 1:
+                raise ControlError(f"application id {application_id!r} is ambiguous ({len(found)} match)")
+        raise ControlError(f"no application {application_id!r} at this manager")
+
+    def control(self, application_id: str, action: str, now: float, *, user: str | None = None
+                ) -> tuple[list[Action], dict]:
+        """Pause, resume or cancel an application (operators: client command, dashboard API).
+
+        ``pause``: its READY threads leave the queue and no new thread is dispatched; threads
+        already on executors finish and are delivered. ``resume``: they are queued again.
+        ``cancel``: what ``close`` with ``cancel`` does — every live thread is aborted (executors
+        get ``cancel``) and the application is STOPPED. The application's client is told with
+        :class:`~gridcrawl.protocol.Controlled`. Returns ``(actions, {"application_id", "action",
+        "state"})``; raises :class:`ControlError` for an unknown application or action, or an
+        application that is already stopped.
+        """
+        if action not in CONTROL_ACTIONS:
+            raise ControlError(f"unknown action {action!r} (use pause, resume or cancel)")
+        app = self.find_application(application_id)
+        if app.state == ApplicationState.STOPPED:
+            raise ControlError(f"application {app.application_id[:8]} is stopped already")
+        actions: list[Action] = []
+        if action == "pause" and not app.paused:
+            app.paused = True
+            for t in app.threads.values():
+                if t.state == ThreadState.READY:
+                    self.queue.discard(t)
+        elif action == "resume" and app.paused:
+            app.paused = False
+            for t in app.threads.values():
+                if t.state == ThreadState.READY and t.queue_seq is None:
+                    self.queue.push(t)
+            actions += self.dispatch(now)
+        elif action == "cancel":
+            actions += self._stop_application(app, now, True)
+        state = self._application_state(app)
+        log.warning("application %s %s by operator %s", app.application_id[:8],
+                    {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action], user or "?")
+        if app.peer is not None:
+            actions.append(Send(app.peer, p.Controlled(app.application_id, action, state)))
+        return actions, {"application_id": app.application_id, "action": action, "state": state}
+
+    @staticmethod
+    def _application_state(app: Application) -> str:
+        if app.state == ApplicationState.STOPPED:
+            return "stopped"
+        return "paused" if app.paused else "running"
+
+    def _enqueue(self, t: GridThread, not_before: float = 0.0) -> None:
+        """Queue READY ``t`` unless its application is paused (then it waits for ``resume``)."""
+        app = self.applications.get(t.application_id)
+        if app is not None and app.paused:
+            return
+        if not_before:
+            self.queue.push(t, not_before=not_before)
+        else:
+            self.queue.push(t)
+
+    def _remember(self, t: GridThread, executor_name: str | None) -> None:
+        """Count a finished thread for its application and keep it in :attr:`recent`."""
+        app = self.applications.get(t.application_id)
+        if app is not None:
+            app.done += 1
+        page = t.result
+        self.recent.append({
+            "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
+            "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
+            "status": page.status if page else None, "error_kind": (page.error_kind if page else "poison"),
+            "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
+            "attempts": t.attempts, "size": page.size if page else 0})
 
     def on_bye(self, peer: bytes, m: p.Bye, now: float) -> list[Action]:
         """A peer leaves: an executor's threads go back to READY at once; a client detaches."""
@@ -429,16 +659,23 @@ class ManagerCore:
     # -------------------------------------------------------------------------- dispatch
 
     def dispatch(self, now: float) -> list[Action]:
-        """Assign READY threads to executors with free slots; return the Assign actions."""
+        """Assign READY threads that politeness lets start to executors with free slots."""
         actions: list[Action] = []
         if not len(self.queue):
             return actions
+        if self.settings.dispatch == "host-hash":
+            def owner_has_room(host: str) -> bool:
+                owner = self.owner(host)
+                return owner is not None and owner.free > 0
+            while (t := self.queue.pop(now, owner_has_room)) is not None:
+                actions += self._assign(t, self.owner(t.host), now)
+            return actions
         executors = [ex for ex in self.executors.values() if ex.free > 0]
-        while executors and len(self.queue):
-            ex = self._choose(executors)
-            t = self.queue.pop()
+        while executors:
+            t = self.queue.pop(now)
             if t is None:
                 break
+            ex = self._choose(executors)
             actions += self._assign(t, ex, now)
             if ex.free <= 0:
                 executors.remove(ex)
@@ -450,6 +687,20 @@ class ManagerCore:
         tied = [ex for ex in executors if ex.free == best]
         self._round_robin += 1
         return tied[self._round_robin % len(tied)]
+
+    def owner(self, host: str) -> Executor | None:
+        """The executor that runs ``host``'s threads under host-hash dispatch: consistent hashing
+        (Karger et al., STOC 1997) of the host onto a ring of 64 points per connected, accepting
+        executor, so an executor that joins or leaves moves only its own share of hosts."""
+        members = frozenset(ex.executor_id for ex in self.executors.values() if ex.connected and ex.accepting)
+        if members != self._ring_members:
+            self._ring_members = members
+            self._ring = sorted((_hash(f"{executor_id}#{i}"), executor_id)
+                                for executor_id in members for i in range(64))
+        if not self._ring:
+            return None
+        index = bisect.bisect(self._ring, (_hash(host), ""))
+        return self.executors[self._ring[index % len(self._ring)][1]]
 
     def _assign(self, t: GridThread, ex: Executor, now: float) -> list[Action]:
         attempt_id = self._next_attempt
@@ -526,14 +777,16 @@ class ManagerCore:
         actions: list[Action] = [Record("attempt", "update", {"outcome": outcome, "time_finished": now},
                                         t.attempt_id)]
         self._attempts.pop(t.attempt_id, None)
+        self.queue.release(t, now)
         if count:
             t.lost += 1
         t.time_started = None
         if t.lost >= self.settings.max_attempts:
-            log.error("%s (%s) failed: %d attempts lost (poison)", t.name, t.url, t.lost)
+            log.error("%s (%s) failed: %d attempts lost (poison)", t.name, t.url, t.lost, extra=_thread_log(t))
             self._move(t, ThreadState.FINISHED)
             t.failed = True
             t.time_finished = now
+            self._remember(t, None)
             actions.append(Record("thread", "update", {"state": int(t.state), "failed": True,
                                                        "time_finished": now, "error_kind": "poison"},
                                   t.internal_id))
@@ -541,7 +794,7 @@ class ManagerCore:
         else:
             self._move(t, ThreadState.READY)
             t.executor_id = None
-            self.queue.push(t)
+            self._enqueue(t)
             actions.append(Record("thread", "update", {"state": int(t.state), "executor_id": None,
                                                        "time_started": None}, t.internal_id))
         return actions
@@ -550,6 +803,7 @@ class ManagerCore:
         actions: list[Action] = []
         for t in list(app.threads.values()):
             if t.state in (ThreadState.SCHEDULED, ThreadState.STARTED):
+                self.queue.release(t, now)
                 ex = self.executors.get(t.executor_id or "")
                 if ex is not None:
                     ex.running.pop(t.attempt_id, None)
@@ -570,8 +824,10 @@ class ManagerCore:
 
         ``applications``: rows of non-stopped applications; ``threads``: rows of threads not DEAD.
         Every such thread becomes READY again (a FINISHED one's result was only in memory, so it
-        is fetched again; the application stores each page once by fingerprint). Executors are
-        not restored: they register again when they notice the new manager.
+        is fetched again; the application stores each page once by fingerprint), but is *held*
+        until its application reattaches and submits it again: the crawling instruction it
+        carries lives only in the application. Executors are not restored: they register again
+        when they notice the new manager.
         """
         actions: list[Action] = []
         for row in applications:
@@ -585,8 +841,8 @@ class ManagerCore:
             t = GridThread(row["internal_thread_id"], app.application_id, row["thread_id"], row["url"],
                            row["depth"], row["priority"], None, now, host=row["host"],
                            attempts=row["attempts"])
+            t.held = True
             app.threads[t.thread_id] = t
-            self.queue.push(t)
             actions.append(Record("thread", "update", {"state": int(ThreadState.READY), "executor_id": None,
                                                        "time_started": None}, t.internal_id))
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
@@ -601,3 +857,68 @@ class ManagerCore:
         return {"executors": sum(ex.connected for ex in self.executors.values()),
                 "applications": len(self.applications), "queued": len(self.queue), "threads": by_state,
                 "fenced": self.fenced}
+
+    def snapshot(self, now: float) -> dict:
+        """A self-contained copy of the manager's state for the dashboard (plain dicts, lists,
+        numbers and strings: JSON-ready, safe to hand to another thread).
+
+        Keys: ``time`` (POSIX s), ``summary`` (:meth:`stats`), ``executors``, ``applications``
+        (newest first, at most 50), ``threads`` (running ones, then the latest finished, newest
+        first), ``hosts`` (per-host politeness: queued, in flight, next allowed start as seconds
+        from now — ``None`` when it may start now, ``"busy"`` while a delayed host has a fetch in
+        flight; most loaded first, at most 50). Times are POSIX seconds; rates are per second.
+        """
+        names = {ex.executor_id: ex.name for ex in self.executors.values()}
+        executors = []
+        for ex in self.executors.values():
+            started = sum(1 for t in ex.running.values() if t.state == ThreadState.STARTED)
+            f = ex.figures
+            executors.append({
+                "executor_id": ex.executor_id, "name": ex.name, "host": ex.host, "user": ex.user,
+                "dedicated": ex.dedicated, "connected": ex.connected, "accepting": ex.accepting,
+                "last_heartbeat": ex.last_heartbeat, "last_seen": ex.last_seen, "threads": ex.threads,
+                "capacity": ex.capacity, "assigned": len(ex.running), "running": started, "finished": ex.finished,
+                "cpu_max": ex.info.get("cpu_max", 0.0), "num_cpus": ex.info.get("num_cpus", 1),
+                "mem_max": ex.info.get("mem_max", 0), "os": ex.info.get("os", ""),
+                "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),
+                "cpu_totalusage": f.get("cpu_totalusage"), "mem_usage": f.get("mem_usage"),
+                "pages_per_second": f.get("pages_per_second")})
+        executors.sort(key=lambda e: (not e["connected"], e["name"]))
+
+        applications = []
+        live: list[GridThread] = []
+        for app in sorted(self.applications.values(), key=lambda a: a.time_created, reverse=True):
+            by_state = {s.name: 0 for s in ThreadState}
+            for t in app.threads.values():
+                by_state[t.state.name] += 1
+                if t.state in (ThreadState.SCHEDULED, ThreadState.STARTED):
+                    live.append(t)
+            if len(applications) >= SNAPSHOT_APPLICATIONS:
+                continue
+            end = app.time_completed if app.time_completed is not None else now
+            elapsed = max(0.0, end - app.time_created)
+            applications.append({
+                "application_id": app.application_id, "name": app.name, "owner": app.user,
+                "state": self._application_state(app), "attached": app.peer is not None, "threads": by_state,
+                "done": app.done, "elapsed": elapsed, "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0,
+                "time_created": app.time_created})
+
+        threads = []
+        for t in sorted(live, key=lambda t: t.time_assigned or 0.0, reverse=True)[:RECENT_THREADS]:
+            threads.append({
+                "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
+                "executor": names.get(t.executor_id or ""), "executor_id": t.executor_id,
+                "state": t.state.name.lower(), "status": None, "error_kind": None,
+                "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": None,
+                "attempts": t.attempts, "size": 0})
+        threads.extend(dict(entry) for entry in reversed(self.recent))
+
+        hosts = []
+        for h in getattr(self.queue, "hosts", {}).values():
+            start = h.next_start
+            hosts.append({"host": h.host, "queued": h.queued, "in_flight": h.in_flight, "delay": h.delay,
+                          "next_start": ("busy" if start == float("inf") else
+                                         (start - now if start > now else None))})
+        hosts.sort(key=lambda h: (-(h["queued"] + h["in_flight"]), h["host"]))
+        return {"time": now, "summary": self.stats(), "executors": executors, "applications": applications,
+                "threads": threads, "hosts": hosts[:SNAPSHOT_HOSTS], "hosts_total": len(hosts)}

@@ -1,51 +1,215 @@
-"""The manager's queue of READY grid threads: priority first (higher number first), then FIFO.
+"""The manager's queue of READY grid threads, one queue per host, with politeness for the grid.
 
-A plain binary heap with lazy deletion: a thread that leaves READY by another way (aborted) is
-skipped when it reaches the top, because its ``queue_seq`` no longer matches the entry.
+The manager is the one place that sees every fetch of every executor, so it enforces politeness
+for the whole grid (design.md §3):
+
+* at most ``concurrent_requests_per_host`` threads of a host in flight (assigned, not yet
+  finished) across all executors and applications (Scrapy's default: 8);
+* a host with a delay — ``download_delay``, or its robots.txt ``Crawl-delay`` (capped at
+  ``max_crawl_delay``) — has one thread in flight at a time, and the next may start no sooner than
+  ``delay`` seconds after the previous one finished (Heritrix's politeness: the gap is measured
+  from completion, so requests are never closer than the delay, whatever the executors buffer);
+* ``429``/``503`` with ``Retry-After`` pause the host until then; without it the host backs off
+  exponentially (1 s doubling to 60 s), reset by the next success.
+
+Across hosts, threads leave by priority (higher first), then submission order. A host that waits
+out its delay never blocks the others: only hosts that may start now are considered.
+Retried threads wait in a delay heap until their back-off has passed.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from gridcrawl.manager.core import GridThread
 
+BACKOFF_START = 1.0
+BACKOFF_MAX = 60.0
+
+
+@dataclass(eq=False)
+class HostState:
+    """Politeness state of one host: its queued threads and when it may start the next fetch.
+
+    Times are POSIX seconds; ``delay`` is seconds between fetches (0: only the concurrency cap);
+    ``paused_until`` is set by 429/503 responses; ``backoff`` is the current back-off step.
+    """
+
+    host: str
+    heap: list = field(default_factory=list)  # (-priority, seq, thread)
+    queued: int = 0
+    in_flight: int = 0
+    delay: float = 0.0
+    crawl_delay: float | None = None
+    last_finish: float = float("-inf")
+    paused_until: float = 0.0
+    backoff: float = 0.0
+    version: int = 0
+
+    def head(self):
+        """The next live entry of this host's queue, or None (drops stale entries)."""
+        heap = self.heap
+        while heap and heap[0][2].queue_seq != heap[0][1]:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    @property
+    def next_start(self) -> float:
+        """Earliest POSIX time the next fetch may start (``inf`` while a delayed host is busy)."""
+        if self.delay > 0:
+            if self.in_flight:
+                return float("inf")
+            return max(self.paused_until, self.last_finish + self.delay)
+        return self.paused_until
+
 
 class ReadyQueue:
-    """READY grid threads in dispatch order: higher ``priority`` first, then submission order."""
+    """READY grid threads in per-host queues, released under the grid's politeness rules.
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, int, "GridThread"]] = []
+    ``concurrency``: threads of one host in flight at most; ``download_delay``: seconds between
+    fetches of one host; ``max_crawl_delay``: cap of a robots.txt Crawl-delay, seconds.
+    """
+
+    def __init__(self, concurrency: int = 8, download_delay: float = 0.0, max_crawl_delay: float = 30.0) -> None:
+        self.concurrency = concurrency
+        self.download_delay = download_delay
+        self.max_crawl_delay = max_crawl_delay
+        self.hosts: dict[str, HostState] = {}
         self._seq = itertools.count()
+        self._eligible: list = []   # (-priority, seq, version, host): hosts that may start now
+        self._waiting: list = []    # (time, version, host): hosts that may start at time
+        self._later: list = []      # (time, seq, thread): retries waiting out their back-off
         self._live = 0
 
-    def push(self, thread: "GridThread") -> None:
-        """Queue ``thread`` (it must be READY); a thread pushed again replaces its older entry."""
+    # ---------------------------------------------------------------- threads
+
+    def push(self, thread: "GridThread", not_before: float = 0.0) -> None:
+        """Queue READY ``thread``; with ``not_before`` (POSIX s) it waits until then (retries)."""
         if thread.queue_seq is not None:
-            self._live -= 1
+            self.discard(thread)
         thread.queue_seq = next(self._seq)
-        heapq.heappush(self._heap, (-thread.priority, thread.queue_seq, thread))
         self._live += 1
+        if not_before:
+            heapq.heappush(self._later, (not_before, thread.queue_seq, thread))
+            return
+        self._enqueue(thread)
+
+    def _enqueue(self, thread: "GridThread") -> None:
+        host = self.hosts.get(thread.host)
+        if host is None:
+            host = self.hosts[thread.host] = HostState(thread.host, delay=self.download_delay)
+        heapq.heappush(host.heap, (-thread.priority, thread.queue_seq, thread))
+        host.queued += 1
+        self._schedule(host, 0.0)
 
     def discard(self, thread: "GridThread") -> None:
-        """Forget ``thread`` if it is queued (lazily: its entry is skipped later)."""
-        if thread.queue_seq is not None:
-            thread.queue_seq = None
-            self._live -= 1
-
-    def pop(self) -> "GridThread | None":
-        """The next thread to dispatch, or ``None`` when the queue is empty."""
-        heap = self._heap
-        while heap:
-            _, seq, thread = heapq.heappop(heap)
-            if thread.queue_seq == seq:
-                thread.queue_seq = None
-                self._live -= 1
-                return thread
-        return None
+        """Forget ``thread`` if it is queued (its entries are skipped later)."""
+        if thread.queue_seq is None:
+            return
+        thread.queue_seq = None
+        self._live -= 1
+        host = self.hosts.get(thread.host)
+        if host is not None and any(entry[2] is thread for entry in host.heap):
+            host.queued -= 1
 
     def __len__(self) -> int:
         return self._live
+
+    # ---------------------------------------------------------------- hosts
+
+    def _schedule(self, host: HostState, now: float) -> None:
+        """(Re)file ``host`` as eligible now, waiting for a time, or blocked (not filed)."""
+        host.version += 1
+        head = host.head()
+        if head is None or host.in_flight >= self._limit(host):
+            return
+        if host.next_start > now:
+            heapq.heappush(self._waiting, (host.next_start, host.version, host.host))
+        else:
+            heapq.heappush(self._eligible, (head[0], head[1], host.version, host.host))
+
+    def _limit(self, host: HostState) -> int:
+        return 1 if host.delay > 0 else self.concurrency
+
+    def _promote(self, now: float) -> None:
+        while self._later and self._later[0][0] <= now:
+            _, seq, thread = heapq.heappop(self._later)
+            if thread.queue_seq == seq:
+                self._enqueue(thread)
+        while self._waiting and self._waiting[0][0] <= now:
+            _, version, name = heapq.heappop(self._waiting)
+            host = self.hosts.get(name)
+            if host is not None and host.version == version:
+                self._schedule(host, now)
+
+    def pop(self, now: float, accept: Callable[[str], bool] | None = None) -> "GridThread | None":
+        """The next thread that may start at ``now`` (POSIX s), or None. Marks it in flight.
+
+        ``accept(host)`` may refuse a host for this call (host-partitioned dispatch whose
+        executor is full); refused hosts are filed again before returning.
+        """
+        self._promote(now)
+        refused = []
+        try:
+            while self._eligible:
+                _, _, version, name = heapq.heappop(self._eligible)
+                host = self.hosts.get(name)
+                if host is None or host.version != version:
+                    continue
+                if accept is not None and not accept(name):
+                    refused.append(host)
+                    continue
+                head = host.head()
+                if head is None:
+                    continue
+                heapq.heappop(host.heap)
+                thread = head[2]
+                thread.queue_seq = None
+                host.queued -= 1
+                self._live -= 1
+                host.in_flight += 1
+                self._schedule(host, now)
+                return thread
+            return None
+        finally:
+            for host in refused:
+                self._schedule(host, now)
+
+    def release(self, thread: "GridThread", now: float, *, status: int | None = None,
+                retry_after: float | None = None, crawl_delay: float | None = None) -> None:
+        """A thread of ``thread.host`` is no longer in flight (finished, lost or taken back).
+
+        ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
+        (without Retry-After: back-off doubling from 1 s to 60 s, reset by a success);
+        ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped.
+        """
+        host = self.hosts.get(thread.host)
+        if host is None:
+            return
+        host.in_flight = max(0, host.in_flight - 1)
+        host.last_finish = now
+        if crawl_delay is not None and crawl_delay != host.crawl_delay:
+            host.crawl_delay = crawl_delay
+            host.delay = max(self.download_delay, min(crawl_delay, self.max_crawl_delay))
+        if status in (429, 503):
+            if retry_after is not None:
+                pause = min(max(retry_after, 0.0), BACKOFF_MAX * 10)
+            else:
+                host.backoff = min(BACKOFF_MAX, max(BACKOFF_START, host.backoff * 2))
+                pause = host.backoff
+            host.paused_until = max(host.paused_until, now + pause)
+        elif status is not None and status < 400:
+            host.backoff = 0.0
+        self._schedule(host, now)
+        if (host.queued == 0 and host.in_flight == 0 and host.delay == 0 and host.crawl_delay is None
+                and host.paused_until <= now):
+            del self.hosts[host.host]
+
+    def next_wakeup(self) -> float | None:
+        """The earliest POSIX time at which a waiting host or a retry becomes ready, if any."""
+        times = [entry[0] for entry in (self._waiting[:1] + self._later[:1])]
+        return min(times) if times else None

@@ -133,8 +133,9 @@ class Recorder:
                 for key, values in upserts[name].items():
                     values = _sql_values(values)
                     changed = {k: v for k, v in values.items() if k != pk.name}
+                    # rowcount 0: no such row, or (drivers counting changed rows) the same values
                     if conn.execute(table.update().where(pk == key).values(**changed)).rowcount == 0:
-                        conn.execute(table.insert().values(**values))
+                        insert_ignore(conn, table, [values])
                     rows += 1
                 shapes: dict[tuple, list] = defaultdict(list)  # executemany needs one key set
                 for values in inserts[name].values():

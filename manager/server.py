@@ -1,13 +1,27 @@
 """The manager's I/O shell: a ZeroMQ ROUTER loop that feeds :class:`ManagerCore` and carries out
 its actions (messages to peers, records to SQL through the :class:`Recorder`).
 
-Peer input is never trusted: frames that do not decode are logged and dropped (counted per
-peer); the loop never dies on what a peer sends.
+Peer input is never trusted: frames that do not decode, and messages whose values do not fit
+the manager's tables (:func:`check_limits`: NUL characters, over-long names and URLs,
+out-of-range numbers), are logged and dropped; a peer that sends too many of them, is refused too
+often, or floods the manager is blocked for a while (:class:`PeerGuard`). The loop never dies on
+what a peer sends, and ``MAXMSGSIZE`` makes ZeroMQ drop the connection of a peer sending an
+oversized message.
+
+Security (see docs/security.md): logins and permissions are checked by the core through the
+injected :meth:`gridcrawl.auth.UserStore.authenticate`; with CURVE keys the socket is a CURVE
+server, pyzmq's ZAP handler accepts only the keys of the allow-list directory, and the name of a
+peer's key (the message's ``User-Id`` property) is its identity when no login is required.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import logging
+import math
+import queue
+import re
 import threading
 import time
 
@@ -18,13 +32,28 @@ from gridcrawl import models, protocol
 from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
-from gridcrawl.transport import make_socket, send
-from gridcrawl.manager.core import ManagerCore, Record, Send
+from gridcrawl.transport import apply_curve_server, make_socket, send
+from gridcrawl.manager.core import ControlError, ManagerCore, Record, Send
 from gridcrawl.manager.recorder import Recorder
+from gridcrawl.auth import UserStore
+from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
 
 log = logging.getLogger("gridcrawl.manager")
 
 BATCH = 2000  # messages handled before the loop looks at timers again
+SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
+
+
+class ControlRequest:
+    """An operator action asked from another thread (the dashboard's HTTP thread), carried out by
+    the server loop: ``application_id``, ``action``, ``user``; :attr:`result` (a dict) or
+    :attr:`error` (a message) is set before :attr:`done` is."""
+
+    def __init__(self, application_id: str, action: str, user: str | None) -> None:
+        self.application_id, self.action, self.user = application_id, action, user
+        self.result: dict | None = None
+        self.error: str | None = None
+        self.done = threading.Event()
 
 
 class ManagerServer:
@@ -35,12 +64,24 @@ class ManagerServer:
     unfinished work is restored from it). Raises ``zmq.ZMQError`` if the address is in use.
     """
 
-    def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine) -> None:
+    def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine, *,
+                 curve: ServerKeys | None = None, require_login: bool = False) -> None:
         self.settings = settings
         self.engine = engine
         init_schema(engine, models.manager_metadata, models.manager_meta)
+        self.users = UserStore(engine, require_login=require_login)
+        self.guard = PeerGuard()
+        self.curve = curve
         self.context = zmq.Context()
+        self.authenticator = None
+        if curve is not None:  # the ZAP handler must run before the socket binds
+            self.authenticator = start_authenticator(self.context, AllowList(curve.allow_dir))
+        elif not is_loopback_endpoint(bind):
+            log.warning("*** listening on %s WITHOUT CURVE: traffic (passwords included) is unencrypted and any "
+                        "host that reaches this port can connect; use --curve-secret and --curve-allow ***", bind)
         self.socket = make_socket(self.context, zmq.ROUTER, settings)
+        if curve is not None:
+            apply_curve_server(self.socket, curve.public, curve.secret)
         if bind.endswith(":0"):
             port = self.socket.bind_to_random_port(bind[:-2])
             self.endpoint = f"{bind[:-2]}:{port}"
@@ -50,6 +91,11 @@ class ManagerServer:
         self.recorder = Recorder(engine, settings.record_interval)
         self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
+        # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
+        # ``snapshot`` (a fresh dict, never mutated afterwards) every SNAPSHOT_INTERVAL seconds,
+        # and carries out the ControlRequests the HTTP thread puts on ``controls``.
+        self.snapshot: dict | None = None
+        self.controls: queue.Queue[ControlRequest] = queue.Queue()
 
     def _restore(self) -> ManagerCore:
         """Build the core from the database: ids continue, unfinished threads are READY again."""
@@ -65,13 +111,16 @@ class ManagerServer:
                 .order_by(t.c.internal_thread_id))]
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
-        core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt)
+        core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt,
+                           authenticate=self.users.authenticate)
         self._carry_out(core.restore(apps, threads, time.time()))
         return core
 
     def _carry_out(self, actions) -> None:
         for action in actions:
             if type(action) is Send:
+                if type(action.message) is protocol.Refuse:
+                    self._strike(action.peer, f"refused: {action.message.reason}")
                 if not send(self.socket, action.message, action.peer):
                     log.debug("peer %r gone; dropped %s", action.peer, action.message.TYPE)
             else:
@@ -87,39 +136,286 @@ class ManagerServer:
         log.info("manager listening on %s", self.endpoint)
         try:
             while not stop.is_set():
-                timeout = max(0.0, next_tick - time.time())
+                wakeup = self.core.queue.next_wakeup()
+                timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
                 if poller.poll(timeout * 1000):
                     self._drain()
                 now = time.time()
+                if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
+                    self._carry_out(self.core.dispatch(now))
                 if now >= next_tick:
                     self._carry_out(self.core.tick(now))
+                    self.guard.prune(now)
                     next_tick = now + tick_every
+                self._serve_dashboard(now)
         finally:
             for peer in list(self.core.peers):
                 send(self.socket, protocol.Bye("manager shutting down"), peer)
             self.recorder.close()
             self.socket.close(linger=200)
+            if self.authenticator is not None:
+                self.authenticator.stop()
             self.context.term()
             log.info("manager stopped")
 
+    def _serve_dashboard(self, now: float) -> None:
+        """Carry out queued operator requests; refresh :attr:`snapshot` when it is due."""
+        while True:
+            try:
+                request = self.controls.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                actions, request.result = self.core.control(request.application_id, request.action, now,
+                                                            user=request.user)
+                self._carry_out(actions)
+            except ControlError as exc:
+                request.error = str(exc)
+            except Exception as exc:  # a bug of ours must not take the grid down
+                log.exception("operator request %s %s failed", request.action, request.application_id)
+                request.error = f"internal error: {exc}"
+            request.done.set()
+        if self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL:
+            self.snapshot = self.core.snapshot(now)
+
+    def latest_snapshot(self) -> dict | None:
+        """The newest snapshot of the core (any thread may call this; never mutate the result)."""
+        return self.snapshot
+
+    def request_control(self, application_id: str, action: str, user: str | None = None,
+                        timeout: float = 5.0) -> ControlRequest:
+        """Ask the server loop to pause/resume/cancel an application (any thread may call this);
+        wait up to ``timeout`` seconds. The returned request has ``result`` or ``error`` set, or
+        neither if the loop did not answer in time."""
+        request = ControlRequest(application_id, action, user)
+        self.controls.put(request)
+        request.done.wait(timeout)
+        return request
+
+    def _strike(self, peer: bytes, why: str) -> None:
+        """Count a bad message (or a refusal) against ``peer``; block it when it has too many."""
+        now = time.time()
+        if self.guard.strike(peer, now):
+            log.warning("peer %s blocked for %.0f s: %d bad or refused messages within %.0f s (last: %s)",
+                        peer.hex(), self.guard.block_seconds, self.guard.max_strikes, self.guard.window, why)
+            self._forget(peer, now, "blocked: too many bad messages")
+
+    def _forget(self, peer: bytes, now: float, reason: str) -> None:
+        """Drop what the core knows of ``peer`` (as if it said bye) and tell it why."""
+        if peer in self.core.peers:
+            try:
+                self._carry_out(self.core.handle(peer, protocol.Bye(reason), now))
+            except Exception:
+                log.exception("forgetting peer %s failed", peer.hex())
+        send(self.socket, protocol.Bye(reason), peer)
+
+    def _login_required(self) -> bool:
+        return self.users.require_login or self.users.has_users()
+
     def _drain(self) -> None:
         sock, core = self.socket, self.core
+        curve = self.curve is not None
+        now = time.time()
         for _ in range(BATCH):
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=not curve)
             except zmq.Again:
                 return
-            peer = frames[0]
+            peer = frames[0].bytes if curve else frames[0]
+            if not self.guard.admit(peer, now):
+                continue
             try:
                 message = protocol.decode(frames[1:])
+                problem = check_limits(message)
+                if problem is not None:
+                    raise protocol.ProtocolError(problem)
             except protocol.ProtocolError as exc:
                 count = self.malformed[peer] = self.malformed.get(peer, 0) + 1
+                if len(self.malformed) > 10_000:
+                    self.malformed.clear()
                 if count <= 3 or count % 1000 == 0:
                     log.warning("dropped a malformed message from peer %s (%d so far): %s", peer.hex(), count, exc)
+                self._strike(peer, str(exc))
                 continue
+            if curve and type(message) in _IDENTIFIED:
+                try:
+                    key_name = frames[-1].get("User-Id")  # the ZAP handler's name for the peer's key
+                except (zmq.ZMQError, KeyError):
+                    key_name = None
+                log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
+                if key_name and not self._login_required():  # the key is the only identity there is
+                    message = dataclasses.replace(message, user=key_name[:64])
             try:
                 actions = core.handle(peer, message, time.time())
             except Exception:  # a bug of ours must not take the grid down
                 log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer.hex())
                 continue
             self._carry_out(actions)
+
+
+# ----------------------------------------------------------------------------------------------
+# Hostile input: bounds on what a peer may send, and per-peer limits
+
+
+_ID = re.compile(r"^[A-Za-z0-9_-]{1,36}$")
+# Messages naming a user: with CURVE and no login required, the user is the peer's key name.
+_IDENTIFIED = tuple(t for t in (protocol.Register, protocol.OpenApplication, getattr(protocol, "Control", None)) if t)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_INT32 = 2 ** 31
+_INT64 = 2 ** 63
+
+
+def _bad_text(value: str | None, limit: int, what: str, *, control: bool = False) -> str | None:
+    if value is None:
+        return None
+    if len(value) > limit:
+        return f"{what} is longer than {limit} characters"
+    if "\x00" in value or (control and _CONTROL.search(value)):
+        return f"{what} contains control characters"
+    return None
+
+
+def _bad_number(value, low: float, high: float, what: str) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{what} is not a finite number"
+    if not low <= value < high:
+        return f"{what} is out of range"
+    return None
+
+
+def check_limits(message: protocol.Message) -> str | None:
+    """Why ``message`` (already decoded, so well-typed) cannot be accepted, or None.
+
+    Catches what would break the manager's tables or its loop: NUL and control characters,
+    text longer than its column (names 255, users 64, ids 36 of ``[A-Za-z0-9_-]``, URLs
+    ``models.URL_LENGTH``, error kinds 32), numbers outside their column's range or not finite,
+    more than 10,000 grid threads in one submit. Pure.
+    """
+    from gridcrawl.auth import MAX_PASSWORD
+    checks: list[str | None] = []
+    m = message
+    if isinstance(m, (protocol.Register, protocol.OpenApplication)):
+        ident = m.executor_id if isinstance(m, protocol.Register) else m.application_id
+        if ident is not None and not _ID.match(ident):
+            return "id must be 1-36 letters, digits, _ or -"
+        checks += [_bad_text(m.name, 255, "name", control=True), _bad_text(m.user, 64, "user", control=True),
+                   _bad_text(m.password, MAX_PASSWORD, "password")]
+    if isinstance(m, protocol.Register):
+        checks += [_bad_text(m.host, 255, "host", control=True), _bad_text(m.os, 1024, "os"),
+                   _bad_text(m.arch, 1024, "arch"), _bad_number(m.threads, 1, 100_000, "threads"),
+                   _bad_number(m.num_cpus, 0, _INT32, "num_cpus"), _bad_number(m.mem_max, 0, _INT64, "mem_max"),
+                   _bad_number(m.cpu_max, 0, 1e15, "cpu_max")]
+    elif isinstance(m, protocol.Heartbeat) and m.figures:
+        if len(m.figures) > 64:
+            return "too many heartbeat figures"
+        for key, value in m.figures.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                checks.append(_bad_number(value, -_INT64, _INT64, f"figure {str(key)[:32]!r}"))
+    elif isinstance(m, protocol.Result):
+        checks += [_bad_number(m.attempt_id, 0, _INT64, "attempt_id"),
+                   _bad_text(m.page.error_kind, 32, "error_kind", control=True)]
+    elif isinstance(m, protocol.Submit):
+        if len(m.threads) > 10_000:
+            return "more than 10000 grid threads in one submit"
+        for spec in m.threads:
+            problem = (_bad_number(spec.thread_id, 0, _INT64, "thread_id")
+                       or _bad_text(spec.url, models.URL_LENGTH, "url", control=True)
+                       or _bad_number(spec.depth, -_INT32, _INT32, "depth")
+                       or _bad_number(spec.priority, -_INT32, _INT32, "priority"))
+            if problem:
+                return f"grid thread {spec.thread_id}: {problem}"
+    elif type(m).__name__ == "Control":
+        checks += [_bad_text(m.user, 64, "user", control=True), _bad_text(m.password, MAX_PASSWORD, "password"),
+                   _bad_text(m.application_id, 36, "application id", control=True),
+                   _bad_text(m.action, 16, "action", control=True)]
+    elif isinstance(m, protocol.Availability):
+        if len(m.handed_back) > 100_000:
+            return "more than 100000 attempts handed back at once"
+        checks += [_bad_number(a, 0, _INT64, "handed-back attempt_id") for a in m.handed_back]
+    elif isinstance(m, (protocol.Started, protocol.Cancel)):
+        checks.append(_bad_number(m.attempt_id, 0, _INT64, "attempt_id"))
+    return next((c for c in checks if c), None)
+
+
+class PeerGuard:
+    """Per-peer limits of the manager's loop (peers are ZeroMQ routing ids; the state of peers
+    idle for ``window`` seconds is pruned, so memory stays bounded).
+
+    * a token bucket: at most ``rate`` messages per second on average, bursts of ``burst``;
+      messages beyond are dropped (and count as a strike once per second);
+    * strikes: malformed, out-of-bounds or refused messages. ``max_strikes`` within ``window``
+      seconds block the peer for ``block_seconds``: everything it sends is dropped.
+
+    ZeroMQ cannot close one peer's connection of a ROUTER, so a blocked peer is ignored (and its
+    state at the core forgotten). Times are POSIX seconds, passed in.
+    """
+
+    def __init__(self, *, rate: float = 5000.0, burst: float = 20000.0, max_strikes: int = 20,
+                 window: float = 10.0, block_seconds: float = 60.0) -> None:
+        self.rate, self.burst = rate, burst
+        self.max_strikes, self.window, self.block_seconds = max_strikes, window, block_seconds
+        self._buckets: dict[bytes, list[float]] = {}   # peer -> [tokens, last time, last strike]
+        self._strikes: dict[bytes, list[float]] = {}   # peer -> [window start, count]
+        self._blocked: dict[bytes, float] = {}         # peer -> blocked until
+        self.dropped = 0
+
+    def blocked(self, peer: bytes, now: float) -> bool:
+        """True while ``peer`` is blocked."""
+        until = self._blocked.get(peer)
+        return until is not None and now < until
+
+    def admit(self, peer: bytes, now: float) -> bool:
+        """Whether to handle a message from ``peer`` now (False: drop it)."""
+        if self._blocked and self.blocked(peer, now):
+            self.dropped += 1
+            return False
+        bucket = self._buckets.get(peer)
+        if bucket is None:
+            bucket = self._buckets[peer] = [self.burst, now, 0.0]
+        tokens = min(self.burst, bucket[0] + (now - bucket[1]) * self.rate)
+        bucket[1] = now
+        if tokens < 1.0:
+            bucket[0] = tokens
+            self.dropped += 1
+            if now - bucket[2] >= 1.0:
+                bucket[2] = now
+                log.warning("peer %s floods the manager (over %.0f messages/s): dropping", peer.hex(), self.rate)
+                self.strike(peer, now)
+            return False
+        bucket[0] = tokens - 1.0
+        return True
+
+    def strike(self, peer: bytes, now: float) -> bool:
+        """Count one bad message of ``peer``; True if that blocks it (from now on)."""
+        entry = self._strikes.get(peer)
+        if entry is None or now - entry[0] > self.window:
+            entry = self._strikes[peer] = [now, 0]
+        entry[1] += 1
+        if entry[1] >= self.max_strikes and not self.blocked(peer, now):
+            self._blocked[peer] = now + self.block_seconds
+            del self._strikes[peer]
+            return True
+        return False
+
+    def prune(self, now: float) -> None:
+        """Forget peers idle for ``window`` seconds and blocks that expired."""
+        for peer in [p for p, b in self._buckets.items() if now - b[1] > self.window]:
+            del self._buckets[peer]
+        for peer in [p for p, e in self._strikes.items() if now - e[0] > self.window]:
+            del self._strikes[peer]
+        for peer in [p for p, until in self._blocked.items() if now >= until]:
+            del self._blocked[peer]
+
+
+def is_loopback_endpoint(endpoint: str) -> bool:
+    """True if ZeroMQ ``endpoint`` listens only on this machine (``ipc://``, ``inproc://``, or
+    TCP on a loopback address or ``localhost``); ``tcp://*:9000`` and ``tcp://0.0.0.0:9000`` are not."""
+    if not endpoint.startswith("tcp://"):
+        return True
+    host = endpoint[6:].rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -28,12 +28,12 @@ def free_port() -> int:
 class Grid:
     """Processes of one test grid. ``workdir`` holds databases and logs."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, manager_db: str | None = None, crawl_db: str | None = None) -> None:
         self.workdir = Path(workdir)
         self.port = free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.port}"
-        self.manager_db = f"sqlite:///{self.workdir / 'manager.db'}"
-        self.crawl_db = f"sqlite:///{self.workdir / 'crawl.db'}"
+        self.manager_db = manager_db or f"sqlite:///{self.workdir / 'manager.db'}"
+        self.crawl_db = crawl_db or f"sqlite:///{self.workdir / 'crawl.db'}"
         self.processes: list[subprocess.Popen] = []
         self.manager: subprocess.Popen | None = None
         self.executors: list[subprocess.Popen] = []
@@ -52,10 +52,14 @@ class Grid:
                                                          *FAST, *extra], "manager.log")
         return self.manager
 
-    def start_executor(self, name: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
-        """Start an executor called ``name`` (log ``name.log``)."""
-        proc = self._spawn("gridcrawl.executor", ["--manager", self.endpoint, "--name", name, *FAST, *extra],
-                           f"{name}.log", env)
+    def start_executor(self, name: str, *extra: str, env: dict | None = None,
+                       manager: str | None = None, allow_private: str | None = "127.0.0.0/8") -> subprocess.Popen:
+        """Start an executor called ``name`` (log ``name.log``), connected to ``manager``
+        (default: :attr:`endpoint`). Its SSRF guard lets it fetch the loopback test sites
+        (``--allow-private 127.0.0.0/8``; ``allow_private=None`` leaves the option out)."""
+        allow = ["--allow-private", allow_private] if allow_private else []
+        proc = self._spawn("gridcrawl.executor", ["--manager", manager or self.endpoint, "--name", name,
+                                                  *allow, *FAST, *extra], f"{name}.log", env)
         self.executors.append(proc)
         return proc
 
@@ -83,10 +87,19 @@ class Grid:
                 proc.wait()
 
     def query(self, which: str, sql: str, *params) -> list[tuple]:
-        """Rows of ``sql`` on the ``"manager"`` or ``"crawl"`` SQLite database."""
-        path = self.workdir / ("manager.db" if which == "manager" else "crawl.db")
-        with sqlite3.connect(path, timeout=30) as conn:
-            return conn.execute(sql, params).fetchall()
+        """Rows of ``sql`` on the ``"manager"`` or ``"crawl"`` database (``?`` parameters on
+        SQLite; other back ends through SQLAlchemy, without parameters)."""
+        url = self.manager_db if which == "manager" else self.crawl_db
+        if url.startswith("sqlite:///"):
+            with sqlite3.connect(url[len("sqlite:///"):], timeout=30) as conn:
+                return conn.execute(sql, params).fetchall()
+        import sqlalchemy as sa
+        engine = sa.create_engine(url)
+        try:
+            with engine.connect() as conn:
+                return [tuple(row) for row in conn.exec_driver_sql(sql)]
+        finally:
+            engine.dispose()
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "condition") -> None:

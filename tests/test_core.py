@@ -242,3 +242,24 @@ def test_heartbeats_are_sent_to_every_peer_each_interval():
     assert {a.peer for a in sends(core.tick(10.5), p.Heartbeat)} == {b"e", b"c"}
     assert sends(core.tick(10.7), p.Heartbeat) == []
     assert {a.peer for a in sends(core.tick(11.6), p.Heartbeat)} == {b"e", b"c"}
+
+
+def test_5xx_and_connection_errors_are_retried_with_backoff_but_404_is_not():
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0))
+    register(core, b"e", 4)
+    app = open_app(core)
+    got = dict((a.message.thread_id, a.message) for _, a in [(None, x) for x in sends(submit(core, app, [1, 2]), p.Assign)])
+    # thread 1 gets 503 twice then 200; thread 2 gets 404 once
+    actions = core.handle(b"e", p.Result(got[2].attempt_id, p.PageResult(url="x", status=404, error_kind="http_status")), 1.0)
+    assert len(sends(actions, p.ThreadDone)) == 1
+    attempt = got[1].attempt_id
+    now = 1.0
+    for retry, wait in enumerate((1.0, 2.0)):
+        actions = core.handle(b"e", p.Result(attempt, p.PageResult(url="x", status=503, error_kind="http_status")), now)
+        assert sends(actions, p.ThreadDone) == [] and assigned(actions) == []
+        assert assigned(core.dispatch(now + wait - 0.01)) == []
+        ((_, again),) = assigned(core.dispatch(now + wait))
+        attempt, now = again.attempt_id, now + wait
+    actions = core.handle(b"e", p.Result(attempt, p.PageResult(url="x", status=503, error_kind="http_status")), now)
+    (done,) = sends(actions, p.ThreadDone)  # retry_times exhausted: the 503 is the result
+    assert done.message.page.status == 503 and done.message.attempts == 3 and not done.message.failed

@@ -12,10 +12,15 @@ from sites import generate_site, reachable
 pytestmark = pytest.mark.e2e
 
 
-def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server):
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server, request, backend):
     site = generate_site(250, links_per_page=6, seed=7, unreachable=5)
     server = site_server(site)
-    grid = Grid(tmp_path)
+    if backend == "postgresql":  # manager and client tables in one fresh PostgreSQL schema
+        url = request.getfixturevalue("postgres_url")
+        grid = Grid(tmp_path, manager_db=url, crawl_db=url)
+    else:
+        grid = Grid(tmp_path)
     try:
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "4")
@@ -35,6 +40,7 @@ def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server):
     assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(len(expected),)]
     # no page was fetched twice, and nothing outside the reachable set was asked for
     counts = server.per_path_counts()
+    assert 1 <= counts.pop("/robots.txt", 0) <= 2, "robots.txt is fetched once per executor"
     assert set(counts) == reachable(site) and set(counts.values()) == {1}
 
     threads = grid.query("manager", "SELECT state, executor_id, time_submitted, time_started, time_finished, url "
@@ -66,4 +72,5 @@ def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
         grid.stop()
     assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(len(reachable(site)),)]
     counts = server.per_path_counts()
+    counts.pop("/robots.txt", None)  # each new executor connection may ask for it again
     assert set(counts.values()) == {1}, "a resumed crawl fetched a page again"

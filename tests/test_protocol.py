@@ -23,6 +23,7 @@ EXAMPLES = [
     p.Result(8, p.PageResult(url="http://a.test/f.pdf", content=b"%PDF-\x00\xff")),
     p.Cancel(7),
     p.Availability(False),
+    p.Availability(False, [7, 8]),
     p.OpenApplication("crawl", "u", None, None),
     p.ApplicationOpened("app", True, 0.5, 3),
     p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
@@ -32,6 +33,8 @@ EXAMPLES = [
     p.CloseApplication("app", True),
     p.Refuse("no"),
     p.Bye("leaving"),
+    p.Control("3f2a91c0", "pause", "operator", "secret"),
+    p.Controlled("3f2a91c0" * 4, "pause", "paused"),
 ]
 
 

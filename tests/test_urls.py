@@ -6,6 +6,8 @@ import re
 from urllib.parse import urljoin
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gridcrawl.urls import (
     MAX_URL_LENGTH,
@@ -81,6 +83,9 @@ from gridcrawl.urls import (
         ("http://127.0.0.1:80/x", "http://127.0.0.1/x"),
         ("http://User:Pw@Example.com/", "http://User:Pw@example.com/"),
         ("http://my_host.example.com/", "http://my_host.example.com/"),
+        # backslashes before the query are path separators (WHATWG URL Standard)
+        ("http://example.com\\evil.example/x", "http://example.com/evil.example/x"),
+        ("http://example.com/a\\b?q=c\\d", "http://example.com/a/b?q=c%5Cd"),
     ],
 )
 def test_canonical_url_absolute(url: str, expected: str) -> None:
@@ -128,6 +133,8 @@ BASE = "http://example.com/docs/guide/index.html?x=1#intro"
         ("https://Other.Example:443/a", "https://other.example/a"),
         ("HTTP://EXAMPLE.ORG", "http://example.org/"),
         ("http:other.html", "http://example.com/docs/guide/other.html"),
+        ("\\\\cdn.example.org\\lib.js", "http://cdn.example.org/lib.js"),
+        ("sub\\page.html", "http://example.com/docs/guide/sub/page.html"),
     ],
 )
 def test_canonical_url_relative(href: str, expected: str) -> None:
@@ -278,6 +285,27 @@ def test_length_is_measured_on_the_canonical_form() -> None:
 def test_session_params_constant() -> None:
     assert SESSION_PARAMS == frozenset({"jsessionid", "phpsessid", "sid", "sessionid"})
     assert MAX_URL_LENGTH == 2083
+
+
+_URL_PIECES = st.sampled_from(
+    ["http://", "https://", "HTTP://", "//", "/", "..", ".", "?", "#", "&", "=", ";", "%", "%2e", "%zz",
+     "@", ":", "[", "]", "::1", "80", "443", "a", "é", "\ud800", "\x00", " ", "\t", "jsessionid", "sid",
+     "example.com", "xn--", "-", "_", "\\", "+"]
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_URL_PIECES, max_size=12).map("".join), st.sampled_from([None, BASE, "https://h.example"]))
+def test_canonical_url_raises_only_invalid_url_and_is_idempotent(url: str, base: str | None) -> None:
+    try:
+        canonical = canonical_url(url, base)
+    except InvalidURL:
+        return
+    assert canonical.isascii()
+    assert canonical.startswith(("http://", "https://"))
+    assert "#" not in canonical
+    assert len(canonical) <= MAX_URL_LENGTH
+    assert canonical_url(canonical) == canonical
 
 
 # --------------------------------------------------------------------------

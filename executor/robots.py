@@ -1,0 +1,282 @@
+"""robots.txt on an executor: fetch once per origin, cache, answer "may I fetch this URL?".
+
+This module owns the Robots Exclusion Protocol (RFC 9309) for an executor process: one
+:class:`RobotsCache` shared by all worker threads fetches ``/robots.txt`` of each origin
+(scheme, host and port, RFC 9309 §2.3) once, parses it with protego, keeps the rules for at most
+``max_age`` seconds (24 h, RFC 9309 §2.4), and answers :meth:`RobotsCache.check` for every URL
+and every redirect hop the executor is about to request. Concurrent workers asking about the
+same origin wait for the one fetch in progress instead of all fetching it.
+
+What a robots.txt fetch means (RFC 9309 §2.3.1):
+
+===========================================  ==================================================
+outcome                                       rules used
+===========================================  ==================================================
+2xx (after at most 10 redirects)              parsed (the first ``max_bytes``: RFC 9309 §2.5)
+4xx except 429 ("unavailable")                allow everything
+too many redirects, a redirect loop, an       allow everything (RFC 9309 §2.3.1.2: the file
+invalid or refused redirect target            MAY be assumed unavailable)
+429, 5xx, timeout, connection failure         disallow everything for ``retry_after`` seconds,
+("unreachable")                               then fetch again (RFC 9309 §2.3.1.4)
+===========================================  ==================================================
+
+429 counts as unreachable, not unavailable: a server that asks us to slow down must not be
+read as "no rules" (Google does the same). Rules are matched for the **product token** of the
+User-Agent (``gridcrawl`` of ``gridcrawl/0.1 (+https://...)``), case-insensitively, as RFC 9309
+§2.2.1 says; protego implements the matching (longest match, Allow wins a tie, ``*`` and ``$``,
+groups of the same user agent merged, ``*`` group as the fallback).
+
+The crawl delay reported is the group's ``Crawl-delay``, else ``Request-rate`` as seconds per
+request, else ``None``; capping it is the manager's job (``max_crawl_delay``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Protocol
+from urllib.parse import urlsplit
+
+from protego import Protego
+
+from gridcrawl.executor.fetch import ErrorKind, FetchResult, HopRefusal
+
+__all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES"]
+
+#: Bytes of a robots.txt that are parsed (RFC 9309 §2.5: at least 500 KiB); the rest is ignored.
+ROBOTS_MAX_BYTES = 512 * 1024
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_TOKEN_RE = re.compile(r"[A-Za-z_-]+")
+
+
+class _Fetches(Protocol):
+    def fetch(self, url: str) -> FetchResult: ...  # pragma: no cover - a protocol
+
+
+def product_token(user_agent: str) -> str:
+    """The product token of a User-Agent string, lower-cased (RFC 9309 §2.2.1).
+
+    ``"gridcrawl/0.1 (+https://example.invalid)"`` gives ``"gridcrawl"``: the leading run of
+    letters, ``_`` and ``-``. A string without one gives ``"*"`` (only ``*`` groups apply).
+    """
+    match = _TOKEN_RE.match(user_agent.strip())
+    return match.group().lower() if match else "*"
+
+
+def origin_of(url: str) -> str | None:
+    """The robots.txt origin of ``url``: ``"scheme://host:port"`` with the port always written
+    (``http://example.com:80``), lower case; ``None`` for a URL that is not http(s) with a host."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port or _DEFAULT_PORTS[scheme]}"
+
+
+def _robots_url(origin: str) -> str:
+    scheme, rest = origin.split("://", 1)
+    host, port = rest.rsplit(":", 1)
+    if int(port) == _DEFAULT_PORTS[scheme]:
+        return f"{scheme}://{host}/robots.txt"
+    return f"{origin}/robots.txt"
+
+
+@dataclass(frozen=True)
+class RobotsDecision:
+    """The answer for one URL.
+
+    Attributes:
+        allowed: True when the URL may be fetched.
+        crawl_delay: seconds the host asks between requests (``Crawl-delay``, else
+            ``Request-rate``), or ``None``.
+        reason: why it is refused (``None`` when allowed).
+        unreachable: True when refused only because robots.txt could not be fetched (429, 5xx,
+            no answer): the refusal lifts after ``retry_after`` seconds.
+        retry_after: seconds until robots.txt is fetched again (only when ``unreachable``).
+    """
+
+    allowed: bool
+    crawl_delay: float | None = None
+    reason: str | None = None
+    unreachable: bool = False
+    retry_after: float | None = None
+
+    def refusal(self) -> HopRefusal | None:
+        """This decision as a Fetcher hop-check answer: ``None`` if allowed, else a
+        :class:`HopRefusal` of kind ROBOTS or ROBOTS_UNREACHABLE."""
+        if self.allowed:
+            return None
+        kind = ErrorKind.ROBOTS_UNREACHABLE if self.unreachable else ErrorKind.ROBOTS
+        return HopRefusal(kind, self.reason or "disallowed by robots.txt", self.retry_after)
+
+
+@dataclass
+class _Rules:
+    """The cached rules of one origin."""
+
+    parser: Protego | None  # None: allow or disallow everything, per ``allow_all``
+    allow_all: bool
+    crawl_delay: float | None
+    expires: float  # clock() value after which robots.txt is fetched again
+    unreachable: bool = False
+    note: str = ""  # what happened to the fetch, for messages
+
+
+class RobotsCache:
+    """Per-origin robots.txt rules for one executor; thread-safe.
+
+    Args:
+        fetcher: what fetches robots.txt: an object with ``fetch(url) -> FetchResult``, normally
+            a :class:`~gridcrawl.executor.fetch.Fetcher` made with ``keep_non_html=True`` (so a
+            ``text/plain`` body is downloaded), ``max_body_bytes=ROBOTS_MAX_BYTES`` and
+            ``truncate_body=True`` — :meth:`for_fetcher` builds one. Its own hop check (e.g.
+            private addresses) applies; it must not be the robots check itself.
+        user_agent: the crawler's User-Agent header; rules are matched for its product token.
+        max_age: seconds a fetched robots.txt is used (RFC 9309 §2.4: at most 24 hours).
+        clock: the time source, seconds (monotonic); tests pass a fake one.
+        retry_after: seconds an unreachable robots.txt (429, 5xx, no answer) keeps the origin
+            disallowed before it is fetched again.
+        max_origins: origins kept; the least recently used is forgotten beyond that.
+    """
+
+    def __init__(self, fetcher: _Fetches, user_agent: str, max_age: float = 24 * 3600,
+                 clock: Callable[[], float] = time.monotonic, *, retry_after: float = 60.0,
+                 max_origins: int = 10_000) -> None:
+        self.fetcher = fetcher
+        self.user_agent = user_agent
+        self.token = product_token(user_agent)
+        self.max_age = float(max_age)
+        self.clock = clock
+        self.retry_after = float(retry_after)
+        self.max_origins = int(max_origins)
+        self.fetches = 0  #: robots.txt fetches made (for tests and figures)
+        self._lock = threading.Lock()
+        self._rules: OrderedDict[str, _Rules] = OrderedDict()
+        self._pending: dict[str, threading.Event] = {}
+
+    @classmethod
+    def for_fetcher(cls, fetcher, **kwargs) -> "RobotsCache":
+        """A cache fetching robots.txt with a copy of page fetcher ``fetcher`` (same user agent,
+        timeouts and hop check) that downloads any type and keeps the first
+        :data:`ROBOTS_MAX_BYTES`. ``kwargs`` go to the constructor."""
+        robots_fetcher = fetcher.derive(keep_non_html=True, max_body_bytes=ROBOTS_MAX_BYTES,
+                                        truncate_body=True)
+        return cls(robots_fetcher, fetcher.user_agent, **kwargs)
+
+    # ------------------------------------------------------------------ queries
+
+    def check(self, url: str) -> tuple[bool, float | None]:
+        """``(allowed, crawl_delay)`` for ``url``; fetches the origin's robots.txt if needed.
+
+        ``crawl_delay`` is seconds or ``None``. A URL that is not http(s) is allowed (the
+        fetcher refuses it anyway). Blocks while robots.txt of the origin is being fetched
+        (at most the fetcher's deadline). Never raises for anything the web sends.
+        """
+        decision = self.decide(url)
+        return decision.allowed, decision.crawl_delay
+
+    def decide(self, url: str) -> RobotsDecision:
+        """The full :class:`RobotsDecision` for ``url`` (see :meth:`check`)."""
+        origin = origin_of(url)
+        if origin is None:
+            return RobotsDecision(True)
+        rules = self._rules_for(origin)
+        if rules.parser is None:
+            if rules.allow_all:
+                return RobotsDecision(True, rules.crawl_delay)
+            wait = max(0.0, rules.expires - self.clock())
+            return RobotsDecision(False, None, f"robots.txt unreachable ({rules.note}); disallowed for now",
+                                  unreachable=True, retry_after=wait)
+        if urlsplit(url).path == "/robots.txt" or rules.parser.can_fetch(url, self.token):
+            return RobotsDecision(True, rules.crawl_delay)
+        return RobotsDecision(False, rules.crawl_delay, "disallowed by robots.txt")
+
+    def hop_check(self, url: str) -> HopRefusal | None:
+        """A Fetcher hop check: ``None`` when ``url`` may be requested, else a refusal of kind
+        ROBOTS or ROBOTS_UNREACHABLE (see :func:`gridcrawl.executor.fetch.chain_hop_checks`)."""
+        return self.decide(url).refusal()
+
+    def forget(self, url: str) -> None:
+        """Drop the cached rules of ``url``'s origin (the next check fetches robots.txt again)."""
+        origin = origin_of(url)
+        with self._lock:
+            self._rules.pop(origin, None)
+
+    # ------------------------------------------------------------------ cache
+
+    def _rules_for(self, origin: str) -> _Rules:
+        while True:
+            with self._lock:
+                rules = self._rules.get(origin)
+                if rules is not None and self.clock() < rules.expires:
+                    self._rules.move_to_end(origin)
+                    return rules
+                event = self._pending.get(origin)
+                if event is None:
+                    event = self._pending[origin] = threading.Event()
+                    owner = True
+                else:
+                    owner = False
+            if not owner:
+                # bounded by the fetcher's deadline; the timeout only guards against a bug
+                event.wait(getattr(self.fetcher, "deadline", 30.0) + 5.0)
+                continue
+            rules = None
+            try:
+                rules = self._load(origin)
+            finally:
+                if rules is None:  # _load raised: treat as unreachable, never hang the waiters
+                    rules = self._unreachable("crash while fetching")
+                with self._lock:
+                    self._rules[origin] = rules
+                    self._rules.move_to_end(origin)
+                    while len(self._rules) > self.max_origins:
+                        self._rules.popitem(last=False)
+                    self._pending.pop(origin, None)
+                event.set()
+            return rules
+
+    def _unreachable(self, note: str) -> _Rules:
+        return _Rules(None, False, None, self.clock() + self.retry_after, unreachable=True, note=note)
+
+    def _load(self, origin: str) -> _Rules:
+        """Fetch and interpret the robots.txt of ``origin`` (RFC 9309 §2.3.1)."""
+        self.fetches += 1
+        result = self.fetcher.fetch(_robots_url(origin))
+        expires = self.clock() + self.max_age
+        kind, status = result.error_kind, result.status
+        if kind is None and status is not None and 200 <= status < 300:
+            text = (result.body or b"").decode("utf-8", errors="replace")
+            if text.startswith("\ufeff"):
+                text = text[1:]
+            parser = Protego.parse(text)
+            parser.can_fetch(f"{origin}/", self.token)  # build protego's lazy indexes before sharing
+            return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}")
+        if status == 429 or (status is not None and status >= 500) or kind in (
+                ErrorKind.TIMEOUT, ErrorKind.CONNECTION, ErrorKind.CRASH):
+            note = f"HTTP {status}" if kind in (None, ErrorKind.HTTP_STATUS) and status else (
+                result.error or kind.value)
+            return self._unreachable(note)
+        # 4xx, 3xx without Location, too many redirects, a loop, a refused or invalid target:
+        # "unavailable" (RFC 9309 §2.3.1.2-3): no rules apply.
+        return _Rules(None, True, None, expires, note=f"HTTP {status}" if status else (kind.value if kind else "no status"))
+
+    def _delay(self, parser: Protego) -> float | None:
+        delay = parser.crawl_delay(self.token)
+        if delay is not None:
+            return float(delay)
+        rate = parser.request_rate(self.token)
+        if rate is not None and rate.requests > 0:
+            return rate.seconds / rate.requests
+        return None

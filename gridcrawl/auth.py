@@ -1,0 +1,319 @@
+"""Who may join the grid: users, groups and permissions in the manager database, and checking a
+user's password and permission.
+
+This module owns Alchemi's security model, made safe:
+
+* **Permissions** (Alchemi's ``prm`` table): ``ExecuteThread`` (run grid threads: register an
+  executor), ``ManageOwnApp`` (create applications and manage one's own), ``ManageAllApps``
+  (reattach to, read, acknowledge and close anyone's application), ``ManageUsers``.
+* **Groups** (``grp``), each with a fixed set of permissions (``grp_prm``): ``Administrators``
+  (all four), ``Executors`` (ExecuteThread), ``Users`` (ManageOwnApp). Every user (``usr``) is
+  in one group. The groups and permissions are created with the schema; **no user is**: there
+  is no default account (Alchemi shipped admin/admin).
+* **Passwords** are stored as scrypt hashes (RFC 7914; ``hashlib.scrypt``, N=2^14, r=8, p=1,
+  16 MiB of memory, a 64-byte key) with a random 16-byte salt per user, never in clear (Alchemi
+  kept unsalted MD5). Verification compares in constant time (``hmac.compare_digest``) and runs
+  scrypt even for an unknown user, so a wrong password and an unknown user look alike.
+
+When is a login required? :meth:`UserStore.authenticate` lets everyone in while the ``usr``
+table is empty (a local grid on 127.0.0.1), unless the store was made with
+``require_login=True`` (the manager's ``--require-login``); as soon as one user exists, every
+executor and client must log in. The manager's pure core calls :meth:`UserStore.authenticate`
+through the ``authenticate(user, password, permission) -> str | None`` callable the server
+injects.
+
+Sources: RFC 7914 (scrypt); OWASP Password Storage Cheat Sheet (scrypt parameters); Alchemi 1.0
+SQL Server script (usr/grp/prm tables and the groups' permissions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from gridcrawl import models
+
+log = logging.getLogger("gridcrawl.auth")
+
+# Alchemi's permission and group ids and names.
+EXECUTE_THREAD = "ExecuteThread"
+MANAGE_OWN_APP = "ManageOwnApp"
+MANAGE_ALL_APPS = "ManageAllApps"
+MANAGE_USERS = "ManageUsers"
+
+#: permission id -> name (Alchemi's prm table).
+PERMISSIONS: dict[int, str] = {0: EXECUTE_THREAD, 1: MANAGE_OWN_APP, 2: MANAGE_ALL_APPS, 3: MANAGE_USERS}
+#: group id -> name (Alchemi's grp table).
+GROUPS: dict[int, str] = {0: "Administrators", 1: "Executors", 2: "Users"}
+#: group name -> its permissions (Alchemi's grp_prm table).
+GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
+    "Administrators": frozenset(PERMISSIONS.values()),
+    "Executors": frozenset({EXECUTE_THREAD}),
+    "Users": frozenset({MANAGE_OWN_APP}),
+}
+
+# scrypt cost (RFC 7914 §2): N (CPU/memory cost, a power of 2), r (block size), p (parallelism).
+# 128 * N * r bytes = 16 MiB of memory and some 50 ms of CPU per verification.
+SCRYPT_N, SCRYPT_R, SCRYPT_P = 2 ** 14, 8, 1
+KEY_BYTES = 64
+SALT_BYTES = 16
+MIN_PASSWORD = 8
+MAX_PASSWORD = 1024
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
+_HASH = re.compile(r"^scrypt\$n=(\d+),r=(\d+),p=(\d+)\$([0-9a-f]+)$")
+
+
+class AuthError(ValueError):
+    """A user cannot be created or changed: bad name, weak password, unknown group, duplicate."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Password hashing
+
+
+def hash_password(password: str, salt: bytes, *, n: int = SCRYPT_N, r: int = SCRYPT_R, p: int = SCRYPT_P) -> str:
+    """The stored form of ``password`` with ``salt``: ``"scrypt$n=N,r=R,p=P$<128 hex digits>"``.
+
+    The parameters travel with the hash, so a later release can raise them and still verify old
+    hashes. Raises ``ValueError`` (from ``hashlib``) on parameters scrypt rejects.
+    """
+    key = hashlib.scrypt(password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=256 * n * r * p,
+                         dklen=KEY_BYTES)
+    return f"scrypt$n={n},r={r},p={p}${key.hex()}"
+
+
+def verify_password(password: str, salt: bytes, stored: str) -> bool:
+    """True if ``password`` with ``salt`` gives ``stored`` (a :func:`hash_password` string).
+
+    Compares in constant time. A malformed ``stored`` value, or parameters beyond sane bounds
+    (N above 2^20, which would let a tampered row exhaust the manager's memory), give False.
+    """
+    match = _HASH.match(stored or "")
+    if match is None:
+        return False
+    n, r, p = (int(g) for g in match.groups()[:3])
+    if not (2 <= n <= 2 ** 20 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
+        return False
+    try:
+        computed = hash_password(password, salt, n=n, r=r, p=p)
+    except ValueError:
+        return False
+    return hmac.compare_digest(computed.encode(), stored.encode())
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid user name (1–64 characters: letters, digits, ``_ . @ -``, not
+    starting with ``.``, ``@`` or ``-``); else raise :class:`AuthError`."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise AuthError(f"invalid user name {name!r}: use 1-64 letters, digits, _ . @ - (not first)")
+    return name
+
+
+def check_password(password: str) -> str:
+    """``password`` if it is acceptable for a new account (``MIN_PASSWORD`` to ``MAX_PASSWORD``
+    characters); else raise :class:`AuthError`."""
+    if not isinstance(password, str) or len(password) < MIN_PASSWORD:
+        raise AuthError(f"the password must have at least {MIN_PASSWORD} characters")
+    if len(password) > MAX_PASSWORD:
+        raise AuthError(f"the password must have at most {MAX_PASSWORD} characters")
+    return password
+
+
+#: Environment variable the programs read a password from (never a command-line argument).
+PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
+
+
+def login_password(user: str | None) -> str | None:
+    """The password an executor or client logs in with: ``$GRIDCRAWL_PASSWORD`` if set, else,
+    when ``user`` was given, asked on the terminal without echo; else None (no login).
+    Raises ``EOFError`` when it must be asked but there is no input."""
+    import os
+    password = os.environ.get(PASSWORD_ENV)
+    if password is not None or user is None:
+        return password
+    import getpass
+    return getpass.getpass(f"password for {user}: ")
+
+
+# ----------------------------------------------------------------------------------------------
+# The user store
+
+
+@dataclass(frozen=True)
+class User:
+    """A row of ``usr`` with its group's name and permissions (``created``: naive UTC)."""
+
+    name: str
+    group: str
+    permissions: frozenset[str]
+    created: datetime | None
+
+
+class UserStore:
+    """Users, groups and permissions in the manager database ``engine``.
+
+    The constructor creates the manager schema if it is missing (see
+    :func:`gridcrawl.db.init_schema`) and the fixed groups and permissions. ``require_login``:
+    refuse everyone while no user exists (otherwise an empty ``usr`` table means an open grid).
+    Thread-safe (the manager's loop and the CLI use it; the cache has a lock).
+    """
+
+    def __init__(self, engine: Engine, *, require_login: bool = False) -> None:
+        from gridcrawl.db import init_schema, insert_ignore
+        self.engine = engine
+        self.require_login = require_login
+        init_schema(engine, models.manager_metadata, models.manager_meta)
+        with engine.begin() as conn:
+            insert_ignore(conn, models.prm, [{"prm_id": i, "prm_name": n} for i, n in PERMISSIONS.items()])
+            insert_ignore(conn, models.grp, [{"grp_id": i, "grp_name": n} for i, n in GROUPS.items()])
+            ids = {n: i for i, n in PERMISSIONS.items()}
+            insert_ignore(conn, models.grp_prm, [{"grp_id": g, "prm_id": ids[perm]} for g, name in GROUPS.items()
+                                                 for perm in sorted(GROUP_PERMISSIONS[name])])
+        # Successful verifications, so that an executor's reconnects do not run scrypt again:
+        # user -> (HMAC of the password under a key that lives only in this process, stored hash).
+        self._key = secrets.token_bytes(32)
+        self._verified: dict[str, tuple[bytes, str]] = {}
+        self._lock = threading.Lock()
+        self._dummy_salt = secrets.token_bytes(SALT_BYTES)
+        self._dummy_hash = hash_password(secrets.token_hex(16), self._dummy_salt)
+
+    # ------------------------------------------------------------------ administration
+
+    def add(self, name: str, password: str, group: str, *, now: datetime | None = None) -> User:
+        """Create user ``name`` in ``group`` (a name of :data:`GROUPS`) with ``password``.
+
+        Raises :class:`AuthError` on an invalid name, a weak password, an unknown group or a
+        user that exists already.
+        """
+        from gridcrawl.db import is_unique_violation, utcnow
+        check_name(name)
+        check_password(password)
+        group_id = {n.lower(): i for i, n in GROUPS.items()}.get((group or "").lower())
+        if group_id is None:
+            raise AuthError(f"unknown group {group!r}: use one of {', '.join(GROUPS.values())}")
+        salt = secrets.token_bytes(SALT_BYTES)
+        row = {"usr_name": name, "password_hash": hash_password(password, salt), "salt": salt.hex(),
+               "grp_id": group_id, "created": now or utcnow()}
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(models.usr.insert(), row)
+        except sa.exc.IntegrityError as exc:
+            if is_unique_violation(exc):
+                raise AuthError(f"user {name!r} exists already") from None
+            raise
+        log.info("user %s added to group %s", name, GROUPS[group_id])
+        return self.get(name)  # type: ignore[return-value]
+
+    def set_password(self, name: str, password: str) -> None:
+        """Give user ``name`` a new ``password`` (and a new salt). Raises :class:`AuthError`
+        if the user does not exist or the password is weak."""
+        check_password(password)
+        salt = secrets.token_bytes(SALT_BYTES)
+        with self.engine.begin() as conn:
+            count = conn.execute(models.usr.update().where(models.usr.c.usr_name == name).values(
+                password_hash=hash_password(password, salt), salt=salt.hex())).rowcount
+        if not count:
+            raise AuthError(f"no user {name!r}")
+        with self._lock:
+            self._verified.pop(name, None)
+
+    def remove(self, name: str) -> bool:
+        """Delete user ``name``; True if it existed."""
+        with self.engine.begin() as conn:
+            count = conn.execute(models.usr.delete().where(models.usr.c.usr_name == name)).rowcount
+        with self._lock:
+            self._verified.pop(name, None)
+        return bool(count)
+
+    def get(self, name: str) -> User | None:
+        """User ``name`` with its group and permissions, or None."""
+        rows = self._rows(name)
+        if not rows:
+            return None
+        return User(name, rows[0].grp_name, frozenset(r.prm_name for r in rows if r.prm_name), rows[0].created)
+
+    def list(self) -> list[User]:
+        """Every user, by name."""
+        u = models.usr
+        with self.engine.connect() as conn:
+            names = conn.execute(sa.select(u.c.usr_name).order_by(u.c.usr_name)).scalars().all()
+        return [user for user in map(self.get, names) if user is not None]
+
+    def has_users(self) -> bool:
+        """True if at least one user exists (logins are then required)."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(models.usr.c.usr_name).limit(1)).first() is not None
+
+    def _rows(self, name: str) -> list:
+        u, g, gp, pr = models.usr, models.grp, models.grp_prm, models.prm
+        stmt = (sa.select(u.c.usr_name, u.c.password_hash, u.c.salt, u.c.created, g.c.grp_name, pr.c.prm_name)
+                .join(g, g.c.grp_id == u.c.grp_id)
+                .outerjoin(gp, gp.c.grp_id == g.c.grp_id)
+                .outerjoin(pr, pr.c.prm_id == gp.c.prm_id)
+                .where(u.c.usr_name == name))
+        with self.engine.connect() as conn:
+            return conn.execute(stmt).all()
+
+    # ------------------------------------------------------------------ checking
+
+    def verify(self, name: str, password: str | None) -> User | None:
+        """The user ``name`` if ``password`` is its password, else None (unknown user and wrong
+        password alike; both cost one scrypt run)."""
+        if not isinstance(name, str) or not isinstance(password, str) or len(password) > MAX_PASSWORD:
+            return None
+        rows = self._rows(name) if _NAME.match(name) else []
+        if not rows:
+            verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
+            return None
+        row = rows[0]
+        tag = hmac.new(self._key, password.encode("utf-8"), hashlib.sha256).digest()
+        with self._lock:
+            cached = self._verified.get(name)
+        if cached is not None and cached[1] == row.password_hash and hmac.compare_digest(cached[0], tag):
+            ok = True
+        else:
+            try:
+                salt = bytes.fromhex(row.salt)
+            except ValueError:
+                return None
+            ok = verify_password(password, salt, row.password_hash)
+            if ok:
+                with self._lock:
+                    if len(self._verified) >= 4096:
+                        self._verified.clear()
+                    self._verified[name] = (tag, row.password_hash)
+        if not ok:
+            return None
+        return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
+
+    def authenticate(self, user: str, password: str | None, permission: str) -> str | None:
+        """The manager core's check: None if ``user`` with ``password`` may use ``permission``
+        (a name of :data:`PERMISSIONS`), else the reason to send in a ``refuse`` message.
+
+        While no user exists and ``require_login`` is off, everyone may do everything (an open,
+        local grid). The reason does not tell an unknown user from a wrong password.
+        """
+        if not self.require_login and not self.has_users():
+            return None
+        found = self.verify(user, password)
+        if found is None:
+            log.warning("login refused for user %r: unknown user or wrong password", user)
+            return f"authentication failed for user {user!r}: unknown user or wrong password"
+        if permission not in found.permissions:
+            log.warning("user %r (group %s) refused: no %s permission", user, found.group, permission)
+            return f"user {user!r} (group {found.group}) does not have the {permission} permission"
+        return None
+
+
+__all__ = ["AuthError", "User", "UserStore", "PASSWORD_ENV", "login_password", "hash_password", "verify_password", "check_name", "check_password",
+           "PERMISSIONS", "GROUPS", "GROUP_PERMISSIONS", "EXECUTE_THREAD", "MANAGE_OWN_APP", "MANAGE_ALL_APPS",
+           "MANAGE_USERS"]

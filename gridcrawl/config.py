@@ -1,0 +1,361 @@
+"""One configuration for every program: a TOML file, then ``GRIDCRAWL_…`` environment variables,
+then command-line options — each overriding the one before.
+
+This module owns that precedence and the provenance of every value.
+
+**The file** (``--config gridcrawl.toml``, or the path in ``GRIDCRAWL_CONFIG``), TOML (read with
+the standard library's :mod:`tomllib`):
+
+.. code-block:: toml
+
+    heartbeat_interval = 0.5          # flat keys: any Settings field, or log_level/log_file/log_json
+    [logging]
+    log_level = "INFO"
+    [manager]                         # a program's section: its options and Settings fields
+    bind = "tcp://*:9000"
+    http = "127.0.0.1:9080"
+    [executor]
+    threads = 4
+    idle_only = true
+    [client]
+    max_in_flight = 128
+
+Keys may be written with ``-`` or ``_``. Sections: ``settings`` (the same as flat keys),
+``logging``, and one per program or command: ``manager``, ``executor``, ``client``, ``run``,
+``export``, ``report``. Within a file a program's section wins over flat keys. An unknown key or
+section, or a value of the wrong type, is an error naming the file and the key (exit status 2).
+
+**The environment**: ``GRIDCRAWL_<NAME>`` for every Settings field and every option of the
+program being run (``GRIDCRAWL_THREADS=4``, ``GRIDCRAWL_DB=sqlite:///x.db``); booleans are
+``1/0``, ``true/false``, ``yes/no`` or ``on/off``.
+
+**The command line** wins over both. Options reach click/typer through its ``default_map`` (so
+``--help`` still shows the built-in defaults, and the option's own type check applies), and
+:func:`settings` fills the Settings fields a program has no option for.
+
+``gridcrawl config show`` prints every effective value and where it came from
+(:func:`show_rows`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gridcrawl.settings import Settings
+
+ENV_PREFIX = "GRIDCRAWL_"
+CONFIG_ENV = "GRIDCRAWL_CONFIG"
+PROGRAM_SECTIONS = ("manager", "executor", "client", "run", "export", "report")
+GLOBAL_SECTIONS = ("settings", "logging")
+LOGGING_KEYS = ("log_level", "log_file", "log_json")
+#: Options that are the negation of a Settings field: option name -> field name.
+INVERSE_OPTIONS = {"no_content": "store_content", "ignore_robots": "obey_robots"}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class ConfigError(ValueError):
+    """The configuration file or an environment variable is unusable; the message says where."""
+
+
+@dataclass
+class Value:
+    """One configured value and its source: ``"default"``, ``"file PATH [section]"``,
+    ``"env GRIDCRAWL_NAME"`` or ``"command line"``."""
+
+    value: object
+    source: str
+
+
+@dataclass
+class Resolution:
+    """The file and environment values for one program (before its command line).
+
+    ``settings``: Settings field → :class:`Value`; ``options``: the program's option name →
+    :class:`Value` (options that are not Settings fields); ``path``: the file read, or None.
+    """
+
+    program: str
+    path: Path | None = None
+    settings: dict[str, Value] = field(default_factory=dict)
+    options: dict[str, Value] = field(default_factory=dict)
+
+    def settings_values(self) -> dict[str, object]:
+        """Settings field → value, for the fields the file or environment set."""
+        return {name: v.value for name, v in self.settings.items()}
+
+    def default_map(self, option_names: set[str]) -> dict[str, object]:
+        """click ``default_map`` for a command whose options are ``option_names``: the values
+        of those options from the file and environment (negated for ``--no-content`` style)."""
+        out: dict[str, object] = {}
+        for name in option_names:
+            if name in self.options:
+                out[name] = self.options[name].value
+            elif name in self.settings:
+                out[name] = self.settings[name].value
+            elif name in INVERSE_OPTIONS and INVERSE_OPTIONS[name] in self.settings:
+                out[name] = not self.settings[INVERSE_OPTIONS[name]].value
+        return out
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_HINTS = typing.get_type_hints(Settings)
+
+
+def _norm(key: str) -> str:
+    return key.strip().replace("-", "_").lower()
+
+
+def convert_setting(name: str, value: object, where: str) -> object:
+    """``value`` checked (and, from a string, converted) for Settings field ``name``.
+
+    ``where`` names the source for the error. Raises :class:`ConfigError` on a wrong type.
+    """
+    hint = _HINTS[name]
+    if isinstance(value, str) and hint is not str:
+        text = value.strip()
+        try:
+            if hint is bool:
+                if text.lower() in _TRUE:
+                    return True
+                if text.lower() in _FALSE:
+                    return False
+                raise ValueError
+            return hint(text)
+        except ValueError:
+            raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {value!r}") from None
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
+        raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {value!r}")
+    return value
+
+
+def _convert_option(value: object) -> object:
+    """An environment string for a program option: booleans as Python bools, else the text
+    (click converts it with the option's type)."""
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    return value
+
+
+def read_file(path: str | Path) -> dict:
+    """The TOML file at ``path`` as a dict. Raises :class:`ConfigError` if it is missing or not
+    TOML (the message names the file and the parser's complaint)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"configuration file {path} is not valid TOML: {exc}") from None
+
+
+def resolve(program: str, option_names: set[str], path: str | Path | None = None,
+            environ: typing.Mapping[str, str] | None = None) -> Resolution:
+    """File and environment values for ``program`` (one of :data:`PROGRAM_SECTIONS`), whose
+    command has the options ``option_names``.
+
+    ``path``: the TOML file (None: ``GRIDCRAWL_CONFIG`` if set, else no file); ``environ``:
+    the environment (default ``os.environ``). Raises :class:`ConfigError` for an unknown key or
+    section, a value of the wrong type, or an unreadable file.
+    """
+    environ = os.environ if environ is None else environ
+    path = path or environ.get(CONFIG_ENV) or None
+    res = Resolution(program, Path(path) if path else None)
+    if res.path is not None:
+        data = read_file(res.path)
+        known_options = set(option_names) | set(LOGGING_KEYS)
+
+        def take(section: str | None, items: dict, program_section: bool) -> None:
+            where_section = f" [{section}]" if section else ""
+            for raw_key, value in items.items():
+                key = _norm(raw_key)
+                where = f"{res.path}{where_section}"
+                if isinstance(value, dict):
+                    raise ConfigError(f"{where}: unknown section {raw_key!r}")
+                if key in _FIELDS:
+                    res.settings[key] = Value(convert_setting(key, value, f"{where} {raw_key}"), f"file {where}")
+                elif key in LOGGING_KEYS or (program_section and key in known_options):
+                    res.options[key] = Value(value, f"file {where}")
+                elif program_section and section != program:
+                    continue  # another program's option: checked when that program reads the file
+                else:
+                    raise ConfigError(f"{where}: unknown setting {raw_key!r}")
+
+        flat = {k: v for k, v in data.items() if not isinstance(v, dict)}
+        take(None, flat, False)
+        for raw, items in data.items():
+            if not isinstance(items, dict):
+                continue
+            section = _norm(raw)
+            if section in GLOBAL_SECTIONS:
+                if section == "logging":
+                    bad = [k for k in items if _norm(k) not in LOGGING_KEYS]
+                    if bad:
+                        raise ConfigError(f"{res.path} [logging]: unknown setting {bad[0]!r} "
+                                          f"(use {', '.join(LOGGING_KEYS)})")
+                take(section, items, False)
+            elif section not in PROGRAM_SECTIONS:
+                raise ConfigError(f"{res.path}: unknown section [{raw}] (use {', '.join(GLOBAL_SECTIONS + PROGRAM_SECTIONS)})")
+        for raw, items in data.items():  # the program's own section last: it wins within the file
+            if isinstance(items, dict) and _norm(raw) == program:
+                take(program, items, True)
+    for name in _FIELDS:
+        var = ENV_PREFIX + name.upper()
+        if var in environ:
+            res.settings[name] = Value(convert_setting(name, environ[var], f"environment {var}"), f"env {var}")
+    for name in sorted(set(option_names) | set(LOGGING_KEYS)):
+        var = ENV_PREFIX + name.upper()
+        if name not in _FIELDS and var in environ and var != CONFIG_ENV:
+            res.options[name] = Value(_convert_option(environ[var]), f"env {var}")
+    return res
+
+
+# ----------------------------------------------------------------------------------------------
+# Running a program with its configuration
+
+
+def _option_names(command) -> dict[str, set[str]]:
+    """Option names of a click/typer command: ``{"": names}`` for a plain command or a group's
+    own options, plus ``{sub: names}`` for each subcommand (one level deep: ``db init`` → ``db``)."""
+    names = {"": {p.name for p in command.params if p.name}}
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        names[sub_name] = {p.name for p in sub.params if p.name}
+    return names
+
+
+def take_config_argument(argv: list[str]) -> tuple[str | None, list[str]]:
+    """Find ``--config PATH`` / ``--config=PATH`` in ``argv``: ``(path or None, argv without it)``."""
+    rest: list[str] = []
+    path = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        if arg == "--config" and i + 1 < len(argv):
+            path = argv[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            path = arg.split("=", 1)[1]
+            i += 1
+            continue
+        rest.append(arg)
+        i += 1
+    return path, rest
+
+
+def run_program(app, program: str, argv: list[str] | None = None, *, keep_config_option: bool = True) -> None:
+    """Run typer ``app`` as ``program`` with its configuration applied (the programs' ``main``).
+
+    Reads ``--config PATH`` (or ``GRIDCRAWL_CONFIG``) and the environment, passes the values to
+    click as ``default_map`` (the command line still wins) and the :class:`Resolution` as
+    ``ctx.obj`` (see :func:`settings`). ``keep_config_option``: the command declares ``--config``
+    itself (else it is removed from ``argv``). The path is exported as ``GRIDCRAWL_CONFIG`` so
+    that programs this one starts (``gridcrawl run``) read the same file. A configuration error
+    is one line on stderr and exit status 2.
+    """
+    import typer
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    path, stripped = take_config_argument(argv)
+    if not keep_config_option:
+        argv = stripped
+    command = typer.main.get_command(app)
+    names = _option_names(command)
+    try:
+        top_names = names.pop("")
+        top = resolve(program, top_names, path)
+        default_map: dict = top.default_map(top_names)
+        obj: Resolution | dict = top
+        if names:  # a group with subcommands: one resolution each, found by ctx.info_name
+            obj = {"": top}
+            for sub, sub_names in names.items():
+                sub_res = resolve(sub if sub in PROGRAM_SECTIONS else program, sub_names, path)
+                obj[sub] = sub_res
+                default_map[sub] = sub_res.default_map(sub_names)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if path:
+        os.environ[CONFIG_ENV] = str(Path(path).resolve())
+    app(args=argv, default_map=default_map, obj=obj)
+
+
+def settings(ctx=None, **explicit) -> Settings:
+    """A :class:`Settings` from the file and environment values of the running program (found
+    in ``ctx.obj``, put there by :func:`run_program`), overridden by ``explicit`` — the
+    program's option values. Does not validate (call ``.validate()``)."""
+    res = None
+    obj = getattr(ctx, "obj", None) if ctx is not None else None
+    if isinstance(obj, Resolution):
+        res = obj
+    elif isinstance(obj, dict) and ctx is not None:  # a group: the top's own or a subcommand's
+        res = obj.get("" if getattr(ctx, "parent", None) is None else getattr(ctx, "info_name", None))
+    base = res.settings_values() if res is not None else {}
+    return Settings(**{**base, **explicit})
+
+
+# ----------------------------------------------------------------------------------------------
+# gridcrawl config show
+
+
+def show_rows(program: str, command, args: list[str], path: str | None = None,
+              environ: typing.Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+    """``(name, value, source)`` of every Settings field and every option of ``program``'s
+    ``command`` (a click/typer command) as ``program ARGS`` would run with ``path``.
+
+    Sources: ``default``, ``file PATH [section]``, ``env GRIDCRAWL_X``, ``command line``.
+    Raises :class:`ConfigError` for a bad file or environment.
+    """
+    option_names = _option_names(command)[""] - {"config", "help"}
+    res = resolve(program, option_names, path, environ)
+    ctx = command.make_context(program, list(args), default_map=res.default_map(option_names), obj=res,
+                               resilient_parsing=True)
+    rows: list[tuple[str, str, str]] = []
+    given = {}
+    for name in sorted(option_names):
+        source = ctx.get_parameter_source(name)
+        source_name = getattr(source, "name", "DEFAULT")
+        value = ctx.params.get(name)
+        if source_name == "COMMANDLINE":
+            where = "command line"
+        elif source_name == "DEFAULT_MAP":
+            found = res.options.get(name) or res.settings.get(name) or res.settings.get(INVERSE_OPTIONS.get(name, ""))
+            where = found.source if found else "file/env"
+        elif source_name == "ENVIRONMENT":
+            where = "env"
+        else:
+            where = "default"
+        given[name] = (value, where)
+    for f in dataclasses.fields(Settings):
+        if f.name in given:
+            value, where = given.pop(f.name)
+        elif any(INVERSE_OPTIONS.get(opt) == f.name for opt in given):
+            opt = next(opt for opt in given if INVERSE_OPTIONS.get(opt) == f.name)
+            value, where = given.pop(opt)
+            value = not value
+        elif f.name in res.settings:
+            value, where = res.settings[f.name].value, res.settings[f.name].source
+        else:
+            value, where = f.default, "default"
+        rows.append((f.name, repr(value), where))
+    for name, (value, where) in sorted(given.items()):
+        rows.append((f"{program}.{name}", repr(value), where))
+    return rows
+
+
+__all__ = ["ConfigError", "Resolution", "Value", "resolve", "read_file", "run_program", "settings", "show_rows",
+           "take_config_argument", "convert_setting", "ENV_PREFIX", "CONFIG_ENV"]

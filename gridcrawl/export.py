@@ -1,0 +1,259 @@
+"""Exporting a crawl database: ``gridcrawl export --db URL --format jsonl|warc|csv OUT``.
+
+This module owns the three export formats of a crawl's tables:
+
+* **JSONL** — one JSON object per line per ``document`` row: every column (times as ISO 8601
+  UTC, ``headers`` as an object, a kept binary ``body`` as ``body_base64``); ``content=False``
+  leaves page text and bodies out.
+* **CSV** — the ``visited_url`` table (every URL visited, with status, error and attempts), one
+  row per URL with a header row (RFC 4180, UTF-8).
+* **WARC 1.1** (ISO 28500:2017) — for every stored page a ``request`` record (the GET as the
+  executor sent it: method, path, ``Host``, ``User-Agent``) and a ``response`` record (status
+  line, the response headers stored in ``document.headers``, the body), linked by
+  ``WARC-Concurrent-To``, after one ``warcinfo`` record; written with warcio, gzip-compressed per
+  record when OUT ends in ``.gz``. Bodies are stored decompressed, and HTML as decoded text, so
+  the payload is the stored page (HTML re-encoded in its detected charset, byte-identical unless
+  the page had malformed bytes), ``Content-Encoding``/``Transfer-Encoding`` are dropped and
+  ``Content-Length`` is the payload's length. Pages crawled with ``--no-content`` have no body and
+  are left out of the WARC (counted in the result).
+
+Rows are streamed (``yield_per``), so an export does not hold the crawl in memory.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as _dt
+import io
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from pathlib import Path
+from typing import BinaryIO, Iterator
+from urllib.parse import urlsplit
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from gridcrawl import models
+
+FORMATS = ("jsonl", "warc", "csv")
+BATCH = 500
+# Hop-by-hop or no longer true of the stored (decompressed, whole) body.
+_DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
+
+
+class ExportError(RuntimeError):
+    """The export cannot be made (not a crawl database, unwritable output, unknown format)."""
+
+
+@dataclass
+class ExportResult:
+    """What an export wrote: ``records`` (lines, rows, or pages for WARC) and ``skipped``
+    (documents left out of a WARC because no body was stored)."""
+
+    records: int = 0
+    skipped: int = 0
+
+
+def _iso(value: _dt.datetime | None) -> str | None:
+    """A naive-UTC datetime of the tables as ISO 8601 with ``Z``."""
+    if value is None:
+        return None
+    if value.tzinfo is not None:
+        value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+    return value.isoformat() + "Z"
+
+
+def _rows(engine: Engine, table: sa.Table, order) -> Iterator[dict]:
+    """Every row of ``table`` in ``order``, streamed in batches. Raises :class:`ExportError`
+    if the table is missing (not a crawl database)."""
+    try:
+        with engine.connect() as conn:
+            result = conn.execution_options(yield_per=BATCH).execute(sa.select(table).order_by(order))
+            for row in result:
+                yield dict(row._mapping)
+    except sa.exc.DBAPIError as exc:
+        first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+        raise ExportError(f"{engine.url.render_as_string(hide_password=True)} is not a gridcrawl crawl "
+                          f"database ({table.name}: {first})") from None
+
+
+def _headers(row: dict) -> dict:
+    """The stored response headers of a document row (``{}`` if none were stored)."""
+    raw = row.get("headers")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# ----------------------------------------------------------------------------------------------
+# JSONL and CSV
+
+
+def export_jsonl(engine: Engine, out: io.TextIOBase, *, content: bool = True) -> ExportResult:
+    """Write every document of the crawl in ``engine`` to text stream ``out``, one JSON object
+    per line (keys: the ``document`` columns; ``headers`` decoded; binary ``body`` as
+    ``body_base64``). ``content``: include page text and bodies."""
+    result = ExportResult()
+    for row in _rows(engine, models.document, models.document.c.doc_id):
+        record: dict = {}
+        for key, value in row.items():
+            if key in ("content", "body") and not content:
+                continue
+            if key == "headers":
+                record["headers"] = _headers(row) or None
+            elif isinstance(value, _dt.datetime):
+                record[key] = _iso(value)
+            elif isinstance(value, (bytes, bytearray, memoryview)):
+                record[f"{key}_base64"] = base64.b64encode(bytes(value)).decode("ascii")
+            else:
+                record[key] = value
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        result.records += 1
+    return result
+
+
+def export_csv(engine: Engine, out: io.TextIOBase) -> ExportResult:
+    """Write the crawl's visited URLs (table ``visited_url``, every column) to text stream
+    ``out`` as CSV with a header row; times as ISO 8601 UTC."""
+    result = ExportResult()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([c.name for c in models.visited_url.columns])
+    for row in _rows(engine, models.visited_url, models.visited_url.c.id):
+        writer.writerow(["" if v is None else _iso(v) if isinstance(v, _dt.datetime) else v for v in row.values()])
+        result.records += 1
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# WARC
+
+
+def _payload(row: dict) -> bytes | None:
+    """The stored body of a document: raw ``body`` bytes, or ``content`` text encoded in the
+    page's ``encoding`` (UTF-8 if unknown or unusable); None if nothing was stored."""
+    if row.get("body") is not None:
+        return bytes(row["body"])
+    text = row.get("content")
+    if text is None:
+        return None
+    encoding = row.get("encoding") or "utf-8"
+    try:
+        return text.encode(encoding, errors="replace")
+    except LookupError:
+        return text.encode("utf-8", errors="replace")
+
+
+def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: str | None = None,
+                user_agent: str | None = None) -> ExportResult:
+    """Write the crawl in ``engine`` to binary stream ``out`` as WARC 1.1: a ``warcinfo``
+    record, then a ``request`` and a ``response`` record per stored page (see the module
+    documentation). ``gzip``: compress each record (``.warc.gz``); ``user_agent``: the
+    User-Agent shown in request records (default: the Settings default)."""
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.timeutils import datetime_to_iso_date
+    from warcio.warcwriter import WARCWriter
+
+    from gridcrawl.settings import Settings
+
+    user_agent = user_agent or Settings.user_agent
+    writer = WARCWriter(out, gzip=gzip, warc_version="1.1")
+    result = ExportResult()
+    rows = _rows(engine, models.document, models.document.c.doc_id)
+    first = next(rows, None)  # fail on a non-crawl database before writing anything
+    info = {"software": "gridcrawl", "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+            "description": "pages of a gridcrawl crawl database", "robots": "obey (unless --ignore-robots)"}
+    writer.write_record(writer.create_warcinfo_record(filename or "", info))
+    for row in _chain(first, rows):
+        body = _payload(row)
+        if body is None:
+            result.skipped += 1
+            continue
+        uri = row.get("final_url") or row["url"]
+        status = row.get("status") or 200
+        try:
+            reason = HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Unknown"
+        headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
+        if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
+            headers.append(("content-type", row["content_type"]))
+        headers.append(("content-length", str(len(body))))
+        fetched = row.get("fetched_at")
+        if isinstance(fetched, _dt.datetime):
+            if fetched.tzinfo is None:
+                fetched = fetched.replace(tzinfo=_dt.timezone.utc)
+            date = datetime_to_iso_date(fetched, use_micros=True)
+        else:
+            date = writer.curr_warc_date()
+        response = writer.create_warc_record(
+            uri, "response", payload=io.BytesIO(body), length=len(body),
+            http_headers=StatusAndHeaders(f"{status} {reason}", headers, protocol="HTTP/1.1"),
+            warc_headers_dict={"WARC-Date": date})
+        parts = urlsplit(uri)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request = writer.create_warc_record(
+            uri, "request", payload=io.BytesIO(b""), length=0,
+            http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
+                                          [("Host", parts.netloc), ("User-Agent", user_agent),
+                                           ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
+                                          is_http_request=True),
+            warc_headers_dict={"WARC-Date": date,
+                               "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
+        writer.write_record(request)
+        writer.write_record(response)
+        result.records += 1
+    return result
+
+
+def _chain(first, rest):
+    if first is not None:
+        yield first
+        yield from rest
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _open_output(path: str, binary: bool):
+    """``path`` opened for writing (``-``: standard output). Raises :class:`ExportError`."""
+    if path == "-":
+        yield sys.stdout.buffer if binary else sys.stdout
+        return
+    try:
+        fh = open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")
+    except OSError as exc:
+        raise ExportError(f"cannot write {path}: {exc.strerror}") from None
+    with fh:
+        yield fh
+
+
+def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None) -> ExportResult:
+    """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``) to the file
+    ``path`` (``-``: standard output). ``gzip`` (WARC only): default True when ``path`` ends in
+    ``.gz``. Raises :class:`ExportError` (unknown format, unwritable file, not a crawl
+    database); a partial file may remain after an error."""
+    fmt = fmt.lower()
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")
+    if fmt == "warc":
+        with _open_output(path, binary=True) as out:
+            return export_warc(engine, out, gzip=path.endswith(".gz") if gzip is None else gzip,
+                               filename=Path(path).name if path != "-" else None)
+    with _open_output(path, binary=False) as out:
+        if fmt == "jsonl":
+            return export_jsonl(engine, out, content=content)
+        return export_csv(engine, out)
+
+
+__all__ = ["FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv", "export_warc"]

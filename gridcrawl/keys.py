@@ -1,0 +1,231 @@
+"""CURVE key pairs for encrypted, authenticated ZeroMQ connections, and the manager's allow-list.
+
+This module owns gridcrawl's key files (CurveZMQ, RFC 26/CURVEZMQ; pyzmq's ``zmq.auth`` file
+format, which is czmq's "zcert" format):
+
+* ``NAME.key`` — the public key (share it: the manager's goes to every executor and client; an
+  executor's or client's goes into the manager's allow-list directory);
+* ``NAME.key_secret`` — the public and the secret key, file mode 0600 (keep it where it is).
+
+:func:`new_key_pair` writes them with ``zmq.auth.create_certificates`` inside a private (0700)
+temporary folder, sets the secret file to 0600 and only then moves both into place, so the secret
+is never readable by others, not even for a moment. :func:`load_secret` refuses a secret file
+that group or others can read (as ssh does). :class:`AllowList` is the manager's list of accepted
+public keys: every ``*.key`` file of a directory, read again at each new connection (add or
+remove a file and the next connection sees it), the file's name being the peer's authenticated
+identity (the ZAP ``User-Id`` of its messages). :func:`start_authenticator` runs pyzmq's ZAP
+handler (``ThreadAuthenticator``) with that list.
+
+Sources: ZeroMQ RFC 26 (CurveZMQ) and RFC 27 (ZAP); pyzmq ``zmq.auth`` (``create_certificates``,
+``load_certificate``, ``ThreadAuthenticator``, ``configure_curve_callback``, ``curve_user_id``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.utils import z85
+from zmq.auth.thread import ThreadAuthenticator
+
+log = logging.getLogger("gridcrawl.keys")
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
+PUBLIC_SUFFIX = ".key"
+SECRET_SUFFIX = ".key_secret"
+
+
+class KeyFileError(ValueError):
+    """A key file or directory is missing, unreadable, malformed, or too open (secret key
+    readable by group or others)."""
+
+
+@dataclass(frozen=True)
+class ClientKeys:
+    """What an executor or client needs for CURVE: its own key pair and the manager's public
+    key (all z85-encoded, 40 bytes each)."""
+
+    public: bytes
+    secret: bytes
+    server_public: bytes
+
+
+@dataclass(frozen=True)
+class ServerKeys:
+    """What the manager needs for CURVE: its key pair (z85) and the allow-list directory."""
+
+    public: bytes
+    secret: bytes
+    allow_dir: Path
+
+
+def _check_z85_key(key: bytes | None, path: Path, what: str) -> bytes:
+    if not key or len(key) != 40:
+        raise KeyFileError(f"{path}: no valid {what} key (expected 40 z85 characters)")
+    try:
+        if len(z85.decode(key)) != 32:
+            raise ValueError
+    except Exception:
+        raise KeyFileError(f"{path}: the {what} key is not z85-encoded") from None
+    return key
+
+
+def new_key_pair(name: str, directory: str | os.PathLike = ".") -> tuple[Path, Path]:
+    """Write ``NAME.key`` (public, mode 0644) and ``NAME.key_secret`` (mode 0600) in
+    ``directory`` (created 0700 if missing); return their paths (public, secret).
+
+    ``name`` is 1–64 letters, digits, ``_ . @ -`` (it becomes the peer's identity at the manager).
+    Raises :class:`KeyFileError` for a bad name or if either file exists already (a key pair is
+    never overwritten).
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise KeyFileError(f"invalid key name {name!r}: use 1-64 letters, digits, _ . @ - (not first)")
+    folder = Path(directory)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    public, secret = folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
+    for path in (public, secret):
+        if path.exists():
+            raise KeyFileError(f"{path} exists already; remove it first or choose another name")
+    private = Path(tempfile.mkdtemp(prefix=".gridcrawl-keys-", dir=folder))  # mode 0700
+    try:
+        made_public, made_secret = (Path(p) for p in zmq.auth.create_certificates(private, name))
+        os.chmod(made_secret, 0o600)
+        os.chmod(made_public, 0o644)
+        os.link(made_secret, secret)  # link: fails instead of overwriting a file made meanwhile
+        os.link(made_public, public)
+    except FileExistsError as exc:
+        raise KeyFileError(f"{exc.filename} exists already") from None
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    log.info("CURVE key pair %s written: %s, %s", name, public, secret)
+    return public, secret
+
+
+def load_secret(path: str | os.PathLike) -> tuple[bytes, bytes]:
+    """(public, secret) z85 keys from a ``.key_secret`` file.
+
+    Raises :class:`KeyFileError` if the file is missing, holds no secret key, or (on POSIX) can
+    be read by its group or others (``chmod 600 FILE`` fixes that).
+    """
+    file = Path(path)
+    try:
+        mode = file.stat().st_mode
+    except OSError as exc:
+        raise KeyFileError(f"cannot read secret key file {file}: {exc.strerror}") from None
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(f"secret key file {file} is accessible by others (mode {stat.S_IMODE(mode):04o}); "
+                           f"run: chmod 600 {file}")
+    try:
+        public, secret = zmq.auth.load_certificate(file)
+    except (OSError, ValueError) as exc:
+        raise KeyFileError(f"{file} is not a CURVE key file: {exc}") from None
+    return _check_z85_key(public, file, "public"), _check_z85_key(secret, file, "secret")
+
+
+def load_public(path: str | os.PathLike) -> bytes:
+    """The z85 public key in ``path`` (a ``.key`` file, or a ``.key_secret`` file's public
+    part). Raises :class:`KeyFileError` if it is missing or malformed."""
+    file = Path(path)
+    try:
+        public, _ = zmq.auth.load_certificate(file)
+    except (OSError, ValueError) as exc:
+        raise KeyFileError(f"cannot read public key file {file}: {exc}") from None
+    return _check_z85_key(public, file, "public")
+
+
+def client_keys(secret_file: str | os.PathLike, server_key_file: str | os.PathLike) -> ClientKeys:
+    """An executor's or client's :class:`ClientKeys` from its secret key file and the manager's
+    public key file. Raises :class:`KeyFileError`."""
+    public, secret = load_secret(secret_file)
+    return ClientKeys(public, secret, load_public(server_key_file))
+
+
+def server_keys(secret_file: str | os.PathLike, allow_dir: str | os.PathLike) -> ServerKeys:
+    """The manager's :class:`ServerKeys` from its secret key file and allow-list directory.
+    Raises :class:`KeyFileError` (also when the directory does not exist)."""
+    public, secret = load_secret(secret_file)
+    folder = Path(allow_dir)
+    if not folder.is_dir():
+        raise KeyFileError(f"allow-list directory {folder} does not exist")
+    return ServerKeys(public, secret, folder)
+
+
+class AllowList:
+    """The public keys the manager accepts: every ``*.key`` file in ``directory``.
+
+    The directory is read again at every check (a ZAP request is made once per new connection,
+    so this is cheap), so adding or deleting a file takes effect for the next connection. A file
+    that does not parse is skipped with a warning. Used as pyzmq's CURVE credentials provider
+    (:meth:`callback`) and to name a key (:meth:`name_of`).
+    """
+
+    def __init__(self, directory: str | os.PathLike) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise KeyFileError(f"allow-list directory {self.directory} does not exist")
+        self._refused: dict[str, int] = {}
+
+    def keys(self) -> dict[bytes, str]:
+        """z85 public key -> name (the file name without ``.key``) of every allowed key."""
+        found: dict[bytes, str] = {}
+        for file in sorted(self.directory.glob(f"*{PUBLIC_SUFFIX}")):
+            try:
+                found.setdefault(load_public(file), file.name[: -len(PUBLIC_SUFFIX)])
+            except KeyFileError as exc:
+                log.warning("allow-list: %s", exc)
+        return found
+
+    def name_of(self, z85_key: bytes) -> str | None:
+        """The name of the allowed key ``z85_key``, or None if it is not allowed."""
+        return self.keys().get(bytes(z85_key))
+
+    def callback(self, domain: str, z85_key: bytes) -> bool:
+        """pyzmq's credentials-provider hook: True if ``z85_key`` may connect."""
+        name = self.name_of(z85_key)
+        key = bytes(z85_key).decode("ascii", errors="replace")
+        if name is None:
+            # A refused peer's ZeroMQ reconnects every few hundred ms: log the 1st, 10th, 100th ... refusal.
+            count = self._refused[key] = self._refused.get(key, 0) + 1
+            if len(self._refused) > 10_000:
+                self._refused.clear()
+            if count in (1, 10, 100) or count % 1000 == 0:
+                log.warning("CURVE: refused a connection with unknown public key %s (%d times)", key, count)
+            return False
+        log.info("CURVE: accepted key %s", name)
+        return True
+
+
+class _NamedAuthenticator(ThreadAuthenticator):
+    """pyzmq's ZAP thread, reporting an accepted key's allow-list name as its ``User-Id``."""
+
+    allow_list: AllowList
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        z85_key = z85.encode(client_public_key)
+        return self.allow_list.name_of(z85_key) or z85_key.decode("ascii")
+
+
+def start_authenticator(context: zmq.Context, allow: AllowList) -> ThreadAuthenticator:
+    """Start the ZAP handler on ``context`` accepting the CURVE keys of ``allow``; the
+    authenticated name reaches the manager as each message's ``User-Id`` property.
+
+    Must run before the manager's socket binds; stop it with ``.stop()`` before the context is
+    terminated. Without a running ZAP handler libzmq accepts *any* CURVE client key.
+    """
+    auth = _NamedAuthenticator(context, log=logging.getLogger("gridcrawl.zap"))
+    auth.allow_list = allow
+    auth.configure_curve_callback("*", credentials_provider=allow)
+    auth.start()
+    return auth
+
+
+__all__ = ["KeyFileError", "ClientKeys", "ServerKeys", "AllowList", "new_key_pair", "load_secret",
+           "load_public", "client_keys", "server_keys", "start_authenticator"]

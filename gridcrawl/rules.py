@@ -1,0 +1,409 @@
+"""User-specified keep/follow crawling rules and the crawling instruction built from them.
+
+Source: Z. Peng et al.'s recursive rule-based crawler (``rule-based-recursive-crawler.txt``,
+section II, Tables I and II). A :class:`Rule` has the paper's attributes:
+
+* ``base_url`` — the web domain the rule applies to; also the crawl's seed (its page type is
+  ``base``);
+* ``rule_type`` — ``keep`` (store the matching links in ``kept_link``, do not crawl them) or
+  ``follow`` (queue the matching links for crawling with page type ``to_type``);
+* ``from_type`` — the page type of the pages the rule applies to;
+* ``to_type`` — the page type given to the links a follow rule queues (follow rules only);
+* ``pattern`` — a regular expression searched for in the link's canonical URL (Python ``re``
+  syntax, :func:`re.search`: "contains a match"), or ``all`` for every link;
+* ``id`` / ``class`` / ``tag`` — at most one of them names the DOM elements whose links count
+  (an element with that ``id``; elements carrying every class name of ``class``; elements of
+  that tag); ``all`` (the default) means every link of the page.
+
+Every page carries a page type. The crawling instruction of a page is built from all rules whose
+``from_type`` is the page's type (:func:`instruction_for`), in the paper's JSON form::
+
+    {"baseURL": ..., "urlToCrawl": ..., "keepRules": [{"pattern", "id", "class", "tag"}],
+     "followRules": [{"toType", "pattern", "id", "class", "tag"}]}
+
+(each rule entry also carries ``"rule"``: the rule's number, so kept links can name their rule).
+The instruction travels with the page's grid thread; the executor parses the page once and
+applies every rule of the instruction to its DOM (:func:`apply_instruction`).
+
+Rules are read from a TOML file (``[[rule]]`` tables), a CSV file (a header row with the column
+names; TSV when the file ends in ``.tsv``), or the crawl database's ``crawl_rule`` table
+(:func:`load_rules`, :func:`rules_from_table`, :func:`store_rules`). Column and key names are the
+snake_case names above or the paper's camelCase ones (``baseURL``, ``ruleType``, ``fromType``,
+``toType``). :func:`validate_rules` refuses, naming the rule: an unknown rule type, a follow rule
+without ``to_type``, a keep rule with one, more than one of id/class/tag, an invalid regular
+expression, a ``base_url`` that is not an http(s) URL, a ``from_type`` no follow rule leads to,
+and a base URL without a follow rule from ``base``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import sqlalchemy as sa
+
+from gridcrawl.urls import InvalidURL, canonical_url
+
+__all__ = ["ALL", "BASE", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_rules",
+           "parse_csv", "parse_toml", "rules_from_table", "store_rules", "validate_rules"]
+
+#: The default of ``pattern``, ``id``, ``class`` and ``tag``: no restriction.
+ALL = "all"
+#: The page type of a seed (the rules' base URL).
+BASE = "base"
+KEEP, FOLLOW = "keep", "follow"
+
+# Accepted spellings of each attribute (file keys, CSV columns, instruction keys) -> field name.
+_ALIASES = {
+    "base_url": "base_url", "baseurl": "base_url",
+    "rule_type": "rule_type", "ruletype": "rule_type", "type": "rule_type",
+    "from_type": "from_type", "fromtype": "from_type",
+    "to_type": "to_type", "totype": "to_type",
+    "pattern": "pattern",
+    "id": "element_id", "element_id": "element_id",
+    "class": "element_class", "element_class": "element_class",
+    "tag": "element_tag", "element_tag": "element_tag",
+}
+
+
+class RuleError(ValueError):
+    """A rule (or a rules file) is invalid; the message names the rule and says why."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One user-specified crawling rule (the paper's Table I row).
+
+    ``element_id``, ``element_class`` and ``element_tag`` are the paper's ``id``, ``class`` and
+    ``tag`` attributes (``"all"``: no restriction). ``number`` is the rule's 1-based position in
+    its file or table (the paper's "Rule 1", "Rule 2" ...); ``source`` says where it was read
+    (e.g. ``"rules.csv line 3"``) for error messages.
+    """
+
+    base_url: str
+    rule_type: str
+    from_type: str
+    to_type: str | None = None
+    pattern: str = ALL
+    element_id: str = ALL
+    element_class: str = ALL
+    element_tag: str = ALL
+    number: int = 0
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        """How error messages name the rule: ``rule 3 (rules.csv line 4: follow topLevel -> x)``."""
+        arrow = f" -> {self.to_type}" if self.to_type else ""
+        where = f"{self.source}: " if self.source else ""
+        return f"rule {self.number} ({where}{self.rule_type} {self.from_type}{arrow})"
+
+    @property
+    def scope(self) -> tuple[str, str] | None:
+        """The DOM restriction as ``("id"|"class"|"tag", value)``, or None for every link."""
+        for kind, value in (("id", self.element_id), ("class", self.element_class), ("tag", self.element_tag)):
+            if value != ALL:
+                return kind, value
+        return None
+
+    def instruction_entry(self) -> dict:
+        """This rule as an element of the instruction's ``keepRules``/``followRules`` array."""
+        entry = {"rule": self.number, "pattern": self.pattern, "id": self.element_id,
+                 "class": self.element_class, "tag": self.element_tag}
+        if self.rule_type == FOLLOW:
+            entry = {"toType": self.to_type, **entry}
+        return entry
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading rules
+
+
+def _clean(value) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def _rule_from_mapping(data: dict, number: int, source: str, default_base: str | None = None) -> Rule:
+    """Build a rule from a mapping of attribute names (any accepted spelling) to values."""
+    fields: dict[str, str | None] = {}
+    for key, value in data.items():
+        name = _ALIASES.get(str(key).strip().lower().replace("-", "_")) if key is not None else None
+        if name is None:
+            raise RuleError(f"rule {number} ({source}): unknown attribute {key!r} "
+                            f"(use base_url, rule_type, from_type, to_type, pattern, id, class, tag)")
+        if value is not None and not isinstance(value, (str, int, float)):
+            raise RuleError(f"rule {number} ({source}): {key} must be text, not {type(value).__name__}")
+        fields[name] = _clean(value)
+    missing = [n for n in ("rule_type", "from_type") if not fields.get(n)]
+    if not fields.get("base_url") and not default_base:
+        missing.insert(0, "base_url")
+    if missing:
+        raise RuleError(f"rule {number} ({source}): missing {', '.join(missing)}")
+    return Rule(
+        base_url=fields.get("base_url") or default_base or "",
+        rule_type=(fields["rule_type"] or "").lower(),
+        from_type=fields["from_type"] or "",
+        to_type=fields.get("to_type"),
+        pattern=fields.get("pattern") or ALL,
+        element_id=fields.get("element_id") or ALL,
+        element_class=fields.get("element_class") or ALL,
+        element_tag=(fields.get("element_tag") or ALL).lower(),
+        number=number, source=source)
+
+
+def parse_toml(text: str, name: str = "rules.toml") -> list[Rule]:
+    """Rules from TOML text: an array of tables ``[[rule]]`` with the attribute keys.
+
+    A top-level ``base_url`` is the default of every rule. Raises :class:`RuleError` on invalid
+    TOML or rules (not validated as a set: see :func:`validate_rules`).
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{name}: not valid TOML: {exc}") from None
+    default_base = _clean(data.get("base_url") or data.get("baseURL"))
+    unknown = set(data) - {"rule", "base_url", "baseURL"}
+    if unknown:
+        raise RuleError(f"{name}: unknown top-level keys {sorted(unknown)} (rules go in [[rule]] tables)")
+    tables = data.get("rule", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        raise RuleError(f"{name}: 'rule' must be an array of tables ([[rule]])")
+    return [_rule_from_mapping(t, i, f"{name} [[rule]] {i}", default_base) for i, t in enumerate(tables, 1)]
+
+
+def parse_csv(text: str, name: str = "rules.csv", delimiter: str = ",") -> list[Rule]:
+    """Rules from CSV text: a header row naming the columns, then one rule per row.
+
+    Blank rows and rows starting with ``#`` are skipped; empty cells take the defaults
+    (``all``; no ``to_type``). Raises :class:`RuleError` on unknown columns or bad rows.
+    """
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        return []
+    reader = csv.reader(lines, delimiter=delimiter)
+    header = next(reader)
+    rules = []
+    for number, row in enumerate(reader, 1):
+        if len(row) > len(header):
+            raise RuleError(f"rule {number} ({name} row {number + 1}): {len(row)} cells, "
+                            f"but the header names {len(header)} columns")
+        cells = dict(zip(header, row))
+        rules.append(_rule_from_mapping(cells, number, f"{name} row {number + 1}"))
+    return rules
+
+
+def load_rules(path: str | Path) -> list[Rule]:
+    """Read and validate the rules in ``path`` (``.toml``, ``.csv`` or ``.tsv``).
+
+    Raises :class:`RuleError` for an unreadable file, an unknown extension, or invalid rules.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(f"cannot read rules file {path}: {exc}") from None
+    suffix = path.suffix.lower()
+    if suffix == ".toml":
+        rules = parse_toml(text, path.name)
+    elif suffix in (".csv", ".tsv"):
+        header = next((line for line in text.splitlines() if line.strip()), "")
+        tabbed = suffix == ".tsv" or ("\t" in header and "," not in header)
+        rules = parse_csv(text, path.name, "\t" if tabbed else ",")
+    else:
+        raise RuleError(f"rules file {path}: unknown format {suffix!r} (use .toml, .csv or .tsv)")
+    return validate_rules(rules)
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation
+
+
+def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
+    """Check every rule and the set; return the rules with canonical base URLs.
+
+    Raises :class:`RuleError` naming the (first) offending rule: rule type not keep/follow;
+    empty from_type; follow without to_type; keep with a to_type; more than one of
+    id/class/tag; a pattern that is not a valid regular expression; a base_url that is not an
+    http(s) URL; a from_type (other than ``base``) that no follow rule leads to; a base URL with
+    no follow rule from ``base`` (the paper: "it is necessary to have at least one rule with
+    ruleType 'follow' and fromType 'base'"); or no rules at all.
+    """
+    if not rules:
+        raise RuleError("no rules given")
+    checked = []
+    for rule in rules:
+        if rule.rule_type not in (KEEP, FOLLOW):
+            raise RuleError(f"{rule.label}: rule_type must be keep or follow, not {rule.rule_type!r}")
+        if not rule.from_type:
+            raise RuleError(f"{rule.label}: from_type is empty")
+        if rule.rule_type == FOLLOW and not rule.to_type:
+            raise RuleError(f"{rule.label}: a follow rule needs a to_type (the page type of the links it queues)")
+        if rule.rule_type == KEEP and rule.to_type:
+            raise RuleError(f"{rule.label}: a keep rule takes no to_type (kept links are not crawled)")
+        restricted = [k for k, v in (("id", rule.element_id), ("class", rule.element_class),
+                                     ("tag", rule.element_tag)) if v != ALL]
+        if len(restricted) > 1:
+            raise RuleError(f"{rule.label}: at most one of id, class and tag may be set, "
+                            f"not {' and '.join(restricted)}")
+        if rule.pattern != ALL:
+            try:
+                re.compile(rule.pattern)
+            except re.error as exc:
+                raise RuleError(f"{rule.label}: pattern {rule.pattern!r} is not a valid regular expression: {exc}") from None
+        try:
+            base = canonical_url(rule.base_url)
+        except InvalidURL as exc:
+            raise RuleError(f"{rule.label}: base_url {rule.base_url!r} is not a crawlable URL: {exc}") from None
+        checked.append(replace(rule, base_url=base))
+    reached = {BASE} | {r.to_type for r in checked if r.rule_type == FOLLOW}
+    for rule in checked:
+        if rule.from_type not in reached:
+            raise RuleError(f"{rule.label}: no follow rule has to_type {rule.from_type!r}, "
+                            f"so the rule never applies")
+    for base in dict.fromkeys(r.base_url for r in checked):
+        if not any(r.base_url == base and r.rule_type == FOLLOW and r.from_type == BASE for r in checked):
+            first = next(r for r in checked if r.base_url == base)
+            raise RuleError(f"{first.label}: base URL {base} has no follow rule from 'base', "
+                            f"so the crawl cannot go past it")
+    return checked
+
+
+# ----------------------------------------------------------------------------------------------
+# The crawl_rule table
+
+
+def store_rules(conn: sa.Connection, rules: Sequence[Rule]) -> None:
+    """Replace the rows of the ``crawl_rule`` table with ``rules`` (inside the caller's
+    transaction). ``rule_id`` is the rule's number."""
+    from gridcrawl.models import crawl_rule
+    conn.execute(crawl_rule.delete())
+    if rules:
+        conn.execute(crawl_rule.insert(), [
+            {"rule_id": r.number, "base_url": r.base_url, "rule_type": r.rule_type, "from_type": r.from_type,
+             "to_type": r.to_type, "pattern": r.pattern, "element_id": r.element_id,
+             "element_class": r.element_class, "element_tag": r.element_tag} for r in rules])
+
+
+def rules_from_table(conn: sa.Connection) -> list[Rule]:
+    """The rules stored in the ``crawl_rule`` table, in ``rule_id`` order, validated (empty
+    list when the table is empty). Raises :class:`RuleError` for invalid stored rules."""
+    from gridcrawl.models import crawl_rule
+    rows = conn.execute(sa.select(crawl_rule).order_by(crawl_rule.c.rule_id)).mappings().all()
+    rules = [Rule(base_url=r["base_url"], rule_type=r["rule_type"], from_type=r["from_type"],
+                  to_type=r["to_type"], pattern=r["pattern"] or ALL, element_id=r["element_id"] or ALL,
+                  element_class=r["element_class"] or ALL, element_tag=r["element_tag"] or ALL,
+                  number=r["rule_id"], source="crawl_rule table") for r in rows]
+    return validate_rules(rules) if rules else []
+
+
+# ----------------------------------------------------------------------------------------------
+# Instructions
+
+
+def instruction_for(page_type: str | None, url: str, rules: Sequence[Rule]) -> dict:
+    """The crawling instruction of the page ``url`` of type ``page_type`` (paper, section II.B).
+
+    Built from every rule whose ``from_type`` is ``page_type``. Returns the JSON-ready dict
+    ``{"baseURL", "urlToCrawl", "pageType", "keepRules", "followRules"}``; the rule arrays keep the
+    rules' order. A page type no rule applies to gets empty arrays: nothing is kept or followed.
+    """
+    mine = [r for r in rules if r.from_type == page_type]
+    base = mine[0].base_url if mine else (rules[0].base_url if rules else "")
+    return {"baseURL": base, "urlToCrawl": url, "pageType": page_type,
+            "keepRules": [r.instruction_entry() for r in mine if r.rule_type == KEEP],
+            "followRules": [r.instruction_entry() for r in mine if r.rule_type == FOLLOW]}
+
+
+def _xpath_literal(value: str) -> str:
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    return "concat(" + ", \"'\", ".join(f"'{part}'" for part in value.split("'")) + ")"
+
+
+def _scope_elements(root, entry: dict) -> list | None:
+    """The DOM elements an instruction entry restricts links to, or None for the whole page."""
+    element_id = str(entry.get("id") or ALL)
+    element_class = str(entry.get("class") or ALL)
+    element_tag = str(entry.get("tag") or ALL)
+    if element_id != ALL:
+        return root.xpath(f"//*[@id={_xpath_literal(element_id)}]")
+    if element_class != ALL:
+        names = element_class.split()
+        tests = " and ".join(
+            f"contains(concat(' ', normalize-space(@class), ' '), {_xpath_literal(' ' + n + ' ')})" for n in names)
+        return root.xpath(f"//*[{tests}]") if names else None
+    if element_tag != ALL:
+        return list(root.iter(element_tag.lower()))
+    return None
+
+
+def _matcher(pattern):
+    if pattern in (None, "", ALL):
+        return lambda url: True
+    try:
+        compiled = re.compile(str(pattern))
+    except re.error as exc:
+        raise RuleError(f"instruction pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    return lambda url: compiled.search(url) is not None
+
+
+def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
+                      ) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
+    """Apply a crawling instruction to a parsed page (executor side; one parse, every rule).
+
+    Args:
+        root: the lxml root element of the page (``ParsedPage.document``).
+        page_url: the URL the page was fetched from (after redirects); links in DOM-scoped
+            rules resolve against the page's ``<base href>``, else this URL.
+        links: every link of the page, as :class:`gridcrawl.executor.parse.Link` objects or
+            ``[url, text]`` pairs (used for rules without a DOM restriction).
+        instruction: a dict from :func:`instruction_for`.
+
+    Returns:
+        ``(follow, keep)``: ``follow`` lists ``(url, anchor_text, to_type)`` once per URL (the
+        first follow rule that matches gives the type); ``keep`` lists ``(url, rule_number)``
+        once per URL and rule, where rule_number is the entry's ``"rule"`` (else its 1-based
+        index in ``keepRules``). Raises :class:`RuleError` for an invalid pattern.
+    """
+    from gridcrawl.executor.parse import _document_base, extract_links
+
+    all_links = [(link.url, link.text) if hasattr(link, "url") else (link[0], link[1]) for link in links]
+    base = None
+
+    def candidates(entry: dict) -> list[tuple[str, str]]:
+        nonlocal base
+        elements = _scope_elements(root, entry)
+        if elements is None:
+            return all_links
+        if base is None:
+            base = _document_base(root, page_url)
+        return [(link.url, link.text) for link in extract_links(root, base, within=elements)]
+
+    follow: list[tuple[str, str, str]] = []
+    followed: set[str] = set()
+    for entry in instruction.get("followRules") or []:
+        matches = _matcher(entry.get("pattern"))
+        to_type = str(entry.get("toType") or "")
+        for url, text in candidates(entry):
+            if url not in followed and to_type and matches(url):
+                followed.add(url)
+                follow.append((url, text, to_type))
+    keep: list[tuple[str, int]] = []
+    kept: set[tuple[str, int]] = set()
+    for index, entry in enumerate(instruction.get("keepRules") or [], 1):
+        matches = _matcher(entry.get("pattern"))
+        number = entry.get("rule") if isinstance(entry.get("rule"), int) else index
+        for url, _text in candidates(entry):
+            if (url, number) not in kept and matches(url):
+                kept.add((url, number))
+                keep.append((url, number))
+    return follow, keep

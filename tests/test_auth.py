@@ -1,0 +1,277 @@
+"""Users, groups and permissions: scrypt hashes with a salt per user, no default accounts, logins
+required once a user exists, permissions enforced by the manager's core (executors need
+ExecuteThread; a client sees only its own applications unless it has ManageAllApps), and the
+real programs: a wrong password and a user without execute permission are refused with a clear
+error, the right credentials crawl."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import models, protocol as p
+from gridcrawl.auth import (AuthError, GROUP_PERMISSIONS, UserStore, hash_password, login_password,
+                            verify_password)
+from gridcrawl.db import open_database
+from gridcrawl.manager.core import ManagerCore, Send
+from gridcrawl.settings import Settings
+from grid import Grid
+from sites import generate_site, reachable
+from gridcrawl.urls import canonical_url
+
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture
+def store(tmp_path) -> UserStore:
+    return UserStore(open_database(f"sqlite:///{tmp_path / 'manager.db'}"))
+
+
+# ----------------------------------------------------------------------------------------------
+# Hashing
+
+def test_hash_is_scrypt_salted_and_verifies_only_the_right_password():
+    salt = os.urandom(16)
+    stored = hash_password(PASSWORD, salt)
+    assert stored.startswith("scrypt$n=16384,r=8,p=1$") and PASSWORD not in stored
+    assert verify_password(PASSWORD, salt, stored)
+    assert not verify_password(PASSWORD + "x", salt, stored)
+    assert not verify_password(PASSWORD, os.urandom(16), stored)
+    assert hash_password(PASSWORD, os.urandom(16)) != stored  # another salt, another hash
+
+
+@pytest.mark.parametrize("stored", ["", "md5$abc", "scrypt$n=16384,r=8,p=1$zz",
+                                    "scrypt$n=1073741824,r=8,p=1$00", "scrypt$n=1000,r=8,p=1$00"])
+def test_malformed_or_dangerous_stored_hashes_never_verify(stored):
+    assert not verify_password(PASSWORD, b"salt", stored)
+
+
+# ----------------------------------------------------------------------------------------------
+# The user store
+
+def test_groups_and_permissions_exist_but_no_user(store):
+    with store.engine.connect() as conn:
+        groups = set(conn.execute(sa.select(models.grp.c.grp_name)).scalars())
+        perms = set(conn.execute(sa.select(models.prm.c.prm_name)).scalars())
+    assert groups == {"Administrators", "Executors", "Users"}
+    assert perms == {"ExecuteThread", "ManageOwnApp", "ManageAllApps", "ManageUsers"}
+    assert store.list() == [] and not store.has_users()
+
+
+def test_users_are_stored_with_a_salted_hash_never_the_password(store):
+    store.add("alice", PASSWORD, "Users")
+    store.add("bob", PASSWORD, "executors")  # group names are case-insensitive
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(models.usr)).all()
+    assert {r.usr_name for r in rows} == {"alice", "bob"}
+    assert all(PASSWORD not in r.password_hash and PASSWORD not in r.salt for r in rows)
+    assert rows[0].salt != rows[1].salt and rows[0].password_hash != rows[1].password_hash
+    assert [(u.name, u.group, u.permissions) for u in store.list()] == [
+        ("alice", "Users", frozenset({"ManageOwnApp"})), ("bob", "Executors", frozenset({"ExecuteThread"}))]
+
+
+@pytest.mark.parametrize("name, password, group, needle", [
+    ("alice", "short", "Users", "at least 8"),
+    ("alice", PASSWORD, "Gods", "unknown group"),
+    ("al ice", PASSWORD, "Users", "invalid user name"),
+    ("x" * 65, PASSWORD, "Users", "invalid user name"),
+    ("'; DROP TABLE usr; --", PASSWORD, "Users", "invalid user name"),
+])
+def test_bad_accounts_are_refused(store, name, password, group, needle):
+    with pytest.raises(AuthError, match=needle):
+        store.add(name, password, group)
+
+
+def test_a_user_is_added_once(store):
+    store.add("alice", PASSWORD, "Users")
+    with pytest.raises(AuthError, match="exists already"):
+        store.add("alice", PASSWORD + "2", "Administrators")
+
+
+def test_everyone_is_let_in_while_no_user_exists_unless_login_is_required(store, tmp_path):
+    assert store.authenticate("anyone", None, "ExecuteThread") is None
+    strict = UserStore(open_database(f"sqlite:///{tmp_path / 'strict.db'}"), require_login=True)
+    assert "authentication failed" in strict.authenticate("anyone", None, "ExecuteThread")
+
+
+def test_wrong_password_and_unknown_user_are_refused_alike(store):
+    store.add("alice", PASSWORD, "Users")
+    wrong = store.authenticate("alice", PASSWORD + "!", "ManageOwnApp")
+    unknown = store.authenticate("mallory", PASSWORD, "ManageOwnApp")
+    missing = store.authenticate("alice", None, "ManageOwnApp")
+    assert wrong and unknown and missing
+    assert wrong.replace("alice", "X") == unknown.replace("mallory", "X") == missing.replace("alice", "X")
+    assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None
+
+
+def test_permissions_follow_the_group(store):
+    store.add("alice", PASSWORD, "Users")
+    store.add("root", PASSWORD, "Administrators")
+    assert "ExecuteThread" in store.authenticate("alice", PASSWORD, "ExecuteThread")
+    assert "ManageAllApps" in store.authenticate("alice", PASSWORD, "ManageAllApps")
+    for permission in GROUP_PERMISSIONS["Administrators"]:
+        assert store.authenticate("root", PASSWORD, permission) is None
+
+
+def test_a_new_password_replaces_the_old_one_even_when_cached(store):
+    store.add("alice", PASSWORD, "Users")
+    store.add("bob", PASSWORD, "Users")
+    assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None  # now cached
+    store.set_password("alice", "another password")
+    assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is not None
+    assert store.authenticate("alice", "another password", "ManageOwnApp") is None
+    assert store.remove("alice") and not store.remove("alice")
+    assert store.authenticate("alice", "another password", "ManageOwnApp") is not None
+    assert store.remove("bob")
+    assert store.authenticate("alice", None, "ManageOwnApp") is None  # no user left: an open grid again
+
+
+def test_login_password_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GRIDCRAWL_PASSWORD", "from-env")
+    assert login_password("alice") == "from-env"
+    monkeypatch.delenv("GRIDCRAWL_PASSWORD")
+    assert login_password(None) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# The core enforces permissions (pure: authenticate is a table)
+
+GRANTS = {("exec", "pw"): {"ExecuteThread"}, ("alice", "pw"): {"ManageOwnApp"}, ("bob", "pw"): {"ManageOwnApp"},
+          ("root", "pw"): {"ExecuteThread", "ManageOwnApp", "ManageAllApps", "ManageUsers"}}
+
+
+def table_auth(user, password, permission):
+    granted = GRANTS.get((user, password))
+    if granted is None:
+        return "authentication failed"
+    return None if permission in granted else f"no {permission}"
+
+
+def make_core() -> ManagerCore:
+    ids = (f"id{i}" for i in itertools.count(1))
+    return ManagerCore(Settings(prefetch=0), new_id=lambda: next(ids), authenticate=table_auth)
+
+
+def only(actions, kind):
+    found = [a.message for a in actions if isinstance(a, Send) and isinstance(a.message, kind)]
+    assert len(found) == 1, actions
+    return found[0]
+
+
+def test_wrong_password_cannot_register_an_executor():
+    core = make_core()
+    actions = core.handle(b"e", p.Register("ex", "h", "exec", 2, password="wrong"), 0.0)
+    assert "authentication failed" in only(actions, p.Refuse).reason
+    assert not core.executors and not [a for a in actions if not isinstance(a, Send)]
+
+
+def test_a_user_without_execute_thread_cannot_register_an_executor():
+    core = make_core()
+    refused = core.handle(b"e", p.Register("ex", "h", "alice", 2, password="pw"), 0.0)
+    assert "ExecuteThread" in only(refused, p.Refuse).reason and not core.executors
+    welcomed = core.handle(b"e", p.Register("ex", "h", "exec", 2, password="pw"), 0.0)
+    assert only(welcomed, p.Welcome).executor_id in core.executors
+
+
+def test_an_executor_id_is_reclaimed_only_by_its_own_user():
+    core = make_core()
+    first = only(core.handle(b"e1", p.Register("ex", "h", "exec", 2, password="pw"), 0.0), p.Welcome).executor_id
+    stolen = only(core.handle(b"e2", p.Register("ex", "h", "root", 2, password="pw", executor_id=first), 1.0),
+                  p.Welcome).executor_id
+    assert stolen != first and core.executors[first].peer == b"e1"
+
+
+def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
+    core = make_core()
+    core.handle(b"e", p.Register("ex", "h", "exec", 1, password="pw"), 0.0)
+    app = only(core.handle(b"alice", p.OpenApplication("a", "alice", password="pw"), 0.0),
+               p.ApplicationOpened).application_id
+    assign = only(core.handle(b"alice", p.Submit(app, [p.ThreadSpec(1, "http://a.test/")]), 0.0), p.Assign)
+    core.handle(b"e", p.Result(assign.attempt_id, p.PageResult("http://a.test/", status=200, title="alice's")), 0.2)
+    core.handle(b"alice", p.Bye(), 0.3)  # alice's client goes away; her result waits at the manager
+
+    # bob reattaching to alice's application: refused, and no result is delivered to him
+    actions = core.handle(b"bob", p.OpenApplication("b", "bob", application_id=app, password="pw"), 1.0)
+    assert "belongs to another user" in only(actions, p.Refuse).reason
+    assert not [a for a in actions if isinstance(a, Send) and isinstance(a.message, p.ThreadDone)]
+    # bob with his own application cannot act on alice's by naming its id
+    own = only(core.handle(b"bob", p.OpenApplication("b", "bob", password="pw"), 1.0),
+               p.ApplicationOpened).application_id
+    assert own != app
+    for message in (p.Ack(app, [1]), p.Submit(app, [p.ThreadSpec(9, "http://b.test/")]), p.CloseApplication(app)):
+        assert "not open on this connection" in only(core.handle(b"bob", message, 1.1), p.Refuse).reason
+    assert core.applications[app].threads[1].state.name == "FINISHED"
+    assert 9 not in core.applications[app].threads
+    # a wrong password cannot open anything
+    assert "authentication failed" in only(core.handle(b"x", p.OpenApplication("c", "bob", password="no"), 1.2),
+                                           p.Refuse).reason
+    # alice herself gets her result back; an administrator (ManageAllApps) may reattach too
+    done = core.handle(b"alice2", p.OpenApplication("a", "alice", application_id=app, password="pw"), 2.0)
+    assert only(done, p.ThreadDone).page.title == "alice's"
+    assert only(core.handle(b"root", p.OpenApplication("a", "root", application_id=app, password="pw"), 3.0),
+                p.ApplicationOpened).resumed
+
+
+# ----------------------------------------------------------------------------------------------
+# The real programs
+
+def manager_cli(*args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "GRIDCRAWL_PASSWORD"}
+    return subprocess.run([sys.executable, "-m", "gridcrawl.manager", *args], capture_output=True, text=True,
+                          timeout=60, env={**base, **(env or {})}, input=input or "")
+
+
+def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    out = manager_cli("users", "add", "alice", "--group", "Users", "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
+    assert out.returncode == 0, out.stderr
+    out = manager_cli("users", "add", "bob", "--group", "Executors", "--db", db, input=f"{PASSWORD}\n{PASSWORD}\n")
+    assert out.returncode == 0, out.stderr
+    assert PASSWORD not in out.stdout
+    listed = manager_cli("users", "list", "--db", db).stdout
+    assert "alice\tUsers\tManageOwnApp" in listed and "bob\tExecutors\tExecuteThread" in listed
+    out = manager_cli("users", "add", "carl", "--group", "Users", "--password", PASSWORD, "--db", db)
+    assert out.returncode != 0 and "No such option" in out.stderr
+    with sa.create_engine(db).connect() as conn:
+        hashes = conn.execute(sa.text("SELECT password_hash || salt FROM usr")).scalars().all()
+    assert len(hashes) == 2 and not any(PASSWORD in h for h in hashes)
+
+
+@pytest.mark.e2e
+def test_logins_at_a_running_manager(tmp_path, site_server):
+    site = generate_site(20, links_per_page=3, seed=9)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    db = grid.manager_db
+    for name, group in (("crawler", "Users"), ("worker", "Executors")):
+        out = manager_cli("users", "add", name, "--group", group, "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
+        assert out.returncode == 0, out.stderr
+    try:
+        grid.start_manager()
+        wrong = grid.start_executor("wrong", "--user", "worker", env={"GRIDCRAWL_PASSWORD": "not it"})
+        anonymous = grid.start_executor("anonymous")
+        no_execute = grid.start_executor("noexec", "--user", "crawler", env={"GRIDCRAWL_PASSWORD": PASSWORD})
+        for proc in (wrong, anonymous, no_execute):
+            assert proc.wait(timeout=30) == 2
+        assert "authentication failed" in grid.log("wrong.log")
+        assert "authentication failed" in grid.log("anonymous.log")
+        assert "ExecuteThread" in grid.log("noexec.log")
+        grid.start_executor("good", "--user", "worker", "--threads", "3", env={"GRIDCRAWL_PASSWORD": PASSWORD})
+        anonymous_client = grid.start_client(server.url("/"))
+        assert anonymous_client.wait(timeout=30) == 2
+        assert "authentication failed" in grid.log("client.log")
+        client = grid._spawn("gridcrawl.client", ["--manager", grid.endpoint, "--db", grid.crawl_db, "--no-progress",
+                                                  "--heartbeat-interval", "0.25", "--user", "crawler",
+                                                  server.url("/")], "client2.log", {"GRIDCRAWL_PASSWORD": PASSWORD})
+        assert client.wait(timeout=90) == 0, grid.log("client2.log")
+    finally:
+        grid.stop()
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
+    assert grid.query("manager", "SELECT DISTINCT usr_name FROM executor") == [("worker",)]
+    assert grid.query("manager", "SELECT usr_name FROM application") == [("crawler",)]

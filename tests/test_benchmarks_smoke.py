@@ -1,0 +1,79 @@
+"""Correctness of the benchmark's baseline crawlers (benchmarks/baselines.py), no timing.
+
+The benchmark compares gridcrawl's pages/s with two single-process baselines; the comparison
+is only fair if the baselines crawl exactly what gridcrawl crawls. These tests run both
+baselines in-process against a real ``SiteServer`` on 127.0.0.1 and check, from the server's
+own request log, that each fetches every reachable page exactly once and nothing else (not
+the unreachable pages, not the ``mailto:``, ``javascript:`` or ``external.invalid`` links),
+and that ``max_pages`` caps the crawl.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from sites import generate_site, page_path, reachable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+import baselines  # noqa: E402  (benchmarks/baselines.py)
+
+CRAWLERS = {
+    "serial": lambda seed, **kw: baselines.crawl_serial(seed, **kw),
+    "threads": lambda seed, **kw: baselines.crawl_threaded(seed, threads=4, **kw),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(CRAWLERS))
+def test_baseline_fetches_exactly_the_reachable_set(site_server, mode: str) -> None:
+    site = generate_site(40, links_per_page=6, seed=7, page_bytes=2000, unreachable=3)
+    want = reachable(site)
+    assert page_path(40) not in want  # the unreachable pages exist and must stay unfetched
+    srv = site_server(site)
+
+    result = CRAWLERS[mode](srv.url("/"), max_pages=500)  # a cap far above the site: a bug cannot loop forever
+
+    counts = srv.per_path_counts()
+    assert set(counts) == want
+    assert all(n == 1 for n in counts.values()), {p: n for p, n in counts.items() if n != 1}
+    assert result.visited == {srv.url(p) for p in want}
+    assert result.pages == len(want) == result.documents
+    assert result.errors == 0
+    assert result.seconds > 0
+
+
+@pytest.mark.parametrize("mode", sorted(CRAWLERS))
+def test_baseline_stops_at_max_pages(site_server, mode: str) -> None:
+    site = generate_site(60, links_per_page=5, seed=3)
+    srv = site_server(site)
+
+    result = CRAWLERS[mode](srv.url("/"), max_pages=17)
+
+    counts = srv.per_path_counts()
+    assert result.pages == 17 == len(counts)
+    assert all(n == 1 for n in counts.values())
+    assert set(counts) <= reachable(site)
+
+
+def test_baselines_count_errors_and_skip_non_html_bodies(site_server) -> None:
+    from sites import status_page
+
+    site = generate_site(5, links_per_page=2, seed=11)
+    site.pages["/"] = site.pages["/"].replace(
+        b"</ul>", b'<li><a href="/gone.html">gone</a></li><li><a href="/data.txt">data</a></li></ul>')
+    site.pages["/data.txt"] = b'<a href="/p/never.html">not parsed: not HTML</a>'
+    site.types["/data.txt"] = "text/plain"
+    site.extra["/gone.html"] = status_page(404)
+    srv = site_server(site)
+
+    for mode in sorted(CRAWLERS):
+        srv.reset()
+        result = CRAWLERS[mode](srv.url("/"), max_pages=500)
+        counts = srv.per_path_counts()
+        assert "/p/never.html" not in counts, mode
+        assert set(counts) == reachable(site) | {"/gone.html", "/data.txt"}, mode
+        assert result.pages == len(reachable(site)) + 2, mode
+        assert result.errors == 1 and result.documents == result.pages - 1, mode

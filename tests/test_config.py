@@ -1,0 +1,231 @@
+"""One configuration for every program: TOML file < GRIDCRAWL_* environment < command line,
+``gridcrawl config show`` with sources, and JSON log lines naming grid threads."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from gridcrawl import protocol as p
+from gridcrawl.cli_common import JsonFormatter
+from gridcrawl.config import (ConfigError, convert_setting, resolve, run_program, settings as configured_settings,
+                              show_rows, take_config_argument)
+from gridcrawl.manager.core import ManagerCore
+from gridcrawl.settings import Settings
+from grid import free_port
+
+CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCRAWL_")}
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "gridcrawl.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------ resolution
+
+
+def test_file_then_environment_with_sections_and_sources(tmp_path):
+    path = write(tmp_path, """
+heartbeat-interval = 0.5     # flat: every program
+max_redirects = 4
+[logging]
+log_level = "DEBUG"
+[executor]
+threads = 3
+idle_only = true
+manager = "tcp://10.9.8.7:9000"
+[client]
+threads = 99                 # another program's section does not apply to the executor
+""")
+    res = resolve("executor", {"threads", "idle_only", "manager", "log_level"}, path,
+                  {"GRIDCRAWL_MAX_REDIRECTS": "7", "GRIDCRAWL_IDLE_ONLY": "no"})
+    assert res.settings["heartbeat_interval"].value == 0.5
+    assert res.settings["heartbeat_interval"].source == f"file {path}"
+    assert res.settings["threads"].value == 3 and res.settings["threads"].source == f"file {path} [executor]"
+    assert res.settings["max_redirects"].value == 7 and res.settings["max_redirects"].source == "env GRIDCRAWL_MAX_REDIRECTS"
+    assert res.options["idle_only"].value is False and res.options["idle_only"].source == "env GRIDCRAWL_IDLE_ONLY"
+    assert res.options["manager"].value == "tcp://10.9.8.7:9000"
+    assert res.options["log_level"].source == f"file {path} [logging]"
+    dm = res.default_map({"threads", "idle_only", "manager", "no_content"})
+    assert dm == {"threads": 3, "idle_only": False, "manager": "tcp://10.9.8.7:9000"}
+    # the negated option of a Settings field
+    assert resolve("client", {"no_content"}, None, {"GRIDCRAWL_STORE_CONTENT": "false"}).default_map({"no_content"}) \
+        == {"no_content": True}
+
+
+def test_config_path_from_the_environment(tmp_path):
+    path = write(tmp_path, "prefetch = 6\n")
+    res = resolve("manager", set(), None, {"GRIDCRAWL_CONFIG": str(path)})
+    assert res.path == path and res.settings["prefetch"].value == 6
+
+
+@pytest.mark.parametrize("text, message", [
+    ("nosuch = 1\n", "unknown setting 'nosuch'"),
+    ("threads = 'four'\n", "threads must be int"),
+    ("threads = true\n", "threads must be int"),
+    ("heartbeat_interval = 'fast'\n", "heartbeat_interval must be float"),
+    ("[exeutor]\nthreads = 2\n", "unknown section [exeutor]"),
+    ("[executor]\nbind = 'tcp://*:1'\n", "unknown setting 'bind'"),
+    ("[logging]\nlevel = 'INFO'\n", "unknown setting 'level'"),
+    ("threads = \n", "not valid TOML"),
+])
+def test_bad_files_are_refused_naming_the_file_and_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")) as info:
+        resolve("executor", {"threads", "manager"}, path, {})
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_and_bad_environment_values():
+    with pytest.raises(ConfigError, match="does not exist"):
+        resolve("executor", set(), "/nonexistent/gridcrawl.toml", {})
+    with pytest.raises(ConfigError, match="GRIDCRAWL_PREFETCH: prefetch must be int"):
+        resolve("executor", set(), None, {"GRIDCRAWL_PREFETCH": "many"})
+    assert convert_setting("keep_non_html", "ON", "x") is True
+    assert convert_setting("download_delay", 2, "x") == 2.0
+
+
+def test_take_config_argument():
+    assert take_config_argument(["--config", "a.toml", "run", "x"]) == ("a.toml", ["run", "x"])
+    assert take_config_argument(["run", "--config=b.toml"]) == ("b.toml", ["run"])
+    assert take_config_argument(["run", "--", "--config", "c"]) == (None, ["run", "--", "--config", "c"])
+
+
+# ------------------------------------------------------------------------------ a real typer program
+
+
+def test_run_program_applies_file_environment_and_command_line_in_order(tmp_path, monkeypatch, capsys):
+    seen = {}
+    app = typer.Typer(add_completion=False)
+
+    @app.command()
+    def main(ctx: typer.Context, threads: int = typer.Option(Settings.threads),
+             prefetch: int = typer.Option(Settings.prefetch), config: str = typer.Option(None)) -> None:
+        seen["settings"] = configured_settings(ctx, threads=threads, prefetch=prefetch)
+
+    path = write(tmp_path, "threads = 2\nprefetch = 3\nmax_redirects = 1\n[executor]\nmax_depth = 4\n")
+    # run_program exports GRIDCRAWL_CONFIG for the programs it starts: monkeypatch takes it away again
+    monkeypatch.setenv("GRIDCRAWL_CONFIG", "")
+    for key in [k for k in os.environ if k.startswith("GRIDCRAWL_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("GRIDCRAWL_PREFETCH", "5")
+    monkeypatch.setenv("GRIDCRAWL_MAX_REDIRECTS", "6")
+    with pytest.raises(SystemExit) as done:
+        run_program(app, "executor", ["--config", str(path), "--threads", "9"])
+    assert done.value.code in (0, None)
+    s = seen["settings"]
+    assert s.threads == 9                  # command line over file
+    assert s.prefetch == 5                 # environment over file
+    assert s.max_redirects == 6            # a field with no option: environment over file
+    assert s.max_depth == 4                # the program's section
+    assert s.heartbeat_interval == Settings.heartbeat_interval
+    assert os.environ["GRIDCRAWL_CONFIG"] == str(path.resolve())   # programs it starts read it too
+    bad = write(tmp_path, "threads = 'x'\n")
+    with pytest.raises(SystemExit) as failed:
+        run_program(app, "executor", ["--config", str(bad)])
+    assert failed.value.code == 2 and "threads must be int" in capsys.readouterr().err
+
+
+def test_the_previous_test_left_no_configuration_behind():
+    assert "GRIDCRAWL_CONFIG" not in os.environ
+
+
+def _executor(args, env=None, timeout=60):
+    return subprocess.run([sys.executable, "-m", "gridcrawl.executor", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**CLEAN_ENV, **(env or {})})
+
+
+def test_the_executor_program_takes_its_manager_from_file_env_or_command_line(tmp_path):
+    ports = [free_port() for _ in range(3)]  # nobody listens: the error names the endpoint used
+    path = write(tmp_path, f'connect_timeout = 0.3\n[executor]\nmanager = "tcp://127.0.0.1:{ports[0]}"\n')
+    from_file = _executor(["--config", str(path)])
+    assert from_file.returncode == 2 and f"127.0.0.1:{ports[0]}" in from_file.stderr
+    from_env = _executor(["--config", str(path)], {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"})
+    assert from_env.returncode == 2 and f"127.0.0.1:{ports[1]}" in from_env.stderr
+    from_cli = _executor(["--config", str(path), "--manager", f"tcp://127.0.0.1:{ports[2]}"],
+                         {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"})
+    assert from_cli.returncode == 2 and f"127.0.0.1:{ports[2]}" in from_cli.stderr
+    broken = _executor(["--config", str(write(tmp_path, "[executor]\nthreads = -\n"))])
+    assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "not valid TOML" in broken.stderr
+
+
+def test_config_show_prints_every_setting_with_its_source(tmp_path):
+    path = write(tmp_path, "heartbeat_interval = 0.5\n[executor]\nthreads = 3\n")
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
+                           "--program", "executor", "--", "--max-body-bytes", "1000"],
+                          capture_output=True, text=True, timeout=60,
+                          env={**CLEAN_ENV, "GRIDCRAWL_PREFETCH": "4", "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    rows = {}
+    for line in done.stdout.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 3 and cells[0]:
+            rows[cells[0]] = (cells[1], cells[2])
+    assert rows["heartbeat_interval"] == ("0.5", f"file {path}")
+    assert rows["threads"] == ("3", f"file {path} [executor]")
+    assert rows["prefetch"] == ("4", "env GRIDCRAWL_PREFETCH")
+    assert rows["max_body_bytes"] == ("1000", "command line")
+    assert rows["max_redirects"] == (repr(Settings.max_redirects), "default")
+    assert rows["executor.idle_only"] == ("False", "default")
+    assert len([name for name in rows if "." not in name and name != "setting"]) == len(Settings.documented())
+
+
+def test_show_rows_with_the_real_manager_command(tmp_path):
+    from gridcrawl.manager.cli import app
+    path = write(tmp_path, '[manager]\nhttp = "127.0.0.1:9999"\n')
+    rows = {name: (value, source) for name, value, source in
+            show_rows("manager", typer.main.get_command(app), ["--prefetch", "7"], str(path), {})}
+    assert rows["manager.http"] == ("'127.0.0.1:9999'", f"file {path} [manager]")
+    assert rows["prefetch"] == ("7", "command line")
+
+
+# ------------------------------------------------------------------------------ logs
+
+
+def test_json_log_lines_name_the_grid_thread_and_its_url():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("gridcrawl.manager")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        ids = (f"id{i}" for i in itertools.count(1))
+        core = ManagerCore(Settings(thread_timeout=5.0, prefetch=0, max_attempts=5), new_id=lambda: next(ids))
+        core.handle(b"ex", p.Register(name="ex", host="h", user="u", threads=1), 0.0)
+        opened = [a for a in core.handle(b"cl", p.OpenApplication("c", "u"), 0.0)
+                  if getattr(a, "message", None).__class__ is p.ApplicationOpened][0]
+        app = opened.message.application_id
+        core.handle(b"cl", p.Submit(app, [p.ThreadSpec(42, "http://slow.test/page")]), 0.0)
+        core.handle(b"ex", p.Heartbeat(), 6.0)
+        core.handle(b"cl", p.Heartbeat(), 6.0)
+        core.tick(6.0)                          # ran over thread_timeout: taken back, logged
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    timeout = [r for r in lines if "ran over" in r["message"]]
+    assert len(timeout) == 1
+    record = timeout[0]
+    assert record["thread_id"] == 42 and record["url"] == "http://slow.test/page" and record["application_id"] == app
+    assert record["level"] == "WARNING" and record["logger"] == "gridcrawl.manager" and record["time"].endswith("+00:00")
+
+
+def test_log_json_option_writes_json_lines_to_the_log_file(tmp_path):
+    log_file = tmp_path / "ex.log"
+    done = _executor(["--manager", f"tcp://127.0.0.1:{free_port()}", "--connect-timeout", "0.3", "--log-json",
+                      "--log-file", str(log_file), "--log-level", "DEBUG"])
+    assert done.returncode == 2
+    lines = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
+    assert lines and all({"time", "level", "logger", "message"} <= set(r) for r in lines)

@@ -1,0 +1,275 @@
+"""The manager's dashboard: a real grid (manager with ``--http``, two executors, a client) and
+the page in a real browser (headless Debian Chromium driven by Playwright), the JSON API, operator
+control (pause, resume, cancel) from the API and from ``gridcrawl-client``, and the login that
+is required off loopback.
+
+The site's pages (all but ``/``) wait for a gate the test opens, so the grid's state is known
+when the test looks: threads running while the gate is shut, finished counts rising once open.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import requests
+
+from grid import Grid, free_port, wait_for
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = os.environ.get("GRIDCRAWL_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-quic",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+
+
+def gated(site, gate: threading.Event):
+    """Make every page but ``/`` of ``site`` answer only once ``gate`` is set (30 s at most)."""
+    for path, body in site.pages.items():
+        if path == "/":
+            continue
+
+        def handle(h, body=body) -> None:
+            gate.wait(30)
+            h.respond(200, body)
+
+        site.extra[path] = handle
+    return site
+
+
+class DashboardGrid:
+    """A manager with ``--http``, executors ex1 and ex2 and a crawl of a gated site."""
+
+    def __init__(self, tmp_path: Path, site_server, pages: int = 80) -> None:
+        self.gate = threading.Event()
+        self.site = gated(generate_site(pages, links_per_page=5, seed=11), self.gate)
+        self.server = site_server(self.site)
+        self.grid = Grid(tmp_path)
+        self.http = f"http://127.0.0.1:{free_port()}"
+        self.client = None
+
+    def start(self, *client_args: str) -> "DashboardGrid":
+        manager = self.grid.start_manager("--http", self.http.removeprefix("http://"))
+        try:
+            wait_for(lambda: manager.poll() is not None or self._up(), 60, message="the dashboard answering")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nmanager log:\n{self.grid.log('manager.log')}") from None
+        assert manager.poll() is None, f"the manager exited:\n{self.grid.log('manager.log')}"
+        self.grid.start_executor("ex1", "--threads", "2")
+        self.grid.start_executor("ex2", "--threads", "2")
+        wait_for(lambda: len(self.snapshot()["executors"]) == 2, 30, message="two executors registered")
+        self.client = self.grid.start_client(self.server.url("/"), *client_args)
+        return self
+
+    def _up(self) -> bool:
+        try:
+            return requests.get(self.http + "/api/snapshot", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def snapshot(self) -> dict:
+        response = requests.get(self.http + "/api/snapshot", timeout=5)
+        response.raise_for_status()
+        return response.json()
+
+    def application(self) -> dict | None:
+        apps = self.snapshot()["applications"]
+        return apps[0] if apps else None
+
+    def stop(self) -> None:
+        self.gate.set()
+        self.grid.stop()
+
+
+@pytest.fixture
+def dash(tmp_path, site_server):
+    grid = DashboardGrid(tmp_path, site_server)
+    yield grid
+    grid.stop()
+
+
+def running(app: dict | None) -> int:
+    return 0 if app is None else app["threads"]["SCHEDULED"] + app["threads"]["STARTED"]
+
+
+# ------------------------------------------------------------------------------ the browser
+
+
+def _browser():
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
+                                     "(pip install playwright; it drives Debian's chromium, no browser download)")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium) — set GRIDCRAWL_CHROMIUM to another")
+    return playwright
+
+
+def count(page, card: str) -> int:
+    """The number on the page's summary card ``card`` (running, finished)."""
+    return int(page.locator(f"#{card}-count b").inner_text())
+
+
+def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(dash, tmp_path):
+    sync_api = _browser()
+    dash.start()
+    # "/" is fetched, its links are queued: 4 worker threads wait at the gate, the rest queue
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(dash.http + "/")
+            page.wait_for_selector("#executors tbody tr td[data-label=name]")
+            names = page.locator("#executors tbody td[data-label=name]").all_inner_texts()
+            assert sorted(names) == ["ex1", "ex2"]
+            # (polled from here: the page's Content-Security-Policy forbids Playwright's eval'd predicates)
+            page.wait_for_selector("#running-count b")
+            wait_for(lambda: count(page, "running") >= 4, 30, message="the page showing 4 running threads")
+            assert "running" in page.locator("#applications tbody").inner_text()
+            assert page.locator("#threads tbody td[data-label=URL]").count() >= 4
+            before = count(page, "finished")
+            page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
+
+            dash.gate.set()    # the pages answer: the crawl runs; the page updates itself
+            wait_for(lambda: count(page, "finished") > before + 10, 60, message="the finished count rising")
+            middle = count(page, "finished")
+            assert dash.client.wait(timeout=120) == 0, dash.grid.log("client.log")
+            total = len(reachable(dash.site))
+            wait_for(lambda: count(page, "finished") >= total, 30, message="the page showing every thread finished")
+            after = count(page, "finished")
+            assert before < middle <= after == total        # the count rose, without a reload
+            assert page.locator("#hosts tbody").inner_text().strip() != ""
+            assert "stopped" in page.locator("#applications tbody").inner_text()
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+            phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
+            phone.goto(dash.http + "/")
+            phone.wait_for_selector("#executors tbody td[data-label=name]")
+            width = phone.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"the page is {width} px wide on a 390 px phone"
+            phone.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=False)
+            assert errors == []
+        finally:
+            browser.close()
+    for name in ("dashboard.png", "dashboard-phone.png", "dashboard-running.png"):
+        shutil.copy(tmp_path / name, Path("/tmp") / name)
+
+
+# ------------------------------------------------------------------------------ the API and control
+
+
+def test_api_serves_the_grid_and_controls_applications(dash):
+    dash.start()
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    base = dash.http
+    index = requests.get(base + "/api/", timeout=5).json()
+    assert "/api/snapshot" in index["endpoints"]
+    snap = dash.snapshot()
+    assert {"time", "summary", "executors", "applications", "threads", "hosts"} <= set(snap)
+    ex = snap["executors"][0]
+    assert {"host", "user", "dedicated", "connected", "last_heartbeat", "cpu_usage", "cpu_avail", "cpu_totalusage",
+            "mem_usage", "running", "finished", "pages_per_second"} <= set(ex)
+    host = snap["hosts"][0]
+    assert host["host"] == "127.0.0.1" and host["in_flight"] >= 4 and "next_start" in host
+    for part in ("executors", "applications", "threads", "hosts", "summary"):
+        assert part in requests.get(f"{base}/api/{part}", timeout=5).json()
+    page = requests.get(base + "/", timeout=5)
+    assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
+    assert '<script src="/dashboard.js"' in page.text
+    assert 'src="http' not in page.text and 'href="http' not in page.text and "//" not in page.text  # all local
+    app_id = dash.application()["application_id"]
+
+    # control: JSON only (a page of another origin cannot send it without a refused preflight)
+    assert requests.post(f"{base}/api/applications/{app_id}/pause", data="x", timeout=5).status_code == 415
+    assert requests.post(f"{base}/api/applications/{app_id}/explode", json={}, timeout=5).status_code == 404
+    assert requests.post(f"{base}/api/applications/nosuchapp/pause", json={}, timeout=5).status_code == 404
+    paused = requests.post(f"{base}/api/applications/{app_id[:8]}/pause", json={}, timeout=10)
+    assert paused.status_code == 200 and paused.json() == {"application_id": app_id, "action": "pause",
+                                                            "state": "paused"}
+    dash.gate.set()                 # the running threads finish; nothing new is dispatched
+    wait_for(lambda: running(dash.application()) == 0, 60, message="in-flight threads of the paused crawl finishing")
+    app = dash.application()
+    assert app["state"] == "paused" and app["threads"]["READY"] > 0
+    assert dash.client.poll() is None, "the client must wait while its crawl is paused"
+    # resume from the client's command line (the operator's tool)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", dash.grid.endpoint,
+                           "resume", app_id], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"application {app_id}: running"
+    assert dash.client.wait(timeout=120) == 0, dash.grid.log("client.log")
+    assert dash.grid.query("crawl", "SELECT COUNT(*) FROM document") == [(len(reachable(dash.site)),)]
+    again = requests.post(f"{base}/api/applications/{app_id}/pause", json={}, timeout=10)
+    assert again.status_code == 409 and "stopped" in again.json()["error"]
+
+
+def test_cancel_from_the_client_command_stops_the_crawl(dash):
+    dash.start()
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    app_id = dash.application()["application_id"]
+    done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", dash.grid.endpoint,
+                           "cancel", app_id[:6]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"application {app_id}: stopped"
+    assert dash.client.wait(timeout=60) == 0, dash.grid.log("client.log")   # the crawling client stops
+    assert "cancelled this application" in dash.grid.log("client.log")
+    # the dashboard's snapshot is refreshed every 0.5 s: wait for the one after the cancel
+    wait_for(lambda: dash.application()["state"] == "stopped", 10, message="a snapshot of the stopped application")
+    app = dash.application()
+    assert app["state"] == "stopped" and sum(app["threads"].values()) == 0
+    assert dash.grid.query("manager", "SELECT state FROM application") == [(2,)]
+    dash.gate.set()
+    wait_for(lambda: all(e["assigned"] == 0 for e in dash.snapshot()["executors"]), 30,
+             message="the executors dropping the cancelled threads")
+    bad = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", dash.grid.endpoint,
+                          "pause", "zzzz"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no application 'zzzz'" in bad.stderr
+
+
+# ------------------------------------------------------------------------------ login off loopback
+
+
+def test_off_loopback_the_dashboard_requires_a_user_of_the_manager(tmp_path):
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard, DashboardError, is_loopback, parse_address
+
+    assert parse_address("127.0.0.1:9080") == ("127.0.0.1", 9080)
+    assert parse_address("[::1]:9080") == ("::1", 9080)
+    assert parse_address("9080") == ("127.0.0.1", 9080)
+    for bad in ("host:", "host:http", "127.0.0.1:70000"):
+        with pytest.raises(DashboardError):
+            parse_address(bad)
+    assert is_loopback("127.0.0.2") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.1") and not is_loopback("example.org")
+
+    class Source:  # no manager loop here: an empty grid
+        def latest_snapshot(self):
+            return None
+
+        def request_control(self, application_id, action, user=None, timeout=5.0):  # pragma: no cover
+            raise AssertionError("control must not be reached without a login")
+
+    users = UserStore(open_database(f"sqlite:///{tmp_path / 'm.db'}"))
+    with pytest.raises(DashboardError, match="requires a login"):
+        Dashboard(Source(), "0.0.0.0", 0, users=users)
+    users.add("operator", "correct horse battery", "Administrators")
+    dashboard = Dashboard(Source(), "0.0.0.0", 0, users=users).start()
+    try:
+        url = f"http://127.0.0.1:{dashboard.port}"
+        anonymous = requests.get(url + "/api/snapshot", timeout=5)
+        assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"].startswith("Basic")
+        assert requests.get(url + "/", timeout=5).status_code == 401
+        assert requests.get(url + "/api/snapshot", auth=("operator", "wrong password"), timeout=5).status_code == 401
+        assert requests.get(url + "/api/snapshot", auth=("nobody", "correct horse battery"), timeout=5).status_code == 401
+        ok = requests.get(url + "/api/snapshot", auth=("operator", "correct horse battery"), timeout=5)
+        assert ok.status_code == 200 and ok.json()["executors"] == []
+        assert requests.post(url + "/api/applications/abcd/pause", json={}, timeout=5).status_code == 401
+    finally:
+        dashboard.stop()

@@ -1,0 +1,300 @@
+"""The back ends for real: opening (and failing to open) databases, creating the schema (twice,
+and from several programs at once), the timing views' seconds, and ``gridcrawl report`` / ``db
+init`` — on SQLite, PostgreSQL and MariaDB (servers on 127.0.0.1; skipped when none answers).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from dbfixtures import KNOWN_THREADS, insert_known_timings
+from gridcrawl import models, report, views
+from gridcrawl.cli import app
+from gridcrawl.db import DatabaseUnavailable, init_schema, open_database, schema_version
+
+
+def one_line_error(url: str) -> str:
+    with pytest.raises(DatabaseUnavailable) as info:
+        open_database(url)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+# ------------------------------------------------------------------------------------------
+# Opening databases
+
+
+def test_not_a_url_and_unknown_kind():
+    assert "not a database URL" in one_line_error("crawl.db")
+    assert "unknown database kind" in one_line_error("nosuchdb://x/y")
+
+
+@pytest.mark.parametrize("url", ["postgresql+psycopg://postgres@127.0.0.1:1/none",
+                                 "mysql+pymysql://root@127.0.0.1:1/none"])
+def test_unreachable_server(url):
+    driver = sa.engine.make_url(url).get_driver_name()
+    if importlib.util.find_spec(driver) is None:
+        pytest.skip(f"{driver} is not installed")
+    message = one_line_error(url)
+    assert message.startswith("cannot reach database") and "127.0.0.1:1" in message
+
+
+def test_missing_python_driver():
+    if importlib.util.find_spec("pg8000") is not None:
+        pytest.skip("pg8000 is installed here: no missing driver to show")
+    message = one_line_error("postgresql+pg8000://postgres@127.0.0.1:1/none")
+    assert "driver for postgresql+pg8000 is not installed" in message and "pg8000" in message
+
+
+def test_missing_odbc_driver_names_what_to_install():
+    pyodbc = pytest.importorskip("pyodbc")
+    if "ODBC Driver 18 for SQL Server" in pyodbc.drivers():
+        pytest.skip("Microsoft's ODBC driver is installed here")
+    message = one_line_error("mssql+pyodbc://sa:secret@127.0.0.1:1/crawl?driver=ODBC+Driver+18+for+SQL+Server")
+    assert "ODBC driver" in message and "not installed" in message and "msodbcsql18" in message
+    assert "secret" not in message
+
+
+# ------------------------------------------------------------------------------------------
+# Creating the schema
+
+
+def view_columns(engine, name: str) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text(f"SELECT * FROM {name} WHERE 1 = 0")).keys())
+
+
+def test_init_twice_keeps_data_and_stores_the_version(db_url):
+    engine = open_database(db_url)
+    assert schema_version(engine, models.manager_meta) is None
+    for metadata, meta in ((models.manager_metadata, models.manager_meta), (models.crawl_metadata, models.crawl_meta)):
+        init_schema(engine, metadata, meta)
+    with engine.begin() as conn:
+        conn.execute(models.crawl_meta.insert().values(name="kept", value="yes"))
+    for metadata, meta in ((models.manager_metadata, models.manager_meta), (models.crawl_metadata, models.crawl_meta)):
+        init_schema(engine, metadata, meta)
+    assert schema_version(engine, models.manager_meta) == models.SCHEMA_VERSION
+    assert schema_version(engine, models.crawl_meta) == models.SCHEMA_VERSION
+    with engine.connect() as conn:
+        meta = models.crawl_meta
+        assert conn.execute(sa.select(meta.c.value).where(meta.c.name == "kept")).scalar() == "yes"
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.manager_meta)).scalar() == 1
+    tables = set(sa.inspect(engine).get_table_names())
+    assert {t.name for md in (models.manager_metadata, models.crawl_metadata) for t in md.tables.values()} <= tables
+    for view in views.MANAGER_VIEWS:
+        assert view_columns(engine, view.name)
+    engine.dispose()
+
+
+def test_a_newer_schema_is_refused(sqlite_url):
+    engine = open_database(sqlite_url)
+    init_schema(engine, models.crawl_metadata, models.crawl_meta)
+    with engine.begin() as conn:
+        conn.execute(models.crawl_meta.update().values(value=str(models.SCHEMA_VERSION + 1)))
+    with pytest.raises(DatabaseUnavailable, match="newer than this gridcrawl"):
+        init_schema(engine, models.crawl_metadata, models.crawl_meta)
+
+
+def test_several_programs_create_the_schema_at_once(db_url):
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def create() -> None:
+        engine = open_database(db_url)
+        try:
+            start.wait(10)
+            init_schema(engine, models.manager_metadata, models.manager_meta)
+            init_schema(engine, models.crawl_metadata, models.crawl_meta)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            engine.dispose()
+    workers = [threading.Thread(target=create) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert errors == []
+    engine = open_database(db_url)
+    assert schema_version(engine, models.manager_meta) == models.SCHEMA_VERSION
+    engine.dispose()
+
+
+def test_views_have_the_same_columns_on_every_back_end(db_url):
+    """...and the same as schema.sql's T-SQL views (parsed by sqlglot)."""
+    sqlglot = pytest.importorskip("sqlglot")
+    engine = open_database(db_url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    for view in views.MANAGER_VIEWS:
+        (tsql,) = view.create_sql("mssql")
+        expected = sqlglot.parse_one(tsql, read="tsql").expression.named_selects
+        assert view_columns(engine, view.name) == expected, view.name
+    engine.dispose()
+
+
+# ------------------------------------------------------------------------------------------
+# The views' seconds
+
+
+def test_views_report_known_seconds(db_url, request):
+    engine = open_database(db_url)
+    insert_known_timings(engine)
+    exact = 1e-3 if db_url.startswith("sqlite") else 1e-6  # SQLite reads times to the millisecond
+    approx = lambda x: pytest.approx(x, abs=exact)  # noqa: E731
+
+    threads = {t.thread_id: t for t in report.thread_timings(engine, "a1")}
+    assert sorted(threads) == sorted(KNOWN_THREADS)
+    for tid, (ex, sub, start, end, failed) in KNOWN_THREADS.items():
+        t = threads[tid]
+        assert t.executor_id == ex and t.failed == failed
+        if start is None:
+            assert t.queue_wait_seconds is None and t.run_seconds is None and t.executor_name is None
+        else:
+            assert t.queue_wait_seconds == approx(start - sub)
+            assert t.run_seconds == approx(end - start)
+            assert t.executor_name == f"ex-{ex[1]}"
+
+    summary = {e.executor_id: e for e in report.executor_summary(engine)}
+    e1, e2, e3 = summary["e1"], summary["e2"], summary["e3"]
+    assert (e1.threads, e1.pages, e1.failed) == (2, 2, 0)
+    assert e1.mean_run_seconds == approx(1.5) and e1.min_run_seconds == approx(0.5)
+    assert e1.max_run_seconds == approx(2.5) and e1.mean_queue_wait_seconds == approx(1.625)
+    assert e1.pages_per_second == approx(2 / 2.5)               # busy from 1.25 s to 3.75 s
+    assert (e2.threads, e2.pages, e2.failed) == (2, 1, 1)
+    assert e2.mean_run_seconds == approx(4.000123) == e2.max_run_seconds
+    assert e2.pages_per_second == pytest.approx(1 / 4.000123, rel=1e-3)
+    assert (e3.threads, e3.pages, e3.mean_run_seconds, e3.pages_per_second) == (0, 0, None, None)
+    assert (e2.cpu_max, e2.cpu_usage, e2.cpu_totalusage, e2.num_cpus, e3.is_connected) == (4800.0, 20.0, 3.0, 2, False)
+
+    (app_row,) = report.application_summary(engine)
+    assert (app_row.threads, app_row.pages, app_row.failed, app_row.executors) == (5, 3, 1, 2)
+    assert app_row.elapsed_seconds == approx(10.0) and app_row.pages_per_second == approx(0.3)
+
+    timings = {t.executor_id: t for t in report.executor_timings(engine, "a1")}
+    assert timings["e1"].threads == 2 and timings["e1"].mean_wait_seconds == approx(1.625)
+    assert timings["e2"].max_seconds == approx(4.000123) and "e3" not in timings
+    engine.dispose()
+
+
+def test_one_select_answers_which_executor_ran_which_url(db_url):
+    engine = open_database(db_url)
+    insert_known_timings(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT executor_name, url, run_seconds FROM thread_timing "
+            "WHERE run_seconds IS NOT NULL ORDER BY run_seconds DESC")).all()
+    assert [(r[0], r[1]) for r in rows][:2] == [("ex-2", "http://127.0.0.1:9/p/3"), ("ex-1", "http://127.0.0.1:9/p/1")]
+    engine.dispose()
+
+
+# ------------------------------------------------------------------------------------------
+# The command line
+
+
+def test_db_init_twice(db_url):
+    runner = CliRunner()
+    for _ in range(2):
+        result = runner.invoke(app, ["db", "init", "--db", db_url])
+        assert result.exit_code == 0, result.output
+        assert "schema ready" in result.output
+    engine = open_database(db_url)
+    assert schema_version(engine, models.manager_meta) == schema_version(engine, models.crawl_meta) == 1
+    engine.dispose()
+
+
+def test_report_prints_the_summaries_and_draws_the_timeline(db_url, tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+    engine = open_database(db_url)
+    insert_known_timings(engine)
+    engine.dispose()
+    plot = tmp_path / "threads.png"
+    result = CliRunner().invoke(app, ["report", "--db", db_url, "--plot", str(plot)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    for text in ("executor_summary", "application_summary", "ex-1", "ex-2", "ex-3", "known timings",
+                 "timeline of 4 threads drawn"):
+        assert text in result.output
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = CliRunner().invoke(app, ["report", "--db", db_url, "--application", "a1"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "threads per executor" in result.output and "ex-3" not in result.output
+
+
+def test_report_without_matplotlib_says_what_to_install(sqlite_url, tmp_path, monkeypatch):
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    for name in ("matplotlib", "matplotlib.figure", "matplotlib.patches", "matplotlib.backends.backend_agg"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--plot", str(tmp_path / "x.png")])
+    assert result.exit_code == 2
+    assert "needs matplotlib: pip install 'gridcrawl[report]'" in result.output
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_timeline_lanes_do_not_overlap():
+    from gridcrawl.report import _lanes
+    spans = [(0, 2), (1, 3), (2, 4), (2.5, 3), (5, 6)]
+    lanes = _lanes(spans)
+    assert lanes == [0, 1, 0, 2, 0]
+    for i, (s1, e1) in enumerate(spans):
+        for j, (s2, e2) in enumerate(spans):
+            if i < j and lanes[i] == lanes[j]:
+                assert e1 <= s2 or e2 <= s1
+
+
+# ------------------------------------------------------------------------------------------
+# docs/databases.md's example queries
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "databases.md"
+
+
+def doc_queries(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", DOCS.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+def test_documented_postgresql_queries_run(postgres_url):
+    engine = open_database(postgres_url)
+    insert_known_timings(engine)
+    queries = doc_queries("postgresql")
+    assert len(queries) >= 5
+    with engine.connect() as conn:
+        for query in queries:
+            assert conn.execute(sa.text(query)).all(), query
+    engine.dispose()
+
+
+def test_documented_sql_server_queries_parse_as_tsql():
+    sqlglot = pytest.importorskip("sqlglot")
+    queries = doc_queries("tsql")
+    assert len(queries) >= 5
+    for query in queries:
+        for statement in sqlglot.parse(query, read="tsql"):
+            assert not isinstance(statement, sqlglot.exp.Command), query
+
+
+# ------------------------------------------------------------------------------------------
+# The manager's writes and restore, the crawl store: the code paths compiled for SQL Server in
+# test_db_mssql.py, run for real on every back end
+
+
+def test_manager_and_crawl_store_code_paths_run_on_every_back_end(db_url):
+    from test_db_mssql import run_crawl_store, run_recorder, run_restore_and_reports
+    run_crawl_store(db_url)
+    run_recorder(db_url)
+    run_restore_and_reports(db_url)
+    engine = open_database(db_url)
+    with engine.connect() as conn:
+        row = conn.execute(sa.text("SELECT executor_name, run_seconds, queue_wait_seconds FROM thread_timing")).one()
+        outcome = conn.execute(sa.select(models.attempt.c.outcome)).scalar()
+        connected = conn.execute(sa.select(models.executor.c.is_connected)).scalar()
+    assert row[0] == "ex-1" and outcome == "finished"
+    assert not connected  # a restarted manager knows no executor until it registers again
+    engine.dispose()

@@ -1,0 +1,176 @@
+"""Concurrent writers on one database: claimers get disjoint URLs, racing inserts of one URL leave
+one row, and two clients applying the same page store it once — on SQLite, PostgreSQL and
+MariaDB (each writer with its own engine, as separate programs would have; servers on
+127.0.0.1, skipped when none answers).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import models
+from gridcrawl.client.store import CrawlStore, Outcome, Scope
+from gridcrawl.db import init_schema, insert_ignore, insert_ignore_savepoints, open_database, run_transaction
+from gridcrawl.protocol import PageResult
+from gridcrawl.urls import canonical_url, fingerprint
+
+CLAIMERS = 8
+URLS = [f"http://127.0.0.1:9/p/{i}" for i in range(400)]
+
+
+def run_all(target, count: int, timeout: float = 60) -> list[BaseException]:
+    """Run ``target(i)`` in ``count`` threads; return the exceptions they raised."""
+    errors: list[BaseException] = []
+
+    def wrapped(i: int) -> None:
+        try:
+            target(i)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            errors.append(exc)
+    threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a writer hung"
+    return errors
+
+
+def test_concurrent_claimers_get_disjoint_urls_covering_all(db_url):
+    seeder = CrawlStore(open_database(db_url))
+    assert seeder.add_seeds(URLS) == len(URLS)
+    claimed: list[list[int]] = [[] for _ in range(CLAIMERS)]
+    start = threading.Barrier(CLAIMERS)
+
+    def claimer(i: int) -> None:
+        store = CrawlStore(open_database(db_url))  # its own engine and connections
+        start.wait(30)
+        try:
+            while batch := store.claim(7):
+                claimed[i].extend(p.thread_id for p in batch)
+        finally:
+            store.engine.dispose()
+    assert run_all(claimer, CLAIMERS) == []
+    everything = [tid for ids in claimed for tid in ids]
+    twice = [tid for tid, n in Counter(everything).items() if n > 1]
+    assert twice == [], f"URLs handed to two claimers: {twice[:10]}"
+    with seeder.engine.connect() as conn:
+        all_ids = set(conn.execute(sa.select(models.to_visit_url.c.id)).scalars())
+        unclaimed = conn.execute(sa.select(sa.func.count()).select_from(models.to_visit_url)
+                                 .where(models.to_visit_url.c.in_flight == sa.false())).scalar()
+    assert set(everything) == all_ids and unclaimed == 0
+    seeder.engine.dispose()
+
+
+def url_row(url: str = "http://127.0.0.1:9/same") -> dict:
+    canonical = canonical_url(url)
+    return {"url": canonical, "fingerprint": fingerprint(canonical), "depth": 0, "priority": 5,
+            "discovered_from": None, "in_flight": False}
+
+
+@pytest.mark.parametrize("how", ["dialect", "savepoints"])
+def test_racing_inserts_of_one_url_leave_one_row(db_url, how):
+    """The second writer inserts while the first one's row is not yet committed (it waits for
+    the first, then finds the row there). ``savepoints`` is SQL Server's way, run here on the
+    back ends that can run."""
+    if how == "savepoints" and db_url.startswith("mysql"):
+        pytest.skip("MariaDB always takes INSERT IGNORE")
+    insert = insert_ignore if how == "dialect" else insert_ignore_savepoints
+    engines = [open_database(db_url) for _ in range(2)]
+    init_schema(engines[0], models.crawl_metadata, models.crawl_meta)
+    first_inserted = threading.Event()
+
+    def writer(i: int) -> None:
+        if i == 1:
+            assert first_inserted.wait(30)
+        with engines[i].begin() as conn:
+            insert(conn, models.to_visit_url, [url_row()])
+            if i == 0:
+                first_inserted.set()
+                time.sleep(0.3)  # keep the row uncommitted while the other writer inserts it
+    assert run_all(writer, 2) == []
+    with engines[0].connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(models.to_visit_url)).scalar() == 1
+    for engine in engines:
+        engine.dispose()
+
+
+def test_many_writers_insert_overlapping_batches(db_url):
+    """8 writers insert overlapping batches (in different orders) at once: every URL once, and
+    no deadlock escapes (rows are inserted in key order)."""
+    engines = [open_database(db_url) for _ in range(CLAIMERS)]
+    init_schema(engines[0], models.crawl_metadata, models.crawl_meta)
+    rows = [url_row(u) for u in URLS[:120]]
+    start = threading.Barrier(CLAIMERS)
+
+    def writer(i: int) -> None:
+        mine = rows[i * 10:i * 10 + 60]
+        mine = mine[::-1] if i % 2 else mine
+        start.wait(30)
+        with engines[i].begin() as conn:
+            insert_ignore(conn, models.to_visit_url, mine)
+    assert run_all(writer, CLAIMERS) == []
+    with engines[0].connect() as conn:
+        fps = list(conn.execute(sa.select(models.to_visit_url.c.fingerprint)).scalars())
+    assert sorted(fps) == sorted({r["fingerprint"] for r in rows[:130]})
+    for engine in engines:
+        engine.dispose()
+
+
+def test_two_clients_applying_one_page_store_it_once(db_url):
+    """Two clients that both fetched the same URL (overlapping seeds) apply it at once: one
+    document, one visit, its links queued once."""
+    stores = [CrawlStore(open_database(db_url)) for _ in range(2)]
+    stores[0].add_seeds(["http://127.0.0.1:9/"])
+    (pending,) = stores[0].claim(1)
+    links = [[f"http://127.0.0.1:9/l/{i}", ""] for i in range(30)]
+    page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html", size=10,
+                      title="root", encoding="utf-8", content="<html>é</html>", links=links)
+    scope = Scope(["127.0.0.1"], -1)
+    start = threading.Barrier(2)
+
+    def client(i: int) -> None:
+        start.wait(30)
+        stores[i].apply([Outcome(pending, page, f"e{i}", 1, False)], scope)
+    assert run_all(client, 2) == []
+    counts = stores[0].counts()
+    assert (counts["documents"], counts["visited"], counts["to_visit"]) == (1, 1, 30)
+    for store in stores:
+        store.engine.dispose()
+
+
+def test_a_deadlock_victim_is_run_again(db_url):
+    """Two transactions update two rows in opposite orders: the server kills one as a deadlock
+    victim, and run_transaction runs it again, so both succeed."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("SQLite writers queue at BEGIN IMMEDIATE: they cannot deadlock")
+    engines = [open_database(db_url) for _ in range(2)]
+    meta = models.crawl_meta
+    init_schema(engines[0], models.crawl_metadata, meta)
+    with engines[0].begin() as conn:
+        conn.execute(meta.insert(), [{"name": "a", "value": "0"}, {"name": "b", "value": "0"}])
+    both_hold_one = threading.Barrier(2)
+    attempts = [0, 0]
+
+    def writer(i: int) -> None:
+        first, second = ("a", "b") if i == 0 else ("b", "a")
+
+        def work(conn) -> None:
+            attempts[i] += 1
+            conn.execute(meta.update().where(meta.c.name == first).values(value=f"w{i}"))
+            if attempts[i] == 1:
+                both_hold_one.wait(30)
+            conn.execute(meta.update().where(meta.c.name == second).values(value=f"w{i}"))
+        run_transaction(engines[i], work)
+    assert run_all(writer, 2) == []
+    assert sorted(attempts) == [1, 2]
+    with engines[0].connect() as conn:
+        values = set(conn.execute(sa.select(meta.c.value).where(meta.c.name.in_(["a", "b"]))).scalars())
+    assert len(values) == 1  # one writer's transaction was last, whole
+    for engine in engines:
+        engine.dispose()

@@ -1,0 +1,211 @@
+"""``gridcrawl export``: JSON lines, CSV and WARC 1.1 of a real crawl, read back with standard
+tools (warcio's ArchiveIterator, the csv and json modules)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from gridcrawl.client.store import CrawlStore, Outcome, Pending
+from gridcrawl.db import open_database
+from gridcrawl.export import ExportError, export, export_warc
+from gridcrawl.protocol import PageResult
+from gridcrawl.urls import canonical_url, fingerprint
+from grid import Grid
+from sites import Site
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(range(256))
+LATIN = "<html><head><title>caf\xe9</title></head><body>na\xefve cr\xe8me</body></html>".encode("iso-8859-1")
+
+
+def make_site() -> Site:
+    """Four pages: UTF-8 HTML with a custom header, Latin-1 HTML, a PNG, and a link to a 404."""
+    site = Site()
+    site.pages["/"] = ('<html><head><title>home \u2713</title></head><body>'
+                      '<a href="/latin.html">l</a> <a href="/pic.png">p</a> <a href="/gone.html">g</a>'
+                      '</body></html>').encode("utf-8")
+
+    def home(h) -> None:
+        h.respond(200, site.pages["/"], headers={"X-Gridcrawl-Test": "yes", "Cache-Control": "max-age=60"})
+
+    site.extra["/"] = home
+    site.pages["/latin.html"] = LATIN
+    site.types["/latin.html"] = "text/html; charset=iso-8859-1"
+    site.pages["/pic.png"] = PNG
+    site.types["/pic.png"] = "image/png"
+    return site
+
+
+@pytest.fixture(scope="module")
+def crawl(tmp_path_factory):
+    """A finished crawl of :func:`make_site` by the real programs (bodies of non-HTML kept)."""
+    from sites import SiteServer
+    tmp = tmp_path_factory.mktemp("export")
+    site = make_site()
+    server = SiteServer(site).start()
+    grid = Grid(tmp)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2", "--keep-non-html")
+        client = grid.start_client(server.url("/"))
+        assert client.wait(timeout=90) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+        server.stop()
+    return {"grid": grid, "server": server, "site": site, "db": grid.crawl_db, "tmp": tmp}
+
+
+def served(crawl, path: str) -> bytes:
+    return crawl["site"].pages[path]
+
+
+def test_warc_has_request_and_response_records_with_headers_and_the_served_bodies(crawl):
+    engine = open_database(crawl["db"])
+    out = crawl["tmp"] / "crawl.warc.gz"
+    result = export(engine, "warc", str(out))
+    assert (result.records, result.skipped) == (3, 0)
+    with open(out, "rb") as fh:
+        assert fh.read(2) == b"\x1f\x8b"  # gzip, per record
+    with open(out, "rb") as fh:
+        records = list(_records(fh))
+    assert records[0]["type"] == "warcinfo" and records[0]["version"] == "WARC/1.1"
+    responses = {r["uri"]: r for r in records if r["type"] == "response"}
+    requests = [r for r in records if r["type"] == "request"]
+    base = crawl["server"].url
+    assert set(responses) == {canonical_url(base(p)) for p in ("/", "/latin.html", "/pic.png")}
+    assert len(requests) == 3
+    for r in records[1:]:
+        assert r["version"] == "WARC/1.1" and r["date"].endswith("Z") and "." in r["date"]  # 1.1: microseconds
+    by_id = {r["id"]: r for r in responses.values()}
+    for req in requests:
+        response = by_id[req["concurrent_to"]]                    # each request names its response
+        assert req["uri"] == response["uri"]
+        assert req["http_line"].startswith("GET /") and req["http_line"].endswith(" HTTP/1.1")
+        assert req["http_headers"]["host"] == base("/").split("//")[1].rstrip("/")
+    home = responses[canonical_url(base("/"))]
+    assert home["status"] == "200" and home["http_line"] == "HTTP/1.1 200 OK"
+    assert home["http_headers"]["x-gridcrawl-test"] == "yes"
+    assert home["http_headers"]["cache-control"] == "max-age=60"
+    assert home["http_headers"]["content-type"] == "text/html; charset=utf-8"
+    assert home["payload"] == served(crawl, "/")
+    latin = responses[canonical_url(base("/latin.html"))]
+    assert latin["payload"] == LATIN                             # re-encoded in its charset: identical
+    assert latin["http_headers"]["content-length"] == str(len(LATIN))
+    pic = responses[canonical_url(base("/pic.png"))]
+    assert pic["payload"] == PNG and pic["http_headers"]["content-type"] == "image/png"
+    assert all(r["digest_ok"] for r in responses.values())
+
+
+def _records(fh):
+    for record in ArchiveIterator(fh):
+        rec = {"type": record.rec_type, "version": record.rec_headers.protocol,
+               "uri": record.rec_headers.get_header("WARC-Target-URI"),
+               "id": record.rec_headers.get_header("WARC-Record-ID"),
+               "date": record.rec_headers.get_header("WARC-Date"),
+               "concurrent_to": record.rec_headers.get_header("WARC-Concurrent-To")}
+        if record.http_headers is not None:
+            # warcio splits the first line at its first space: "HTTP/1.1" + "200 OK", "GET" + "/ HTTP/1.1"
+            rec["http_line"] = f"{record.http_headers.protocol} {record.http_headers.statusline}"
+            rec["status"] = record.http_headers.get_statuscode()
+            rec["http_headers"] = {k.lower(): v for k, v in record.http_headers.headers}
+        payload = record.content_stream().read()
+        rec["payload"] = payload
+        digest = record.rec_headers.get_header("WARC-Payload-Digest")
+        if digest and record.rec_type == "response":
+            import hashlib
+            rec["digest_ok"] = digest == "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode()
+        yield rec
+
+
+def test_uncompressed_warc_reads_back_too(crawl, tmp_path):
+    out = tmp_path / "crawl.warc"
+    export(open_database(crawl["db"]), "warc", str(out))
+    with open(out, "rb") as fh:
+        head = fh.read(8)
+    assert head == b"WARC/1.1"
+    with open(out, "rb") as fh:
+        kinds = [r.rec_type for r in ArchiveIterator(fh)]
+    assert kinds[0] == "warcinfo" and kinds.count("response") == 3 and kinds.count("request") == 3
+
+
+def test_jsonl_has_one_document_per_line_with_metadata(crawl, tmp_path):
+    out = tmp_path / "docs.jsonl"
+    result = export(open_database(crawl["db"]), "jsonl", str(out))
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert result.records == len(lines) == 3
+    docs = {d["url"]: d for d in map(json.loads, lines)}
+    base = crawl["server"].url
+    home = docs[canonical_url(base("/"))]
+    assert home["status"] == 200 and home["title"] == "home \u2713" and home["fingerprint"] == fingerprint(home["url"])
+    assert home["fetched_at"].endswith("Z") and home["executor"] and home["fetch_seconds"] >= 0
+    assert home["headers"]["x-gridcrawl-test"] == "yes"
+    assert home["content"] == served(crawl, "/").decode("utf-8")
+    pic = docs[canonical_url(base("/pic.png"))]
+    assert base64.b64decode(pic["body_base64"]) == PNG and pic["content"] is None
+    out2 = tmp_path / "meta.jsonl"
+    export(open_database(crawl["db"]), "jsonl", str(out2), content=False)
+    for doc in map(json.loads, out2.read_text(encoding="utf-8").splitlines()):
+        assert "content" not in doc and "body_base64" not in doc and doc["url"]
+
+
+def test_csv_lists_every_visited_url(crawl, tmp_path):
+    out = tmp_path / "visited.csv"
+    result = export(open_database(crawl["db"]), "csv", str(out))
+    with open(out, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert result.records == len(rows) == 4                          # 3 pages and the 404
+    base = crawl["server"].url
+    by_url = {r["url"]: r for r in rows}
+    assert by_url[canonical_url(base("/gone.html"))]["status"] == "404"
+    assert by_url[canonical_url(base("/gone.html"))]["error_kind"]
+    assert by_url[canonical_url(base("/"))]["status"] == "200" and by_url[canonical_url(base("/"))]["error_kind"] == ""
+
+
+def test_the_export_command_line(crawl, tmp_path):
+    out = tmp_path / "cli.warc.gz"
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], "--format", "warc",
+                           str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "exported 3 pages" in done.stderr
+    with gzip.open(out, "rb") as fh:
+        assert fh.read(8) == b"WARC/1.1"
+    # the manager's database is no crawl database: one line, exit status 2
+    bad = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["grid"].manager_db,
+                          "--format", "csv", str(tmp_path / "x.csv")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "not a gridcrawl crawl database" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    unknown = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], "--format", "pdf",
+                              str(tmp_path / "x.pdf")], capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "unknown format 'pdf'" in unknown.stderr
+
+
+def test_pages_crawled_without_content_are_left_out_of_a_warc(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
+    url = canonical_url("http://127.0.0.1:1/a.html")
+    store.add_seeds([url])
+    (pending,) = store.claim(1)
+    page = PageResult(url=url, final_url=url, status=200, content_type="text/html", size=10, title="a",
+                      content="<p>a</p>", headers={"content-type": "text/html"})
+    store.apply([Outcome(pending, page, "ex", 1, False)], store.scope([url], [], -1), store_content=False)
+    buf = io.BytesIO()
+    result = export_warc(store.engine, buf, gzip=False)
+    assert (result.records, result.skipped) == (0, 1)
+    buf.seek(0)
+    assert [r.rec_type for r in ArchiveIterator(buf)] == ["warcinfo"]
+
+
+def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
+    engine = open_database(f"sqlite:///{tmp_path / 'c.db'}")
+    CrawlStore(engine)
+    with pytest.raises(ExportError, match="unknown format"):
+        export(engine, "xml", str(tmp_path / "x"))
+    with pytest.raises(ExportError, match="cannot write"):
+        export(engine, "jsonl", str(tmp_path / "no-such-dir" / "x.jsonl"))

@@ -1,0 +1,265 @@
+"""Fault tolerance with real processes: whatever dies, every reachable page is stored exactly once.
+
+Each test crawls a generated site (real HTTP server with per-request latency, so a crawl is
+still going when the failure happens), breaks something for real (``kill -9``, SIGSTOP, a cut
+network link, SIGTERM), and then checks the crawl tables: pages lost must be 0 and duplicates 0.
+Each prints its figures (time to detect, time to finish, lost, duplicates): ``pytest -s`` shows
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from gridcrawl.urls import canonical_url
+from grid import Grid, wait_for
+from netcut import CuttableLink
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+
+def visited(grid: Grid) -> int:
+    try:
+        return grid.query("crawl", "SELECT COUNT(*) FROM visited_url")[0][0]
+    except Exception:  # the client has not created its tables yet
+        return 0
+
+
+def executor_connected(grid: Grid, name: str) -> bool | None:
+    try:
+        rows = grid.query("manager", "SELECT is_connected FROM executor WHERE name = ?", name)
+    except Exception:
+        return None
+    return bool(rows[0][0]) if rows else None
+
+
+def check_complete(grid: Grid, server, site, label: str, **figures) -> dict:
+    """Assert no page lost, none stored twice, nothing left to visit; print the figures."""
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    urls = [row[0] for row in grid.query("crawl", "SELECT url FROM document")]
+    lost = expected - set(urls)
+    duplicates = len(urls) - len(set(urls))
+    figures.update(pages=len(expected), lost=len(lost), duplicates=duplicates)
+    print(f"\n[{label}] " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                      for k, v in figures.items()))
+    assert duplicates == 0
+    assert not lost, sorted(lost)[:5]
+    assert set(urls) == expected
+    assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+    return figures
+
+
+def start_crawl(tmp_path, site_server, *, pages=150, latency=0.05, seed=11, manager_args=(), executors=None):
+    site = generate_site(pages, links_per_page=5, seed=seed)
+    server = site_server(site, latency=latency)
+    grid = Grid(tmp_path)
+    grid.start_manager(*manager_args)
+    procs = {}
+    for name, threads in (executors or {"victim": 4, "survivor": 2}).items():
+        procs[name] = grid.start_executor(name, "--threads", str(threads))
+    started = time.monotonic()
+    client = grid.start_client(server.url("/"))
+    return site, server, grid, procs, client, started
+
+
+def test_kill_9_executor_mid_crawl(tmp_path, site_server):
+    site, server, grid, procs, client, started = start_crawl(tmp_path, site_server)
+    try:
+        wait_for(lambda: visited(grid) >= 20, 60, message="20 pages")
+        wait_for(lambda: grid.query("manager", "SELECT COUNT(*) FROM attempt a JOIN executor e ON "
+                                    "e.executor_id = a.executor_id WHERE e.name = 'victim' AND "
+                                    "a.outcome = 'running'")[0][0] > 0, 30, 0.02, "victim holding work")
+        procs["victim"].kill()
+        killed = time.monotonic()
+        wait_for(lambda: executor_connected(grid, "victim") is False, 15, 0.02, "victim disconnected")
+        detected = time.monotonic() - killed
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        finished = time.monotonic() - killed
+    finally:
+        grid.stop()
+    check_complete(grid, server, site, "kill -9 executor", detect_s=detected, finish_after_kill_s=finished)
+    assert grid.query("manager", "SELECT is_connected FROM executor WHERE name = 'victim'") == [(0,)]
+    # every thread the victim lost was run again, to the end, by the survivor
+    retried = grid.query("manager", """
+        SELECT a.internal_thread_id,
+               (SELECT COUNT(*) FROM attempt b JOIN executor s ON s.executor_id = b.executor_id
+                 WHERE b.internal_thread_id = a.internal_thread_id AND s.name = 'survivor'
+                   AND b.outcome = 'finished' AND b.attempt_id > a.attempt_id)
+        FROM attempt a JOIN executor e ON e.executor_id = a.executor_id
+        WHERE e.name = 'victim' AND a.outcome = 'lost'""")
+    assert retried and all(n == 1 for _, n in retried), retried
+
+
+def test_sigstop_beyond_liveness_then_sigcont_fences_late_results(tmp_path, site_server):
+    site, server, grid, procs, client, started = start_crawl(tmp_path, site_server, latency=0.2, pages=100)
+    victim = procs["victim"]
+    try:
+        wait_for(lambda: visited(grid) >= 10, 60, message="10 pages")
+        victim.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        wait_for(lambda: executor_connected(grid, "victim") is False, 15, 0.02, "victim declared dead")
+        detected = time.monotonic() - stopped
+        time.sleep(0.5)
+        victim.send_signal(signal.SIGCONT)
+        wait_for(lambda: executor_connected(grid, "victim") is True, 20, 0.05, "victim registered again")
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        finished = time.monotonic() - stopped
+    finally:
+        victim.send_signal(signal.SIGCONT)
+        grid.stop()
+    fenced = grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE outcome = 'fenced'")[0][0]
+    check_complete(grid, server, site, "SIGSTOP executor", detect_s=detected, finish_after_stop_s=finished,
+                   fenced=fenced)
+    assert fenced >= 1, grid.log("manager.log")[-3000:]
+
+
+def test_kill_9_manager_and_restart_on_the_same_database(tmp_path, site_server):
+    site, server, grid, procs, client, started = start_crawl(tmp_path, site_server, pages=200)
+    try:
+        wait_for(lambda: visited(grid) >= 30, 60, message="30 pages")
+        grid.manager.kill()
+        grid.manager.wait()
+        killed = time.monotonic()
+        time.sleep(0.5)
+        grid.start_manager()
+        wait_for(lambda: grid.log("manager.log").count("registered:") >= 4, 30, 0.05, "executors re-registered")
+        rejoined = time.monotonic() - killed
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        finished = time.monotonic() - killed
+    finally:
+        grid.stop()
+    check_complete(grid, server, site, "kill -9 manager", executors_back_after_s=rejoined,
+                   finish_after_kill_s=finished)
+    assert "reattached" in grid.log("client.log")
+
+
+def test_kill_9_client_and_start_a_new_one(tmp_path, site_server):
+    site, server, grid, procs, client, started = start_crawl(tmp_path, site_server, pages=200)
+    try:
+        wait_for(lambda: visited(grid) >= 30, 60, message="30 pages")
+        client.kill()
+        client.wait()
+        killed = time.monotonic()
+        time.sleep(1.0)  # results keep arriving at the manager while no client listens
+        second = grid.start_client()
+        assert second.wait(timeout=120) == 0, grid.log("client.log")
+        finished = time.monotonic() - killed
+    finally:
+        grid.stop()
+    check_complete(grid, server, site, "kill -9 client", finish_after_kill_s=finished)
+    apps = grid.query("manager", "SELECT COUNT(*) FROM application")
+    assert apps == [(1,)], "the new client must reattach to the same application"
+
+
+def test_url_that_crashes_executors_is_failed_as_poison(tmp_path, site_server):
+    site = generate_site(60, links_per_page=4, seed=5)
+    site.pages["/p/crash.html"] = b"<html><body>boom</body></html>"
+    site.types["/p/crash.html"] = "text/html"
+    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/p/crash.html">crash</a></body>')
+    server = site_server(site, latency=0.02)
+    grid = Grid(tmp_path)
+    crash_env = {"GRIDCRAWL_TEST_CRASH_ON": "/p/crash.html"}
+    restarts = 0
+    try:
+        grid.start_manager("--prefetch", "0", "--max-attempts", "3")
+        live = [grid.start_executor(f"ex{i}", "--threads", "1", env=crash_env) for i in range(2)]
+        client = grid.start_client(server.url("/"))
+        deadline = time.monotonic() + 120
+        while client.poll() is None and time.monotonic() < deadline:
+            for i, proc in enumerate(live):  # a service manager restarting crashed executors
+                if proc.poll() is not None:
+                    restarts += 1
+                    live[i] = grid.start_executor(f"ex{i}-r{restarts}", "--threads", "1", env=crash_env)
+            time.sleep(0.05)
+        assert client.wait(timeout=5) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    crash_url = canonical_url(server.url("/p/crash.html"))
+    row = grid.query("crawl", "SELECT error_kind, attempts FROM visited_url WHERE url = ?", crash_url)
+    assert row == [("poison", 3)], row
+    assert restarts == 3 and server.count("/p/crash.html") == 0  # it died before fetching, each time
+    expected = {canonical_url(server.url(p)) for p in reachable(site)} - {crash_url}
+    urls = [r[0] for r in grid.query("crawl", "SELECT url FROM document")]
+    assert len(urls) == len(set(urls)) and set(urls) == expected
+    print(f"\n[poison URL] executors crashed={restarts}, pages={len(expected)}, lost=0, duplicates=0")
+
+
+def test_executor_cut_off_the_network_then_healed(tmp_path, site_server):
+    site = generate_site(150, links_per_page=5, seed=13)
+    server = site_server(site, latency=0.05)
+    grid = Grid(tmp_path)
+    link = CuttableLink(("127.0.0.1", grid.port))
+    try:
+        grid.start_manager()
+        grid.start_executor("cut", "--threads", "4", manager=link.endpoint)
+        grid.start_executor("steady", "--threads", "2")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: visited(grid) >= 20, 60, message="20 pages")
+        link.cut()
+        cut_at = time.monotonic()
+        wait_for(lambda: executor_connected(grid, "cut") is False, 15, 0.02, "cut executor declared dead")
+        detected = time.monotonic() - cut_at
+        time.sleep(1.0)
+        link.heal()
+        wait_for(lambda: grid.log("cut.log").count("registered as executor") >= 2, 30, 0.05, "re-registration")
+        back = time.monotonic() - cut_at
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        link.close()
+        grid.stop()
+    check_complete(grid, server, site, "network cut", detect_s=detected, registered_again_after_s=back)
+
+
+def test_every_program_exits_within_5_s_of_sigterm_with_work_in_flight(tmp_path, site_server):
+    site = generate_site(100, links_per_page=5, seed=17)
+    server = site_server(site, latency=0.5)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        grid.start_executor("ex2", "--threads", "4")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: visited(grid) >= 5, 60, message="5 pages")
+        timings = {}
+        for proc in grid.processes:
+            proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        for proc in grid.processes:
+            proc.wait(timeout=10)
+            timings[proc.args[2]] = max(timings.get(proc.args[2], 0.0), time.monotonic() - sent)
+    finally:
+        grid.stop()
+    print(f"\n[SIGTERM] exit seconds: {timings}")
+    assert all(seconds < 5 for seconds in timings.values()), timings
+    assert all(proc.returncode is not None for proc in grid.processes)
+
+
+def test_gridcrawl_run_exits_on_sigterm_without_orphans(tmp_path, site_server):
+    site = generate_site(100, links_per_page=5, seed=19)
+    server = site_server(site, latency=0.5)
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
+                             "--workdir", str(tmp_path), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 30, 0.05, "manager and 2 executors")
+        wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "work in flight")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        proc.wait(timeout=15)
+        elapsed = time.monotonic() - sent
+        gone, alive = psutil.wait_procs(children, timeout=1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"\n[SIGTERM gridcrawl run] exited after {elapsed:.2f} s, orphans={len(alive)}")
+    assert not alive, [p.pid for p in alive]
+    assert elapsed < 5

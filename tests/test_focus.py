@@ -1,0 +1,100 @@
+"""The focused crawl's relevance score (gridcrawl/focus.py) computed by hand from its documented
+formula, and the client store using it (SQLite): links below --min-relevance are not queued,
+the frontier is claimed by relevance, scores are stored with documents and links."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl.client.store import CrawlStore, Outcome, Scope, Strategy
+from gridcrawl.db import open_database
+from gridcrawl.focus import Focus, page_text, priority, tokens
+
+BASE = "http://127.0.0.1:8000/"
+FOCUS = Focus(("crawler", "politeness"))  # delta 0.5, beta 0.8, gamma 0.5
+
+
+def test_similarity_is_the_share_of_keywords_matched_by_prefix():
+    assert tokens("Web-Crawler, crawl_delay 2!") == {"web", "crawler", "crawl", "delay", "2"}
+    assert FOCUS.sim("A CRAWLER design") == 0.5
+    assert FOCUS.sim("crawlers and their politeness") == 1.0      # "crawler" begins "crawlers"
+    assert FOCUS.sim("crawl politely") == 0.0                      # neither keyword begins a token
+    assert FOCUS.sim("") == 0.0
+    assert FOCUS.url_sim("http://127.0.0.1:8000/politeness/crawler%2Dtraps.html") == 1.0
+    assert Focus.parse("  Crawler, POLITENESS crawler ").terms == ("crawler", "politeness")
+
+
+def test_link_score_follows_the_documented_formula():
+    # anchor matches one keyword of two: anchor 0.5, context 1, neighbourhood .8*.5 + .2*1 = .6
+    # parent page score .8: inherited .5*.8 = .4; r = .5*.4 + .5*.6 = .5
+    assert FOCUS.link_score("Crawler design", BASE + "x.html", 0.8) == pytest.approx(0.5)
+    # no keyword in the anchor: context is the URL's similarity (1 here): neighbourhood .2
+    assert FOCUS.link_score("next", BASE + "politeness/crawler-9.html", 1.0) == pytest.approx(.25 + .1)
+    # nothing: only the inherited part is left
+    assert FOCUS.link_score("recipes", BASE + "food/soup.html", 0.4) == pytest.approx(0.1)
+    assert FOCUS.link_score("recipes", BASE + "food/soup.html", 0.0) == 0.0
+    weighted = Focus(("crawler",), delta=1.0, beta=1.0, gamma=0.0)
+    assert weighted.link_score("crawler", BASE, 0.0) == 1.0
+
+
+def test_page_score_is_own_similarity_else_decayed_queue_score():
+    assert FOCUS.page_score("Politeness", "of a crawler", 0.1) == 1.0
+    assert FOCUS.page_score("Soup", "recipes", 0.6) == pytest.approx(0.3)
+    assert page_text("<html><script>crawler()</script><p>poli<b>teness</b></p></html>").split() == ["poli", "teness"]
+    assert page_text(None) == ""
+
+
+def test_priority_and_invalid_focus():
+    assert [priority(x) for x in (0.0, 0.4994, 0.5, 1.0, 1.5, -1)] == [0, 499, 500, 1000, 1000, 0]
+    with pytest.raises(ValueError, match="at least one keyword"):
+        Focus.parse(" ,; ")
+    with pytest.raises(ValueError, match="delta must be between 0 and 1"):
+        Focus(("a",), delta=1.5)
+    with pytest.raises(ValueError, match="--min-relevance must be between 0 and 1"):
+        Strategy(focus=FOCUS, min_relevance=1.5)
+    with pytest.raises(ValueError, match="--order must be one of bfs, dfs, priority"):
+        Strategy(order="random")
+
+
+def page(url: str, title: str, text: str, links: list[list[str]]):
+    from gridcrawl.protocol import PageResult
+    return PageResult(url=url, final_url=url, status=200, content_type="text/html", title=title,
+                      content=f"<html><body><p>{text}</p></body></html>", links=links)
+
+
+def test_store_queues_by_relevance_and_drops_links_below_the_threshold(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"),
+                       Strategy(order="priority", focus=FOCUS, min_relevance=0.3))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(5)
+    assert (seed.relevance, seed.priority) == (1.0, 1000)
+    home = page(BASE, "Home", "welcome", [
+        [BASE + "soup.html", "Soup"],                          # r = .5*.5*.5 = .125 -> dropped
+        [BASE + "politeness.html", "Politeness rules"],        # .125 + .5*(.8*.5 + .2) = .425
+        [BASE + "both.html", "crawler politeness"],            # .125 + .5 = .625
+        [BASE + "crawler-faq.html", "faq"],                    # .125 + .5*(.2*.5) = .175 -> dropped
+    ])
+    store.apply([Outcome(seed, home, "ex", 1, False)], Scope(["127.0.0.1"]))
+    claimed = store.claim(5)
+    assert [(p.url, round(p.relevance, 3), p.priority) for p in claimed] == [
+        (BASE + "both.html", 0.625, 625), (BASE + "politeness.html", 0.425, 425)]
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT relevance FROM document")).scalar() == pytest.approx(0.5)  # .5 * 1.0
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM to_visit_url")).scalar() == 2
+
+
+def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"),
+                       Strategy(order="priority", focus=FOCUS))
+    store.add_seeds([BASE, BASE + "topic.html"])
+    home, topic = store.claim(5)
+    target = BASE + "target.html"
+    store.apply([Outcome(home, page(BASE, "Home", "welcome", [[target, "more"]]), "ex", 1, False)],
+                Scope(["127.0.0.1"]))
+    with store.engine.connect() as conn:
+        low = conn.execute(sa.text("SELECT relevance FROM to_visit_url WHERE url = :u"), {"u": target}).scalar()
+    store.apply([Outcome(topic, page(topic.url, "Crawler politeness", "", [[target, "more"]]), "ex", 1, False)],
+                Scope(["127.0.0.1"]))
+    (again,) = store.claim(5)
+    assert low == pytest.approx(0.125) and again.relevance == pytest.approx(0.25) and again.priority == 250

@@ -1,0 +1,254 @@
+"""Hostile input: random frames at the protocol decoder, garbage and floods at a running manager,
+values that do not fit the manager's tables, and pages full of quotes, NUL characters and
+10,000-character values at the crawl store. Every test here fails without its mechanism
+(checked decoding, check_limits, PeerGuard, MAXMSGSIZE, parameterised SQL)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import msgpack
+import pytest
+import sqlalchemy as sa
+import zmq
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from zmq.utils.monitor import recv_monitor_message
+
+from gridcrawl import protocol as p
+from gridcrawl.db import open_database
+from gridcrawl.manager.server import PeerGuard, check_limits, is_loopback_endpoint
+from gridcrawl.urls import InvalidURL, canonical_url, fingerprint
+from grid import Grid
+from sites import generate_site, reachable
+
+# ----------------------------------------------------------------------------------------------
+# The decoder: random frames only ever raise ProtocolError
+
+_ints = st.integers(min_value=-(2 ** 63), max_value=2 ** 64 - 1)  # what msgpack can carry
+_scalars = st.one_of(st.none(), st.booleans(), _ints,
+                     st.floats(allow_nan=True), st.text(max_size=20), st.binary(max_size=20))
+_values = st.recursive(_scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=10), _ints), inner, max_size=4)),
+    max_leaves=12)
+_field_names = st.sampled_from(sorted({f for cls in p.MESSAGES.values() for f in cls.__dataclass_fields__}
+                                      | {"url", "page", "threads", "figures", "x"}))
+_bodies = st.one_of(
+    st.binary(max_size=64),  # not msgpack, or msgpack of anything
+    st.builds(lambda d: msgpack.packb(d, use_bin_type=True),
+              st.dictionaries(_field_names, _values, max_size=8)),  # maps with real field names
+    st.builds(lambda v: msgpack.packb(v, use_bin_type=True), _values))
+_frames = st.one_of(
+    st.lists(st.binary(max_size=32), max_size=5),  # any frames at all
+    st.tuples(st.sampled_from([p.PROTOCOL_VERSION, b"GC2", b""]),
+              st.one_of(st.sampled_from(sorted(p.MESSAGES)), st.binary(max_size=12)), _bodies).map(list))
+
+
+@hsettings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_frames)
+def test_decoder_raises_only_protocol_error_on_random_frames(frames):
+    try:
+        message = p.decode(frames)
+    except p.ProtocolError:
+        return
+    # what decodes is a well-formed message of a known type
+    assert type(message) in p.MESSAGES.values()
+    assert p.decode(p.encode(message)) == message
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.dictionaries(_field_names, _values, max_size=8))
+def test_check_limits_never_raises_on_decodable_messages(body):
+    for kind in (b"register", b"open", b"submit", b"result", b"heartbeat"):
+        try:
+            message = p.decode([p.PROTOCOL_VERSION, kind, msgpack.packb(body, use_bin_type=True)])
+        except p.ProtocolError:
+            continue
+        result = check_limits(message)
+        assert result is None or isinstance(result, str)
+
+
+# ----------------------------------------------------------------------------------------------
+# Values that do not fit the manager's tables are refused before they reach the core
+
+def _register(**kw) -> p.Register:
+    return p.Register(**{"name": "ex", "host": "h", "user": "u", "threads": 4, **kw})
+
+
+@pytest.mark.parametrize("message, needle", [
+    (p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/x\x00y")]), "control characters"),
+    (p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/" + "a" * 10_000)]), "longer than"),
+    (p.Submit("a" * 32, [p.ThreadSpec(2 ** 63, "http://a.test/")]), "out of range"),
+    (p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/", depth=2 ** 40)]), "out of range"),
+    (p.Submit("a" * 32, [p.ThreadSpec(i, "http://a.test/") for i in range(10_001)]), "10000"),
+    (_register(name="x" * 10_000), "longer than"),
+    (_register(user="al\x00ice"), "control characters"),
+    (_register(executor_id="'; DROP TABLE executor; --"), "id must be"),
+    (_register(threads=10 ** 9), "out of range"),
+    (_register(cpu_max=math.inf), "not a finite number"),
+    (p.OpenApplication("crawl", "u", application_id="x" * 37), "id must be"),
+    (p.Heartbeat({"cpu_usage": math.nan}), "not a finite number"),
+    (p.Result(1, p.PageResult("http://a.test/", error_kind="k" * 10_000)), "longer than"),
+])
+def test_check_limits_refuses_what_does_not_fit(message, needle):
+    reason = check_limits(message)
+    assert reason is not None and needle in reason
+
+
+def test_check_limits_accepts_ordinary_messages():
+    assert check_limits(_register(executor_id="0123456789abcdef0123456789abcdef")) is None
+    assert check_limits(p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/it's%20\"quoted\"")])) is None
+    assert check_limits(p.Heartbeat({"cpu_usage": 12.5, "mem_usage": 2 ** 40})) is None
+    assert check_limits(p.Result(3, p.PageResult("http://a.test/", title="\x00" * 10, content="x\x00y"))) is None
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-peer limits (pure: times passed in)
+
+def test_peer_guard_blocks_a_peer_after_too_many_strikes_and_forgets_it_later():
+    guard = PeerGuard(max_strikes=5, window=10.0, block_seconds=30.0)
+    assert not any(guard.strike(b"bad", 100.0 + i * 0.1) for i in range(4))
+    assert guard.strike(b"bad", 100.5)  # the 5th strike within the window blocks
+    assert not guard.admit(b"bad", 101.0) and guard.admit(b"good", 101.0)
+    assert not guard.admit(b"bad", 129.0)
+    guard.prune(131.0)
+    assert guard.admit(b"bad", 131.0)
+
+
+def test_peer_guard_strikes_spread_over_time_do_not_block():
+    guard = PeerGuard(max_strikes=3, window=1.0)
+    assert not any(guard.strike(b"slow", 100.0 + 2 * i) for i in range(20))
+
+
+def test_peer_guard_drops_a_flood_beyond_its_rate():
+    guard = PeerGuard(rate=100.0, burst=200.0, max_strikes=1000)
+    admitted = sum(guard.admit(b"flood", 50.0) for _ in range(1000))  # all at one instant
+    assert admitted == 200
+    assert guard.admit(b"other", 50.0)
+    assert guard.admit(b"flood", 51.0)  # one second later the bucket has refilled
+
+
+@pytest.mark.parametrize("endpoint, loopback", [
+    ("tcp://127.0.0.1:9000", True), ("tcp://localhost:9000", True), ("tcp://[::1]:9000", True),
+    ("ipc:///tmp/gc", True), ("tcp://*:9000", False), ("tcp://0.0.0.0:9000", False), ("tcp://10.1.2.3:9000", False)])
+def test_loopback_endpoints(endpoint, loopback):
+    assert is_loopback_endpoint(endpoint) is loopback
+
+
+# ----------------------------------------------------------------------------------------------
+# Garbage, oversized messages and a flood at a running manager: a crawl still completes
+
+def _garbage() -> list[list[bytes]]:
+    body = msgpack.packb({"name": "x", "host": "h", "user": "u", "threads": 2}, use_bin_type=True)
+    return [
+        [b"\x00\xff" * 10],                                            # one frame of noise
+        [b"GC1"],                                                      # too few frames
+        [b"GC9", b"register", body],                                   # another protocol version
+        [b"GC1", b"launch-missiles", body],                            # unknown type
+        [b"GC1", b"register", b"\xc1\xc1\xc1"],                        # not msgpack
+        [b"GC1", b"register", msgpack.packb([1, 2, 3])],               # not a map
+        [b"GC1", b"register", msgpack.packb({"name": 1})],             # wrong field types
+        [b"GC1", b"submit", msgpack.packb({"application_id": "x", "threads": [{"thread_id": 1, "url": "u\x00"}]})],
+        [b"GC1", b"result", msgpack.packb({"attempt_id": 1, "page": {"url": "u", "error_kind": "k" * 5000}})],
+        [b"GC1", b"welcome", msgpack.packb({"executor_id": "e", "heartbeat_interval": 1.0,
+                                            "heartbeat_liveness": 3})],  # a message a manager never takes
+        [b"GC1", b"heartbeat", msgpack.packb({"figures": {"cpu_usage": float("nan")}})],
+    ]
+
+
+@pytest.mark.e2e
+def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, site_server):
+    site = generate_site(40, links_per_page=4, seed=11)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    try:
+        grid.start_manager("--max-message-bytes", "100000")
+        grid.start_executor("ex1", "--threads", "4")
+
+        def dealer() -> zmq.Socket:
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sockets.append(sock)
+            return sock
+
+        # 1. every kind of garbage, many times over, from one peer
+        noisy = dealer()
+        noisy.connect(grid.endpoint)
+        for _ in range(10):
+            for frames in _garbage():
+                noisy.send_multipart(frames)
+        # 2. a message over --max-message-bytes: ZeroMQ drops that peer's connection
+        big = dealer()
+        monitor = big.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
+        big.connect(grid.endpoint)
+        big.send_multipart([p.PROTOCOL_VERSION, b"heartbeat", b"\x00" * 200_000])
+        events = []
+        deadline = time.monotonic() + 20
+        while zmq.EVENT_DISCONNECTED not in events and time.monotonic() < deadline:
+            if monitor.poll(200):
+                events.append(recv_monitor_message(monitor)["event"])
+        assert zmq.EVENT_DISCONNECTED in events, f"the oversized sender was not disconnected: {events}"
+        big.disable_monitor()
+        monitor.close(linger=0)
+        # 3. a flood of well-formed heartbeats from a peer that never registered
+        flood = dealer()
+        flood.connect(grid.endpoint)
+        beat = p.encode(p.Heartbeat())
+        for _ in range(30_000):
+            flood.send_multipart(beat)
+
+        client = grid.start_client(server.url("/"))
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        assert grid.manager.poll() is None, "the manager died"
+    finally:
+        for sock in sockets:
+            sock.close(linger=0)
+        context.term()
+        grid.stop()
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
+    log = grid.log("manager.log")
+    assert "dropped a malformed message" in log
+    assert "blocked for" in log  # the noisy and the flooding peers were blocked
+
+
+# ----------------------------------------------------------------------------------------------
+# Quotes, NUL characters and 10,000-character values in the crawl store
+
+HOSTILE_TEXT = "it's \"quoted\"; DROP TABLE document; -- \\ \x00 nul " + "é" * 3 + "x" * 10_000
+
+
+def test_canonical_url_stores_or_rejects_hostile_urls_cleanly():
+    quoted = canonical_url("http://a.test/it's \"q\"?a='1';--")
+    assert "'" in quoted or "%27" in quoted
+    assert "\x00" not in canonical_url("http://a.test/x\x00y")
+    for bad in ("http://a\x00b.test/", "http://a.test/" + "a" * 10_000, "http://" + "a" * 10_000 + ".test/"):
+        with pytest.raises(InvalidURL):
+            canonical_url(bad)
+
+
+def test_store_keeps_hostile_pages_or_rejects_them_cleanly(db_url):
+    from gridcrawl.client.store import CrawlStore, Outcome
+    store = CrawlStore(open_database(db_url))
+    seed = canonical_url("http://a.test/it's \"quoted\"")
+    store.add_seeds([seed])
+    scope = store.scope([seed], [], -1)
+    (pending,) = store.claim(10)
+    links = [[canonical_url("http://a.test/p'1\""), HOSTILE_TEXT], ["http://a.test/" + "b" * 10_000, "long"],
+             [canonical_url("http://a.test/x\x00y"), "nul"]]
+    page = p.PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
+                        title=HOSTILE_TEXT, content=HOSTILE_TEXT, links=links, error=None)
+    counts = store.apply([Outcome(pending, page, "ex'1", 1, False)], scope)
+    assert counts["documents"] == 1
+    with store.engine.connect() as conn:
+        doc = conn.execute(sa.text("SELECT url, title, content FROM document")).one()
+        queued = set(conn.execute(sa.text("SELECT url FROM to_visit_url")).scalars())
+    assert doc.url == seed
+    # text is kept as it came, or with its NUL characters removed: never truncated or corrupted
+    assert doc.title in (HOSTILE_TEXT, HOSTILE_TEXT.replace("\x00", ""))
+    assert doc.content in (HOSTILE_TEXT, HOSTILE_TEXT.replace("\x00", ""))
+    assert canonical_url("http://a.test/p'1\"") in queued
+    assert not any(len(u) > 2083 for u in queued)
+    assert fingerprint(seed) == fingerprint(doc.url)

@@ -1,0 +1,266 @@
+"""Idle-desktop executors: the pure idle decision (hours, CPU of other processes, hysteresis),
+the manager's hand-back of unstarted work, and a real manager + executor pair in which the
+"owner" comes back mid-crawl and the executor hands its queued threads back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import given, strategies as st
+
+from gridcrawl import models, protocol as p
+from gridcrawl.db import open_database
+from gridcrawl.executor.idle import (CpuSampler, HoursWindow, IdleMonitor, IdlePolicy, busy_percent,
+                                     minute_of_day, other_cpu_percent, parse_hours, within_hours)
+from gridcrawl.manager.core import ManagerCore, Send
+from gridcrawl.settings import Settings
+from gridcrawl.states import ThreadState
+from grid import wait_for
+from sites import Site, SiteServer
+
+# ---------------------------------------------------------------------------------- hours
+
+
+def test_parse_hours_reads_windows_and_refuses_nonsense():
+    assert parse_hours("18:00-08:00") == HoursWindow(18 * 60, 8 * 60)
+    assert parse_hours(" 9:30 - 17:45 ") == HoursWindow(9 * 60 + 30, 17 * 60 + 45)
+    assert parse_hours("00:00-24:00") == HoursWindow(0, 1440)
+    for bad in ("18-08", "25:00-08:00", "18:60-08:00", "24:30-01:00", "", "18:00"):
+        with pytest.raises(ValueError, match="hours"):
+            parse_hours(bad)
+
+
+def test_a_window_that_ends_before_it_starts_wraps_past_midnight():
+    night = parse_hours("18:00-08:00")
+    assert within_hours(night, 18 * 60)              # start is included
+    assert within_hours(night, 23 * 60 + 59)
+    assert within_hours(night, 0)
+    assert within_hours(night, 7 * 60 + 59)
+    assert not within_hours(night, 8 * 60)           # end is excluded
+    assert not within_hours(night, 12 * 60)
+    assert not within_hours(night, 17 * 60 + 59)
+    day = parse_hours("09:00-17:00")
+    assert within_hours(day, 9 * 60) and within_hours(day, 16 * 60 + 59)
+    assert not within_hours(day, 17 * 60) and not within_hours(day, 3 * 60)
+    assert all(within_hours(parse_hours("00:00-24:00"), m) for m in range(0, 1440, 7))
+    assert all(within_hours(None, m) for m in range(0, 1440, 7))
+
+
+@given(st.integers(0, 1439), st.integers(0, 1439), st.integers(0, 1439))
+def test_a_window_and_its_complement_split_the_day(start, end, minute):
+    if start == end:
+        return
+    inside = within_hours(HoursWindow(start, end), minute)
+    outside = within_hours(HoursWindow(end, start), minute)
+    assert inside != outside
+
+
+def test_minute_of_day_reads_the_local_clock():
+    assert minute_of_day(dt.datetime(2026, 1, 1, 18, 5)) == 18 * 60 + 5
+    assert minute_of_day(dt.time(0, 0)) == 0
+
+
+# ---------------------------------------------------------------------------------- CPU
+
+
+def test_busy_percent_from_two_readings_of_cpu_times():
+    assert busy_percent((10.0, 100.0), (40.0, 200.0)) == pytest.approx(30.0)
+    assert busy_percent((10.0, 100.0), (10.0, 100.0)) == 0.0       # no time passed
+    assert busy_percent((0.0, 0.0), (500.0, 100.0)) == 100.0       # clamped
+
+
+def test_the_executors_own_cpu_is_not_the_owner_coming_back():
+    # 4 CPUs, 2 s: the machine was 60% busy; this process used 4 CPU-seconds = 50% of the machine
+    assert other_cpu_percent(60.0, 4.0, 2.0, 4) == pytest.approx(10.0)
+    # the executor alone keeps the machine busy: others use nothing
+    assert other_cpu_percent(50.0, 4.0, 2.0, 4) == 0.0
+    assert other_cpu_percent(80.0, 0.0, 2.0, 4) == pytest.approx(80.0)
+    assert other_cpu_percent(30.0, 1.0, 0.0, 4) == pytest.approx(30.0)   # no interval: the raw figure
+
+
+def test_cpu_sampler_reads_this_machine():
+    sampler = CpuSampler()
+    time.sleep(0.05)
+    assert 0.0 <= sampler.other_percent() <= 100.0
+
+
+# ---------------------------------------------------------------------------------- policy
+
+
+def feed(policy, loads, minute=12 * 60, step=1.0, start=0.0):
+    """Feed one load per second; return the accepting decisions."""
+    return [policy.update(start + i * step, minute, load) for i, load in enumerate(loads)]
+
+
+def test_policy_waits_for_idle_seconds_of_quiet_before_taking_work():
+    policy = IdlePolicy(25.0, idle_seconds=3.0, busy_seconds=2.0)
+    assert feed(policy, [5, 5, 5, 5, 5]) == [False, False, False, True, True]
+    assert "idle" in policy.reason
+
+
+def test_policy_stops_when_the_owner_comes_back_and_resumes_only_after_quiet():
+    policy = IdlePolicy(25.0, idle_seconds=2.0, busy_seconds=1.0)
+    decisions = feed(policy, [0, 0, 0, 90, 90, 0, 0, 0, 0])
+    #                         t=0 1  2  3   4   5  6  7  8
+    assert decisions == [False, False, True, False, False, False, False, True, True]
+
+
+def test_one_spike_within_the_busy_window_does_not_stop_work():
+    policy = IdlePolicy(25.0, idle_seconds=0.0, busy_seconds=3.0)
+    decisions = feed(policy, [0, 0, 60, 0, 0, 0])
+    # mean over the last 3 s: 0, 0, 20, 20, 20, 0: never above 25
+    assert decisions == [True] * 6
+
+
+def test_policy_obeys_the_hours_whatever_the_load():
+    policy = IdlePolicy(25.0, parse_hours("18:00-08:00"), idle_seconds=0.0, busy_seconds=0.0)
+    assert policy.update(0.0, 12 * 60, 0.0) is False      # noon: outside the hours
+    assert policy.update(1.0, 19 * 60, 0.0) is True       # evening, idle
+    assert policy.update(2.0, 8 * 60, 0.0) is False       # 08:00 the next morning: stop
+    assert policy.reason == "outside the allowed hours"
+
+
+def test_policy_refuses_impossible_thresholds():
+    for bad in (0, -5, 101):
+        with pytest.raises(ValueError, match="threshold"):
+            IdlePolicy(bad)
+
+
+def test_idle_monitor_feeds_the_policy_from_injected_clock_and_load():
+    loads = iter([0.0, 0.0, 95.0])
+    ticks = itertools.count()
+    monitor = IdleMonitor(IdlePolicy(25.0, parse_hours("18:00-08:00"), idle_seconds=1.0, busy_seconds=0.0),
+                          sample=lambda: next(loads), clock=lambda: dt.datetime(2026, 1, 1, 22, 0),
+                          monotonic=lambda: float(next(ticks)))
+    assert [monitor.check(), monitor.check(), monitor.check()] == [False, True, False]
+    assert monitor.last_load == 95.0 and "owner back" in monitor.reason
+
+
+# ---------------------------------------------------------------------------------- the manager
+
+
+def test_manager_takes_handed_back_threads_without_counting_them_lost():
+    ids = (f"id{i}" for i in itertools.count(1))
+    core = ManagerCore(Settings(prefetch=2, max_attempts=1), new_id=lambda: next(ids))
+    core.handle(b"desk", p.Register(name="desk", host="h", user="u", threads=1, dedicated=False), 0.0)
+    (opened,) = [a for a in core.handle(b"cl", p.OpenApplication("c", "u"), 0.0)
+                 if isinstance(a, Send) and isinstance(a.message, p.ApplicationOpened)]
+    app = opened.message.application_id
+    actions = core.handle(b"cl", p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(5)]), 0.0)
+    attempts = [a.message.attempt_id for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]
+    assert len(attempts) == 3                                  # 1 thread + prefetch 2
+    core.handle(b"desk", p.Started(attempts[0]), 1.0)
+    # the owner is back: the two unstarted attempts are handed back; the started one finishes
+    actions = core.handle(b"desk", p.Availability(False, attempts[1:]), 2.0)
+    assert not [a for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]
+    ex = next(iter(core.executors.values()))
+    assert ex.connected and not ex.accepting and list(ex.running) == [attempts[0]]
+    threads = core.applications[app].threads
+    assert sorted(t.state for t in threads.values()).count(ThreadState.READY) == 4
+    assert all(t.lost == 0 for t in threads.values())       # max_attempts=1: one lost would be poison
+    # a dedicated executor joins and gets the handed-back threads
+    actions = core.handle(b"dedicated", p.Register(name="d", host="h2", user="u", threads=4), 3.0)
+    assert len([a for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]) == 4
+    # a hand-back naming a started or unknown attempt changes nothing
+    core.handle(b"desk", p.Availability(False, [attempts[0], 999]), 4.0)
+    assert list(ex.running) == [attempts[0]]
+
+
+# ---------------------------------------------------------------------------------- a real grid
+
+
+class Gate:
+    """A site whose pages answer only once :attr:`open` is set (so work piles up)."""
+
+    def __init__(self, pages: int) -> None:
+        self.open = threading.Event()
+        links = "".join(f'<a href="/g/{i}.html">{i}</a>' for i in range(pages))
+        self.site = Site(pages={"/": f"<html><body>{links}</body></html>".encode()})
+        for i in range(pages):
+            self.site.extra[f"/g/{i}.html"] = self._handler(i)
+        self.paths = {"/", *(f"/g/{i}.html" for i in range(pages))}
+
+    def _handler(self, i: int):
+        def handle(h) -> None:
+            self.open.wait(30)
+            h.respond(200, f"<html><title>g{i}</title><body>page {i}</body></html>".encode())
+        return handle
+
+
+def test_idle_executor_hands_back_its_queued_threads_when_the_owner_returns(tmp_path):
+    """Real sockets: a manager, an idle-only executor whose "other processes" load the test sets,
+    and a client crawl. The desktop takes threads (1 running, 2 buffered: prefetch 2) while the
+    site holds its answers; the owner comes back; the 2 buffered threads are handed back and the
+    executor stays connected; a dedicated executor finishes the crawl; every page is stored once."""
+    from gridcrawl.client.app import CrawlApplication
+    from gridcrawl.client.store import CrawlStore
+    from gridcrawl.executor.agent import ExecutorAgent
+    from gridcrawl.manager.server import ManagerServer
+
+    gate = Gate(8)
+    server = SiteServer(gate.site).start()
+    settings = Settings(heartbeat_interval=0.2, heartbeat_liveness=10, prefetch=2, threads=1, record_interval=0.1,
+                        obey_robots=False)
+    manager_engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    manager = ManagerServer(settings, "tcp://127.0.0.1:0", manager_engine)
+    stop = threading.Event()
+    load = [0.0]
+    desk = ExecutorAgent(settings, manager.endpoint, name="desk", dedicated=False, allow_private=["127.0.0.0/8"],
+                         idle=IdleMonitor(IdlePolicy(25.0, idle_seconds=0.0, busy_seconds=0.0),
+                                          sample=lambda: load[0]))
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.add_seeds([server.url("/")])
+    crawl = CrawlApplication(settings, manager.endpoint, store, store.scope([server.url("/")], [], -1))
+    threads = [threading.Thread(target=manager.serve, args=(stop,), daemon=True),
+               threading.Thread(target=desk.run, args=(stop,), daemon=True)]
+    dedicated = None
+    result: dict = {}
+    try:
+        for t in threads:
+            t.start()
+        client = threading.Thread(target=lambda: result.update(progress=crawl.run(stop)), daemon=True)
+        client.start()
+
+        def desk_row():
+            snap = manager.latest_snapshot() or {"executors": []}
+            return next((e for e in snap["executors"] if e["name"] == "desk"), None)
+
+        # "/" has been fetched (the gate holds only /g/...): the desk runs one page, buffers two
+        wait_for(lambda: (r := desk_row()) is not None and r["running"] == 1 and r["assigned"] == 3, 30,
+                 message="the desk holding 1 running + 2 buffered threads")
+        load[0] = 90.0                                           # the owner is back
+        wait_for(lambda: (r := desk_row()) is not None and not r["accepting"] and r["assigned"] == 1, 30,
+                 message="the desk handing back its 2 buffered threads")
+        assert desk_row()["connected"] and not desk_row()["dedicated"]
+        dedicated = ExecutorAgent(settings.replace(threads=4), manager.endpoint, name="dedicated",
+                                  allow_private=["127.0.0.0/8"])
+        threads.append(threading.Thread(target=dedicated.run, args=(stop,), daemon=True))
+        threads[-1].start()
+        gate.open.set()
+        client.join(60)
+        assert not client.is_alive(), "the crawl did not finish"
+    finally:
+        gate.open.set()
+        stop.set()
+        for t in threads:
+            t.join(10)
+        server.stop()
+
+    assert set(server.per_path_counts()) == gate.paths and set(server.per_path_counts().values()) == {1}
+    assert store.counts()["documents"] == len(gate.paths)
+    with manager_engine.connect() as conn:
+        x, e = models.attempt, models.executor
+        outcomes = conn.execute(sa.select(e.c.name, x.c.outcome, sa.func.count()).join(e, e.c.executor_id == x.c.executor_id)
+                                .group_by(e.c.name, x.c.outcome)).all()
+        desk_db = conn.execute(sa.select(e.c.is_dedicated, e.c.accepting).where(e.c.name == "desk")).one()
+    counts = {(name, outcome): n for name, outcome, n in outcomes}
+    assert counts[("desk", "handed_back")] == 2, counts
+    assert counts[("desk", "finished")] == 2, counts            # "/" and the page it was running
+    assert not any(outcome == "lost" for _, outcome in counts), counts
+    assert tuple(desk_db) == (False, False)

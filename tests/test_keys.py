@@ -1,0 +1,202 @@
+"""CURVE keys: key files (secret 0600, never overwritten, refused when readable by others), the
+manager's allow-list, and real processes: a peer whose key is not allowed gets nothing, an
+allowed executor and client crawl over an encrypted connection, and the executor is recorded
+under its key's name rather than the user name it claimed."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from gridcrawl import protocol as p
+from gridcrawl.keys import (AllowList, KeyFileError, client_keys, load_public, load_secret, new_key_pair,
+                            server_keys)
+from gridcrawl.transport import HandshakeWatch, apply_curve_client
+from gridcrawl.urls import canonical_url
+from grid import Grid
+from sites import generate_site, reachable
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+
+
+# ----------------------------------------------------------------------------------------------
+# Key files
+
+@posix_only
+def test_new_key_pair_writes_a_0600_secret_and_a_public_key(tmp_path):
+    public, secret = new_key_pair("alice", tmp_path / "keys")
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert stat.S_IMODE(public.stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "keys").stat().st_mode) == 0o700
+    pub, sec = load_secret(secret)
+    assert load_public(public) == pub and len(pub) == len(sec) == 40
+    assert b"secret-key" not in public.read_bytes()
+    assert sorted(f.name for f in (tmp_path / "keys").iterdir()) == ["alice.key", "alice.key_secret"]
+
+
+@posix_only
+def test_keys_new_command_makes_a_0600_secret(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "keys", "new", "manager", "--dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE((tmp_path / "manager.key_secret").stat().st_mode) == 0o600
+    again = subprocess.run([sys.executable, "-m", "gridcrawl", "keys", "new", "manager", "--dir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and "exists already" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_key_pair_is_never_overwritten(tmp_path):
+    _, secret = new_key_pair("bob", tmp_path)
+    before = secret.read_bytes()
+    with pytest.raises(KeyFileError, match="exists already"):
+        new_key_pair("bob", tmp_path)
+    assert secret.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["", "../evil", "a/b", ".hidden", "-x", "x" * 65, "a b"])
+def test_key_names_are_checked(tmp_path, name):
+    with pytest.raises(KeyFileError, match="invalid key name"):
+        new_key_pair(name, tmp_path)
+
+
+@posix_only
+def test_a_secret_key_readable_by_others_is_refused(tmp_path):
+    _, secret = new_key_pair("carol", tmp_path)
+    os.chmod(secret, 0o644)
+    with pytest.raises(KeyFileError, match="chmod 600"):
+        load_secret(secret)
+
+
+def test_malformed_key_files_are_refused(tmp_path):
+    bad = tmp_path / "bad.key"
+    bad.write_text('curve\n    public-key = "short"\n')
+    with pytest.raises(KeyFileError):
+        load_public(bad)
+    with pytest.raises(KeyFileError):
+        load_public(tmp_path / "missing.key")
+    public, _ = new_key_pair("dave", tmp_path)
+    with pytest.raises(KeyFileError):
+        load_secret(public)  # a public key file has no secret key
+
+
+def test_allow_list_names_keys_and_sees_changes(tmp_path):
+    allow = tmp_path / "allow"
+    allow.mkdir()
+    keys = tmp_path / "keys"
+    a_pub, _ = new_key_pair("alice", keys)
+    b_pub, _ = new_key_pair("bob", keys)
+    (allow / "alice.key").write_bytes(a_pub.read_bytes())
+    (allow / "junk.key").write_text("not a key")
+    allowed = AllowList(allow)
+    assert allowed.name_of(load_public(a_pub)) == "alice"
+    assert allowed.callback("*", load_public(a_pub)) and not allowed.callback("*", load_public(b_pub))
+    (allow / "bob.key").write_bytes(b_pub.read_bytes())  # read again at the next check
+    assert allowed.name_of(load_public(b_pub)) == "bob"
+    (allow / "alice.key").unlink()
+    assert not allowed.callback("*", load_public(a_pub))
+    with pytest.raises(KeyFileError):
+        AllowList(tmp_path / "nowhere")
+    with pytest.raises(KeyFileError):
+        server_keys(keys / "alice.key_secret", tmp_path / "nowhere")
+
+
+# ----------------------------------------------------------------------------------------------
+# Real processes
+
+@pytest.fixture
+def curve_grid(tmp_path):
+    """A Grid whose manager requires CURVE: keys for the manager and for ``ex1`` and ``client``
+    (allowed) and ``stranger`` (not allowed)."""
+    keys, allow = tmp_path / "keys", tmp_path / "allow"
+    allow.mkdir()
+    for name in ("manager", "ex1", "client", "stranger"):
+        new_key_pair(name, keys)
+    for name in ("ex1", "client"):
+        (allow / f"{name}.key").write_bytes((keys / f"{name}.key").read_bytes())
+    grid = Grid(tmp_path)
+    grid.keys = keys
+    grid.start_manager("--curve-secret", str(keys / "manager.key_secret"), "--curve-allow", str(allow))
+    yield grid
+    grid.stop()
+
+
+def curve_args(grid: Grid, name: str) -> list[str]:
+    return ["--curve-secret", str(grid.keys / f"{name}.key_secret"),
+            "--curve-server-key", str(grid.keys / "manager.key")]
+
+
+def _dealer(context: zmq.Context, grid: Grid, name: str | None) -> tuple[zmq.Socket, HandshakeWatch]:
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if name is not None:
+        apply_curve_client(sock, client_keys(grid.keys / f"{name}.key_secret", grid.keys / "manager.key"))
+    watch = HandshakeWatch(sock, curve=name is not None)
+    sock.connect(grid.endpoint)
+    sock.send_multipart(p.encode(p.Register(name="raw", host="h", user="raw", threads=1)))
+    return sock, watch
+
+
+def _outcome(sock: zmq.Socket, watch: HandshakeWatch, timeout: float = 20.0):
+    """The first message ``sock`` receives, or the handshake failure, whichever comes first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        failure = watch.failure()
+        if failure is not None:
+            return failure
+        if sock.poll(100):
+            return p.decode(sock.recv_multipart())
+    return None
+
+
+@pytest.mark.e2e
+def test_unknown_curve_key_and_plain_connections_get_nothing(curve_grid):
+    context = zmq.Context()
+    try:
+        known, known_watch = _dealer(context, curve_grid, "ex1")
+        assert isinstance(_outcome(known, known_watch), p.Welcome)  # the control: an allowed key is welcomed
+        stranger, watch = _dealer(context, curve_grid, "stranger")
+        outcome = _outcome(stranger, watch)
+        assert isinstance(outcome, str) and "refused this program's CURVE key" in outcome
+        assert not stranger.poll(500), "a refused key received a message"
+        plain, plain_watch = _dealer(context, curve_grid, None)
+        outcome = _outcome(plain, plain_watch)
+        assert isinstance(outcome, str) and "requires CURVE" in outcome
+        assert not plain.poll(500)
+        for sock, w in ((known, known_watch), (stranger, watch), (plain, plain_watch)):
+            w.close()
+            sock.close(linger=0)
+    finally:
+        context.term()
+    log = curve_grid.log("manager.log")
+    assert "refused a connection with unknown public key" in log
+    assert log.count("registered:") == 1  # only the allowed raw peer registered
+
+
+@pytest.mark.e2e
+def test_an_executor_with_an_unknown_key_exits_with_a_clear_error(curve_grid):
+    proc = curve_grid.start_executor("stranger", "--connect-timeout", "30", *curve_args(curve_grid, "stranger"))
+    assert proc.wait(timeout=30) == 2
+    log = curve_grid.log("stranger.log")
+    assert "refused this program's CURVE key" in log and "Traceback" not in log
+
+
+@pytest.mark.e2e
+def test_a_crawl_over_curve_records_the_executor_under_its_key_name(curve_grid, site_server):
+    site = generate_site(30, links_per_page=3, seed=5)
+    server = site_server(site)
+    grid = curve_grid
+    grid.start_executor("ex1", "--threads", "3", *curve_args(grid, "ex1"))
+    client = grid.start_client(server.url("/"), *curve_args(grid, "client"))
+    assert client.wait(timeout=90) == 0, grid.log("client.log")
+    grid.stop()
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
+    # the executor claimed the OS user name; the manager records the authenticated key name
+    assert grid.query("manager", "SELECT usr_name FROM executor") == [("ex1",)]
+    assert grid.query("manager", "SELECT usr_name FROM application") == [("client",)]

@@ -1,0 +1,149 @@
+"""Frontier order (--order bfs|dfs|priority) on a known tree: the client store's claims on
+SQLite, and one real crawl through the grid with one grid thread in flight at a time.
+
+Siblings discovered on one page are inserted in fingerprint order (the store's insert-if-absent
+sorts rows by key so that concurrent writers do not deadlock), so the checks are the defining
+properties of each order rather than one fixed sequence: breadth-first visits children of
+earlier pages first (FIFO), depth-first visits every subtree as one contiguous run (a stack)."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl.client.store import CrawlStore, Outcome, Scope, Strategy
+from gridcrawl.db import open_database
+from gridcrawl.protocol import PageResult
+from grid import Grid
+from sites import Site
+
+NODES = 15  # a complete binary tree of depth 3: node i has children 2i+1 and 2i+2
+BASE = "http://127.0.0.1:8000"
+
+
+def node_path(i: int) -> str:
+    return "/" if i == 0 else f"/n{i}.html"
+
+
+def children(i: int) -> list[int]:
+    return [c for c in (2 * i + 1, 2 * i + 2) if c < NODES]
+
+
+def parent(i: int) -> int:
+    return (i - 1) // 2
+
+
+def depth(i: int) -> int:
+    return 0 if i == 0 else depth(parent(i)) + 1
+
+
+def subtree(i: int) -> set[int]:
+    return {i}.union(*(subtree(c) for c in children(i)))
+
+
+def tree_site() -> Site:
+    site = Site()
+    for i in range(NODES):
+        links = "".join(f'<li><a href="{node_path(c)}">node {c}</a></li>' for c in children(i))
+        site.pages[node_path(i)] = (f"<!DOCTYPE html><html><head><title>node {i}</title></head>"
+                                    f"<body><ul>{links}</ul></body></html>").encode()
+        site.links[node_path(i)] = [node_path(c) for c in children(i)]
+    return site
+
+
+def is_breadth_first(order: list[int]) -> bool:
+    """Every node once, the root first, and children in the order their parents were visited."""
+    if sorted(order) != list(range(NODES)) or order[0] != 0:
+        return False
+    position = {n: k for k, n in enumerate(order)}
+    parents = [position[parent(n)] for n in order[1:]]
+    return parents == sorted(parents)
+
+
+def is_depth_first(order: list[int]) -> bool:
+    """Every node once, and each node's subtree visited as one contiguous run starting at it."""
+    if sorted(order) != list(range(NODES)):
+        return False
+    position = {n: k for k, n in enumerate(order)}
+    return all(set(order[position[n]:position[n] + len(subtree(n))]) == subtree(n) for n in range(NODES))
+
+
+def test_the_order_checks_can_fail():
+    level_order = list(range(NODES))
+    preorder = [0, 1, 3, 7, 8, 4, 9, 10, 2, 5, 11, 12, 6, 13, 14]
+    assert is_breadth_first(level_order) and not is_depth_first(level_order)
+    assert is_depth_first(preorder) and not is_breadth_first(preorder)
+    assert not is_breadth_first([0, 2, 1, 5, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14])  # 5 before 3
+    assert not is_depth_first([0, 1, 3, 7, 2, 8, 4, 9, 10, 5, 11, 12, 6, 13, 14])
+
+
+def store_crawl(tmp_path, order: str, batch: int = 1) -> list[int]:
+    """Crawl the tree through the store alone (claim, then apply each page's known links)."""
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / (order + '.db')}"), Strategy(order=order))
+    store.add_seeds([BASE + "/"])
+    index = {BASE + node_path(i): i for i in range(NODES)}
+    visited = []
+    while claimed := store.claim(batch):
+        outcomes = []
+        for pend in claimed:
+            node = index[pend.url]
+            visited.append(node)
+            links = [[BASE + node_path(c), f"node {c}"] for c in children(node)]
+            outcomes.append(Outcome(pend, PageResult(url=pend.url, final_url=pend.url, status=200, links=links),
+                                    "ex", 1, False))
+        store.apply(outcomes, Scope(["127.0.0.1"]))
+    return visited
+
+
+def test_store_claims_breadth_first(tmp_path):
+    order = store_crawl(tmp_path, "bfs")
+    assert is_breadth_first(order), order
+    assert [depth(n) for n in order] == sorted(depth(n) for n in order)
+
+
+def test_store_claims_depth_first(tmp_path):
+    order = store_crawl(tmp_path, "dfs")
+    assert is_depth_first(order), order
+    assert order[:4] != [0, 1, 2, 3]
+
+
+def test_breadth_first_batches_take_a_whole_level_first(tmp_path):
+    order = store_crawl(tmp_path, "bfs", batch=4)
+    assert [depth(n) for n in order] == sorted(depth(n) for n in order)
+
+
+def test_priority_order_claims_the_highest_priority_first(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'p.db'}"), Strategy(order="priority"))
+    store.add_seeds([BASE + node_path(i) for i in range(1, 6)])
+    with store.engine.begin() as conn:
+        for i, prio in zip(range(1, 6), (3, 9, 5, 8, 1)):
+            conn.execute(sa.text("UPDATE to_visit_url SET priority = :p WHERE url = :u"),
+                         {"p": prio, "u": BASE + node_path(i)})
+    assert [p.url for p in store.claim(5)] == [BASE + node_path(i) for i in (2, 4, 3, 1, 5)]
+
+
+@pytest.mark.e2e
+def test_real_crawls_visit_in_breadth_and_depth_first_order(tmp_path, site_server):
+    server = site_server(tree_site())
+    index = {server.url(node_path(i)): i for i in range(NODES)}
+    grid = Grid(tmp_path)
+    orders = {}
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "1")
+        for order in ("dfs", "bfs"):
+            db = f"sqlite:///{tmp_path / (order + '.db')}"
+            client = grid.start_client(server.url("/"), "--db", db, "--order", order, "--max-in-flight", "1")
+            assert client.wait(timeout=60) == 0, grid.log("client.log")
+            engine = open_database(db)
+            with engine.connect() as conn:
+                urls = conn.execute(sa.text("SELECT url FROM visited_url ORDER BY id")).scalars().all()
+                stored = conn.execute(sa.text("SELECT value FROM crawl_meta WHERE name = 'order'")).scalar()
+            engine.dispose()
+            orders[order] = [index[u] for u in urls]
+            assert stored == order
+    finally:
+        grid.stop()
+    print(f"\nvisit order on a 15-node binary tree: bfs {orders['bfs']}, dfs {orders['dfs']}")
+    assert is_breadth_first(orders["bfs"]), orders["bfs"]
+    assert is_depth_first(orders["dfs"]), orders["dfs"]

@@ -1,0 +1,147 @@
+"""The manager's per-host queues and grid-wide politeness, driven with an explicit clock."""
+
+from __future__ import annotations
+
+import itertools
+
+from gridcrawl import protocol as p
+from gridcrawl.settings import Settings
+from gridcrawl.manager.core import GridThread, ManagerCore
+from gridcrawl.manager.queue import ReadyQueue
+
+_ids = itertools.count(1)
+
+
+def thread(host: str, priority: int = 5) -> GridThread:
+    n = next(_ids)
+    return GridThread(n, "app", n, f"http://{host}/{n}", 0, priority, None, 0.0, host=host)
+
+
+def drain(q: ReadyQueue, now: float) -> list[GridThread]:
+    out = []
+    while (t := q.pop(now)) is not None:
+        out.append(t)
+    return out
+
+
+def test_concurrency_cap_per_host_and_release():
+    q = ReadyQueue(concurrency=2)
+    for _ in range(5):
+        q.push(thread("a"))
+    first = drain(q, 0.0)
+    assert len(first) == 2 and len(q) == 3
+    q.release(first[0], 1.0, status=200)
+    assert len(drain(q, 1.0)) == 1
+
+
+def test_delay_between_fetches_counts_from_completion():
+    q = ReadyQueue(concurrency=8, download_delay=2.0)
+    for _ in range(3):
+        q.push(thread("a"))
+    (t1,) = drain(q, 0.0)              # one at a time when a delay is set
+    assert drain(q, 5.0) == []         # still in flight
+    q.release(t1, 5.0, status=200)
+    assert drain(q, 6.9) == []         # 2 s after completion, not before
+    assert q.next_wakeup() == 7.0
+    assert len(drain(q, 7.0)) == 1
+
+
+def test_a_waiting_host_does_not_block_the_others():
+    q = ReadyQueue(concurrency=8, download_delay=10.0)
+    q.push(thread("slow"))
+    q.push(thread("slow"))
+    (s1,) = drain(q, 0.0)
+    q.release(s1, 0.0, status=200)
+    others = [thread(f"h{i}") for i in range(4)]
+    for t in others:
+        q.push(t)
+    got = drain(q, 1.0)
+    assert {t.host for t in got} == {"h0", "h1", "h2", "h3"}
+
+
+def test_priority_across_hosts_then_fifo():
+    q = ReadyQueue()
+    low, high, mid1, mid2 = thread("a", 1), thread("b", 9), thread("c", 5), thread("c", 5)
+    for t in (low, high, mid1, mid2):
+        q.push(t)
+    assert drain(q, 0.0) == [high, mid1, mid2, low]
+
+
+def test_retry_after_pauses_the_host_and_backoff_doubles():
+    q = ReadyQueue(concurrency=4)
+    for _ in range(5):
+        q.push(thread("a"))
+    t1 = drain(q, 0.0)[0]
+    q.release(t1, 0.0, status=429, retry_after=3.0)
+    assert drain(q, 2.9) == []
+    assert len(drain(q, 3.0)) == 1
+    q2 = ReadyQueue(concurrency=1)
+    for _ in range(3):
+        q2.push(thread("b"))
+    (t,) = drain(q2, 0.0)
+    q2.release(t, 0.0, status=503)          # back-off 1 s
+    assert drain(q2, 0.9) == []
+    (t,) = drain(q2, 1.0)
+    q2.release(t, 1.0, status=503)          # back-off 2 s
+    assert drain(q2, 2.9) == []
+    assert len(drain(q2, 3.0)) == 1
+
+
+def test_crawl_delay_from_robots_is_capped():
+    q = ReadyQueue(concurrency=8, max_crawl_delay=5.0)
+    for _ in range(2):
+        q.push(thread("a"))
+    t1, t2 = drain(q, 0.0)
+    q.release(t1, 1.0, status=200, crawl_delay=100.0)
+    q.release(t2, 1.0, status=200)
+    q.push(thread("a"))
+    assert drain(q, 5.9) == []
+    assert len(drain(q, 6.0)) == 1
+
+
+def test_retry_waits_out_its_backoff():
+    q = ReadyQueue()
+    t = thread("a")
+    q.push(t, not_before=4.0)
+    assert len(q) == 1 and drain(q, 3.9) == []
+    assert drain(q, 4.0) == [t]
+
+
+def test_discard_removes_a_queued_thread():
+    q = ReadyQueue()
+    a, b = thread("a"), thread("a")
+    q.push(a)
+    q.push(b)
+    q.discard(a)
+    assert len(q) == 1 and drain(q, 0.0) == [b]
+
+
+def core_with(executors: int, dispatch: str) -> ManagerCore:
+    ids = (f"id{i}" for i in itertools.count(1))
+    core = ManagerCore(Settings(dispatch=dispatch, prefetch=0, concurrent_requests_per_host=100),
+                       new_id=lambda: next(ids))
+    for i in range(executors):
+        core.handle(f"e{i}".encode(), p.Register(name=f"e{i}", host="h", user="u", threads=1000), 0.0)
+    return core
+
+
+def test_host_hash_sends_each_host_to_one_executor_and_moves_only_the_lost_share():
+    core = core_with(3, "host-hash")
+    hosts = [f"site{i}.test" for i in range(30)]
+    before = {h: core.owner(h).executor_id for h in hosts}
+    assert len(set(before.values())) == 3
+    (opened,) = [a for a in core.handle(b"c", p.OpenApplication("x", "u"), 0.0) if isinstance(getattr(a, "message", None), p.ApplicationOpened)]
+    app = opened.message.application_id
+    specs = [p.ThreadSpec(i, f"http://{hosts[i % 30]}/{i}") for i in range(300)]
+    actions = core.handle(b"c", p.Submit(app, specs), 0.0)
+    ran_on: dict[str, set] = {}
+    for a in actions:
+        if isinstance(getattr(a, "message", None), p.Assign):
+            ran_on.setdefault(a.message.url.split("/")[2], set()).add(a.peer)
+    assert len(ran_on) == 30 and all(len(peers) == 1 for peers in ran_on.values())
+    # the executor owning the most hosts leaves: only its hosts move
+    gone = max(set(before.values()), key=list(before.values()).count)
+    core.handle([peer for peer, k in core.peers.items() if k[1] == gone][0], p.Bye(), 1.0)
+    after = {h: core.owner(h).executor_id for h in hosts}
+    moved = {h for h in hosts if before[h] != after[h]}
+    assert moved == {h for h in hosts if before[h] == gone}

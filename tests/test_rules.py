@@ -1,0 +1,325 @@
+"""Keep/follow rules (gridcrawl/rules.py): reading TOML and CSV, validation errors naming the
+rule, the paper's JSON crawling instruction, applying an instruction to a parsed page (the
+executor's side, also through a real HTTP fetch), the crawl_rule table, and the client store
+applying followed and kept links (SQLite)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl.client.store import CrawlStore, Outcome, Scope, Strategy
+from gridcrawl.db import open_database
+from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.page import visit
+from gridcrawl.executor.parse import parse_page
+from gridcrawl.protocol import PageResult, decode, encode, Assign
+from gridcrawl.rules import (Rule, RuleError, apply_instruction, instruction_for, load_rules, parse_csv,
+                             parse_toml, rules_from_table, store_rules, validate_rules)
+from gridcrawl.urls import fingerprint
+from sites import Site
+
+BASE = "http://127.0.0.1:8000/"
+CONSULT_CLASS = "col-xs-12 col-sm-7 col-md-8 col-lg-9"
+
+# The paper's Table I, as its authors wrote it (tab-separated, camelCase columns), base URL ours.
+TABLE_I = f"""baseURL\truleType\tfromType\ttoType\tpattern\tid\tclass\ttag
+{BASE}\tfollow\tbase\ttopLevel\tinternational\tall\t{CONSULT_CLASS}\tall
+{BASE}\tkeep\ttopLevel\t\t.pdf\tall\tall\tall
+{BASE}\tfollow\ttopLevel\tsecondLevel\tinternational\tall\tall\tmain
+{BASE}\tkeep\tsecondLevel\t\t.pdf\tall\tall\tall
+"""
+
+TABLE_I_TOML = f"""
+base_url = "{BASE}"
+
+[[rule]]
+rule_type = "follow"
+from_type = "base"
+to_type = "topLevel"
+pattern = "international"
+class = "{CONSULT_CLASS}"
+
+[[rule]]
+rule_type = "keep"
+from_type = "topLevel"
+pattern = ".pdf"
+
+[[rule]]
+rule_type = "follow"
+from_type = "topLevel"
+to_type = "secondLevel"
+pattern = "international"
+tag = "main"
+
+[[rule]]
+rule_type = "keep"
+from_type = "secondLevel"
+pattern = ".pdf"
+"""
+
+
+def table_i() -> list[Rule]:
+    return validate_rules(parse_csv(TABLE_I, "table1.tsv", "\t"))
+
+
+# ----------------------------------------------------------------------------------- reading
+
+
+def test_table_i_from_csv_and_toml_files_are_the_same_rules(tmp_path):
+    (tmp_path / "r.tsv").write_text(TABLE_I)
+    (tmp_path / "r.toml").write_text(TABLE_I_TOML)
+    comma = TABLE_I.replace("\t", ",")
+    (tmp_path / "r.csv").write_text(comma)
+    strip = lambda rules: [(r.base_url, r.rule_type, r.from_type, r.to_type, r.pattern, r.element_id,
+                            r.element_class, r.element_tag, r.number) for r in rules]
+    from_tsv, from_toml, from_csv = (load_rules(tmp_path / n) for n in ("r.tsv", "r.toml", "r.csv"))
+    assert strip(from_tsv) == strip(from_toml) == strip(from_csv)
+    first, second, third, fourth = from_tsv
+    assert (first.rule_type, first.from_type, first.to_type, first.pattern) == ("follow", "base", "topLevel", "international")
+    assert first.scope == ("class", CONSULT_CLASS)
+    assert (second.rule_type, second.to_type, second.pattern, second.scope) == ("keep", None, ".pdf", None)
+    assert third.scope == ("tag", "main") and third.to_type == "secondLevel"
+    assert fourth.from_type == "secondLevel" and [r.number for r in from_tsv] == [1, 2, 3, 4]
+
+
+def test_snake_case_csv_with_comments_blank_cells_and_defaults(tmp_path):
+    path = tmp_path / "rules.csv"
+    path.write_text("# the crawl of example\n"
+                    "base_url,rule_type,from_type,to_type,pattern,id,class,tag\n"
+                    f"{BASE},follow,base,list,,,,\n"
+                    "\n"
+                    f"{BASE},keep,list,,\\.zip$,downloads,,\n")
+    follow, keep = load_rules(path)
+    assert (follow.pattern, follow.scope) == ("all", None)
+    assert keep.scope == ("id", "downloads") and keep.pattern == r"\.zip$"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("base_url,rule_type,from_type,colour\nhttp://a.example/,follow,base,red\n", "unknown attribute 'colour'"),
+    ("base_url,rule_type\nhttp://a.example/,follow\n", "rule 1 (r.csv row 2): missing from_type"),
+    ("rule_type,from_type,to_type\nfollow,base,x\n", "missing base_url"),
+])
+def test_bad_csv_is_refused_naming_the_rule(tmp_path, text, message):
+    path = tmp_path / "r.csv"
+    path.write_text(text)
+    with pytest.raises(RuleError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_rules(path)
+
+
+def test_bad_files_are_refused(tmp_path):
+    (tmp_path / "r.toml").write_text("[[rule]\n")
+    with pytest.raises(RuleError, match="not valid TOML"):
+        load_rules(tmp_path / "r.toml")
+    (tmp_path / "r.json").write_text("{}")
+    with pytest.raises(RuleError, match="unknown format '.json'"):
+        load_rules(tmp_path / "r.json")
+    with pytest.raises(RuleError, match="cannot read rules file"):
+        load_rules(tmp_path / "missing.csv")
+    (tmp_path / "empty.csv").write_text("base_url,rule_type,from_type\n")
+    with pytest.raises(RuleError, match="no rules"):
+        load_rules(tmp_path / "empty.csv")
+
+
+def test_toml_structure_errors():
+    with pytest.raises(RuleError, match=r"'rule' must be an array of tables"):
+        parse_toml("rule = 3")
+    with pytest.raises(RuleError, match=r"unknown top-level keys \['rules'\]"):
+        parse_toml("[[rules]]\nrule_type = 'keep'")
+    with pytest.raises(RuleError, match=r"rule 1 \(r.toml \[\[rule\]\] 1\): pattern must be text, not list"):
+        parse_toml(f"[[rule]]\nbase_url = '{BASE}'\nrule_type = 'keep'\nfrom_type = 'x'\npattern = ['a']", "r.toml")
+
+
+# ----------------------------------------------------------------------------------- validation
+
+
+def rule(n: int, rule_type: str, from_type: str, to_type: str | None = None, **kw) -> Rule:
+    return Rule(kw.pop("base_url", BASE), rule_type, from_type, to_type, number=n, source="test", **kw)
+
+
+GOOD = rule(1, "follow", "base", "list")
+
+
+@pytest.mark.parametrize("bad, message", [
+    (rule(2, "follow", "list"), r"rule 2 \(test: follow list\): a follow rule needs a to_type"),
+    (rule(2, "keep", "list", "detail"), r"rule 2 .*a keep rule takes no to_type"),
+    (rule(2, "keep", "list", element_id="main", element_class="content"),
+     r"rule 2 .*at most one of id, class and tag may be set, not id and class"),
+    (rule(2, "keep", "list", element_class="c", element_tag="main"), r"rule 2 .*not class and tag"),
+    (rule(2, "keep", "list", pattern="intern(ational"), r"rule 2 .*pattern 'intern\(ational' is not a valid regular expression"),
+    (rule(2, "skip", "list"), r"rule 2 .*rule_type must be keep or follow, not 'skip'"),
+    (rule(2, "keep", "detail"), r"rule 2 .*no follow rule has to_type 'detail'"),
+    (rule(2, "keep", "list", base_url="GCC"), r"rule 2 .*base_url 'GCC' is not a crawlable URL"),
+])
+def test_invalid_rules_are_refused_naming_the_rule(bad, message):
+    with pytest.raises(RuleError, match=message):
+        validate_rules([GOOD, bad])
+
+
+def test_a_base_url_needs_a_follow_rule_from_base():
+    with pytest.raises(RuleError, match=r"rule 1 .*no follow rule from 'base'"):
+        validate_rules([rule(1, "keep", "base", pattern=".pdf")])
+    other = "http://127.0.0.2:8000/"
+    with pytest.raises(RuleError, match=r"rule 2 .*base URL http://127.0.0.2:8000/ has no follow rule"):
+        validate_rules([GOOD, rule(2, "keep", "base", base_url=other)])
+    with pytest.raises(RuleError, match="no rules given"):
+        validate_rules([])
+
+
+# ----------------------------------------------------------------------------------- instructions
+
+
+def test_instructions_are_the_papers_json():
+    rules = table_i()
+    # section II.B: the first instruction, built from Rule 1 (fromType "base")
+    first = instruction_for("base", BASE, rules)
+    assert first == {"baseURL": BASE, "urlToCrawl": BASE, "pageType": "base", "keepRules": [],
+                     "followRules": [{"toType": "topLevel", "rule": 1, "pattern": "international", "id": "all",
+                                      "class": CONSULT_CLASS, "tag": "all"}]}
+    # a topLevel page gets Rules 2 and 3 together: fetched once, both applied
+    gcc1 = instruction_for("topLevel", BASE + "gcc1", rules)
+    assert [e["rule"] for e in gcc1["keepRules"]] == [2] and [e["rule"] for e in gcc1["followRules"]] == [3]
+    assert gcc1["followRules"][0]["tag"] == "main"
+    # and the paper's last one, for "GCC2"
+    gcc2 = instruction_for("secondLevel", BASE + "gcc2", rules)
+    assert gcc2["keepRules"] == [{"rule": 4, "pattern": ".pdf", "id": "all", "class": "all", "tag": "all"}]
+    assert gcc2["followRules"] == [] and gcc2["urlToCrawl"] == BASE + "gcc2"
+    # a type no rule applies to: nothing kept or followed
+    assert instruction_for("nowhere", BASE, rules)["followRules"] == []
+    # it is JSON and travels in the protocol's assign message unchanged
+    assert json.loads(json.dumps(gcc1)) == gcc1
+    message = decode(encode(Assign(1, "app", 7, BASE + "gcc1", 1, gcc1)))
+    assert message.instruction == gcc1
+
+
+PAGE = f"""<!DOCTYPE html><html><head><title>Consultations</title></head><body>
+<nav><a href="/consultation/international-nav.html">International (menu)</a> <a href="/guide.pdf">Guide</a></nav>
+<div class="{CONSULT_CLASS} results">
+  <a href="/consultation/international-trade.html">Trade, international</a>
+  <a href="/consultation/fisheries.html">Fisheries</a>
+  <div><a href="/consultation/international-aid.html">Aid</a></div>
+</div>
+<div class="col-xs-12 col-sm-7">  <!-- only some of the classes: not in scope -->
+  <a href="/consultation/international-partial.html">Partial</a>
+</div>
+<main id="content"><a href="/docs/report.pdf">Report</a> <a href="consultation/international-deep.html">Deep</a>
+  <section><a href="/docs/annex.pdf">Annex</a></section></main>
+<footer><a href="/docs/report.pdf">Report again</a></footer>
+</body></html>"""
+
+
+def parsed(html: str = PAGE, url: str = BASE):
+    return parse_page(html.encode(), url, "text/html; charset=utf-8")
+
+
+def test_class_scope_needs_every_class_name_in_any_order():
+    page = parsed()
+    follow, keep = apply_instruction(page.document, BASE, page.links, instruction_for("base", BASE, table_i()))
+    assert follow == [(BASE + "consultation/international-trade.html", "Trade, international", "topLevel"),
+                      (BASE + "consultation/international-aid.html", "Aid", "topLevel")]
+    assert keep == []
+
+
+def test_keep_all_elements_and_follow_within_main():
+    page = parsed()
+    follow, keep = apply_instruction(page.document, BASE, page.links, instruction_for("topLevel", BASE, table_i()))
+    assert follow == [(BASE + "consultation/international-deep.html", "Deep", "secondLevel")]
+    assert keep == [(BASE + "guide.pdf", 2), (BASE + "docs/report.pdf", 2), (BASE + "docs/annex.pdf", 2)]
+
+
+def test_id_scope_first_follow_rule_wins_and_base_href_is_used():
+    html = ('<html><head><base href="http://127.0.0.1:8000/sub/"></head><body>'
+            '<div id="list"><a href="a.html">A</a><a href="b.html">B</a></div>'
+            '<a href="c.html">C</a></body></html>')
+    page = parsed(html, BASE + "index.html")
+    rules = validate_rules([rule(1, "follow", "base", "wide", pattern=r"/[ac]\.html$"),
+                            rule(2, "follow", "base", "narrow", element_id="list"),
+                            rule(3, "keep", "base", element_id="list", pattern=r"/b\.html$"),
+                            rule(4, "keep", "base", element_id="missing")])
+    follow, keep = apply_instruction(page.document, BASE + "index.html", page.links,
+                                     instruction_for("base", BASE, rules))
+    assert follow == [(BASE + "sub/a.html", "A", "wide"), (BASE + "sub/c.html", "C", "wide"),
+                      (BASE + "sub/b.html", "B", "narrow")]
+    assert keep == [(BASE + "sub/b.html", 3)]
+
+
+def test_links_as_pairs_and_invalid_pattern_in_an_instruction():
+    page = parsed()
+    pairs = [[link.url, link.text] for link in page.links]
+    instruction = instruction_for("base", BASE, validate_rules([rule(1, "follow", "base", "x", pattern="fisheries")]))
+    follow, _ = apply_instruction(page.document, BASE, pairs, instruction)
+    assert follow == [(BASE + "consultation/fisheries.html", "Fisheries", "x")]
+    instruction["followRules"][0]["pattern"] = "("
+    with pytest.raises(RuleError, match="not a valid regular expression"):
+        apply_instruction(page.document, BASE, pairs, instruction)
+
+
+def test_executor_visit_applies_the_instruction_to_one_fetch(site_server):
+    site = Site(pages={"/": PAGE.encode()})
+    server = site_server(site)
+    base = server.url("/")
+    rules = validate_rules(parse_csv(TABLE_I.replace(BASE, base), "t.tsv", "\t"))
+    fetcher = Fetcher(user_agent="gridcrawl-test", connect_timeout=3, read_timeout=5, deadline=10)
+    try:
+        result = visit(fetcher, base, instruction={"scope": ["127.0.0.1"], **instruction_for("topLevel", base, rules)})
+        plain = visit(fetcher, base)
+    finally:
+        fetcher.close()
+    assert result.error_kind is None, result.error
+    assert result.links == [[base + "consultation/international-deep.html", "Deep", "secondLevel"]]
+    assert result.kept == [[base + "guide.pdf", 2], [base + "docs/report.pdf", 2], [base + "docs/annex.pdf", 2]]
+    assert len(plain.links) == 9 and plain.kept == [] and all(len(link) == 2 for link in plain.links)
+    assert server.count("/") == 2  # one fetch per visit, whatever the number of rules
+
+
+# ----------------------------------------------------------------------------------- SQL
+
+
+def test_crawl_rule_table_round_trip(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    assert store.stored_rules() == []
+    rules = table_i()
+    store.save_rules(rules)
+    again = store.stored_rules()
+    assert [(r.number, r.rule_type, r.from_type, r.to_type, r.pattern, r.element_class, r.element_tag)
+            for r in again] == [(r.number, r.rule_type, r.from_type, r.to_type, r.pattern, r.element_class,
+                                 r.element_tag) for r in rules]
+    store.save_rules(rules[:2] + [rule(3, "follow", "topLevel", "x")])  # replaces, not appends
+    assert [r.number for r in store.stored_rules()] == [1, 2, 3]
+    with store.engine.begin() as conn:  # a broken rule in the table is reported, naming it
+        conn.execute(sa.text("UPDATE crawl_rule SET pattern = '(' WHERE rule_id = 2"))
+    with pytest.raises(RuleError, match=r"rule 2 \(crawl_rule table: keep topLevel\)"):
+        store.stored_rules()
+    with store.engine.begin() as conn:
+        store_rules(conn, [])
+        assert rules_from_table(conn) == []
+
+
+def test_store_follows_only_typed_links_and_keeps_kept_ones(tmp_path):
+    rules = table_i()
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(rules=rules))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(10)
+    assert seed.page_type == "base"
+    page = PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html",
+                      links=[[BASE + "international-a.html", "A", "topLevel"],
+                             [BASE + "untyped.html", "old executor"],           # no to_type: not followed
+                             ["http://elsewhere.example/international", "x", "topLevel"]],  # out of scope
+                      kept=[[BASE + "a.pdf", 2], [BASE + "a.pdf", 2], ["http://oecd.example/b.pdf", 4],
+                            ["not-a-pair"]])
+    counts = store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert counts["kept"] == 2 and counts["links"] == 1
+    (next_page,) = store.claim(10)
+    assert (next_page.url, next_page.page_type, next_page.depth) == (BASE + "international-a.html", "topLevel", 1)
+    with store.engine.connect() as conn:
+        kept = conn.execute(sa.text("SELECT url, fingerprint, source_url, source_page_type, rule FROM kept_link "
+                                    "ORDER BY url")).all()
+        doc_type = conn.execute(sa.text("SELECT page_type FROM document")).scalar()
+    assert [tuple(k) for k in kept] == [(BASE + "a.pdf", fingerprint(BASE + "a.pdf"), BASE, "base", 2),
+                                        ("http://oecd.example/b.pdf", fingerprint("http://oecd.example/b.pdf"), BASE, "base", 4)]
+    assert doc_type == "base"
+    # applying the same result again stores nothing twice
+    store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert store.counts()["kept"] == 2

@@ -1,0 +1,296 @@
+"""Crawl strategies end to end: the real manager, executor and client processes crawl local
+sites whose right answer is known.
+
+* Keep/follow rules: the paper's Government Consultation example (rule-based-recursive-
+  crawler.txt, Table I) rebuilt as a site; the exact set of kept PDF links, and no page outside
+  the rules fetched; pages fetched against a plain crawl of the same site.
+* Focused crawl: a site with a topical region and a large off-topic region; the focused crawl
+  reaches >= 90 % of the topical pages with fewer than half the fetches a breadth-first crawl
+  needs for the same coverage (the breadth-first curve is computed over the known link graph).
+* Bad strategy options are one-line errors (exit status 2) naming the rule.
+"""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+
+import pytest
+
+from grid import Grid
+from sites import Site
+
+pytestmark = pytest.mark.e2e
+
+CONSULT_CLASS = "col-xs-12 col-sm-7 col-md-8 col-lg-9"
+PDF = "application/pdf"
+ROBOTS = "/robots.txt"  # an executor may ask for it; it is not a page of the crawl
+
+
+def html(title: str, body: str) -> bytes:
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>'
+            f"<body><h1>{title}</h1>{body}</body></html>").encode()
+
+
+def links(*pairs: tuple[str, str]) -> str:
+    return "".join(f'<a href="{href}">{text}</a> ' for href, text in pairs)
+
+
+# ------------------------------------------------------------------------------------ the paper's example
+
+# "international" consultations on the search page -> the short name of their documents' paths
+TOP = {"international-trade": "trade", "international-aid": "aid"}
+
+
+def consultation_site() -> Site:
+    """The Government of Canada Consultations site of the paper's section II, in miniature."""
+    site = Site()
+
+    def page(path: str, title: str, body: str) -> None:
+        site.pages[path] = html(title, body)
+
+    def pdf(path: str) -> None:
+        site.pages[path] = b"%PDF-1.4\n% a test document\n%%EOF\n"
+        site.types[path] = PDF
+
+    page("/", "Consulting with Canadians", (
+        "<header>" + links(("/consultation/international-news.html", "International news"),
+                           ("/about.html", "About")) + "</header>"
+        f'<div class="{CONSULT_CLASS}"><ul>'
+        + "".join(f'<li><a href="/consultation/{n}.html">Consultation: {n}</a></li>' for n in TOP)
+        + '<li><a href="/consultation/fisheries.html">Fisheries</a></li>'
+        '<li><a href="/consultation/health.html">Health</a></li></ul></div>'
+        "<footer>" + links(("/docs/search-help.pdf", "Help (PDF)")) + "</footer>"))
+    pdf("/docs/search-help.pdf")
+    for name, short in TOP.items():  # topLevel pages
+        page(f"/consultation/{name}.html", f"Consultation {name}", (
+            "<nav>" + links(("/", "Home"), ("/consultation/international-archive.html", "International archive"),
+                            (f"/docs/{short}-nav-guide.pdf", "Guide")) + "</nav>"
+            "<main>" + links((f"/consultation/{short}/international-details.html", "Details"),
+                             (f"/consultation/{short}/faq.html", "FAQ"),
+                             (f"/docs/{short}-summary.pdf", "Summary"),
+                             (f"http://external.invalid/{short}-report.pdf", "OECD report")) + "</main>"))
+        pdf(f"/docs/{short}-nav-guide.pdf")
+        pdf(f"/docs/{short}-summary.pdf")
+        page(f"/consultation/{short}/international-details.html", f"Details of {name}", (  # secondLevel
+            "<main>" + links((f"/docs/{short}-annex-1.pdf", "Annex 1"), (f"/docs/{short}-annex-2.pdf", "Annex 2"),
+                             (f"/consultation/{short}/international-more.html", "More")) + "</main>"
+            "<aside>" + links(("/docs/shared-glossary.pdf", "Glossary")) + "</aside>"))
+        pdf(f"/docs/{short}-annex-1.pdf")
+        pdf(f"/docs/{short}-annex-2.pdf")
+        page(f"/consultation/{short}/faq.html", "FAQ", links(("/docs/faq.pdf", "FAQ (PDF)")))
+        page(f"/consultation/{short}/international-more.html", "More", links(("/docs/more.pdf", "More (PDF)")))
+    pdf("/docs/shared-glossary.pdf")
+    pdf("/docs/faq.pdf")
+    pdf("/docs/more.pdf")
+    page("/consultation/international-news.html", "News", links(("/docs/news.pdf", "News (PDF)")))
+    pdf("/docs/news.pdf")
+    page("/consultation/international-archive.html", "Archive", links(("/docs/archive.pdf", "Archive")))
+    pdf("/docs/archive.pdf")
+    page("/about.html", "About", "")
+    page("/consultation/fisheries.html", "Fisheries", links(
+        ("/consultation/fisheries/international-quota.html", "International quota"), ("/docs/fisheries.pdf", "PDF")))
+    page("/consultation/fisheries/international-quota.html", "Quota", links(("/docs/quota.pdf", "PDF")))
+    pdf("/docs/fisheries.pdf")
+    pdf("/docs/quota.pdf")
+    page("/consultation/health.html", "Health", links(("/docs/health.pdf", "PDF")))
+    pdf("/docs/health.pdf")
+    return site
+
+
+def fetched(server) -> dict[str, int]:
+    return {path: n for path, n in server.per_path_counts().items() if path != ROBOTS}
+
+
+def test_consultation_rules_keep_exactly_the_international_pdfs(tmp_path, site_server):
+    site = consultation_site()
+    server = site_server(site)
+    base = server.url("/")
+    rules = tmp_path / "consultation.csv"
+    rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"   # Table I, our base URL
+                     f"{base},follow,base,topLevel,international,all,{CONSULT_CLASS},all\n"
+                     f"{base},keep,topLevel,,.pdf,all,all,all\n"
+                     f"{base},follow,topLevel,secondLevel,international,all,all,main\n"
+                     f"{base},keep,secondLevel,,.pdf,all,all,all\n")
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        client = grid.start_client("--rules", str(rules))  # no seeds: the rules' base URL is the seed
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
+        rules_fetched = fetched(server)
+        server.reset()
+        plain_db = f"sqlite:///{tmp_path / 'plain.db'}"
+        plain = grid.start_client(base, "--db", plain_db)
+        assert plain.wait(timeout=60) == 0, grid.log("client.log")
+        plain_fetched = fetched(server)
+    finally:
+        grid.stop()
+
+    pages = {"/": "base", **{f"/consultation/{n}.html": "topLevel" for n in TOP},
+             **{f"/consultation/{s}/international-details.html": "secondLevel" for s in TOP.values()}}
+    assert rules_fetched == {path: 1 for path in pages}, "a page outside the rules was fetched (or one twice)"
+    docs = grid.query("crawl", "SELECT url, page_type FROM document")
+    assert sorted(docs) == sorted((server.url(path), kind) for path, kind in pages.items())
+
+    expected = {}
+    for name, short in TOP.items():
+        for url in (server.url(f"/docs/{short}-nav-guide.pdf"), server.url(f"/docs/{short}-summary.pdf"),
+                    f"http://external.invalid/{short}-report.pdf"):
+            expected[url] = (2, "topLevel", server.url(f"/consultation/{name}.html"))
+        for k in (1, 2):
+            expected[server.url(f"/docs/{short}-annex-{k}.pdf")] = (
+                4, "secondLevel", server.url(f"/consultation/{short}/international-details.html"))
+    kept = grid.query("crawl", "SELECT url, rule, source_page_type, source_url FROM kept_link")
+    assert len(kept) == len(expected) + 1, kept
+    glossary = [row for row in kept if row[0] == server.url("/docs/shared-glossary.pdf")]
+    assert [(rule, kind) for _, rule, kind, _ in glossary] == [(4, "secondLevel")]
+    assert {url: (rule, kind, source) for url, rule, kind, source in kept if url not in {g[0] for g in glossary}} == expected
+    assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM crawl_rule") == [(4,)]
+
+    assert set(plain_fetched) == set(site.pages), "the plain crawl fetches every page and local PDF"
+    print(f"\nconsultation example: rules crawl fetched {sum(rules_fetched.values())} pages and kept "
+          f"{len(kept)} PDF links; a plain crawl fetched {sum(plain_fetched.values())} "
+          f"({len([p for p in site.pages if p.endswith('.html') or p == '/'])} HTML pages + "
+          f"{len([p for p in site.pages if p.endswith('.pdf')])} PDFs)")
+
+
+# ------------------------------------------------------------------------------------ focused crawl
+
+OFF_TOPIC = {"food": "Recipe", "sport": "Match report", "news": "City news"}
+OFF_BRANCHING, OFF_LEVELS = 5, 3            # 5 + 25 + 125 pages under each off-topic hub
+TOPIC_BRANCHING, TOPIC_LEVELS = 3, 3        # 3 + 9 + 27 pages under the research hub
+
+
+def tree(branching: int, levels: int) -> dict[int, list[int]]:
+    """Children of each node of a complete tree (node 0 is the hub), numbered breadth-first."""
+    kids, next_id, frontier = {0: []}, 1, [0]
+    for _ in range(levels):
+        new = []
+        for node in frontier:
+            for _ in range(branching):
+                kids[node].append(next_id)
+                kids[next_id] = []
+                new.append(next_id)
+                next_id += 1
+        frontier = new
+    return kids
+
+
+def focus_site() -> tuple[Site, set[str]]:
+    """A portal with a topical region (/research/, about crawler politeness) and a large
+    off-topic region (food, sport, news); returns the site and the topical paths."""
+    site = Site()
+
+    def page(path: str, title: str, text: str, out: list[tuple[str, str]]) -> None:
+        site.pages[path] = html(title, f"<p>{text}</p><ul>" + "".join(
+            f'<li><a href="{href}">{anchor}</a></li>' for href, anchor in out) + "</ul>")
+        site.links[path] = list(dict.fromkeys(href for href, _ in out))
+
+    off_kids = tree(OFF_BRANCHING, OFF_LEVELS)
+    off_path = lambda region, n: f"/{region}/index.html" if n == 0 else f"/{region}/{n}.html"
+    for region, noun in OFF_TOPIC.items():
+        for n, kids in off_kids.items():
+            out = [(off_path(region, k), f"{noun} {k}") for k in kids]
+            if region == "news" and n == 0:  # two topical pages only the news knows about
+                out += [("/research/press.html", "Crawler politeness in the press"),
+                        ("/research/press-2.html", "More on crawler politeness")]
+            page(off_path(region, n), f"{noun} {n}", f"Everything about {region}, part {n}.", out)
+    topical = {"/research/press.html", "/research/press-2.html"}
+    for path in topical:
+        page(path, "Crawler politeness in the press", "Web crawler politeness, reported.", [])
+    topic_kids = tree(TOPIC_BRANCHING, TOPIC_LEVELS)
+
+    def topic_path(n: int) -> str:
+        if n == 0:
+            return "/research/index.html"
+        # some pages are linked by an anchor without keywords, but their URL names the topic
+        return f"/research/crawler-politeness-appendix-{n}.html" if n % 4 == 0 else f"/research/{n}.html"
+
+    for n, kids in topic_kids.items():
+        out = [(topic_path(k), f"Appendix {k}" if k % 4 == 0 else f"Crawler politeness, part {k}") for k in kids]
+        out += [(off_path("food", 1 + n % 5), "Lunch break"), (off_path("sport", 1 + n % 5), "Results")]
+        page(topic_path(n), f"Crawler politeness study {n}",
+             "How a web crawler keeps its politeness: crawl delay, robots.txt, one host at a time.", out)
+        topical.add(topic_path(n))
+    page("/", "City portal", "Welcome to the city portal.", [
+        ("/food/index.html", "Cooking"), ("/sport/index.html", "Sports"),
+        ("/research/index.html", "Crawler research"), ("/news/index.html", "News")])
+    return site, topical
+
+
+def bfs_fetches_for(site: Site, topical: set[str], coverage: float) -> int:
+    """Pages a breadth-first crawl from / fetches before it holds ``coverage`` of the topical pages."""
+    seen, queue, fetched_pages, found = {"/"}, collections.deque(["/"]), 0, 0
+    while queue:
+        path = queue.popleft()
+        fetched_pages += 1
+        found += path in topical
+        if found / len(topical) >= coverage:
+            return fetched_pages
+        for target in site.links.get(path, ()):
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+    raise AssertionError(f"breadth-first never reaches {coverage:.0%} of the topical pages")
+
+
+def test_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_path, site_server):
+    site, topical = focus_site()
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        client = grid.start_client(server.url("/"), "--focus", "crawler politeness", "--min-relevance", "0.3")
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    got = fetched(server)
+    found = {path for path in got if path in topical}
+    coverage = len(found) / len(topical)
+    bfs_needed = bfs_fetches_for(site, topical, coverage)
+    print(f"\nfocused crawl: {len(found)}/{len(topical)} topical pages ({coverage:.0%}) with "
+          f"{sum(got.values())} fetches; breadth-first needs {bfs_needed} fetches for the same coverage "
+          f"(site: {len(site.pages)} pages)")
+    idle = [line for line in grid.log("ex1.log").splitlines() if "worker idle between pages" in line]
+    assert len(idle) == 1, "the executor logs its workers' idle time at shutdown"
+    print("executor:", idle[0].split(": ", 1)[-1])
+    assert coverage >= 0.9, sorted(set(topical) - found)
+    assert sum(got.values()) < bfs_needed / 2
+    assert set(got.values()) == {1}
+    # the score is stored with each document; a page on the topic scores 1 (all keywords)
+    rows = grid.query("crawl", "SELECT url, relevance FROM document")
+    assert len(rows) == len(got) and all(r is not None for _, r in rows)
+    assert all(r == 1.0 for url, r in rows if url.startswith(server.url("/research/")))
+    assert grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'order'") == [("priority",)]
+
+
+# ------------------------------------------------------------------------------------ user errors
+
+
+def run(*args: str) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60)
+    return proc.returncode, proc.stderr
+
+
+def test_bad_strategy_options_are_one_line_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("base_url,rule_type,from_type,to_type\n"
+                   "http://127.0.0.1:9/,follow,base,list\n"
+                   "http://127.0.0.1:9/,follow,list,\n")
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    rc, err = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "--rules", str(bad))
+    assert rc == 2 and err.strip().splitlines() == [
+        "error: invalid rules: rule 2 (bad.csv row 3: follow list): a follow rule needs a to_type "
+        "(the page type of the links it queues)"]
+    rc, err = run("gridcrawl", "run", "--rules", str(bad), "--workdir", str(tmp_path / "w"))
+    assert rc == 2 and "rule 2 (bad.csv row 3" in err and "Traceback" not in err
+    rc, err = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "http://127.0.0.1:9/",
+                  "--order", "sideways")
+    assert rc == 2 and "--order must be one of bfs, dfs, priority" in err
+    rc, err = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "http://127.0.0.1:9/",
+                  "--focus", "crawler", "--min-relevance", "2")
+    assert rc == 2 and "--min-relevance must be between 0 and 1" in err

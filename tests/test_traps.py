@@ -1,0 +1,102 @@
+"""Crawler traps on the client side: the path-repetition rule, the URL length cap, session-id
+parameters, depth, and the pages-per-host cap applied by CrawlStore.apply on a real SQLite file."""
+
+from __future__ import annotations
+
+import pytest
+
+from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.db import open_database
+from gridcrawl.protocol import PageResult
+from gridcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonical_url, fingerprint, path_trap
+
+
+@pytest.mark.parametrize("url,segment", [
+    ("http://h.example/a/b/a/b/a/b", "a"),
+    ("http://h.example/x/x/x", "x"),
+    ("http://h.example/x/x/x/", "x"),
+    ("http://h.example/cal/2024/cal/05/cal/", "cal"),
+    ("http://h.example/a//a//b/a", "a"),
+    ("http://h.example/x/x/", None),
+    ("http://h.example/a/b/a/b/", None),
+    ("http://h.example/docs/3/library/os.html", None),
+    ("http://h.example/?q=x/x/x", None),  # the query is not the path
+    ("http://h.example/", None),
+])
+def test_path_trap(url, segment):
+    assert path_trap(url) == segment
+
+
+def test_path_trap_limit():
+    assert path_trap("http://h.example/x/x/", limit=2) == "x"
+    assert path_trap("http://h.example/x/x/x/", limit=4) is None
+
+
+def test_session_variants_are_one_page():
+    base = canonical_url("http://h.example/cart?item=3")
+    for variant in ("http://h.example/cart;jsessionid=0A1B?item=3", "http://h.example/cart?item=3&sid=42",
+                    "http://h.example/cart?PHPSESSID=abc&item=3", "http://h.example/cart?item=3&SessionId=q",
+                    "HTTP://H.EXAMPLE:80/cart?item=3#top"):
+        assert canonical_url(variant) == base
+        assert fingerprint(canonical_url(variant)) == fingerprint(base)
+
+
+def test_url_length_cap():
+    assert len(canonical_url("http://h.example/" + "a" * (MAX_URL_LENGTH - 17))) == MAX_URL_LENGTH
+    with pytest.raises(InvalidURL, match="longer than 2083"):
+        canonical_url("http://h.example/" + "a" * (MAX_URL_LENGTH - 16))
+
+
+def test_scope_allows():
+    scope = Scope(["h.example"], max_depth=2)
+    assert scope.allows("http://h.example/a/b/", 2)
+    assert scope.allows("http://sub.h.example/", 1)
+    assert not scope.allows("http://h.example/a/", 3)  # too deep
+    assert not scope.allows("http://other.example/", 1)  # out of scope
+    assert not scope.allows("http://h.example/a/b/a/b/a/", 1)  # path trap
+    assert scope.instruction() == {"scope": ["h.example"]}
+
+
+def _outcome(store_row: Pending, links: list[str]) -> Outcome:
+    page = PageResult(url=store_row.url, final_url=store_row.url, status=200, content_type="text/html",
+                      links=[[u, ""] for u in links])
+    return Outcome(store_row, page, "ex", 1, False)
+
+
+def _queued(store: CrawlStore) -> list[str]:
+    from gridcrawl import models
+    import sqlalchemy as sa
+    with store.engine.connect() as conn:
+        return sorted(conn.execute(sa.select(models.to_visit_url.c.url)).scalars())
+
+
+def test_max_pages_per_host_caps_queued_urls(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.add_seeds(["http://a.example/", "http://b.example/"])
+    scope = Scope(["a.example", "b.example"], -1, max_pages_per_host=4)
+    seeds = store.claim(10)
+    a_seed = next(p for p in seeds if "a.example" in p.url)
+    b_seed = next(p for p in seeds if "b.example" in p.url)
+    links_a = [f"http://a.example/{i}" for i in range(10)]
+    # a.example: the seed counts, so 3 more fit; b.example is counted on its own
+    store.apply([_outcome(a_seed, links_a + ["http://b.example/1"])], scope)
+    assert _queued(store) == ["http://a.example/0", "http://a.example/1", "http://a.example/2",
+                              "http://b.example/", "http://b.example/1"]
+    # the same links again, and more: nothing new for a.example; b.example gets up to its cap
+    store.apply([_outcome(b_seed, links_a + [f"http://b.example/{i}" for i in range(1, 9)])], scope)
+    queued = _queued(store)
+    assert [u for u in queued if "a.example" in u] == ["http://a.example/0", "http://a.example/1", "http://a.example/2"]
+    assert [u for u in queued if "b.example" in u] == ["http://b.example/1", "http://b.example/2", "http://b.example/3"]
+    # a new client on the same database counts what is there
+    again = CrawlStore(store.engine)
+    more = again.claim(10)
+    again.apply([_outcome(more[0], ["http://a.example/new", "http://b.example/new"])], scope)
+    assert "http://a.example/new" not in _queued(again) and "http://b.example/new" not in _queued(again)
+
+
+def test_no_cap_by_default(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.add_seeds(["http://a.example/"])
+    [seed] = store.claim(1)
+    store.apply([_outcome(seed, [f"http://a.example/{i}" for i in range(50)])], Scope(["a.example"]))
+    assert len(_queued(store)) == 50
