@@ -29,7 +29,6 @@ import zmq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from gridcrawl import protocol as p  # noqa: E402
-from gridcrawl.settings import Settings  # noqa: E402
 
 
 def free_port() -> int:

@@ -170,6 +170,8 @@ class CrawlApplication:
 
     def _submit(self, pendings: list[Pending]) -> None:
         instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
+        if not self.settings.store_content and self.store.strategy.focus is None:
+            instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
         specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
                               # the manager keeps the claim order unless the crawl orders by priority

@@ -8,7 +8,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
 from gridcrawl.settings import Settings
@@ -69,17 +69,7 @@ def crawl(
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
     except ValueError as exc:
         fail(str(exc))
-    from gridcrawl.auth import login_password
-    from gridcrawl.keys import KeyFileError, client_keys
-    if (curve_secret is None) != (curve_server_key is None):
-        fail("--curve-secret and --curve-server-key go together")
-    try:
-        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
-        password = login_password(user)
-    except KeyFileError as exc:
-        fail(str(exc))
-    except EOFError:
-        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+    curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
               curve=curve)

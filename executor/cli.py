@@ -7,7 +7,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
@@ -73,20 +73,13 @@ def run(
                             obey_robots=not ignore_robots, robots_retry=robots_retry).validate()
     except ValueError as exc:
         fail(str(exc))
-    from gridcrawl.auth import login_password
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
-    from gridcrawl.keys import KeyFileError, client_keys
-    if (curve_secret is None) != (curve_server_key is None):
-        fail("--curve-secret and --curve-server-key go together")
+    curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:
-        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
-        password = login_password(user)
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
                               allow_private=allow_private or [], dedicated=not idle_only, idle=idle)
-    except (KeyFileError, ValueError) as exc:
+    except ValueError as exc:
         fail(str(exc))
-    except EOFError:
-        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
     try:
         agent.run(stop_on_signals())
     except ManagerUnreachable as exc:

@@ -50,7 +50,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         store_content: put the body in ``PageResult.content`` (decoded text for HTML; bytes for
             other types only when the fetcher keeps non-HTML bodies).
         instruction: the thread's instruction; ``{"scope": [domain, ...]}`` makes every hop
-            outside those domains fail as ``out_of_scope`` (no scope key: no check); with
+            outside those domains fail as ``out_of_scope`` (no scope key: no check);
+            ``"content": false`` leaves the body out of the result (the application does not
+            store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
             ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
@@ -65,6 +67,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     if crash_on and crash_on in url:
         os._exit(70)
     scope = (instruction or {}).get("scope")
+    if (instruction or {}).get("content") is False:  # the application does not store bodies
+        store_content = False
     checks = [scope_check(scope) if isinstance(scope, list) else None]
     crawl_delay = None
     if robots is not None:

@@ -32,6 +32,23 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
+def peer_credentials(user: str | None, curve_secret, curve_server_key):
+    """``(curve, password)`` of an executor or client: its CURVE keys (or None) from the two key
+    files, which go together, and the password of ``user`` from $GRIDCRAWL_PASSWORD or a prompt.
+    Exits with status 2 (one line) on unusable key files or no password to be had."""
+    from gridcrawl.auth import login_password
+    from gridcrawl.keys import KeyFileError, client_keys
+    if (curve_secret is None) != (curve_server_key is None):
+        fail("--curve-secret and --curve-server-key go together")
+    try:
+        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
+        return curve, login_password(user)
+    except KeyFileError as exc:
+        fail(str(exc))
+    except EOFError:
+        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+
+
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged.
 _RECORD_FIELDS = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "taskName"}
 

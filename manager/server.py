@@ -33,7 +33,7 @@ from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, send
-from gridcrawl.manager.core import ControlError, ManagerCore, Record, Send
+from gridcrawl.manager.core import ControlError, ManagerCore, Send
 from gridcrawl.manager.recorder import Recorder
 from gridcrawl.auth import UserStore
 from gridcrawl.keys import AllowList, ServerKeys, start_authenticator

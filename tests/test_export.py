@@ -14,7 +14,7 @@ import sys
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from gridcrawl.client.store import CrawlStore, Outcome, Pending
+from gridcrawl.client.store import CrawlStore, Outcome
 from gridcrawl.db import open_database
 from gridcrawl.export import ExportError, export, export_warc
 from gridcrawl.protocol import PageResult

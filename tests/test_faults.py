@@ -9,7 +9,6 @@ them.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -226,7 +225,7 @@ def test_every_program_exits_within_5_s_of_sigterm_with_work_in_flight(tmp_path,
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "4")
         grid.start_executor("ex2", "--threads", "4")
-        client = grid.start_client(server.url("/"))
+        grid.start_client(server.url("/"))
         wait_for(lambda: visited(grid) >= 5, 60, message="5 pages")
         timings = {}
         for proc in grid.processes:
