@@ -37,7 +37,7 @@ class Settings:
     thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
     prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
-    record_interval: float = _doc(0.2, "seconds between batched writes of the manager's records to SQL")
+    record_interval: float = _doc(0.5, "seconds between batched writes of the manager's records to SQL")
     dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
 
     # --- manager: politeness for the whole grid ---

@@ -36,7 +36,7 @@ from typing import Callable
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from gridcrawl.states import ApplicationState, ThreadState, check_transition
+from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
 from gridcrawl.manager.queue import ReadyQueue
 
@@ -737,7 +737,9 @@ class ManagerCore:
                 app.last_seen = now
 
     def _move(self, t: GridThread, new: ThreadState) -> None:
-        t.state = check_transition(t.name, t.state, new)
+        if new not in TRANSITIONS[t.state]:  # the check inlined: this runs five times a thread
+            check_transition(t.name, t.state, new)  # raises, naming the thread
+        t.state = new
 
     def _executor_of(self, peer: bytes) -> Executor | None:
         kind = self.peers.get(peer)
