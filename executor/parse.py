@@ -428,6 +428,6 @@ def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPa
     text, encoding = decode_html(body, content_type)
     root = _parse_document(text)
     title_element = next(root.iter("title"), None)
-    title = _collapse(title_element.text_content()) if title_element is not None else ""
+    title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     links = extract_links(root, _document_base(root, page_url))
     return ParsedPage(title=title, links=links, encoding=encoding, document=root)

@@ -294,3 +294,54 @@ def test_bad_strategy_options_are_one_line_errors(tmp_path):
     rc, err = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "http://127.0.0.1:9/",
                   "--focus", "crawler", "--min-relevance", "2")
     assert rc == 2 and "--min-relevance must be between 0 and 1" in err
+
+
+def test_host_hash_dispatch_keeps_each_host_on_one_executor_and_survives_a_kill(tmp_path):
+    """ParaCA's host partitioning with real processes: 30 hosts (30 loopback addresses, one small
+    site each), 3 executors, ``--dispatch host-hash``. Every host's pages run on one executor; when
+    one executor is killed, only its hosts move, and the crawl completes."""
+    from sites import SiteServer, generate_site
+    from grid import Grid, wait_for
+
+    servers = []
+    try:
+        for i in range(30):
+            servers.append(SiteServer(generate_site(6, links_per_page=2, seed=i), latency=0.05,
+                                      host=f"127.0.0.{i + 2}").start())
+        grid = Grid(tmp_path)
+        grid.start_manager("--dispatch", "host-hash")
+        execs = {name: grid.start_executor(name, "--threads", "2") for name in ("e1", "e2", "e3")}
+        wait_for(lambda: grid.log("manager.log").count("registered:") >= 3, 30, message="3 executors")
+        client = grid.start_client(*[s.url("/") for s in servers])
+
+        def finished_by_host() -> dict[str, set[str]]:
+            rows = grid.query("manager", "SELECT t.host, e.name FROM attempt a "
+                                         "JOIN thread t ON t.internal_thread_id = a.internal_thread_id "
+                                         "JOIN executor e ON e.executor_id = a.executor_id "
+                                         "WHERE a.outcome = 'finished'")
+            out: dict[str, set[str]] = {}
+            for host, name in rows:
+                out.setdefault(host, set()).add(name)
+            return out
+
+        wait_for(lambda: sum(len(v) for v in finished_by_host().values()) >= 20, 60, message="20 pages")
+        before = finished_by_host()
+        assert all(len(names) == 1 for names in before.values()), before
+        victim = max(("e1", "e2", "e3"), key=lambda n: sum(n in v for v in before.values()))
+        execs[victim].kill()
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        grid.stop()
+        after = finished_by_host()
+        assert len(after) == 30
+        moved = {h for h, names in after.items() if victim in names and len(names) > 1}
+        for host, names in after.items():
+            assert len(names - {victim}) <= 1, (host, names)  # one survivor per host
+        stayed = {h for h, names in after.items() if victim not in names}
+        assert all(len(after[h]) == 1 for h in stayed)
+        expected = sum(len(s.site.pages) for s in servers) if hasattr(servers[0], "site") else None
+        docs = grid.query("crawl", "SELECT COUNT(*), COUNT(DISTINCT fingerprint) FROM document")[0]
+        assert docs[0] == docs[1] and (expected is None or docs[0] == expected)
+        print(f"\n[host-hash] hosts=30, victim={victim}, hosts moved={len(moved)}, documents={docs[0]}")
+    finally:
+        for s in servers:
+            s.stop()
