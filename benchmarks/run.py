@@ -96,6 +96,7 @@ class Config:
     site: SiteSpec = field(default_factory=SiteSpec)
     cpu_executors: tuple[int, ...] = (1, 2, 3)
     cpu_threads: int = 8
+    cpu_extra: tuple[tuple[int, int], ...] = ((2, 4), (3, 4))  # more (executors, threads) settings of ``cpu``
     latency: float = 0.05
     table1_pages: tuple[int, ...] = (50, 100, 150, 200, 250, 300)
     table1_executors: tuple[int, ...] = (1, 2, 3, 4, 5)
@@ -112,7 +113,7 @@ class Config:
     def quick(cls) -> "Config":
         """The ``--quick`` sizes: the whole suite in about two minutes (a smoke test)."""
         return cls(site=SiteSpec(pages=300, links=100, page_bytes=30_000), cpu_executors=(1, 2),
-                   table1_pages=(50, 100), docs_executors=(4,), docs_serial=False, timeout=300.0)
+                   cpu_extra=(), table1_pages=(50, 100), docs_executors=(4,), docs_serial=False, timeout=300.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,9 +627,8 @@ def scenario_cpu(cfg: Config, scratch: Path) -> Section:
         serial = run_baseline("serial", served.seed_url, 1, 0, served.expected_pages, cfg.timeout, scratch)
         threaded = run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, served.expected_pages,
                                 cfg.timeout, scratch)
-        grid = [run_gridcrawl(served.seed_url, e, cfg.cpu_threads, 0, served.expected_pages, cfg.timeout, scratch,
-                              cfg.retries)
-                for e in cfg.cpu_executors]
+        grid = [run_gridcrawl(served.seed_url, e, t, 0, served.expected_pages, cfg.timeout, scratch, cfg.retries)
+                for e, t in [(e, cfg.cpu_threads) for e in cfg.cpu_executors] + list(cfg.cpu_extra)]
     section.runs = [serial, threaded, *grid]
     section.show(results_table(f"cpu — {spec.describe()}", section.runs, threaded,
                                note=_TABLE_NOTE))

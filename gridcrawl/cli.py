@@ -93,6 +93,9 @@ def run(
                             obey_robots=not ignore_robots).validate()
     except ValueError as exc:
         fail(str(exc))
+    if settings.connect_timeout == Settings.connect_timeout:
+        # the manager is this command's own child: on a loaded machine it may need longer to start
+        settings = settings.replace(connect_timeout=60.0)
     from gridcrawl.client.cli import run_crawl
     from gridcrawl.client.store import check_seed
     from gridcrawl.urls import InvalidURL

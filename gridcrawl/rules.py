@@ -42,9 +42,10 @@ import re
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import sqlalchemy as sa
+if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (not by executors)
+    import sqlalchemy as sa
 
 from gridcrawl.urls import InvalidURL, canonical_url
 
@@ -294,6 +295,7 @@ def store_rules(conn: sa.Connection, rules: Sequence[Rule]) -> None:
 def rules_from_table(conn: sa.Connection) -> list[Rule]:
     """The rules stored in the ``crawl_rule`` table, in ``rule_id`` order, validated (empty
     list when the table is empty). Raises :class:`RuleError` for invalid stored rules."""
+    import sqlalchemy as sa
     from gridcrawl.models import crawl_rule
     rows = conn.execute(sa.select(crawl_rule).order_by(crawl_rule.c.rule_id)).mappings().all()
     rules = [Rule(base_url=r["base_url"], rule_type=r["rule_type"], from_type=r["from_type"],
