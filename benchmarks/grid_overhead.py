@@ -167,6 +167,33 @@ def apply_rate(results: int, links: int) -> float:
         return len(outcomes) / (time.perf_counter() - started)
 
 
+def queued_memory(threads: int) -> float:
+    """Peak RSS (MB) of a real manager process holding ``threads`` queued grid threads (no executor
+    connected), after they are recorded in SQL."""
+    import psutil
+    with tempfile.TemporaryDirectory() as tmp:
+        endpoint = f"tcp://127.0.0.1:{free_port()}"
+        manager = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", endpoint, "--db",
+                                    f"sqlite:///{tmp}/manager.db", "--log-level", "WARNING"])
+        try:
+            time.sleep(1.0)
+            client = Client(endpoint)
+            for start in range(0, threads, 1000):
+                client.submit(range(start, start + 1000))
+                client.sock.send_multipart(p.encode(p.Heartbeat()))
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                time.sleep(1.0)
+                client.sock.send_multipart(p.encode(p.Heartbeat()))
+                with sqlite3.connect(f"{tmp}/manager.db") as db:
+                    if db.execute("SELECT COUNT(*) FROM thread").fetchone()[0] >= threads:
+                        break
+            return psutil.Process(manager.pid).memory_info().rss / 2**20
+        finally:
+            manager.terminate()
+            manager.wait(10)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=20000, help="grid threads for the throughput run")
@@ -174,6 +201,7 @@ def main() -> None:
     parser.add_argument("--links", type=int, default=0, help="links in each fake result")
     parser.add_argument("--window", type=int, default=2000, help="threads in flight per application")
     parser.add_argument("--clients", type=int, default=2, help="applications submitting at once")
+    parser.add_argument("--queued", type=int, default=100_000, help="queued threads for the memory figure")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         endpoint = f"tcp://127.0.0.1:{free_port()}"
@@ -202,6 +230,7 @@ def main() -> None:
           f"p90 {sorted(lat)[int(len(lat) * 0.9)] * 1000:.2f} ms (submit to result, no fetch)")
     print(f"threads recorded in SQL by state: {states}")
     print(f"client apply: {apply_rate(5000, 10):,.0f} results/s (10 links each, SQLite, batches of 256)")
+    print(f"manager RSS with {args.queued:,} queued threads: {queued_memory(args.queued):.0f} MB")
 
 
 if __name__ == "__main__":
