@@ -40,11 +40,13 @@ class ThreadState(enum.IntEnum):
 
 
 class ApplicationState(enum.IntEnum):
-    """State of an application (Alchemi: 0 AwaitingManifest, 1 Ready, 2 Stopped)."""
+    """State of an application (Alchemi: 0 AwaitingManifest, 1 Ready, 2 Stopped; gridcrawl adds
+    3 Paused: an operator paused it, its READY threads wait for ``resume``)."""
 
     AWAITING = 0
     READY = 1
     STOPPED = 2
+    PAUSED = 3
 
 
 _S = ThreadState

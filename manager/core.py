@@ -489,7 +489,7 @@ class ManagerCore:
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
-                    self.queue.push(existing)
+                    self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
                            spec.priority, spec.instruction, now, host=url_host(spec.url))
@@ -597,11 +597,14 @@ class ManagerCore:
             for t in app.threads.values():
                 if t.state == ThreadState.READY:
                     self.queue.discard(t)
+            actions.append(Record("application", "update", {"state": int(ApplicationState.PAUSED)},
+                                  app.application_id))
         elif action == "resume" and app.paused:
             app.paused = False
             for t in app.threads.values():
-                if t.state == ThreadState.READY and t.queue_seq is None:
+                if t.state == ThreadState.READY and t.queue_seq is None and not t.held:
                     self.queue.push(t)
+            actions.append(Record("application", "update", {"state": int(app.state)}, app.application_id))
             actions += self.dispatch(now)
         elif action == "cancel":
             actions += self._stop_application(app, now, True)
@@ -835,6 +838,8 @@ class ManagerCore:
         for row in applications:
             app = Application(row["application_id"], row["application_name"], row["usr_name"], None,
                               now, state=ApplicationState(row["state"]), last_seen=now)
+            if app.state == ApplicationState.PAUSED:  # the pause outlives a manager restart
+                app.state, app.paused = ApplicationState.READY, True
             self.applications[app.application_id] = app
         for row in threads:
             app = self.applications.get(row["application_id"])

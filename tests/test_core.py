@@ -263,3 +263,21 @@ def test_5xx_and_connection_errors_are_retried_with_backoff_but_404_is_not():
     actions = core.handle(b"e", p.Result(attempt, p.PageResult(url="x", status=503, error_kind="http_status")), now)
     (done,) = sends(actions, p.ThreadDone)  # retry_times exhausted: the 503 is the result
     assert done.message.page.status == 503 and done.message.attempts == 3 and not done.message.failed
+
+
+def test_restart_restores_a_paused_application_paused_and_holds_threads_until_resubmitted():
+    core = make_core()
+    apps = [{"application_id": "app1", "application_name": "crawl", "usr_name": "u", "state": 3}]
+    threads = [{"internal_thread_id": 7, "application_id": "app1", "thread_id": 1, "url": "http://a.test/",
+                "depth": 0, "priority": 5, "host": "a.test", "attempts": 1}]
+    core.restore(apps, threads, 0.0)
+    register(core, b"e", 2)
+    (opened,) = sends(core.handle(b"c", p.OpenApplication("crawl", "u", "app1"), 0.1), p.ApplicationOpened)
+    assert opened.message.resumed and core.applications["app1"].paused
+    # resubmitted with its instruction: still not dispatched while paused
+    actions = core.handle(b"c", p.Submit("app1", [p.ThreadSpec(1, "http://a.test/", instruction={"scope": ["a.test"]})]), 0.2)
+    assert assigned(actions) == []
+    actions, result = core.control("app1", "resume", 0.3)
+    ((_, assign),) = assigned(actions)
+    assert result["state"] == "running" and assign.instruction == {"scope": ["a.test"]}
+    assert any(isinstance(a, Record) and a.table == "application" and a.values == {"state": 1} for a in actions)
