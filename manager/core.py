@@ -192,6 +192,9 @@ class ManagerCore:
         self.authenticate = authenticate
         self.new_id = new_id or (lambda: uuid.uuid4().hex)
         self.executors: dict[str, Executor] = {}
+        # executor id -> user who registered it, from the database after a restart (an id is
+        # reclaimed only by its own user, even when the manager has not seen it since starting)
+        self.executor_owners: dict[str, str] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
@@ -283,9 +286,10 @@ class ManagerCore:
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
             ex = self.executors.get(old[1])
-        if ex is not None and ex.user != m.user:
+        owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
+        if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
-                        ex.executor_id[:8], ex.user)
+                        (claimed_id or "")[:8], owner)
             ex, claimed_id = None, None
         if ex is not None:
             # A re-registration means the executor started afresh: what it held is gone (not the
@@ -299,6 +303,7 @@ class ManagerCore:
                       threads=m.threads, capacity=capacity, dedicated=m.dedicated, last_seen=now)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         self.executors[executor_id] = ex
+        self.executor_owners[executor_id] = m.user
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
         row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,

@@ -109,10 +109,12 @@ class ManagerServer:
                 sa.select(t).join(a, a.c.application_id == t.c.application_id)
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))
                 .order_by(t.c.internal_thread_id))]
+            owners = dict(conn.execute(sa.select(models.executor.c.executor_id, models.executor.c.usr_name)).all())
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
         core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt,
                            authenticate=self.users.authenticate)
+        core.executor_owners.update(owners)
         self._carry_out(core.restore(apps, threads, time.time()))
         return core
 

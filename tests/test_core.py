@@ -281,3 +281,12 @@ def test_restart_restores_a_paused_application_paused_and_holds_threads_until_re
     ((_, assign),) = assigned(actions)
     assert result["state"] == "running" and assign.instruction == {"scope": ["a.test"]}
     assert any(isinstance(a, Record) and a.table == "application" and a.values == {"state": 1} for a in actions)
+
+
+def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
+    core = make_core()
+    core.executor_owners["old-id"] = "alice"
+    (w,) = sends(core.handle(b"x", p.Register(name="x", host="h", user="mallory", threads=1, executor_id="old-id"), 0.0), p.Welcome)
+    assert w.message.executor_id != "old-id"
+    (w,) = sends(core.handle(b"y", p.Register(name="y", host="h", user="alice", threads=1, executor_id="old-id"), 0.0), p.Welcome)
+    assert w.message.executor_id == "old-id"
