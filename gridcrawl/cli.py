@@ -197,11 +197,19 @@ def _print_timings(rows) -> None:
     for r in rows:
         table.add_row(r.name, r.host, str(r.threads), f"{r.mean_seconds:.3f}", f"{r.min_seconds:.3f}",
                       f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}", f"{r.pages_per_second:.1f}")
-    Console().print(table)
+    _console().print(table)
 
 
 def _seconds(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _console():
+    """A rich console for report tables: the terminal's width, or 200 columns when the output is a
+    file or a pipe (rich would assume 80 and cut every column short)."""
+    from rich.console import Console
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
 
 
 def _print_executor_summary(rows) -> None:
@@ -217,7 +225,7 @@ def _print_executor_summary(rows) -> None:
                       _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
                       _seconds(r.pages_per_second, 2), str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}",
                       f"{r.cpu_totalusage:.1f}")
-    Console().print(table)
+    _console().print(table)
 
 
 def _print_application_summary(rows) -> None:
@@ -235,7 +243,7 @@ def _print_application_summary(rows) -> None:
             state = str(r.state)
         table.add_row(r.application_id, r.application_name, state, str(r.threads), str(r.pages), str(r.failed),
                       str(r.executors), _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
-    Console().print(table)
+    _console().print(table)
 
 
 @app.command()

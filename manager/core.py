@@ -860,6 +860,16 @@ class ManagerCore:
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
         return actions
 
+    def shutdown(self) -> list[Action]:
+        """The manager is stopping: no executor stays connected to it (records only; the
+        threads stay as they are, for the next start to restore)."""
+        actions: list[Action] = []
+        for ex in self.executors.values():
+            if ex.connected:
+                ex.connected = False
+                actions.append(Record("executor", "update", {"is_connected": False}, ex.executor_id))
+        return actions
+
     def stats(self) -> dict:
         """Counts for logs and the dashboard: executors, applications, threads by state."""
         by_state = {s.name: 0 for s in ThreadState}

@@ -153,6 +153,7 @@ class ManagerServer:
         finally:
             for peer in list(self.core.peers):
                 send(self.socket, protocol.Bye("manager shutting down"), peer)
+            self._carry_out(self.core.shutdown())
             self.recorder.close()
             self.socket.close(linger=200)
             if self.authenticator is not None:
