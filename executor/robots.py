@@ -111,14 +111,20 @@ class RobotsDecision:
     reason: str | None = None
     unreachable: bool = False
     retry_after: float | None = None
+    no_connection: bool = False  # the origin refused the connection: the page cannot be fetched either
 
     def refusal(self) -> HopRefusal | None:
         """This decision as a Fetcher hop-check answer: ``None`` if allowed, else a
         :class:`HopRefusal` of kind ROBOTS or ROBOTS_UNREACHABLE."""
         if self.allowed:
             return None
+        if self.no_connection:  # a dead server: the page fails as a connection error (retried soon)
+            return HopRefusal(ErrorKind.CONNECTION, self.reason or "connection refused", None)
         kind = ErrorKind.ROBOTS_UNREACHABLE if self.unreachable else ErrorKind.ROBOTS
         return HopRefusal(kind, self.reason or "disallowed by robots.txt", self.retry_after)
+
+
+CONNECTION_RECHECK = 1.0  # seconds a "cannot connect" robots.txt answer is cached
 
 
 @dataclass
@@ -131,6 +137,7 @@ class _Rules:
     expires: float  # clock() value after which robots.txt is fetched again
     unreachable: bool = False
     note: str = ""  # what happened to the fetch, for messages
+    no_connection: bool = False  # the fetch could not connect at all
 
 
 class RobotsCache:
@@ -195,6 +202,9 @@ class RobotsCache:
         if rules.parser is None:
             if rules.allow_all:
                 return RobotsDecision(True, rules.crawl_delay)
+            if rules.no_connection:
+                return RobotsDecision(False, None, f"cannot connect to {origin} ({rules.note})",
+                                      unreachable=True, no_connection=True)
             wait = max(0.0, rules.expires - self.clock())
             return RobotsDecision(False, None, f"robots.txt unreachable ({rules.note}); disallowed for now",
                                   unreachable=True, retry_after=wait)
@@ -263,6 +273,11 @@ class RobotsCache:
             parser = Protego.parse(text)
             parser.can_fetch(f"{origin}/", self.token)  # build protego's lazy indexes before sharing
             return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}")
+        if kind == ErrorKind.CONNECTION and status is None:
+            # Nothing answers at all (refused, unresolvable): the page fails the same way, as a
+            # connection error with the ordinary retries; robots.txt is asked again on the next try.
+            return _Rules(None, False, None, self.clock() + min(self.retry_after, CONNECTION_RECHECK),
+                          unreachable=True, note=result.error or kind.value, no_connection=True)
         if status == 429 or (status is not None and status >= 500) or kind in (
                 ErrorKind.TIMEOUT, ErrorKind.CONNECTION, ErrorKind.CRASH):
             note = f"HTTP {status}" if kind in (None, ErrorKind.HTTP_STATUS) and status else (

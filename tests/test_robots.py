@@ -344,3 +344,19 @@ def test_visit_with_unreachable_robots_is_retryable(site_server):
     page = visit(fetcher, server.url("/page.html"), robots=RobotsCache.for_fetcher(fetcher, retry_after=42))
     assert page.error_kind == "robots_unreachable" and 0 < page.retry_after <= 42
     assert server.count("/page.html") == 0
+
+
+def test_a_server_that_refuses_connections_fails_the_page_as_a_connection_error():
+    """robots.txt of a dead server is not 'unreachable for 60 s': the page cannot be fetched either,
+    so it fails at once as a connection error (retried by the manager's ordinary back-off)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    cache = make_cache()
+    decision = cache.decide(f"http://127.0.0.1:{port}/page.html")
+    assert not decision.allowed and decision.no_connection
+    refusal = decision.refusal()
+    assert refusal.kind == ErrorKind.CONNECTION and refusal.retry_after is None
+    page = visit(cache.fetcher, f"http://127.0.0.1:{port}/page.html", robots=cache)
+    assert page.error_kind == "connection"
