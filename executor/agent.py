@@ -233,19 +233,6 @@ class ExecutorAgent:
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
             executor_id=self.executor_id, password=self.password))
 
-    def _drop_queued_jobs(self) -> None:
-        """Forget jobs not yet started: the manager takes them back when we re-register."""
-        while True:
-            try:
-                item = self.jobs.get_nowait()
-            except queue.Empty:
-                return
-            if item is None:
-                self.jobs.put(None)
-                return
-
-    # ------------------------------------------------------------------ main loop
-
     def run(self, stop: threading.Event) -> None:
         """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""
         s = self.settings
@@ -308,7 +295,7 @@ class ExecutorAgent:
                     reconnect_at = now + backoff
                 if reconnect_at is not None and now >= reconnect_at:
                     reconnect_at, welcomed = None, False
-                    self._drop_queued_jobs()
+                    self._hand_back_queued()  # not started: the manager takes them back
                     poller.unregister(self.dealer)
                     self._connect()
                     poller.register(self.dealer, zmq.POLLIN)
@@ -343,8 +330,9 @@ class ExecutorAgent:
             send(self.dealer, p.Availability(False, handed))
 
     def _hand_back_queued(self) -> list[int]:
-        """Take the jobs of the current connection that no worker has started off the local
-        queue; return their attempt ids (the manager reassigns them, not counted as lost)."""
+        """Take every job no worker has started off the local queue (shutdown sentinels stay);
+        return the attempt ids of the current connection's (the manager reassigns them, not
+        counted as lost). Jobs of older connections are simply dropped."""
         handed: list[int] = []
         sentinels = 0
         while True:
@@ -389,7 +377,7 @@ class ExecutorAgent:
                 log.warning("manager queue full; a message was dropped (the manager will reassign)")
 
     def _shutdown(self) -> None:
-        self._drop_queued_jobs()
+        self._hand_back_queued()  # not started: the manager takes them back
         for _ in self.workers:
             self.jobs.put(None)
         if self._watch is not None:
