@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -49,6 +50,7 @@ def fake_executor(endpoint: str, name: str, stop: threading.Event, links: int) -
     while not stop.is_set():
         if not sock.poll(100):
             continue
+        jobs = []
         while True:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
@@ -56,10 +58,13 @@ def fake_executor(endpoint: str, name: str, stop: threading.Event, links: int) -
                 break
             m = p.decode(frames)
             if isinstance(m, p.Assign):
-                sock.send_multipart(p.encode(p.Started(m.attempt_id)))
-                page = p.PageResult(url=m.url, final_url=m.url, status=200, content_type="text/html", size=64,
+                jobs += m.jobs
+        if jobs:  # as the real executor: the starts seen in one pass in one message, then each result
+            sock.send_multipart(p.encode(p.Started([job.attempt_id for job in jobs])))
+            for job in jobs:
+                page = p.PageResult(url=job.url, final_url=job.url, status=200, content_type="text/html", size=64,
                                     content="<html>tiny</html>", links=page_links)
-                sock.send_multipart(p.encode(p.Result(m.attempt_id, page)))
+                sock.send_multipart(p.encode(p.Result(job.attempt_id, page)))
         if time.monotonic() - last_beat > 0.5:
             sock.send_multipart(p.encode(p.Heartbeat()))
             last_beat = time.monotonic()
@@ -71,6 +76,7 @@ class Client:
         self.sock = zmq.Context.instance().socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(endpoint)
+        self.duplicates = 0
         self.sock.send_multipart(p.encode(p.OpenApplication("bench", "bench")))
         while True:
             m = p.decode(self.sock.recv_multipart())
@@ -90,7 +96,7 @@ class Client:
                 except zmq.Again:
                     break
                 if isinstance(m, p.ThreadDone):
-                    done.append(m.thread_id)
+                    done += [t.thread_id for t in m.threads]
         if done:
             self.sock.send_multipart(p.encode(p.Ack(self.app, done)))
         return done
@@ -99,18 +105,22 @@ class Client:
 def throughput(endpoint: str, total: int, window: int) -> float:
     """Threads per second with ``window`` threads kept in flight."""
     client = Client(endpoint)
-    next_id, finished = 0, 0
+    next_id, finished = 0, set()  # distinct thread ids: a result delivered twice counts once
     started = time.perf_counter()
-    while finished < total:
-        room = min(window - (next_id - finished), total - next_id)
+    while len(finished) < total:
+        room = min(window - (next_id - len(finished)), total - next_id)
         if room > 0:
             client.submit(range(next_id, next_id + room))
             next_id += room
         deadline = time.monotonic() + 10
         while not (got := client.receive()):  # heartbeats alone bring nothing
             if time.monotonic() > deadline:
-                raise RuntimeError(f"no results for 10 s after {finished} threads")
-        finished += len(got)
+                raise RuntimeError(f"no results for 10 s after {len(finished)} threads")
+        finished.update(got)
+        client.duplicates += len(got) - len(set(got))
+    if client.duplicates:
+        print(f"  ({client.duplicates} results delivered twice)")
+    client.sock.close(linger=2000)  # the last ack must reach the manager
     return total / (time.perf_counter() - started)
 
 
@@ -216,16 +226,30 @@ def main() -> None:
         time.sleep(1.0)
         try:
             lat = latency(endpoint, 300)
+            cpu_before = psutil.Process(manager.pid).cpu_times()
+            started = time.perf_counter()
             rate = parallel_throughput(endpoint, args.threads, args.window, args.clients)
-            time.sleep(1.0)  # let the recorder flush
-            with sqlite3.connect(f"{tmp}/manager.db") as db:
-                states = dict(db.execute("SELECT state, COUNT(*) FROM thread GROUP BY state").fetchall())
+            # recorded, not only dispatched: wait until SQL holds every thread as Dead (state 4)
+            wanted = args.threads // args.clients * args.clients + len(lat)
+            deadline = time.monotonic() + 120
+            while True:
+                with sqlite3.connect(f"{tmp}/manager.db", timeout=10) as db:
+                    states = dict(db.execute("SELECT state, COUNT(*) FROM thread GROUP BY state").fetchall())
+                if states.get(4, 0) >= wanted or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            recorded_rate = (wanted - len(lat)) / (time.perf_counter() - started)
+            cpu_after = psutil.Process(manager.pid).cpu_times()
+            cpu = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
         finally:
             stop.set()
             manager.terminate()
             manager.wait(10)
     print(f"manager throughput: {rate:,.0f} grid threads/s ({args.threads} threads, {args.executors} executors, "
           f"{args.clients} applications with {args.window} in flight each, {args.links} links per result)")
+    print(f"dispatched and recorded: {recorded_rate:,.0f} grid threads/s (until every thread is Dead in SQL)")
+    print(f"manager CPU: {cpu / args.threads * 1e6:.0f} µs per grid thread ({cpu:.1f} s of CPU; "
+          f"{args.threads / cpu:,.0f} grid threads per CPU-second of the manager)")
     print(f"added time per thread at light load: median {statistics.median(lat) * 1000:.2f} ms, "
           f"p90 {sorted(lat)[int(len(lat) * 0.9)] * 1000:.2f} ms (submit to result, no fetch)")
     print(f"threads recorded in SQL by state: {states}")

@@ -208,11 +208,12 @@ class CrawlApplication:
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
-                            pend = self.in_flight.get(message.thread_id) or self._adopt(message.thread_id)
-                            if pend is not None:
-                                self.results.append(Outcome(pend, message.page, message.executor_id,
-                                                            message.attempts, message.failed))
-                                oldest_result = oldest_result or time.monotonic()
+                            for done in message.threads:
+                                pend = self.in_flight.get(done.thread_id) or self._adopt(done.thread_id)
+                                if pend is not None:
+                                    self.results.append(Outcome(pend, done.page, done.executor_id,
+                                                                done.attempts, done.failed))
+                                    oldest_result = oldest_result or time.monotonic()
                         elif isinstance(message, p.Refuse):
                             log.warning("manager says: %s; reopening the application", message.reason)
                             self._open(time.monotonic() + s.connect_timeout)
@@ -225,7 +226,11 @@ class CrawlApplication:
                 if self.progress.state == "cancelled":
                     break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
-                if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval):
+                # apply when the batch is full, when its oldest result has waited apply_interval, or
+                # when every submitted thread is back (no more results to wait for; the grid may be
+                # idle until the links of these pages are submitted, as after the seed)
+                if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
+                                     or len(self.results) >= len(self.in_flight)):
                     self._apply()
                     oldest_result = None
                     exhausted = False

@@ -31,6 +31,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
+from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
@@ -151,6 +152,7 @@ class ExecutorAgent:
         self._failure_logged = float("-inf")
         self.context = zmq.Context()
         self.jobs: queue.Queue = queue.Queue()
+        self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
         self.running = 0
         self._running_lock = threading.Lock()
@@ -195,15 +197,18 @@ class ExecutorAgent:
                     self.running += 1
                 try:
                     tag = str(generation).encode()
-                    push.send_multipart([tag, *p.encode(p.Started(job.attempt_id))])
+                    push.send_multipart([tag, str(job.attempt_id).encode()])  # started
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
-                                     instruction=job.instruction, robots=self.robots)
+                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
                     push.send_multipart([tag, *p.encode(p.Result(job.attempt_id, page))])
                     self.figures.pages += 1
+                    if page.size >= TRIM_AFTER_BYTES:  # its tree and copies are freed: give them back
+                        del page
+                        release_free_memory()
                 finally:
                     with self._running_lock:
                         self.running -= 1
@@ -266,9 +271,10 @@ class ExecutorAgent:
                                 send(self.dealer, p.Availability(False))
                         elif isinstance(message, p.Assign):
                             if self.accepting:
-                                self.jobs.put((self.generation, message))
-                            else:  # assigned before the manager heard we stopped: hand it back
-                                send(self.dealer, p.Availability(False, [message.attempt_id]))
+                                for job in message.jobs:
+                                    self.jobs.put((self.generation, job))
+                            else:  # assigned before the manager heard we stopped: hand them back
+                                send(self.dealer, p.Availability(False, [job.attempt_id for job in message.jobs]))
                         elif isinstance(message, p.Cancel):
                             self.cancelled.add(message.attempt_id)
                         elif isinstance(message, p.Refuse):
@@ -364,17 +370,29 @@ class ExecutorAgent:
                 log.warning("dropped a malformed message from the manager: %s", exc)
 
     def _forward_results(self) -> None:
+        """Send what the workers reported to the manager: the attempts started since the last
+        pass as one ``started`` message, then each result as the worker encoded it. Reports of
+        an older connection's jobs are dropped (their attempts were taken back)."""
+        started: list[int] = []
+        results: list[list] = []
         while True:
             try:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             if int(frames[0]) != self.generation:
-                continue  # a job of an older connection: its attempt was taken back
-            try:
-                self.dealer.send_multipart(frames[1:], zmq.NOBLOCK)
-            except zmq.Again:
-                log.warning("manager queue full; a message was dropped (the manager will reassign)")
+                continue
+            if len(frames) == 2:
+                started.append(int(frames[1]))
+            else:
+                results.append(frames[1:])
+        try:
+            if started:
+                self.dealer.send_multipart(p.encode(p.Started(started)), zmq.NOBLOCK)
+            for frames in results:
+                self.dealer.send_multipart(frames, zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("manager queue full; a message was dropped (the manager will reassign)")
 
     def _shutdown(self) -> None:
         self._hand_back_queued()  # not started: the manager takes them back

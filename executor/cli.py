@@ -73,6 +73,8 @@ def run(
                             obey_robots=not ignore_robots, robots_retry=robots_retry).validate()
     except ValueError as exc:
         fail(str(exc))
+    from gridcrawl.executor.memory import limit_malloc_arenas
+    limit_malloc_arenas()  # before the worker threads start
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:

@@ -11,7 +11,9 @@ is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not bi
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 
 from gridcrawl.protocol import PageResult
@@ -41,7 +43,7 @@ def scope_check(domains: list[str]) -> HopCheck:
 
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
-          robots: RobotsCache | None = None) -> PageResult:
+          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -57,6 +59,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             applied to the parsed page: ``links`` holds only the followed links as
             ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
+        parse_gate: a semaphore held while the page is parsed (the executor's
+            ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
+            does not grow with its fetching threads. ``None``: no bound.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
@@ -98,18 +103,20 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
-    started = time.perf_counter()
-    page = parse_page(body, result.final_url, fetched.content_type)
-    result.title = page.title
-    result.encoding = page.encoding
-    if instruction and ("followRules" in instruction or "keepRules" in instruction):
-        # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
-        follow, keep = apply_instruction(page.document, result.final_url, page.links, instruction)
-        result.links = [[url, text, to_type] for url, text, to_type in follow]
-        result.kept = [[url, rule] for url, rule in keep]
-    else:
-        result.links = [[link.url, link.text] for link in page.links]
-    if store_content:
-        result.content = body.decode(page.encoding, errors="replace")
-    result.parse_seconds = time.perf_counter() - started
+    with parse_gate if parse_gate is not None else contextlib.nullcontext():
+        started = time.perf_counter()
+        page = parse_page(body, result.final_url, fetched.content_type)
+        result.title = page.title
+        result.encoding = page.encoding
+        if instruction and ("followRules" in instruction or "keepRules" in instruction):
+            # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
+            follow, keep = apply_instruction(page.document, result.final_url, page.links, instruction)
+            result.links = [[url, text, to_type] for url, text, to_type in follow]
+            result.kept = [[url, rule] for url, rule in keep]
+        else:
+            result.links = [[link.url, link.text] for link in page.links]
+        if store_content:
+            result.content = body.decode(page.encoding, errors="replace")
+        result.parse_seconds = time.perf_counter() - started
+        del page  # the tree goes before another worker may parse
     return result

@@ -4,6 +4,7 @@ and the effective configuration (``config show``)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -135,6 +136,7 @@ def run(
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--ignore-robots"] if ignore_robots else [])]))
+        _wait_for_executors(processes, workdir / "manager.db", executors, settings.connect_timeout)
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order)
@@ -142,6 +144,37 @@ def run(
         _stop(processes)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+
+
+def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
+                        timeout: float) -> None:
+    """Wait until ``wanted`` executors are registered (connected rows in ``manager_db``'s executor
+    table), so that the crawl starts on the whole grid, as when an application is submitted to a
+    running Alchemi grid, rather than on the first executor to finish starting up.
+
+    ``processes`` are the manager then the executors: one that exits meanwhile ends the wait with
+    an error (its log is in the work folder). Polls every 0.05 s for at most ``timeout`` seconds,
+    then goes on with the executors that have registered (a warning says how many).
+    """
+    import sqlite3
+    deadline = time.monotonic() + timeout
+    registered = 0
+    while time.monotonic() < deadline:
+        for i, proc in enumerate(processes):
+            if proc.poll() is not None:
+                role = "the manager" if i == 0 else f"executor-{i}"
+                fail(f"{role} exited with status {proc.returncode} before the crawl started; "
+                     f"see its log in {manager_db.parent}")
+        try:
+            with sqlite3.connect(f"file:{manager_db}?mode=ro", uri=True, timeout=1) as conn:
+                registered = conn.execute("SELECT count(*) FROM executor WHERE is_connected").fetchone()[0]
+        except sqlite3.Error:  # not created yet, or being written
+            registered = 0
+        if registered >= wanted:
+            return
+        time.sleep(0.05)
+    logging.getLogger("gridcrawl.run").warning(
+        "%d of %d executors registered within %.0f s; crawling with those", registered, wanted, timeout)
 
 
 def _stored_hosts(crawl_db: Path) -> list[str]:

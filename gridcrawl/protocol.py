@@ -96,9 +96,14 @@ class PageResult:
 
 @dataclass
 class Message:
-    """Base class of every message; ``TYPE`` is the wire name."""
+    """Base class of every message; ``TYPE`` is the wire name.
+
+    ``BATCH`` names the list field of a batchable message: consecutive messages of its type to
+    one peer, equal in every other field, travel as one (see :func:`batch`).
+    """
 
     TYPE: ClassVar[bytes] = b""
+    BATCH: ClassVar[str] = ""
 
 
 @dataclass
@@ -146,13 +151,10 @@ class Heartbeat(Message):
 
 
 @dataclass
-class Assign(Message):
-    """Manager → executor: run this grid thread as attempt ``attempt_id`` (results quote it).
+class Job:
+    """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
+    quote it; a result for an attempt that was taken back is fenced out)."""
 
-    A result for an attempt that was taken back is fenced out.
-    """
-
-    TYPE: ClassVar[bytes] = b"assign"
     attempt_id: int
     application_id: str
     thread_id: int
@@ -162,11 +164,27 @@ class Assign(Message):
 
 
 @dataclass
+class Assign(Message):
+    """Manager → executor: run these grid threads (one :class:`Job` each).
+
+    The manager batches the jobs it assigns to one executor in one pass of its loop.
+    """
+
+    TYPE: ClassVar[bytes] = b"assign"
+    BATCH: ClassVar[str] = "jobs"
+    jobs: list[Job]
+
+
+@dataclass
 class Started(Message):
-    """Executor → manager: a worker thread has begun ``attempt_id``."""
+    """Executor → manager: worker threads have begun these attempts.
+
+    The executor batches the starts it sees in one pass of its loop.
+    """
 
     TYPE: ClassVar[bytes] = b"started"
-    attempt_id: int
+    BATCH: ClassVar[str] = "attempt_ids"
+    attempt_ids: list[int]
 
 
 @dataclass
@@ -232,21 +250,26 @@ class Submit(Message):
 
 
 @dataclass
-class ThreadDone(Message):
-    """Manager → client: grid thread ``thread_id`` of ``application_id`` has finished.
+class Outcome:
+    """How grid thread ``thread_id`` ended: ``failed`` is True when it failed for good (poison
+    after ``attempts`` tries); ``page`` is the executor's result, or ``None`` for a poison thread."""
 
-
-    ``failed`` is True when it failed for good (poison after ``attempts`` tries); ``page`` is the
-    executor's result, or ``None`` for a poison thread. The client answers with :class:`Ack`.
-    """
-
-    TYPE: ClassVar[bytes] = b"done"
-    application_id: str
     thread_id: int
     executor_id: str | None
     attempts: int
     failed: bool
     page: PageResult | None = None
+
+
+@dataclass
+class ThreadDone(Message):
+    """Manager → client: grid threads of ``application_id`` have finished (one :class:`Outcome`
+    each, batched per pass of the manager's loop). The client answers with :class:`Ack`."""
+
+    TYPE: ClassVar[bytes] = b"done"
+    BATCH: ClassVar[str] = "threads"
+    application_id: str
+    threads: list[Outcome]
 
 
 @dataclass
@@ -332,6 +355,29 @@ def _to_wire(value: Any) -> Any:
     if isinstance(value, list) and value and type(value[0]) in _FIELDS:
         return [_to_wire(v) for v in value]
     return value  # plain values and lists of plain values go to msgpack as they are
+
+
+def batch(messages: list[Message]) -> list[Message]:
+    """Merge runs of batchable messages (``BATCH`` set) bound for one peer into single messages.
+
+    ``messages`` are in sending order; a message joins the one before it when both are of the
+    same type and equal in every field but the ``BATCH`` list, which is concatenated. Order is
+    kept, so a ``cancel`` after an ``assign`` still arrives after it. Returns a new list; the
+    first message of each run is copied before its list grows.
+    """
+    merged: list[Message] = []
+    for m in messages:
+        name = m.BATCH
+        if name and merged:
+            last = merged[-1]
+            if type(last) is type(m) and all(
+                    getattr(last, f) == getattr(m, f) for f in _FIELDS[type(m)] if f != name):
+                getattr(last, name).extend(getattr(m, name))
+                continue
+        if name:
+            m = dataclasses.replace(m, **{name: list(getattr(m, name))})
+        merged.append(m)
+    return merged
 
 
 def encode(message: Message) -> list[bytes]:

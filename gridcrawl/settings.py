@@ -49,6 +49,7 @@ class Settings:
 
     # --- executor: fetching ---
     threads: int = _doc(8, "worker threads of one executor (grid threads run at once)")
+    parse_threads: int = _doc(1, "worker threads of one executor that parse a page at once (parsing is CPU work, mostly under Python's GIL: more hold more page trees in memory for little speed)")
     user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch")
     fetch_connect_timeout: float = _doc(10.0, "TCP connect timeout of one fetch, seconds")
     fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
@@ -65,7 +66,7 @@ class Settings:
     max_pages_per_host: int = _doc(0, "URLs of one host queued or visited at most, a crawler-trap cap (0: no limit)")
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
-    apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied")
+    apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back)")
     store_content: bool = _doc(True, "store page bodies in the document table")
 
     def replace(self, **changes) -> "Settings":
@@ -80,7 +81,7 @@ class Settings:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
-        for name in ("heartbeat_liveness", "max_attempts", "threads", "max_in_flight", "apply_batch",
+        for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")

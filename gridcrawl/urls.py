@@ -20,7 +20,13 @@ Python 3.11.7 / w3lib 2.5 (best of 5 runs on a quiet 2-core machine; about
 
 * a URL not seen before: about 15 us for a relative or absolute path
   (``../reference/x.html``), about 26 us with a three-argument query;
-  ``w3lib.url.canonicalize_url`` alone takes 12 and 25 us of that;
+  ``w3lib.url.canonicalize_url`` alone takes 12 and 25 us of that. The
+  commonest shape (lower-case http(s) host, a path of unreserved and
+  sub-delimiter characters, no query, no percent sign) takes a fast path
+  instead, about 3 us: dot segments removed (RFC 3986 section 5.2.4), the
+  default port and the fragment dropped. It gives what w3lib gives, checked
+  by a property test and on every link of the Python documentation
+  (``tests/test_urls.py``);
 * a URL seen before (navigation menus repeat on every page of a site):
   about 1 us, from an LRU cache of 32768 canonical URLs;
 * a fragment-only link (``#section``): about 0.3 us.
@@ -78,6 +84,11 @@ _SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")
 # real host names even though RFC 952 forbids them).
 _LABEL_RE = re.compile(r"[a-z0-9_](?:[a-z0-9_\-]{0,61}[a-z0-9_])?\Z")
 _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
+# The fast path's URLs: lower-case http(s) host, optional port without a leading zero, a path of
+# characters w3lib leaves as they are (RFC 3986 unreserved and sub-delims but ";", plus ":" "@"),
+# no query, any fragment (dropped). Anything else takes w3lib's path.
+_SIMPLE_URL_RE = re.compile(
+    r"(https?)://([a-z0-9_.\-]+)(?::([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~!$&'()*+,=:@/\-]*)?(?:#.*)?\Z", re.S)
 
 
 class InvalidURL(ValueError):
@@ -129,9 +140,56 @@ def _strip_session_query(query: str) -> str:
     return "&".join(kept)
 
 
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4 on an absolute path (starting with ``/``): ``.`` and ``..``
+    segments removed, a trailing one leaving a trailing slash (``/a/b/..`` is ``/a/``)."""
+    segments = path.split("/")
+    out: list[str] = []
+    last = len(segments) - 1
+    for i in range(1, len(segments)):
+        segment = segments[i]
+        if segment == "." or segment == "..":
+            if segment == ".." and out:
+                out.pop()
+            if i == last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _canonical_simple(url: str) -> str | None:
+    """The fast path of :func:`_canonical_absolute`: the canonical form of a URL of the common
+    shape (see ``_SIMPLE_URL_RE``), equal to what the full path gives; None for any other URL."""
+    match = _SIMPLE_URL_RE.match(url)
+    if match is None:
+        return None
+    scheme, host, port, path = match.groups()
+    if _encode_host(host) != host:  # a bad label, or a trailing dot to remove
+        return None
+    if port is not None:
+        number = int(port)
+        if number > 65535:
+            return None
+        if number != _CRAWLABLE_SCHEMES[scheme]:
+            host = f"{host}:{number}"
+    if not path:
+        path = "/"
+    elif "/." in path:
+        path = _remove_dot_segments(path)
+    canonical = f"{scheme}://{host}{path}"
+    return canonical if len(canonical) <= MAX_URL_LENGTH else None
+
+
 @lru_cache(maxsize=32768)
 def _canonical_absolute(url: str) -> str:
     """Canonicalise an absolute URL (whitespace already stripped); see canonical_url."""
+    return _canonical_simple(url) or _canonical_full(url)
+
+
+def _canonical_full(url: str) -> str:
+    """Canonicalise any absolute URL through urlsplit and w3lib (the path every URL the fast
+    path refuses takes); raises :class:`InvalidURL` as canonical_url documents."""
     try:
         parts = urlsplit(url)
         hostname = parts.hostname
@@ -165,6 +223,15 @@ def _canonical_absolute(url: str) -> str:
     rebuilt = f"{scheme}://{host}{path}?{query}" if query else f"{scheme}://{host}{path}"
     try:
         canonical = _w3lib_canonicalize_url(rebuilt, keep_fragments=False)
+        for _ in range(3):
+            # w3lib decodes %XX of unreserved characters in one pass, which can leave a new escape
+            # behind ("%a%44" becomes "%aD"): canonicalise again until nothing changes
+            if "%" not in canonical:
+                break
+            again = _w3lib_canonicalize_url(canonical, keep_fragments=False)
+            if again == canonical:
+                break
+            canonical = again
     except ValueError as exc:  # defensive: w3lib re-parses the rebuilt URL
         raise InvalidURL(url, f"unparsable: {exc}") from None
     if len(canonical) > MAX_URL_LENGTH:

@@ -356,17 +356,20 @@ class ManagerCore:
         return actions + self.dispatch(now)
 
     def on_started(self, peer: bytes, m: p.Started, now: float) -> list[Action]:
-        """A worker began an attempt: SCHEDULED → STARTED."""
+        """Workers began attempts: SCHEDULED → STARTED for each one still running here."""
         ex = self._executor_of(peer)
         if ex is None:
             return [Send(peer, p.Refuse("unknown executor: register again"))]
-        t = ex.running.get(m.attempt_id)
-        if t is None or t.state != ThreadState.SCHEDULED:
-            return []
-        self._move(t, ThreadState.STARTED)
-        t.time_started = now
-        return [Record("thread", "update", {"state": int(t.state), "time_started": now}, t.internal_id),
-                Record("attempt", "update", {"time_started": now}, m.attempt_id)]
+        actions: list[Action] = []
+        for attempt_id in m.attempt_ids:
+            t = ex.running.get(attempt_id)
+            if t is None or t.state != ThreadState.SCHEDULED:
+                continue
+            self._move(t, ThreadState.STARTED)
+            t.time_started = now
+            actions += [Record("thread", "update", {"state": int(t.state), "time_started": now}, t.internal_id),
+                        Record("attempt", "update", {"time_started": now}, attempt_id)]
+        return actions
 
     def on_result(self, peer: bytes, m: p.Result, now: float) -> list[Action]:
         """An attempt finished: store the result, tell the application, refill the executor.
@@ -721,7 +724,7 @@ class ManagerCore:
         ex.running[attempt_id] = t
         self._attempts[attempt_id] = t
         return [
-            Send(ex.peer, p.Assign(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction)),
+            Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction)])),
             Record("thread", "update", {"state": int(t.state), "executor_id": ex.executor_id,
                                         "attempts": t.attempts}, t.internal_id),
             Record("attempt", "insert", {"attempt_id": attempt_id, "internal_thread_id": t.internal_id,
@@ -765,8 +768,8 @@ class ManagerCore:
         app = self.applications.get(t.application_id)
         if app is None or app.peer is None:
             return []
-        return [Send(app.peer, p.ThreadDone(t.application_id, t.thread_id, t.executor_id, t.attempts,
-                                            t.failed, t.result))]
+        return [Send(app.peer, p.ThreadDone(t.application_id, [p.Outcome(t.thread_id, t.executor_id, t.attempts,
+                                                                          t.failed, t.result)]))]
 
     def _lose_executor(self, ex: Executor, now: float, outcome: str, *, record: bool = True,
                        count: bool = True) -> list[Action]:

@@ -41,6 +41,7 @@ from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
 log = logging.getLogger("gridcrawl.manager")
 
 BATCH = 2000  # messages handled before the loop looks at timers again
+SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per peer)
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
 
 
@@ -89,6 +90,7 @@ class ManagerServer:
             self.socket.bind(bind)
             self.endpoint = bind
         self.recorder = Recorder(engine, settings.record_interval)
+        self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
         self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
@@ -118,15 +120,27 @@ class ManagerServer:
         self._carry_out(core.restore(apps, threads, time.time()))
         return core
 
-    def _carry_out(self, actions) -> None:
+    def _carry_out(self, actions, flush: bool = True) -> None:
+        """Record actions go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
+        (now, unless ``flush`` is False: the drain loop sends once per few dozen messages, so
+        that the assigns, starts and results of one pass travel batched)."""
         for action in actions:
             if type(action) is Send:
                 if type(action.message) is protocol.Refuse:
                     self._strike(action.peer, f"refused: {action.message.reason}")
-                if not send(self.socket, action.message, action.peer):
-                    log.debug("peer %r gone; dropped %s", action.peer, action.message.TYPE)
+                self._outbox.setdefault(action.peer, []).append(action.message)
             else:
                 self.recorder.add(action)
+        if flush:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
+        outbox, self._outbox = self._outbox, {}
+        for peer, messages in outbox.items():
+            for message in (protocol.batch(messages) if len(messages) > 1 else messages):
+                if not send(self.socket, message, peer):
+                    log.debug("peer %r gone; dropped %s", peer, message.TYPE)
 
     def serve(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set; then say goodbye to peers and flush the records."""
@@ -219,41 +233,52 @@ class ManagerServer:
         sock, core = self.socket, self.core
         curve = self.curve is not None
         now = time.time()
-        for _ in range(BATCH):
+        try:
+            for handled in range(BATCH):
+                if handled % SEND_EVERY == SEND_EVERY - 1:
+                    self._flush()
+                if not self._handle_one(sock, core, curve, now):
+                    return
+        finally:
+            self._flush()
+
+    def _handle_one(self, sock, core, curve: bool, now: float) -> bool:
+        """Receive and handle one waiting message; False when none was waiting."""
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK, copy=not curve)
+        except zmq.Again:
+            return False
+        peer = frames[0].bytes if curve else frames[0]
+        if not self.guard.admit(peer, now):
+            return True
+        try:
+            message = protocol.decode(frames[1:])
+            problem = check_limits(message)
+            if problem is not None:
+                raise protocol.ProtocolError(problem)
+        except protocol.ProtocolError as exc:
+            count = self.malformed[peer] = self.malformed.get(peer, 0) + 1
+            if len(self.malformed) > 10_000:
+                self.malformed.clear()
+            if count <= 3 or count % 1000 == 0:
+                log.warning("dropped a malformed message from peer %s (%d so far): %s", peer.hex(), count, exc)
+            self._strike(peer, str(exc))
+            return True
+        if curve and type(message) in _IDENTIFIED:
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK, copy=not curve)
-            except zmq.Again:
-                return
-            peer = frames[0].bytes if curve else frames[0]
-            if not self.guard.admit(peer, now):
-                continue
-            try:
-                message = protocol.decode(frames[1:])
-                problem = check_limits(message)
-                if problem is not None:
-                    raise protocol.ProtocolError(problem)
-            except protocol.ProtocolError as exc:
-                count = self.malformed[peer] = self.malformed.get(peer, 0) + 1
-                if len(self.malformed) > 10_000:
-                    self.malformed.clear()
-                if count <= 3 or count % 1000 == 0:
-                    log.warning("dropped a malformed message from peer %s (%d so far): %s", peer.hex(), count, exc)
-                self._strike(peer, str(exc))
-                continue
-            if curve and type(message) in _IDENTIFIED:
-                try:
-                    key_name = frames[-1].get("User-Id")  # the ZAP handler's name for the peer's key
-                except (zmq.ZMQError, KeyError):
-                    key_name = None
-                log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
-                if key_name and not self._login_required():  # the key is the only identity there is
-                    message = dataclasses.replace(message, user=key_name[:64])
-            try:
-                actions = core.handle(peer, message, time.time())
-            except Exception:  # a bug of ours must not take the grid down
-                log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer.hex())
-                continue
-            self._carry_out(actions)
+                key_name = frames[-1].get("User-Id")  # the ZAP handler's name for the peer's key
+            except (zmq.ZMQError, KeyError):
+                key_name = None
+            log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
+            if key_name and not self._login_required():  # the key is the only identity there is
+                message = dataclasses.replace(message, user=key_name[:64])
+        try:
+            actions = core.handle(peer, message, time.time())
+        except Exception:  # a bug of ours must not take the grid down
+            log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer.hex())
+            return True
+        self._carry_out(actions, flush=False)
+        return True
 
 
 # ----------------------------------------------------------------------------------------------
@@ -335,7 +360,11 @@ def check_limits(message: protocol.Message) -> str | None:
         if len(m.handed_back) > 100_000:
             return "more than 100000 attempts handed back at once"
         checks += [_bad_number(a, 0, _INT64, "handed-back attempt_id") for a in m.handed_back]
-    elif isinstance(m, (protocol.Started, protocol.Cancel)):
+    elif isinstance(m, protocol.Started):
+        if len(m.attempt_ids) > 100_000:
+            return "more than 100000 attempts started at once"
+        checks += [_bad_number(a, 0, _INT64, "started attempt_id") for a in m.attempt_ids]
+    elif isinstance(m, protocol.Cancel):
         checks.append(_bad_number(m.attempt_id, 0, _INT64, "attempt_id"))
     return next((c for c in checks if c), None)
 

@@ -158,7 +158,8 @@ def make_core() -> ManagerCore:
 
 
 def only(actions, kind):
-    found = [a.message for a in actions if isinstance(a, Send) and isinstance(a.message, kind)]
+    found = [item for a in actions if isinstance(a, Send) and isinstance(a.message, kind)
+             for item in (getattr(a.message, kind.BATCH) if kind.BATCH else [a.message])]
     assert len(found) == 1, actions
     return found[0]
 

@@ -24,7 +24,16 @@ def make_core(settings=S) -> ManagerCore:
 
 
 def sends(actions, kind=None):
-    return [a for a in actions if isinstance(a, Send) and (kind is None or isinstance(a.message, kind))]
+    """The Send actions of ``actions`` (of message type ``kind``); a batched message (assign,
+    done) comes out as one Send per item (Job, Outcome), which is how the core emits them."""
+    out = []
+    for a in actions:
+        if isinstance(a, Send) and (kind is None or isinstance(a.message, kind)):
+            if a.message.BATCH:
+                out += [Send(a.peer, item) for item in getattr(a.message, a.message.BATCH)]
+            else:
+                out.append(a)
+    return out
 
 
 def register(core, peer: bytes, threads: int, now=0.0) -> str:
@@ -105,7 +114,7 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     register(core, b"e", 1)
     app = open_app(core)
     ((_, assign),) = assigned(submit(core, app, [42]))
-    core.handle(b"e", p.Started(assign.attempt_id), 1.0)
+    core.handle(b"e", p.Started([assign.attempt_id]), 1.0)
     t = core.applications[app].threads[42]
     assert t.state == ThreadState.STARTED and t.time_started == 1.0
     actions = core.handle(b"e", p.Result(assign.attempt_id, p.PageResult(url=assign.url, status=200)), 2.0)

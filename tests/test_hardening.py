@@ -143,3 +143,47 @@ def test_truncate_body_keeps_the_first_bytes(site_server):
     derived = fetcher.derive(truncate_body=False)
     assert derived.fetch(server.url("/huge.html")).error_kind == ErrorKind.TOO_LARGE
     assert (derived.user_agent, derived.max_body_bytes, derived.keep_non_html) == (UA, 100_000, True)
+
+
+def test_parse_gate_bounds_the_pages_parsed_at_once(site_server):
+    """The executor's ``parse_threads``: eight workers fetch at once, one parses at a time, and
+    every page is still parsed with all its links."""
+    import threading
+
+    from sites import generate_site
+
+    site = generate_site(24, links_per_page=6, page_bytes=60_000, seed=5)
+    server = site_server(site, latency=0.02)
+
+    class CountingGate:
+        def __init__(self):
+            self.lock, self.holders, self.most = threading.Lock(), 0, 0
+            self.gate = threading.BoundedSemaphore(1)
+
+        def __enter__(self):
+            self.gate.acquire()
+            with self.lock:
+                self.holders += 1
+                self.most = max(self.most, self.holders)
+
+        def __exit__(self, *exc):
+            with self.lock:
+                self.holders -= 1
+            self.gate.release()
+
+    gate, fetcher, pages = CountingGate(), make_fetcher(), {}
+    paths = sorted(site.pages)
+
+    def work(mine):
+        for path in mine:
+            pages[path] = visit(fetcher, server.url(path), parse_gate=gate)
+
+    workers = [threading.Thread(target=work, args=(paths[i::8],)) for i in range(8)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert len(pages) == len(paths) and gate.most == 1
+    for path, page in pages.items():
+        assert page.status == 200 and page.parse_seconds > 0
+        assert {u for u, _ in page.links} >= {server.url(d) for d in site.links[path]}

@@ -153,9 +153,10 @@ def test_manager_takes_handed_back_threads_without_counting_them_lost():
                  if isinstance(a, Send) and isinstance(a.message, p.ApplicationOpened)]
     app = opened.message.application_id
     actions = core.handle(b"cl", p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(5)]), 0.0)
-    attempts = [a.message.attempt_id for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]
+    attempts = [job.attempt_id for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)
+                for job in a.message.jobs]
     assert len(attempts) == 3                                  # 1 thread + prefetch 2
-    core.handle(b"desk", p.Started(attempts[0]), 1.0)
+    core.handle(b"desk", p.Started([attempts[0]]), 1.0)
     # the owner is back: the two unstarted attempts are handed back; the started one finishes
     actions = core.handle(b"desk", p.Availability(False, attempts[1:]), 2.0)
     assert not [a for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]
@@ -166,7 +167,8 @@ def test_manager_takes_handed_back_threads_without_counting_them_lost():
     assert all(t.lost == 0 for t in threads.values())       # max_attempts=1: one lost would be poison
     # a dedicated executor joins and gets the handed-back threads
     actions = core.handle(b"dedicated", p.Register(name="d", host="h2", user="u", threads=4), 3.0)
-    assert len([a for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)]) == 4
+    assert len([job for a in actions if isinstance(a, Send) and isinstance(a.message, p.Assign)
+                for job in a.message.jobs]) == 4
     # a hand-back naming a started or unknown attempt changes nothing
     core.handle(b"desk", p.Availability(False, [attempts[0], 999]), 4.0)
     assert list(ex.running) == [attempts[0]]

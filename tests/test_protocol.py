@@ -17,8 +17,9 @@ EXAMPLES = [
     p.Welcome("abc", 1.0, 3),
     p.Heartbeat(),
     p.Heartbeat({"cpu_usage": 3.5, "running": 2}),
-    p.Assign(7, "app", 3, "http://a.test/", 2, {"keepRules": []}),
-    p.Started(7),
+    p.Assign([p.Job(7, "app", 3, "http://a.test/", 2, {"keepRules": []}), p.Job(8, "app", 4, "http://a.test/b")]),
+    p.Started([7]),
+    p.Started([7, 8, 9]),
     p.Result(7, PAGE),
     p.Result(8, p.PageResult(url="http://a.test/f.pdf", content=b"%PDF-\x00\xff")),
     p.Cancel(7),
@@ -27,8 +28,7 @@ EXAMPLES = [
     p.OpenApplication("crawl", "u", None, None),
     p.ApplicationOpened("app", True, 0.5, 3),
     p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
-    p.ThreadDone("app", 3, "abc", 2, False, PAGE),
-    p.ThreadDone("app", 4, None, 3, True, None),
+    p.ThreadDone("app", [p.Outcome(3, "abc", 2, False, PAGE), p.Outcome(4, None, 3, True, None)]),
     p.Ack("app", [1, 2, 3]),
     p.CloseApplication("app", True),
     p.Refuse("no"),
@@ -58,10 +58,10 @@ def frames(kind: bytes, body) -> list[bytes]:
     ([b"GC9", b"heartbeat", msgpack.packb({})], "protocol version"),
     (frames(b"nosuch", {}), "unknown message type"),
     ([p.PROTOCOL_VERSION, b"heartbeat", b"\xc1"], "not msgpack"),
-    (frames(b"started", {}), "missing field 'attempt_id'"),
-    (frames(b"started", {"attempt_id": "7"}), "expected an integer"),
-    (frames(b"started", {"attempt_id": True}), "expected an integer"),
-    (frames(b"started", {"attempt_id": 1, "extra": 2}), "unknown fields"),
+    (frames(b"started", {}), "missing field 'attempt_ids'"),
+    (frames(b"started", {"attempt_ids": ["7"]}), "expected an integer"),
+    (frames(b"started", {"attempt_ids": [True]}), "expected an integer"),
+    (frames(b"started", {"attempt_ids": [1], "extra": 2}), "unknown fields"),
     (frames(b"submit", {"application_id": "a", "threads": [{"thread_id": 1}]}), "missing field 'url'"),
     (frames(b"submit", {"application_id": "a", "threads": {"x": 1}}), "expected a list"),
     (frames(b"heartbeat", [1, 2]), "body must be a map"),
@@ -76,3 +76,20 @@ def test_message_table_lists_every_type():
     table = p.message_table()
     for kind in p.MESSAGES:
         assert f"`{kind.decode()}`" in table
+
+
+def test_batch_merges_runs_of_one_type_per_peer_and_keeps_order():
+    job = lambda i: p.Job(i, "app", i, f"http://a.test/{i}")  # noqa: E731
+    outcome = lambda i: p.Outcome(i, "ex", 1, False, None)  # noqa: E731
+    first = p.Assign([job(1)])
+    messages = [first, p.Assign([job(2)]), p.Cancel(1), p.Assign([job(3)]),
+                p.ThreadDone("app", [outcome(1)]), p.ThreadDone("app", [outcome(2)]),
+                p.ThreadDone("other", [outcome(3)]), p.Started([1]), p.Started([2, 3])]
+    merged = p.batch(messages)
+    assert [type(m).__name__ for m in merged] == ["Assign", "Cancel", "Assign", "ThreadDone", "ThreadDone", "Started"]
+    assert [j.attempt_id for j in merged[0].jobs] == [1, 2]          # the cancel still follows its assign
+    assert [j.attempt_id for j in merged[2].jobs] == [3]
+    assert [o.thread_id for o in merged[3].threads] == [1, 2]         # same application only
+    assert merged[4].application_id == "other" and merged[5].attempt_ids == [1, 2, 3]
+    assert first.jobs == [job(1)]                                     # the caller's messages are not changed
+    assert p.decode(p.encode(merged[0])) == merged[0]

@@ -137,7 +137,8 @@ def test_host_hash_sends_each_host_to_one_executor_and_moves_only_the_lost_share
     ran_on: dict[str, set] = {}
     for a in actions:
         if isinstance(getattr(a, "message", None), p.Assign):
-            ran_on.setdefault(a.message.url.split("/")[2], set()).add(a.peer)
+            for job in a.message.jobs:
+                ran_on.setdefault(job.url.split("/")[2], set()).add(a.peer)
     assert len(ran_on) == 30 and all(len(peers) == 1 for peers in ran_on.values())
     # the executor owning the most hosts leaves: only its hosts move
     gone = max(set(before.values()), key=list(before.values()).count)

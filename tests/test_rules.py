@@ -15,7 +15,7 @@ from gridcrawl.db import open_database
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.page import visit
 from gridcrawl.executor.parse import parse_page
-from gridcrawl.protocol import PageResult, decode, encode, Assign
+from gridcrawl.protocol import PageResult, decode, encode, Assign, Job
 from gridcrawl.rules import (Rule, RuleError, apply_instruction, instruction_for, load_rules, parse_csv,
                              parse_toml, rules_from_table, store_rules, validate_rules)
 from gridcrawl.urls import fingerprint
@@ -190,8 +190,8 @@ def test_instructions_are_the_papers_json():
     assert instruction_for("nowhere", BASE, rules)["followRules"] == []
     # it is JSON and travels in the protocol's assign message unchanged
     assert json.loads(json.dumps(gcc1)) == gcc1
-    message = decode(encode(Assign(1, "app", 7, BASE + "gcc1", 1, gcc1)))
-    assert message.instruction == gcc1
+    message = decode(encode(Assign([Job(1, "app", 7, BASE + "gcc1", 1, gcc1)])))
+    assert message.jobs[0].instruction == gcc1
 
 
 PAGE = f"""<!DOCTYPE html><html><head><title>Consultations</title></head><body>

@@ -409,3 +409,63 @@ def test_in_scope(host: str, domains: list[str], expected: bool) -> None:
 def test_in_scope_accepts_any_iterable() -> None:
     assert in_scope("a.example.com", (d for d in ["nope.org", "example.com"]))
     assert in_scope("a.example.com", frozenset({"example.com"}))
+
+
+# ----------------------------------------------------------------------------------------------
+# The fast path of canonicalisation gives exactly what the full (w3lib) path gives
+
+from gridcrawl.urls import _canonical_full, _canonical_simple, _join  # noqa: E402
+
+from pathlib import Path  # noqa: E402
+
+DOCS_ROOT = "/usr/share/doc/python3-doc/html"
+
+_SEGMENTS = st.one_of(
+    st.sampled_from([".", "..", "", "a", "B", "x.html", "~u", "a(b)", "!$&'*+,=:@", "-_", "%41", ";x", "é", "?q", "#f"]),
+    st.text(alphabet="abcXYZ019._~!$&'()*+,=:@-", max_size=6))
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(["http", "https", "HTTP"]),
+       st.sampled_from(["a.example", "h", "127.0.0.1", "A.b", "a..b", "x_y.z", "a.", "-a"]),
+       st.sampled_from(["", ":80", ":443", ":8080", ":0", ":99999", ":080", ":"]),
+       st.lists(_SEGMENTS, max_size=6), st.sampled_from(["", "#x", "#"]), st.booleans())
+def test_fast_path_equals_the_full_path(scheme, host, port, segments, fragment, slash):
+    url = f"{scheme}://{host}{port}" + ("/" + "/".join(segments) if segments or slash else "") + fragment
+    fast = _canonical_simple(url)
+    if fast is None:
+        return  # not the common shape: the full path handles it
+    assert fast == _canonical_full(url), url
+
+
+def test_fast_path_takes_the_common_shapes_and_refuses_the_rest():
+    assert _canonical_simple("http://a.example/b/../c/./d.html#top") == "http://a.example/c/d.html"
+    assert _canonical_simple("https://a.example:443") == "https://a.example/"
+    assert _canonical_simple("http://a.example:8080/x") == "http://a.example:8080/x"
+    for other in ("http://A.example/", "http://a.example/?q=1", "http://a.example/%7E", "http://a.example/;jsessionid=1",
+                  "http://user@a.example/", "ftp://a.example/", "http://a.example:0/", "http://a.example/é"):
+        assert _canonical_simple(other) is None, other
+
+
+@pytest.mark.skipif(not Path(DOCS_ROOT).is_dir(), reason="Debian's python3-doc is not installed")
+def test_fast_path_equals_the_full_path_on_every_link_of_the_python_docs():
+    import glob
+
+    import lxml.html
+
+    checked = 0
+    for path in sorted(glob.glob(f"{DOCS_ROOT}/**/*.html", recursive=True))[::7]:
+        base = "http://docs.example" + path[len(DOCS_ROOT):]
+        for href in lxml.html.parse(path).getroot().xpath("//a/@href"):
+            url = _join(base, href.strip())
+            fast = _canonical_simple(url)
+            if fast is not None:
+                assert fast == _canonical_full(url), (base, href)
+                checked += 1
+    assert checked > 5000  # the fast path is the common case on a real site
+
+
+def test_an_escape_made_by_decoding_another_is_normalised_too():
+    # w3lib turns "%44" into "D" in one pass, which makes "%a" + "D" a new escape "%aD"
+    assert canonical_url("http://a.example/%a%443") == "http://a.example/%AD3"
+    assert canonical_url(canonical_url("http://http://%a%443")) == canonical_url("http://http://%a%443")

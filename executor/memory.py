@@ -1,0 +1,47 @@
+"""The executor's memory: glibc malloc settings that keep a many-threaded crawler's RSS bounded.
+
+Parsing a large page builds a large lxml tree in C memory (the 2.5 MB ``contents.html`` of the
+Python documentation takes about 28 MB). Freed, that memory stays in the process: glibc keeps it
+in the arena of the thread that used it, and with one arena per thread (glibc's default, up to 8
+per core) an executor with 16 threads ends up holding a peak's worth of memory per thread. Both
+functions are no-ops away from glibc.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+#: Bodies at least this large (bytes) are followed by :func:`release_free_memory`.
+TRIM_AFTER_BYTES = 256 * 1024
+
+_M_ARENA_MAX = -8  # glibc malloc.h
+
+try:
+    _libc = ctypes.CDLL("libc.so.6")
+    _libc.malloc_trim  # noqa: B018 - glibc only
+except (OSError, AttributeError):
+    _libc = None
+
+
+def limit_malloc_arenas(arenas: int = 2) -> bool:
+    """Cap glibc's malloc arenas at ``arenas``; call before the worker threads start.
+
+    This is ``M_ARENA_MAX`` (``mallopt(3)``, the ``MALLOC_ARENA_MAX`` environment variable) set
+    from inside the process; an explicit ``MALLOC_ARENA_MAX`` in the environment wins. Measured
+    on the Python documentation with 16 threads: 253 MB peak RSS with glibc's default, 153 MB
+    with 2 arenas. Returns True when the cap was set (False off glibc).
+    """
+    if _libc is None or os.environ.get("MALLOC_ARENA_MAX"):
+        return False
+    return _libc.mallopt(_M_ARENA_MAX, arenas) == 1
+
+
+def release_free_memory() -> bool:
+    """Give the free memory at the top of glibc's heaps back to the system (``malloc_trim(0)``).
+
+    The executor calls it after a page of :data:`TRIM_AFTER_BYTES` or more, whose tree and
+    copies were just freed; it costs well under a millisecond. Returns True when memory was
+    released (False when there was none, or off glibc).
+    """
+    return _libc is not None and _libc.malloc_trim(0) == 1
