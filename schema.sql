@@ -294,6 +294,7 @@ CREATE TABLE to_visit_url (
 );
 GO
 CREATE UNIQUE INDEX ux_to_visit_url_fingerprint ON to_visit_url (fingerprint);
+CREATE INDEX ix_to_visit_url_depth ON to_visit_url (in_flight, depth, id);
 CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id);
 GO
 

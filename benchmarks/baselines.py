@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 
 import requests
 
+from gridcrawl.config import tune_gc
 from gridcrawl.executor.parse import is_html, parse_page
 from gridcrawl.urls import InvalidURL, canonical_url, in_scope, url_host
 
@@ -242,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-pages", type=int, default=0, help="stop after this many pages (0: no limit)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
+    tune_gc()  # the same garbage-collector settings as gridcrawl's programs: a fair comparison
     try:
         if args.mode == "serial":
             res = crawl_serial(args.seed, args.max_pages)

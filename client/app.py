@@ -96,6 +96,15 @@ def control_application(settings: Settings, manager: str, application_id: str, a
         context.term()
 
 
+#: Links applied in one transaction, at most (a single page with more goes alone).
+APPLY_LINKS = 20_000
+
+
+def _links(outcome: Outcome) -> int:
+    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) if outcome.page is not None else 0
+
+
 class CrawlApplication:
     """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
 
@@ -118,6 +127,7 @@ class CrawlApplication:
         self.socket: zmq.Socket | None = None
         self.in_flight: dict[int, Pending] = {}
         self.results: list[Outcome] = []
+        self._waiting: set[int] = set()  # thread ids of self.results (a result delivered twice is applied once)
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
@@ -209,8 +219,11 @@ class CrawlApplication:
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
                             for done in message.threads:
+                                if done.thread_id in self._waiting:
+                                    continue  # sent again after a reattach: already waiting to be applied
                                 pend = self.in_flight.get(done.thread_id) or self._adopt(done.thread_id)
                                 if pend is not None:
+                                    self._waiting.add(done.thread_id)
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
                                                                 done.attempts, done.failed))
                                     oldest_result = oldest_result or time.monotonic()
@@ -305,12 +318,28 @@ class CrawlApplication:
                 yield message
 
     def _apply(self) -> None:
+        """Apply the waiting results, in transactions of at most :data:`APPLY_LINKS` links (pages
+        of a thousand links each would otherwise make one huge transaction, hold every row in
+        memory at once and keep the client silent past its liveness); each is acknowledged as
+        soon as it is committed, which also tells the manager the client is alive."""
         batch, self.results = self.results, []
-        counts = self.store.apply(batch, self.scope, store_content=self.settings.store_content)
-        thread_ids = [o.pending.thread_id for o in batch]
-        for thread_id in thread_ids:
-            self.in_flight.pop(thread_id, None)
-        send(self.socket, p.Ack(self.application_id, thread_ids))
+        self._waiting.clear()
+        counts = {"pages": 0, "documents": 0, "errors": 0}
+        start = 0
+        while start < len(batch):
+            end, links = start, 0
+            while end < len(batch) and (end == start or links + _links(batch[end]) <= APPLY_LINKS):
+                links += _links(batch[end])
+                end += 1
+            part = batch[start:end]
+            done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
+            for key in counts:
+                counts[key] += done[key]
+            thread_ids = [o.pending.thread_id for o in part]
+            for thread_id in thread_ids:
+                self.in_flight.pop(thread_id, None)
+            send(self.socket, p.Ack(self.application_id, thread_ids))
+            start = end
         pr = self.progress
         pr.pages += counts["pages"]
         pr.documents += counts["documents"]

@@ -196,6 +196,9 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
                 f"database schema version {row[0]} is newer than this gridcrawl's ({SCHEMA_VERSION}); "
                 "upgrade gridcrawl")
         metadata.create_all(conn)
+        for table in metadata.sorted_tables:  # indexes added since the database was made
+            for index in table.indexes:
+                index.create(conn, checkfirst=True)
         try:
             create_views(conn, views_for(metadata))
         except UnsupportedDialect as exc:

@@ -94,7 +94,7 @@ Action = Send | Record
 # State
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class GridThread:
     """One grid thread at the manager (one URL of one application)."""
 

@@ -83,6 +83,7 @@ class ReadyQueue:
         self._eligible: list = []   # (-priority, seq, version, host): hosts that may start now
         self._waiting: list = []    # (time, version, host): hosts that may start at time
         self._later: list = []      # (time, seq, thread): retries waiting out their back-off
+        self._later_seqs: set[int] = set()  # queue_seq of the threads in _later (not in a host heap)
         self._live = 0
 
     # ---------------------------------------------------------------- threads
@@ -95,6 +96,7 @@ class ReadyQueue:
         self._live += 1
         if not_before:
             heapq.heappush(self._later, (not_before, thread.queue_seq, thread))
+            self._later_seqs.add(thread.queue_seq)
             return
         self._enqueue(thread)
 
@@ -107,13 +109,18 @@ class ReadyQueue:
         self._schedule(host, 0.0)
 
     def discard(self, thread: "GridThread") -> None:
-        """Forget ``thread`` if it is queued (its entries are skipped later)."""
-        if thread.queue_seq is None:
+        """Forget ``thread`` if it is queued (its entries are skipped later). O(1): a pause or
+        a cancel of 100,000 queued threads must not stall the manager's loop."""
+        seq = thread.queue_seq
+        if seq is None:
             return
         thread.queue_seq = None
         self._live -= 1
+        if seq in self._later_seqs:
+            self._later_seqs.discard(seq)
+            return
         host = self.hosts.get(thread.host)
-        if host is not None and any(entry[2] is thread for entry in host.heap):
+        if host is not None:
             host.queued -= 1
 
     def __len__(self) -> int:
@@ -138,6 +145,7 @@ class ReadyQueue:
     def _promote(self, now: float) -> None:
         while self._later and self._later[0][0] <= now:
             _, seq, thread = heapq.heappop(self._later)
+            self._later_seqs.discard(seq)
             if thread.queue_seq == seq:
                 self._enqueue(thread)
         while self._waiting and self._waiting[0][0] <= now:

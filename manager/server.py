@@ -43,6 +43,7 @@ log = logging.getLogger("gridcrawl.manager")
 BATCH = 2000  # messages handled before the loop looks at timers again
 SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per peer)
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
+SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last read
 
 
 class ControlRequest:
@@ -97,6 +98,7 @@ class ManagerServer:
         # ``snapshot`` (a fresh dict, never mutated afterwards) every SNAPSHOT_INTERVAL seconds,
         # and carries out the ControlRequests the HTTP thread puts on ``controls``.
         self.snapshot: dict | None = None
+        self._snapshot_read = float("-inf")  # time.monotonic() of the last latest_snapshot() call
         self.controls: queue.Queue[ControlRequest] = queue.Queue()
 
     def _restore(self) -> ManagerCore:
@@ -120,13 +122,14 @@ class ManagerServer:
         self._carry_out(core.restore(apps, threads, time.time()))
         return core
 
-    def _carry_out(self, actions, flush: bool = True) -> None:
+    def _carry_out(self, actions, flush: bool = True, strike: bool = True) -> None:
         """Record actions go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
         (now, unless ``flush`` is False: the drain loop sends once per few dozen messages, so
-        that the assigns, starts and results of one pass travel batched)."""
+        that the assigns, starts and results of one pass travel batched). A refusal is a strike
+        against its peer when ``strike`` is True."""
         for action in actions:
             if type(action) is Send:
-                if type(action.message) is protocol.Refuse:
+                if strike and type(action.message) is protocol.Refuse:
                     self._strike(action.peer, f"refused: {action.message.reason}")
                 self._outbox.setdefault(action.peer, []).append(action.message)
             else:
@@ -192,11 +195,18 @@ class ManagerServer:
                 log.exception("operator request %s %s failed", request.action, request.application_id)
                 request.error = f"internal error: {exc}"
             request.done.set()
-        if self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL:
+        # a snapshot walks every thread: build them only while someone reads them (the dashboard)
+        if (time.monotonic() - self._snapshot_read < SNAPSHOT_READERS
+                and (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL)):
             self.snapshot = self.core.snapshot(now)
 
     def latest_snapshot(self) -> dict | None:
-        """The newest snapshot of the core (any thread may call this; never mutate the result)."""
+        """The newest snapshot of the core (any thread may call this; never mutate the result).
+
+        The loop refreshes it every ``SNAPSHOT_INTERVAL`` seconds while it is read, and stops
+        ``SNAPSHOT_READERS`` seconds after the last read; None until the first one is built.
+        """
+        self._snapshot_read = time.monotonic()
         return self.snapshot
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
@@ -277,7 +287,11 @@ class ManagerServer:
         except Exception:  # a bug of ours must not take the grid down
             log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer.hex())
             return True
-        self._carry_out(actions, flush=False)
+        # Refusing a login (register, open, control) is a strike: that is how credentials are
+        # guessed. Refusing the traffic of a peer the manager has forgotten (the acks of a client
+        # detached while it was busy, the results of an executor after a manager restart) is not:
+        # the refusal makes the peer register or reopen, which is all it needs.
+        self._carry_out(actions, flush=False, strike=type(message) in _IDENTIFIED)
         return True
 
 

@@ -71,3 +71,43 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
         client.close()
         context.term()
         grid.stop()
+
+
+def test_the_client_applies_link_heavy_results_in_bounded_acknowledged_transactions(tmp_path):
+    """Ten pages of 5,000 new links each: applied in transactions of at most APPLY_LINKS links
+    (one page alone when it is bigger), each acknowledged on a real socket, nothing lost."""
+    from gridcrawl.client import app as client_app
+    from gridcrawl.client.store import CrawlStore, Outcome, Scope
+    from gridcrawl.db import open_database
+    from gridcrawl.settings import Settings
+
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/crawl.db"))
+    store.add_seeds([f"http://a.test/{i}" for i in range(10)])
+    pendings = store.claim(10)
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    port = manager.bind_to_random_port("tcp://127.0.0.1")
+    crawl = client_app.CrawlApplication(Settings(), f"tcp://127.0.0.1:{port}", store, Scope(["a.test"]))
+    crawl.socket = context.socket(zmq.DEALER)
+    try:
+        crawl.socket.connect(f"tcp://127.0.0.1:{port}")
+        crawl.application_id = "app"
+        for pend in pendings:
+            links = [[f"http://a.test/{pend.thread_id}/{k}", ""] for k in range(5000)]
+            page = p.PageResult(url=pend.url, final_url=pend.url, status=200, content_type="text/html", links=links)
+            crawl.in_flight[pend.thread_id] = pend
+            crawl.results.append(Outcome(pend, page, "ex", 1, False))
+        crawl._apply()
+        acks = []
+        while manager.poll(2000):
+            acks.append(p.decode(manager.recv_multipart()[1:]))
+        per_ack = 20_000 // 5000
+        assert [len(a.thread_ids) for a in acks] == [per_ack] * (10 // per_ack) + [10 % per_ack] * (10 % per_ack > 0)
+        assert sorted(t for a in acks for t in a.thread_ids) == sorted(pend.thread_id for pend in pendings)
+        assert crawl.in_flight == {} and crawl.progress.pages == 10
+        assert store.counts()["visited"] == 10 and store.counts()["to_visit"] == 10 * 5000
+        assert client_app.APPLY_LINKS == 20_000
+    finally:
+        crawl.socket.close(linger=0)
+        manager.close(linger=0)
+        context.term()

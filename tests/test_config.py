@@ -229,3 +229,19 @@ def test_log_json_option_writes_json_lines_to_the_log_file(tmp_path):
     assert done.returncode == 2
     lines = [json.loads(line) for line in log_file.read_text(encoding="utf-8").splitlines()]
     assert lines and all({"time", "level", "logger", "message"} <= set(r) for r in lines)
+
+
+def test_programs_run_the_garbage_collector_less_often(tmp_path):
+    """Every program runs through run_program, which calls tune_gc: a young-generation pass every
+    50,000 allocations and start-up objects frozen (checked in a real program's process)."""
+    import subprocess
+    import sys
+    code = ("import gc, typer; from gridcrawl.config import run_program\n"
+            "app = typer.Typer()\n"
+            "@app.command()\n"
+            "def main():\n"
+            "    print(gc.get_threshold()[0], gc.get_freeze_count() > 1000)\n"
+            "run_program(app, 'client', [])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["50000", "True"]

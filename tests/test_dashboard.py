@@ -223,7 +223,9 @@ def test_cancel_from_the_client_command_stops_the_crawl(dash):
     wait_for(lambda: dash.application()["state"] == "stopped", 10, message="a snapshot of the stopped application")
     app = dash.application()
     assert app["state"] == "stopped" and sum(app["threads"].values()) == 0
-    assert dash.grid.query("manager", "SELECT state FROM application") == [(2,)]
+    # the recorder writes every 0.2 s: the stopped state reaches SQL shortly after the snapshot
+    wait_for(lambda: dash.grid.query("manager", "SELECT state FROM application") == [(2,)], 10,
+             message="the stopped application recorded in SQL")
     dash.gate.set()
     wait_for(lambda: all(e["assigned"] == 0 for e in dash.snapshot()["executors"]), 30,
              message="the executors dropping the cancelled threads")

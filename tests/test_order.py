@@ -147,3 +147,22 @@ def test_real_crawls_visit_in_breadth_and_depth_first_order(tmp_path, site_serve
     print(f"\nvisit order on a 15-node binary tree: bfs {orders['bfs']}, dfs {orders['dfs']}")
     assert is_breadth_first(orders["bfs"]), orders["bfs"]
     assert is_depth_first(orders["dfs"]), orders["dfs"]
+
+
+@pytest.mark.parametrize("order", ["bfs", "dfs"])
+def test_breadth_and_depth_first_claims_read_an_index_not_a_sort_of_the_frontier(tmp_path, order):
+    """SQLite's plan for the claim of a bfs or dfs crawl walks ix_to_visit_url_depth: no
+    temporary B-tree sorting every frontier row on each claim (the scale benchmark's slowest
+    stretch). A database made before the index existed gets it from init_schema."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema
+    engine = open_database(f"sqlite:///{tmp_path}/crawl.db")
+    CrawlStore(engine)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_to_visit_url_depth")
+    init_schema(engine, models.crawl_metadata, models.crawl_meta)  # an older database, reopened
+    stmt = CrawlStore.claim_statement(engine.dialect, 256, order)
+    sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as conn:
+        plan = " ".join(row[-1] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+    assert "ix_to_visit_url_depth" in plan and "TEMP B-TREE" not in plan, plan

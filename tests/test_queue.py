@@ -146,3 +146,20 @@ def test_host_hash_sends_each_host_to_one_executor_and_moves_only_the_lost_share
     after = {h: core.owner(h).executor_id for h in hosts}
     moved = {h for h in hosts if before[h] != after[h]}
     assert moved == {h for h in hosts if before[h] == gone}
+
+
+def test_discarding_every_queued_thread_is_linear_and_keeps_counts():
+    """Pause or cancel of a big application discards each queued thread (O(1) each since it stopped
+    scanning its host's heap): the per-host counts stay right for queued and retrying threads."""
+    q = ReadyQueue(concurrency=4)
+    threads = [GridThread(i, "app", i, f"http://h{i % 2}.test/{i}", 0, 5, None, 0.0, host=f"h{i % 2}.test")
+               for i in range(6_000)]
+    for t in threads[:-10]:
+        q.push(t)
+    for t in threads[-10:]:
+        q.push(t, not_before=100.0)  # retries waiting out a back-off
+    assert len(q) == 6_000 and q.hosts["h0.test"].queued + q.hosts["h1.test"].queued == 5_990
+    for t in threads:
+        q.discard(t)
+    assert len(q) == 0 and q.hosts["h0.test"].queued == 0 and q.hosts["h1.test"].queued == 0
+    assert q.pop(200.0) is None
