@@ -98,7 +98,7 @@ class Config:
     site: SiteSpec = field(default_factory=SiteSpec)
     cpu_executors: tuple[int, ...] = (1, 2, 3)
     cpu_threads: int = 8
-    cpu_extra: tuple[tuple[int, int], ...] = ((2, 4), (3, 4))  # more (executors, threads) settings of ``cpu``
+    cpu_extra: tuple[tuple[int, int], ...] = ((2, 4), (3, 4), (2, 2))  # more (executors, threads) settings of ``cpu``
     latency: float = 0.05
     table1_pages: tuple[int, ...] = (50, 100, 150, 200, 250, 300)
     table1_executors: tuple[int, ...] = (1, 2, 3, 4, 5)
