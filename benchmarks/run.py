@@ -302,20 +302,26 @@ def _run_tree(cmd: list[str], root_role: str, timeout: float,
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 error = f"timed out after {timeout:.0f} s"
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                stop_group(proc, signal.SIGTERM, grace=15)
             wall = time.perf_counter() - started
             end_epoch = time.time()
     # children that outlived the root (should not happen): stop them, they belong to this run
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     return proc.returncode, wall, sampler, error, start_epoch, end_epoch
+
+
+def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 15.0) -> None:
+    """Send ``sig`` to ``proc``'s process group (started with ``start_new_session``), wait up
+    to ``grace`` seconds for ``proc``, then SIGKILL the group and reap ``proc``."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 _EXCEPTION_LINE = re.compile(r"^\s*(?:[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)|error)\b.*", re.IGNORECASE)

@@ -79,7 +79,7 @@ REPO = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from run import (BENCH_HOST_CONCURRENCY, MB, RunResult, Section, Table, TreeSampler, _load, _results_path,  # noqa: E402
+from run import (BENCH_HOST_CONCURRENCY, MB, RunResult, Section, Table, TreeSampler, _load, _results_path, stop_group,  # noqa: E402
                  _role, _tail, console, machine_description, read_gridcrawl_dbs)
 from servers import docsite, nginx_available  # noqa: E402
 
@@ -264,20 +264,11 @@ def run_monitored(cmd: list[str], out_path: Path, timeout: float, env: dict | No
                         proc.wait(120)
                     except subprocess.TimeoutExpired:
                         error = "did not stop within 120 s of SIGTERM"
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(proc.pid, signal.SIGKILL)
-                        proc.wait()
+                        stop_group(proc, signal.SIGKILL, grace=0)
                     break
                 if elapsed > timeout:
                     error = f"timed out after {timeout:.0f} s"
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(proc.pid, signal.SIGTERM)
-                    try:
-                        proc.wait(30)
-                    except subprocess.TimeoutExpired:
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(proc.pid, signal.SIGKILL)
-                        proc.wait()
+                    stop_group(proc, signal.SIGTERM, grace=30)
                     break
             sampler.sample()
             wall = time.perf_counter() - t0

@@ -16,6 +16,7 @@ rolled back as a deadlock victim is run again (:func:`~gridcrawl.db.run_transact
 from __future__ import annotations
 
 import collections
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -311,7 +312,7 @@ class CrawlStore:
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
-        links = {fp: _fit(to_visit, [row])[0] for fp, row in links.items()}
+        _fit(to_visit, list(links.values()))  # in place, one pass over every link row
 
         def work(conn) -> None:
             insert_ignore(conn, document, docs)
@@ -451,12 +452,18 @@ class CrawlStore:
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 
 
+@functools.lru_cache(maxsize=None)
+def _column_limits(table: sa.Table) -> dict[str, int | None]:
+    """Each column's declared length (None when it has none)."""
+    return {c.name: getattr(c.type, "length", None) for c in table.columns}
+
+
 def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
     """``rows`` made storable in ``table`` on every back end, whatever a page or an executor
     sent: NUL characters removed from text (PostgreSQL refuses them) and text cut to its
     column's length (PostgreSQL, SQL Server and MariaDB in strict mode refuse longer values).
     Values are always bound parameters; this only keeps a hostile page from failing the batch."""
-    limits = {c.name: getattr(c.type, "length", None) for c in table.columns}
+    limits = _column_limits(table)
     for row in rows:
         for name, value in row.items():
             if isinstance(value, str):
