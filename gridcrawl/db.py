@@ -17,6 +17,7 @@ import datetime as _dt
 import functools
 import logging
 import random
+import sqlite3
 import time
 import zlib
 from contextlib import contextmanager
@@ -67,9 +68,19 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     # "Serializable isolation / Savepoints / Transactional DDL" for pysqlite).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA busy_timeout=30000")
+    # Turning a new database file to WAL needs a lock SQLite does not wait for (no busy handler
+    # on that path): programs opening one new file at the same moment got "database is locked"
+    # (5 of 240 opens, 4 at once). Try again for up to 10 s.
+    for attempt in range(200):
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 199:
+                raise
+            time.sleep(0.05)
+    cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=OFF")
     cursor.close()
 

@@ -109,15 +109,17 @@ def test_several_programs_create_the_schema_at_once(db_url):
     start = threading.Barrier(4)
 
     def create() -> None:
-        engine = open_database(db_url)
+        engine = None
         try:
             start.wait(10)
+            engine = open_database(db_url)  # the first open of a new SQLite file races too
             init_schema(engine, models.manager_metadata, models.manager_meta)
             init_schema(engine, models.crawl_metadata, models.crawl_meta)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
-            engine.dispose()
+            if engine is not None:
+                engine.dispose()
     workers = [threading.Thread(target=create) for _ in range(4)]
     for w in workers:
         w.start()
