@@ -154,13 +154,16 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
-              user: str | None = None, password: str | None = None, curve=None) -> dict:
+              user: str | None = None, password: str | None = None, curve=None,
+              before_crawl=None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
     ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
-    encrypts the connection.
+    encrypts the connection. ``before_crawl()``, when given, is called once the database and
+    seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
+    there for its executors, so that this set-up overlaps their start-up).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, or a manager that does not answer. Returns the final counts of the crawl tables
     plus ``seconds`` and ``pages_per_second`` of this run.
@@ -187,6 +190,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
                                    user=user, password=password, curve=curve)
+    if before_crawl is not None:
+        before_crawl()
     with view:
         try:
             final = application.run(stop_on_signals())

@@ -136,10 +136,11 @@ def run(
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--ignore-robots"] if ignore_robots else [])]))
-        _wait_for_executors(processes, workdir / "manager.db", executors, settings.connect_timeout)
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
-                           rules=rules, focus=focus, min_relevance=min_relevance, order=order)
+                           rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
+                                                                    settings.connect_timeout))
     finally:
         _stop(processes)
     from gridcrawl.report import executor_timings

@@ -54,9 +54,13 @@ class Recorder:
         return self
 
     def add(self, record) -> None:
-        """Queue one :class:`~gridcrawl.manager.core.Record` (cheap; called from the server loop)."""
+        """Queue one :class:`~gridcrawl.manager.core.Record` (cheap; called from the server loop).
+        A new executor or application is written at once rather than at the next interval:
+        they are rare, and programs wait for them (``gridcrawl run`` for its executors)."""
         with self._lock:
             self._pending.append(record)
+        if record.table in ("executor", "application") and record.op != "update":
+            self._wake.set()
 
     def close(self, timeout: float = 10.0) -> None:
         """Flush what is pending and stop the thread (waits at most ``timeout`` seconds)."""
