@@ -39,11 +39,13 @@ import argparse
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import platform
 import re
 import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -54,6 +56,7 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Callable
 
 import psutil
 from rich.console import Console
@@ -645,14 +648,21 @@ def scenario_cpu(cfg: Config, scratch: Path) -> Section:
     section.show(results_table(f"cpu — {spec.describe()}", section.runs, threaded,
                                note=_TABLE_NOTE))
     best = max(grid, key=lambda r: r.pages_per_second, default=None)
-    if best and threaded.pages_per_second > 0:
-        section.notes.append(f"Target 1: best gridcrawl setting {best.label}: "
-                             f"{best.pages_per_second / threaded.pages_per_second:.2f}× the {threaded.label} "
-                             f"baseline on crawl seconds, "
-                             f"{best.wall_pages_per_second / max(threaded.wall_pages_per_second, 1e-9):.2f}× on wall "
-                             f"seconds (target ≥ 1.3×).")
-        console.print(section.notes[-1])
+    if best:
+        _ratio_note(section, f"Target 1: best gridcrawl setting {best.label}", best, threaded)
     return section
+
+
+def _ratio_note(section: Section, what: str, grid: RunResult, baseline: RunResult) -> None:
+    """Note (and print) ``what`` = the pages/s of ``grid`` over ``baseline``'s, on crawl and on
+    wall seconds, against issue 8's 1.3×; nothing when either run has no rate."""
+    if grid.pages_per_second <= 0 or baseline.pages_per_second <= 0:
+        return
+    section.notes.append(f"{what}: {grid.pages_per_second / baseline.pages_per_second:.2f}× the {baseline.label} "
+                         f"baseline on crawl seconds, "
+                         f"{grid.wall_pages_per_second / max(baseline.wall_pages_per_second, 1e-9):.2f}× on wall "
+                         f"seconds (target ≥ 1.3×).")
+    console.print(section.notes[-1])
 
 
 def _table1(title: str, runs: dict[tuple[int, int], RunResult], pages: tuple[int, ...],
@@ -729,21 +739,11 @@ def scenario_latency(cfg: Config, scratch: Path) -> Section:
         console.print(section.notes[-1])
     section.show(results_table(f"whole site, {cfg.latency * 1000:g} ms per request", [threaded, big], threaded,
                                note=_TABLE_NOTE))
-    if threaded.pages_per_second > 0 and big.pages_per_second > 0:
-        section.notes.append(f"Target 2b: {big.label} = {big.pages_per_second / threaded.pages_per_second:.2f}× the "
-                             f"{threaded.label} baseline on crawl seconds, "
-                             f"{big.wall_pages_per_second / threaded.wall_pages_per_second:.2f}× on wall seconds "
-                             f"(target ≥ 1.3×).")
-        console.print(section.notes[-1])
+    _ratio_note(section, f"Target 2b: {big.label}", big, threaded)
     section.show(results_table(f"whole site, {light.describe()}", [light_threaded, light_big], light_threaded,
                                note=_TABLE_NOTE))
-    if light_threaded.pages_per_second > 0 and light_big.pages_per_second > 0:
-        section.notes.append(f"Target 2b on light pages ({light.describe()}): {light_big.label} = "
-                             f"{light_big.pages_per_second / light_threaded.pages_per_second:.2f}× the "
-                             f"{light_threaded.label} baseline on crawl seconds, "
-                             f"{light_big.wall_pages_per_second / light_threaded.wall_pages_per_second:.2f}× on "
-                             f"wall seconds (target ≥ 1.3×).")
-        console.print(section.notes[-1])
+    _ratio_note(section, f"Target 2b on light pages ({light.describe()}): {light_big.label}", light_big,
+                light_threaded)
     return section
 
 
@@ -831,17 +831,62 @@ def _load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
-def write_markdown(path: Path, args_line: str, cfg: Config, sections: list[Section], started: dt.datetime,
+def write_markdown(path: Path, title: str, args_line: str, sections: list[Section], started: dt.datetime,
                    seconds: float, load_start: str, load_end: str) -> None:
-    """Write the results file: title, command, machine, then every section."""
-    lines = [f"# gridcrawl benchmark, {started:%Y-%m-%d %H:%M}", "",
+    """Write a results file: ``title`` and the date, the command, the load average, the machine,
+    then every section."""
+    lines = [f"# {title}, {started:%Y-%m-%d %H:%M}", "",
              f"Command: `{args_line}` ({seconds / 60:.1f} min). Load average (1/5/15 min) at start {load_start}, "
              f"at end {load_end}.", "", "| machine | |", "|:--|:--|"]
     lines += [f"| {k} | {v} |" for k, v in machine_description()]
     lines += ["", "Numbers from one run each; other programs on the machine add noise (see the load average).", ""]
-    for s in sections:
-        lines.append(s.markdown())
+    lines += [s.markdown() for s in sections]
     path.write_text("\n".join(lines))
+
+
+def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: bool, scratch_prefix: str,
+                 parts: list[Callable[[Path], Section | None]]) -> int:
+    """Run benchmark ``parts`` (each given a shared scratch folder; None: skipped) and report.
+
+    Prints the machine, runs the parts (Ctrl-C writes what was measured so far), writes the
+    results as ``out_dir/<date>-<name>.md`` under ``title``, deletes generated sites
+    (``*-site`` folders) and, unless ``keep`` or a run failed, the scratch folder, then lists
+    retried and failed runs. Returns 1 when a run failed or counted wrong, else 0.
+    """
+    started, t0, load_start = dt.datetime.now(), time.perf_counter(), _load()
+    console.print(f"[bold]{title}[/bold] ({name}); load average {load_start}")
+    for k, v in machine_description():
+        console.print(f"  {k}: {v}")
+    scratch = Path(tempfile.mkdtemp(prefix=scratch_prefix))
+    sections: list[Section] = []
+    try:
+        for part in parts:
+            section = part(scratch)
+            if section is not None:
+                sections.append(section)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted; writing what was measured[/red]")
+    finally:
+        seconds = time.perf_counter() - t0
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = _results_path(out_dir, name, started)
+        write_markdown(path, title, args_line, sections, started, seconds, load_start, _load())
+        failed = any(r.error or r.failed_attempts for s in sections for r in s.runs)
+        for site in scratch.glob("*-site"):  # generated sites can be GBs: never kept
+            shutil.rmtree(site, ignore_errors=True)
+        if keep or failed:
+            console.print(f"work folders (databases, logs) kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+    console.print(f"\nresults written to {os.path.relpath(path)} ({seconds / 60:.1f} min)")
+    for r in (r for s in sections for r in s.runs if r.failed_attempts):
+        for err in r.failed_attempts:
+            console.print(f"[yellow]retried: {r.label}{f' --max-pages {r.max_pages}' if r.max_pages else ''}: "
+                          f"{err}[/yellow]")
+    bad = [r for s in sections for r in s.runs if r.error or r.count_ok is False]
+    for r in bad:
+        console.print(f"[red]problem: {r.label}: {r.error or f'{r.pages} pages, {r.expected} expected'}[/red]")
+    return 1 if bad else 0
 
 
 def _results_path(out_dir: Path, name: str, when: dt.datetime) -> Path:
@@ -885,40 +930,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("quick" if args.quick else "full") + ("" if len(only) == len(SCENARIOS) else "-" + "-".join(only))
     args_line = shlex.join(["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
 
-    started, t0, load_start = dt.datetime.now(), time.perf_counter(), _load()
-    console.print(f"[bold]gridcrawl benchmark[/bold] ({name}); load average {load_start}")
-    for k, v in machine_description():
-        console.print(f"  {k}: {v}")
-    scratch = Path(tempfile.mkdtemp(prefix="gridcrawl-bench-"))
-    sections: list[Section] = []
-    try:
-        for scenario in only:
-            fn = {"cpu": scenario_cpu, "latency": scenario_latency, "docs": scenario_docs}[scenario]
-            section = fn(cfg, scratch)
-            if section is not None:
-                sections.append(section)
-    except KeyboardInterrupt:
-        console.print("[red]interrupted; writing what was measured[/red]")
-    finally:
-        seconds = time.perf_counter() - t0
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        path = _results_path(args.out_dir, name, started)
-        write_markdown(path, args_line, cfg, sections, started, seconds, load_start, _load())
-        failed = any(r.error or r.failed_attempts for s in sections for r in s.runs)
-        if args.keep or failed:
-            console.print(f"workdirs (databases, logs) kept in {scratch}")
-        else:
-            import shutil
-            shutil.rmtree(scratch, ignore_errors=True)
-    console.print(f"\nresults written to {os.path.relpath(path)} ({seconds / 60:.1f} min)")
-    for r in (r for s in sections for r in s.runs if r.failed_attempts):
-        for err in r.failed_attempts:
-            console.print(f"[yellow]retried: {r.label}{f' --max-pages {r.max_pages}' if r.max_pages else ''}: "
-                          f"{err}[/yellow]")
-    bad = [r for s in sections for r in s.runs if r.error or r.count_ok is False]
-    for r in bad:
-        console.print(f"[red]problem: {r.label}: {r.error or f'{r.pages} pages, {r.expected} expected'}[/red]")
-    return 1 if bad else 0
+    scenarios = {"cpu": scenario_cpu, "latency": scenario_latency, "docs": scenario_docs}
+    return run_sections("gridcrawl benchmark", name, args_line, args.out_dir, args.keep, "gridcrawl-bench-",
+                        [functools.partial(scenarios[scenario], cfg) for scenario in only])
 
 
 if __name__ == "__main__":

@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
+import functools
 import os
 import random
 import shlex
@@ -66,7 +66,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +78,8 @@ REPO = HERE.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from run import (BENCH_HOST_CONCURRENCY, MB, RunResult, Section, Table, TreeSampler, _load, _results_path, stop_group,  # noqa: E402
-                 _role, _tail, console, machine_description, read_gridcrawl_dbs)
+from run import (BENCH_HOST_CONCURRENCY, MB, RunResult, Section, Table, TreeSampler, _load, _role,  # noqa: E402
+                 _tail, console, read_gridcrawl_dbs, run_sections, stop_group)
 from servers import docsite, nginx_available  # noqa: E402
 
 PARTS = ("memory", "scale")
@@ -714,18 +713,6 @@ def _tenths(timeline: list[Sample], pages: int) -> Table:
 # output and command line
 
 
-def write_markdown(path: Path, args_line: str, sections: list[Section], started: dt.datetime, seconds: float,
-                   load_start: str, load_end: str) -> None:
-    """Write the results file: title, command, load average, machine, then every section."""
-    lines = [f"# gridcrawl scale and memory, {started:%Y-%m-%d %H:%M}", "",
-             f"Command: `{args_line}` ({seconds / 60:.1f} min). Load average (1/5/15 min) at start {load_start}, "
-             f"at end {load_end}.", "", "| machine | |", "|:--|:--|"]
-    lines += [f"| {k} | {v} |" for k, v in machine_description()]
-    lines += ["", "One run each on a shared 2-core machine: other programs add noise (see the load averages).", ""]
-    lines += [s.markdown() for s in sections]
-    path.write_text("\n".join(lines))
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line; returns 0, 1 when a crawl failed or a count was wrong, 2 on a usage error."""
     ap = argparse.ArgumentParser(description="gridcrawl scale and memory (issue 8, targets 5 and 6).")
@@ -775,34 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or "scale-" + ("quick" if args.quick else "full") + ("" if len(only) == len(PARTS) else
                                                                           "-" + "-".join(only))
     args_line = shlex.join(["python", "benchmarks/scale.py", *(argv if argv is not None else sys.argv[1:])])
-    started, t0, load_start = dt.datetime.now(), time.perf_counter(), _load()
-    console.print(f"[bold]gridcrawl scale and memory[/bold] ({name}); load average {load_start}")
-    for k, v in machine_description():
-        console.print(f"  {k}: {v}")
-    scratch = Path(tempfile.mkdtemp(prefix="gridcrawl-scale-"))
-    sections: list[Section] = []
-    try:
-        for part in only:
-            sections.append({"memory": part_memory, "scale": part_scale}[part](cfg, scratch))
-    except KeyboardInterrupt:
-        console.print("[red]interrupted; writing what was measured[/red]")
-    finally:
-        seconds = time.perf_counter() - t0
-        args.out_dir.mkdir(parents=True, exist_ok=True)
-        path = _results_path(args.out_dir, name, started)
-        write_markdown(path, args_line, sections, started, seconds, load_start, _load())
-        failed = any(r.error for s in sections for r in s.runs)
-        for site in scratch.glob("*-site"):  # sites can be GBs: never kept
-            shutil.rmtree(site, ignore_errors=True)
-        if args.keep or failed:
-            console.print(f"work folders (databases, logs) kept in {scratch}")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
-    console.print(f"\nresults written to {os.path.relpath(path)} ({seconds / 60:.1f} min)")
-    bad = [r for s in sections for r in s.runs if r.error or r.count_ok is False]
-    for r in bad:
-        console.print(f"[red]problem: {r.label}: {r.error or f'{r.pages} pages, {r.expected} expected'}[/red]")
-    return 1 if bad else 0
+    parts = {"memory": part_memory, "scale": part_scale}
+    return run_sections("gridcrawl scale and memory", name, args_line, args.out_dir, args.keep, "gridcrawl-scale-",
+                        [functools.partial(parts[part], cfg) for part in only])
 
 
 if __name__ == "__main__":
