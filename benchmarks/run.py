@@ -145,6 +145,10 @@ def _role(proc: psutil.Process, root_pid: int, root_role: str) -> str:
         return f"executor-pid{proc.pid}"
     if "gridcrawl.client" in cmd:
         return "client"
+    if cmd and os.path.basename(cmd[0]) == "java":  # gridcrawl spark: Spark's JVM (driver and local executor)
+        return "spark JVM"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd:  # gridcrawl spark: the tasks' Python workers
+        return "spark Python worker"
     return "other"
 
 

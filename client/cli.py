@@ -151,6 +151,33 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     return strategy, seeds
 
 
+def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: list[str], *,
+               rules: str | None = None, focus: str | None = None, min_relevance: float | None = None,
+               order: str | None = None):
+    """Open the crawl database, choose the strategy (:func:`resolve_strategy`), queue ``seeds``
+    and compute the scope: what every crawl does before its first page (``gridcrawl-client``,
+    ``gridcrawl run``, ``gridcrawl spark``). Returns ``(store, scope)``. Exits with status 2
+    (one-line error) on an invalid seed, invalid rules, an unusable database, or no seeds and
+    no crawl to resume."""
+    from gridcrawl.client.store import CrawlStore, check_seed
+
+    try:
+        for seed in seeds:
+            check_seed(seed)
+    except InvalidURL as exc:
+        fail(f"invalid seed URL: {exc}")
+    try:
+        store = CrawlStore(open_database(db))
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
+                                             min_relevance=min_relevance, order=order)
+    store.add_seeds(seeds)
+    if not seeds and store.get_meta("allowed_domains") is None:
+        fail("no seed URLs given and no crawl to resume in the database")
+    return store, store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+
+
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
@@ -170,23 +197,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     """
     from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
     from gridcrawl.client.progress import ProgressView
-    from gridcrawl.client.store import CrawlStore, check_seed
 
-    try:
-        for seed in seeds:
-            check_seed(seed)
-    except InvalidURL as exc:
-        fail(f"invalid seed URL: {exc}")
-    try:
-        store = CrawlStore(open_database(db))
-    except DatabaseUnavailable as exc:
-        fail(str(exc))
-    store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
-    store.add_seeds(seeds)
-    if not seeds and store.get_meta("allowed_domains") is None:
-        fail("no seed URLs given and no crawl to resume in the database")
-    scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+    store, scope = open_crawl(settings, db, seeds, allow_domains, rules=rules, focus=focus,
+                              min_relevance=min_relevance, order=order)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
                                    user=user, password=password, curve=curve)

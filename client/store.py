@@ -60,6 +60,20 @@ class Outcome:
 
 
 @dataclass
+class Rows:
+    """Crawl-table rows of a batch of finished grid threads (:meth:`CrawlStore.rows`): the
+    ``document``, ``visited_url`` and ``kept_link`` rows, the ``to_visit_url`` rows of their
+    links keyed by fingerprint, the to-visit ids (= thread ids) they finish, and how many failed."""
+
+    docs: list[dict]
+    visits: list[dict]
+    links: dict[str, dict]
+    kept: list[dict]
+    thread_ids: list[int]
+    errors: int = 0
+
+
+@dataclass
 class Scope:
     """Which links are followed: hosts in ``allowed_domains`` (and their subdomains), depth at
     most ``max_depth`` (-1: unlimited), paths that are no crawler trap (no segment three times,
@@ -187,9 +201,10 @@ class CrawlStore:
             return conn.execute(to_visit.update().where(to_visit.c.in_flight == sa.true())
                                 .values(in_flight=False)).rowcount
 
-    def claim(self, limit: int) -> list[Pending]:
-        """Take up to ``limit`` to-visit URLs in the strategy's order (:meth:`claim_statement`)
-        and mark them in flight. Returns them as :class:`Pending` grid threads.
+    def claim(self, limit: int, depth: int | None = None) -> list[Pending]:
+        """Take up to ``limit`` to-visit URLs in the strategy's order (:meth:`claim_statement`),
+        only those at ``depth`` when given (a layer of the Spark crawl), and mark them in
+        flight. Returns them as :class:`Pending` grid threads.
 
         Safe with several clients on one database: no URL is ever handed to two of them (see
         :meth:`claim_statement`). May return fewer than ``limit`` while other clients are
@@ -199,7 +214,8 @@ class CrawlStore:
             return []
 
         def work(conn) -> list:
-            rows = conn.execute(self.claim_statement(conn.dialect, limit, self.strategy.order)).all()
+            stmt = self.claim_statement(conn.dialect, limit, self.strategy.order)
+            rows = conn.execute(stmt if depth is None else stmt.where(to_visit.c.depth == depth)).all()
             for ids in chunks([r.id for r in rows], 500):
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
             return rows
@@ -236,6 +252,12 @@ class CrawlStore:
             stmt = stmt.with_for_update(skip_locked=_skip_locked(dialect))
         return stmt
 
+    def release(self, thread_ids: Sequence[int]) -> None:
+        """Mark the to-visit rows ``thread_ids`` as not in flight (claimed, then not done)."""
+        with self.engine.begin() as conn:
+            for ids in chunks(sorted(thread_ids), 500):
+                conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=False))
+
     def pending(self, thread_id: int) -> Pending | None:
         """The to-visit URL whose grid thread is ``thread_id``, marked in flight, or None if it
         is no longer to visit."""
@@ -257,19 +279,13 @@ class CrawlStore:
             found.update(conn.execute(sa.select(visited.c.fingerprint).where(visited.c.fingerprint.in_(part))).scalars())
         return found
 
-    def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> dict:
-        """Apply finished grid threads in ONE transaction (the paper's application steps 7–10):
-        store each fetched page in ``document``, add its URL to ``visited_url``, delete it from
-        ``to_visit_url``, and queue its in-scope links that are neither visited nor queued (nor
-        traps, nor over the scope's ``max_pages_per_host``, see :class:`Scope`).
-        With keep/follow rules only links carrying a to_type (``[url, text, to_type]``) are
-        queued, with that page type, and kept links go to ``kept_link``; in a focused crawl each
-        document gets its page score and each link its relevance, and links below
-        ``min_relevance`` are not queued (:attr:`strategy`).
-
-        Returns counts ``{"pages", "documents", "errors", "links", "kept"}``. Idempotent: applying the
-        same outcome twice changes nothing the second time.
-        """
+    def rows(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> "Rows":
+        """The crawl-table rows of finished grid threads, without touching the database: each
+        fetched page's ``document`` row, every thread's ``visited_url`` row, the ``to_visit_url``
+        rows of its in-scope links (one per fingerprint, the best relevance kept; links known to
+        this store's cache, traps, and links the strategy does not follow are left out) and its
+        ``kept_link`` rows. :meth:`apply` writes them in one transaction; the Spark crawl
+        (:mod:`gridcrawl.spark`) writes them in its stages. Returns a :class:`Rows`."""
         now = utcnow()
         docs, visits, links, kept = [], [], {}, []
         errors = 0
@@ -310,34 +326,96 @@ class CrawlStore:
                     links[row["fingerprint"]] = row
 
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
-
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
+        return Rows(docs, visits, links, kept, sorted(o.pending.thread_id for o in outcomes), errors)
+
+    def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> dict:
+        """Apply finished grid threads in ONE transaction (the paper's application steps 7–10):
+        store each fetched page in ``document``, add its URL to ``visited_url``, delete it from
+        ``to_visit_url``, and queue its in-scope links that are neither visited nor queued (nor
+        traps, nor over the scope's ``max_pages_per_host``, see :class:`Scope`).
+        With keep/follow rules only links carrying a to_type (``[url, text, to_type]``) are
+        queued, with that page type, and kept links go to ``kept_link``; in a focused crawl each
+        document gets its page score and each link its relevance, and links below
+        ``min_relevance`` are not queued (:attr:`strategy`).
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept"}``. Idempotent: applying the
+        same outcome twice changes nothing the second time.
+        """
+        rows = self.rows(outcomes, scope, store_content=store_content)
+        links = rows.links
+        added: list = []
 
         def work(conn) -> None:
-            insert_ignore(conn, document, docs)
-            insert_ignore(conn, visited, visits)
-            for ids in chunks(sorted(o.pending.thread_id for o in outcomes), 500):
-                conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
-            if links:
-                seen = self._visited(conn, list(links))
-                rows = [row for fp, row in links.items() if fp not in seen]
-                if scope.max_pages_per_host > 0:
-                    rows, added[:] = self._cap_per_host(conn, rows, scope.max_pages_per_host)
-                insert_ignore(conn, to_visit, rows)
-                if self.strategy.focus is not None:
-                    self._raise_relevance(conn, rows)
-            insert_ignore(conn, kept_link, kept)
-        added: list = []
+            self._write_documents(conn, rows)
+            self._write_visits(conn, rows)
+            added[:] = self._queue(conn, list(links.values()), scope)
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
             self._known.clear()
         self._known.update(hash(row["url"]) for row in links.values())
         self._known.update(hash(o.pending.url) for o in outcomes)
+        self._count_hosts(added)
+        return {"pages": len(outcomes), "documents": len(rows.docs), "errors": rows.errors, "links": len(links),
+                "kept": len(rows.kept)}
+
+    def write_documents(self, rows: "Rows") -> None:
+        """Store ``rows``' documents and kept links (insert-if-absent on their fingerprint keys:
+        writing them twice stores them once). The Spark crawl's download stage."""
+        run_transaction(self.engine, lambda conn: self._write_documents(conn, rows))
+
+    def write_visits(self, rows: "Rows") -> None:
+        """Add ``rows``' URLs to ``visited_url`` and delete their ``to_visit_url`` rows
+        (idempotent). The Spark crawl's commit stage, once the pages' links are queued."""
+        run_transaction(self.engine, lambda conn: self._write_visits(conn, rows))
+
+    def queue_links(self, links: Sequence[dict], scope: Scope) -> int:
+        """Queue ``to_visit_url`` rows (from :meth:`rows`) whose fingerprint is neither visited
+        nor queued, within the scope's per-host cap, in one transaction; return how many rows
+        were offered after the visited check and the cap (insert-if-absent: a row another
+        writer queued meanwhile is stored once)."""
+        added: list = []
+        offered: list = []
+
+        def work(conn) -> None:
+            added[:] = self._queue(conn, list(links), scope, offered)
+        run_transaction(self.engine, work)
+        self._count_hosts(added)
+        return len(offered)
+
+    @staticmethod
+    def _write_documents(conn, rows: "Rows") -> None:
+        insert_ignore(conn, document, rows.docs)
+        insert_ignore(conn, kept_link, rows.kept)
+
+    @staticmethod
+    def _write_visits(conn, rows: "Rows") -> None:
+        insert_ignore(conn, visited, rows.visits)
+        for ids in chunks(rows.thread_ids, 500):
+            conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
+
+    def _queue(self, conn, links: list[dict], scope: Scope, offered: list | None = None) -> list[str]:
+        """Insert the link rows not yet visited (and within the per-host cap) into
+        ``to_visit_url``; return the hosts of the rows the cap counted (to add once committed).
+        ``offered``, when given, receives the rows inserted-if-absent."""
+        if not links:
+            return []
+        seen = self._visited(conn, [row["fingerprint"] for row in links])
+        rows = [row for row in links if row["fingerprint"] not in seen]
+        added: list[str] = []
+        if scope.max_pages_per_host > 0:
+            rows, added = self._cap_per_host(conn, rows, scope.max_pages_per_host)
+        insert_ignore(conn, to_visit, rows)
+        if self.strategy.focus is not None:
+            self._raise_relevance(conn, rows)
+        if offered is not None:
+            offered[:] = rows
+        return added
+
+    def _count_hosts(self, added: list[str]) -> None:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
-        return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
-                "kept": len(kept)}
 
     # ------------------------------------------------------------------ strategies
 
@@ -488,4 +566,4 @@ def check_seed(url: str) -> str:
     return canonical_url(url)
 
 
-__all__ = ["CrawlStore", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]
+__all__ = ["CrawlStore", "ORDERS", "Outcome", "Pending", "Rows", "Scope", "Strategy", "InvalidURL", "check_seed"]

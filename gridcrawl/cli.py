@@ -1,4 +1,5 @@
-"""``gridcrawl``: the whole grid on one machine (``run``), thread timings (``report``),
+"""``gridcrawl``: the whole grid on one machine (``run``), the crawl on Apache Spark (``spark``),
+thread timings (``report``),
 database set-up (``db init``), CURVE key pairs (``keys new``), exports of a crawl (``export``)
 and the effective configuration (``config show``)."""
 
@@ -398,6 +399,97 @@ def config_show(
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(source), style=None if source == "default" else "bold")
     Console(width=max(100, Console().width)).print(table)
+
+
+# ---------------------------------------------------------------- gridcrawl spark (issue 18)
+
+@app.command("spark")
+def spark_command(
+    ctx: typer.Context,
+    seeds: List[str] = typer.Argument(None, help="seed URLs (none: the --rules base URLs, or resume the crawl in --db)"),
+    db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database (SQLite only with a local master)"),
+    master: str = typer.Option("local[*]", help="Spark master: local[*], local[N], spark://HOST:7077, yarn, k8s://..."),
+    partitions: int = typer.Option(Settings.spark_partitions, help="frontier partitions, each owning its hosts "
+                                   "(0: twice Spark's default parallelism)"),
+    threads: int = typer.Option(Settings.threads, help="fetching threads per Spark task"),
+    max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
+    max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
+    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
+                                                     help="fetches of one host in flight at once"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
+    rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md)"),
+    focus: str = typer.Option(None, help='focused crawl: keywords (links below --min-relevance not followed)'),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
+    allow_private: List[str] = typer.Option(None, help="let the tasks fetch this private CIDR too (the seeds' own "
+                                            "private or loopback addresses are always allowed)"),
+    ui: bool = typer.Option(False, "--ui", help="start Spark's web UI (local masters: on 127.0.0.1) and print its link"),
+    log_level: str = typer.Option("WARNING", help="log level of the driver"),
+) -> None:
+    """Crawl SEEDS on Apache Spark, layer by layer (ParaCA): the frontier partitioned by host,
+    download and parse in the tasks with the executor's code, optimise (distinct, anti-join on
+    fingerprints), results in the crawl tables of --db. Running it again resumes; the grid
+    (gridcrawl run / gridcrawl-client) continues the same tables. Needs gridcrawl[spark]."""
+    setup_logging(log_level)
+    from gridcrawl import spark as gs
+    try:
+        settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth,
+                                       max_pages_per_host=max_pages_per_host, download_delay=download_delay,
+                                       concurrent_requests_per_host=concurrent_requests_per_host,
+                                       store_content=not no_content, obey_robots=not ignore_robots,
+                                       spark_partitions=partitions).validate()
+        db = _absolute_sqlite(db)
+        private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
+    except ValueError as exc:
+        fail(str(exc))
+    if db.startswith("sqlite") and not gs.is_local(master):
+        fail(f"--master {master} runs tasks on other machines: use a database they all reach "
+             "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
+    if reason := gs.spark_unavailable():
+        fail(reason)
+    from gridcrawl.client.cli import open_crawl
+    store, scope = open_crawl(settings, db, seeds or [], allow_domain or [], rules=rules, focus=focus,
+                              min_relevance=min_relevance)
+    private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
+    sc = gs.spark_context(master, ui=ui)
+    if sc.uiWebUrl:
+        typer.echo(f"Spark UI: {sc.uiWebUrl}")
+    typer.echo(f"Spark master {sc.master}, {settings.spark_partitions or 2 * sc.defaultParallelism} partitions")
+
+    def report_layer(f, total) -> None:
+        typer.echo(f"layer {f.layer} (depth {f.depth}): {f.urls} URLs, {f.pages} pages, {f.errors} errors, "
+                   f"{f.queued} new links | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
+                   f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
+                   f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | total {total.pages} pages, "
+                   f"{total.pages_per_second:.1f} pages/s")
+    from gridcrawl.cli_common import stop_on_signals
+    try:
+        result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
+                               on_layer=report_layer).run(stop_on_signals())
+    except Exception as exc:  # a job whose task failed every attempt: the tables keep what is committed
+        fail(f"the Spark crawl stopped: {str(exc).strip().splitlines()[0][:300]} (run again to resume)")
+    finally:
+        sc.stop()
+    counts = store.counts()
+    typer.echo(f"{result.pages} pages in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
+               f"{len(result.layers)} layers; tables: {counts['documents']} documents, {counts['visited']} visited, "
+               f"{counts['to_visit']} to visit, {counts['errors']} errors")
+
+
+def _absolute_sqlite(db: str) -> str:
+    """``db`` with a relative SQLite file path made absolute (Spark's Python workers need not
+    share the driver's working folder). Raises ``ValueError`` on a URL SQLAlchemy cannot read."""
+    import sqlalchemy as sa
+    try:
+        url = sa.engine.make_url(db)
+    except sa.exc.ArgumentError as exc:
+        raise ValueError(f"--db {db!r} is not a database URL: {exc}") from None
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:" or os.path.isabs(url.database):
+        return db
+    return url.set(database=os.path.abspath(url.database)).render_as_string(hide_password=False)
 
 
 def main() -> None:

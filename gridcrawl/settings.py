@@ -69,6 +69,10 @@ class Settings:
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back)")
     store_content: bool = _doc(True, "store page bodies in the document table")
 
+    # --- gridcrawl spark: the crawl on Apache Spark ---
+    spark_partitions: int = _doc(0, "partitions of a Spark crawl's frontier, each owning its hosts (0: twice Spark's default parallelism)")
+    spark_layer_urls: int = _doc(100_000, "to-visit URLs a Spark crawl takes into one layer at most (a larger layer runs in several rounds)")
+
     def replace(self, **changes) -> "Settings":
         """Return a copy with ``changes`` applied (unknown names raise ``TypeError``)."""
         return dataclasses.replace(self, **changes)
@@ -82,13 +86,13 @@ class Settings:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "spark_layer_urls"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff"):
+                     "retry_times", "retry_backoff", "spark_partitions"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         return self

@@ -1,0 +1,595 @@
+"""Crawling on Apache Spark: ParaCA's layers over gridcrawl's crawl tables (``gridcrawl spark``).
+
+This module owns the Spark crawl: the driver's loop over crawl layers and the three stages each
+layer runs as Spark tasks. It follows ParaCA (Li, Zhang, Liu: "ParaCA: A Speculative Parallel
+Crawling Approach on Apache Spark", section III.A, steps 1–7): URLs are partitioned by the hash of
+their host so that one task owns a site, and every layer runs download, parse and "optimise"
+(drop what was already crawled, remove duplicates) until the frontier is empty or the depth
+limit is reached. What differs from the paper: the frontier and the results live in gridcrawl's
+crawl tables (:class:`~gridcrawl.client.store.CrawlStore`), not in HDFS folders, so a Spark
+crawl and a grid crawl continue each other; and nothing is ``collect()``-ed but a few figures.
+
+One layer (all ``to_visit_url`` rows at the lowest depth, at most ``spark_layer_urls``):
+
+1. **Frontier.** The driver claims the layer's rows (``CrawlStore.claim``: marked in flight, as
+   a grid client does) and partitions them by :func:`host_partition` — a stable CRC-32 of the
+   host, so one task owns a host for the layer.
+2. **Download + parse** (one task per partition, ``threads`` worker threads): every URL goes
+   through the executor's own :func:`gridcrawl.executor.page.visit` — robots.txt
+   (:class:`~gridcrawl.executor.robots.RobotsCache`), :class:`~gridcrawl.executor.fetch.Fetcher`,
+   the SSRF guard, the parser and canonical URLs — so pages, links and fingerprints are those an
+   executor produces. Politeness per host is the manager's own
+   :class:`~gridcrawl.manager.queue.ReadyQueue` run inside the task (concurrency per host,
+   ``download_delay``/``Crawl-delay`` measured from the previous fetch's end, 429/503 back-off),
+   with the manager's retries (:meth:`ManagerCore._retryable`). Documents (the bodies) are
+   written from the task in batches of ``apply_batch`` (insert-if-absent on the fingerprint);
+   the task passes on only small records: the visited rows and the link rows.
+3. **Optimise**: the link rows keyed by fingerprint, ``reduceByKey`` (distinct; the best
+   relevance kept) and ``subtractByKey`` against the fingerprints already visited or queued (a
+   persisted RDD read from the tables at start and grown by each layer); each partition of what
+   is left is queued with :meth:`CrawlStore.queue_links` (which checks ``visited_url`` again, so
+   a grid client on the same database is respected).
+4. **Commit**: the visited rows are written and the layer's ``to_visit_url`` rows deleted, from
+   the tasks. Only now: a driver that dies before this leaves the layer in ``to_visit_url``, and
+   the next run does it again — documents and links are stored once (their unique keys), and
+   no page is marked visited before its links are queued.
+
+A failed task is retried by Spark (``local[N]`` masters get ``local[N,4]``: four attempts, as
+``spark.task.maxFailures`` on a cluster); its writes are idempotent. Cross-layer politeness: each
+task reports when it last fetched each host that has a delay, and the next layer's owner of the
+host waits out the rest of the delay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import logging
+import os
+import queue as queue_mod
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import sqlalchemy as sa
+
+from gridcrawl import models
+from gridcrawl.settings import Settings
+
+log = logging.getLogger("gridcrawl.spark")
+
+#: What to install when pyspark or Java is missing.
+INSTALL_HINT = "pip install 'gridcrawl[spark]' (pyspark) and a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
+
+#: Attempts of a task in local mode (``local[N]`` becomes ``local[N,4]``), as Spark's cluster default.
+LOCAL_TASK_ATTEMPTS = 4
+
+
+class SparkUnavailable(RuntimeError):
+    """pyspark is not installed or no Java runtime is found."""
+
+
+def spark_unavailable() -> str | None:
+    """Why a Spark crawl cannot run here (one sentence naming what to install), or None.
+
+    Checks that the ``pyspark`` module is installed and that ``java -version`` runs (``java``
+    from ``$JAVA_HOME/bin`` or ``PATH``)."""
+    if importlib.util.find_spec("pyspark") is None:
+        return f"pyspark is not installed: {INSTALL_HINT}"
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return f"no Java runtime (java not on PATH, JAVA_HOME unset): {INSTALL_HINT}"
+    try:
+        subprocess.run([java, "-version"], capture_output=True, timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"java -version failed ({exc}): {INSTALL_HINT}"
+    return None
+
+
+def host_partition(host: str) -> int:
+    """A stable hash of ``host`` (CRC-32 of its UTF-8 bytes, 0 ... 2^32-1): equal in every
+    process and on every machine, unlike Python's ``hash``. Spark takes it modulo the number of
+    partitions, so one partition owns a host."""
+    return zlib.crc32(host.encode("utf-8"))
+
+
+def local_master(master: str) -> str:
+    """``master`` with task retries in local mode: ``local``/``local[N]``/``local[*]`` become
+    ``local[N,4]`` (:data:`LOCAL_TASK_ATTEMPTS`; local mode otherwise never retries a task).
+    Other masters (``local[N,F]``, ``spark://``, ``yarn``, ``k8s://``) are returned as they are."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master.strip())
+    if m is None:
+        return master
+    return f"local[{m.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
+
+
+def is_local(master: str) -> bool:
+    """True for a ``local...`` master (the driver and the tasks on this machine)."""
+    return master.strip().startswith("local")
+
+
+def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str = "gridcrawl"):
+    """Start (or get) the SparkContext for ``master``.
+
+    Local masters keep all of Spark's network on loopback: ``SPARK_LOCAL_IP``,
+    ``spark.driver.host`` and ``spark.driver.bindAddress`` are 127.0.0.1 (the web UI, when
+    ``ui`` is true, binds there too); the Python workers run this interpreter. Cluster masters
+    take their addresses from the cluster's ``spark-defaults.conf``. No ``--packages``: nothing
+    is downloaded. Raises :class:`SparkUnavailable` (with what to install) when pyspark or Java
+    is missing."""
+    reason = spark_unavailable()
+    if reason:
+        raise SparkUnavailable(reason)
+    from pyspark import SparkConf, SparkContext
+    conf = (SparkConf().setMaster(local_master(master)).setAppName(app_name)
+            .set("spark.ui.enabled", "true" if ui else "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.python.worker.reuse", "true"))
+    if is_local(master):
+        os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")  # WARN repeats that checkpointed lineages are truncated, every layer
+    return sc
+
+
+# ---------------------------------------------------------------------------------- the tasks
+
+
+@dataclass
+class TaskConfig:
+    """Everything a task needs, shipped with it (pickled): the crawl database URL, the
+    settings, the scope, the strategy, the private networks the SSRF guard lets through, and a
+    token naming this crawl (tasks keep one database engine and store per token and process).
+
+    ``fail_first_attempt_on`` is a test hook: the first attempt of a download task fails
+    (after writing what it finished) when it reaches a URL containing this text."""
+
+    db: str
+    settings: Settings
+    scope: object          # gridcrawl.client.store.Scope
+    strategy: object       # gridcrawl.client.store.Strategy
+    allow_private: list[str] = field(default_factory=list)
+    token: str = ""
+    fail_first_attempt_on: str | None = None
+
+
+_STORES: dict = {}  # crawl token -> CrawlStore, in each Python worker process
+_STORES_LOCK = threading.Lock()
+
+
+def _task_store(config: TaskConfig):
+    """The CrawlStore of ``config``'s crawl in this Python worker process (Spark reuses its
+    workers: one engine per crawl and process, not one per task)."""
+    from gridcrawl.client.store import CrawlStore
+    from gridcrawl.db import open_database
+    with _STORES_LOCK:
+        store = _STORES.get(config.token)
+        if store is None:
+            if len(_STORES) >= 4:
+                _STORES.pop(next(iter(_STORES))).engine.dispose()
+            store = _STORES[config.token] = CrawlStore(open_database(config.db, check=False), config.strategy)
+        return store
+
+
+class _Job:
+    """One URL of a download task inside the manager's ReadyQueue (it needs ``host``,
+    ``priority`` and ``queue_seq``)."""
+
+    __slots__ = ("pending", "host", "priority", "queue_seq", "retries")
+
+    def __init__(self, pending, host: str, priority: int) -> None:
+        self.pending, self.host, self.priority = pending, host, priority
+        self.queue_seq = None
+        self.retries = 0
+
+
+class _InjectedFailure(RuntimeError):
+    """The test hook's failure of a task's first attempt."""
+
+
+def download_partition(config: TaskConfig, politeness: dict, index: int, rows: Iterable) -> Iterator[tuple]:
+    """The download + parse stage of one partition (a Spark ``mapPartitionsWithIndex`` function).
+
+    ``rows``: ``(host, (thread_id, url, fingerprint, depth, priority, page_type, relevance))``
+    pairs, every host of which this partition owns; ``politeness``: ``{host: (last_finish,
+    crawl_delay)}`` from the previous layer (POSIX seconds, seconds or None).
+
+    Fetches with ``settings.threads`` worker threads under the per-host politeness of
+    :class:`~gridcrawl.manager.queue.ReadyQueue`, retries like the manager, writes each batch of
+    ``apply_batch`` documents, and yields small records: ``("v", visited_rows, thread_ids)``
+    per batch, ``("l", fingerprint, to_visit_row)`` per link, and one
+    ``("s", figures)`` at the end (pages, errors, summed fetch/parse/write seconds, wall
+    seconds, the worker's peak RSS in bytes, and ``hosts``: ``{host: (last_finish,
+    crawl_delay)}`` of the hosts with a delay)."""
+    from gridcrawl.client.store import Outcome, Pending
+    from gridcrawl.executor.fetch import Fetcher
+    from gridcrawl.executor.page import visit
+    from gridcrawl.executor.robots import RobotsCache
+    from gridcrawl.executor.ssrf import SSRFGuard
+    from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.manager.queue import ReadyQueue
+    from gridcrawl.protocol import PageResult
+    from gridcrawl.rules import instruction_for
+
+    started = time.monotonic()
+    s: Settings = config.settings
+    strategy = config.strategy
+    try:
+        from pyspark import TaskContext
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context is not None else 0
+    except ImportError:  # called without Spark (a unit test of the stage)
+        attempt = 0
+    fail_on = config.fail_first_attempt_on if attempt == 0 else None
+
+    ready = ReadyQueue(s.concurrent_requests_per_host, s.download_delay, s.max_crawl_delay)
+    total = 0
+    for host, row in rows:
+        pending = Pending(*row)
+        ready.push(_Job(pending, host, pending.priority if strategy.order == "priority" else 5))
+        total += 1
+    for host, (last_finish, crawl_delay) in politeness.items():
+        if host in ready.hosts:  # the previous layer's last fetch of the host: wait out its delay
+            ready.release(_Job(None, host, 5), last_finish, crawl_delay=crawl_delay)
+    if total == 0:
+        yield ("s", {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
+                     "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}})
+        return
+
+    fetcher = Fetcher(user_agent=s.user_agent, connect_timeout=s.fetch_connect_timeout,
+                      read_timeout=s.fetch_read_timeout, deadline=s.download_timeout,
+                      max_body_bytes=s.max_body_bytes, max_redirects=s.max_redirects,
+                      keep_non_html=s.keep_non_html, hop_check=SSRFGuard(config.allow_private).check)
+    robots = RobotsCache.for_fetcher(fetcher, retry_after=s.robots_retry) if s.obey_robots else None
+    instruction = config.scope.instruction()
+    if not s.store_content and strategy.focus is None:
+        instruction["content"] = False
+    lock = threading.Condition()
+    done = [0]
+    results: queue_mod.Queue = queue_mod.Queue()
+    failure: list[BaseException] = []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                while True:
+                    if done[0] >= total or failure:
+                        return
+                    now = time.time()
+                    job = ready.pop(now)
+                    if job is not None:
+                        break
+                    wake = ready.next_wakeup()
+                    lock.wait(timeout=max(0.01, min(0.5, wake - now)) if wake is not None else 0.5)
+            pend = job.pending
+            if fail_on and fail_on in pend.url:
+                with lock:
+                    failure.append(_InjectedFailure(f"test hook: first attempt fails at {pend.url}"))
+                    lock.notify_all()
+                results.put(None)
+                return
+            thread_instruction = ({**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)}
+                                  if strategy.rules else instruction)
+            try:
+                page = visit(fetcher, pend.url, instruction=thread_instruction, robots=robots)
+            except Exception as exc:  # visit never raises for what the web sends; keep the task alive
+                page = PageResult(url=pend.url, final_url=pend.url, error_kind="crash", error=repr(exc)[:1000])
+            with lock:
+                now = time.time()
+                ready.release(job, now, status=page.status, retry_after=page.retry_after,
+                              crawl_delay=page.crawl_delay)
+                if ManagerCore._retryable(page) and job.retries < s.retry_times:
+                    wait = max(page.retry_after or 0.0, s.retry_backoff * (2 ** job.retries))
+                    job.retries += 1
+                    ready.push(job, not_before=now + wait)
+                else:
+                    done[0] += 1
+                    results.put(Outcome(pend, page, None, job.retries + 1, False))
+                lock.notify_all()
+
+    workers = [threading.Thread(target=worker, name=f"spark-fetch-{index}-{i}", daemon=True)
+               for i in range(min(s.threads, total))]
+    for w in workers:
+        w.start()
+    store = _task_store(config)
+    figures = {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
+               "write_seconds": 0.0}
+    batch: list = []
+    received = 0
+    try:
+        while received < total:
+            item = results.get()
+            if item is None:  # the test hook fired: write what is finished, then fail the task
+                break
+            received += 1
+            batch.append(item)
+            if len(batch) >= s.apply_batch or received == total:
+                yield from _write_batch(store, config, batch, figures)
+                batch = []
+        if batch:
+            yield from _write_batch(store, config, batch, figures)
+        with lock:
+            failure_now = failure[:]
+        if failure_now:
+            raise failure_now[0]
+    finally:
+        with lock:
+            if not failure:
+                failure.append(RuntimeError("task ended"))  # stops idle workers
+            lock.notify_all()
+        for w in workers:
+            w.join(timeout=s.download_timeout + 5)
+        fetcher.close()
+        if robots is not None:
+            robots.fetcher.close()
+    hosts = {name: (h.last_finish, h.crawl_delay) for name, h in ready.hosts.items()
+             if h.delay > 0 and h.last_finish > float("-inf")}
+    figures.update(wall_seconds=time.monotonic() - started, peak_rss=_peak_rss(), hosts=hosts)
+    yield ("s", figures)
+
+
+def _write_batch(store, config: TaskConfig, outcomes: list, figures: dict) -> Iterator[tuple]:
+    """Write a batch's documents and kept links; yield its visited rows and link rows."""
+    started = time.monotonic()
+    rows = store.rows(outcomes, config.scope, store_content=config.settings.store_content)
+    store.write_documents(rows)
+    figures["write_seconds"] += time.monotonic() - started
+    figures["pages"] += len(outcomes)
+    figures["errors"] += rows.errors
+    for o in outcomes:
+        if o.page is not None:
+            figures["fetch_seconds"] += o.page.fetch_seconds or 0.0
+            figures["parse_seconds"] += o.page.parse_seconds or 0.0
+    yield ("v", rows.visits, rows.thread_ids)
+    for fp, row in rows.links.items():
+        yield ("l", fp, row)
+
+
+def _peak_rss() -> int:
+    """Peak resident memory of this process, bytes (Linux reports KiB; macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+def better_link(a: dict, b: dict) -> dict:
+    """Of two to_visit rows with one fingerprint, the one with the higher relevance (the first
+    on a tie): the optimise stage's ``reduceByKey`` (ParaCA's ``distinct``)."""
+    return b if (b.get("relevance") or 0.0) > (a.get("relevance") or 0.0) else a
+
+
+def queue_partition(config: TaskConfig, pairs: Iterable) -> Iterator[tuple]:
+    """The optimise stage's write: queue one partition's new ``(fingerprint, to_visit_row)``
+    pairs in batches of 1,000 with :meth:`CrawlStore.queue_links`; yield ``(fingerprint,
+    None)`` for every row offered (the fingerprints now known)."""
+    store = _task_store(config)
+    batch: list = []
+    for pair in pairs:
+        batch.append(pair)
+        if len(batch) >= 1000:
+            yield from _queue_batch(store, config, batch)
+            batch = []
+    if batch:
+        yield from _queue_batch(store, config, batch)
+
+
+def _queue_batch(store, config: TaskConfig, batch: list) -> Iterator[tuple]:
+    store.queue_links([row for _, row in batch], config.scope)
+    for fp, _ in batch:
+        yield (fp, None)
+
+
+def commit_partition(config: TaskConfig, records: Iterable) -> None:
+    """The commit stage: write each ``("v", visited_rows, thread_ids)`` record (visited rows
+    in, the layer's to_visit rows out) in one transaction each."""
+    from gridcrawl.client.store import Rows
+    store = _task_store(config)
+    for _, visits, thread_ids in records:
+        store.write_visits(Rows([], visits, {}, [], thread_ids))
+
+
+def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[str]:
+    """Fingerprints of ``visited_url`` and ``to_visit_url`` rows whose id is ``part`` modulo
+    ``parts``: one slice of what the crawl already knows, read by one task."""
+    store = _task_store(config)
+    with store.engine.connect() as conn:
+        for table in (models.visited_url, models.to_visit_url):
+            yield from conn.execute(sa.select(table.c.fingerprint).where(table.c.id % parts == part)).scalars()
+
+
+# ---------------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class LayerFigures:
+    """What one layer did: its number and depth, URLs, pages fetched (errors included), new
+    links queued, and seconds of each stage (wall time on the driver; ``fetch``/``parse``
+    summed over the tasks)."""
+
+    layer: int
+    depth: int
+    urls: int
+    pages: int = 0
+    errors: int = 0
+    queued: int = 0
+    download_seconds: float = 0.0
+    optimise_seconds: float = 0.0
+    commit_seconds: float = 0.0
+    fetch_seconds: float = 0.0
+    parse_seconds: float = 0.0
+    write_seconds: float = 0.0
+    peak_worker_rss: int = 0
+
+    @property
+    def seconds(self) -> float:
+        """Wall seconds of the layer's three stages."""
+        return self.download_seconds + self.optimise_seconds + self.commit_seconds
+
+
+@dataclass
+class SparkResult:
+    """A Spark crawl's figures: pages visited in this run, seconds, and each layer's figures."""
+
+    pages: int = 0
+    seconds: float = 0.0
+    layers: list[LayerFigures] = field(default_factory=list)
+
+    @property
+    def pages_per_second(self) -> float:
+        """Pages visited per second of this run."""
+        return self.pages / max(self.seconds, 1e-9)
+
+
+class SparkCrawl:
+    """A crawl of ``store``'s tables on the Spark context ``sc``: ``SparkCrawl(...).run(stop)``.
+
+    Args:
+        sc: a ``pyspark.SparkContext`` (:func:`spark_context`).
+        store: the crawl's :class:`~gridcrawl.client.store.CrawlStore` (seeds already queued).
+        db: the crawl database's SQLAlchemy URL, which every task opens (a server database on a
+            cluster; SQLite only in local mode).
+        settings: the crawl's :class:`Settings` (politeness, fetching, ``max_pages``,
+            ``apply_batch``, ``spark_partitions``, ``spark_layer_urls``).
+        scope: the crawl's :class:`~gridcrawl.client.store.Scope`.
+        allow_private: CIDRs the tasks' SSRF guard lets through (the seeds' own addresses).
+        on_layer: called with each finished layer's :class:`LayerFigures` and the running
+            :class:`SparkResult`.
+        fail_first_attempt_on: test hook (:class:`TaskConfig`).
+    """
+
+    def __init__(self, sc, store, db: str, settings: Settings, scope, *, allow_private: Iterable[str] = (),
+                 on_layer: Callable[[LayerFigures, SparkResult], None] | None = None,
+                 fail_first_attempt_on: str | None = None) -> None:
+        import uuid
+        self.sc = sc
+        self.store = store
+        self.settings = settings
+        self.partitions = settings.spark_partitions or 2 * sc.defaultParallelism
+        self.config = TaskConfig(db, settings, scope, store.strategy, list(allow_private), uuid.uuid4().hex,
+                                 fail_first_attempt_on)
+        self.on_layer = on_layer
+
+    def run(self, stop: threading.Event | None = None) -> SparkResult:
+        """Crawl layer by layer until the frontier is empty, ``max_pages`` pages were visited,
+        or ``stop`` is set (checked between layers). Claimed rows of an unfinished layer are
+        handed back (not in flight) on the way out. Raises what Spark raises when a task fails
+        all its attempts (the tables keep everything committed; run again to resume)."""
+        from pyspark import StorageLevel
+        sc, config, parts = self.sc, self.config, self.partitions
+        result = SparkResult()
+        started = time.monotonic()
+        self.store.release_all()  # rows an interrupted run (Spark or grid) had claimed
+        known = (sc.parallelize(range(parts), parts)
+                 .flatMap(functools.partial(_known_slice, config, parts))
+                 .map(lambda fp: (fp, None)).partitionBy(parts))
+        known.localCheckpoint()
+        self._known_total = known.count()
+        politeness: dict = {}
+        layer = 0
+        claimed: list[int] = []
+        try:
+            while not (stop is not None and stop.is_set()):
+                budget = self.settings.max_pages - result.pages if self.settings.max_pages else None
+                if budget is not None and budget <= 0:
+                    break
+                depth = self._next_depth()
+                if depth is None:
+                    break
+                limit = min(budget, self.settings.spark_layer_urls) if budget else self.settings.spark_layer_urls
+                pendings = self.store.claim(limit, depth=depth)
+                if not pendings:
+                    break
+                claimed = [x.thread_id for x in pendings]
+                layer += 1
+                figures = LayerFigures(layer, depth, len(pendings))
+                known, politeness = self._layer(pendings, known, politeness, figures, StorageLevel)
+                claimed = []
+                result.pages += figures.pages
+                result.layers.append(figures)
+                result.seconds = time.monotonic() - started
+                if self.on_layer is not None:
+                    self.on_layer(figures, result)
+        finally:
+            if claimed:
+                self.store.release(claimed)
+            known.unpersist()
+        result.seconds = time.monotonic() - started
+        return result
+
+    def _next_depth(self) -> int | None:
+        """The lowest depth of an unclaimed to-visit row, or None when there is none."""
+        to_visit = models.to_visit_url
+        with self.store.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.min(to_visit.c.depth))
+                                .where(to_visit.c.in_flight == sa.false())).scalar()
+
+    def _layer(self, pendings: list, known, politeness: dict, figures: LayerFigures, StorageLevel):
+        """Run one layer's three stages; return the grown known-fingerprint RDD and the
+        politeness state for the next layer."""
+        from gridcrawl.urls import url_host
+        sc, config, parts = self.sc, self.config, self.partitions
+        frontier = (sc.parallelize([(url_host(x.url), dataclasses.astuple(x)) for x in pendings],
+                                   min(parts, len(pendings)))
+                    .partitionBy(parts, host_partition))
+        hosts_state = sc.broadcast(politeness)
+        downloaded = frontier.mapPartitionsWithIndex(
+            functools.partial(_download_with_broadcast, config, hosts_state), preservesPartitioning=True)
+        downloaded.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            t = time.monotonic()
+            stats = downloaded.filter(lambda r: r[0] == "s").map(lambda r: r[1]).collect()
+            figures.download_seconds = time.monotonic() - t
+            new_politeness = dict(politeness)
+            for st in stats:
+                figures.pages += st["pages"]
+                figures.errors += st["errors"]
+                figures.fetch_seconds += st["fetch_seconds"]
+                figures.parse_seconds += st["parse_seconds"]
+                figures.write_seconds += st["write_seconds"]
+                figures.peak_worker_rss = max(figures.peak_worker_rss, st["peak_rss"])
+                new_politeness.update(st["hosts"])
+
+            t = time.monotonic()
+            fresh = (downloaded.filter(lambda r: r[0] == "l").map(lambda r: (r[1], r[2]))
+                     .reduceByKey(better_link, parts)
+                     .subtractByKey(known, parts)
+                     .mapPartitions(functools.partial(queue_partition, config), preservesPartitioning=True))
+            grown = known.union(fresh)
+            grown.localCheckpoint()
+            total = grown.count()
+            figures.queued = total - self._known_total
+            figures.optimise_seconds = time.monotonic() - t
+
+            t = time.monotonic()
+            downloaded.filter(lambda r: r[0] == "v").foreachPartition(functools.partial(commit_partition, config))
+            figures.commit_seconds = time.monotonic() - t
+        finally:
+            downloaded.unpersist()
+            hosts_state.unpersist()
+        known.unpersist()
+        self._known_total = total
+        return grown, new_politeness
+
+
+
+def _known_slice(config: TaskConfig, parts: int, part: int) -> Iterator[str]:
+    return known_fingerprints(config, part, parts)
+
+
+def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -> Iterator[tuple]:
+    return download_partition(config, politeness.value, index, rows)
+
+
+__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig",
+           "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
+           "local_master", "queue_partition", "spark_context", "spark_unavailable"]

@@ -1,0 +1,225 @@
+"""The crawl on Apache Spark (``gridcrawl spark``, issue 18) in Spark's local mode, against real
+sites on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (one host each) and real SQLite crawl databases.
+
+* A multi-host site crawled on Spark stores exactly the reachable pages, once, identical (URLs,
+  fingerprints, bodies, link counts) to what ``gridcrawl run`` stores for the same site.
+* Politeness per host (``download_delay``) holds, within a layer and across layers, by the
+  servers' own arrival times.
+* A task failing mid-layer (a test hook fails its first attempt) is retried by Spark, and
+  nothing is stored twice.
+* A ``gridcrawl spark`` killed mid-layer is resumed on Spark (with ``--max-pages``) and the
+  crawl is finished on the grid (``gridcrawl run``) over the same tables.
+
+One SparkContext (``local[2]``: two cores, four attempts per task) serves every test here.
+The whole module is skipped, with one reason, when pyspark or Java is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gridcrawl.spark import spark_unavailable
+
+REASON = spark_unavailable()
+if REASON:
+    pytest.skip(f"Spark crawl tests need pyspark and Java: {REASON}", allow_module_level=True)
+
+from gridcrawl.cli import _private_networks  # noqa: E402
+from gridcrawl.client.cli import open_crawl  # noqa: E402
+from gridcrawl.executor.parse import parse_page  # noqa: E402
+from gridcrawl.settings import Settings  # noqa: E402
+from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context  # noqa: E402
+from sites import SiteServer, generate_site, reachable  # noqa: E402
+
+pytestmark = pytest.mark.e2e
+ROBOTS = "/robots.txt"
+
+
+@pytest.fixture(scope="module")
+def sc():
+    """The module's one SparkContext (local mode, 2 cores)."""
+    context = spark_context("local[2]")
+    yield context
+    context.stop()
+
+
+@pytest.fixture
+def three_hosts():
+    """Three generated sites on 127.0.0.1, .2 and .3, their roots linked to each other; yields
+    the servers and the set of reachable URLs."""
+    sites = [generate_site(24, links_per_page=4, seed=18, unreachable=2),
+             generate_site(12, links_per_page=3, seed=19),
+             generate_site(10, links_per_page=3, seed=20)]
+    servers = [SiteServer(site, host=f"127.0.0.{i + 1}").start() for i, site in enumerate(sites)]
+    try:
+        a, b, c = servers
+        _add_links(sites[0], "/", [b.url("/"), c.url("/")])
+        _add_links(sites[1], "/", [a.url("/p/3.html"), c.url("/")])
+        expected = {srv.url(path) for srv, site in zip(servers, sites) for path in reachable(site)}
+        yield servers, expected
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+def _add_links(site, path: str, urls: list[str]) -> None:
+    extra = "".join(f'<a href="{u}">elsewhere</a>' for u in urls).encode()
+    site.pages[path] = site.pages[path].replace(b"</body>", extra + b"</body>")
+
+
+def _crawl(sc, db: str, seeds: list[str], allow: list[str], **settings) -> object:
+    """A Spark crawl through the API (open_crawl + SparkCrawl), as ``gridcrawl spark`` runs it."""
+    hook = settings.pop("fail_first_attempt_on", None)
+    s = Settings(**{"spark_partitions": 3, **settings}).validate()
+    store, scope = open_crawl(s, db, seeds, allow)
+    private = _private_networks([*seeds, *scope.allowed_domains], [])
+    return SparkCrawl(sc, store, db, s, scope, allow_private=private, fail_first_attempt_on=hook).run()
+
+
+def _documents(path) -> dict[str, tuple]:
+    """url -> (fingerprint, status, size, title, sha-256 of the content, links parsed from it)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute("SELECT url, fingerprint, status, size, title, content, final_url, content_type "
+                            "FROM document").fetchall()
+    out = {}
+    for url, fp, status, size, title, content, final_url, ctype in rows:
+        links = len(parse_page(content.encode(), final_url, ctype).links) if content else 0
+        out[url] = (fp, status, size, title, hashlib.sha256((content or "").encode()).hexdigest(), links)
+    return out
+
+
+def _one(path, sql: str):
+    with sqlite3.connect(path) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def _pages(srv: SiteServer) -> dict[str, int]:
+    return {p: n for p, n in srv.per_path_counts().items() if p != ROBOTS}
+
+
+def test_host_partition_is_stable_and_local_masters_retry():
+    # CRC-32 (zlib), not Python's per-process hash: equal in every worker and on every machine
+    import zlib
+    assert host_partition("docs.example") == zlib.crc32(b"docs.example")
+    assert local_master("local[*]") == "local[*,4]" and local_master("local") == "local[1,4]"
+    assert local_master("local[2,1]") == "local[2,1]" and local_master("spark://h:7077") == "spark://h:7077"
+
+
+def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
+    servers, expected = three_hosts
+    seed = servers[0].url("/")
+    allow = ["127.0.0.2", "127.0.0.3"]
+    spark_db = tmp_path / "spark.db"
+    result = _crawl(sc, f"sqlite:///{spark_db}", [seed], allow)
+    spark_requests = [_pages(srv) for srv in servers]
+
+    for srv in servers:
+        srv.reset()
+    grid = subprocess.run([sys.executable, "-m", "gridcrawl", "run", seed, *(a for h in allow for a in ("--allow-domain", h)),
+                           "--executors", "2", "--workdir", str(tmp_path / "grid"), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    assert grid.returncode == 0, grid.stderr[-2000:]
+
+    spark_docs, grid_docs = _documents(spark_db), _documents(tmp_path / "grid" / "crawl.db")
+    assert set(spark_docs) == expected, "the Spark crawl stored a page that is not reachable, or missed one"
+    assert spark_docs == grid_docs  # same URLs, fingerprints, statuses, sizes, titles, bodies, link counts
+    assert result.pages == len(expected) == _one(spark_db, "SELECT COUNT(*) FROM visited_url")
+    assert _one(spark_db, "SELECT COUNT(*) FROM to_visit_url") == 0
+    assert len(result.layers) >= 4 and [f.depth for f in result.layers] == list(range(len(result.layers)))
+    for srv, requests in zip(servers, spark_requests):  # every reachable page fetched exactly once
+        assert set(requests.values()) == {1}, requests
+    assert sum(len(r) for r in spark_requests) == len(expected)
+
+
+def test_politeness_per_host_across_layers(sc, tmp_path):
+    delay = 0.25
+    sites = [generate_site(8, links_per_page=3, seed=5), generate_site(8, links_per_page=3, seed=6)]
+    servers = [SiteServer(site, host=f"127.0.0.{i + 1}").start() for i, site in enumerate(sites)]
+    try:
+        _add_links(sites[0], "/", [servers[1].url("/")])
+        result = _crawl(sc, f"sqlite:///{tmp_path / 'polite.db'}", [servers[0].url("/")], ["127.0.0.2"],
+                        download_delay=delay, concurrent_requests_per_host=8, threads=8)
+        assert result.pages == 16
+        for srv in servers:
+            records = sorted((r for r in srv.requests if r.path != ROBOTS), key=lambda r: r.started)
+            assert len(records) == 8
+            gaps = [b.started - a.finished for a, b in zip(records, records[1:])]
+            # Heritrix's rule: the next fetch starts no sooner than the delay after the previous ended
+            assert min(gaps) >= delay - 0.01, gaps
+            assert srv.max_concurrency() == 1
+    finally:
+        for srv in servers:
+            srv.stop()
+
+
+def test_failed_task_is_retried_without_duplicates(sc, three_hosts, tmp_path):
+    servers, expected = three_hosts
+    db = tmp_path / "retry.db"
+    hooked = servers[0].url("/p/9.html")
+    assert hooked in expected
+    result = _crawl(sc, f"sqlite:///{db}", [servers[0].url("/")], ["127.0.0.2", "127.0.0.3"],
+                    apply_batch=1, threads=2, fail_first_attempt_on=hooked)
+    docs = _documents(db)
+    assert set(docs) == expected  # the hooked page was fetched by the retry: Spark ran the task again
+    assert _one(db, "SELECT COUNT(*) FROM document") == _one(db, "SELECT COUNT(DISTINCT fingerprint) FROM document")
+    assert _one(db, "SELECT COUNT(*) FROM visited_url") == len(expected) == result.pages
+    requests = _pages(servers[0])
+    assert requests["/p/9.html"] == 1
+    assert max(requests.values()) == 2, "the failed attempt fetched pages before failing; the retry fetched them again"
+
+
+def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tmp_path):
+    servers, expected = three_hosts
+    for srv in servers:
+        srv.latency = 0.15
+    work = tmp_path / "work"
+    work.mkdir()
+    db_path = work / "crawl.db"
+    db = f"sqlite:///{db_path}"
+    allow = ["127.0.0.2", "127.0.0.3"]
+    args = [sys.executable, "-m", "gridcrawl", "spark", servers[0].url("/"), "--db", db, "--master", "local[2]",
+            "--partitions", "3", "--threads", "2", *(a for h in allow for a in ("--allow-domain", h))]
+    log = open(tmp_path / "spark.log", "wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                            env={**os.environ, "GRIDCRAWL_APPLY_BATCH": "1"})
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:  # mid-layer: documents written by the tasks, their visited rows not yet committed
+                if _one(db_path, "SELECT COUNT(*) FROM document") > _one(db_path, "SELECT COUNT(*) FROM visited_url") + 2:
+                    break
+            except sqlite3.Error:
+                pass
+            time.sleep(0.05)
+        assert proc.poll() is None, (tmp_path / "spark.log").read_text()[-2000:]
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        log.close()
+    before = _one(db_path, "SELECT COUNT(*) FROM document")
+    assert 0 < before < len(expected)
+    assert _one(db_path, "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") > 0  # the layer it was running
+
+    for srv in servers:
+        srv.latency = 0.0
+    resumed = _crawl(sc, db, [], [], max_pages=10)  # resume on Spark: no seeds, the stored scope
+    assert resumed.pages == 10
+    grid = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--executors", "2", "--workdir", str(work),
+                           "--no-progress"], capture_output=True, text=True, timeout=120)
+    assert grid.returncode == 0, grid.stderr[-2000:]
+
+    docs = _documents(db_path)
+    assert set(docs) == expected
+    for table in ("document", "visited_url"):
+        assert _one(db_path, f"SELECT COUNT(*) FROM {table}") == len(expected), table
+    assert _one(db_path, "SELECT COUNT(*) FROM to_visit_url") == 0
