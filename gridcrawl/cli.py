@@ -445,6 +445,13 @@ def spark_command(
         private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
     except ValueError as exc:
         fail(str(exc))
+    from gridcrawl.client.store import check_seed
+    from gridcrawl.urls import InvalidURL
+    try:
+        for seed in seeds or []:
+            check_seed(seed)
+    except InvalidURL as exc:
+        fail(f"invalid seed URL: {exc}")
     if db.startswith("sqlite") and not gs.is_local(master):
         fail(f"--master {master} runs tasks on other machines: use a database they all reach "
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")

@@ -102,3 +102,14 @@ def test_resume_without_seeds_and_without_a_crawl(tmp_path):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", f"sqlite:///{tmp_path}/c.db",
                      "--no-progress")
     assert_user_error(rc, out, "no seed URLs")
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["not a url"], "invalid seed URL"),
+    (["http://127.0.0.1:9/", "--master", "spark://127.0.0.1:7077"], "not SQLite"),
+    (["http://127.0.0.1:9/", "--partitions", "-1"], "spark_partitions must be >= 0"),
+])
+def test_spark_bad_input(tmp_path, args, needle):
+    """``gridcrawl spark`` refuses bad input before it starts Spark (so also without pyspark)."""
+    rc, out, _ = run("gridcrawl", "spark", *args, "--db", f"sqlite:///{tmp_path}/c.db")
+    assert_user_error(rc, out, needle)

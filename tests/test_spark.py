@@ -78,7 +78,7 @@ def _add_links(site, path: str, urls: list[str]) -> None:
 def _crawl(sc, db: str, seeds: list[str], allow: list[str], **settings) -> object:
     """A Spark crawl through the API (open_crawl + SparkCrawl), as ``gridcrawl spark`` runs it."""
     hook = settings.pop("fail_first_attempt_on", None)
-    s = Settings(**{"spark_partitions": 3, **settings}).validate()
+    s = Settings(**{"spark_partitions": 2, **settings}).validate()
     store, scope = open_crawl(s, db, seeds, allow)
     private = _private_networks([*seeds, *scope.allowed_domains], [])
     return SparkCrawl(sc, store, db, s, scope, allow_private=private, fail_first_attempt_on=hook).run()
@@ -113,6 +113,34 @@ def test_host_partition_is_stable_and_local_masters_retry():
     assert local_master("local[2,1]") == "local[2,1]" and local_master("spark://h:7077") == "spark://h:7077"
 
 
+def test_download_stage_waits_out_the_previous_layers_delay(tmp_path):
+    """The download stage (run here without Spark, as a task runs it) starts a host's first
+    fetch no sooner than the delay after the previous layer's last fetch of that host, and
+    reports its own last fetch for the next layer."""
+    import dataclasses
+    from gridcrawl.spark import TaskConfig, download_partition
+    srv = SiteServer(generate_site(3, links_per_page=2, seed=7)).start()
+    try:
+        db = f"sqlite:///{tmp_path / 'stage.db'}"
+        s = Settings(download_delay=1.0).validate()
+        store, scope = open_crawl(s, db, [srv.url("/")], [])
+        pendings = store.claim(10)
+        config = TaskConfig(db, s, scope, store.strategy, ["127.0.0.0/8"], token="stage")
+        previous_mono, previous = time.monotonic(), time.time()
+        records = list(download_partition(config, {"127.0.0.1": (previous, None)}, 0,
+                                          [("127.0.0.1", dataclasses.astuple(p)) for p in pendings]))
+        first = min(r.started for r in srv.requests if r.path != ROBOTS)
+        assert first - previous_mono >= 1.0 - 0.02
+        kinds = [r[0] for r in records]
+        assert kinds.count("v") == 1 and kinds[-1] == "s" and kinds.count("l") == len(srv.site.links["/"])
+        figures = records[-1][1]
+        assert figures["pages"] == 1 and figures["hosts"]["127.0.0.1"][0] > previous
+        assert _one(tmp_path / "stage.db", "SELECT COUNT(*) FROM document") == 1  # written by the task
+        assert _one(tmp_path / "stage.db", "SELECT COUNT(*) FROM visited_url") == 0  # the commit stage's
+    finally:
+        srv.stop()
+
+
 def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
     servers, expected = three_hosts
     seed = servers[0].url("/")
@@ -137,6 +165,9 @@ def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
     for srv, requests in zip(servers, spark_requests):  # every reachable page fetched exactly once
         assert set(requests.values()) == {1}, requests
     assert sum(len(r) for r in spark_requests) == len(expected)
+    exported = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "-", "--db", f"sqlite:///{spark_db}",
+                               "--no-content"], capture_output=True, text=True, timeout=60)
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == len(expected)  # export works on it
 
 
 def test_politeness_per_host_across_layers(sc, tmp_path):
@@ -160,20 +191,24 @@ def test_politeness_per_host_across_layers(sc, tmp_path):
             srv.stop()
 
 
-def test_failed_task_is_retried_without_duplicates(sc, three_hosts, tmp_path):
-    servers, expected = three_hosts
-    db = tmp_path / "retry.db"
-    hooked = servers[0].url("/p/9.html")
-    assert hooked in expected
-    result = _crawl(sc, f"sqlite:///{db}", [servers[0].url("/")], ["127.0.0.2", "127.0.0.3"],
-                    apply_batch=1, threads=2, fail_first_attempt_on=hooked)
-    docs = _documents(db)
-    assert set(docs) == expected  # the hooked page was fetched by the retry: Spark ran the task again
-    assert _one(db, "SELECT COUNT(*) FROM document") == _one(db, "SELECT COUNT(DISTINCT fingerprint) FROM document")
-    assert _one(db, "SELECT COUNT(*) FROM visited_url") == len(expected) == result.pages
-    requests = _pages(servers[0])
-    assert requests["/p/9.html"] == 1
-    assert max(requests.values()) == 2, "the failed attempt fetched pages before failing; the retry fetched them again"
+def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
+    site = generate_site(14, links_per_page=3, seed=21)
+    srv = SiteServer(site).start()
+    try:
+        expected = {srv.url(path) for path in reachable(site)}
+        db = tmp_path / "retry.db"
+        hooked = srv.url("/p/9.html")
+        # one partition owns the host; the layer of /p/9.html has pages fetched and written before it
+        result = _crawl(sc, f"sqlite:///{db}", [srv.url("/")], [], apply_batch=1, threads=1,
+                        fail_first_attempt_on=hooked)
+        assert set(_documents(db)) == expected  # the hooked page was fetched by the retry: Spark ran the task again
+        assert _one(db, "SELECT COUNT(*) FROM document") == len(expected)
+        assert _one(db, "SELECT COUNT(*) FROM visited_url") == len(expected) == result.pages
+        requests = _pages(srv)
+        assert requests["/p/9.html"] == 1
+        assert max(requests.values()) == 2, "the failed attempt fetched pages before failing; the retry fetched them again"
+    finally:
+        srv.stop()
 
 
 def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tmp_path):
@@ -186,7 +221,7 @@ def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tm
     db = f"sqlite:///{db_path}"
     allow = ["127.0.0.2", "127.0.0.3"]
     args = [sys.executable, "-m", "gridcrawl", "spark", servers[0].url("/"), "--db", db, "--master", "local[2]",
-            "--partitions", "3", "--threads", "2", *(a for h in allow for a in ("--allow-domain", h))]
+            "--partitions", "2", "--threads", "2", *(a for h in allow for a in ("--allow-domain", h))]
     log = open(tmp_path / "spark.log", "wb")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "GRIDCRAWL_APPLY_BATCH": "1"})
