@@ -153,7 +153,7 @@ class TaskConfig:
     token naming this crawl (tasks keep one database engine and store per token and process).
 
     ``fail_first_attempt_on`` is a test hook: the first attempt of a download task fails
-    (after writing what it finished) when it reaches a URL containing this text."""
+    right after writing the batch holding a URL that contains this text."""
 
     db: str
     settings: Settings
@@ -258,13 +258,13 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     lock = threading.Condition()
     done = [0]
     results: queue_mod.Queue = queue_mod.Queue()
-    failure: list[BaseException] = []
+    stopped = [False]  # set when the task ends (normally or not): idle workers return
 
     def worker() -> None:
         while True:
             with lock:
                 while True:
-                    if done[0] >= total or failure:
+                    if done[0] >= total or stopped[0]:
                         return
                     now = time.time()
                     job = ready.pop(now)
@@ -273,12 +273,6 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                     wake = ready.next_wakeup()
                     lock.wait(timeout=max(0.01, min(0.5, wake - now)) if wake is not None else 0.5)
             pend = job.pending
-            if fail_on and fail_on in pend.url:
-                with lock:
-                    failure.append(_InjectedFailure(f"test hook: first attempt fails at {pend.url}"))
-                    lock.notify_all()
-                results.put(None)
-                return
             thread_instruction = ({**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)}
                                   if strategy.rules else instruction)
             try:
@@ -310,23 +304,16 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     try:
         while received < total:
             item = results.get()
-            if item is None:  # the test hook fired: write what is finished, then fail the task
-                break
             received += 1
             batch.append(item)
             if len(batch) >= s.apply_batch or received == total:
                 yield from _write_batch(store, config, batch, figures)
+                if fail_on and any(fail_on in o.pending.url for o in batch):
+                    raise _InjectedFailure(f"test hook: the first attempt fails after writing {fail_on}")
                 batch = []
-        if batch:
-            yield from _write_batch(store, config, batch, figures)
-        with lock:
-            failure_now = failure[:]
-        if failure_now:
-            raise failure_now[0]
     finally:
         with lock:
-            if not failure:
-                failure.append(RuntimeError("task ended"))  # stops idle workers
+            stopped[0] = True
             lock.notify_all()
         for w in workers:
             w.join(timeout=s.download_timeout + 5)
