@@ -495,8 +495,8 @@ def spark_command(
         typer.echo(f"layer {f.layer} (depth {f.depth}): {f.urls} URLs, {f.pages} pages, {f.errors} errors, "
                    f"{f.queued} new links | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
-                   f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | total {total.pages} pages, "
-                   f"{total.pages_per_second:.1f} pages/s")
+                   f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
+                   f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
     from gridcrawl.cli_common import stop_on_signals
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,

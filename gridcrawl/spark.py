@@ -400,8 +400,9 @@ def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[st
 @dataclass
 class LayerFigures:
     """What one layer did: its number and depth, URLs, pages fetched (errors included), new
-    links queued, and seconds of each stage (wall time on the driver; ``fetch``/``parse``
-    summed over the tasks)."""
+    links queued, seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
+    summed over the tasks), and the largest peak RSS of the Python workers that ran its
+    download tasks (bytes)."""
 
     layer: int
     depth: int
