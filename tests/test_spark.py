@@ -7,6 +7,8 @@ sites on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (one host each) and real SQLite craw
   servers' own arrival times.
 * A task failing mid-layer (a test hook fails its first attempt) is retried by Spark, and
   nothing is stored twice.
+* The download stage waits out a host's delay left over from the previous layer.
+* Several Python workers write one PostgreSQL crawl database (skipped without the server).
 * A ``gridcrawl spark`` killed mid-layer is resumed on Spark (with ``--max-pages``) and the
   crawl is finished on the grid (``gridcrawl run``) over the same tables.
 
@@ -257,3 +259,24 @@ def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tm
     for table in ("document", "visited_url"):
         assert _one(db_path, f"SELECT COUNT(*) FROM {table}") == len(expected), table
     assert _one(db_path, "SELECT COUNT(*) FROM to_visit_url") == 0
+
+
+@pytest.mark.postgres
+def test_spark_crawl_into_postgresql(sc, postgres_url):
+    """The database a cluster needs: tasks in several Python workers write one PostgreSQL
+    crawl database at once; every reachable page is stored once."""
+    import sqlalchemy as sa
+    site = generate_site(20, links_per_page=4, seed=22, unreachable=2)
+    srv = SiteServer(site).start()
+    try:
+        result = _crawl(sc, postgres_url, [srv.url("/")], [], apply_batch=3)
+        engine = sa.create_engine(postgres_url)
+        with engine.connect() as conn:
+            urls = conn.execute(sa.text("SELECT url FROM document")).scalars().all()
+            visited = conn.execute(sa.text("SELECT COUNT(*) FROM visited_url")).scalar()
+            left = conn.execute(sa.text("SELECT COUNT(*) FROM to_visit_url")).scalar()
+        engine.dispose()
+        assert sorted(urls) == sorted(srv.url(p) for p in reachable(site))
+        assert visited == result.pages == len(urls) and left == 0
+    finally:
+        srv.stop()
