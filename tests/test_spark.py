@@ -202,8 +202,10 @@ def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
         hooked = srv.url("/p/9.html")
         # the first attempt of the task owning the host fails mid-layer, right after writing /p/9.html
         result = _crawl(sc, f"sqlite:///{db}", [srv.url("/")], [], apply_batch=1, threads=2,
-                        fail_first_attempt_on=hooked)
+                        spark_layer_urls=6, fail_first_attempt_on=hooked)
         assert set(_documents(db)) == expected  # the layer finished: Spark ran the failed task again
+        depths = [f.depth for f in result.layers]
+        assert max(f.urls for f in result.layers) <= 6 and len(depths) > len(set(depths)) and depths == sorted(depths)
         assert _one(db, "SELECT COUNT(*) FROM document") == len(expected)  # written twice, stored once
         assert _one(db, "SELECT COUNT(*) FROM visited_url") == len(expected) == result.pages
         assert _one(db, "SELECT attempts FROM visited_url WHERE url = '%s'" % hooked) == 1
