@@ -104,7 +104,7 @@ def running(app: dict | None) -> int:
 def _browser():
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                      "(pip install playwright; it drives Debian's chromium, no browser download)")
-    if not Path(CHROMIUM).exists():
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium) — set GRIDCRAWL_CHROMIUM to another")
     return playwright
 

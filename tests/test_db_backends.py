@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from dbfixtures import KNOWN_THREADS, insert_known_timings
+from dbfixtures import KNOWN_THREADS, import_pyodbc, insert_known_timings
 from gridcrawl import models, report, views
 from gridcrawl.cli import app
 from gridcrawl.db import DatabaseUnavailable, init_schema, open_database, schema_version
@@ -56,7 +56,7 @@ def test_missing_python_driver():
 
 
 def test_missing_odbc_driver_names_what_to_install():
-    pyodbc = pytest.importorskip("pyodbc")
+    pyodbc = import_pyodbc()
     if "ODBC Driver 18 for SQL Server" in pyodbc.drivers():
         pytest.skip("Microsoft's ODBC driver is installed here")
     message = one_line_error("mssql+pyodbc://sa:secret@127.0.0.1:1/crawl?driver=ODBC+Driver+18+for+SQL+Server")
