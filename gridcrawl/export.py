@@ -190,8 +190,8 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         headers.append(("content-length", str(len(body))))
         fetched = row.get("fetched_at")
         if isinstance(fetched, _dt.datetime):
-            if fetched.tzinfo is None:
-                fetched = fetched.replace(tzinfo=_dt.timezone.utc)
+            if fetched.tzinfo is not None:  # warcio wants naive UTC: it appends the "Z" itself
+                fetched = fetched.astimezone(_dt.timezone.utc).replace(tzinfo=None)
             date = datetime_to_iso_date(fetched, use_micros=True)
         else:
             date = writer.curr_warc_date()
