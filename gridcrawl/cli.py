@@ -297,6 +297,7 @@ def report(
     import sqlalchemy as sa
     try:
         if application:
+            application = rep.resolve_application(engine, application)
             _print_timings(rep.executor_timings(engine, application))
         else:
             _print_executor_summary(rep.executor_summary(engine))

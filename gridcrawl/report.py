@@ -38,6 +38,27 @@ _thread_timing = sa.table(
 )
 
 
+def resolve_application(engine: Engine, application_id: str) -> str:
+    """The full id of the application whose id is ``application_id`` or starts with it (at least
+    4 characters, as pause/resume accept and the client's summary shows 8). Raises
+    :class:`ReportError` when none or more than one matches, naming the candidates."""
+    from gridcrawl import models
+    app = models.application.c
+    with engine.connect() as conn:
+        if conn.execute(sa.select(app.application_id).where(app.application_id == application_id)).first():
+            return application_id
+        found = [] if len(application_id) < 4 else list(conn.scalars(
+            sa.select(app.application_id).where(app.application_id.startswith(application_id, autoescape=True))
+            .order_by(app.application_id).limit(6)))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ReportError(f"application id {application_id!r} is ambiguous: {', '.join(found[:5])}"
+                          f"{' ...' if len(found) > 5 else ''} (give more characters)")
+    short = " (give at least 4 characters)" if len(application_id) < 4 else ""
+    raise ReportError(f"no application {application_id!r} in this database{short}")
+
+
 def _float(value) -> float | None:
     return None if value is None else float(value)
 

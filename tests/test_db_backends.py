@@ -5,6 +5,7 @@ init`` — on SQLite, PostgreSQL and MariaDB (servers on 127.0.0.1; skipped when
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import re
 import sys
@@ -228,6 +229,33 @@ def test_report_prints_the_summaries_and_draws_the_timeline(db_url, tmp_path):
     result = CliRunner().invoke(app, ["report", "--db", db_url, "--application", "a1"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "threads per executor" in result.output and "ex-3" not in result.output
+
+
+def test_report_accepts_a_unique_application_id_prefix_and_refuses_others(sqlite_url):
+    """The client's summary shows 8 characters of the application id: ``report --application``
+    takes that prefix (issue 21: it printed empty tables, exit 0); ambiguous, too short or unknown
+    ids are one line, exit 2."""
+    from gridcrawl import models
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    full = "3f9c2a17-0000-4000-8000-000000000001"
+    with engine.begin() as conn:
+        conn.execute(models.application.update().where(models.application.c.application_id == "a1")
+                     .values(application_id=full))
+        conn.execute(models.thread.update().values(application_id=full))
+        conn.execute(models.application.insert(), [
+            {"application_id": f"77aa{i}000-0000-4000-8000-000000000000", "state": 2, "usr_name": "u",
+             "application_name": f"other {i}", "time_created": dt.datetime(2024, 5, 2)} for i in (1, 2)])
+    engine.dispose()
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--application", full[:8]],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "ex-1" in result.output and "ex-2" in result.output and "known timings" in result.output
+    assert "other 1" not in result.output
+    for given, says in (("77aa", "ambiguous"), ("3f9", "at least 4"), ("deadbeef", "no application")):
+        result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--application", given])
+        assert result.exit_code == 2 and says in result.output, (given, result.output)
+        assert len(result.output.strip().splitlines()) == 1
 
 
 def test_report_without_matplotlib_says_what_to_install(sqlite_url, tmp_path, monkeypatch):
