@@ -20,6 +20,7 @@ from gridcrawl.cli_common import fail, setup_logging
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
+from gridcrawl.client.cli import RETRY_HELP
 
 app = typer.Typer(add_completion=False, help="gridcrawl: a grid web crawler (manager, executors, client).")
 db_app = typer.Typer(add_completion=False, help="Database set-up.")
@@ -75,6 +76,7 @@ def run(
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     progress: bool = typer.Option(True, help="show a progress bar"),
     log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)"),
     http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
@@ -97,7 +99,7 @@ def run(
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
-    from gridcrawl.client.cli import run_crawl
+    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl
     from gridcrawl.client.store import check_seed
     from gridcrawl.urls import InvalidURL
     seeds = seeds or []
@@ -140,11 +142,17 @@ def run(
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
-                                                                    settings.connect_timeout))
+                                                                    settings.connect_timeout),
+                           retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
+                           rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
+                                                                          else ""),
+                           files=[("manager database", manager_db),
+                                  ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
         _stop(processes)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+    exit_status(counts)
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
