@@ -252,8 +252,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     errors = store.error_summary() if counts["errors"] else []
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = db.split("?", 1)[0]
+    report_db = manager_db or "<the manager's --db URL>"
     commands = [("the threads per executor",
-                 f"gridcrawl report --db {manager_db or "<the manager's --db URL>"} --application {final.application_id[:8]}"),
+                 f"gridcrawl report --db {report_db} --application {final.application_id[:8]}"),
                 ("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl")]
     if errors:
         commands += [("every visited URL with its error kind and reason",
