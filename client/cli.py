@@ -221,9 +221,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
     try:
-        store = CrawlStore(open_database(db))
+        store = CrawlStore(open_database(db, existing=not seeds and rules is None))
     except DatabaseUnavailable as exc:
-        fail(str(exc))
+        fail(str(exc) if seeds or rules is not None else f"no seed URLs given and no crawl to resume: {exc}")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order)
     if retry_failed is not None:

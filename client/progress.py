@@ -3,6 +3,9 @@ with rich on stderr."""
 
 from __future__ import annotations
 
+import logging
+import sys
+
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,10 +30,18 @@ class ProgressView:
         self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0)
 
     def __enter__(self) -> "ProgressView":
+        stderr = sys.stderr
         self.bar.__enter__()
+        # log lines on stderr go through rich's proxy while the bar is shown, so each is printed
+        # on its own line above the bar instead of glued onto it
+        self._moved = [(h, h.setStream(sys.stderr)) for h in logging.getLogger().handlers
+                       if self.enabled and type(h) is logging.StreamHandler and h.stream is stderr
+                       and sys.stderr is not stderr]
         return self
 
     def __exit__(self, *exc) -> None:
+        for handler, stream in self._moved:
+            handler.setStream(stream)
         self.bar.__exit__(*exc)
 
     def update(self, progress) -> None:

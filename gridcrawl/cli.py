@@ -116,6 +116,8 @@ def run(
             fail(f"invalid rules: {exc}")
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if not seeds and rules is None and not (workdir / "crawl.db").exists():
+        fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
     if rules is not None:
@@ -298,7 +300,7 @@ def report(
     application_summary; with --application, that application's threads per executor) and,
     with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
     try:
-        engine = open_database(db)
+        engine = open_database(db, existing=True)
     except DatabaseUnavailable as exc:
         fail(str(exc))
     from gridcrawl import report as rep
@@ -367,7 +369,7 @@ def export_command(
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
     from gridcrawl.export import ExportError, export
     try:
-        engine = open_database(db)
+        engine = open_database(db, existing=True)
         result = export(engine, format, out, content=content)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))

@@ -83,7 +83,7 @@ def serve(
         curve = server_keys(curve_secret, curve_allow) if curve_secret is not None else None
     except KeyFileError as exc:
         fail(str(exc))
-    if curve is None and not is_loopback_endpoint(bind):
+    if curve is None and not is_loopback_endpoint(bind) and log_file:  # else the server's log says it on stderr
         typer.secho(f"WARNING: listening on {bind} without CURVE: connections are unencrypted (passwords too) and "
                     "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
                     "(see docs/security.md).", err=True, fg="red", bold=True)

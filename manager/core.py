@@ -251,7 +251,11 @@ class ManagerCore:
                 actions += self._lose_executor(ex, now, "lost")
         for app in self.applications.values():
             if app.peer is not None and now - app.last_seen > s.peer_timeout:
-                log.warning("application %s: client silent, detached (its threads go on)", app.application_id[:8])
+                if app.state == ApplicationState.STOPPED:  # a finished crawl's client has simply left
+                    log.debug("application %s: its client left after the crawl", app.application_id[:8])
+                else:
+                    log.warning("application %s: client silent, detached (its threads go on)",
+                                app.application_id[:8])
                 self.peers.pop(app.peer, None)
                 app.peer = None
         for ex in self.executors.values():

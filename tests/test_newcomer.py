@@ -7,13 +7,60 @@ exit status, and ``--retry-failed`` once the cause is fixed.
 
 from __future__ import annotations
 
+import os
+import pty
+import re
+import subprocess
+import sys
+import time
+
 import pytest
 
 from grid import Grid
 from sites import generate_site
 
-pytestmark = pytest.mark.e2e
 
+PROGRESS_AND_LOG = """
+import logging, time
+from gridcrawl.cli_common import setup_logging
+from gridcrawl.client.app import Progress
+from gridcrawl.client.progress import ProgressView
+setup_logging("INFO")
+with ProgressView(total=10) as view:
+    progress = Progress()
+    progress.pages = 3
+    view.update(progress)
+    time.sleep(0.3)
+    logging.getLogger("gridcrawl.client").info("crawl complete")
+    time.sleep(0.3)
+"""
+
+
+def test_log_lines_are_not_glued_onto_the_progress_bar():
+    """On a terminal (a pseudo-terminal here), a log line written while the bar is shown starts
+    a line of its own (issue 21: it was appended to the bar's line)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", PROGRESS_AND_LOG], stdin=follower, stdout=follower,
+                            stderr=follower, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert proc.wait(30) == 0, output
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output.decode(errors="replace"))  # drop terminal controls
+    lines = [line for line in re.split(r"[\r\n]", text) if "crawl complete" in line]
+    assert lines and all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in lines), lines
+    assert "3 pages" in text  # the bar was drawn
+
+
+@pytest.mark.e2e
 
 def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(tmp_path, site_server):
     site = generate_site(8, links_per_page=3, seed=21)
@@ -40,6 +87,8 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         grid.start_executor("allowed")
         again = grid.start_client("--retry-failed", "blocked")
         assert again.wait(timeout=90) == 0, grid.log("client.log")
+        time.sleep(4 * 0.75)  # past the client's liveness at the manager (0.25 s x 3), twice over
+        assert "client silent" not in grid.log("manager.log")  # a finished crawl's client just left
     finally:
         grid.stop()
     documents = grid.query("crawl", "SELECT count(*) FROM document")[0][0]
