@@ -170,7 +170,10 @@ class Application:
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     done: int = 0                        # threads finished (results received, failed ones included)
+    errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
     time_completed: float | None = None
+    first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
+    last_finished: float | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -507,6 +510,8 @@ class ManagerCore:
                            spec.priority, spec.instruction, now, host=url_host(spec.url))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
+            if app.first_submitted is None:
+                app.first_submitted = now
             self._enqueue(t)
             rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
                          "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
@@ -646,9 +651,11 @@ class ManagerCore:
     def _remember(self, t: GridThread, executor_name: str | None) -> None:
         """Count a finished thread for its application and keep it in :attr:`recent`."""
         app = self.applications.get(t.application_id)
+        page = t.result
         if app is not None:
             app.done += 1
-        page = t.result
+            app.errors += 1 if t.failed or page is None or page.error_kind else 0
+            app.last_finished = t.time_finished
         self.recent.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
@@ -924,13 +931,17 @@ class ManagerCore:
                     live.append(t)
             if len(applications) >= SNAPSHOT_APPLICATIONS:
                 continue
-            end = app.time_completed if app.time_completed is not None else now
-            elapsed = max(0.0, end - app.time_created)
+            # crawl seconds (README "Figures"): first thread submitted -> last finished, or now
+            # while threads of it are queued or running
+            start = app.first_submitted if app.first_submitted is not None else app.time_created
+            live_threads = by_state["READY"] + by_state["SCHEDULED"] + by_state["STARTED"]
+            end = now if live_threads and not app.paused else (app.last_finished or app.time_completed or now)
+            elapsed = max(0.0, end - start)
             applications.append({
                 "application_id": app.application_id, "name": app.name, "owner": app.user,
                 "state": self._application_state(app), "attached": app.peer is not None, "threads": by_state,
-                "done": app.done, "elapsed": elapsed, "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0,
-                "time_created": app.time_created})
+                "done": app.done, "errors": app.errors, "elapsed": elapsed,
+                "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
 
         threads = []
         for t in sorted(live, key=lambda t: t.time_assigned or 0.0, reverse=True)[:RECENT_THREADS]:

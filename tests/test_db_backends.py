@@ -171,19 +171,24 @@ def test_views_report_known_seconds(db_url, request):
     assert (e1.threads, e1.pages, e1.failed) == (2, 2, 0)
     assert e1.mean_run_seconds == approx(1.5) and e1.min_run_seconds == approx(0.5)
     assert e1.max_run_seconds == approx(2.5) and e1.mean_queue_wait_seconds == approx(1.625)
-    assert e1.pages_per_second == approx(2 / 2.5)               # busy from 1.25 s to 3.75 s
+    # pages per crawl second of the grid (first submitted 0 s, last finished 5.000123 s): the
+    # executors' rates add up to the grid's (issue 21: each over its own busy span, more in sum)
+    assert e1.pages_per_second == pytest.approx(2 / 5.000123, rel=1e-3)
     assert (e2.threads, e2.pages, e2.failed) == (2, 1, 1)
     assert e2.mean_run_seconds == approx(4.000123) == e2.max_run_seconds
-    assert e2.pages_per_second == pytest.approx(1 / 4.000123, rel=1e-3)
+    assert e2.pages_per_second == pytest.approx(1 / 5.000123, rel=1e-3)
     assert (e3.threads, e3.pages, e3.mean_run_seconds, e3.pages_per_second) == (0, 0, None, None)
     assert (e2.cpu_max, e2.cpu_usage, e2.cpu_totalusage, e2.num_cpus, e3.is_connected) == (4800.0, 20.0, 3.0, 2, False)
 
     (app_row,) = report.application_summary(engine)
     assert (app_row.threads, app_row.pages, app_row.failed, app_row.executors) == (5, 3, 1, 2)
-    assert app_row.elapsed_seconds == approx(10.0) and app_row.pages_per_second == approx(0.3)
+    assert app_row.elapsed_seconds == approx(5.000123)  # crawl seconds: first submitted -> last finished
+    assert app_row.pages_per_second == pytest.approx(3 / 5.000123, rel=1e-3)
+    assert e1.pages_per_second + e2.pages_per_second == pytest.approx(app_row.pages_per_second, rel=1e-3)
 
     timings = {t.executor_id: t for t in report.executor_timings(engine, "a1")}
     assert timings["e1"].threads == 2 and timings["e1"].mean_wait_seconds == approx(1.625)
+    assert sum(t.pages_per_second for t in timings.values()) == pytest.approx(app_row.pages_per_second, rel=1e-3)
     assert timings["e2"].max_seconds == approx(4.000123) and "e3" not in timings
     engine.dispose()
 
