@@ -198,6 +198,9 @@ class ManagerCore:
         # executor id -> user who registered it, from the database after a restart (an id is
         # reclaimed only by its own user, even when the manager has not seen it since starting)
         self.executor_owners: dict[str, str] = {}
+        # (name, host, user) -> executor id of executors recorded earlier (restored from SQL): an
+        # executor started again under the same name on the same host and user keeps its id
+        self.executor_names: dict[tuple[str, str, str], str] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
@@ -275,6 +278,13 @@ class ManagerCore:
 
     # -------------------------------------------------------------------------- executors
 
+    def _same_executor(self, m: p.Register) -> str | None:
+        """The id of a known executor that is not connected and has ``m``'s name, host and user
+        (an executor process started again), else None."""
+        executor_id = self.executor_names.get((m.name, m.host, m.user))
+        ex = self.executors.get(executor_id or "")
+        return executor_id if executor_id and (ex is None or not ex.connected) else None
+
     def on_register(self, peer: bytes, m: p.Register, now: float) -> list[Action]:
         """An executor joins (or rejoins after a reconnect): welcome it and give it work.
 
@@ -293,6 +303,11 @@ class ManagerCore:
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
             ex = self.executors.get(old[1])
+        if ex is None and not claimed_id:
+            # the same executor started again (gridcrawl run names them executor-1 ...): one row
+            # per executor in the records and the dashboard, not one per process
+            claimed_id = self._same_executor(m)
+            ex = self.executors.get(claimed_id or "")
         owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
         if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
@@ -311,6 +326,7 @@ class ManagerCore:
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         self.executors[executor_id] = ex
         self.executor_owners[executor_id] = m.user
+        self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
         row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,
