@@ -95,3 +95,80 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
     failed = grid.query("crawl", "SELECT count(*) FROM visited_url WHERE error_kind IS NOT NULL")[0][0]
     assert documents == 8 and failed == 0
     assert "1 failed URL queued again" in grid.log("client.log")
+
+
+# ------------------------------------------------------------------ 80 columns
+
+
+def _commands():
+    """(words, click command) of every command of the four programs, subcommands included."""
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+
+    def walk(words, command):
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():  # a group's subcommands
+            yield from walk(words + [name], sub)
+    for program, module in (("gridcrawl", cli), ("gridcrawl-manager", manager_cli),
+                            ("gridcrawl-executor", executor_cli), ("gridcrawl-client", client_cli)):
+        yield from walk([program], typer.main.get_command(module.app))
+
+
+def _help(words: list[str], columns: int = 80) -> str:
+    from typer.testing import CliRunner
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+    app = {"gridcrawl": cli, "gridcrawl-manager": manager_cli, "gridcrawl-executor": executor_cli,
+           "gridcrawl-client": client_cli}[words[0]].app
+    result = CliRunner().invoke(app, [*words[1:], "--help"], env={"COLUMNS": str(columns)}, prog_name=words[0])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_help_screen_fits_80_columns_with_whole_option_names():
+    """Issue 21: help screens cut option names (--heartbeat-inte…), labelled every flag <bool>,
+    showed raw ``reST``, and rich ate "[report]"."""
+    checked = 0
+    for words, command in _commands():
+        text = _help(words)
+        where = " ".join(words)
+        assert all(len(line) <= 80 for line in text.splitlines()), where
+        assert "…" not in text and "<bool>" not in text and "``" not in text, (where, text)
+        for param in command.params:
+            for name in param.opts + param.secondary_opts:
+                if name.startswith("--"):
+                    assert name in text, (where, name, text)
+        checked += 1
+    assert checked >= 12
+    assert "gridcrawl[report]" in _help(["gridcrawl", "report"])
+    top = _help(["gridcrawl"])
+    assert "--config" in top
+    client = _help(["gridcrawl-client"])  # the common options first, the rest in groups
+    assert client.index("--manager") < client.index("Connection and login") < client.index("--heartbeat-interval")
+
+
+def test_report_fits_80_columns_and_wide_shows_every_column(tmp_path):
+    from typer.testing import CliRunner
+    from dbfixtures import insert_known_timings
+    from gridcrawl.cli import app
+    from gridcrawl.db import open_database
+    url = f"sqlite:///{tmp_path / 'manager.db'}"
+    engine = open_database(url)
+    insert_known_timings(engine)
+    engine.dispose()
+    narrow = CliRunner().invoke(app, ["report", "--db", url], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert all(len(line) <= 80 for line in narrow.output.splitlines())
+    assert "…" not in narrow.output
+    for text in ("ex-1", "ex-2", "ex-3", "known timings", "pages/s", "crawl s"):
+        assert text in narrow.output
+    wide = CliRunner().invoke(app, ["report", "--db", url, "--wide"], env={"COLUMNS": "160"})
+    assert wide.exit_code == 0 and "…" not in wide.output
+    for text in ("host1", "CPU MHz", "mean wait s"):
+        assert text in wide.output and text not in narrow.output
