@@ -15,7 +15,8 @@ from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
 from gridcrawl.urls import InvalidURL
 
-app = typer.Typer(add_completion=False, rich_markup_mode="markdown", help="The gridcrawl crawler application: keeps the crawl's "
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="The gridcrawl crawler application: keeps the crawl's "
                   "document / visited_url / to_visit_url tables and submits one grid thread per URL.")
 
 
@@ -33,28 +34,44 @@ def crawl(
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)", rich_help_panel="Strategy and limits"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)", metavar="DOMAIN"),
-    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once", rich_help_panel="Strategy and limits"),
-    name: str = typer.Option("gridcrawl", help="application name recorded at the manager", rich_help_panel="Strategy and limits"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy and limits"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats", rich_help_panel="Connection and login"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost", rich_help_panel="Connection and login"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer", rich_help_panel="Connection and login"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Strategy and limits"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
+                                           metavar="DOMAIN"),
+    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once",
+                                           rich_help_panel="Strategy and limits"),
+    name: str = typer.Option("gridcrawl", help="application name recorded at the manager",
+                                           rich_help_panel="Strategy and limits"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies",
+                                      rich_help_panel="Strategy and limits"),
+    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
+                                      rich_help_panel="Connection and login"),
+    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
+                             rich_help_panel="Connection and login"),
+    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer",
+                             rich_help_panel="Connection and login"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
-                              "its base URLs are seeds; stored in the crawl database for a resume", rich_help_panel="Strategy and limits"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)', rich_help_panel="Strategy and limits"),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]", rich_help_panel="Strategy and limits"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]", rich_help_panel="Strategy and limits"),
+                              "its base URLs are seeds; stored in the crawl database for a resume",
+                                    rich_help_panel="Strategy and limits"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                             rich_help_panel="Strategy and limits"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                             rich_help_panel="Strategy and limits"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                           rich_help_panel="Strategy and limits"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output and logs"),
-    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)", rich_help_panel="Connection and login"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
+                                          rich_help_panel="Connection and login"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
                                       "needs --curve-server-key", rich_help_panel="Connection and login"),
-    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file", rich_help_panel="Connection and login"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
+                              rich_help_panel="Connection and login"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Output and logs"),
-    log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Output and logs"),
-    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Output and logs"),
+    log_file: str = typer.Option(None, help="write the log to this file instead of stderr",
+                              rich_help_panel="Output and logs"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line",
+                                        rich_help_panel="Output and logs"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:

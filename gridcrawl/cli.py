@@ -22,20 +22,25 @@ from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.client.cli import RETRY_HELP
 
-app = typer.Typer(add_completion=False, rich_markup_mode="markdown", help="gridcrawl: a grid web crawler (manager, executors, client).")
-db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", help="Database set-up.")
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="gridcrawl: a grid web crawler (manager, executors, client).")
+db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                     help="Database set-up.")
 app.add_typer(db_app, name="db")
-keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", help="CURVE key pairs for encrypted connections (docs/security.md).")
+keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                       help="CURVE key pairs for encrypted connections (docs/security.md).")
 app.add_typer(keys_app, name="keys")
-config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", help="The configuration: TOML file (--config), GRIDCRAWL_* "
+config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                         help="The configuration: TOML file (--config), GRIDCRAWL_* "
                          "variables, command-line options (docs/operations.md).")
 app.add_typer(config_app, name="config")
 
 
 @app.callback()
 def _options(
-    config_file: Path = typer.Option(None, "--config", show_default=False, help="TOML configuration file for every command (also $GRIDCRAWL_CONFIG; "
-                                "then GRIDCRAWL_* variables, then options; docs/operations.md)"),
+    config_file: Path = typer.Option(None, "--config", show_default=False,
+                                     help="TOML configuration file for every command (also $GRIDCRAWL_CONFIG; "
+                                     "then GRIDCRAWL_* variables, then options; docs/operations.md)"),
 ) -> None:
     """gridcrawl: a grid web crawler (manager, executors, client)."""
     # --config is read (and taken out of the command line) by gridcrawl.config.run_program before
@@ -70,25 +75,35 @@ def run(
     threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)", rich_help_panel="Scope and politeness"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt", rich_help_panel="Scope and politeness"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Scope and politeness"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
+                                           rich_help_panel="Scope and politeness"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)", rich_help_panel="Scope and politeness"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host", rich_help_panel="Scope and politeness"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
+                                           rich_help_panel="Scope and politeness"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
+                                 rich_help_panel="Scope and politeness"),
     concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once", rich_help_panel="Scope and politeness"),
+                                                     help="threads of one host in flight at once",
+                                 rich_help_panel="Scope and politeness"),
     no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
                               "its base URLs are seeds", rich_help_panel="Strategy"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)', rich_help_panel="Strategy"),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]", rich_help_panel="Strategy"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]", rich_help_panel="Strategy"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                                     rich_help_panel="Strategy"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                                     rich_help_panel="Strategy"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                    rich_help_panel="Strategy"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
-                                            "the seeds' own private or loopback addresses are always allowed)", metavar="CIDR"),
+                                            "the seeds' own private or loopback addresses are always allowed)",
+                              metavar="CIDR"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output"),
-    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)", rich_help_panel="Output"),
+    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)",
+                                        rich_help_panel="Output"),
     http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
 ) -> None:
     """Run a manager, EXECUTORS executor processes and a client on this machine and crawl SEEDS.
