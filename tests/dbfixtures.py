@@ -49,7 +49,8 @@ _unavailable: dict[str, str | None] = {}
 
 
 def _no_server(kind: str, reason: str) -> None:
-    message = f"no {kind} server for this test: {reason}"
+    variable = "GRIDCRAWL_TEST_POSTGRES" if kind == "PostgreSQL" else "GRIDCRAWL_TEST_MARIADB"
+    message = f"no {kind} server for this test: {reason} (start one, or set {variable}; docs/databases.md)"
     if os.environ.get("GRIDCRAWL_REQUIRE_DATABASES"):
         pytest.fail(message + " (GRIDCRAWL_REQUIRE_DATABASES is set)")
     pytest.skip(message)
