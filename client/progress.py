@@ -74,7 +74,8 @@ class ProgressView:
             kinds.add_column("count", justify="right")
             kinds.add_column("example", overflow="fold")
             for group in errors:
-                kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{group.error}".strip()))
+                reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
+                kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
             self.console.print(kinds)
         for what, path in files:
             self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
