@@ -146,6 +146,8 @@ def test_invalid_settings(tmp_path):
 
 
 def test_report_on_a_database_without_gridcrawl_tables(tmp_path):
+    import sqlite3
+    sqlite3.connect(tmp_path / "empty.db").close()  # an empty database file (a missing one: see above)
     rc, out, _ = run("gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/empty.db")
     assert_user_error(rc, out, "not a gridcrawl manager database")
 
