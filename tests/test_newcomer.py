@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pty
+from pathlib import Path
 import re
 import subprocess
 import sys
@@ -78,6 +79,7 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         assert "every page of this crawl failed" in out
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
+        assert f"crawl database: {grid.crawl_db}" in out and "gridcrawl report --db" in out
         # the executor said so once, as a WARNING, with the option to use
         warnings = [line for line in grid.log("private.log").splitlines() if "SSRF guard" in line]
         assert len(warnings) == 1 and "WARNING" in warnings[0] and "--allow-private 127.0.0.0/8" in warnings[0]
@@ -172,3 +174,25 @@ def test_report_fits_80_columns_and_wide_shows_every_column(tmp_path):
     assert wide.exit_code == 0 and "…" not in wide.output
     for text in ("host1", "CPU MHz", "mean wait s"):
         assert text in wide.output and text not in narrow.output
+
+
+# ------------------------------------------------------------------ CI as the docs say
+
+
+def test_ci_script_installs_the_readmes_packages_starts_both_servers_and_requires_them():
+    """``.ci/run`` installs the system packages the README lists (one list), starts PostgreSQL
+    and MariaDB, sets GRIDCRAWL_REQUIRE_DATABASES=1 as docs/databases.md says, and runs the
+    README's test command (issue 21: it started PostgreSQL only, ``|| true``, and never set it)."""
+    root = Path(__file__).resolve().parent.parent
+    script = (root / ".ci" / "run").read_text()
+    assert subprocess.run(["bash", "-n", str(root / ".ci" / "run")]).returncode == 0
+    packages = set(re.search(r'^packages="([^"]+)"', script, re.M).group(1).split())
+    readme = (root / "README.md").read_text()
+    tests_section = readme[readme.index("## Tests"):]
+    listed = set(re.findall(r"`([a-z0-9][a-z0-9.+-]+)`", tests_section.split("| package | used by |")[1].split("\n\n")[0]))
+    assert packages <= listed and packages, (packages, listed)
+    assert "pg_ctlcluster --skip-systemctl-redirect" in script and "/usr/sbin/mariadbd" in script
+    assert "main start || true" not in script  # a server that does not start is a failure, not a skip
+    assert "export GRIDCRAWL_REQUIRE_DATABASES=1" in script
+    assert script.rstrip().endswith("python -m pytest -q")
+    assert "python -m pytest -q" in readme
