@@ -520,6 +520,7 @@ def spark_command(
                               metavar="KEYWORDS", rich_help_panel="Strategy"),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
                                         rich_help_panel="Strategy"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
 ) -> None:
     """Crawl SEEDS on Apache Spark, layer by layer (ParaCA): the frontier partitioned by host,
     download and parse in the tasks with the executor's code, optimise (distinct, anti-join on
@@ -549,9 +550,9 @@ def spark_command(
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
     if reason := gs.spark_unavailable():
         fail(reason)
-    from gridcrawl.client.cli import open_crawl
+    from gridcrawl.client.cli import exit_status, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds or [], allow_domain or [], rules=rules, focus=focus,
-                              min_relevance=min_relevance)
+                              min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed))
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
     sc = gs.spark_context(master, ui=ui)
     if sc.uiWebUrl:
@@ -576,6 +577,9 @@ def spark_command(
     typer.echo(f"{result.pages} pages in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
                f"{len(result.layers)} layers; tables: {counts['documents']} documents, {counts['visited']} visited, "
                f"{counts['to_visit']} to visit, {counts['errors']} errors")
+    errors = store.error_summary() if counts["errors"] else []
+    exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers),
+                 "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
 
 
 def _absolute_sqlite(db: str) -> str:

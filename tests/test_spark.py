@@ -282,3 +282,17 @@ def test_spark_crawl_into_postgresql(sc, postgres_url):
         assert visited == result.pages == len(urls) and left == 0
     finally:
         srv.stop()
+
+
+def test_spark_command_exits_1_when_every_page_failed(tmp_path):
+    """``gridcrawl spark`` as a process: a seed whose server refuses connections is recorded as
+    a failed page, the summary says so, and the exit status is 1 (as ``gridcrawl run``'s)."""
+    from grid import free_port
+    seed = f"http://127.0.0.1:{free_port()}/"
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", seed, "--db", f"sqlite:///{tmp_path / 'c.db'}",
+                           "--master", "local[1]", "--partitions", "1"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "every page of this crawl failed (1: connection 1)" in proc.stderr, proc.stderr[-2000:]
+    assert "layer 1 (depth 0): 1 URLs, 1 pages, 1 errors" in proc.stdout
+    assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
