@@ -42,6 +42,14 @@ def crawl(
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    recrawl: bool = typer.Option(False, "--recrawl", help="visit again the stored documents whose next visit is "
+                                 "due (conditional requests; docs/recrawl.md), then the new links they bring"),
+    recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document, "
+                                     "due or not"),
+    watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
+                               "come due, until stopped (SIGINT/SIGTERM)"),
+    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
+                                       "version in document_version (for WARC export)"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
@@ -61,18 +69,29 @@ def crawl(
         return
     if db is None:
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
+    mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         check_endpoint(manager)
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
                             max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
-                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
+                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
+                            **({"keep_versions": True} if keep_versions else {})).validate()
     except ValueError as exc:
         fail(str(exc))
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+              curve=curve, recrawl=mode, watch=watch)
+
+
+def recrawl_mode(recrawl: bool, recrawl_all: bool, watch: bool) -> str | None:
+    """The recrawl mode of the options: ``"all"`` (``--recrawl-all``), ``"due"``
+    (``--recrawl``) or ``None``. Exits with status 2 when ``--watch`` comes without a recrawl."""
+    mode = "all" if recrawl_all else "due" if recrawl else None
+    if watch and mode is None:
+        fail("--watch needs --recrawl (or --recrawl-all)")
+    return mode
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -155,7 +174,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, recrawl: str | None = None, watch: bool = False) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
@@ -163,10 +182,13 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
-    there for its executors, so that this set-up overlaps their start-up).
+    there for its executors, so that this set-up overlaps their start-up). ``recrawl``
+    (``"due"``, ``"all"`` or ``None``) and ``watch``: a recrawl of the stored documents
+    (:class:`~gridcrawl.client.app.CrawlApplication`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
-    database, or a manager that does not answer. Returns the final counts of the crawl tables
-    plus ``seconds`` and ``pages_per_second`` of this run.
+    database, a recrawl of a database without documents, or a manager that does not answer.
+    Returns the final counts of the crawl tables plus ``seconds`` and ``pages_per_second`` of
+    this run, and ``recrawl`` (the recrawl's counts, or None).
     """
     from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
     from gridcrawl.client.progress import ProgressView
@@ -177,10 +199,14 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    from gridcrawl.schedule import AdaptiveSchedule
     try:
-        store = CrawlStore(open_database(db))
+        store = CrawlStore(open_database(db), schedule=AdaptiveSchedule.from_settings(settings),
+                           keep_versions=settings.keep_versions)
     except DatabaseUnavailable as exc:
         fail(str(exc))
+    if recrawl and not store.counts()["documents"]:
+        fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order)
     store.add_seeds(seeds)
@@ -189,7 +215,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
-                                   user=user, password=password, curve=curve)
+                                   user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()
     with view:
@@ -201,7 +227,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             fail(f"the manager refused the application: {exc}")
     counts = store.counts()
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  application_id=final.application_id)
+                  application_id=final.application_id, recrawl=final.recrawl)
     view.summary(counts)
     return counts
 
