@@ -25,6 +25,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
@@ -434,6 +435,8 @@ class CrawlStore:
                 values["gone_at"] = None
             updates.append(values)
             visit = dict(visit_rows[o.pending.fingerprint])
+            if found_now == "gone":
+                visit["error_kind"] = ErrorKind.GONE.value
             visited_updates.append({"b_fp": visit.pop("fingerprint"), **{k: visit[k] for k in
                                     ("status", "error_kind", "error", "attempts", "visited_at")}})
         _execute_grouped(conn, document, document.c.fingerprint, updates)

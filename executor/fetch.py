@@ -73,6 +73,7 @@ class ErrorKind(str, enum.Enum):
     ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
     OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+    GONE = "gone"  #: a stored document answered 404/410 on a recrawl (set by the client, not the fetcher)
 
 
 class HopRefusal(NamedTuple):

@@ -122,7 +122,7 @@ def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site
     gone = after[url("/gone.html")]
     assert gone[4] is not None and gone[5] == 404 and gone[6] == before[url("/gone.html")][6]
     assert grid.query("crawl", "SELECT status, error_kind FROM visited_url WHERE url = ?", url("/gone.html")) == \
-        [(404, "http_status")]
+        [(404, "gone")]
 
     counts = grid.query("crawl", "SELECT mode, due, fetched, not_modified, unchanged, changed, gone, revived, "
                                  "errors, new, finished_at IS NOT NULL FROM recrawl")
