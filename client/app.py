@@ -307,7 +307,8 @@ class CrawlApplication:
                         log.info("recrawl: %d more documents due", due)
                         exhausted = False
                     next_look = self._next_look()
-                if exhausted and not self.in_flight and not self.results and not self.watch:
+                limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
+                if exhausted and not self.in_flight and not self.results and (not self.watch or limit):
                     send(self.socket, p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break

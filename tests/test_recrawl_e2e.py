@@ -4,7 +4,6 @@ the recrawl counts, version history and the WARC export of revisits."""
 
 from __future__ import annotations
 
-import io
 import signal
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import time
 import pytest
 
 from gridcrawl.urls import canonical_url
+from docsite import DOCS_ROOT, docs_available, serve_python_docs
 from grid import Grid, wait_for
 from sites import Site
 
@@ -217,3 +217,49 @@ def test_recrawl_options_refuse_bad_use(tmp_path):
     empty = subprocess.run(base + ["--recrawl"], capture_output=True, text=True, timeout=60)
     assert empty.returncode == 2 and "nothing to recrawl" in empty.stderr
     assert "Traceback" not in empty.stderr
+
+
+_NO_DOCS = docs_available()
+
+
+@pytest.mark.skipif(_NO_DOCS is not None, reason=f"docs site unavailable: {_NO_DOCS}")
+def test_gridcrawl_run_recrawls_nginx_with_304s(tmp_path):
+    """``gridcrawl run --recrawl-all`` against nginx serving a copy of 40 pages of the Python docs:
+    nginx answers the conditional requests, a touched file comes back in full and is found
+    unchanged, an edited one changed, and every other page is a 304."""
+    import os
+    import shutil
+    root = tmp_path / "html"
+    shutil.copytree(os.path.realpath(DOCS_ROOT), root, symlinks=False,
+                    ignore=shutil.ignore_patterns("_sources", "_images", "_downloads", "c-api", "library"))
+    workdir = tmp_path / "run"
+    command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "1", "--threads", "4", "--workdir",
+               str(workdir), "--no-progress"]
+    with serve_python_docs(root=str(root)) as base:
+        first = subprocess.run(command + [f"{base}/index.html", "--max-pages", "40"], capture_output=True,
+                               text=True, timeout=180)
+        assert first.returncode == 0, first.stderr[-2000:]
+        grid = Grid(workdir)
+        stored = {url: (etag, lm) for url, etag, lm in
+                  grid.query("crawl", "SELECT url, etag, last_modified FROM document WHERE status = 200")}
+        assert stored and all(etag and lm for etag, lm in stored.values()), "nginx sends both validators"
+        paths = sorted(url[len(base):] for url in stored if url.endswith(".html") and url != f"{base}/index.html")
+        touched, edited = paths[0], paths[1]
+        later = time.time() + 10
+        os.utime(root / touched.lstrip("/"), (later, later))
+        with open(root / edited.lstrip("/"), "a", encoding="utf-8") as fh:
+            fh.write("<!-- edited -->\n")
+        again = subprocess.run(command + ["--recrawl-all"], capture_output=True, text=True, timeout=180)
+        assert again.returncode == 0, again.stderr[-2000:]
+    counts = grid.query("crawl", "SELECT due, fetched, not_modified, unchanged, changed, gone FROM recrawl")
+    assert counts == [(len(stored), 2, len(stored) - 2, 1, 1, 0)]
+    assert grid.query("crawl", "SELECT url FROM document_version") == [(base + edited,)]
+    assert "not modified (304)" in again.stderr
+
+
+def test_run_and_report_refuse_bad_use(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--watch", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--watch needs --recrawl" in run.stderr and "Traceback" not in run.stderr
+    report = subprocess.run([sys.executable, "-m", "gridcrawl", "report"], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 2 and "--crawl-db" in report.stderr and "Traceback" not in report.stderr
