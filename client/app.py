@@ -323,11 +323,14 @@ class CrawlApplication:
 
     def _next_look(self) -> float:
         """``--watch``: the monotonic time of the next look for documents coming due: when the
-        earliest is due, but at most ``watch_interval`` seconds from now."""
-        wait = self.settings.watch_interval
+        earliest is due, but at most ``watch_interval`` seconds from now, and at least 1 s (or
+        ``watch_interval`` if shorter), so that documents in flight, due until their results are
+        applied, do not make the client look again on every pass of its loop."""
+        longest = self.settings.watch_interval
+        wait = longest
         due = self.store.next_due()
         if due is not None:
-            wait = min(wait, max(0.0, (due - utcnow()).total_seconds()))
+            wait = min(wait, max(min(1.0, longest), (due - utcnow()).total_seconds()))
         return time.monotonic() + wait
 
     def _adopt(self, thread_id: int) -> Pending | None:
