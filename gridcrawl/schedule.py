@@ -91,7 +91,7 @@ class AdaptiveSchedule:
         and ``gone`` lengthen it by ``inc_rate`` (a gone page is looked at less and less
         often, but still looked at: it may come back); ``error`` keeps it. Seconds, clamped.
         """
-        current = self.first_interval() if interval is None or interval <= 0 else interval
+        current = self.first_interval() if interval is None or interval <= 0 else float(interval)
         if found in ("changed", "revived"):
             current *= 1.0 - self.dec_rate
         elif found in ("not_modified", "unchanged", "gone"):

@@ -1,7 +1,7 @@
 """Recrawl pieces without the grid: the adaptive schedule and verdicts (pure), conditional requests
 of the fetcher and the executor's visit against a real local server, and the crawl store's
-recrawl (due documents, 304 / unchanged / changed / gone applied once) on a real SQLite file,
-with the WARC export of kept versions."""
+recrawl (due documents, 304 / unchanged / changed / gone applied once) on a real SQLite file
+and real PostgreSQL and MariaDB servers, with the WARC export of kept versions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import hashlib
 import io
 
 import pytest
+import sqlalchemy as sa
 
-from gridcrawl import protocol as p
+from gridcrawl import models, protocol as p
 from gridcrawl.client.app import _validators
 from gridcrawl.client.store import CrawlStore, Outcome, Scope
 from gridcrawl.db import open_database
@@ -147,11 +148,12 @@ def crawl_once(store: CrawlStore, fetcher: Fetcher, scope: Scope) -> dict:
     return totals
 
 
-def test_store_recrawl_applies_each_visit_once_and_keeps_versions(tmp_path, site_server):
+def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_server):
+    """On SQLite, PostgreSQL and MariaDB (servers that do not answer are skipped)."""
     site = conditional_site()
     server = site_server(site)
     fetcher = Fetcher(user_agent=UA)
-    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), keep_versions=True,
+    store = CrawlStore(open_database(db_url), keep_versions=True,
                        schedule=AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0))
     scope = store.scope([server.url("/e.html")], [], -1)
     store.add_seeds([server.url("/e.html")])
@@ -171,7 +173,7 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(tmp_path, site
     assert (first["not_modified"], first["new"]) == (2, 0)
     assert second["not_modified"] == 0, "a visit applied twice counts once"
     with store.engine.connect() as conn:
-        intervals = [r[0] for r in conn.exec_driver_sql("SELECT fetch_interval FROM document")]
+        intervals = [float(r) for r in conn.execute(sa.select(models.document.c.fetch_interval)).scalars()]
     assert intervals == [pytest.approx(140.0)] * 2
 
     site.pages["/e.html"] = site.pages["/e.html"].replace(b"<body>", b"<body>edited ")
@@ -185,11 +187,12 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(tmp_path, site
     assert (done["changed"], done["gone"]) == (1, 1)
     counts = store.counts()
     assert (counts["documents"], counts["gone"], counts["versions"]) == (2, 1, 1)
+    d, v = models.document.c, models.document_version.c
     with store.engine.connect() as conn:
-        version = conn.exec_driver_sql("SELECT content, etag FROM document_version").one()
-        doc = conn.exec_driver_sql("SELECT content, etag, fetch_interval FROM document WHERE url LIKE '%e.html'").one()
+        version = conn.execute(sa.select(v.content, v.etag)).one()
+        doc = conn.execute(sa.select(d.content, d.etag, d.fetch_interval).where(d.url == server.url("/e.html"))).one()
     assert "edited" not in version[0] and version[1] == '"v1"'
-    assert "edited" in doc[0] and doc[1] == '"v2"' and doc[2] == pytest.approx(140.0 * 0.8)
+    assert "edited" in doc[0] and doc[1] == '"v2"' and float(doc[2]) == pytest.approx(140.0 * 0.8)
 
     from warcio.archiveiterator import ArchiveIterator
     from gridcrawl.export import export_warc
