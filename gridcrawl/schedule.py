@@ -33,9 +33,10 @@ def verdict(status: int | None, error_kind: str | None, digest: str | None, stor
     Args:
         status: the HTTP status of the final response (``None``: no response).
         error_kind: the page's :class:`~gridcrawl.executor.fetch.ErrorKind` value, or ``None``.
-        digest: hex SHA-256 of the body fetched now (``None``: no body).
-        stored_digest: the stored body's digest (``None``: stored before digests were kept,
-            which counts as changed: there is nothing to compare with).
+        digest: hex SHA-256 of the body fetched now (``None``: no body read, e.g. a non-HTML
+            page whose body is not downloaded).
+        stored_digest: the stored body's digest (``None``: no body was read, or stored before
+            digests were kept; a body now with no stored digest counts as changed).
         was_gone: the document was marked gone before this visit.
 
     A 404/410 is ``gone``; any other failure ``error``; any answer on a gone page ``revived``;
@@ -50,7 +51,7 @@ def verdict(status: int | None, error_kind: str | None, digest: str | None, stor
         return "revived"
     if status == 304:
         return "not_modified"
-    if digest is not None and digest == stored_digest:
+    if digest == stored_digest:  # also both None: a body never downloaded (non-HTML), nothing to compare
         return "unchanged"
     return "changed"
 

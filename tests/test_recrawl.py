@@ -62,6 +62,8 @@ def test_schedule_defaults_are_nutchs_and_come_from_settings():
     (200, None, "a", "a", False, "unchanged"),
     (200, None, "b", "a", False, "changed"),
     (200, None, "b", None, False, "changed"),          # stored before digests: nothing to compare
+    (200, None, None, None, False, "unchanged"),       # a body never downloaded (non-HTML), then or now
+    (200, None, None, "a", False, "changed"),          # a body then, none now
     (404, "http_status", None, "a", False, "gone"),
     (410, "http_status", None, "a", True, "gone"),
     (500, "http_status", None, "a", False, "error"),
