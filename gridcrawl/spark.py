@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
-import logging
 import os
 import queue as queue_mod
 import re
@@ -63,8 +62,6 @@ import sqlalchemy as sa
 
 from gridcrawl import models
 from gridcrawl.settings import Settings
-
-log = logging.getLogger("gridcrawl.spark")
 
 #: What to install when pyspark or Java is missing.
 INSTALL_HINT = "pip install 'gridcrawl[spark]' (pyspark) and a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
