@@ -101,8 +101,8 @@ APPLY_LINKS = 20_000
 
 
 def _links(outcome: Outcome) -> int:
-    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
-    return len(outcome.page.links) if outcome.page is not None else 0
+    """Rows (links and triples) an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) + len(outcome.page.triples) if outcome.page is not None else 0
 
 
 class CrawlApplication:
@@ -183,6 +183,8 @@ class CrawlApplication:
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
+        if strategy.structured_data:
+            instruction["semantic"] = True  # executors read RDF documents and structured data
         specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
                               # the manager keeps the claim order unless the crawl orders by priority
                               x.priority if strategy.order == "priority" else 5,

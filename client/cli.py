@@ -42,6 +42,11 @@ def crawl(
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL): "
+                                        "frontier by its classes' and properties' IRIs and labels; implies "
+                                        "--structured-data"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
@@ -72,7 +77,7 @@ def crawl(
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+              curve=curve, structured_data=structured_data, focus_ontology=focus_ontology)
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -111,16 +116,18 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None,
+                     structured_data: bool = False, focus_ontology: str | Path | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
-    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
-    error naming the rule) on an invalid rules file, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, focus, ontology, structured
+    data and order), and the seeds plus the rules' base URLs. Stores the options given. Exits
+    with status 2 (one-line error naming the rule) on an invalid rules file, focus, ontology,
+    threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
     from gridcrawl.client.store import Strategy
-    from gridcrawl.focus import Focus
+    from gridcrawl.focus import Focus, OntologyFocus
     from gridcrawl.rules import RuleError, load_rules
 
     try:
@@ -133,21 +140,34 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
     try:
-        if focus is not None:
+        if focus is not None and focus_ontology is not None:
+            raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
+        if focus_ontology is not None:
+            focused = OntologyFocus.load(focus_ontology)
+            store.set_meta("focus_ontology", str(Path(focus_ontology).resolve())[:1024])
+            store.set_meta("focus", "")
+        elif focus is not None:
             focused = Focus.parse(focus)
             store.set_meta("focus", " ".join(focused.terms))
+            store.set_meta("focus_ontology", "")
+        elif store.get_meta("focus_ontology"):
+            focused = OntologyFocus.load(store.get_meta("focus_ontology"))
         else:
             stored = store.get_meta("focus")
             focused = Focus.parse(stored) if stored else None
+        structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
+                           or store.get_meta("structured_data") == "1")
         if min_relevance is None:
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
+                            structured_data=structured_data)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
     store.set_meta("order", strategy.order)
+    store.set_meta("structured_data", "1" if strategy.structured_data else "0")
     return strategy, seeds
 
 
@@ -155,11 +175,12 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, structured_data: bool = False, focus_ontology: str | Path | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order``, ``structured_data`` and ``focus_ontology`` choose the crawl
+    strategy (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -182,7 +203,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except DatabaseUnavailable as exc:
         fail(str(exc))
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
+                                             min_relevance=min_relevance, order=order,
+                                             structured_data=structured_data, focus_ontology=focus_ontology)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
@@ -203,6 +225,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   application_id=final.application_id)
     view.summary(counts)
+    if store.strategy.structured_data:
+        view.semantic_summary(counts)
     return counts
 
 

@@ -49,3 +49,10 @@ class ProgressView:
         table.add_row("seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         self.console.print(table)
+
+    def semantic_summary(self, counts: dict) -> None:
+        """Print the semantic crawl's own small table (``--structured-data``): triples stored."""
+        table = Table(title="gridcrawl: semantic crawl", show_header=False)
+        table.add_row("triples stored", str(counts.get("triples", 0)))
+        table.add_row("details", "gridcrawl report --crawl-db URL")
+        self.console.print(table)

@@ -29,10 +29,11 @@ from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, ut
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
-kept_link = models.kept_link
+kept_link, triple = models.kept_link, models.triple
 
 
 @dataclass(slots=True)
@@ -101,7 +102,10 @@ class Strategy:
       followed only through its instruction's follow rules, and keep rules' links go to
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
-      below ``min_relevance`` (0 ... 1) are not queued.
+      below ``min_relevance`` (0 ... 1) are not queued. ``focus`` is a keyword
+      :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
+    * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
+      documents and HTML structured data; their triples go to the ``triple`` table.
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -110,6 +114,7 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    structured_data: bool = False
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -271,7 +276,7 @@ class CrawlStore:
         same outcome twice changes nothing the second time.
         """
         now = utcnow()
-        docs, visits, links, kept = [], [], {}, []
+        docs, visits, links, kept, triples = [], [], {}, [], {}
         errors = 0
         for o in outcomes:
             page, pend = o.page, o.pending
@@ -294,7 +299,9 @@ class CrawlStore:
                          "parse_seconds": page.parse_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
-                            headers=json.dumps(page.headers) if page.headers else None)
+                            headers=json.dumps(page.headers) if page.headers else None,
+                            structured_data=json.dumps(page.structured) if page.structured else None)
+            triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
@@ -312,6 +319,7 @@ class CrawlStore:
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        triples = _fit(triple, list(triples.values()))
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
 
         def work(conn) -> None:
@@ -328,6 +336,7 @@ class CrawlStore:
                 if self.strategy.focus is not None:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
+            insert_ignore(conn, triple, triples)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -337,7 +346,7 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
-                "kept": len(kept)}
+                "kept": len(kept), "triples": len(triples)}
 
     # ------------------------------------------------------------------ strategies
 
@@ -347,7 +356,22 @@ class CrawlStore:
         if focus is None:
             return None
         text = page_text(page.content) if isinstance(page.content, str) else ""
-        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance)
+        iris = {v for row in page.triples if isinstance(row, list) and len(row) >= 5
+                for v in (row[0], row[1], row[2] if row[3] == "uri" else None, row[4]) if isinstance(v, str)}
+        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance, iris)
+
+    @staticmethod
+    def _triple_rows(page: PageResult, pend: Pending) -> dict[tuple, dict]:
+        """``triple`` rows of a page's triples, keyed by (page, triple); malformed ones skipped."""
+        rows = {}
+        for row in page.triples or []:
+            if not valid_triple(row):
+                continue
+            key = triple_key(row)
+            rows[(pend.fingerprint, key)] = {
+                "fingerprint": pend.fingerprint, "subject": row[0], "predicate": row[1], "object": row[2],
+                "object_kind": row[3], "datatype": row[4], "language": row[5], "triple_key": key}
+        return rows
 
     def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
         """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy
@@ -442,11 +466,12 @@ class CrawlStore:
     # ------------------------------------------------------------------ figures
 
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``."""
+        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``, ``triples``."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link)}
+                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
+                    "triples": count(triple)}
 
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)

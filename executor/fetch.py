@@ -73,6 +73,8 @@ class ErrorKind(str, enum.Enum):
     ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
     OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+    RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
+    RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
 
 
 class HopRefusal(NamedTuple):
@@ -593,13 +595,18 @@ class Fetcher:
 
     # -- fetching --------------------------------------------------------------------------
 
-    def fetch(self, url: str, *, hop_check: HopCheck | None = None) -> FetchResult:
+    def fetch(self, url: str, *, hop_check: HopCheck | None = None,
+              body_wanted: Callable[[str, str | None], bool] | None = None,
+              accept: str | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
 
         Args:
             url: the absolute http(s) URL.
             hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
                 run on every hop after the fetcher's own ``hop_check``.
+            body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
+                whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
+            accept: the ``Accept`` header of this fetch instead of the fetcher's.
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
@@ -613,7 +620,7 @@ class Fetcher:
         _active.watch = watch
         watch.start()
         try:
-            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check))
+            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), body_wanted, accept)
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message
         except Exception as exc:  # every failure becomes a result
@@ -638,7 +645,7 @@ class Fetcher:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
 
     def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch,
-               hop_check: HopCheck | None) -> None:
+               hop_check: HopCheck | None, body_wanted=None, accept: str | None = None) -> None:
         session = self._session()
         current = url
         seen = {urldefrag(url)[0]}
@@ -659,7 +666,7 @@ class Fetcher:
             remaining = self._remaining(start)
             if remaining <= 0:
                 raise self._timeout_failure()
-            resp = self._send(session, current, remaining, watch)
+            resp = self._send(session, current, remaining, watch, accept)
             try:
                 result.status = resp.status_code
                 result.headers = {k.lower(): v for k, v in resp.headers.items()}
@@ -679,15 +686,17 @@ class Fetcher:
                     hops += 1
                     current = target
                     continue
-                self._finish(resp, result, start, watch)
+                self._finish(resp, result, start, watch, body_wanted)
                 return
             finally:
                 resp.close()
 
-    def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch) -> requests.Response:
+    def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch,
+              accept: str | None = None) -> requests.Response:
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
+        headers = {"Accept": accept} if accept else None
         try:
-            return session.get(url, stream=True, allow_redirects=False, timeout=timeout)
+            return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers)
         except Exception as exc:
             raise self._classify(exc, watch) from exc
 
@@ -731,7 +740,8 @@ class Fetcher:
             return _Failure(ErrorKind.CONNECTION, message)
         return _Failure(ErrorKind.CRASH, message)
 
-    def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch) -> None:
+    def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch,
+                body_wanted=None) -> None:
         """Handle the final (non-redirect) response: status, type, body within the limits."""
         status = resp.status_code
         length = _content_length(resp)
@@ -741,7 +751,8 @@ class Fetcher:
             result.size = length or 0
             raise _Failure(ErrorKind.HTTP_STATUS, f"HTTP {status} {resp.reason or ''}".rstrip())
         media = _media_type(result.content_type)
-        wanted = media is None or media in HTML_TYPES or self.keep_non_html
+        wanted = (media is None or media in HTML_TYPES or self.keep_non_html
+                  or (body_wanted is not None and body_wanted(result.final_url, result.content_type)))
         if not wanted:
             result.size = length or 0
             return

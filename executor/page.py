@@ -7,6 +7,10 @@ check (private addresses), the thread's scope (``instruction["scope"]``: the cli
 domains; a hop outside is ``out_of_scope``) and robots.txt (``robots``, or
 ``robots_unreachable`` while robots.txt cannot be fetched). A body is parsed as HTML only when it
 is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not binary.
+
+A semantic crawl (instruction ``"semantic": true``, :mod:`gridcrawl.semantic`) also downloads RDF
+documents and parses them into triples (their http(s) URI objects are the links), and reads the
+structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into triples.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, c
 from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
 from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.rules import apply_instruction
+from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
+                                triple_links, wants_body)
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
 # executor process dies at once on any URL containing its value, as a crashing executor would.
@@ -43,7 +49,8 @@ def scope_check(domains: list[str]) -> HopCheck:
 
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
-          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None) -> PageResult:
+          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
+          semantic_limits: Limits | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -57,11 +64,15 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
-            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
+            ``"semantic": true`` makes it a semantic crawl (see the module docstring).
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
             does not grow with its fetching threads. ``None``: no bound.
+        semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
+            ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
+            :class:`gridcrawl.semantic.Limits` when ``None``.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
@@ -88,7 +99,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(robots.hop_check)
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks))
+    semantic = bool((instruction or {}).get("semantic"))
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), body_wanted=wants_body if semantic else None,
+                            accept=RDF_ACCEPT if semantic else None)
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
@@ -99,6 +112,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     if not fetched.ok or body is None:
         return result
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
+    limits = semantic_limits or Limits()
+    fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
+    if fmt is not None:
+        with parse_gate if parse_gate is not None else contextlib.nullcontext():
+            _visit_rdf(result, body, fmt, limits)
+        result.content = body if store_content and fetcher.keep_non_html else None
+        return result
     if not html or looks_binary(body, fetched.content_type):
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
         result.content = body if store_content and fetcher.keep_non_html else None
@@ -115,8 +135,30 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
+        text = body.decode(page.encoding, errors="replace") if store_content or semantic else None
+        if semantic:
+            structured = extract_structured(page.document, text, result.final_url, limits)
+            result.triples = structured.triples
+            result.structured = {**structured.data, "errors": structured.errors}
+            if not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
+                known = {link[0] for link in result.links}
+                result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
-            result.content = body.decode(page.encoding, errors="replace")
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result
+
+
+def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:
+    """Parse an RDF document into ``result``: its triples, and its http(s) URI objects as links;
+    a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``."""
+    started = time.perf_counter()
+    try:
+        result.triples = parse_rdf(body, result.final_url, fmt, limits)
+        result.links = triple_links(result.triples)
+    except RDFLimit as exc:
+        result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
+    except RDFError as exc:
+        result.error_kind, result.error = ErrorKind.RDF_PARSE.value, str(exc)
+    result.parse_seconds = time.perf_counter() - started

@@ -73,6 +73,10 @@ def run(
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL); "
+                                        "implies --structured-data"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)"),
     progress: bool = typer.Option(True, help="show a progress bar"),
@@ -139,6 +143,7 @@ def run(
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           structured_data=structured_data, focus_ontology=focus_ontology,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
                                                                     settings.connect_timeout))
     finally:
@@ -280,21 +285,62 @@ def _print_application_summary(rows) -> None:
     _console().print(table)
 
 
+def _print_semantic_summary(s) -> None:
+    from rich.table import Table
+    table = Table(title="semantic crawl (crawl database: triple, document, visited_url)", show_header=False)
+    table.add_row("triples stored", str(s.triples))
+    table.add_row("pages with triples", str(s.pages_with_triples))
+    table.add_row("RDF documents", str(s.rdf_documents))
+    table.add_row("HTML pages with structured data", str(s.structured_pages))
+    table.add_row("objects: uri / literal / bnode",
+                  " / ".join(str(s.by_kind.get(k, 0)) for k in ("uri", "literal", "bnode")))
+    table.add_row("RDF errors: rdf_parse / rdf_limit",
+                  f"{s.rdf_errors.get('rdf_parse', 0)} / {s.rdf_errors.get('rdf_limit', 0)}")
+    table.add_row("triples per parse second (executors)", _seconds(s.triples_per_second, 0))
+    if s.relevance is not None:
+        table.add_row("focused: pages scored / mean score / scoring >= 0.5",
+                      f"{s.relevance[0]} / {s.relevance[1]:.3f} / {s.relevance[2]}")
+    _console().print(table)
+    if s.top_predicates:
+        top = Table(title="top predicates")
+        top.add_column("predicate")
+        top.add_column("triples", justify="right")
+        for predicate, n in s.top_predicates:
+            top.add_row(predicate, str(n))
+        _console().print(top)
+
+
 @app.command()
 def report(
-    db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
+    crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: also print its semantic crawl "
+                                 "(triples, RDF documents, top predicates, RDF errors, triples/s, relevance)"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
     application_summary; with --application, that application's threads per executor) and,
-    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
+    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
+    --crawl-db, the semantic crawl of that crawl database."""
+    from gridcrawl import report as rep
+    import sqlalchemy as sa
+    if db is None and crawl_db is None:
+        fail("give --db (the manager database) and/or --crawl-db (a crawl database)")
+    if crawl_db is not None:
+        try:
+            summary = rep.semantic_summary(open_database(crawl_db))
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
+        except sa.exc.DBAPIError as exc:
+            fail(f"{crawl_db} is not a gridcrawl crawl database with a triple table: "
+                 f"{str(exc.orig).splitlines()[0]}")
+        _print_semantic_summary(summary)
+    if db is None:
+        return
     try:
         engine = open_database(db)
     except DatabaseUnavailable as exc:
         fail(str(exc))
-    from gridcrawl import report as rep
-    import sqlalchemy as sa
     try:
         if application:
             _print_timings(rep.executor_timings(engine, application))
@@ -354,15 +400,18 @@ def export_command(
     format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records)"),
     content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
+                                 "--format nt (N-Triples) or jsonl"),
 ) -> None:
-    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
+    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1 (with --triples: its
+    triples as N-Triples or JSON lines)."""
     from gridcrawl.export import ExportError, export
     try:
         engine = open_database(db)
-        result = export(engine, format, out, content=content)
+        result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
-    what = {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
+    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
     typer.echo(f"exported {result.records} {what} to {out}{skipped}", err=True)
 

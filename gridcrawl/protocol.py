@@ -67,7 +67,10 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``.
+    raw bytes of a kept non-HTML body, or ``None``. A semantic crawl (thread instruction
+    ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s wire shape) from RDF
+    documents and HTML structured data, and ``structured`` (what an HTML page's JSON-LD,
+    microdata and Open Graph said, with a list of ``errors``).
     """
 
     url: str
@@ -88,6 +91,9 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
+    triples: list = field(default_factory=list)
+    structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)
 
 
 # ----------------------------------------------------------------------------------------------
