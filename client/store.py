@@ -300,7 +300,7 @@ class CrawlStore:
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
                             headers=json.dumps(page.headers) if page.headers else None,
-                            structured_data=json.dumps(page.structured) if page.structured else None)
+                            structured_data=_json_or_none(page.structured))
             triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
             depth = pend.depth + 1
@@ -497,6 +497,17 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
                 limit = limits.get(name)
                 row[name] = value[:limit] if limit else value
     return rows
+
+
+def _json_or_none(value) -> str | None:
+    """``value`` as JSON text, or None when it is empty or not JSON-able (a hostile executor's
+    bytes keys must not fail the batch)."""
+    if not value:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def _skip_locked(dialect: sa.engine.Dialect) -> bool:

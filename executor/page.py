@@ -139,7 +139,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         if semantic:
             structured = extract_structured(page.document, text, result.final_url, limits)
             result.triples = structured.triples
-            result.structured = {**structured.data, "errors": structured.errors}
+            if structured.errors or any(structured.data.values()):  # nothing found: nothing kept
+                result.structured = {**structured.data, "errors": structured.errors}
             if not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
                 known = {link[0] for link in result.links}
                 result.links += [link for link in triple_links(structured.triples) if link[0] not in known]

@@ -300,3 +300,17 @@ def test_triples_are_stored_once_per_page_and_exported(tmp_path):
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert {line["url"] for line in lines} == {catalog.url, people.url}
     assert {"subject", "predicate", "object", "object_kind", "datatype", "language", "fingerprint"} <= set(lines[0])
+
+
+def test_a_hostile_executors_structured_data_and_triples_cannot_fail_the_batch(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(1)
+    page = PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html", title="x",
+                      structured={b"bytes key": 1}, triples=[["s", "p", "o", "weird", None, None], "x",
+                                                             ["http://a/s", "http://a/p", "\x00o", "literal", None, "en"]])
+    done = store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert done["documents"] == 1 and done["triples"] == 1
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT structured_data FROM document")).scalar() is None
+        assert conn.execute(sa.text("SELECT object, language FROM triple")).one() == ("o", "en")
