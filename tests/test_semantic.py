@@ -2,7 +2,8 @@
 structured data into triples, equal to what rdflib reads from the same text; no network access
 by any parser (a socket guard records every attempt, and a real server on 127.0.0.1 counts
 requests); hostile RDF bounded; the ontology focus's score computed by hand; the triple table
-(one row per page and triple) and its N-Triples / JSON lines export."""
+(one row per page and triple, on SQLite, PostgreSQL and MariaDB) and its N-Triples / JSON lines
+export."""
 
 from __future__ import annotations
 
@@ -274,8 +275,8 @@ def test_ontology_focus_counts_terms_by_iri_and_label(tmp_path):
 # ------------------------------------------------------------------------------------------ triple table
 
 
-def test_triples_are_stored_once_per_page_and_exported(tmp_path):
-    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
+def test_triples_are_stored_once_per_page_and_exported(tmp_path, db_url):
+    store = CrawlStore(open_database(db_url), Strategy(structured_data=True))
     store.add_seeds([BASE + "data/catalog.ttl", BASE + "data/people.rdf"])
     catalog, people = store.claim(5)
     rows = parse_rdf(TURTLE, catalog.url, "turtle")
