@@ -45,7 +45,9 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page. ``needs`` names the capabilities an executor must have to run it
+    (capability-based dispatch: ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``);
+    the manager assigns it only to an executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -53,6 +55,7 @@ class ThreadSpec:
     depth: int = 0
     priority: int = 5
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -111,6 +114,9 @@ class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
+    ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
+    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -126,6 +132,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -153,7 +160,8 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out)."""
+    quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
+    capabilities the thread needs (:class:`ThreadSpec`), all of which this executor declared."""
 
     attempt_id: int
     application_id: str
@@ -161,6 +169,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
