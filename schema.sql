@@ -265,6 +265,49 @@ GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
 GO
 
+-- Table item (see gridcrawl/models.py).
+CREATE TABLE item (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    fields               NVARCHAR(MAX)   NOT NULL,
+    extracted_at         DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_fingerprint ON item (fingerprint, type, position);
+CREATE INDEX ix_item_type ON item (type, id);
+GO
+
+-- Table item_issue (see gridcrawl/models.py).
+CREATE TABLE item_issue (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    field                VARCHAR(200)    NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    message              VARCHAR(1024)   NULL,
+    noted_at             DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_issue PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_issue_fingerprint ON item_issue (fingerprint, type, position, field);
+GO
+
+-- Table item_spec (see gridcrawl/models.py).
+CREATE TABLE item_spec (
+    id                   INTEGER         NOT NULL,
+    source               VARCHAR(1024)   NOT NULL,
+    text                 NVARCHAR(MAX)   NOT NULL,
+    stored_at            DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_spec PRIMARY KEY (id)
+);
+GO
+
 -- The links the keep rules kept.
 CREATE TABLE kept_link (
     id                   BIGINT          IDENTITY(1, 1) NOT NULL,

@@ -42,6 +42,8 @@ def crawl(
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
+                                "from the pages; stored in the crawl database for a resume"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
@@ -72,7 +74,7 @@ def crawl(
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+              curve=curve, extract=extract)
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -111,11 +113,12 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None, extract: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
-    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
-    error naming the rule) on an invalid rules file, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, focus, order and item
+    spec), and the seeds plus the rules' base URLs. Stores the options given. Exits with status
+    2 (one-line error naming the rule, or the item spec's file, item and field) on an invalid
+    rules file, item spec, focus, threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
@@ -132,6 +135,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             rule_list = store.stored_rules()
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
+    items = resolve_items(store, extract)
     try:
         if focus is not None:
             focused = Focus.parse(focus)
@@ -143,7 +147,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance, items=items)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
@@ -151,15 +155,41 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     return strategy, seeds
 
 
+def check_item_spec(path: str) -> list:
+    """The validated item specs of file ``path``; exits with status 2 (one line naming the
+    file, the item and the field) when it is invalid."""
+    from gridcrawl.items import ItemSpecError, load_spec
+    try:
+        return load_spec(path)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
+def resolve_items(store, extract: str | None) -> list:
+    """The crawl's item specs: those of file ``extract`` (validated, then stored in the crawl
+    database), else those a previous run stored (none: no items)."""
+    from gridcrawl.client.items import save_spec, stored_spec
+    from gridcrawl.items import ItemSpecError
+    if extract is not None:
+        specs = check_item_spec(extract)
+        save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
+        return specs
+    try:
+        return stored_spec(store.engine)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, extract: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order`` and ``extract`` (an item spec file) choose the crawl strategy
+    (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -182,7 +212,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except DatabaseUnavailable as exc:
         fail(str(exc))
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
+                                             min_relevance=min_relevance, order=order, extract=extract)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
@@ -203,6 +233,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   application_id=final.application_id)
     view.summary(counts)
+    if store.strategy.items:
+        from gridcrawl.client.items import item_summary
+        figures = item_summary(store.engine, store.strategy.items)
+        view.item_summary(figures)
+        counts["items"] = {t.type: t.items for t in figures}
     return counts
 
 

@@ -208,7 +208,8 @@ class ExecutorAgent:
                     push.send_multipart([tag, str(job.attempt_id).encode()])  # started
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
-                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate)
+                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
+                                     plugins=self.plugins, plugin_timeout=self.settings.plugin_timeout)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")

@@ -21,6 +21,7 @@ from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
@@ -43,7 +44,8 @@ def scope_check(domains: list[str]) -> HopCheck:
 
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
-          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None) -> PageResult:
+          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
+          plugins: dict | None = None, plugin_timeout: float = 10.0) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -62,6 +64,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
             does not grow with its fetching threads. ``None``: no bound.
+        plugins: the extractor plugins installed on this executor, by name
+            (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
+        plugin_timeout: seconds a plugin may spend on one page before its items fail.
+
+    Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
+    run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
+    items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
@@ -115,8 +124,30 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
+        text = body.decode(page.encoding, errors="replace") if store_content or instruction and instruction.get("items") else None
         if store_content:
-            result.content = body.decode(page.encoding, errors="replace")
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
+        if instruction and instruction.get("items"):
+            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
         del page  # the tree goes before another worker may parse
     return result
+
+
+def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
+                  plugin_timeout: float) -> None:
+    """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
+    (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
+    misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
+    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    started = time.thread_time()
+    try:
+        specs = specs_from_wire(entries)
+    except (ItemSpecError, TypeError, ValueError) as exc:
+        result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
+        return
+    view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
+                    [[link.url, link.text] for link in page.links], page.base_url)
+    found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
+    result.extract_seconds = time.thread_time() - started

@@ -71,6 +71,12 @@ class PageResult:
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``.
+
+    Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
+    holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
+    for each candidate item a required field left empty, ``item_errors`` ``[type, message]`` for
+    each spec that failed on the page (a plugin that raised or ran late), and
+    ``extract_seconds`` the executor's CPU seconds spent extracting.
     """
 
     url: str
@@ -91,6 +97,10 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    items: list = field(default_factory=list)
+    item_misses: list = field(default_factory=list)
+    item_errors: list = field(default_factory=list)
+    extract_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------
