@@ -60,6 +60,7 @@ CREATE TABLE executor (
     pages_per_second     FLOAT           NOT NULL,            -- as the executor reported it
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
+    capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -107,6 +108,7 @@ CREATE TABLE thread (
     failed               BIT             NOT NULL,
     attempts             INTEGER         NOT NULL,
     error_kind           VARCHAR(32)     NULL,
+    needs                NVARCHAR(MAX)   NULL,
     time_submitted       DATETIME2(6)    NOT NULL,
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
@@ -264,6 +266,49 @@ GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
 GO
 
+-- Table item (see gridcrawl/models.py).
+CREATE TABLE item (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    fields               NVARCHAR(MAX)   NOT NULL,
+    extracted_at         DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_fingerprint ON item (fingerprint, type, position);
+CREATE INDEX ix_item_type ON item (type, id);
+GO
+
+-- Table item_issue (see gridcrawl/models.py).
+CREATE TABLE item_issue (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    field                VARCHAR(200)    NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    message              VARCHAR(1024)   NULL,
+    noted_at             DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_issue PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_issue_fingerprint ON item_issue (fingerprint, type, position, field);
+GO
+
+-- Table item_spec (see gridcrawl/models.py).
+CREATE TABLE item_spec (
+    id                   INTEGER         NOT NULL,
+    source               VARCHAR(1024)   NOT NULL,
+    text                 NVARCHAR(MAX)   NOT NULL,
+    stored_at            DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_spec PRIMARY KEY (id)
+);
+GO
+
 -- The links the keep rules kept.
 CREATE TABLE kept_link (
     id                   BIGINT          IDENTITY(1, 1) NOT NULL,
@@ -344,8 +389,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0002');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,
@@ -353,6 +398,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0003');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0004');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '4');
 GO

@@ -23,6 +23,7 @@ from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.rules import instruction_for
 
 log = logging.getLogger("gridcrawl.client")
@@ -131,6 +132,7 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -178,6 +180,13 @@ class CrawlApplication:
             log.warning("dropped a malformed message from the manager: %s", exc)
             return None
 
+    def _wire(self, spec) -> dict:
+        """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
+        wire = self._wired.get(spec.type)
+        if wire is None:
+            wire = self._wired[spec.type] = spec_to_wire(spec)
+        return wire
+
     def _submit(self, pendings: list[Pending]) -> None:
         instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
         if not self.settings.store_content and self.store.strategy.focus is None:
@@ -185,13 +194,18 @@ class CrawlApplication:
         strategy = self.store.strategy
         if strategy.structured_data:
             instruction["semantic"] = True  # executors read RDF documents and structured data
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
-                              # the manager keeps the claim order unless the crawl orders by priority
-                              x.priority if strategy.order == "priority" else 5,
-                              # keep/follow rules: the page type's crawling instruction travels with it
-                              {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                              if strategy.rules else instruction)
-                 for x in pendings]
+        specs = []
+        for x in pendings:
+            # keep/follow rules: the page type's crawling instruction travels with it
+            mine = {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)} if strategy.rules else instruction
+            needs = []
+            items = specs_for(strategy.items, x.url, x.page_type) if strategy.items else None
+            if items:  # the item specs that apply to the page travel with it; plugins are needs
+                mine = {**mine, "items": [self._wire(spec) for spec in items]}
+                needs = needs_of(items)
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
+                                      # the manager keeps the claim order unless the crawl orders by priority
+                                      x.priority if strategy.order == "priority" else 5, mine, needs))
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
 

@@ -47,6 +47,8 @@ def crawl(
     focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL): "
                                         "frontier by its classes' and properties' IRIs and labels; implies "
                                         "--structured-data"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
+                                "from the pages; stored in the crawl database for a resume"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
@@ -77,7 +79,7 @@ def crawl(
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve, structured_data=structured_data, focus_ontology=focus_ontology)
+              curve=curve, structured_data=structured_data, focus_ontology=focus_ontology, extract=extract)
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -117,12 +119,13 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
                      min_relevance: float | None = None, order: str | None = None,
-                     structured_data: bool = False, focus_ontology: str | Path | None = None):
+                     structured_data: bool = False, focus_ontology: str | Path | None = None,
+                     extract: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
     what the crawl database stored (a resumed crawl keeps its rules, focus, ontology, structured
-    data and order), and the seeds plus the rules' base URLs. Stores the options given. Exits
-    with status 2 (one-line error naming the rule) on an invalid rules file, focus, ontology,
-    threshold or order.
+    data, order and item spec), and the seeds plus the rules' base URLs. Stores the options
+    given. Exits with status 2 (one-line error naming the rule, or the item spec's file, item and
+    field) on an invalid rules file, item spec, focus, ontology, threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
@@ -139,6 +142,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             rule_list = store.stored_rules()
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
+    items = resolve_items(store, extract)
     try:
         if focus is not None and focus_ontology is not None:
             raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
@@ -162,7 +166,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
         strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
-                            structured_data=structured_data)
+                            structured_data=structured_data, items=items)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
@@ -171,16 +175,42 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     return strategy, seeds
 
 
+def check_item_spec(path: str) -> list:
+    """The validated item specs of file ``path``; exits with status 2 (one line naming the
+    file, the item and the field) when it is invalid."""
+    from gridcrawl.items import ItemSpecError, load_spec
+    try:
+        return load_spec(path)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
+def resolve_items(store, extract: str | None) -> list:
+    """The crawl's item specs: those of file ``extract`` (validated, then stored in the crawl
+    database), else those a previous run stored (none: no items)."""
+    from gridcrawl.client.items import save_spec, stored_spec
+    from gridcrawl.items import ItemSpecError
+    if extract is not None:
+        specs = check_item_spec(extract)
+        save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
+        return specs
+    try:
+        return stored_spec(store.engine)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None, structured_data: bool = False, focus_ontology: str | Path | None = None) -> dict:
+              before_crawl=None, structured_data: bool = False, focus_ontology: str | Path | None = None,
+              extract: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance``, ``order``, ``structured_data`` and ``focus_ontology`` choose the crawl
-    strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order``, ``structured_data``, ``focus_ontology`` and ``extract`` (an
+    item spec file) choose the crawl strategy (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -204,7 +234,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         fail(str(exc))
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order,
-                                             structured_data=structured_data, focus_ontology=focus_ontology)
+                                             structured_data=structured_data, focus_ontology=focus_ontology,
+                                             extract=extract)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
@@ -225,6 +256,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   application_id=final.application_id)
     view.summary(counts)
+    if store.strategy.items:
+        from gridcrawl.client.items import item_summary
+        figures = item_summary(store.engine, store.strategy.items)
+        view.item_summary(figures)
+        counts["items"] = {t.type: t.items for t in figures}
     if store.strategy.structured_data:
         view.semantic_summary(counts)
     return counts

@@ -30,6 +30,7 @@ from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
+from gridcrawl.client.items import item_rows
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
@@ -106,6 +107,8 @@ class Strategy:
       :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
     * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
       documents and HTML structured data; their triples go to the ``triple`` table.
+    * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
+      pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -115,6 +118,7 @@ class Strategy:
     focus: Focus | None = None
     min_relevance: float = 0.0
     structured_data: bool = False
+    items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -272,11 +276,13 @@ class CrawlStore:
         document gets its page score and each link its relevance, and links below
         ``min_relevance`` are not queued (:attr:`strategy`).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept"}``. Idempotent: applying the
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "items"}``. Idempotent: applying the
         same outcome twice changes nothing the second time.
         """
         now = utcnow()
         docs, visits, links, kept, triples = [], [], {}, [], {}
+        items, issues = [], []
+        item_types = {spec.type for spec in self.strategy.items}
         errors = 0
         for o in outcomes:
             page, pend = o.page, o.pending
@@ -303,6 +309,11 @@ class CrawlStore:
                             structured_data=_json_or_none(page.structured))
             triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
+            if item_types:
+                new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
+                                                  pend.url, item_types, now)
+                items += new_items
+                issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
@@ -320,6 +331,7 @@ class CrawlStore:
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
         triples = _fit(triple, list(triples.values()))
+        items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
 
         def work(conn) -> None:
@@ -337,6 +349,8 @@ class CrawlStore:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
             insert_ignore(conn, triple, triples)
+            insert_ignore(conn, models.item, items)
+            insert_ignore(conn, models.item_issue, issues)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -346,7 +360,7 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
-                "kept": len(kept), "triples": len(triples)}
+                "kept": len(kept), "triples": len(triples), "items": len(items)}
 
     # ------------------------------------------------------------------ strategies
 

@@ -25,6 +25,7 @@ from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
                                 triple_links, wants_body)
@@ -50,7 +51,8 @@ def scope_check(domains: list[str]) -> HopCheck:
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
-          semantic_limits: Limits | None = None) -> PageResult:
+          semantic_limits: Limits | None = None, plugins: dict | None = None,
+          plugin_timeout: float = 10.0) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -73,6 +75,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
             ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
             :class:`gridcrawl.semantic.Limits` when ``None``.
+        plugins: the extractor plugins installed on this executor, by name
+            (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
+        plugin_timeout: seconds a plugin may spend on one page before its items fail.
+
+    Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
+    run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
+    items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
@@ -135,7 +144,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
-        text = body.decode(page.encoding, errors="replace") if store_content or semantic else None
+        text = body.decode(page.encoding, errors="replace") if (store_content or semantic
+                                                                  or (instruction and instruction.get("items"))) else None
         if semantic:
             structured = extract_structured(page.document, text, result.final_url, limits)
             result.triples = structured.triples
@@ -147,8 +157,29 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         if store_content:
             result.content = text
         result.parse_seconds = time.perf_counter() - started
+        if instruction and instruction.get("items"):
+            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
         del page  # the tree goes before another worker may parse
     return result
+
+
+def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
+                  plugin_timeout: float) -> None:
+    """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
+    (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
+    misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
+    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    started = time.thread_time()
+    try:
+        specs = specs_from_wire(entries)
+    except (ItemSpecError, TypeError, ValueError) as exc:
+        result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
+        return
+    view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
+                    [[link.url, link.text] for link in page.links], page.base_url)
+    found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
+    result.extract_seconds = time.thread_time() - started
 
 
 def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:

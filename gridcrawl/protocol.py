@@ -45,7 +45,9 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page. ``needs`` names the capabilities an executor must have to run it
+    (capability-based dispatch: ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``);
+    the manager assigns it only to an executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -53,6 +55,7 @@ class ThreadSpec:
     depth: int = 0
     priority: int = 5
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -71,6 +74,12 @@ class PageResult:
     ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s wire shape) from RDF
     documents and HTML structured data, and ``structured`` (what an HTML page's JSON-LD,
     microdata and Open Graph said, with a list of ``errors``).
+
+    Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
+    holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
+    for each candidate item a required field left empty, ``item_errors`` ``[type, message]`` for
+    each spec that failed on the page (a plugin that raised or ran late), and
+    ``extract_seconds`` the executor's CPU seconds spent extracting.
     """
 
     url: str
@@ -94,6 +103,10 @@ class PageResult:
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
     triples: list = field(default_factory=list)
     structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)
+    items: list = field(default_factory=list)
+    item_misses: list = field(default_factory=list)
+    item_errors: list = field(default_factory=list)
+    extract_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -117,6 +130,9 @@ class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
+    ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
+    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -132,6 +148,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -159,7 +176,8 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out)."""
+    quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
+    capabilities the thread needs (:class:`ThreadSpec`), all of which this executor declared."""
 
     attempt_id: int
     application_id: str
@@ -167,6 +185,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
