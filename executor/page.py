@@ -175,8 +175,10 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
     except (ItemSpecError, TypeError, ValueError) as exc:
         result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
         return
+    jsonld = result.structured.get("json-ld") if isinstance(result.structured, dict) else None
     view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
-                    [[link.url, link.text] for link in page.links], page.base_url)
+                    [[link.url, link.text] for link in page.links], page.base_url,
+                    jsonld=jsonld)  # a semantic crawl read the page's JSON-LD already
     found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
     result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
     result.extract_seconds = time.thread_time() - started

@@ -315,3 +315,43 @@ def test_a_hostile_executors_structured_data_and_triples_cannot_fail_the_batch(t
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT structured_data FROM document")).scalar() is None
         assert conn.execute(sa.text("SELECT object, language FROM triple")).one() == ("o", "en")
+
+
+# ------------------------------------------------------------------------------------------ item fields
+
+PRODUCT_PAGE = """<html><head><title>Nest box</title>
+<script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product", "name": "Nest box",
+  "offers": {"@type": "Offer", "price": "12.50", "priceCurrency": "EUR"}, "color": ["green", "brown"]}</script>
+<script type="application/ld+json">// a comment extruct tolerates
+{"@context": "https://schema.org", "@graph": [{"@type": "Offer", "price": 9}, {"@type": "Brand", "name": "Wren & Co"}]}
+</script></head><body><h1>Nest box</h1></body></html>"""
+
+
+def test_item_fields_read_the_pages_json_ld():
+    from gridcrawl.executor.parse import parse_page
+    from gridcrawl.items import ItemSpecError, extract, page_for, parse_spec, spec_to_wire, specs_from_wire
+    spec = parse_spec("""[[item]]
+type = "product"
+[item.fields]
+name = { css = "h1::text" }
+price = { jsonld = "$.offers.price", type = "float", required = true }
+prices = { jsonld = "price", type = "float", many = true }
+currency = { jsonld = "offers.priceCurrency" }
+colors = { jsonld = "$.color", many = true }
+brand = { jsonld = "name", re = "^(Wren)" }
+""")
+    (wired,) = specs_from_wire([spec_to_wire(s) for s in spec])   # travels to the executor unchanged
+    assert set(wired.fields) == set(spec[0].fields) and any(f.jsonld == "$.offers.price" for f in wired.fields)
+    parsed = parse_page(PRODUCT_PAGE.encode(), BASE + "nest.html", "text/html")
+    view = page_for(BASE + "nest.html", BASE + "nest.html", 200, {}, parsed.document, PRODUCT_PAGE, [])
+    (item,) = extract(spec, view).items
+    assert item["fields"] == {"name": "Nest box", "price": 12.5, "prices": [9.0], "currency": "EUR",
+                              "colors": ["green", "brown"], "brand": "Wren"}
+    # the JSON-LD a semantic crawl read already is used as it is (no second read)
+    view = page_for(BASE + "nest.html", BASE + "nest.html", 200, {}, parsed.document, PRODUCT_PAGE, [],
+                    jsonld=[{"offers": {"price": "1"}}])
+    assert extract(spec, view).items[0]["fields"]["price"] == 1.0
+    with pytest.raises(ItemSpecError, match="field 'p': invalid jsonld expression"):
+        parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "$.offers[" }')
+    with pytest.raises(ItemSpecError, match="give exactly one of css, xpath or jsonld"):
+        parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "a", css = "h1" }')

@@ -82,11 +82,14 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
     site, documents = semantic_site()
     server = site_server(site)
     base = server.url("/")[:-1]
+    spec = tmp_path / "items.toml"  # item fields read the structured data the executor parsed
+    spec.write_text('[[item]]\ntype = "site"\nurl = "/$"\n[item.fields]\n'
+                    'name = { jsonld = "$.name", required = true }\nsame = { jsonld = "sameAs", type = "url" }\n')
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "4", env={"GRIDCRAWL_MAX_TRIPLES": "5000"})
-        client = grid.start_client(server.url("/"), "--structured-data")
+        client = grid.start_client(server.url("/"), "--structured-data", "--extract", str(spec))
         assert client.wait(timeout=90) == 0, grid.log("client.log")
     finally:
         grid.stop()
@@ -115,6 +118,9 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
     assert errors == {base + "/data/hostile/laughs.rdf": "rdf_parse", base + "/data/hostile/broken.ttl": "rdf_parse",
                       base + "/data/hostile/huge.ttl": "rdf_limit"}
     assert "Traceback" not in grid.log("ex1.log")
+    (item,) = grid.query("crawl", "SELECT type, fields FROM item")
+    assert item[0] == "site" and json.loads(item[1]) == {"name": "Bird observatory",
+                                                         "same": base + "/data/catalog.ttl"}
 
     out = tmp_path / "triples.nt"
     proc = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", grid.crawl_db, "--triples",
