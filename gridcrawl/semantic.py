@@ -45,6 +45,7 @@ numbered per page in the order the parser produced them. Triples with an IRI lon
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -53,9 +54,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
+from urllib.parse import urljoin
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
-           "parse_rdf", "rdf_format", "RDF_ACCEPT", "MAX_IRI"]
+           "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
+           "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
 MAX_IRI = 2083
@@ -302,50 +305,51 @@ def _bundled_contexts() -> dict[str, dict]:
     return contexts
 
 
-def local_context(url: str) -> dict:
-    """The context used for a remote JSON-LD context ``url``: the bundled copy, else
-    ``{"@vocab": url}`` (``#`` appended unless ``url`` ends in ``/`` or ``#``). Never fetches."""
+def local_context(url: str, base: str = "") -> dict:
+    """The context used for a remote JSON-LD context ``url`` (resolved against the document's
+    ``base`` URL when relative): a copy of the bundled context, else ``{"@vocab": URL}`` (``#``
+    appended unless it ends in ``/`` or ``#``). Never fetches."""
     bundled = _bundled_contexts()
-    key = url.strip()
+    key = urljoin(base, url.strip()) if base else url.strip()
     for candidate in (key, key.rstrip("/"), key.rstrip("/") + "/"):
         if candidate in bundled:
-            return bundled[candidate]
+            return copy.deepcopy(bundled[candidate])  # a processor must not change the bundled one
     return {"@vocab": key if key.endswith(("/", "#")) else key + "#"}
 
 
-def localise_contexts(data: Any, _depth: int = 0) -> Any:
-    """``data`` (parsed JSON-LD) with every remote context replaced by :func:`local_context` and
-    every ``@import`` dropped, so that no JSON-LD processor fetches anything. Raises
-    :class:`RDFError` past 100 levels of nesting."""
+def localise_contexts(data: Any, base: str = "", _depth: int = 0) -> Any:
+    """``data`` (parsed JSON-LD of a document at ``base``) with every remote context replaced by
+    :func:`local_context` and every ``@import`` dropped, so that no JSON-LD processor fetches
+    anything. Raises :class:`RDFError` past 100 levels of nesting."""
     if _depth > 100:
         raise RDFError("JSON-LD nested more than 100 levels deep")
     if isinstance(data, list):
-        return [localise_contexts(item, _depth + 1) for item in data]
+        return [localise_contexts(item, base, _depth + 1) for item in data]
     if not isinstance(data, dict):
         return data
     out = {}
     for key, value in data.items():
         if key == "@context":
-            out[key] = _localise_context(value, _depth + 1)
+            out[key] = _localise_context(value, base, _depth + 1)
         elif key == "@import":
             continue
         else:
-            out[key] = localise_contexts(value, _depth + 1)
+            out[key] = localise_contexts(value, base, _depth + 1)
     return out
 
 
-def _localise_context(value: Any, depth: int) -> Any:
+def _localise_context(value: Any, base: str, depth: int) -> Any:
     if isinstance(value, str):
-        return local_context(value)
+        return local_context(value, base)
     if isinstance(value, list):
-        return [_localise_context(v, depth + 1) for v in value]
-    return localise_contexts(value, depth)
+        return [_localise_context(v, base, depth + 1) for v in value]
+    return localise_contexts(value, base, depth)
 
 
 def _jsonld_into(graph, data: Any, base: str) -> None:
     """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``."""
     from rdflib.plugins.parsers.jsonld import to_rdf
-    to_rdf(localise_contexts(data), graph, base=base, generalized_rdf=False)
+    to_rdf(localise_contexts(data, base), graph, base=base, generalized_rdf=False)
 
 
 # ------------------------------------------------------------------------------------------ parsing

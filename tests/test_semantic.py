@@ -164,6 +164,9 @@ def test_local_context_is_bundled_for_schema_org_else_a_vocabulary():
     assert local_context("https://www.w3.org/ns/activitystreams")["@vocab"] == "https://www.w3.org/ns/activitystreams#"
     assert local_context("http://example.invalid/terms/") == {"@vocab": "http://example.invalid/terms/"}
     assert local_context("http://example.invalid/ctx.json") == {"@vocab": "http://example.invalid/ctx.json#"}
+    assert local_context("../ctx.json", BASE + "d/p.jsonld") == {"@vocab": BASE + "ctx.json#"}  # relative: resolved
+    local_context("https://schema.org")["@vocab"] = "changed"   # each caller gets its own copy
+    assert local_context("https://schema.org")["@vocab"] == SDO
 
 
 def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
