@@ -256,6 +256,7 @@ CREATE TABLE document (
     executor             VARCHAR(36)     NULL,                -- executor_id of the executor that fetched it
     fetch_seconds        FLOAT           NOT NULL,
     parse_seconds        FLOAT           NOT NULL,
+    extract_seconds      FLOAT           NOT NULL,
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object

@@ -25,7 +25,7 @@ from sqlalchemy.engine import Engine
 
 from gridcrawl import models
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
-from gridcrawl.items import ItemSpec, extract, page_for, parse_spec, specs_for
+from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, extract, page_for, parse_spec, specs_for
 
 item, item_issue, item_spec = models.item, models.item_issue, models.item_spec
 MAX_FIELDS_JSON = 1_000_000  # characters of one item's JSON at most (a hostile executor stays bounded)
@@ -44,9 +44,12 @@ def item_rows(found_items: list, misses: list, errors: list, fingerprint: str, u
     """The ``item`` and ``item_issue`` rows of one page ``url``/``fingerprint`` from what its
     extraction found (a :class:`~gridcrawl.protocol.PageResult`'s ``items``, ``item_misses``
     and ``item_errors``). Entries of a type not in ``types`` (the crawl's item types) or of the
-    wrong shape are dropped."""
+    wrong shape are dropped, and entries past :data:`~gridcrawl.items.MAX_ITEMS_PER_PAGE` per
+    spec type (at most that many per page and type are ever made)."""
     items, issues = [], []
-    for entry in found_items or []:
+    limit = MAX_ITEMS_PER_PAGE * max(1, len(types))
+    found_items, misses, errors = (list(x or [])[:limit] for x in (found_items, misses, errors))
+    for entry in found_items:
         if not isinstance(entry, dict):
             continue
         kind, position, fields = _name(entry.get("type"), 64), _position(entry.get("position")), entry.get("fields")
@@ -57,14 +60,14 @@ def item_rows(found_items: list, misses: list, errors: list, fingerprint: str, u
             continue
         items.append({"type": kind, "fingerprint": fingerprint, "url": url, "position": position,
                       "fields": text, "extracted_at": now})
-    for entry in misses or []:
+    for entry in misses:
         if not isinstance(entry, list) or len(entry) != 3:
             continue
         kind, position, name = _name(entry[0], 64), _position(entry[1]), _name(entry[2], 200)
         if kind in types and position is not None and name:
             issues.append({"type": kind, "fingerprint": fingerprint, "url": url, "position": position,
                            "field": name, "kind": "missing", "message": None, "noted_at": now})
-    for entry in errors or []:
+    for entry in errors:
         if not isinstance(entry, list) or len(entry) != 2:
             continue
         kind, message = _name(entry[0], 64), _name(entry[1], 1024)

@@ -302,7 +302,7 @@ class CrawlStore:
                          "content": content if isinstance(content, str) else None,
                          "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                          "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                         "parse_seconds": page.parse_seconds})
+                         "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
                             headers=json.dumps(page.headers) if page.headers else None,

@@ -179,7 +179,11 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
     view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
                     [[link.url, link.text] for link in page.links], page.base_url,
                     jsonld=jsonld)  # a semantic crawl read the page's JSON-LD already
-    found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    try:
+        found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    except Exception as exc:  # a page lxml/parsel cannot evaluate: its items fail, not its links
+        result.item_errors = [[spec.type, f"{type(exc).__name__}: {exc}"[:1000]] for spec in specs]
+        return
     result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
     result.extract_seconds = time.thread_time() - started
 

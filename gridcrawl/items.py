@@ -587,10 +587,23 @@ def _jsonable(value, depth: int = 0):
     return str(value)[:MAX_VALUE_CHARS]
 
 
+#: Plugin calls past their deadline that may still be running at once; beyond it, plugin items
+#: fail at once instead of starting another thread (a plugin that hangs on every page must not
+#: pile up threads on the executor).
+MAX_ABANDONED = 8
+_abandoned: set = set()
+_abandoned_lock = threading.Lock()  # worker threads of one executor run plugins at once
+
+
 def _run_plugin(function: Callable, page: Page, deadline: float) -> list:
     """Call ``function(page)`` and collect its items within ``deadline`` seconds, on a helper
     thread (Python cannot stop a thread: one past its deadline is abandoned, as a daemon, and the
-    page's items fail). Raises ``TimeoutError`` or what the plugin raised."""
+    page's items fail; at most :data:`MAX_ABANDONED` of them at once). Raises ``TimeoutError``,
+    ``RuntimeError`` (too many abandoned calls) or what the plugin raised."""
+    with _abandoned_lock:
+        _abandoned.difference_update([w for w in _abandoned if not w.is_alive()])
+        if len(_abandoned) >= MAX_ABANDONED:
+            raise RuntimeError(f"{len(_abandoned)} earlier calls still run past their deadline; not started")
     box: dict = {}
 
     def work() -> None:
@@ -608,6 +621,8 @@ def _run_plugin(function: Callable, page: Page, deadline: float) -> list:
     worker.start()
     worker.join(deadline)
     if worker.is_alive():
+        with _abandoned_lock:
+            _abandoned.add(worker)
         raise TimeoutError(f"ran past its deadline of {deadline:g} s")
     if "error" in box:
         raise box["error"]

@@ -205,6 +205,7 @@ document = Table(
     Column("executor", String(36)),
     Column("fetch_seconds", Real, nullable=False, default=0),
     Column("parse_seconds", Real, nullable=False, default=0),
+    Column("extract_seconds", Real, nullable=False, default=0),   # items: executor CPU seconds extracting
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)

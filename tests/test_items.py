@@ -223,3 +223,13 @@ def test_a_plugin_that_raises_runs_late_or_is_missing_fails_only_the_items(plugi
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
+
+
+def test_plugin_calls_past_their_deadline_are_bounded(plugin, monkeypatch):
+    import gridcrawl.items as items
+    monkeypatch.setattr(items, "MAX_ABANDONED", len(items._abandoned) + 1)
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"')
+    slow = page(PRODUCT, "http://shop.test/slow.html")
+    assert "TimeoutError" in extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
+    refused = extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
+    assert "RuntimeError" in refused and "still run past their deadline; not started" in refused

@@ -1,21 +1,22 @@
 """Semantic crawl: the ``triple`` table (one row per page and triple, unique on the page's
 fingerprint and the triple's SHA-256) and ``document.structured_data`` (gridcrawl.semantic).
 
-Revision 0003 of the crawl database (after 0002).
+Revision 0004 of the crawl database (after 0003, the items).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 URL, FINGERPRINT = 2083, 32
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:

@@ -1,31 +1,34 @@
-"""Items (issue 15): the ``item``, ``item_issue`` and ``item_spec`` tables (gridcrawl.items).
+"""Items: the item, item_issue and item_spec tables, and document.extract_seconds (executor CPU
+seconds spent extracting a page's items).
 
-Revision 0004 of the crawl database (after 0003). Written while merging the items branch into
-the semantic crawl's: whichever branch lands first keeps it.
+Revision 0003 of the crawl database (after 0002).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0004"
-down_revision = "0003"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
 URL, FINGERPRINT = 2083, 32
-WHEN = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+WHEN = (sa.DateTime().with_variant(mssql.DATETIME2(precision=6), "mssql")
+        .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"))
+REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
 
 def upgrade() -> None:
-    """Create the three tables with their indexes."""
+    """Create the item tables; add document.extract_seconds (0 for pages stored before)."""
+    ops.add_column("document", sa.Column("extract_seconds", REAL, nullable=False, server_default="0"))
     ops.create_table(
         "item",
-        sa.Column("id", ID, nullable=False, autoincrement=True),
-        sa.Column("type", sa.String(64), nullable=False),
+        sa.Column("id", ID, nullable=False, autoincrement=True), sa.Column("type", sa.String(64), nullable=False),
         sa.Column("fingerprint", sa.String(FINGERPRINT), nullable=False),
         sa.Column("url", sa.String(URL), nullable=False), sa.Column("position", sa.Integer, nullable=False),
         sa.Column("fields", TEXT, nullable=False), sa.Column("extracted_at", WHEN, nullable=False),
@@ -34,8 +37,7 @@ def upgrade() -> None:
         sa.Index("ix_item_type", "type", "id"))
     ops.create_table(
         "item_issue",
-        sa.Column("id", ID, nullable=False, autoincrement=True),
-        sa.Column("type", sa.String(64), nullable=False),
+        sa.Column("id", ID, nullable=False, autoincrement=True), sa.Column("type", sa.String(64), nullable=False),
         sa.Column("fingerprint", sa.String(FINGERPRINT), nullable=False),
         sa.Column("url", sa.String(URL), nullable=False), sa.Column("position", sa.Integer, nullable=False),
         sa.Column("field", sa.String(200), nullable=False), sa.Column("kind", sa.String(16), nullable=False),
