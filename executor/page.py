@@ -16,6 +16,7 @@ structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -49,6 +50,23 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
+#: Conditional request headers a recrawl's instruction may carry: instruction key -> header name.
+CONDITIONAL_HEADERS = {"ifNoneMatch": "If-None-Match", "ifModifiedSince": "If-Modified-Since"}
+
+
+def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
+    """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
+    stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
+    ``None`` when it has none. Values that are not short single-line text are dropped, so a
+    hostile stored header cannot inject another header."""
+    headers = {}
+    for key, name in CONDITIONAL_HEADERS.items():
+        value = (instruction or {}).get(key)
+        if isinstance(value, str) and value and len(value) <= 1024 and value.isprintable():
+            headers[name] = value
+    return headers or None
+
+
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
@@ -67,7 +85,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
             ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
-            ``"semantic": true`` makes it a semantic crawl (see the module docstring).
+            ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
+            sent as conditional request headers: a ``304 Not Modified`` comes back with no
+            body, nothing parsed; ``"semantic": true`` makes it a semantic crawl (see the module
+            docstring).
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
@@ -84,7 +105,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
-    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
+    ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
+    decompression; ``None`` without a body), ``error_kind`` set when the fetch failed or was
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
@@ -109,8 +131,11 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(robots.hop_check)
     semantic = bool((instruction or {}).get("semantic"))
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), body_wanted=wants_body if semantic else None,
-                            accept=RDF_ACCEPT if semantic else None)
+    headers = conditional_headers(instruction)
+    if semantic:  # RDF documents too, asked for by content negotiation
+        headers = {**(headers or {}), "Accept": RDF_ACCEPT}
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=headers,
+                            body_wanted=wants_body if semantic else None)
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
@@ -120,6 +145,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     body = fetched.body
     if not fetched.ok or body is None:
         return result
+    result.digest = hashlib.sha256(body).hexdigest()
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
     limits = semantic_limits or Limits()
     fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None

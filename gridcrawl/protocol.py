@@ -45,9 +45,13 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page. ``needs`` names the capabilities an executor must have to run it
-    (capability-based dispatch: ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``);
-    the manager assigns it only to an executor that declared all of them in :class:`Register`.
+    applies to the page. A recrawl adds the stored document's validators to it:
+    ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
+    sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
+    :func:`gridcrawl.executor.page.visit`.
+    ``needs`` names the capabilities an executor must have to run it (capability-based dispatch:
+    ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``); the manager assigns it only to an
+    executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -70,10 +74,12 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``. A semantic crawl (thread instruction
-    ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s wire shape) from RDF
-    documents and HTML structured data, and ``structured`` (what an HTML page's JSON-LD,
-    microdata and Open Graph said, with a list of ``errors``).
+    raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
+    bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
+    bodies not downloaded); the client compares it with the stored one on a recrawl. A semantic
+    crawl (thread instruction ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s
+    wire shape) from RDF documents and HTML structured data, and ``structured`` (what an HTML
+    page's JSON-LD, microdata and Open Graph said, with a list of ``errors``).
 
     Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
     holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
@@ -100,6 +106,7 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    digest: str | None = None
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
     triples: list = field(default_factory=list)
     structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)

@@ -193,7 +193,7 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
     import sqlite3
     sqlite3.connect(tmp_path / "empty.db").close()
     rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/empty.db")
-    assert_user_error(rc, out, "has no item table")
+    assert_user_error(rc, out, "is not a gridcrawl crawl database")
     with sqlite3.connect(tmp_path / "c.db") as conn:   # a page stored without its body (--no-content)
         conn.execute("INSERT INTO document (url, fingerprint, final_url, size, depth, fetched_at, fetch_seconds, "
                      "parse_seconds, extract_seconds) VALUES ('http://a.test/', 'f', 'http://a.test/', 0, 0, "

@@ -141,3 +141,21 @@ def test_the_sql_server_json_value_examples_run_on_mariadb(mariadb_url):
     assert commands == [("SELECT", "retrieve rows")]
     assert [(u, n, float(x)) for u, n, x in cheap] == [("http://shop.test/list/2.html", "Spoon", 1.5),
                                                       ("http://shop.test/list/1.html", "Mug", 7.0)]
+
+
+def test_a_page_visited_again_gets_its_new_items_and_a_304_keeps_the_old(store):
+    url = "http://shop.test/list/9.html"
+    first = outcome(1, url, [product(0, "Kettle", 24.5), product(1, "Mug", 7.0)])
+    first.page.encoding = "utf-8"
+    store.apply([first], Scope(["shop.test"]))
+    again = outcome(2, url, [product(0, "Teapot", 30.0)], misses=[["product", 1, "name"]])
+    again.page.encoding = "utf-8"   # parsed again: a changed page
+    store.apply([again], Scope(["shop.test"]))
+    not_modified = outcome(3, url)
+    not_modified.page.status, not_modified.page.content = 304, None
+    store.apply([not_modified], Scope(["shop.test"]))
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT position, fields FROM item")).all()
+        issues = conn.execute(sa.text("SELECT position, field FROM item_issue")).all()
+    assert [(r.position, json.loads(r.fields)["name"]) for r in rows] == [(0, "Teapot")]
+    assert [tuple(i) for i in issues] == [(1, "name")]

@@ -1,7 +1,7 @@
 """Semantic crawl: the ``triple`` table (one row per page and triple, unique on the page's
 fingerprint and the triple's SHA-256) and ``document.structured_data`` (gridcrawl.semantic).
 
-Revision 0004 of the crawl database (after 0003, the items).
+Revision 0005 of the crawl database (after 0004, the items).
 """
 
 import sqlalchemy as sa
@@ -9,8 +9,8 @@ from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Items: the item, item_issue and item_spec tables, and document.extract_seconds (executor CPU
 seconds spent extracting a page's items).
 
-Revision 0003 of the crawl database (after 0002).
+Revision 0004 of the crawl database (after 0003).
 """
 
 import sqlalchemy as sa
@@ -9,8 +9,8 @@ from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
