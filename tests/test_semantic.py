@@ -358,3 +358,29 @@ brand = { jsonld = "name", re = "^(Wren)" }
         parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "$.offers[" }')
     with pytest.raises(ItemSpecError, match="give exactly one of css, xpath or jsonld"):
         parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "a", css = "h1" }')
+
+
+def test_a_recrawled_page_keeps_only_its_new_triples(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
+    url = BASE + "data/catalog.ttl"
+    store.add_seeds([url])
+
+    def visit(body: bytes, status: int = 200) -> None:
+        (pend,) = store.claim(1)
+        triples = parse_rdf(body, url, "turtle") if status == 200 else []
+        store.apply([Outcome(pend, PageResult(url=url, final_url=url, status=status, content_type="text/turtle",
+                                              digest=str(hash(body)) if status == 200 else None, triples=triples),
+                             "ex", 1, False)], Scope(["127.0.0.1"]))
+
+    def stored() -> set:
+        with store.engine.connect() as conn:
+            return set(conn.execute(sa.text("SELECT predicate, object FROM triple")).all())
+
+    visit(b'<> <http://a/p> "old" .')
+    assert stored() == {("http://a/p", "old")}
+    assert store.queue_due(every=True) == 1
+    visit(b"", status=304)  # not modified: the stored triples stay
+    assert stored() == {("http://a/p", "old")}
+    store.queue_due(every=True)
+    visit(b'<> <http://a/p> "new" .')
+    assert stored() == {("http://a/p", "new")}
