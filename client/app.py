@@ -30,6 +30,7 @@ from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
@@ -128,8 +129,8 @@ APPLY_LINKS = 20_000
 
 
 def _links(outcome: Outcome) -> int:
-    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
-    return len(outcome.page.links) if outcome.page is not None else 0
+    """Rows (links and triples) an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) + len(outcome.page.triples) if outcome.page is not None else 0
 
 
 def _validators(instruction: dict, pend: Pending) -> dict:
@@ -140,6 +141,34 @@ def _validators(instruction: dict, pend: Pending) -> dict:
         return instruction
     extra = {"ifNoneMatch": pend.etag, "ifModifiedSince": pend.last_modified}
     return {**instruction, **{k: v for k, v in extra.items() if v is not None}}
+
+
+def base_instruction(scope: Scope, settings: Settings, strategy) -> dict:
+    """The crawling instruction every URL of a crawl carries: the scope (the executor refuses
+    redirect hops out of it), ``content: false`` when no body is stored (and no focus needs
+    it), ``semantic: true`` when structured data is read."""
+    instruction = scope.instruction()
+    if not settings.store_content and strategy.focus is None:
+        instruction["content"] = False  # the executor need not send bodies nobody reads
+    if strategy.structured_data:
+        instruction["semantic"] = True  # executors read RDF documents and structured data
+    return instruction
+
+
+def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_wire) -> tuple[dict, list[str]]:
+    """The instruction of ``pend``'s URL (``instruction`` from :func:`base_instruction`) and
+    what it needs of an executor: its page type's keep/follow rules, a recrawl's validators,
+    and the item specs that apply to it (``wire(spec)``: a spec's instruction entry); plugins
+    are its needs. Shared by the grid client and the Spark crawl (:mod:`gridcrawl.spark`)."""
+    # keep/follow rules: the page type's crawling instruction travels with it
+    mine = _validators({**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)}
+                       if strategy.rules else instruction, pend)
+    needs: list[str] = []
+    items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else None
+    if items:  # the item specs that apply to the page travel with it; plugins are needs
+        mine = {**mine, "items": [wire(spec) for spec in items]}
+        needs = needs_of(items)
+    return mine, needs
 
 
 class CrawlApplication:
@@ -179,6 +208,7 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -226,18 +256,22 @@ class CrawlApplication:
             log.warning("dropped a malformed message from the manager: %s", exc)
             return None
 
+    def _wire(self, spec) -> dict:
+        """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
+        wire = self._wired.get(spec.type)
+        if wire is None:
+            wire = self._wired[spec.type] = spec_to_wire(spec)
+        return wire
+
     def _submit(self, pendings: list[Pending]) -> None:
-        instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
-        if not self.settings.store_content and self.store.strategy.focus is None:
-            instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
-                              # the manager keeps the claim order unless the crawl orders by priority
-                              x.priority if strategy.order == "priority" else 5,
-                              # keep/follow rules: the page type's crawling instruction travels with it
-                              _validators({**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                                          if strategy.rules else instruction, x))
-                 for x in pendings]
+        instruction = base_instruction(self.scope, self.settings, strategy)
+        specs = []
+        for x in pendings:
+            mine, needs = thread_instruction(instruction, strategy, x, self._wire)
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
+                                      # the manager keeps the claim order unless the crawl orders by priority
+                                      x.priority if strategy.order == "priority" else 5, mine, needs))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):

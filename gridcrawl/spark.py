@@ -217,7 +217,9 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     from gridcrawl.manager.core import ManagerCore
     from gridcrawl.manager.queue import ReadyQueue
     from gridcrawl.protocol import PageResult
-    from gridcrawl.rules import instruction_for
+    from gridcrawl.client.app import base_instruction, thread_instruction
+    from gridcrawl.plugins import installed_plugins
+    from gridcrawl.semantic import Limits
 
     started = time.monotonic()
     s: Settings = config.settings
@@ -249,9 +251,10 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                       max_body_bytes=s.max_body_bytes, max_redirects=s.max_redirects,
                       keep_non_html=s.keep_non_html, hop_check=SSRFGuard(config.allow_private).check)
     robots = RobotsCache.for_fetcher(fetcher, retry_after=s.robots_retry) if s.obey_robots else None
-    instruction = config.scope.instruction()
-    if not s.store_content and strategy.focus is None:
-        instruction["content"] = False
+    instruction = base_instruction(config.scope, s, strategy)
+    # as an executor (executor/agent.py): the semantic parse's bounds, the extractor plugins installed here
+    limits = Limits(max_bytes=s.rdf_max_bytes, max_triples=s.max_triples, deadline=s.rdf_parse_deadline)
+    plugins = installed_plugins()
     lock = threading.Condition()
     done = [0]
     results: queue_mod.Queue = queue_mod.Queue()
@@ -270,10 +273,10 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                     wake = ready.next_wakeup()
                     lock.wait(timeout=max(0.01, min(0.5, wake - now)) if wake is not None else 0.5)
             pend = job.pending
-            thread_instruction = ({**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)}
-                                  if strategy.rules else instruction)
+            mine, _ = thread_instruction(instruction, strategy, pend)  # plugin needs: the task's own plugins
             try:
-                page = visit(fetcher, pend.url, instruction=thread_instruction, robots=robots)
+                page = visit(fetcher, pend.url, instruction=mine, robots=robots, semantic_limits=limits,
+                             plugins=plugins, plugin_timeout=s.plugin_timeout)
             except Exception as exc:  # visit never raises for what the web sends; keep the task alive
                 page = PageResult(url=pend.url, final_url=pend.url, error_kind="crash", error=repr(exc)[:1000])
             with lock:
