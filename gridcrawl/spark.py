@@ -181,14 +181,16 @@ def _task_store(config: TaskConfig):
 
 class _Job:
     """One URL of a download task inside the manager's ReadyQueue (it needs ``host``,
-    ``priority`` and ``queue_seq``)."""
+    ``priority``, ``needs`` and ``queue_seq``; a task runs every URL it owns, so ``needs`` is
+    empty: an item spec's plugin missing here is the page's item error, as on an executor)."""
 
-    __slots__ = ("pending", "host", "priority", "queue_seq", "retries")
+    __slots__ = ("pending", "host", "priority", "queue_seq", "retries", "needs")
 
     def __init__(self, pending, host: str, priority: int) -> None:
         self.pending, self.host, self.priority = pending, host, priority
         self.queue_seq = None
         self.retries = 0
+        self.needs: tuple = ()
 
 
 class _InjectedFailure(RuntimeError):

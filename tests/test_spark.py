@@ -80,8 +80,9 @@ def _add_links(site, path: str, urls: list[str]) -> None:
 def _crawl(sc, db: str, seeds: list[str], allow: list[str], **settings) -> object:
     """A Spark crawl through the API (open_crawl + SparkCrawl), as ``gridcrawl spark`` runs it."""
     hook = settings.pop("fail_first_attempt_on", None)
+    extract = settings.pop("extract", None)
     s = Settings(**{"spark_partitions": 2, **settings}).validate()
-    store, scope = open_crawl(s, db, seeds, allow)
+    store, scope = open_crawl(s, db, seeds, allow, extract=extract)
     private = _private_networks([*seeds, *scope.allowed_domains], [])
     return SparkCrawl(sc, store, db, s, scope, allow_private=private, fail_first_attempt_on=hook).run()
 
@@ -148,19 +149,25 @@ def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
     seed = servers[0].url("/")
     allow = ["127.0.0.2", "127.0.0.3"]
     spark_db = tmp_path / "spark.db"
-    result = _crawl(sc, f"sqlite:///{spark_db}", [seed], allow)
+    spec = tmp_path / "items.toml"  # an item per page, extracted in the Spark tasks as on the executors
+    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text", required = true }\n')
+    result = _crawl(sc, f"sqlite:///{spark_db}", [seed], allow, extract=str(spec))
     spark_requests = [_pages(srv) for srv in servers]
 
     for srv in servers:
         srv.reset()
     grid = subprocess.run([sys.executable, "-m", "gridcrawl", "run", seed, *(a for h in allow for a in ("--allow-domain", h)),
-                           "--executors", "2", "--workdir", str(tmp_path / "grid"), "--no-progress"],
-                          capture_output=True, text=True, timeout=120)
+                           "--executors", "2", "--workdir", str(tmp_path / "grid"), "--no-progress",
+                           "--extract", str(spec)], capture_output=True, text=True, timeout=120)
     assert grid.returncode == 0, grid.stderr[-2000:]
 
     spark_docs, grid_docs = _documents(spark_db), _documents(tmp_path / "grid" / "crawl.db")
     assert set(spark_docs) == expected, "the Spark crawl stored a page that is not reachable, or missed one"
     assert spark_docs == grid_docs  # same URLs, fingerprints, statuses, sizes, titles, bodies, link counts
+    items = "SELECT type, url, position, fields FROM item ORDER BY url"
+    with sqlite3.connect(spark_db) as a, sqlite3.connect(tmp_path / "grid" / "crawl.db") as b:
+        spark_items, grid_items = a.execute(items).fetchall(), b.execute(items).fetchall()
+    assert len(spark_items) == len(expected) and spark_items == grid_items
     assert result.pages == len(expected) == _one(spark_db, "SELECT COUNT(*) FROM visited_url")
     assert _one(spark_db, "SELECT COUNT(*) FROM to_visit_url") == 0
     assert len(result.layers) >= 4 and [f.depth for f in result.layers] == list(range(len(result.layers)))
