@@ -73,6 +73,7 @@ class ErrorKind(str, enum.Enum):
     ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
     OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+    RENDER = "render"  #: the browser failed (died, did not answer), or the executor has none (retried elsewhere)
 
 
 class HopRefusal(NamedTuple):

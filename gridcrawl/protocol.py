@@ -67,7 +67,10 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``.
+    raw bytes of a kept non-HTML body, or ``None``. A rendered page (:mod:`gridcrawl.executor.render`)
+    has ``render_seconds`` (the browser's part, apart from ``fetch_seconds`` and
+    ``parse_seconds``), its rendered DOM as ``content`` and the requests its scripts made that
+    were refused as ``refused_requests`` (``[url, error_kind, reason]`` triples).
     """
 
     url: str
@@ -88,6 +91,8 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
+    refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
 
 
 # ----------------------------------------------------------------------------------------------
