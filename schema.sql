@@ -257,6 +257,8 @@ CREATE TABLE document (
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
+    render_seconds       FLOAT           NULL,
+    refused_requests     NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO

@@ -183,13 +183,18 @@ class CrawlApplication:
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
-                              # the manager keeps the claim order unless the crawl orders by priority
-                              x.priority if strategy.order == "priority" else 5,
-                              # keep/follow rules: the page type's crawling instruction travels with it
-                              {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                              if strategy.rules else instruction)
-                 for x in pendings]
+        specs = []
+        for x in pendings:
+            # keep/follow rules: the page type's crawling instruction travels with it
+            spec_instruction = ({**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
+                                if strategy.rules else instruction)
+            render = strategy.render_instruction(x.page_type)
+            if render:  # pages that need JavaScript go to executors with a browser
+                spec_instruction = {**spec_instruction, **render}
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
+                                      # the manager keeps the claim order unless the crawl orders by priority
+                                      x.priority if strategy.order == "priority" else 5,
+                                      spec_instruction, needs=["render"] if render else []))
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
 

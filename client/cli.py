@@ -42,6 +42,11 @@ def crawl(
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
     min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+    render: bool = typer.Option(None, "--render/--no-render", help="render every page in a headless browser "
+                                "(its grid threads need an executor started with --render); default: as stored "
+                                "for a resumed crawl, else off; page types can ask for it in the rules file"),
+    wait_for: str = typer.Option(None, help="with rendering: a CSS selector the browser waits for before "
+                                 "taking the DOM (default: until the network is idle)"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
@@ -72,7 +77,7 @@ def crawl(
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
               rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+              curve=curve, render=render, wait_for=wait_for)
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -111,27 +116,42 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None,
+                     render: bool | None = None, wait_for: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
-    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
-    error naming the rule) on an invalid rules file, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, page types, focus, order
+    and rendering), and the seeds plus the rules' base URLs. Stores the options given. Exits
+    with status 2 (one-line error naming the rule) on an invalid rules file, focus, threshold
+    or order.
 
     Returns ``(strategy, seeds)``.
     """
     from gridcrawl.client.store import Strategy
     from gridcrawl.focus import Focus
-    from gridcrawl.rules import RuleError, load_rules
+    import json
+    from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
     try:
         if rules is not None:
             rule_list = load_rules(rules)
+            page_types = load_page_types(rules, rule_list)
             store.save_rules(rule_list)
+            store.set_meta("page_types", json.dumps({k: v.as_dict() for k, v in page_types.items()}))
             seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
         else:
             rule_list = store.stored_rules()
+            page_types = {k: PageType(bool(v.get("render")), v.get("wait_for"))
+                          for k, v in json.loads(store.get_meta("page_types") or "{}").items()}
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
+    if render is None:
+        render = store.get_meta("render") == "1"
+    if wait_for is None:
+        wait_for = store.get_meta("wait_for") or None
+    elif not wait_for.strip():
+        fail("--wait-for needs a CSS selector")
+    store.set_meta("render", "1" if render else "0")
+    store.set_meta("wait_for", wait_for or "")
     try:
         if focus is not None:
             focused = Focus.parse(focus)
@@ -143,7 +163,8 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
+                            render=render, wait_for=wait_for, page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
@@ -155,11 +176,12 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, render: bool | None = None, wait_for: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order``, ``render`` and ``wait_for`` choose the crawl strategy
+    (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -182,7 +204,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except DatabaseUnavailable as exc:
         fail(str(exc))
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
+                                             min_relevance=min_relevance, order=order, render=render,
+                                             wait_for=wait_for)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")

@@ -28,7 +28,7 @@ from gridcrawl import models
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
-from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
@@ -102,6 +102,10 @@ class Strategy:
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
       below ``min_relevance`` (0 ... 1) are not queued.
+    * ``render``, ``wait_for`` and ``page_types`` — pages that need JavaScript
+      (:mod:`gridcrawl.executor.render`): ``render`` renders every page (``--render``),
+      ``page_types`` (from the rules file) only the pages of types with ``render = true``;
+      ``wait_for`` is the CSS selector the browser waits for (a page type's own wins).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -110,6 +114,18 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    render: bool = False
+    wait_for: str | None = None
+    page_types: dict[str, PageType] = field(default_factory=dict)
+
+    def render_instruction(self, page_type: str | None) -> dict:
+        """What a page of ``page_type`` adds to its grid thread's instruction: ``{"render": True}``
+        (plus ``"waitFor"``: a CSS selector) when it is to be rendered, else ``{}``."""
+        options = self.page_types.get(page_type or "")
+        if not (self.render or (options is not None and options.render)):
+            return {}
+        wait_for = (options.wait_for if options is not None else None) or self.wait_for
+        return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -294,7 +310,9 @@ class CrawlStore:
                          "parse_seconds": page.parse_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
-                            headers=json.dumps(page.headers) if page.headers else None)
+                            headers=json.dumps(page.headers) if page.headers else None,
+                            render_seconds=page.render_seconds,
+                            refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
             kept.extend(self._kept_rows(page, pend, now))
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()

@@ -132,11 +132,17 @@ class ExecutorAgent:
     every fetch hop passes the SSRF guard (:mod:`gridcrawl.executor.ssrf`), which refuses
     private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
     (raises ``ValueError`` on a bad CIDR).
+
+    ``render``: start a headless browser (:class:`gridcrawl.executor.render.Renderer`, settings
+    ``render_*`` and ``browser_path``) for threads whose instruction asks for rendering, and
+    declare the ``render`` capability when registering; raises
+    :class:`~gridcrawl.executor.render.RenderUnavailable` (one line saying what to install) when
+    no browser starts.
     """
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None) -> None:
+                 curve=None, allow_private=(), idle=None, render: bool = False) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -167,6 +173,14 @@ class ExecutorAgent:
         self.robots: RobotsCache | None = (
             RobotsCache.for_fetcher(self.fetcher, retry_after=settings.robots_retry)
             if settings.obey_robots else None)
+        self.renderer = None
+        if render:
+            from gridcrawl.executor.render import Renderer
+            self.renderer = Renderer(
+                self.fetcher, browser_path=settings.browser_path or None, max_pages=settings.render_pages,
+                deadline=settings.render_timeout, idle_timeout=settings.render_idle,
+                restart_after=settings.render_restart).start()
+        self.capabilities = ["render"] if self.renderer is not None else []
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
@@ -200,7 +214,8 @@ class ExecutorAgent:
                     push.send_multipart([tag, str(job.attempt_id).encode()])  # started
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
-                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate)
+                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
+                                     renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
@@ -236,7 +251,7 @@ class ExecutorAgent:
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password))
+            executor_id=self.executor_id, password=self.password, capabilities=list(self.capabilities)))
 
     def run(self, stop: threading.Event) -> None:
         """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""
@@ -404,6 +419,8 @@ class ExecutorAgent:
             send(self.dealer, p.Bye("executor stopping"))
             self.dealer.close(linger=500)
         self.results.close(linger=0)
+        if self.renderer is not None:
+            self.renderer.close()
         self.fetcher.close()
         if self.robots is not None:
             self.robots.fetcher.close()

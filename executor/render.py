@@ -227,16 +227,23 @@ class Renderer:
 
     # ------------------------------------------------------------------ life cycle
 
+    @staticmethod
+    def check_installed(browser_path: str | None = None) -> None:
+        """Raise :class:`RenderUnavailable` (one line) unless Playwright imports and
+        ``browser_path`` (when given) is an executable; launches nothing."""
+        try:
+            import playwright.async_api  # noqa: F401
+        except ImportError:
+            raise RenderUnavailable(f"rendering needs Playwright for Python: {INSTALL_HINT}") from None
+        find_browser(browser_path)
+
     def start(self) -> "Renderer":
         """Import Playwright, launch the browser once (to know it works) and return self.
 
         Raises :class:`RenderUnavailable` (one line saying what to install) when Playwright is
         missing or the browser does not start within 60 s.
         """
-        try:
-            from playwright.async_api import Error as PlaywrightError  # noqa: F401
-        except ImportError:
-            raise RenderUnavailable(f"rendering needs Playwright for Python: {INSTALL_HINT}") from None
+        self.check_installed()
         self.browser_path = find_browser(self.browser_path)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="render-browser", daemon=True)

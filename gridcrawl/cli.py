@@ -75,6 +75,10 @@ def run(
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)"),
+    render: bool = typer.Option(False, "--render", help="render every page in a headless browser: the executors "
+                                "start one each (pip install 'gridcrawl[render]' and Chromium)"),
+    wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for before taking "
+                                 "the DOM (default: until the network is idle)"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)"),
     http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
@@ -106,12 +110,20 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    rendering = render or _stored_render(workdir / "crawl.db")
     if rules is not None:  # refuse bad rules before any process starts
-        from gridcrawl.rules import RuleError, load_rules
+        from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
-            load_rules(rules)
+            rule_list = load_rules(rules)
+            rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
+    if rendering:  # refuse --render before any process starts when this machine cannot render
+        from gridcrawl.executor.render import RenderUnavailable, Renderer
+        try:
+            Renderer.check_installed(settings.browser_path or None)
+        except RenderUnavailable as exc:
+            fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -135,10 +147,12 @@ def run(
                 "gridcrawl.executor", "--manager", endpoint, "--threads", str(threads),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--ignore-robots"] if ignore_robots else [])]))
+                *(["--ignore-robots"] if ignore_robots else []),
+                *(["--render"] if rendering else [])]))
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           render=render or None, wait_for=wait_for,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
                                                                     settings.connect_timeout))
     finally:
@@ -190,6 +204,22 @@ def _stored_hosts(crawl_db: Path) -> list[str]:
         return [str(h) for h in json.loads(row[0])] if row else []
     except (sqlite3.Error, ValueError, TypeError):
         return []
+
+
+def _stored_render(crawl_db: Path) -> bool:
+    """True when a resumed crawl's database says some of its pages are rendered (``--render``
+    or a page type with ``render = true`` stored in ``crawl_meta``)."""
+    import json
+    import sqlite3
+    if not crawl_db.exists():
+        return False
+    try:
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
+        return rows.get("render") == "1" or any(
+            bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values())
+    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+        return False
 
 
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:

@@ -207,6 +207,8 @@ document = Table(
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
+    Column("render_seconds", Real),     # rendered in a browser: seconds it took (NULL: fetched only)
+    Column("refused_requests", LongText),  # rendered: the page's requests refused, JSON [[url, kind, reason]]
     Index("ux_document_fingerprint", "fingerprint", unique=True),
 )
 

@@ -45,7 +45,8 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page; ``needs``: capabilities an executor must have to run it (e.g.
+    ``"render"``), matched by the manager against each executor's ``capabilities``.
     """
 
     thread_id: int
@@ -53,6 +54,7 @@ class ThreadSpec:
     depth: int = 0
     priority: int = 5
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -115,7 +117,9 @@ class Message:
 class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
-    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes;
+    ``capabilities``: what it can do beyond fetching (e.g. ``"render"``: a headless browser);
+    the manager gives it only threads whose ``needs`` it covers.
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -131,6 +135,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -158,7 +163,8 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out)."""
+    quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
+    capabilities the thread asked for (the executor has them all)."""
 
     attempt_id: int
     application_id: str
@@ -166,6 +172,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass

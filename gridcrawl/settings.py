@@ -58,6 +58,11 @@ class Settings:
     max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
+    render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once")
+    render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)")
+    render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
+    render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
+    browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
 
     # --- client: the crawl ---
@@ -77,18 +82,19 @@ class Settings:
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
-                    "download_timeout", "apply_interval")
+                    "download_timeout", "apply_interval", "render_timeout")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "render_pages",
+                     "render_restart"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff"):
+                     "retry_times", "retry_backoff", "render_idle"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         return self
