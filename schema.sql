@@ -60,6 +60,7 @@ CREATE TABLE executor (
     pages_per_second     FLOAT           NOT NULL,            -- as the executor reported it
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
+    capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -107,6 +108,7 @@ CREATE TABLE thread (
     failed               BIT             NOT NULL,
     attempts             INTEGER         NOT NULL,
     error_kind           VARCHAR(32)     NULL,
+    needs                NVARCHAR(MAX)   NULL,
     time_submitted       DATETIME2(6)    NOT NULL,
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,

@@ -29,6 +29,7 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
@@ -138,11 +139,17 @@ class ExecutorAgent:
     declare the ``render`` capability when registering; raises
     :class:`~gridcrawl.executor.render.RenderUnavailable` (one line saying what to install) when
     no browser starts.
+
+    Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
+    registers: those of the extractor plugins installed here
+    (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
+    is given the threads that need them.
     """
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None, render: bool = False) -> None:
+                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
+                 render: bool = False) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -153,6 +160,8 @@ class ExecutorAgent:
         self.accepting = idle is None
         self.password = password
         self.curve = curve
+        self.plugins = installed_plugins()
+        self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         self.guard = SSRFGuard(allow_private)
         self._watch: HandshakeWatch | None = None
         self._failure_logged = float("-inf")
@@ -180,7 +189,8 @@ class ExecutorAgent:
                 self.fetcher, browser_path=settings.browser_path or None, max_pages=settings.render_pages,
                 deadline=settings.render_timeout, idle_timeout=settings.render_idle,
                 restart_after=settings.render_restart).start()
-        self.capabilities = ["render"] if self.renderer is not None else []
+        if self.renderer is not None:
+            self.capabilities = sorted(set(self.capabilities) | {"render"})
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
@@ -251,7 +261,7 @@ class ExecutorAgent:
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password, capabilities=list(self.capabilities)))
+            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities))
 
     def run(self, stop: threading.Event) -> None:
         """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""

@@ -38,6 +38,8 @@ def run(
     curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
     allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
                                             "private/loopback/link-local (repeatable; default: none)"),
+    capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
+                                         "installed extractor plugins' plugin:NAME ones"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
@@ -87,11 +89,13 @@ def run(
     limit_malloc_arenas()  # before the worker threads start
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
     from gridcrawl.executor.render import RenderUnavailable
+    if "render" in (capability or []) and not render:
+        fail("--capability render needs a browser: use --render instead")
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
                               allow_private=allow_private or [], dedicated=not idle_only, idle=idle,
-                              render=render)
+                              capabilities=capability or [], render=render)
     except (ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     try:

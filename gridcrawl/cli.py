@@ -317,7 +317,8 @@ def report(
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
-    application_summary; with --application, that application's threads per executor) and,
+    application_summary; with --application, that application's threads per executor), the
+    threads that wait because no connected executor has a capability they need, and,
     with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
     try:
         engine = open_database(db)
@@ -331,6 +332,9 @@ def report(
         else:
             _print_executor_summary(rep.executor_summary(engine))
         _print_application_summary(rep.application_summary(engine, application))
+        waiting = rep.waiting_for_capabilities(engine)
+        for needs, count in sorted(waiting.items()):
+            typer.echo(f"{count} threads wait: no connected executor has {needs}")
         if plot is not None:
             drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
             typer.echo(f"timeline of {drawn} threads drawn to {plot}")

@@ -104,6 +104,7 @@ executor = Table(
     Column("pages_per_second", Real, nullable=False, default=0),
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
+    Column("capabilities", LongText),    # what it declared, space-separated ("plugin:shop plugin:shop@1.0")
 )
 
 application = Table(
@@ -130,6 +131,7 @@ thread = Table(
     Column("failed", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("error_kind", String(32)),
+    Column("needs", LongText),           # capabilities an executor must have to run it, space-separated
     Column("time_submitted", Timestamp, nullable=False),
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),

@@ -45,8 +45,9 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page; ``needs``: capabilities an executor must have to run it (e.g.
-    ``"render"``), matched by the manager against each executor's ``capabilities``.
+    applies to the page. ``needs`` names the capabilities an executor must have to run it
+    (capability-based dispatch: ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``);
+    the manager assigns it only to an executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -117,9 +118,10 @@ class Message:
 class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
-    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes;
-    ``capabilities``: what it can do beyond fetching (e.g. ``"render"``: a headless browser);
-    the manager gives it only threads whose ``needs`` it covers.
+    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
+    ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
+    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -164,7 +166,7 @@ class Heartbeat(Message):
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
     quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
-    capabilities the thread asked for (the executor has them all)."""
+    capabilities the thread needs (:class:`ThreadSpec`), all of which this executor declared."""
 
     attempt_id: int
     application_id: str
