@@ -48,6 +48,9 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
+    # threads in flight that need a capability, by need, while no result has come for a while
+    # (they wait for an executor that has it: e.g. "render", an executor started with --render)
+    waiting: dict = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -98,6 +101,10 @@ def control_application(settings: Settings, manager: str, application_id: str, a
 
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000
+#: Heartbeat intervals without any result after which threads that need a capability are
+#: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
+WAIT_BEATS = 5
+WAIT_REPEAT = 60.0
 
 
 def _links(outcome: Outcome) -> int:
@@ -131,6 +138,7 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
 
     # ------------------------------------------------------------------ connection
 
@@ -194,9 +202,34 @@ class CrawlApplication:
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
                                       x.priority if strategy.order == "priority" else 5,
-                                      spec_instruction, needs=["render"] if render else []))
+                                      spec_instruction, needs=self._needs(x)))
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
+
+    def _needs(self, pend: Pending) -> list[str]:
+        """The capabilities grid thread ``pend`` needs: ``["render"]`` for a page to render."""
+        return ["render"] if self.store.strategy.render_instruction(pend.page_type) else []
+
+    def _check_waiting(self, now: float, last_result: float) -> None:
+        """Say so when no result has come for ``WAIT_BEATS`` heartbeat intervals and threads in
+        flight need a capability: they wait for an executor that has it (the manager holds them
+        until one connects), rather than the crawl hanging silently."""
+        if now - last_result < WAIT_BEATS * self.settings.heartbeat_interval:
+            return
+        counts: dict[str, int] = {}
+        for pend in self.in_flight.values():
+            for need in self._needs(pend):
+                counts[need] = counts.get(need, 0) + 1
+        if not counts or (counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT):
+            return
+        self.progress.waiting = counts
+        self._waiting_said = now
+        what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
+        log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
+                    "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
+                    "waiting threads", now - last_result, len(self.in_flight), what)
+        if self.on_progress:
+            self.on_progress(self.progress)
 
     # ------------------------------------------------------------------ loop
 
@@ -211,7 +244,8 @@ class CrawlApplication:
         self.store.release_all()
         self.visited_before = self.store.counts()["visited"]
         self._open(time.monotonic() + s.connect_timeout)
-        last_heard = last_beat = time.monotonic()
+        last_heard = last_beat = last_result = time.monotonic()
+        self._waiting_said = float("-inf")
         exhausted = False
         oldest_result = None
         try:
@@ -223,6 +257,8 @@ class CrawlApplication:
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
+                            last_result = time.monotonic()
+                            self.progress.waiting = {}
                             for done in message.threads:
                                 if done.thread_id in self._waiting:
                                     continue  # sent again after a reattach: already waiting to be applied
@@ -255,6 +291,8 @@ class CrawlApplication:
                 if now - last_beat >= s.heartbeat_interval:
                     last_beat = now
                     send(self.socket, p.Heartbeat())
+                    if self.in_flight and not self.results:
+                        self._check_waiting(now, last_result)
                 if now - last_heard > s.peer_timeout:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)

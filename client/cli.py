@@ -224,7 +224,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             fail(f"the manager refused the application: {exc}")
     counts = store.counts()
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  application_id=final.application_id)
+                  application_id=final.application_id, waiting=dict(final.waiting))
     view.summary(counts)
     return counts
 
