@@ -27,7 +27,11 @@ How a rendered page stays bounded and safe (the browser is treated as hostile gr
   most ``max_requests`` requests per page.
 * A wall-clock deadline per page (``deadline`` seconds, from opening the page to taking its DOM):
   a script that loops forever is cut there (the page is closed, which stops its renderer).
-* At most ``max_pages`` pages open at once; a worker thread waits for a free one.
+* At most ``max_pages`` pages open at once; a worker thread waits for a free one. Each page is
+  kept and reused for page after page (opening a page starts a renderer process: about 4× the
+  cost of a navigation); between two pages it goes to ``about:blank`` (the old document's
+  scripts stop; a late request of theirs is refused) and its cookies are cleared. A page that
+  failed (deadline, browser error) is closed with its context and made anew.
 * One browser per executor, restarted after ``restart_after`` pages (a long-lived browser grows)
   and relaunched when it dies; a page whose browser died ends as ``ErrorKind.RENDER``, which the
   manager retries as a new attempt.
@@ -173,6 +177,17 @@ class _Page:
         log.info("render of %s: refused %s (%s: %s)", self.url, url[:200], kind, reason)
 
 
+class _Slot:
+    """One of the ``max_pages`` pages a renderer keeps open: its browser, context and page (made
+    when first needed, reused for page after page) and the render it serves now, if any."""
+
+    def __init__(self) -> None:
+        self.browser = None
+        self.context = None
+        self.page = None
+        self.job: _Page | None = None
+
+
 class Renderer:
     """One headless browser for an executor: ``Renderer(fetcher).start()``, then
     :meth:`render` from any worker thread, :meth:`close` at the end.
@@ -220,8 +235,8 @@ class Renderer:
         self._playwright = None
         self._browser = None
         self._browser_pages = 0
-        self._active: dict[object, int] = {}
-        self._retired: set = set()
+        self._slots = [_Slot() for _ in range(self.max_pages)]
+        self._free: asyncio.Queue | None = None
         self._lock: asyncio.Lock | None = None
         self._error_class: type[BaseException] = Exception
 
@@ -263,6 +278,9 @@ class Renderer:
         from playwright.async_api import Error as PlaywrightError, async_playwright
         self._error_class = PlaywrightError
         self._lock = asyncio.Lock()
+        self._free = asyncio.Queue()
+        for slot in self._slots:
+            self._free.put_nowait(slot)
         try:
             self._playwright = await async_playwright().start()
             self._browser = await self._launch()
@@ -276,7 +294,6 @@ class Renderer:
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
         self.launches += 1
         self._browser_pages = 0
-        self._active[browser] = 0
         log.info("browser %d started (%s)", self.launches, self.browser_path or "Playwright's Chromium")
         return browser
 
@@ -296,13 +313,15 @@ class Renderer:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _close(self) -> None:
-        for browser in list(self._active):
+        browsers = {slot.browser for slot in self._slots if slot.browser is not None} | {self._browser}
+        for slot in self._slots:
+            slot.context = slot.page = slot.browser = None
+        self._browser = None
+        for browser in browsers - {None}:
             try:
                 await browser.close()
             except Exception:
                 pass
-        self._active.clear()
-        self._browser = None
         if self._playwright is not None:
             try:
                 await self._playwright.stop()
@@ -349,100 +368,129 @@ class Renderer:
 
     async def _render(self, job: _Page, wait_for: str | None) -> Rendered:
         out = job.outcome
+        slot = await self._free.get()
         started = time.monotonic()
         self.open_pages += 1
         self.peak_open_pages = max(self.peak_open_pages, self.open_pages)
+        failed = True
         try:
-            await asyncio.wait_for(self._render_page(job, wait_for), self.deadline)
+            await asyncio.wait_for(self._render_on(slot, job, wait_for), self.deadline)
+            failed = False
         except asyncio.TimeoutError:
-            out.html = None
             out.error_kind = ErrorKind.TIMEOUT
             out.error = f"render deadline of {self.deadline:g} s passed" + (
                 f" waiting for {wait_for!r}" if wait_for else "")
         except self._error_class as exc:
-            out.html = None
             out.error_kind, out.error = ErrorKind.RENDER, f"browser: {_one_line(exc)}"
         except Exception as exc:  # a bug must cost one page, not the browser thread
             log.exception("render of %s crashed", job.url)
-            out.html = None
             out.error_kind, out.error = ErrorKind.RENDER, f"{type(exc).__name__}: {_one_line(exc)}"
         finally:
             job.closed = True
+            slot.job = None
+            out.seconds = time.monotonic() - started
+            if out.error_kind is not None:
+                out.html = None
+            if failed:  # the page may still run a script, or its browser is gone: never reuse it
+                await self._discard(slot)
             self.open_pages -= 1
             self.pages += 1
-            out.seconds = time.monotonic() - started
+            self._free.put_nowait(slot)
         return out
 
-    async def _render_page(self, job: _Page, wait_for: str | None) -> None:
-        browser = await self._acquire_browser()
-        context = None
-        try:
-            context = await browser.new_context(service_workers="block", accept_downloads=False,
-                                                user_agent=self.user_agent)
-            await context.route("**/*", functools.partial(self._route, job))
-            page = await context.new_page()
-            page.on("download", lambda d: job.refuse(d.url, "download", "downloads are refused while rendering"))
-            await page.goto(job.url, wait_until="load", timeout=0)
-            if wait_for:
-                await page.wait_for_selector(wait_for, state="attached", timeout=0)
-            elif self.idle_timeout > 0:
-                try:
-                    await page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000)
-                except self._error_class:  # still busy after idle_timeout: take the DOM as it is
-                    pass
-            for _ in range(5):  # a client-side redirect may be under way: let it land
-                try:
-                    await page.wait_for_load_state("load", timeout=0)
-                    job.outcome.html = await page.content()
-                    break
-                except self._error_class as exc:
-                    if "navigat" not in str(exc):
-                        raise
-                    await asyncio.sleep(0.05)
-            else:
-                raise self._error_class("the page kept navigating")
-            job.outcome.final_url = job.landed.get(page.url, page.url)
-            if job.left is not None:  # as an HTTP redirect to a refused place: the page fails so
-                job.outcome.html = None
-                job.outcome.error_kind, job.outcome.error = job.left
-        finally:
-            if context is not None:
-                try:
-                    await context.close()
-                except Exception:
-                    pass
-            await self._release_browser(browser)
+    async def _render_on(self, slot: "_Slot", job: _Page, wait_for: str | None) -> None:
+        browser = await self._current_browser()
+        if slot.page is None or slot.browser is not browser or slot.page.is_closed():
+            await self._discard(slot)
+            slot.browser = browser
+            slot.context = await browser.new_context(service_workers="block", accept_downloads=False,
+                                                     user_agent=self.user_agent)
+            await slot.context.route("**/*", functools.partial(self._route_slot, slot))
+            slot.page = await slot.context.new_page()
+            slot.page.on("download", functools.partial(self._download, slot))
+        slot.job = job
+        page = slot.page
+        await page.goto(job.url, wait_until="load", timeout=0)
+        if wait_for:
+            await page.wait_for_selector(wait_for, state="attached", timeout=0)
+        elif self.idle_timeout > 0:
+            try:
+                await page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000)
+            except self._error_class:  # still busy after idle_timeout: take the DOM as it is
+                pass
+        for _ in range(5):  # a client-side redirect may be under way: let it land
+            try:
+                await page.wait_for_load_state("load", timeout=0)
+                job.outcome.html = await page.content()
+                break
+            except self._error_class as exc:
+                if "navigat" not in str(exc):
+                    raise
+                await asyncio.sleep(0.05)
+        else:
+            raise self._error_class("the page kept navigating")
+        job.outcome.final_url = job.landed.get(page.url, page.url)
+        if job.left is not None:  # as an HTTP redirect to a refused place: the page fails so
+            job.outcome.html = None
+            job.outcome.error_kind, job.outcome.error = job.left
+        # ready for the next page: this document's scripts stop, its cookies go
+        slot.job = None
+        job.closed = True
+        await page.goto("about:blank", timeout=0)
+        await slot.context.clear_cookies()
 
-    async def _acquire_browser(self):
+    async def _current_browser(self):
         """The browser for the next page: a new one when none is running, the current one died,
-        or it rendered ``restart_after`` pages (the old one closes when its last page does)."""
+        or it rendered ``restart_after`` pages (the old one closes once no page slot uses it)."""
         async with self._lock:
             browser = self._browser
             if browser is not None and (not browser.is_connected() or self._browser_pages >= self.restart_after):
                 why = "died" if not browser.is_connected() else f"rendered {self._browser_pages} pages"
                 log.info("browser %d %s: starting a new one", self.launches, why)
-                self._retired.add(browser)
-                self._browser = browser = None
-                await self._close_if_done_with(self._retired.copy())
+                self._browser = None
+                for slot in self._slots:
+                    if slot.browser is browser and slot.job is None:
+                        await self._discard(slot)
+                await self._close_unused(browser)
+                browser = None
             if browser is None:
                 browser = self._browser = await self._launch()
             self._browser_pages += 1
-            self._active[browser] = self._active.get(browser, 0) + 1
             return browser
 
-    async def _release_browser(self, browser) -> None:
-        self._active[browser] = self._active.get(browser, 1) - 1
-        await self._close_if_done_with({browser} & self._retired)
+    async def _discard(self, slot: "_Slot") -> None:
+        """Close a page slot's context (and its browser, when retired and no longer used)."""
+        context, browser = slot.context, slot.browser
+        slot.context = slot.page = slot.browser = None
+        if context is not None:
+            try:
+                await context.close()
+            except Exception:
+                pass
+        if browser is not None:
+            await self._close_unused(browser)
 
-    async def _close_if_done_with(self, browsers) -> None:
-        for browser in browsers:
-            if self._active.get(browser, 0) <= 0:
-                self._retired.discard(browser)
-                self._active.pop(browser, None)
-                try:
-                    await browser.close()
-                except Exception:
-                    pass
+    async def _close_unused(self, browser) -> None:
+        if browser is self._browser or any(slot.browser is browser for slot in self._slots):
+            return
+        try:
+            await browser.close()
+        except Exception:
+            pass
+
+    def _download(self, slot: "_Slot", download) -> None:
+        if slot.job is not None:
+            slot.job.refuse(download.url, "download", "downloads are refused while rendering")
+
+    async def _route_slot(self, slot: "_Slot", route) -> None:
+        job = slot.job
+        if job is None:  # between pages (about:blank, a late timer of the previous page)
+            try:
+                await route.abort("blockedbyclient")
+            except Exception:
+                pass
+            return
+        await self._route(job, route)
 
     async def _route(self, job: _Page, route) -> None:
         """Answer one request of the page: the document from the fetch already made, anything

@@ -235,3 +235,16 @@ def test_no_browser_is_one_line_saying_what_to_install():
         Renderer(Fetcher(user_agent=UA), browser_path="/nonexistent/chromium").start()
     message = str(info.value)
     assert "\n" not in message and "/nonexistent/chromium" in message and "gridcrawl[render]" in message
+
+
+def test_pages_are_reused_without_cookies_of_the_page_before(server, visitor):
+    server.site.pages["/cookie-set.html"] = b"<html><body><script>document.cookie = 'k=v'</script></body></html>"
+    server.site.pages["/cookie-read.html"] = (b"<html><body><p id=c></p><script>"
+                                              b"document.getElementById('c').textContent = 'cookie:' + document.cookie"
+                                              b"</script></body></html>")
+    launches = visitor.renderer.launches
+    assert visitor.visit(server.url("/cookie-set.html")).error_kind is None
+    for _ in range(visitor.renderer.max_pages):  # every page slot once, the one that set it included
+        page = visitor.visit(server.url("/cookie-read.html"))
+        assert '<p id="c">cookie:</p>' in page.content
+    assert visitor.renderer.launches == launches
