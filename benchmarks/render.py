@@ -12,7 +12,8 @@ own on 127.0.0.1 (:mod:`servers`):
   executor: fetches, parsing, the browser's request handler) and of the browser's process
   tree (Playwright's driver and every Chromium process); peak memory of the executor (RSS) and
   of the browser tree (the sum of PSS of its processes, so shared pages count once; RSS where
-  PSS is not available), sampled every 0.1 s. The browser is not restarted during a run.
+  PSS is not available), sampled every 0.1 s (the sampler thread's own CPU is left out of the
+  executor's). The browser is not restarted during a run.
 * ``grid`` (``--grid``): ``gridcrawl run SEED --executors 1 --threads T`` with and without
   ``--render``: crawl seconds (first grid thread submitted to last finished, from the manager
   database) and pages/s through the whole grid.
@@ -52,16 +53,19 @@ from gridcrawl.executor.ssrf import SSRFGuard  # noqa: E402
 MB = 1024 * 1024
 
 
-def _tree_memory(procs: list[psutil.Process]) -> int:
-    """Bytes of memory of ``procs``: the sum of PSS (Linux), else of RSS."""
-    total = 0
+def _tree_memory(procs: list[psutil.Process]) -> tuple[int, int]:
+    """Bytes of memory of ``procs``: ``(sum of PSS, sum of USS)`` (Linux; RSS where there is no
+    PSS, 0 where there is no USS). PSS shares a library's pages among every process mapping
+    it (so other Chromium instances on the machine lower it); USS is what exiting frees."""
+    pss = uss = 0
     for proc in procs:
         try:
             info = proc.memory_full_info()
-            total += getattr(info, "pss", info.rss)
+            pss += getattr(info, "pss", info.rss)
+            uss += getattr(info, "uss", 0)
         except psutil.Error:
             continue
-    return total
+    return pss, uss
 
 
 class Sampler:
@@ -71,14 +75,25 @@ class Sampler:
     def __init__(self, interval: float = 0.1) -> None:
         self.me = psutil.Process()
         self.interval = interval
-        self.peak_self = self.peak_children = 0
+        self.peak_self = self.peak_children = self.peak_children_uss = 0
         self._stop = threading.Event()
+        self._native_id = -1
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def cpu_seconds(self) -> float:
+        """CPU seconds this sampler's own thread has used (to leave out of the executor's)."""
+        for t in self.me.threads():
+            if t.id == self._native_id:
+                return t.user_time + t.system_time
+        return 0.0
+
     def _run(self) -> None:
+        self._native_id = threading.get_native_id()
         while not self._stop.is_set():
             self.peak_self = max(self.peak_self, self.me.memory_info().rss)
-            self.peak_children = max(self.peak_children, _tree_memory(self.me.children(recursive=True)))
+            pss, uss = _tree_memory(self.me.children(recursive=True))
+            self.peak_children = max(self.peak_children, pss)
+            self.peak_children_uss = max(self.peak_children_uss, uss)
             self._stop.wait(self.interval)
 
     def __enter__(self) -> "Sampler":
@@ -86,6 +101,7 @@ class Sampler:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.cpu = self.cpu_seconds()
         self._stop.set()
         self._thread.join()
 
@@ -127,13 +143,14 @@ def run_executor(urls: list[str], threads: int, render_pages: int | None, browse
             seconds = time.monotonic() - start
         children_now = me.children(recursive=True)
         browser_cpu = sum(_cpu(children_now).values()) - sum(cpu_children.get(p.pid, 0.0) for p in children_now)
-        executor_cpu = sum(me.cpu_times()[:2]) - cpu_self
+        executor_cpu = sum(me.cpu_times()[:2]) - cpu_self - sampler.cpu  # the sampler is not the executor
         return {"mode": f"rendered, {render_pages} pages open" if renderer else "fetched",
                 "pages": len(urls), "errors": errors, "seconds": seconds, "pages_per_second": len(urls) / seconds,
                 "executor_cpu_ms": 1000 * executor_cpu / len(urls),
                 "browser_cpu_ms": 1000 * browser_cpu / len(urls) if renderer else 0.0,
                 "executor_peak_mb": sampler.peak_self / MB,
                 "browser_peak_mb": sampler.peak_children / MB if renderer else 0.0,
+                "browser_peak_uss_mb": sampler.peak_children_uss / MB if renderer else 0.0,
                 "browser_processes": len(children_now) if renderer else 0}
     finally:
         if renderer is not None:
@@ -174,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", action="store_true", help="also crawl through gridcrawl run, with and without --render")
     ap.add_argument("--out-dir", type=Path, default=HERE / "results")
     args = ap.parse_args(argv)
+    load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     spec = SiteSpec(pages=args.pages, links=args.links, page_bytes=args.page_bytes, seed=16)
     rows, grid_rows = [], []
     with serve_site(spec) as served:
@@ -190,18 +208,19 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"grid: {'--render' if render else 'fetch'} ...", flush=True)
                     grid_rows.append(run_grid(served.seed_url, args.threads, render, Path(scratch)))
                     print("  ", grid_rows[-1], flush=True)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0,)
     lines = [f"# Rendering benchmark, {dt.date.today()}", "",
              f"Site: {spec.describe()} ({served.server}); {args.threads} worker threads; "
              f"{platform.processor() or platform.machine()}, {psutil.cpu_count()} cores, "
-             f"{psutil.virtual_memory().total / 2**30:.1f} GiB; load average {load[0]:.2f} at the end.", "",
+             f"{psutil.virtual_memory().total / 2**30:.1f} GiB; load average {load_start:.2f} at the start, "
+             f"{load[0]:.2f} at the end.", "",
              "Executor path (`visit()` on every page, in one process):", "",
              "| mode | pages | errors | seconds | pages/s | executor CPU ms/page | browser CPU ms/page "
-             "| executor peak RSS MB | browser peak MB (PSS) |", "|---|---|---|---|---|---|---|---|---|"]
+             "| executor peak RSS MB | browser peak MB, PSS (USS) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['mode']} | {r['pages']} | {r['errors']} | {r['seconds']:.2f} | {r['pages_per_second']:.1f} "
                      f"| {r['executor_cpu_ms']:.1f} | {r['browser_cpu_ms']:.1f} | {r['executor_peak_mb']:.0f} "
-                     f"| {r['browser_peak_mb']:.0f} |")
+                     f"| {r['browser_peak_mb']:.0f} ({r['browser_peak_uss_mb']:.0f}) |")
     if grid_rows:
         lines += ["", "Through the grid (`gridcrawl run --executors 1`):", "",
                   "| mode | pages | errors | crawl s | wall s | pages/s |", "|---|---|---|---|---|---|"]

@@ -135,6 +135,7 @@ def test_gridcrawl_run_render_starts_its_executors_with_a_browser(tmp_path, site
 
 
 def test_executor_render_without_a_usable_browser_fails_at_start_with_one_line(tmp_path):
+    pytest.importorskip("playwright.async_api", reason="playwright is not installed (pip install 'gridcrawl[render]')")
     done = subprocess.run([sys.executable, "-m", "gridcrawl.executor", "--manager", "tcp://127.0.0.1:1",
                            "--render", "--browser-path", str(tmp_path / "no-chromium")],
                           capture_output=True, text=True, timeout=60)
