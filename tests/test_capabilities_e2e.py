@@ -22,9 +22,13 @@ from sites import generate_site
 pytestmark = pytest.mark.e2e
 
 
-def receive_done(sock, want: int, timeout: float) -> dict[int, p.Outcome]:
-    """Outcomes of ``done`` messages until ``want`` threads are in (acknowledging each)."""
+def receive_done(sock, want: int, timeout: float, app: str | None = None) -> dict[int, p.Outcome]:
+    """Outcomes of ``done`` messages until ``want`` threads are in (acknowledging each). With
+    ``app``, first reattach to that application, as a client does after being away (the manager
+    detaches a client silent for its liveness, e.g. while this test ran ``gridcrawl report``)."""
     done: dict[int, p.Outcome] = {}
+    if app is not None:
+        send(sock, p.OpenApplication("capabilities", "tester", app))
     deadline = time.monotonic() + timeout
     while len(done) < want and time.monotonic() < deadline:
         send(sock, p.Heartbeat())  # the manager detaches a silent application
@@ -66,11 +70,11 @@ def test_plugin_threads_run_only_on_the_executor_that_has_the_plugin(tmp_path, s
         # the plain threads are not stuck behind the (higher-priority, same-host) plugin threads
         first = receive_done(sock, 6, 60)
         assert sorted(first) == list(range(7, 13)), sorted(first)
-        wait_for(lambda: receive_done(sock, 1, 0.3) == {} and
-                 "6 threads wait: no connected executor has plugin:testshop" in report(grid), 20,
+        wait_for(lambda: receive_done(sock, 1, 0.3, app) == {} and
+                 "6 threads wait: no connected executor has plugin:testshop" in report(grid), 60,
                  interval=0.1, message="gridcrawl report to show the waiting threads")
         grid.start_executor("withplugin", "--threads", "2", env=plugin_env(tmp_path / "meta"))
-        rest = receive_done(sock, 6, 60)
+        rest = receive_done(sock, 6, 60, app)
         assert sorted(rest) == list(range(1, 7)), sorted(rest)
         assert all(o.page.status == 200 for o in [*first.values(), *rest.values()])
         send(sock, p.CloseApplication(app))
@@ -79,7 +83,7 @@ def test_plugin_threads_run_only_on_the_executor_that_has_the_plugin(tmp_path, s
         assert {names[o.executor_id] for o in first.values()} == {"plain"}
         caps = dict(grid.query("manager", "SELECT name, capabilities FROM executor"))
         assert caps == {"plain": None, "withplugin": f"{need} {need}@{PLUGIN_VERSION}"}
-        wait_for(lambda: "threads wait" not in report(grid), 20, interval=0.5, message="no waiting threads")
+        wait_for(lambda: "threads wait" not in report(grid), 60, interval=0.5, message="no waiting threads")
     finally:
         sock.close(linger=0)
         context.term()

@@ -1,11 +1,13 @@
 """Rendered pages (issue 16): the seconds a page was open in the browser and the requests its
 scripts made that were refused, on ``document``.
 
-Revision 0003 of the crawl database (after 0002).
+Revision 0003 of the crawl database (after 0002). The items branch (issue 15) also adds a crawl
+revision 0003 (``0003_items``): whichever is merged second becomes 0004, chained on the other
+(gridcrawl/migrations/README.md).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
@@ -15,7 +17,8 @@ branch_labels = None
 depends_on = None
 
 REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:

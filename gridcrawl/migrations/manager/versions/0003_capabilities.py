@@ -1,12 +1,11 @@
-"""Capability-based dispatch (issue 15, used by rendering, issue 16): what each executor
-declared (``executor.capabilities``) and what each grid thread needs (``thread.needs``),
-space-separated.
+"""Capability-based dispatch: what each executor declared it can do (executor.capabilities) and
+what each grid thread needs (thread.needs), both space-separated names.
 
 Revision 0003 of the manager database (after 0002).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
+from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
@@ -15,11 +14,12 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:
-    """Add executor.capabilities and thread.needs (NULL: none)."""
+    """Add executor.capabilities and thread.needs (NULL: nothing declared, nothing needed)."""
     ops.add_column("executor", sa.Column("capabilities", TEXT))
     ops.add_column("thread", sa.Column("needs", TEXT))
 
