@@ -228,6 +228,7 @@ class Renderer:
         self.launches = 0       #: browsers launched since start (restarts included)
         self.open_pages = 0     #: pages open right now
         self.peak_open_pages = 0
+        self.browser_pid: int | None = None  #: the current browser's main process id, when known
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4 * self.max_pages,
@@ -289,9 +290,14 @@ class Renderer:
             raise RenderUnavailable(f"cannot start the browser ({where}): {_one_line(exc)}; {INSTALL_HINT}") from None
 
     async def _launch(self):
+        before = _descendants()
         browser = await self._playwright.chromium.launch(
             executable_path=self.browser_path, headless=True, args=list(BROWSER_ARGS),
             handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        # the browser's main process: the new process whose parent is not new itself
+        new = {p.pid: p for p in _descendants() if p.pid not in {q.pid for q in before}}
+        roots = [p for p in new.values() if p.ppid() not in new and _is_browser(p)]
+        self.browser_pid = roots[0].pid if len(roots) == 1 else None
         self.launches += 1
         self._browser_pages = 0
         log.info("browser %d started (%s)", self.launches, self.browser_path or "Playwright's Chromium")
@@ -548,20 +554,34 @@ class Renderer:
     # ------------------------------------------------------------------ figures
 
     def browser_pids(self) -> list[int]:
-        """Process ids of the browser processes this renderer started (the Playwright driver's
-        descendants), for memory figures and tests; empty when unknown."""
-        try:
-            import psutil
-        except ImportError:  # pragma: no cover - psutil is a core dependency
+        """Process ids of this renderer's current browser: its main process and every process
+        it started (renderers, GPU, network ...), for figures and tests; empty when unknown."""
+        import psutil
+        if self.browser_pid is None:
             return []
-        pids = []
-        for child in psutil.Process().children(recursive=True):
-            try:
-                if "chrom" in child.name().lower() or "chrome" in " ".join(child.cmdline()[:1]).lower():
-                    pids.append(child.pid)
-            except psutil.Error:
-                continue
-        return pids
+        try:
+            main = psutil.Process(self.browser_pid)
+            return [main.pid, *(p.pid for p in main.children(recursive=True))]
+        except psutil.Error:
+            return []
+
+
+def _descendants() -> list:
+    """Every live descendant process of this process (psutil objects)."""
+    import psutil
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _is_browser(proc) -> bool:
+    """True when ``proc`` looks like a Chromium/Chrome/Edge process."""
+    try:
+        name = proc.name().lower()
+    except Exception:
+        return False
+    return any(word in name for word in ("chrom", "chrome", "msedge"))
 
 
 def _one_line(exc: BaseException) -> str:
