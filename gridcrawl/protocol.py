@@ -45,9 +45,13 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page. ``needs`` names the capabilities an executor must have to run it
-    (capability-based dispatch: ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``);
-    the manager assigns it only to an executor that declared all of them in :class:`Register`.
+    applies to the page. A recrawl adds the stored document's validators to it:
+    ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
+    sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
+    :func:`gridcrawl.executor.page.visit`.
+    ``needs`` names the capabilities an executor must have to run it (capability-based dispatch:
+    ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``); the manager assigns it only to an
+    executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -70,10 +74,13 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``. A rendered page (:mod:`gridcrawl.executor.render`)
-    has ``render_seconds`` (the browser's part, apart from ``fetch_seconds`` and
-    ``parse_seconds``), its rendered DOM as ``content`` and the requests its scripts made that
-    were refused as ``refused_requests`` (``[url, error_kind, reason]`` triples).
+    raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
+    bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
+    bodies not downloaded); the client compares it with the stored one on a recrawl.
+    A rendered page (:mod:`gridcrawl.executor.render`) has ``render_seconds`` (the browser's
+    part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
+    and the requests its scripts made that were refused as ``refused_requests`` (``[url,
+    error_kind, reason]`` triples).
     """
 
     url: str
@@ -94,6 +101,7 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    digest: str | None = None
     render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
     refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
 

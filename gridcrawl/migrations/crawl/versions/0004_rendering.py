@@ -1,9 +1,9 @@
 """Rendered pages (issue 16): the seconds a page was open in the browser and the requests its
 scripts made that were refused, on ``document``.
 
-Revision 0003 of the crawl database (after 0002). The items branch (issue 15) also adds a crawl
-revision 0003 (``0003_items``): whichever is merged second becomes 0004, chained on the other
-(gridcrawl/migrations/README.md).
+Revision 0004 of the crawl database (after 0003, the recrawl's). The items branch (issue 15)
+adds a crawl revision ``0003_items`` too: whichever is merged later is renumbered and chained on
+the last one (gridcrawl/migrations/README.md).
 """
 
 import sqlalchemy as sa
@@ -11,8 +11,8 @@ from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
