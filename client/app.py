@@ -30,6 +30,7 @@ from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
@@ -187,6 +188,7 @@ class CrawlApplication:
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
         self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
+        self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -234,6 +236,13 @@ class CrawlApplication:
             log.warning("dropped a malformed message from the manager: %s", exc)
             return None
 
+    def _wire(self, spec) -> dict:
+        """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
+        wire = self._wired.get(spec.type)
+        if wire is None:
+            wire = self._wired[spec.type] = spec_to_wire(spec)
+        return wire
+
     def _submit(self, pendings: list[Pending]) -> None:
         instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
         if not self.settings.store_content and self.store.strategy.focus is None:
@@ -242,23 +251,34 @@ class CrawlApplication:
         specs = []
         for x in pendings:
             # keep/follow rules: the page type's crawling instruction travels with it
-            spec_instruction = _validators({**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                                           if strategy.rules else instruction, x)
-            render = strategy.render_instruction(x.page_type)
+            mine = _validators({**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
+                               if strategy.rules else instruction, x)
+            items = specs_for(strategy.items, x.url, x.page_type) if strategy.items else None
+            if items:  # the item specs that apply to the page travel with it; plugins are needs
+                mine = {**mine, "items": [self._wire(spec) for spec in items]}
+            render = strategy.render_instruction(x.page_type, items or ())
             if render:  # pages that need JavaScript go to executors with a browser
-                spec_instruction = {**spec_instruction, **render}
+                mine = {**mine, **render}
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
-                                      x.priority if strategy.order == "priority" else 5,
-                                      spec_instruction, needs=self._needs(x)))
+                                      x.priority if strategy.order == "priority" else 5, mine,
+                                      self._needs(x, items)))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
 
-    def _needs(self, pend: Pending) -> list[str]:
-        """The capabilities grid thread ``pend`` needs: ``["render"]`` for a page to render."""
-        return ["render"] if self.store.strategy.render_instruction(pend.page_type) else []
+    def _needs(self, pend: Pending, items: list | None = None) -> list[str]:
+        """The capabilities grid thread ``pend`` needs: ``plugin:...`` for the extractor plugins
+        of the item specs that apply to it (``items``; found here when ``None``) and ``render``
+        for a page to render."""
+        strategy = self.store.strategy
+        if items is None:
+            items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else []
+        needs = needs_of(items) if items else []
+        if strategy.render_instruction(pend.page_type, items or ()):
+            needs.append("render")
+        return sorted(needs)
 
     def _check_waiting(self, now: float, last_result: float) -> None:
         """Say so when no result has come for ``WAIT_BEATS`` heartbeat intervals and threads in

@@ -30,6 +30,8 @@ from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, ut
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
+from gridcrawl.client.items import item_rows
+from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
@@ -110,6 +112,8 @@ class Strategy:
       (:mod:`gridcrawl.executor.render`): ``render`` renders every page (``--render``),
       ``page_types`` (from the rules file) only the pages of types with ``render = true``;
       ``wait_for`` is the CSS selector the browser waits for (a page type's own wins).
+    * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
+      pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -118,17 +122,24 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
     render: bool = False
     wait_for: str | None = None
     page_types: dict[str, PageType] = field(default_factory=dict)
 
-    def render_instruction(self, page_type: str | None) -> dict:
+    def render_instruction(self, page_type: str | None, items=()) -> dict:
         """What a page of ``page_type`` adds to its grid thread's instruction: ``{"render": True}``
-        (plus ``"waitFor"``: a CSS selector) when it is to be rendered, else ``{}``."""
+        (plus ``"waitFor"``: a CSS selector) when it is to be rendered — every page with
+        ``render``, a page type with ``render = true``, or a page one of whose item specs
+        ``items`` (:class:`gridcrawl.items.ItemSpec`, those that apply to it) says
+        ``render = true`` — else ``{}``. The selector: the page type's, else an item spec's,
+        else ``wait_for``."""
         options = self.page_types.get(page_type or "")
-        if not (self.render or (options is not None and options.render)):
+        wanting = [s for s in items if getattr(s, "render", False)]
+        if not (self.render or (options is not None and options.render) or wanting):
             return {}
-        wait_for = (options.wait_for if options is not None else None) or self.wait_for
+        wait_for = ((options.wait_for if options is not None else None)
+                    or next((s.wait_for for s in wanting if s.wait_for), None) or self.wait_for)
         return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
@@ -302,13 +313,18 @@ class CrawlStore:
         document and keeps the old version in ``document_version``; a 404/410 marks it gone.
         Every visit reschedules the document (:attr:`schedule`).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept"}`` plus, for recrawl
+        Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
+        a changed page's items replace those of its stored copy.
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "items"}`` plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
         for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
         changes nothing the second time.
         """
         now = utcnow()
         docs, visits, links, kept = [], [], {}, []
+        items, issues = [], []
+        item_types = {spec.type for spec in self.strategy.items}
         errors = 0
         first = self.schedule.first_interval()
         for o in outcomes:
@@ -330,7 +346,7 @@ class CrawlStore:
                          "content": content if isinstance(content, str) else None,
                          "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                          "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                         "parse_seconds": page.parse_seconds})
+                         "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
                             headers=json.dumps(page.headers) if page.headers else None,
@@ -341,6 +357,11 @@ class CrawlStore:
                             render_seconds=page.render_seconds,
                             refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
             kept.extend(self._kept_rows(page, pend, now))
+            if item_types:
+                new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
+                                                  pend.url, item_types, now)
+                items += new_items
+                issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
@@ -357,6 +378,7 @@ class CrawlStore:
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         found: dict = {}
 
@@ -379,6 +401,11 @@ class CrawlStore:
                 if self.strategy.focus is not None:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
+            if item_types and stored:  # a page visited again with a body: its new items replace the old
+                self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                        and self._extracted(o)])
+            insert_ignore(conn, models.item, items)
+            insert_ignore(conn, models.item_issue, issues)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -388,7 +415,22 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
-                "kept": len(kept), **found}
+                "kept": len(kept), "items": len(items), **found}
+
+    def _extracted(self, o: Outcome) -> bool:
+        """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
+        an HTML body was parsed (``encoding`` set; not a failure, not a 304). Its items are then
+        the page's items."""
+        page = o.page
+        return (page is not None and not o.failed and page.error_kind is None and page.encoding is not None
+                and bool(specs_for(self.strategy.items, o.pending.url, o.pending.page_type)))
+
+    @staticmethod
+    def _drop_items(conn, fingerprints: list[str]) -> None:
+        """Delete the items and item issues of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(models.item.delete().where(models.item.c.fingerprint.in_(part)))
+            conn.execute(models.item_issue.delete().where(models.item_issue.c.fingerprint.in_(part)))
 
     # ------------------------------------------------------------------ recrawl
 

@@ -225,6 +225,7 @@ class ExecutorAgent:
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
+                                     plugins=self.plugins, plugin_timeout=self.settings.plugin_timeout,
                                      renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)

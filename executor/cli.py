@@ -50,11 +50,11 @@ def run(
                                        rich_help_panel="Connection and login"),
     allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
                                             "private/loopback/link-local (repeatable; default: none)", metavar="CIDR"),
+    capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
+                                         "installed extractor plugins' plugin:NAME ones", metavar="NAME"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
-    capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
-                                         "installed extractor plugins' plugin:NAME ones", metavar="NAME"),
     idle_only: bool = typer.Option(False, "--idle-only", help="a non-dedicated desktop: take grid threads only "
                                    "while other programs leave the CPU idle (and within --hours)"),
     cpu_threshold: float = typer.Option(25.0, help="with --idle-only: percent of the machine's CPU other "

@@ -28,6 +28,7 @@ from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 
 if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
@@ -71,7 +72,7 @@ def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
-          renderer: Renderer | None = None) -> PageResult:
+          plugins: dict | None = None, plugin_timeout: float = 10.0, renderer: Renderer | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -96,6 +97,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         renderer: the executor's browser (``--render``), used when the instruction carries
             ``"render": true`` (and ``"waitFor"``: a CSS selector to wait for). Without one such
             a thread fails as ``render`` (the manager retries it, on an executor that renders).
+        plugins: the extractor plugins installed on this executor, by name
+            (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
+        plugin_timeout: seconds a plugin may spend on one page before its items fail.
+
+    Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
+    run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
+    items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
@@ -172,8 +180,34 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
+        text = body.decode(page.encoding, errors="replace") if store_content or instruction and instruction.get("items") else None
         if store_content:
-            result.content = body.decode(page.encoding, errors="replace")
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
+        if instruction and instruction.get("items"):
+            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
         del page  # the tree goes before another worker may parse
     return result
+
+
+def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
+                  plugin_timeout: float) -> None:
+    """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
+    (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
+    misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
+    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    started = time.thread_time()
+    try:
+        specs = specs_from_wire(entries)
+    except (ItemSpecError, TypeError, ValueError) as exc:
+        result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
+        return
+    view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
+                    [[link.url, link.text] for link in page.links], page.base_url)
+    try:
+        found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    except Exception as exc:  # a page lxml/parsel cannot evaluate: its items fail, not its links
+        result.item_errors = [[spec.type, f"{type(exc).__name__}: {exc}"[:1000]] for spec in specs]
+        return
+    result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
+    result.extract_seconds = time.thread_time() - started

@@ -81,6 +81,12 @@ class PageResult:
     part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
     and the requests its scripts made that were refused as ``refused_requests`` (``[url,
     error_kind, reason]`` triples).
+
+    Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
+    holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
+    for each candidate item a required field left empty, ``item_errors`` ``[type, message]`` for
+    each spec that failed on the page (a plugin that raised or ran late), and
+    ``extract_seconds`` the executor's CPU seconds spent extracting.
     """
 
     url: str
@@ -104,6 +110,10 @@ class PageResult:
     digest: str | None = None
     render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
     refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
+    items: list = field(default_factory=list)
+    item_misses: list = field(default_factory=list)
+    item_errors: list = field(default_factory=list)
+    extract_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,9 +1,7 @@
 """Rendered pages (issue 16): the seconds a page was open in the browser and the requests its
 scripts made that were refused, on ``document``.
 
-Revision 0004 of the crawl database (after 0003, the recrawl's). The items branch (issue 15)
-adds a crawl revision ``0003_items`` too: whichever is merged later is renumbered and chained on
-the last one (gridcrawl/migrations/README.md).
+Revision 0005 of the crawl database (after 0004, the items').
 """
 
 import sqlalchemy as sa
@@ -11,8 +9,8 @@ from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
