@@ -159,6 +159,9 @@ def run(
             rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
+    if extract is not None:  # refuse a bad item spec before any process starts
+        from gridcrawl.client.cli import check_item_spec
+        rendering = any(spec.render for spec in check_item_spec(extract)) or rendering
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
         try:
@@ -167,9 +170,6 @@ def run(
             fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
-    if extract is not None:  # refuse a bad item spec before any process starts
-        from gridcrawl.client.cli import check_item_spec
-        check_item_spec(extract)
     if not seeds and rules is None and not (workdir / "crawl.db").exists():
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -261,7 +261,8 @@ def _stored_hosts(crawl_db: Path) -> list[str]:
 
 def _stored_render(crawl_db: Path) -> bool:
     """True when a resumed crawl's database says some of its pages are rendered (``--render``
-    or a page type with ``render = true`` stored in ``crawl_meta``)."""
+    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
+    ``render = true`` stored in ``item_spec``)."""
     import json
     import sqlite3
     if not crawl_db.exists():
@@ -269,8 +270,13 @@ def _stored_render(crawl_db: Path) -> bool:
     try:
         with sqlite3.connect(crawl_db, timeout=5) as conn:
             rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
-        return rows.get("render") == "1" or any(
-            bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values())
+        if rows.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+            return True
+        from gridcrawl.items import parse_spec
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
+        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
     except (sqlite3.Error, ValueError, TypeError, AttributeError):
         return False
 

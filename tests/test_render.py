@@ -249,3 +249,61 @@ def test_pages_are_reused_without_cookies_of_the_page_before(server, visitor):
         page = visitor.visit(server.url("/cookie-read.html"))
         assert '<p id="c">cookie:</p>' in page.content
     assert visitor.renderer.launches == launches
+
+
+ITEM_SPEC = """
+[[item]]
+type = "entry"
+page_type = "list"
+render = true
+wait_for = "li.item"
+each = "li.item"
+[item.fields]
+name = { css = "a::text", required = true }
+link = { css = "a::attr(href)", type = "url" }
+"""
+
+
+def test_items_of_an_item_spec_with_render_come_from_the_rendered_dom(server, visitor):
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.items import parse_spec, spec_to_wire, specs_for
+    specs = parse_spec(ITEM_SPEC)
+    url = server.url("/list/1.html")
+    mine = specs_for(specs, url, "list")
+    render = Strategy(items=specs).render_instruction("list", mine)
+    assert render == {"render": True, "waitFor": "li.item"}  # the spec asks for it
+    assert Strategy(items=specs).render_instruction("item", specs_for(specs, url, "item")) == {}
+    wire = [spec_to_wire(s) for s in mine]
+    page = visit(visitor.fetcher, url, instruction={"items": wire, **render}, robots=visitor.robots,
+                 renderer=visitor.renderer)
+    assert page.error_kind is None, page.error
+    assert [item["fields"]["name"] for item in page.items] == [f"Item {n}" for n in range(1, 5)]
+    assert urlsplit(page.items[0]["fields"]["link"]).path == "/item/1.html"
+    plain = visit(visitor.fetcher, url, instruction={"items": wire}, robots=visitor.robots)
+    assert plain.items == []  # the list exists only after its script ran
+
+
+def test_an_item_spec_render_must_be_true_or_false():
+    from gridcrawl.items import ItemSpecError, parse_spec
+    with pytest.raises(ItemSpecError, match="render must be true or false"):
+        parse_spec(ITEM_SPEC.replace("render = true", 'render = "yes"'))
+
+
+def test_threads_of_pages_to_render_need_the_render_capability(tmp_path):
+    from gridcrawl.client.app import CrawlApplication
+    from gridcrawl.client.store import CrawlStore, Pending, Scope, Strategy
+    from gridcrawl.db import open_database
+    from gridcrawl.items import parse_spec
+    from gridcrawl.rules import PageType
+    from gridcrawl.settings import Settings
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.strategy = Strategy(items=parse_spec(ITEM_SPEC), page_types={"base": PageType(render=True)})
+    app = CrawlApplication(Settings(), "tcp://127.0.0.1:1", store, Scope(["shop.test"]))
+    try:
+        def needs(page_type):
+            return app._needs(Pending(1, "http://shop.test/x", "f" * 32, 0, page_type=page_type))
+        assert needs("base") == ["render"]   # the page type asks
+        assert needs("list") == ["render"]   # the item spec that applies to it asks
+        assert needs("item") == []
+    finally:
+        app.context.term()
