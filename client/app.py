@@ -136,8 +136,8 @@ WAIT_REPEAT = 60.0
 
 
 def _links(outcome: Outcome) -> int:
-    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
-    return len(outcome.page.links) if outcome.page is not None else 0
+    """Rows (links and triples) an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) + len(outcome.page.triples) if outcome.page is not None else 0
 
 
 def _validators(instruction: dict, pend: Pending) -> dict:
@@ -248,6 +248,8 @@ class CrawlApplication:
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
+        if strategy.structured_data:
+            instruction["semantic"] = True  # executors read RDF documents and structured data
         specs = []
         for x in pendings:
             # keep/follow rules: the page type's crawling instruction travels with it

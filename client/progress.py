@@ -87,6 +87,17 @@ class ProgressView:
         for what, command in commands:
             self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)
 
+    def semantic_summary(self, counts: dict, command: str) -> None:
+        """Print the semantic crawl's own small section (``--structured-data``): the triples
+        stored, and ``command``, the report that tells more."""
+        table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left")
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        table.add_row("triples stored", str(counts.get("triples", 0)))
+        self.console.print(table)
+        self.console.print(f"triples, RDF documents and errors:\n  {escape(command)}", soft_wrap=True,
+                           highlight=False)
+
     def recrawl_summary(self, recrawl: dict) -> None:
         """Print a recrawl's counts (:data:`gridcrawl.client.app.RECRAWL_COUNTS`) as a table of
         its own: due, fetched, not modified (304), unchanged, changed, gone, revived, errors, new."""

@@ -36,6 +36,7 @@ from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
+from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
 
 log = logging.getLogger("gridcrawl.executor")
@@ -173,6 +174,8 @@ class ExecutorAgent:
         self._running_lock = threading.Lock()
         self.executor_id: str | None = None
         self.figures = Figures()
+        self.semantic_limits = Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
+                                      deadline=settings.rdf_parse_deadline)
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
@@ -225,7 +228,8 @@ class ExecutorAgent:
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
-                                     plugins=self.plugins, plugin_timeout=self.settings.plugin_timeout,
+                                     semantic_limits=self.semantic_limits, plugins=self.plugins,
+                                     plugin_timeout=self.settings.plugin_timeout,
                                      renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)

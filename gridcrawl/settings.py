@@ -63,6 +63,9 @@ class Settings:
     render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
     render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
     browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)")
+    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
+    max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
+    rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
     plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
 
@@ -94,13 +97,14 @@ class Settings:
                     "plugin_timeout",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval", "recrawl_interval", "recrawl_min_interval",
-                    "recrawl_max_interval", "watch_interval", "render_timeout")
+                    "recrawl_max_interval", "watch_interval", "rdf_parse_deadline",
+                    "render_timeout")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "render_pages",
-                     "render_restart"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes", "max_triples",
+                     "render_pages", "render_restart"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):

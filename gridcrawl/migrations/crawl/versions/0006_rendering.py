@@ -1,7 +1,7 @@
 """Rendered pages (issue 16): the seconds a page was open in the browser and the requests its
 scripts made that were refused, on ``document``.
 
-Revision 0005 of the crawl database (after 0004, the items').
+Revision 0006 of the crawl database (after 0005, the semantic crawl's).
 """
 
 import sqlalchemy as sa
@@ -9,8 +9,8 @@ from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
