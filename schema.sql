@@ -60,6 +60,7 @@ CREATE TABLE executor (
     pages_per_second     FLOAT           NOT NULL,            -- as the executor reported it
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
+    quarantined_until    DATETIME2(6)    NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -70,6 +71,16 @@ CREATE TABLE grp (
     grp_name             VARCHAR(64)     NOT NULL,
     CONSTRAINT pk_grp PRIMARY KEY (grp_id),
     CONSTRAINT uq_grp_grp_name UNIQUE (grp_name)
+);
+GO
+
+-- Table manager_lease (see gridcrawl/models.py).
+CREATE TABLE manager_lease (
+    name                 VARCHAR(64)     NOT NULL,
+    holder               VARCHAR(255)    NOT NULL,
+    epoch                BIGINT          NOT NULL,
+    expires_at           DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_manager_lease PRIMARY KEY (name)
 );
 GO
 

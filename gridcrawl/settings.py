@@ -37,8 +37,13 @@ class Settings:
     thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
     prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
+    lease_seconds: float = _doc(15.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it); a second manager on the database refuses to start while it lasts")
     record_interval: float = _doc(0.5, "seconds between batched writes of the manager's records to SQL")
     dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
+    max_threads_per_executor: int = _doc(64, "worker threads the manager believes an executor has, at most (a larger claim is capped)")
+    start_window: int = _doc(8, "grid threads a new executor may hold unanswered; grows by one per result returned up to threads + prefetch (TCP slow start), halves on a timed-out attempt")
+    quarantine_after: int = _doc(3, "timed-out attempts in a row after which an executor is quarantined (gets no new work)")
+    quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
 
     # --- manager: politeness for the whole grid ---
     concurrent_requests_per_host: int = _doc(8, "grid threads of one host in flight at once, grid-wide")
@@ -76,12 +81,13 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
-                    "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
+                    "thread_timeout", "record_interval", "quarantine_seconds", "lease_seconds", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
-        for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
+        for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
+                     "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")

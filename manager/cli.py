@@ -76,6 +76,7 @@ def serve(
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))
     from gridcrawl.keys import KeyFileError, server_keys
+    from gridcrawl.manager.lease import LeaseHeld
     from gridcrawl.manager.server import ManagerServer, is_loopback_endpoint
     if (curve_secret is None) != (curve_allow is None):
         fail("--curve-secret and --curve-allow go together")
@@ -91,7 +92,7 @@ def serve(
         server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
-    except DatabaseUnavailable as exc:
+    except (DatabaseUnavailable, LeaseHeld) as exc:
         fail(str(exc))
     dashboard = None
     if http:

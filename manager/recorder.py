@@ -23,7 +23,7 @@ log = logging.getLogger("gridcrawl.manager.recorder")
 
 TABLES = {"executor": models.executor, "application": models.application,
           "thread": models.thread, "attempt": models.attempt}
-_TIME_COLUMNS = {"ping_time", "time_registered", "time_created", "time_completed", "time_submitted",
+_TIME_COLUMNS = {"ping_time", "quarantined_until", "time_registered", "time_created", "time_completed", "time_submitted",
                  "time_started", "time_finished", "time_assigned"}
 # Parents before children, so foreign keys hold within one flush.
 _ORDER = ("executor", "application", "thread", "attempt")

@@ -33,7 +33,8 @@ from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, send
-from gridcrawl.manager.core import ControlError, ManagerCore, Send
+from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
+from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
 from gridcrawl.manager.recorder import Recorder
 from gridcrawl.auth import UserStore
 from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
@@ -44,6 +45,7 @@ BATCH = 2000  # messages handled before the loop looks at timers again
 SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per peer)
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
 SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last read
+HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hostile messages
 
 
 class ControlRequest:
@@ -71,6 +73,9 @@ class ManagerServer:
         self.settings = settings
         self.engine = engine
         init_schema(engine, models.manager_metadata, models.manager_meta)
+        # one manager per database: refuse to start (LeaseHeld, naming the holder) if another runs
+        self.lease = Lease(engine, holder_name(bind), settings.lease_seconds)
+        self.lease.acquire()
         self.users = UserStore(engine, require_login=require_login)
         self.guard = PeerGuard()
         self.curve = curve
@@ -94,6 +99,7 @@ class ManagerServer:
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
         self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
+        self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
         # ``snapshot`` (a fresh dict, never mutated afterwards) every SNAPSHOT_INTERVAL seconds,
         # and carries out the ControlRequests the HTTP thread puts on ``controls``.
@@ -106,7 +112,8 @@ class ManagerServer:
         t, a, x = models.thread, models.application, models.attempt
         with self.engine.begin() as conn:
             next_internal = (conn.execute(sa.select(sa.func.max(t.c.internal_thread_id))).scalar() or 0) + 1
-            next_attempt = (conn.execute(sa.select(sa.func.max(x.c.attempt_id))).scalar() or 0) + 1
+            running = [tuple(r) for r in conn.execute(
+                sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome == "running"))]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
             threads = [dict(r._mapping) for r in conn.execute(
@@ -116,10 +123,9 @@ class ManagerServer:
             owners = dict(conn.execute(sa.select(models.executor.c.executor_id, models.executor.c.usr_name)).all())
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
-        core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt,
-                           authenticate=self.users.authenticate)
+        core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate)
         core.executor_owners.update(owners)
-        self._carry_out(core.restore(apps, threads, time.time()))
+        self._carry_out(core.restore(apps, threads, time.time(), running))
         return core
 
     def _carry_out(self, actions, flush: bool = True, strike: bool = True) -> None:
@@ -128,10 +134,13 @@ class ManagerServer:
         that the assigns, starts and results of one pass travel batched). A refusal is a strike
         against its peer when ``strike`` is True."""
         for action in actions:
-            if type(action) is Send:
+            kind = type(action)
+            if kind is Send:
                 if strike and type(action.message) is protocol.Refuse:
                     self._strike(action.peer, f"refused: {action.message.reason}")
                 self._outbox.setdefault(action.peer, []).append(action.message)
+            elif kind is Strike:
+                self._hostile(action.peer, action.why)
             else:
                 self.recorder.add(action)
         if flush:
@@ -148,13 +157,14 @@ class ManagerServer:
     def serve(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set; then say goodbye to peers and flush the records."""
         self.recorder.start()
+        self.lease.start()
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         tick_every = min(0.25, self.settings.heartbeat_interval / 4)
         next_tick = 0.0
         log.info("manager listening on %s", self.endpoint)
         try:
-            while not stop.is_set():
+            while not stop.is_set() and not self.lease.lost.is_set():
                 wakeup = self.core.queue.next_wakeup()
                 timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
                 if poller.poll(timeout * 1000):
@@ -172,6 +182,7 @@ class ManagerServer:
                 send(self.socket, protocol.Bye("manager shutting down"), peer)
             self._carry_out(self.core.shutdown())
             self.recorder.close()
+            self.lease.release()
             self.socket.close(linger=200)
             if self.authenticator is not None:
                 self.authenticator.stop()
@@ -218,6 +229,22 @@ class ManagerServer:
         self.controls.put(request)
         request.done.wait(timeout)
         return request
+
+    def _hostile(self, peer: bytes, why: str) -> None:
+        """A peer sent something only a hostile or broken peer sends (a result for an attempt not
+        its own): a strike, logged at most once per peer per ``HOSTILE_LOG_EVERY`` seconds with
+        the count since the last line."""
+        now = time.time()
+        entry = self._hostile_log.get(peer)
+        if entry is None:
+            if len(self._hostile_log) > 10_000:
+                self._hostile_log.clear()
+            entry = self._hostile_log[peer] = [float("-inf"), 0]
+        entry[1] += 1
+        if now - entry[0] >= HOSTILE_LOG_EVERY:
+            log.warning("peer %s: %d hostile messages dropped (last: %s)", peer.hex(), entry[1], why)
+            entry[0], entry[1] = now, 0
+        self._strike(peer, why)
 
     def _strike(self, peer: bytes, why: str) -> None:
         """Count a bad message (or a refusal) against ``peer``; block it when it has too many."""
