@@ -88,9 +88,69 @@ def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: 
     root.setLevel(numeric)
 
 
+PARENT_PIPE_ENV = "GRIDCRAWL_PARENT_PIPE"
+
+
+class ChildWatch:
+    """Children that die with their parent (``gridcrawl run``'s manager and executors): however
+    the parent ends — even ``kill -9`` — its children stop gracefully.
+
+    Two mechanisms: on Linux each child asks the kernel for SIGTERM when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``, run between fork and exec); on every POSIX system each child
+    also watches the read end of a pipe whose write end only the parent holds: the kernel closes
+    it when the parent dies, the child reads end-of-file and stops (:func:`stop_on_signals`).
+    Windows (job objects) is not covered. Use :meth:`popen_options` for each child, then
+    :meth:`started` once they are all running.
+    """
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe() if os.name == "posix" else (None, None)
+
+    def popen_options(self) -> dict:
+        """Keyword arguments for :class:`subprocess.Popen` of one child."""
+        if self._read is None:
+            return {}
+        options = {"pass_fds": (self._read,), "env": {**os.environ, PARENT_PIPE_ENV: str(self._read)}}
+        if sys.platform.startswith("linux"):
+            options["preexec_fn"] = _die_with_parent
+        return options
+
+    def started(self) -> None:
+        """Every child runs: close the parent's copy of the read end (the write end stays open
+        until this process ends, which is the signal)."""
+        if self._read is not None:
+            os.close(self._read)
+            self._read = None
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+def _watch_parent(stop: threading.Event) -> None:
+    """If this program was started by a :class:`ChildWatch`, set ``stop`` when the parent dies."""
+    fd = os.environ.pop(PARENT_PIPE_ENV, None)
+    if fd is None:
+        return
+
+    def watch() -> None:
+        try:
+            while os.read(int(fd), 1):
+                pass
+        except (OSError, ValueError):
+            pass
+        logging.getLogger("gridcrawl").warning("the parent process is gone: stopping")
+        stop.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def stop_on_signals() -> threading.Event:
-    """An event set by the first SIGINT/SIGTERM (graceful stop); a second signal exits at once."""
+    """An event set by the first SIGINT/SIGTERM (graceful stop), or when the parent that started
+    this program with a :class:`ChildWatch` dies; a second signal exits at once."""
     stop = threading.Event()
+    _watch_parent(stop)
 
     def handler(signum, _frame):
         if stop.is_set():
