@@ -6,20 +6,32 @@ each finished thread, and apply results in batched transactions (``apply_batch``
 ``apply_interval`` seconds, whichever first), acknowledging them to the manager only after they
 are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
 flight, and then closes the application.
+
+Results are applied by a thread of their own while the I/O loop goes on receiving and sending
+heartbeats, so a long apply (a page with 200,000 links) never looks like death to the manager.
+When the crawl database fails for a while (connection lost, server restarting, ``database is
+locked``: :func:`gridcrawl.db.transient_error`) the crawl pauses — nothing new is submitted, the
+results wait unacknowledged, so the manager keeps them, exactly as during a client restart — and
+the apply is tried again with back-off until the database answers. Errors waiting will not cure
+(disk full, permission denied, schema mismatch) stop the client with :class:`CrawlDatabaseError`.
+Log lines about database errors carry the driver's first line only: never SQL or a page body.
 """
 
 from __future__ import annotations
 
 import getpass
 import logging
+import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.db import describe_error, transient_error
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
@@ -36,6 +48,12 @@ class Refused(RuntimeError):
     """The manager refused to open the application."""
 
 
+class CrawlDatabaseError(RuntimeError):
+    """The crawl database failed in a way waiting will not cure (disk full, permission denied,
+    schema mismatch): the message is one line naming the cause and the database. Nothing was
+    half-applied; running the client again after the fix resumes the crawl."""
+
+
 @dataclass
 class Progress:
     """Figures of a running crawl, updated as results are applied (times in seconds)."""
@@ -48,6 +66,7 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
+    note: str = ""          # "database unavailable, retrying" while the crawl database does not answer
 
     @property
     def seconds(self) -> float:
@@ -127,7 +146,12 @@ class CrawlApplication:
         self.socket: zmq.Socket | None = None
         self.in_flight: dict[int, Pending] = {}
         self.results: list[Outcome] = []
-        self._waiting: set[int] = set()  # thread ids of self.results (a result delivered twice is applied once)
+        self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
+        self._applier = ThreadPoolExecutor(1, thread_name_prefix="apply")
+        self._applying: Future | None = None     # the apply running in the applier thread
+        self._committed: queue.SimpleQueue = queue.SimpleQueue()  # (thread ids, counts) committed, to acknowledge
+        self._db_retry_at: float | None = None   # monotonic s: the database failed; try again then
+        self._db_backoff = 0.0
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
@@ -212,9 +236,13 @@ class CrawlApplication:
         try:
             while not stop.is_set():
                 now = time.monotonic()
-                if not exhausted:
+                self._collect()
+                if self.results and oldest_result is None:  # put back after the database failed
+                    oldest_result = now
+                if not exhausted and self._applying is None and self._db_available(now):
                     exhausted = self._refill()
-                if self.socket.poll(min(s.apply_interval, s.heartbeat_interval) * 1000):
+                wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
+                if self.socket.poll(wait * 1000):
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
@@ -242,9 +270,11 @@ class CrawlApplication:
                 # apply when the batch is full, when its oldest result has waited apply_interval, or
                 # when every submitted thread is back (no more results to wait for; the grid may be
                 # idle until the links of these pages are submitted, as after the seed)
-                if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
-                                     or len(self.results) >= len(self.in_flight)):
-                    self._apply()
+                if (self.results and self._applying is None and self._db_available(now)
+                        and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
+                             or len(self.results) >= len(self.in_flight))):
+                    self._applying = self._applier.submit(self._apply_batch, self.results)
+                    self.results = []
                     oldest_result = None
                     exhausted = False
                 if now - last_beat >= s.heartbeat_interval:
@@ -254,15 +284,26 @@ class CrawlApplication:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)
                     last_heard = time.monotonic()
-                if exhausted and not self.in_flight and not self.results:
+                if exhausted and not self.in_flight and not self.results and self._applying is None:
                     send(self.socket, p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break
+        except CrawlDatabaseError:
+            self._db_retry_at = float("inf")  # nothing more is applied
+            raise
         finally:
-            if self.results:
-                self._apply()
-            self.socket.close(linger=1000)
-            self.context.term()
+            try:
+                self._collect(wait=True)
+                if self.results and self._db_retry_at is None:
+                    self._applying = self._applier.submit(self._apply_batch, self.results)
+                    self.results = []
+                    self._collect(wait=True)
+            except CrawlDatabaseError as exc:
+                log.error("%s", exc)
+            finally:
+                self._applier.shutdown(wait=True)
+                self.socket.close(linger=1000)
+                self.context.term()
         return self.progress
 
     def _adopt(self, thread_id: int) -> Pending | None:
@@ -299,7 +340,11 @@ class CrawlApplication:
                 return True
         if room <= 0 or (self.in_flight and room < s.max_in_flight // 4):
             return False
-        claimed = self.store.claim(room)
+        try:
+            claimed = self.store.claim(room)
+        except Exception as exc:
+            self._database_failed(exc)
+            return False
         for pend in claimed:
             self.in_flight[pend.thread_id] = pend
         if claimed:
@@ -317,14 +362,12 @@ class CrawlApplication:
             if message is not None:
                 yield message
 
-    def _apply(self) -> None:
-        """Apply the waiting results, in transactions of at most :data:`APPLY_LINKS` links (pages
-        of a thousand links each would otherwise make one huge transaction, hold every row in
-        memory at once and keep the client silent past its liveness); each is acknowledged as
-        soon as it is committed, which also tells the manager the client is alive."""
-        batch, self.results = self.results, []
-        self._waiting.clear()
-        counts = {"pages": 0, "documents": 0, "errors": 0}
+    def _apply_batch(self, batch: list[Outcome]) -> list[Outcome]:
+        """Apply ``batch`` in the applier thread, in transactions of at most :data:`APPLY_LINKS`
+        links (pages of a thousand links each would otherwise make one huge transaction and hold
+        every row in memory at once). Each committed part goes to :attr:`_committed` for the I/O
+        loop to acknowledge. Returns the outcomes left unapplied (empty, unless the database
+        failed: then the error is the last item's ``failure``, see :meth:`_collect`)."""
         start = 0
         while start < len(batch):
             end, links = start, 0
@@ -332,18 +375,64 @@ class CrawlApplication:
                 links += _links(batch[end])
                 end += 1
             part = batch[start:end]
-            done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
-            for key in counts:
-                counts[key] += done[key]
-            thread_ids = [o.pending.thread_id for o in part]
+            try:
+                done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
+            except Exception as exc:
+                return [*batch[start:], exc]
+            self._committed.put(([o.pending.thread_id for o in part], done))
+            start = end
+        return []
+
+    def _collect(self, wait: bool = False) -> None:
+        """In the I/O loop: acknowledge what the applier committed, update the progress and, when
+        the apply is over, take back what it could not apply (the database failed). With ``wait``,
+        wait for a running apply first."""
+        if self._applying is not None and (wait or self._applying.done()):
+            left = self._applying.result()
+            self._applying = None
+            if left:
+                *outcomes, exc = left
+                self.results[:0] = outcomes  # first again, still waiting (the manager keeps them unacked)
+                self._send_acks()
+                self._database_failed(exc)
+        self._send_acks()
+
+    def _send_acks(self) -> None:
+        pr, acked = self.progress, False
+        while True:
+            try:
+                thread_ids, done = self._committed.get_nowait()
+            except queue.Empty:
+                break
             for thread_id in thread_ids:
                 self.in_flight.pop(thread_id, None)
+                self._waiting.discard(thread_id)
             send(self.socket, p.Ack(self.application_id, thread_ids))
-            start = end
-        pr = self.progress
-        pr.pages += counts["pages"]
-        pr.documents += counts["documents"]
-        pr.errors += counts["errors"]
-        pr.in_flight = len(self.in_flight)
+            pr.pages += done["pages"]
+            pr.documents += done["documents"]
+            pr.errors += done["errors"]
+            acked = True
+        if acked:
+            pr.in_flight = len(self.in_flight)
+            if self._db_retry_at is not None:
+                log.warning("the crawl database answers again; the crawl goes on")
+            self._db_retry_at, self._db_backoff, pr.note = None, 0.0, ""
+            if self.on_progress:
+                self.on_progress(pr)
+
+    def _database_failed(self, exc: BaseException) -> None:
+        """The crawl database failed: pause and retry later with back-off (1 s doubling to 30 s)
+        if :func:`~gridcrawl.db.transient_error`, else raise :class:`CrawlDatabaseError`."""
+        reason = describe_error(exc, self.store.engine)
+        if not transient_error(exc):
+            raise CrawlDatabaseError(f"the crawl database failed: {reason}") from None
+        self._db_backoff = min(30.0, max(1.0, self._db_backoff * 2))
+        self._db_retry_at = time.monotonic() + self._db_backoff
+        self.progress.note = "database unavailable, retrying"
+        log.warning("crawl database unavailable (%s); crawl paused, retrying in %.0f s", reason, self._db_backoff)
         if self.on_progress:
-            self.on_progress(pr)
+            self.on_progress(self.progress)
+
+    def _db_available(self, now: float) -> bool:
+        """False while waiting out the back-off after a database failure."""
+        return self._db_retry_at is None or now >= self._db_retry_at

@@ -168,7 +168,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     database, or a manager that does not answer. Returns the final counts of the crawl tables
     plus ``seconds`` and ``pages_per_second`` of this run.
     """
-    from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
+    import sqlalchemy as sa
+    from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, Refused
+    from gridcrawl.db import describe_error
     from gridcrawl.client.progress import ProgressView
     from gridcrawl.client.store import CrawlStore, check_seed
 
@@ -195,11 +197,16 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     with view:
         try:
             final = application.run(stop_on_signals())
-        except ManagerUnreachable as exc:
+        except (ManagerUnreachable, CrawlDatabaseError) as exc:
             fail(str(exc))
         except Refused as exc:
             fail(f"the manager refused the application: {exc}")
-    counts = store.counts()
+        except sa.exc.DBAPIError as exc:  # at start or at the end: no crawl loop to pause
+            fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
+    try:
+        counts = store.counts()
+    except sa.exc.DBAPIError as exc:
+        fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   application_id=final.application_id)
     view.summary(counts)

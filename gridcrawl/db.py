@@ -327,6 +327,39 @@ def is_retryable(exc: BaseException) -> bool:
     return "database is locked" in text or "(1205)" in text or "deadlock" in text.lower()
 
 
+# Driver messages of errors that waiting will not cure (matched lower-case): disk full, no
+# permission, read-only file, a schema that does not match.
+_PERMANENT = ("disk is full", "disk full", "no space left", "permission denied", "readonly database",
+              "read-only", "access denied", "no such table", "no such column", "undefinedtable",
+              "undefinedcolumn", "does not exist", "unknown column", "doesn't exist", "disk i/o error")
+# ... and of errors that go away: the connection or the server went (restart, network), a lock.
+_TRANSIENT = ("connection", "server closed", "terminating", "shutting down", "shutdown", "gone away",
+              "lost connection", "could not connect", "database is locked", "deadlock", "timeout",
+              "timed out", "the database system is starting up", "in recovery", "not accepting connections")
+
+
+def transient_error(exc: BaseException) -> bool:
+    """True if database error ``exc`` may go away by itself (connection lost, server shutting
+    down or restarting, deadlock, lock timeout, ``database is locked``): wait and try again.
+    False for errors that need an operator (disk full, permission denied, read-only file, a
+    schema that does not match) and for errors this module does not recognise."""
+    text = _reason(exc).lower()
+    if any(marker in text for marker in _PERMANENT):
+        return False
+    if is_retryable(exc) or getattr(exc, "connection_invalidated", False):
+        return True
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+        return any(marker in text for marker in _TRANSIENT)
+    return False
+
+
+def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
+    """One line about database error ``exc``: the driver's first line, and the database (its
+    URL without password). Never the SQL statement or its parameters (they may hold page bodies)."""
+    where = f" (database {engine.url.render_as_string(hide_password=True)})" if engine is not None else ""
+    return f"{_reason(exc)}{where}"
+
+
 def run_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = 5) -> T:
     """Run ``work(conn)`` in a transaction of ``engine`` and commit; if the back end rolled it
     back as a deadlock victim or for a lock timeout (:func:`is_retryable`), run it again, up to

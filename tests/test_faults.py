@@ -91,7 +91,7 @@ def test_kill_9_executor_mid_crawl(tmp_path, site_server):
         SELECT a.internal_thread_id,
                (SELECT COUNT(*) FROM attempt b JOIN executor s ON s.executor_id = b.executor_id
                  WHERE b.internal_thread_id = a.internal_thread_id AND s.name = 'survivor'
-                   AND b.outcome = 'finished' AND b.attempt_id > a.attempt_id)
+                   AND b.outcome = 'finished' AND b.time_assigned >= a.time_assigned)
         FROM attempt a JOIN executor e ON e.executor_id = a.executor_id
         WHERE e.name = 'victim' AND a.outcome = 'lost'""")
     assert retried and all(n == 1 for _, n in retried), retried
