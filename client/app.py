@@ -31,6 +31,7 @@ from typing import Callable
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.link import ManagerEndpoints
 from gridcrawl.db import describe_error, transient_error
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
@@ -79,39 +80,48 @@ class Progress:
         return self.pages / max(self.seconds, 1e-9)
 
 
-def control_application(settings: Settings, manager: str, application_id: str, action: str, *,
+def control_application(settings: Settings, manager: str | list[str], application_id: str, action: str, *,
                         user: str | None = None, password: str | None = None, curve=None) -> p.Controlled:
     """Pause, resume or cancel application ``application_id`` (or a unique prefix of it, at
-    least 4 characters) at the manager ``manager``, as operator ``user``.
+    least 4 characters) at the manager ``manager`` (or the active one of several: a standby's
+    refusal naming it is followed once), as operator ``user``.
 
     Returns the manager's :class:`~gridcrawl.protocol.Controlled` (``state``: running, paused
     or stopped). Raises :class:`ManagerUnreachable` after ``settings.connect_timeout`` seconds
     without an answer, and :class:`Refused` with the manager's reason (unknown application,
     bad credentials, missing permission, already stopped).
     """
+    managers = ManagerEndpoints(manager)
+    deadline = time.monotonic() + settings.connect_timeout
     context = zmq.Context()
-    sock = make_socket(context, zmq.DEALER, settings)
     try:
-        if curve is not None:
-            apply_curve_client(sock, curve)
-        sock.connect(manager)
-        send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
-        deadline = time.monotonic() + settings.connect_timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not sock.poll(min(remaining, 0.2) * 1000):
-                continue
+        for _hop in range(len(managers.endpoints) + 1):
+            sock = make_socket(context, zmq.DEALER, settings)
             try:
-                message = p.decode(sock.recv_multipart())
-            except p.ProtocolError as exc:
-                log.warning("dropped a malformed message from the manager: %s", exc)
-                continue
-            if isinstance(message, p.Controlled):
-                return message
-            if isinstance(message, p.Refuse):
-                raise Refused(message.reason)
-        raise ManagerUnreachable(f"no answer from the manager at {manager} within {settings.connect_timeout:.0f} s")
+                if curve is not None:
+                    apply_curve_client(sock, curve)
+                sock.connect(managers.current)
+                send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
+                while (remaining := deadline - time.monotonic()) > 0:
+                    if not sock.poll(min(remaining, 0.2) * 1000):
+                        continue
+                    try:
+                        message = p.decode(sock.recv_multipart())
+                    except p.ProtocolError as exc:
+                        log.warning("dropped a malformed message from the manager: %s", exc)
+                        continue
+                    if isinstance(message, p.Controlled):
+                        return message
+                    if isinstance(message, p.Refuse):
+                        if message.active is not None and managers.follow(message.active):
+                            break  # a standby: ask the active manager it names
+                        raise Refused(message.reason)
+                else:
+                    break
+            finally:
+                sock.close(linger=0)
+        raise ManagerUnreachable(f"no answer from the manager at {managers} within {settings.connect_timeout:.0f} s")
     finally:
-        sock.close(linger=0)
         context.term()
 
 
@@ -130,12 +140,12 @@ class CrawlApplication:
     ``on_progress`` is called with a :class:`Progress` after every applied batch.
     """
 
-    def __init__(self, settings: Settings, manager: str, store: CrawlStore, scope: Scope, *,
+    def __init__(self, settings: Settings, manager: str | list[str], store: CrawlStore, scope: Scope, *,
                  name: str = "gridcrawl", user: str | None = None, password: str | None = None,
                  on_progress: Callable[[Progress], None] | None = None, curve=None) -> None:
         self.settings = settings
         self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
-        self.manager = manager
+        self.managers = ManagerEndpoints(manager)  # several managers: hot standbys (gridcrawl.link)
         self.store = store
         self.scope = scope
         self.name = name
@@ -158,8 +168,42 @@ class CrawlApplication:
 
     # ------------------------------------------------------------------ connection
 
+    @property
+    def manager(self) -> str:
+        """The endpoint of the manager this application talks to now."""
+        return self.managers.current
+
     def _open(self, deadline: float) -> None:
-        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``."""
+        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``.
+
+        With several managers (hot standbys), a standby's refusal naming the active manager moves
+        to it at once, and a manager silent for ``peer_timeout`` seconds makes way for the next.
+        """
+        while True:
+            message = self._try_open(min(deadline, time.monotonic() + self.settings.peer_timeout)
+                                     if self.managers.several else deadline)
+            if isinstance(message, p.ApplicationOpened):
+                break
+            if time.monotonic() >= deadline:
+                raise ManagerUnreachable(f"no answer from the manager at {self.managers} within "
+                                         f"{self.settings.connect_timeout:.0f} s")
+            if message is None:  # silent: the next manager may be the active one
+                self.managers.next()
+            elif not self.managers.follow(message.active):  # a standby naming itself: taking over
+                time.sleep(min(self.settings.heartbeat_interval, max(0.0, deadline - time.monotonic())))
+            log.info("opening the application at %s", self.manager)
+        if message.application_id != self.application_id:
+            self.application_id = message.application_id
+            self.store.set_meta("application_id", message.application_id)
+        self.progress.application_id = message.application_id
+        log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
+        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
+            self._submit(list(self.in_flight.values()))
+
+    def _try_open(self, deadline: float) -> p.ApplicationOpened | p.Refuse | None:
+        """Connect to the current manager and send ``open``; return its ``opened``, a standby's
+        ``refuse`` (one naming the active manager), or None if it was silent until ``deadline``.
+        Raises :class:`Refused` for any other refusal (credentials, permissions)."""
         if self.socket is not None:
             self.socket.close(linger=0)
         self.socket = make_socket(self.context, zmq.DEALER, self.settings)
@@ -172,8 +216,7 @@ class CrawlApplication:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ManagerUnreachable(f"no answer from the manager at {self.manager} within "
-                                             f"{self.settings.connect_timeout:.0f} s")
+                    return None
                 failure = watch.failure()
                 if failure is not None:
                     raise Refused(failure)
@@ -181,18 +224,14 @@ class CrawlApplication:
                     continue
                 message = self._decode(self.socket.recv_multipart())
                 if isinstance(message, p.ApplicationOpened):
-                    break
+                    return message
                 if isinstance(message, p.Refuse):
-                    raise Refused(message.reason)
+                    if message.active is None and not self.managers.several:
+                        raise Refused(message.reason)
+                    log.warning("manager %s refused (%s)", self.manager, message.reason)
+                    return message
         finally:
             watch.close()
-        if message.application_id != self.application_id:
-            self.application_id = message.application_id
-            self.store.set_meta("application_id", message.application_id)
-        self.progress.application_id = message.application_id
-        log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
-        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
-            self._submit(list(self.in_flight.values()))
 
     @staticmethod
     def _decode(frames) -> p.Message | None:
@@ -324,6 +363,8 @@ class CrawlApplication:
                 self._open(time.monotonic() + self.settings.peer_timeout)
                 return
             except ManagerUnreachable:
+                if self.managers.next():  # hot standbys: try the next manager at once
+                    continue
                 log.warning("manager still unreachable; retrying in %.1f s", backoff)
                 stop.wait(backoff)
                 backoff = min(self.settings.reconnect_max, backoff * 2)
