@@ -55,6 +55,10 @@ def serve(
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+    journal: Path = typer.Option(None, help="write-ahead journal of the manager's records: they wait there while "
+                                 "the database is down and are replayed when it answers or at the next start "
+                                 "[next to --log-file, else next to an SQLite database, else "
+                                 "./gridcrawl-manager.journal]"),
     http: str = typer.Option(None, help="serve the live dashboard and its JSON API on HOST:PORT, e.g. "
                              "127.0.0.1:9080 (off loopback it requires a login with the manager's users)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
@@ -89,11 +93,14 @@ def serve(
                     "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
                     "(see docs/security.md).", err=True, fg="red", bold=True)
     try:
-        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login)
+        journal = journal or default_journal(log_file, engine)
+        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
     except (DatabaseUnavailable, LeaseHeld) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot use the journal {journal}: {exc.strerror}")
     dashboard = None
     if http:
         from gridcrawl.manager.dashboard import Dashboard, DashboardError, parse_address
@@ -109,6 +116,18 @@ def serve(
     finally:
         if dashboard is not None:
             dashboard.stop()
+
+
+def default_journal(log_file: str | None, engine) -> Path:
+    """Where the manager's journal goes without ``--journal``: ``LOG.journal`` next to the log
+    file, else ``DB.journal`` next to an SQLite database file, else ``gridcrawl-manager.journal``
+    in the current folder."""
+    if log_file:
+        return Path(log_file).with_suffix(".journal")
+    database = engine.url.database
+    if engine.dialect.name == "sqlite" and database and database != ":memory:":
+        return Path(database).with_suffix(".journal")
+    return Path("gridcrawl-manager.journal")
 
 
 def _users(db: str):

@@ -982,8 +982,10 @@ class ManagerCore:
                            attempts=row["attempts"])
             t.held = True
             app.threads[t.thread_id] = t
-            actions.append(Record("thread", "update", {"state": int(ThreadState.READY), "executor_id": None,
-                                                       "time_started": None}, t.internal_id))
+            # the row keeps the executor and times of its last run until a new one overwrites them:
+            # a thread whose result the application stored but whose ack this manager never got is
+            # never submitted again, and ends Dead with them when the application completes
+            actions.append(Record("thread", "update", {"state": int(ThreadState.READY)}, t.internal_id))
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
         return actions
 

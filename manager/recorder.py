@@ -3,15 +3,28 @@
 The server loop hands :class:`~gridcrawl.manager.core.Record` actions to :meth:`Recorder.add`,
 which only appends to a list; a background thread flushes every ``record_interval`` seconds in one
 transaction, merging all changes to one row into one statement, so SQL never throttles dispatch.
-If the database is down, the batch is kept and retried (nothing is lost while the manager runs).
+
+With a *journal* (``gridcrawl-manager --journal``, by default next to its log), the records are
+also a write-ahead log: the loop appends them to a local file (JSON lines) before it sends the
+messages they go with (:meth:`Recorder.sync_journal`: one ``write`` per pass, so they survive the
+manager's ``kill -9`` in the page cache), and the flusher fsyncs each batch's segment of the file
+before it writes it to SQL and deletes the segment once committed. While the database is down
+the segments stay on disk (memory stays bounded) and are written, oldest first, when it answers;
+what the manager could not write before it stopped or died is replayed, idempotently (inserts
+are insert-if-absent, updates set the same values again), when the next manager starts
+(:meth:`Recorder.replay`). So "which executor ran which URL" survives a database that is down,
+and a manager killed between a result and its record.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -34,11 +47,22 @@ def _sql_values(values: dict) -> dict:
 
 
 class Recorder:
-    """Collects record actions and writes them to ``engine`` in batches from its own thread."""
+    """Collects record actions and writes them to ``engine`` in batches from its own thread.
 
-    def __init__(self, engine: Engine, interval: float = 0.2) -> None:
+    ``journal``: the write-ahead journal file (None: none; records wait in memory while the
+    database is down, and those unwritten when the manager stops are lost). Its segment being
+    written is ``<journal>.flushing``. Call :meth:`replay` before :meth:`start`.
+    """
+
+    def __init__(self, engine: Engine, interval: float = 0.2, journal: Path | str | None = None) -> None:
         self.engine = engine
         self.interval = interval
+        self.journal = Path(journal) if journal is not None else None
+        self.segment = self.journal.with_name(self.journal.name + ".flushing") if self.journal else None
+        self.replayed = 0    # records replayed from an earlier manager's journal
+        self._file = None    # the journal, open for appending
+        self._lines: list[str] = []   # journal lines not yet written
+        self._segment_failed = False  # the segment holds records of a failed flush
         self._lock = threading.Lock()
         self._pending: list = []
         self._stop = threading.Event()
@@ -50,6 +74,7 @@ class Recorder:
 
     def start(self) -> "Recorder":
         """Start the background flusher; returns self."""
+        self._open_journal()
         self._thread.start()
         return self
 
@@ -59,20 +84,104 @@ class Recorder:
         they are rare, and programs wait for them (``gridcrawl run`` for its executors)."""
         with self._lock:
             self._pending.append(record)
+            if self._file is not None:
+                self._lines.append(json.dumps([record.table, record.op, record.values, record.key],
+                                              separators=(",", ":")))
         if record.table in ("executor", "application") and record.op != "update":
             self._wake.set()
 
+    def sync_journal(self) -> None:
+        """Write the journal lines of the records added so far (one ``write``; no fsync): the
+        server loop calls this before it sends the messages that go with them."""
+        with self._lock:
+            self._write_lines()
+
     def close(self, timeout: float = 10.0) -> None:
-        """Flush what is pending and stop the thread (waits at most ``timeout`` seconds)."""
+        """Flush what is pending and stop the thread (waits at most ``timeout`` seconds). What
+        cannot be written stays in the journal for the next start."""
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout)
-        if self._pending:
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self._pending or self._segment_failed:
             try:
                 self.flush()
             except Exception as exc:
-                log.error("could not write the last %d records: %s", len(self._pending),
-                          str(exc).splitlines()[0])
+                if self.journal is not None:
+                    log.error("could not write the last records (%s); they wait in the journal %s for the next "
+                              "start", str(exc).splitlines()[0], self.journal)
+                else:
+                    log.error("could not write the last %d records: %s", len(self._pending),
+                              str(exc).splitlines()[0])
+        if self._file is not None:
+            with self._lock:
+                self._write_lines()
+                self._file.close()
+                self._file = None
+            if self.journal.stat().st_size == 0:
+                self.journal.unlink()
+
+    # ------------------------------------------------------------------ journal
+
+    def _open_journal(self) -> None:
+        if self.journal is not None and self._file is None:
+            self._file = open(self.journal, "a", encoding="utf-8")
+
+    def _write_lines(self) -> None:
+        """(Under the lock.) Append the waiting journal lines to the file."""
+        if self._lines and self._file is not None:
+            self._file.write("\n".join(self._lines) + "\n")
+            self._file.flush()
+            self._lines = []
+
+    def _rotate(self) -> None:
+        """(Under the lock.) The journal so far becomes (or joins) the segment being flushed,
+        fsynced; a new, empty journal takes the next records."""
+        self._write_lines()
+        self._file.close()
+        if self.segment.exists():
+            with open(self.segment, "a", encoding="utf-8") as out, open(self.journal, encoding="utf-8") as f:
+                out.write(f.read())
+            self.journal.unlink()
+        else:
+            os.replace(self.journal, self.segment)
+        with open(self.segment, "rb") as f:
+            os.fsync(f.fileno())
+        self._file = open(self.journal, "a", encoding="utf-8")
+
+    def _read(self, path: Path) -> list:
+        """The records of a journal file, oldest first (a torn last line, from a crash mid-write,
+        is skipped)."""
+        from gridcrawl.manager.core import Record
+        records = []
+        if not path.exists():
+            return records
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    table, op, values, key = json.loads(line)
+                except ValueError:
+                    log.warning("skipped a torn line of the journal %s", path)
+                    continue
+                if table in TABLES:
+                    records.append(Record(table, op, values, key))
+        return records
+
+    def replay(self) -> int:
+        """Write what an earlier manager left in the journal (its segment, then the journal) to
+        the database, idempotently, and delete them; returns the number of records replayed.
+        Raises the database's error (the files stay). Call before :meth:`start`."""
+        if self.journal is None:
+            return 0
+        records = self._read(self.segment) + self._read(self.journal)
+        if records:
+            self._write(records, careful=True)
+            self.replayed += len(records)
+            log.warning("replayed %d records from the journal %s", len(records), self.journal)
+        for path in (self.segment, self.journal):
+            if path.exists():
+                path.unlink()
+        return len(records)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -88,10 +197,13 @@ class Recorder:
     def flush(self) -> int:
         """Write everything pending in one transaction; return the number of rows written.
 
-        A batch that breaks a unique key (a row already there) is written again with
-        insert-if-absent. On any other failure the batch is put back in front of newer records
-        and the error re-raised (the database may be down: nothing is lost).
+        The journal, if any, is replayed first. A batch that breaks a unique key (a row already
+        there) is written again with insert-if-absent. On any other failure the batch goes to the
+        journal (or, without one, back in front of newer records) and the error is re-raised
+        (the database may be down: nothing is lost).
         """
+        if self.journal is not None and self._file is not None:
+            return self._flush_journaled()
         with self._lock:
             batch, self._pending = self._pending, []
         if not batch:
@@ -110,6 +222,30 @@ class Recorder:
         self.flushed_rows += rows
         return rows
 
+    def _flush_journaled(self) -> int:
+        """:meth:`flush` with a journal: the journal becomes the segment (fsynced), the segment is
+        written (all of it, re-read, if an earlier flush of it failed: oldest records first) and
+        deleted once committed. On failure the segment stays, the memory is freed, and the error
+        is re-raised."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch and not self._segment_failed:
+                return 0
+            self._rotate()
+        records = self._read(self.segment) if self._segment_failed else batch
+        try:
+            try:
+                rows = self._write(records, careful=self._segment_failed)
+            except sa.exc.IntegrityError:
+                rows = self._write(records, careful=True)
+        except Exception:
+            self._segment_failed = True
+            raise
+        self.segment.unlink()
+        self._segment_failed = False
+        self.flushed_rows += rows
+        return rows
+
     def _put_back(self, batch: list) -> None:
         with self._lock:
             self._pending = batch + self._pending
@@ -124,7 +260,7 @@ class Recorder:
             elif r.op == "upsert":
                 upserts[r.table][r.key] = dict(r.values)
                 updates[r.table].pop(r.key, None)
-            elif r.key in inserts[r.table]:
+            elif r.key in inserts[r.table] and not careful:  # careful: the row may exist already
                 inserts[r.table][r.key].update(r.values)
             elif r.key in upserts[r.table]:
                 upserts[r.table][r.key].update(r.values)

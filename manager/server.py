@@ -65,11 +65,13 @@ class ManagerServer:
 
     ``bind`` is a ZeroMQ endpoint (``tcp://*:9000``; port 0 picks a free port, see
     :attr:`endpoint`); ``engine`` the manager database (its schema is created if missing, and
-    unfinished work is restored from it). Raises ``zmq.ZMQError`` if the address is in use.
+    unfinished work is restored from it); ``journal`` the file records wait in while the database
+    is down (see :class:`Recorder`; replayed here first). Raises ``zmq.ZMQError`` if the address
+    is in use and :class:`~gridcrawl.manager.lease.LeaseHeld` if another manager runs on the database.
     """
 
     def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine, *,
-                 curve: ServerKeys | None = None, require_login: bool = False) -> None:
+                 curve: ServerKeys | None = None, require_login: bool = False, journal=None) -> None:
         self.settings = settings
         self.engine = engine
         init_schema(engine, models.manager_metadata, models.manager_meta)
@@ -95,7 +97,8 @@ class ManagerServer:
         else:
             self.socket.bind(bind)
             self.endpoint = bind
-        self.recorder = Recorder(engine, settings.record_interval)
+        self.recorder = Recorder(engine, settings.record_interval, journal)
+        self.recorder.replay()  # records an earlier manager could not write, before the state is read
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
         self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
@@ -148,6 +151,7 @@ class ManagerServer:
 
     def _flush(self) -> None:
         """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
+        self.recorder.sync_journal()  # write-ahead: the records before the messages they go with
         outbox, self._outbox = self._outbox, {}
         for peer, messages in outbox.items():
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):

@@ -49,8 +49,9 @@ class Grid:
     def start_manager(self, *extra: str, env: dict | None = None) -> subprocess.Popen:
         """Start the manager on :attr:`endpoint` with :attr:`manager_db` and fast heartbeats
         (``env``: more environment, e.g. ``GRIDCRAWL_START_WINDOW`` for a setting without an option)."""
+        journal = [] if "--journal" in extra else ["--journal", str(self.workdir / "manager.journal")]
         self.manager = self._spawn("gridcrawl.manager", ["--bind", self.endpoint, "--db", self.manager_db,
-                                                         *FAST, *extra], "manager.log", env)
+                                                         *FAST, *journal, *extra], "manager.log", env)
         return self.manager
 
     def start_executor(self, name: str, *extra: str, env: dict | None = None,
