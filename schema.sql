@@ -80,6 +80,8 @@ CREATE TABLE manager_lease (
     holder               VARCHAR(255)    NOT NULL,
     epoch                BIGINT          NOT NULL,
     expires_at           DATETIME2(6)    NOT NULL,
+    address              VARCHAR(255)    NULL,
+    since                DATETIME2(6)    NULL,
     CONSTRAINT pk_manager_lease PRIMARY KEY (name)
 );
 GO
@@ -152,6 +154,7 @@ CREATE TABLE attempt (
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
     outcome              VARCHAR(16)     NOT NULL,
+    epoch                BIGINT          NULL,
     CONSTRAINT pk_attempt PRIMARY KEY (attempt_id),
     CONSTRAINT fk_attempt_executor_id FOREIGN KEY (executor_id) REFERENCES executor (executor_id),
     CONSTRAINT fk_attempt_internal_thread_id FOREIGN KEY (internal_thread_id) REFERENCES thread (internal_thread_id)

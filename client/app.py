@@ -190,7 +190,7 @@ class CrawlApplication:
             if message is None:  # silent: the next manager may be the active one
                 self.managers.next()
             elif not self.managers.follow(message.active):  # a standby naming itself: taking over
-                time.sleep(min(self.settings.heartbeat_interval, max(0.0, deadline - time.monotonic())))
+                time.sleep(min(self.settings.heartbeat_interval / 4, max(0.0, deadline - time.monotonic())))
             log.info("opening the application at %s", self.manager)
         if message.application_id != self.application_id:
             self.application_id = message.application_id

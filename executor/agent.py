@@ -291,7 +291,7 @@ class ExecutorAgent:
                                 moved = self.managers.follow(message.active)
                                 log.warning("manager refused (%s); registering with %s%s", message.reason,
                                             self.manager, "" if moved else " again shortly")
-                                reconnect_at = now if moved else now + min(backoff, s.heartbeat_interval)
+                                reconnect_at = now if moved else now + min(backoff, s.heartbeat_interval / 4)
                             elif self.executor_id is None:
                                 raise Refused(message.reason)
                             else:

@@ -148,6 +148,7 @@ attempt = Table(
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),
     Column("outcome", String(16), nullable=False),
+    Column("epoch", BigInteger),        # the manager lease epoch under which it was assigned
     Index("ix_attempt_thread", "internal_thread_id"),
     Index("ix_attempt_executor", "executor_id"),
 )
@@ -160,6 +161,8 @@ manager_lease = Table(
     Column("holder", String(255), nullable=False),
     Column("epoch", BigInteger, nullable=False),
     Column("expires_at", Timestamp, nullable=False),
+    Column("address", String(255)),         # the holder's endpoint for peers (standbys name it)
+    Column("since", Timestamp),             # when the holder took the lease
 )
 
 # Users, groups and permissions (Alchemi's usr / grp / prm, with keys; see gridcrawl.auth).

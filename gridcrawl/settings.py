@@ -37,7 +37,7 @@ class Settings:
     thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
     prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
-    lease_seconds: float = _doc(15.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it); a second manager on the database refuses to start while it lasts")
+    lease_seconds: float = _doc(0.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it; 0: heartbeat_interval × heartbeat_liveness): a second manager on the database refuses to start while it lasts, a hot standby takes over when it expires")
     record_interval: float = _doc(0.5, "seconds between batched writes of the manager's records to SQL")
     dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
     max_threads_per_executor: int = _doc(64, "worker threads the manager believes an executor has, at most (a larger claim is capped)")
@@ -81,7 +81,7 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
-                    "thread_timeout", "record_interval", "quarantine_seconds", "lease_seconds", "fetch_connect_timeout", "fetch_read_timeout",
+                    "thread_timeout", "record_interval", "quarantine_seconds", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -93,7 +93,7 @@ class Settings:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
-        for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
+        for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
                      "retry_times", "retry_backoff"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")

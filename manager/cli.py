@@ -52,6 +52,13 @@ def serve(
                                        "required as soon as one user exists)"),
     max_message_bytes: int = typer.Option(Settings.max_message_bytes, help="largest message a peer may send, "
                                           "bytes; a peer sending more is disconnected"),
+    standby: bool = typer.Option(False, "--standby", help="hot standby: when another manager holds the database's "
+                                 "lease, wait (refusing peers, naming the active manager) and take over when it "
+                                 "expires; several managers share one database (docs/operations.md)"),
+    advertise: str = typer.Option(None, help="the endpoint executors and clients reach this manager at, named by "
+                                  "standbys in their refusals [--bind, with * replaced by this host's name]"),
+    lease_seconds: float = typer.Option(Settings.lease_seconds, help="seconds the database lease lasts unrenewed "
+                                        "(0: heartbeat interval x liveness): how long a standby waits"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
@@ -75,7 +82,7 @@ def serve(
                             dispatch=dispatch, concurrent_requests_per_host=concurrent_requests_per_host,
                             download_delay=download_delay, max_crawl_delay=max_crawl_delay,
                             retry_times=retry_times, retry_backoff=retry_backoff,
-                            max_message_bytes=max_message_bytes).validate()
+                            max_message_bytes=max_message_bytes, lease_seconds=lease_seconds).validate()
         engine = open_database(db)
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))
@@ -94,10 +101,13 @@ def serve(
                     "(see docs/security.md).", err=True, fg="red", bold=True)
     try:
         journal = journal or default_journal(log_file, engine)
-        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal)
+        if advertise:
+            check_endpoint(advertise)
+        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,
+                               standby=standby, advertise=advertise)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
-    except (DatabaseUnavailable, LeaseHeld) as exc:
+    except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot use the journal {journal}: {exc.strerror}")

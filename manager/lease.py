@@ -60,6 +60,8 @@ class LeaseRow:
     holder: str
     epoch: int
     expires_at: float
+    address: str | None = None
+    since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,11 @@ class Lease:
     """
 
     def __init__(self, engine: Engine, holder: str, seconds: float = 15.0,
-                 alive: Callable[[str], bool | None] = local_holder_alive) -> None:
+                 alive: Callable[[str], bool | None] = local_holder_alive, address: str | None = None) -> None:
         self.engine, self.holder, self.seconds, self.alive = engine, holder, seconds, alive
+        self.address = address  # the endpoint peers reach this manager at (standbys name it)
         self.epoch: int | None = None
+        self.previous: LeaseRow | None = None  # the row as the last try_acquire read it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost = threading.Event()  # set when a renewal finds the lease taken over
@@ -141,8 +145,10 @@ class Lease:
         if conn is None:
             with self.engine.connect() as conn:
                 return self.read(conn)
-        row = conn.execute(sa.select(t.c.holder, t.c.epoch, t.c.expires_at).where(t.c.name == LEASE_NAME)).first()
-        return None if row is None else LeaseRow(row.holder, int(row.epoch), _seconds(row.expires_at))
+        row = conn.execute(sa.select(t.c.holder, t.c.epoch, t.c.expires_at, t.c.address, t.c.since)
+                           .where(t.c.name == LEASE_NAME)).first()
+        return None if row is None else LeaseRow(row.holder, int(row.epoch), _seconds(row.expires_at), row.address,
+                                                 _seconds(row.since) if row.since is not None else None)
 
     def try_acquire(self, now: float | None = None) -> Decision:
         """Take (or keep) the lease if :func:`decide` allows; returns the decision carried out
@@ -152,14 +158,18 @@ class Lease:
         t = models.manager_lease
         with self.engine.begin() as conn:
             insert_ignore(conn, t, [{"name": LEASE_NAME, "holder": "", "epoch": 0, "expires_at": _EPOCH}])
-            row = self.read(conn)
+            row = self.previous = self.read(conn)
             alive = self.alive(row.holder) if row is not None and row.holder and row.holder != self.holder else None
             decision = decide(row if row and row.holder else None, self.holder, now, alive)
             if decision.action == "refuse":
                 return decision
             seen = row.epoch if row is not None else 0
+            values = {"holder": self.holder, "epoch": decision.epoch, "expires_at": from_timestamp(now + self.seconds),
+                      "address": self.address}
+            if decision.action == "take":
+                values["since"] = from_timestamp(now)
             changed = conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.epoch == seen).values(
-                holder=self.holder, epoch=decision.epoch, expires_at=from_timestamp(now + self.seconds))).rowcount
+                **values)).rowcount
         if changed != 1:
             return Decision("refuse", seen, "taken by another manager at the same moment")
         self.epoch = decision.epoch

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Engine
 
 from gridcrawl import models
 from gridcrawl.db import from_timestamp, insert_ignore
+from gridcrawl.manager.lease import LeaseLost
 
 log = logging.getLogger("gridcrawl.manager.recorder")
 
@@ -71,6 +72,13 @@ class Recorder:
         self._compiled: dict[tuple, tuple[str, list[str]]] = {}
         self.flushed_rows = 0
         self.failures = 0
+        # Fencing (hot standbys): ``fence(conn)`` runs first in every transaction and raises
+        # LeaseLost when another manager took the lease over, so nothing of a lost epoch lands;
+        # ``epoch`` is written into every new attempt row.
+        self.fence = None
+        self.epoch: int | None = None
+        self.fenced = threading.Event()
+        self._inodes: set[int] = set()  # the journal files this recorder opened (see abandon)
 
     def start(self) -> "Recorder":
         """Start the background flusher; returns self."""
@@ -126,6 +134,7 @@ class Recorder:
     def _open_journal(self) -> None:
         if self.journal is not None and self._file is None:
             self._file = open(self.journal, "a", encoding="utf-8")
+            self._inodes.add(os.fstat(self._file.fileno()).st_ino)
 
     def _write_lines(self) -> None:
         """(Under the lock.) Append the waiting journal lines to the file."""
@@ -148,6 +157,7 @@ class Recorder:
         with open(self.segment, "rb") as f:
             os.fsync(f.fileno())
         self._file = open(self.journal, "a", encoding="utf-8")
+        self._inodes.add(os.fstat(self._file.fileno()).st_ino)
 
     def _read(self, path: Path) -> list:
         """The records of a journal file, oldest first (a torn last line, from a crash mid-write,
@@ -189,6 +199,9 @@ class Recorder:
             self._wake.clear()
             try:
                 self.flush()
+            except LeaseLost as exc:
+                log.error("%s: %d records of this manager are dropped", exc, self.abandon())
+                return
             except Exception as exc:  # database down: keep the batch, try again
                 self.failures += 1
                 log.error("writing records failed (%s); will retry", str(exc).splitlines()[0])
@@ -246,6 +259,48 @@ class Recorder:
         self.flushed_rows += rows
         return rows
 
+    def abandon(self, stale: bool = False) -> int:
+        """Forget every record not yet written, journal included (this manager was fenced out: its
+        records must never land); returns how many were dropped. Stops the flusher. Journal
+        files are deleted only if this recorder wrote them (a manager that took over on this host
+        may have replayed ours and written its own at the same path), or all of them with
+        ``stale`` (a journal found at start that belongs to a lost epoch)."""
+        self.fenced.set()
+        self._stop.set()
+        self._wake.set()
+        with self._lock:
+            dropped, self._pending, self._lines = len(self._pending), [], []
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            if stale:
+                dropped += len(self._read(self.segment)) + len(self._read(self.journal)) if self.journal else 0
+            for path in (self.journal, self.segment):
+                try:
+                    if path is not None and (stale or path.stat().st_ino in self._inodes):
+                        path.unlink()
+                except FileNotFoundError:
+                    pass
+        return dropped
+
+    def journal_epoch(self) -> int | None:
+        """The lease epoch of the manager that wrote the journal (``<journal>.epoch``), or None."""
+        path = self._epoch_file()
+        try:
+            return int(path.read_text()) if path is not None else None
+        except (OSError, ValueError):
+            return None
+
+    def set_journal_epoch(self, epoch: int) -> None:
+        """Record that this manager writes the journal under lease epoch ``epoch``."""
+        self.epoch = epoch
+        path = self._epoch_file()
+        if path is not None:
+            path.write_text(str(epoch))
+
+    def _epoch_file(self) -> Path | None:
+        return self.journal.with_name(self.journal.name + ".epoch") if self.journal is not None else None
+
     def _put_back(self, batch: list) -> None:
         with self._lock:
             self._pending = batch + self._pending
@@ -267,7 +322,12 @@ class Recorder:
             else:
                 updates[r.table].setdefault(r.key, {}).update(r.values)
         rows = 0
+        if self.epoch is not None:
+            for values in inserts["attempt"].values():
+                values.setdefault("epoch", self.epoch)
         with self.engine.begin() as conn:
+            if self.fence is not None:
+                self.fence(conn)
             for name in _ORDER:
                 table = TABLES[name]
                 pk = list(table.primary_key.columns)[0]

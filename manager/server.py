@@ -71,13 +71,13 @@ class ManagerServer:
     """
 
     def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine, *,
-                 curve: ServerKeys | None = None, require_login: bool = False, journal=None) -> None:
+                 curve: ServerKeys | None = None, require_login: bool = False, journal=None,
+                 standby: bool = False, advertise: str | None = None) -> None:
         self.settings = settings
         self.engine = engine
+        self.journal = journal
+        self.standby = standby
         init_schema(engine, models.manager_metadata, models.manager_meta)
-        # one manager per database: refuse to start (LeaseHeld, naming the holder) if another runs
-        self.lease = Lease(engine, holder_name(bind), settings.lease_seconds)
-        self.lease.acquire()
         self.users = UserStore(engine, require_login=require_login)
         self.guard = PeerGuard()
         self.curve = curve
@@ -91,16 +91,27 @@ class ManagerServer:
         self.socket = make_socket(self.context, zmq.ROUTER, settings)
         if curve is not None:
             apply_curve_server(self.socket, curve.public, curve.secret)
-        if bind.endswith(":0"):
-            port = self.socket.bind_to_random_port(bind[:-2])
-            self.endpoint = f"{bind[:-2]}:{port}"
-        else:
-            self.socket.bind(bind)
-            self.endpoint = bind
-        self.recorder = Recorder(engine, settings.record_interval, journal)
-        self.recorder.replay()  # records an earlier manager could not write, before the state is read
+        try:
+            if bind.endswith(":0"):
+                port = self.socket.bind_to_random_port(bind[:-2])
+                self.endpoint = f"{bind[:-2]}:{port}"
+            else:
+                self.socket.bind(bind)
+                self.endpoint = bind
+        except zmq.ZMQError:
+            self._close_sockets()
+            raise
+        # the address peers reach this manager at: what a standby names in its refusals
+        self.address = advertise or advertised_endpoint(self.endpoint)
+        # one active manager per database: the lease (gridcrawl.manager.lease). Without
+        # ``standby`` a second manager refuses to start (LeaseHeld, naming the holder); with it,
+        # it waits as a hot standby and takes over when the active manager's lease expires.
+        self.lease = Lease(engine, holder_name(self.address), settings.lease_seconds or settings.peer_timeout,
+                           address=self.address)
+        self.recorder: Recorder | None = None
+        self.core: ManagerCore | None = None
+        self.active_since: float | None = None
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
-        self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
         self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
@@ -109,6 +120,42 @@ class ManagerServer:
         self.snapshot: dict | None = None
         self._snapshot_read = float("-inf")  # time.monotonic() of the last latest_snapshot() call
         self.controls: queue.Queue[ControlRequest] = queue.Queue()
+        try:
+            decision = self.lease.try_acquire()
+            if decision.action != "refuse":
+                self._activate()
+            elif not standby:
+                url = engine.url.render_as_string(hide_password=True)
+                raise LeaseHeld(f"another manager runs on the database {url}: its lease is {decision.reason}")
+        except BaseException:
+            self._close_sockets()
+            raise
+
+    def _close_sockets(self) -> None:
+        self.socket.close(linger=0)
+        if self.authenticator is not None:
+            self.authenticator.stop()
+        self.context.term()
+
+    def _activate(self) -> None:
+        """This manager holds the lease now: replay its journal if no other manager held the
+        lease since it was written, restore the grid from the database, start recording."""
+        previous = self.lease.previous
+        self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+        journal_epoch = self.recorder.journal_epoch()
+        prior = previous.epoch if previous is not None else 0
+        if journal_epoch is not None and journal_epoch != prior:
+            # another manager ran (epoch moved on) and restored from the database: these are stale
+            log.warning("the journal %s is from lease epoch %d, another manager has held the lease since "
+                        "(epoch %d): %d of its records dropped", self.journal, journal_epoch, prior,
+                        self.recorder.abandon(stale=True))
+            self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+        self.recorder.replay()  # records an earlier manager could not write, before the state is read
+        self.recorder.set_journal_epoch(self.lease.epoch)
+        self.recorder.fence = self.lease.renew  # every batch of records: WHERE epoch = mine
+        self.core = self._restore()
+        self.active_since = time.time()
+        log.info("manager active at %s (lease epoch %d)", self.address, self.lease.epoch)
 
     def _restore(self) -> ManagerCore:
         """Build the core from the database: ids continue, unfinished threads are READY again."""
@@ -159,7 +206,38 @@ class ManagerServer:
                     log.debug("peer %r gone; dropped %s", peer, message.TYPE)
 
     def serve(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set; then say goodbye to peers and flush the records."""
+        """Run until ``stop`` is set; then say goodbye to peers and flush the records.
+
+        A standby (``standby=True``, lease held by another manager) answers every peer with a
+        refusal naming the active manager until the lease expires, then takes it over. An active
+        manager whose lease is taken over (it was paused or cut off past the lease) is fenced: its
+        records are dropped, and it becomes a standby (or, without ``standby``, stops).
+        """
+        try:
+            while not stop.is_set():
+                if self.core is None and not self._wait_as_standby(stop):
+                    break
+                self._serve_active(stop)
+                if stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
+                    break
+                self._step_down()  # the lease was taken over: fenced out
+                if not self.standby:
+                    break
+        finally:
+            if self.core is not None:
+                for peer in list(self.core.peers):
+                    send(self.socket, protocol.Bye("manager shutting down"), peer)
+                self._carry_out(self.core.shutdown())
+                self.recorder.close()
+                self.lease.release()
+            self.socket.close(linger=200)
+            if self.authenticator is not None:
+                self.authenticator.stop()
+            self.context.term()
+            log.info("manager stopped")
+
+    def _serve_active(self, stop: threading.Event) -> None:
+        """The active manager's loop: until ``stop`` or the lease is lost."""
         self.recorder.start()
         self.lease.start()
         poller = zmq.Poller()
@@ -167,31 +245,66 @@ class ManagerServer:
         tick_every = min(0.25, self.settings.heartbeat_interval / 4)
         next_tick = 0.0
         log.info("manager listening on %s", self.endpoint)
-        try:
-            while not stop.is_set() and not self.lease.lost.is_set():
-                wakeup = self.core.queue.next_wakeup()
-                timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
-                if poller.poll(timeout * 1000):
-                    self._drain()
-                now = time.time()
-                if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
-                    self._carry_out(self.core.dispatch(now))
-                if now >= next_tick:
-                    self._carry_out(self.core.tick(now))
-                    self.guard.prune(now)
-                    next_tick = now + tick_every
-                self._serve_dashboard(now)
-        finally:
-            for peer in list(self.core.peers):
-                send(self.socket, protocol.Bye("manager shutting down"), peer)
-            self._carry_out(self.core.shutdown())
-            self.recorder.close()
-            self.lease.release()
-            self.socket.close(linger=200)
-            if self.authenticator is not None:
-                self.authenticator.stop()
-            self.context.term()
-            log.info("manager stopped")
+        while not stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
+            wakeup = self.core.queue.next_wakeup()
+            timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
+            if poller.poll(timeout * 1000):
+                self._drain()
+            now = time.time()
+            if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
+                self._carry_out(self.core.dispatch(now))
+            if now >= next_tick:
+                self._carry_out(self.core.tick(now))
+                self.guard.prune(now)
+                next_tick = now + tick_every
+            self._serve_dashboard(now)
+
+    def _step_down(self) -> None:
+        """The lease was taken over: drop the grid state and every unwritten record (they belong
+        to a lost epoch), and become a standby. Peers are told where the active manager is when
+        they next speak."""
+        self.lease.lost.set()
+        self.lease.release()  # stops the renewal thread; the row is the new holder's
+        dropped = self.recorder.abandon()
+        log.error("fenced out: another manager took the lease over (this manager's epoch %s); %d unwritten "
+                  "records dropped%s", self.lease.epoch, dropped, "; now a standby" if self.standby else "")
+        self.core, self.recorder, self.active_since, self._outbox, self.snapshot = None, None, None, {}, None
+        self.lease = Lease(self.engine, self.lease.holder, self.lease.seconds, address=self.address)
+
+    def _wait_as_standby(self, stop: threading.Event) -> bool:
+        """Answer every peer with a refusal naming the active manager, and try the lease every
+        half heartbeat interval; True once this manager holds it (it is active), False on ``stop``."""
+        log.info("standby manager at %s: waiting for the lease", self.address)
+        active: str | None = None
+        next_try = 0.0
+        while not stop.is_set():
+            now = time.time()
+            if now >= next_try:
+                next_try = now + self.settings.heartbeat_interval / 2
+                try:
+                    decision = self.lease.try_acquire(now)
+                except sa.exc.SQLAlchemyError as exc:
+                    log.warning("standby: the database does not answer (%s)", str(exc).splitlines()[0])
+                    decision = None
+                if decision is not None and decision.action != "refuse":
+                    log.warning("taking over as the active manager (lease epoch %d; previous holder: %s)",
+                                self.lease.epoch, self.lease.previous.holder if self.lease.previous else "none")
+                    self._activate()
+                    return True
+                row = self.lease.previous
+                # an expired lease is about to be ours: peers wait here rather than go elsewhere
+                active = self.address if row is None or row.expires_at <= now else row.address
+            if not self.socket.poll(100):
+                continue
+            while True:
+                try:
+                    frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if len(frames) > 1 and self.guard.admit(frames[0], now):
+                    send(self.socket, protocol.Refuse(f"standby manager; the active manager is {active or 'unknown'}",
+                                                      active=active), frames[0])
+        return False
 
     def _serve_dashboard(self, now: float) -> None:
         """Carry out queued operator requests; refresh :attr:`snapshot` when it is due."""
@@ -482,6 +595,17 @@ class PeerGuard:
             del self._strikes[peer]
         for peer in [p for p, until in self._blocked.items() if now >= until]:
             del self._blocked[peer]
+
+
+def advertised_endpoint(endpoint: str) -> str:
+    """The endpoint peers can reach a manager bound at ``endpoint`` with: a wildcard host
+    (``tcp://*:9000``, ``tcp://0.0.0.0:9000``) becomes this host's name; other endpoints are
+    returned as they are."""
+    import socket as _socket
+    for wildcard in ("tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:"):
+        if endpoint.startswith(wildcard):
+            return f"tcp://{_socket.gethostname()}:{endpoint[len(wildcard):]}"
+    return endpoint
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:
