@@ -340,8 +340,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0002');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,

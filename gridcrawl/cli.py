@@ -299,6 +299,9 @@ def report(
     from gridcrawl import report as rep
     import sqlalchemy as sa
     try:
+        lease = rep.active_manager(engine)
+        if lease is not None:
+            typer.echo(lease.describe())
         if application:
             _print_timings(rep.executor_timings(engine, application))
         else:

@@ -486,7 +486,10 @@ JS = r"""
       draw(data);
       failures = 0;
       statusLine.className = "status";
-      statusLine.textContent = "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
+      const m = data.manager;
+      statusLine.textContent = (m ? "active manager " + m.address + " · lease epoch " + m.epoch + " since " +
+        new Date(m.since * 1000).toLocaleTimeString() + " · " : "") +
+        "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
     } catch (err) {
       failures += 1;
       statusLine.className = "status error";

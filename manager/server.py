@@ -326,7 +326,10 @@ class ManagerServer:
         # a snapshot walks every thread: build them only while someone reads them (the dashboard)
         if (time.monotonic() - self._snapshot_read < SNAPSHOT_READERS
                 and (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL)):
-            self.snapshot = self.core.snapshot(now)
+            snapshot = self.core.snapshot(now)
+            snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
+                                   "standby": self.standby}
+            self.snapshot = snapshot
 
     def latest_snapshot(self) -> dict | None:
         """The newest snapshot of the core (any thread may call this; never mutate the result).

@@ -10,6 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -155,6 +157,8 @@ def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
     site, _server, grid, managers, client = _start(tmp_path, site_server, pages=220)
     try:
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05, "under way")
+        wait_for(lambda: grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE epoch = 1")[0][0] > 0, 30, 0.05,
+                 "attempts recorded under epoch 1")
         managers.procs["A"].kill()
         wait_for(lambda: managers.epoch() == 2, 30, 0.05, "B taking over")
         managers.start("A")  # the first manager comes back, as a standby
@@ -164,6 +168,11 @@ def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
         wait_for(lambda: managers.epoch() == 3, 30, 0.05, "A taking over again")
         assert managers.active() == "A"
         _check_complete(grid, site, client, "two take-overs")
+        report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
+                                capture_output=True, text=True, timeout=60)
+        assert f"manager {managers.endpoints['A']}: active, lease epoch 3, since" in report.stdout, report.stdout
+        epochs = dict(grid.query("manager", "SELECT epoch, COUNT(*) FROM attempt GROUP BY epoch"))
+        assert set(epochs) == {1, 2, 3}, epochs  # which manager assigned each attempt
     finally:
         grid.stop()
 
