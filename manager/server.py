@@ -281,8 +281,11 @@ class ManagerServer:
             now = time.time()
             if now >= next_try:
                 next_try = now + self.settings.heartbeat_interval / 2
-                try:
-                    decision = self.lease.try_acquire(now)
+                try:  # one SELECT while the lease is live; the conditional UPDATE only when it is not
+                    row = self.lease.previous = self.lease.read()
+                    live = (row is not None and row.holder and row.expires_at > now
+                            and self.lease.alive(row.holder) is not False)  # a dead holder on this host: now
+                    decision = None if live else self.lease.try_acquire(now)
                 except sa.exc.SQLAlchemyError as exc:
                     log.warning("standby: the database does not answer (%s)", str(exc).splitlines()[0])
                     decision = None
