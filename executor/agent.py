@@ -163,7 +163,8 @@ class ExecutorAgent:
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
-                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check)
+                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check,
+                               peer_check=self.guard.check_peer)
         # robots.txt: one cache per executor process, fetched with a copy of the page fetcher (same
         # user agent, timeouts and hop check, so the same private-address guard applies)
         self.robots: RobotsCache | None = (

@@ -119,6 +119,7 @@ class ManagerServer:
         # and carries out the ControlRequests the HTTP thread puts on ``controls``.
         self.snapshot: dict | None = None
         self._snapshot_read = float("-inf")  # time.monotonic() of the last latest_snapshot() call
+        self._snapshot_wanted: queue.Queue[threading.Event] = queue.Queue()  # readers waiting for a fresh one
         self.controls: queue.Queue[ControlRequest] = queue.Queue()
         try:
             decision = self.lease.try_acquire()
@@ -327,21 +328,40 @@ class ManagerServer:
                 request.error = f"internal error: {exc}"
             request.done.set()
         # a snapshot walks every thread: build them only while someone reads them (the dashboard)
-        if (time.monotonic() - self._snapshot_read < SNAPSHOT_READERS
-                and (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL)):
+        waiting = []
+        while True:
+            try:
+                waiting.append(self._snapshot_wanted.get_nowait())
+            except queue.Empty:
+                break
+        if (waiting or time.monotonic() - self._snapshot_read < SNAPSHOT_READERS) and \
+                (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL):
             snapshot = self.core.snapshot(now)
             snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
                                    "standby": self.standby}
             self.snapshot = snapshot
+        for event in waiting:
+            event.set()
 
-    def latest_snapshot(self) -> dict | None:
-        """The newest snapshot of the core (any thread may call this; never mutate the result).
+    def latest_snapshot(self, wait: float = 2.0) -> dict | None:
+        """The newest snapshot of the core with its ``age`` (seconds since it was taken; any
+        thread may call this; never mutate the result).
 
-        The loop refreshes it every ``SNAPSHOT_INTERVAL`` seconds while it is read, and stops
-        ``SNAPSHOT_READERS`` seconds after the last read; None until the first one is built.
+        When the newest is older than ``SNAPSHOT_INTERVAL`` seconds (or there is none yet), the
+        loop is asked for a fresh one and this waits up to ``wait`` seconds for it. The loop also
+        refreshes it every ``SNAPSHOT_INTERVAL`` seconds while it is read, and stops
+        ``SNAPSHOT_READERS`` seconds after the last read. None only if the loop did not answer.
         """
         self._snapshot_read = time.monotonic()
-        return self.snapshot
+        snapshot = self.snapshot
+        if snapshot is None or time.time() - snapshot["time"] >= SNAPSHOT_INTERVAL:
+            built = threading.Event()
+            self._snapshot_wanted.put(built)
+            built.wait(wait)
+            snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        return {**snapshot, "age": max(0.0, time.time() - snapshot["time"])}
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
                         timeout: float = 5.0) -> ControlRequest:

@@ -141,3 +141,46 @@ def test_kill_9_manager_while_it_holds_assigned_and_unacknowledged_threads(tmp_p
     figures = dict(held_finished_unacked=held_finished, held_assigned=held_assigned, executors_back_s=rejoined,
                    finish_after_kill_s=finished, **figures)
     _show(f"kill -9 manager holding threads, {backend}", figures)
+
+
+def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path):
+    """No sockets: records written ahead to the journal by a recorder that never flushed (its
+    manager died) are replayed by the next one; replaying again (a crash between the commit and
+    the deletion of the segment) changes nothing, and updates win over the insert-if-absent."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.core import Record
+    from gridcrawl.manager.recorder import Recorder
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    journal = tmp_path / "manager.journal"
+    dead = Recorder(engine, 60.0, journal)
+    dead._open_journal()  # what start() does, without the flusher thread: it never writes
+    dead.add(Record("executor", "upsert", {"executor_id": "e1", "name": "e1", "host": "h", "usr_name": "u",
+                                           "threads": 1, "is_connected": True, "time_registered": 1.0}, "e1"))
+    dead.add(Record("application", "upsert", {"application_id": "a1", "state": 1, "time_created": 1.0,
+                                              "usr_name": "u", "application_name": "x"}, "a1"))
+    dead.add(Record("thread", "insert", {"internal_thread_id": 1, "application_id": "a1", "thread_id": 1, "state": 0,
+                                         "url": "http://a.test/", "host": "a.test", "time_submitted": 1.0}, 1))
+    dead.add(Record("attempt", "insert", {"attempt_id": 2 ** 62, "internal_thread_id": 1, "executor_id": "e1",
+                                          "time_assigned": 2.0, "outcome": "running"}, 2 ** 62))
+    dead.sync_journal()  # the loop does this before it sends the messages
+    lines = journal.read_text()
+    dead.add(Record("thread", "update", {"state": 4, "executor_id": "e1", "time_started": 2.5}, 1))
+    dead.add(Record("attempt", "update", {"outcome": "finished", "time_finished": 3.0}, 2 ** 62))
+    dead.sync_journal()
+    assert len(journal.read_text().splitlines()) == 6 and journal.read_text().startswith(lines)
+
+    everything = journal.read_text()
+    journal.write_text(lines)  # as if the first four were committed before the manager died ...
+    assert Recorder(engine, 60.0, journal).replay() == 4 and not journal.exists()
+    journal.write_text(everything)  # ... and the whole journal is replayed: inserts ignored, updates applied
+    assert Recorder(engine, 60.0, journal).replay() == 6
+    journal.write_text(everything)  # a third time: nothing changes
+    assert Recorder(engine, 60.0, journal).replay() == 6
+    with engine.connect() as conn:
+        thread = conn.execute(models.thread.select()).mappings().one()
+        attempt = conn.execute(models.attempt.select()).mappings().one()
+    assert thread["state"] == 4 and thread["executor_id"] == "e1" and thread["time_started"] is not None
+    assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62
