@@ -357,7 +357,10 @@ class CrawlApplication:
         return pend
 
     def _reconnect(self, stop: threading.Event) -> None:
+        """The manager fell silent: reopen the application — at the next manager first when there
+        are several (hot standbys), then round the list, backing off when one manager is all."""
         backoff = self.settings.reconnect_initial
+        self.managers.next()
         while not stop.is_set():
             try:
                 self._open(time.monotonic() + self.settings.peer_timeout)

@@ -34,7 +34,10 @@ class Managers:
         self.procs: dict[str, object] = {}
 
     def start(self, name: str, standby: bool = True):
-        args = ["--bind", self.endpoints[name], "--db", self.grid.manager_db, *FAST,
+        # a lease of 1.5 s (not 0.75 s, interval x liveness) so that a manager starved of CPU on a
+        # loaded test machine is not taken over while it runs; a dead holder on this host is seen
+        # at once anyway
+        args = ["--bind", self.endpoints[name], "--db", self.grid.manager_db, *FAST, "--lease-seconds", "1.5",
                 "--journal", str(self.grid.workdir / f"manager-{name}.journal")]
         proc = self.grid._spawn("gridcrawl.manager", args + (["--standby"] if standby else []), f"manager-{name}.log")
         self.procs[name] = proc
@@ -110,18 +113,20 @@ def test_kill_9_of_the_active_manager_fails_over_to_the_standby(tmp_path, site_s
     try:
         wait_for(lambda: _visited(grid) >= 30, 60, 0.05,
                  "a third of the crawl")
+        victim, epoch = managers.active(), managers.epoch()
         killed_at = time.time()
-        managers.procs["A"].kill()
-        managers.procs["A"].wait()
-        wait_for(lambda: grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE epoch = 2")[0][0] > 0,
+        managers.procs[victim].kill()
+        managers.procs[victim].wait()
+        wait_for(lambda: grid.query("manager", f"SELECT COUNT(*) FROM attempt WHERE epoch > {epoch}")[0][0] > 0,
                  30, 0.02, "a thread assigned by the new active manager")
-        first = grid.query("manager", "SELECT MIN(time_assigned) FROM attempt WHERE epoch = 2")[0][0]
+        first = grid.query("manager", f"SELECT MIN(time_assigned) FROM attempt WHERE epoch > {epoch}")[0][0]
         takeover = _utc_seconds(first) - killed_at
         print(f"\n[kill -9 active manager, {manager_db.split(':')[0]}] kill to first thread assigned by the "
               f"standby: {takeover:.2f} s (goal {(3 + 1) * 0.25:.2f} s)")
-        assert managers.active() == "B" and managers.epoch() == 2
+        assert managers.active() not in (None, victim) and managers.epoch() == epoch + 1
+        survivor = managers.active()
         _check_complete(grid, site, client, "kill -9 active manager")
-        assert "taking over as the active manager" in grid.log("manager-B.log")
+        assert "taking over as the active manager" in grid.log(f"manager-{survivor}.log")
     finally:
         grid.stop()
 
@@ -131,24 +136,26 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
     try:
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05,
                  "the crawl under way")
-        a = managers.procs["A"]
+        victim, epoch = managers.active(), managers.epoch()
+        a = managers.procs[victim]
         os.kill(a.pid, signal.SIGSTOP)
         try:
-            wait_for(lambda: managers.epoch() == 2, 30, 0.05, "the standby taking the lease")
+            wait_for(lambda: managers.epoch() == epoch + 1, 30, 0.05, "the standby taking the lease")
             taken = time.time()
             wait_for(lambda: _visited(grid) >= 60, 60, 0.05,
                      "the crawl going on under manager B")
         finally:
             os.kill(a.pid, signal.SIGCONT)
-        wait_for(lambda: "fenced out" in grid.log("manager-A.log"), 30, 0.05, "manager A fenced")
-        wait_for(lambda: "standby manager" in grid.log("manager-A.log").split("fenced out")[-1], 30, 0.05,
-                 "manager A a standby again")
+        log = f"manager-{victim}.log"
+        wait_for(lambda: "fenced out" in grid.log(log), 30, 0.05, "the paused manager fenced")
+        wait_for(lambda: "standby manager" in grid.log(log).split("fenced out")[-1], 30, 0.05,
+                 "the paused manager a standby again")
         _check_complete(grid, site, client, "SIGSTOP active manager past its lease")
         # nothing manager A tried to write after the take-over landed: every attempt of epoch 1 was
         # assigned before B took over, and A holds no lease
-        last_old = grid.query("manager", "SELECT MAX(time_assigned) FROM attempt WHERE epoch = 1")[0][0]
+        last_old = grid.query("manager", f"SELECT MAX(time_assigned) FROM attempt WHERE epoch <= {epoch}")[0][0]
         assert _utc_seconds(last_old) < taken
-        assert managers.active() == "B" and a.poll() is None
+        assert managers.active() not in (None, victim) and a.poll() is None
     finally:
         grid.stop()
 
@@ -157,22 +164,26 @@ def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
     site, _server, grid, managers, client = _start(tmp_path, site_server, pages=220)
     try:
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05, "under way")
-        wait_for(lambda: grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE epoch = 1")[0][0] > 0, 30, 0.05,
-                 "attempts recorded under epoch 1")
-        managers.procs["A"].kill()
-        wait_for(lambda: managers.epoch() == 2, 30, 0.05, "B taking over")
-        managers.start("A")  # the first manager comes back, as a standby
-        wait_for(lambda: grid.log("manager-A.log").count("standby manager") >= 1, 30, 0.05, "A standby")
+        first, epoch = managers.active(), managers.epoch()
+        wait_for(lambda: grid.query("manager", f"SELECT COUNT(*) FROM attempt WHERE epoch = {epoch}")[0][0] > 0,
+                 30, 0.05, "attempts recorded under the first epoch")
+        managers.procs[first].kill()
+        wait_for(lambda: managers.epoch() == epoch + 1, 30, 0.05, "the standby taking over")
+        second = managers.active()
+        assert second not in (None, first)
+        managers.start(first)  # the first manager comes back, as a standby
+        wait_for(lambda: grid.log(f"manager-{first}.log").count("standby manager") >= 1, 30, 0.05, "a standby again")
         wait_for(lambda: _visited(grid) >= 80, 60, 0.05, "more")
-        managers.procs["B"].kill()
-        wait_for(lambda: managers.epoch() == 3, 30, 0.05, "A taking over again")
-        assert managers.active() == "A"
+        managers.procs[second].kill()
+        wait_for(lambda: managers.epoch() == epoch + 2, 30, 0.05, "the first manager taking over again")
+        assert managers.active() == first
         _check_complete(grid, site, client, "two take-overs")
         report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
                                 capture_output=True, text=True, timeout=60)
-        assert f"manager {managers.endpoints['A']}: active, lease epoch 3, since" in report.stdout, report.stdout
+        assert f"manager {managers.endpoints[first]}: active, lease epoch {epoch + 2}, since" in report.stdout, \
+            report.stdout
         epochs = dict(grid.query("manager", "SELECT epoch, COUNT(*) FROM attempt GROUP BY epoch"))
-        assert set(epochs) == {1, 2, 3}, epochs  # which manager assigned each attempt
+        assert {epoch, epoch + 1, epoch + 2} <= set(epochs), epochs  # which manager assigned each attempt
     finally:
         grid.stop()
 
