@@ -293,10 +293,9 @@ class CrawlApplication:
             raise
         finally:
             try:
-                self._collect(wait=True)
-                if self.results and self._db_retry_at is None:
-                    self._applying = self._applier.submit(self._apply_batch, self.results)
-                    self.results = []
+                if self._db_retry_at is None:
+                    self._apply()
+                else:
                     self._collect(wait=True)
             except CrawlDatabaseError as exc:
                 log.error("%s", exc)
@@ -362,6 +361,15 @@ class CrawlApplication:
             if message is not None:
                 yield message
 
+    def _apply(self) -> None:
+        """Apply every waiting result now and acknowledge it (waits for the applier thread).
+        Raises :class:`CrawlDatabaseError` if the database fails for good."""
+        self._collect(wait=True)
+        if self.results:
+            self._applying = self._applier.submit(self._apply_batch, self.results)
+            self.results = []
+            self._collect(wait=True)
+
     def _apply_batch(self, batch: list[Outcome]) -> list[Outcome]:
         """Apply ``batch`` in the applier thread, in transactions of at most :data:`APPLY_LINKS`
         links (pages of a thousand links each would otherwise make one huge transaction and hold
@@ -375,10 +383,14 @@ class CrawlApplication:
                 links += _links(batch[end])
                 end += 1
             part = batch[start:end]
+            began = time.monotonic()
             try:
                 done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
             except Exception as exc:
                 return [*batch[start:], exc]
+            seconds = time.monotonic() - began
+            if seconds >= 1.0:  # the I/O loop kept heartbeating meanwhile
+                log.info("applied %d results with %d links in %.1f s", len(part), links, seconds)
             self._committed.put(([o.pending.thread_id for o in part], done))
             start = end
         return []

@@ -261,30 +261,41 @@ def is_unique_violation(exc: BaseException) -> bool:
             or "Duplicate entry" in text or "duplicate key" in text)
 
 
+INSERT_SLICE = 5000  # rows per executemany of insert_ignore
+
+
 def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
     """Insert ``rows`` into ``table``, silently skipping rows whose unique keys already exist
     (also rows another transaction is inserting at the same moment: one of them is stored).
 
     SQLite and PostgreSQL use ``INSERT … ON CONFLICT DO NOTHING``; MariaDB/MySQL
     ``INSERT IGNORE``; other back ends (SQL Server) :func:`insert_ignore_savepoints`. Rows are
-    inserted in the order of the table's unique key, so two writers of overlapping batches take
-    their key locks in one order and do not deadlock. Raises SQLAlchemy errors other than a
+    inserted in the order of the table's unique key (except on SQLite, whose writers take the
+    whole database), so two writers of overlapping batches take their key locks in one order and
+    do not deadlock. Raises SQLAlchemy errors other than a
     duplicate key.
     """
     if not rows:
         return
-    rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     dialect = conn.dialect.name
+    if dialect != "sqlite":  # SQLite writers take the whole database at BEGIN IMMEDIATE: no key-lock order
+        rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect in ("mysql", "mariadb"):
-        conn.execute(table.insert().prefix_with("IGNORE"), rows)
+        stmt = table.insert().prefix_with("IGNORE")
     else:
         insert_ignore_savepoints(conn, table, rows)
+        return
+    # in slices (still in key order, in the same transaction): a driver's executemany of 200,000
+    # rows is one C call that lets other threads of the program (the client's I/O loop and its
+    # heartbeats) have Python's GIL only by chance; between slices they get it
+    for part in chunks(rows, INSERT_SLICE):
+        conn.execute(stmt, part)
 
 
 def insert_ignore_savepoints(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
