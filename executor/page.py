@@ -12,6 +12,7 @@ is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not bi
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -42,6 +43,23 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
+#: Conditional request headers a recrawl's instruction may carry: instruction key -> header name.
+CONDITIONAL_HEADERS = {"ifNoneMatch": "If-None-Match", "ifModifiedSince": "If-Modified-Since"}
+
+
+def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
+    """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
+    stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
+    ``None`` when it has none. Values that are not short single-line text are dropped, so a
+    hostile stored header cannot inject another header."""
+    headers = {}
+    for key, name in CONDITIONAL_HEADERS.items():
+        value = (instruction or {}).get(key)
+        if isinstance(value, str) and value and len(value) <= 1024 and value.isprintable():
+            headers[name] = value
+    return headers or None
+
+
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
@@ -57,14 +75,18 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
-            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
+            ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
+            sent as conditional request headers: a ``304 Not Modified`` comes back with no
+            body, nothing parsed.
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
             does not grow with its fetching threads. ``None``: no bound.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
-    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
+    ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
+    decompression; ``None`` without a body), ``error_kind`` set when the fetch failed or was
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
@@ -88,7 +110,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(robots.hop_check)
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks))
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=conditional_headers(instruction))
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
@@ -98,6 +120,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     body = fetched.body
     if not fetched.ok or body is None:
         return result
+    result.digest = hashlib.sha256(body).hexdigest()
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
     if not html or looks_binary(body, fetched.content_type):
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for

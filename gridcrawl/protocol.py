@@ -45,7 +45,10 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page. A recrawl adds the stored document's validators to it:
+    ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
+    sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
+    :func:`gridcrawl.executor.page.visit`.
     """
 
     thread_id: int
@@ -67,7 +70,9 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``.
+    raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
+    bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
+    bodies not downloaded); the client compares it with the stored one on a recrawl.
     """
 
     url: str
@@ -88,6 +93,7 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    digest: str | None = None
 
 
 # ----------------------------------------------------------------------------------------------
