@@ -61,6 +61,7 @@ CREATE TABLE executor (
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
     quarantined_until    DATETIME2(6)    NULL,
+    capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -118,6 +119,7 @@ CREATE TABLE thread (
     failed               BIT             NOT NULL,
     attempts             INTEGER         NOT NULL,
     error_kind           VARCHAR(32)     NULL,
+    needs                NVARCHAR(MAX)   NULL,
     time_submitted       DATETIME2(6)    NOT NULL,
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
@@ -268,9 +270,11 @@ CREATE TABLE document (
     executor             VARCHAR(36)     NULL,                -- executor_id of the executor that fetched it
     fetch_seconds        FLOAT           NOT NULL,
     parse_seconds        FLOAT           NOT NULL,
+    extract_seconds      FLOAT           NOT NULL,
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
+    structured_data      NVARCHAR(MAX)   NULL,                -- semantic crawl: JSON-LD, microdata, Open Graph, JSON
     content_digest       VARCHAR(64)     NULL,
     etag                 VARCHAR(255)    NULL,
     last_modified        VARCHAR(64)     NULL,
@@ -309,6 +313,49 @@ CREATE TABLE document_version (
 );
 GO
 CREATE INDEX ix_document_version_fingerprint ON document_version (fingerprint);
+GO
+
+-- Table item (see gridcrawl/models.py).
+CREATE TABLE item (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    fields               NVARCHAR(MAX)   NOT NULL,
+    extracted_at         DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_fingerprint ON item (fingerprint, type, position);
+CREATE INDEX ix_item_type ON item (type, id);
+GO
+
+-- Table item_issue (see gridcrawl/models.py).
+CREATE TABLE item_issue (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    field                VARCHAR(200)    NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    message              VARCHAR(1024)   NULL,
+    noted_at             DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_issue PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_issue_fingerprint ON item_issue (fingerprint, type, position, field);
+GO
+
+-- Table item_spec (see gridcrawl/models.py).
+CREATE TABLE item_spec (
+    id                   INTEGER         NOT NULL,
+    source               VARCHAR(1024)   NOT NULL,
+    text                 NVARCHAR(MAX)   NOT NULL,
+    stored_at            DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_spec PRIMARY KEY (id)
+);
 GO
 
 -- The links the keep rules kept.
@@ -367,6 +414,23 @@ CREATE INDEX ix_to_visit_url_depth ON to_visit_url (in_flight, depth, id);
 CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id);
 GO
 
+-- Semantic crawl: the triples of RDF documents and HTML structured data, once per page (gridcrawl.semantic).
+CREATE TABLE triple (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,            -- the page's (document.fingerprint)
+    subject              NVARCHAR(2083)  NOT NULL,            -- IRI, or _:bN (a blank node of the page)
+    predicate            NVARCHAR(2083)  NOT NULL,
+    object               NVARCHAR(MAX)   NOT NULL,
+    object_kind          VARCHAR(8)      NOT NULL,            -- uri, literal or bnode
+    datatype             NVARCHAR(2083)  NULL,
+    language             VARCHAR(64)     NULL,
+    triple_key           VARCHAR(64)     NOT NULL,            -- SHA-256 of the six fields, hex
+    CONSTRAINT pk_triple PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_triple_page ON triple (fingerprint, triple_key);
+GO
+
 -- Every URL whose grid thread finished, fetched or not (error_kind says why not).
 CREATE TABLE visited_url (
     id                   BIGINT          IDENTITY(1, 1) NOT NULL,
@@ -395,8 +459,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0004');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '4');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,
@@ -404,6 +468,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0003');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0005');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '5');
 GO

@@ -86,6 +86,17 @@ class ProgressView:
         for what, command in commands:
             self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)
 
+    def semantic_summary(self, counts: dict, command: str) -> None:
+        """Print the semantic crawl's own small section (``--structured-data``): the triples
+        stored, and ``command``, the report that tells more."""
+        table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left")
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        table.add_row("triples stored", str(counts.get("triples", 0)))
+        self.console.print(table)
+        self.console.print(f"triples, RDF documents and errors:\n  {escape(command)}", soft_wrap=True,
+                           highlight=False)
+
     def recrawl_summary(self, recrawl: dict) -> None:
         """Print a recrawl's counts (:data:`gridcrawl.client.app.RECRAWL_COUNTS`) as a table of
         its own: due, fetched, not modified (304), unchanged, changed, gone, revived, errors, new."""
@@ -94,4 +105,17 @@ class ProgressView:
         labels = {"not_modified": "not modified (304)", "new": "new pages"}
         for key in RECRAWL_COUNTS:
             table.add_row(labels.get(key, key), str(recrawl.get(key, 0)))
+        self.console.print(table)
+
+    def item_summary(self, figures) -> None:
+        """Print the items section: items per type and, per field, items with a value and misses
+        of a required value (``figures``: :func:`gridcrawl.client.items.item_summary`); fields
+        that never matched are flagged (a broken selector, usually)."""
+        table = Table(title="gridcrawl: items")
+        for column in ("type", "field", "items", "with a value", "required misses", "note"):
+            table.add_column(column, justify="left" if column in ("type", "field", "note") else "right")
+        for t in figures:
+            table.add_row(t.type, "", str(t.items), "", "", f"{t.errors} pages failed" if t.errors else "")
+            for f in t.fields.values():
+                table.add_row("", f.name, "", str(f.filled), str(f.missed), "never matched" if f.filled == 0 else "")
         self.console.print(table)

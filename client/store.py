@@ -30,11 +30,15 @@ from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, ut
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.semantic import triple_key, valid_triple
+from gridcrawl.client.items import item_rows
+from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
 kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
+triple = models.triple
 
 
 @dataclass(slots=True)
@@ -105,7 +109,12 @@ class Strategy:
       followed only through its instruction's follow rules, and keep rules' links go to
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
-      below ``min_relevance`` (0 ... 1) are not queued.
+      below ``min_relevance`` (0 ... 1) are not queued. ``focus`` is a keyword
+      :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
+    * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
+      documents and HTML structured data; their triples go to the ``triple`` table.
+    * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
+      pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -114,6 +123,8 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    structured_data: bool = False
+    items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -286,13 +297,18 @@ class CrawlStore:
         document and keeps the old version in ``document_version``; a 404/410 marks it gone.
         Every visit reschedules the document (:attr:`schedule`).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept"}`` plus, for recrawl
+        Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
+        a changed page's items replace those of its stored copy.
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "items"}`` plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
         for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
         changes nothing the second time.
         """
         now = utcnow()
-        docs, visits, links, kept = [], [], {}, []
+        docs, visits, links, kept, triples = [], [], {}, [], {}
+        items, issues = [], []
+        item_types = {spec.type for spec in self.strategy.items}
         errors = 0
         first = self.schedule.first_interval()
         for o in outcomes:
@@ -314,15 +330,22 @@ class CrawlStore:
                          "content": content if isinstance(content, str) else None,
                          "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                          "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                         "parse_seconds": page.parse_seconds})
+                         "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
                             headers=json.dumps(page.headers) if page.headers else None,
+                            structured_data=_json_or_none(page.structured),
                             content_digest=page.digest if isinstance(page.digest, str) else None,
                             etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
                             visited_at=now, visit_status=status, fetch_interval=first,
                             next_fetch_at=self.schedule.due_at(now, first))
+            triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
+            if item_types:
+                new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
+                                                  pend.url, item_types, now)
+                items += new_items
+                issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
@@ -339,6 +362,8 @@ class CrawlStore:
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        triples = _fit(triple, list(triples.values()))
+        items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         found: dict = {}
 
@@ -361,6 +386,15 @@ class CrawlStore:
                 if self.strategy.focus is not None:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
+            if item_types and stored:  # a page visited again with a body: its new items replace the old
+                self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                        and self._extracted(o)])
+            if stored:  # a page visited again with a body: its new triples replace the old
+                self._drop_triples(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                          and self._reparsed(o)])
+            insert_ignore(conn, triple, triples)
+            insert_ignore(conn, models.item, items)
+            insert_ignore(conn, models.item_issue, issues)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -370,7 +404,22 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
-                "kept": len(kept), **found}
+                "kept": len(kept), "items": len(items), "triples": len(triples), **found}
+
+    def _extracted(self, o: Outcome) -> bool:
+        """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
+        an HTML body was parsed (``encoding`` set; not a failure, not a 304). Its items are then
+        the page's items."""
+        page = o.page
+        return (page is not None and not o.failed and page.error_kind is None and page.encoding is not None
+                and bool(specs_for(self.strategy.items, o.pending.url, o.pending.page_type)))
+
+    @staticmethod
+    def _drop_items(conn, fingerprints: list[str]) -> None:
+        """Delete the items and item issues of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(models.item.delete().where(models.item.c.fingerprint.in_(part)))
+            conn.execute(models.item_issue.delete().where(models.item_issue.c.fingerprint.in_(part)))
 
     # ------------------------------------------------------------------ recrawl
 
@@ -516,6 +565,19 @@ class CrawlStore:
         run_transaction(self.engine, lambda conn: conn.execute(
             recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values)))
 
+    def _reparsed(self, o: Outcome) -> bool:
+        """True if a semantic crawl parsed ``o``'s page again (an HTML or RDF body was read: not
+        a failure, not a 304): its triples are then the page's triples."""
+        page = o.page
+        return (self.strategy.structured_data and page is not None and not o.failed and page.error_kind is None
+                and page.status != 304 and (page.encoding is not None or bool(page.triples)))
+
+    @staticmethod
+    def _drop_triples(conn, fingerprints: list[str]) -> None:
+        """Delete the triples of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(triple.delete().where(triple.c.fingerprint.in_(part)))
+
     # ------------------------------------------------------------------ strategies
 
     def _page_score(self, page: PageResult, pend: Pending) -> float | None:
@@ -524,7 +586,22 @@ class CrawlStore:
         if focus is None:
             return None
         text = page_text(page.content) if isinstance(page.content, str) else ""
-        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance)
+        iris = {v for row in page.triples if isinstance(row, list) and len(row) >= 5
+                for v in (row[0], row[1], row[2] if row[3] == "uri" else None, row[4]) if isinstance(v, str)}
+        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance, iris)
+
+    @staticmethod
+    def _triple_rows(page: PageResult, pend: Pending) -> dict[tuple, dict]:
+        """``triple`` rows of a page's triples, keyed by (page, triple); malformed ones skipped."""
+        rows = {}
+        for row in page.triples or []:
+            if not valid_triple(row):
+                continue
+            key = triple_key(row)
+            rows[(pend.fingerprint, key)] = {
+                "fingerprint": pend.fingerprint, "subject": row[0], "predicate": row[1], "object": row[2],
+                "object_kind": row[3], "datatype": row[4], "language": row[5], "triple_key": key}
+        return rows
 
     def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
         """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy
@@ -663,12 +740,13 @@ class CrawlStore:
 
     def counts(self) -> dict:
         """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
-        ``gone`` (documents marked gone) and ``versions`` (``document_version`` rows)."""
+        ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
                     "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
-                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version)}
+                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
+                    "triples": count(triple)}
 
 
 @dataclass(frozen=True)
@@ -732,6 +810,17 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
                 limit = limits.get(name)
                 row[name] = value[:limit] if limit else value
     return rows
+
+
+def _json_or_none(value) -> str | None:
+    """``value`` as JSON text, or None when it is empty or not JSON-able (a hostile executor's
+    bytes keys must not fail the batch)."""
+    if not value:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def _skip_locked(dialect: sa.engine.Dialect) -> bool:

@@ -21,7 +21,7 @@ so that every back end (and ``schema.sql``) names them alike, as migrations need
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
-                        LargeBinary, MetaData, SmallInteger, String, Table, UnicodeText)
+                        LargeBinary, MetaData, SmallInteger, String, Table, Unicode, UnicodeText)
 from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
@@ -106,6 +106,7 @@ executor = Table(
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
     Column("quarantined_until", Timestamp),  # no new work until then: its attempts kept timing out
+    Column("capabilities", LongText),    # what it declared, space-separated ("plugin:shop plugin:shop@1.0")
 )
 
 application = Table(
@@ -132,6 +133,7 @@ thread = Table(
     Column("failed", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("error_kind", String(32)),
+    Column("needs", LongText),           # capabilities an executor must have to run it, space-separated
     Column("time_submitted", Timestamp, nullable=False),
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),
@@ -216,9 +218,11 @@ document = Table(
     Column("executor", String(36)),
     Column("fetch_seconds", Real, nullable=False, default=0),
     Column("parse_seconds", Real, nullable=False, default=0),
+    Column("extract_seconds", Real, nullable=False, default=0),   # items: executor CPU seconds extracting
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
+    Column("structured_data", LongText),  # semantic crawl: the page's JSON-LD, microdata, Open Graph (JSON)
     # Recrawl (gridcrawl.schedule, docs/recrawl.md). fetched_at above is when the stored body was
     # fetched; the columns below say how fresh it is and when to look again.
     Column("content_digest", String(64)),   # hex SHA-256 of the body bytes after decompression
@@ -336,4 +340,62 @@ kept_link = Table(
     Column("rule", Integer, nullable=False),              # crawl_rule.rule_id of the keep rule
     Column("kept_at", Timestamp, nullable=False),
     Index("ux_kept_link_fingerprint", "fingerprint", "rule", unique=True),
+)
+
+
+# Semantic crawl (gridcrawl.semantic): the triples of RDF documents and of HTML structured data.
+
+triple = Table(
+    "triple", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page it came from
+    Column("subject", Unicode(URL_LENGTH), nullable=False),            # an IRI, or _:bN (blank node, per page)
+    Column("predicate", Unicode(URL_LENGTH), nullable=False),
+    Column("object", LongText, nullable=False),
+    Column("object_kind", String(8), nullable=False),                  # uri | literal | bnode
+    Column("datatype", Unicode(URL_LENGTH)),                           # literals: the datatype IRI, if any
+    Column("language", String(64)),                                    # literals: the language tag, if any
+    # SHA-256 (hex) of the triple's six fields: the unique key (page, triple) on every back end,
+    # where an index cannot cover the unbounded object text
+    Column("triple_key", String(64), nullable=False),
+    Index("ux_triple_page", "fingerprint", "triple_key", unique=True),
+)
+
+
+# Items (gridcrawl.items): structured data extracted from pages by item specs or plugins.
+
+item = Table(
+    "item", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),            # the item spec's type
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page's (document.fingerprint)
+    Column("url", String(URL_LENGTH), nullable=False),      # the page's canonical URL
+    Column("position", Integer, nullable=False),           # 0, 1 ... on the page (the each match, the plugin's order)
+    Column("fields", LongText, nullable=False),            # the fields as a JSON object (JSON_VALUE on SQL Server)
+    Column("extracted_at", Timestamp, nullable=False),
+    # a page fetched or applied twice never duplicates its items
+    Index("ux_item_fingerprint", "fingerprint", "type", "position", unique=True),
+    Index("ix_item_type", "type", "id"),
+)
+
+item_issue = Table(
+    "item_issue", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("position", Integer, nullable=False),           # the candidate item (-1: the whole page)
+    Column("field", String(200), nullable=False),          # the required field left empty ("" for an error)
+    Column("kind", String(16), nullable=False),            # missing | error
+    Column("message", String(1024)),                       # error: the exception's type and message
+    Column("noted_at", Timestamp, nullable=False),
+    Index("ux_item_issue_fingerprint", "fingerprint", "type", "position", "field", unique=True),
+)
+
+item_spec = Table(
+    "item_spec", crawl_metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),   # 1: the crawl's one spec
+    Column("source", String(1024), nullable=False),                 # the file it was read from
+    Column("text", LongText, nullable=False),                       # the TOML text (a resumed crawl keeps it)
+    Column("stored_at", Timestamp, nullable=False),
 )

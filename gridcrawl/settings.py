@@ -63,7 +63,11 @@ class Settings:
     max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
+    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
+    max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
+    rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
+    plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
 
     # --- client: the crawl ---
     max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
@@ -90,15 +94,17 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
-                    "thread_timeout", "record_interval", "quarantine_seconds", "lease_seconds",
+                    "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds", "lease_seconds",
                     "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",
-                    "recrawl_interval", "recrawl_min_interval", "recrawl_max_interval", "watch_interval")
+                    "recrawl_interval", "recrawl_min_interval", "recrawl_max_interval", "watch_interval",
+                    "rdf_parse_deadline")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
+                     "max_triples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):

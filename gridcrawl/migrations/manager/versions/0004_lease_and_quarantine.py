@@ -1,7 +1,7 @@
 """The manager's lease on its database (manager_lease: one manager per database) and the
 executor's quarantine (executor.quarantined_until): issue 22.
 
-Revision 0003 of the manager database (after 0002).
+Revision 0004 of the manager database (after 0003).
 """
 
 import sqlalchemy as sa
@@ -9,8 +9,8 @@ from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
