@@ -284,6 +284,8 @@ CREATE TABLE document (
     gone_at              DATETIME2(6)    NULL,
     fetch_interval       FLOAT           NULL,
     next_fetch_at        DATETIME2(6)    NULL,
+    render_seconds       FLOAT           NULL,
+    refused_requests     NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO
@@ -468,6 +470,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0005');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0006');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '6');
 GO

@@ -69,6 +69,9 @@ class ProgressView:
         table.add_row("left to visit", str(counts["to_visit"]))
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
+        for need, n in sorted((counts.get("waiting") or {}).items()):
+            table.add_row(f"waiting for {need}", f"{n} threads: no executor with {need} answered "
+                          f"(render: start gridcrawl-executor --render)")
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])

@@ -29,7 +29,7 @@ from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
-from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
@@ -113,6 +113,10 @@ class Strategy:
       :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
     * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
       documents and HTML structured data; their triples go to the ``triple`` table.
+    * ``render``, ``wait_for`` and ``page_types`` — pages that need JavaScript
+      (:mod:`gridcrawl.executor.render`): ``render`` renders every page (``--render``),
+      ``page_types`` (from the rules file) only the pages of types with ``render = true``;
+      ``wait_for`` is the CSS selector the browser waits for (a page type's own wins).
     * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
       pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
@@ -125,6 +129,24 @@ class Strategy:
     min_relevance: float = 0.0
     structured_data: bool = False
     items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
+    render: bool = False
+    wait_for: str | None = None
+    page_types: dict[str, PageType] = field(default_factory=dict)
+
+    def render_instruction(self, page_type: str | None, items=()) -> dict:
+        """What a page of ``page_type`` adds to its grid thread's instruction: ``{"render": True}``
+        (plus ``"waitFor"``: a CSS selector) when it is to be rendered — every page with
+        ``render``, a page type with ``render = true``, or a page one of whose item specs
+        ``items`` (:class:`gridcrawl.items.ItemSpec`, those that apply to it) says
+        ``render = true`` — else ``{}``. The selector: the page type's, else an item spec's,
+        else ``wait_for``."""
+        options = self.page_types.get(page_type or "")
+        wanting = [s for s in items if getattr(s, "render", False)]
+        if not (self.render or (options is not None and options.render) or wanting):
+            return {}
+        wait_for = ((options.wait_for if options is not None else None)
+                    or next((s.wait_for for s in wanting if s.wait_for), None) or self.wait_for)
+        return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -338,7 +360,9 @@ class CrawlStore:
                             content_digest=page.digest if isinstance(page.digest, str) else None,
                             etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
                             visited_at=now, visit_status=status, fetch_interval=first,
-                            next_fetch_at=self.schedule.due_at(now, first))
+                            next_fetch_at=self.schedule.due_at(now, first),
+                            render_seconds=page.render_seconds,
+                            refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
             triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
             if item_types:

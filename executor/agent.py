@@ -135,6 +135,12 @@ class ExecutorAgent:
     private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
     (raises ``ValueError`` on a bad CIDR).
 
+    ``render``: start a headless browser (:class:`gridcrawl.executor.render.Renderer`, settings
+    ``render_*`` and ``browser_path``) for threads whose instruction asks for rendering, and
+    declare the ``render`` capability when registering; raises
+    :class:`~gridcrawl.executor.render.RenderUnavailable` (one line saying what to install) when
+    no browser starts.
+
     Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
     registers: those of the extractor plugins installed here
     (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
@@ -143,7 +149,8 @@ class ExecutorAgent:
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None) -> None:
+                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
+                 render: bool = False) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -179,6 +186,15 @@ class ExecutorAgent:
         self.robots: RobotsCache | None = (
             RobotsCache.for_fetcher(self.fetcher, retry_after=settings.robots_retry)
             if settings.obey_robots else None)
+        self.renderer = None
+        if render:
+            from gridcrawl.executor.render import Renderer
+            self.renderer = Renderer(
+                self.fetcher, browser_path=settings.browser_path or None, max_pages=settings.render_pages,
+                deadline=settings.render_timeout, idle_timeout=settings.render_idle,
+                restart_after=settings.render_restart).start()
+        if self.renderer is not None:
+            self.capabilities = sorted(set(self.capabilities) | {"render"})
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
@@ -214,7 +230,8 @@ class ExecutorAgent:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
                                      semantic_limits=self.semantic_limits, plugins=self.plugins,
-                                     plugin_timeout=self.settings.plugin_timeout)
+                                     plugin_timeout=self.settings.plugin_timeout,
+                                     renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
@@ -418,6 +435,8 @@ class ExecutorAgent:
             send(self.dealer, p.Bye("executor stopping"))
             self.dealer.close(linger=500)
         self.results.close(linger=0)
+        if self.renderer is not None:
+            self.renderer.close()
         self.fetcher.close()
         if self.robots is not None:
             self.robots.fetcher.close()

@@ -8,6 +8,11 @@ domains; a hop outside is ``out_of_scope``) and robots.txt (``robots``, or
 ``robots_unreachable`` while robots.txt cannot be fetched). A body is parsed as HTML only when it
 is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not binary.
 
+A thread whose instruction asks for rendering (``"render": true``, optionally ``"waitFor"``: a
+CSS selector) is fetched the same way, then its HTML is opened in the executor's browser
+(:mod:`gridcrawl.executor.render`) and the DOM the scripts leave is parsed instead of the bytes
+fetched: the same links, canonical URLs, scope and rules as for a fetched page.
+
 A semantic crawl (instruction ``"semantic": true``, :mod:`gridcrawl.semantic`) also downloads RDF
 documents and parses them into triples (their http(s) URI objects are the links), and reads the
 structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into triples.
@@ -20,6 +25,7 @@ import hashlib
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from gridcrawl.protocol import PageResult
 from gridcrawl.urls import in_scope, url_host
@@ -30,6 +36,9 @@ from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
                                 triple_links, wants_body)
+
+if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
+    from gridcrawl.executor.render import Renderer
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
 # executor process dies at once on any URL containing its value, as a crashing executor would.
@@ -70,7 +79,7 @@ def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
-          plugin_timeout: float = 10.0) -> PageResult:
+          plugin_timeout: float = 10.0, renderer: Renderer | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -96,6 +105,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
             ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
             :class:`gridcrawl.semantic.Limits` when ``None``.
+        renderer: the executor's browser (``--render``), used when the instruction carries
+            ``"render": true`` (and ``"waitFor"``: a CSS selector to wait for). Without one such
+            a thread fails as ``render`` (the manager retries it, on an executor that renders).
         plugins: the extractor plugins installed on this executor, by name
             (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
         plugin_timeout: seconds a plugin may spend on one page before its items fail.
@@ -158,9 +170,30 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
+    content_type = fetched.content_type
+    if (instruction or {}).get("render"):
+        if renderer is None:
+            result.error_kind = ErrorKind.RENDER.value
+            result.error = "this executor has no browser (start it with --render)"
+            return result
+        wait_for = instruction.get("waitFor")
+        rendered = renderer.render(
+            result.final_url, status=fetched.status, content_type=content_type, body=body,
+            navigation_check=chain_hop_checks(*checks), resource_check=robots.hop_check if robots else None,
+            wait_for=wait_for if isinstance(wait_for, str) and wait_for else None,
+            max_bytes=fetcher.max_body_bytes)
+        result.render_seconds = rendered.seconds
+        result.refused_requests = rendered.refused
+        if not rendered.ok:
+            result.error_kind, result.error = rendered.error_kind.value, rendered.error
+            return result
+        result.final_url = rendered.final_url
+        body, content_type = rendered.html.encode("utf-8"), "text/html; charset=utf-8"
+        result.size = len(body)
+        del rendered
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
-        page = parse_page(body, result.final_url, fetched.content_type)
+        page = parse_page(body, result.final_url, content_type)
         result.title = page.title
         result.encoding = page.encoding
         if instruction and ("followRules" in instruction or "keepRules" in instruction):

@@ -108,6 +108,11 @@ def run(
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    render: bool = typer.Option(False, "--render", help="render every page in a headless browser: the executors "
+                                "start one each (pip install 'gridcrawl[render]' and Chromium)",
+                                rich_help_panel="Strategy"),
+    wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for before taking "
+                                 "the DOM (default: until the network is idle)", rich_help_panel="Strategy"),
     recrawl: bool = typer.Option(False, "--recrawl", help="visit again WORKDIR's stored documents whose next "
                                  "visit is due (conditional requests; docs/recrawl.md)", rich_help_panel="Recrawl"),
     recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document",
@@ -151,17 +156,25 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    rendering = render or _stored_render(workdir / "crawl.db")
     if rules is not None:  # refuse bad rules before any process starts
-        from gridcrawl.rules import RuleError, load_rules
+        from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
-            load_rules(rules)
+            rule_list = load_rules(rules)
+            rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
-    if order is not None and order not in ("bfs", "dfs", "priority"):
-        fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if extract is not None:  # refuse a bad item spec before any process starts
         from gridcrawl.client.cli import check_item_spec
-        check_item_spec(extract)
+        rendering = any(spec.render for spec in check_item_spec(extract)) or rendering
+    if rendering:  # refuse --render before any process starts when this machine cannot render
+        from gridcrawl.executor.render import RenderUnavailable, Renderer
+        try:
+            Renderer.check_installed(settings.browser_path or None)
+        except RenderUnavailable as exc:
+            fail(str(exc))
+    if order is not None and order not in ("bfs", "dfs", "priority"):
+        fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if not seeds and rules is None and not (workdir / "crawl.db").exists():
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -187,11 +200,13 @@ def run(
                 "gridcrawl.executor", "--manager", endpoint, "--threads", str(threads),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--ignore-robots"] if ignore_robots else [])], **children.popen_options()))
+                *(["--ignore-robots"] if ignore_robots else []),
+                *(["--render"] if rendering else [])], **children.popen_options()))
         children.started()
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
                            structured_data=structured_data, focus_ontology=focus_ontology,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
@@ -251,6 +266,28 @@ def _stored_hosts(crawl_db: Path) -> list[str]:
         return [str(h) for h in json.loads(row[0])] if row else []
     except (sqlite3.Error, ValueError, TypeError):
         return []
+
+
+def _stored_render(crawl_db: Path) -> bool:
+    """True when a resumed crawl's database says some of its pages are rendered (``--render``
+    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
+    ``render = true`` stored in ``item_spec``)."""
+    import json
+    import sqlite3
+    if not crawl_db.exists():
+        return False
+    try:
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
+        if rows.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+            return True
+        from gridcrawl.items import parse_spec
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
+        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
+    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+        return False
 
 
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:

@@ -68,7 +68,7 @@ TYPES = ("str", "int", "float", "date", "url")
 TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 PLUGIN_REFERENCE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(@[A-Za-z0-9_.+!-]{1,32})?$")
 FIELD_KEYS = {"css", "xpath", "jsonld", "re", "many", "type", "required", "normalize", "dayfirst"}
-ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin"}
+ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin", "render", "wait_for"}
 WHERE_KEYS = {"re", "within_days", "min", "max"}
 #: Items kept from one page at most (a hostile page of a million list entries stays bounded).
 MAX_ITEMS_PER_PAGE = 1000
@@ -103,7 +103,10 @@ class ItemSpec:
     """One ``[[item]]`` of a spec file: which pages (``url`` regex, ``page_type``), how items are
     found (``each``: ``("css"|"xpath", expression)`` or None for one item per page), their
     ``fields`` or the ``plugin`` that makes them, and the ``where`` conditions (field name →
-    ``{"re": ..., "within_days": N, "min": x, "max": y}``). ``number`` is its 1-based place."""
+    ``{"re": ..., "within_days": N, "min": x, "max": y}``). ``number`` is its 1-based place.
+    ``render``: the pages it applies to are rendered in a headless browser first (their grid
+    threads need the ``render`` capability, :mod:`gridcrawl.executor.render`); ``wait_for``: a
+    CSS selector the browser waits for before taking the DOM."""
 
     type: str
     number: int = 1
@@ -113,6 +116,8 @@ class ItemSpec:
     fields: tuple[FieldSpec, ...] = ()
     where: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     plugin: str | None = None
+    render: bool = False
+    wait_for: str | None = None
 
     @property
     def label(self) -> str:
@@ -275,6 +280,12 @@ def _item(data, number: int, source: str) -> ItemSpec:
     if "page_type" in data and not isinstance(data["page_type"], str):
         raise ItemSpecError(f"{where}: page_type must be a string")
     each = _each(data["each"], where) if "each" in data else None
+    render = data.get("render", False)
+    if not isinstance(render, bool):
+        raise ItemSpecError(f"{where}: render must be true or false")
+    wait_for = data.get("wait_for")
+    if wait_for is not None and (not isinstance(wait_for, str) or not wait_for.strip()):
+        raise ItemSpecError(f"{where}: wait_for must be a CSS selector")
     plugin = data.get("plugin")
     if plugin is not None:
         if not isinstance(plugin, str) or not PLUGIN_REFERENCE.match(plugin):
@@ -290,7 +301,8 @@ def _item(data, number: int, source: str) -> ItemSpec:
         fields = tuple(_field(str(name), spec, where) for name, spec in raw.items())
         conditions = _where(data.get("where", {}), {f.name: f for f in fields}, where)
     return ItemSpec(kind, number, url=data.get("url"), page_type=data.get("page_type"), each=each,
-                    fields=fields, where=conditions, plugin=plugin)
+                    fields=fields, where=conditions, plugin=plugin, render=render,
+                    wait_for=wait_for.strip() if wait_for else None)
 
 
 def parse_spec(text: str, source: str = "items.toml") -> list[ItemSpec]:

@@ -234,6 +234,8 @@ document = Table(
     Column("gone_at", Timestamp),           # since when the page answers 404/410 (NULL: not gone)
     Column("fetch_interval", Real),         # seconds between two visits (adaptive schedule)
     Column("next_fetch_at", Timestamp),     # when the next visit is due (NULL: due now)
+    Column("render_seconds", Real),     # rendered in a browser: seconds it took (NULL: fetched only)
+    Column("refused_requests", LongText),  # rendered: the page's requests refused, JSON [[url, kind, reason]]
     Index("ux_document_fingerprint", "fingerprint", unique=True),
     Index("ix_document_next_fetch_at", "next_fetch_at"),
 )

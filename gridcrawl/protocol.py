@@ -80,6 +80,10 @@ class PageResult:
     crawl (thread instruction ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s
     wire shape) from RDF documents and HTML structured data, and ``structured`` (what an HTML
     page's JSON-LD, microdata and Open Graph said, with a list of ``errors``).
+    A rendered page (:mod:`gridcrawl.executor.render`) has ``render_seconds`` (the browser's
+    part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
+    and the requests its scripts made that were refused as ``refused_requests`` (``[url,
+    error_kind, reason]`` triples).
 
     Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
     holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
@@ -107,6 +111,8 @@ class PageResult:
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
     digest: str | None = None
+    render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
+    refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
     triples: list = field(default_factory=list)
     structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)
