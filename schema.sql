@@ -61,6 +61,7 @@ CREATE TABLE executor (
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
     quarantined_until    DATETIME2(6)    NULL,
+    capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -120,6 +121,7 @@ CREATE TABLE thread (
     failed               BIT             NOT NULL,
     attempts             INTEGER         NOT NULL,
     error_kind           VARCHAR(32)     NULL,
+    needs                NVARCHAR(MAX)   NULL,
     time_submitted       DATETIME2(6)    NOT NULL,
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
@@ -187,7 +189,7 @@ SELECT e.executor_id, e.name AS executor_name, e.host, e.is_connected,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     s.mean_run_seconds, s.min_run_seconds, s.max_run_seconds, s.mean_queue_wait_seconds,
     s.first_started, s.last_finished,
-    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, s.first_started, s.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
+    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, g.first_submitted, g.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,
@@ -201,7 +203,10 @@ LEFT JOIN (
     FROM thread_timing AS tt
     WHERE tt.executor_id IS NOT NULL
     GROUP BY tt.executor_id
-) AS s ON s.executor_id = e.executor_id;
+) AS s ON s.executor_id = e.executor_id
+CROSS JOIN (
+    SELECT MIN(t.time_submitted) AS first_submitted, MAX(t.time_finished) AS last_finished FROM thread AS t
+) AS g;
 GO
 
 CREATE OR ALTER VIEW application_summary AS
@@ -209,14 +214,14 @@ SELECT a.application_id, a.application_name, a.usr_name, a.state,
     a.time_created, a.time_completed,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     COALESCE(s.executors, 0) AS executors, s.first_started, s.last_finished,
-    (CAST(DATEDIFF_BIG(microsecond, a.time_created, COALESCE(a.time_completed, s.last_finished)) AS FLOAT) / 1000000.0) AS elapsed_seconds,
-    COALESCE(s.pages, 0) / NULLIF((CAST(DATEDIFF_BIG(microsecond, a.time_created, COALESCE(a.time_completed, s.last_finished)) AS FLOAT) / 1000000.0), 0) AS pages_per_second
+    (CAST(DATEDIFF_BIG(microsecond, s.first_submitted, s.last_finished) AS FLOAT) / 1000000.0) AS elapsed_seconds,
+    COALESCE(s.pages, 0) / NULLIF((CAST(DATEDIFF_BIG(microsecond, s.first_submitted, s.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
 FROM application AS a
 LEFT JOIN (
     SELECT t.application_id, COUNT(*) AS threads,
         SUM(CASE WHEN t.time_finished IS NOT NULL AND t.failed = 0 THEN 1 ELSE 0 END) AS pages,
         SUM(CASE WHEN t.failed = 0 THEN 0 ELSE 1 END) AS failed,
-        COUNT(DISTINCT t.executor_id) AS executors,
+        COUNT(DISTINCT t.executor_id) AS executors, MIN(t.time_submitted) AS first_submitted,
         MIN(t.time_started) AS first_started, MAX(t.time_finished) AS last_finished
     FROM thread AS t
     GROUP BY t.application_id
@@ -268,13 +273,94 @@ CREATE TABLE document (
     executor             VARCHAR(36)     NULL,                -- executor_id of the executor that fetched it
     fetch_seconds        FLOAT           NOT NULL,
     parse_seconds        FLOAT           NOT NULL,
+    extract_seconds      FLOAT           NOT NULL,
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
+    structured_data      NVARCHAR(MAX)   NULL,                -- semantic crawl: JSON-LD, microdata, Open Graph, JSON
+    content_digest       VARCHAR(64)     NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
+    visited_at           DATETIME2(6)    NULL,
+    visit_status         INTEGER         NULL,
+    modified_at          DATETIME2(6)    NULL,
+    gone_at              DATETIME2(6)    NULL,
+    fetch_interval       FLOAT           NULL,
+    next_fetch_at        DATETIME2(6)    NULL,
+    render_seconds       FLOAT           NULL,
+    refused_requests     NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
+CREATE INDEX ix_document_next_fetch_at ON document (next_fetch_at);
+GO
+
+-- Table document_version (see gridcrawl/models.py).
+CREATE TABLE document_version (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    final_url            VARCHAR(2083)   NULL,
+    status               INTEGER         NULL,
+    content_type         VARCHAR(255)    NULL,
+    size                 BIGINT          NOT NULL,
+    content_digest       VARCHAR(64)     NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
+    fetched_at           DATETIME2(6)    NOT NULL,
+    replaced_at          DATETIME2(6)    NOT NULL,
+    encoding             VARCHAR(64)     NULL,
+    headers              NVARCHAR(MAX)   NULL,
+    content              NVARCHAR(MAX)   NULL,
+    body                 VARBINARY(MAX)  NULL,
+    CONSTRAINT pk_document_version PRIMARY KEY (id)
+);
+GO
+CREATE INDEX ix_document_version_fingerprint ON document_version (fingerprint);
+GO
+
+-- Table item (see gridcrawl/models.py).
+CREATE TABLE item (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    fields               NVARCHAR(MAX)   NOT NULL,
+    extracted_at         DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_fingerprint ON item (fingerprint, type, position);
+CREATE INDEX ix_item_type ON item (type, id);
+GO
+
+-- Table item_issue (see gridcrawl/models.py).
+CREATE TABLE item_issue (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    field                VARCHAR(200)    NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    message              VARCHAR(1024)   NULL,
+    noted_at             DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_issue PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_issue_fingerprint ON item_issue (fingerprint, type, position, field);
+GO
+
+-- Table item_spec (see gridcrawl/models.py).
+CREATE TABLE item_spec (
+    id                   INTEGER         NOT NULL,
+    source               VARCHAR(1024)   NOT NULL,
+    text                 NVARCHAR(MAX)   NOT NULL,
+    stored_at            DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_spec PRIMARY KEY (id)
+);
 GO
 
 -- The links the keep rules kept.
@@ -292,6 +378,25 @@ GO
 CREATE UNIQUE INDEX ux_kept_link_fingerprint ON kept_link (fingerprint, [rule]);
 GO
 
+-- Table recrawl (see gridcrawl/models.py).
+CREATE TABLE recrawl (
+    recrawl_id           BIGINT          IDENTITY(1, 1) NOT NULL,
+    mode                 VARCHAR(16)     NOT NULL,
+    started_at           DATETIME2(6)    NOT NULL,
+    finished_at          DATETIME2(6)    NULL,
+    due                  INTEGER         NOT NULL,
+    fetched              INTEGER         NOT NULL,
+    not_modified         INTEGER         NOT NULL,
+    unchanged            INTEGER         NOT NULL,
+    changed              INTEGER         NOT NULL,
+    gone                 INTEGER         NOT NULL,
+    revived              INTEGER         NOT NULL,
+    errors               INTEGER         NOT NULL,
+    new                  INTEGER         NOT NULL,
+    CONSTRAINT pk_recrawl PRIMARY KEY (recrawl_id)
+);
+GO
+
 -- The frontier. A row's id is also its grid thread's thread_id within the application.
 -- Clients claim rows with SELECT TOP (n) ... FROM to_visit_url WITH (UPDLOCK, READPAST, ROWLOCK).
 CREATE TABLE to_visit_url (
@@ -304,12 +409,31 @@ CREATE TABLE to_visit_url (
     in_flight            BIT             NOT NULL,            -- claimed by a client, submitted to the grid
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
     CONSTRAINT pk_to_visit_url PRIMARY KEY (id)
 );
 GO
 CREATE UNIQUE INDEX ux_to_visit_url_fingerprint ON to_visit_url (fingerprint);
 CREATE INDEX ix_to_visit_url_depth ON to_visit_url (in_flight, depth, id);
 CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id);
+GO
+
+-- Semantic crawl: the triples of RDF documents and HTML structured data, once per page (gridcrawl.semantic).
+CREATE TABLE triple (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,            -- the page's (document.fingerprint)
+    subject              NVARCHAR(2083)  NOT NULL,            -- IRI, or _:bN (a blank node of the page)
+    predicate            NVARCHAR(2083)  NOT NULL,
+    object               NVARCHAR(MAX)   NOT NULL,
+    object_kind          VARCHAR(8)      NOT NULL,            -- uri, literal or bnode
+    datatype             NVARCHAR(2083)  NULL,
+    language             VARCHAR(64)     NULL,
+    triple_key           VARCHAR(64)     NOT NULL,            -- SHA-256 of the six fields, hex
+    CONSTRAINT pk_triple PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_triple_page ON triple (fingerprint, triple_key);
 GO
 
 -- Every URL whose grid thread finished, fetched or not (error_kind says why not).
@@ -340,8 +464,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0005');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '5');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,
@@ -349,6 +473,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0002');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0006');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '6');
 GO

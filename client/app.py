@@ -15,12 +15,19 @@ results wait unacknowledged, so the manager keeps them, exactly as during a clie
 the apply is tried again with back-off until the database answers. Errors waiting will not cure
 (disk full, permission denied, schema mismatch) stop the client with :class:`CrawlDatabaseError`.
 Log lines about database errors carry the driver's first line only: never SQL or a page body.
+
+A **recrawl** (``recrawl="due"`` or ``"all"``) first queues the stored documents that are due
+again (:meth:`~gridcrawl.client.store.CrawlStore.queue_due`), each with its validators for a
+conditional request, and counts what the visits found in a ``recrawl`` row; with ``watch`` the
+application stays open and queues documents as they come due, until it is stopped.
 """
 
 from __future__ import annotations
 
+import collections
 import getpass
 import logging
+import math
 import queue
 import threading
 import time
@@ -36,7 +43,10 @@ from gridcrawl.db import describe_error, transient_error
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.items import needs_of, spec_to_wire, specs_for
+from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
+from gridcrawl.schedule import VERDICTS
 
 log = logging.getLogger("gridcrawl.client")
 
@@ -57,27 +67,43 @@ class CrawlDatabaseError(RuntimeError):
 
 @dataclass
 class Progress:
-    """Figures of a running crawl, updated as results are applied (times in seconds)."""
+    """Figures of a running crawl, updated as results are applied (times in seconds).
+
+    ``pages`` are grid threads whose result this run applied (fetch errors included),
+    ``documents`` those that stored a page, ``errors`` the others. The crawl's **seconds** run
+    from the first grid thread this run submitted to the last result it applied (docs/figures:
+    the same definition as ``gridcrawl report``'s, which counts from the manager's records).
+    """
 
     pages: int = 0
     documents: int = 0
     errors: int = 0
     in_flight: int = 0
     to_visit: int = 0
-    started: float = field(default_factory=time.monotonic)
+    first_submitted: float | None = None  # time.monotonic() of the first submit of this run
+    last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
     note: str = ""          # "database unavailable, retrying" while the crawl database does not answer
+    # threads in flight that need a capability, by need, while no result has come for a while
+    # (they wait for an executor that has it: e.g. "render", an executor started with --render)
+    waiting: dict = field(default_factory=dict)
+    recrawl: dict | None = None  # a recrawl's counts (RECRAWL_COUNTS), None for a plain crawl
 
     @property
     def seconds(self) -> float:
-        """Seconds since the crawl started."""
-        return time.monotonic() - self.started
+        """Seconds from the first grid thread submitted to the last result applied (to now while
+        results are awaited; 0 before the first submit)."""
+        if self.first_submitted is None:
+            return 0.0
+        end = self.last_result if self.last_result is not None and not self.in_flight else time.monotonic()
+        return max(end - self.first_submitted, 0.0)
 
     @property
     def pages_per_second(self) -> float:
-        """Pages applied per second of this run."""
-        return self.pages / max(self.seconds, 1e-9)
+        """Pages applied per crawl second of this run (0 before the first second)."""
+        seconds = self.seconds
+        return self.pages / seconds if seconds > 0 else 0.0
 
 
 def control_application(settings: Settings, manager: str | list[str], application_id: str, action: str, *,
@@ -125,24 +151,54 @@ def control_application(settings: Settings, manager: str | list[str], applicatio
         context.term()
 
 
+#: The counts of a recrawl run, in the order the summary and ``gridcrawl report`` show them:
+#: documents due (queued again), fetched with a body (unchanged + changed + revived), answered
+#: 304 Not Modified, unchanged, changed, gone (404/410), revived, other errors, new pages stored.
+RECRAWL_COUNTS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000
+#: Heartbeat intervals without any result after which threads that need a capability are
+#: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
+WAIT_BEATS = 5
+WAIT_REPEAT = 60.0
 
 
 def _links(outcome: Outcome) -> int:
-    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
-    return len(outcome.page.links) if outcome.page is not None else 0
+    """Rows (links and triples) an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) + len(outcome.page.triples) if outcome.page is not None else 0
+
+
+def _validators(instruction: dict, pend: Pending) -> dict:
+    """``instruction`` with a recrawl's conditional request validators of ``pend`` added
+    (``ifNoneMatch``: the stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110
+    §13.1), or ``instruction`` itself when it has none."""
+    if pend.etag is None and pend.last_modified is None:
+        return instruction
+    extra = {"ifNoneMatch": pend.etag, "ifModifiedSince": pend.last_modified}
+    return {**instruction, **{k: v for k, v in extra.items() if v is not None}}
 
 
 class CrawlApplication:
     """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
 
-    ``on_progress`` is called with a :class:`Progress` after every applied batch.
+    ``on_progress`` is called with a :class:`Progress` after every applied batch. ``recrawl``:
+    ``None`` (a crawl), ``"due"`` (visit again the stored documents whose next visit is due) or
+    ``"all"`` (every stored document); ``watch`` (with ``recrawl``): keep the application open
+    and queue documents as they come due (looking at least every ``watch_interval`` seconds)
+    until ``stop`` is set.
     """
 
     def __init__(self, settings: Settings, manager: str | list[str], store: CrawlStore, scope: Scope, *,
                  name: str = "gridcrawl", user: str | None = None, password: str | None = None,
-                 on_progress: Callable[[Progress], None] | None = None, curve=None) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, curve=None,
+                 recrawl: str | None = None, watch: bool = False) -> None:
+        if recrawl not in (None, "due", "all"):
+            raise ValueError(f"recrawl must be None, 'due' or 'all', not {recrawl!r}")
+        if watch and recrawl is None:
+            raise ValueError("--watch needs --recrawl")
+        self.recrawl, self.watch = recrawl, watch
+        self.recrawl_id: int | None = None
         self.settings = settings
         self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
         self.managers = ManagerEndpoints(manager)  # several managers: hot standbys (gridcrawl.link)
@@ -165,6 +221,8 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
+        self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -241,20 +299,72 @@ class CrawlApplication:
             log.warning("dropped a malformed message from the manager: %s", exc)
             return None
 
+    def _wire(self, spec) -> dict:
+        """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
+        wire = self._wired.get(spec.type)
+        if wire is None:
+            wire = self._wired[spec.type] = spec_to_wire(spec)
+        return wire
+
     def _submit(self, pendings: list[Pending]) -> None:
         instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
-                              # the manager keeps the claim order unless the crawl orders by priority
-                              x.priority if strategy.order == "priority" else 5,
-                              # keep/follow rules: the page type's crawling instruction travels with it
-                              {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                              if strategy.rules else instruction)
-                 for x in pendings]
+        if strategy.structured_data:
+            instruction["semantic"] = True  # executors read RDF documents and structured data
+        specs = []
+        for x in pendings:
+            # keep/follow rules: the page type's crawling instruction travels with it
+            mine = _validators({**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
+                               if strategy.rules else instruction, x)
+            items = specs_for(strategy.items, x.url, x.page_type) if strategy.items else None
+            if items:  # the item specs that apply to the page travel with it; plugins are needs
+                mine = {**mine, "items": [self._wire(spec) for spec in items]}
+            render = strategy.render_instruction(x.page_type, items or ())
+            if render:  # pages that need JavaScript go to executors with a browser
+                mine = {**mine, **render}
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
+                                      # the manager keeps the claim order unless the crawl orders by priority
+                                      x.priority if strategy.order == "priority" else 5, mine,
+                                      self._needs(x, items)))
+        if specs and self.progress.first_submitted is None:
+            self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
+
+    def _needs(self, pend: Pending, items: list | None = None) -> list[str]:
+        """The capabilities grid thread ``pend`` needs: ``plugin:...`` for the extractor plugins
+        of the item specs that apply to it (``items``; found here when ``None``) and ``render``
+        for a page to render."""
+        strategy = self.store.strategy
+        if items is None:
+            items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else []
+        needs = needs_of(items) if items else []
+        if strategy.render_instruction(pend.page_type, items or ()):
+            needs.append("render")
+        return sorted(needs)
+
+    def _check_waiting(self, now: float, last_result: float) -> None:
+        """Say so when no result has come for ``WAIT_BEATS`` heartbeat intervals and threads in
+        flight need a capability: they wait for an executor that has it (the manager holds them
+        until one connects), rather than the crawl hanging silently."""
+        if now - last_result < WAIT_BEATS * self.settings.heartbeat_interval:
+            return
+        counts: dict[str, int] = {}
+        for pend in self.in_flight.values():
+            for need in self._needs(pend):
+                counts[need] = counts.get(need, 0) + 1
+        if not counts or (counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT):
+            return
+        self.progress.waiting = counts
+        self._waiting_said = now
+        what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
+        log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
+                    "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
+                    "waiting threads", now - last_result, len(self.in_flight), what)
+        if self.on_progress:
+            self.on_progress(self.progress)
 
     # ------------------------------------------------------------------ loop
 
@@ -267,9 +377,19 @@ class CrawlApplication:
         stop = stop or threading.Event()
         s = self.settings
         self.store.release_all()
-        self.visited_before = self.store.counts()["visited"]
+        # a recrawl's --max-pages bounds the pages of this run (its documents are visited already)
+        self.visited_before = 0 if self.recrawl else self.store.counts()["visited"]
+        next_look = math.inf
+        if self.recrawl:
+            due = self.store.queue_due(every=self.recrawl == "all")
+            mode = "watch" if self.watch else self.recrawl
+            self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
+            self.recrawl_id = self.store.start_recrawl(mode, due)
+            log.info("recrawl (%s): %d documents due", mode, due)
+            next_look = self._next_look() if self.watch else math.inf
         self._open(time.monotonic() + s.connect_timeout)
-        last_heard = last_beat = time.monotonic()
+        last_heard = last_beat = last_result = time.monotonic()
+        self._waiting_said = float("-inf")
         exhausted = False
         oldest_result = None
         try:
@@ -285,6 +405,8 @@ class CrawlApplication:
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
+                            last_result = time.monotonic()
+                            self.progress.waiting = {}
                             for done in message.threads:
                                 if done.thread_id in self._waiting:
                                     continue  # sent again after a reattach: already waiting to be applied
@@ -319,11 +441,28 @@ class CrawlApplication:
                 if now - last_beat >= s.heartbeat_interval:
                     last_beat = now
                     send(self.socket, p.Heartbeat())
+                    if self.in_flight and not self.results:
+                        self._check_waiting(now, last_result)
                 if now - last_heard > s.peer_timeout:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)
                     last_heard = time.monotonic()
-                if exhausted and not self.in_flight and not self.results and self._applying is None:
+                if now >= next_look and self._applying is None and self._db_available(now):
+                    # --watch: queue what has come due since the last look
+                    try:
+                        due = self.store.queue_due()
+                    except Exception as exc:
+                        self._database_failed(exc)
+                        due = 0
+                    if due:
+                        self.progress.recrawl["due"] += due
+                        self.store.update_recrawl(self.recrawl_id, self.progress.recrawl)
+                        log.info("recrawl: %d more documents due", due)
+                        exhausted = False
+                    next_look = self._next_look()
+                limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
+                if (exhausted and not self.in_flight and not self.results and self._applying is None
+                        and (not self.watch or limit)):
                     send(self.socket, p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break
@@ -332,10 +471,11 @@ class CrawlApplication:
             raise
         finally:
             try:
-                self._collect(wait=True)
-                if self.results and self._db_retry_at is None:
-                    self._applying = self._applier.submit(self._apply_batch, self.results)
-                    self.results = []
+                if self._db_retry_at is None:
+                    self._apply()
+                    if self.recrawl_id is not None:
+                        self.store.update_recrawl(self.recrawl_id, self.progress.recrawl, finished=True)
+                else:
                     self._collect(wait=True)
             except CrawlDatabaseError as exc:
                 log.error("%s", exc)
@@ -344,6 +484,18 @@ class CrawlApplication:
                 self.socket.close(linger=1000)
                 self.context.term()
         return self.progress
+
+    def _next_look(self) -> float:
+        """``--watch``: the monotonic time of the next look for documents coming due: when the
+        earliest is due, but at most ``watch_interval`` seconds from now, and at least 1 s (or
+        ``watch_interval`` if shorter), so that documents in flight, due until their results are
+        applied, do not make the client look again on every pass of its loop."""
+        longest = self.settings.watch_interval
+        wait = longest
+        due = self.store.next_due()
+        if due is not None:
+            wait = min(wait, max(min(1.0, longest), (due - utcnow()).total_seconds()))
+        return time.monotonic() + wait
 
     def _adopt(self, thread_id: int) -> Pending | None:
         """A result for a thread this process did not submit (it arrived while an earlier client
@@ -406,6 +558,15 @@ class CrawlApplication:
             if message is not None:
                 yield message
 
+    def _apply(self) -> None:
+        """Apply every waiting result now and acknowledge it (waits for the applier thread).
+        Raises :class:`CrawlDatabaseError` if the database fails for good."""
+        self._collect(wait=True)
+        if self.results:
+            self._applying = self._applier.submit(self._apply_batch, self.results)
+            self.results = []
+            self._collect(wait=True)
+
     def _apply_batch(self, batch: list[Outcome]) -> list[Outcome]:
         """Apply ``batch`` in the applier thread, in transactions of at most :data:`APPLY_LINKS`
         links (pages of a thousand links each would otherwise make one huge transaction and hold
@@ -419,13 +580,34 @@ class CrawlApplication:
                 links += _links(batch[end])
                 end += 1
             part = batch[start:end]
+            began = time.monotonic()
             try:
                 done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
             except Exception as exc:
                 return [*batch[start:], exc]
+            seconds = time.monotonic() - began
+            if seconds >= 1.0:  # the I/O loop kept heartbeating meanwhile
+                log.info("applied %d results with %d links in %.1f s", len(part), links, seconds)
+            self._count_recrawl(done)
             self._committed.put(([o.pending.thread_id for o in part], done))
             start = end
         return []
+
+    def _count_recrawl(self, done: dict) -> None:
+        """(Applier thread.) A recrawl counts what a committed part found, in its ``recrawl`` row
+        too (a failure to write the counts is logged: they are statistics, the pages are stored)."""
+        pr = self.progress
+        if pr.recrawl is None:
+            return
+        found = collections.Counter({key: done.get(key, 0) for key in (*VERDICTS, "new")})
+        for key in ("not_modified", "unchanged", "changed", "gone", "revived", "new"):
+            pr.recrawl[key] += found[key]
+        pr.recrawl["errors"] += found["error"]
+        pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]
+        try:
+            self.store.update_recrawl(self.recrawl_id, pr.recrawl)
+        except Exception as exc:
+            log.warning("could not write the recrawl counts (%s)", describe_error(exc, self.store.engine))
 
     def _collect(self, wait: bool = False) -> None:
         """In the I/O loop: acknowledge what the applier committed, update the progress and, when
@@ -457,6 +639,7 @@ class CrawlApplication:
             pr.errors += done["errors"]
             acked = True
         if acked:
+            pr.last_result = time.monotonic()
             pr.in_flight = len(self.in_flight)
             if self._db_retry_at is not None:
                 log.warning("the crawl database answers again; the crawl goes on")

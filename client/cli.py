@@ -16,8 +16,13 @@ from gridcrawl.link import split_endpoints
 from gridcrawl.transport import check_endpoint
 from gridcrawl.urls import InvalidURL
 
-app = typer.Typer(add_completion=False, help="The gridcrawl crawler application: keeps the crawl's "
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="The gridcrawl crawler application: keeps the crawl's "
                   "document / visited_url / to_visit_url tables and submits one grid thread per URL.")
+
+
+RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', or error kinds, "
+              "e.g. blocked,timeout (the summary lists them)")
 
 
 @app.command()
@@ -31,27 +36,69 @@ def crawl(
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)"),
-    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once"),
-    name: str = typer.Option("gridcrawl", help="application name recorded at the manager"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Strategy and limits"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
+                                           metavar="DOMAIN"),
+    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once",
+                                           rich_help_panel="Strategy and limits"),
+    name: str = typer.Option("gridcrawl", help="application name recorded at the manager",
+                                           rich_help_panel="Strategy and limits"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies",
+                                      rich_help_panel="Strategy and limits"),
+    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
+                                      rich_help_panel="Connection and login"),
+    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
+                             rich_help_panel="Connection and login"),
+    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer",
+                             rich_help_panel="Connection and login"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
-                              "its base URLs are seeds; stored in the crawl database for a resume"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
-    progress: bool = typer.Option(True, help="show a progress bar"),
-    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
+                              "its base URLs are seeds; stored in the crawl database for a resume",
+                                    rich_help_panel="Strategy and limits"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                             rich_help_panel="Strategy and limits"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                             rich_help_panel="Strategy and limits"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                           rich_help_panel="Strategy and limits"),
+    render: bool = typer.Option(None, "--render/--no-render", help="render every page in a headless browser "
+                                "(its grid threads need an executor started with --render); default: as stored "
+                                "for a resumed crawl, else off; page types can ask for it in the rules file",
+                                rich_help_panel="Strategy and limits"),
+    wait_for: str = typer.Option(None, help="with rendering: a CSS selector the browser waits for before "
+                                 "taking the DOM (default: until the network is idle)",
+                                 rich_help_panel="Strategy and limits"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table",
+                                         rich_help_panel="Strategy and limits"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL): "
+                                        "frontier by its classes' and properties' IRIs and labels; implies "
+                                        "--structured-data", rich_help_panel="Strategy and limits"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
+                                "from the pages; stored in the crawl database for a resume",
+                                rich_help_panel="Strategy and limits"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    recrawl: bool = typer.Option(False, "--recrawl", help="visit again the stored documents whose next visit is "
+                                 "due (conditional requests; docs/recrawl.md), then the new links they bring",
+                                 rich_help_panel="Recrawl"),
+    recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document, "
+                                     "due or not", rich_help_panel="Recrawl"),
+    watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
+                               "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
+    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
+                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
+    progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output and logs"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
+                                          rich_help_panel="Connection and login"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
-                                      "needs --curve-server-key"),
-    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
-    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
-    log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
-    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+                                      "needs --curve-server-key", rich_help_panel="Connection and login"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
+                              rich_help_panel="Connection and login"),
+    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Output and logs"),
+    log_file: str = typer.Option(None, help="write the log to this file instead of stderr",
+                              rich_help_panel="Output and logs"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line",
+                                        rich_help_panel="Output and logs"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:
@@ -63,6 +110,7 @@ def crawl(
         return
     if db is None:
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
+    mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         manager = split_endpoints(manager)
         for endpoint in manager:
@@ -70,13 +118,28 @@ def crawl(
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
                             max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
-                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
+                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
+                            **({"keep_versions": True} if keep_versions else {})).validate()
     except ValueError as exc:
         fail(str(exc))
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
-    run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
-              rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+    counts = run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
+                       rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
+                       password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
+                       rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
+                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
+                       structured_data=structured_data, focus_ontology=focus_ontology,
+                       render=render, wait_for=wait_for)
+    exit_status(counts)
+
+
+def recrawl_mode(recrawl: bool, recrawl_all: bool, watch: bool) -> str | None:
+    """The recrawl mode of the options: ``"all"`` (``--recrawl-all``), ``"due"``
+    (``--recrawl``) or ``None``. Exits with status 2 when ``--watch`` comes without a recrawl."""
+    mode = "all" if recrawl_all else "due" if recrawl else None
+    if watch and mode is None:
+        fail("--watch needs --recrawl (or --recrawl-all)")
+    return mode
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -117,62 +180,160 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None,
+                     structured_data: bool = False, focus_ontology: str | Path | None = None,
+                     extract: str | None = None, render: bool | None = None, wait_for: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
-    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
-    error naming the rule) on an invalid rules file, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, page types, focus,
+    ontology, structured data, order, item spec and rendering), and the seeds plus the rules'
+    base URLs. Stores the options given. Exits with status 2 (one-line error naming the rule, or
+    the item spec's file, item and field) on an invalid rules file, item spec, focus, ontology,
+    threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
     from gridcrawl.client.store import Strategy
-    from gridcrawl.focus import Focus
-    from gridcrawl.rules import RuleError, load_rules
+    import json
+    from gridcrawl.focus import Focus, OntologyFocus
+    from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
     try:
         if rules is not None:
             rule_list = load_rules(rules)
+            page_types = load_page_types(rules, rule_list)
             store.save_rules(rule_list)
+            store.set_meta("page_types", json.dumps({k: v.as_dict() for k, v in page_types.items()}))
             seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
         else:
             rule_list = store.stored_rules()
+            page_types = {k: PageType(bool(v.get("render")), v.get("wait_for"))
+                          for k, v in json.loads(store.get_meta("page_types") or "{}").items()}
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
+    items = resolve_items(store, extract)
+    if render is None:
+        render = store.get_meta("render") == "1"
+    if wait_for is None:
+        wait_for = store.get_meta("wait_for") or None
+    elif not wait_for.strip():
+        fail("--wait-for needs a CSS selector")
+    store.set_meta("render", "1" if render else "0")
+    store.set_meta("wait_for", wait_for or "")
     try:
-        if focus is not None:
+        if focus is not None and focus_ontology is not None:
+            raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
+        if focus_ontology is not None:
+            focused = OntologyFocus.load(focus_ontology)
+            store.set_meta("focus_ontology", str(Path(focus_ontology).resolve())[:1024])
+            store.set_meta("focus", "")
+        elif focus is not None:
             focused = Focus.parse(focus)
             store.set_meta("focus", " ".join(focused.terms))
+            store.set_meta("focus_ontology", "")
+        elif store.get_meta("focus_ontology"):
+            focused = OntologyFocus.load(store.get_meta("focus_ontology"))
         else:
             stored = store.get_meta("focus")
             focused = Focus.parse(stored) if stored else None
+        structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
+                           or store.get_meta("structured_data") == "1")
         if min_relevance is None:
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
+                            structured_data=structured_data, items=items, render=render, wait_for=wait_for,
+                            page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
     store.set_meta("order", strategy.order)
+    store.set_meta("structured_data", "1" if strategy.structured_data else "0")
     return strategy, seeds
+
+
+def check_item_spec(path: str) -> list:
+    """The validated item specs of file ``path``; exits with status 2 (one line naming the
+    file, the item and the field) when it is invalid."""
+    from gridcrawl.items import ItemSpecError, load_spec
+    try:
+        return load_spec(path)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
+def resolve_items(store, extract: str | None) -> list:
+    """The crawl's item specs: those of file ``extract`` (validated, then stored in the crawl
+    database), else those a previous run stored (none: no items)."""
+    from gridcrawl.client.items import save_spec, stored_spec
+    from gridcrawl.items import ItemSpecError
+    if extract is not None:
+        specs = check_item_spec(extract)
+        save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
+        return specs
+    try:
+        return stored_spec(store.engine)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
+#: Exit status of a crawl in which every page of the run failed (a user error is 2, cli_common).
+CRAWL_FAILED = 1
+
+
+def parse_retry_kinds(value: str | None) -> list[str] | None:
+    """``--retry-failed``'s value: None (option not given), ``[]`` (every failed URL: ``all``)
+    or the error kinds named, comma-separated (``blocked,timeout``)."""
+    if value is None:
+        return None
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    return [] if kinds in ([], ["all"]) else kinds
+
+
+
+def _check_retry_kinds(store, kinds: list[str]) -> None:
+    """Refuse (exit 2) an error kind that is neither one gridcrawl records nor in the database."""
+    from gridcrawl.executor.fetch import ErrorKind
+    import sqlalchemy as sa
+    from gridcrawl import models
+    with store.engine.connect() as conn:
+        stored = set(conn.scalars(sa.select(models.visited_url.c.error_kind).distinct()
+                                  .where(models.visited_url.c.error_kind.is_not(None))))
+    known = {k.value for k in ErrorKind} | {"poison", "lost"} | stored
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))})")
 
 
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, retry_failed: list[str] | None = None, rerun: str = "",
+              files: list[tuple[str, str]] = (), manager_db: str | None = None,
+              structured_data: bool = False, focus_ontology: str | Path | None = None,
+              recrawl: str | None = None, watch: bool = False, extract: str | None = None,
+              render: bool | None = None, wait_for: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order``, ``structured_data``, ``focus_ontology``, ``extract`` (an
+    item spec file), ``render`` and ``wait_for`` choose the crawl strategy (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
-    there for its executors, so that this set-up overlaps their start-up).
+    there for its executors, so that this set-up overlaps their start-up). ``retry_failed``:
+    queue the visited URLs that failed again first (``[]``: all; else only these error kinds).
+    The summary names the ``files`` written (what, path) besides the crawl database, and the
+    next commands: ``rerun`` is the command line that runs this crawl again (for
+    ``--retry-failed``), ``manager_db`` the manager database's URL when known (for
+    ``gridcrawl report``). ``recrawl`` (``"due"``, ``"all"`` or ``None``) and ``watch``: a
+    recrawl of the stored documents (:class:`~gridcrawl.client.app.CrawlApplication`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
-    database, or a manager that does not answer. Returns the final counts of the crawl tables
-    plus ``seconds`` and ``pages_per_second`` of this run.
+    database, a recrawl of a database without documents, or a manager that does not answer.
+    Returns the final counts of the crawl tables plus ``pages``, ``errors``, ``seconds`` and
+    ``pages_per_second`` of this run, the ``application_id`` and ``recrawl`` (the recrawl's
+    counts, or None); see :func:`exit_status` for the crawl's exit status.
     """
     import sqlalchemy as sa
     from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, Refused
@@ -185,19 +346,30 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    from gridcrawl.schedule import AdaptiveSchedule
     try:
-        store = CrawlStore(open_database(db))
+        store = CrawlStore(open_database(db, existing=not seeds and rules is None),
+                           schedule=AdaptiveSchedule.from_settings(settings), keep_versions=settings.keep_versions)
     except DatabaseUnavailable as exc:
-        fail(str(exc))
+        fail(str(exc) if seeds or rules is not None else
+             f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
+    if recrawl and not store.counts()["documents"]:
+        fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
+                                             min_relevance=min_relevance, order=order,
+                                             structured_data=structured_data, focus_ontology=focus_ontology,
+                                             extract=extract, render=render, wait_for=wait_for)
+    if retry_failed is not None:
+        _check_retry_kinds(store, retry_failed)
+        retried = store.retry_failed(retry_failed)
+        typer.echo(f"{retried} failed URL{'s' if retried != 1 else ''} queued again", err=True)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
-                                   user=user, password=password, curve=curve)
+                                   user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()
     with view:
@@ -214,9 +386,40 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except sa.exc.DBAPIError as exc:
         fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  application_id=final.application_id)
-    view.summary(counts)
+                  run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
+                  waiting=dict(final.waiting))
+    errors = store.error_summary() if counts["errors"] else []
+    counts["error_kinds"] = {g.label: g.count for g in errors}
+    shown = db.split("?", 1)[0]
+    report_db = manager_db or "<the manager's --db URL>"
+    commands = [("the threads per executor",
+                 f"gridcrawl report --db {report_db} --application {final.application_id[:8]}"),
+                ("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl")]
+    if errors:
+        commands += [("every visited URL with its error kind and reason",
+                      f"gridcrawl export --db {shown} --format csv visited.csv"),
+                     ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
+                      f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
+    view.summary(counts, errors, [("crawl database", shown), *files], commands)
+    if store.strategy.items:  # the items section: per type, per field (misses of required values)
+        from gridcrawl.client.items import item_summary
+        figures = item_summary(store.engine, store.strategy.items)
+        view.item_summary(figures)
+        counts["items"] = {t.type: t.items for t in figures}
+    if store.strategy.structured_data:
+        view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown}")
     return counts
+
+
+def exit_status(counts: dict) -> None:
+    """End a command whose crawl (``counts`` from :func:`run_crawl`) failed every page of this
+    run: one line on stderr naming the most frequent error kind, exit status
+    :data:`CRAWL_FAILED`. Returns when at least one page was stored, or nothing was to do."""
+    if counts["pages"] and counts["run_errors"] >= counts["pages"]:
+        kinds = ", ".join(f"{label} {n}" for label, n in counts["error_kinds"].items())
+        typer.echo(f"error: every page of this crawl failed ({counts['pages']}: {kinds}); "
+                   "the errors by kind above say why", err=True)
+        raise typer.Exit(CRAWL_FAILED)
 
 
 def main() -> None:

@@ -25,14 +25,20 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
-from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
+from gridcrawl.semantic import triple_key, valid_triple
+from gridcrawl.client.items import item_rows
+from gridcrawl.items import specs_for
+from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
-kept_link = models.kept_link
+kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
+triple = models.triple
 
 
 @dataclass(slots=True)
@@ -46,6 +52,8 @@ class Pending:
     priority: int = 5
     page_type: str | None = None     # keep/follow rules: the page's type ("base" for a seed)
     relevance: float | None = None   # focused crawl: the score it was queued with
+    etag: str | None = None          # recrawl: the stored document's ETag (sent as If-None-Match)
+    last_modified: str | None = None  # recrawl: its Last-Modified (sent as If-Modified-Since)
 
 
 @dataclass
@@ -101,7 +109,16 @@ class Strategy:
       followed only through its instruction's follow rules, and keep rules' links go to
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
-      below ``min_relevance`` (0 ... 1) are not queued.
+      below ``min_relevance`` (0 ... 1) are not queued. ``focus`` is a keyword
+      :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
+    * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
+      documents and HTML structured data; their triples go to the ``triple`` table.
+    * ``render``, ``wait_for`` and ``page_types`` — pages that need JavaScript
+      (:mod:`gridcrawl.executor.render`): ``render`` renders every page (``--render``),
+      ``page_types`` (from the rules file) only the pages of types with ``render = true``;
+      ``wait_for`` is the CSS selector the browser waits for (a page type's own wins).
+    * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
+      pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -110,6 +127,26 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    structured_data: bool = False
+    items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
+    render: bool = False
+    wait_for: str | None = None
+    page_types: dict[str, PageType] = field(default_factory=dict)
+
+    def render_instruction(self, page_type: str | None, items=()) -> dict:
+        """What a page of ``page_type`` adds to its grid thread's instruction: ``{"render": True}``
+        (plus ``"waitFor"``: a CSS selector) when it is to be rendered — every page with
+        ``render``, a page type with ``render = true``, or a page one of whose item specs
+        ``items`` (:class:`gridcrawl.items.ItemSpec`, those that apply to it) says
+        ``render = true`` — else ``{}``. The selector: the page type's, else an item spec's,
+        else ``wait_for``."""
+        options = self.page_types.get(page_type or "")
+        wanting = [s for s in items if getattr(s, "render", False)]
+        if not (self.render or (options is not None and options.render) or wanting):
+            return {}
+        wait_for = ((options.wait_for if options is not None else None)
+                    or next((s.wait_for for s in wanting if s.wait_for), None) or self.wait_for)
+        return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -120,11 +157,16 @@ class Strategy:
 
 class CrawlStore:
     """The crawl tables in ``engine`` (created if missing); ``strategy`` (default: breadth-first,
-    no rules, no focus) decides the claim order and which links are followed."""
+    no rules, no focus) decides the claim order and which links are followed; ``schedule``
+    (default: Nutch's defaults) when each stored document is due again; ``keep_versions``: a
+    recrawl that finds a page changed keeps the replaced body in ``document_version``."""
 
-    def __init__(self, engine: Engine, strategy: Strategy | None = None) -> None:
+    def __init__(self, engine: Engine, strategy: Strategy | None = None, *,
+                 schedule: AdaptiveSchedule | None = None, keep_versions: bool = False) -> None:
         self.engine = engine
         self.strategy = strategy or Strategy()
+        self.schedule = schedule or AdaptiveSchedule()
+        self.keep_versions = keep_versions
         self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
@@ -204,7 +246,8 @@ class CrawlStore:
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
             return rows
         rows = run_transaction(self.engine, work)
-        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance) for r in rows]
+        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.etag,
+                        r.last_modified) for r in rows]
 
     @staticmethod
     def claim_statement(dialect: sa.engine.Dialect, limit: int, order: str = "bfs") -> sa.Select:
@@ -228,7 +271,8 @@ class CrawlStore:
         c = to_visit.c
         order_by = {"bfs": (c.depth, c.id), "dfs": (c.depth.desc(), c.id.desc()),
                     "priority": (c.priority.desc(), c.id)}[order]
-        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance)
+        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.etag,
+                          c.last_modified)
                 .where(c.in_flight == sa.false())
                 .order_by(*order_by).limit(limit)
                 .with_hint(to_visit, "WITH (UPDLOCK, READPAST, ROWLOCK)", "mssql"))
@@ -240,13 +284,15 @@ class CrawlStore:
         """The to-visit URL whose grid thread is ``thread_id``, marked in flight, or None if it
         is no longer to visit."""
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(to_visit.c.id, to_visit.c.url, to_visit.c.fingerprint, to_visit.c.depth,
-                                         to_visit.c.priority, to_visit.c.page_type, to_visit.c.relevance)
-                               .where(to_visit.c.id == thread_id)).first()
+            c = to_visit.c
+            row = conn.execute(sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance,
+                                         c.etag, c.last_modified)
+                               .where(c.id == thread_id)).first()
             if row is None:
                 return None
             conn.execute(to_visit.update().where(to_visit.c.id == thread_id).values(in_flight=True))
-        return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance)
+        return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance,
+                       row.etag, row.last_modified)
 
     # ------------------------------------------------------------------ results
 
@@ -267,12 +313,26 @@ class CrawlStore:
         document gets its page score and each link its relevance, and links below
         ``min_relevance`` are not queued (:attr:`strategy`).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept"}``. Idempotent: applying the
-        same outcome twice changes nothing the second time.
+        An outcome for a URL that has a document already is a **recrawl** visit
+        (:meth:`queue_due`), applied by :meth:`_revisit`: a 304 moves only the visit time, an
+        unchanged body (same digest) the visit time and validators, a changed body replaces the
+        document and keeps the old version in ``document_version``; a 404/410 marks it gone.
+        Every visit reschedules the document (:attr:`schedule`).
+
+        Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
+        a changed page's items replace those of its stored copy.
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "items"}`` plus, for recrawl
+        visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
+        for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
+        changes nothing the second time.
         """
         now = utcnow()
-        docs, visits, links, kept = [], [], {}, []
+        docs, visits, links, kept, triples = [], [], {}, [], {}
+        items, issues = [], []
+        item_types = {spec.type for spec in self.strategy.items}
         errors = 0
+        first = self.schedule.first_interval()
         for o in outcomes:
             page, pend = o.page, o.pending
             status = page.status if page else None
@@ -285,17 +345,31 @@ class CrawlStore:
             if page is None or kind:
                 continue
             content = page.content if store_content else None
+            headers = page.headers if isinstance(page.headers, dict) else {}
             docs.append({"url": pend.url, "fingerprint": pend.fingerprint, "final_url": page.final_url or pend.url,
                          "status": status, "content_type": (page.content_type or "")[:255] or None,
                          "size": page.size, "title": page.title, "encoding": page.encoding,
                          "content": content if isinstance(content, str) else None,
                          "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                          "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                         "parse_seconds": page.parse_seconds})
+                         "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds})
             relevance = self._page_score(page, pend)
             docs[-1].update(page_type=pend.page_type, relevance=relevance,
-                            headers=json.dumps(page.headers) if page.headers else None)
+                            headers=json.dumps(page.headers) if page.headers else None,
+                            structured_data=_json_or_none(page.structured),
+                            content_digest=page.digest if isinstance(page.digest, str) else None,
+                            etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
+                            visited_at=now, visit_status=status, fetch_interval=first,
+                            next_fetch_at=self.schedule.due_at(now, first),
+                            render_seconds=page.render_seconds,
+                            refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
+            triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
+            if item_types:
+                new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
+                                                  pend.url, item_types, now)
+                items += new_items
+                issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
@@ -312,11 +386,19 @@ class CrawlStore:
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        triples = _fit(triple, list(triples.values()))
+        items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
+        found: dict = {}
 
         def work(conn) -> None:
-            insert_ignore(conn, document, docs)
-            insert_ignore(conn, visited, visits)
+            found.clear()
+            found.update(dict.fromkeys(VERDICTS, 0))
+            stored = self._revisit(conn, outcomes, docs, visits, now, found)
+            new_docs = [d for d in docs if d["fingerprint"] not in stored]
+            insert_ignore(conn, document, new_docs)
+            insert_ignore(conn, visited, [v for v in visits if v["fingerprint"] not in stored])
+            found["new"] = len(new_docs)
             for ids in chunks(sorted(o.pending.thread_id for o in outcomes), 500):
                 conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
             if links:
@@ -328,6 +410,15 @@ class CrawlStore:
                 if self.strategy.focus is not None:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
+            if item_types and stored:  # a page visited again with a body: its new items replace the old
+                self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                        and self._extracted(o)])
+            if stored:  # a page visited again with a body: its new triples replace the old
+                self._drop_triples(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                          and self._reparsed(o)])
+            insert_ignore(conn, triple, triples)
+            insert_ignore(conn, models.item, items)
+            insert_ignore(conn, models.item_issue, issues)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -336,8 +427,180 @@ class CrawlStore:
         self._known.update(hash(o.pending.url) for o in outcomes)
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
-        return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
-                "kept": len(kept)}
+        return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
+                "kept": len(kept), "items": len(items), "triples": len(triples), **found}
+
+    def _extracted(self, o: Outcome) -> bool:
+        """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
+        an HTML body was parsed (``encoding`` set; not a failure, not a 304). Its items are then
+        the page's items."""
+        page = o.page
+        return (page is not None and not o.failed and page.error_kind is None and page.encoding is not None
+                and bool(specs_for(self.strategy.items, o.pending.url, o.pending.page_type)))
+
+    @staticmethod
+    def _drop_items(conn, fingerprints: list[str]) -> None:
+        """Delete the items and item issues of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(models.item.delete().where(models.item.c.fingerprint.in_(part)))
+            conn.execute(models.item_issue.delete().where(models.item_issue.c.fingerprint.in_(part)))
+
+    # ------------------------------------------------------------------ recrawl
+
+    def _revisit(self, conn, outcomes: Sequence[Outcome], docs: list[dict], visits: list[dict], now,
+                 found: dict) -> set[str]:
+        """Apply the outcomes whose URL already has a document (recrawl visits) inside
+        :meth:`apply`'s transaction; add each visit's verdict to ``found``; return the
+        fingerprints of every stored document among the outcomes (the caller inserts only the
+        others). A visit is applied only while its ``to_visit_url`` row exists, so applying it
+        twice changes nothing the second time."""
+        fps = [o.pending.fingerprint for o in outcomes]
+        c = document.c
+        columns = [c.fingerprint, c.url, c.final_url, c.status, c.content_type, c.size, c.content_digest, c.etag,
+                   c.last_modified, c.fetched_at, c.encoding, c.headers, c.gone_at, c.fetch_interval]
+        if self.keep_versions:
+            columns += [c.content, c.body]
+        stored: dict[str, sa.Row] = {}
+        for part in chunks(fps, 500):
+            stored.update((r.fingerprint, r) for r in conn.execute(sa.select(*columns).where(c.fingerprint.in_(part))))
+        if not stored:
+            return set()
+        live: set[int] = set()
+        for ids in chunks(sorted(o.pending.thread_id for o in outcomes if o.pending.fingerprint in stored), 500):
+            live.update(conn.execute(sa.select(to_visit.c.id).where(to_visit.c.id.in_(ids))).scalars())
+        new_rows = {d["fingerprint"]: d for d in docs}
+        visit_rows = {v["fingerprint"]: v for v in visits}
+        updates, versions, visited_updates = [], [], []
+        for o in outcomes:
+            old = stored.get(o.pending.fingerprint)
+            if old is None or o.pending.thread_id not in live:
+                continue
+            page = o.page
+            status = page.status if page is not None else None
+            kind = "poison" if o.failed else (page.error_kind if page is not None else "lost")
+            was_gone = old.gone_at is not None
+            found_now = verdict(status, kind, page.digest if page is not None else None, old.content_digest,
+                                was_gone)
+            found[found_now] += 1
+            interval = self.schedule.next_interval(old.fetch_interval, found_now)
+            values = {"b_fp": old.fingerprint, "visited_at": now, "visit_status": status,
+                      "fetch_interval": interval, "next_fetch_at": self.schedule.due_at(now, interval)}
+            headers = page.headers if page is not None and isinstance(page.headers, dict) else {}
+            if found_now == "gone":
+                values["gone_at"] = old.gone_at or now
+            elif found_now == "error":
+                pass  # the stored copy stays as it was
+            elif status == 304 or found_now == "unchanged":
+                # the stored copy is current; a 304 may carry updated validators (RFC 9110 §15.4.5)
+                for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
+                    if _header(headers, name) is not None:
+                        values[key] = _header(headers, name)
+            else:  # changed, or revived with a body: the new copy replaces the stored one
+                row = new_rows.get(o.pending.fingerprint)
+                if row is not None:
+                    if old.content_digest is None or row["content_digest"] != old.content_digest:
+                        versions.append(self._version_row(old, now))
+                        values["modified_at"] = now
+                    values.update({k: v for k, v in row.items()
+                                   if k not in ("url", "fingerprint", "depth", "page_type", "relevance",
+                                                "fetch_interval", "next_fetch_at", "visited_at")})
+            if found_now == "revived":
+                values["gone_at"] = None
+            updates.append(values)
+            visit = dict(visit_rows[o.pending.fingerprint])
+            if found_now == "gone":
+                visit["error_kind"] = ErrorKind.GONE.value
+            visited_updates.append({"b_fp": visit.pop("fingerprint"), **{k: visit[k] for k in
+                                    ("status", "error_kind", "error", "attempts", "visited_at")}})
+        _execute_grouped(conn, document, document.c.fingerprint, updates)
+        _execute_grouped(conn, visited, visited.c.fingerprint, visited_updates)
+        insert_ignore(conn, document_version, _fit(document_version, versions))
+        return set(stored)
+
+    def _version_row(self, old: sa.Row, now) -> dict:
+        """The ``document_version`` row keeping stored document ``old`` (body only with
+        :attr:`keep_versions`), replaced at ``now``."""
+        row = {"fingerprint": old.fingerprint, "url": old.url, "final_url": old.final_url, "status": old.status,
+               "content_type": old.content_type, "size": old.size or 0, "content_digest": old.content_digest,
+               "etag": old.etag, "last_modified": old.last_modified, "fetched_at": old.fetched_at,
+               "replaced_at": now, "encoding": old.encoding, "headers": old.headers, "content": None,
+               "body": None}
+        if self.keep_versions:
+            row.update(content=old.content, body=old.body)
+        return row
+
+    def queue_due(self, now=None, *, every: bool = False, batch: int = 5000) -> int:
+        """Queue again, as grid threads to visit, every stored document whose next visit is due
+        at ``now`` (naive UTC; default: the current time) — or, with ``every``, every stored
+        document (``--recrawl-all``) — unless its URL is queued already. Each row carries the
+        document's ETag and Last-Modified, sent as ``If-None-Match`` / ``If-Modified-Since``.
+        Documents stored before schedules were kept (``next_fetch_at`` NULL) are due.
+
+        Reads the documents in ``batch``-row slices of ``doc_id`` (memory stays bounded), one
+        transaction each. Returns how many URLs it queued.
+        """
+        now = now or utcnow()
+        c = document.c
+        due = sa.true() if every else sa.or_(c.next_fetch_at.is_(None), c.next_fetch_at <= now)
+        queued, after = 0, None
+        while True:
+            def work(conn, after=after):
+                query = (sa.select(c.doc_id, c.url, c.fingerprint, c.depth, c.page_type, c.etag, c.last_modified)
+                         .where(due, *([c.doc_id > after] if after is not None else []))
+                         .order_by(c.doc_id).limit(batch))
+                rows = conn.execute(query).all()
+                present: set[str] = set()
+                for part in chunks([r.fingerprint for r in rows], 500):
+                    present.update(conn.execute(sa.select(to_visit.c.fingerprint)
+                                                .where(to_visit.c.fingerprint.in_(part))).scalars())
+                new = [{"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "priority": 5,
+                        "discovered_from": None, "in_flight": False, "page_type": r.page_type, "relevance": None,
+                        "etag": r.etag, "last_modified": r.last_modified}
+                       for r in rows if r.fingerprint not in present]
+                insert_ignore(conn, to_visit, new)
+                return (rows[-1].doc_id if rows else None), len(new), len(rows)
+            after, count, read = run_transaction(self.engine, work)
+            queued += count
+            if read < batch:
+                return queued
+
+    def next_due(self):
+        """When the earliest stored document is due again (naive UTC), or None if no document
+        has a schedule (``--recrawl --watch`` sleeps until then)."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.min(document.c.next_fetch_at))).scalar()
+
+    def start_recrawl(self, mode: str, due: int) -> int:
+        """Record the start of a recrawl run (``mode``: due, all or watch) that queued ``due``
+        documents; return its ``recrawl_id``."""
+        def work(conn) -> int:
+            result = conn.execute(recrawl_table.insert().values(mode=mode, started_at=utcnow(), due=due))
+            return result.inserted_primary_key[0]
+        return run_transaction(self.engine, work)
+
+    def update_recrawl(self, recrawl_id: int, counts: dict, *, finished: bool = False) -> None:
+        """Store the counts of recrawl run ``recrawl_id`` (keys of the ``recrawl`` table: due,
+        fetched, not_modified, unchanged, changed, gone, revived, errors, new); with
+        ``finished``, its end time."""
+        names = {c.name for c in recrawl_table.columns} - {"recrawl_id", "mode", "started_at", "finished_at"}
+        values = {k: int(v) for k, v in counts.items() if k in names}
+        if finished:
+            values["finished_at"] = utcnow()
+        run_transaction(self.engine, lambda conn: conn.execute(
+            recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values)))
+
+    def _reparsed(self, o: Outcome) -> bool:
+        """True if a semantic crawl parsed ``o``'s page again (an HTML or RDF body was read: not
+        a failure, not a 304): its triples are then the page's triples."""
+        page = o.page
+        return (self.strategy.structured_data and page is not None and not o.failed and page.error_kind is None
+                and page.status != 304 and (page.encoding is not None or bool(page.triples)))
+
+    @staticmethod
+    def _drop_triples(conn, fingerprints: list[str]) -> None:
+        """Delete the triples of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(triple.delete().where(triple.c.fingerprint.in_(part)))
 
     # ------------------------------------------------------------------ strategies
 
@@ -347,7 +610,22 @@ class CrawlStore:
         if focus is None:
             return None
         text = page_text(page.content) if isinstance(page.content, str) else ""
-        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance)
+        iris = {v for row in page.triples if isinstance(row, list) and len(row) >= 5
+                for v in (row[0], row[1], row[2] if row[3] == "uri" else None, row[4]) if isinstance(v, str)}
+        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance, iris)
+
+    @staticmethod
+    def _triple_rows(page: PageResult, pend: Pending) -> dict[tuple, dict]:
+        """``triple`` rows of a page's triples, keyed by (page, triple); malformed ones skipped."""
+        rows = {}
+        for row in page.triples or []:
+            if not valid_triple(row):
+                continue
+            key = triple_key(row)
+            rows[(pend.fingerprint, key)] = {
+                "fingerprint": pend.fingerprint, "subject": row[0], "predicate": row[1], "object": row[2],
+                "object_kind": row[3], "datatype": row[4], "language": row[5], "triple_key": key}
+        return rows
 
     def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
         """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy
@@ -441,15 +719,99 @@ class CrawlStore:
 
     # ------------------------------------------------------------------ figures
 
+    def error_summary(self, limit: int = 20) -> list["ErrorGroup"]:
+        """The failed visited URLs grouped by ``error_kind`` (``http_status`` also by status, so
+        404s and 500s are apart), most frequent first, at most ``limit`` groups, each with one
+        example URL and its error message (the first one recorded)."""
+        v = visited.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(v.error_kind, v.status, sa.func.count().label("n"),
+                                          sa.func.min(v.id).label("first"))
+                                .where(v.error_kind.is_not(None)).group_by(v.error_kind, v.status)).all()
+            groups: dict[tuple, list] = {}
+            for r in rows:
+                key = (r.error_kind, r.status if r.error_kind == "http_status" else None)
+                group = groups.setdefault(key, [0, r.first])
+                group[0] += r.n
+                group[1] = min(group[1], r.first)
+            ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1] or 0))[:limit]
+            examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error).where(
+                v.id.in_([first for _, (_, first) in ranked])))} if ranked else {}
+        return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "")
+                for (kind, status), (n, first) in ranked]
+
+    def retry_failed(self, kinds: Sequence[str] = ()) -> int:
+        """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
+        ``kinds``, if given): each leaves ``visited_url`` and goes back to ``to_visit_url`` at
+        its depth. Returns how many. Run before a crawl starts (``--retry-failed``)."""
+        v = visited.c
+
+        def work(conn) -> int:
+            query = sa.select(v.id, v.url, v.fingerprint, v.depth).where(v.error_kind.is_not(None))
+            if kinds:
+                query = query.where(v.error_kind.in_(list(kinds)))
+            rows = conn.execute(query).all()
+            focused = self.strategy.focus is not None
+            insert_ignore(conn, to_visit, [
+                {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
+                 "priority": focus_priority(1.0) if focused else 5, "in_flight": False,
+                 "page_type": BASE if r.depth == 0 else None, "relevance": 1.0 if focused else None}
+                for r in rows])
+            for ids in chunks([r.id for r in rows], 500):
+                conn.execute(visited.delete().where(v.id.in_(ids)))
+            return len(rows)
+        return run_transaction(self.engine, work)
+
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``."""
+        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
+        ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link)}
+                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
+                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
+                    "triples": count(triple)}
+
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Failed visited URLs of one kind (:meth:`CrawlStore.error_summary`): ``kind`` (the stored
+    ``error_kind``), ``status`` (the HTTP status for ``http_status``, else None), ``count``, and
+    one example ``url`` with its ``error`` message."""
+
+    kind: str
+    status: int | None
+    count: int
+    url: str
+    error: str
+
+    @property
+    def label(self) -> str:
+        """``"http 404"`` for an HTTP status, else the kind (``"blocked"``, ``"timeout"`` ...)."""
+        return f"http {self.status}" if self.kind == "http_status" and self.status else self.kind
 
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
+
+
+def _header(headers: dict, name: str) -> str | None:
+    """Response header ``name`` (lower case) of a page's headers as text, or None."""
+    value = headers.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _execute_grouped(conn, table: sa.Table, key: sa.Column, rows: list[dict]) -> None:
+    """``UPDATE table SET ... WHERE key = :b_fp`` for each of ``rows`` (a ``b_fp`` value plus the
+    columns to set), as one executemany per set of columns, in key order (no deadlock between
+    two writers)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["b_fp"]):
+        groups.setdefault(tuple(sorted(row)), []).append(row)
+    for names, group in groups.items():
+        columns = [name for name in names if name != "b_fp"]
+        stmt = table.update().where(key == sa.bindparam("b_fp")).values(
+            {name: sa.bindparam("v_" + name, type_=table.c[name].type) for name in columns})
+        conn.execute(stmt, [{"b_fp": row["b_fp"], **{"v_" + name: row[name] for name in columns}} for row in group])
 
 
 @functools.lru_cache(maxsize=None)
@@ -474,6 +836,17 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
     return rows
 
 
+def _json_or_none(value) -> str | None:
+    """``value`` as JSON text, or None when it is empty or not JSON-able (a hostile executor's
+    bytes keys must not fail the batch)."""
+    if not value:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
 def _skip_locked(dialect: sa.engine.Dialect) -> bool:
     """True if ``dialect``'s server knows ``SKIP LOCKED`` (PostgreSQL 9.5+, MySQL 8.0.1+,
     MariaDB 10.6+)."""
@@ -488,4 +861,4 @@ def check_seed(url: str) -> str:
     return canonical_url(url)
 
 
-__all__ = ["CrawlStore", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]
+__all__ = ["CrawlStore", "ErrorGroup", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]

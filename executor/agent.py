@@ -30,12 +30,14 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerEndpoints
+from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
+from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
 
 log = logging.getLogger("gridcrawl.executor")
@@ -133,11 +135,23 @@ class ExecutorAgent:
     every fetch hop passes the SSRF guard (:mod:`gridcrawl.executor.ssrf`), which refuses
     private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
     (raises ``ValueError`` on a bad CIDR).
+
+    ``render``: start a headless browser (:class:`gridcrawl.executor.render.Renderer`, settings
+    ``render_*`` and ``browser_path``) for threads whose instruction asks for rendering, and
+    declare the ``render`` capability when registering; raises
+    :class:`~gridcrawl.executor.render.RenderUnavailable` (one line saying what to install) when
+    no browser starts.
+
+    Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
+    registers: those of the extractor plugins installed here
+    (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
+    is given the threads that need them.
     """
 
     def __init__(self, settings: Settings, manager: str | list[str], *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None) -> None:
+                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
+                 render: bool = False) -> None:
         self.settings = settings
         # several managers (hot standbys): tried in order, a standby's redirect followed
         self.managers = ManagerEndpoints(manager)
@@ -149,6 +163,8 @@ class ExecutorAgent:
         self.accepting = idle is None
         self.password = password
         self.curve = curve
+        self.plugins = installed_plugins()
+        self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         self.guard = SSRFGuard(allow_private)
         self._watch: HandshakeWatch | None = None
         self._failure_logged = float("-inf")
@@ -160,6 +176,8 @@ class ExecutorAgent:
         self._running_lock = threading.Lock()
         self.executor_id: str | None = None
         self.figures = Figures()
+        self.semantic_limits = Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
+                                      deadline=settings.rdf_parse_deadline)
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
@@ -170,6 +188,15 @@ class ExecutorAgent:
         self.robots: RobotsCache | None = (
             RobotsCache.for_fetcher(self.fetcher, retry_after=settings.robots_retry)
             if settings.obey_robots else None)
+        self.renderer = None
+        if render:
+            from gridcrawl.executor.render import Renderer
+            self.renderer = Renderer(
+                self.fetcher, browser_path=settings.browser_path or None, max_pages=settings.render_pages,
+                deadline=settings.render_timeout, idle_timeout=settings.render_idle,
+                restart_after=settings.render_restart).start()
+        if self.renderer is not None:
+            self.capabilities = sorted(set(self.capabilities) | {"render"})
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
@@ -203,7 +230,10 @@ class ExecutorAgent:
                     push.send_multipart([tag, str(job.attempt_id).encode()])  # started
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
-                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate)
+                                     instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
+                                     semantic_limits=self.semantic_limits, plugins=self.plugins,
+                                     plugin_timeout=self.settings.plugin_timeout,
+                                     renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
@@ -244,7 +274,7 @@ class ExecutorAgent:
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password))
+            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities))
 
     def run(self, stop: threading.Event) -> None:
         """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""
@@ -425,8 +455,13 @@ class ExecutorAgent:
             send(self.dealer, p.Bye("executor stopping"))
             self.dealer.close(linger=500)
         self.results.close(linger=0)
+        if self.renderer is not None:
+            self.renderer.close()
         self.fetcher.close()
         if self.robots is not None:
             self.robots.fetcher.close()
-        log.info("%s", self.figures.idle_summary())
-        log.info("executor stopped")
+        # an executor that never registered (manager unreachable, refused) has nothing to report:
+        # its one-line error follows
+        level = logging.INFO if self.executor_id is not None else logging.DEBUG
+        log.log(level, "%s", self.figures.idle_summary())
+        log.log(level, "executor stopped")

@@ -7,21 +7,38 @@ check (private addresses), the thread's scope (``instruction["scope"]``: the cli
 domains; a hop outside is ``out_of_scope``) and robots.txt (``robots``, or
 ``robots_unreachable`` while robots.txt cannot be fetched). A body is parsed as HTML only when it
 is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not binary.
+
+A thread whose instruction asks for rendering (``"render": true``, optionally ``"waitFor"``: a
+CSS selector) is fetched the same way, then its HTML is opened in the executor's browser
+(:mod:`gridcrawl.executor.render`) and the DOM the scripts leave is parsed instead of the bytes
+fetched: the same links, canonical URLs, scope and rules as for a fetched page.
+
+A semantic crawl (instruction ``"semantic": true``, :mod:`gridcrawl.semantic`) also downloads RDF
+documents and parses them into triples (their http(s) URI objects are the links), and reads the
+structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into triples.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from gridcrawl.protocol import PageResult
 from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
+from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
+                                triple_links, wants_body)
+
+if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
+    from gridcrawl.executor.render import Renderer
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
 # executor process dies at once on any URL containing its value, as a crashing executor would.
@@ -42,8 +59,27 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
+#: Conditional request headers a recrawl's instruction may carry: instruction key -> header name.
+CONDITIONAL_HEADERS = {"ifNoneMatch": "If-None-Match", "ifModifiedSince": "If-Modified-Since"}
+
+
+def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
+    """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
+    stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
+    ``None`` when it has none. Values that are not short single-line text are dropped, so a
+    hostile stored header cannot inject another header."""
+    headers = {}
+    for key, name in CONDITIONAL_HEADERS.items():
+        value = (instruction or {}).get(key)
+        if isinstance(value, str) and value and len(value) <= 1024 and value.isprintable():
+            headers[name] = value
+    return headers or None
+
+
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
-          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None) -> PageResult:
+          robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
+          semantic_limits: Limits | None = None, plugins: dict | None = None,
+          plugin_timeout: float = 10.0, renderer: Renderer | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -57,14 +93,32 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
-            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
+            ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
+            sent as conditional request headers: a ``304 Not Modified`` comes back with no
+            body, nothing parsed; ``"semantic": true`` makes it a semantic crawl (see the module
+            docstring).
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
             does not grow with its fetching threads. ``None``: no bound.
+        semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
+            ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
+            :class:`gridcrawl.semantic.Limits` when ``None``.
+        renderer: the executor's browser (``--render``), used when the instruction carries
+            ``"render": true`` (and ``"waitFor"``: a CSS selector to wait for). Without one such
+            a thread fails as ``render`` (the manager retries it, on an executor that renders).
+        plugins: the extractor plugins installed on this executor, by name
+            (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
+        plugin_timeout: seconds a plugin may spend on one page before its items fail.
+
+    Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
+    run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
+    items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
-    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
+    ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
+    decompression; ``None`` without a body), ``error_kind`` set when the fetch failed or was
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
@@ -88,7 +142,12 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(robots.hop_check)
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks))
+    semantic = bool((instruction or {}).get("semantic"))
+    headers = conditional_headers(instruction)
+    if semantic:  # RDF documents too, asked for by content negotiation
+        headers = {**(headers or {}), "Accept": RDF_ACCEPT}
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=headers,
+                            body_wanted=wants_body if semantic else None)
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
@@ -98,14 +157,43 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     body = fetched.body
     if not fetched.ok or body is None:
         return result
+    result.digest = hashlib.sha256(body).hexdigest()
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
+    limits = semantic_limits or Limits()
+    fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
+    if fmt is not None:
+        with parse_gate if parse_gate is not None else contextlib.nullcontext():
+            _visit_rdf(result, body, fmt, limits)
+        result.content = body if store_content and fetcher.keep_non_html else None
+        return result
     if not html or looks_binary(body, fetched.content_type):
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
+    content_type = fetched.content_type
+    if (instruction or {}).get("render"):
+        if renderer is None:
+            result.error_kind = ErrorKind.RENDER.value
+            result.error = "this executor has no browser (start it with --render)"
+            return result
+        wait_for = instruction.get("waitFor")
+        rendered = renderer.render(
+            result.final_url, status=fetched.status, content_type=content_type, body=body,
+            navigation_check=chain_hop_checks(*checks), resource_check=robots.hop_check if robots else None,
+            wait_for=wait_for if isinstance(wait_for, str) and wait_for else None,
+            max_bytes=fetcher.max_body_bytes)
+        result.render_seconds = rendered.seconds
+        result.refused_requests = rendered.refused
+        if not rendered.ok:
+            result.error_kind, result.error = rendered.error_kind.value, rendered.error
+            return result
+        result.final_url = rendered.final_url
+        body, content_type = rendered.html.encode("utf-8"), "text/html; charset=utf-8"
+        result.size = len(body)
+        del rendered
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
-        page = parse_page(body, result.final_url, fetched.content_type)
+        page = parse_page(body, result.final_url, content_type)
         result.title = page.title
         result.encoding = page.encoding
         if instruction and ("followRules" in instruction or "keepRules" in instruction):
@@ -115,8 +203,59 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
+        text = body.decode(page.encoding, errors="replace") if (store_content or semantic
+                                                                  or (instruction and instruction.get("items"))) else None
+        if semantic:
+            structured = extract_structured(page.document, text, result.final_url, limits)
+            result.triples = structured.triples
+            if structured.errors or any(structured.data.values()):  # nothing found: nothing kept
+                result.structured = {**structured.data, "errors": structured.errors}
+            if not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
+                known = {link[0] for link in result.links}
+                result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
-            result.content = body.decode(page.encoding, errors="replace")
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
+        if instruction and instruction.get("items"):
+            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
         del page  # the tree goes before another worker may parse
     return result
+
+
+def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
+                  plugin_timeout: float) -> None:
+    """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
+    (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
+    misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
+    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    started = time.thread_time()
+    try:
+        specs = specs_from_wire(entries)
+    except (ItemSpecError, TypeError, ValueError) as exc:
+        result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
+        return
+    jsonld = result.structured.get("json-ld") if isinstance(result.structured, dict) else None
+    view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
+                    [[link.url, link.text] for link in page.links], page.base_url,
+                    jsonld=jsonld)  # a semantic crawl read the page's JSON-LD already
+    try:
+        found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    except Exception as exc:  # a page lxml/parsel cannot evaluate: its items fail, not its links
+        result.item_errors = [[spec.type, f"{type(exc).__name__}: {exc}"[:1000]] for spec in specs]
+        return
+    result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
+    result.extract_seconds = time.thread_time() - started
+
+
+def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:
+    """Parse an RDF document into ``result``: its triples, and its http(s) URI objects as links;
+    a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``."""
+    started = time.perf_counter()
+    try:
+        result.triples = parse_rdf(body, result.final_url, fmt, limits)
+        result.links = triple_links(result.triples)
+    except RDFLimit as exc:
+        result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
+    except RDFError as exc:
+        result.error_kind, result.error = ErrorKind.RDF_PARSE.value, str(exc)
+    result.parse_seconds = time.perf_counter() - started

@@ -266,12 +266,15 @@ class ParsedPage:
             parsed page, for DOM-scoped keep/follow rules; an empty ``<html>``
             element when the body was empty or unparsable. Left out of
             ``repr`` and comparisons.
+        base_url: the document base URL links were resolved against
+            (``<base href>`` resolved, else the page URL).
     """
 
     title: str
     links: list[Link]
     encoding: str
     document: lxml.html.HtmlElement = field(repr=False, compare=False)
+    base_url: str = ""
 
 
 def _collapse(text: str, limit: int | None = None) -> str:
@@ -429,5 +432,6 @@ def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPa
     root = _parse_document(text)
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
-    links = extract_links(root, _document_base(root, page_url))
-    return ParsedPage(title=title, links=links, encoding=encoding, document=root)
+    base_url = _document_base(root, page_url)
+    links = extract_links(root, base_url)
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url)

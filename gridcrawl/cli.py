@@ -20,15 +20,31 @@ from gridcrawl.cli_common import ChildWatch, fail, setup_logging
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
+from gridcrawl.client.cli import RETRY_HELP
 
-app = typer.Typer(add_completion=False, help="gridcrawl: a grid web crawler (manager, executors, client).")
-db_app = typer.Typer(add_completion=False, help="Database set-up.")
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="gridcrawl: a grid web crawler (manager, executors, client).")
+db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                     help="Database set-up.")
 app.add_typer(db_app, name="db")
-keys_app = typer.Typer(add_completion=False, help="CURVE key pairs for encrypted connections (docs/security.md).")
+keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                       help="CURVE key pairs for encrypted connections (docs/security.md).")
 app.add_typer(keys_app, name="keys")
-config_app = typer.Typer(add_completion=False, help="The configuration: TOML file (--config), GRIDCRAWL_* "
+config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                         help="The configuration: TOML file (--config), GRIDCRAWL_* "
                          "variables, command-line options (docs/operations.md).")
 app.add_typer(config_app, name="config")
+
+
+@app.callback()
+def _options(
+    config_file: Path = typer.Option(None, "--config", show_default=False,
+                                     help="TOML configuration file for every command (also $GRIDCRAWL_CONFIG; "
+                                     "then GRIDCRAWL_* variables, then options; docs/operations.md)"),
+) -> None:
+    """gridcrawl: a grid web crawler (manager, executors, client)."""
+    # --config is read (and taken out of the command line) by gridcrawl.config.run_program before
+    # typer runs; it is declared here so that `gridcrawl --help` lists it
 
 
 def _free_port() -> int:
@@ -59,24 +75,55 @@ def run(
     threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
     max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Scope and politeness"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
+                                           rich_help_panel="Scope and politeness"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
+                                           rich_help_panel="Scope and politeness"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
+                                 rich_help_panel="Scope and politeness"),
     concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
+                                                     help="threads of one host in flight at once",
+                                 rich_help_panel="Scope and politeness"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
-                              "its base URLs are seeds"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+                              "its base URLs are seeds", rich_help_panel="Strategy"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                                     rich_help_panel="Strategy"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                                     rich_help_panel="Strategy"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                    rich_help_panel="Strategy"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table",
+                                         rich_help_panel="Strategy"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL); "
+                                        "implies --structured-data", rich_help_panel="Strategy"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
+                                "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
-                                            "the seeds' own private or loopback addresses are always allowed)"),
-    progress: bool = typer.Option(True, help="show a progress bar"),
-    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)"),
+                                            "the seeds' own private or loopback addresses are always allowed)",
+                              metavar="CIDR"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    render: bool = typer.Option(False, "--render", help="render every page in a headless browser: the executors "
+                                "start one each (pip install 'gridcrawl[render]' and Chromium)",
+                                rich_help_panel="Strategy"),
+    wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for before taking "
+                                 "the DOM (default: until the network is idle)", rich_help_panel="Strategy"),
+    recrawl: bool = typer.Option(False, "--recrawl", help="visit again WORKDIR's stored documents whose next "
+                                 "visit is due (conditional requests; docs/recrawl.md)", rich_help_panel="Recrawl"),
+    recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document",
+                                     rich_help_panel="Recrawl"),
+    watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
+                               "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
+    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
+                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
+    progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output"),
+    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)",
+                                        rich_help_panel="Output"),
     http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
 ) -> None:
     """Run a manager, EXECUTORS executor processes and a client on this machine and crawl SEEDS.
@@ -87,17 +134,20 @@ def run(
     setup_logging(log_level)
     if executors < 1:
         fail("--executors must be at least 1")
+    from gridcrawl.client.cli import recrawl_mode
+    mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth, dispatch=dispatch,
                             download_delay=download_delay, concurrent_requests_per_host=concurrent_requests_per_host,
                             store_content=not no_content, max_pages_per_host=max_pages_per_host,
-                            obey_robots=not ignore_robots).validate()
+                            obey_robots=not ignore_robots,
+                            **({"keep_versions": True} if keep_versions else {})).validate()
     except ValueError as exc:
         fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
-    from gridcrawl.client.cli import run_crawl
+    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl
     from gridcrawl.client.store import check_seed
     from gridcrawl.urls import InvalidURL
     seeds = seeds or []
@@ -106,14 +156,27 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    rendering = render or _stored_render(workdir / "crawl.db")
     if rules is not None:  # refuse bad rules before any process starts
-        from gridcrawl.rules import RuleError, load_rules
+        from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
-            load_rules(rules)
+            rule_list = load_rules(rules)
+            rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
+    if extract is not None:  # refuse a bad item spec before any process starts
+        from gridcrawl.client.cli import check_item_spec
+        rendering = any(spec.render for spec in check_item_spec(extract)) or rendering
+    if rendering:  # refuse --render before any process starts when this machine cannot render
+        from gridcrawl.executor.render import RenderUnavailable, Renderer
+        try:
+            Renderer.check_installed(settings.browser_path or None)
+        except RenderUnavailable as exc:
+            fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if not seeds and rules is None and not (workdir / "crawl.db").exists():
+        fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
     if rules is not None:
@@ -137,17 +200,27 @@ def run(
                 "gridcrawl.executor", "--manager", endpoint, "--threads", str(threads),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--ignore-robots"] if ignore_robots else [])], **children.popen_options()))
+                *(["--ignore-robots"] if ignore_robots else []),
+                *(["--render"] if rendering else [])], **children.popen_options()))
         children.started()
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           render=render or None, wait_for=wait_for,
+                           recrawl=mode, watch=watch, extract=extract,
+                           structured_data=structured_data, focus_ontology=focus_ontology,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
-                                                                    settings.connect_timeout))
+                                                                    settings.connect_timeout),
+                           retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
+                           rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
+                                                                          else ""),
+                           files=[("manager database", manager_db),
+                                  ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
         _stop(processes)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+    exit_status(counts)
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
@@ -195,6 +268,28 @@ def _stored_hosts(crawl_db: Path) -> list[str]:
         return []
 
 
+def _stored_render(crawl_db: Path) -> bool:
+    """True when a resumed crawl's database says some of its pages are rendered (``--render``
+    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
+    ``render = true`` stored in ``item_spec``)."""
+    import json
+    import sqlite3
+    if not crawl_db.exists():
+        return False
+    try:
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
+        if rows.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+            return True
+        from gridcrawl.items import parse_spec
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
+        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
+    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+        return False
+
+
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     """The ``--allow-private`` values for the executors of ``gridcrawl run``: every address of
     the seeds' hosts (URLs or bare host names) that the SSRF guard would refuse (loopback,
@@ -225,15 +320,29 @@ def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     return networks
 
 
-def _print_timings(rows) -> None:
-    from rich.console import Console
+def _table(title: str, columns: list[tuple[str, bool]]):
+    """A rich table titled ``title`` with ``columns`` (name, numeric): text columns fold long
+    values onto more lines rather than cut them, numbers stay whole and right-aligned."""
     from rich.table import Table
-    table = Table(title="threads per executor")
-    for column in ("executor", "host", "threads", "mean s", "min s", "max s", "mean wait s", "pages/s"):
-        table.add_column(column, justify="left" if column in ("executor", "host") else "right")
+    table = Table(title=title)
+    for name, numeric in columns:
+        if numeric:
+            table.add_column(name, justify="right", no_wrap=True)
+        else:
+            table.add_column(name, overflow="fold")
+    return table
+
+
+def _print_timings(rows, wide: bool = False) -> None:
+    """The threads per executor of one application (:func:`gridcrawl.report.executor_timings`);
+    ``wide``: also the host and the shortest run."""
+    table = _table("threads per executor", [("executor", False)] + [("host", False)] * wide + [
+        ("threads", True), ("mean s", True)] + [("min s", True)] * wide + [
+        ("max s", True), ("mean wait s", True), ("pages/s", True)])
     for r in rows:
-        table.add_row(r.name, r.host, str(r.threads), f"{r.mean_seconds:.3f}", f"{r.min_seconds:.3f}",
-                      f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}", f"{r.pages_per_second:.1f}")
+        table.add_row(r.name, *[r.host] * wide, str(r.threads), f"{r.mean_seconds:.3f}",
+                      *[f"{r.min_seconds:.3f}"] * wide, f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}",
+                      f"{r.pages_per_second:.1f}")
     _console().print(table)
 
 
@@ -242,79 +351,202 @@ def _seconds(value: float | None, digits: int = 3) -> str:
 
 
 def _console():
-    """A rich console for report tables: the terminal's width, or 200 columns when the output is a
-    file or a pipe (rich would assume 80 and cut every column short)."""
+    """A rich console for report tables: the terminal's width (or $COLUMNS), else 200 columns
+    when the output is a file or a pipe (rich would assume 80 and fold every row)."""
     from rich.console import Console
     console = Console()
-    return console if console.is_terminal else Console(width=200)
+    return console if console.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
 
 
-def _print_executor_summary(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="executors (view executor_summary)")
-    for column in ("executor", "host", "up", "threads", "pages", "failed", "mean s", "min s", "max s",
-                   "mean wait s", "pages/s", "CPUs", "CPU MHz", "CPU use %", "CPU s"):
-        table.add_column(column, justify="left" if column in ("executor", "host", "up") else "right")
+def _print_executor_summary(rows, wide: bool = False) -> None:
+    """The rows of the ``executor_summary`` view; ``wide``: every column (host, run seconds
+    min/max, queue wait, CPU figures), else the ones that fit 80 columns."""
+    extra = [("host", False), ("min s", True), ("max s", True), ("mean wait s", True), ("CPUs", True),
+             ("CPU MHz", True), ("CPU use %", True), ("CPU s", True)]
+    table = _table("executors (view executor_summary)", [
+        ("executor", False), ("up", False), ("threads", True), ("pages", True), ("failed", True),
+        ("mean s", True), ("pages/s", True)] + extra * wide)
     for r in rows:
-        table.add_row(r.executor_name, r.host, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
-                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.min_run_seconds),
-                      _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
-                      _seconds(r.pages_per_second, 2), str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}",
-                      f"{r.cpu_totalusage:.1f}")
+        more = [r.host, _seconds(r.min_run_seconds), _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
+                str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}", f"{r.cpu_totalusage:.1f}"]
+        table.add_row(r.executor_name, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
+                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
     _console().print(table)
 
 
-def _print_application_summary(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _print_application_summary(rows, wide: bool = False) -> None:
+    """The rows of the ``application_summary`` view; ``wide``: whole ids and every column, else
+    8-character ids (``--application`` takes them) and the columns that fit 80 columns."""
     from gridcrawl.states import ApplicationState
-    table = Table(title="applications (view application_summary)")
-    for column in ("application", "name", "state", "threads", "pages", "failed", "executors", "elapsed s",
-                   "pages/s"):
-        table.add_column(column, justify="left" if column in ("application", "name", "state") else "right")
+    table = _table("applications (view application_summary)", [
+        ("application", False), ("name", False), ("state", False)] + [("threads", True)] * wide + [
+        ("pages", True), ("failed", True)] + [("executors", True)] * wide + [
+        ("crawl s", True), ("pages/s", True)])
     for r in rows:
         try:
             state = ApplicationState(r.state).name.lower()
         except ValueError:
             state = str(r.state)
-        table.add_row(r.application_id, r.application_name, state, str(r.threads), str(r.pages), str(r.failed),
-                      str(r.executors), _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
+        table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, state,
+                      *[str(r.threads)] * wide, str(r.pages), str(r.failed), *[str(r.executors)] * wide,
+                      _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
     _console().print(table)
+
+
+def _print_semantic(crawl_db: str) -> None:
+    """``gridcrawl report --crawl-db``: the semantic crawl's section, when the crawl was one
+    (``--structured-data``) or holds triples; exit 2 when it is no crawl database."""
+    import sqlalchemy as sa
+    from gridcrawl import models
+    from gridcrawl.report import semantic_summary
+    try:
+        engine = open_database(crawl_db)
+        with engine.connect() as conn:
+            flag = conn.execute(sa.select(models.crawl_meta.c.value)
+                                .where(models.crawl_meta.c.name == "structured_data")).scalar()
+        summary = semantic_summary(engine)
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    except sa.exc.DBAPIError as exc:
+        fail(f"{crawl_db} is not a gridcrawl crawl database with a triple table: {str(exc.orig).splitlines()[0]}")
+    if flag == "1" or summary.triples:
+        _print_semantic_summary(summary)
+
+
+def _print_semantic_summary(s) -> None:
+    from rich.table import Table
+    table = Table(title="semantic crawl (crawl database: triple, document, visited_url)", show_header=False)
+    table.add_row("triples stored", str(s.triples))
+    table.add_row("pages with triples", str(s.pages_with_triples))
+    table.add_row("RDF documents", str(s.rdf_documents))
+    table.add_row("HTML pages with structured data", str(s.structured_pages))
+    table.add_row("objects: uri / literal / bnode",
+                  " / ".join(str(s.by_kind.get(k, 0)) for k in ("uri", "literal", "bnode")))
+    table.add_row("RDF errors: rdf_parse / rdf_limit",
+                  f"{s.rdf_errors.get('rdf_parse', 0)} / {s.rdf_errors.get('rdf_limit', 0)}")
+    table.add_row("triples per parse second (executors)", _seconds(s.triples_per_second, 0))
+    if s.relevance is not None:
+        table.add_row("focused: pages scored / mean score / scoring >= 0.5",
+                      f"{s.relevance[0]} / {s.relevance[1]:.3f} / {s.relevance[2]}")
+    _console().print(table)
+    if s.top_predicates:
+        top = Table(title="top predicates")
+        top.add_column("predicate")
+        top.add_column("triples", justify="right")
+        for predicate, n in s.top_predicates:
+            top.add_row(predicate, str(n))
+        _console().print(top)
 
 
 @app.command()
 def report(
-    db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
+    wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
+                              "by default the tables fit 80 columns"),
+    crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its recrawl runs "
+                                 "(due, fetched, 304, unchanged, changed, gone, revived, errors, new) "
+                                 "and its items (per type; misses of each required field), and its semantic "
+                                 "crawl (triples, RDF documents, top predicates, RDF errors, triples/s)"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
-    application_summary; with --application, that application's threads per executor) and,
-    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
-    try:
-        engine = open_database(db)
-    except DatabaseUnavailable as exc:
-        fail(str(exc))
+    application_summary; with --application, that application's threads per executor), the
+    threads that wait because no connected executor has a capability they need, and, with
+    --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
+    --crawl-db, the counts of that crawl's recrawl runs, its items (per type; per field:
+    items with a value, misses of a required value, fields that never matched) and its semantic
+    crawl (when it was one: --structured-data).
+
+    Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
+    pages/s = pages / crawl s (an executor's too, so they add up)."""
+    if db is None and crawl_db is None:
+        fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
     import sqlalchemy as sa
+    if db is not None:
+        try:
+            engine = open_database(db, existing=True)
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
+        try:
+            lease = rep.active_manager(engine)
+            if lease is not None:
+                typer.echo(lease.describe())
+            if application:
+                application = rep.resolve_application(engine, application)
+                _print_timings(rep.executor_timings(engine, application), wide)
+            else:
+                _print_executor_summary(rep.executor_summary(engine), wide)
+            _print_application_summary(rep.application_summary(engine, application), wide)
+            waiting = rep.waiting_for_capabilities(engine)
+            for needs, count in sorted(waiting.items()):
+                typer.echo(f"{count} threads wait: no connected executor has {needs}")
+            if plot is not None:
+                drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
+                typer.echo(f"timeline of {drawn} threads drawn to {plot}")
+        except sa.exc.DBAPIError as exc:
+            fail(f"{db} is not a gridcrawl manager database, or its views are missing "
+                 f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
+        except (rep.ReportError, OSError) as exc:
+            fail(str(exc))
+    if crawl_db is not None:
+        try:
+            rows = rep.recrawl_runs(open_database(crawl_db, existing=True))
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
+        except sa.exc.DBAPIError as exc:
+            fail(f"{crawl_db} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
+        _print_recrawl_runs(rows, wide)
+        _print_items(crawl_db)
+        _print_semantic(crawl_db)
+
+
+def _print_recrawl_runs(rows, wide: bool = False) -> None:
+    """The recrawl runs as a table with one column per run (the last three; every run with
+    ``wide``) and one row per count, so that it fits 80 columns."""
+    from rich.table import Table
+    from gridcrawl.report import RECRAWL_COLUMNS
+    shown = rows if wide else rows[-3:]
+    table = Table(title="recrawls (table recrawl)" + ("" if len(shown) == len(rows) else
+                                                      f", the last {len(shown)} of {len(rows)} (--wide: all)"))
+    table.add_column("")
+    for r in shown:
+        table.add_column(f"run {r.recrawl_id}", justify="right")
+    labels = {"not_modified": "not modified (304)"}
+    table.add_row("mode", *(r.mode for r in shown))
+    table.add_row("started (UTC)", *(f"{r.started_at:%Y-%m-%d %H:%M:%S}" for r in shown))
+    table.add_row("seconds", *(_seconds(r.seconds, 1) for r in shown))
+    for column in RECRAWL_COLUMNS:
+        table.add_row(labels.get(column, column), *(str(getattr(r, column)) for r in shown))
+    _console().print(table)
+
+
+def _print_items(crawl_db: str) -> None:
+    """``gridcrawl report --crawl-db``: the items section, when the crawl has an item spec or
+    items (exit 2 when it is no crawl database)."""
+    import sqlalchemy as sa
+    from gridcrawl.client.items import item_summary, stored_spec
+    from gridcrawl.client.progress import ProgressView
+    from gridcrawl.items import ItemSpecError
     try:
-        lease = rep.active_manager(engine)
-        if lease is not None:
-            typer.echo(lease.describe())
-        if application:
-            _print_timings(rep.executor_timings(engine, application))
-        else:
-            _print_executor_summary(rep.executor_summary(engine))
-        _print_application_summary(rep.application_summary(engine, application))
-        if plot is not None:
-            drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
-            typer.echo(f"timeline of {drawn} threads drawn to {plot}")
-    except sa.exc.DBAPIError as exc:
-        fail(f"{db} is not a gridcrawl manager database, or its views are missing "
-             f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
-    except (rep.ReportError, OSError) as exc:
+        engine = open_database(crawl_db, existing=True)
+        if not sa.inspect(engine).has_table("item"):
+            fail(f"{crawl_db} has no item table: not a gridcrawl crawl database")
+        try:
+            specs = stored_spec(engine)
+        except ItemSpecError:
+            specs = []
+        figures = item_summary(engine, specs)
+        if not figures:
+            return  # a crawl without --extract
+    except DatabaseUnavailable as exc:
         fail(str(exc))
+    except sa.exc.DBAPIError as exc:
+        fail(f"{crawl_db}: {str(exc.orig).splitlines()[0]}")
+    view = ProgressView(enabled=False)
+    view.console = _console()
+    view.item_summary(figures)
 
 
 @db_app.command("init")
@@ -385,17 +617,75 @@ def export_command(
     format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records)"),
     content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
+                                 "--format nt (N-Triples) or jsonl"),
+    items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
+                               "line; csv: one column per field)"),
+    type: str = typer.Option(None, "--type", help="with --items: only items of this type"),
 ) -> None:
-    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
+    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
+    triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
     from gridcrawl.export import ExportError, export
+    if items and triples:
+        fail("--items and --triples exclude each other")
+    if items:
+        from gridcrawl.client.items import ItemExportError, export_items
+        try:
+            written = export_items(open_database(db, existing=True), out, format.lower(), type)
+        except (DatabaseUnavailable, ItemExportError, OSError) as exc:
+            fail(str(exc))
+        typer.echo(f"exported {written} items to {out}", err=True)
+        return
+    if type is not None:
+        fail("--type goes with --items")
     try:
-        engine = open_database(db)
-        result = export(engine, format, out, content=content)
+        engine = open_database(db, existing=True)
+        result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
-    what = {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
+    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
-    typer.echo(f"exported {result.records} {what} to {out}{skipped}", err=True)
+    recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
+               if result.revisits or result.versions else "")
+    typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
+
+
+@app.command("extract")
+def extract_command(
+    db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
+    extract: str = typer.Option(..., "--extract", help="item spec file (TOML, docs/items.md)"),
+    plugin_timeout: float = typer.Option(Settings.plugin_timeout, help="seconds a plugin may spend on one page"),
+    progress: bool = typer.Option(True, help="show a progress bar"),
+) -> None:
+    """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
+    have stored page bodies). The item and item_issue tables are replaced; plugins named by the
+    spec run if installed here. The spec becomes the crawl's (a resumed crawl uses it)."""
+    from pathlib import Path as _Path
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from gridcrawl.client.cli import check_item_spec
+    from gridcrawl.client.items import ItemExportError, item_summary, reextract, save_spec
+    from gridcrawl.client.progress import ProgressView
+    from gridcrawl.plugins import installed_plugins
+    specs = check_item_spec(extract)
+    if plugin_timeout <= 0:
+        fail("--plugin-timeout must be > 0")
+    try:
+        engine = open_database(db, existing=True)
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    bar = Progress(TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
+                   TimeElapsedColumn(), disable=not progress)
+    with bar:
+        task = bar.add_task("extract", total=None)
+        try:
+            done = reextract(engine, specs, plugins=installed_plugins(), plugin_timeout=plugin_timeout,
+                             on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+        except ItemExportError as exc:
+            fail(str(exc))
+    save_spec(engine, extract, _Path(extract).read_text(encoding="utf-8"))
+    typer.echo(f"{done.items} items from {done.pages} pages; {done.misses} misses of required fields, "
+               f"{done.errors} pages whose items failed, {done.skipped} pages without a stored body", err=True)
+    ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -409,7 +699,6 @@ def config_show(
     command line, e.g. ``gridcrawl --config g.toml config show --program executor -- --threads 4``.
     """
     import importlib
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
     from gridcrawl.config import CONFIG_ENV, ConfigError, show_rows
@@ -424,11 +713,12 @@ def config_show(
     except ConfigError as exc:
         fail(str(exc))
     table = Table(title=f"effective settings of gridcrawl-{program}" + (f" with {path}" if path else ""))
-    for column in ("setting", "value", "source"):
-        table.add_column(column, overflow="fold")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(source), style=None if source == "default" else "bold")
-    Console(width=max(100, Console().width)).print(table)
+    _console().print(table)
 
 
 def main() -> None:

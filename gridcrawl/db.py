@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import os
 import random
 import sqlite3
 import time
@@ -101,8 +102,10 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def open_database(url: str, *, check: bool = True) -> Engine:
+def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
+    ``existing``: the database must exist already (a SQLite file is not created: commands that
+    only read, such as ``gridcrawl report`` and ``export``, leave no file behind).
 
     Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
     ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
@@ -119,6 +122,9 @@ def open_database(url: str, *, check: bool = True) -> Engine:
     except ArgumentError:
         raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. sqlite:///crawl.db)") from None
     shown = parsed.render_as_string(hide_password=True)
+    if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
+        raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")
     try:
         if parsed.get_backend_name() == "sqlite":
             engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
@@ -280,30 +286,41 @@ def is_unique_violation(exc: BaseException) -> bool:
             or "Duplicate entry" in text or "duplicate key" in text)
 
 
+INSERT_SLICE = 5000  # rows per executemany of insert_ignore
+
+
 def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
     """Insert ``rows`` into ``table``, silently skipping rows whose unique keys already exist
     (also rows another transaction is inserting at the same moment: one of them is stored).
 
     SQLite and PostgreSQL use ``INSERT … ON CONFLICT DO NOTHING``; MariaDB/MySQL
     ``INSERT IGNORE``; other back ends (SQL Server) :func:`insert_ignore_savepoints`. Rows are
-    inserted in the order of the table's unique key, so two writers of overlapping batches take
-    their key locks in one order and do not deadlock. Raises SQLAlchemy errors other than a
+    inserted in the order of the table's unique key (except on SQLite, whose writers take the
+    whole database), so two writers of overlapping batches take their key locks in one order and
+    do not deadlock. Raises SQLAlchemy errors other than a
     duplicate key.
     """
     if not rows:
         return
-    rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     dialect = conn.dialect.name
+    if dialect != "sqlite":  # SQLite writers take the whole database at BEGIN IMMEDIATE: no key-lock order
+        rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect in ("mysql", "mariadb"):
-        conn.execute(table.insert().prefix_with("IGNORE"), rows)
+        stmt = table.insert().prefix_with("IGNORE")
     else:
         insert_ignore_savepoints(conn, table, rows)
+        return
+    # in slices (still in key order, in the same transaction): a driver's executemany of 200,000
+    # rows is one C call that lets other threads of the program (the client's I/O loop and its
+    # heartbeats) have Python's GIL only by chance; between slices they get it
+    for part in chunks(rows, INSERT_SLICE):
+        conn.execute(stmt, part)
 
 
 def insert_ignore_savepoints(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:

@@ -11,11 +11,24 @@ This module owns the three export formats of a crawl's tables:
   executor sent it: method, path, ``Host``, ``User-Agent``) and a ``response`` record (status
   line, the response headers stored in ``document.headers``, the body), linked by
   ``WARC-Concurrent-To``, after one ``warcinfo`` record; written with warcio, gzip-compressed per
-  record when OUT ends in ``.gz``. Bodies are stored decompressed, and HTML as decoded text, so
+  record when OUT ends in ``.gz``. A recrawled page whose last visit found the stored body
+  current adds a ``revisit`` record (WARC 1.1 §6.7: profile ``server-not-modified`` after a 304,
+  ``identical-payload-digest`` after a body with the same digest) referring to its response; the
+  versions a recrawl replaced are written as ``request``/``response`` pairs of their own, dated
+  when they were fetched, when their bodies were kept (``--keep-versions``). Bodies are stored decompressed, and HTML as decoded text, so
   the payload is the stored page (HTML re-encoded in its detected charset, byte-identical unless
   the page had malformed bytes), ``Content-Encoding``/``Transfer-Encoding`` are dropped and
   ``Content-Length`` is the payload's length. Pages crawled with ``--no-content`` have no body and
   are left out of the WARC (counted in the result).
+
+With ``--triples`` (a semantic crawl's ``triple`` table, :mod:`gridcrawl.semantic`):
+
+* **N-Triples** (W3C RDF 1.1 N-Triples) — one line per stored triple, each term written by
+  rdflib's N-Triples serializer; blank nodes, numbered per page when parsed, are renamed
+  ``_:p<page fingerprint>b<n>`` so that two pages' nodes stay apart. A triple found on two
+  pages is written twice (N-Triples readers merge them).
+* **JSONL** — one JSON object per triple: ``url`` and ``fingerprint`` of the page, ``subject``,
+  ``predicate``, ``object``, ``object_kind``, ``datatype``, ``language``.
 
 Rows are streamed (``yield_per``), so an export does not hold the crawl in memory.
 """
@@ -27,8 +40,9 @@ import csv
 import datetime as _dt
 import io
 import json
+import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -41,6 +55,7 @@ from sqlalchemy.engine import Engine
 from gridcrawl import models
 
 FORMATS = ("jsonl", "warc", "csv")
+TRIPLE_FORMATS = ("nt", "jsonl")
 BATCH = 500
 # Hop-by-hop or no longer true of the stored (decompressed, whole) body.
 _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
@@ -52,11 +67,14 @@ class ExportError(RuntimeError):
 
 @dataclass
 class ExportResult:
-    """What an export wrote: ``records`` (lines, rows, or pages for WARC) and ``skipped``
-    (documents left out of a WARC because no body was stored)."""
+    """What an export wrote: ``records`` (lines, rows, or pages for WARC), ``skipped``
+    (documents left out of a WARC because no body was stored), and for a WARC ``revisits``
+    (revisit records) and ``versions`` (replaced versions written with their bodies)."""
 
     records: int = 0
     skipped: int = 0
+    revisits: int = 0
+    versions: int = 0
 
 
 def _iso(value: _dt.datetime | None) -> str | None:
@@ -134,6 +152,53 @@ def export_csv(engine: Engine, out: io.TextIOBase) -> ExportResult:
 
 
 # ----------------------------------------------------------------------------------------------
+# Triples
+
+
+def _triple_rows(engine: Engine) -> Iterator[dict]:
+    """The ``triple`` rows with their page's URL, in insertion order, streamed. Raises
+    :class:`ExportError` when the table is missing (not a crawl database of this version)."""
+    t, d = models.triple, models.document
+    query = (sa.select(t, d.c.url).select_from(t.outerjoin(d, d.c.fingerprint == t.c.fingerprint))
+             .order_by(t.c.id))
+    try:
+        with engine.connect() as conn:
+            for row in conn.execution_options(yield_per=BATCH).execute(query):
+                yield dict(row._mapping)
+    except sa.exc.DBAPIError as exc:
+        first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+        raise ExportError(f"cannot read the triple table: {first}") from None
+
+
+def _rdf_term(value: str, kind: str, fingerprint: str, datatype: str | None = None, language: str | None = None):
+    from rdflib import BNode, Literal, URIRef
+    if value.startswith("_:") and kind != "literal":
+        return BNode(f"p{fingerprint}{value[2:]}")
+    if kind == "literal":
+        return Literal(value, lang=language or None, datatype=URIRef(datatype) if datatype and not language else None)
+    return URIRef(value)
+
+
+def export_triples(engine: Engine, out: io.TextIOBase, fmt: str = "nt") -> ExportResult:
+    """Write the crawl's triples to text stream ``out`` as N-Triples (``fmt="nt"``) or JSON
+    lines (``"jsonl"``), see the module docstring. Returns the number of triples written."""
+    from rdflib.plugins.serializers.nt import _nt_row
+    result = ExportResult()
+    for row in _triple_rows(engine):
+        if fmt == "nt":
+            fp = row["fingerprint"]
+            line = _nt_row((_rdf_term(row["subject"], "uri", fp), _rdf_term(row["predicate"], "uri", fp),
+                            _rdf_term(row["object"], row["object_kind"], fp, row["datatype"], row["language"])))
+        else:
+            line = json.dumps({key: row[key] for key in ("url", "fingerprint", "subject", "predicate", "object",
+                                                         "object_kind", "datatype", "language")},
+                              ensure_ascii=False) + "\n"
+        out.write(line)
+        result.records += 1
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
 # WARC
 
 
@@ -158,8 +223,6 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
     record, then a ``request`` and a ``response`` record per stored page (see the module
     documentation). ``gzip``: compress each record (``.warc.gz``); ``user_agent``: the
     User-Agent shown in request records (default: the Settings default)."""
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.timeutils import datetime_to_iso_date
     from warcio.warcwriter import WARCWriter
 
     from gridcrawl.settings import Settings
@@ -178,41 +241,97 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         if body is None:
             result.skipped += 1
             continue
-        uri = row.get("final_url") or row["url"]
-        status = row.get("status") or 200
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
-        if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
-            headers.append(("content-type", row["content_type"]))
-        headers.append(("content-length", str(len(body))))
-        fetched = row.get("fetched_at")
-        if isinstance(fetched, _dt.datetime):
-            if fetched.tzinfo is None:
-                fetched = fetched.replace(tzinfo=_dt.timezone.utc)
-            date = datetime_to_iso_date(fetched, use_micros=True)
-        else:
-            date = writer.curr_warc_date()
-        response = writer.create_warc_record(
-            uri, "response", payload=io.BytesIO(body), length=len(body),
-            http_headers=StatusAndHeaders(f"{status} {reason}", headers, protocol="HTTP/1.1"),
-            warc_headers_dict={"WARC-Date": date})
-        parts = urlsplit(uri)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        request = writer.create_warc_record(
-            uri, "request", payload=io.BytesIO(b""), length=0,
-            http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
-                                          [("Host", parts.netloc), ("User-Agent", user_agent),
-                                           ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
-                                          is_http_request=True),
-            warc_headers_dict={"WARC-Date": date,
-                               "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
-        writer.write_record(request)
-        writer.write_record(response)
+        response = _write_exchange(writer, row, body, user_agent)
+        revisit = _revisit_record(writer, row, response)
+        if revisit is not None:
+            writer.write_record(revisit)
+            result.revisits += 1
         result.records += 1
+    # the versions a recrawl replaced, kept with their bodies (--keep-versions)
+    for row in _rows(engine, models.document_version, models.document_version.c.id):
+        body = _payload(row)
+        if body is not None:
+            _write_exchange(writer, row, body, user_agent)
+            result.versions += 1
     return result
+
+
+def _warc_date(value, writer) -> str:
+    """A naive-UTC datetime of the tables as a WARC-Date (microseconds), or now if missing."""
+    from warcio.timeutils import datetime_to_iso_date
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:  # warcio wants naive UTC: it appends the "Z" itself
+            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return datetime_to_iso_date(value, use_micros=True)
+    return writer.curr_warc_date()
+
+
+def _write_exchange(writer, row: dict, body: bytes, user_agent: str):
+    """Write the ``request`` and ``response`` records of a stored page (a ``document`` or
+    ``document_version`` row with its payload ``body``) dated when it was fetched; return the
+    response record (its id and payload digest are set)."""
+    from warcio.statusandheaders import StatusAndHeaders
+    uri = row.get("final_url") or row["url"]
+    status = row.get("status") or 200
+    headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
+    if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
+        headers.append(("content-type", row["content_type"]))
+    headers.append(("content-length", str(len(body))))
+    date = _warc_date(row.get("fetched_at"), writer)
+    response = writer.create_warc_record(
+        uri, "response", payload=io.BytesIO(body), length=len(body),
+        http_headers=StatusAndHeaders(f"{status} {_reason(status)}", headers, protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Date": date})
+    parts = urlsplit(uri)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    request = writer.create_warc_record(
+        uri, "request", payload=io.BytesIO(b""), length=0,
+        http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
+                                      [("Host", parts.netloc), ("User-Agent", user_agent),
+                                       ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
+                                      is_http_request=True),
+        warc_headers_dict={"WARC-Date": date,
+                           "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
+    writer.ensure_digest(response, block=False, payload=True)
+    writer.write_record(request)
+    writer.write_record(response)
+    return response
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+#: WARC 1.1 revisit profiles (WARC 1.1 §6.7): the server said 304, or the body's digest was equal.
+PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+
+
+def _revisit_record(writer, row: dict, response):
+    """The WARC ``revisit`` record of a document's last visit when that visit found the stored
+    body current — a 304 (profile server-not-modified) or a body with the same digest (profile
+    identical-payload-digest) — after the body was fetched; else None. It refers to the
+    ``response`` record (WARC-Refers-To, -Target-URI, -Date) and repeats its payload digest."""
+    visited, fetched, status = row.get("visited_at"), row.get("fetched_at"), row.get("visit_status")
+    if (not isinstance(visited, _dt.datetime) or not isinstance(fetched, _dt.datetime) or visited <= fetched
+            or row.get("gone_at") is not None or status is None or not (200 <= status < 300 or status == 304)):
+        return None
+    from warcio.statusandheaders import StatusAndHeaders
+    validators = [(k, v) for k, v in (("ETag", row.get("etag")), ("Last-Modified", row.get("last_modified"))) if v]
+    record = writer.create_revisit_record(
+        response.rec_headers.get_header("WARC-Target-URI"), response.rec_headers.get_header("WARC-Payload-Digest"),
+        response.rec_headers.get_header("WARC-Target-URI"), response.rec_headers.get_header("WARC-Date"),
+        http_headers=StatusAndHeaders(f"{status} {_reason(status)}", validators, protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Date": _warc_date(visited, writer),
+                           "WARC-Refers-To": response.rec_headers.get_header("WARC-Record-ID")})
+    if status == 304:
+        record.rec_headers.replace_header("WARC-Profile", PROFILE_NOT_MODIFIED)
+    else:
+        record.rec_headers.replace_header("WARC-Profile", PROFILE_IDENTICAL)
+    return record
 
 
 def _chain(first, rest):
@@ -226,24 +345,41 @@ def _chain(first, rest):
 
 @contextmanager
 def _open_output(path: str, binary: bool):
-    """``path`` opened for writing (``-``: standard output). Raises :class:`ExportError`."""
+    """``path`` opened for writing (``-``: standard output). The data goes to ``path.part``
+    first, renamed to ``path`` when the export succeeded and deleted when it failed, so a failed
+    export leaves no (empty or partial) output and never clobbers an earlier one. Raises
+    :class:`ExportError`."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
+    part = f"{path}.part"
     try:
-        fh = open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")
+        fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror}") from None
-    with fh:
-        yield fh
+    try:
+        with fh:
+            yield fh
+        os.replace(part, path)
+    except BaseException:
+        with suppress(OSError):
+            os.remove(part)
+        raise
 
 
-def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None) -> ExportResult:
-    """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``) to the file
-    ``path`` (``-``: standard output). ``gzip`` (WARC only): default True when ``path`` ends in
-    ``.gz``. Raises :class:`ExportError` (unknown format, unwritable file, not a crawl
-    database); a partial file may remain after an error."""
+def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None,
+           triples: bool = False) -> ExportResult:
+    """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``; with
+    ``triples``, the triple table as ``nt`` or ``jsonl``) to the file ``path`` (``-``: standard
+    output). ``gzip`` (WARC only): default True when ``path`` ends in ``.gz``. Raises
+    :class:`ExportError` (unknown format, unwritable file, not a crawl database); nothing is
+    left at ``path`` after an error."""
     fmt = fmt.lower()
+    if triples:
+        if fmt not in TRIPLE_FORMATS:
+            raise ExportError(f"unknown triple format {fmt!r} (use nt or jsonl)")
+        with _open_output(path, binary=False) as out:
+            return export_triples(engine, out, fmt)
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")
     if fmt == "warc":
@@ -256,4 +392,5 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         return export_csv(engine, out)
 
 
-__all__ = ["FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv", "export_warc"]
+__all__ = ["FORMATS", "TRIPLE_FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv",
+           "export_warc", "export_triples"]

@@ -6,7 +6,9 @@ Two databases, two metadata objects:
   ``application`` and ``thread`` tables (with keys and indexes, which Alchemi lacked), plus
   ``attempt`` (one row per assignment of a grid thread to an executor).
 * :data:`crawl_metadata` — a crawler application's tables from the paper's figure 10:
-  ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``.
+  ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``;
+  for recrawls ``document_version`` (the versions a change replaced) and ``recrawl`` (one row of
+  counts per recrawl run).
 
 Times are naive UTC datetimes with microseconds on every back end (``DATETIME2(6)`` on SQL
 Server, ``DATETIME(6)`` on MariaDB/MySQL, whose plain ``DATETIME`` drops fractions of a second);
@@ -19,7 +21,7 @@ so that every back end (and ``schema.sql``) names them alike, as migrations need
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
-                        LargeBinary, MetaData, SmallInteger, String, Table, UnicodeText)
+                        LargeBinary, MetaData, SmallInteger, String, Table, Unicode, UnicodeText)
 from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
@@ -104,6 +106,7 @@ executor = Table(
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
     Column("quarantined_until", Timestamp),  # no new work until then: its attempts kept timing out
+    Column("capabilities", LongText),    # what it declared, space-separated ("plugin:shop plugin:shop@1.0")
 )
 
 application = Table(
@@ -130,6 +133,7 @@ thread = Table(
     Column("failed", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("error_kind", String(32)),
+    Column("needs", LongText),           # capabilities an executor must have to run it, space-separated
     Column("time_submitted", Timestamp, nullable=False),
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),
@@ -217,10 +221,66 @@ document = Table(
     Column("executor", String(36)),
     Column("fetch_seconds", Real, nullable=False, default=0),
     Column("parse_seconds", Real, nullable=False, default=0),
+    Column("extract_seconds", Real, nullable=False, default=0),   # items: executor CPU seconds extracting
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
+    Column("structured_data", LongText),  # semantic crawl: the page's JSON-LD, microdata, Open Graph (JSON)
+    # Recrawl (gridcrawl.schedule, docs/recrawl.md). fetched_at above is when the stored body was
+    # fetched; the columns below say how fresh it is and when to look again.
+    Column("content_digest", String(64)),   # hex SHA-256 of the body bytes after decompression
+    Column("etag", String(255)),            # validators of the stored body (RFC 9110 §8.8)
+    Column("last_modified", String(64)),
+    Column("visited_at", Timestamp),        # the last visit, whatever it found (a 304 moves only this)
+    Column("visit_status", Integer),        # HTTP status of the last visit (304 Not Modified, 404 ...)
+    Column("modified_at", Timestamp),       # when a recrawl last found the body changed
+    Column("gone_at", Timestamp),           # since when the page answers 404/410 (NULL: not gone)
+    Column("fetch_interval", Real),         # seconds between two visits (adaptive schedule)
+    Column("next_fetch_at", Timestamp),     # when the next visit is due (NULL: due now)
+    Column("render_seconds", Real),     # rendered in a browser: seconds it took (NULL: fetched only)
+    Column("refused_requests", LongText),  # rendered: the page's requests refused, JSON [[url, kind, reason]]
     Index("ux_document_fingerprint", "fingerprint", unique=True),
+    Index("ix_document_next_fetch_at", "next_fetch_at"),
+)
+
+# Recrawl history: one row per change a recrawl found, holding the version it replaced.
+document_version = Table(
+    "document_version", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),   # the document's
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("final_url", String(URL_LENGTH)),
+    Column("status", Integer),
+    Column("content_type", String(255)),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("content_digest", String(64)),   # the replaced body's digest (NULL: crawled before digests)
+    Column("etag", String(255)),
+    Column("last_modified", String(64)),
+    Column("fetched_at", Timestamp, nullable=False),     # when the replaced body was fetched
+    Column("replaced_at", Timestamp, nullable=False),    # when the recrawl found it changed
+    Column("encoding", String(64)),
+    Column("headers", LongText),
+    Column("content", LongText),             # the replaced body, only with --keep-versions
+    Column("body", LongBinary),
+    Index("ix_document_version_fingerprint", "fingerprint"),
+)
+
+# One row per recrawl run (gridcrawl run --recrawl / gridcrawl-client --recrawl): its counts.
+recrawl = Table(
+    "recrawl", crawl_metadata,
+    Column("recrawl_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("mode", String(16), nullable=False),          # due | all | watch
+    Column("started_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp),                    # NULL while running (or if it was killed)
+    Column("due", Integer, nullable=False, default=0),           # documents submitted again
+    Column("fetched", Integer, nullable=False, default=0),       # of those, answered with a body
+    Column("not_modified", Integer, nullable=False, default=0),  # answered 304 Not Modified
+    Column("unchanged", Integer, nullable=False, default=0),     # body with the same digest
+    Column("changed", Integer, nullable=False, default=0),       # body with another digest
+    Column("gone", Integer, nullable=False, default=0),          # answered 404/410
+    Column("revived", Integer, nullable=False, default=0),       # gone before, back now
+    Column("errors", Integer, nullable=False, default=0),        # other failures (page kept as it was)
+    Column("new", Integer, nullable=False, default=0),           # new pages found and stored
 )
 
 visited_url = Table(
@@ -248,6 +308,8 @@ to_visit_url = Table(
     Column("in_flight", Boolean, nullable=False, default=False),
     Column("page_type", String(64)),    # keep/follow rules: the type its follow rule gave it
     Column("relevance", Real),          # focused crawl: the link score r(c) (gridcrawl.focus)
+    Column("etag", String(255)),        # recrawl: the stored document's validators, sent as
+    Column("last_modified", String(64)),  # If-None-Match / If-Modified-Since
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
     Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
     # breadth- and depth-first claims read the frontier in (depth, id) order: without this index
@@ -283,4 +345,62 @@ kept_link = Table(
     Column("rule", Integer, nullable=False),              # crawl_rule.rule_id of the keep rule
     Column("kept_at", Timestamp, nullable=False),
     Index("ux_kept_link_fingerprint", "fingerprint", "rule", unique=True),
+)
+
+
+# Semantic crawl (gridcrawl.semantic): the triples of RDF documents and of HTML structured data.
+
+triple = Table(
+    "triple", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page it came from
+    Column("subject", Unicode(URL_LENGTH), nullable=False),            # an IRI, or _:bN (blank node, per page)
+    Column("predicate", Unicode(URL_LENGTH), nullable=False),
+    Column("object", LongText, nullable=False),
+    Column("object_kind", String(8), nullable=False),                  # uri | literal | bnode
+    Column("datatype", Unicode(URL_LENGTH)),                           # literals: the datatype IRI, if any
+    Column("language", String(64)),                                    # literals: the language tag, if any
+    # SHA-256 (hex) of the triple's six fields: the unique key (page, triple) on every back end,
+    # where an index cannot cover the unbounded object text
+    Column("triple_key", String(64), nullable=False),
+    Index("ux_triple_page", "fingerprint", "triple_key", unique=True),
+)
+
+
+# Items (gridcrawl.items): structured data extracted from pages by item specs or plugins.
+
+item = Table(
+    "item", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),            # the item spec's type
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page's (document.fingerprint)
+    Column("url", String(URL_LENGTH), nullable=False),      # the page's canonical URL
+    Column("position", Integer, nullable=False),           # 0, 1 ... on the page (the each match, the plugin's order)
+    Column("fields", LongText, nullable=False),            # the fields as a JSON object (JSON_VALUE on SQL Server)
+    Column("extracted_at", Timestamp, nullable=False),
+    # a page fetched or applied twice never duplicates its items
+    Index("ux_item_fingerprint", "fingerprint", "type", "position", unique=True),
+    Index("ix_item_type", "type", "id"),
+)
+
+item_issue = Table(
+    "item_issue", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("position", Integer, nullable=False),           # the candidate item (-1: the whole page)
+    Column("field", String(200), nullable=False),          # the required field left empty ("" for an error)
+    Column("kind", String(16), nullable=False),            # missing | error
+    Column("message", String(1024)),                       # error: the exception's type and message
+    Column("noted_at", Timestamp, nullable=False),
+    Index("ux_item_issue_fingerprint", "fingerprint", "type", "position", "field", unique=True),
+)
+
+item_spec = Table(
+    "item_spec", crawl_metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),   # 1: the crawl's one spec
+    Column("source", String(1024), nullable=False),                 # the file it was read from
+    Column("text", LongText, nullable=False),                       # the TOML text (a resumed crawl keeps it)
+    Column("stored_at", Timestamp, nullable=False),
 )

@@ -45,7 +45,13 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page. A recrawl adds the stored document's validators to it:
+    ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
+    sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
+    :func:`gridcrawl.executor.page.visit`.
+    ``needs`` names the capabilities an executor must have to run it (capability-based dispatch:
+    ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``); the manager assigns it only to an
+    executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -53,6 +59,7 @@ class ThreadSpec:
     depth: int = 0
     priority: int = 5
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,7 +74,22 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``.
+    raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
+    bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
+    bodies not downloaded); the client compares it with the stored one on a recrawl. A semantic
+    crawl (thread instruction ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s
+    wire shape) from RDF documents and HTML structured data, and ``structured`` (what an HTML
+    page's JSON-LD, microdata and Open Graph said, with a list of ``errors``).
+    A rendered page (:mod:`gridcrawl.executor.render`) has ``render_seconds`` (the browser's
+    part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
+    and the requests its scripts made that were refused as ``refused_requests`` (``[url,
+    error_kind, reason]`` triples).
+
+    Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
+    holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
+    for each candidate item a required field left empty, ``item_errors`` ``[type, message]`` for
+    each spec that failed on the page (a plugin that raised or ran late), and
+    ``extract_seconds`` the executor's CPU seconds spent extracting.
     """
 
     url: str
@@ -88,6 +110,16 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    digest: str | None = None
+    render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
+    refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
+    # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
+    triples: list = field(default_factory=list)
+    structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)
+    items: list = field(default_factory=list)
+    item_misses: list = field(default_factory=list)
+    item_errors: list = field(default_factory=list)
+    extract_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -111,6 +143,9 @@ class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
+    ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
+    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -126,6 +161,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -153,7 +189,8 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out)."""
+    quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
+    capabilities the thread needs (:class:`ThreadSpec`), all of which this executor declared."""
 
     attempt_id: int
     application_id: str
@@ -161,6 +198,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass

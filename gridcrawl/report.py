@@ -1,9 +1,12 @@
 """Thread timings from the manager database, read from its views (see :mod:`gridcrawl.views`):
 per-executor and per-application summaries, per-thread timings, and the per-executor timeline
-chart of threads (a Gantt-like chart, as the paper's thread table shows).
+chart of threads (a Gantt-like chart, as the paper's thread table shows); and, from a crawl
+database, the counts of its recrawl runs (table ``recrawl``, :func:`recrawl_runs`).
 
 Durations are derived from the stored UTC times: run = finished − started, queue wait =
-started − submitted (seconds). A page is a grid thread that finished and did not fail.
+started − submitted (seconds). A page is a grid thread that finished and did not fail; crawl
+seconds run from the first grid thread submitted to the last finished; pages/s = pages / crawl
+seconds, for an executor too (README, "Figures").
 Drawing needs matplotlib (``pip install 'gridcrawl[report]'``), imported only when drawing.
 """
 
@@ -38,6 +41,63 @@ _thread_timing = sa.table(
 )
 
 
+def resolve_application(engine: Engine, application_id: str) -> str:
+    """The full id of the application whose id is ``application_id`` or starts with it (at least
+    4 characters, as pause/resume accept and the client's summary shows 8). Raises
+    :class:`ReportError` when none or more than one matches, naming the candidates."""
+    from gridcrawl import models
+    app = models.application.c
+    with engine.connect() as conn:
+        if conn.execute(sa.select(app.application_id).where(app.application_id == application_id)).first():
+            return application_id
+        found = [] if len(application_id) < 4 else list(conn.scalars(
+            sa.select(app.application_id).where(app.application_id.startswith(application_id, autoescape=True))
+            .order_by(app.application_id).limit(6)))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ReportError(f"application id {application_id!r} is ambiguous: {', '.join(found[:5])}"
+                          f"{' ...' if len(found) > 5 else ''} (give more characters)")
+    short = " (give at least 4 characters)" if len(application_id) < 4 else ""
+    raise ReportError(f"no application {application_id!r} in this database{short}")
+
+
+#: The counts of a recrawl run, as columns of the ``recrawl`` table (see gridcrawl.client.app).
+RECRAWL_COLUMNS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+
+
+@dataclass
+class RecrawlRun:
+    """One recrawl run of a crawl database: ``mode`` (due, all, watch), when it started (naive
+    UTC), its length in ``seconds`` (None while running, or if it was killed) and its counts
+    (:data:`RECRAWL_COLUMNS`)."""
+
+    recrawl_id: int
+    mode: str
+    started_at: _dt.datetime
+    seconds: float | None
+    due: int
+    fetched: int
+    not_modified: int
+    unchanged: int
+    changed: int
+    gone: int
+    revived: int
+    errors: int
+    new: int
+
+
+def recrawl_runs(engine: Engine) -> list[RecrawlRun]:
+    """Every recrawl run stored in the crawl database ``engine``, oldest first. Raises
+    SQLAlchemy's ``DBAPIError`` if it is not a crawl database."""
+    from gridcrawl.models import recrawl
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(recrawl).order_by(recrawl.c.recrawl_id)).all()
+    return [RecrawlRun(r.recrawl_id, r.mode, r.started_at,
+                       (r.finished_at - r.started_at).total_seconds() if r.finished_at else None,
+                       *(int(getattr(r, c)) for c in RECRAWL_COLUMNS)) for r in rows]
+
+
 def _float(value) -> float | None:
     return None if value is None else float(value)
 
@@ -45,7 +105,8 @@ def _float(value) -> float | None:
 @dataclass
 class ExecutorTimings:
     """Timings of the threads one executor ran: ``threads`` finished, run seconds (mean, min,
-    max), mean queue wait seconds, and ``pages_per_second`` over the executor's busy span."""
+    max), mean queue wait seconds, and ``pages_per_second``: its pages per crawl second of the
+    application (README "Figures"; the executors' rates add up to the application's)."""
 
     executor_id: str
     name: str
@@ -65,17 +126,19 @@ def executor_timings(engine: Engine, application_id: str | None = None) -> list[
     tt = _thread_timing.c
     query = (sa.select(tt.executor_id, tt.executor_name, tt.executor_host, sa.func.count().label("threads"),
                        sa.func.avg(tt.run_seconds).label("mean"), sa.func.min(tt.run_seconds).label("min"),
-                       sa.func.max(tt.run_seconds).label("max"), sa.func.avg(tt.queue_wait_seconds).label("wait"),
-                       sa.func.min(tt.time_started).label("first"), sa.func.max(tt.time_finished).label("last"))
+                       sa.func.max(tt.run_seconds).label("max"), sa.func.avg(tt.queue_wait_seconds).label("wait"))
              .where(tt.executor_id.is_not(None), tt.time_started.is_not(None), tt.time_finished.is_not(None),
                     tt.failed == sa.false())
              .group_by(tt.executor_id, tt.executor_name, tt.executor_host))
+    span_query = sa.select(sa.func.min(tt.time_submitted), sa.func.max(tt.time_finished))
     if application_id:
         query = query.where(tt.application_id == application_id)
+        span_query = span_query.where(tt.application_id == application_id)
     out = []
     with engine.connect() as conn:
+        first, last = conn.execute(span_query).one()
+        span = (last - first).total_seconds() if first is not None and last is not None else 0.0
         for r in conn.execute(query):
-            span = (r.last - r.first).total_seconds()
             out.append(ExecutorTimings(r.executor_id, r.executor_name or "", r.executor_host or "", int(r.threads),
                                        float(r.mean), float(r.min), float(r.max), float(r.wait or 0.0),
                                        r.threads / span if span > 0 else 0.0))
@@ -85,8 +148,9 @@ def executor_timings(engine: Engine, application_id: str | None = None) -> list[
 @dataclass
 class ExecutorSummary:
     """A row of the ``executor_summary`` view: threads and pages an executor ran, run seconds of
-    its pages (mean, min, max; None without pages), mean queue wait seconds, pages per second
-    over its busy span, and its last heartbeat's CPU figures (``cpu_max`` MHz × cores,
+    its pages (mean, min, max; None without pages), mean queue wait seconds, its pages per
+    crawl second of the grid (first thread submitted → last finished, every application; the
+    executors' rates add up to the grid's), and its last heartbeat's CPU figures (``cpu_max`` MHz × cores,
     ``cpu_usage``/``cpu_avail`` %, ``cpu_totalusage`` CPU-seconds, memory in bytes)."""
 
     executor_id: str
@@ -131,8 +195,8 @@ def executor_summary(engine: Engine) -> list[ExecutorSummary]:
 @dataclass
 class ApplicationSummary:
     """A row of the ``application_summary`` view: threads, pages, failed threads, executors
-    used, elapsed seconds (created → completed, or → last finished thread) and pages per
-    second (None until a thread finished)."""
+    used, ``elapsed_seconds``: its crawl seconds (first thread submitted → last finished) and
+    pages per second (None until a thread finished)."""
 
     application_id: str
     application_name: str
@@ -307,3 +371,87 @@ def active_manager(engine: Engine) -> ActiveManager | None:
         row = conn.execute(sa.select(t.c.address, t.c.holder, t.c.epoch, t.c.since, t.c.expires_at)
                            .where(t.c.holder != "")).first()
     return None if row is None else ActiveManager(row.address, row.holder, int(row.epoch), row.since, row.expires_at)
+# ---------------------------------------------------------------------------------------------
+# The semantic crawl (crawl database): what the triple table and the ontology focus hold.
+
+
+@dataclass
+class SemanticSummary:
+    """Figures of a semantic crawl from its crawl database (``gridcrawl report --crawl-db``).
+
+    ``triples``: rows of the ``triple`` table; ``pages_with_triples``: documents that gave at
+    least one; ``rdf_documents``: documents served as an RDF type (or named .rdf/.owl/.ttl/.nt/
+    .jsonld); ``structured_pages``: HTML documents with structured data; ``by_kind``: triples per
+    object kind (uri, literal, bnode); ``top_predicates``: the ten most used predicates with
+    their counts; ``rdf_errors``: visited URLs per error kind ``rdf_parse`` / ``rdf_limit``;
+    ``triples_per_second``: triples over the executors' parse seconds of the documents that gave
+    them (``None`` without any); ``relevance``: for a focused crawl, ``(documents scored, mean
+    page score, documents scoring at least 0.5)``, else ``None``.
+    """
+
+    triples: int
+    pages_with_triples: int
+    rdf_documents: int
+    structured_pages: int
+    by_kind: dict
+    top_predicates: list
+    rdf_errors: dict
+    triples_per_second: float | None
+    relevance: tuple | None
+
+
+def semantic_summary(engine: Engine) -> SemanticSummary:
+    """The :class:`SemanticSummary` of the crawl database ``engine``. Raises SQLAlchemy's
+    ``DBAPIError`` when it is not a crawl database with a ``triple`` table."""
+    from gridcrawl import models
+    from gridcrawl.semantic import RDF_SUFFIXES, RDF_TYPES
+    t, d, v = models.triple, models.document, models.visited_url
+    with engine.connect() as conn:
+        count = lambda stmt: int(conn.execute(stmt).scalar() or 0)
+        triples = count(sa.select(sa.func.count()).select_from(t))
+        per_page = (sa.select(t.c.fingerprint, sa.func.count().label("n")).group_by(t.c.fingerprint).subquery())
+        pages = count(sa.select(sa.func.count()).select_from(per_page))
+        media = sa.func.lower(sa.func.coalesce(d.c.content_type, ""))
+        rdf_type = sa.or_(*(media.like(f"{m}%") for m in RDF_TYPES),
+                          *(sa.func.lower(d.c.url).like(f"%{s}") for s in RDF_SUFFIXES))
+        rdf_docs = count(sa.select(sa.func.count()).select_from(d).where(rdf_type))
+        structured = count(sa.select(sa.func.count()).select_from(d).where(d.c.structured_data.is_not(None)))
+        by_kind = dict(conn.execute(sa.select(t.c.object_kind, sa.func.count()).group_by(t.c.object_kind)).all())
+        top = conn.execute(sa.select(t.c.predicate, sa.func.count().label("n")).group_by(t.c.predicate)
+                           .order_by(sa.desc("n"), t.c.predicate).limit(10)).all()
+        errors = dict(conn.execute(sa.select(v.c.error_kind, sa.func.count()).where(
+            v.c.error_kind.in_(("rdf_parse", "rdf_limit"))).group_by(v.c.error_kind)).all())
+        parse = conn.execute(sa.select(sa.func.sum(per_page.c.n), sa.func.sum(d.c.parse_seconds)).select_from(
+            per_page.join(d, d.c.fingerprint == per_page.c.fingerprint))).first()
+        scored = conn.execute(sa.select(sa.func.count(d.c.relevance), sa.func.avg(d.c.relevance),
+                                        sa.func.sum(sa.case((d.c.relevance >= 0.5, 1), else_=0)))).first()
+    rate = (float(parse[0]) / float(parse[1])) if parse and parse[0] and parse[1] else None
+    relevance = (int(scored[0]), float(scored[1]), int(scored[2] or 0)) if scored and scored[0] else None
+    return SemanticSummary(triples, pages, rdf_docs, structured, {str(k): int(n) for k, n in by_kind.items()},
+                           [(p, int(n)) for p, n in top], {str(k): int(n) for k, n in errors.items()}, rate, relevance)
+
+
+def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
+    """Capability-based dispatch: READY grid threads of live applications that no connected
+    executor can run, per need set (``{"plugin:shop": 12}``; needs space-separated, as the
+    ``thread.needs`` column holds them), judged from the ``executor.capabilities`` of the
+    executors recorded as connected. Empty when every waiting thread has an executor."""
+    from gridcrawl import models
+    from gridcrawl.states import ApplicationState, ThreadState
+    t, e, a = models.thread, models.executor, models.application
+    with engine.connect() as conn:
+        caps = [frozenset((row.capabilities or "").split())
+                for row in conn.execute(sa.select(e.c.capabilities).where(e.c.is_connected == sa.true()))]
+        rows = conn.execute(
+            sa.select(t.c.needs, sa.func.count().label("n"))
+            .select_from(t.join(a, a.c.application_id == t.c.application_id))
+            .where(t.c.state == int(ThreadState.READY), t.c.needs.is_not(None),
+                   a.c.state != int(ApplicationState.STOPPED))
+            .group_by(t.c.needs)).all()
+    waiting: dict[str, int] = {}
+    for row in rows:
+        needs = frozenset(row.needs.split())
+        if needs and not any(needs <= c for c in caps):
+            key = " ".join(sorted(needs))
+            waiting[key] = waiting.get(key, 0) + int(row.n)
+    return waiting

@@ -63,7 +63,16 @@ class Settings:
     max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
+    render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once")
+    render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)")
+    render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
+    render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
+    browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)")
+    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
+    max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
+    rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
+    plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
 
     # --- client: the crawl ---
     max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
@@ -74,6 +83,15 @@ class Settings:
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back)")
     store_content: bool = _doc(True, "store page bodies in the document table")
 
+    # --- client: recrawl (--recrawl; Nutch's AdaptiveFetchSchedule, gridcrawl.schedule) ---
+    recrawl_interval: float = _doc(2_592_000.0, "first interval between two visits of a document, seconds (30 days: Nutch's db.fetch.interval.default)")
+    recrawl_min_interval: float = _doc(60.0, "shortest interval between two visits of a document, seconds (Nutch's adaptive min_interval)")
+    recrawl_max_interval: float = _doc(31_536_000.0, "longest interval between two visits of a document, seconds (365 days: Nutch's adaptive max_interval)")
+    recrawl_inc_rate: float = _doc(0.4, "a page found unchanged (or 304, or gone) is next visited after interval × (1 + this)")
+    recrawl_dec_rate: float = _doc(0.2, "a page found changed is next visited after interval × (1 − this)")
+    watch_interval: float = _doc(10.0, "--recrawl --watch: longest wait between two looks for documents coming due, seconds")
+    keep_versions: bool = _doc(False, "recrawl: keep the body of every replaced version in document_version (WARC export)")
+
     def replace(self, **changes) -> "Settings":
         """Return a copy with ``changes`` applied (unknown names raise ``TypeError``)."""
         return dataclasses.replace(self, **changes)
@@ -81,22 +99,32 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
-                    "thread_timeout", "record_interval", "quarantine_seconds", "fetch_connect_timeout", "fetch_read_timeout",
-                    "download_timeout", "apply_interval")
+                    "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds",
+                    "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",
+                    "recrawl_interval", "recrawl_min_interval", "recrawl_max_interval", "watch_interval",
+                    "rdf_parse_deadline", "render_timeout")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
+                     "max_triples", "render_pages", "render_restart"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff"):
+                     "retry_times", "retry_backoff", "render_idle"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
+        if self.recrawl_min_interval > self.recrawl_max_interval:
+            raise ValueError(f"setting recrawl_min_interval ({self.recrawl_min_interval!r}) must not exceed "
+                             f"recrawl_max_interval ({self.recrawl_max_interval!r})")
+        if self.recrawl_inc_rate < 0:
+            raise ValueError(f"setting recrawl_inc_rate must be >= 0, not {self.recrawl_inc_rate!r}")
+        if not 0 <= self.recrawl_dec_rate < 1:
+            raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
 
     @property

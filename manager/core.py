@@ -9,7 +9,10 @@ actions — :class:`Send` (a message for a peer, named by its ZeroMQ routing id)
 
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
 executor with the most free slots (``threads + prefetch`` minus what it holds); ties go round
-robin. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
+robin. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
+(``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
+and a thread goes only to an executor whose capabilities include all of its needs; threads no
+connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
 to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
 priority (higher first), then in submission order, under the grid-wide per-host politeness of
 :mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
@@ -68,6 +71,21 @@ class ControlError(ValueError):
 def _thread_log(t: "GridThread") -> dict:
     """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
     return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
+
+
+#: At most this many capabilities per executor and needs per thread, each at most NAME_LENGTH chars.
+MAX_NAMES = 64
+NAME_LENGTH = 128
+
+
+def _bad_names(names: list[str], what: str) -> str | None:
+    """Why ``names`` (an executor's capabilities, a thread's needs) cannot be taken, or None."""
+    if len(names) > MAX_NAMES:
+        return f"{what}: at most {MAX_NAMES} names, not {len(names)}"
+    for name in names:
+        if not name or len(name) > NAME_LENGTH or not name.isprintable() or " " in name:
+            return f"{what}: {name[:40]!r} is not a name (1 to {NAME_LENGTH} printable characters, no spaces)"
+    return None
 
 
 def _hash(text: str) -> int:
@@ -144,6 +162,7 @@ class GridThread:
     result: p.PageResult | None = None
     queue_seq: int | None = None
     tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
+    needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
 
     @property
     def name(self) -> str:
@@ -175,6 +194,11 @@ class Executor:
     timeouts: int = 0                 # consecutive timed-out attempts (reset by a result)
     quarantined_until: float | None = None  # POSIX s; no new work until then
     quarantines: int = 0              # times quarantined (the back-off doubles each time)
+    capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
+
+    def can_run(self, needs: tuple) -> bool:
+        """True if this executor has every capability of ``needs``."""
+        return not needs or self.capabilities.issuperset(needs)
 
     @property
     def free(self) -> int:
@@ -199,7 +223,10 @@ class Application:
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     done: int = 0                        # threads finished (results received, failed ones included)
+    errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
     time_completed: float | None = None
+    first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
+    last_finished: float | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -226,12 +253,14 @@ class ManagerCore:
         # executor id -> user who registered it, from the database after a restart (an id is
         # reclaimed only by its own user, even when the manager has not seen it since starting)
         self.executor_owners: dict[str, str] = {}
+        # (name, host, user) -> executor id of executors recorded earlier (restored from SQL): an
+        # executor started again under the same name on the same host and user keeps its id
+        self.executor_names: dict[tuple[str, str, str], str] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
                                 settings.max_crawl_delay)
-        self._ring: list[tuple[int, str]] = []
-        self._ring_members: frozenset[str] = frozenset()
+        self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
         self._next_internal = next_internal_id
         self.new_attempt_id = new_attempt_id or (lambda: secrets.randbits(63))
         self._attempts: dict[int, GridThread] = {}
@@ -285,7 +314,11 @@ class ManagerCore:
                 actions += self._lose_executor(ex, now, "lost")
         for app in self.applications.values():
             if app.peer is not None and now - app.last_seen > s.peer_timeout:
-                log.warning("application %s: client silent, detached (its threads go on)", app.application_id[:8])
+                if app.state == ApplicationState.STOPPED:  # a finished crawl's client has simply left
+                    log.debug("application %s: its client left after the crawl", app.application_id[:8])
+                else:
+                    log.warning("application %s: client silent, detached (its threads go on)",
+                                app.application_id[:8])
                 self.peers.pop(app.peer, None)
                 app.peer = None
         for ex in self.executors.values():
@@ -321,6 +354,13 @@ class ManagerCore:
 
     # -------------------------------------------------------------------------- executors
 
+    def _same_executor(self, m: p.Register) -> str | None:
+        """The id of a known executor that is not connected and has ``m``'s name, host and user
+        (an executor process started again), else None."""
+        executor_id = self.executor_names.get((m.name, m.host, m.user))
+        ex = self.executors.get(executor_id or "")
+        return executor_id if executor_id and (ex is None or not ex.connected) else None
+
     def on_register(self, peer: bytes, m: p.Register, now: float) -> list[Action]:
         """An executor joins (or rejoins after a reconnect): welcome it and give it work.
 
@@ -339,7 +379,15 @@ class ManagerCore:
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
             ex = self.executors.get(old[1])
+        if ex is None and not claimed_id:
+            # the same executor started again (gridcrawl run names them executor-1 ...): one row
+            # per executor in the records and the dashboard, not one per process
+            claimed_id = self._same_executor(m)
+            ex = self.executors.get(claimed_id or "")
         owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
+        bad = _bad_names(m.capabilities, "capabilities")
+        if bad:
+            return [Send(peer, p.Refuse(bad))]
         if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
                         (claimed_id or "")[:8], owner)
@@ -363,14 +411,18 @@ class ManagerCore:
                       window=min(capacity, self.settings.start_window), quarantined_until=quarantined_until,
                       quarantines=quarantines)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
+        ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
         self.executor_owners[executor_id] = m.user
+        self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
-        log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
+        log.info("executor %s registered: %s@%s, %d threads%s", executor_id[:8], m.user, m.host, m.threads,
+                 f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,
                "is_connected": True, "accepting": True, "ping_time": now, "time_registered": now,
                "host": m.host, "usr_name": m.user, "threads": m.threads, "cpu_max": m.cpu_max,
-               "num_cpus": m.num_cpus, "mem_max": m.mem_max, "os": m.os[:64], "arch": m.arch[:64]}
+               "num_cpus": m.num_cpus, "mem_max": m.mem_max, "os": m.os[:64], "arch": m.arch[:64],
+               "capabilities": " ".join(sorted(ex.capabilities)) or None}
         actions.append(Record("executor", "upsert", row, executor_id))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
                                             self.settings.heartbeat_liveness)))
@@ -489,9 +541,10 @@ class ManagerCore:
 
     @staticmethod
     def _retryable(page: p.PageResult) -> bool:
-        """Connection errors, 5xx, 429 and a robots.txt that could not be read are retried (4xx
-        are not: the page is what it is)."""
-        if page.error_kind in ("connection", "robots_unreachable"):
+        """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
+        failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
+        not: the page is what it is)."""
+        if page.error_kind in ("connection", "robots_unreachable", "render"):
             return True
         return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
 
@@ -568,6 +621,10 @@ class ManagerCore:
         actions: list[Action] = []
         rows = []
         for spec in m.threads:
+            bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
+            if bad:
+                return [Send(peer, p.Refuse(bad))]
+        for spec in m.threads:
             existing = app.threads.get(spec.thread_id)
             if existing is not None:
                 if existing.state == ThreadState.FINISHED:
@@ -575,17 +632,21 @@ class ManagerCore:
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
+                    existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
-                           spec.priority, spec.instruction, now, host=url_host(spec.url))
+                           spec.priority, spec.instruction, now, host=url_host(spec.url),
+                           needs=tuple(sorted(set(spec.needs))))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
+            if app.first_submitted is None:
+                app.first_submitted = now
             self._enqueue(t)
             rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
                          "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
                          "host": t.host[:255], "depth": t.depth, "priority": t.priority, "failed": False,
-                         "attempts": 0, "time_submitted": now})
+                         "attempts": 0, "time_submitted": now, "needs": " ".join(t.needs) or None})
         actions.extend(Record("thread", "insert", row, row["internal_thread_id"]) for row in rows)
         actions += self.dispatch(now)
         return actions
@@ -720,9 +781,11 @@ class ManagerCore:
     def _remember(self, t: GridThread, executor_name: str | None) -> None:
         """Count a finished thread for its application and keep it in :attr:`recent`."""
         app = self.applications.get(t.application_id)
+        page = t.result
         if app is not None:
             app.done += 1
-        page = t.result
+            app.errors += 1 if t.failed or page is None or page.error_kind else 0
+            app.last_finished = t.time_finished
         self.recent.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
@@ -753,19 +816,22 @@ class ManagerCore:
         if not len(self.queue):
             return actions
         if self.settings.dispatch == "host-hash":
-            def owner_has_room(host: str) -> bool:
-                owner = self.owner(host)
+            def owner_has_room(host: str, needs: tuple) -> bool:
+                owner = self.owner(host, needs)
                 return owner is not None and owner.free > 0
             while (t := self.queue.pop(now, owner_has_room)) is not None:
-                actions += self._assign(t, self.owner(t.host), now)
+                actions += self._assign(t, self.owner(t.host, t.needs), now)
             return actions
         executors = [ex for ex in self.executors.values() if ex.free > 0]
         deferred: list[GridThread] = []
+
+        def runnable(needs: tuple) -> bool:
+            return any(ex.can_run(needs) for ex in executors)
         while executors:
-            t = self.queue.pop(now)
+            t = self.queue.pop(now, runnable=runnable)
             if t is None:
                 break
-            ex = self._choose(executors, t)
+            ex = self._choose([ex for ex in executors if ex.can_run(t.needs)] if t.needs else executors, t)
             if ex is None:
                 deferred.append(t)
                 continue
@@ -793,27 +859,30 @@ class ManagerCore:
 
     def _alternative(self, t: GridThread) -> bool:
         """Whether an executor ``t`` was not taken back from could run it (connected, accepting,
-        not quarantined; full or not). Never under host-hash dispatch, where a host has one owner."""
+        not quarantined, able to; full or not). Never under host-hash dispatch, where a host has
+        one owner."""
         if self.settings.dispatch == "host-hash":
             return False
         tried = t.tried or ()
         return any(ex.connected and ex.accepting and ex.quarantined_until is None and ex.executor_id not in tried
-                   for ex in self.executors.values())
+                   and ex.can_run(t.needs) for ex in self.executors.values())
 
-    def owner(self, host: str) -> Executor | None:
-        """The executor that runs ``host``'s threads under host-hash dispatch: consistent hashing
-        (Karger et al., STOC 1997) of the host onto a ring of 64 points per connected, accepting
-        executor, so an executor that joins or leaves moves only its own share of hosts."""
+    def owner(self, host: str, needs: tuple = ()) -> Executor | None:
+        """The executor that runs ``host``'s threads (those that need ``needs``) under host-hash
+        dispatch: consistent hashing (Karger et al., STOC 1997) of the host onto a ring of 64
+        points per connected, accepting executor able to run them, so an executor that joins or
+        leaves moves only its own share of hosts."""
         members = frozenset(ex.executor_id for ex in self.executors.values()
-                            if ex.connected and ex.accepting and ex.quarantined_until is None)
-        if members != self._ring_members:
-            self._ring_members = members
-            self._ring = sorted((_hash(f"{executor_id}#{i}"), executor_id)
-                                for executor_id in members for i in range(64))
-        if not self._ring:
+                            if ex.connected and ex.accepting and ex.quarantined_until is None and ex.can_run(needs))
+        cached = self._rings.get(needs)
+        if cached is None or cached[0] != members:
+            cached = self._rings[needs] = (members, sorted((_hash(f"{executor_id}#{i}"), executor_id)
+                                                           for executor_id in members for i in range(64)))
+        ring = cached[1]
+        if not ring:
             return None
-        index = bisect.bisect(self._ring, (_hash(host), ""))
-        return self.executors[self._ring[index % len(self._ring)][1]]
+        index = bisect.bisect(ring, (_hash(host), ""))
+        return self.executors[ring[index % len(ring)][1]]
 
     def _assign(self, t: GridThread, ex: Executor, now: float) -> list[Action]:
         attempt_id = self.new_attempt_id()
@@ -827,7 +896,8 @@ class ManagerCore:
         ex.running[attempt_id] = t
         self._attempts[attempt_id] = t
         return [
-            Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction)])),
+            Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
+                                          list(t.needs))])),
             Record("thread", "update", {"state": int(t.state), "executor_id": ex.executor_id,
                                         "attempts": t.attempts}, t.internal_id),
             Record("attempt", "insert", {"attempt_id": attempt_id, "internal_thread_id": t.internal_id,
@@ -1007,7 +1077,15 @@ class ManagerCore:
                 by_state[t.state.name] += 1
         return {"executors": sum(ex.connected for ex in self.executors.values()),
                 "applications": len(self.applications), "queued": len(self.queue), "threads": by_state,
-                "fenced": self.fenced}
+                "fenced": self.fenced, "unrunnable": self.unrunnable()}
+
+    def unrunnable(self) -> dict[str, int]:
+        """Queued threads that no connected executor can run (capability-based dispatch), per
+        missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces); empty when
+        every queued thread has an executor that can run it."""
+        connected = [ex for ex in self.executors.values() if ex.connected]
+        return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
+                if needs and not any(ex.can_run(needs) for ex in connected)}
 
     def snapshot(self, now: float) -> dict:
         """A self-contained copy of the manager's state for the dashboard (plain dicts, lists,
@@ -1034,7 +1112,7 @@ class ManagerCore:
                 "mem_max": ex.info.get("mem_max", 0), "os": ex.info.get("os", ""),
                 "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),
                 "cpu_totalusage": f.get("cpu_totalusage"), "mem_usage": f.get("mem_usage"),
-                "pages_per_second": f.get("pages_per_second")})
+                "pages_per_second": f.get("pages_per_second"), "capabilities": sorted(ex.capabilities)})
         executors.sort(key=lambda e: (not e["connected"], e["name"]))
 
         applications = []
@@ -1047,13 +1125,17 @@ class ManagerCore:
                     live.append(t)
             if len(applications) >= SNAPSHOT_APPLICATIONS:
                 continue
-            end = app.time_completed if app.time_completed is not None else now
-            elapsed = max(0.0, end - app.time_created)
+            # crawl seconds (README "Figures"): first thread submitted -> last finished, or now
+            # while threads of it are queued or running
+            start = app.first_submitted if app.first_submitted is not None else app.time_created
+            live_threads = by_state["READY"] + by_state["SCHEDULED"] + by_state["STARTED"]
+            end = now if live_threads and not app.paused else (app.last_finished or app.time_completed or now)
+            elapsed = max(0.0, end - start)
             applications.append({
                 "application_id": app.application_id, "name": app.name, "owner": app.user,
                 "state": self._application_state(app), "attached": app.peer is not None, "threads": by_state,
-                "done": app.done, "elapsed": elapsed, "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0,
-                "time_created": app.time_created})
+                "done": app.done, "errors": app.errors, "elapsed": elapsed,
+                "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
 
         threads = []
         for t in sorted(live, key=lambda t: t.time_assigned or 0.0, reverse=True)[:RECENT_THREADS]:

@@ -4,7 +4,8 @@
 
 * ``GET /`` — one page (HTML, CSS and JavaScript served by this module, no external assets)
   showing the executors (host, user, dedicated, connected, last heartbeat, Alchemi's CPU figures,
-  threads running and finished, pages/s), the applications (owner, state, threads by state,
+  threads running and finished, pages/s, capabilities), how many queued threads no connected
+  executor can run (capability-based dispatch), the applications (owner, state, threads by state,
   elapsed, pages/s), the most recent grid threads (URL, executor, wait and run seconds) and the
   per-host politeness state (queued, in flight, next allowed start). It refreshes itself every
   ``refresh`` seconds with ``fetch()`` and reflows into cards on a phone's screen.
@@ -296,14 +297,14 @@ PAGE = """<!doctype html>
     <table id="executors" class="grid">
       <thead><tr><th>name</th><th>host</th><th>user</th><th>dedicated</th><th>state</th><th>heartbeat</th>
       <th>CPU use %</th><th>CPU avail %</th><th>CPU s</th><th>memory</th><th>running/threads</th><th>finished</th>
-      <th>pages/s</th></tr></thead><tbody></tbody>
+      <th>pages/s</th><th>capabilities</th></tr></thead><tbody></tbody>
     </table>
   </section>
   <section>
     <h2>Applications</h2>
     <table id="applications" class="grid">
       <thead><tr><th>id</th><th>name</th><th>owner</th><th>state</th><th>ready</th><th>scheduled</th>
-      <th>started</th><th>finished</th><th>done</th><th>elapsed</th><th>pages/s</th></tr></thead><tbody></tbody>
+      <th>started</th><th>finished</th><th>done</th><th>errors</th><th>crawl s</th><th>pages/s</th></tr></thead><tbody></tbody>
     </table>
   </section>
   <section>
@@ -450,27 +451,37 @@ JS = r"""
     summary.replaceChildren(
       card(sum.executors ?? 0, "executors connected"),
       card((data.applications || []).filter(a => a.state !== "stopped").length, "applications live"),
-      card(sum.queued ?? 0, "threads queued"),
+      // READY threads of every application, as the applications table counts them; those of a
+      // paused or detached application wait outside the dispatch queue
+      card(threads.READY || 0, (threads.READY || 0) > (sum.queued ?? 0)
+           ? "threads ready (" + ((threads.READY || 0) - (sum.queued ?? 0)) + " held: paused or detached)"
+           : "threads ready"),
       card((threads.SCHEDULED || 0) + (threads.STARTED || 0), "threads running"),
       card((data.executors || []).reduce((a, e) => a + e.finished, 0), "threads finished"),
-      card(fmt(pps, 1), "pages/s"));
+      card(fmt(pps, 1), "pages/s"),
+      card(Object.values(sum.unrunnable || {}).reduce((a, n) => a + n, 0), "threads no executor can run"));
     summary.querySelectorAll(".card")[3].id = "running-count";
     summary.querySelectorAll(".card")[4].id = "finished-count";
+    const waiting = Object.entries(sum.unrunnable || {}).map(([needs, n]) => n + " need " + needs);
+    summary.querySelectorAll(".card")[6].id = "unrunnable-count";
+    summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
 
     fill("executors", data.executors || [], e => [
       e.name, e.host, e.user, e.dedicated ? "yes" : "no (idle-only)",
-      [!e.connected ? pill("disconnected", "bad") : e.accepting ? pill("working", "ok") : pill("owner back", "warn")],
+      [!e.connected ? pill("disconnected", "bad") : !e.accepting ? pill("owner back", "warn")
+        : e.assigned > 0 ? pill("working", "ok") : pill("idle", "muted")],
       ago(now, e.last_heartbeat),
       [fmt(e.cpu_usage), "num"], [fmt(e.cpu_avail), "num"], [fmt(e.cpu_totalusage), "num"],
       [bytes(e.mem_usage), "num"],
       [e.running + "/" + e.threads + (e.assigned > e.running ? " (+" + (e.assigned - e.running) + " buffered)" : ""), "num"],
-      [e.finished, "num"], [fmt(e.pages_per_second), "num"]]);
+      [e.finished, "num"], [fmt(e.pages_per_second), "num"], (e.capabilities || []).join(" ") || "–"]);
 
     fill("applications", data.applications || [], a => [
       a.application_id.slice(0, 8), a.name, a.owner,
       [pill(a.state, a.state === "running" ? "ok" : a.state === "paused" ? "warn" : "muted")],
       [a.threads.READY, "num"], [a.threads.SCHEDULED, "num"], [a.threads.STARTED, "num"],
-      [a.threads.FINISHED, "num"], [a.done, "num"], [seconds(a.elapsed), "num"],
+      [a.threads.FINISHED, "num"], [a.done, "num"], [a.errors ?? 0, a.errors ? "num bad" : "num"],
+      [seconds(a.elapsed), "num"],
       [fmt(a.pages_per_second), "num"]]);
 
     fill("threads", (data.threads || []).slice(0, 40), t => {
