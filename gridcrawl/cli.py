@@ -202,7 +202,6 @@ def run(
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--ignore-robots"] if ignore_robots else []),
                 *(["--render"] if rendering else [])], **children.popen_options()))
-        children.started()
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,

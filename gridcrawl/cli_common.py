@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from typing import NoReturn
@@ -115,32 +116,20 @@ class ChildWatch:
     """Children that die with their parent (``gridcrawl run``'s manager and executors): however
     the parent ends — even ``kill -9`` — its children stop gracefully.
 
-    Two mechanisms: on Linux each child asks the kernel for SIGTERM when its parent dies
-    (``prctl(PR_SET_PDEATHSIG)``, run between fork and exec); on every POSIX system each child
-    also watches the read end of a pipe whose write end only the parent holds: the kernel closes
-    it when the parent dies, the child reads end-of-file and stops (:func:`stop_on_signals`).
-    Windows (job objects) is not covered. Use :meth:`popen_options` for each child, then
-    :meth:`started` once they are all running.
+    Each child's standard input is a pipe whose write end only the parent holds; the operating
+    system closes it when the parent ends, however it ends, and the child, which watches its
+    standard input (:func:`stop_on_signals`), reads end-of-file and stops. That works alike on
+    Linux, macOS and Windows (no job object needed). On Linux each child also asks the kernel
+    for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``, run between fork and exec).
+    Use :meth:`popen_options` for each child.
     """
-
-    def __init__(self) -> None:
-        self._read, self._write = os.pipe() if os.name == "posix" else (None, None)
 
     def popen_options(self) -> dict:
         """Keyword arguments for :class:`subprocess.Popen` of one child."""
-        if self._read is None:
-            return {}
-        options = {"pass_fds": (self._read,), "env": {**os.environ, PARENT_PIPE_ENV: str(self._read)}}
+        options = {"stdin": subprocess.PIPE, "env": {**os.environ, PARENT_PIPE_ENV: "stdin"}}
         if sys.platform.startswith("linux"):
             options["preexec_fn"] = _die_with_parent
         return options
-
-    def started(self) -> None:
-        """Every child runs: close the parent's copy of the read end (the write end stays open
-        until this process ends, which is the signal)."""
-        if self._read is not None:
-            os.close(self._read)
-            self._read = None
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -149,14 +138,15 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 def _watch_parent(stop: threading.Event) -> None:
-    """If this program was started by a :class:`ChildWatch`, set ``stop`` when the parent dies."""
-    fd = os.environ.pop(PARENT_PIPE_ENV, None)
-    if fd is None:
+    """If this program was started by a :class:`ChildWatch`, set ``stop`` when the parent dies
+    (its standard input reaches end-of-file)."""
+    if os.environ.pop(PARENT_PIPE_ENV, None) != "stdin" or sys.stdin is None:
         return
+    stream = sys.stdin.buffer
 
     def watch() -> None:
         try:
-            while os.read(int(fd), 1):
+            while stream.read(1):
                 pass
         except (OSError, ValueError):
             pass
