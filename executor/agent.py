@@ -29,6 +29,7 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.link import ManagerEndpoints
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
@@ -147,12 +148,13 @@ class ExecutorAgent:
     is given the threads that need them.
     """
 
-    def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
+    def __init__(self, settings: Settings, manager: str | list[str], *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
                  curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
                  render: bool = False) -> None:
         self.settings = settings
-        self.manager = manager
+        # several managers (hot standbys): tried in order, a standby's redirect followed
+        self.managers = ManagerEndpoints(manager)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.dedicated = dedicated
         self.user = user or login_name()
@@ -179,7 +181,8 @@ class ExecutorAgent:
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
-                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check)
+                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check,
+                               peer_check=self.guard.check_peer)
         # robots.txt: one cache per executor process, fetched with a copy of the page fetcher (same
         # user agent, timeouts and hop check, so the same private-address guard applies)
         self.robots: RobotsCache | None = (
@@ -248,6 +251,11 @@ class ExecutorAgent:
 
     # ------------------------------------------------------------------ connection
 
+    @property
+    def manager(self) -> str:
+        """The endpoint of the manager this executor talks to now."""
+        return self.managers.current
+
     def _connect(self) -> None:
         # A new connection is a new generation: results of jobs received on an older connection
         # are dropped, never sent to a manager that may reuse their attempt ids (after a restart).
@@ -308,10 +316,18 @@ class ExecutorAgent:
                         elif isinstance(message, p.Cancel):
                             self.cancelled.add(message.attempt_id)
                         elif isinstance(message, p.Refuse):
-                            if self.executor_id is None:
+                            if message.active is not None or (self.executor_id is None and self.managers.several):
+                                # a standby manager (or one that does not know us yet): go to the
+                                # manager it names, or the next one, at once; back off if none
+                                moved = self.managers.follow(message.active)
+                                log.warning("manager refused (%s); registering with %s%s", message.reason,
+                                            self.manager, "" if moved else " again shortly")
+                                reconnect_at = now if moved else now + min(backoff, s.heartbeat_interval / 4)
+                            elif self.executor_id is None:
                                 raise Refused(message.reason)
-                            log.warning("manager says: %s; registering again", message.reason)
-                            reconnect_at = now
+                            else:
+                                log.warning("manager says: %s; registering again", message.reason)
+                                reconnect_at = now
                         elif isinstance(message, p.Bye):
                             log.warning("manager left (%s); reconnecting in %.1f s", message.reason, backoff)
                             reconnect_at = now + backoff
@@ -323,12 +339,17 @@ class ExecutorAgent:
                         self._failure_logged = now
                         log.warning("%s", failure)
                 if self.executor_id is None and now - started > s.connect_timeout:
-                    raise ManagerUnreachable(f"no answer from the manager at {self.manager} "
+                    raise ManagerUnreachable(f"no answer from the manager at {self.managers} "
                                              f"within {s.connect_timeout:.0f} s")
                 silent = now - (last_heard if welcomed else connected_at)
-                if reconnect_at is None and self.executor_id is not None and silent > s.peer_timeout:
-                    log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, backoff)
-                    reconnect_at = now + backoff
+                if (reconnect_at is None and (self.executor_id is not None or self.managers.several)
+                        and silent > s.peer_timeout):
+                    if self.managers.next():  # hot standbys: the next manager may be the active one now
+                        log.warning("manager silent for %.1f s; trying %s", silent, self.manager)
+                        reconnect_at = now
+                    else:
+                        log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, backoff)
+                        reconnect_at = now + backoff
                 if reconnect_at is not None and now >= reconnect_at:
                     reconnect_at, welcomed = None, False
                     self._hand_back_queued()  # not started: the manager takes them back
