@@ -432,6 +432,9 @@ class ExecutorAgent:
             except zmq.Again:
                 break
             if int(frames[0]) != self.generation:
+                if len(frames) > 2:  # a result (not a start) of a job the manager took back
+                    log.info("dropped the result of a job received on an earlier connection "
+                             "(the manager took its attempt back)")
                 continue
             if len(frames) == 2:
                 started.append(int(frames[1]))
