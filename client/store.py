@@ -856,6 +856,14 @@ class CrawlStore:
             return len(rows)
         return run_transaction(self.engine, work)
 
+    def queued_revisits(self) -> int:
+        """URLs waiting in ``to_visit_url`` that are stored documents: visits a recrawl
+        (``--recrawl``) queued and has not made yet."""
+        t, d = models.to_visit_url, models.document
+        with self.engine.connect() as conn:
+            return int(conn.execute(sa.select(sa.func.count()).select_from(
+                t.join(d, d.c.fingerprint == t.c.fingerprint))).scalar() or 0)
+
     def counts(self) -> dict:
         """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
         ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``."""

@@ -798,6 +798,10 @@ def spark_command(
     store, scope = open_crawl(settings, db, seeds or [], allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
                               extract=extract, structured_data=structured_data)
+    if revisits := store.queued_revisits():
+        # a Spark layer fetches without conditional requests and does not version documents
+        fail(f"{revisits} recrawl visits are queued in this crawl database (gridcrawl-client --recrawl): "
+             "finish them on the grid (gridcrawl run / gridcrawl-client) before running gridcrawl spark on it")
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
     sc = gs.spark_context(master, ui=ui)
     if sc.uiWebUrl:

@@ -303,3 +303,31 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     assert "every page of this crawl failed (1: connection 1)" in proc.stderr, proc.stderr[-2000:]
     assert "layer 1 (depth 0): 1 URLs, 1 pages, 1 errors" in proc.stdout
     assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
+
+
+def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
+    """A recrawl's visits (conditional requests, versions) belong to the grid: gridcrawl spark
+    stops before starting Spark, with one line, and fetches nothing."""
+    import sqlalchemy as sa
+
+    from gridcrawl import models
+    from gridcrawl.client.store import CrawlStore
+    from gridcrawl.db import open_database, utcnow
+    from gridcrawl.urls import canonical_url, fingerprint
+    db = tmp_path / "crawl.db"
+    store = CrawlStore(open_database(f"sqlite:///{db}"))
+    url = canonical_url("http://127.0.0.1:9/a.html")
+    with store.engine.begin() as conn:
+        conn.execute(models.document.insert().values(url=url, fingerprint=fingerprint(url), final_url=url, size=0,
+                                                     depth=0, fetched_at=utcnow(), fetch_seconds=0, parse_seconds=0))
+        conn.execute(models.to_visit_url.insert().values(url=url, fingerprint=fingerprint(url), depth=0, priority=5,
+                                                         in_flight=False))
+    assert store.queued_revisits() == 1
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db", f"sqlite:///{db}"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "recrawl visits are queued" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    with sqlite3.connect(db) as conn:  # the queued visit waits for the grid; nothing was fetched
+        assert conn.execute("SELECT COUNT(*) FROM to_visit_url WHERE fingerprint = ?",
+                            (fingerprint(url),)).fetchone()[0] == 1
+        assert conn.execute("SELECT COUNT(*) FROM visited_url").fetchone()[0] == 0
