@@ -128,6 +128,9 @@ class Recorder:
                 self._file = None
             if self.journal.stat().st_size == 0:
                 self.journal.unlink()
+                epoch_file = self._epoch_file()
+                if epoch_file.exists():  # nothing left to replay: nothing to date
+                    epoch_file.unlink()
 
     # ------------------------------------------------------------------ journal
 
