@@ -257,10 +257,16 @@ CREATE TABLE document (
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
+    content_digest       VARCHAR(64)     NULL,
+    simhash              VARCHAR(16)     NULL,
+    canonical_url        VARCHAR(2083)   NULL,
+    duplicate_of         VARCHAR(2083)   NULL,
+    lastmod              DATETIME2(6)    NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
+CREATE INDEX ix_document_content_digest ON document (content_digest);
 GO
 
 -- The links the keep rules kept.
@@ -290,6 +296,8 @@ CREATE TABLE to_visit_url (
     in_flight            BIT             NOT NULL,            -- claimed by a client, submitted to the grid
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
+    kind                 VARCHAR(16)     NULL,
+    lastmod              DATETIME2(6)    NULL,
     CONSTRAINT pk_to_visit_url PRIMARY KEY (id)
 );
 GO

@@ -186,12 +186,23 @@ class CrawlApplication:
         specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
                               # the manager keeps the claim order unless the crawl orders by priority
                               x.priority if strategy.order == "priority" else 5,
-                              # keep/follow rules: the page type's crawling instruction travels with it
-                              {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-                              if strategy.rules else instruction)
+                              self._instruction(x, instruction))
                  for x in pendings]
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
+
+    def _instruction(self, x: Pending, instruction: dict) -> dict:
+        """The crawling instruction of grid thread ``x``: the crawl's own, plus keep/follow rules
+        for its page type, ``"sitemap": true`` for a sitemap to read, ``"sitemaps": true`` for a
+        seed whose host's sitemaps are wanted (setting ``sitemaps``)."""
+        strategy = self.store.strategy
+        if x.kind is not None:
+            return {**instruction, "sitemap": True}
+        if strategy.rules:
+            instruction = {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
+        if x.depth == 0 and self.settings.sitemaps:
+            instruction = {**instruction, "sitemaps": True}
+        return instruction
 
     # ------------------------------------------------------------------ loop
 
@@ -332,7 +343,8 @@ class CrawlApplication:
                 links += _links(batch[end])
                 end += 1
             part = batch[start:end]
-            done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
+            done = self.store.apply(part, self.scope, store_content=self.settings.store_content,
+                                    store_duplicates=self.settings.store_duplicates)
             for key in counts:
                 counts[key] += done[key]
             thread_ids = [o.pending.thread_id for o in part]

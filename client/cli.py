@@ -28,7 +28,12 @@ def crawl(
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)"),
+    sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
+                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)"),
+    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too"),
+    store_duplicates: bool = typer.Option(False, "--store-duplicates",
+                                          help="store duplicate pages (same canonical or body) in full"),
     max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)"),
     max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once"),
@@ -64,6 +69,7 @@ def crawl(
     try:
         check_endpoint(manager)
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
+                            sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
@@ -187,6 +193,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+    scope.follow_nofollow = settings.follow_nofollow
+    scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
                                    user=user, password=password, curve=curve)

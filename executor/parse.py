@@ -38,7 +38,11 @@ __all__ = [
     "ParsedPage",
     "decode_html",
     "detect_charset",
+    "canonical_link",
     "extract_links",
+    "header_robots",
+    "meta_robots",
+    "visible_text",
     "is_html",
     "looks_binary",
     "parse_page",
@@ -266,12 +270,14 @@ class ParsedPage:
             parsed page, for DOM-scoped keep/follow rules; an empty ``<html>``
             element when the body was empty or unparsable. Left out of
             ``repr`` and comparisons.
+        base_url: the document base URL links were resolved against.
     """
 
     title: str
     links: list[Link]
     encoding: str
     document: lxml.html.HtmlElement = field(repr=False, compare=False)
+    base_url: str = ""
 
 
 def _collapse(text: str, limit: int | None = None) -> str:
@@ -309,6 +315,7 @@ def extract_links(
     root: lxml.html.HtmlElement,
     base_url: str,
     within: Iterable[lxml.html.HtmlElement] | None = None,
+    skip_nofollow: bool = False,
 ) -> list[Link]:
     """Extract the links of ``<a href>`` and ``<area href>`` elements.
 
@@ -327,6 +334,8 @@ def extract_links(
             (DOM scope of a keep/follow rule); when given, ``root`` is not
             searched. Links come in the order of ``within``, then document
             order inside each subtree.
+        skip_nofollow: leave out links whose ``rel`` attribute holds the ``nofollow`` keyword
+            (HTML Standard 4.6.7.14; case-insensitive, among space-separated keywords).
 
     Returns:
         The distinct links, in order of first occurrence.
@@ -339,6 +348,10 @@ def extract_links(
             href = element.get("href")
             if href is None:
                 continue
+            if skip_nofollow:
+                rel = element.get("rel")
+                if rel and "nofollow" in rel.lower().split():
+                    continue
             try:
                 url = canonical_url(href, base_url)
             except InvalidURL:
@@ -408,7 +421,7 @@ def _parse_document(text: str) -> lxml.html.HtmlElement:
         return lxml.html.Element("html")
 
 
-def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPage:
+def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nofollow: bool = False) -> ParsedPage:
     """Parse a fetched HTML page: decode it, build the lxml document, find title and links.
 
     Never raises on bad markup: an empty or unparsable body gives a page
@@ -419,6 +432,7 @@ def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPa
         page_url: the URL the page was fetched from (after redirects); the
             fallback base URL for relative links.
         content_type: the ``Content-Type`` header value, or None.
+        skip_nofollow: leave out ``rel="nofollow"`` links (:func:`extract_links`).
 
     Returns:
         A :class:`ParsedPage`; links are resolved against ``<base href>``
@@ -429,5 +443,111 @@ def parse_page(body: bytes, page_url: str, content_type: str | None) -> ParsedPa
     root = _parse_document(text)
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
-    links = extract_links(root, _document_base(root, page_url))
-    return ParsedPage(title=title, links=links, encoding=encoding, document=root)
+    base = _document_base(root, page_url)
+    links = extract_links(root, base, skip_nofollow=skip_nofollow)
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Standards a page publishes about itself: robots directives, its canonical URL, its text.
+# ---------------------------------------------------------------------------------------------
+
+#: Robots directives gridcrawl acts on; ``none`` means both (Google's robots meta specification).
+ROBOTS_DIRECTIVES = frozenset({"noindex", "nofollow"})
+# Words a robots rule may carry that are not user-agent names (``unavailable_after: DATE`` ...).
+_KNOWN_RULES = frozenset({"all", "none", "noindex", "nofollow", "noarchive", "nosnippet", "notranslate",
+                          "noimageindex", "unavailable_after", "max-snippet", "max-image-preview",
+                          "max-video-preview", "indexifembedded", "nocache", "noodp", "noydir"})
+
+
+def _directives(content: str) -> set[str]:
+    found: set[str] = set()
+    for word in content.lower().replace(";", ",").split(","):
+        word = word.strip()
+        if word == "none":
+            found.update(ROBOTS_DIRECTIVES)
+        elif word in ROBOTS_DIRECTIVES:
+            found.add(word)
+    return found
+
+
+def meta_robots(root: lxml.html.HtmlElement, token: str) -> set[str]:
+    """The robots directives of a page's ``<meta name="robots">`` tags and of the tags named
+    after our user agent's product token (``<meta name="gridcrawl" content="nofollow">``),
+    as in the robots meta tag convention (Google Search Central, "Robots meta tag
+    specifications"; names and values case-insensitive, ``none`` = ``noindex, nofollow``).
+
+    Returns a subset of ``{"noindex", "nofollow"}``.
+    """
+    names = {"robots", token.lower()}
+    found: set[str] = set()
+    for meta in root.iter("meta"):
+        name = (meta.get("name") or "").strip().lower()
+        if name in names:
+            found |= _directives(meta.get("content") or "")
+    return found
+
+
+def header_robots(value: str | None, token: str) -> set[str]:
+    """The robots directives of an ``X-Robots-Tag`` header value that apply to user agent
+    ``token`` (repeated headers arrive joined by ", "). A rule may name a user agent first
+    (``X-Robots-Tag: gridcrawl: noindex``; it then holds until another agent is named); rules
+    without one apply to every crawler. Returns a subset of ``{"noindex", "nofollow"}``."""
+    if not value:
+        return set()
+    token = token.lower()
+    found: set[str] = set()
+    agent: str | None = None
+    for part in value.split(","):
+        part = part.strip()
+        head, colon, rest = part.partition(":")
+        if colon and head.strip().lower() not in _KNOWN_RULES:
+            agent = head.strip().lower()
+            part = rest
+        if agent is None or agent == token:
+            found |= _directives(part)
+    return found
+
+
+def canonical_link(root: lxml.html.HtmlElement, base_url: str, link_header: str | None = None) -> str | None:
+    """The canonical URL a page names (RFC 6596): a ``Link: <URL>; rel="canonical"`` HTTP header
+    first (it cannot be forged by content injected into the page), else the first
+    ``<link rel="canonical" href>`` of the document. Resolved against ``base_url`` and made
+    canonical (:func:`gridcrawl.urls.canonical_url`); ``None`` when there is none or it is not an
+    http(s) URL.
+    """
+    if link_header:
+        import requests.utils  # parse_header_links: requests' reader of RFC 8288 Link headers
+        try:
+            links = requests.utils.parse_header_links(link_header)
+        except Exception:  # a malformed header is no canonical link
+            links = []
+        for link in links:
+            if "canonical" in (link.get("rel") or "").lower().split() and link.get("url"):
+                try:
+                    return canonical_url(link["url"].strip(), base_url)
+                except InvalidURL:
+                    break
+    for element in root.iter("link"):
+        rel = (element.get("rel") or "").lower().split()
+        href = element.get("href")
+        if "canonical" in rel and href:
+            try:
+                return canonical_url(href.strip(), base_url)
+            except InvalidURL:
+                return None
+    return None
+
+
+_VISIBLE_TEXT = lxml.etree.XPath(
+    "//body//text()[not(ancestor::script) and not(ancestor::style) and not(ancestor::noscript)"
+    " and not(ancestor::template)]")
+
+
+def visible_text(root: lxml.html.HtmlElement) -> str:
+    """The text a reader sees in the page's ``<body>``: text nodes outside ``script``,
+    ``style``, ``noscript`` and ``template``, joined with spaces (comments excluded)."""
+    try:
+        return " ".join(str(t) for t in _VISIBLE_TEXT(root))
+    except lxml.etree.LxmlError:
+        return ""

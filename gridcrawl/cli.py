@@ -58,7 +58,12 @@ def run(
     executors: int = typer.Option(2, help="executor processes to start"),
     threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)"),
+    sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
+                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)"),
+    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too"),
+    store_duplicates: bool = typer.Option(False, "--store-duplicates",
+                                          help="store duplicate pages (same canonical or body) in full"),
     max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
     ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains"),
@@ -89,6 +94,7 @@ def run(
         fail("--executors must be at least 1")
     try:
         settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth, dispatch=dispatch,
+                            sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             download_delay=download_delay, concurrent_requests_per_host=concurrent_requests_per_host,
                             store_content=not no_content, max_pages_per_host=max_pages_per_host,
                             obey_robots=not ignore_robots).validate()

@@ -207,7 +207,13 @@ document = Table(
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
+    Column("content_digest", String(64)),  # hex SHA-256 of the body after decompression (duplicates)
+    Column("simhash", String(16)),      # 64-bit SimHash of the visible text, hex (gridcrawl.simhash)
+    Column("canonical_url", String(URL_LENGTH)),  # <link rel=canonical> or Link header, canonicalised
+    Column("duplicate_of", String(URL_LENGTH)),   # the stored page this one duplicates (canonical or digest)
+    Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), for recrawls
     Index("ux_document_fingerprint", "fingerprint", unique=True),
+    Index("ix_document_content_digest", "content_digest"),
 )
 
 visited_url = Table(
@@ -235,6 +241,8 @@ to_visit_url = Table(
     Column("in_flight", Boolean, nullable=False, default=False),
     Column("page_type", String(64)),    # keep/follow rules: the type its follow rule gave it
     Column("relevance", Real),          # focused crawl: the link score r(c) (gridcrawl.focus)
+    Column("kind", String(16)),         # None: a page; 'sitemap' (robots.txt/sitemap.xml), 'sitemap-child' (of an index)
+    Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), carried to document
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
     Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
     # breadth- and depth-first claims read the frontier in (depth, id) order: without this index

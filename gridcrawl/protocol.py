@@ -68,6 +68,14 @@ class PageResult:
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``.
+
+    The standards a page publishes (issue 14): ``digest`` is the hex SHA-256 of the body bytes
+    after decompression, ``simhash`` the 64-bit SimHash of its visible text
+    (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
+    rel="canonical">`` or ``Link: <...>; rel="canonical"``), ``noindex``/``nofollow`` its robots
+    meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
+    (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps
+    of an index); a seed thread asked for sitemaps returns the host's sitemaps in ``sitemaps``.
     """
 
     url: str
@@ -88,6 +96,13 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
+    digest: str | None = None  # hex SHA-256 of the body bytes after decompression (content duplicates)
+    simhash: int | None = None  # 64-bit SimHash of the visible text, unsigned (gridcrawl.simhash)
+    canonical: str | None = None  # canonical URL named by <link rel=canonical> or a Link header
+    noindex: bool = False  # robots meta tag or X-Robots-Tag says noindex for our user agent
+    nofollow: bool = False  # ... says nofollow: ``links`` is empty
+    sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
+    sitemaps: list = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,7 +168,10 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out)."""
+    quote it; a result for an attempt that was taken back is fenced out). ``delay``: the
+    manager's delay for the URL's host, seconds (``download_delay`` or its robots.txt
+    Crawl-delay): the executor spaces the thread's own requests to the host by it (robots.txt,
+    redirect hops)."""
 
     attempt_id: int
     application_id: str
@@ -161,6 +179,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    delay: float = 0.0
 
 
 @dataclass

@@ -66,6 +66,8 @@ def test_transition_table_refuses_illegal_moves_naming_the_thread():
 
 def test_dispatch_goes_to_the_executor_with_most_free_slots():
     core = make_core()
+    for host in ("h0.test", "h1.test", "h2.test"):  # hosts that answered before: no first-contact limit
+        core.queue.note_answered(host)
     register(core, b"small", 1)
     register(core, b"big", 3)
     app = open_app(core)
@@ -103,6 +105,8 @@ def test_priority_first_then_fifo():
 
 def test_no_executor_no_dispatch_and_capacity_respected():
     core = make_core(S.replace(prefetch=2))
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
     app = open_app(core)
     assert assigned(submit(core, app, range(10))) == []
     actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=3), 0.0)
