@@ -156,7 +156,6 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.noindex = "noindex" in robots_tags
         result.nofollow = "nofollow" in robots_tags
         result.canonical = canonical_link(page.document, page.base_url, fetched.headers.get("link"))
-        result.simhash = simhash(visible_text(page.document))
         if result.nofollow:
             pass  # the page asks that none of its links be followed: none are reported
         elif instruction and ("followRules" in instruction or "keepRules" in instruction):
@@ -168,6 +167,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.links = [[link.url, link.text] for link in page.links]
         if store_content:
             result.content = body.decode(page.encoding, errors="replace")
+        result.simhash = simhash(visible_text(page.document))  # last: it strips scripts from the tree
         result.parse_seconds = time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result

@@ -87,8 +87,9 @@ class Site:
       extra: path (or full request target with query) -> handler function
         called as ``fn(handler)`` with the live ``BaseHTTPRequestHandler``; it
         must write a whole response, usually via ``handler.respond(...)``.
-        ``extra`` wins over ``pages``. See ``redirect()``, ``status_page()``,
-        ``slow_page()``.
+        ``extra`` wins over ``pages``; a key ending in ``/*`` (``"/item/*"``)
+        handles every path directly in that folder. See ``redirect()``,
+        ``status_page()``, ``slow_page()``.
     """
 
     pages: dict[str, bytes] = field(default_factory=dict)
@@ -390,7 +391,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             site = srv.site
             target = self.path
             bare = target.split("?", 1)[0].split("#", 1)[0]
-            fn = site.extra.get(target) or site.extra.get(bare)
+            fn = site.extra.get(target) or site.extra.get(bare) or site.extra.get(bare.rsplit("/", 1)[0] + "/*")
             if fn is not None:
                 fn(self)
                 return
