@@ -303,3 +303,21 @@ def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
     assert w.message.executor_id != "old-id"
     (w,) = sends(core.handle(b"y", p.Register(name="y", host="h", user="alice", threads=1, executor_id="old-id"), 0.0), p.Welcome)
     assert w.message.executor_id == "old-id"
+
+
+def test_a_new_host_gets_one_job_and_later_jobs_carry_its_crawl_delay():
+    core = make_core(S.replace(max_crawl_delay=5.0))
+    register(core, b"e", 4)
+    app = open_app(core)
+    specs = [p.ThreadSpec(i, f"http://d.test/{i}") for i in range(3)]
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))  # its delay is not known yet
+    assert job.delay == 0.0
+    core.handle(b"e", p.Started([job.attempt_id]), 0.1)
+    page = p.PageResult(url=job.url, status=200, crawl_delay=100.0)  # robots.txt asks 100 s: capped at 5
+    assert assigned(core.handle(b"e", p.Result(job.attempt_id, page), 1.0)) == []
+    for now in (3.0, 5.5):  # both peers stay alive
+        core.handle(b"e", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    assert assigned(core.tick(5.9)) == []
+    ((_, nxt),) = assigned(core.tick(6.0))
+    assert nxt.delay == 5.0  # the executor spaces this thread's own requests (redirect hops) by it
