@@ -194,13 +194,15 @@ class CrawlApplication:
     def _instruction(self, x: Pending, instruction: dict) -> dict:
         """The crawling instruction of grid thread ``x``: the crawl's own, plus keep/follow rules
         for its page type, ``"sitemap": true`` for a sitemap to read, ``"sitemaps": true`` for a
-        seed whose host's sitemaps are wanted (setting ``sitemaps``)."""
+        seed whose host's sitemaps are wanted (setting ``sitemaps``; not with keep/follow rules
+        or a focus, which decide what is followed)."""
         strategy = self.store.strategy
         if x.kind is not None:
             return {**instruction, "sitemap": True}
         if strategy.rules:
             instruction = {**instruction, **instruction_for(x.page_type, x.url, strategy.rules)}
-        if x.depth == 0 and self.settings.sitemaps:
+        if x.depth == 0 and self.settings.sitemaps and not strategy.rules and strategy.focus is None:
+            # a plain crawl only: keep/follow rules and a focus decide themselves what is followed
             instruction = {**instruction, "sitemaps": True}
         return instruction
 

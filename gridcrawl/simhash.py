@@ -17,9 +17,9 @@ of the text's vocabulary); a word is a run of letters, digits and ``_`` with at 
 so numbers alone (dates, counters, ids, page numbers: what tells the pages of a generated family
 apart) are not features. Exact changes are the body digest's job, not this fingerprint's. Weighting words by their frequency, the textbook choice, was measured
 to fail on real documentation: long pages on one subject share their frequent words, and the
-Python docs' "What's New" pages came within 1-4 bits of each other (median 10), as close as the
-pages of a generated calendar. With distinct words they are at least 10 bits apart (PostgreSQL's
-release notes at least 12), while calendar pages stay within 0-3 bits (median 3).
+Python docs' "What's New" pages came within 1 bit of each other (median 10), as close as the
+months of a generated calendar. With distinct words they are at least 12 bits apart (PostgreSQL's
+release notes at least 14), while calendar months stay within 0-3 bits (median 3; docs/realweb.md).
 
 Why not a library: the PyPI ``simhash`` package (2.1.2, last release March 2022) pulls in NumPy
 (tens of MB in every executor process, whose memory budget is 120 MB) and ``floc-simhash`` has had
