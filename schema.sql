@@ -324,9 +324,25 @@ CREATE UNIQUE INDEX ux_visited_url_fingerprint ON visited_url (fingerprint);
 GO
 
 -- ============================================================================================
--- The schema version gridcrawl checks (gridcrawl.models.SCHEMA_VERSION)
+-- The schema revisions: Alembic's version tables (gridcrawl.migrations)
 -- ============================================================================================
 
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '1');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '1');
+-- Table gridcrawl_manager_version (see gridcrawl/models.py).
+CREATE TABLE gridcrawl_manager_version (
+    version_num          VARCHAR(32)     NOT NULL,
+    CONSTRAINT gridcrawl_manager_version_pkc PRIMARY KEY (version_num)
+);
+GO
+
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0002');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '2');
+-- Table gridcrawl_crawl_version (see gridcrawl/models.py).
+CREATE TABLE gridcrawl_crawl_version (
+    version_num          VARCHAR(32)     NOT NULL,
+    CONSTRAINT gridcrawl_crawl_version_pkc PRIMARY KEY (version_num)
+);
+GO
+
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0002');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '2');
 GO

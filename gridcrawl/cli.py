@@ -338,6 +338,31 @@ def db_init(
     typer.echo(f"schema ready in {engine.url.render_as_string(hide_password=True)}")
 
 
+@db_app.command("upgrade")
+def db_upgrade(
+    db: str = typer.Option(..., help="SQLAlchemy URL of the database"),
+    kind: str = typer.Option("both", help="manager, crawl or both: which tables to upgrade"),
+) -> None:
+    """Upgrade gridcrawl's tables in DB to this release's schema (Alembic migrations in
+    gridcrawl/migrations; programs do it by themselves when they open an older database) and
+    print each schema's revision before and after."""
+    from gridcrawl import migrations, models
+    if kind not in ("manager", "crawl", "both"):
+        fail("--kind must be manager, crawl or both")
+    chosen = [k for k in ("manager", "crawl") if kind in (k, "both")]
+    metadata = {"manager": (models.manager_metadata, models.manager_meta),
+                "crawl": (models.crawl_metadata, models.crawl_meta)}
+    try:
+        engine = open_database(db)
+        for name in chosen:
+            with engine.connect() as conn:
+                before = migrations.current(conn, name)
+            init_schema(engine, *metadata[name])
+            typer.echo(f"{name} schema: revision {before or '(none)'} -> {migrations.head(name)}")
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+
+
 @keys_app.command("new")
 def keys_new(
     name: str = typer.Argument(..., help="the key's name: the manager knows the peer by it"),

@@ -28,7 +28,6 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 
-from gridcrawl.models import SCHEMA_VERSION
 
 log = logging.getLogger("gridcrawl.db")
 T = TypeVar("T")
@@ -193,37 +192,57 @@ def _schema_lock(engine: Engine) -> Iterator[Connection]:
 
 
 def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> None:
-    """Create the tables of ``metadata`` that are missing and its views (see
-    :mod:`gridcrawl.views`), and record the schema version in ``meta_table``.
+    """Bring the database's tables of ``metadata`` to this release's schema and create its views
+    (see :mod:`gridcrawl.views`).
+
+    A new database gets the current tables and is stamped at the newest migration; an older one
+    (made by an earlier release, or before migrations existed) is upgraded by
+    :mod:`gridcrawl.migrations` (Alembic); one at the newest revision is only given its views.
+    The integer revision is kept in ``meta_table``'s ``schema_version`` row.
 
     Idempotent, and safe when several programs do it at once (they take turns, see
     :func:`_schema_lock`). On a back end gridcrawl has no view SQL for, the tables are made and
-    the views skipped (logged). Raises :class:`DatabaseUnavailable` if the stored schema version
-    is newer than this release knows.
+    the views skipped (logged). Raises :class:`DatabaseUnavailable` if the database's schema is
+    newer than this release knows.
     """
+    from gridcrawl import migrations
     from gridcrawl.views import UnsupportedDialect, create_views, views_for
+    kind = "manager" if meta_table.name == "manager_meta" else "crawl"
+    head = migrations.head(kind)
     with _schema_lock(engine) as conn:
-        row = (conn.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).first()
-               if sa.inspect(conn).has_table(meta_table.name) else None)
-        if row is not None and int(row[0]) > SCHEMA_VERSION:
-            raise DatabaseUnavailable(
-                f"database schema version {row[0]} is newer than this gridcrawl's ({SCHEMA_VERSION}); "
-                "upgrade gridcrawl")
-        metadata.create_all(conn)
-        for table in metadata.sorted_tables:  # indexes added since the database was made
-            for index in table.indexes:
-                index.create(conn, checkfirst=True)
+        revision = migrations.current(conn, kind)
+        changed = revision != head
+        if revision is None:
+            inspector = sa.inspect(conn)
+            stored = (conn.execute(sa.select(meta_table.c.value).where(meta_table.c.name == "schema_version")).scalar()
+                      if inspector.has_table(meta_table.name) else None)
+            if stored is not None and int(stored) > int(head):
+                raise DatabaseUnavailable(f"database schema version {stored} is newer than this gridcrawl's "
+                                          f"({int(head)}); upgrade gridcrawl")
+            if not any(inspector.has_table(t.name) for t in metadata.sorted_tables):
+                metadata.create_all(conn)       # a new database: the current tables, no migration
+                migrations.stamp(conn, kind)
+                revision = head
+        if revision != head:
+            try:
+                before = migrations.upgrade(conn, kind)
+            except migrations.SchemaTooNew as exc:
+                raise DatabaseUnavailable(str(exc)) from None
+            log.info("upgraded the %s database schema from revision %s to %s", kind, before or "(none)", head)
         try:
             create_views(conn, views_for(metadata))
         except UnsupportedDialect as exc:
             log.warning("%s: the timing views are not created", exc)
-        if row is None:
-            insert_ignore(conn, meta_table, [{"name": "schema_version", "value": str(SCHEMA_VERSION)}])
+        version = {"name": "schema_version", "value": str(int(head))}
+        if changed and conn.execute(meta_table.update().where(meta_table.c.name == "schema_version")
+                        .values(value=version["value"])).rowcount == 0:
+            insert_ignore(conn, meta_table, [version])
 
 
 def schema_version(engine: Engine, meta_table: sa.Table) -> int | None:
-    """The schema version stored in ``meta_table`` (``manager_meta`` or ``crawl_meta``), or
-    None if the schema was never created there."""
+    """The schema version stored in ``meta_table`` (``manager_meta`` or ``crawl_meta``): the
+    integer of its newest applied migration revision, or None if the schema was never created
+    there."""
     with engine.connect() as conn:
         if not sa.inspect(conn).has_table(meta_table.name):
             return None

@@ -23,7 +23,6 @@ from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey
 from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
-SCHEMA_VERSION = 1
 URL_LENGTH = 2083
 FINGERPRINT_LENGTH = 32
 

@@ -16,7 +16,7 @@ import sys
 import sqlalchemy as sa
 from sqlalchemy.dialects import mssql
 
-from gridcrawl import models, views
+from gridcrawl import migrations, models, views
 
 _DIALECT = mssql.dialect()
 
@@ -174,9 +174,11 @@ def render() -> str:
     out.append(_banner("A crawl's database (the paper's figure 10), keyed by URL fingerprint "
                        "(MD5 of the canonical URL)"))
     out += [render_table(t) for t in _tables(models.crawl_metadata, models.crawl_meta)]
-    out.append(_banner("The schema version gridcrawl checks (gridcrawl.models.SCHEMA_VERSION)"))
-    for meta in (models.manager_meta, models.crawl_meta):
-        out.append(f"INSERT INTO {q(meta.name)} (name, value) VALUES ('schema_version', '{models.SCHEMA_VERSION}');\n")
+    out.append(_banner("The schema revisions: Alembic's version tables (gridcrawl.migrations)"))
+    for kind, meta in (("manager", models.manager_meta), ("crawl", models.crawl_meta)):
+        out.append(render_table(migrations.version_table(kind)))
+        out.append(f"INSERT INTO {q(migrations.VERSION_TABLES[kind])} (version_num) VALUES ('{migrations.head(kind)}');\n")
+        out.append(f"INSERT INTO {q(meta.name)} (name, value) VALUES ('schema_version', '{int(migrations.head(kind))}');\n")
     out.append("GO\n")
     return "".join(out)
 

@@ -10,7 +10,7 @@ Alchemi's did:
  1       SCHEDULED    assigned to an executor (an attempt was sent)
  2       STARTED      a worker thread of the executor is running it
  3       FINISHED     its result is at the manager, not yet stored by the application
- 4       DEAD         result stored by the application (acknowledged), or aborted/failed
+ 4       DEAD         result stored by the application (acknowledged), or aborted
 ======  ===========  ==================================================================
 
 Transitions (anything else raises :class:`IllegalTransition`)::
@@ -18,10 +18,12 @@ Transitions (anything else raises :class:`IllegalTransition`)::
     READY     -> SCHEDULED                 dispatch
     SCHEDULED -> STARTED                   executor reports the start
     SCHEDULED -> READY, STARTED -> READY   executor lost, thread timeout, hand-back
-    SCHEDULED -> FINISHED, STARTED -> FINISHED   result arrives
+    SCHEDULED -> FINISHED, STARTED -> FINISHED   result arrives, or the thread is failed as
+                                           poison (``max_attempts`` attempts lost): FINISHED
+                                           with ``failed`` set, delivered like a result
     FINISHED  -> DEAD                      application acknowledged the result
     FINISHED  -> READY                     manager restarted before delivering (result lost)
-    READY/SCHEDULED/STARTED/FINISHED -> DEAD   aborted (application cancelled) or failed (poison)
+    READY/SCHEDULED/STARTED/FINISHED -> DEAD   aborted (application cancelled)
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from dbfixtures import KNOWN_THREADS, insert_known_timings
-from gridcrawl import models, report, views
+from gridcrawl import migrations, models, report, views
 from gridcrawl.cli import app
 from gridcrawl.db import DatabaseUnavailable, init_schema, open_database, schema_version
 
@@ -82,8 +82,8 @@ def test_init_twice_keeps_data_and_stores_the_version(db_url):
         conn.execute(models.crawl_meta.insert().values(name="kept", value="yes"))
     for metadata, meta in ((models.manager_metadata, models.manager_meta), (models.crawl_metadata, models.crawl_meta)):
         init_schema(engine, metadata, meta)
-    assert schema_version(engine, models.manager_meta) == models.SCHEMA_VERSION
-    assert schema_version(engine, models.crawl_meta) == models.SCHEMA_VERSION
+    assert schema_version(engine, models.manager_meta) == int(migrations.head("manager"))
+    assert schema_version(engine, models.crawl_meta) == int(migrations.head("crawl"))
     with engine.connect() as conn:
         meta = models.crawl_meta
         assert conn.execute(sa.select(meta.c.value).where(meta.c.name == "kept")).scalar() == "yes"
@@ -99,7 +99,8 @@ def test_a_newer_schema_is_refused(sqlite_url):
     engine = open_database(sqlite_url)
     init_schema(engine, models.crawl_metadata, models.crawl_meta)
     with engine.begin() as conn:
-        conn.execute(models.crawl_meta.update().values(value=str(models.SCHEMA_VERSION + 1)))
+        conn.execute(models.crawl_meta.update().values(value=str(int(migrations.head("crawl")) + 1)))
+        conn.execute(migrations.version_table("crawl").update().values(version_num="9999"))
     with pytest.raises(DatabaseUnavailable, match="newer than this gridcrawl"):
         init_schema(engine, models.crawl_metadata, models.crawl_meta)
 
@@ -127,7 +128,7 @@ def test_several_programs_create_the_schema_at_once(db_url):
         w.join(60)
     assert errors == []
     engine = open_database(db_url)
-    assert schema_version(engine, models.manager_meta) == models.SCHEMA_VERSION
+    assert schema_version(engine, models.manager_meta) == int(migrations.head("manager"))
     engine.dispose()
 
 
@@ -209,7 +210,8 @@ def test_db_init_twice(db_url):
         assert result.exit_code == 0, result.output
         assert "schema ready" in result.output
     engine = open_database(db_url)
-    assert schema_version(engine, models.manager_meta) == schema_version(engine, models.crawl_meta) == 1
+    assert schema_version(engine, models.manager_meta) == int(migrations.head("manager"))
+    assert schema_version(engine, models.crawl_meta) == int(migrations.head("crawl"))
     engine.dispose()
 
 

@@ -20,11 +20,12 @@ from sqlalchemy.dialects import mssql
 sqlglot = pytest.importorskip("sqlglot", reason="sqlglot is in the test extra: pip install -e '.[test]'")
 from sqlglot import exp  # noqa: E402
 
-from gridcrawl import models, views  # noqa: E402
+from gridcrawl import migrations, models, views  # noqa: E402
 
 SCHEMA_SQL = Path(__file__).resolve().parent.parent / "schema.sql"
 MSSQL = mssql.dialect()
 TABLES = {t.name: t for md in (models.manager_metadata, models.crawl_metadata) for t in md.sorted_tables}
+TABLES.update({name: migrations.version_table(kind) for kind, name in migrations.VERSION_TABLES.items()})
 
 
 def batches() -> list[str]:
@@ -203,8 +204,10 @@ def test_views_use_datediff_big_in_microseconds(parsed):
 
 
 def test_schema_version_is_stored(parsed):
-    assert ("manager_meta", {"name": "schema_version", "value": str(models.SCHEMA_VERSION)}) in parsed["inserts"]
-    assert ("crawl_meta", {"name": "schema_version", "value": str(models.SCHEMA_VERSION)}) in parsed["inserts"]
+    for kind in ("manager", "crawl"):
+        head = migrations.head(kind)
+        assert (f"{kind}_meta", {"name": "schema_version", "value": str(int(head))}) in parsed["inserts"]
+        assert (migrations.VERSION_TABLES[kind], {"version_num": head}) in parsed["inserts"]
 
 
 def test_a_changed_model_is_noticed(parsed):

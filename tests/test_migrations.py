@@ -1,0 +1,121 @@
+"""Schema migrations (:mod:`gridcrawl.migrations`, Alembic): a database made by gridcrawl's
+first release is upgraded to this release's schema — the same columns and indexes as a new
+database — on SQLite, PostgreSQL and MariaDB, and then crawled into by the real programs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import migrations, models
+from gridcrawl.db import DatabaseUnavailable, init_schema, open_database, schema_version
+from grid import Grid
+from sites import generate_site, reachable
+
+DATA = Path(__file__).parent / "data"
+KINDS = {"manager": (models.manager_metadata, models.manager_meta),
+         "crawl": (models.crawl_metadata, models.crawl_meta)}
+
+
+def _load_first_release(engine: sa.engine.Engine) -> None:
+    """Create the first release's tables (tests/data/first_release_<dialect>.sql) with a few rows."""
+    script = (DATA / f"first_release_{engine.dialect.name}.sql").read_text()
+    script = "\n".join(line for line in script.splitlines() if not line.startswith("--"))
+    with engine.begin() as conn:
+        for statement in filter(None, (s.strip() for s in script.split(";\n"))):
+            conn.exec_driver_sql(statement)
+        conn.exec_driver_sql(
+            "INSERT INTO visited_url (url, fingerprint, depth, status, attempts, visited_at) "
+            "VALUES ('http://old.example/', '0123456789abcdef0123456789abcdef', 0, 200, 1, '2026-01-01 00:00:00')")
+
+
+def _shape(engine: sa.engine.Engine, metadata: sa.MetaData) -> dict:
+    """Columns (name, nullable) and indexes (name, columns, unique) of ``metadata``'s tables."""
+    inspector = sa.inspect(engine)
+    shape = {}
+    for table in metadata.sorted_tables:
+        columns = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
+        indexes = {(i["name"], tuple(i["column_names"]), bool(i["unique"])) for i in inspector.get_indexes(table.name)}
+        shape[table.name] = (columns, indexes)
+    return shape
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_schema_has_one_linear_chain_of_revisions(kind):
+    from alembic.script import ScriptDirectory
+    script = ScriptDirectory.from_config(migrations.alembic_config(None, kind))
+    assert script.get_heads() == [migrations.head(kind)]
+    chain = [rev.revision for rev in reversed(list(script.walk_revisions()))]
+    assert chain == migrations.revisions(kind)
+    assert chain[0] == "0001" and all(int(b) == int(a) + 1 for a, b in zip(chain, chain[1:]))
+
+
+def test_first_release_database_upgrades_to_the_new_schema(db_url, tmp_path):
+    old = open_database(db_url)
+    _load_first_release(old)
+    for kind, (metadata, meta) in KINDS.items():
+        assert schema_version(old, meta) == 1
+        init_schema(old, metadata, meta)
+        assert schema_version(old, meta) == int(migrations.head(kind))
+        with old.connect() as conn:
+            assert migrations.current(conn, kind) == migrations.head(kind)
+    # the same shape as a database gridcrawl makes new
+    new = open_database(f"sqlite:///{tmp_path / 'new.db'}") if old.dialect.name == "sqlite" else None
+    if new is not None:
+        for metadata, meta in KINDS.values():
+            init_schema(new, metadata, meta)
+            assert _shape(old, metadata) == _shape(new, metadata)
+    else:  # a server: compare with the models (names and nullability; index names)
+        for metadata, _meta in KINDS.values():
+            shape = _shape(old, metadata)
+            for table in metadata.sorted_tables:
+                columns, indexes = shape[table.name]
+                assert columns == {c.name: c.nullable for c in table.columns}, table.name
+                assert {i.name for i in table.indexes} <= {name for name, _cols, _u in indexes}, table.name
+    with old.connect() as conn:  # rows of the old release are kept
+        assert conn.exec_driver_sql("SELECT url FROM visited_url").fetchall() == [("http://old.example/",)]
+    if old.dialect.name in ("mysql", "mariadb"):  # times to the microsecond after the upgrade
+        with old.connect() as conn:
+            kind = conn.exec_driver_sql("SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE "
+                                        "TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'thread' AND "
+                                        "COLUMN_NAME = 'time_started'").scalar()
+        assert kind == 6
+    # a second open finds it at the head and changes nothing
+    for metadata, meta in KINDS.values():
+        init_schema(old, metadata, meta)
+
+
+def test_a_database_from_a_newer_release_is_refused(sqlite_url):
+    engine = open_database(sqlite_url)
+    init_schema(engine, models.crawl_metadata, models.crawl_meta)
+    with engine.begin() as conn:
+        conn.execute(migrations.version_table("crawl").update().values(version_num="9999"))
+    with pytest.raises(DatabaseUnavailable, match="newer than this gridcrawl"):
+        init_schema(engine, models.crawl_metadata, models.crawl_meta)
+
+
+def test_db_upgrade_command_then_a_crawl_into_the_upgraded_databases(tmp_path, site_server):
+    for name in ("crawl", "manager"):
+        _load_first_release(open_database(f"sqlite:///{tmp_path / (name + '.db')}"))
+    upgraded = subprocess.run([sys.executable, "-m", "gridcrawl", "db", "upgrade", "--db",
+                               f"sqlite:///{tmp_path / 'manager.db'}", "--kind", "manager"],
+                              capture_output=True, text=True, timeout=60)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"manager schema: revision (none) -> {migrations.head('manager')}" in upgraded.stdout
+    # crawl.db is still at the first release: `gridcrawl run` upgrades it when it opens it
+    site = generate_site(30, links_per_page=3, seed=5)
+    server = site_server(site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--threads", "2", "--workdir", str(tmp_path), "--no-progress"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    grid = Grid(tmp_path)
+    assert grid.query("crawl", "SELECT count(*) FROM visited_url") == [(len(reachable(site)) + 1,)]
+    assert grid.query("crawl", "SELECT count(*) FROM document") == [(len(reachable(site)),)]
+    assert grid.query("crawl", "SELECT version_num FROM gridcrawl_crawl_version") == [(migrations.head("crawl"),)]
+    assert grid.query("manager", "SELECT count(*) FROM thread WHERE executor_id IS NOT NULL") == \
+        [(len(reachable(site)),)]
