@@ -343,6 +343,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0002');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0003');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '3');
 GO
