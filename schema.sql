@@ -173,7 +173,7 @@ SELECT e.executor_id, e.name AS executor_name, e.host, e.is_connected,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     s.mean_run_seconds, s.min_run_seconds, s.max_run_seconds, s.mean_queue_wait_seconds,
     s.first_started, s.last_finished,
-    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, s.first_started, s.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
+    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, g.first_submitted, g.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,
@@ -187,7 +187,10 @@ LEFT JOIN (
     FROM thread_timing AS tt
     WHERE tt.executor_id IS NOT NULL
     GROUP BY tt.executor_id
-) AS s ON s.executor_id = e.executor_id;
+) AS s ON s.executor_id = e.executor_id
+CROSS JOIN (
+    SELECT MIN(t.time_submitted) AS first_submitted, MAX(t.time_finished) AS last_finished FROM thread AS t
+) AS g;
 GO
 
 CREATE OR ALTER VIEW application_summary AS
@@ -195,14 +198,14 @@ SELECT a.application_id, a.application_name, a.usr_name, a.state,
     a.time_created, a.time_completed,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     COALESCE(s.executors, 0) AS executors, s.first_started, s.last_finished,
-    (CAST(DATEDIFF_BIG(microsecond, a.time_created, COALESCE(a.time_completed, s.last_finished)) AS FLOAT) / 1000000.0) AS elapsed_seconds,
-    COALESCE(s.pages, 0) / NULLIF((CAST(DATEDIFF_BIG(microsecond, a.time_created, COALESCE(a.time_completed, s.last_finished)) AS FLOAT) / 1000000.0), 0) AS pages_per_second
+    (CAST(DATEDIFF_BIG(microsecond, s.first_submitted, s.last_finished) AS FLOAT) / 1000000.0) AS elapsed_seconds,
+    COALESCE(s.pages, 0) / NULLIF((CAST(DATEDIFF_BIG(microsecond, s.first_submitted, s.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
 FROM application AS a
 LEFT JOIN (
     SELECT t.application_id, COUNT(*) AS threads,
         SUM(CASE WHEN t.time_finished IS NOT NULL AND t.failed = 0 THEN 1 ELSE 0 END) AS pages,
         SUM(CASE WHEN t.failed = 0 THEN 0 ELSE 1 END) AS failed,
-        COUNT(DISTINCT t.executor_id) AS executors,
+        COUNT(DISTINCT t.executor_id) AS executors, MIN(t.time_submitted) AS first_submitted,
         MIN(t.time_started) AS first_started, MAX(t.time_finished) AS last_finished
     FROM thread AS t
     GROUP BY t.application_id

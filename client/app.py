@@ -38,26 +38,38 @@ class Refused(RuntimeError):
 
 @dataclass
 class Progress:
-    """Figures of a running crawl, updated as results are applied (times in seconds)."""
+    """Figures of a running crawl, updated as results are applied (times in seconds).
+
+    ``pages`` are grid threads whose result this run applied (fetch errors included),
+    ``documents`` those that stored a page, ``errors`` the others. The crawl's **seconds** run
+    from the first grid thread this run submitted to the last result it applied (docs/figures:
+    the same definition as ``gridcrawl report``'s, which counts from the manager's records).
+    """
 
     pages: int = 0
     documents: int = 0
     errors: int = 0
     in_flight: int = 0
     to_visit: int = 0
-    started: float = field(default_factory=time.monotonic)
+    first_submitted: float | None = None  # time.monotonic() of the first submit of this run
+    last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
 
     @property
     def seconds(self) -> float:
-        """Seconds since the crawl started."""
-        return time.monotonic() - self.started
+        """Seconds from the first grid thread submitted to the last result applied (to now while
+        results are awaited; 0 before the first submit)."""
+        if self.first_submitted is None:
+            return 0.0
+        end = self.last_result if self.last_result is not None and not self.in_flight else time.monotonic()
+        return max(end - self.first_submitted, 0.0)
 
     @property
     def pages_per_second(self) -> float:
-        """Pages applied per second of this run."""
-        return self.pages / max(self.seconds, 1e-9)
+        """Pages applied per crawl second of this run (0 before the first second)."""
+        seconds = self.seconds
+        return self.pages / seconds if seconds > 0 else 0.0
 
 
 def control_application(settings: Settings, manager: str, application_id: str, action: str, *,
@@ -188,6 +200,8 @@ class CrawlApplication:
                               x.priority if strategy.order == "priority" else 5,
                               self._instruction(x, instruction))
                  for x in pendings]
+        if specs and self.progress.first_submitted is None:
+            self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
             send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
 
@@ -355,6 +369,7 @@ class CrawlApplication:
             send(self.socket, p.Ack(self.application_id, thread_ids))
             start = end
         pr = self.progress
+        pr.last_result = time.monotonic()
         pr.pages += counts["pages"]
         pr.documents += counts["documents"]
         pr.errors += counts["errors"]

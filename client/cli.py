@@ -15,8 +15,13 @@ from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
 from gridcrawl.urls import InvalidURL
 
-app = typer.Typer(add_completion=False, help="The gridcrawl crawler application: keeps the crawl's "
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="The gridcrawl crawler application: keeps the crawl's "
                   "document / visited_url / to_visit_url tables and submits one grid thread per URL.")
+
+
+RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', or error kinds, "
+              "e.g. blocked,timeout (the summary lists them)")
 
 
 @app.command()
@@ -28,33 +33,54 @@ def crawl(
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)"),
+    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)",
+                                  rich_help_panel="Strategy and limits"),
     sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
-                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)"),
-    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too"),
+                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
+                                  rich_help_panel="Strategy and limits"),
+    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
+                                         rich_help_panel="Strategy and limits"),
     store_duplicates: bool = typer.Option(False, "--store-duplicates",
-                                          help="store duplicate pages (same canonical or body) in full"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)"),
-    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once"),
-    name: str = typer.Option("gridcrawl", help="application name recorded at the manager"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer"),
+                                          help="store duplicate pages (same canonical or body) in full",
+                                          rich_help_panel="Strategy and limits"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Strategy and limits"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
+                                           metavar="DOMAIN"),
+    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once",
+                                           rich_help_panel="Strategy and limits"),
+    name: str = typer.Option("gridcrawl", help="application name recorded at the manager",
+                                           rich_help_panel="Strategy and limits"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies",
+                                      rich_help_panel="Strategy and limits"),
+    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
+                                      rich_help_panel="Connection and login"),
+    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
+                             rich_help_panel="Connection and login"),
+    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer",
+                             rich_help_panel="Connection and login"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
-                              "its base URLs are seeds; stored in the crawl database for a resume"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
-    progress: bool = typer.Option(True, help="show a progress bar"),
-    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
+                              "its base URLs are seeds; stored in the crawl database for a resume",
+                                    rich_help_panel="Strategy and limits"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                             rich_help_panel="Strategy and limits"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                             rich_help_panel="Strategy and limits"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                           rich_help_panel="Strategy and limits"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output and logs"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
+                                          rich_help_panel="Connection and login"),
     curve_secret: Path = typer.Option(None, help="this client's CURVE secret key file (gridcrawl keys new); "
-                                      "needs --curve-server-key"),
-    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
-    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
-    log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
-    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+                                      "needs --curve-server-key", rich_help_panel="Connection and login"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
+                              rich_help_panel="Connection and login"),
+    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Output and logs"),
+    log_file: str = typer.Option(None, help="write the log to this file instead of stderr",
+                              rich_help_panel="Output and logs"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line",
+                                        rich_help_panel="Output and logs"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:
@@ -76,9 +102,12 @@ def crawl(
     except ValueError as exc:
         fail(str(exc))
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
-    run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
-              rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user, password=password,
-              curve=curve)
+    counts = run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
+                       rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
+                       password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
+                       rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
+                       files=[("log", log_file)] if log_file else [])
+    exit_status(counts)
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -157,11 +186,40 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     return strategy, seeds
 
 
+#: Exit status of a crawl in which every page of the run failed (a user error is 2, cli_common).
+CRAWL_FAILED = 1
+
+
+def parse_retry_kinds(value: str | None) -> list[str] | None:
+    """``--retry-failed``'s value: None (option not given), ``[]`` (every failed URL: ``all``)
+    or the error kinds named, comma-separated (``blocked,timeout``)."""
+    if value is None:
+        return None
+    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    return [] if kinds in ([], ["all"]) else kinds
+
+
+
+def _check_retry_kinds(store, kinds: list[str]) -> None:
+    """Refuse (exit 2) an error kind that is neither one gridcrawl records nor in the database."""
+    from gridcrawl.executor.fetch import ErrorKind
+    import sqlalchemy as sa
+    from gridcrawl import models
+    with store.engine.connect() as conn:
+        stored = set(conn.scalars(sa.select(models.visited_url.c.error_kind).distinct()
+                                  .where(models.visited_url.c.error_kind.is_not(None))))
+    known = {k.value for k in ErrorKind} | {"poison", "lost"} | stored
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))})")
+
+
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,
               name: str = "gridcrawl", show_progress: bool = True, rules: str | None = None,
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
-              before_crawl=None) -> dict:
+              before_crawl=None, retry_failed: list[str] | None = None, rerun: str = "",
+              files: list[tuple[str, str]] = (), manager_db: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
@@ -169,10 +227,16 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
-    there for its executors, so that this set-up overlaps their start-up).
+    there for its executors, so that this set-up overlaps their start-up). ``retry_failed``:
+    queue the visited URLs that failed again first (``[]``: all; else only these error kinds).
+    The summary names the ``files`` written (what, path) besides the crawl database, and the
+    next commands: ``rerun`` is the command line that runs this crawl again (for
+    ``--retry-failed``), ``manager_db`` the manager database's URL when known (for
+    ``gridcrawl report``).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, or a manager that does not answer. Returns the final counts of the crawl tables
-    plus ``seconds`` and ``pages_per_second`` of this run.
+    plus ``pages``, ``errors``, ``seconds`` and ``pages_per_second`` of this run and the
+    ``application_id``; see :func:`exit_status` for the crawl's exit status.
     """
     from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
     from gridcrawl.client.progress import ProgressView
@@ -184,11 +248,15 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
     try:
-        store = CrawlStore(open_database(db))
+        store = CrawlStore(open_database(db, existing=not seeds and rules is None))
     except DatabaseUnavailable as exc:
-        fail(str(exc))
+        fail(str(exc) if seeds or rules is not None else f"no seed URLs given and no crawl to resume: {exc}")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order)
+    if retry_failed is not None:
+        _check_retry_kinds(store, retry_failed)
+        retried = store.retry_failed(retry_failed)
+        typer.echo(f"{retried} failed URL{'s' if retried != 1 else ''} queued again", err=True)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
@@ -209,9 +277,32 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             fail(f"the manager refused the application: {exc}")
     counts = store.counts()
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  application_id=final.application_id)
-    view.summary(counts)
+                  run_errors=final.errors, application_id=final.application_id)
+    errors = store.error_summary() if counts["errors"] else []
+    counts["error_kinds"] = {g.label: g.count for g in errors}
+    shown = db.split("?", 1)[0]
+    report_db = manager_db or "<the manager's --db URL>"
+    commands = [("the threads per executor",
+                 f"gridcrawl report --db {report_db} --application {final.application_id[:8]}"),
+                ("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl")]
+    if errors:
+        commands += [("every visited URL with its error kind and reason",
+                      f"gridcrawl export --db {shown} --format csv visited.csv"),
+                     ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
+                      f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
+    view.summary(counts, errors, [("crawl database", shown), *files], commands)
     return counts
+
+
+def exit_status(counts: dict) -> None:
+    """End a command whose crawl (``counts`` from :func:`run_crawl`) failed every page of this
+    run: one line on stderr naming the most frequent error kind, exit status
+    :data:`CRAWL_FAILED`. Returns when at least one page was stored, or nothing was to do."""
+    if counts["pages"] and counts["run_errors"] >= counts["pages"]:
+        kinds = ", ".join(f"{label} {n}" for label, n in counts["error_kinds"].items())
+        typer.echo(f"error: every page of this crawl failed ({counts['pages']}: {kinds}); "
+                   "the errors by kind above say why", err=True)
+        raise typer.Exit(CRAWL_FAILED)
 
 
 def main() -> None:

@@ -3,7 +3,11 @@ with rich on stderr."""
 
 from __future__ import annotations
 
+import logging
+import sys
+
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -26,10 +30,18 @@ class ProgressView:
         self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0)
 
     def __enter__(self) -> "ProgressView":
+        stderr = sys.stderr
         self.bar.__enter__()
+        # log lines on stderr go through rich's proxy while the bar is shown, so each is printed
+        # on its own line above the bar instead of glued onto it
+        self._moved = [(h, h.setStream(sys.stderr)) for h in logging.getLogger().handlers
+                       if self.enabled and type(h) is logging.StreamHandler and h.stream is stderr
+                       and sys.stderr is not stderr]
         return self
 
     def __exit__(self, *exc) -> None:
+        for handler, stream in self._moved:
+            handler.setStream(stream)
         self.bar.__exit__(*exc)
 
     def update(self, progress) -> None:
@@ -37,15 +49,35 @@ class ProgressView:
         self.bar.update(self.task, completed=progress.pages, errors=progress.errors,
                         in_flight=progress.in_flight, rate=progress.pages_per_second)
 
-    def summary(self, counts: dict) -> None:
-        """Print the end-of-crawl table: pages this run, documents, errors, to visit, time, rate."""
-        table = Table(title="gridcrawl: crawl summary", show_header=False)
+    def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
+                commands: list[tuple[str, str]] = ()) -> None:
+        """Print the end-of-crawl summary on stderr, within 80 columns: the figures of ``counts``
+        (application id, pages this run, documents, visited, errors, to visit, seconds, pages/s),
+        then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind, count, one example
+        URL and its reason), the ``files`` written (what, path) and the next ``commands`` (what
+        for, command line)."""
+        table = Table(title="gridcrawl: crawl summary", show_header=False, title_justify="left")
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
         table.add_row("application", str(counts.get("application_id", ""))[:8])
         table.add_row("pages this run", str(counts["pages"]))
         table.add_row("documents stored", str(counts["documents"]))
         table.add_row("URLs visited", str(counts["visited"]))
         table.add_row("errors", str(counts["errors"]))
         table.add_row("left to visit", str(counts["to_visit"]))
-        table.add_row("seconds", f"{counts['seconds']:.2f}")
+        table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         self.console.print(table)
+        if errors:
+            kinds = Table(title="errors by kind (one example each)", title_justify="left")
+            kinds.add_column("kind", no_wrap=True)
+            kinds.add_column("count", justify="right")
+            kinds.add_column("example", overflow="fold")
+            for group in errors:
+                reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
+                kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
+            self.console.print(kinds)
+        for what, path in files:
+            self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
+        for what, command in commands:
+            self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)

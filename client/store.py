@@ -623,6 +623,53 @@ class CrawlStore:
 
     # ------------------------------------------------------------------ figures
 
+    def error_summary(self, limit: int = 20) -> list["ErrorGroup"]:
+        """The failed visited URLs grouped by ``error_kind`` (``http_status`` also by status, so
+        404s and 500s are apart), most frequent first, at most ``limit`` groups, each with one
+        example URL and its error message (the first one recorded)."""
+        v = visited.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(v.error_kind, v.status, sa.func.count().label("n"),
+                                          sa.func.min(v.id).label("first"))
+                                .where(v.error_kind.is_not(None)).group_by(v.error_kind, v.status)).all()
+            groups: dict[tuple, list] = {}
+            for r in rows:
+                key = (r.error_kind, r.status if r.error_kind == "http_status" else None)
+                group = groups.setdefault(key, [0, r.first])
+                group[0] += r.n
+                group[1] = min(group[1], r.first)
+            ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1] or 0))[:limit]
+            examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error).where(
+                v.id.in_([first for _, (_, first) in ranked])))} if ranked else {}
+        return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "")
+                for (kind, status), (n, first) in ranked]
+
+    def retry_failed(self, kinds: Sequence[str] = ()) -> int:
+        """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
+        ``kinds``, if given; without kinds, not the crawl's own decisions on pages that were
+        fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each leaves
+        ``visited_url`` and goes back to ``to_visit_url`` at its depth. Returns how many. Run
+        before a crawl starts (``--retry-failed``)."""
+        v = visited.c
+
+        def work(conn) -> int:
+            query = sa.select(v.id, v.url, v.fingerprint, v.depth).where(v.error_kind.is_not(None))
+            if kinds:
+                query = query.where(v.error_kind.in_(list(kinds)))
+            else:
+                query = query.where(v.error_kind.not_in(DECISIONS))
+            rows = conn.execute(query).all()
+            focused = self.strategy.focus is not None
+            insert_ignore(conn, to_visit, [
+                {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
+                 "priority": focus_priority(1.0) if focused else 5, "in_flight": False,
+                 "page_type": BASE if r.depth == 0 else None, "relevance": 1.0 if focused else None}
+                for r in rows])
+            for ids in chunks([r.id for r in rows], 500):
+                conn.execute(visited.delete().where(v.id.in_(ids)))
+            return len(rows)
+        return run_transaction(self.engine, work)
+
     def counts(self) -> dict:
         """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``."""
         with self.engine.connect() as conn:
@@ -630,6 +677,27 @@ class CrawlStore:
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
                     "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link)}
 
+
+@dataclass(frozen=True)
+class ErrorGroup:
+    """Failed visited URLs of one kind (:meth:`CrawlStore.error_summary`): ``kind`` (the stored
+    ``error_kind``), ``status`` (the HTTP status for ``http_status``, else None), ``count``, and
+    one example ``url`` with its ``error`` message."""
+
+    kind: str
+    status: int | None
+    count: int
+    url: str
+    error: str
+
+    @property
+    def label(self) -> str:
+        """``"http 404"`` for an HTTP status, else the kind (``"blocked"``, ``"timeout"`` ...)."""
+        return f"http {self.status}" if self.kind == "http_status" and self.status else self.kind
+
+
+#: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
+DECISIONS = ("trap", "duplicate", "noindex")
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 
@@ -682,4 +750,4 @@ def check_seed(url: str) -> str:
     return canonical_url(url)
 
 
-__all__ = ["CrawlStore", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]
+__all__ = ["CrawlStore", "ErrorGroup", "ORDERS", "Outcome", "Pending", "Scope", "Strategy", "InvalidURL", "check_seed"]

@@ -417,5 +417,8 @@ class ExecutorAgent:
         self.sitemap_fetcher.close()
         if self.robots is not None:
             self.robots.fetcher.close()
-        log.info("%s", self.figures.idle_summary())
-        log.info("executor stopped")
+        # an executor that never registered (manager unreachable, refused) has nothing to report:
+        # its one-line error follows
+        level = logging.INFO if self.executor_id is not None else logging.DEBUG
+        log.log(level, "%s", self.figures.idle_summary())
+        log.log(level, "executor stopped")

@@ -12,7 +12,8 @@ from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
 
-app = typer.Typer(add_completion=False, help="A gridcrawl executor: registers with the manager and "
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="A gridcrawl executor: registers with the manager and "
                   "runs grid threads (fetch, parse, extract links) on worker threads.")
 
 
@@ -22,33 +23,46 @@ def run(
     manager: str = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000"),
     threads: int = typer.Option(Settings.threads, help="worker threads (grid threads run at once)"),
     name: str = typer.Option(None, help="a name for this executor (default host:pid)"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's first answer"),
-    download_timeout: float = typer.Option(Settings.download_timeout, help="wall-clock deadline of one fetch, seconds"),
-    max_body_bytes: int = typer.Option(Settings.max_body_bytes, help="largest body kept, bytes"),
-    user_agent: str = typer.Option(Settings.user_agent, help="User-Agent header of every fetch"),
-    keep_non_html: bool = typer.Option(False, help="also download bodies of non-HTML responses"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
+    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
+                                             rich_help_panel="Connection and login"),
+    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
+                                             rich_help_panel="Connection and login"),
+    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's first answer",
+                                           rich_help_panel="Connection and login"),
+    download_timeout: float = typer.Option(Settings.download_timeout, help="wall-clock deadline of one fetch, seconds",
+                                           rich_help_panel="Fetching"),
+    max_body_bytes: int = typer.Option(Settings.max_body_bytes, help="largest body kept, bytes",
+                                          rich_help_panel="Fetching"),
+    user_agent: str = typer.Option(Settings.user_agent, help="User-Agent header of every fetch",
+                                          rich_help_panel="Fetching"),
+    keep_non_html: bool = typer.Option(False, "--keep-non-html", help="also download bodies of non-HTML responses",
+                                           rich_help_panel="Fetching"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
+                                           rich_help_panel="Fetching"),
     robots_retry: float = typer.Option(Settings.robots_retry, help="seconds a host with an unreachable "
-                                       "robots.txt stays disallowed before robots.txt is fetched again"),
-    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)"),
+                                       "robots.txt stays disallowed before robots.txt is fetched again",
+                                       rich_help_panel="Fetching"),
+    user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
+                                   rich_help_panel="Connection and login"),
     curve_secret: Path = typer.Option(None, help="this executor's CURVE secret key file (gridcrawl keys new); "
-                                      "needs --curve-server-key"),
-    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file"),
+                                      "needs --curve-server-key", rich_help_panel="Connection and login"),
+    curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
+                                       rich_help_panel="Connection and login"),
     allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
-                                            "private/loopback/link-local (repeatable; default: none)"),
-    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
-    log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
-    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+                                            "private/loopback/link-local (repeatable; default: none)", metavar="CIDR"),
+    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
+    log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
     idle_only: bool = typer.Option(False, "--idle-only", help="a non-dedicated desktop: take grid threads only "
                                    "while other programs leave the CPU idle (and within --hours)"),
     cpu_threshold: float = typer.Option(25.0, help="with --idle-only: percent of the machine's CPU other "
-                                        "processes may use before the owner counts as back"),
+                                        "processes may use before the owner counts as back",
+                                      rich_help_panel="Idle desktop (with --idle-only)"),
     hours: str = typer.Option(None, help="with --idle-only: local hours to work, HH:MM-HH:MM (may wrap "
-                              "midnight, e.g. 18:00-08:00)"),
+                              "midnight, e.g. 18:00-08:00)", rich_help_panel="Idle desktop (with --idle-only)"),
     idle_seconds: float = typer.Option(30.0, help="with --idle-only: seconds the CPU must stay under the "
-                                       "threshold before work is taken (again)"),
+                                       "threshold before work is taken (again)",
+                                            rich_help_panel="Idle desktop (with --idle-only)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:

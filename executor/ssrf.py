@@ -33,9 +33,12 @@ Sheet; ``inet_aton(3)`` for the numeric host forms.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
+
+log = logging.getLogger("gridcrawl.executor.ssrf")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -195,18 +198,31 @@ def system_resolver(host: str, port: int) -> list[str]:
     return [info[4][0] for info in infos]
 
 
+def suggested_network(address: IPAddress) -> str:
+    """The ``--allow-private`` value that would let ``address`` through, for error messages: the
+    loopback or RFC 1918 network it lies in (``127.0.0.0/8``, ``10.0.0.0/8``, ``172.16.0.0/12``,
+    ``192.168.0.0/16``), else the address alone (``/32``, ``/128``)."""
+    for network in ("127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"):
+        net = ipaddress.ip_network(network)
+        if address.version == net.version and address in net:
+            return network
+    return f"{address}/{address.max_prefixlen}"
+
+
 class SSRFGuard:
     """The executor's hop check: ``SSRFGuard(allow=["127.0.0.0/8"]).check(url) -> str | None``.
 
     ``allow``: CIDRs that are fetched even though :func:`classify` refuses them (the tests'
     loopback sites, an intranet the crawl is meant for). ``resolver(host, port) -> [address]``
-    defaults to the system resolver. Thread-safe (no mutable state). Raises ``ValueError`` on a
-    bad CIDR.
+    defaults to the system resolver. The first refused address is logged once as a WARNING
+    naming the option to use (a grid on a private network otherwise crawls nothing silently).
+    Thread-safe (the only state is that one-time flag). Raises ``ValueError`` on a bad CIDR.
     """
 
     def __init__(self, allow: Iterable[str] = (), *, resolver: Resolver | None = None) -> None:
         self.allow = parse_networks(allow)
         self.resolver = resolver or system_resolver
+        self.warned = False
 
     def allowed(self, address: IPAddress) -> bool:
         """True if ``address`` (or the IPv4 address it carries) is inside an allowed network."""
@@ -259,10 +275,15 @@ class SSRFGuard:
             reason = self.check_address(address)
             if reason is not None:
                 shown = host if str(address) == host else f"{host} ({address})"
-                return f"{shown} is refused by the SSRF guard: {reason} (allow it with --allow-private CIDR)"
+                refusal = (f"{shown} is refused by the SSRF guard: {reason} — start executors with "
+                           f"--allow-private {suggested_network(address)}")
+                if not self.warned:
+                    self.warned = True
+                    log.warning("%s (logged once; every such page fails as 'blocked')", refusal)
+                return refusal
         return None
 
     __call__ = check
 
 
-__all__ = ["classify", "parse_host", "parse_networks", "SSRFGuard", "system_resolver", "ALLOWED_SCHEMES"]
+__all__ = ["suggested_network", "classify", "parse_host", "parse_networks", "SSRFGuard", "system_resolver", "ALLOWED_SCHEMES"]

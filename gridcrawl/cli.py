@@ -20,15 +20,31 @@ from gridcrawl.cli_common import fail, setup_logging
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
+from gridcrawl.client.cli import RETRY_HELP
 
-app = typer.Typer(add_completion=False, help="gridcrawl: a grid web crawler (manager, executors, client).")
-db_app = typer.Typer(add_completion=False, help="Database set-up.")
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="gridcrawl: a grid web crawler (manager, executors, client).")
+db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                     help="Database set-up.")
 app.add_typer(db_app, name="db")
-keys_app = typer.Typer(add_completion=False, help="CURVE key pairs for encrypted connections (docs/security.md).")
+keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                       help="CURVE key pairs for encrypted connections (docs/security.md).")
 app.add_typer(keys_app, name="keys")
-config_app = typer.Typer(add_completion=False, help="The configuration: TOML file (--config), GRIDCRAWL_* "
+config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                         help="The configuration: TOML file (--config), GRIDCRAWL_* "
                          "variables, command-line options (docs/operations.md).")
 app.add_typer(config_app, name="config")
+
+
+@app.callback()
+def _options(
+    config_file: Path = typer.Option(None, "--config", show_default=False,
+                                     help="TOML configuration file for every command (also $GRIDCRAWL_CONFIG; "
+                                     "then GRIDCRAWL_* variables, then options; docs/operations.md)"),
+) -> None:
+    """gridcrawl: a grid web crawler (manager, executors, client)."""
+    # --config is read (and taken out of the command line) by gridcrawl.config.run_program before
+    # typer runs; it is declared here so that `gridcrawl --help` lists it
 
 
 def _free_port() -> int:
@@ -58,30 +74,45 @@ def run(
     executors: int = typer.Option(2, help="executor processes to start"),
     threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)"),
+    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)",
+                                  rich_help_panel="Scope and politeness"),
     sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
-                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)"),
-    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too"),
+                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
+                                  rich_help_panel="Scope and politeness"),
+    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
+                                         rich_help_panel="Scope and politeness"),
     store_duplicates: bool = typer.Option(False, "--store-duplicates",
-                                          help="store duplicate pages (same canonical or body) in full"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains"),
+                                          help="store duplicate pages (same canonical or body) in full",
+                                          rich_help_panel="Strategy"),
+    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
+                                           rich_help_panel="Scope and politeness"),
+    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
+                                           rich_help_panel="Scope and politeness"),
+    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
+                                           rich_help_panel="Scope and politeness"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
+                                 rich_help_panel="Scope and politeness"),
     concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies"),
+                                                     help="threads of one host in flight at once",
+                                 rich_help_panel="Scope and politeness"),
+    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
-                              "its base URLs are seeds"),
-    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)'),
-    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]"),
-    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]"),
+                              "its base URLs are seeds", rich_help_panel="Strategy"),
+    focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
+                                                     rich_help_panel="Strategy"),
+    min_relevance: float = typer.Option(None, help="focused crawl: links scoring below this (0..1) are not followed [0]",
+                                                     rich_help_panel="Strategy"),
+    order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
+                                    rich_help_panel="Strategy"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
-                                            "the seeds' own private or loopback addresses are always allowed)"),
-    progress: bool = typer.Option(True, help="show a progress bar"),
-    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)"),
+                                            "the seeds' own private or loopback addresses are always allowed)",
+                              metavar="CIDR"),
+    retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output"),
+    log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)",
+                                        rich_help_panel="Output"),
     http: str = typer.Option(None, help="serve the manager's live dashboard on HOST:PORT, e.g. 127.0.0.1:9080"),
 ) -> None:
     """Run a manager, EXECUTORS executor processes and a client on this machine and crawl SEEDS.
@@ -103,7 +134,7 @@ def run(
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
-    from gridcrawl.client.cli import run_crawl
+    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl
     from gridcrawl.client.store import check_seed
     from gridcrawl.urls import InvalidURL
     seeds = seeds or []
@@ -120,6 +151,8 @@ def run(
             fail(f"invalid rules: {exc}")
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if not seeds and rules is None and not (workdir / "crawl.db").exists():
+        fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
     hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
     if rules is not None:
@@ -146,11 +179,17 @@ def run(
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
-                                                                    settings.connect_timeout))
+                                                                    settings.connect_timeout),
+                           retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
+                           rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
+                                                                          else ""),
+                           files=[("manager database", manager_db),
+                                  ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
         _stop(processes)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+    exit_status(counts)
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
@@ -228,15 +267,29 @@ def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     return networks
 
 
-def _print_timings(rows) -> None:
-    from rich.console import Console
+def _table(title: str, columns: list[tuple[str, bool]]):
+    """A rich table titled ``title`` with ``columns`` (name, numeric): text columns fold long
+    values onto more lines rather than cut them, numbers stay whole and right-aligned."""
     from rich.table import Table
-    table = Table(title="threads per executor")
-    for column in ("executor", "host", "threads", "mean s", "min s", "max s", "mean wait s", "pages/s"):
-        table.add_column(column, justify="left" if column in ("executor", "host") else "right")
+    table = Table(title=title)
+    for name, numeric in columns:
+        if numeric:
+            table.add_column(name, justify="right", no_wrap=True)
+        else:
+            table.add_column(name, overflow="fold")
+    return table
+
+
+def _print_timings(rows, wide: bool = False) -> None:
+    """The threads per executor of one application (:func:`gridcrawl.report.executor_timings`);
+    ``wide``: also the host and the shortest run."""
+    table = _table("threads per executor", [("executor", False)] + [("host", False)] * wide + [
+        ("threads", True), ("mean s", True)] + [("min s", True)] * wide + [
+        ("max s", True), ("mean wait s", True), ("pages/s", True)])
     for r in rows:
-        table.add_row(r.name, r.host, str(r.threads), f"{r.mean_seconds:.3f}", f"{r.min_seconds:.3f}",
-                      f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}", f"{r.pages_per_second:.1f}")
+        table.add_row(r.name, *[r.host] * wide, str(r.threads), f"{r.mean_seconds:.3f}",
+                      *[f"{r.min_seconds:.3f}"] * wide, f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}",
+                      f"{r.pages_per_second:.1f}")
     _console().print(table)
 
 
@@ -245,44 +298,45 @@ def _seconds(value: float | None, digits: int = 3) -> str:
 
 
 def _console():
-    """A rich console for report tables: the terminal's width, or 200 columns when the output is a
-    file or a pipe (rich would assume 80 and cut every column short)."""
+    """A rich console for report tables: the terminal's width (or $COLUMNS), else 200 columns
+    when the output is a file or a pipe (rich would assume 80 and fold every row)."""
     from rich.console import Console
     console = Console()
-    return console if console.is_terminal else Console(width=200)
+    return console if console.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
 
 
-def _print_executor_summary(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
-    table = Table(title="executors (view executor_summary)")
-    for column in ("executor", "host", "up", "threads", "pages", "failed", "mean s", "min s", "max s",
-                   "mean wait s", "pages/s", "CPUs", "CPU MHz", "CPU use %", "CPU s"):
-        table.add_column(column, justify="left" if column in ("executor", "host", "up") else "right")
+def _print_executor_summary(rows, wide: bool = False) -> None:
+    """The rows of the ``executor_summary`` view; ``wide``: every column (host, run seconds
+    min/max, queue wait, CPU figures), else the ones that fit 80 columns."""
+    extra = [("host", False), ("min s", True), ("max s", True), ("mean wait s", True), ("CPUs", True),
+             ("CPU MHz", True), ("CPU use %", True), ("CPU s", True)]
+    table = _table("executors (view executor_summary)", [
+        ("executor", False), ("up", False), ("threads", True), ("pages", True), ("failed", True),
+        ("mean s", True), ("pages/s", True)] + extra * wide)
     for r in rows:
-        table.add_row(r.executor_name, r.host, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
-                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.min_run_seconds),
-                      _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
-                      _seconds(r.pages_per_second, 2), str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}",
-                      f"{r.cpu_totalusage:.1f}")
+        more = [r.host, _seconds(r.min_run_seconds), _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
+                str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}", f"{r.cpu_totalusage:.1f}"]
+        table.add_row(r.executor_name, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
+                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
     _console().print(table)
 
 
-def _print_application_summary(rows) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _print_application_summary(rows, wide: bool = False) -> None:
+    """The rows of the ``application_summary`` view; ``wide``: whole ids and every column, else
+    8-character ids (``--application`` takes them) and the columns that fit 80 columns."""
     from gridcrawl.states import ApplicationState
-    table = Table(title="applications (view application_summary)")
-    for column in ("application", "name", "state", "threads", "pages", "failed", "executors", "elapsed s",
-                   "pages/s"):
-        table.add_column(column, justify="left" if column in ("application", "name", "state") else "right")
+    table = _table("applications (view application_summary)", [
+        ("application", False), ("name", False), ("state", False)] + [("threads", True)] * wide + [
+        ("pages", True), ("failed", True)] + [("executors", True)] * wide + [
+        ("crawl s", True), ("pages/s", True)])
     for r in rows:
         try:
             state = ApplicationState(r.state).name.lower()
         except ValueError:
             state = str(r.state)
-        table.add_row(r.application_id, r.application_name, state, str(r.threads), str(r.pages), str(r.failed),
-                      str(r.executors), _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
+        table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, state,
+                      *[str(r.threads)] * wide, str(r.pages), str(r.failed), *[str(r.executors)] * wide,
+                      _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
     _console().print(table)
 
 
@@ -291,22 +345,28 @@ def report(
     db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
+    wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
+                              "by default the tables fit 80 columns"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
     application_summary; with --application, that application's threads per executor) and,
-    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report])."""
+    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report]).
+
+    Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
+    pages/s = pages / crawl s (an executor's too, so they add up)."""
     try:
-        engine = open_database(db)
+        engine = open_database(db, existing=True)
     except DatabaseUnavailable as exc:
         fail(str(exc))
     from gridcrawl import report as rep
     import sqlalchemy as sa
     try:
         if application:
-            _print_timings(rep.executor_timings(engine, application))
+            application = rep.resolve_application(engine, application)
+            _print_timings(rep.executor_timings(engine, application), wide)
         else:
-            _print_executor_summary(rep.executor_summary(engine))
-        _print_application_summary(rep.application_summary(engine, application))
+            _print_executor_summary(rep.executor_summary(engine), wide)
+        _print_application_summary(rep.application_summary(engine, application), wide)
         if plot is not None:
             drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
             typer.echo(f"timeline of {drawn} threads drawn to {plot}")
@@ -389,7 +449,7 @@ def export_command(
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
     from gridcrawl.export import ExportError, export
     try:
-        engine = open_database(db)
+        engine = open_database(db, existing=True)
         result = export(engine, format, out, content=content)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
@@ -409,7 +469,6 @@ def config_show(
     command line, e.g. ``gridcrawl --config g.toml config show --program executor -- --threads 4``.
     """
     import importlib
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
     from gridcrawl.config import CONFIG_ENV, ConfigError, show_rows
@@ -424,11 +483,12 @@ def config_show(
     except ConfigError as exc:
         fail(str(exc))
     table = Table(title=f"effective settings of gridcrawl-{program}" + (f" with {path}" if path else ""))
-    for column in ("setting", "value", "source"):
-        table.add_column(column, overflow="fold")
+    table.add_column("setting", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    table.add_column("source", overflow="fold")
     for name, value, source in rows:
         table.add_row(escape(name), escape(value), escape(source), style=None if source == "default" else "bold")
-    Console(width=max(100, Console().width)).print(table)
+    _console().print(table)
 
 
 def main() -> None:

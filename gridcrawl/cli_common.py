@@ -26,6 +26,26 @@ import typer
 USER_ERROR = 2
 
 
+def _tidy_help() -> None:
+    """Help screens that fit 80 columns: typer (0.2x) labels every flag ``<bool>`` in the type
+    column of ``--help``, which says nothing (a flag takes no value) and costs every option's
+    help text width. Flags get no type label; other options keep theirs (``<int>``, ``<path>``).
+    Guarded: a typer without ``display_type_rich`` is left alone."""
+    from typer.core import TyperOption
+    original = getattr(TyperOption, "display_type_rich", None)
+    if original is None or getattr(original, "_gridcrawl", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and self.metavar is None else original(self, ctx)
+
+    display_type_rich._gridcrawl = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_tidy_help()
+
+
 def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr and exit with status 2."""
     typer.echo(f"error: {message}", err=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import os
 import random
 import sqlite3
 import time
@@ -101,8 +102,10 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def open_database(url: str, *, check: bool = True) -> Engine:
+def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
+    ``existing``: the database must exist already (a SQLite file is not created: commands that
+    only read, such as ``gridcrawl report`` and ``export``, leave no file behind).
 
     Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
     ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
@@ -119,6 +122,9 @@ def open_database(url: str, *, check: bool = True) -> Engine:
     except ArgumentError:
         raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. sqlite:///crawl.db)") from None
     shown = parsed.render_as_string(hide_password=True)
+    if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
+            and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
+        raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")
     try:
         if parsed.get_backend_name() == "sqlite":
             engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})

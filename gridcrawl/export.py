@@ -27,8 +27,9 @@ import csv
 import datetime as _dt
 import io
 import json
+import os
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
@@ -190,8 +191,8 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         headers.append(("content-length", str(len(body))))
         fetched = row.get("fetched_at")
         if isinstance(fetched, _dt.datetime):
-            if fetched.tzinfo is None:
-                fetched = fetched.replace(tzinfo=_dt.timezone.utc)
+            if fetched.tzinfo is not None:  # warcio wants naive UTC: it appends the "Z" itself
+                fetched = fetched.astimezone(_dt.timezone.utc).replace(tzinfo=None)
             date = datetime_to_iso_date(fetched, use_micros=True)
         else:
             date = writer.curr_warc_date()
@@ -226,23 +227,33 @@ def _chain(first, rest):
 
 @contextmanager
 def _open_output(path: str, binary: bool):
-    """``path`` opened for writing (``-``: standard output). Raises :class:`ExportError`."""
+    """``path`` opened for writing (``-``: standard output). The data goes to ``path.part``
+    first, renamed to ``path`` when the export succeeded and deleted when it failed, so a failed
+    export leaves no (empty or partial) output and never clobbers an earlier one. Raises
+    :class:`ExportError`."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
+    part = f"{path}.part"
     try:
-        fh = open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")
+        fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror}") from None
-    with fh:
-        yield fh
+    try:
+        with fh:
+            yield fh
+        os.replace(part, path)
+    except BaseException:
+        with suppress(OSError):
+            os.remove(part)
+        raise
 
 
 def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None) -> ExportResult:
     """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``) to the file
     ``path`` (``-``: standard output). ``gzip`` (WARC only): default True when ``path`` ends in
     ``.gz``. Raises :class:`ExportError` (unknown format, unwritable file, not a crawl
-    database); a partial file may remain after an error."""
+    database); nothing is left at ``path`` after an error."""
     fmt = fmt.lower()
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")

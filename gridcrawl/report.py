@@ -3,7 +3,9 @@ per-executor and per-application summaries, per-thread timings, and the per-exec
 chart of threads (a Gantt-like chart, as the paper's thread table shows).
 
 Durations are derived from the stored UTC times: run = finished − started, queue wait =
-started − submitted (seconds). A page is a grid thread that finished and did not fail.
+started − submitted (seconds). A page is a grid thread that finished and did not fail; crawl
+seconds run from the first grid thread submitted to the last finished; pages/s = pages / crawl
+seconds, for an executor too (README, "Figures").
 Drawing needs matplotlib (``pip install 'gridcrawl[report]'``), imported only when drawing.
 """
 
@@ -38,6 +40,27 @@ _thread_timing = sa.table(
 )
 
 
+def resolve_application(engine: Engine, application_id: str) -> str:
+    """The full id of the application whose id is ``application_id`` or starts with it (at least
+    4 characters, as pause/resume accept and the client's summary shows 8). Raises
+    :class:`ReportError` when none or more than one matches, naming the candidates."""
+    from gridcrawl import models
+    app = models.application.c
+    with engine.connect() as conn:
+        if conn.execute(sa.select(app.application_id).where(app.application_id == application_id)).first():
+            return application_id
+        found = [] if len(application_id) < 4 else list(conn.scalars(
+            sa.select(app.application_id).where(app.application_id.startswith(application_id, autoescape=True))
+            .order_by(app.application_id).limit(6)))
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise ReportError(f"application id {application_id!r} is ambiguous: {', '.join(found[:5])}"
+                          f"{' ...' if len(found) > 5 else ''} (give more characters)")
+    short = " (give at least 4 characters)" if len(application_id) < 4 else ""
+    raise ReportError(f"no application {application_id!r} in this database{short}")
+
+
 def _float(value) -> float | None:
     return None if value is None else float(value)
 
@@ -45,7 +68,8 @@ def _float(value) -> float | None:
 @dataclass
 class ExecutorTimings:
     """Timings of the threads one executor ran: ``threads`` finished, run seconds (mean, min,
-    max), mean queue wait seconds, and ``pages_per_second`` over the executor's busy span."""
+    max), mean queue wait seconds, and ``pages_per_second``: its pages per crawl second of the
+    application (README "Figures"; the executors' rates add up to the application's)."""
 
     executor_id: str
     name: str
@@ -65,17 +89,19 @@ def executor_timings(engine: Engine, application_id: str | None = None) -> list[
     tt = _thread_timing.c
     query = (sa.select(tt.executor_id, tt.executor_name, tt.executor_host, sa.func.count().label("threads"),
                        sa.func.avg(tt.run_seconds).label("mean"), sa.func.min(tt.run_seconds).label("min"),
-                       sa.func.max(tt.run_seconds).label("max"), sa.func.avg(tt.queue_wait_seconds).label("wait"),
-                       sa.func.min(tt.time_started).label("first"), sa.func.max(tt.time_finished).label("last"))
+                       sa.func.max(tt.run_seconds).label("max"), sa.func.avg(tt.queue_wait_seconds).label("wait"))
              .where(tt.executor_id.is_not(None), tt.time_started.is_not(None), tt.time_finished.is_not(None),
                     tt.failed == sa.false())
              .group_by(tt.executor_id, tt.executor_name, tt.executor_host))
+    span_query = sa.select(sa.func.min(tt.time_submitted), sa.func.max(tt.time_finished))
     if application_id:
         query = query.where(tt.application_id == application_id)
+        span_query = span_query.where(tt.application_id == application_id)
     out = []
     with engine.connect() as conn:
+        first, last = conn.execute(span_query).one()
+        span = (last - first).total_seconds() if first is not None and last is not None else 0.0
         for r in conn.execute(query):
-            span = (r.last - r.first).total_seconds()
             out.append(ExecutorTimings(r.executor_id, r.executor_name or "", r.executor_host or "", int(r.threads),
                                        float(r.mean), float(r.min), float(r.max), float(r.wait or 0.0),
                                        r.threads / span if span > 0 else 0.0))
@@ -85,8 +111,9 @@ def executor_timings(engine: Engine, application_id: str | None = None) -> list[
 @dataclass
 class ExecutorSummary:
     """A row of the ``executor_summary`` view: threads and pages an executor ran, run seconds of
-    its pages (mean, min, max; None without pages), mean queue wait seconds, pages per second
-    over its busy span, and its last heartbeat's CPU figures (``cpu_max`` MHz × cores,
+    its pages (mean, min, max; None without pages), mean queue wait seconds, its pages per
+    crawl second of the grid (first thread submitted → last finished, every application; the
+    executors' rates add up to the grid's), and its last heartbeat's CPU figures (``cpu_max`` MHz × cores,
     ``cpu_usage``/``cpu_avail`` %, ``cpu_totalusage`` CPU-seconds, memory in bytes)."""
 
     executor_id: str
@@ -131,8 +158,8 @@ def executor_summary(engine: Engine) -> list[ExecutorSummary]:
 @dataclass
 class ApplicationSummary:
     """A row of the ``application_summary`` view: threads, pages, failed threads, executors
-    used, elapsed seconds (created → completed, or → last finished thread) and pages per
-    second (None until a thread finished)."""
+    used, ``elapsed_seconds``: its crawl seconds (first thread submitted → last finished) and
+    pages per second (None until a thread finished)."""
 
     application_id: str
     application_name: str

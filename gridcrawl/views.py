@@ -5,13 +5,17 @@ did it take" with one ``SELECT``, written once and rendered for each back end.
   state, failed flag, attempts, the three UTC times, ``queue_wait_seconds`` (started − submitted)
   and ``run_seconds`` (finished − started).
 * ``executor_summary`` — one row per executor: threads and pages it ran, mean/min/max run
-  seconds and mean queue wait of its pages, pages per second over its busy span, and the CPU and
-  memory figures of its last heartbeat (Alchemi's ``cpu_max`` MHz × cores, ``cpu_usage`` %,
-  ``cpu_avail`` %, ``cpu_totalusage`` CPU-seconds).
-* ``application_summary`` — one row per application: threads, pages, executors used, elapsed
-  seconds (created → completed, or → last finished thread while it runs) and pages per second.
+  seconds and mean queue wait of its pages, its pages per second of the grid's crawl seconds
+  (so the executors' rates add up to the grid's), and the CPU and memory figures of its last
+  heartbeat (Alchemi's ``cpu_max`` MHz × cores, ``cpu_usage`` %, ``cpu_avail`` %,
+  ``cpu_totalusage`` CPU-seconds).
+* ``application_summary`` — one row per application: threads, pages, executors used, its
+  crawl seconds (``elapsed_seconds``) and pages per second.
 
-A page is a grid thread that finished and did not fail. Seconds between two ``DATETIME`` columns
+The figures are defined once (README, "Figures"): a **page** is a grid thread that finished and
+did not fail (a fetch error such as a 404 is a page; a poison thread is not); **crawl seconds**
+run from the first grid thread submitted to the last one finished; **pages/s** is pages divided
+by crawl seconds. Seconds between two ``DATETIME`` columns
 need a different function on each back end (:func:`seconds_between`); SQLite's date functions
 read milliseconds, so its durations are exact to 1 ms, the others' to 1 µs.
 
@@ -74,7 +78,7 @@ LEFT JOIN executor AS e ON e.executor_id = t.executor_id"""
 
 def _executor_summary(d: str) -> str:
     page = f"tt.time_finished IS NOT NULL AND tt.failed = {_false(d)}"
-    span = seconds_between(d, "s.first_started", "s.last_finished")
+    span = seconds_between(d, "g.first_submitted", "g.last_finished")
     return f"""SELECT e.executor_id, e.name AS executor_name, e.host, e.is_connected,
     e.threads AS worker_threads, e.num_cpus, e.cpu_max, e.cpu_usage, e.cpu_avail, e.cpu_totalusage,
     e.mem_max, e.mem_usage, e.pages_per_second AS reported_pages_per_second,
@@ -95,11 +99,14 @@ LEFT JOIN (
     FROM thread_timing AS tt
     WHERE tt.executor_id IS NOT NULL
     GROUP BY tt.executor_id
-) AS s ON s.executor_id = e.executor_id"""
+) AS s ON s.executor_id = e.executor_id
+CROSS JOIN (
+    SELECT MIN(t.time_submitted) AS first_submitted, MAX(t.time_finished) AS last_finished FROM thread AS t
+) AS g"""
 
 
 def _application_summary(d: str) -> str:
-    elapsed = seconds_between(d, "a.time_created", "COALESCE(a.time_completed, s.last_finished)")
+    elapsed = seconds_between(d, "s.first_submitted", "s.last_finished")
     return f"""SELECT a.application_id, a.application_name, a.usr_name, a.state,
     a.time_created, a.time_completed,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
@@ -111,7 +118,7 @@ LEFT JOIN (
     SELECT t.application_id, COUNT(*) AS threads,
         SUM(CASE WHEN t.time_finished IS NOT NULL AND t.failed = {_false(d)} THEN 1 ELSE 0 END) AS pages,
         SUM(CASE WHEN t.failed = {_false(d)} THEN 0 ELSE 1 END) AS failed,
-        COUNT(DISTINCT t.executor_id) AS executors,
+        COUNT(DISTINCT t.executor_id) AS executors, MIN(t.time_submitted) AS first_submitted,
         MIN(t.time_started) AS first_started, MAX(t.time_finished) AS last_finished
     FROM thread AS t
     GROUP BY t.application_id

@@ -17,9 +17,11 @@ from gridcrawl.transport import check_endpoint
 
 DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
 
-app = typer.Typer(add_completion=False, help="The gridcrawl manager: executors register with it, "
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                  help="The gridcrawl manager: executors register with it, "
                   "applications submit grid threads to it, and it records both in SQL.")
-users_app = typer.Typer(add_completion=False, help="Users who may join the grid (groups Administrators, "
+users_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+                        help="Users who may join the grid (groups Administrators, "
                         "Executors, Users). Once one user exists, every executor and client must log in.")
 app.add_typer(users_app, name="users")
 
@@ -31,30 +33,45 @@ def serve(
     ctx: typer.Context,
     bind: str = typer.Option("tcp://*:9000", help="ZeroMQ endpoint to listen on"),
     db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before a peer is dead"),
-    thread_timeout: float = typer.Option(Settings.thread_timeout, help="seconds before a running thread is taken back"),
-    max_attempts: int = typer.Option(Settings.max_attempts, help="lost attempts before a thread fails (poison)"),
-    prefetch: int = typer.Option(Settings.prefetch, help="threads an executor may buffer beyond its workers"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)"),
+    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
+                                             rich_help_panel="Connections and security"),
+    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before a peer is dead",
+                                             rich_help_panel="Connections and security"),
+    thread_timeout: float = typer.Option(Settings.thread_timeout, help="seconds before a running thread is taken back",
+                                           rich_help_panel="Scheduling and politeness"),
+    max_attempts: int = typer.Option(Settings.max_attempts, help="lost attempts before a thread fails (poison)",
+                                           rich_help_panel="Scheduling and politeness"),
+    prefetch: int = typer.Option(Settings.prefetch, help="threads an executor may buffer beyond its workers",
+                                         rich_help_panel="Scheduling and politeness"),
+    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
+                                         rich_help_panel="Scheduling and politeness"),
     concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once, grid-wide"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host"),
-    max_crawl_delay: float = typer.Option(Settings.max_crawl_delay, help="largest robots.txt Crawl-delay honoured, seconds"),
-    retry_times: int = typer.Option(Settings.retry_times, help="retries of connection errors, 5xx and 429"),
-    retry_backoff: float = typer.Option(Settings.retry_backoff, help="seconds before the first retry (doubles)"),
+                                                     help="threads of one host in flight at once, grid-wide",
+                                     rich_help_panel="Scheduling and politeness"),
+    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
+                                 rich_help_panel="Scheduling and politeness"),
+    max_crawl_delay: float = typer.Option(Settings.max_crawl_delay, help="largest robots.txt Crawl-delay honoured, seconds",
+                                 rich_help_panel="Scheduling and politeness"),
+    retry_times: int = typer.Option(Settings.retry_times, help="retries of connection errors, 5xx and 429",
+                                 rich_help_panel="Scheduling and politeness"),
+    retry_backoff: float = typer.Option(Settings.retry_backoff, help="seconds before the first retry (doubles)",
+                                 rich_help_panel="Scheduling and politeness"),
     curve_secret: Path = typer.Option(None, help="the manager's CURVE secret key file (gridcrawl keys new): "
-                                      "encrypt every connection; needs --curve-allow"),
+                                      "encrypt every connection; needs --curve-allow",
+                                                     rich_help_panel="Connections and security"),
     curve_allow: Path = typer.Option(None, help="directory of the public keys (*.key) of executors and clients "
-                                     "allowed to connect (read again at every new connection)"),
+                                     "allowed to connect (read again at every new connection)",
+                                         rich_help_panel="Connections and security"),
     require_login: bool = typer.Option(False, "--require-login", help="refuse every executor and client that "
                                        "does not log in, even while no user exists (by default logins are "
-                                       "required as soon as one user exists)"),
+                                       "required as soon as one user exists)",
+                                          rich_help_panel="Connections and security"),
     max_message_bytes: int = typer.Option(Settings.max_message_bytes, help="largest message a peer may send, "
-                                          "bytes; a peer sending more is disconnected"),
-    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR"),
-    log_file: str = typer.Option(None, help="write the log to this file instead of stderr"),
-    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line"),
+                                          "bytes; a peer sending more is disconnected",
+                                    rich_help_panel="Connections and security"),
+    log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
+    log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
+    log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
     http: str = typer.Option(None, help="serve the live dashboard and its JSON API on HOST:PORT, e.g. "
                              "127.0.0.1:9080 (off loopback it requires a login with the manager's users)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
@@ -83,7 +100,7 @@ def serve(
         curve = server_keys(curve_secret, curve_allow) if curve_secret is not None else None
     except KeyFileError as exc:
         fail(str(exc))
-    if curve is None and not is_loopback_endpoint(bind):
+    if curve is None and not is_loopback_endpoint(bind) and log_file:  # else the server's log says it on stderr
         typer.secho(f"WARNING: listening on {bind} without CURVE: connections are unencrypted (passwords too) and "
                     "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
                     "(see docs/security.md).", err=True, fg="red", bold=True)

@@ -170,7 +170,10 @@ class Application:
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     done: int = 0                        # threads finished (results received, failed ones included)
+    errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
     time_completed: float | None = None
+    first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
+    last_finished: float | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -195,6 +198,9 @@ class ManagerCore:
         # executor id -> user who registered it, from the database after a restart (an id is
         # reclaimed only by its own user, even when the manager has not seen it since starting)
         self.executor_owners: dict[str, str] = {}
+        # (name, host, user) -> executor id of executors recorded earlier (restored from SQL): an
+        # executor started again under the same name on the same host and user keeps its id
+        self.executor_names: dict[tuple[str, str, str], str] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
@@ -251,7 +257,11 @@ class ManagerCore:
                 actions += self._lose_executor(ex, now, "lost")
         for app in self.applications.values():
             if app.peer is not None and now - app.last_seen > s.peer_timeout:
-                log.warning("application %s: client silent, detached (its threads go on)", app.application_id[:8])
+                if app.state == ApplicationState.STOPPED:  # a finished crawl's client has simply left
+                    log.debug("application %s: its client left after the crawl", app.application_id[:8])
+                else:
+                    log.warning("application %s: client silent, detached (its threads go on)",
+                                app.application_id[:8])
                 self.peers.pop(app.peer, None)
                 app.peer = None
         for ex in self.executors.values():
@@ -267,6 +277,13 @@ class ManagerCore:
         return actions
 
     # -------------------------------------------------------------------------- executors
+
+    def _same_executor(self, m: p.Register) -> str | None:
+        """The id of a known executor that is not connected and has ``m``'s name, host and user
+        (an executor process started again), else None."""
+        executor_id = self.executor_names.get((m.name, m.host, m.user))
+        ex = self.executors.get(executor_id or "")
+        return executor_id if executor_id and (ex is None or not ex.connected) else None
 
     def on_register(self, peer: bytes, m: p.Register, now: float) -> list[Action]:
         """An executor joins (or rejoins after a reconnect): welcome it and give it work.
@@ -286,6 +303,11 @@ class ManagerCore:
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
             ex = self.executors.get(old[1])
+        if ex is None and not claimed_id:
+            # the same executor started again (gridcrawl run names them executor-1 ...): one row
+            # per executor in the records and the dashboard, not one per process
+            claimed_id = self._same_executor(m)
+            ex = self.executors.get(claimed_id or "")
         owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
         if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
@@ -304,6 +326,7 @@ class ManagerCore:
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         self.executors[executor_id] = ex
         self.executor_owners[executor_id] = m.user
+        self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
         row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,
@@ -504,6 +527,8 @@ class ManagerCore:
                            spec.priority, spec.instruction, now, host=url_host(spec.url))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
+            if app.first_submitted is None:
+                app.first_submitted = now
             self._enqueue(t)
             rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
                          "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
@@ -643,9 +668,11 @@ class ManagerCore:
     def _remember(self, t: GridThread, executor_name: str | None) -> None:
         """Count a finished thread for its application and keep it in :attr:`recent`."""
         app = self.applications.get(t.application_id)
+        page = t.result
         if app is not None:
             app.done += 1
-        page = t.result
+            app.errors += 1 if t.failed or page is None or page.error_kind else 0
+            app.last_finished = t.time_finished
         self.recent.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
@@ -922,13 +949,17 @@ class ManagerCore:
                     live.append(t)
             if len(applications) >= SNAPSHOT_APPLICATIONS:
                 continue
-            end = app.time_completed if app.time_completed is not None else now
-            elapsed = max(0.0, end - app.time_created)
+            # crawl seconds (README "Figures"): first thread submitted -> last finished, or now
+            # while threads of it are queued or running
+            start = app.first_submitted if app.first_submitted is not None else app.time_created
+            live_threads = by_state["READY"] + by_state["SCHEDULED"] + by_state["STARTED"]
+            end = now if live_threads and not app.paused else (app.last_finished or app.time_completed or now)
+            elapsed = max(0.0, end - start)
             applications.append({
                 "application_id": app.application_id, "name": app.name, "owner": app.user,
                 "state": self._application_state(app), "attached": app.peer is not None, "threads": by_state,
-                "done": app.done, "elapsed": elapsed, "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0,
-                "time_created": app.time_created})
+                "done": app.done, "errors": app.errors, "elapsed": elapsed,
+                "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
 
         threads = []
         for t in sorted(live, key=lambda t: t.time_assigned or 0.0, reverse=True)[:RECENT_THREADS]:

@@ -290,7 +290,7 @@ PAGE = """<!doctype html>
     <h2>Applications</h2>
     <table id="applications" class="grid">
       <thead><tr><th>id</th><th>name</th><th>owner</th><th>state</th><th>ready</th><th>scheduled</th>
-      <th>started</th><th>finished</th><th>done</th><th>elapsed</th><th>pages/s</th></tr></thead><tbody></tbody>
+      <th>started</th><th>finished</th><th>done</th><th>errors</th><th>crawl s</th><th>pages/s</th></tr></thead><tbody></tbody>
     </table>
   </section>
   <section>
@@ -437,7 +437,11 @@ JS = r"""
     summary.replaceChildren(
       card(sum.executors ?? 0, "executors connected"),
       card((data.applications || []).filter(a => a.state !== "stopped").length, "applications live"),
-      card(sum.queued ?? 0, "threads queued"),
+      // READY threads of every application, as the applications table counts them; those of a
+      // paused or detached application wait outside the dispatch queue
+      card(threads.READY || 0, (threads.READY || 0) > (sum.queued ?? 0)
+           ? "threads ready (" + ((threads.READY || 0) - (sum.queued ?? 0)) + " held: paused or detached)"
+           : "threads ready"),
       card((threads.SCHEDULED || 0) + (threads.STARTED || 0), "threads running"),
       card((data.executors || []).reduce((a, e) => a + e.finished, 0), "threads finished"),
       card(fmt(pps, 1), "pages/s"));
@@ -446,7 +450,8 @@ JS = r"""
 
     fill("executors", data.executors || [], e => [
       e.name, e.host, e.user, e.dedicated ? "yes" : "no (idle-only)",
-      [!e.connected ? pill("disconnected", "bad") : e.accepting ? pill("working", "ok") : pill("owner back", "warn")],
+      [!e.connected ? pill("disconnected", "bad") : !e.accepting ? pill("owner back", "warn")
+        : e.assigned > 0 ? pill("working", "ok") : pill("idle", "muted")],
       ago(now, e.last_heartbeat),
       [fmt(e.cpu_usage), "num"], [fmt(e.cpu_avail), "num"], [fmt(e.cpu_totalusage), "num"],
       [bytes(e.mem_usage), "num"],
@@ -457,7 +462,8 @@ JS = r"""
       a.application_id.slice(0, 8), a.name, a.owner,
       [pill(a.state, a.state === "running" ? "ok" : a.state === "paused" ? "warn" : "muted")],
       [a.threads.READY, "num"], [a.threads.SCHEDULED, "num"], [a.threads.STARTED, "num"],
-      [a.threads.FINISHED, "num"], [a.done, "num"], [seconds(a.elapsed), "num"],
+      [a.threads.FINISHED, "num"], [a.done, "num"], [a.errors ?? 0, a.errors ? "num bad" : "num"],
+      [seconds(a.elapsed), "num"],
       [fmt(a.pages_per_second), "num"]]);
 
     fill("threads", (data.threads || []).slice(0, 40), t => {

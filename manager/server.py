@@ -113,12 +113,16 @@ class ManagerServer:
                 sa.select(t).join(a, a.c.application_id == t.c.application_id)
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))
                 .order_by(t.c.internal_thread_id))]
-            owners = dict(conn.execute(sa.select(models.executor.c.executor_id, models.executor.c.usr_name)).all())
+            e = models.executor.c
+            known = conn.execute(sa.select(e.executor_id, e.usr_name, e.name, e.host)
+                                 .order_by(e.time_registered)).all()
+            owners = {r.executor_id: r.usr_name for r in known}
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
         core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt,
                            authenticate=self.users.authenticate)
         core.executor_owners.update(owners)
+        core.executor_names.update({(r.name, r.host, r.usr_name): r.executor_id for r in known})
         self._carry_out(core.restore(apps, threads, time.time()))
         return core
 

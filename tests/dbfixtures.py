@@ -30,11 +30,27 @@ MARIADB_ADMIN = os.environ.get("GRIDCRAWL_TEST_MARIADB", "mysql+pymysql://root@1
 
 __all__ = ["postgres_url", "mariadb_url", "sqlite_url", "db_url", "_postgres_database"]
 
+
+def import_pyodbc(module_level: bool = False):
+    """pyodbc, or a skip with one reason: the module is missing (``pip install -e '.[test]'``), or
+    it is installed but cannot load unixODBC's ``libodbc.so.2`` (``apt-get install unixodbc``).
+    ``pytest.importorskip`` skips only the first: it re-raises any other ImportError, which would
+    stop the whole run at collection. ``module_level``: skip the calling test module."""
+    try:
+        import pyodbc
+    except ModuleNotFoundError:
+        pytest.skip("pyodbc is not installed (pip install -e '.[test]')", allow_module_level=module_level)
+    except ImportError as exc:
+        pytest.skip(f"pyodbc cannot load unixODBC ({str(exc).splitlines()[0]}): apt-get install unixodbc",
+                    allow_module_level=module_level)
+    return pyodbc
+
 _unavailable: dict[str, str | None] = {}
 
 
 def _no_server(kind: str, reason: str) -> None:
-    message = f"no {kind} server for this test: {reason}"
+    variable = "GRIDCRAWL_TEST_POSTGRES" if kind == "PostgreSQL" else "GRIDCRAWL_TEST_MARIADB"
+    message = f"no {kind} server for this test: {reason} (start one, or set {variable}; docs/databases.md)"
     if os.environ.get("GRIDCRAWL_REQUIRE_DATABASES"):
         pytest.fail(message + " (GRIDCRAWL_REQUIRE_DATABASES is set)")
     pytest.skip(message)

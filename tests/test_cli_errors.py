@@ -55,7 +55,59 @@ def test_executor_fails_clearly_when_no_manager_answers():
     rc, out, elapsed = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{free_port()}",
                            "--connect-timeout", "1")
     assert_user_error(rc, out, "no answer from the manager")
+    assert len(out.strip().splitlines()) == 1, out  # the error alone (issue 21: two INFO lines came first)
     assert elapsed < 20
+
+
+# ------------------------------------------------------------------ failed commands leave no files
+
+
+def test_report_and_export_of_a_missing_database_create_nothing(tmp_path):
+    missing = tmp_path / "nonexistent.db"
+    rc, out, _ = run("gridcrawl", "report", "--db", f"sqlite:///{missing}")
+    assert_user_error(rc, out, "no database file")
+    rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{missing}", str(tmp_path / "out.jsonl"))
+    assert_user_error(rc, out, "no database file")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
+    import sqlite3
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE unrelated (a)")
+    earlier = tmp_path / "earlier.jsonl"
+    earlier.write_text("kept\n")
+    for out_file in (tmp_path / "out.jsonl", earlier):
+        rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{other}", str(out_file))
+        assert_user_error(rc, out, "not a gridcrawl crawl database")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier.jsonl", "other.db"]
+    assert earlier.read_text() == "kept\n"
+
+
+def test_run_and_client_without_seeds_create_nothing(tmp_path):
+    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "crawl-1"))
+    assert_user_error(rc, out, "no seed URLs given")
+    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                     "--db", f"sqlite:///{tmp_path / 'crawl.db'}", "--no-progress")
+    assert_user_error(rc, out, "no seed URLs given")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_manager_warns_once_when_listening_without_curve():
+    """Bound to every interface without CURVE, the manager warns once on stderr (issue 21: twice)."""
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", f"tcp://0.0.0.0:{free_port()}",
+                             "--db", "sqlite://"], stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        while not any("CURVE" in line for line in lines) and proc.poll() is None:
+            lines.append(proc.stderr.readline())
+        time.sleep(1.0)  # anything printed after it, while the manager runs, comes too
+    finally:
+        proc.terminate()
+        _, rest = proc.communicate(timeout=20)
+    text = "".join(lines) + rest
+    assert sum("CURVE" in line for line in text.splitlines()) == 1, text
 
 
 @pytest.mark.parametrize("db, needle", [
@@ -94,6 +146,8 @@ def test_invalid_settings(tmp_path):
 
 
 def test_report_on_a_database_without_gridcrawl_tables(tmp_path):
+    import sqlite3
+    sqlite3.connect(tmp_path / "empty.db").close()  # an empty database file (a missing one: see above)
     rc, out, _ = run("gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/empty.db")
     assert_user_error(rc, out, "not a gridcrawl manager database")
 

@@ -321,3 +321,24 @@ def test_a_new_host_gets_one_job_and_later_jobs_carry_its_crawl_delay():
     assert assigned(core.tick(5.9)) == []
     ((_, nxt),) = assigned(core.tick(6.0))
     assert nxt.delay == 5.0  # the executor spaces this thread's own requests (redirect hops) by it
+
+
+def test_an_executor_started_again_under_its_name_keeps_its_id():
+    """gridcrawl run names its executors executor-1 ...: after a re-run (new processes, new
+    connections, no id given) each keeps its id, so the records and the dashboard list it once
+    (issue 21: twice, with different counts). A live executor's name is not taken over."""
+    core = make_core()
+    first = register(core, b"ex", threads=1)
+    core.handle(b"ex", p.Bye("stopping"), 1.0)
+    again = sends(core.handle(b"ex-new", p.Register(name="ex", host="h", user="u", threads=1), 2.0), p.Welcome)
+    assert again[0].message.executor_id == first
+    twin = sends(core.handle(b"twin", p.Register(name="ex", host="h", user="u", threads=1), 3.0), p.Welcome)
+    assert twin[0].message.executor_id != first  # the first is connected: a second process is another executor
+    other = sends(core.handle(b"o", p.Register(name="ex", host="h", user="bob", threads=1), 3.0), p.Welcome)
+    assert other[0].message.executor_id not in (first, twin[0].message.executor_id)
+
+    restarted = make_core()  # a manager restarted on the same database knows the executors' names
+    restarted.executor_owners[first] = "u"
+    restarted.executor_names[("ex", "h", "u")] = first
+    (w,) = sends(restarted.handle(b"p", p.Register(name="ex", host="h", user="u", threads=1), 0.0), p.Welcome)
+    assert w.message.executor_id == first

@@ -104,7 +104,7 @@ def running(app: dict | None) -> int:
 def _browser():
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed "
                                      "(pip install playwright; it drives Debian's chromium, no browser download)")
-    if not Path(CHROMIUM).exists():
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium) — set GRIDCRAWL_CHROMIUM to another")
     return playwright
 
@@ -134,6 +134,8 @@ def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(das
             wait_for(lambda: count(page, "running") >= 4, 30, message="the page showing 4 running threads")
             assert "running" in page.locator("#applications tbody").inner_text()
             assert page.locator("#threads tbody td[data-label=URL]").count() >= 4
+            states = lambda: page.locator("#executors tbody td[data-label=state]").all_inner_texts()  # noqa: E731
+            assert states() == ["working", "working"]  # 2 threads each wait at the gate
             before = count(page, "finished")
             page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
 
@@ -147,6 +149,9 @@ def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(das
             assert before < middle <= after == total        # the count rose, without a reload
             assert page.locator("#hosts tbody").inner_text().strip() != ""
             assert "stopped" in page.locator("#applications tbody").inner_text()
+            assert page.locator("#applications tbody td[data-label=errors]").all_inner_texts() == ["0"]
+            # connected executors without work are idle, not "working" (issue 21)
+            wait_for(lambda: states() == ["idle", "idle"], 30, message="the executors shown idle")
             page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
 
             phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
@@ -196,7 +201,7 @@ def test_api_serves_the_grid_and_controls_applications(dash):
     dash.gate.set()                 # the running threads finish; nothing new is dispatched
     wait_for(lambda: running(dash.application()) == 0, 60, message="in-flight threads of the paused crawl finishing")
     app = dash.application()
-    assert app["state"] == "paused" and app["threads"]["READY"] > 0
+    assert app["state"] == "paused" and app["threads"]["READY"] > 0 and app["errors"] == 0
     assert dash.client.poll() is None, "the client must wait while its crawl is paused"
     # resume from the client's command line (the operator's tool)
     done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", dash.grid.endpoint,

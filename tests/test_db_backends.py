@@ -5,6 +5,7 @@ init`` — on SQLite, PostgreSQL and MariaDB (servers on 127.0.0.1; skipped when
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import re
 import sys
@@ -15,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from dbfixtures import KNOWN_THREADS, insert_known_timings
+from dbfixtures import KNOWN_THREADS, import_pyodbc, insert_known_timings
 from gridcrawl import migrations, models, report, views
 from gridcrawl.cli import app
 from gridcrawl.db import DatabaseUnavailable, init_schema, open_database, schema_version
@@ -56,7 +57,7 @@ def test_missing_python_driver():
 
 
 def test_missing_odbc_driver_names_what_to_install():
-    pyodbc = pytest.importorskip("pyodbc")
+    pyodbc = import_pyodbc()
     if "ODBC Driver 18 for SQL Server" in pyodbc.drivers():
         pytest.skip("Microsoft's ODBC driver is installed here")
     message = one_line_error("mssql+pyodbc://sa:secret@127.0.0.1:1/crawl?driver=ODBC+Driver+18+for+SQL+Server")
@@ -171,19 +172,24 @@ def test_views_report_known_seconds(db_url, request):
     assert (e1.threads, e1.pages, e1.failed) == (2, 2, 0)
     assert e1.mean_run_seconds == approx(1.5) and e1.min_run_seconds == approx(0.5)
     assert e1.max_run_seconds == approx(2.5) and e1.mean_queue_wait_seconds == approx(1.625)
-    assert e1.pages_per_second == approx(2 / 2.5)               # busy from 1.25 s to 3.75 s
+    # pages per crawl second of the grid (first submitted 0 s, last finished 5.000123 s): the
+    # executors' rates add up to the grid's (issue 21: each over its own busy span, more in sum)
+    assert e1.pages_per_second == pytest.approx(2 / 5.000123, rel=1e-3)
     assert (e2.threads, e2.pages, e2.failed) == (2, 1, 1)
     assert e2.mean_run_seconds == approx(4.000123) == e2.max_run_seconds
-    assert e2.pages_per_second == pytest.approx(1 / 4.000123, rel=1e-3)
+    assert e2.pages_per_second == pytest.approx(1 / 5.000123, rel=1e-3)
     assert (e3.threads, e3.pages, e3.mean_run_seconds, e3.pages_per_second) == (0, 0, None, None)
     assert (e2.cpu_max, e2.cpu_usage, e2.cpu_totalusage, e2.num_cpus, e3.is_connected) == (4800.0, 20.0, 3.0, 2, False)
 
     (app_row,) = report.application_summary(engine)
     assert (app_row.threads, app_row.pages, app_row.failed, app_row.executors) == (5, 3, 1, 2)
-    assert app_row.elapsed_seconds == approx(10.0) and app_row.pages_per_second == approx(0.3)
+    assert app_row.elapsed_seconds == approx(5.000123)  # crawl seconds: first submitted -> last finished
+    assert app_row.pages_per_second == pytest.approx(3 / 5.000123, rel=1e-3)
+    assert e1.pages_per_second + e2.pages_per_second == pytest.approx(app_row.pages_per_second, rel=1e-3)
 
     timings = {t.executor_id: t for t in report.executor_timings(engine, "a1")}
     assert timings["e1"].threads == 2 and timings["e1"].mean_wait_seconds == approx(1.625)
+    assert sum(t.pages_per_second for t in timings.values()) == pytest.approx(app_row.pages_per_second, rel=1e-3)
     assert timings["e2"].max_seconds == approx(4.000123) and "e3" not in timings
     engine.dispose()
 
@@ -230,6 +236,33 @@ def test_report_prints_the_summaries_and_draws_the_timeline(db_url, tmp_path):
     result = CliRunner().invoke(app, ["report", "--db", db_url, "--application", "a1"], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.output
     assert "threads per executor" in result.output and "ex-3" not in result.output
+
+
+def test_report_accepts_a_unique_application_id_prefix_and_refuses_others(sqlite_url):
+    """The client's summary shows 8 characters of the application id: ``report --application``
+    takes that prefix (issue 21: it printed empty tables, exit 0); ambiguous, too short or unknown
+    ids are one line, exit 2."""
+    from gridcrawl import models
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    full = "3f9c2a17-0000-4000-8000-000000000001"
+    with engine.begin() as conn:
+        conn.execute(models.application.update().where(models.application.c.application_id == "a1")
+                     .values(application_id=full))
+        conn.execute(models.thread.update().values(application_id=full))
+        conn.execute(models.application.insert(), [
+            {"application_id": f"77aa{i}000-0000-4000-8000-000000000000", "state": 2, "usr_name": "u",
+             "application_name": f"other {i}", "time_created": dt.datetime(2024, 5, 2)} for i in (1, 2)])
+    engine.dispose()
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--application", full[:8]],
+                                env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "ex-1" in result.output and "ex-2" in result.output and "known timings" in result.output
+    assert "other 1" not in result.output
+    for given, says in (("77aa", "ambiguous"), ("3f9", "at least 4"), ("deadbeef", "no application")):
+        result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--application", given])
+        assert result.exit_code == 2 and says in result.output, (given, result.output)
+        assert len(result.output.strip().splitlines()) == 1
 
 
 def test_report_without_matplotlib_says_what_to_install(sqlite_url, tmp_path, monkeypatch):

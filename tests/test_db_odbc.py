@@ -16,13 +16,13 @@ import urllib.parse
 import pytest
 import sqlalchemy as sa
 
-from dbfixtures import KNOWN_THREADS, insert_known_timings, postgres_schema
+from dbfixtures import KNOWN_THREADS, import_pyodbc, insert_known_timings, postgres_schema
 from gridcrawl import migrations, models, report
 from gridcrawl.client.store import CrawlStore, Outcome
 from gridcrawl.db import init_schema, open_database, schema_version
 from gridcrawl.protocol import PageResult
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is in the test extra (it needs unixODBC: apt install unixodbc)")
+pyodbc = import_pyodbc(module_level=True)
 
 MARIADB_ODBC = "MariaDB Unicode"      # Debian's odbc-mariadb
 POSTGRES_ODBC = "PostgreSQL Unicode"  # Debian's odbc-postgresql

@@ -8,6 +8,7 @@ import csv
 import gzip
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -209,3 +210,25 @@ def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
         export(engine, "xml", str(tmp_path / "x"))
     with pytest.raises(ExportError, match="cannot write"):
         export(engine, "jsonl", str(tmp_path / "no-such-dir" / "x.jsonl"))
+
+
+def test_every_warc_date_parses_back_and_another_reader_replays_the_file(crawl, tmp_path):
+    """Every WARC-Date is ISO 8601 with one ``Z`` (issue 21: an aware datetime gave ``…+00:00Z``)
+    and equals the page's fetch time; warcio parses each back, and fastwarc (a second,
+    independent WARC reader) reads every record, its date and its digests."""
+    from warcio.timeutils import iso_date_to_timestamp
+    fastwarc = pytest.importorskip("fastwarc.warc", reason="fastwarc is in the test extra: pip install -e '.[test]'")
+    out = tmp_path / "dates.warc.gz"
+    export(open_database(crawl["db"]), "warc", str(out))
+    with open(out, "rb") as fh:
+        dates = [r.rec_headers.get_header("WARC-Date") for r in ArchiveIterator(fh)]
+    assert len(dates) == 7  # warcinfo + 3 request/response pairs
+    for date in dates:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z", date), date
+        assert len(iso_date_to_timestamp(date)) == 14
+    types = []
+    with open(out, "rb") as fh:
+        for record in fastwarc.ArchiveIterator(fh, parse_http=False):
+            types.append(record.record_type)
+            assert record.record_date is not None and record.verify_block_digest()
+    assert types.count(fastwarc.WarcRecordType.response) == 3 and types.count(fastwarc.WarcRecordType.request) == 3

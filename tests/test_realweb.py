@@ -433,3 +433,16 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     assert dict(_rows(store, "SELECT url, lastmod FROM document"))[f"{H}/p1"].startswith("2024-05-02 08:30:00")
     assert _rows(store, "SELECT COUNT(*) FROM document WHERE url LIKE '%.xml%'") == [(0,)]  # sitemaps: visited only
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
+
+
+def test_retry_failed_leaves_the_crawls_decisions_alone(store):
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", links=[[f"{H}/gone", ""], [f"{H}/hidden", ""]])], scope)
+    p = _claim_all(store)
+    store.apply([_outcome(p[f"{H}/gone"], status=404, error_kind="http_status", error="HTTP 404"),
+                 _outcome(p[f"{H}/hidden"], digest="dh", noindex=True)], scope)
+    assert store.retry_failed() == 1  # the 404, not the noindex page
+    assert set(_claim_all(store)) == {f"{H}/gone"}
+    assert store.retry_failed(["noindex"]) == 1  # named: retried

@@ -1,0 +1,198 @@
+"""A newcomer's first hour (issue 21): every failure of a crawl says why, and what to do next.
+
+Real programs as processes on a generated site: a grid whose executor refuses the loopback site
+(no ``--allow-private``, as on a private network), the client's summary of errors by kind, its
+exit status, and ``--retry-failed`` once the cause is fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+from pathlib import Path
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grid import Grid
+from sites import generate_site
+
+
+PROGRESS_AND_LOG = """
+import logging, time
+from gridcrawl.cli_common import setup_logging
+from gridcrawl.client.app import Progress
+from gridcrawl.client.progress import ProgressView
+setup_logging("INFO")
+with ProgressView(total=10) as view:
+    progress = Progress()
+    progress.pages = 3
+    view.update(progress)
+    time.sleep(0.3)
+    logging.getLogger("gridcrawl.client").info("crawl complete")
+    time.sleep(0.3)
+"""
+
+
+def test_log_lines_are_not_glued_onto_the_progress_bar():
+    """On a terminal (a pseudo-terminal here), a log line written while the bar is shown starts
+    a line of its own (issue 21: it was appended to the bar's line)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", PROGRESS_AND_LOG], stdin=follower, stdout=follower,
+                            stderr=follower, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(leader)
+    assert proc.wait(30) == 0, output
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output.decode(errors="replace"))  # drop terminal controls
+    lines = [line for line in re.split(r"[\r\n]", text) if "crawl complete" in line]
+    assert lines and all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in lines), lines
+    assert "3 pages" in text  # the bar was drawn
+
+
+@pytest.mark.e2e
+
+def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(tmp_path, site_server):
+    site = generate_site(8, links_per_page=3, seed=21)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        blocked = grid.start_executor("private", allow_private=None)  # refuses 127.0.0.1
+        client = grid.start_client(server.url("/"))
+        assert client.wait(timeout=90) == 1, grid.log("client.log")
+        out = grid.log("client.log")
+        # the summary: errors by kind with a count and one example that says what to do
+        assert "errors by kind" in out and "blocked" in out
+        assert "--allow-private 127.0.0.0/8" in out and server.url("/") in out
+        assert "every page of this crawl failed" in out
+        # where to find all of them, and the command that retries them
+        assert "--format csv" in out and "--retry-failed blocked" in out
+        assert f"crawl database: {grid.crawl_db}" in out and "gridcrawl report --db" in out
+        # the executor said so once, as a WARNING, with the option to use
+        warnings = [line for line in grid.log("private.log").splitlines() if "SSRF guard" in line]
+        assert len(warnings) == 1 and "WARNING" in warnings[0] and "--allow-private 127.0.0.0/8" in warnings[0]
+
+        blocked.terminate()
+        blocked.wait(10)
+        grid.start_executor("allowed")
+        again = grid.start_client("--retry-failed", "blocked")
+        assert again.wait(timeout=90) == 0, grid.log("client.log")
+        time.sleep(4 * 0.75)  # past the client's liveness at the manager (0.25 s x 3), twice over
+        assert "client silent" not in grid.log("manager.log")  # a finished crawl's client just left
+    finally:
+        grid.stop()
+    documents = grid.query("crawl", "SELECT count(*) FROM document")[0][0]
+    failed = grid.query("crawl", "SELECT count(*) FROM visited_url WHERE error_kind IS NOT NULL")[0][0]
+    assert documents == 8 and failed == 0
+    assert "1 failed URL queued again" in grid.log("client.log")
+
+
+# ------------------------------------------------------------------ 80 columns
+
+
+def _commands():
+    """(words, click command) of every command of the four programs, subcommands included."""
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+
+    def walk(words, command):
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():  # a group's subcommands
+            yield from walk(words + [name], sub)
+    for program, module in (("gridcrawl", cli), ("gridcrawl-manager", manager_cli),
+                            ("gridcrawl-executor", executor_cli), ("gridcrawl-client", client_cli)):
+        yield from walk([program], typer.main.get_command(module.app))
+
+
+def _help(words: list[str], columns: int = 80) -> str:
+    from typer.testing import CliRunner
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+    app = {"gridcrawl": cli, "gridcrawl-manager": manager_cli, "gridcrawl-executor": executor_cli,
+           "gridcrawl-client": client_cli}[words[0]].app
+    result = CliRunner().invoke(app, [*words[1:], "--help"], env={"COLUMNS": str(columns)}, prog_name=words[0])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_help_screen_fits_80_columns_with_whole_option_names():
+    """Issue 21: help screens cut option names (--heartbeat-inte…), labelled every flag <bool>,
+    showed raw ``reST``, and rich ate "[report]"."""
+    checked = 0
+    for words, command in _commands():
+        text = _help(words)
+        where = " ".join(words)
+        assert all(len(line) <= 80 for line in text.splitlines()), where
+        assert "…" not in text and "<bool>" not in text and "``" not in text, (where, text)
+        for param in command.params:
+            for name in param.opts + param.secondary_opts:
+                if name.startswith("--"):
+                    assert name in text, (where, name, text)
+        checked += 1
+    assert checked >= 12
+    assert "gridcrawl[report]" in _help(["gridcrawl", "report"])
+    top = _help(["gridcrawl"])
+    assert "--config" in top
+    client = _help(["gridcrawl-client"])  # the common options first, the rest in groups
+    assert client.index("--manager") < client.index("Connection and login") < client.index("--heartbeat-interval")
+
+
+def test_report_fits_80_columns_and_wide_shows_every_column(tmp_path):
+    from typer.testing import CliRunner
+    from dbfixtures import insert_known_timings
+    from gridcrawl.cli import app
+    from gridcrawl.db import open_database
+    url = f"sqlite:///{tmp_path / 'manager.db'}"
+    engine = open_database(url)
+    insert_known_timings(engine)
+    engine.dispose()
+    narrow = CliRunner().invoke(app, ["report", "--db", url], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0, narrow.output
+    assert all(len(line) <= 80 for line in narrow.output.splitlines())
+    assert "…" not in narrow.output
+    for text in ("ex-1", "ex-2", "ex-3", "known timings", "pages/s", "crawl s"):
+        assert text in narrow.output
+    wide = CliRunner().invoke(app, ["report", "--db", url, "--wide"], env={"COLUMNS": "160"})
+    assert wide.exit_code == 0 and "…" not in wide.output
+    for text in ("host1", "CPU MHz", "mean wait s"):
+        assert text in wide.output and text not in narrow.output
+
+
+# ------------------------------------------------------------------ CI as the docs say
+
+
+def test_ci_script_installs_the_readmes_packages_starts_both_servers_and_requires_them():
+    """``.ci/run`` installs the system packages the README lists (one list), starts PostgreSQL
+    and MariaDB, sets GRIDCRAWL_REQUIRE_DATABASES=1 as docs/databases.md says, and runs the
+    README's test command (issue 21: it started PostgreSQL only, ``|| true``, and never set it)."""
+    root = Path(__file__).resolve().parent.parent
+    script = (root / ".ci" / "run").read_text()
+    assert subprocess.run(["bash", "-n", str(root / ".ci" / "run")]).returncode == 0
+    packages = set(re.search(r'^packages="([^"]+)"', script, re.M).group(1).split())
+    readme = (root / "README.md").read_text()
+    tests_section = readme[readme.index("## Tests"):]
+    listed = set(re.findall(r"`([a-z0-9][a-z0-9.+-]+)`", tests_section.split("| package | used by |")[1].split("\n\n")[0]))
+    assert packages <= listed and packages, (packages, listed)
+    assert "pg_ctlcluster --skip-systemctl-redirect" in script and "/usr/sbin/mariadbd" in script
+    assert "main start || true" not in script  # a server that does not start is a failure, not a skip
+    assert "export GRIDCRAWL_REQUIRE_DATABASES=1" in script
+    assert script.rstrip().endswith("python -m pytest -q")
+    assert "python -m pytest -q" in readme
