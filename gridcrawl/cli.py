@@ -78,7 +78,7 @@ def run(
                                   rich_help_panel="Scope and politeness"),
     sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
                                   help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
-                                  rich_help_panel="Scope and politeness"),
+                                  rich_help_panel="Strategy"),
     follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
                                          rich_help_panel="Scope and politeness"),
     store_duplicates: bool = typer.Option(False, "--store-duplicates",

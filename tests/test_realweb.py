@@ -435,6 +435,19 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
 
 
+def test_a_missing_sitemap_is_no_failure_a_broken_one_is(store):
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/sitemap.xml", f"{H}/broken.xml"])], scope)
+    p = _claim_all(store)
+    store.apply([_outcome(p[f"{H}/sitemap.xml"], status=404, error_kind="http_status", error="HTTP 404"),
+                 _outcome(p[f"{H}/broken.xml"], error_kind="bad_sitemap", error="not XML")], scope)
+    assert sorted(_rows(store, "SELECT url, status, error_kind, error FROM visited_url WHERE url LIKE '%.xml'")) == [
+        (f"{H}/broken.xml", 200, "bad_sitemap", "not XML"),
+        (f"{H}/sitemap.xml", 404, None, "no sitemap here (HTTP 404)")]
+
+
 def test_retry_failed_leaves_the_crawls_decisions_alone(store):
     scope = Scope(["h.example"])
     store.add_seeds([f"{H}/"])
