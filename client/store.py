@@ -307,8 +307,8 @@ class CrawlStore:
           grid threads at the seed's depth; a sitemap's pages are queued one hop deeper with
           their ``lastmod`` (carried to ``document.lastmod``); an index's sitemaps are queued
           as ``kind='sitemap-child'`` (whose own index entries are ignored: sitemaps.org allows
-          no nesting). A sitemap gets a ``visited_url`` row, no ``document`` row; one that is not
-          there (404, 410: most hosts have none at ``/sitemap.xml``) is no failure.
+          no nesting). A sitemap gets a ``visited_url`` row, no ``document`` row (one that is not
+          there comes back from the executor as no failure, see ``executor/page.py``).
 
         Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps"}``.
         Idempotent: applying the same outcome twice changes nothing the second time.
@@ -327,8 +327,6 @@ class CrawlStore:
             status = page.status if page else None
             kind = "poison" if o.failed else (page.error_kind if page else "lost")
             error = ((page.error or "") if page else "")[:1000] or None
-            if pend.kind is not None and kind == "http_status" and status in (404, 410):
-                kind, error = None, f"no sitemap here (HTTP {status})"  # a host without one: no failure
             duplicate_of = None
             if not kind and pend.kind is None:
                 if page.noindex:

@@ -204,7 +204,8 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
     fails as ``bad_sitemap``; entries ignored (past 50,000, not http(s)) are counted in
-    ``error`` of an otherwise successful visit."""
+    ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
+    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``."""
     try:
         fetched = fetcher.fetch(url, hop_check=hop_check)
     finally:
@@ -215,6 +216,10 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
         size=fetched.size, fetch_seconds=fetched.seconds,
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
         retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay)
+    if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status in (404, 410):
+        # most hosts have nothing at /sitemap.xml: that is no failure of the crawl
+        result.error_kind, result.error = None, f"no sitemap here (HTTP {fetched.status})"
+        return result
     if not fetched.ok or fetched.body is None:
         return result
     result.digest = hashlib.sha256(fetched.body).hexdigest()

@@ -435,17 +435,21 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
 
 
-def test_a_missing_sitemap_is_no_failure_a_broken_one_is(store):
-    scope = Scope(["h.example"])
-    store.add_seeds([f"{H}/"])
-    (seed,) = _claim_all(store).values()
-    store.apply([_outcome(seed, sitemaps=[f"{H}/sitemap.xml", f"{H}/broken.xml"])], scope)
-    p = _claim_all(store)
-    store.apply([_outcome(p[f"{H}/sitemap.xml"], status=404, error_kind="http_status", error="HTTP 404"),
-                 _outcome(p[f"{H}/broken.xml"], error_kind="bad_sitemap", error="not XML")], scope)
-    assert sorted(_rows(store, "SELECT url, status, error_kind, error FROM visited_url WHERE url LIKE '%.xml'")) == [
-        (f"{H}/broken.xml", 200, "bad_sitemap", "not XML"),
-        (f"{H}/sitemap.xml", 404, None, "no sitemap here (HTTP 404)")]
+def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
+    site = Site()
+    site.extra["/gone.xml"] = lambda h: h.respond(410, b"gone", content_type="text/plain")
+    site.extra["/down.xml"] = lambda h: h.respond(500, b"oops", content_type="text/plain")
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        missing = visit(fetcher, server.url("/sitemap.xml"), instruction={"sitemap": True})
+        gone = visit(fetcher, server.url("/gone.xml"), instruction={"sitemap": True})
+        down = visit(fetcher, server.url("/down.xml"), instruction={"sitemap": True})
+    finally:
+        fetcher.close()
+    assert (missing.status, missing.error_kind, missing.error) == (404, None, "no sitemap here (HTTP 404)")
+    assert (gone.status, gone.error_kind, gone.sitemap_pages) == (410, None, [])
+    assert (down.status, down.error_kind) == (500, "http_status")  # retried by the manager like any 5xx
 
 
 def test_retry_failed_leaves_the_crawls_decisions_alone(store):
