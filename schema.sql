@@ -261,6 +261,14 @@ CREATE TABLE document (
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
     content_digest       VARCHAR(64)     NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
+    visited_at           DATETIME2(6)    NULL,
+    visit_status         INTEGER         NULL,
+    modified_at          DATETIME2(6)    NULL,
+    gone_at              DATETIME2(6)    NULL,
+    fetch_interval       FLOAT           NULL,
+    next_fetch_at        DATETIME2(6)    NULL,
     simhash              VARCHAR(16)     NULL,
     canonical_url        VARCHAR(2083)   NULL,
     duplicate_of         VARCHAR(2083)   NULL,
@@ -270,6 +278,31 @@ CREATE TABLE document (
 GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
 CREATE INDEX ix_document_content_digest ON document (content_digest);
+CREATE INDEX ix_document_next_fetch_at ON document (next_fetch_at);
+GO
+
+-- Table document_version (see gridcrawl/models.py).
+CREATE TABLE document_version (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    final_url            VARCHAR(2083)   NULL,
+    status               INTEGER         NULL,
+    content_type         VARCHAR(255)    NULL,
+    size                 BIGINT          NOT NULL,
+    content_digest       VARCHAR(64)     NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
+    fetched_at           DATETIME2(6)    NOT NULL,
+    replaced_at          DATETIME2(6)    NOT NULL,
+    encoding             VARCHAR(64)     NULL,
+    headers              NVARCHAR(MAX)   NULL,
+    content              NVARCHAR(MAX)   NULL,
+    body                 VARBINARY(MAX)  NULL,
+    CONSTRAINT pk_document_version PRIMARY KEY (id)
+);
+GO
+CREATE INDEX ix_document_version_fingerprint ON document_version (fingerprint);
 GO
 
 -- The links the keep rules kept.
@@ -287,6 +320,25 @@ GO
 CREATE UNIQUE INDEX ux_kept_link_fingerprint ON kept_link (fingerprint, [rule]);
 GO
 
+-- Table recrawl (see gridcrawl/models.py).
+CREATE TABLE recrawl (
+    recrawl_id           BIGINT          IDENTITY(1, 1) NOT NULL,
+    mode                 VARCHAR(16)     NOT NULL,
+    started_at           DATETIME2(6)    NOT NULL,
+    finished_at          DATETIME2(6)    NULL,
+    due                  INTEGER         NOT NULL,
+    fetched              INTEGER         NOT NULL,
+    not_modified         INTEGER         NOT NULL,
+    unchanged            INTEGER         NOT NULL,
+    changed              INTEGER         NOT NULL,
+    gone                 INTEGER         NOT NULL,
+    revived              INTEGER         NOT NULL,
+    errors               INTEGER         NOT NULL,
+    new                  INTEGER         NOT NULL,
+    CONSTRAINT pk_recrawl PRIMARY KEY (recrawl_id)
+);
+GO
+
 -- The frontier. A row's id is also its grid thread's thread_id within the application.
 -- Clients claim rows with SELECT TOP (n) ... FROM to_visit_url WITH (UPDLOCK, READPAST, ROWLOCK).
 CREATE TABLE to_visit_url (
@@ -299,6 +351,8 @@ CREATE TABLE to_visit_url (
     in_flight            BIT             NOT NULL,            -- claimed by a client, submitted to the grid
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
     kind                 VARCHAR(16)     NULL,
     lastmod              DATETIME2(6)    NULL,
     CONSTRAINT pk_to_visit_url PRIMARY KEY (id)
@@ -346,6 +400,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0003');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0004');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '4');
 GO

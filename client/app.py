@@ -6,12 +6,19 @@ each finished thread, and apply results in batched transactions (``apply_batch``
 ``apply_interval`` seconds, whichever first), acknowledging them to the manager only after they
 are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
 flight, and then closes the application.
+
+A **recrawl** (``recrawl="due"`` or ``"all"``) first queues the stored documents that are due
+again (:meth:`~gridcrawl.client.store.CrawlStore.queue_due`), each with its validators for a
+conditional request, and counts what the visits found in a ``recrawl`` row; with ``watch`` the
+application stays open and queues documents as they come due, until it is stopped.
 """
 
 from __future__ import annotations
 
+import collections
 import getpass
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -23,7 +30,9 @@ from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
+from gridcrawl.schedule import VERDICTS
 
 log = logging.getLogger("gridcrawl.client")
 
@@ -55,6 +64,7 @@ class Progress:
     last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
+    recrawl: dict | None = None  # a recrawl's counts (RECRAWL_COUNTS), None for a plain crawl
 
     @property
     def seconds(self) -> float:
@@ -108,6 +118,11 @@ def control_application(settings: Settings, manager: str, application_id: str, a
         context.term()
 
 
+#: The counts of a recrawl run, in the order the summary and ``gridcrawl report`` show them:
+#: documents due (queued again), fetched with a body (unchanged + changed + revived), answered
+#: 304 Not Modified, unchanged, changed, gone (404/410), revived, other errors, new pages stored.
+RECRAWL_COUNTS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000
 
@@ -117,15 +132,36 @@ def _links(outcome: Outcome) -> int:
     return len(outcome.page.links) if outcome.page is not None else 0
 
 
+def _validators(instruction: dict, pend: Pending) -> dict:
+    """``instruction`` with a recrawl's conditional request validators of ``pend`` added
+    (``ifNoneMatch``: the stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110
+    §13.1), or ``instruction`` itself when it has none."""
+    if pend.etag is None and pend.last_modified is None:
+        return instruction
+    extra = {"ifNoneMatch": pend.etag, "ifModifiedSince": pend.last_modified}
+    return {**instruction, **{k: v for k, v in extra.items() if v is not None}}
+
+
 class CrawlApplication:
     """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
 
-    ``on_progress`` is called with a :class:`Progress` after every applied batch.
+    ``on_progress`` is called with a :class:`Progress` after every applied batch. ``recrawl``:
+    ``None`` (a crawl), ``"due"`` (visit again the stored documents whose next visit is due) or
+    ``"all"`` (every stored document); ``watch`` (with ``recrawl``): keep the application open
+    and queue documents as they come due (looking at least every ``watch_interval`` seconds)
+    until ``stop`` is set.
     """
 
     def __init__(self, settings: Settings, manager: str, store: CrawlStore, scope: Scope, *,
                  name: str = "gridcrawl", user: str | None = None, password: str | None = None,
-                 on_progress: Callable[[Progress], None] | None = None, curve=None) -> None:
+                 on_progress: Callable[[Progress], None] | None = None, curve=None,
+                 recrawl: str | None = None, watch: bool = False) -> None:
+        if recrawl not in (None, "due", "all"):
+            raise ValueError(f"recrawl must be None, 'due' or 'all', not {recrawl!r}")
+        if watch and recrawl is None:
+            raise ValueError("--watch needs --recrawl")
+        self.recrawl, self.watch = recrawl, watch
+        self.recrawl_id: int | None = None
         self.settings = settings
         self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
         self.manager = manager
@@ -198,7 +234,7 @@ class CrawlApplication:
         specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
                               # the manager keeps the claim order unless the crawl orders by priority
                               x.priority if strategy.order == "priority" else 5,
-                              self._instruction(x, instruction))
+                              _validators(self._instruction(x, instruction), x))
                  for x in pendings]
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
@@ -231,7 +267,16 @@ class CrawlApplication:
         stop = stop or threading.Event()
         s = self.settings
         self.store.release_all()
-        self.visited_before = self.store.counts()["visited"]
+        # a recrawl's --max-pages bounds the pages of this run (its documents are visited already)
+        self.visited_before = 0 if self.recrawl else self.store.counts()["visited"]
+        next_look = math.inf
+        if self.recrawl:
+            due = self.store.queue_due(every=self.recrawl == "all")
+            mode = "watch" if self.watch else self.recrawl
+            self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
+            self.recrawl_id = self.store.start_recrawl(mode, due)
+            log.info("recrawl (%s): %d documents due", mode, due)
+            next_look = self._next_look() if self.watch else math.inf
         self._open(time.monotonic() + s.connect_timeout)
         last_heard = last_beat = time.monotonic()
         exhausted = False
@@ -281,16 +326,39 @@ class CrawlApplication:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)
                     last_heard = time.monotonic()
-                if exhausted and not self.in_flight and not self.results:
+                if now >= next_look:  # --watch: queue what has come due since the last look
+                    due = self.store.queue_due()
+                    if due:
+                        self.progress.recrawl["due"] += due
+                        self.store.update_recrawl(self.recrawl_id, self.progress.recrawl)
+                        log.info("recrawl: %d more documents due", due)
+                        exhausted = False
+                    next_look = self._next_look()
+                limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
+                if exhausted and not self.in_flight and not self.results and (not self.watch or limit):
                     send(self.socket, p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break
         finally:
             if self.results:
                 self._apply()
+            if self.recrawl_id is not None:
+                self.store.update_recrawl(self.recrawl_id, self.progress.recrawl, finished=True)
             self.socket.close(linger=1000)
             self.context.term()
         return self.progress
+
+    def _next_look(self) -> float:
+        """``--watch``: the monotonic time of the next look for documents coming due: when the
+        earliest is due, but at most ``watch_interval`` seconds from now, and at least 1 s (or
+        ``watch_interval`` if shorter), so that documents in flight, due until their results are
+        applied, do not make the client look again on every pass of its loop."""
+        longest = self.settings.watch_interval
+        wait = longest
+        due = self.store.next_due()
+        if due is not None:
+            wait = min(wait, max(min(1.0, longest), (due - utcnow()).total_seconds()))
+        return time.monotonic() + wait
 
     def _adopt(self, thread_id: int) -> Pending | None:
         """A result for a thread this process did not submit (it arrived while an earlier client
@@ -352,6 +420,7 @@ class CrawlApplication:
         batch, self.results = self.results, []
         self._waiting.clear()
         counts = {"pages": 0, "documents": 0, "errors": 0}
+        found = collections.Counter()
         start = 0
         while start < len(batch):
             end, links = start, 0
@@ -363,6 +432,7 @@ class CrawlApplication:
                                     store_duplicates=self.settings.store_duplicates)
             for key in counts:
                 counts[key] += done[key]
+            found.update({key: done.get(key, 0) for key in (*VERDICTS, "new")})
             thread_ids = [o.pending.thread_id for o in part]
             for thread_id in thread_ids:
                 self.in_flight.pop(thread_id, None)
@@ -374,5 +444,11 @@ class CrawlApplication:
         pr.documents += counts["documents"]
         pr.errors += counts["errors"]
         pr.in_flight = len(self.in_flight)
+        if pr.recrawl is not None:
+            for key in ("not_modified", "unchanged", "changed", "gone", "revived", "new"):
+                pr.recrawl[key] += found[key]
+            pr.recrawl["errors"] += found["error"]
+            pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]
+            self.store.update_recrawl(self.recrawl_id, pr.recrawl)
         if self.on_progress:
             self.on_progress(pr)

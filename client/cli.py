@@ -69,6 +69,15 @@ def crawl(
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
                                            rich_help_panel="Strategy and limits"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    recrawl: bool = typer.Option(False, "--recrawl", help="visit again the stored documents whose next visit is "
+                                 "due (conditional requests; docs/recrawl.md), then the new links they bring",
+                                 rich_help_panel="Recrawl"),
+    recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document, "
+                                     "due or not", rich_help_panel="Recrawl"),
+    watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
+                               "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
+    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
+                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output and logs"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
                                           rich_help_panel="Connection and login"),
@@ -92,13 +101,15 @@ def crawl(
         return
     if db is None:
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
+    mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         check_endpoint(manager)
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
                             sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
-                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout).validate()
+                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
+                            **({"keep_versions": True} if keep_versions else {})).validate()
     except ValueError as exc:
         fail(str(exc))
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
@@ -106,8 +117,17 @@ def crawl(
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
                        rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
-                       files=[("log", log_file)] if log_file else [])
+                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch)
     exit_status(counts)
+
+
+def recrawl_mode(recrawl: bool, recrawl_all: bool, watch: bool) -> str | None:
+    """The recrawl mode of the options: ``"all"`` (``--recrawl-all``), ``"due"``
+    (``--recrawl``) or ``None``. Exits with status 2 when ``--watch`` comes without a recrawl."""
+    mode = "all" if recrawl_all else "due" if recrawl else None
+    if watch and mode is None:
+        fail("--watch needs --recrawl (or --recrawl-all)")
+    return mode
 
 
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
@@ -219,7 +239,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               focus: str | None = None, min_relevance: float | None = None, order: str | None = None,
               user: str | None = None, password: str | None = None, curve=None,
               before_crawl=None, retry_failed: list[str] | None = None, rerun: str = "",
-              files: list[tuple[str, str]] = (), manager_db: str | None = None) -> dict:
+              files: list[tuple[str, str]] = (), manager_db: str | None = None,
+              recrawl: str | None = None, watch: bool = False) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
@@ -232,11 +253,13 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     The summary names the ``files`` written (what, path) besides the crawl database, and the
     next commands: ``rerun`` is the command line that runs this crawl again (for
     ``--retry-failed``), ``manager_db`` the manager database's URL when known (for
-    ``gridcrawl report``).
+    ``gridcrawl report``). ``recrawl`` (``"due"``, ``"all"`` or ``None``) and ``watch``: a
+    recrawl of the stored documents (:class:`~gridcrawl.client.app.CrawlApplication`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
-    database, or a manager that does not answer. Returns the final counts of the crawl tables
-    plus ``pages``, ``errors``, ``seconds`` and ``pages_per_second`` of this run and the
-    ``application_id``; see :func:`exit_status` for the crawl's exit status.
+    database, a recrawl of a database without documents, or a manager that does not answer.
+    Returns the final counts of the crawl tables plus ``pages``, ``errors``, ``seconds`` and
+    ``pages_per_second`` of this run, the ``application_id`` and ``recrawl`` (the recrawl's
+    counts, or None); see :func:`exit_status` for the crawl's exit status.
     """
     from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
     from gridcrawl.client.progress import ProgressView
@@ -247,10 +270,15 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    from gridcrawl.schedule import AdaptiveSchedule
     try:
-        store = CrawlStore(open_database(db, existing=not seeds and rules is None))
+        store = CrawlStore(open_database(db, existing=not seeds and rules is None),
+                           schedule=AdaptiveSchedule.from_settings(settings), keep_versions=settings.keep_versions)
     except DatabaseUnavailable as exc:
-        fail(str(exc) if seeds or rules is not None else f"no seed URLs given and no crawl to resume: {exc}")
+        fail(str(exc) if seeds or rules is not None else
+             f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
+    if recrawl and not store.counts()["documents"]:
+        fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order)
     if retry_failed is not None:
@@ -265,7 +293,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
-                                   user=user, password=password, curve=curve)
+                                   user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()
     with view:
@@ -277,7 +305,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             fail(f"the manager refused the application: {exc}")
     counts = store.counts()
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  run_errors=final.errors, application_id=final.application_id)
+                  run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl)
     errors = store.error_summary() if counts["errors"] else []
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = db.split("?", 1)[0]

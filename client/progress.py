@@ -68,6 +68,8 @@ class ProgressView:
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         self.console.print(table)
+        if counts.get("recrawl"):
+            self.recrawl_summary(counts["recrawl"])
         if errors:
             kinds = Table(title="errors by kind (one example each)", title_justify="left")
             kinds.add_column("kind", no_wrap=True)
@@ -81,3 +83,13 @@ class ProgressView:
             self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
         for what, command in commands:
             self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)
+
+    def recrawl_summary(self, recrawl: dict) -> None:
+        """Print a recrawl's counts (:data:`gridcrawl.client.app.RECRAWL_COUNTS`) as a table of
+        its own: due, fetched, not modified (304), unchanged, changed, gone, revived, errors, new."""
+        from gridcrawl.client.app import RECRAWL_COUNTS
+        table = Table(title="gridcrawl: recrawl", show_header=False)
+        labels = {"not_modified": "not modified (304)", "new": "new pages"}
+        for key in RECRAWL_COUNTS:
+            table.add_row(labels.get(key, key), str(recrawl.get(key, 0)))
+        self.console.print(table)

@@ -27,17 +27,19 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 from gridcrawl.client.traps import TrapDetector
 
 log = logging.getLogger("gridcrawl.client")
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
-kept_link = models.kept_link
+kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
 
 
 @dataclass(slots=True)
@@ -53,6 +55,8 @@ class Pending:
     relevance: float | None = None   # focused crawl: the score it was queued with
     kind: str | None = None          # None: a page; "sitemap" or "sitemap-child": a sitemap to read
     lastmod: datetime | None = None  # <lastmod> of the sitemap that listed it (naive UTC)
+    etag: str | None = None          # recrawl: the stored document's ETag (sent as If-None-Match)
+    last_modified: str | None = None  # recrawl: its Last-Modified (sent as If-Modified-Since)
 
 
 @dataclass
@@ -139,11 +143,16 @@ class Strategy:
 
 class CrawlStore:
     """The crawl tables in ``engine`` (created if missing); ``strategy`` (default: breadth-first,
-    no rules, no focus) decides the claim order and which links are followed."""
+    no rules, no focus) decides the claim order and which links are followed; ``schedule``
+    (default: Nutch's defaults) when each stored document is due again; ``keep_versions``: a
+    recrawl that finds a page changed keeps the replaced body in ``document_version``."""
 
-    def __init__(self, engine: Engine, strategy: Strategy | None = None) -> None:
+    def __init__(self, engine: Engine, strategy: Strategy | None = None, *,
+                 schedule: AdaptiveSchedule | None = None, keep_versions: bool = False) -> None:
         self.engine = engine
         self.strategy = strategy or Strategy()
+        self.schedule = schedule or AdaptiveSchedule()
+        self.keep_versions = keep_versions
         self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
@@ -225,8 +234,8 @@ class CrawlStore:
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
             return rows
         rows = run_transaction(self.engine, work)
-        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod)
-                for r in rows]
+        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod,
+                        r.etag, r.last_modified) for r in rows]
 
     @staticmethod
     def claim_statement(dialect: sa.engine.Dialect, limit: int, order: str = "bfs") -> sa.Select:
@@ -250,7 +259,8 @@ class CrawlStore:
         c = to_visit.c
         order_by = {"bfs": (c.depth, c.id), "dfs": (c.depth.desc(), c.id.desc()),
                     "priority": (c.priority.desc(), c.id)}[order]
-        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.kind, c.lastmod)
+        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.kind, c.lastmod,
+                          c.etag, c.last_modified)
                 .where(c.in_flight == sa.false())
                 .order_by(*order_by).limit(limit)
                 .with_hint(to_visit, "WITH (UPDLOCK, READPAST, ROWLOCK)", "mssql"))
@@ -262,15 +272,15 @@ class CrawlStore:
         """The to-visit URL whose grid thread is ``thread_id``, marked in flight, or None if it
         is no longer to visit."""
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(to_visit.c.id, to_visit.c.url, to_visit.c.fingerprint, to_visit.c.depth,
-                                         to_visit.c.priority, to_visit.c.page_type, to_visit.c.relevance,
-                                         to_visit.c.kind, to_visit.c.lastmod)
-                               .where(to_visit.c.id == thread_id)).first()
+            c = to_visit.c
+            row = conn.execute(sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance,
+                                         c.kind, c.lastmod, c.etag, c.last_modified)
+                               .where(c.id == thread_id)).first()
             if row is None:
                 return None
             conn.execute(to_visit.update().where(to_visit.c.id == thread_id).values(in_flight=True))
         return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance,
-                       row.kind, row.lastmod)
+                       row.kind, row.lastmod, row.etag, row.last_modified)
 
     # ------------------------------------------------------------------ results
 
@@ -310,12 +320,21 @@ class CrawlStore:
           no nesting). A sitemap gets a ``visited_url`` row, no ``document`` row (one that is not
           there comes back from the executor as no failure, see ``executor/page.py``).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps"}``.
-        Idempotent: applying the same outcome twice changes nothing the second time.
+        An outcome for a URL that has a document already is a **recrawl** visit
+        (:meth:`queue_due`), applied by :meth:`_revisit`: a 304 moves only the visit time, an
+        unchanged body (same digest) the visit time and validators, a changed body replaces the
+        document and keeps the old version in ``document_version``; a 404/410 marks it gone.
+        Every visit reschedules the document (:attr:`schedule`).
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps"}`` plus, for recrawl
+        visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
+        for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
+        changes nothing the second time.
         """
         now = utcnow()
         docs, visits, links, kept, traps = [], [], {}, [], {}
         errors = 0
+        first = self.schedule.first_interval()
         detector = self._trap_detector(scope)
         # pages stored as originals in this batch: canonical URL fingerprint -> url, digest -> url
         batch_urls: dict[str, str] = {}
@@ -363,14 +382,19 @@ class CrawlStore:
                              "content": content if isinstance(content, str) else None,
                              "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                              "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                             "parse_seconds": page.parse_seconds, "content_digest": page.digest,
+                             "parse_seconds": page.parse_seconds,
                              "simhash": f"{page.simhash:016x}" if isinstance(page.simhash, int) else None,
                              "canonical_url": page.canonical, "duplicate_of": duplicate_of,
                              "lastmod": pend.lastmod})
             relevance = self._page_score(page, pend)
             if kind != "noindex":
+                headers = page.headers if isinstance(page.headers, dict) else {}
                 docs[-1].update(page_type=pend.page_type, relevance=relevance,
-                                headers=json.dumps(page.headers) if page.headers else None)
+                                headers=json.dumps(page.headers) if page.headers else None,
+                                content_digest=page.digest if isinstance(page.digest, str) else None,
+                                etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
+                                visited_at=now, visit_status=status, fetch_interval=first,
+                                next_fetch_at=self.schedule.due_at(now, first))
             kept.extend(self._kept_rows(page, pend, now))
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
@@ -399,10 +423,16 @@ class CrawlStore:
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
         trap_rows = _fit(visited, list(traps.values()))
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
+        found: dict = {}
 
         def work(conn) -> None:
-            insert_ignore(conn, document, docs)
-            insert_ignore(conn, visited, visits)
+            found.clear()
+            found.update(dict.fromkeys(VERDICTS, 0))
+            stored = self._revisit(conn, outcomes, docs, visits, now, found)
+            new_docs = [d for d in docs if d["fingerprint"] not in stored]
+            insert_ignore(conn, document, new_docs)
+            insert_ignore(conn, visited, [v for v in visits if v["fingerprint"] not in stored])
+            found["new"] = len(new_docs)
             for ids in chunks(sorted(o.pending.thread_id for o in outcomes), 500):
                 conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
             if trap_rows:
@@ -428,8 +458,153 @@ class CrawlStore:
         self._known.update(hash(o.pending.url) for o in outcomes)
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
-        return {"pages": len(outcomes), "documents": len(docs), "errors": errors, "links": len(links),
-                "kept": len(kept), "traps": len(traps)}
+        return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
+                "kept": len(kept), "traps": len(traps), **found}
+
+    # ------------------------------------------------------------------ recrawl
+
+    def _revisit(self, conn, outcomes: Sequence[Outcome], docs: list[dict], visits: list[dict], now,
+                 found: dict) -> set[str]:
+        """Apply the outcomes whose URL already has a document (recrawl visits) inside
+        :meth:`apply`'s transaction; add each visit's verdict to ``found``; return the
+        fingerprints of every stored document among the outcomes (the caller inserts only the
+        others). A visit is applied only while its ``to_visit_url`` row exists, so applying it
+        twice changes nothing the second time."""
+        fps = [o.pending.fingerprint for o in outcomes]
+        c = document.c
+        columns = [c.fingerprint, c.url, c.final_url, c.status, c.content_type, c.size, c.content_digest, c.etag,
+                   c.last_modified, c.fetched_at, c.encoding, c.headers, c.gone_at, c.fetch_interval]
+        if self.keep_versions:
+            columns += [c.content, c.body]
+        stored: dict[str, sa.Row] = {}
+        for part in chunks(fps, 500):
+            stored.update((r.fingerprint, r) for r in conn.execute(sa.select(*columns).where(c.fingerprint.in_(part))))
+        if not stored:
+            return set()
+        live: set[int] = set()
+        for ids in chunks(sorted(o.pending.thread_id for o in outcomes if o.pending.fingerprint in stored), 500):
+            live.update(conn.execute(sa.select(to_visit.c.id).where(to_visit.c.id.in_(ids))).scalars())
+        new_rows = {d["fingerprint"]: d for d in docs}
+        visit_rows = {v["fingerprint"]: v for v in visits}
+        updates, versions, visited_updates = [], [], []
+        for o in outcomes:
+            old = stored.get(o.pending.fingerprint)
+            if old is None or o.pending.thread_id not in live:
+                continue
+            page = o.page
+            status = page.status if page is not None else None
+            kind = "poison" if o.failed else (page.error_kind if page is not None else "lost")
+            was_gone = old.gone_at is not None
+            found_now = verdict(status, kind, page.digest if page is not None else None, old.content_digest,
+                                was_gone)
+            found[found_now] += 1
+            interval = self.schedule.next_interval(old.fetch_interval, found_now)
+            values = {"b_fp": old.fingerprint, "visited_at": now, "visit_status": status,
+                      "fetch_interval": interval, "next_fetch_at": self.schedule.due_at(now, interval)}
+            headers = page.headers if page is not None and isinstance(page.headers, dict) else {}
+            if found_now == "gone":
+                values["gone_at"] = old.gone_at or now
+            elif found_now == "error":
+                pass  # the stored copy stays as it was
+            elif status == 304 or found_now == "unchanged":
+                # the stored copy is current; a 304 may carry updated validators (RFC 9110 §15.4.5)
+                for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
+                    if _header(headers, name) is not None:
+                        values[key] = _header(headers, name)
+            else:  # changed, or revived with a body: the new copy replaces the stored one
+                row = new_rows.get(o.pending.fingerprint)
+                if row is not None:
+                    if old.content_digest is None or row["content_digest"] != old.content_digest:
+                        versions.append(self._version_row(old, now))
+                        values["modified_at"] = now
+                    values.update({k: v for k, v in row.items()
+                                   if k not in ("url", "fingerprint", "depth", "page_type", "relevance",
+                                                "fetch_interval", "next_fetch_at", "visited_at")
+                                   and not (k == "lastmod" and v is None)})  # a sitemap's lastmod stays
+            if found_now == "revived":
+                values["gone_at"] = None
+            updates.append(values)
+            visit = dict(visit_rows[o.pending.fingerprint])
+            if found_now == "gone":
+                visit["error_kind"] = ErrorKind.GONE.value
+            visited_updates.append({"b_fp": visit.pop("fingerprint"), **{k: visit[k] for k in
+                                    ("status", "error_kind", "error", "attempts", "visited_at")}})
+        _execute_grouped(conn, document, document.c.fingerprint, updates)
+        _execute_grouped(conn, visited, visited.c.fingerprint, visited_updates)
+        insert_ignore(conn, document_version, _fit(document_version, versions))
+        return set(stored)
+
+    def _version_row(self, old: sa.Row, now) -> dict:
+        """The ``document_version`` row keeping stored document ``old`` (body only with
+        :attr:`keep_versions`), replaced at ``now``."""
+        row = {"fingerprint": old.fingerprint, "url": old.url, "final_url": old.final_url, "status": old.status,
+               "content_type": old.content_type, "size": old.size or 0, "content_digest": old.content_digest,
+               "etag": old.etag, "last_modified": old.last_modified, "fetched_at": old.fetched_at,
+               "replaced_at": now, "encoding": old.encoding, "headers": old.headers, "content": None,
+               "body": None}
+        if self.keep_versions:
+            row.update(content=old.content, body=old.body)
+        return row
+
+    def queue_due(self, now=None, *, every: bool = False, batch: int = 5000) -> int:
+        """Queue again, as grid threads to visit, every stored document whose next visit is due
+        at ``now`` (naive UTC; default: the current time) — or, with ``every``, every stored
+        document (``--recrawl-all``) — unless its URL is queued already. Each row carries the
+        document's ETag and Last-Modified, sent as ``If-None-Match`` / ``If-Modified-Since``.
+        Documents stored before schedules were kept (``next_fetch_at`` NULL) are due.
+
+        Reads the documents in ``batch``-row slices of ``doc_id`` (memory stays bounded), one
+        transaction each. Returns how many URLs it queued.
+        """
+        now = now or utcnow()
+        c = document.c
+        due = sa.true() if every else sa.or_(c.next_fetch_at.is_(None), c.next_fetch_at <= now)
+        queued, after = 0, None
+        while True:
+            def work(conn, after=after):
+                query = (sa.select(c.doc_id, c.url, c.fingerprint, c.depth, c.page_type, c.etag, c.last_modified)
+                         .where(due, *([c.doc_id > after] if after is not None else []))
+                         .order_by(c.doc_id).limit(batch))
+                rows = conn.execute(query).all()
+                present: set[str] = set()
+                for part in chunks([r.fingerprint for r in rows], 500):
+                    present.update(conn.execute(sa.select(to_visit.c.fingerprint)
+                                                .where(to_visit.c.fingerprint.in_(part))).scalars())
+                new = [{"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "priority": 5,
+                        "discovered_from": None, "in_flight": False, "page_type": r.page_type, "relevance": None,
+                        "etag": r.etag, "last_modified": r.last_modified}
+                       for r in rows if r.fingerprint not in present]
+                insert_ignore(conn, to_visit, new)
+                return (rows[-1].doc_id if rows else None), len(new), len(rows)
+            after, count, read = run_transaction(self.engine, work)
+            queued += count
+            if read < batch:
+                return queued
+
+    def next_due(self):
+        """When the earliest stored document is due again (naive UTC), or None if no document
+        has a schedule (``--recrawl --watch`` sleeps until then)."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.min(document.c.next_fetch_at))).scalar()
+
+    def start_recrawl(self, mode: str, due: int) -> int:
+        """Record the start of a recrawl run (``mode``: due, all or watch) that queued ``due``
+        documents; return its ``recrawl_id``."""
+        def work(conn) -> int:
+            result = conn.execute(recrawl_table.insert().values(mode=mode, started_at=utcnow(), due=due))
+            return result.inserted_primary_key[0]
+        return run_transaction(self.engine, work)
+
+    def update_recrawl(self, recrawl_id: int, counts: dict, *, finished: bool = False) -> None:
+        """Store the counts of recrawl run ``recrawl_id`` (keys of the ``recrawl`` table: due,
+        fetched, not_modified, unchanged, changed, gone, revived, errors, new); with
+        ``finished``, its end time."""
+        names = {c.name for c in recrawl_table.columns} - {"recrawl_id", "mode", "started_at", "finished_at"}
+        values = {k: int(v) for k, v in counts.items() if k in names}
+        if finished:
+            values["finished_at"] = utcnow()
+        run_transaction(self.engine, lambda conn: conn.execute(
+            recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values)))
 
     # ------------------------------------------------------------------ standards pages publish
 
@@ -672,11 +847,13 @@ class CrawlStore:
         return run_transaction(self.engine, work)
 
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``."""
+        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
+        ``gone`` (documents marked gone) and ``versions`` (``document_version`` rows)."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link)}
+                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
+                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version)}
 
 
 @dataclass(frozen=True)
@@ -701,6 +878,26 @@ class ErrorGroup:
 DECISIONS = ("trap", "duplicate", "noindex")
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
+
+
+def _header(headers: dict, name: str) -> str | None:
+    """Response header ``name`` (lower case) of a page's headers as text, or None."""
+    value = headers.get(name)
+    return value if isinstance(value, str) and value else None
+
+
+def _execute_grouped(conn, table: sa.Table, key: sa.Column, rows: list[dict]) -> None:
+    """``UPDATE table SET ... WHERE key = :b_fp`` for each of ``rows`` (a ``b_fp`` value plus the
+    columns to set), as one executemany per set of columns, in key order (no deadlock between
+    two writers)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["b_fp"]):
+        groups.setdefault(tuple(sorted(row)), []).append(row)
+    for names, group in groups.items():
+        columns = [name for name in names if name != "b_fp"]
+        stmt = table.update().where(key == sa.bindparam("b_fp")).values(
+            {name: sa.bindparam("v_" + name, type_=table.c[name].type) for name in columns})
+        conn.execute(stmt, [{"b_fp": row["b_fp"], **{"v_" + name: row[name] for name in columns}} for row in group])
 
 
 @functools.lru_cache(maxsize=None)

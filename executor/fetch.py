@@ -73,6 +73,7 @@ class ErrorKind(str, enum.Enum):
     ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
     OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+    GONE = "gone"  #: a stored document answered 404/410 on a recrawl (set by the client, not the fetcher)
     # Decisions of the application about a fetched page (recorded in visited_url.error_kind):
     TRAP = "trap"  #: not followed: its URL shape repeats near-identical pages (``error`` names the shape)
     DUPLICATE = "duplicate"  #: its canonical link or body digest names a page stored already
@@ -635,18 +636,22 @@ class Fetcher:
 
     # -- fetching --------------------------------------------------------------------------
 
-    def fetch(self, url: str, *, hop_check: HopCheck | None = None) -> FetchResult:
+    def fetch(self, url: str, *, hop_check: HopCheck | None = None,
+              headers: dict[str, str] | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
 
         Args:
             url: the absolute http(s) URL.
             hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
                 run on every hop after the fetcher's own ``hop_check``.
+            headers: extra request headers sent on every hop, e.g. the conditional
+                ``If-None-Match`` / ``If-Modified-Since`` of a recrawl (RFC 9110 §13.1).
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
             why not. The body is kept only for HTML (or any type with ``keep_non_html``) with
-            a status below 400.
+            a status below 400. A ``304 Not Modified`` is a success with no body read
+            (``body`` None, ``size`` 0): the client keeps the copy it has (RFC 9110 §15.4.5).
         """
         start = time.monotonic()
         result = FetchResult(url=url, final_url=url)
@@ -657,7 +662,7 @@ class Fetcher:
         _active.watch = watch
         watch.start()
         try:
-            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check))
+            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), headers)
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message
         except Exception as exc:  # every failure becomes a result
@@ -701,7 +706,7 @@ class Fetcher:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
 
     def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch,
-               hop_check: HopCheck | None) -> None:
+               hop_check: HopCheck | None, headers: dict[str, str] | None = None) -> None:
         session = self._session()
         current = url
         seen = {urldefrag(url)[0]}
@@ -724,7 +729,7 @@ class Fetcher:
             if remaining <= 0:
                 raise self._timeout_failure()
             try:
-                resp = self._send(session, current, remaining, watch)
+                resp = self._send(session, current, remaining, watch, headers)
             except BaseException:
                 if self.pacer is not None:
                     self.pacer.done(current)
@@ -755,10 +760,11 @@ class Fetcher:
                 if self.pacer is not None:
                     self.pacer.done(current)
 
-    def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch) -> requests.Response:
+    def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch,
+              headers: dict[str, str] | None = None) -> requests.Response:
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
         try:
-            return session.get(url, stream=True, allow_redirects=False, timeout=timeout)
+            return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers)
         except Exception as exc:
             raise self._classify(exc, watch) from exc
 
@@ -811,6 +817,8 @@ class Fetcher:
         if status >= 400:
             result.size = length or 0
             raise _Failure(ErrorKind.HTTP_STATUS, f"HTTP {status} {resp.reason or ''}".rstrip())
+        if status == 304:  # Not Modified: no content (RFC 9110 §15.4.5); nothing to read
+            return
         media = _media_type(result.content_type)
         wanted = media is None or media in HTML_TYPES or self.keep_non_html
         if not wanted:

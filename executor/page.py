@@ -60,6 +60,23 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
+#: Conditional request headers a recrawl's instruction may carry: instruction key -> header name.
+CONDITIONAL_HEADERS = {"ifNoneMatch": "If-None-Match", "ifModifiedSince": "If-Modified-Since"}
+
+
+def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
+    """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
+    stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
+    ``None`` when it has none. Values that are not short single-line text are dropped, so a
+    hostile stored header cannot inject another header."""
+    headers = {}
+    for key, name in CONDITIONAL_HEADERS.items():
+        value = (instruction or {}).get(key)
+        if isinstance(value, str) and value and len(value) <= 1024 and value.isprintable():
+            headers[name] = value
+    return headers or None
+
+
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
@@ -76,7 +93,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
-            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``.
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
+            ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
+            sent as conditional request headers: a ``304 Not Modified`` comes back with no
+            body, nothing parsed.
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
@@ -89,7 +109,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             50 MiB); ``None``: one derived from ``fetcher`` for this call.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
-    ``[canonical_url, anchor_text]`` pairs, ``error_kind`` set when the fetch failed or was
+    ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
+    decompression; ``None`` without a body), ``error_kind`` set when the fetch failed or was
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
@@ -122,7 +143,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     if sitemap:
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
                               url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None)
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks))
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=conditional_headers(instruction))
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,

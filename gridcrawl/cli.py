@@ -110,6 +110,14 @@ def run(
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    recrawl: bool = typer.Option(False, "--recrawl", help="visit again WORKDIR's stored documents whose next "
+                                 "visit is due (conditional requests; docs/recrawl.md)", rich_help_panel="Recrawl"),
+    recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document",
+                                     rich_help_panel="Recrawl"),
+    watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
+                               "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
+    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
+                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output"),
     log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)",
                                         rich_help_panel="Output"),
@@ -123,12 +131,15 @@ def run(
     setup_logging(log_level)
     if executors < 1:
         fail("--executors must be at least 1")
+    from gridcrawl.client.cli import recrawl_mode
+    mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth, dispatch=dispatch,
                             sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             download_delay=download_delay, concurrent_requests_per_host=concurrent_requests_per_host,
                             store_content=not no_content, max_pages_per_host=max_pages_per_host,
-                            obey_robots=not ignore_robots).validate()
+                            obey_robots=not ignore_robots,
+                            **({"keep_versions": True} if keep_versions else {})).validate()
     except ValueError as exc:
         fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
@@ -178,6 +189,7 @@ def run(
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           recrawl=mode, watch=watch,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
                                                                     settings.connect_timeout),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
@@ -342,39 +354,73 @@ def _print_application_summary(rows, wide: bool = False) -> None:
 
 @app.command()
 def report(
-    db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
     wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
                               "by default the tables fit 80 columns"),
+    crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its recrawl runs "
+                                 "(due, fetched, 304, unchanged, changed, gone, revived, errors, new)"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
     application_summary; with --application, that application's threads per executor) and,
-    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report]).
+    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
+    --crawl-db, the counts of that crawl's recrawl runs.
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    try:
-        engine = open_database(db, existing=True)
-    except DatabaseUnavailable as exc:
-        fail(str(exc))
+    if db is None and crawl_db is None:
+        fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
     import sqlalchemy as sa
-    try:
-        if application:
-            application = rep.resolve_application(engine, application)
-            _print_timings(rep.executor_timings(engine, application), wide)
-        else:
-            _print_executor_summary(rep.executor_summary(engine), wide)
-        _print_application_summary(rep.application_summary(engine, application), wide)
-        if plot is not None:
-            drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
-            typer.echo(f"timeline of {drawn} threads drawn to {plot}")
-    except sa.exc.DBAPIError as exc:
-        fail(f"{db} is not a gridcrawl manager database, or its views are missing "
-             f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
-    except (rep.ReportError, OSError) as exc:
-        fail(str(exc))
+    if db is not None:
+        try:
+            engine = open_database(db, existing=True)
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
+        try:
+            if application:
+                application = rep.resolve_application(engine, application)
+                _print_timings(rep.executor_timings(engine, application), wide)
+            else:
+                _print_executor_summary(rep.executor_summary(engine), wide)
+            _print_application_summary(rep.application_summary(engine, application), wide)
+            if plot is not None:
+                drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
+                typer.echo(f"timeline of {drawn} threads drawn to {plot}")
+        except sa.exc.DBAPIError as exc:
+            fail(f"{db} is not a gridcrawl manager database, or its views are missing "
+                 f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
+        except (rep.ReportError, OSError) as exc:
+            fail(str(exc))
+    if crawl_db is not None:
+        try:
+            rows = rep.recrawl_runs(open_database(crawl_db, existing=True))
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
+        except sa.exc.DBAPIError as exc:
+            fail(f"{crawl_db} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
+        _print_recrawl_runs(rows, wide)
+
+
+def _print_recrawl_runs(rows, wide: bool = False) -> None:
+    """The recrawl runs as a table with one column per run (the last three; every run with
+    ``wide``) and one row per count, so that it fits 80 columns."""
+    from rich.table import Table
+    from gridcrawl.report import RECRAWL_COLUMNS
+    shown = rows if wide else rows[-3:]
+    table = Table(title="recrawls (table recrawl)" + ("" if len(shown) == len(rows) else
+                                                      f", the last {len(shown)} of {len(rows)} (--wide: all)"))
+    table.add_column("")
+    for r in shown:
+        table.add_column(f"run {r.recrawl_id}", justify="right")
+    labels = {"not_modified": "not modified (304)"}
+    table.add_row("mode", *(r.mode for r in shown))
+    table.add_row("started (UTC)", *(f"{r.started_at:%Y-%m-%d %H:%M:%S}" for r in shown))
+    table.add_row("seconds", *(_seconds(r.seconds, 1) for r in shown))
+    for column in RECRAWL_COLUMNS:
+        table.add_row(labels.get(column, column), *(str(getattr(r, column)) for r in shown))
+    _console().print(table)
 
 
 @db_app.command("init")
@@ -455,7 +501,9 @@ def export_command(
         fail(str(exc))
     what = {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
-    typer.echo(f"exported {result.records} {what} to {out}{skipped}", err=True)
+    recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
+               if result.revisits or result.versions else "")
+    typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

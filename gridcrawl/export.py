@@ -11,7 +11,11 @@ This module owns the three export formats of a crawl's tables:
   executor sent it: method, path, ``Host``, ``User-Agent``) and a ``response`` record (status
   line, the response headers stored in ``document.headers``, the body), linked by
   ``WARC-Concurrent-To``, after one ``warcinfo`` record; written with warcio, gzip-compressed per
-  record when OUT ends in ``.gz``. Bodies are stored decompressed, and HTML as decoded text, so
+  record when OUT ends in ``.gz``. A recrawled page whose last visit found the stored body
+  current adds a ``revisit`` record (WARC 1.1 §6.7: profile ``server-not-modified`` after a 304,
+  ``identical-payload-digest`` after a body with the same digest) referring to its response; the
+  versions a recrawl replaced are written as ``request``/``response`` pairs of their own, dated
+  when they were fetched, when their bodies were kept (``--keep-versions``). Bodies are stored decompressed, and HTML as decoded text, so
   the payload is the stored page (HTML re-encoded in its detected charset, byte-identical unless
   the page had malformed bytes), ``Content-Encoding``/``Transfer-Encoding`` are dropped and
   ``Content-Length`` is the payload's length. Pages crawled with ``--no-content`` have no body and
@@ -53,11 +57,14 @@ class ExportError(RuntimeError):
 
 @dataclass
 class ExportResult:
-    """What an export wrote: ``records`` (lines, rows, or pages for WARC) and ``skipped``
-    (documents left out of a WARC because no body was stored)."""
+    """What an export wrote: ``records`` (lines, rows, or pages for WARC), ``skipped``
+    (documents left out of a WARC because no body was stored), and for a WARC ``revisits``
+    (revisit records) and ``versions`` (replaced versions written with their bodies)."""
 
     records: int = 0
     skipped: int = 0
+    revisits: int = 0
+    versions: int = 0
 
 
 def _iso(value: _dt.datetime | None) -> str | None:
@@ -159,8 +166,6 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
     record, then a ``request`` and a ``response`` record per stored page (see the module
     documentation). ``gzip``: compress each record (``.warc.gz``); ``user_agent``: the
     User-Agent shown in request records (default: the Settings default)."""
-    from warcio.statusandheaders import StatusAndHeaders
-    from warcio.timeutils import datetime_to_iso_date
     from warcio.warcwriter import WARCWriter
 
     from gridcrawl.settings import Settings
@@ -179,41 +184,97 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         if body is None:
             result.skipped += 1
             continue
-        uri = row.get("final_url") or row["url"]
-        status = row.get("status") or 200
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = "Unknown"
-        headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
-        if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
-            headers.append(("content-type", row["content_type"]))
-        headers.append(("content-length", str(len(body))))
-        fetched = row.get("fetched_at")
-        if isinstance(fetched, _dt.datetime):
-            if fetched.tzinfo is not None:  # warcio wants naive UTC: it appends the "Z" itself
-                fetched = fetched.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-            date = datetime_to_iso_date(fetched, use_micros=True)
-        else:
-            date = writer.curr_warc_date()
-        response = writer.create_warc_record(
-            uri, "response", payload=io.BytesIO(body), length=len(body),
-            http_headers=StatusAndHeaders(f"{status} {reason}", headers, protocol="HTTP/1.1"),
-            warc_headers_dict={"WARC-Date": date})
-        parts = urlsplit(uri)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        request = writer.create_warc_record(
-            uri, "request", payload=io.BytesIO(b""), length=0,
-            http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
-                                          [("Host", parts.netloc), ("User-Agent", user_agent),
-                                           ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
-                                          is_http_request=True),
-            warc_headers_dict={"WARC-Date": date,
-                               "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
-        writer.write_record(request)
-        writer.write_record(response)
+        response = _write_exchange(writer, row, body, user_agent)
+        revisit = _revisit_record(writer, row, response)
+        if revisit is not None:
+            writer.write_record(revisit)
+            result.revisits += 1
         result.records += 1
+    # the versions a recrawl replaced, kept with their bodies (--keep-versions)
+    for row in _rows(engine, models.document_version, models.document_version.c.id):
+        body = _payload(row)
+        if body is not None:
+            _write_exchange(writer, row, body, user_agent)
+            result.versions += 1
     return result
+
+
+def _warc_date(value, writer) -> str:
+    """A naive-UTC datetime of the tables as a WARC-Date (microseconds), or now if missing."""
+    from warcio.timeutils import datetime_to_iso_date
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is not None:  # warcio wants naive UTC: it appends the "Z" itself
+            value = value.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+        return datetime_to_iso_date(value, use_micros=True)
+    return writer.curr_warc_date()
+
+
+def _write_exchange(writer, row: dict, body: bytes, user_agent: str):
+    """Write the ``request`` and ``response`` records of a stored page (a ``document`` or
+    ``document_version`` row with its payload ``body``) dated when it was fetched; return the
+    response record (its id and payload digest are set)."""
+    from warcio.statusandheaders import StatusAndHeaders
+    uri = row.get("final_url") or row["url"]
+    status = row.get("status") or 200
+    headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
+    if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
+        headers.append(("content-type", row["content_type"]))
+    headers.append(("content-length", str(len(body))))
+    date = _warc_date(row.get("fetched_at"), writer)
+    response = writer.create_warc_record(
+        uri, "response", payload=io.BytesIO(body), length=len(body),
+        http_headers=StatusAndHeaders(f"{status} {_reason(status)}", headers, protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Date": date})
+    parts = urlsplit(uri)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    request = writer.create_warc_record(
+        uri, "request", payload=io.BytesIO(b""), length=0,
+        http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
+                                      [("Host", parts.netloc), ("User-Agent", user_agent),
+                                       ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
+                                      is_http_request=True),
+        warc_headers_dict={"WARC-Date": date,
+                           "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
+    writer.ensure_digest(response, block=False, payload=True)
+    writer.write_record(request)
+    writer.write_record(response)
+    return response
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
+
+
+#: WARC 1.1 revisit profiles (WARC 1.1 §6.7): the server said 304, or the body's digest was equal.
+PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+
+
+def _revisit_record(writer, row: dict, response):
+    """The WARC ``revisit`` record of a document's last visit when that visit found the stored
+    body current — a 304 (profile server-not-modified) or a body with the same digest (profile
+    identical-payload-digest) — after the body was fetched; else None. It refers to the
+    ``response`` record (WARC-Refers-To, -Target-URI, -Date) and repeats its payload digest."""
+    visited, fetched, status = row.get("visited_at"), row.get("fetched_at"), row.get("visit_status")
+    if (not isinstance(visited, _dt.datetime) or not isinstance(fetched, _dt.datetime) or visited <= fetched
+            or row.get("gone_at") is not None or status is None or not (200 <= status < 300 or status == 304)):
+        return None
+    from warcio.statusandheaders import StatusAndHeaders
+    validators = [(k, v) for k, v in (("ETag", row.get("etag")), ("Last-Modified", row.get("last_modified"))) if v]
+    record = writer.create_revisit_record(
+        response.rec_headers.get_header("WARC-Target-URI"), response.rec_headers.get_header("WARC-Payload-Digest"),
+        response.rec_headers.get_header("WARC-Target-URI"), response.rec_headers.get_header("WARC-Date"),
+        http_headers=StatusAndHeaders(f"{status} {_reason(status)}", validators, protocol="HTTP/1.1"),
+        warc_headers_dict={"WARC-Date": _warc_date(visited, writer),
+                           "WARC-Refers-To": response.rec_headers.get_header("WARC-Record-ID")})
+    if status == 304:
+        record.rec_headers.replace_header("WARC-Profile", PROFILE_NOT_MODIFIED)
+    else:
+        record.rec_headers.replace_header("WARC-Profile", PROFILE_IDENTICAL)
+    return record
 
 
 def _chain(first, rest):

@@ -6,7 +6,9 @@ Two databases, two metadata objects:
   ``application`` and ``thread`` tables (with keys and indexes, which Alchemi lacked), plus
   ``attempt`` (one row per assignment of a grid thread to an executor).
 * :data:`crawl_metadata` — a crawler application's tables from the paper's figure 10:
-  ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``.
+  ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``;
+  for recrawls ``document_version`` (the versions a change replaced) and ``recrawl`` (one row of
+  counts per recrawl run).
 
 Times are naive UTC datetimes with microseconds on every back end (``DATETIME2(6)`` on SQL
 Server, ``DATETIME(6)`` on MariaDB/MySQL, whose plain ``DATETIME`` drops fractions of a second);
@@ -206,13 +208,65 @@ document = Table(
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
-    Column("content_digest", String(64)),  # hex SHA-256 of the body after decompression (duplicates)
+    # Recrawl (gridcrawl.schedule, docs/recrawl.md). fetched_at above is when the stored body was
+    # fetched; the columns below say how fresh it is and when to look again.
+    Column("content_digest", String(64)),   # hex SHA-256 of the body bytes after decompression
+    Column("etag", String(255)),            # validators of the stored body (RFC 9110 §8.8)
+    Column("last_modified", String(64)),
+    Column("visited_at", Timestamp),        # the last visit, whatever it found (a 304 moves only this)
+    Column("visit_status", Integer),        # HTTP status of the last visit (304 Not Modified, 404 ...)
+    Column("modified_at", Timestamp),       # when a recrawl last found the body changed
+    Column("gone_at", Timestamp),           # since when the page answers 404/410 (NULL: not gone)
+    Column("fetch_interval", Real),         # seconds between two visits (adaptive schedule)
+    Column("next_fetch_at", Timestamp),     # when the next visit is due (NULL: due now)
+    # The real web (issue 14, docs/realweb.md): what a page says about itself.
     Column("simhash", String(16)),      # 64-bit SimHash of the visible text, hex (gridcrawl.simhash)
     Column("canonical_url", String(URL_LENGTH)),  # <link rel=canonical> or Link header, canonicalised
     Column("duplicate_of", String(URL_LENGTH)),   # the stored page this one duplicates (canonical or digest)
     Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), for recrawls
     Index("ux_document_fingerprint", "fingerprint", unique=True),
+    Index("ix_document_next_fetch_at", "next_fetch_at"),
     Index("ix_document_content_digest", "content_digest"),
+)
+
+# Recrawl history: one row per change a recrawl found, holding the version it replaced.
+document_version = Table(
+    "document_version", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),   # the document's
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("final_url", String(URL_LENGTH)),
+    Column("status", Integer),
+    Column("content_type", String(255)),
+    Column("size", BigInteger, nullable=False, default=0),
+    Column("content_digest", String(64)),   # the replaced body's digest (NULL: crawled before digests)
+    Column("etag", String(255)),
+    Column("last_modified", String(64)),
+    Column("fetched_at", Timestamp, nullable=False),     # when the replaced body was fetched
+    Column("replaced_at", Timestamp, nullable=False),    # when the recrawl found it changed
+    Column("encoding", String(64)),
+    Column("headers", LongText),
+    Column("content", LongText),             # the replaced body, only with --keep-versions
+    Column("body", LongBinary),
+    Index("ix_document_version_fingerprint", "fingerprint"),
+)
+
+# One row per recrawl run (gridcrawl run --recrawl / gridcrawl-client --recrawl): its counts.
+recrawl = Table(
+    "recrawl", crawl_metadata,
+    Column("recrawl_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("mode", String(16), nullable=False),          # due | all | watch
+    Column("started_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp),                    # NULL while running (or if it was killed)
+    Column("due", Integer, nullable=False, default=0),           # documents submitted again
+    Column("fetched", Integer, nullable=False, default=0),       # of those, answered with a body
+    Column("not_modified", Integer, nullable=False, default=0),  # answered 304 Not Modified
+    Column("unchanged", Integer, nullable=False, default=0),     # body with the same digest
+    Column("changed", Integer, nullable=False, default=0),       # body with another digest
+    Column("gone", Integer, nullable=False, default=0),          # answered 404/410
+    Column("revived", Integer, nullable=False, default=0),       # gone before, back now
+    Column("errors", Integer, nullable=False, default=0),        # other failures (page kept as it was)
+    Column("new", Integer, nullable=False, default=0),           # new pages found and stored
 )
 
 visited_url = Table(
@@ -240,6 +294,8 @@ to_visit_url = Table(
     Column("in_flight", Boolean, nullable=False, default=False),
     Column("page_type", String(64)),    # keep/follow rules: the type its follow rule gave it
     Column("relevance", Real),          # focused crawl: the link score r(c) (gridcrawl.focus)
+    Column("etag", String(255)),        # recrawl: the stored document's validators, sent as
+    Column("last_modified", String(64)),  # If-None-Match / If-Modified-Since
     Column("kind", String(16)),         # None: a page; 'sitemap' (robots.txt/sitemap.xml), 'sitemap-child' (of an index)
     Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), carried to document
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),

@@ -45,7 +45,10 @@ class ThreadSpec:
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
-    applies to the page.
+    applies to the page. A recrawl adds the stored document's validators to it:
+    ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
+    sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
+    :func:`gridcrawl.executor.page.visit`.
     """
 
     thread_id: int
@@ -67,11 +70,13 @@ class PageResult:
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
     ``error_kind`` is ``None`` on success, else one of
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
-    raw bytes of a kept non-HTML body, or ``None``.
+    raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
+    bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
+    bodies not downloaded); the client compares it with the stored one on a recrawl and with the
+    other stored pages for content duplicates.
 
-    The standards a page publishes (issue 14): ``digest`` is the hex SHA-256 of the body bytes
-    after decompression, ``simhash`` the 64-bit SimHash of its visible text
-    (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
+    The standards a page publishes (issue 14): ``simhash`` is the 64-bit SimHash of its visible
+    text (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
     rel="canonical">`` or ``Link: <...>; rel="canonical"``), ``noindex``/``nofollow`` its robots
     meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
     (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps

@@ -1,6 +1,7 @@
 """Thread timings from the manager database, read from its views (see :mod:`gridcrawl.views`):
 per-executor and per-application summaries, per-thread timings, and the per-executor timeline
-chart of threads (a Gantt-like chart, as the paper's thread table shows).
+chart of threads (a Gantt-like chart, as the paper's thread table shows); and, from a crawl
+database, the counts of its recrawl runs (table ``recrawl``, :func:`recrawl_runs`).
 
 Durations are derived from the stored UTC times: run = finished − started, queue wait =
 started − submitted (seconds). A page is a grid thread that finished and did not fail; crawl
@@ -59,6 +60,42 @@ def resolve_application(engine: Engine, application_id: str) -> str:
                           f"{' ...' if len(found) > 5 else ''} (give more characters)")
     short = " (give at least 4 characters)" if len(application_id) < 4 else ""
     raise ReportError(f"no application {application_id!r} in this database{short}")
+
+
+#: The counts of a recrawl run, as columns of the ``recrawl`` table (see gridcrawl.client.app).
+RECRAWL_COLUMNS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+
+
+@dataclass
+class RecrawlRun:
+    """One recrawl run of a crawl database: ``mode`` (due, all, watch), when it started (naive
+    UTC), its length in ``seconds`` (None while running, or if it was killed) and its counts
+    (:data:`RECRAWL_COLUMNS`)."""
+
+    recrawl_id: int
+    mode: str
+    started_at: _dt.datetime
+    seconds: float | None
+    due: int
+    fetched: int
+    not_modified: int
+    unchanged: int
+    changed: int
+    gone: int
+    revived: int
+    errors: int
+    new: int
+
+
+def recrawl_runs(engine: Engine) -> list[RecrawlRun]:
+    """Every recrawl run stored in the crawl database ``engine``, oldest first. Raises
+    SQLAlchemy's ``DBAPIError`` if it is not a crawl database."""
+    from gridcrawl.models import recrawl
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(recrawl).order_by(recrawl.c.recrawl_id)).all()
+    return [RecrawlRun(r.recrawl_id, r.mode, r.started_at,
+                       (r.finished_at - r.started_at).total_seconds() if r.finished_at else None,
+                       *(int(getattr(r, c)) for c in RECRAWL_COLUMNS)) for r in rows]
 
 
 def _float(value) -> float | None:

@@ -74,6 +74,15 @@ class Settings:
     follow_nofollow: bool = _doc(False, "follow links marked rel=nofollow (skipped by default)")
     store_duplicates: bool = _doc(False, "store a page in full although its canonical link or its body digest names a page stored already (else a row without content saying which)")
 
+    # --- client: recrawl (--recrawl; Nutch's AdaptiveFetchSchedule, gridcrawl.schedule) ---
+    recrawl_interval: float = _doc(2_592_000.0, "first interval between two visits of a document, seconds (30 days: Nutch's db.fetch.interval.default)")
+    recrawl_min_interval: float = _doc(60.0, "shortest interval between two visits of a document, seconds (Nutch's adaptive min_interval)")
+    recrawl_max_interval: float = _doc(31_536_000.0, "longest interval between two visits of a document, seconds (365 days: Nutch's adaptive max_interval)")
+    recrawl_inc_rate: float = _doc(0.4, "a page found unchanged (or 304, or gone) is next visited after interval × (1 + this)")
+    recrawl_dec_rate: float = _doc(0.2, "a page found changed is next visited after interval × (1 − this)")
+    watch_interval: float = _doc(10.0, "--recrawl --watch: longest wait between two looks for documents coming due, seconds")
+    keep_versions: bool = _doc(False, "recrawl: keep the body of every replaced version in document_version (WARC export)")
+
     def replace(self, **changes) -> "Settings":
         """Return a copy with ``changes`` applied (unknown names raise ``TypeError``)."""
         return dataclasses.replace(self, **changes)
@@ -82,7 +91,8 @@ class Settings:
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
-                    "download_timeout", "apply_interval")
+                    "download_timeout", "apply_interval", "recrawl_interval", "recrawl_min_interval",
+                    "recrawl_max_interval", "watch_interval")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
@@ -96,6 +106,13 @@ class Settings:
                      "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
+        if self.recrawl_min_interval > self.recrawl_max_interval:
+            raise ValueError(f"setting recrawl_min_interval ({self.recrawl_min_interval!r}) must not exceed "
+                             f"recrawl_max_interval ({self.recrawl_max_interval!r})")
+        if self.recrawl_inc_rate < 0:
+            raise ValueError(f"setting recrawl_inc_rate must be >= 0, not {self.recrawl_inc_rate!r}")
+        if not 0 <= self.recrawl_dec_rate < 1:
+            raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
 
     @property

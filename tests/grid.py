@@ -63,10 +63,11 @@ class Grid:
         self.executors.append(proc)
         return proc
 
-    def start_client(self, *args: str) -> subprocess.Popen:
-        """Start the client with ``args`` (seeds and options) on :attr:`crawl_db`."""
+    def start_client(self, *args: str, env: dict | None = None) -> subprocess.Popen:
+        """Start the client with ``args`` (seeds and options) on :attr:`crawl_db`, with ``env``
+        added to its environment (e.g. ``GRIDCRAWL_*`` settings)."""
         return self._spawn("gridcrawl.client", ["--manager", self.endpoint, "--db", self.crawl_db,
-                                                "--no-progress", *FAST, *args], "client.log")
+                                                "--no-progress", *FAST, *args], "client.log", env)
 
     def log(self, name: str) -> str:
         """The text of log ``name`` (e.g. ``"manager.log"``)."""

@@ -14,7 +14,12 @@ This module owns three things:
   ``Site`` with keep-alive, ``Content-Length``, ``HEAD`` and 404s, an optional
   per-request latency, and a record of every request (for politeness and
   concurrency checks). ``redirect()``, ``status_page()`` and ``slow_page()``
-  build handlers for ``Site.extra`` (redirects, errors, slow pages).
+  build handlers for ``Site.extra`` (redirects, errors, slow pages). Pages
+  given an ``ETag`` (``Site.etags``) or a modification time
+  (``Site.modified``) are served with those validators and answer conditional
+  requests with ``304 Not Modified`` (RFC 9110 §13.2.2: ``If-None-Match``
+  first, ``If-Modified-Since`` only without it); every request records the
+  body bytes sent and the conditional headers received (recrawl tests).
 
 Absolute links are stored with the placeholder ``{BASE}`` (``BASE_TOKEN``)
 because pages are generated before the server's port is known; the server
@@ -28,6 +33,7 @@ top-level domain reserved by RFC 2606 section 2, which never resolves.
 from __future__ import annotations
 
 import collections
+import email.utils
 import http.server
 import random
 import socket
@@ -103,6 +109,18 @@ class Site:
     types: dict[str, str] = field(default_factory=dict)
     links: dict[str, list[str]] = field(default_factory=dict)
     extra: dict[str, Callable] = field(default_factory=dict)
+    etags: dict[str, str] = field(default_factory=dict)
+    modified: dict[str, float] = field(default_factory=dict)
+
+    def validators(self, path: str) -> dict[str, str]:
+        """The validator headers page ``path`` is served with: ``ETag`` (an entity tag from
+        ``etags``, quoted) and ``Last-Modified`` (an HTTP-date of ``modified``'s POSIX seconds)."""
+        headers = {}
+        if path in self.etags:
+            headers["ETag"] = self.etags[path]
+        if path in self.modified:
+            headers["Last-Modified"] = email.utils.formatdate(self.modified[path], usegmt=True)
+        return headers
 
 
 # --------------------------------------------------------------------------- generator
@@ -317,7 +335,9 @@ class RequestRecord:
     ``time.monotonic()`` seconds when the handler began and ended; thread: name
     of the handler thread (one thread per TCP connection, so equal names mean
     a reused keep-alive connection); method: ``GET`` or ``HEAD``; status: the
-    status code sent (0 if the handler failed before sending one).
+    status code sent (0 if the handler failed before sending one); body_bytes:
+    body bytes written; conditional: the conditional request headers received,
+    ``{"if-none-match": ..., "if-modified-since": ...}`` (only those sent).
     """
 
     path: str
@@ -326,6 +346,8 @@ class RequestRecord:
     thread: str
     method: str = "GET"
     status: int = 0
+    body_bytes: int = 0
+    conditional: dict = field(default_factory=dict)
 
 
 _NOT_FOUND = (
@@ -346,6 +368,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     site_server: "SiteServer"
     _status = 0
+    _body_bytes = 0
 
     def setup(self) -> None:
         super().setup()
@@ -392,12 +415,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value.replace("{BASE}", base))
         self.end_headers()
-        if self.command != "HEAD" and body:
+        if self.command != "HEAD" and body and status != 304:
             self.wfile.write(body)
+            self._body_bytes += len(body)
 
     def _serve(self) -> None:
         srv = self.site_server
         self._status = 0
+        self._body_bytes = 0
         started = srv._begin()
         try:
             if srv.latency > 0:
@@ -413,15 +438,42 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = site.pages.get(key)
             if body is None:
                 self.respond(404, _NOT_FOUND)
+            elif self._not_modified(site, key):
+                self.send_response(304)
+                for name, value in site.validators(key).items():
+                    self.send_header(name, value)
+                self.end_headers()
             else:
-                self.respond(200, body, content_type=site.types.get(key, HTML_TYPE))
+                self.respond(200, body, content_type=site.types.get(key, HTML_TYPE), headers=site.validators(key))
         finally:
+            conditional = {name: self.headers[name] for name in ("if-none-match", "if-modified-since")
+                           if self.headers.get(name) is not None}
             srv._end(
                 RequestRecord(
                     self.path, started, time.monotonic(), threading.current_thread().name,
-                    self.command, self._status,
+                    self.command, self._status, self._body_bytes, conditional,
                 )
             )
+
+    def _not_modified(self, site: Site, key: str) -> bool:
+        """True if the request's preconditions say the client's copy of page ``key`` is
+        current (RFC 9110 §13.2.2): If-None-Match, when sent, decides alone (weak comparison,
+        §8.8.3.2); else If-Modified-Since against the page's modification time (whole seconds)."""
+        inm = self.headers.get("If-None-Match")
+        if inm is not None:
+            tag = site.etags.get(key)
+            if tag is None:
+                return False
+            weak = lambda t: t.strip().removeprefix("W/")
+            return inm.strip() == "*" or weak(tag) in {weak(t) for t in inm.split(",")}
+        ims = self.headers.get("If-Modified-Since")
+        if ims is None or key not in site.modified:
+            return False
+        try:
+            since = email.utils.parsedate_to_datetime(ims).timestamp()
+        except (TypeError, ValueError):
+            return False  # an invalid date is ignored (§13.1.3)
+        return int(site.modified[key]) <= since
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -537,6 +589,11 @@ class SiteServer:
         """Return request target -> number of requests for it."""
         with self.lock:
             return dict(collections.Counter(r.path for r in self.requests))
+
+    def body_bytes(self) -> int:
+        """Return the body bytes sent in every recorded response."""
+        with self.lock:
+            return sum(r.body_bytes for r in self.requests)
 
     def max_concurrency(self) -> int:
         """Return the peak number of requests in flight at once since start (or ``reset()``)."""

@@ -1,8 +1,9 @@
-"""The real web (issue 14): a page's body digest, text SimHash, canonical URL, the page it
-duplicates and its sitemap lastmod on document (with an index on the digest); the kind of a
-to-visit URL (a sitemap to read) and its sitemap lastmod on to_visit_url.
+"""The real web (issue 14): a page's text SimHash, canonical URL, the page it duplicates and its
+sitemap lastmod on document, with an index on the body digest (the column came with 0003, for
+content duplicates); the kind of a to-visit URL (a sitemap to read) and its sitemap lastmod on
+to_visit_url.
 
-Revision 0003 of the crawl database (after 0002).
+Revision 0004 of the crawl database (after 0003).
 """
 
 import sqlalchemy as sa
@@ -10,8 +11,8 @@ from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -21,7 +22,6 @@ WHEN = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 def upgrade() -> None:
     """Add the columns and the digest index."""
-    ops.add_column("document", sa.Column("content_digest", sa.String(64)))
     ops.add_column("document", sa.Column("simhash", sa.String(16)))
     ops.add_column("document", sa.Column("canonical_url", sa.String(URL)))
     ops.add_column("document", sa.Column("duplicate_of", sa.String(URL)))

@@ -1,0 +1,207 @@
+"""Recrawl pieces without the grid: the adaptive schedule and verdicts (pure), conditional requests
+of the fetcher and the executor's visit against a real local server, and the crawl store's
+recrawl (due documents, 304 / unchanged / changed / gone applied once) on a real SQLite file
+and real PostgreSQL and MariaDB servers, with the WARC export of kept versions."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import models, protocol as p
+from gridcrawl.client.app import _validators
+from gridcrawl.client.store import CrawlStore, Outcome, Scope
+from gridcrawl.db import open_database
+from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.page import conditional_headers, visit
+from gridcrawl.schedule import AdaptiveSchedule, verdict
+from gridcrawl.settings import Settings
+from sites import Site
+
+UA = "gridcrawl-test/0.1"
+MTIME = 1_700_000_000.0
+
+
+# ------------------------------------------------------------------ schedule (pure)
+
+def test_schedule_shrinks_on_change_grows_otherwise_and_clamps():
+    s = AdaptiveSchedule(initial=100.0, min_interval=60.0, max_interval=150.0, inc_rate=0.4, dec_rate=0.2)
+    assert s.next_interval(100.0, "changed") == pytest.approx(80.0)      # × (1 − 0.2)
+    assert s.next_interval(100.0, "revived") == pytest.approx(80.0)
+    assert s.next_interval(100.0, "unchanged") == pytest.approx(140.0)   # × (1 + 0.4)
+    assert s.next_interval(100.0, "not_modified") == pytest.approx(140.0)
+    assert s.next_interval(100.0, "gone") == pytest.approx(140.0)
+    assert s.next_interval(100.0, "error") == pytest.approx(100.0)
+    assert s.next_interval(140.0, "unchanged") == 150.0                  # clamped to the maximum
+    assert s.next_interval(70.0, "changed") == 60.0                      # clamped to the minimum
+    assert s.next_interval(None, "unchanged") == pytest.approx(140.0)    # never scheduled: from the first
+    assert s.first_interval() == 100.0
+    assert AdaptiveSchedule(initial=1e9, max_interval=10.0, min_interval=1.0).first_interval() == 10.0
+    now = _dt.datetime(2026, 1, 1)
+    assert s.due_at(now, 90.5) == now + _dt.timedelta(seconds=90.5)
+
+
+def test_schedule_defaults_are_nutchs_and_come_from_settings():
+    s = AdaptiveSchedule.from_settings(Settings())
+    assert (s.initial, s.min_interval, s.max_interval, s.inc_rate, s.dec_rate) == \
+        (30 * 86400, 60.0, 365 * 86400, 0.4, 0.2)
+    with pytest.raises(ValueError, match="recrawl_min_interval"):
+        Settings(recrawl_min_interval=10.0, recrawl_max_interval=5.0).validate()
+    with pytest.raises(ValueError, match="recrawl_dec_rate"):
+        Settings(recrawl_dec_rate=1.0).validate()
+    with pytest.raises(ValueError, match="recrawl_inc_rate"):
+        Settings(recrawl_inc_rate=-0.1).validate()
+
+
+@pytest.mark.parametrize("status, error_kind, digest, stored, gone, expected", [
+    (304, None, None, "a", False, "not_modified"),
+    (200, None, "a", "a", False, "unchanged"),
+    (200, None, "b", "a", False, "changed"),
+    (200, None, "b", None, False, "changed"),          # stored before digests: nothing to compare
+    (200, None, None, None, False, "unchanged"),       # a body never downloaded (non-HTML), then or now
+    (200, None, None, "a", False, "changed"),          # a body then, none now
+    (404, "http_status", None, "a", False, "gone"),
+    (410, "http_status", None, "a", True, "gone"),
+    (500, "http_status", None, "a", False, "error"),
+    (None, "timeout", None, "a", True, "error"),
+    (200, None, "a", "a", True, "revived"),
+    (304, None, None, "a", True, "revived"),
+])
+def test_verdict(status, error_kind, digest, stored, gone, expected):
+    assert verdict(status, error_kind, digest, stored, gone) == expected
+
+
+# ------------------------------------------------------------------ executor: conditional requests
+
+def conditional_site() -> Site:
+    site = Site()
+    site.pages["/e.html"] = b"<html><head><title>e</title></head><body><a href='/m.html'>m</a></body></html>"
+    site.pages["/m.html"] = b"<html><head><title>m</title></head><body>m</body></html>"
+    site.etags["/e.html"] = '"v1"'
+    site.modified["/m.html"] = MTIME
+    return site
+
+
+def test_fetcher_sends_validators_and_takes_a_304_without_a_body(site_server):
+    server = site_server(conditional_site())
+    fetcher = Fetcher(user_agent=UA)
+    full = fetcher.fetch(server.url("/e.html"))
+    assert full.status == 200 and full.headers["etag"] == '"v1"' and full.body
+    same = fetcher.fetch(server.url("/e.html"), headers={"If-None-Match": '"v1"'})
+    assert same.ok and same.status == 304 and same.body is None and same.size == 0
+    other = fetcher.fetch(server.url("/e.html"), headers={"If-None-Match": '"v0"'})
+    assert other.status == 200 and other.body == full.body
+    lm = full_lm = fetcher.fetch(server.url("/m.html"))
+    assert "etag" not in lm.headers and lm.headers["last-modified"]
+    since = fetcher.fetch(server.url("/m.html"), headers={"If-Modified-Since": full_lm.headers["last-modified"]})
+    assert since.status == 304 and since.body is None
+    older = fetcher.fetch(server.url("/m.html"), headers={"If-Modified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"})
+    assert older.status == 200 and older.body
+    statuses = [(r.path, r.status, r.body_bytes) for r in server.requests]
+    assert [s for s in statuses if s[1] == 304] == [("/e.html", 304, 0), ("/m.html", 304, 0)]
+    fetcher.close()
+
+
+def test_visit_digests_bodies_and_does_not_parse_a_304(site_server):
+    site = conditional_site()
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    page = visit(fetcher, server.url("/e.html"))
+    assert page.digest == hashlib.sha256(site.pages["/e.html"]).hexdigest()
+    assert page.links and page.title == "e"
+    again = visit(fetcher, server.url("/e.html"), instruction={"ifNoneMatch": '"v1"'})
+    assert again.status == 304 and again.error_kind is None
+    assert again.digest is None and again.links == [] and again.content is None and again.title == ""
+    assert server.requests[-1].conditional == {"if-none-match": '"v1"'}
+    fetcher.close()
+
+
+def test_conditional_headers_take_only_single_line_text():
+    assert conditional_headers(None) is None
+    assert conditional_headers({"scope": ["x"]}) is None
+    assert conditional_headers({"ifNoneMatch": '"a"', "ifModifiedSince": "Tue, 14 Nov 2023 22:13:20 GMT"}) == \
+        {"If-None-Match": '"a"', "If-Modified-Since": "Tue, 14 Nov 2023 22:13:20 GMT"}
+    assert conditional_headers({"ifNoneMatch": '"a"\r\nX-Evil: 1', "ifModifiedSince": 7}) is None
+    assert conditional_headers({"ifNoneMatch": "x" * 2000}) is None
+
+
+def test_validators_travel_in_the_thread_instruction():
+    spec = p.ThreadSpec(1, "http://127.0.0.1/", 0, 5, {"scope": ["127.0.0.1"], "ifNoneMatch": '"v1"'})
+    frames = p.encode(p.Submit("app", [spec]))
+    assert p.decode(frames).threads[0].instruction["ifNoneMatch"] == '"v1"'
+    result = p.decode(p.encode(p.Result(1, p.PageResult("http://127.0.0.1/", status=304, digest="ab" * 32))))
+    assert result.page.digest == "ab" * 32
+
+
+# ------------------------------------------------------------------ the crawl store's recrawl
+
+def crawl_once(store: CrawlStore, fetcher: Fetcher, scope: Scope) -> dict:
+    """Claim every to-visit URL, visit it for real (with its validators) and apply the results."""
+    totals: dict = {}
+    while pendings := store.claim(100):
+        outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False)
+                    for x in pendings]
+        for key, value in store.apply(outcomes, scope).items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
+def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_server):
+    """On SQLite, PostgreSQL and MariaDB (servers that do not answer are skipped)."""
+    site = conditional_site()
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(db_url), keep_versions=True,
+                       schedule=AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0))
+    scope = store.scope([server.url("/e.html")], [], -1)
+    store.add_seeds([server.url("/e.html")])
+    assert crawl_once(store, fetcher, scope)["new"] == 2
+    assert store.queue_due() == 0, "nothing is due 100 s ahead of time"
+    later = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None) + _dt.timedelta(seconds=101)
+    assert store.queue_due(later) == 2
+    assert store.queue_due(later) == 0, "a queued document is not queued twice"
+
+    pendings = store.claim(10)
+    assert {x.etag for x in pendings} == {'"v1"', None}
+    assert {x.last_modified is not None for x in pendings} == {True, False}
+    outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False) for x in pendings]
+    assert {o.page.status for o in outcomes} == {304}
+    first = store.apply(outcomes, scope)
+    second = store.apply(outcomes, scope)
+    assert (first["not_modified"], first["new"]) == (2, 0)
+    assert second["not_modified"] == 0, "a visit applied twice counts once"
+    with store.engine.connect() as conn:
+        intervals = [float(r) for r in conn.execute(sa.select(models.document.c.fetch_interval)).scalars()]
+    assert intervals == [pytest.approx(140.0)] * 2
+
+    site.pages["/e.html"] = site.pages["/e.html"].replace(b"<body>", b"<body>edited ")
+    site.etags["/e.html"] = '"v2"'
+    del site.pages["/m.html"]
+    assert store.queue_due(every=True) == 2
+    pendings = store.claim(10)
+    outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False) for x in pendings]
+    done = store.apply(outcomes, scope)
+    assert store.apply(outcomes, scope)["changed"] == 0
+    assert (done["changed"], done["gone"]) == (1, 1)
+    counts = store.counts()
+    assert (counts["documents"], counts["gone"], counts["versions"]) == (2, 1, 1)
+    d, v = models.document.c, models.document_version.c
+    with store.engine.connect() as conn:
+        version = conn.execute(sa.select(v.content, v.etag)).one()
+        doc = conn.execute(sa.select(d.content, d.etag, d.fetch_interval).where(d.url == server.url("/e.html"))).one()
+    assert "edited" not in version[0] and version[1] == '"v1"'
+    assert "edited" in doc[0] and doc[1] == '"v2"' and float(doc[2]) == pytest.approx(140.0 * 0.8)
+
+    from warcio.archiveiterator import ArchiveIterator
+    from gridcrawl.export import export_warc
+    out = io.BytesIO()
+    result = export_warc(store.engine, out, gzip=False)
+    assert (result.records, result.versions) == (2, 1)
+    out.seek(0)
+    bodies = [r.content_stream().read() for r in ArchiveIterator(out) if r.rec_type == "response"]
+    assert sum(b"edited" in b for b in bodies) == 1 and len(bodies) == 3
+    fetcher.close()

@@ -1,0 +1,265 @@
+"""End to end: crawl a site, change it, and recrawl it with the real manager, executor and client
+processes: conditional requests, change detection, gone and revived pages, the adaptive schedule,
+the recrawl counts, version history and the WARC export of revisits."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gridcrawl.urls import canonical_url
+from docsite import DOCS_ROOT, docs_available, serve_python_docs
+from grid import Grid, wait_for
+from sites import Site
+
+pytestmark = pytest.mark.e2e
+
+MTIME = 1_700_000_000.0  # Last-Modified of the site's pages before the edits (POSIX seconds)
+#: Short intervals so that documents come due within the test (seconds).
+FAST_SCHEDULE = {"GRIDCRAWL_RECRAWL_INTERVAL": "1", "GRIDCRAWL_RECRAWL_MIN_INTERVAL": "0.5",
+                 "GRIDCRAWL_RECRAWL_MAX_INTERVAL": "100"}
+
+
+def page(title: str, *links: str, text: str = "") -> bytes:
+    anchors = "".join(f'<a href="{href}">{href}</a> ' for href in links)
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
+            f"<body><p>{text or title}</p>{anchors}</body></html>").encode()
+
+
+def recrawl_site() -> Site:
+    """Eight pages: ``/`` and ``/e*.html`` carry an ETag, ``/m*.html`` only a Last-Modified,
+    ``/n*.html`` neither; ``/gone.html`` (ETag) is deleted by the test."""
+    children = ["/e1.html", "/e2.html", "/m1.html", "/m2.html", "/n1.html", "/n2.html", "/gone.html"]
+    site = Site()
+    site.pages["/"] = page("home", *children)
+    for path in children:
+        site.pages[path] = page(path.strip("/"))
+    for path in ("/", "/e1.html", "/e2.html", "/gone.html"):
+        site.etags[path] = f'"{path}-v1"'
+    for path in ("/m1.html", "/m2.html"):
+        site.modified[path] = MTIME
+    return site
+
+
+def edit(site: Site) -> None:
+    """Change the site: edit one page of each validator kind (the edited ETag page links to a
+    new page), delete ``/gone.html``."""
+    site.pages["/e1.html"] = page("e1", "/new.html", text="e1 edited")
+    site.etags["/e1.html"] = '"/e1.html-v2"'
+    site.pages["/new.html"] = page("new")
+    site.pages["/m1.html"] = page("m1", text="m1 edited")
+    site.modified["/m1.html"] = MTIME + 3600
+    site.pages["/n1.html"] = page("n1", text="n1 edited")
+    del site.pages["/gone.html"]
+
+
+def documents(grid: Grid) -> dict[str, tuple]:
+    rows = grid.query("crawl", "SELECT url, content_digest, etag, last_modified, fetch_interval, gone_at, "
+                               "visit_status, content FROM document")
+    assert len(rows) == len({r[0] for r in rows}), "a document was stored twice"
+    return {r[0]: r[1:] for r in rows}
+
+
+def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site_server):
+    site = recrawl_site()
+    server = site_server(site)
+    url = lambda path: canonical_url(server.url(path))
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        first = grid.start_client(server.url("/"), env=FAST_SCHEDULE)
+        assert first.wait(timeout=60) == 0, grid.log("client.log")
+        before = documents(grid)
+        assert len(before) == 8
+        assert before[url("/e1.html")][1] == '"/e1.html-v1"' and before[url("/m1.html")][2]
+        assert before[url("/n1.html")][1] is None and before[url("/n1.html")][2] is None
+        assert all(len(doc[0]) == 64 for doc in before.values()), "every document has a SHA-256 digest"
+        first_bytes = server.body_bytes()
+
+        edit(site)
+        server.reset()
+        time.sleep(1.2)  # every document is due (first interval: 1 s)
+        again = grid.start_client("--recrawl", "--keep-versions", env=FAST_SCHEDULE)
+        assert again.wait(timeout=60) == 0, grid.log("client.log")
+        log = grid.log("client.log")
+    finally:
+        grid.stop()
+
+    # server side: validators sent as stored, 304s without a body
+    records = {r.path: r for r in server.requests if r.path != "/robots.txt"}
+    assert records["/e2.html"].conditional == {"if-none-match": '"/e2.html-v1"'}
+    assert set(records["/m2.html"].conditional) == {"if-modified-since"}
+    assert records["/n2.html"].conditional == {}
+    assert {p for p, r in records.items() if r.status == 304} == {"/", "/e2.html", "/m2.html"}
+    assert all(records[p].body_bytes == 0 for p in ("/", "/e2.html", "/m2.html"))
+    assert records["/gone.html"].status == 404 and records["/new.html"].status == 200
+    assert sorted(server.per_path_counts().get(p, 0) for p in records) == [1] * 9, "each page visited once"
+    assert server.body_bytes() < first_bytes
+
+    after = documents(grid)
+    assert set(after) == set(before) | {url("/new.html")}, "the new page is stored, nothing else"
+    # changed pages: new digest and body, the old version kept with its body
+    for path in ("/e1.html", "/m1.html", "/n1.html"):
+        assert after[url(path)][0] != before[url(path)][0], path
+        assert "edited" in after[url(path)][6]
+        assert after[url(path)][3] < 1.0, f"{path}: changed, the interval shrinks (1 s × 0.8)"
+    assert after[url("/e1.html")][1] == '"/e1.html-v2"'
+    versions = grid.query("crawl", "SELECT url, content_digest, content FROM document_version ORDER BY url")
+    assert [(v[0], v[1]) for v in versions] == sorted((url(p), before[url(p)][0])
+                                                      for p in ("/e1.html", "/m1.html", "/n1.html"))
+    assert all(v[2] and "edited" not in v[2] for v in versions), "--keep-versions keeps the old bodies"
+    # unchanged pages: same digest, the interval grows (1 s × 1.4)
+    for path in ("/", "/e2.html", "/m2.html", "/n2.html"):
+        assert after[url(path)][0] == before[url(path)][0], path
+        assert after[url(path)][3] == pytest.approx(1.4), path
+    assert after[url("/e2.html")][5] == 304 and after[url("/n2.html")][5] == 200
+    # the deleted page: kept, marked gone with the time
+    gone = after[url("/gone.html")]
+    assert gone[4] is not None and gone[5] == 404 and gone[6] == before[url("/gone.html")][6]
+    assert grid.query("crawl", "SELECT status, error_kind FROM visited_url WHERE url = ?", url("/gone.html")) == \
+        [(404, "gone")]
+
+    counts = grid.query("crawl", "SELECT mode, due, fetched, not_modified, unchanged, changed, gone, revived, "
+                                 "errors, new, finished_at IS NOT NULL FROM recrawl")
+    assert counts == [("due", 8, 4, 3, 1, 3, 1, 0, 0, 1, 1)]
+    assert "not modified (304)" in log and "recrawl" in log
+
+
+def test_gone_page_is_revived_and_export_holds_revisits(tmp_path, site_server):
+    site = recrawl_site()
+    server = site_server(site)
+    url = lambda path: canonical_url(server.url(path))
+    grid = Grid(tmp_path)
+    body = site.pages.pop("/gone.html")
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        site.pages["/gone.html"] = body
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        del site.pages["/gone.html"]
+        # the default schedule (30 days) makes nothing due: --recrawl-all visits every document
+        assert grid.start_client("--recrawl").wait(timeout=60) == 0, grid.log("client.log")
+        assert grid.query("crawl", "SELECT due FROM recrawl") == [(0,)]
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+        assert grid.query("crawl", "SELECT gone_at IS NOT NULL FROM document WHERE url = ?",
+                          url("/gone.html")) == [(1,)]
+        site.pages["/gone.html"] = page("gone", text="back again")
+        del site.etags["/gone.html"]  # back without its old ETag: a 200 with the new body
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    rows = grid.query("crawl", "SELECT mode, due, gone, revived, not_modified, unchanged FROM recrawl ORDER BY recrawl_id")
+    assert rows == [("due", 0, 0, 0, 0, 0), ("all", 8, 1, 0, 5, 2), ("all", 8, 0, 1, 5, 2)]
+    assert grid.query("crawl", "SELECT gone_at, content LIKE '%back again%' FROM document WHERE url = ?",
+                      url("/gone.html")) == [(None, 1)]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(8,)]
+
+    from warcio.archiveiterator import ArchiveIterator
+    warc = tmp_path / "crawl.warc.gz"
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", grid.crawl_db, "--format", "warc",
+                           str(warc)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    with open(warc, "rb") as fh:
+        records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"),
+                    r.rec_headers.get_header("WARC-Profile"), r.rec_headers.get_header("WARC-Refers-To"))
+                   for r in ArchiveIterator(fh)]
+    responses = {uri for kind, uri, _, _ in records if kind == "response"}
+    revisits = {uri: (profile, refers) for kind, uri, profile, refers in records if kind == "revisit"}
+    assert len(responses) == 8
+    # the 304 pages and the unchanged page without validators were revisited; the revived page was not
+    assert set(revisits) == {url(p) for p in ("/", "/e1.html", "/e2.html", "/m1.html", "/m2.html",
+                                              "/n1.html", "/n2.html")}
+    assert revisits[url("/e1.html")][0].endswith("/revisit/server-not-modified")
+    assert revisits[url("/n1.html")][0].endswith("/revisit/identical-payload-digest")
+    assert all(refers for _, refers in revisits.values())
+
+    report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--crawl-db", grid.crawl_db],
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    assert "recrawls" in report.stdout and "revived" in report.stdout
+
+
+def test_watch_keeps_recrawling_as_documents_come_due(tmp_path, site_server):
+    site = recrawl_site()
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    env = {**FAST_SCHEDULE, "GRIDCRAWL_WATCH_INTERVAL": "0.5"}
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), env=env).wait(timeout=60) == 0, grid.log("client.log")
+        watcher = grid.start_client("--recrawl", "--watch", env=env)
+        wait_for(lambda: (grid.query("crawl", "SELECT not_modified FROM recrawl") or [(0,)])[0][0] >= 3, 60,
+                 message="the first recrawl of the 304 pages")
+        site.pages["/n1.html"] = page("n1", text="changed while watched")
+        wait_for(lambda: grid.query("crawl", "SELECT COUNT(*) FROM document_version") == [(1,)], 60,
+                 message="the watched change")
+        assert watcher.poll() is None, "--watch keeps the application open"
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=30) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    (mode, due, changed, finished), = grid.query("crawl", "SELECT mode, due, changed, finished_at FROM recrawl")
+    assert mode == "watch" and due > 8 and changed >= 1 and finished is not None
+
+
+def test_recrawl_options_refuse_bad_use(tmp_path):
+    db = f"sqlite:///{tmp_path / 'crawl.db'}"
+    base = [sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "--no-progress"]
+    watch = subprocess.run(base + ["--watch"], capture_output=True, text=True, timeout=60)
+    assert watch.returncode == 2 and "--watch needs --recrawl" in watch.stderr
+    assert "Traceback" not in watch.stderr
+    empty = subprocess.run(base + ["--recrawl"], capture_output=True, text=True, timeout=60)
+    assert empty.returncode == 2 and "nothing to recrawl" in empty.stderr
+    assert "Traceback" not in empty.stderr
+
+
+_NO_DOCS = docs_available()
+
+
+@pytest.mark.skipif(_NO_DOCS is not None, reason=f"docs site unavailable: {_NO_DOCS}")
+def test_gridcrawl_run_recrawls_nginx_with_304s(tmp_path):
+    """``gridcrawl run --recrawl-all`` against nginx serving a copy of 40 pages of the Python docs:
+    nginx answers the conditional requests, a touched file comes back in full and is found
+    unchanged, an edited one changed, and every other page is a 304."""
+    import os
+    import shutil
+    root = tmp_path / "html"
+    shutil.copytree(os.path.realpath(DOCS_ROOT), root, symlinks=False,
+                    ignore=shutil.ignore_patterns("_sources", "_images", "_downloads", "c-api", "library"))
+    workdir = tmp_path / "run"
+    command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "1", "--threads", "4", "--workdir",
+               str(workdir), "--no-progress"]
+    with serve_python_docs(root=str(root)) as base:
+        first = subprocess.run(command + [f"{base}/index.html", "--max-pages", "40"], capture_output=True,
+                               text=True, timeout=180)
+        assert first.returncode == 0, first.stderr[-2000:]
+        grid = Grid(workdir)
+        stored = {url: (etag, lm) for url, etag, lm in
+                  grid.query("crawl", "SELECT url, etag, last_modified FROM document WHERE status = 200")}
+        assert stored and all(etag and lm for etag, lm in stored.values()), "nginx sends both validators"
+        paths = sorted(url[len(base):] for url in stored if url.endswith(".html") and url != f"{base}/index.html")
+        touched, edited = paths[0], paths[1]
+        later = time.time() + 10
+        os.utime(root / touched.lstrip("/"), (later, later))
+        with open(root / edited.lstrip("/"), "a", encoding="utf-8") as fh:
+            fh.write("<!-- edited -->\n")
+        again = subprocess.run(command + ["--recrawl-all"], capture_output=True, text=True, timeout=180)
+        assert again.returncode == 0, again.stderr[-2000:]
+    counts = grid.query("crawl", "SELECT due, fetched, not_modified, unchanged, changed, gone FROM recrawl")
+    assert counts == [(len(stored), 2, len(stored) - 2, 1, 1, 0)]
+    assert grid.query("crawl", "SELECT url FROM document_version") == [(base + edited,)]
+    assert "not modified (304)" in again.stderr
+
+
+def test_run_and_report_refuse_bad_use(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--watch", "--workdir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--watch needs --recrawl" in run.stderr and "Traceback" not in run.stderr
+    report = subprocess.run([sys.executable, "-m", "gridcrawl", "report"], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 2 and "--crawl-db" in report.stderr and "Traceback" not in report.stderr
