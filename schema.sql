@@ -60,6 +60,7 @@ CREATE TABLE executor (
     pages_per_second     FLOAT           NOT NULL,            -- as the executor reported it
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
+    capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
 GO
@@ -107,6 +108,7 @@ CREATE TABLE thread (
     failed               BIT             NOT NULL,
     attempts             INTEGER         NOT NULL,
     error_kind           VARCHAR(32)     NULL,
+    needs                NVARCHAR(MAX)   NULL,
     time_submitted       DATETIME2(6)    NOT NULL,
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
@@ -257,6 +259,7 @@ CREATE TABLE document (
     executor             VARCHAR(36)     NULL,                -- executor_id of the executor that fetched it
     fetch_seconds        FLOAT           NOT NULL,
     parse_seconds        FLOAT           NOT NULL,
+    extract_seconds      FLOAT           NOT NULL,
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
@@ -303,6 +306,49 @@ CREATE TABLE document_version (
 );
 GO
 CREATE INDEX ix_document_version_fingerprint ON document_version (fingerprint);
+GO
+
+-- Table item (see gridcrawl/models.py).
+CREATE TABLE item (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    fields               NVARCHAR(MAX)   NOT NULL,
+    extracted_at         DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_fingerprint ON item (fingerprint, type, position);
+CREATE INDEX ix_item_type ON item (type, id);
+GO
+
+-- Table item_issue (see gridcrawl/models.py).
+CREATE TABLE item_issue (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    type                 VARCHAR(64)     NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    position             INTEGER         NOT NULL,
+    field                VARCHAR(200)    NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    message              VARCHAR(1024)   NULL,
+    noted_at             DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_issue PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_item_issue_fingerprint ON item_issue (fingerprint, type, position, field);
+GO
+
+-- Table item_spec (see gridcrawl/models.py).
+CREATE TABLE item_spec (
+    id                   INTEGER         NOT NULL,
+    source               VARCHAR(1024)   NOT NULL,
+    text                 NVARCHAR(MAX)   NOT NULL,
+    stored_at            DATETIME2(6)    NOT NULL,
+    CONSTRAINT pk_item_spec PRIMARY KEY (id)
+);
 GO
 
 -- The links the keep rules kept.
@@ -391,8 +437,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0002');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '2');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,
@@ -400,6 +446,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0004');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '4');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0005');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '5');
 GO

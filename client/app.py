@@ -30,6 +30,7 @@ from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
@@ -179,6 +180,7 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
 
@@ -226,16 +228,30 @@ class CrawlApplication:
             log.warning("dropped a malformed message from the manager: %s", exc)
             return None
 
+    def _wire(self, spec) -> dict:
+        """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
+        wire = self._wired.get(spec.type)
+        if wire is None:
+            wire = self._wired[spec.type] = spec_to_wire(spec)
+        return wire
+
     def _submit(self, pendings: list[Pending]) -> None:
         instruction = self.scope.instruction()  # the executor refuses redirect hops out of scope
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
-        specs = [p.ThreadSpec(x.thread_id, x.url, x.depth,
-                              # the manager keeps the claim order unless the crawl orders by priority
-                              x.priority if strategy.order == "priority" else 5,
-                              _validators(self._instruction(x, instruction), x))
-                 for x in pendings]
+        specs = []
+        for x in pendings:
+            # keep/follow rules, sitemaps: the page's own crawling instruction travels with it
+            mine = _validators(self._instruction(x, instruction), x)
+            needs = []
+            items = specs_for(strategy.items, x.url, x.page_type) if strategy.items else None
+            if items:  # the item specs that apply to the page travel with it; plugins are needs
+                mine = {**mine, "items": [self._wire(spec) for spec in items]}
+                needs = needs_of(items)
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
+                                      # the manager keeps the claim order unless the crawl orders by priority
+                                      x.priority if strategy.order == "priority" else 5, mine, needs))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):

@@ -68,6 +68,9 @@ def crawl(
                                              rich_help_panel="Strategy and limits"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
                                            rich_help_panel="Strategy and limits"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
+                                "from the pages; stored in the crawl database for a resume",
+                                rich_help_panel="Strategy and limits"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     recrawl: bool = typer.Option(False, "--recrawl", help="visit again the stored documents whose next visit is "
                                  "due (conditional requests; docs/recrawl.md), then the new links they bring",
@@ -117,7 +120,7 @@ def crawl(
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
                        rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
-                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch)
+                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract)
     exit_status(counts)
 
 
@@ -166,11 +169,12 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None, extract: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus and order), and the
-    seeds plus the rules' base URLs. Stores the options given. Exits with status 2 (one-line
-    error naming the rule) on an invalid rules file, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, focus, order and item
+    spec), and the seeds plus the rules' base URLs. Stores the options given. Exits with status
+    2 (one-line error naming the rule, or the item spec's file, item and field) on an invalid
+    rules file, item spec, focus, threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
@@ -187,6 +191,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             rule_list = store.stored_rules()
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
+    items = resolve_items(store, extract)
     try:
         if focus is not None:
             focused = Focus.parse(focus)
@@ -198,12 +203,37 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance, items=items)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
     store.set_meta("order", strategy.order)
     return strategy, seeds
+
+
+def check_item_spec(path: str) -> list:
+    """The validated item specs of file ``path``; exits with status 2 (one line naming the
+    file, the item and the field) when it is invalid."""
+    from gridcrawl.items import ItemSpecError, load_spec
+    try:
+        return load_spec(path)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
+
+
+def resolve_items(store, extract: str | None) -> list:
+    """The crawl's item specs: those of file ``extract`` (validated, then stored in the crawl
+    database), else those a previous run stored (none: no items)."""
+    from gridcrawl.client.items import save_spec, stored_spec
+    from gridcrawl.items import ItemSpecError
+    if extract is not None:
+        specs = check_item_spec(extract)
+        save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
+        return specs
+    try:
+        return stored_spec(store.engine)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {exc}")
 
 
 #: Exit status of a crawl in which every page of the run failed (a user error is 2, cli_common).
@@ -240,11 +270,12 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               user: str | None = None, password: str | None = None, curve=None,
               before_crawl=None, retry_failed: list[str] | None = None, rerun: str = "",
               files: list[tuple[str, str]] = (), manager_db: str | None = None,
-              recrawl: str | None = None, watch: bool = False) -> dict:
+              recrawl: str | None = None, watch: bool = False, extract: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance`` and ``order`` choose the crawl strategy (:func:`resolve_strategy`);
+    ``min_relevance``, ``order`` and ``extract`` (an item spec file) choose the crawl strategy
+    (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -280,7 +311,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if recrawl and not store.counts()["documents"]:
         fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order)
+                                             min_relevance=min_relevance, order=order, extract=extract)
     if retry_failed is not None:
         _check_retry_kinds(store, retry_failed)
         retried = store.retry_failed(retry_failed)
@@ -319,6 +350,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
     view.summary(counts, errors, [("crawl database", shown), *files], commands)
+    if store.strategy.items:  # the items section: per type, per field (misses of required values)
+        from gridcrawl.client.items import item_summary
+        figures = item_summary(store.engine, store.strategy.items)
+        view.item_summary(figures)
+        counts["items"] = {t.type: t.items for t in figures}
     return counts
 
 

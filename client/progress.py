@@ -93,3 +93,16 @@ class ProgressView:
         for key in RECRAWL_COUNTS:
             table.add_row(labels.get(key, key), str(recrawl.get(key, 0)))
         self.console.print(table)
+
+    def item_summary(self, figures) -> None:
+        """Print the items section: items per type and, per field, items with a value and misses
+        of a required value (``figures``: :func:`gridcrawl.client.items.item_summary`); fields
+        that never matched are flagged (a broken selector, usually)."""
+        table = Table(title="gridcrawl: items")
+        for column in ("type", "field", "items", "with a value", "required misses", "note"):
+            table.add_column(column, justify="left" if column in ("type", "field", "note") else "right")
+        for t in figures:
+            table.add_row(t.type, "", str(t.items), "", "", f"{t.errors} pages failed" if t.errors else "")
+            for f in t.fields.values():
+                table.add_row("", f.name, "", str(f.filled), str(f.missed), "never matched" if f.filled == 0 else "")
+        self.console.print(table)

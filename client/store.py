@@ -32,6 +32,8 @@ from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, ut
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
 from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.client.items import item_rows
+from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
 from gridcrawl.client.traps import TrapDetector
@@ -125,6 +127,8 @@ class Strategy:
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
       below ``min_relevance`` (0 ... 1) are not queued.
+    * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
+      pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
     Raises ``ValueError`` for an unknown order or a ``min_relevance`` outside 0 ... 1.
     """
@@ -133,6 +137,7 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -326,13 +331,18 @@ class CrawlStore:
         document and keeps the old version in ``document_version``; a 404/410 marks it gone.
         Every visit reschedules the document (:attr:`schedule`).
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps"}`` plus, for recrawl
+        Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
+        a changed page's items replace those of its stored copy.
+
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}`` plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
         for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
         changes nothing the second time.
         """
         now = utcnow()
         docs, visits, links, kept, traps = [], [], {}, [], {}
+        items, issues = [], []
+        item_types = {spec.type for spec in self.strategy.items}
         errors = 0
         first = self.schedule.first_interval()
         detector = self._trap_detector(scope)
@@ -382,7 +392,7 @@ class CrawlStore:
                              "content": content if isinstance(content, str) else None,
                              "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
                              "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                             "parse_seconds": page.parse_seconds,
+                             "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds,
                              "simhash": f"{page.simhash:016x}" if isinstance(page.simhash, int) else None,
                              "canonical_url": page.canonical, "duplicate_of": duplicate_of,
                              "lastmod": pend.lastmod})
@@ -396,6 +406,11 @@ class CrawlStore:
                                 visited_at=now, visit_status=status, fetch_interval=first,
                                 next_fetch_at=self.schedule.due_at(now, first))
             kept.extend(self._kept_rows(page, pend, now))
+            if item_types:
+                new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
+                                                  pend.url, item_types, now)
+                items += new_items
+                issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
@@ -422,6 +437,7 @@ class CrawlStore:
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
         trap_rows = _fit(visited, list(traps.values()))
+        items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         found: dict = {}
 
@@ -449,6 +465,11 @@ class CrawlStore:
                 if self.strategy.focus is not None:
                     self._raise_relevance(conn, rows)
             insert_ignore(conn, kept_link, kept)
+            if item_types and stored:  # a page visited again with a body: its new items replace the old
+                self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                        and self._extracted(o)])
+            insert_ignore(conn, models.item, items)
+            insert_ignore(conn, models.item_issue, issues)
         added: list = []
         run_transaction(self.engine, work)
         if len(self._known) > KNOWN_CACHE:
@@ -459,7 +480,22 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
-                "kept": len(kept), "traps": len(traps), **found}
+                "kept": len(kept), "traps": len(traps), "items": len(items), **found}
+
+    def _extracted(self, o: Outcome) -> bool:
+        """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
+        an HTML body was parsed (``encoding`` set; not a failure, not a 304). Its items are then
+        the page's items."""
+        page = o.page
+        return (page is not None and not o.failed and page.error_kind is None and page.encoding is not None
+                and bool(specs_for(self.strategy.items, o.pending.url, o.pending.page_type)))
+
+    @staticmethod
+    def _drop_items(conn, fingerprints: list[str]) -> None:
+        """Delete the items and item issues of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(models.item.delete().where(models.item.c.fingerprint.in_(part)))
+            conn.execute(models.item_issue.delete().where(models.item_issue.c.fingerprint.in_(part)))
 
     # ------------------------------------------------------------------ recrawl
 

@@ -29,6 +29,7 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
@@ -134,11 +135,16 @@ class ExecutorAgent:
     every fetch hop passes the SSRF guard (:mod:`gridcrawl.executor.ssrf`), which refuses
     private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
     (raises ``ValueError`` on a bad CIDR).
+
+    Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
+    registers: those of the extractor plugins installed here
+    (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
+    is given the threads that need them.
     """
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None) -> None:
+                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -149,6 +155,8 @@ class ExecutorAgent:
         self.accepting = idle is None
         self.password = password
         self.curve = curve
+        self.plugins = installed_plugins()
+        self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         self.guard = SSRFGuard(allow_private)
         self._watch: HandshakeWatch | None = None
         self._failure_logged = float("-inf")
@@ -209,7 +217,8 @@ class ExecutorAgent:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
                                      delay=job.delay, max_crawl_delay=self.settings.max_crawl_delay,
-                                     sitemap_fetcher=self.sitemap_fetcher)
+                                     sitemap_fetcher=self.sitemap_fetcher,
+                                     plugins=self.plugins, plugin_timeout=self.settings.plugin_timeout)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
@@ -245,7 +254,7 @@ class ExecutorAgent:
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password))
+            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities))
 
     def run(self, stop: threading.Event) -> None:
         """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""

@@ -50,6 +50,8 @@ def run(
                                        rich_help_panel="Connection and login"),
     allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
                                             "private/loopback/link-local (repeatable; default: none)", metavar="CIDR"),
+    capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
+                                         "installed extractor plugins' plugin:NAME ones", metavar="NAME"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
@@ -93,7 +95,8 @@ def run(
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
-                              allow_private=allow_private or [], dedicated=not idle_only, idle=idle)
+                              allow_private=allow_private or [], dedicated=not idle_only, idle=idle,
+                              capabilities=capability or [])
     except ValueError as exc:
         fail(str(exc))
     try:

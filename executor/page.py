@@ -39,6 +39,7 @@ from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, lo
 from gridcrawl.executor.robots import RobotsCache, product_token
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, SitemapError, parse_sitemap
 from gridcrawl.simhash import simhash
+from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
@@ -79,7 +80,8 @@ def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
-          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
+          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
+          plugins: dict | None = None, plugin_timeout: float = 10.0) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -107,6 +109,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             fetcher's pacer.
         sitemap_fetcher: the fetcher for sitemap threads (any content type, bodies up to
             50 MiB); ``None``: one derived from ``fetcher`` for this call.
+        plugins: the extractor plugins installed on this executor, by name
+            (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
+        plugin_timeout: seconds a plugin may spend on one page before its items fail.
+
+    Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
+    run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
+    items (``item_errors``), never the page or its links.
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
@@ -186,12 +195,40 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
+        text = body.decode(page.encoding, errors="replace") if store_content or instruction and instruction.get("items") else None
         if store_content:
-            result.content = body.decode(page.encoding, errors="replace")
-        result.simhash = simhash(visible_text(page.document))  # last: it strips scripts from the tree
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
+        if instruction and instruction.get("items"):
+            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
+        started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
+        result.simhash = simhash(visible_text(page.document))
+        result.parse_seconds += time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result
+
+
+def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
+                  plugin_timeout: float) -> None:
+    """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
+    (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
+    misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
+    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    started = time.thread_time()
+    try:
+        specs = specs_from_wire(entries)
+    except (ItemSpecError, TypeError, ValueError) as exc:
+        result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
+        return
+    view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
+                    [[link.url, link.text] for link in page.links], page.base_url)
+    try:
+        found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
+    except Exception as exc:  # a page lxml/parsel cannot evaluate: its items fail, not its links
+        result.item_errors = [[spec.type, f"{type(exc).__name__}: {exc}"[:1000]] for spec in specs]
+        return
+    result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
+    result.extract_seconds = time.thread_time() - started
 
 
 def _robots_hop_check(robots: RobotsCache, url: str, max_crawl_delay: float) -> HopCheck:

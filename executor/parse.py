@@ -270,7 +270,8 @@ class ParsedPage:
             parsed page, for DOM-scoped keep/follow rules; an empty ``<html>``
             element when the body was empty or unparsable. Left out of
             ``repr`` and comparisons.
-        base_url: the document base URL links were resolved against.
+        base_url: the document base URL links were resolved against
+            (``<base href>`` resolved, else the page URL).
     """
 
     title: str
@@ -443,9 +444,9 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
     root = _parse_document(text)
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
-    base = _document_base(root, page_url)
-    links = extract_links(root, base, skip_nofollow=skip_nofollow)
-    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base)
+    base_url = _document_base(root, page_url)
+    links = extract_links(root, base_url, skip_nofollow=skip_nofollow)
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url)
 
 
 # ---------------------------------------------------------------------------------------------

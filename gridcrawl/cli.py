@@ -106,6 +106,8 @@ def run(
                                                      rich_help_panel="Strategy"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
                                     rich_help_panel="Strategy"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
+                                "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
@@ -162,6 +164,9 @@ def run(
             fail(f"invalid rules: {exc}")
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if extract is not None:  # refuse a bad item spec before any process starts
+        from gridcrawl.client.cli import check_item_spec
+        check_item_spec(extract)
     if not seeds and rules is None and not (workdir / "crawl.db").exists():
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +194,7 @@ def run(
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
-                           recrawl=mode, watch=watch,
+                           recrawl=mode, watch=watch, extract=extract,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
                                                                     settings.connect_timeout),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
@@ -360,12 +365,15 @@ def report(
     wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
                               "by default the tables fit 80 columns"),
     crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its recrawl runs "
-                                 "(due, fetched, 304, unchanged, changed, gone, revived, errors, new)"),
+                                 "(due, fetched, 304, unchanged, changed, gone, revived, errors, new) "
+                                 "and its items (per type; misses of each required field)"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
-    application_summary; with --application, that application's threads per executor) and,
-    with --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
-    --crawl-db, the counts of that crawl's recrawl runs.
+    application_summary; with --application, that application's threads per executor), the
+    threads that wait because no connected executor has a capability they need, and, with
+    --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
+    --crawl-db, the counts of that crawl's recrawl runs and its items (per type; per field:
+    items with a value, misses of a required value, fields that never matched).
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
@@ -385,6 +393,9 @@ def report(
             else:
                 _print_executor_summary(rep.executor_summary(engine), wide)
             _print_application_summary(rep.application_summary(engine, application), wide)
+            waiting = rep.waiting_for_capabilities(engine)
+            for needs, count in sorted(waiting.items()):
+                typer.echo(f"{count} threads wait: no connected executor has {needs}")
             if plot is not None:
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
                 typer.echo(f"timeline of {drawn} threads drawn to {plot}")
@@ -401,6 +412,7 @@ def report(
         except sa.exc.DBAPIError as exc:
             fail(f"{crawl_db} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_recrawl_runs(rows, wide)
+        _print_items(crawl_db)
 
 
 def _print_recrawl_runs(rows, wide: bool = False) -> None:
@@ -421,6 +433,33 @@ def _print_recrawl_runs(rows, wide: bool = False) -> None:
     for column in RECRAWL_COLUMNS:
         table.add_row(labels.get(column, column), *(str(getattr(r, column)) for r in shown))
     _console().print(table)
+
+
+def _print_items(crawl_db: str) -> None:
+    """``gridcrawl report --crawl-db``: the items section, when the crawl has an item spec or
+    items (exit 2 when it is no crawl database)."""
+    import sqlalchemy as sa
+    from gridcrawl.client.items import item_summary, stored_spec
+    from gridcrawl.client.progress import ProgressView
+    from gridcrawl.items import ItemSpecError
+    try:
+        engine = open_database(crawl_db, existing=True)
+        if not sa.inspect(engine).has_table("item"):
+            fail(f"{crawl_db} has no item table: not a gridcrawl crawl database")
+        try:
+            specs = stored_spec(engine)
+        except ItemSpecError:
+            specs = []
+        figures = item_summary(engine, specs)
+        if not figures:
+            return  # a crawl without --extract
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    except sa.exc.DBAPIError as exc:
+        fail(f"{crawl_db}: {str(exc.orig).splitlines()[0]}")
+    view = ProgressView(enabled=False)
+    view.console = _console()
+    view.item_summary(figures)
 
 
 @db_app.command("init")
@@ -491,9 +530,23 @@ def export_command(
     format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records)"),
     content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
+                               "line; csv: one column per field)"),
+    type: str = typer.Option(None, "--type", help="with --items: only items of this type"),
 ) -> None:
-    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1."""
+    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --items, its items
+    as JSON lines or CSV."""
     from gridcrawl.export import ExportError, export
+    if items:
+        from gridcrawl.client.items import ItemExportError, export_items
+        try:
+            written = export_items(open_database(db, existing=True), out, format.lower(), type)
+        except (DatabaseUnavailable, ItemExportError, OSError) as exc:
+            fail(str(exc))
+        typer.echo(f"exported {written} items to {out}", err=True)
+        return
+    if type is not None:
+        fail("--type goes with --items")
     try:
         engine = open_database(db, existing=True)
         result = export(engine, format, out, content=content)
@@ -504,6 +557,44 @@ def export_command(
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
+
+
+@app.command("extract")
+def extract_command(
+    db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
+    extract: str = typer.Option(..., "--extract", help="item spec file (TOML, docs/items.md)"),
+    plugin_timeout: float = typer.Option(Settings.plugin_timeout, help="seconds a plugin may spend on one page"),
+    progress: bool = typer.Option(True, help="show a progress bar"),
+) -> None:
+    """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
+    have stored page bodies). The item and item_issue tables are replaced; plugins named by the
+    spec run if installed here. The spec becomes the crawl's (a resumed crawl uses it)."""
+    from pathlib import Path as _Path
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from gridcrawl.client.cli import check_item_spec
+    from gridcrawl.client.items import ItemExportError, item_summary, reextract, save_spec
+    from gridcrawl.client.progress import ProgressView
+    from gridcrawl.plugins import installed_plugins
+    specs = check_item_spec(extract)
+    if plugin_timeout <= 0:
+        fail("--plugin-timeout must be > 0")
+    try:
+        engine = open_database(db, existing=True)
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    bar = Progress(TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
+                   TimeElapsedColumn(), disable=not progress)
+    with bar:
+        task = bar.add_task("extract", total=None)
+        try:
+            done = reextract(engine, specs, plugins=installed_plugins(), plugin_timeout=plugin_timeout,
+                             on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+        except ItemExportError as exc:
+            fail(str(exc))
+    save_spec(engine, extract, _Path(extract).read_text(encoding="utf-8"))
+    typer.echo(f"{done.items} items from {done.pages} pages; {done.misses} misses of required fields, "
+               f"{done.errors} pages whose items failed, {done.skipped} pages without a stored body", err=True)
+    ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -105,6 +105,7 @@ executor = Table(
     Column("pages_per_second", Real, nullable=False, default=0),
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
+    Column("capabilities", LongText),    # what it declared, space-separated ("plugin:shop plugin:shop@1.0")
 )
 
 application = Table(
@@ -131,6 +132,7 @@ thread = Table(
     Column("failed", Boolean, nullable=False, default=False),
     Column("attempts", Integer, nullable=False, default=0),
     Column("error_kind", String(32)),
+    Column("needs", LongText),           # capabilities an executor must have to run it, space-separated
     Column("time_submitted", Timestamp, nullable=False),
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),
@@ -205,6 +207,7 @@ document = Table(
     Column("executor", String(36)),
     Column("fetch_seconds", Real, nullable=False, default=0),
     Column("parse_seconds", Real, nullable=False, default=0),
+    Column("extract_seconds", Real, nullable=False, default=0),   # items: executor CPU seconds extracting
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
@@ -333,4 +336,43 @@ kept_link = Table(
     Column("rule", Integer, nullable=False),              # crawl_rule.rule_id of the keep rule
     Column("kept_at", Timestamp, nullable=False),
     Index("ux_kept_link_fingerprint", "fingerprint", "rule", unique=True),
+)
+
+
+# Items (gridcrawl.items): structured data extracted from pages by item specs or plugins.
+
+item = Table(
+    "item", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),            # the item spec's type
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page's (document.fingerprint)
+    Column("url", String(URL_LENGTH), nullable=False),      # the page's canonical URL
+    Column("position", Integer, nullable=False),           # 0, 1 ... on the page (the each match, the plugin's order)
+    Column("fields", LongText, nullable=False),            # the fields as a JSON object (JSON_VALUE on SQL Server)
+    Column("extracted_at", Timestamp, nullable=False),
+    # a page fetched or applied twice never duplicates its items
+    Index("ux_item_fingerprint", "fingerprint", "type", "position", unique=True),
+    Index("ix_item_type", "type", "id"),
+)
+
+item_issue = Table(
+    "item_issue", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("type", String(64), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("position", Integer, nullable=False),           # the candidate item (-1: the whole page)
+    Column("field", String(200), nullable=False),          # the required field left empty ("" for an error)
+    Column("kind", String(16), nullable=False),            # missing | error
+    Column("message", String(1024)),                       # error: the exception's type and message
+    Column("noted_at", Timestamp, nullable=False),
+    Index("ux_item_issue_fingerprint", "fingerprint", "type", "position", "field", unique=True),
+)
+
+item_spec = Table(
+    "item_spec", crawl_metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),   # 1: the crawl's one spec
+    Column("source", String(1024), nullable=False),                 # the file it was read from
+    Column("text", LongText, nullable=False),                       # the TOML text (a resumed crawl keeps it)
+    Column("stored_at", Timestamp, nullable=False),
 )

@@ -49,6 +49,9 @@ class ThreadSpec:
     ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
     sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
     :func:`gridcrawl.executor.page.visit`.
+    ``needs`` names the capabilities an executor must have to run it (capability-based dispatch:
+    ``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``); the manager assigns it only to an
+    executor that declared all of them in :class:`Register`.
     """
 
     thread_id: int
@@ -56,6 +59,7 @@ class ThreadSpec:
     depth: int = 0
     priority: int = 5
     instruction: dict | None = None
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -81,6 +85,12 @@ class PageResult:
     meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
     (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps
     of an index); a seed thread asked for sitemaps returns the host's sitemaps in ``sitemaps``.
+
+    Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
+    holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
+    for each candidate item a required field left empty, ``item_errors`` ``[type, message]`` for
+    each spec that failed on the page (a plugin that raised or ran late), and
+    ``extract_seconds`` the executor's CPU seconds spent extracting.
     """
 
     url: str
@@ -108,6 +118,10 @@ class PageResult:
     nofollow: bool = False  # ... says nofollow: ``links`` is empty
     sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
     sitemaps: list = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
+    items: list = field(default_factory=list)
+    item_misses: list = field(default_factory=list)
+    item_errors: list = field(default_factory=list)
+    extract_seconds: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,6 +145,9 @@ class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
+    ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
+    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -146,6 +163,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
+    capabilities: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -176,7 +194,8 @@ class Job:
     quote it; a result for an attempt that was taken back is fenced out). ``delay``: the
     manager's delay for the URL's host, seconds (``download_delay`` or its robots.txt
     Crawl-delay): the executor spaces the thread's own requests to the host by it (robots.txt,
-    redirect hops)."""
+    redirect hops). ``needs``: the capabilities the thread needs (:class:`ThreadSpec`), all of
+    which this executor declared."""
 
     attempt_id: int
     application_id: str
@@ -185,6 +204,7 @@ class Job:
     depth: int = 0
     instruction: dict | None = None
     delay: float = 0.0
+    needs: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -335,3 +335,29 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
     figure.tight_layout()
     figure.savefig(str(path), format="png")
     return len(done)
+
+
+def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
+    """Capability-based dispatch: READY grid threads of live applications that no connected
+    executor can run, per need set (``{"plugin:shop": 12}``; needs space-separated, as the
+    ``thread.needs`` column holds them), judged from the ``executor.capabilities`` of the
+    executors recorded as connected. Empty when every waiting thread has an executor."""
+    from gridcrawl import models
+    from gridcrawl.states import ApplicationState, ThreadState
+    t, e, a = models.thread, models.executor, models.application
+    with engine.connect() as conn:
+        caps = [frozenset((row.capabilities or "").split())
+                for row in conn.execute(sa.select(e.c.capabilities).where(e.c.is_connected == sa.true()))]
+        rows = conn.execute(
+            sa.select(t.c.needs, sa.func.count().label("n"))
+            .select_from(t.join(a, a.c.application_id == t.c.application_id))
+            .where(t.c.state == int(ThreadState.READY), t.c.needs.is_not(None),
+                   a.c.state != int(ApplicationState.STOPPED))
+            .group_by(t.c.needs)).all()
+    waiting: dict[str, int] = {}
+    for row in rows:
+        needs = frozenset(row.needs.split())
+        if needs and not any(needs <= c for c in caps):
+            key = " ".join(sorted(needs))
+            waiting[key] = waiting.get(key, 0) + int(row.n)
+    return waiting

@@ -59,6 +59,7 @@ class Settings:
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
+    plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
 
     # --- client: the crawl ---
     max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
@@ -90,6 +91,7 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
+                    "plugin_timeout",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval", "recrawl_interval", "recrawl_min_interval",
                     "recrawl_max_interval", "watch_interval")

@@ -9,7 +9,10 @@ actions — :class:`Send` (a message for a peer, named by its ZeroMQ routing id)
 
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
 executor with the most free slots (``threads + prefetch`` minus what it holds); ties go round
-robin. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
+robin. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
+(``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
+and a thread goes only to an executor whose capabilities include all of its needs; threads no
+connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
 to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
 priority (higher first), then in submission order, under the grid-wide per-host politeness of
 :mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
@@ -56,6 +59,21 @@ class ControlError(ValueError):
 def _thread_log(t: "GridThread") -> dict:
     """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
     return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
+
+
+#: At most this many capabilities per executor and needs per thread, each at most NAME_LENGTH chars.
+MAX_NAMES = 64
+NAME_LENGTH = 128
+
+
+def _bad_names(names: list[str], what: str) -> str | None:
+    """Why ``names`` (an executor's capabilities, a thread's needs) cannot be taken, or None."""
+    if len(names) > MAX_NAMES:
+        return f"{what}: at most {MAX_NAMES} names, not {len(names)}"
+    for name in names:
+        if not name or len(name) > NAME_LENGTH or not name.isprintable() or " " in name:
+            return f"{what}: {name[:40]!r} is not a name (1 to {NAME_LENGTH} printable characters, no spaces)"
+    return None
 
 
 def _hash(text: str) -> int:
@@ -120,6 +138,7 @@ class GridThread:
     failed: bool = False
     result: p.PageResult | None = None
     queue_seq: int | None = None
+    needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
 
     @property
     def name(self) -> str:
@@ -147,6 +166,11 @@ class Executor:
     info: dict = field(default_factory=dict)      # registration figures: os, arch, cpu_max, num_cpus, mem_max
     figures: dict = field(default_factory=dict)   # the latest heartbeat's figures (cpu_usage ... pages_per_second)
     last_heartbeat: float | None = None           # POSIX s of the latest heartbeat with figures
+    capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
+
+    def can_run(self, needs: tuple) -> bool:
+        """True if this executor has every capability of ``needs``."""
+        return not needs or self.capabilities.issuperset(needs)
 
     @property
     def free(self) -> int:
@@ -205,8 +229,7 @@ class ManagerCore:
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
                                 settings.max_crawl_delay)
-        self._ring: list[tuple[int, str]] = []
-        self._ring_members: frozenset[str] = frozenset()
+        self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
         self._next_internal = next_internal_id
         self._next_attempt = next_attempt_id
         self._attempts: dict[int, GridThread] = {}
@@ -309,6 +332,9 @@ class ManagerCore:
             claimed_id = self._same_executor(m)
             ex = self.executors.get(claimed_id or "")
         owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
+        bad = _bad_names(m.capabilities, "capabilities")
+        if bad:
+            return [Send(peer, p.Refuse(bad))]
         if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
                         (claimed_id or "")[:8], owner)
@@ -324,15 +350,18 @@ class ManagerCore:
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
                       threads=m.threads, capacity=capacity, dedicated=m.dedicated, last_seen=now)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
+        ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
         self.executor_owners[executor_id] = m.user
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
-        log.info("executor %s registered: %s@%s, %d threads", executor_id[:8], m.user, m.host, m.threads)
+        log.info("executor %s registered: %s@%s, %d threads%s", executor_id[:8], m.user, m.host, m.threads,
+                 f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,
                "is_connected": True, "accepting": True, "ping_time": now, "time_registered": now,
                "host": m.host, "usr_name": m.user, "threads": m.threads, "cpu_max": m.cpu_max,
-               "num_cpus": m.num_cpus, "mem_max": m.mem_max, "os": m.os[:64], "arch": m.arch[:64]}
+               "num_cpus": m.num_cpus, "mem_max": m.mem_max, "os": m.os[:64], "arch": m.arch[:64],
+               "capabilities": " ".join(sorted(ex.capabilities)) or None}
         actions.append(Record("executor", "upsert", row, executor_id))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
                                             self.settings.heartbeat_liveness)))
@@ -514,6 +543,10 @@ class ManagerCore:
         actions: list[Action] = []
         rows = []
         for spec in m.threads:
+            bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
+            if bad:
+                return [Send(peer, p.Refuse(bad))]
+        for spec in m.threads:
             existing = app.threads.get(spec.thread_id)
             if existing is not None:
                 if existing.state == ThreadState.FINISHED:
@@ -521,10 +554,12 @@ class ManagerCore:
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
+                    existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
-                           spec.priority, spec.instruction, now, host=url_host(spec.url))
+                           spec.priority, spec.instruction, now, host=url_host(spec.url),
+                           needs=tuple(sorted(set(spec.needs))))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
             if app.first_submitted is None:
@@ -533,7 +568,7 @@ class ManagerCore:
             rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
                          "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
                          "host": t.host[:255], "depth": t.depth, "priority": t.priority, "failed": False,
-                         "attempts": 0, "time_submitted": now})
+                         "attempts": 0, "time_submitted": now, "needs": " ".join(t.needs) or None})
         actions.extend(Record("thread", "insert", row, row["internal_thread_id"]) for row in rows)
         actions += self.dispatch(now)
         return actions
@@ -703,18 +738,21 @@ class ManagerCore:
         if not len(self.queue):
             return actions
         if self.settings.dispatch == "host-hash":
-            def owner_has_room(host: str) -> bool:
-                owner = self.owner(host)
+            def owner_has_room(host: str, needs: tuple) -> bool:
+                owner = self.owner(host, needs)
                 return owner is not None and owner.free > 0
             while (t := self.queue.pop(now, owner_has_room)) is not None:
-                actions += self._assign(t, self.owner(t.host), now)
+                actions += self._assign(t, self.owner(t.host, t.needs), now)
             return actions
         executors = [ex for ex in self.executors.values() if ex.free > 0]
+
+        def runnable(needs: tuple) -> bool:
+            return any(ex.can_run(needs) for ex in executors)
         while executors:
-            t = self.queue.pop(now)
+            t = self.queue.pop(now, runnable=runnable)
             if t is None:
                 break
-            ex = self._choose(executors)
+            ex = self._choose([ex for ex in executors if ex.can_run(t.needs)] if t.needs else executors)
             actions += self._assign(t, ex, now)
             if ex.free <= 0:
                 executors.remove(ex)
@@ -727,19 +765,22 @@ class ManagerCore:
         self._round_robin += 1
         return tied[self._round_robin % len(tied)]
 
-    def owner(self, host: str) -> Executor | None:
-        """The executor that runs ``host``'s threads under host-hash dispatch: consistent hashing
-        (Karger et al., STOC 1997) of the host onto a ring of 64 points per connected, accepting
-        executor, so an executor that joins or leaves moves only its own share of hosts."""
-        members = frozenset(ex.executor_id for ex in self.executors.values() if ex.connected and ex.accepting)
-        if members != self._ring_members:
-            self._ring_members = members
-            self._ring = sorted((_hash(f"{executor_id}#{i}"), executor_id)
-                                for executor_id in members for i in range(64))
-        if not self._ring:
+    def owner(self, host: str, needs: tuple = ()) -> Executor | None:
+        """The executor that runs ``host``'s threads (those that need ``needs``) under host-hash
+        dispatch: consistent hashing (Karger et al., STOC 1997) of the host onto a ring of 64
+        points per connected, accepting executor able to run them, so an executor that joins or
+        leaves moves only its own share of hosts."""
+        members = frozenset(ex.executor_id for ex in self.executors.values()
+                            if ex.connected and ex.accepting and ex.can_run(needs))
+        cached = self._rings.get(needs)
+        if cached is None or cached[0] != members:
+            cached = self._rings[needs] = (members, sorted((_hash(f"{executor_id}#{i}"), executor_id)
+                                                           for executor_id in members for i in range(64)))
+        ring = cached[1]
+        if not ring:
             return None
-        index = bisect.bisect(self._ring, (_hash(host), ""))
-        return self.executors[self._ring[index % len(self._ring)][1]]
+        index = bisect.bisect(ring, (_hash(host), ""))
+        return self.executors[ring[index % len(ring)][1]]
 
     def _assign(self, t: GridThread, ex: Executor, now: float) -> list[Action]:
         attempt_id = self._next_attempt
@@ -753,7 +794,7 @@ class ManagerCore:
         self._attempts[attempt_id] = t
         return [
             Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
-                                          self.queue.delay_of(t.host))])),
+                                          delay=self.queue.delay_of(t.host), needs=list(t.needs))])),
             Record("thread", "update", {"state": int(t.state), "executor_id": ex.executor_id,
                                         "attempts": t.attempts}, t.internal_id),
             Record("attempt", "insert", {"attempt_id": attempt_id, "internal_thread_id": t.internal_id,
@@ -910,7 +951,15 @@ class ManagerCore:
                 by_state[t.state.name] += 1
         return {"executors": sum(ex.connected for ex in self.executors.values()),
                 "applications": len(self.applications), "queued": len(self.queue), "threads": by_state,
-                "fenced": self.fenced}
+                "fenced": self.fenced, "unrunnable": self.unrunnable()}
+
+    def unrunnable(self) -> dict[str, int]:
+        """Queued threads that no connected executor can run (capability-based dispatch), per
+        missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces); empty when
+        every queued thread has an executor that can run it."""
+        connected = [ex for ex in self.executors.values() if ex.connected]
+        return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
+                if needs and not any(ex.can_run(needs) for ex in connected)}
 
     def snapshot(self, now: float) -> dict:
         """A self-contained copy of the manager's state for the dashboard (plain dicts, lists,
@@ -936,7 +985,7 @@ class ManagerCore:
                 "mem_max": ex.info.get("mem_max", 0), "os": ex.info.get("os", ""),
                 "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),
                 "cpu_totalusage": f.get("cpu_totalusage"), "mem_usage": f.get("mem_usage"),
-                "pages_per_second": f.get("pages_per_second")})
+                "pages_per_second": f.get("pages_per_second"), "capabilities": sorted(ex.capabilities)})
         executors.sort(key=lambda e: (not e["connected"], e["name"]))
 
         applications = []

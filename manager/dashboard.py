@@ -4,7 +4,8 @@
 
 * ``GET /`` — one page (HTML, CSS and JavaScript served by this module, no external assets)
   showing the executors (host, user, dedicated, connected, last heartbeat, Alchemi's CPU figures,
-  threads running and finished, pages/s), the applications (owner, state, threads by state,
+  threads running and finished, pages/s, capabilities), how many queued threads no connected
+  executor can run (capability-based dispatch), the applications (owner, state, threads by state,
   elapsed, pages/s), the most recent grid threads (URL, executor, wait and run seconds) and the
   per-host politeness state (queued, in flight, next allowed start). It refreshes itself every
   ``refresh`` seconds with ``fetch()`` and reflows into cards on a phone's screen.
@@ -283,7 +284,7 @@ PAGE = """<!doctype html>
     <table id="executors" class="grid">
       <thead><tr><th>name</th><th>host</th><th>user</th><th>dedicated</th><th>state</th><th>heartbeat</th>
       <th>CPU use %</th><th>CPU avail %</th><th>CPU s</th><th>memory</th><th>running/threads</th><th>finished</th>
-      <th>pages/s</th></tr></thead><tbody></tbody>
+      <th>pages/s</th><th>capabilities</th></tr></thead><tbody></tbody>
     </table>
   </section>
   <section>
@@ -444,9 +445,13 @@ JS = r"""
            : "threads ready"),
       card((threads.SCHEDULED || 0) + (threads.STARTED || 0), "threads running"),
       card((data.executors || []).reduce((a, e) => a + e.finished, 0), "threads finished"),
-      card(fmt(pps, 1), "pages/s"));
+      card(fmt(pps, 1), "pages/s"),
+      card(Object.values(sum.unrunnable || {}).reduce((a, n) => a + n, 0), "threads no executor can run"));
     summary.querySelectorAll(".card")[3].id = "running-count";
     summary.querySelectorAll(".card")[4].id = "finished-count";
+    const waiting = Object.entries(sum.unrunnable || {}).map(([needs, n]) => n + " need " + needs);
+    summary.querySelectorAll(".card")[6].id = "unrunnable-count";
+    summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
 
     fill("executors", data.executors || [], e => [
       e.name, e.host, e.user, e.dedicated ? "yes" : "no (idle-only)",
@@ -456,7 +461,7 @@ JS = r"""
       [fmt(e.cpu_usage), "num"], [fmt(e.cpu_avail), "num"], [fmt(e.cpu_totalusage), "num"],
       [bytes(e.mem_usage), "num"],
       [e.running + "/" + e.threads + (e.assigned > e.running ? " (+" + (e.assigned - e.running) + " buffered)" : ""), "num"],
-      [e.finished, "num"], [fmt(e.pages_per_second), "num"]]);
+      [e.finished, "num"], [fmt(e.pages_per_second), "num"], (e.capabilities || []).join(" ") || "–"]);
 
     fill("applications", data.applications || [], a => [
       a.application_id.slice(0, 8), a.name, a.owner,

@@ -18,6 +18,13 @@ for the whole grid (design.md §3):
 Across hosts, threads leave by priority (higher first), then submission order. A host that waits
 out its delay never blocks the others: only hosts that may start now are considered.
 Retried threads wait in a delay heap until their back-off has passed.
+
+Capability-based dispatch: a thread may name what it ``needs`` of an executor (``"render"``,
+``"plugin:NAME"``; a sorted tuple, empty for most threads). Each host keeps one *lane* (a
+priority heap) per distinct ``needs``, and hosts that may start now are filed per ``needs`` too,
+so :meth:`ReadyQueue.pop` looks only at the lanes some free executor can run: a thread no
+executor can run never stands in front of the others, of its host or of the grid. Politeness
+(in flight, delay, pauses) stays per host, shared by its lanes.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ class HostState:
     """
 
     host: str
-    heap: list = field(default_factory=list)  # (-priority, seq, thread)
+    lanes: dict = field(default_factory=dict)  # needs -> heap of (-priority, seq, thread)
     queued: int = 0
     in_flight: int = 0
     delay: float = 0.0
@@ -56,13 +63,20 @@ class HostState:
     backoff: float = 0.0
     version: int = 0
     answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
+    filed: dict = field(default_factory=dict)  # needs -> (stamp, head's -priority, head's seq) filed as eligible
 
-    def head(self):
-        """The next live entry of this host's queue, or None (drops stale entries)."""
-        heap = self.heap
+    def head(self, needs: tuple = ()):
+        """The next live entry ``(-priority, seq, thread)`` of this host's lane ``needs``, or
+        None (drops stale entries, and the lane once it is empty)."""
+        heap = self.lanes.get(needs)
+        if heap is None:
+            return None
         while heap and heap[0][2].queue_seq != heap[0][1]:
             heapq.heappop(heap)
-        return heap[0] if heap else None
+        if not heap:
+            del self.lanes[needs]
+            return None
+        return heap[0]
 
     @property
     def next_start(self) -> float:
@@ -87,12 +101,15 @@ class ReadyQueue:
         self.max_crawl_delay = max_crawl_delay
         self.hosts: dict[str, HostState] = {}
         self._seq = itertools.count()
-        self._eligible: list = []   # (-priority, seq, version, host): hosts that may start now
+        self._stamps = itertools.count()  # eligible entries: valid while their host's lane files this stamp
+        # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now
+        self._eligible: dict[tuple, list] = {}
         self._waiting: list = []    # (time, version, host): hosts that may start at time
         self._later: list = []      # (time, seq, thread): retries waiting out their back-off
         self._later_seqs: set[int] = set()  # queue_seq of the threads in _later (not in a host heap)
         self._live = 0
         self._answered: OrderedDict[str, None] = OrderedDict()  # hosts that have answered (bounded)
+        self._by_needs: dict[tuple, int] = {}  # queued threads per needs (waiting retries included)
 
     # ---------------------------------------------------------------- threads
 
@@ -102,6 +119,7 @@ class ReadyQueue:
             self.discard(thread)
         thread.queue_seq = next(self._seq)
         self._live += 1
+        self._by_needs[thread.needs] = self._by_needs.get(thread.needs, 0) + 1
         if not_before:
             heapq.heappush(self._later, (not_before, thread.queue_seq, thread))
             self._later_seqs.add(thread.queue_seq)
@@ -113,7 +131,7 @@ class ReadyQueue:
         if host is None:
             host = self.hosts[thread.host] = HostState(thread.host, delay=self.download_delay,
                                                        answered=thread.host in self._answered)
-        heapq.heappush(host.heap, (-thread.priority, thread.queue_seq, thread))
+        heapq.heappush(host.lanes.setdefault(thread.needs, []), (-thread.priority, thread.queue_seq, thread))
         host.queued += 1
         self._schedule(host, 0.0)
 
@@ -125,6 +143,7 @@ class ReadyQueue:
             return
         thread.queue_seq = None
         self._live -= 1
+        self._uncount(thread.needs)
         if seq in self._later_seqs:
             self._later_seqs.discard(seq)
             return
@@ -135,18 +154,40 @@ class ReadyQueue:
     def __len__(self) -> int:
         return self._live
 
+    def _uncount(self, needs: tuple) -> None:
+        left = self._by_needs[needs] - 1
+        if left:
+            self._by_needs[needs] = left
+        else:
+            del self._by_needs[needs]
+
+    def queued_by_needs(self) -> dict[tuple, int]:
+        """Queued threads (waiting retries included) per distinct ``needs`` tuple; threads
+        that need nothing are under ``()``."""
+        return dict(self._by_needs)
+
     # ---------------------------------------------------------------- hosts
 
     def _schedule(self, host: HostState, now: float) -> None:
-        """(Re)file ``host`` as eligible now, waiting for a time, or blocked (not filed)."""
+        """(Re)file ``host`` as eligible now (one entry per lane whose head is not filed yet),
+        waiting for a time, or blocked (not filed). An entry of a lane no executor can run stays
+        filed, untouched, until one can: it costs nothing meanwhile."""
         host.version += 1
-        head = host.head()
-        if head is None or host.in_flight >= self._limit(host):
+        if not host.lanes or host.in_flight >= self._limit(host):
             return
         if host.next_start > now:
             heapq.heappush(self._waiting, (host.next_start, host.version, host.host))
-        else:
-            heapq.heappush(self._eligible, (head[0], head[1], host.version, host.host))
+            return
+        for needs in list(host.lanes):
+            head = host.head(needs)
+            if head is None:
+                continue
+            filed = host.filed.get(needs)
+            if filed is not None and filed[1] == head[0] and filed[2] == head[1]:
+                continue  # this head is filed already
+            stamp = next(self._stamps)
+            host.filed[needs] = (stamp, head[0], head[1])
+            heapq.heappush(self._eligible.setdefault(needs, []), (head[0], head[1], stamp, host.host))
 
     def _limit(self, host: HostState) -> int:
         return 1 if host.delay > 0 or not host.answered else self.concurrency
@@ -163,35 +204,53 @@ class ReadyQueue:
             if host is not None and host.version == version:
                 self._schedule(host, now)
 
-    def pop(self, now: float, accept: Callable[[str], bool] | None = None) -> "GridThread | None":
+    def pop(self, now: float, accept: Callable[[str, tuple], bool] | None = None,
+            runnable: Callable[[tuple], bool] | None = None) -> "GridThread | None":
         """The next thread that may start at ``now`` (POSIX s), or None. Marks it in flight.
 
-        ``accept(host)`` may refuse a host for this call (host-partitioned dispatch whose
-        executor is full); refused hosts are filed again before returning.
+        ``runnable(needs)`` says whether some executor with a free slot can run threads that need
+        ``needs`` (None: every thread is runnable); lanes it refuses are not looked at, so they
+        cost nothing and block nobody. ``accept(host, needs)`` may refuse a host's lane for this
+        call (host-partitioned dispatch whose executor is full); refused hosts are filed again
+        before returning.
         """
         self._promote(now)
         refused = []
+        keys = [needs for needs in self._eligible if runnable is None or runnable(needs)]
         try:
-            while self._eligible:
-                _, _, version, name = heapq.heappop(self._eligible)
+            while True:
+                best = None
+                for needs in keys:  # the best entry over the runnable lanes (few distinct needs)
+                    heap = self._eligible.get(needs)
+                    if heap and (best is None or heap[0] < self._eligible[best][0]):
+                        best = needs
+                if best is None:
+                    return None
+                heap = self._eligible[best]
+                _, _, stamp, name = heapq.heappop(heap)
+                if not heap:
+                    del self._eligible[best]
                 host = self.hosts.get(name)
-                if host is None or host.version != version:
-                    continue
-                if accept is not None and not accept(name):
+                if host is None or host.filed.get(best, (None,))[0] != stamp:
+                    continue  # stale: the lane was filed again since
+                del host.filed[best]
+                if host.in_flight >= self._limit(host) or host.next_start > now:
+                    continue  # blocked since it was filed: filed again when it may start
+                if accept is not None and not accept(name, best):
                     refused.append(host)
                     continue
-                head = host.head()
+                head = host.head(best)
                 if head is None:
                     continue
-                heapq.heappop(host.heap)
+                heapq.heappop(host.lanes[best])
                 thread = head[2]
                 thread.queue_seq = None
                 host.queued -= 1
                 self._live -= 1
+                self._uncount(best)
                 host.in_flight += 1
                 self._schedule(host, now)
                 return thread
-            return None
         finally:
             for host in refused:
                 self._schedule(host, now)

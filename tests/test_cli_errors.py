@@ -156,3 +156,47 @@ def test_resume_without_seeds_and_without_a_crawl(tmp_path):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", f"sqlite:///{tmp_path}/c.db",
                      "--no-progress")
     assert_user_error(rc, out, "no seed URLs")
+
+
+BAD_SPEC = '[[item]]\ntype = "product"\n[item.fields]\nprice = { css = "span[", type = "float" }\n'
+
+
+def test_a_bad_item_spec_is_refused_before_the_crawl_starts(tmp_path):
+    spec = tmp_path / "shop.toml"
+    spec.write_text(BAD_SPEC)
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
+    assert_user_error(rc, out, "invalid item spec", str(spec), "item 1 (product)", "field 'price'", "invalid css")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
+                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--extract", str(spec), "http://127.0.0.1:1/")
+    assert_user_error(rc, out, "invalid item spec", "item 1 (product)", "field 'price'")
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"),
+                     "--extract", str(tmp_path / "missing.toml"))
+    assert_user_error(rc, out, "cannot read the item spec")
+
+
+def test_item_commands_refuse_what_they_cannot_do(tmp_path):
+    db = f"sqlite:///{tmp_path}/c.db"
+    rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", "crawl")
+    assert rc == 0, out
+    spec = tmp_path / "ok.toml"
+    spec.write_text('[[item]]\ntype = "t"\n[item.fields]\nt = { css = "title::text" }\n')
+    rc, out, _ = run("gridcrawl", "export", "--db", db, "--items", "--format", "warc", str(tmp_path / "x"))
+    assert_user_error(rc, out, "--format must be jsonl or csv for items")
+    rc, out, _ = run("gridcrawl", "export", "--db", db, "--type", "t", str(tmp_path / "x"))
+    assert_user_error(rc, out, "--type goes with --items")
+    rc, out, _ = run("gridcrawl", "report")
+    assert_user_error(rc, out, "give --db")
+    rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/missing.db")
+    assert_user_error(rc, out, "no database file")
+    assert not (tmp_path / "missing.db").exists()
+    import sqlite3
+    sqlite3.connect(tmp_path / "empty.db").close()
+    rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/empty.db")
+    assert_user_error(rc, out, "is not a gridcrawl crawl database")
+    with sqlite3.connect(tmp_path / "c.db") as conn:   # a page stored without its body (--no-content)
+        conn.execute("INSERT INTO document (url, fingerprint, final_url, size, depth, fetched_at, fetch_seconds, "
+                     "parse_seconds, extract_seconds) VALUES ('http://a.test/', 'f', 'http://a.test/', 0, 0, "
+                     "'2026-01-01 00:00:00', 0, 0, 0)")
+    rc, out, _ = run("gridcrawl", "extract", "--db", db, "--extract", str(spec), "--no-progress")
+    assert_user_error(rc, out, "no page bodies are stored")

@@ -342,3 +342,111 @@ def test_an_executor_started_again_under_its_name_keeps_its_id():
     restarted.executor_names[("ex", "h", "u")] = first
     (w,) = sends(restarted.handle(b"p", p.Register(name="ex", host="h", user="u", threads=1), 0.0), p.Welcome)
     assert w.message.executor_id == first
+
+
+# ---------------------------------------------------------------------------- capability dispatch
+
+
+def register_with(core, peer: bytes, threads: int, capabilities, now=0.0) -> str:
+    actions = core.handle(peer, p.Register(name=peer.decode(), host="h", user="u", threads=threads,
+                                           capabilities=list(capabilities)), now)
+    (welcome,) = sends(actions, p.Welcome)
+    return welcome.message.executor_id
+
+
+def submit_needing(core, app, ids, needs, host="shop.test", peer=b"client", now=0.0):
+    specs = [p.ThreadSpec(i, f"http://{host}/{i}", needs=list(needs)) for i in ids]
+    return core.handle(peer, p.Submit(app, specs), now)
+
+
+def test_a_thread_needing_a_plugin_goes_only_to_an_executor_that_has_it():
+    core = make_core()
+    register_with(core, b"plain", 4, [])
+    register_with(core, b"shop", 1, ["plugin:shop", "plugin:shop@1.0"])
+    app = open_app(core)
+    got = assigned(submit_needing(core, app, range(1, 4), ["plugin:shop"]))
+    assert [(peer, job.thread_id, job.needs) for peer, job in got] == [(b"shop", 1, ["plugin:shop"])]
+    # the other two wait for the one capable executor's slot, not for the idle plain one
+    assert core.stats()["queued"] == 2 and core.unrunnable() == {}
+    (result,) = [job for _, job in got]
+    actions = core.handle(b"shop", p.Result(result.attempt_id, p.PageResult(url=result.url, status=200)), 1.0)
+    assert [(peer, job.thread_id) for peer, job in assigned(actions)] == [(b"shop", 2)]
+
+
+def test_threads_no_connected_executor_can_run_wait_visibly_and_block_nobody():
+    core = make_core()
+    core.queue.note_answered("shop.test")  # a host heard from before: no first-contact limit
+    register_with(core, b"plain", 2, [])
+    app = open_app(core)
+    # the unrunnable threads come first, on the same host, at a higher priority
+    specs = [p.ThreadSpec(i, f"http://shop.test/r{i}", priority=9, needs=["render"]) for i in range(1, 4)]
+    specs += [p.ThreadSpec(i, f"http://shop.test/p{i}") for i in range(4, 6)]
+    got = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))
+    assert sorted(job.thread_id for _, job in got) == [4, 5]
+    assert core.unrunnable() == {"render": 3}
+    assert core.snapshot(0.0)["summary"]["unrunnable"] == {"render": 3}
+    # an executor that can render joins: the waiting threads go to it, and nothing waits any more
+    register_with(core, b"browser", 3, ["render"], now=1.0)
+    assert core.unrunnable() == {}
+    assert core.stats()["queued"] == 0
+    running = core.executors[[e for e, ex in core.executors.items() if ex.name == "browser"][0]].running
+    assert sorted(t.thread_id for t in running.values()) == [1, 2, 3]
+
+
+def test_a_thread_needs_every_capability_it_names():
+    core = make_core()
+    register_with(core, b"a", 2, ["render"])
+    register_with(core, b"b", 2, ["plugin:x"])
+    register_with(core, b"ab", 1, ["render", "plugin:x"])
+    app = open_app(core)
+    got = assigned(submit_needing(core, app, [1, 2], ["plugin:x", "render"]))
+    assert [peer for peer, _ in got] == [b"ab"]
+    assert core.unrunnable() == {}  # the second one waits for ab's slot: it has an executor
+
+
+def test_a_capable_executor_that_leaves_takes_its_threads_back_to_waiting():
+    core = make_core()
+    register_with(core, b"plain", 2, [])
+    register_with(core, b"shop", 1, ["plugin:shop"])
+    app = open_app(core)
+    submit_needing(core, app, [1, 2], ["plugin:shop"])
+    core.handle(b"shop", p.Bye("stopping"), 1.0)
+    assert core.unrunnable() == {"plugin:shop": 2}
+    assert core.snapshot(1.0)["executors"][1]["capabilities"] == ["plugin:shop"]
+
+
+def test_host_hash_dispatch_hashes_among_capable_executors_only():
+    core = make_core(Settings(heartbeat_interval=1.0, heartbeat_liveness=3, prefetch=0, dispatch="host-hash"))
+    for i in range(3):
+        register_with(core, f"plain{i}".encode(), 30, [])
+    register_with(core, b"shop", 30, ["plugin:shop"])
+    app = open_app(core)
+    specs = [p.ThreadSpec(i, f"http://h{i}.test/", needs=["plugin:shop"]) for i in range(1, 5)]
+    specs += [p.ThreadSpec(i, f"http://h{i}.test/x") for i in range(5, 25)]
+    got = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))
+    assert {peer for peer, job in got if job.needs} == {b"shop"}
+    assert len({peer for peer, job in got if not job.needs}) > 1   # plain hosts still spread
+    assert len(got) == 24 and core.unrunnable() == {}
+
+
+def test_registration_and_submission_refuse_malformed_capability_names():
+    core = make_core()
+    actions = core.handle(b"x", p.Register(name="x", host="h", user="u", threads=1,
+                                           capabilities=["plugin:a b"]), 0.0)
+    (refuse,) = sends(actions, p.Refuse)
+    assert "capabilities" in refuse.message.reason and not core.executors
+    app = open_app(core)
+    (refuse,) = sends(submit_needing(core, app, [1], ["x" * 200]), p.Refuse)
+    assert "thread 1 needs" in refuse.message.reason and core.stats()["queued"] == 0
+
+
+def test_executor_capabilities_are_recorded():
+    core = make_core()
+    actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=1,
+                                           capabilities=["plugin:shop@1.0", "plugin:shop"]), 0.0)
+    (row,) = [a for a in actions if isinstance(a, Record) and a.table == "executor"]
+    assert row.values["capabilities"] == "plugin:shop plugin:shop@1.0"
+    app = open_app(core)
+    rows = [a for a in submit_needing(core, app, [1], ["render", "plugin:shop"])
+            if isinstance(a, Record) and a.table == "thread" and a.op == "insert"]
+    assert rows[0].values["needs"] == "plugin:shop render"

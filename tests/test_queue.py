@@ -184,3 +184,66 @@ def test_discarding_every_queued_thread_is_linear_and_keeps_counts():
         q.discard(t)
     assert len(q) == 0 and q.hosts["h0.test"].queued == 0 and q.hosts["h1.test"].queued == 0
     assert q.pop(200.0) is None
+
+
+def needing(host: str, needs: tuple, priority: int = 5) -> GridThread:
+    t = thread(host, priority)
+    t.needs = needs
+    return t
+
+
+def test_an_unrunnable_head_of_a_host_does_not_stall_the_host_or_the_grid():
+    q = answered(ReadyQueue(concurrency=8), "shop", "other")
+    for _ in range(3):
+        q.push(needing("shop", ("render",), priority=9))   # the host's best threads: nobody renders
+    plain = [thread("shop"), thread("shop"), thread("other")]
+    for t in plain:
+        q.push(t)
+    runnable = lambda needs: not needs
+    got = []
+    while (t := q.pop(0.0, runnable=runnable)) is not None:
+        got.append(t)
+    assert sorted(t.thread_id for t in got) == sorted(t.thread_id for t in plain)
+    assert q.queued_by_needs() == {("render",): 3}
+    # once some executor renders, the waiting threads come out, best first
+    got = []
+    while (t := q.pop(1.0)) is not None:
+        got.append(t)
+    assert [t.needs for t in got] == [("render",)] * 3 and len(q) == 0
+
+
+def test_unrunnable_lanes_cost_no_queue_growth():
+    """A lane nobody can run stays filed once; popping the host's other lane a thousand times
+    does not pile up entries for it."""
+    q = ReadyQueue(concurrency=1)
+    q.push(needing("shop", ("render",)))
+    for _ in range(1000):
+        q.push(thread("shop"))
+    for i in range(1000):
+        t = q.pop(float(i), runnable=lambda needs: not needs)
+        assert t is not None and not t.needs
+        q.release(t, float(i), status=200)
+    assert sum(len(heap) for heap in q._eligible.values()) <= 2
+    assert q.queued_by_needs() == {("render",): 1}
+
+
+def test_politeness_is_shared_by_the_lanes_of_a_host():
+    q = answered(ReadyQueue(concurrency=2), "shop")
+    q.push(needing("shop", ("plugin:x",)))
+    q.push(needing("shop", ("plugin:x",)))
+    q.push(thread("shop"))
+    got = []
+    while (t := q.pop(0.0)) is not None:
+        got.append(t)
+    assert len(got) == 2   # two in flight on the host, whatever their lanes
+    q.release(got[0], 1.0, status=200)
+    assert q.pop(1.0) is not None and q.pop(1.0) is None
+
+
+def test_a_discarded_thread_leaves_the_needs_counts():
+    q = ReadyQueue()
+    t = needing("shop", ("render",))
+    q.push(t)
+    q.push(needing("shop", ("render",)), not_before=5.0)
+    q.discard(t)
+    assert q.queued_by_needs() == {("render",): 1}

@@ -1,9 +1,9 @@
 """The real web (issue 14): a page's text SimHash, canonical URL, the page it duplicates and its
-sitemap lastmod on document, with an index on the body digest (the column came with 0003, for
+sitemap lastmod on document, with an index on the body digest (the column came with 0003 (recrawl), for
 content duplicates); the kind of a to-visit URL (a sitemap to read) and its sitemap lastmod on
 to_visit_url.
 
-Revision 0004 of the crawl database (after 0003).
+Revision 0005 of the crawl database (after 0004).
 """
 
 import sqlalchemy as sa
@@ -11,8 +11,8 @@ from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

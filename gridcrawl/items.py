@@ -1,0 +1,608 @@
+"""Items: structured data extracted from pages, by declarative rules or by installed plugins.
+
+An *item spec* file (TOML, ``--extract FILE``) lists ``[[item]]`` tables (docs/items.md)::
+
+    [[item]]
+    type = "product"                    # rows of this item type
+    url = '/p/[0-9]+\\.html$'            # regex searched in the page's canonical URL (optional)
+    page_type = "product"               # keep/follow rules' page type (optional)
+    each = ".product"                   # optional: every match is one item, fields relative to it
+    [item.fields]
+    name  = { css = "h1::text", required = true }
+    price = { css = ".price::text", type = "float" }
+    tags  = { xpath = ".//li[@class='tag']/text()", many = true }
+    [item.where]
+    name = { re = "^[A-Z]" }            # keep only items whose field matches
+    date = { within_days = 30 }         # ... whose date field is at most 30 days old
+
+or ``plugin = "NAME"`` (``NAME@VERSION``) instead of ``fields``: the function registered as NAME
+in the entry-point group ``gridcrawl.extractors`` on the executors (:mod:`gridcrawl.plugins`).
+
+Selectors are parsel's (Scrapy's selector library on lxml: CSS with ``::text``/``::attr()``,
+XPath 1.0); ``each`` is CSS unless it starts with ``/``, ``./``, ``..`` or ``(`` (XPath), or is written
+``{ css = ... }``/``{ xpath = ... }``. A field's value, per match: the text (or attribute, or
+XPath string) it selects — an element selected without ``::text`` gives its whole text content
+— whitespace collapsed (``normalize = false`` keeps it), then ``re`` (the first match of the
+regular expression; its first group if it has groups; a value without a match is dropped), then
+``type``: ``str``; ``int``/``float`` (plain numbers, or prices and amounts in any common format
+parsed by Zyte's price-parser: ``1.234,50 €`` is 1234.5); ``date`` (ISO 8601 in, else dateutil's parser; ISO 8601
+out: ``2024-03-05``, or with the time when it has one; ``dayfirst = true`` reads 03/04 as 3
+April); ``url`` (resolved against the document's base URL and made canonical by
+:func:`gridcrawl.urls.canonical_url`). Values that do not convert are dropped. ``many = true``
+gives the list of values, otherwise the first. A ``required`` field without a value makes the
+candidate item a *miss* of that field: no item, counted per field.
+
+:func:`load_spec` reads and validates a file (:class:`ItemSpecError` names the file, the item and
+the field). The validated specs travel to the executors inside each grid thread's crawling
+instruction (``instruction["items"]``, only the specs that apply to the page), with the plugins
+they name in the thread's ``needs``; the executor runs :func:`extract` on the page it parsed.
+This module imports no SQL: executors use it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import re
+import threading
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+__all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
+           "specs_for", "needs_of", "extract", "spec_to_wire", "specs_from_wire"]
+
+TYPES = ("str", "int", "float", "date", "url")
+TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+PLUGIN_REFERENCE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(@[A-Za-z0-9_.+!-]{1,32})?$")
+FIELD_KEYS = {"css", "xpath", "re", "many", "type", "required", "normalize", "dayfirst"}
+ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin"}
+WHERE_KEYS = {"re", "within_days", "min", "max"}
+#: Items kept from one page at most (a hostile page of a million list entries stays bounded).
+MAX_ITEMS_PER_PAGE = 1000
+#: Characters of one item's fields as JSON at most; longer values are cut.
+MAX_VALUE_CHARS = 100_000
+
+
+class ItemSpecError(ValueError):
+    """An item spec is invalid; the message names the file, the item and the field, and why."""
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One field of a declarative item: a ``css`` or ``xpath`` selector and how its matches
+    become the value (``re``, ``many``, ``type``, ``required``, ``normalize``, ``dayfirst``)."""
+
+    name: str
+    css: str | None = None
+    xpath: str | None = None
+    re: str | None = None
+    many: bool = False
+    type: str = "str"
+    required: bool = False
+    normalize: bool = True
+    dayfirst: bool = False
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """One ``[[item]]`` of a spec file: which pages (``url`` regex, ``page_type``), how items are
+    found (``each``: ``("css"|"xpath", expression)`` or None for one item per page), their
+    ``fields`` or the ``plugin`` that makes them, and the ``where`` conditions (field name →
+    ``{"re": ..., "within_days": N, "min": x, "max": y}``). ``number`` is its 1-based place."""
+
+    type: str
+    number: int = 1
+    url: str | None = None
+    page_type: str | None = None
+    each: tuple[str, str] | None = None
+    fields: tuple[FieldSpec, ...] = ()
+    where: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    plugin: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``item N (type)`` for messages."""
+        return f"item {self.number} ({self.type})"
+
+    def applies_to(self, url: str, page_type: str | None) -> bool:
+        """True if this spec extracts from the page ``url`` (canonical) of ``page_type``."""
+        if self.page_type is not None and self.page_type != page_type:
+            return False
+        return self.url is None or _regex(self.url).search(url) is not None
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading and validating
+
+
+@functools.lru_cache(maxsize=512)
+def _regex(pattern: str) -> re.Pattern:
+    return re.compile(pattern)
+
+
+@functools.lru_cache(maxsize=1)
+def _probe():
+    from parsel import Selector
+    return Selector(text="<html><body></body></html>")
+
+
+def _check_selector(kind: str, expression: str) -> str | None:
+    """Why ``expression`` is not a valid parsel ``kind`` (css/xpath) selector, or None."""
+    if not isinstance(expression, str) or not expression.strip():
+        return f"{kind} must be a non-empty string"
+    try:
+        getattr(_probe(), kind)(expression)
+    except Exception as exc:  # cssselect raises SelectorError/ExpressionError, lxml ValueError
+        return f"invalid {kind} selector {expression!r}: {exc}"
+    return None
+
+
+def _check_regex(pattern, where: str) -> None:
+    if not isinstance(pattern, str):
+        raise ItemSpecError(f"{where}: re must be a string")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ItemSpecError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
+
+
+def _field(name: str, data, where: str) -> FieldSpec:
+    where = f"{where} field {name!r}"
+    if not isinstance(data, dict):
+        raise ItemSpecError(f"{where}: must be a table such as {{ css = \"h1::text\" }}")
+    unknown = set(data) - FIELD_KEYS
+    if unknown:
+        raise ItemSpecError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(FIELD_KEYS)})")
+    kinds = [k for k in ("css", "xpath") if k in data]
+    if len(kinds) != 1:
+        raise ItemSpecError(f"{where}: give exactly one of css or xpath")
+    problem = _check_selector(kinds[0], data[kinds[0]])
+    if problem:
+        raise ItemSpecError(f"{where}: {problem}")
+    if "re" in data:
+        _check_regex(data["re"], where)
+    if data.get("type", "str") not in TYPES:
+        raise ItemSpecError(f"{where}: type must be one of {', '.join(TYPES)}, not {data.get('type')!r}")
+    for flag in ("many", "required", "normalize", "dayfirst"):
+        if flag in data and not isinstance(data[flag], bool):
+            raise ItemSpecError(f"{where}: {flag} must be true or false")
+    return FieldSpec(name, css=data.get("css"), xpath=data.get("xpath"), re=data.get("re"),
+                     many=data.get("many", False), type=data.get("type", "str"),
+                     required=data.get("required", False), normalize=data.get("normalize", True),
+                     dayfirst=data.get("dayfirst", False))
+
+
+def _each(value, where: str) -> tuple[str, str]:
+    if isinstance(value, dict):
+        if len(value) != 1 or next(iter(value)) not in ("css", "xpath"):
+            raise ItemSpecError(f"{where}: each must be a selector string, {{ css = ... }} or {{ xpath = ... }}")
+        kind, expression = next(iter(value.items()))
+    elif isinstance(value, str):
+        kind = "xpath" if value.lstrip().startswith(("/", "./", "..", "(")) else "css"
+        expression = value
+    else:
+        raise ItemSpecError(f"{where}: each must be a selector string")
+    problem = _check_selector(kind, expression)
+    if problem:
+        raise ItemSpecError(f"{where}: each: {problem}")
+    return kind, expression
+
+
+def _where(data, fields: dict[str, FieldSpec] | None, where: str) -> tuple:
+    if not isinstance(data, dict):
+        raise ItemSpecError(f"{where}: where must be a table of field = {{ condition }}")
+    out = []
+    for name, cond in data.items():
+        at = f"{where} where {name!r}"
+        if fields is not None and name not in fields:
+            raise ItemSpecError(f"{at}: no such field")
+        if not isinstance(cond, dict) or not cond:
+            raise ItemSpecError(f"{at}: must be a table such as {{ re = \"...\" }} or {{ within_days = 30 }}")
+        unknown = set(cond) - WHERE_KEYS
+        if unknown:
+            raise ItemSpecError(f"{at}: unknown conditions {sorted(unknown)} (known: {sorted(WHERE_KEYS)})")
+        if "re" in cond:
+            _check_regex(cond["re"], at)
+        for key in ("within_days", "min", "max"):
+            value = cond.get(key)
+            if key in cond and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ItemSpecError(f"{at}: {key} must be a number")
+        if "within_days" in cond:
+            if cond["within_days"] < 0:
+                raise ItemSpecError(f"{at}: within_days must not be negative")
+            if fields is not None and fields[name].type != "date":
+                raise ItemSpecError(f"{at}: within_days needs a field of type date")
+        if fields is not None and ("min" in cond or "max" in cond) and fields[name].type not in ("int", "float"):
+            raise ItemSpecError(f"{at}: min/max need a field of type int or float")
+        out.append((name, tuple(sorted(cond.items()))))
+    return tuple(out)
+
+
+def _item(data, number: int, source: str) -> ItemSpec:
+    where = f"{source}: item {number}"
+    if not isinstance(data, dict):
+        raise ItemSpecError(f"{where}: must be a table")
+    kind = data.get("type")
+    if not isinstance(kind, str) or not TYPE_NAME.match(kind):
+        raise ItemSpecError(f"{where}: type must be a name of letters, digits, _ . - (at most 64), not {kind!r}")
+    where = f"{source}: item {number} ({kind})"
+    unknown = set(data) - ITEM_KEYS
+    if unknown:
+        raise ItemSpecError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(ITEM_KEYS)})")
+    if "url" in data:
+        if not isinstance(data["url"], str):
+            raise ItemSpecError(f"{where}: url must be a regular expression string")
+        _check_regex(data["url"], f"{where} url")
+    if "page_type" in data and not isinstance(data["page_type"], str):
+        raise ItemSpecError(f"{where}: page_type must be a string")
+    each = _each(data["each"], where) if "each" in data else None
+    plugin = data.get("plugin")
+    if plugin is not None:
+        if not isinstance(plugin, str) or not PLUGIN_REFERENCE.match(plugin):
+            raise ItemSpecError(f"{where}: plugin must be NAME or NAME@VERSION, not {plugin!r}")
+        if "fields" in data or each is not None:
+            raise ItemSpecError(f"{where}: a plugin item has no fields and no each (the plugin makes them)")
+        fields: tuple[FieldSpec, ...] = ()
+        conditions = _where(data.get("where", {}), None, where)
+    else:
+        raw = data.get("fields")
+        if not isinstance(raw, dict) or not raw:
+            raise ItemSpecError(f"{where}: needs [item.fields] (at least one field) or plugin = \"NAME\"")
+        fields = tuple(_field(str(name), spec, where) for name, spec in raw.items())
+        conditions = _where(data.get("where", {}), {f.name: f for f in fields}, where)
+    return ItemSpec(kind, number, url=data.get("url"), page_type=data.get("page_type"), each=each,
+                    fields=fields, where=conditions, plugin=plugin)
+
+
+def parse_spec(text: str, source: str = "items.toml") -> list[ItemSpec]:
+    """The item specs of TOML ``text`` (``source`` names it in errors). Raises
+    :class:`ItemSpecError` for TOML errors, a file without ``[[item]]``, two items of one type,
+    and every invalid item, field, selector, regular expression, type or condition."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ItemSpecError(f"{source}: not valid TOML: {exc}") from None
+    unknown = set(data) - {"item"}
+    if unknown:
+        raise ItemSpecError(f"{source}: unknown top-level keys {sorted(unknown)} (write [[item]] tables)")
+    items = data.get("item")
+    if not isinstance(items, list) or not items:
+        raise ItemSpecError(f"{source}: no [[item]] table")
+    specs = [_item(item, n, source) for n, item in enumerate(items, 1)]
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.type in seen:
+            raise ItemSpecError(f"{source}: {spec.label}: another item has type {spec.type!r} (types are unique)")
+        seen.add(spec.type)
+    return specs
+
+
+def load_spec(path: str | Path) -> list[ItemSpec]:
+    """The validated item specs of the TOML file ``path`` (:func:`parse_spec`); a file that
+    cannot be read raises :class:`ItemSpecError` too."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ItemSpecError(f"{path}: cannot read the item spec: {exc}") from None
+    return parse_spec(text, str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# Travelling with grid threads
+
+
+def spec_to_wire(spec: ItemSpec) -> dict:
+    """``spec`` as a msgpack/JSON-ready dict (the crawling instruction's ``items`` entries)."""
+    out: dict = {"type": spec.type, "number": spec.number}
+    if spec.each is not None:
+        out["each"] = {spec.each[0]: spec.each[1]}
+    if spec.plugin is not None:
+        out["plugin"] = spec.plugin
+    else:
+        out["fields"] = {f.name: {k: v for k, v in (("css", f.css), ("xpath", f.xpath), ("re", f.re),
+                                                     ("many", f.many), ("type", f.type), ("required", f.required),
+                                                     ("normalize", f.normalize), ("dayfirst", f.dayfirst))
+                                  if v is not None} for f in spec.fields}
+    if spec.where:
+        out["where"] = {name: dict(cond) for name, cond in spec.where}
+    return out
+
+
+def specs_from_wire(entries: list) -> list[ItemSpec]:
+    """Item specs from an instruction's ``items`` list, validated again (a peer may send
+    anything); raises :class:`ItemSpecError`. Cached by content: the executor sees the same few
+    specs on every page."""
+    return list(_from_wire_cached(json.dumps(entries, sort_keys=True)))
+
+
+@functools.lru_cache(maxsize=64)
+def _from_wire_cached(key: str) -> tuple[ItemSpec, ...]:
+    entries = json.loads(key)
+    if not isinstance(entries, list):
+        raise ItemSpecError("instruction items: expected a list")
+    out = []
+    for entry in entries:
+        number = entry.get("number", 1) if isinstance(entry, dict) else 1
+        data = {k: v for k, v in entry.items() if k != "number"} if isinstance(entry, dict) else entry
+        spec = _item(data, number if isinstance(number, int) else 1, "instruction")
+        out.append(spec)
+    return tuple(out)
+
+
+def specs_for(specs: Sequence[ItemSpec], url: str, page_type: str | None) -> list[ItemSpec]:
+    """The specs that extract from page ``url`` (canonical) of ``page_type``."""
+    return [s for s in specs if s.applies_to(url, page_type)]
+
+
+def needs_of(specs: Iterable[ItemSpec]) -> list[str]:
+    """The capabilities a thread carrying ``specs`` needs: ``plugin:REFERENCE`` per plugin."""
+    from gridcrawl.plugins import need
+    return sorted({need(s.plugin) for s in specs if s.plugin is not None})
+
+
+# ----------------------------------------------------------------------------------------------
+# Extraction
+
+
+@dataclass
+class Page:
+    """What a plugin's ``extract(page)`` gets: ``url`` (the grid thread's canonical URL),
+    ``final_url`` (after redirects), ``status``, ``headers`` (lower-case names), ``text`` (the
+    decoded HTML), ``selector`` (a parsel ``Selector`` on the parsed document) and ``links``
+    (``[canonical_url, anchor_text]`` pairs)."""
+
+    url: str
+    final_url: str
+    status: int | None
+    headers: dict
+    text: str
+    selector: Any
+    links: list
+    base_url: str = ""
+
+
+@dataclass
+class Extraction:
+    """The items of one page: ``items`` as ``{"type", "position", "fields"}`` dicts, ``misses``
+    as ``[type, position, field]`` for each candidate item a required field left empty, and
+    ``errors`` as ``[type, message]`` for each spec that failed on the page (a plugin that raised
+    or ran past its deadline)."""
+
+    items: list = field(default_factory=list)
+    misses: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _strings(results, normalize: bool) -> list[str]:
+    out = []
+    for sel in results:
+        root = sel.root
+        value = root if isinstance(root, str) else sel.xpath("string()").get() or ""
+        if not isinstance(value, str):  # an XPath number or boolean
+            value = str(value)
+        value = _collapse(value) if normalize else value
+        if value.strip():
+            out.append(value)
+    return out
+
+
+def _number(text: str, integral: bool):
+    cleaned = text.strip()
+    try:
+        return int(cleaned) if integral else float(cleaned)
+    except ValueError:
+        pass
+    from price_parser import Price
+    amount = Price.fromstring(cleaned).amount_float
+    if amount is None:
+        return None
+    if cleaned.lstrip().startswith("-"):
+        amount = -amount
+    if integral:
+        return int(amount) if float(amount).is_integer() else None
+    return amount
+
+
+def _date(text: str, dayfirst: bool):
+    from dateutil import parser
+    try:
+        value = _dt.datetime.fromisoformat(text.strip())  # ISO 8601 first: never read day-first
+    except ValueError:
+        value = None
+    try:
+        value = value or parser.parse(text, dayfirst=dayfirst, default=_dt.datetime(1, 1, 1))
+    except (ValueError, OverflowError, parser.ParserError):
+        return None
+    if value.year == 1:  # no year in the text: not a date
+        return None
+    if value.hour == value.minute == value.second == value.microsecond == 0 and value.tzinfo is None:
+        return value.date().isoformat()
+    return value.isoformat()
+
+
+def _convert(value: str, f: FieldSpec, base_url: str):
+    if f.type == "str":
+        return value
+    if f.type in ("int", "float"):
+        return _number(value, f.type == "int")
+    if f.type == "date":
+        return _date(value, f.dayfirst)
+    from gridcrawl.urls import InvalidURL, canonical_url
+    try:
+        return canonical_url(value.strip(), base_url)
+    except (InvalidURL, ValueError):
+        return None
+
+
+def _field_value(context, f: FieldSpec, base_url: str):
+    results = context.css(f.css) if f.css is not None else context.xpath(f.xpath)
+    values = []
+    for text in _strings(results, f.normalize):
+        if f.re is not None:
+            match = _regex(f.re).search(text)
+            if match is None:
+                continue
+            text = next((g for g in match.groups() if g is not None), match.group(0)) if match.groups() else match.group(0)
+            if not text.strip():
+                continue
+        converted = _convert(text, f, base_url)
+        if converted is not None:
+            values.append(converted)
+            if not f.many:
+                break
+    return values if f.many else (values[0] if values else None)
+
+
+def _empty(value) -> bool:
+    return value is None or value == [] or value == ""
+
+
+def _passes(fields: dict, where, today: _dt.date) -> bool:
+    """True if ``fields`` meet every condition of ``where`` (a list field: any of its values)."""
+    for name, cond in where:
+        value = fields.get(name)
+        values = value if isinstance(value, list) else [value]
+        values = [v for v in values if v is not None]
+        ok = bool(values)
+        for key, limit in cond:
+            if not ok:
+                break
+            if key == "re":
+                ok = any(_regex(limit).search(str(v)) for v in values)
+            elif key == "within_days":
+                def recent(v):
+                    try:
+                        day = _dt.date.fromisoformat(str(v)[:10])
+                    except ValueError:
+                        return False
+                    return (today - day).days <= limit
+                ok = any(recent(v) for v in values)
+            elif key in ("min", "max"):
+                numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+                ok = any((v >= limit) if key == "min" else (v <= limit) for v in numbers)
+        if not ok:
+            return False
+    return True
+
+
+def _jsonable(value, depth: int = 0):
+    """A plugin's value made JSON- and msgpack-safe (other objects become their ``str``)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        return value[:MAX_VALUE_CHARS]
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return value.isoformat()
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return [_jsonable(v, depth + 1) for v in list(value)[:MAX_ITEMS_PER_PAGE]]
+    if depth < 4 and isinstance(value, dict):
+        return {str(k)[:200]: _jsonable(v, depth + 1) for k, v in list(value.items())[:200]}
+    return str(value)[:MAX_VALUE_CHARS]
+
+
+#: Plugin calls past their deadline that may still be running at once; beyond it, plugin items
+#: fail at once instead of starting another thread (a plugin that hangs on every page must not
+#: pile up threads on the executor).
+MAX_ABANDONED = 8
+_abandoned: set = set()
+_abandoned_lock = threading.Lock()  # worker threads of one executor run plugins at once
+
+
+def _run_plugin(function: Callable, page: Page, deadline: float) -> list:
+    """Call ``function(page)`` and collect its items within ``deadline`` seconds, on a helper
+    thread (Python cannot stop a thread: one past its deadline is abandoned, as a daemon, and the
+    page's items fail; at most :data:`MAX_ABANDONED` of them at once). Raises ``TimeoutError``,
+    ``RuntimeError`` (too many abandoned calls) or what the plugin raised."""
+    with _abandoned_lock:
+        _abandoned.difference_update([w for w in _abandoned if not w.is_alive()])
+        if len(_abandoned) >= MAX_ABANDONED:
+            raise RuntimeError(f"{len(_abandoned)} earlier calls still run past their deadline; not started")
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            produced = []
+            for item in function(page) or ():
+                produced.append(item)
+                if len(produced) > MAX_ITEMS_PER_PAGE:
+                    break
+            box["items"] = produced
+        except BaseException as exc:  # noqa: BLE001 - reported as the page's item error
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="plugin", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        with _abandoned_lock:
+            _abandoned.add(worker)
+        raise TimeoutError(f"ran past its deadline of {deadline:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["items"]
+
+
+def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = None,
+            plugin_timeout: float = 10.0, today: _dt.date | None = None) -> Extraction:
+    """Run ``specs`` on ``page`` (its ``selector`` built on the parsed document).
+
+    ``plugins``: the installed plugins by name (:func:`gridcrawl.plugins.installed_plugins`);
+    ``plugin_timeout``: seconds a plugin may take on one page; ``today``: the date ``within_days``
+    counts from (UTC today by default). Returns an :class:`Extraction`. Never raises for a page:
+    a plugin that is missing, raises or runs late becomes an entry of ``errors``.
+    """
+    today = today or _dt.datetime.now(_dt.timezone.utc).date()
+    out = Extraction()
+    base = page.base_url or page.final_url or page.url
+    for spec in specs:
+        if spec.plugin is not None:
+            from gridcrawl.plugins import split_reference
+            name, version = split_reference(spec.plugin)
+            plugin = (plugins or {}).get(name)
+            if plugin is None or (version is not None and plugin.version != version):
+                out.errors.append([spec.type, f"plugin {spec.plugin!r} is not installed on this executor"])
+                continue
+            try:
+                produced = _run_plugin(plugin.load(), page, plugin_timeout)
+            except BaseException as exc:  # noqa: BLE001 - a plugin's failure fails its items only
+                out.errors.append([spec.type, f"plugin {spec.plugin}: {type(exc).__name__}: {exc}"[:1000]])
+                continue
+            position = 0
+            for item in produced[:MAX_ITEMS_PER_PAGE]:
+                if not isinstance(item, dict):
+                    out.errors.append([spec.type, f"plugin {spec.plugin}: yielded a {type(item).__name__}, "
+                                                  "not a dict"])
+                    break
+                fields = {str(k)[:200]: _jsonable(v) for k, v in item.items()}
+                if _passes(fields, spec.where, today):
+                    out.items.append({"type": spec.type, "position": position, "fields": fields})
+                position += 1
+            continue
+        contexts = [page.selector] if spec.each is None else \
+            (page.selector.css(spec.each[1]) if spec.each[0] == "css" else page.selector.xpath(spec.each[1]))
+        for position, context in enumerate(contexts[:MAX_ITEMS_PER_PAGE]):
+            fields = {f.name: _field_value(context, f, base) for f in spec.fields}
+            missing = [f.name for f in spec.fields if f.required and _empty(fields[f.name])]
+            if missing:
+                out.misses.extend([spec.type, position, name] for name in missing)
+                continue
+            if _passes(fields, spec.where, today):
+                out.items.append({"type": spec.type, "position": position, "fields": fields})
+    return out
+
+
+def page_for(url: str, final_url: str, status: int | None, headers: dict | None, root, text: str,
+             links: list, base_url: str = "") -> Page:
+    """A :class:`Page` on the lxml document ``root`` parsed by
+    :func:`gridcrawl.executor.parse.parse_page` (parsel wraps the tree: no second parse)."""
+    from parsel import Selector
+    return Page(url=url, final_url=final_url or url, status=status, headers=dict(headers or {}), text=text,
+                selector=Selector(root=root, type="html"), links=links, base_url=base_url)

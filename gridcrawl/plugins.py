@@ -1,0 +1,67 @@
+"""Extractor plugins installed on an executor, and the capabilities they give it.
+
+A plugin is a Python function ``extract(page) -> Iterable[dict]`` in a package installed on the
+executor and registered under the entry-point group :data:`ENTRY_POINT_GROUP`
+(``gridcrawl.extractors``), e.g. in the package's ``pyproject.toml``::
+
+    [project.entry-points."gridcrawl.extractors"]
+    shop = "myshop.extract:extract"
+
+No code travels over the grid: an executor runs only the plugins installed on it. It declares
+them when it registers, as the capabilities ``"plugin:NAME"`` and ``"plugin:NAME@VERSION"``
+(VERSION: the installed distribution's version), and the manager dispatches a thread whose item
+spec names a plugin only to executors that have it (capability-based dispatch,
+:mod:`gridcrawl.manager.core`).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Callable
+
+ENTRY_POINT_GROUP = "gridcrawl.extractors"
+PREFIX = "plugin:"
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One installed extractor plugin: its ``name`` (the entry point's), the ``version`` of the
+    distribution that provides it (``"0"`` when unknown) and the entry point to load."""
+
+    name: str
+    version: str
+    entry_point: importlib.metadata.EntryPoint
+
+    def load(self) -> Callable:
+        """The plugin's ``extract`` function (imports its module; raises what the import raises)."""
+        return self.entry_point.load()
+
+
+def installed_plugins() -> dict[str, Plugin]:
+    """Every plugin registered under :data:`ENTRY_POINT_GROUP` in this Python environment (and
+    in entry-point metadata directories on ``sys.path``), by name. Nothing is imported."""
+    found: dict[str, Plugin] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        version = (dist.version if dist is not None else None) or "0"
+        found.setdefault(ep.name, Plugin(ep.name, version, ep))
+    return found
+
+
+def capabilities(plugins: dict[str, Plugin]) -> list[str]:
+    """The capabilities ``plugins`` give an executor: ``plugin:NAME`` and ``plugin:NAME@VERSION``
+    for each, sorted."""
+    return sorted(c for plugin in plugins.values()
+                  for c in (f"{PREFIX}{plugin.name}", f"{PREFIX}{plugin.name}@{plugin.version}"))
+
+
+def need(reference: str) -> str:
+    """The capability a thread needs to run plugin ``reference`` (``NAME`` or ``NAME@VERSION``)."""
+    return PREFIX + reference
+
+
+def split_reference(reference: str) -> tuple[str, str | None]:
+    """``"NAME@VERSION"`` -> ``("NAME", "VERSION")``; ``"NAME"`` -> ``("NAME", None)``."""
+    name, _, version = reference.partition("@")
+    return name, version or None

@@ -1,0 +1,235 @@
+"""Item specs (gridcrawl.items): reading and refusing spec files, every field option, ``each``,
+``where``, types, required fields and plugins, on pages parsed by the executor's own parser."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+import sys
+
+import pytest
+
+from gridcrawl.items import (ItemSpecError, extract, needs_of, page_for, parse_spec, spec_to_wire, specs_for,
+                             specs_from_wire)
+from gridcrawl.executor.parse import parse_page
+from gridcrawl.plugins import capabilities, installed_plugins
+from plugins import PLUGIN_NAME, PLUGIN_VERSION, install_in_this_process
+
+SHOP = """<html><head><title>  Shop:   page 1 </title><base href="/catalog/"></head><body>
+<h1 class="t">Spring <b>sale</b></h1>
+<p class="date">Published 3 March 2026</p>
+<ul>
+ <li class="product" data-sku="A1"><h2>Red   kettle</h2><span class="price">1.234,50 €</span>
+   <a class="more" href="kettle.html?b=2&a=1">more</a><i class="tag">kitchen</i><i class="tag">red</i>
+   <span class="when">2026-03-01</span></li>
+ <li class="product" data-sku="B2"><h2>Blue mug</h2><span class="price">$7</span>
+   <a class="more" href="/mug.html">more</a><span class="when">01/02/2020</span></li>
+ <li class="product" data-sku="C3"><h2></h2><span class="price">free</span></li>
+</ul></body></html>"""
+
+URL = "http://shop.test/list/1.html"
+
+
+def page(html: str = SHOP, url: str = URL):
+    parsed = parse_page(html.encode(), url, "text/html; charset=utf-8")
+    return page_for(url, url, 200, {"content-type": "text/html"}, parsed.document, html,
+                    [[l.url, l.text] for l in parsed.links], parsed.base_url)
+
+
+def run(toml: str, html: str = SHOP, **kw):
+    return extract(parse_spec(toml, "t.toml"), page(html), **kw)
+
+
+def test_fields_css_xpath_text_attr_and_whitespace():
+    found = run("""
+[[item]]
+type = "page"
+[item.fields]
+title = { css = "title::text" }
+raw = { css = "title::text", normalize = false }
+heading = { css = "h1" }                        # an element: its whole text
+heading_x = { xpath = "string(//h1)" }
+first_sku = { css = ".product::attr(data-sku)" }
+skus = { xpath = "//li/@data-sku", many = true }
+none = { css = ".nothing::text" }
+nones = { css = ".nothing::text", many = true }
+""")
+    assert found.misses == [] and found.errors == []
+    (item,) = found.items
+    assert item["type"] == "page" and item["position"] == 0
+    assert item["fields"] == {"title": "Shop: page 1", "raw": "  Shop:   page 1 ", "heading": "Spring sale",
+                              "heading_x": "Spring sale", "first_sku": "A1", "skus": ["A1", "B2", "C3"],
+                              "none": None, "nones": []}
+
+
+def test_each_types_re_and_required():
+    found = run("""
+[[item]]
+type = "product"
+each = ".product"
+[item.fields]
+sku   = { css = "::attr(data-sku)", required = true }
+name  = { css = "h2::text", required = true }
+price = { css = ".price::text", type = "float" }
+cents = { css = ".price::text", re = '([0-9.,]+)', type = "int" }
+link  = { css = "a.more::attr(href)", type = "url" }
+tags  = { css = ".tag::text", many = true }
+when  = { css = ".when::text", type = "date", dayfirst = true }
+""")
+    assert [i["position"] for i in found.items] == [0, 1]
+    first, second = (i["fields"] for i in found.items)
+    assert first == {"sku": "A1", "name": "Red kettle", "price": 1234.5, "cents": None,
+                     "link": "http://shop.test/catalog/kettle.html?a=1&b=2",   # <base href>, canonical
+                     "tags": ["kitchen", "red"], "when": "2026-03-01"}
+    assert second == {"sku": "B2", "name": "Blue mug", "price": 7.0, "cents": 7,
+                      "link": "http://shop.test/mug.html", "tags": [], "when": "2020-02-01"}
+    # the third product has no name: no item, one miss of the required field, at its position
+    assert found.misses == [["product", 2, "name"]]
+
+
+def test_re_takes_the_first_group_and_drops_values_without_a_match():
+    found = run("""
+[[item]]
+type = "p"
+[item.fields]
+year = { css = ".date::text", re = '(\\d{4})', type = "int" }
+word = { css = "li h2::text", re = 'mug', many = true }
+""")
+    assert found.items[0]["fields"] == {"year": 2026, "word": ["mug"]}
+
+
+def test_date_formats_and_values_that_do_not_convert():
+    html = "<p>5 Jan 2024</p><p>2024-01-05T10:30:00</p><p>March</p><p>soon</p><i>12.5</i><i>x</i>"
+    found = run("""
+[[item]]
+type = "d"
+[item.fields]
+dates = { css = "p::text", type = "date", many = true }
+ints = { css = "i::text", type = "int", many = true }
+floats = { css = "i::text", type = "float", many = true }
+""", html)
+    assert found.items[0]["fields"] == {"dates": ["2024-01-05", "2024-01-05T10:30:00"], "ints": [],
+                                        "floats": [12.5]}
+
+
+def test_where_regex_and_recent_dates_keep_only_what_passes():
+    spec = """
+[[item]]
+type = "product"
+each = ".product"
+[item.fields]
+name = { css = "h2::text" }
+when = { css = ".when::text", type = "date" }
+price = { css = ".price::text", type = "float" }
+[item.where]
+%s
+"""
+    today = dt.date(2026, 3, 10)
+    names = lambda where: [i["fields"]["name"] for i in run(spec % where, today=today).items]
+    assert names('name = { re = "(?i)KETTLE" }') == ["Red kettle"]
+    assert names("when = { within_days = 30 }") == ["Red kettle"]
+    assert names("when = { within_days = 5 }") == []
+    assert names("price = { min = 5, max = 100 }") == ["Blue mug"]
+
+
+def test_one_item_per_page_and_specs_chosen_by_url_and_page_type():
+    specs = parse_spec("""
+[[item]]
+type = "a"
+url = '/list/[0-9]+\\.html$'
+[item.fields]
+t = { css = "title::text" }
+[[item]]
+type = "b"
+page_type = "product"
+[item.fields]
+t = { css = "title::text" }
+""")
+    assert [s.type for s in specs_for(specs, URL, None)] == ["a"]
+    assert [s.type for s in specs_for(specs, "http://shop.test/p/1.html", "product")] == ["b"]
+    assert specs_for(specs, "http://shop.test/other", "base") == []
+    # what travels in the instruction comes back the same (pages were chosen already: no url, page_type)
+    assert specs_from_wire([spec_to_wire(s) for s in specs]) == [replace(s, url=None, page_type=None) for s in specs]
+
+
+@pytest.mark.parametrize("toml, message", [
+    ("[[item]\n", "t.toml: not valid TOML"),
+    ("x = 1", "unknown top-level keys"),
+    ("", "no [[item]] table"),
+    ('[[item]]\ntype = "a"', "item 1 (a): needs [item.fields]"),
+    ('[[item]]\ntype = "bad type"\n[item.fields]\nx = {css="a"}', "item 1: type must be"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a["}', "item 1 (a) field 'x': invalid css selector"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {xpath="//a["}', "item 1 (a) field 'x': invalid xpath selector"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", xpath="//a"}', "field 'x': give exactly one of css or xpath"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", re="(["}', "field 'x': invalid regular expression"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="money"}', "field 'x': type must be one of"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", many="yes"}', "field 'x': many must be true or false"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", colour=1}', "field 'x': unknown keys ['colour']"),
+    ('[[item]]\ntype = "a"\nurl = "(["\n[item.fields]\nx = {css="a"}', "item 1 (a) url: invalid regular expression"),
+    ('[[item]]\ntype = "a"\neach = "li["\n[item.fields]\nx = {css="a"}', "item 1 (a): each: invalid css"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\ny = {re="a"}', "where 'y': no such field"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\nx = {within_days=3}',
+     "within_days needs a field of type date"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\nx = {re="(["}', "where 'x': invalid regular"),
+    ('[[item]]\ntype = "a"\nplugin = "shop"\n[item.fields]\nx = {css="a"}', "a plugin item has no fields"),
+    ('[[item]]\ntype = "a"\nplugin = "no spaces"', "plugin must be NAME or NAME@VERSION"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}',
+     "item 2 (a): another item has type 'a'"),
+])
+def test_bad_specs_are_refused_naming_file_item_and_field(toml, message):
+    with pytest.raises(ItemSpecError) as info:
+        parse_spec(toml, "t.toml")
+    assert message in str(info.value)
+    assert str(info.value).startswith("t.toml")
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    """The test plugin, visible to this process through an entry-point metadata directory."""
+    saved = list(sys.path)
+    install_in_this_process(tmp_path)
+    try:
+        yield installed_plugins()
+    finally:
+        sys.path[:] = saved
+        sys.modules.pop("gridcrawl_testplugin", None)
+
+
+PRODUCT = '<html><body><div class="product" data-sku="Z9"><h1>Kettle</h1><a href="/x">x</a></div></body></html>'
+
+
+def test_plugins_are_found_through_entry_points_and_declared_as_capabilities(plugin):
+    assert plugin[PLUGIN_NAME].version == PLUGIN_VERSION
+    assert capabilities(plugin) == [f"plugin:{PLUGIN_NAME}", f"plugin:{PLUGIN_NAME}@{PLUGIN_VERSION}"]
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}@{PLUGIN_VERSION}"')
+    assert needs_of(specs) == [f"plugin:{PLUGIN_NAME}@{PLUGIN_VERSION}"]
+    found = extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin)
+    assert found.items == [{"type": "p", "position": 0, "fields": {"sku": "Z9", "shout": "KETTLE", "links": 1}}]
+
+
+def test_a_plugin_that_raises_runs_late_or_is_missing_fails_only_the_items(plugin):
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"')
+    boom = extract(specs, page(PRODUCT, "http://shop.test/boom.html"), plugins=plugin)
+    assert boom.items == [] and boom.errors == [["p", "plugin testshop: RuntimeError: the test plugin blew up"]]
+    slow = extract(specs, page(PRODUCT, "http://shop.test/slow.html"), plugins=plugin, plugin_timeout=0.2)
+    assert slow.errors == [["p", "plugin testshop: TimeoutError: ran past its deadline of 0.2 s"]]
+    missing = extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins={})
+    assert missing.errors == [["p", "plugin 'testshop' is not installed on this executor"]]
+    wrong = extract(parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}@9"'),
+                    page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin)
+    assert wrong.errors == [["p", "plugin 'testshop@9' is not installed on this executor"]]
+
+
+def test_plugin_items_pass_through_where(plugin):
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
+    assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
+
+
+def test_plugin_calls_past_their_deadline_are_bounded(plugin, monkeypatch):
+    import gridcrawl.items as items
+    monkeypatch.setattr(items, "MAX_ABANDONED", len(items._abandoned) + 1)
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"')
+    slow = page(PRODUCT, "http://shop.test/slow.html")
+    assert "TimeoutError" in extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
+    refused = extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
+    assert "RuntimeError" in refused and "still run past their deadline; not started" in refused

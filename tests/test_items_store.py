@@ -1,0 +1,161 @@
+"""Items in the crawl database (client/items.py, CrawlStore.apply): stored once per (page, type,
+position) however often a page comes back, hostile entries dropped, the per-field figures, the
+spec kept for a resume, exports — and the SQL examples of docs/items.md run against real
+PostgreSQL and MariaDB servers (the SQL Server ones parsed as T-SQL)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import protocol as p
+from gridcrawl.client.items import export_items, item_summary, save_spec, stored_spec
+from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope, Strategy
+from gridcrawl.db import open_database
+from gridcrawl.items import parse_spec
+from gridcrawl.urls import fingerprint
+
+SPEC = """
+[[item]]
+type = "product"
+each = "li"
+[item.fields]
+name = { css = "b::text", required = true }
+price = { css = "i::text", type = "float" }
+colour = { css = "u::text" }
+[[item]]
+type = "sql_command"
+[item.fields]
+command = { css = "h1::text" }
+purpose = { css = "p::text" }
+synopsis = { css = "pre::text", many = true }
+"""
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "items.md"
+
+
+def outcome(thread_id: int, url: str, items=(), misses=(), errors=()) -> Outcome:
+    page = p.PageResult(url=url, final_url=url, status=200, content="<html></html>", items=list(items),
+                        item_misses=list(misses), item_errors=list(errors))
+    return Outcome(Pending(thread_id, url, fingerprint(url), 0), page, "ex", 1, False)
+
+
+def product(position: int, name: str, price: float) -> dict:
+    return {"type": "product", "position": position, "fields": {"name": name, "price": price, "colour": None}}
+
+
+def fill(store: CrawlStore) -> None:
+    a, b = "http://shop.test/list/1.html", "http://shop.test/list/2.html"
+    first = outcome(1, a, [product(0, "Kettle", 24.5), product(1, "Mug", 7.0)], misses=[["product", 2, "name"]])
+    store.apply([first, outcome(2, b, [product(0, "Spoon", 1.5), {"type": "nope", "position": 0, "fields": {}},
+                                       {"type": "product", "position": -1, "fields": {}}, "junk",
+                                       {"type": "product", "position": True, "fields": {}}],
+                                errors=[["product", "plugin x: RuntimeError: boom"], ["other", "x"]])],
+                Scope(["shop.test"]))
+    store.apply([first], Scope(["shop.test"]))   # delivered again: nothing twice
+    store.apply([outcome(3, "http://pg.test/sql-select.html",
+                         [{"type": "sql_command", "position": 0,
+                           "fields": {"command": "SELECT", "purpose": "retrieve rows",
+                                      "synopsis": ["SELECT a", "TABLE t"]}}])], Scope(["pg.test"]))
+
+
+@pytest.fixture
+def store(tmp_path) -> CrawlStore:
+    return CrawlStore(open_database(f"sqlite:///{tmp_path}/c.db"), Strategy(items=parse_spec(SPEC)))
+
+
+def test_items_are_stored_once_and_hostile_entries_dropped(store):
+    fill(store)
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT type, url, position, fields FROM item ORDER BY url, position")).all()
+        issues = conn.execute(sa.text("SELECT type, position, field, kind, message FROM item_issue ORDER BY id")).all()
+    assert [(r.type, r.url.rsplit("/", 1)[1], r.position) for r in rows] == [
+        ("sql_command", "sql-select.html", 0), ("product", "1.html", 0), ("product", "1.html", 1), ("product", "2.html", 0)]
+    assert json.loads(rows[1].fields) == {"name": "Kettle", "price": 24.5, "colour": None}
+    assert sorted(tuple(i) for i in issues) == [("product", -1, "", "error", "plugin x: RuntimeError: boom"),
+                                                ("product", 2, "name", "missing", None)]
+
+
+def test_figures_per_type_and_field(store):
+    fill(store)
+    product_figures = next(t for t in item_summary(store.engine, store.strategy.items) if t.type == "product")
+    assert (product_figures.items, product_figures.pages, product_figures.errors) == (3, 2, 1)
+    assert {f.name: (f.filled, f.missed) for f in product_figures.fields.values()} == \
+        {"name": (3, 1), "price": (3, 0), "colour": (0, 0)}
+    assert product_figures.never_matched == ["colour"]
+
+
+def test_the_spec_is_kept_for_a_resume(store):
+    assert stored_spec(store.engine) == []
+    save_spec(store.engine, "shop.toml", SPEC)
+    save_spec(store.engine, "shop.toml", SPEC)
+    assert stored_spec(store.engine) == parse_spec(SPEC)
+
+
+def test_export_jsonl_and_csv(store, tmp_path):
+    fill(store)
+    assert export_items(store.engine, str(tmp_path / "all.jsonl")) == 4
+    lines = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
+    (sql,) = [line for line in lines if line["type"] == "sql_command"]
+    assert sql["fields"]["synopsis"] == ["SELECT a", "TABLE t"] and sql["position"] == 0
+    assert export_items(store.engine, str(tmp_path / "p.csv"), "csv", "product") == 3
+    header, *rows = (tmp_path / "p.csv").read_text().splitlines()
+    assert header == "type,url,position,extracted_at,name,price,colour"
+    (kettle,) = [row for row in rows if ",Kettle," in row]
+    assert kettle.startswith("product,http://shop.test/list/1.html,0,") and kettle.endswith(",Kettle,24.5,")
+
+
+def doc_queries(dialect: str) -> list[str]:
+    """The SQL blocks of docs/items.md marked ``<!-- dialect -->``."""
+    return re.findall(rf"<!-- {dialect} -->\n```sql\n(.*?)```", DOCS.read_text(), re.S)
+
+
+def test_the_sql_server_examples_are_t_sql():
+    sqlglot = pytest.importorskip("sqlglot")
+    queries = doc_queries("sqlserver")
+    assert len(queries) == 2
+    for query in queries:
+        assert sqlglot.parse_one(query, read="tsql") is not None
+
+
+def run_examples(url: str, dialect: str) -> list[list]:
+    engine = open_database(url)
+    store = CrawlStore(engine, Strategy(items=parse_spec(SPEC)))
+    fill(store)
+    with engine.connect() as conn:
+        return [[tuple(row) for row in conn.exec_driver_sql(query)] for query in doc_queries(dialect)]
+
+
+def test_the_postgresql_examples_run(postgres_url):
+    commands, cheap, synopses = run_examples(postgres_url, "postgresql")
+    assert commands == [("SELECT", "retrieve rows")]
+    assert cheap == [("http://shop.test/list/2.html", "Spoon", 1.5), ("http://shop.test/list/1.html", "Mug", 7.0)]
+    assert synopses == [("SELECT", "SELECT a"), ("SELECT", "TABLE t")]
+
+
+def test_the_sql_server_json_value_examples_run_on_mariadb(mariadb_url):
+    commands, cheap = run_examples(mariadb_url, "sqlserver")
+    assert commands == [("SELECT", "retrieve rows")]
+    assert [(u, n, float(x)) for u, n, x in cheap] == [("http://shop.test/list/2.html", "Spoon", 1.5),
+                                                      ("http://shop.test/list/1.html", "Mug", 7.0)]
+
+
+def test_a_page_visited_again_gets_its_new_items_and_a_304_keeps_the_old(store):
+    url = "http://shop.test/list/9.html"
+    first = outcome(1, url, [product(0, "Kettle", 24.5), product(1, "Mug", 7.0)])
+    first.page.encoding = "utf-8"
+    store.apply([first], Scope(["shop.test"]))
+    again = outcome(2, url, [product(0, "Teapot", 30.0)], misses=[["product", 1, "name"]])
+    again.page.encoding = "utf-8"   # parsed again: a changed page
+    store.apply([again], Scope(["shop.test"]))
+    not_modified = outcome(3, url)
+    not_modified.page.status, not_modified.page.content = 304, None
+    store.apply([not_modified], Scope(["shop.test"]))
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT position, fields FROM item")).all()
+        issues = conn.execute(sa.text("SELECT position, field FROM item_issue")).all()
+    assert [(r.position, json.loads(r.fields)["name"]) for r in rows] == [(0, "Teapot")]
+    assert [tuple(i) for i in issues] == [(1, "name")]
