@@ -263,6 +263,7 @@ CREATE TABLE document (
     page_type            VARCHAR(64)     NULL,
     relevance            FLOAT           NULL,
     headers              NVARCHAR(MAX)   NULL,                -- final response's headers, JSON object
+    structured_data      NVARCHAR(MAX)   NULL,                -- semantic crawl: JSON-LD, microdata, Open Graph, JSON
     content_digest       VARCHAR(64)     NULL,
     etag                 VARCHAR(255)    NULL,
     last_modified        VARCHAR(64)     NULL,
@@ -276,6 +277,8 @@ CREATE TABLE document (
     canonical_url        VARCHAR(2083)   NULL,
     duplicate_of         VARCHAR(2083)   NULL,
     lastmod              DATETIME2(6)    NULL,
+    render_seconds       FLOAT           NULL,
+    refused_requests     NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO
@@ -409,6 +412,23 @@ CREATE INDEX ix_to_visit_url_depth ON to_visit_url (in_flight, depth, id);
 CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id);
 GO
 
+-- Semantic crawl: the triples of RDF documents and HTML structured data, once per page (gridcrawl.semantic).
+CREATE TABLE triple (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,            -- the page's (document.fingerprint)
+    subject              NVARCHAR(2083)  NOT NULL,            -- IRI, or _:bN (a blank node of the page)
+    predicate            NVARCHAR(2083)  NOT NULL,
+    object               NVARCHAR(MAX)   NOT NULL,
+    object_kind          VARCHAR(8)      NOT NULL,            -- uri, literal or bnode
+    datatype             NVARCHAR(2083)  NULL,
+    language             VARCHAR(64)     NULL,
+    triple_key           VARCHAR(64)     NOT NULL,            -- SHA-256 of the six fields, hex
+    CONSTRAINT pk_triple PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_triple_page ON triple (fingerprint, triple_key);
+GO
+
 -- Every URL whose grid thread finished, fetched or not (error_kind says why not).
 CREATE TABLE visited_url (
     id                   BIGINT          IDENTITY(1, 1) NOT NULL,
@@ -446,6 +466,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0005');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0007');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '7');
 GO

@@ -65,6 +65,9 @@ class Progress:
     last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
+    # threads in flight that need a capability, by need, while no result has come for a while
+    # (they wait for an executor that has it: e.g. "render", an executor started with --render)
+    waiting: dict = field(default_factory=dict)
     recrawl: dict | None = None  # a recrawl's counts (RECRAWL_COUNTS), None for a plain crawl
 
     @property
@@ -126,11 +129,15 @@ RECRAWL_COUNTS = ("due", "fetched", "not_modified", "unchanged", "changed", "gon
 
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000
+#: Heartbeat intervals without any result after which threads that need a capability are
+#: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
+WAIT_BEATS = 5
+WAIT_REPEAT = 60.0
 
 
 def _links(outcome: Outcome) -> int:
-    """Links an outcome brings to the crawl tables (0 for a failed thread)."""
-    return len(outcome.page.links) if outcome.page is not None else 0
+    """Rows (links and triples) an outcome brings to the crawl tables (0 for a failed thread)."""
+    return len(outcome.page.links) + len(outcome.page.triples) if outcome.page is not None else 0
 
 
 def _validators(instruction: dict, pend: Pending) -> dict:
@@ -180,6 +187,7 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
+        self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
         self._wired: dict[str, dict] = {}
 
     # ------------------------------------------------------------------ connection
@@ -240,18 +248,25 @@ class CrawlApplication:
         if not self.settings.store_content and self.store.strategy.focus is None:
             instruction["content"] = False  # the executor need not send bodies nobody reads
         strategy = self.store.strategy
+        if strategy.structured_data:
+            instruction["semantic"] = True  # executors read RDF documents and structured data
         specs = []
         for x in pendings:
             # keep/follow rules, sitemaps: the page's own crawling instruction travels with it
             mine = _validators(self._instruction(x, instruction), x)
-            needs = []
+            if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
+                specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine, []))
+                continue
             items = specs_for(strategy.items, x.url, x.page_type) if strategy.items else None
             if items:  # the item specs that apply to the page travel with it; plugins are needs
                 mine = {**mine, "items": [self._wire(spec) for spec in items]}
-                needs = needs_of(items)
+            render = strategy.render_instruction(x.page_type, items or ())
+            if render:  # pages that need JavaScript go to executors with a browser
+                mine = {**mine, **render}
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
-                                      x.priority if strategy.order == "priority" else 5, mine, needs))
+                                      x.priority if strategy.order == "priority" else 5, mine,
+                                      self._needs(x, items)))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
@@ -271,6 +286,39 @@ class CrawlApplication:
             # a plain crawl only: keep/follow rules and a focus decide themselves what is followed
             instruction = {**instruction, "sitemaps": True}
         return instruction
+
+    def _needs(self, pend: Pending, items: list | None = None) -> list[str]:
+        """The capabilities grid thread ``pend`` needs: ``plugin:...`` for the extractor plugins
+        of the item specs that apply to it (``items``; found here when ``None``) and ``render``
+        for a page to render."""
+        strategy = self.store.strategy
+        if items is None:
+            items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else []
+        needs = needs_of(items) if items else []
+        if strategy.render_instruction(pend.page_type, items or ()):
+            needs.append("render")
+        return sorted(needs)
+
+    def _check_waiting(self, now: float, last_result: float) -> None:
+        """Say so when no result has come for ``WAIT_BEATS`` heartbeat intervals and threads in
+        flight need a capability: they wait for an executor that has it (the manager holds them
+        until one connects), rather than the crawl hanging silently."""
+        if now - last_result < WAIT_BEATS * self.settings.heartbeat_interval:
+            return
+        counts: dict[str, int] = {}
+        for pend in self.in_flight.values():
+            for need in self._needs(pend):
+                counts[need] = counts.get(need, 0) + 1
+        if not counts or (counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT):
+            return
+        self.progress.waiting = counts
+        self._waiting_said = now
+        what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
+        log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
+                    "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
+                    "waiting threads", now - last_result, len(self.in_flight), what)
+        if self.on_progress:
+            self.on_progress(self.progress)
 
     # ------------------------------------------------------------------ loop
 
@@ -294,7 +342,8 @@ class CrawlApplication:
             log.info("recrawl (%s): %d documents due", mode, due)
             next_look = self._next_look() if self.watch else math.inf
         self._open(time.monotonic() + s.connect_timeout)
-        last_heard = last_beat = time.monotonic()
+        last_heard = last_beat = last_result = time.monotonic()
+        self._waiting_said = float("-inf")
         exhausted = False
         oldest_result = None
         try:
@@ -306,6 +355,8 @@ class CrawlApplication:
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
+                            last_result = time.monotonic()
+                            self.progress.waiting = {}
                             for done in message.threads:
                                 if done.thread_id in self._waiting:
                                     continue  # sent again after a reattach: already waiting to be applied
@@ -338,6 +389,8 @@ class CrawlApplication:
                 if now - last_beat >= s.heartbeat_interval:
                     last_beat = now
                     send(self.socket, p.Heartbeat())
+                    if self.in_flight and not self.results:
+                        self._check_waiting(now, last_result)
                 if now - last_heard > s.peer_timeout:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)

@@ -68,6 +68,19 @@ def crawl(
                                              rich_help_panel="Strategy and limits"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
                                            rich_help_panel="Strategy and limits"),
+    render: bool = typer.Option(None, "--render/--no-render", help="render every page in a headless browser "
+                                "(its grid threads need an executor started with --render); default: as stored "
+                                "for a resumed crawl, else off; page types can ask for it in the rules file",
+                                rich_help_panel="Strategy and limits"),
+    wait_for: str = typer.Option(None, help="with rendering: a CSS selector the browser waits for before "
+                                 "taking the DOM (default: until the network is idle)",
+                                 rich_help_panel="Strategy and limits"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table",
+                                         rich_help_panel="Strategy and limits"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL): "
+                                        "frontier by its classes' and properties' IRIs and labels; implies "
+                                        "--structured-data", rich_help_panel="Strategy and limits"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
                                 "from the pages; stored in the crawl database for a resume",
                                 rich_help_panel="Strategy and limits"),
@@ -120,7 +133,9 @@ def crawl(
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
                        rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
-                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract)
+                       files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
+                       structured_data=structured_data, focus_ontology=focus_ontology,
+                       render=render, wait_for=wait_for)
     exit_status(counts)
 
 
@@ -169,45 +184,75 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
 
 
 def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus: str | None = None,
-                     min_relevance: float | None = None, order: str | None = None, extract: str | None = None):
+                     min_relevance: float | None = None, order: str | None = None,
+                     structured_data: bool = False, focus_ontology: str | Path | None = None,
+                     extract: str | None = None, render: bool | None = None, wait_for: str | None = None):
     """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
-    what the crawl database stored (a resumed crawl keeps its rules, focus, order and item
-    spec), and the seeds plus the rules' base URLs. Stores the options given. Exits with status
-    2 (one-line error naming the rule, or the item spec's file, item and field) on an invalid
-    rules file, item spec, focus, threshold or order.
+    what the crawl database stored (a resumed crawl keeps its rules, page types, focus,
+    ontology, structured data, order, item spec and rendering), and the seeds plus the rules'
+    base URLs. Stores the options given. Exits with status 2 (one-line error naming the rule, or
+    the item spec's file, item and field) on an invalid rules file, item spec, focus, ontology,
+    threshold or order.
 
     Returns ``(strategy, seeds)``.
     """
     from gridcrawl.client.store import Strategy
-    from gridcrawl.focus import Focus
-    from gridcrawl.rules import RuleError, load_rules
+    import json
+    from gridcrawl.focus import Focus, OntologyFocus
+    from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
     try:
         if rules is not None:
             rule_list = load_rules(rules)
+            page_types = load_page_types(rules, rule_list)
             store.save_rules(rule_list)
+            store.set_meta("page_types", json.dumps({k: v.as_dict() for k, v in page_types.items()}))
             seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
         else:
             rule_list = store.stored_rules()
+            page_types = {k: PageType(bool(v.get("render")), v.get("wait_for"))
+                          for k, v in json.loads(store.get_meta("page_types") or "{}").items()}
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
     items = resolve_items(store, extract)
+    if render is None:
+        render = store.get_meta("render") == "1"
+    if wait_for is None:
+        wait_for = store.get_meta("wait_for") or None
+    elif not wait_for.strip():
+        fail("--wait-for needs a CSS selector")
+    store.set_meta("render", "1" if render else "0")
+    store.set_meta("wait_for", wait_for or "")
     try:
-        if focus is not None:
+        if focus is not None and focus_ontology is not None:
+            raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
+        if focus_ontology is not None:
+            focused = OntologyFocus.load(focus_ontology)
+            store.set_meta("focus_ontology", str(Path(focus_ontology).resolve())[:1024])
+            store.set_meta("focus", "")
+        elif focus is not None:
             focused = Focus.parse(focus)
             store.set_meta("focus", " ".join(focused.terms))
+            store.set_meta("focus_ontology", "")
+        elif store.get_meta("focus_ontology"):
+            focused = OntologyFocus.load(store.get_meta("focus_ontology"))
         else:
             stored = store.get_meta("focus")
             focused = Focus.parse(stored) if stored else None
+        structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
+                           or store.get_meta("structured_data") == "1")
         if min_relevance is None:
             min_relevance = float(store.get_meta("min_relevance", "0"))
         if order is None:
             order = store.get_meta("order") or ("priority" if focused else "bfs")
-        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance, items=items)
+        strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
+                            structured_data=structured_data, items=items, render=render, wait_for=wait_for,
+                            page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
     store.set_meta("min_relevance", repr(strategy.min_relevance))
     store.set_meta("order", strategy.order)
+    store.set_meta("structured_data", "1" if strategy.structured_data else "0")
     return strategy, seeds
 
 
@@ -270,12 +315,14 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               user: str | None = None, password: str | None = None, curve=None,
               before_crawl=None, retry_failed: list[str] | None = None, rerun: str = "",
               files: list[tuple[str, str]] = (), manager_db: str | None = None,
-              recrawl: str | None = None, watch: bool = False, extract: str | None = None) -> dict:
+              structured_data: bool = False, focus_ontology: str | Path | None = None,
+              recrawl: str | None = None, watch: bool = False, extract: str | None = None,
+              render: bool | None = None, wait_for: str | None = None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
-    ``min_relevance``, ``order`` and ``extract`` (an item spec file) choose the crawl strategy
-    (:func:`resolve_strategy`);
+    ``min_relevance``, ``order``, ``structured_data``, ``focus_ontology``, ``extract`` (an
+    item spec file), ``render`` and ``wait_for`` choose the crawl strategy (:func:`resolve_strategy`);
     ``user``/``password`` log in at the manager, ``curve`` (:class:`gridcrawl.keys.ClientKeys`)
     encrypts the connection. ``before_crawl()``, when given, is called once the database and
     seeds are ready, just before the first grid thread is submitted (``gridcrawl run`` waits
@@ -311,7 +358,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if recrawl and not store.counts()["documents"]:
         fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
-                                             min_relevance=min_relevance, order=order, extract=extract)
+                                             min_relevance=min_relevance, order=order,
+                                             structured_data=structured_data, focus_ontology=focus_ontology,
+                                             extract=extract, render=render, wait_for=wait_for)
     if retry_failed is not None:
         _check_retry_kinds(store, retry_failed)
         retried = store.retry_failed(retry_failed)
@@ -336,7 +385,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             fail(f"the manager refused the application: {exc}")
     counts = store.counts()
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl)
+                  run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
+                  waiting=dict(final.waiting))
     errors = store.error_summary() if counts["errors"] else []
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = db.split("?", 1)[0]
@@ -355,6 +405,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         figures = item_summary(store.engine, store.strategy.items)
         view.item_summary(figures)
         counts["items"] = {t.type: t.items for t in figures}
+    if store.strategy.structured_data:
+        view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown}")
     return counts
 
 

@@ -67,6 +67,9 @@ class ProgressView:
         table.add_row("left to visit", str(counts["to_visit"]))
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
+        for need, n in sorted((counts.get("waiting") or {}).items()):
+            table.add_row(f"waiting for {need}", f"{n} threads: no executor with {need} answered "
+                          f"(render: start gridcrawl-executor --render)")
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])
@@ -83,6 +86,17 @@ class ProgressView:
             self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
         for what, command in commands:
             self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)
+
+    def semantic_summary(self, counts: dict, command: str) -> None:
+        """Print the semantic crawl's own small section (``--structured-data``): the triples
+        stored, and ``command``, the report that tells more."""
+        table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left")
+        table.add_column(no_wrap=True)
+        table.add_column(overflow="fold")
+        table.add_row("triples stored", str(counts.get("triples", 0)))
+        self.console.print(table)
+        self.console.print(f"triples, RDF documents and errors:\n  {escape(command)}", soft_wrap=True,
+                           highlight=False)
 
     def recrawl_summary(self, recrawl: dict) -> None:
         """Print a recrawl's counts (:data:`gridcrawl.client.app.RECRAWL_COUNTS`) as a table of

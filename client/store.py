@@ -31,7 +31,8 @@ from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import PageResult
-from gridcrawl.rules import BASE, Rule, rules_from_table, store_rules
+from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
+from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
@@ -42,6 +43,7 @@ log = logging.getLogger("gridcrawl.client")
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
 kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
+triple = models.triple
 
 
 @dataclass(slots=True)
@@ -126,7 +128,14 @@ class Strategy:
       followed only through its instruction's follow rules, and keep rules' links go to
       ``kept_link``.
     * ``focus`` and ``min_relevance`` — a focused crawl (:mod:`gridcrawl.focus`): links scoring
-      below ``min_relevance`` (0 ... 1) are not queued.
+      below ``min_relevance`` (0 ... 1) are not queued. ``focus`` is a keyword
+      :class:`~gridcrawl.focus.Focus` or an :class:`~gridcrawl.focus.OntologyFocus`.
+    * ``structured_data`` — a semantic crawl (:mod:`gridcrawl.semantic`): executors read RDF
+      documents and HTML structured data; their triples go to the ``triple`` table.
+    * ``render``, ``wait_for`` and ``page_types`` — pages that need JavaScript
+      (:mod:`gridcrawl.executor.render`): ``render`` renders every page (``--render``),
+      ``page_types`` (from the rules file) only the pages of types with ``render = true``;
+      ``wait_for`` is the CSS selector the browser waits for (a page type's own wins).
     * ``items`` — item specs (:mod:`gridcrawl.items`): the executors extract them from the
       pages they apply to; the items go to the ``item`` table (:mod:`gridcrawl.client.items`).
 
@@ -137,7 +146,26 @@ class Strategy:
     rules: list[Rule] = field(default_factory=list)
     focus: Focus | None = None
     min_relevance: float = 0.0
+    structured_data: bool = False
     items: list = field(default_factory=list)   # item specs (gridcrawl.items.ItemSpec) run on the executors
+    render: bool = False
+    wait_for: str | None = None
+    page_types: dict[str, PageType] = field(default_factory=dict)
+
+    def render_instruction(self, page_type: str | None, items=()) -> dict:
+        """What a page of ``page_type`` adds to its grid thread's instruction: ``{"render": True}``
+        (plus ``"waitFor"``: a CSS selector) when it is to be rendered — every page with
+        ``render``, a page type with ``render = true``, or a page one of whose item specs
+        ``items`` (:class:`gridcrawl.items.ItemSpec`, those that apply to it) says
+        ``render = true`` — else ``{}``. The selector: the page type's, else an item spec's,
+        else ``wait_for``."""
+        options = self.page_types.get(page_type or "")
+        wanting = [s for s in items if getattr(s, "render", False)]
+        if not (self.render or (options is not None and options.render) or wanting):
+            return {}
+        wait_for = ((options.wait_for if options is not None else None)
+                    or next((s.wait_for for s in wanting if s.wait_for), None) or self.wait_for)
+        return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -340,7 +368,7 @@ class CrawlStore:
         changes nothing the second time.
         """
         now = utcnow()
-        docs, visits, links, kept, traps = [], [], {}, [], {}
+        docs, visits, links, kept, traps, triples = [], [], {}, [], {}, {}
         items, issues = [], []
         item_types = {spec.type for spec in self.strategy.items}
         errors = 0
@@ -397,14 +425,18 @@ class CrawlStore:
                              "canonical_url": page.canonical, "duplicate_of": duplicate_of,
                              "lastmod": pend.lastmod})
             relevance = self._page_score(page, pend)
-            if kind != "noindex":
+            if kind != "noindex":  # a noindex page has no document row, nor triples
                 headers = page.headers if isinstance(page.headers, dict) else {}
                 docs[-1].update(page_type=pend.page_type, relevance=relevance,
                                 headers=json.dumps(page.headers) if page.headers else None,
+                                structured_data=_json_or_none(page.structured),
                                 content_digest=page.digest if isinstance(page.digest, str) else None,
                                 etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
                                 visited_at=now, visit_status=status, fetch_interval=first,
-                                next_fetch_at=self.schedule.due_at(now, first))
+                                next_fetch_at=self.schedule.due_at(now, first),
+                                render_seconds=page.render_seconds,
+                                refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
+                triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
             if item_types:
                 new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
@@ -437,6 +469,7 @@ class CrawlStore:
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
         trap_rows = _fit(visited, list(traps.values()))
+        triples = _fit(triple, list(triples.values()))
         items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         found: dict = {}
@@ -468,6 +501,10 @@ class CrawlStore:
             if item_types and stored:  # a page visited again with a body: its new items replace the old
                 self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
                                         and self._extracted(o)])
+            if stored:  # a page visited again with a body: its new triples replace the old
+                self._drop_triples(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
+                                          and self._reparsed(o)])
+            insert_ignore(conn, triple, triples)
             insert_ignore(conn, models.item, items)
             insert_ignore(conn, models.item_issue, issues)
         added: list = []
@@ -480,7 +517,7 @@ class CrawlStore:
         for host in added:  # committed: count them (a retried transaction recomputed ``added``)
             self._host_counts[host] += 1
         return {"pages": len(outcomes), "documents": found["new"], "errors": errors, "links": len(links),
-                "kept": len(kept), "traps": len(traps), "items": len(items), **found}
+                "kept": len(kept), "traps": len(traps), "items": len(items), "triples": len(triples), **found}
 
     def _extracted(self, o: Outcome) -> bool:
         """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
@@ -642,6 +679,19 @@ class CrawlStore:
         run_transaction(self.engine, lambda conn: conn.execute(
             recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values)))
 
+    def _reparsed(self, o: Outcome) -> bool:
+        """True if a semantic crawl parsed ``o``'s page again (an HTML or RDF body was read: not
+        a failure, not a 304): its triples are then the page's triples."""
+        page = o.page
+        return (self.strategy.structured_data and page is not None and not o.failed and page.error_kind is None
+                and page.status != 304 and (page.encoding is not None or bool(page.triples)))
+
+    @staticmethod
+    def _drop_triples(conn, fingerprints: list[str]) -> None:
+        """Delete the triples of the pages ``fingerprints``."""
+        for part in chunks(sorted(fingerprints), 500):
+            conn.execute(triple.delete().where(triple.c.fingerprint.in_(part)))
+
     # ------------------------------------------------------------------ standards pages publish
 
     def _trap_detector(self, scope: Scope) -> TrapDetector | None:
@@ -741,7 +791,22 @@ class CrawlStore:
         if focus is None:
             return None
         text = page_text(page.content) if isinstance(page.content, str) else ""
-        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance)
+        iris = {v for row in page.triples if isinstance(row, list) and len(row) >= 5
+                for v in (row[0], row[1], row[2] if row[3] == "uri" else None, row[4]) if isinstance(v, str)}
+        return focus.page_score(page.title or "", text, 1.0 if pend.relevance is None else pend.relevance, iris)
+
+    @staticmethod
+    def _triple_rows(page: PageResult, pend: Pending) -> dict[tuple, dict]:
+        """``triple`` rows of a page's triples, keyed by (page, triple); malformed ones skipped."""
+        rows = {}
+        for row in page.triples or []:
+            if not valid_triple(row):
+                continue
+            key = triple_key(row)
+            rows[(pend.fingerprint, key)] = {
+                "fingerprint": pend.fingerprint, "subject": row[0], "predicate": row[1], "object": row[2],
+                "object_kind": row[3], "datatype": row[4], "language": row[5], "triple_key": key}
+        return rows
 
     def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
         """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy
@@ -884,12 +949,13 @@ class CrawlStore:
 
     def counts(self) -> dict:
         """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
-        ``gone`` (documents marked gone) and ``versions`` (``document_version`` rows)."""
+        ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``."""
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
                     "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
-                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version)}
+                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
+                    "triples": count(triple)}
 
 
 @dataclass(frozen=True)
@@ -956,6 +1022,17 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
                 limit = limits.get(name)
                 row[name] = value[:limit] if limit else value
     return rows
+
+
+def _json_or_none(value) -> str | None:
+    """``value`` as JSON text, or None when it is empty or not JSON-able (a hostile executor's
+    bytes keys must not fail the batch)."""
+    if not value:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
 
 
 def _lastmod(value) -> datetime | None:

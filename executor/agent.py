@@ -38,6 +38,7 @@ from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
+from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
 
 log = logging.getLogger("gridcrawl.executor")
@@ -136,6 +137,12 @@ class ExecutorAgent:
     private, loopback, link-local ... addresses except those inside ``allow_private`` CIDRs
     (raises ``ValueError`` on a bad CIDR).
 
+    ``render``: start a headless browser (:class:`gridcrawl.executor.render.Renderer`, settings
+    ``render_*`` and ``browser_path``) for threads whose instruction asks for rendering, and
+    declare the ``render`` capability when registering; raises
+    :class:`~gridcrawl.executor.render.RenderUnavailable` (one line saying what to install) when
+    no browser starts.
+
     Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
     registers: those of the extractor plugins installed here
     (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
@@ -144,7 +151,8 @@ class ExecutorAgent:
 
     def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
-                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None) -> None:
+                 curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
+                 render: bool = False) -> None:
         self.settings = settings
         self.manager = manager
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
@@ -168,6 +176,8 @@ class ExecutorAgent:
         self._running_lock = threading.Lock()
         self.executor_id: str | None = None
         self.figures = Figures()
+        self.semantic_limits = Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
+                                      deadline=settings.rdf_parse_deadline)
         self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
@@ -182,6 +192,15 @@ class ExecutorAgent:
         self.robots: RobotsCache | None = (
             RobotsCache.for_fetcher(self.fetcher, retry_after=settings.robots_retry)
             if settings.obey_robots else None)
+        self.renderer = None
+        if render:
+            from gridcrawl.executor.render import Renderer
+            self.renderer = Renderer(
+                self.fetcher, browser_path=settings.browser_path or None, max_pages=settings.render_pages,
+                deadline=settings.render_timeout, idle_timeout=settings.render_idle,
+                restart_after=settings.render_restart).start()
+        if self.renderer is not None:
+            self.capabilities = sorted(set(self.capabilities) | {"render"})
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
@@ -218,7 +237,9 @@ class ExecutorAgent:
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
                                      delay=job.delay, max_crawl_delay=self.settings.max_crawl_delay,
                                      sitemap_fetcher=self.sitemap_fetcher,
-                                     plugins=self.plugins, plugin_timeout=self.settings.plugin_timeout)
+                                     semantic_limits=self.semantic_limits, plugins=self.plugins,
+                                     plugin_timeout=self.settings.plugin_timeout,
+                                     renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
@@ -422,6 +443,8 @@ class ExecutorAgent:
             send(self.dealer, p.Bye("executor stopping"))
             self.dealer.close(linger=500)
         self.results.close(linger=0)
+        if self.renderer is not None:
+            self.renderer.close()
         self.fetcher.close()
         self.sitemap_fetcher.close()
         if self.robots is not None:

@@ -65,6 +65,16 @@ def run(
     idle_seconds: float = typer.Option(30.0, help="with --idle-only: seconds the CPU must stay under the "
                                        "threshold before work is taken (again)",
                                             rich_help_panel="Idle desktop (with --idle-only)"),
+    render: bool = typer.Option(False, "--render", help="start a headless browser (Playwright driving an installed "
+                                "Chromium) and offer the render capability: this executor runs the grid "
+                                "threads that need JavaScript; pip install 'gridcrawl[render]'",
+                                rich_help_panel="Rendering (pages that need JavaScript)"),
+    browser_path: str = typer.Option(Settings.browser_path, help="with --render: the Chromium or Chrome executable "
+                                     "(default: found on PATH)", rich_help_panel="Rendering (pages that need JavaScript)"),
+    render_pages: int = typer.Option(Settings.render_pages, help="with --render: pages open in the browser at once",
+                                     rich_help_panel="Rendering (pages that need JavaScript)"),
+    render_timeout: float = typer.Option(Settings.render_timeout, help="with --render: wall-clock deadline of one "
+                                         "rendered page, seconds", rich_help_panel="Rendering (pages that need JavaScript)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:
@@ -86,18 +96,23 @@ def run(
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
                             download_timeout=download_timeout, max_body_bytes=max_body_bytes,
                             user_agent=user_agent, keep_non_html=keep_non_html,
-                            obey_robots=not ignore_robots, robots_retry=robots_retry).validate()
+                            obey_robots=not ignore_robots, robots_retry=robots_retry,
+                            browser_path=browser_path, render_pages=render_pages,
+                            render_timeout=render_timeout).validate()
     except ValueError as exc:
         fail(str(exc))
     from gridcrawl.executor.memory import limit_malloc_arenas
     limit_malloc_arenas()  # before the worker threads start
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
+    from gridcrawl.executor.render import RenderUnavailable
+    if "render" in (capability or []) and not render:
+        fail("--capability render needs a browser: use --render instead")
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
                               allow_private=allow_private or [], dedicated=not idle_only, idle=idle,
-                              capabilities=capability or [])
-    except ValueError as exc:
+                              capabilities=capability or [], render=render)
+    except (ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     try:
         agent.run(stop_on_signals())

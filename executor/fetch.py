@@ -73,6 +73,9 @@ class ErrorKind(str, enum.Enum):
     ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
     OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
     CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
+    RENDER = "render"  #: the browser failed (died, did not answer), or the executor has none (retried elsewhere)
+    RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
+    RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
     GONE = "gone"  #: a stored document answered 404/410 on a recrawl (set by the client, not the fetcher)
     # Decisions of the application about a fetched page (recorded in visited_url.error_kind):
     TRAP = "trap"  #: not followed: its URL shape repeats near-identical pages (``error`` names the shape)
@@ -637,7 +640,8 @@ class Fetcher:
     # -- fetching --------------------------------------------------------------------------
 
     def fetch(self, url: str, *, hop_check: HopCheck | None = None,
-              headers: dict[str, str] | None = None) -> FetchResult:
+              headers: dict[str, str] | None = None,
+              body_wanted: Callable[[str, str | None], bool] | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
 
         Args:
@@ -646,6 +650,8 @@ class Fetcher:
                 run on every hop after the fetcher's own ``hop_check``.
             headers: extra request headers sent on every hop, e.g. the conditional
                 ``If-None-Match`` / ``If-Modified-Since`` of a recrawl (RFC 9110 §13.1).
+            body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
+                whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
@@ -662,7 +668,8 @@ class Fetcher:
         _active.watch = watch
         watch.start()
         try:
-            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), headers)
+            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), headers,
+                        body_wanted)
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message
         except Exception as exc:  # every failure becomes a result
@@ -706,7 +713,7 @@ class Fetcher:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
 
     def _fetch(self, url: str, result: FetchResult, start: float, watch: _Watch,
-               hop_check: HopCheck | None, headers: dict[str, str] | None = None) -> None:
+               hop_check: HopCheck | None, headers: dict[str, str] | None = None, body_wanted=None) -> None:
         session = self._session()
         current = url
         seen = {urldefrag(url)[0]}
@@ -753,7 +760,7 @@ class Fetcher:
                     hops += 1
                     current = target
                     continue
-                self._finish(resp, result, start, watch)
+                self._finish(resp, result, start, watch, body_wanted)
                 return
             finally:
                 resp.close()
@@ -808,7 +815,8 @@ class Fetcher:
             return _Failure(ErrorKind.CONNECTION, message)
         return _Failure(ErrorKind.CRASH, message)
 
-    def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch) -> None:
+    def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch,
+                body_wanted=None) -> None:
         """Handle the final (non-redirect) response: status, type, body within the limits."""
         status = resp.status_code
         length = _content_length(resp)
@@ -820,7 +828,8 @@ class Fetcher:
         if status == 304:  # Not Modified: no content (RFC 9110 §15.4.5); nothing to read
             return
         media = _media_type(result.content_type)
-        wanted = media is None or media in HTML_TYPES or self.keep_non_html
+        wanted = (media is None or media in HTML_TYPES or self.keep_non_html
+                  or (body_wanted is not None and body_wanted(result.final_url, result.content_type)))
         if not wanted:
             result.size = length or 0
             return

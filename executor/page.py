@@ -8,6 +8,15 @@ domains; a hop outside is ``out_of_scope``) and robots.txt (``robots``, or
 ``robots_unreachable`` while robots.txt cannot be fetched). A body is parsed as HTML only when it
 is declared HTML (or, without a ``Content-Type``, sniffed as HTML) and is not binary.
 
+A thread whose instruction asks for rendering (``"render": true``, optionally ``"waitFor"``: a
+CSS selector) is fetched the same way, then its HTML is opened in the executor's browser
+(:mod:`gridcrawl.executor.render`) and the DOM the scripts leave is parsed instead of the bytes
+fetched: the same links, canonical URLs, scope and rules as for a fetched page.
+
+A semantic crawl (instruction ``"semantic": true``, :mod:`gridcrawl.semantic`) also downloads RDF
+documents and parses them into triples (their http(s) URI objects are the links), and reads the
+structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into triples.
+
 Politeness inside the thread: the fetcher's :class:`~gridcrawl.executor.pacing.HostPacer` gets
 the host's delay (the manager's for the host, or its robots.txt ``Crawl-delay``, whichever is
 larger) before the first request, so the page waits out the delay after a robots.txt fetch and
@@ -29,6 +38,7 @@ import hashlib
 import os
 import threading
 import time
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gridcrawl.protocol import PageResult
@@ -41,6 +51,11 @@ from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, SitemapError, parse_si
 from gridcrawl.simhash import simhash
 from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
+from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
+                                triple_links, wants_body)
+
+if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
+    from gridcrawl.executor.render import Renderer
 
 # Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
 # executor process dies at once on any URL containing its value, as a crashing executor would.
@@ -80,8 +95,9 @@ def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
 
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
-          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
-          plugins: dict | None = None, plugin_timeout: float = 10.0) -> PageResult:
+          semantic_limits: Limits | None = None, plugins: dict | None = None,
+          plugin_timeout: float = 10.0, renderer: Renderer | None = None,
+          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -98,11 +114,18 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
             ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
             sent as conditional request headers: a ``304 Not Modified`` comes back with no
-            body, nothing parsed.
+            body, nothing parsed; ``"semantic": true`` makes it a semantic crawl (see the module
+            docstring).
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
             does not grow with its fetching threads. ``None``: no bound.
+        semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
+            ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
+            :class:`gridcrawl.semantic.Limits` when ``None``.
+        renderer: the executor's browser (``--render``), used when the instruction carries
+            ``"render": true`` (and ``"waitFor"``: a CSS selector to wait for). Without one such
+            a thread fails as ``render`` (the manager retries it, on an executor that renders).
         delay: the manager's delay for this URL's host, seconds (the job's ``delay``); with the
             robots.txt Crawl-delay (capped at ``max_crawl_delay`` seconds) it spaces the
             requests of this thread to the host (robots.txt, redirect hops) through the
@@ -148,11 +171,15 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
-    sitemap = bool((instruction or {}).get("sitemap"))
-    if sitemap:
+    if (instruction or {}).get("sitemap"):
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
                               url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None)
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=conditional_headers(instruction))
+    semantic = bool((instruction or {}).get("semantic"))
+    headers = conditional_headers(instruction)
+    if semantic:  # RDF documents too, asked for by content negotiation
+        headers = {**(headers or {}), "Accept": RDF_ACCEPT}
+    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=headers,
+                            body_wanted=wants_body if semantic else None)
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
         content_type=fetched.content_type, size=fetched.size, fetch_seconds=fetched.seconds,
@@ -172,13 +199,41 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         return result
     result.digest = hashlib.sha256(body).hexdigest()
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
+    limits = semantic_limits or Limits()
+    fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
+    if fmt is not None:
+        with parse_gate if parse_gate is not None else contextlib.nullcontext():
+            _visit_rdf(result, body, fmt, limits)
+        result.content = body if store_content and fetcher.keep_non_html else None
+        return result
     if not html or looks_binary(body, fetched.content_type):
         # not HTML, or binary served as HTML: never parsed; the body is kept only when asked for
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
+    content_type = fetched.content_type
+    if (instruction or {}).get("render"):
+        if renderer is None:
+            result.error_kind = ErrorKind.RENDER.value
+            result.error = "this executor has no browser (start it with --render)"
+            return result
+        wait_for = instruction.get("waitFor")
+        rendered = renderer.render(
+            result.final_url, status=fetched.status, content_type=content_type, body=body,
+            navigation_check=chain_hop_checks(*checks), resource_check=robots.hop_check if robots else None,
+            wait_for=wait_for if isinstance(wait_for, str) and wait_for else None,
+            max_bytes=fetcher.max_body_bytes)
+        result.render_seconds = rendered.seconds
+        result.refused_requests = rendered.refused
+        if not rendered.ok:
+            result.error_kind, result.error = rendered.error_kind.value, rendered.error
+            return result
+        result.final_url = rendered.final_url
+        body, content_type = rendered.html.encode("utf-8"), "text/html; charset=utf-8"
+        result.size = len(body)
+        del rendered
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
-        page = parse_page(body, result.final_url, fetched.content_type,
+        page = parse_page(body, result.final_url, content_type,
                           skip_nofollow=not (instruction or {}).get("follow_nofollow"))
         result.title = page.title
         result.encoding = page.encoding
@@ -195,7 +250,16 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
-        text = body.decode(page.encoding, errors="replace") if store_content or instruction and instruction.get("items") else None
+        text = body.decode(page.encoding, errors="replace") if (store_content or semantic
+                                                                  or (instruction and instruction.get("items"))) else None
+        if semantic:
+            structured = extract_structured(page.document, text, result.final_url, limits)
+            result.triples = structured.triples
+            if structured.errors or any(structured.data.values()):  # nothing found: nothing kept
+                result.structured = {**structured.data, "errors": structured.errors}
+            if not result.nofollow and not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
+                known = {link[0] for link in result.links}
+                result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
             result.content = text
         result.parse_seconds = time.perf_counter() - started
@@ -220,8 +284,10 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
     except (ItemSpecError, TypeError, ValueError) as exc:
         result.item_errors = [["*", f"invalid item specs: {exc}"[:1000]]]
         return
+    jsonld = result.structured.get("json-ld") if isinstance(result.structured, dict) else None
     view = page_for(result.url, result.final_url, result.status, result.headers, page.document, text,
-                    [[link.url, link.text] for link in page.links], page.base_url)
+                    [[link.url, link.text] for link in page.links], page.base_url,
+                    jsonld=jsonld)  # a semantic crawl read the page's JSON-LD already
     try:
         found = extract(specs, view, plugins=plugins, plugin_timeout=plugin_timeout)
     except Exception as exc:  # a page lxml/parsel cannot evaluate: its items fail, not its links
@@ -229,6 +295,20 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
         return
     result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
     result.extract_seconds = time.thread_time() - started
+
+
+def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:
+    """Parse an RDF document into ``result``: its triples, and its http(s) URI objects as links;
+    a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``."""
+    started = time.perf_counter()
+    try:
+        result.triples = parse_rdf(body, result.final_url, fmt, limits)
+        result.links = triple_links(result.triples)
+    except RDFLimit as exc:
+        result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
+    except RDFError as exc:
+        result.error_kind, result.error = ErrorKind.RDF_PARSE.value, str(exc)
+    result.parse_seconds = time.perf_counter() - started
 
 
 def _robots_hop_check(robots: RobotsCache, url: str, max_crawl_delay: float) -> HopCheck:

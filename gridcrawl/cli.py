@@ -106,12 +106,22 @@ def run(
                                                      rich_help_panel="Strategy"),
     order: str = typer.Option(None, help="frontier order: bfs, dfs or priority [bfs; priority with --focus]",
                                     rich_help_panel="Strategy"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
+                                         "the JSON-LD, microdata, RDFa and Open Graph of pages into the triple table",
+                                         rich_help_panel="Strategy"),
+    focus_ontology: Path = typer.Option(None, help="focused crawl guided by an ontology (Turtle, RDF/XML, OWL); "
+                                        "implies --structured-data", rich_help_panel="Strategy"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
                                 "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
+    render: bool = typer.Option(False, "--render", help="render every page in a headless browser: the executors "
+                                "start one each (pip install 'gridcrawl[render]' and Chromium)",
+                                rich_help_panel="Strategy"),
+    wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for before taking "
+                                 "the DOM (default: until the network is idle)", rich_help_panel="Strategy"),
     recrawl: bool = typer.Option(False, "--recrawl", help="visit again WORKDIR's stored documents whose next "
                                  "visit is due (conditional requests; docs/recrawl.md)", rich_help_panel="Recrawl"),
     recrawl_all: bool = typer.Option(False, "--recrawl-all", help="like --recrawl, but every stored document",
@@ -156,17 +166,25 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
+    rendering = render or _stored_render(workdir / "crawl.db")
     if rules is not None:  # refuse bad rules before any process starts
-        from gridcrawl.rules import RuleError, load_rules
+        from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
-            load_rules(rules)
+            rule_list = load_rules(rules)
+            rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
-    if order is not None and order not in ("bfs", "dfs", "priority"):
-        fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if extract is not None:  # refuse a bad item spec before any process starts
         from gridcrawl.client.cli import check_item_spec
-        check_item_spec(extract)
+        rendering = any(spec.render for spec in check_item_spec(extract)) or rendering
+    if rendering:  # refuse --render before any process starts when this machine cannot render
+        from gridcrawl.executor.render import RenderUnavailable, Renderer
+        try:
+            Renderer.check_installed(settings.browser_path or None)
+        except RenderUnavailable as exc:
+            fail(str(exc))
+    if order is not None and order not in ("bfs", "dfs", "priority"):
+        fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if not seeds and rules is None and not (workdir / "crawl.db").exists():
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -190,11 +208,14 @@ def run(
                 "gridcrawl.executor", "--manager", endpoint, "--threads", str(threads),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--ignore-robots"] if ignore_robots else [])]))
+                *(["--ignore-robots"] if ignore_robots else []),
+                *(["--render"] if rendering else [])]))
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                           render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
+                           structured_data=structured_data, focus_ontology=focus_ontology,
                            before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
                                                                     settings.connect_timeout),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
@@ -252,6 +273,28 @@ def _stored_hosts(crawl_db: Path) -> list[str]:
         return [str(h) for h in json.loads(row[0])] if row else []
     except (sqlite3.Error, ValueError, TypeError):
         return []
+
+
+def _stored_render(crawl_db: Path) -> bool:
+    """True when a resumed crawl's database says some of its pages are rendered (``--render``
+    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
+    ``render = true`` stored in ``item_spec``)."""
+    import json
+    import sqlite3
+    if not crawl_db.exists():
+        return False
+    try:
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
+        if rows.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+            return True
+        from gridcrawl.items import parse_spec
+        with sqlite3.connect(crawl_db, timeout=5) as conn:
+            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
+        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
+    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+        return False
 
 
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
@@ -357,6 +400,51 @@ def _print_application_summary(rows, wide: bool = False) -> None:
     _console().print(table)
 
 
+def _print_semantic(crawl_db: str) -> None:
+    """``gridcrawl report --crawl-db``: the semantic crawl's section, when the crawl was one
+    (``--structured-data``) or holds triples; exit 2 when it is no crawl database."""
+    import sqlalchemy as sa
+    from gridcrawl import models
+    from gridcrawl.report import semantic_summary
+    try:
+        engine = open_database(crawl_db)
+        with engine.connect() as conn:
+            flag = conn.execute(sa.select(models.crawl_meta.c.value)
+                                .where(models.crawl_meta.c.name == "structured_data")).scalar()
+        summary = semantic_summary(engine)
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    except sa.exc.DBAPIError as exc:
+        fail(f"{crawl_db} is not a gridcrawl crawl database with a triple table: {str(exc.orig).splitlines()[0]}")
+    if flag == "1" or summary.triples:
+        _print_semantic_summary(summary)
+
+
+def _print_semantic_summary(s) -> None:
+    from rich.table import Table
+    table = Table(title="semantic crawl (crawl database: triple, document, visited_url)", show_header=False)
+    table.add_row("triples stored", str(s.triples))
+    table.add_row("pages with triples", str(s.pages_with_triples))
+    table.add_row("RDF documents", str(s.rdf_documents))
+    table.add_row("HTML pages with structured data", str(s.structured_pages))
+    table.add_row("objects: uri / literal / bnode",
+                  " / ".join(str(s.by_kind.get(k, 0)) for k in ("uri", "literal", "bnode")))
+    table.add_row("RDF errors: rdf_parse / rdf_limit",
+                  f"{s.rdf_errors.get('rdf_parse', 0)} / {s.rdf_errors.get('rdf_limit', 0)}")
+    table.add_row("triples per parse second (executors)", _seconds(s.triples_per_second, 0))
+    if s.relevance is not None:
+        table.add_row("focused: pages scored / mean score / scoring >= 0.5",
+                      f"{s.relevance[0]} / {s.relevance[1]:.3f} / {s.relevance[2]}")
+    _console().print(table)
+    if s.top_predicates:
+        top = Table(title="top predicates")
+        top.add_column("predicate")
+        top.add_column("triples", justify="right")
+        for predicate, n in s.top_predicates:
+            top.add_row(predicate, str(n))
+        _console().print(top)
+
+
 @app.command()
 def report(
     db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
@@ -366,14 +454,16 @@ def report(
                               "by default the tables fit 80 columns"),
     crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its recrawl runs "
                                  "(due, fetched, 304, unchanged, changed, gone, revived, errors, new) "
-                                 "and its items (per type; misses of each required field)"),
+                                 "and its items (per type; misses of each required field), and its semantic "
+                                 "crawl (triples, RDF documents, top predicates, RDF errors, triples/s)"),
 ) -> None:
     """Print the executor and application summaries (the views executor_summary and
     application_summary; with --application, that application's threads per executor), the
     threads that wait because no connected executor has a capability they need, and, with
     --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
-    --crawl-db, the counts of that crawl's recrawl runs and its items (per type; per field:
-    items with a value, misses of a required value, fields that never matched).
+    --crawl-db, the counts of that crawl's recrawl runs, its items (per type; per field:
+    items with a value, misses of a required value, fields that never matched) and its semantic
+    crawl (when it was one: --structured-data).
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
@@ -413,6 +503,7 @@ def report(
             fail(f"{crawl_db} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_recrawl_runs(rows, wide)
         _print_items(crawl_db)
+        _print_semantic(crawl_db)
 
 
 def _print_recrawl_runs(rows, wide: bool = False) -> None:
@@ -530,13 +621,17 @@ def export_command(
     format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records)"),
     content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
+                                 "--format nt (N-Triples) or jsonl"),
     items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
                                "line; csv: one column per field)"),
     type: str = typer.Option(None, "--type", help="with --items: only items of this type"),
 ) -> None:
-    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --items, its items
-    as JSON lines or CSV."""
+    """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
+    triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
     from gridcrawl.export import ExportError, export
+    if items and triples:
+        fail("--items and --triples exclude each other")
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:
@@ -549,10 +644,10 @@ def export_command(
         fail("--type goes with --items")
     try:
         engine = open_database(db, existing=True)
-        result = export(engine, format, out, content=content)
+        result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
-    what = {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
+    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")

@@ -21,6 +21,15 @@ This module owns the three export formats of a crawl's tables:
   ``Content-Length`` is the payload's length. Pages crawled with ``--no-content`` have no body and
   are left out of the WARC (counted in the result).
 
+With ``--triples`` (a semantic crawl's ``triple`` table, :mod:`gridcrawl.semantic`):
+
+* **N-Triples** (W3C RDF 1.1 N-Triples) — one line per stored triple, each term written by
+  rdflib's N-Triples serializer; blank nodes, numbered per page when parsed, are renamed
+  ``_:p<page fingerprint>b<n>`` so that two pages' nodes stay apart. A triple found on two
+  pages is written twice (N-Triples readers merge them).
+* **JSONL** — one JSON object per triple: ``url`` and ``fingerprint`` of the page, ``subject``,
+  ``predicate``, ``object``, ``object_kind``, ``datatype``, ``language``.
+
 Rows are streamed (``yield_per``), so an export does not hold the crawl in memory.
 """
 
@@ -46,6 +55,7 @@ from sqlalchemy.engine import Engine
 from gridcrawl import models
 
 FORMATS = ("jsonl", "warc", "csv")
+TRIPLE_FORMATS = ("nt", "jsonl")
 BATCH = 500
 # Hop-by-hop or no longer true of the stored (decompressed, whole) body.
 _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
@@ -137,6 +147,53 @@ def export_csv(engine: Engine, out: io.TextIOBase) -> ExportResult:
     writer.writerow([c.name for c in models.visited_url.columns])
     for row in _rows(engine, models.visited_url, models.visited_url.c.id):
         writer.writerow(["" if v is None else _iso(v) if isinstance(v, _dt.datetime) else v for v in row.values()])
+        result.records += 1
+    return result
+
+
+# ----------------------------------------------------------------------------------------------
+# Triples
+
+
+def _triple_rows(engine: Engine) -> Iterator[dict]:
+    """The ``triple`` rows with their page's URL, in insertion order, streamed. Raises
+    :class:`ExportError` when the table is missing (not a crawl database of this version)."""
+    t, d = models.triple, models.document
+    query = (sa.select(t, d.c.url).select_from(t.outerjoin(d, d.c.fingerprint == t.c.fingerprint))
+             .order_by(t.c.id))
+    try:
+        with engine.connect() as conn:
+            for row in conn.execution_options(yield_per=BATCH).execute(query):
+                yield dict(row._mapping)
+    except sa.exc.DBAPIError as exc:
+        first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+        raise ExportError(f"cannot read the triple table: {first}") from None
+
+
+def _rdf_term(value: str, kind: str, fingerprint: str, datatype: str | None = None, language: str | None = None):
+    from rdflib import BNode, Literal, URIRef
+    if value.startswith("_:") and kind != "literal":
+        return BNode(f"p{fingerprint}{value[2:]}")
+    if kind == "literal":
+        return Literal(value, lang=language or None, datatype=URIRef(datatype) if datatype and not language else None)
+    return URIRef(value)
+
+
+def export_triples(engine: Engine, out: io.TextIOBase, fmt: str = "nt") -> ExportResult:
+    """Write the crawl's triples to text stream ``out`` as N-Triples (``fmt="nt"``) or JSON
+    lines (``"jsonl"``), see the module docstring. Returns the number of triples written."""
+    from rdflib.plugins.serializers.nt import _nt_row
+    result = ExportResult()
+    for row in _triple_rows(engine):
+        if fmt == "nt":
+            fp = row["fingerprint"]
+            line = _nt_row((_rdf_term(row["subject"], "uri", fp), _rdf_term(row["predicate"], "uri", fp),
+                            _rdf_term(row["object"], row["object_kind"], fp, row["datatype"], row["language"])))
+        else:
+            line = json.dumps({key: row[key] for key in ("url", "fingerprint", "subject", "predicate", "object",
+                                                         "object_kind", "datatype", "language")},
+                              ensure_ascii=False) + "\n"
+        out.write(line)
         result.records += 1
     return result
 
@@ -310,12 +367,19 @@ def _open_output(path: str, binary: bool):
         raise
 
 
-def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None) -> ExportResult:
-    """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``) to the file
-    ``path`` (``-``: standard output). ``gzip`` (WARC only): default True when ``path`` ends in
-    ``.gz``. Raises :class:`ExportError` (unknown format, unwritable file, not a crawl
-    database); nothing is left at ``path`` after an error."""
+def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None,
+           triples: bool = False) -> ExportResult:
+    """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``; with
+    ``triples``, the triple table as ``nt`` or ``jsonl``) to the file ``path`` (``-``: standard
+    output). ``gzip`` (WARC only): default True when ``path`` ends in ``.gz``. Raises
+    :class:`ExportError` (unknown format, unwritable file, not a crawl database); nothing is
+    left at ``path`` after an error."""
     fmt = fmt.lower()
+    if triples:
+        if fmt not in TRIPLE_FORMATS:
+            raise ExportError(f"unknown triple format {fmt!r} (use nt or jsonl)")
+        with _open_output(path, binary=False) as out:
+            return export_triples(engine, out, fmt)
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")
     if fmt == "warc":
@@ -328,4 +392,5 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         return export_csv(engine, out)
 
 
-__all__ = ["FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv", "export_warc"]
+__all__ = ["FORMATS", "TRIPLE_FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv",
+           "export_warc", "export_triples"]

@@ -11,6 +11,7 @@ An *item spec* file (TOML, ``--extract FILE``) lists ``[[item]]`` tables (docs/i
     name  = { css = "h1::text", required = true }
     price = { css = ".price::text", type = "float" }
     tags  = { xpath = ".//li[@class='tag']/text()", many = true }
+    sku   = { jsonld = "$.offers.sku" }  # the page's JSON-LD (structured data), JMESPath
     [item.where]
     name = { re = "^[A-Z]" }            # keep only items whose field matches
     date = { within_days = 30 }         # ... whose date field is at most 30 days old
@@ -28,7 +29,16 @@ regular expression; its first group if it has groups; a value without a match is
 parsed by Zyte's price-parser: ``1.234,50 €`` is 1234.5); ``date`` (ISO 8601 in, else dateutil's parser; ISO 8601
 out: ``2024-03-05``, or with the time when it has one; ``dayfirst = true`` reads 03/04 as 3
 April); ``url`` (resolved against the document's base URL and made canonical by
-:func:`gridcrawl.urls.canonical_url`). Values that do not convert are dropped. ``many = true``
+:func:`gridcrawl.urls.canonical_url`). Values that do not convert are dropped.
+
+A ``jsonld`` field reads the page's structured data instead of its markup: a JMESPath
+expression (parsel's own JSON query language; a leading ``$.`` as JSONPath writes it is
+accepted) evaluated on each JSON-LD object of the page in turn (every
+``<script type="application/ld+json">``, a top-level list or ``@graph`` giving one object per
+entry), whatever ``each`` selected; strings and numbers are the matches (a list result gives one
+match per entry), then ``re``, ``type`` and ``many`` apply as above. The objects are read on the
+executor (extruct's JSON-LD reader, lenient with comments) once per page, or taken from the
+semantic crawl's structured data (:mod:`gridcrawl.semantic`) when the crawl has it. ``many = true``
 gives the list of values, otherwise the first. A ``required`` field without a value makes the
 candidate item a *miss* of that field: no item, counted per field.
 
@@ -57,8 +67,8 @@ __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load
 TYPES = ("str", "int", "float", "date", "url")
 TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 PLUGIN_REFERENCE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(@[A-Za-z0-9_.+!-]{1,32})?$")
-FIELD_KEYS = {"css", "xpath", "re", "many", "type", "required", "normalize", "dayfirst"}
-ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin"}
+FIELD_KEYS = {"css", "xpath", "jsonld", "re", "many", "type", "required", "normalize", "dayfirst"}
+ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin", "render", "wait_for"}
 WHERE_KEYS = {"re", "within_days", "min", "max"}
 #: Items kept from one page at most (a hostile page of a million list entries stays bounded).
 MAX_ITEMS_PER_PAGE = 1000
@@ -72,12 +82,14 @@ class ItemSpecError(ValueError):
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One field of a declarative item: a ``css`` or ``xpath`` selector and how its matches
-    become the value (``re``, ``many``, ``type``, ``required``, ``normalize``, ``dayfirst``)."""
+    """One field of a declarative item: a ``css`` or ``xpath`` selector, or a ``jsonld``
+    JMESPath expression on the page's JSON-LD, and how its matches become the value (``re``,
+    ``many``, ``type``, ``required``, ``normalize``, ``dayfirst``)."""
 
     name: str
     css: str | None = None
     xpath: str | None = None
+    jsonld: str | None = None
     re: str | None = None
     many: bool = False
     type: str = "str"
@@ -91,7 +103,10 @@ class ItemSpec:
     """One ``[[item]]`` of a spec file: which pages (``url`` regex, ``page_type``), how items are
     found (``each``: ``("css"|"xpath", expression)`` or None for one item per page), their
     ``fields`` or the ``plugin`` that makes them, and the ``where`` conditions (field name →
-    ``{"re": ..., "within_days": N, "min": x, "max": y}``). ``number`` is its 1-based place."""
+    ``{"re": ..., "within_days": N, "min": x, "max": y}``). ``number`` is its 1-based place.
+    ``render``: the pages it applies to are rendered in a headless browser first (their grid
+    threads need the ``render`` capability, :mod:`gridcrawl.executor.render`); ``wait_for``: a
+    CSS selector the browser waits for before taking the DOM."""
 
     type: str
     number: int = 1
@@ -101,6 +116,8 @@ class ItemSpec:
     fields: tuple[FieldSpec, ...] = ()
     where: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     plugin: str | None = None
+    render: bool = False
+    wait_for: str | None = None
 
     @property
     def label(self) -> str:
@@ -140,6 +157,29 @@ def _check_selector(kind: str, expression: str) -> str | None:
     return None
 
 
+def _jmespath(expression: str) -> str:
+    """The JMESPath text of a ``jsonld`` field (a leading ``$.`` or ``$`` dropped)."""
+    text = expression.strip()
+    return text[2:] if text.startswith("$.") else text[1:] if text.startswith("$") else text
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled_jmespath(expression: str):
+    import jmespath
+    return jmespath.compile(_jmespath(expression))
+
+
+def _check_jsonld(expression) -> str | None:
+    """Why ``expression`` is not a valid ``jsonld`` expression, or None."""
+    if not isinstance(expression, str) or not _jmespath(expression):
+        return "jsonld must be a non-empty JMESPath expression such as \"$.offers.price\""
+    try:
+        _compiled_jmespath(expression)
+    except Exception as exc:  # jmespath's ParseError / LexerError
+        return f"invalid jsonld expression {expression!r}: {' '.join(str(exc).split())}"
+    return None
+
+
 def _check_regex(pattern, where: str) -> None:
     if not isinstance(pattern, str):
         raise ItemSpecError(f"{where}: re must be a string")
@@ -156,10 +196,11 @@ def _field(name: str, data, where: str) -> FieldSpec:
     unknown = set(data) - FIELD_KEYS
     if unknown:
         raise ItemSpecError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(FIELD_KEYS)})")
-    kinds = [k for k in ("css", "xpath") if k in data]
+    kinds = [k for k in ("css", "xpath", "jsonld") if k in data]
     if len(kinds) != 1:
-        raise ItemSpecError(f"{where}: give exactly one of css or xpath")
-    problem = _check_selector(kinds[0], data[kinds[0]])
+        raise ItemSpecError(f"{where}: give exactly one of css, xpath or jsonld")
+    problem = (_check_jsonld(data["jsonld"]) if kinds[0] == "jsonld"
+               else _check_selector(kinds[0], data[kinds[0]]))
     if problem:
         raise ItemSpecError(f"{where}: {problem}")
     if "re" in data:
@@ -169,7 +210,7 @@ def _field(name: str, data, where: str) -> FieldSpec:
     for flag in ("many", "required", "normalize", "dayfirst"):
         if flag in data and not isinstance(data[flag], bool):
             raise ItemSpecError(f"{where}: {flag} must be true or false")
-    return FieldSpec(name, css=data.get("css"), xpath=data.get("xpath"), re=data.get("re"),
+    return FieldSpec(name, css=data.get("css"), xpath=data.get("xpath"), jsonld=data.get("jsonld"), re=data.get("re"),
                      many=data.get("many", False), type=data.get("type", "str"),
                      required=data.get("required", False), normalize=data.get("normalize", True),
                      dayfirst=data.get("dayfirst", False))
@@ -239,6 +280,12 @@ def _item(data, number: int, source: str) -> ItemSpec:
     if "page_type" in data and not isinstance(data["page_type"], str):
         raise ItemSpecError(f"{where}: page_type must be a string")
     each = _each(data["each"], where) if "each" in data else None
+    render = data.get("render", False)
+    if not isinstance(render, bool):
+        raise ItemSpecError(f"{where}: render must be true or false")
+    wait_for = data.get("wait_for")
+    if wait_for is not None and (not isinstance(wait_for, str) or not wait_for.strip()):
+        raise ItemSpecError(f"{where}: wait_for must be a CSS selector")
     plugin = data.get("plugin")
     if plugin is not None:
         if not isinstance(plugin, str) or not PLUGIN_REFERENCE.match(plugin):
@@ -254,7 +301,8 @@ def _item(data, number: int, source: str) -> ItemSpec:
         fields = tuple(_field(str(name), spec, where) for name, spec in raw.items())
         conditions = _where(data.get("where", {}), {f.name: f for f in fields}, where)
     return ItemSpec(kind, number, url=data.get("url"), page_type=data.get("page_type"), each=each,
-                    fields=fields, where=conditions, plugin=plugin)
+                    fields=fields, where=conditions, plugin=plugin, render=render,
+                    wait_for=wait_for.strip() if wait_for else None)
 
 
 def parse_spec(text: str, source: str = "items.toml") -> list[ItemSpec]:
@@ -303,7 +351,8 @@ def spec_to_wire(spec: ItemSpec) -> dict:
     if spec.plugin is not None:
         out["plugin"] = spec.plugin
     else:
-        out["fields"] = {f.name: {k: v for k, v in (("css", f.css), ("xpath", f.xpath), ("re", f.re),
+        out["fields"] = {f.name: {k: v for k, v in (("css", f.css), ("xpath", f.xpath), ("jsonld", f.jsonld),
+                                                     ("re", f.re),
                                                      ("many", f.many), ("type", f.type), ("required", f.required),
                                                      ("normalize", f.normalize), ("dayfirst", f.dayfirst))
                                   if v is not None} for f in spec.fields}
@@ -353,7 +402,8 @@ class Page:
     """What a plugin's ``extract(page)`` gets: ``url`` (the grid thread's canonical URL),
     ``final_url`` (after redirects), ``status``, ``headers`` (lower-case names), ``text`` (the
     decoded HTML), ``selector`` (a parsel ``Selector`` on the parsed document) and ``links``
-    (``[canonical_url, anchor_text]`` pairs)."""
+    (``[canonical_url, anchor_text]`` pairs); ``jsonld``, the page's JSON-LD objects, is read
+    from the document when first needed (:meth:`jsonld_objects`)."""
 
     url: str
     final_url: str
@@ -363,6 +413,25 @@ class Page:
     selector: Any
     links: list
     base_url: str = ""
+    jsonld: list | None = None
+
+    def jsonld_objects(self) -> list:
+        """The page's JSON-LD objects: every ``application/ld+json`` script (extruct's lenient
+        reader), a top-level list or ``@graph`` flattened to its entries; invalid scripts skipped."""
+        if self.jsonld is None:
+            from extruct.jsonld import JsonLdExtractor
+            found = []
+            for node in self.selector.root.iterfind(".//script[@type='application/ld+json']"):
+                try:
+                    found.extend(JsonLdExtractor()._extract_items(node))
+                except (ValueError, RecursionError):
+                    continue
+            self.jsonld = found
+        out = []
+        for obj in self.jsonld:
+            graph = obj.get("@graph") if isinstance(obj, dict) else None
+            out.extend(graph if isinstance(graph, list) else [obj])
+        return [o for o in out if isinstance(o, (dict, list))]
 
 
 @dataclass
@@ -442,10 +511,32 @@ def _convert(value: str, f: FieldSpec, base_url: str):
         return None
 
 
-def _field_value(context, f: FieldSpec, base_url: str):
-    results = context.css(f.css) if f.css is not None else context.xpath(f.xpath)
+def _jsonld_strings(page: "Page", f: FieldSpec) -> list[str]:
+    """The matches of a ``jsonld`` field: its expression on each JSON-LD object of ``page``."""
+    out = []
+    expression = _compiled_jmespath(f.jsonld)
+    for obj in page.jsonld_objects():
+        try:
+            found = expression.search(obj)
+        except Exception:  # a function applied to a value of the wrong type: no match
+            continue
+        for value in found if isinstance(found, list) else [found]:
+            if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+                continue
+            text = _collapse(str(value)) if f.normalize else str(value)
+            if text.strip():
+                out.append(text)
+    return out
+
+
+def _field_value(context, f: FieldSpec, base_url: str, page: "Page | None" = None):
+    if f.jsonld is not None:
+        texts = _jsonld_strings(page, f) if page is not None else []
+    else:
+        results = context.css(f.css) if f.css is not None else context.xpath(f.xpath)
+        texts = _strings(results, f.normalize)
     values = []
-    for text in _strings(results, f.normalize):
+    for text in texts:
         if f.re is not None:
             match = _regex(f.re).search(text)
             if match is None:
@@ -589,7 +680,7 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
         contexts = [page.selector] if spec.each is None else \
             (page.selector.css(spec.each[1]) if spec.each[0] == "css" else page.selector.xpath(spec.each[1]))
         for position, context in enumerate(contexts[:MAX_ITEMS_PER_PAGE]):
-            fields = {f.name: _field_value(context, f, base) for f in spec.fields}
+            fields = {f.name: _field_value(context, f, base, page) for f in spec.fields}
             missing = [f.name for f in spec.fields if f.required and _empty(fields[f.name])]
             if missing:
                 out.misses.extend([spec.type, position, name] for name in missing)
@@ -600,9 +691,10 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
 
 
 def page_for(url: str, final_url: str, status: int | None, headers: dict | None, root, text: str,
-             links: list, base_url: str = "") -> Page:
+             links: list, base_url: str = "", jsonld: list | None = None) -> Page:
     """A :class:`Page` on the lxml document ``root`` parsed by
-    :func:`gridcrawl.executor.parse.parse_page` (parsel wraps the tree: no second parse)."""
+    :func:`gridcrawl.executor.parse.parse_page` (parsel wraps the tree: no second parse);
+    ``jsonld``: the page's JSON-LD objects when already read (a semantic crawl), else ``None``."""
     from parsel import Selector
     return Page(url=url, final_url=final_url or url, status=status, headers=dict(headers or {}), text=text,
-                selector=Selector(root=root, type="html"), links=links, base_url=base_url)
+                selector=Selector(root=root, type="html"), links=links, base_url=base_url, jsonld=jsonld)

@@ -21,7 +21,7 @@ so that every back end (and ``schema.sql``) names them alike, as migrations need
 from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
-                        LargeBinary, MetaData, SmallInteger, String, Table, UnicodeText)
+                        LargeBinary, MetaData, SmallInteger, String, Table, Unicode, UnicodeText)
 from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
@@ -211,6 +211,7 @@ document = Table(
     Column("page_type", String(64)),    # keep/follow rules: the page's type ("base" for seeds)
     Column("relevance", Real),          # focused crawl: the page score R(p) (gridcrawl.focus)
     Column("headers", LongText),        # the final response's headers as a JSON object (WARC export)
+    Column("structured_data", LongText),  # semantic crawl: the page's JSON-LD, microdata, Open Graph (JSON)
     # Recrawl (gridcrawl.schedule, docs/recrawl.md). fetched_at above is when the stored body was
     # fetched; the columns below say how fresh it is and when to look again.
     Column("content_digest", String(64)),   # hex SHA-256 of the body bytes after decompression
@@ -227,6 +228,8 @@ document = Table(
     Column("canonical_url", String(URL_LENGTH)),  # <link rel=canonical> or Link header, canonicalised
     Column("duplicate_of", String(URL_LENGTH)),   # the stored page this one duplicates (canonical or digest)
     Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), for recrawls
+    Column("render_seconds", Real),     # rendered in a browser: seconds it took (NULL: fetched only)
+    Column("refused_requests", LongText),  # rendered: the page's requests refused, JSON [[url, kind, reason]]
     Index("ux_document_fingerprint", "fingerprint", unique=True),
     Index("ix_document_next_fetch_at", "next_fetch_at"),
     Index("ix_document_content_digest", "content_digest"),
@@ -336,6 +339,25 @@ kept_link = Table(
     Column("rule", Integer, nullable=False),              # crawl_rule.rule_id of the keep rule
     Column("kept_at", Timestamp, nullable=False),
     Index("ux_kept_link_fingerprint", "fingerprint", "rule", unique=True),
+)
+
+
+# Semantic crawl (gridcrawl.semantic): the triples of RDF documents and of HTML structured data.
+
+triple = Table(
+    "triple", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),  # the page it came from
+    Column("subject", Unicode(URL_LENGTH), nullable=False),            # an IRI, or _:bN (blank node, per page)
+    Column("predicate", Unicode(URL_LENGTH), nullable=False),
+    Column("object", LongText, nullable=False),
+    Column("object_kind", String(8), nullable=False),                  # uri | literal | bnode
+    Column("datatype", Unicode(URL_LENGTH)),                           # literals: the datatype IRI, if any
+    Column("language", String(64)),                                    # literals: the language tag, if any
+    # SHA-256 (hex) of the triple's six fields: the unique key (page, triple) on every back end,
+    # where an index cannot cover the unbounded object text
+    Column("triple_key", String(64), nullable=False),
+    Index("ux_triple_page", "fingerprint", "triple_key", unique=True),
 )
 
 

@@ -76,8 +76,14 @@ class PageResult:
     :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
     bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
-    bodies not downloaded); the client compares it with the stored one on a recrawl and with the
-    other stored pages for content duplicates.
+    bodies not downloaded); the client compares it with the stored one on a recrawl. A semantic
+    crawl (thread instruction ``"semantic": true``) adds ``triples`` (:mod:`gridcrawl.semantic`'s
+    wire shape) from RDF documents and HTML structured data, and ``structured`` (what an HTML
+    page's JSON-LD, microdata and Open Graph said, with a list of ``errors``).
+    A rendered page (:mod:`gridcrawl.executor.render`) has ``render_seconds`` (the browser's
+    part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
+    and the requests its scripts made that were refused as ``refused_requests`` (``[url,
+    error_kind, reason]`` triples). The body digest also finds content duplicates.
 
     The standards a page publishes (issue 14): ``simhash`` is the 64-bit SimHash of its visible
     text (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
@@ -118,6 +124,11 @@ class PageResult:
     nofollow: bool = False  # ... says nofollow: ``links`` is empty
     sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
     sitemaps: list = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
+    render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
+    refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
+    # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
+    triples: list = field(default_factory=list)
+    structured: dict | None = None  # the page's structured data as read (json-ld, microdata, opengraph, rdfa)
     items: list = field(default_factory=list)
     item_misses: list = field(default_factory=list)
     item_errors: list = field(default_factory=list)

@@ -337,6 +337,66 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
     return len(done)
 
 
+# ---------------------------------------------------------------------------------------------
+# The semantic crawl (crawl database): what the triple table and the ontology focus hold.
+
+
+@dataclass
+class SemanticSummary:
+    """Figures of a semantic crawl from its crawl database (``gridcrawl report --crawl-db``).
+
+    ``triples``: rows of the ``triple`` table; ``pages_with_triples``: documents that gave at
+    least one; ``rdf_documents``: documents served as an RDF type (or named .rdf/.owl/.ttl/.nt/
+    .jsonld); ``structured_pages``: HTML documents with structured data; ``by_kind``: triples per
+    object kind (uri, literal, bnode); ``top_predicates``: the ten most used predicates with
+    their counts; ``rdf_errors``: visited URLs per error kind ``rdf_parse`` / ``rdf_limit``;
+    ``triples_per_second``: triples over the executors' parse seconds of the documents that gave
+    them (``None`` without any); ``relevance``: for a focused crawl, ``(documents scored, mean
+    page score, documents scoring at least 0.5)``, else ``None``.
+    """
+
+    triples: int
+    pages_with_triples: int
+    rdf_documents: int
+    structured_pages: int
+    by_kind: dict
+    top_predicates: list
+    rdf_errors: dict
+    triples_per_second: float | None
+    relevance: tuple | None
+
+
+def semantic_summary(engine: Engine) -> SemanticSummary:
+    """The :class:`SemanticSummary` of the crawl database ``engine``. Raises SQLAlchemy's
+    ``DBAPIError`` when it is not a crawl database with a ``triple`` table."""
+    from gridcrawl import models
+    from gridcrawl.semantic import RDF_SUFFIXES, RDF_TYPES
+    t, d, v = models.triple, models.document, models.visited_url
+    with engine.connect() as conn:
+        count = lambda stmt: int(conn.execute(stmt).scalar() or 0)
+        triples = count(sa.select(sa.func.count()).select_from(t))
+        per_page = (sa.select(t.c.fingerprint, sa.func.count().label("n")).group_by(t.c.fingerprint).subquery())
+        pages = count(sa.select(sa.func.count()).select_from(per_page))
+        media = sa.func.lower(sa.func.coalesce(d.c.content_type, ""))
+        rdf_type = sa.or_(*(media.like(f"{m}%") for m in RDF_TYPES),
+                          *(sa.func.lower(d.c.url).like(f"%{s}") for s in RDF_SUFFIXES))
+        rdf_docs = count(sa.select(sa.func.count()).select_from(d).where(rdf_type))
+        structured = count(sa.select(sa.func.count()).select_from(d).where(d.c.structured_data.is_not(None)))
+        by_kind = dict(conn.execute(sa.select(t.c.object_kind, sa.func.count()).group_by(t.c.object_kind)).all())
+        top = conn.execute(sa.select(t.c.predicate, sa.func.count().label("n")).group_by(t.c.predicate)
+                           .order_by(sa.desc("n"), t.c.predicate).limit(10)).all()
+        errors = dict(conn.execute(sa.select(v.c.error_kind, sa.func.count()).where(
+            v.c.error_kind.in_(("rdf_parse", "rdf_limit"))).group_by(v.c.error_kind)).all())
+        parse = conn.execute(sa.select(sa.func.sum(per_page.c.n), sa.func.sum(d.c.parse_seconds)).select_from(
+            per_page.join(d, d.c.fingerprint == per_page.c.fingerprint))).first()
+        scored = conn.execute(sa.select(sa.func.count(d.c.relevance), sa.func.avg(d.c.relevance),
+                                        sa.func.sum(sa.case((d.c.relevance >= 0.5, 1), else_=0)))).first()
+    rate = (float(parse[0]) / float(parse[1])) if parse and parse[0] and parse[1] else None
+    relevance = (int(scored[0]), float(scored[1]), int(scored[2] or 0)) if scored and scored[0] else None
+    return SemanticSummary(triples, pages, rdf_docs, structured, {str(k): int(n) for k, n in by_kind.items()},
+                           [(p, int(n)) for p, n in top], {str(k): int(n) for k, n in errors.items()}, rate, relevance)
+
+
 def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
     """Capability-based dispatch: READY grid threads of live applications that no connected
     executor can run, per need set (``{"plugin:shop": 12}``; needs space-separated, as the

@@ -25,6 +25,12 @@ Every page carries a page type. The crawling instruction of a page is built from
 The instruction travels with the page's grid thread; the executor parses the page once and
 applies every rule of the instruction to its DOM (:func:`apply_instruction`).
 
+Pages that need JavaScript: a TOML rules file may give a page type options, in a
+``[page_type.NAME]`` table: ``render = true`` (its pages are rendered in a headless browser, on
+an executor with the ``render`` capability) and ``wait_for = "CSS selector"`` (render until
+that element exists instead of until the network is idle) — :func:`parse_page_types`,
+:class:`PageType`. Only the pages of those types pay for a browser.
+
 Rules are read from a TOML file (``[[rule]]`` tables), a CSV file (a header row with the column
 names; TSV when the file ends in ``.tsv``), or the crawl database's ``crawl_rule`` table
 (:func:`load_rules`, :func:`rules_from_table`, :func:`store_rules`). Column and key names are the
@@ -49,8 +55,9 @@ if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (
 
 from gridcrawl.urls import InvalidURL, canonical_url
 
-__all__ = ["ALL", "BASE", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_rules",
-           "parse_csv", "parse_toml", "rules_from_table", "store_rules", "validate_rules"]
+__all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
+           "load_rules", "parse_csv", "parse_page_types", "parse_toml", "rules_from_table", "store_rules",
+           "validate_rules"]
 
 #: The default of ``pattern``, ``id``, ``class`` and ``tag``: no restriction.
 ALL = "all"
@@ -170,13 +177,79 @@ def parse_toml(text: str, name: str = "rules.toml") -> list[Rule]:
     except tomllib.TOMLDecodeError as exc:
         raise RuleError(f"{name}: not valid TOML: {exc}") from None
     default_base = _clean(data.get("base_url") or data.get("baseURL"))
-    unknown = set(data) - {"rule", "base_url", "baseURL"}
+    unknown = set(data) - {"rule", "base_url", "baseURL", "page_type"}
     if unknown:
-        raise RuleError(f"{name}: unknown top-level keys {sorted(unknown)} (rules go in [[rule]] tables)")
+        raise RuleError(f"{name}: unknown top-level keys {sorted(unknown)} (rules go in [[rule]] tables, "
+                        f"page type options in [page_type.NAME] tables)")
     tables = data.get("rule", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise RuleError(f"{name}: 'rule' must be an array of tables ([[rule]])")
     return [_rule_from_mapping(t, i, f"{name} [[rule]] {i}", default_base) for i, t in enumerate(tables, 1)]
+
+
+@dataclass(frozen=True)
+class PageType:
+    """Options of one page type (``[page_type.NAME]`` in a TOML rules file).
+
+    ``render``: the type's pages are rendered in a headless browser (their grid threads need
+    the ``render`` capability); ``wait_for``: a CSS selector the browser waits for before taking
+    the DOM (instead of waiting for the network to go idle); ``None`` when not given.
+    """
+
+    render: bool = False
+    wait_for: str | None = None
+
+    def as_dict(self) -> dict:
+        """JSON-ready form (stored in ``crawl_meta`` for a resume)."""
+        return {"render": self.render, "wait_for": self.wait_for}
+
+
+def parse_page_types(text: str, name: str = "rules.toml", rules: Sequence[Rule] = ()) -> dict[str, PageType]:
+    """The ``[page_type.NAME]`` tables of TOML text, as ``{NAME: PageType}``.
+
+    With ``rules`` given, every NAME must be ``base`` or a follow rule's ``to_type``. Raises
+    :class:`RuleError` for invalid TOML, an unknown key (only ``render`` and ``wait_for``), a
+    value of the wrong type, or a page type no rule gives.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleError(f"{name}: not valid TOML: {exc}") from None
+    tables = data.get("page_type", {})
+    if not isinstance(tables, dict):
+        raise RuleError(f"{name}: 'page_type' must be tables ([page_type.NAME])")
+    known = {BASE} | {r.to_type for r in rules if r.to_type}
+    types = {}
+    for type_name, options in tables.items():
+        where = f"{name} [page_type.{type_name}]"
+        if not isinstance(options, dict):
+            raise RuleError(f"{where}: must be a table")
+        unknown = set(options) - {"render", "wait_for"}
+        if unknown:
+            raise RuleError(f"{where}: unknown keys {sorted(unknown)} (use render, wait_for)")
+        render = options.get("render", False)
+        wait_for = options.get("wait_for")
+        if not isinstance(render, bool):
+            raise RuleError(f"{where}: render must be true or false")
+        if wait_for is not None and (not isinstance(wait_for, str) or not wait_for.strip()):
+            raise RuleError(f"{where}: wait_for must be a CSS selector")
+        if rules and type_name not in known:
+            raise RuleError(f"{where}: no rule gives pages the type {type_name!r}")
+        types[str(type_name)[:64]] = PageType(render, wait_for.strip() if wait_for else None)
+    return types
+
+
+def load_page_types(path: str | Path, rules: Sequence[Rule] = ()) -> dict[str, PageType]:
+    """The page type options of rules file ``path`` (TOML only; CSV and TSV files have none).
+    Raises :class:`RuleError` as :func:`parse_page_types` does, or for an unreadable file."""
+    path = Path(path)
+    if path.suffix.lower() != ".toml":
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(f"cannot read rules file {path}: {exc}") from None
+    return parse_page_types(text, path.name, rules)
 
 
 def parse_csv(text: str, name: str = "rules.csv", delimiter: str = ",") -> list[Rule]:

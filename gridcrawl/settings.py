@@ -58,6 +58,14 @@ class Settings:
     max_redirects: int = _doc(20, "redirect hops followed before a fetch fails (20, as browsers and Scrapy)")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
+    render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once")
+    render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)")
+    render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
+    render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
+    browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)")
+    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
+    max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
+    rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
     plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
 
@@ -94,18 +102,21 @@ class Settings:
                     "plugin_timeout",
                     "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
                     "download_timeout", "apply_interval", "recrawl_interval", "recrawl_min_interval",
-                    "recrawl_max_interval", "watch_interval")
+                    "recrawl_max_interval", "watch_interval", "rdf_parse_deadline",
+                    "render_timeout")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host"):
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes", "max_triples",
+                     "render_pages", "render_restart"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance"):
+                     "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
+                     "render_idle"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         if self.recrawl_min_interval > self.recrawl_max_interval:

@@ -464,9 +464,10 @@ class ManagerCore:
 
     @staticmethod
     def _retryable(page: p.PageResult) -> bool:
-        """Connection errors, 5xx, 429 and a robots.txt that could not be read are retried (4xx
-        are not: the page is what it is)."""
-        if page.error_kind in ("connection", "robots_unreachable"):
+        """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
+        failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
+        not: the page is what it is)."""
+        if page.error_kind in ("connection", "robots_unreachable", "render"):
             return True
         return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
 

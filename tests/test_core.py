@@ -450,3 +450,18 @@ def test_executor_capabilities_are_recorded():
     rows = [a for a in submit_needing(core, app, [1], ["render", "plugin:shop"])
             if isinstance(a, Record) and a.table == "thread" and a.op == "insert"]
     assert rows[0].values["needs"] == "plugin:shop render"
+
+
+def test_a_page_whose_browser_failed_is_retried_as_a_new_attempt_on_a_rendering_executor():
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0))
+    register_with(core, b"plain", 4, [])
+    register_with(core, b"browser", 1, ["render"])
+    app = open_app(core)
+    ((peer, job),) = assigned(submit_needing(core, app, [1], ["render"]))
+    assert peer == b"browser"
+    died = p.PageResult(url=job.url, error_kind="render", error="browser: Target closed")
+    actions = core.handle(b"browser", p.Result(job.attempt_id, died), 1.0)
+    assert sends(actions, p.ThreadDone) == [] and assigned(actions) == []  # not delivered: retried
+    ((peer, again),) = assigned(core.dispatch(2.0))
+    assert peer == b"browser" and again.attempt_id != job.attempt_id and again.needs == ["render"]
+

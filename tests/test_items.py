@@ -160,7 +160,7 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "bad type"\n[item.fields]\nx = {css="a"}', "item 1: type must be"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a["}', "item 1 (a) field 'x': invalid css selector"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {xpath="//a["}', "item 1 (a) field 'x': invalid xpath selector"),
-    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", xpath="//a"}', "field 'x': give exactly one of css or xpath"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", xpath="//a"}', "field 'x': give exactly one of css, xpath or jsonld"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", re="(["}', "field 'x': invalid regular expression"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="money"}', "field 'x': type must be one of"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", many="yes"}', "field 'x': many must be true or false"),

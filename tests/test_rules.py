@@ -323,3 +323,51 @@ def test_store_follows_only_typed_links_and_keeps_kept_ones(tmp_path):
     # applying the same result again stores nothing twice
     store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
     assert store.counts()["kept"] == 2
+
+
+# ---------------------------------------------------------------------------- page types (rendering)
+
+
+def test_page_types_ask_for_rendering_and_a_selector_to_wait_for():
+    from gridcrawl.rules import PageType, parse_page_types
+    text = """
+base_url = "http://shop.test/"
+[[rule]]
+rule_type = "follow"
+from_type = "base"
+to_type = "list"
+[page_type.list]
+render = true
+wait_for = "li.item"
+[page_type.base]
+render = false
+"""
+    rules = validate_rules(parse_toml(text))
+    assert parse_page_types(text, rules=rules) == {"list": PageType(True, "li.item"), "base": PageType(False, None)}
+
+
+@pytest.mark.parametrize("table, message", [
+    ("[page_type.list]\nrender = 'yes'", "render must be true or false"),
+    ("[page_type.list]\nwait_for = ''", "wait_for must be a CSS selector"),
+    ("[page_type.list]\nheadless = true", "unknown keys ['headless']"),
+    ("[page_type.nowhere]\nrender = true", "no rule gives pages the type 'nowhere'"),
+])
+def test_bad_page_type_options_are_refused_naming_the_table(table, message):
+    from gridcrawl.rules import parse_page_types
+    text = ('base_url = "http://shop.test/"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
+            'to_type = "list"\n' + table)
+    rules = validate_rules(parse_toml(text))
+    with pytest.raises(RuleError, match="page_type") as info:
+        parse_page_types(text, rules=rules)
+    assert message in str(info.value)
+
+
+def test_strategy_renders_the_page_types_that_ask_and_every_page_with_render():
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.rules import PageType
+    typed = Strategy(page_types={"list": PageType(True, "li.item"), "item": PageType(False)})
+    assert typed.render_instruction("list") == {"render": True, "waitFor": "li.item"}
+    assert typed.render_instruction("item") == {} and typed.render_instruction(None) == {}
+    every = Strategy(render=True, wait_for="main", page_types={"list": PageType(True, "li.item")})
+    assert every.render_instruction(None) == {"render": True, "waitFor": "main"}
+    assert every.render_instruction("list") == {"render": True, "waitFor": "li.item"}

@@ -3,7 +3,7 @@ sitemap lastmod on document, with an index on the body digest (the column came w
 content duplicates); the kind of a to-visit URL (a sitemap to read) and its sitemap lastmod on
 to_visit_url.
 
-Revision 0005 of the crawl database (after 0004).
+Revision 0007 of the crawl database (after 0006).
 """
 
 import sqlalchemy as sa
@@ -11,8 +11,8 @@ from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
 
-revision = "0005"
-down_revision = "0004"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,590 @@
+"""Rendering pages that need JavaScript: one headless browser per executor.
+
+This module owns an executor's browser (``gridcrawl-executor --render``): Playwright for Python
+driving an *installed* Chromium (Debian's ``chromium``, ``--browser-path`` for another; never a
+browser download at run time). :class:`Renderer` runs the browser on one thread of its own (an
+asyncio loop with Playwright's async API); worker threads call :meth:`Renderer.render` and wait
+for the rendered DOM.
+
+A rendered visit (:func:`gridcrawl.executor.page.visit`) first fetches the document with the
+ordinary fetcher (robots.txt, scope, SSRF guard, redirects, deadline, body cap), then hands its
+bytes to :meth:`Renderer.render`, which opens the page on them, lets its scripts run, waits for
+``load`` plus a bounded network idle (or a CSS selector, ``wait_for``), and returns the DOM's HTML.
+That HTML is parsed exactly as a fetched page.
+
+How a rendered page stays bounded and safe (the browser is treated as hostile ground):
+
+* **The browser never touches the network itself.** Every request a page makes (the document,
+  scripts, ``fetch()``/XHR, a client-side navigation) is intercepted (``BrowserContext.route``)
+  and answered from the executor's own :class:`~gridcrawl.executor.fetch.Fetcher`, whose hop check
+  is the SSRF guard and which follows redirects by hand, so every hop passes the guard and the
+  crawl's robots.txt for its host (navigations also the crawl's scope) *before* any connection is
+  made. A refused request is aborted and recorded (:attr:`Rendered.refused`). Anything that would
+  escape interception (a WebSocket) meets the browser's proxy setting: a closed port on loopback,
+  with loopback not bypassed, so it fails without a packet leaving the machine.
+* Images, fonts and media are refused without a fetch (``block``); only GET and HEAD requests are
+  made; downloads are refused; service workers are blocked (they would bypass interception); at
+  most ``max_requests`` requests per page.
+* A wall-clock deadline per page (``deadline`` seconds, from opening the page to taking its DOM):
+  a script that loops forever is cut there (the page is closed, which stops its renderer).
+* At most ``max_pages`` pages open at once; a worker thread waits for a free one. Each page is
+  kept and reused for page after page (opening a page starts a renderer process: about 4× the
+  cost of a navigation); between two pages it goes to ``about:blank`` (the old document's
+  scripts stop; a late request of theirs is refused) and its cookies are cleared. A page that
+  failed (deadline, browser error) is closed with its context and made anew.
+* One browser per executor, restarted after ``restart_after`` pages (a long-lived browser grows)
+  and relaunched when it dies; a page whose browser died ends as ``ErrorKind.RENDER``, which the
+  manager retries as a new attempt.
+
+Each browser launch gets a new, empty profile (Playwright creates a temporary user-data
+directory per launch). Politeness: the page's grid thread holds its host's slot at the manager
+for the whole render (the manager counts a thread in flight until its result arrives); the
+requests a page makes to its own host are not counted separately.
+
+Sources: Playwright for Python API (``BrowserType.launch``, ``BrowserContext.route``,
+``Route.fulfill``/``abort``, ``Page.wait_for_load_state("networkidle")``); Chromium command-line
+switches (``--proxy-server``, ``--proxy-bypass-list=<-loopback>``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck
+
+log = logging.getLogger("gridcrawl.executor.render")
+
+__all__ = ["BLOCKED_TYPES", "Rendered", "RenderUnavailable", "Renderer", "find_browser", "INSTALL_HINT"]
+
+#: Resource types refused without a fetch by default (Playwright's ``Request.resource_type``).
+BLOCKED_TYPES = frozenset({"image", "font", "media"})
+#: Error kinds of a sub-request that mean "refused by a check" (recorded), not "failed".
+REFUSALS = frozenset({ErrorKind.BLOCKED, ErrorKind.ROBOTS, ErrorKind.ROBOTS_UNREACHABLE,
+                      ErrorKind.OUT_OF_SCOPE, ErrorKind.INVALID_URL})
+#: Refused requests kept per page (the rest are counted, not listed).
+MAX_REFUSED = 50
+#: The proxy every browser request that escapes interception is sent to: a closed loopback port.
+DEAD_PROXY = "http://127.0.0.1:9"
+#: Chromium flags for a closed network: no GPU, no QUIC, no background or component traffic.
+BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--proxy-server={DEAD_PROXY}", "--proxy-bypass-list=<-loopback>")
+#: What a user must install to render (the one line printed when --render cannot start).
+INSTALL_HINT = ("pip install 'gridcrawl[render]' and a Chromium (Debian/Ubuntu: apt-get install chromium; "
+                "Windows/macOS: install Google Chrome or run 'playwright install chromium'), "
+                "or pass --browser-path")
+
+# Where browsers live when they are not on PATH (Playwright can drive Chrome and Edge as well).
+_KNOWN_PATHS = {
+    "darwin": ["/Applications/Chromium.app/Contents/MacOS/Chromium",
+               "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome"],
+    "win32": [r"C:\Program Files\Google\Chrome\Application\chrome.exe",
+              r"C:\Program Files (x86)\Google\Chrome\Application\chrome.exe",
+              r"C:\Program Files (x86)\Microsoft\Edge\Application\msedge.exe"],
+}
+_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+
+
+class RenderUnavailable(RuntimeError):
+    """This machine cannot render: Playwright is not installed or no browser starts. The message
+    is one line saying what to install."""
+
+
+def find_browser(path: str | None = None) -> str | None:
+    """The browser executable to drive: ``path`` if given (it must exist), else the first
+    Chromium or Chrome on ``PATH`` or in the usual install places, else ``None`` (Playwright's
+    own browser, present only after ``playwright install chromium``).
+
+    Raises :class:`RenderUnavailable` when ``path`` names no executable file.
+    """
+    if path:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        found = shutil.which(path)
+        if found:
+            return found
+        raise RenderUnavailable(f"no browser at {path} (--browser-path); {INSTALL_HINT}")
+    for name in _NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    for candidate in _KNOWN_PATHS.get(sys.platform, []):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+@dataclass
+class Rendered:
+    """The outcome of one :meth:`Renderer.render`; never an exception.
+
+    ``html``: the DOM serialised after the scripts ran (``None`` on failure); ``final_url``: the
+    page's URL at the end (a client-side redirect moves it); ``seconds``: wall-clock seconds
+    from opening the page to taking its DOM (waiting for a free page not included);
+    ``requests``: requests the page made that were fetched; ``blocked``: requests refused by
+    type (images, fonts, media) without a fetch; ``refused``: requests refused by a check, as
+    ``[url, error_kind, reason]`` (at most :data:`MAX_REFUSED`; ``refused_total`` counts all);
+    ``error_kind``: ``TIMEOUT`` (the deadline passed), ``RENDER`` (the browser failed),
+    ``TOO_LARGE`` (the DOM is larger than the body cap), or the refusal's kind when the page
+    itself navigated somewhere refused (``OUT_OF_SCOPE``, ``ROBOTS``, ``BLOCKED``: a client-side
+    redirect is judged as an HTTP redirect), ``None`` on success.
+    """
+
+    final_url: str
+    html: str | None = None
+    seconds: float = 0.0
+    requests: int = 0
+    blocked: int = 0
+    refused: list = field(default_factory=list)
+    refused_total: int = 0
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the page rendered."""
+        return self.error_kind is None
+
+
+class _Page:
+    """What one render knows while its page is open: the document to serve and the checks."""
+
+    def __init__(self, url: str, status: int, content_type: str, body: bytes,
+                 navigation_check: HopCheck | None, resource_check: HopCheck | None) -> None:
+        self.url = url
+        self.document: tuple[int, str, bytes] | None = (status, content_type, body)
+        self.navigation_check = navigation_check
+        self.resource_check = resource_check
+        self.outcome = Rendered(final_url=url)
+        self.landed: dict[str, str] = {}  # navigation URL -> URL its fetch ended at (HTTP redirects)
+        self.left: tuple[ErrorKind, str] | None = None  # a refused navigation of the page itself
+        self.closed = False
+
+    def refuse(self, url: str, kind: str, reason: str) -> None:
+        out = self.outcome
+        out.refused_total += 1
+        if len(out.refused) < MAX_REFUSED:
+            out.refused.append([url[:2048], kind, (reason or "")[:300]])
+        log.info("render of %s: refused %s (%s: %s)", self.url, url[:200], kind, reason)
+
+
+class _Slot:
+    """One of the ``max_pages`` pages a renderer keeps open: its browser, context and page (made
+    when first needed, reused for page after page) and the render it serves now, if any."""
+
+    def __init__(self) -> None:
+        self.browser = None
+        self.context = None
+        self.page = None
+        self.job: _Page | None = None
+
+
+class Renderer:
+    """One headless browser for an executor: ``Renderer(fetcher).start()``, then
+    :meth:`render` from any worker thread, :meth:`close` at the end.
+
+    Args:
+        fetcher: the executor's page fetcher. Sub-requests use a copy of it (same user agent,
+            timeouts and hop check — the SSRF guard) that downloads any content type and whose
+            deadline is at most ``deadline``.
+        browser_path: the browser executable (:func:`find_browser` picks one when ``None``).
+        max_pages: pages open at once, at most (``--render-pages``).
+        deadline: wall-clock seconds one page may take, from opening it to taking its DOM.
+        idle_timeout: seconds to wait, after ``load``, for the network to go idle (Playwright's
+            ``networkidle``: no request for 500 ms); the DOM is taken when it passes either way.
+        restart_after: pages a browser renders before it is replaced by a fresh one.
+        block: resource types refused without a fetch (default :data:`BLOCKED_TYPES`).
+        max_requests: requests one page may make; later ones are refused.
+
+    Thread-safe: :meth:`render` may be called from many threads; the browser lives on one
+    thread of its own.
+    """
+
+    def __init__(self, fetcher: Fetcher, *, browser_path: str | None = None, max_pages: int = 2,
+                 deadline: float = 30.0, idle_timeout: float = 5.0, restart_after: int = 100,
+                 block=BLOCKED_TYPES, max_requests: int = 500) -> None:
+        if max_pages < 1 or restart_after < 1 or deadline <= 0 or idle_timeout < 0:
+            raise ValueError("render: max_pages and restart_after must be >= 1, deadline > 0, idle_timeout >= 0")
+        self.fetcher = fetcher.derive(keep_non_html=True, deadline=min(fetcher.deadline, deadline))
+        self.user_agent = fetcher.user_agent
+        self.browser_path = browser_path
+        self.max_pages = int(max_pages)
+        self.deadline = float(deadline)
+        self.idle_timeout = float(idle_timeout)
+        self.restart_after = int(restart_after)
+        self.block = frozenset(block)
+        self.max_requests = int(max_requests)
+        self.slots = threading.BoundedSemaphore(self.max_pages)
+        self.pages = 0          #: pages rendered (successful or not) since start
+        self.launches = 0       #: browsers launched since start (restarts included)
+        self.open_pages = 0     #: pages open right now
+        self.peak_open_pages = 0
+        self.browser_pid: int | None = None  #: the current browser's main process id, when known
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4 * self.max_pages,
+                                                           thread_name_prefix="render-fetch")
+        self._playwright = None
+        self._browser = None
+        self._browser_pages = 0
+        self._slots = [_Slot() for _ in range(self.max_pages)]
+        self._free: asyncio.Queue | None = None
+        self._lock: asyncio.Lock | None = None
+        self._error_class: type[BaseException] = Exception
+
+    # ------------------------------------------------------------------ life cycle
+
+    @staticmethod
+    def check_installed(browser_path: str | None = None) -> None:
+        """Raise :class:`RenderUnavailable` (one line) unless Playwright imports and
+        ``browser_path`` (when given) is an executable; launches nothing."""
+        try:
+            import playwright.async_api  # noqa: F401
+        except ImportError:
+            raise RenderUnavailable(f"rendering needs Playwright for Python: {INSTALL_HINT}") from None
+        find_browser(browser_path)
+
+    def start(self) -> "Renderer":
+        """Import Playwright, launch the browser once (to know it works) and return self.
+
+        Raises :class:`RenderUnavailable` (one line saying what to install) when Playwright is
+        missing or the browser does not start within 60 s.
+        """
+        self.check_installed()
+        self.browser_path = find_browser(self.browser_path)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="render-browser", daemon=True)
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(), self._loop)
+        try:
+            future.result(60)
+        except RenderUnavailable:
+            self.close()
+            raise
+        except Exception as exc:
+            self.close()
+            raise RenderUnavailable(f"the browser did not start: {_one_line(exc)}; {INSTALL_HINT}") from None
+        return self
+
+    async def _start(self) -> None:
+        from playwright.async_api import Error as PlaywrightError, async_playwright
+        self._error_class = PlaywrightError
+        self._lock = asyncio.Lock()
+        self._free = asyncio.Queue()
+        for slot in self._slots:
+            self._free.put_nowait(slot)
+        try:
+            self._playwright = await async_playwright().start()
+            self._browser = await self._launch()
+        except PlaywrightError as exc:
+            where = self.browser_path or "Playwright's own Chromium"
+            raise RenderUnavailable(f"cannot start the browser ({where}): {_one_line(exc)}; {INSTALL_HINT}") from None
+
+    async def _launch(self):
+        before = _descendants()
+        browser = await self._playwright.chromium.launch(
+            executable_path=self.browser_path, headless=True, args=list(BROWSER_ARGS),
+            handle_sigint=False, handle_sigterm=False, handle_sighup=False)
+        # the browser's main process: the new process whose parent is not new itself
+        new = {p.pid: p for p in _descendants() if p.pid not in {q.pid for q in before}}
+        roots = [p for p in new.values() if p.ppid() not in new and _is_browser(p)]
+        self.browser_pid = roots[0].pid if len(roots) == 1 else None
+        self.launches += 1
+        self._browser_pages = 0
+        log.info("browser %d started (%s)", self.launches, self.browser_path or "Playwright's Chromium")
+        return browser
+
+    def close(self) -> None:
+        """Close the browser and its thread (pages still open are closed with it)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if loop.is_running():
+            try:
+                asyncio.run_coroutine_threadsafe(self._close(), loop).result(20)
+            except Exception as exc:  # closing is best effort
+                log.warning("browser close: %s", _one_line(exc))
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _close(self) -> None:
+        browsers = {slot.browser for slot in self._slots if slot.browser is not None} | {self._browser}
+        for slot in self._slots:
+            slot.context = slot.page = slot.browser = None
+        self._browser = None
+        for browser in browsers - {None}:
+            try:
+                await browser.close()
+            except Exception:
+                pass
+        if self._playwright is not None:
+            try:
+                await self._playwright.stop()
+            except Exception:
+                pass
+            self._playwright = None
+
+    # ------------------------------------------------------------------ rendering
+
+    def render(self, url: str, *, status: int, content_type: str | None, body: bytes,
+               navigation_check: HopCheck | None = None, resource_check: HopCheck | None = None,
+               wait_for: str | None = None, max_bytes: int | None = None) -> Rendered:
+        """Render the document ``body`` (already fetched, as ``status`` and ``content_type``) at
+        ``url``; wait for one of :attr:`max_pages` free pages first.
+
+        Args:
+            url: the document's URL (the fetch's final URL): the page's address in the browser.
+            navigation_check: run (after the SSRF guard) on every hop of every navigation the
+                page starts (a client-side redirect): the crawl's scope and robots.txt.
+            resource_check: run (after the SSRF guard) on every hop of every other request
+                (scripts, ``fetch()``): robots.txt of the request's host.
+            wait_for: a CSS selector to wait for instead of the network going idle.
+            max_bytes: largest serialised DOM kept (UTF-8 bytes); larger is ``TOO_LARGE``.
+
+        Returns a :class:`Rendered`; never raises for anything a page does.
+        """
+        loop = self._loop
+        if loop is None:
+            return Rendered(url, error_kind=ErrorKind.RENDER, error="the renderer is not running")
+        with self.slots:
+            job = _Page(url, status or 200, content_type or "text/html", body, navigation_check, resource_check)
+            future = asyncio.run_coroutine_threadsafe(self._render(job, wait_for), loop)
+            try:
+                outcome = future.result(self.deadline + 30.0)
+            except Exception as exc:  # the loop is stuck or gone: a browser failure, retried elsewhere
+                future.cancel()
+                outcome = job.outcome
+                outcome.error_kind, outcome.error = ErrorKind.RENDER, f"the browser did not answer: {_one_line(exc)}"
+        if outcome.ok and max_bytes is not None and len(outcome.html.encode("utf-8", "replace")) > max_bytes:
+            outcome.html = None
+            outcome.error_kind = ErrorKind.TOO_LARGE
+            outcome.error = f"rendered DOM exceeds the cap of {max_bytes} bytes"
+        return outcome
+
+    async def _render(self, job: _Page, wait_for: str | None) -> Rendered:
+        out = job.outcome
+        slot = await self._free.get()
+        started = time.monotonic()
+        self.open_pages += 1
+        self.peak_open_pages = max(self.peak_open_pages, self.open_pages)
+        failed = True
+        try:
+            await asyncio.wait_for(self._render_on(slot, job, wait_for), self.deadline)
+            failed = False
+        except asyncio.TimeoutError:
+            out.error_kind = ErrorKind.TIMEOUT
+            out.error = f"render deadline of {self.deadline:g} s passed" + (
+                f" waiting for {wait_for!r}" if wait_for else "")
+        except self._error_class as exc:
+            out.error_kind, out.error = ErrorKind.RENDER, f"browser: {_one_line(exc)}"
+        except Exception as exc:  # a bug must cost one page, not the browser thread
+            log.exception("render of %s crashed", job.url)
+            out.error_kind, out.error = ErrorKind.RENDER, f"{type(exc).__name__}: {_one_line(exc)}"
+        finally:
+            job.closed = True
+            slot.job = None
+            out.seconds = time.monotonic() - started
+            if out.error_kind is not None:
+                out.html = None
+            if failed:  # the page may still run a script, or its browser is gone: never reuse it
+                await self._discard(slot)
+            self.open_pages -= 1
+            self.pages += 1
+            self._free.put_nowait(slot)
+        return out
+
+    async def _render_on(self, slot: "_Slot", job: _Page, wait_for: str | None) -> None:
+        browser = await self._current_browser()
+        if slot.page is None or slot.browser is not browser or slot.page.is_closed():
+            await self._discard(slot)
+            slot.browser = browser
+            slot.context = await browser.new_context(service_workers="block", accept_downloads=False,
+                                                     user_agent=self.user_agent)
+            await slot.context.route("**/*", functools.partial(self._route_slot, slot))
+            slot.page = await slot.context.new_page()
+            slot.page.on("download", functools.partial(self._download, slot))
+        slot.job = job
+        page = slot.page
+        await page.goto(job.url, wait_until="load", timeout=0)
+        if wait_for:
+            await page.wait_for_selector(wait_for, state="attached", timeout=0)
+        elif self.idle_timeout > 0:
+            try:
+                await page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000)
+            except self._error_class:  # still busy after idle_timeout: take the DOM as it is
+                pass
+        for _ in range(5):  # a client-side redirect may be under way: let it land
+            try:
+                await page.wait_for_load_state("load", timeout=0)
+                job.outcome.html = await page.content()
+                break
+            except self._error_class as exc:
+                if "navigat" not in str(exc):
+                    raise
+                await asyncio.sleep(0.05)
+        else:
+            raise self._error_class("the page kept navigating")
+        job.outcome.final_url = job.landed.get(page.url, page.url)
+        if job.left is not None:  # as an HTTP redirect to a refused place: the page fails so
+            job.outcome.html = None
+            job.outcome.error_kind, job.outcome.error = job.left
+        # ready for the next page: this document's scripts stop, its cookies go
+        slot.job = None
+        job.closed = True
+        await page.goto("about:blank", timeout=0)
+        await slot.context.clear_cookies()
+
+    async def _current_browser(self):
+        """The browser for the next page: a new one when none is running, the current one died,
+        or it rendered ``restart_after`` pages (the old one closes once no page slot uses it)."""
+        async with self._lock:
+            browser = self._browser
+            if browser is not None and (not browser.is_connected() or self._browser_pages >= self.restart_after):
+                why = "died" if not browser.is_connected() else f"rendered {self._browser_pages} pages"
+                log.info("browser %d %s: starting a new one", self.launches, why)
+                self._browser = None
+                for slot in self._slots:
+                    if slot.browser is browser and slot.job is None:
+                        await self._discard(slot)
+                await self._close_unused(browser)
+                browser = None
+            if browser is None:
+                browser = self._browser = await self._launch()
+            self._browser_pages += 1
+            return browser
+
+    async def _discard(self, slot: "_Slot") -> None:
+        """Close a page slot's context (and its browser, when retired and no longer used)."""
+        context, browser = slot.context, slot.browser
+        slot.context = slot.page = slot.browser = None
+        if context is not None:
+            try:
+                await context.close()
+            except Exception:
+                pass
+        if browser is not None:
+            await self._close_unused(browser)
+
+    async def _close_unused(self, browser) -> None:
+        if browser is self._browser or any(slot.browser is browser for slot in self._slots):
+            return
+        try:
+            await browser.close()
+        except Exception:
+            pass
+
+    def _download(self, slot: "_Slot", download) -> None:
+        if slot.job is not None:
+            slot.job.refuse(download.url, "download", "downloads are refused while rendering")
+
+    async def _route_slot(self, slot: "_Slot", route) -> None:
+        job = slot.job
+        if job is None:  # between pages (about:blank, a late timer of the previous page)
+            try:
+                await route.abort("blockedbyclient")
+            except Exception:
+                pass
+            return
+        await self._route(job, route)
+
+    async def _route(self, job: _Page, route) -> None:
+        """Answer one request of the page: the document from the fetch already made, anything
+        else from the executor's fetcher after the checks, or refuse it."""
+        try:
+            request = route.request
+            url = request.url
+            navigation = request.is_navigation_request()
+            if job.document is not None and navigation:  # the first navigation: page.goto(job.url)
+                status, content_type, body = job.document
+                job.document = None
+                await route.fulfill(status=status, content_type=content_type, body=body)
+                return
+            if request.resource_type in self.block:
+                job.outcome.blocked += 1
+                await route.abort("blockedbyclient")
+                return
+            if request.method not in ("GET", "HEAD"):
+                job.refuse(url, "method", f"{request.method} requests are not made while rendering")
+                await route.abort("blockedbyclient")
+                return
+            if not url.startswith(("http://", "https://")):
+                job.refuse(url, ErrorKind.INVALID_URL.value, "only http and https requests are made")
+                await route.abort("blockedbyclient")
+                return
+            if job.outcome.requests >= self.max_requests:
+                job.refuse(url, "too_many_requests", f"a page may make {self.max_requests} requests")
+                await route.abort("blockedbyclient")
+                return
+            job.outcome.requests += 1
+            check = job.navigation_check if navigation else job.resource_check
+            fetched = await asyncio.get_running_loop().run_in_executor(
+                self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check))
+            if job.closed:
+                return
+            if fetched.error_kind in REFUSALS:
+                job.refuse(fetched.final_url or url, fetched.error_kind.value, fetched.error or "")
+                if navigation and request.frame.parent_frame is None:
+                    job.left = (fetched.error_kind, f"client-side navigation to {fetched.final_url or url}: "
+                                                    f"{fetched.error}")
+                await route.abort("blockedbyclient")
+            elif fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status:
+                await route.fulfill(status=fetched.status, body=b"")
+            elif fetched.error_kind is not None:
+                await route.abort("failed")
+            else:
+                if navigation and fetched.final_url != url:
+                    job.landed[url] = fetched.final_url
+                headers = {"content-type": fetched.content_type} if fetched.content_type else {}
+                await route.fulfill(status=fetched.status or 200, headers=headers, body=fetched.body or b"")
+        except Exception as exc:  # the page closed under us (deadline): nothing to answer
+            if not job.closed:
+                log.debug("render of %s: request handler: %s", job.url, _one_line(exc))
+
+    # ------------------------------------------------------------------ figures
+
+    def browser_pids(self) -> list[int]:
+        """Process ids of this renderer's current browser: its main process and every process
+        it started (renderers, GPU, network ...), for figures and tests; empty when unknown."""
+        import psutil
+        if self.browser_pid is None:
+            return []
+        try:
+            main = psutil.Process(self.browser_pid)
+            return [main.pid, *(p.pid for p in main.children(recursive=True))]
+        except psutil.Error:
+            return []
+
+
+def _descendants() -> list:
+    """Every live descendant process of this process (psutil objects)."""
+    import psutil
+    try:
+        return psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _is_browser(proc) -> bool:
+    """True when ``proc`` looks like a Chromium/Chrome/Edge process."""
+    try:
+        name = proc.name().lower()
+    except Exception:
+        return False
+    return any(word in name for word in ("chrom", "chrome", "msedge"))
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first line of an exception's message (Playwright's messages carry call logs)."""
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]

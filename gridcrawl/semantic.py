@@ -1,0 +1,558 @@
+"""Semantic crawling on the executor: RDF documents and the structured data of HTML pages as
+triples, parsed with no network access and within bounds.
+
+This module owns the parsing half of the *semantic distributed crawler* of
+``semantic-non-semantic-crawlers.txt`` section 3.4 (its "page analyser" and the model building
+of its "ontology analyser"): every subject, predicate and object found is returned as a triple,
+and the http(s) URI objects become links of the page (a semantic-web crawl follows
+``rdfs:seeAlso``, ``owl:sameAs``, ``owl:imports`` and the like).
+
+* **RDF documents** (:func:`rdf_format` decides): ``application/rdf+xml``, ``text/turtle``,
+  ``application/n-triples``, ``application/ld+json``, ``text/n3``, and files named ``.rdf``,
+  ``.owl``, ``.ttl``, ``.nt``, ``.n3``, ``.jsonld`` served with a generic type, parsed with
+  rdflib (:func:`parse_rdf`).
+* **Structured data in HTML** (:func:`extract_structured`): JSON-LD scripts, microdata and Open
+  Graph read with extruct (Zyte's library, the one Scrapy users use), RDFa with pyRdfa (extruct's
+  own RDFa back end), all turned into triples with rdflib.
+
+**No parser touches the network.** Libraries fetch what documents name by URL: JSON-LD contexts
+(``"@context": "https://schema.org"``), ``@import``, XML external entities and DTDs, RDFa
+vocabularies, and reasoners follow ``owl:imports``. Here:
+
+* a remote JSON-LD context is replaced before rdflib sees it: by a bundled copy for schema.org and
+  the ActivityStreams vocabulary (``gridcrawl/contexts/*.jsonld``, written for gridcrawl: the
+  vocabulary, its prefixes and its IRI-valued terms), any other by ``{"@vocab": URL}`` (``URL``
+  ending in ``/`` or ``#``, else with ``#`` added); ``@import`` is dropped;
+* RDF/XML is checked before rdflib's expat-based parser runs (:func:`check_xml_entities`): an
+  external entity (``SYSTEM``/``PUBLIC``) or an entity whose text refers to another entity (the
+  "billion laughs" construction) is refused, and the text all entity references expand to is
+  capped at ``max_bytes``. Plain internal entities (``<!ENTITY owl "http://...#">``, as OWL
+  editors write) are allowed. Expat never loads an external DTD subset;
+* pyRdfa runs with vocabulary expansion and its vocabulary cache off;
+* ``owl:imports`` is never fetched by a parser: its object is a link like any other, fetched (or
+  not) by the crawl under its scope, robots.txt and politeness.
+
+**Bounds** (:class:`Limits`): a document larger than ``max_bytes`` is not parsed; parsing stops
+with :class:`RDFLimit` at the ``max_triples``-th distinct triple, or when a triple arrives after
+``deadline`` seconds (the deadline is checked at every triple; the size cap bounds the work
+between two triples).
+
+A triple travels as ``[subject, predicate, object, kind, datatype, language]`` (strings or
+``None``): ``kind`` is ``"uri"``, ``"literal"`` or ``"bnode"``; a blank node is written ``_:bN``,
+numbered per page in the order the parser produced them. Triples with an IRI longer than
+:data:`MAX_IRI` characters are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import time
+import xml.parsers.expat
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+from urllib.parse import urljoin
+
+__all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
+           "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
+           "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI"]
+
+#: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
+MAX_IRI = 2083
+
+#: Media types parsed as RDF, with rdflib's format name.
+RDF_TYPES = {
+    "application/rdf+xml": "xml",
+    "text/turtle": "turtle",
+    "application/x-turtle": "turtle",
+    "application/n-triples": "nt",
+    "text/n3": "n3",
+    "text/rdf+n3": "n3",
+    "application/ld+json": "json-ld",
+}
+#: File suffixes parsed as RDF when the server sends a generic type (text/plain, XML, octets).
+RDF_SUFFIXES = {".rdf": "xml", ".owl": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3", ".jsonld": "json-ld"}
+_GENERIC_TYPES = frozenset({None, "text/plain", "application/xml", "text/xml", "application/octet-stream",
+                            "binary/octet-stream", "application/owl+xml", "application/json"})
+#: The ``Accept`` header of a semantic crawl: HTML first, the RDF syntaxes next.
+RDF_ACCEPT = ("text/html,application/xhtml+xml;q=0.9,application/rdf+xml;q=0.8,text/turtle;q=0.8,"
+              "application/ld+json;q=0.8,application/n-triples;q=0.7,*/*;q=0.1")
+
+RDF_TYPE_IRI = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+
+
+class RDFError(ValueError):
+    """A document could not be parsed as RDF (invalid syntax, refused XML entities)."""
+
+
+class RDFLimit(RDFError):
+    """Parsing stopped at a bound of :class:`Limits` (too big, too many triples, too slow)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one document's parse: ``max_bytes`` of body (and of XML entity expansion),
+    ``max_triples`` distinct triples, ``deadline`` seconds of parsing."""
+
+    max_bytes: int = 5 * 1024 * 1024
+    max_triples: int = 50_000
+    deadline: float = 10.0
+
+
+def _media_type(content_type: str | None) -> str | None:
+    if not content_type:
+        return None
+    return content_type.split(";", 1)[0].strip().lower() or None
+
+
+def rdf_format(content_type: str | None, url: str, body: bytes | None = None) -> str | None:
+    """rdflib's format name for a response, or ``None`` when it is not RDF.
+
+    The media type decides (:data:`RDF_TYPES`); a generic type (none, ``text/plain``, XML,
+    JSON, octets) with a suffix of :data:`RDF_SUFFIXES` is RDF too, its syntax sniffed from the
+    first byte of ``body`` when given (``<`` RDF/XML, ``{``/``[`` JSON-LD, else Turtle: an
+    ``.owl`` file may be either).
+    """
+    media = _media_type(content_type)
+    if media in RDF_TYPES:
+        return RDF_TYPES[media]
+    if media not in _GENERIC_TYPES:
+        return None
+    path = url.split("?", 1)[0].split("#", 1)[0].lower()
+    suffix = path[path.rfind("."):] if "." in path.rsplit("/", 1)[-1] else ""
+    fmt = RDF_SUFFIXES.get(suffix)
+    if fmt is None or not body:
+        return fmt
+    first = body[:64].lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    return "xml" if first == b"<" else "json-ld" if first in (b"{", b"[") else "turtle"
+
+
+def wants_body(url: str, content_type: str | None) -> bool:
+    """True when a semantic crawl downloads this response's body (an RDF type, or a generic type
+    with an RDF file suffix): the fetcher's ``body_wanted`` check."""
+    return rdf_format(content_type, url) is not None
+
+
+# ------------------------------------------------------------------------------------------ triples
+
+
+class _Bounded:
+    """Counts the distinct triples an rdflib parser adds and enforces :class:`Limits`; keeps
+    them in the order they came (for the stable blank node numbering)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.ends = time.monotonic() + limits.deadline
+        self.order: dict = {}
+
+    def check(self, triple) -> None:
+        if triple in self.order:
+            return
+        if len(self.order) >= self.limits.max_triples:
+            raise RDFLimit(f"more than {self.limits.max_triples} triples (max_triples)")
+        if time.monotonic() > self.ends:
+            raise RDFLimit(f"parse deadline of {self.limits.deadline:g} s passed (rdf_parse_deadline)")
+        self.order[triple] = None
+
+
+def _graph(bound: _Bounded):
+    """An rdflib graph whose every ``add`` passes ``bound`` first."""
+    from rdflib import Graph
+    from rdflib.plugins.stores.memory import Memory
+
+    class BoundedMemory(Memory):
+        def add(self, triple, context, quoted=False):  # noqa: D102 - rdflib's Store.add
+            bound.check(triple)
+            return super().add(triple, context, quoted)
+
+    return Graph(store=BoundedMemory())
+
+
+class _Writer:
+    """Turns rdflib terms into wire triples; numbers blank nodes per page (``_:b0``, ``_:b1``...)."""
+
+    def __init__(self) -> None:
+        self.bnodes: dict = {}
+        self.seen: set = set()
+        self.triples: list[list] = []
+        self.dropped = 0
+
+    def _node(self, term) -> str:
+        from rdflib import BNode
+        if isinstance(term, BNode):
+            label = self.bnodes.get(term)
+            if label is None:
+                label = self.bnodes[term] = f"_:b{len(self.bnodes)}"
+            return label
+        return str(term)
+
+    def add_all(self, triples) -> None:
+        """Add rdflib ``(s, p, o)`` triples (a triple seen before on this page is skipped)."""
+        from rdflib import BNode, Literal
+        for s, p, o in triples:
+            subject, predicate = self._node(s), str(p)
+            if isinstance(o, Literal):
+                row = [subject, predicate, str(o), "literal",
+                       str(o.datatype) if o.datatype is not None else None, o.language or None]
+            else:
+                row = [subject, predicate, self._node(o), "bnode" if isinstance(o, BNode) else "uri", None, None]
+            if max(len(subject), len(predicate), len(row[4] or "")) > MAX_IRI or (row[3] == "uri" and len(row[2]) > MAX_IRI):
+                self.dropped += 1
+                continue
+            key = tuple(row)
+            if key not in self.seen:
+                self.seen.add(key)
+                self.triples.append(row)
+
+
+def triple_links(triples: list[list], limit: int = 10_000) -> list[list[str]]:
+    """The links of a page's triples: each http(s) URI object (not an ``rdf:type`` class) as a
+    canonical URL with an anchor text (the object's ``rdfs:label`` on the page, else ``""``),
+    distinct, in order, at most ``limit``. Invalid URLs are skipped."""
+    from gridcrawl.urls import InvalidURL, canonical_url
+    labels = {t[0]: t[2] for t in triples if t[1] == RDFS_LABEL and t[3] == "literal"}
+    links, seen = [], set()
+    for s, p, o, kind, _, _ in triples:
+        if kind != "uri" or p == RDF_TYPE_IRI or not o.lower().startswith(("http://", "https://")):
+            continue
+        try:
+            url = canonical_url(o)
+        except InvalidURL:
+            continue
+        if url not in seen:
+            seen.add(url)
+            links.append([url, (labels.get(o) or "")[:200]])
+            if len(links) >= limit:
+                break
+    return links
+
+
+# ------------------------------------------------------------------------------------------ XML
+
+
+_ENTITY_REF = re.compile(rb"&([A-Za-z_:][\w.:-]*);")
+
+
+class _StopAtDoctypeEnd(Exception):
+    pass
+
+
+def check_xml_entities(body: bytes, max_bytes: int) -> None:
+    """Refuse an XML document whose DTD could make a parser fetch or blow up; return ``None``
+    when it is safe for expat.
+
+    Reads the internal DTD subset with expat (parsing stops at its end). Raises
+    :class:`RDFError` for an external entity (``SYSTEM`` or ``PUBLIC``, general or parameter:
+    XXE) and for an entity whose replacement text refers to another entity (the nesting behind
+    "billion laughs", OWASP XXE Prevention Cheat Sheet); raises :class:`RDFLimit` when the text
+    all references to the declared entities expand to exceeds ``max_bytes``.
+    """
+    entities: dict[bytes, int] = {}
+    problem: list[str] = []
+
+    def declared(name, is_parameter, value, base, system_id, public_id, notation):
+        if system_id is not None or public_id is not None:
+            problem.append(f"external entity {name!r} refused (XXE)")
+        elif value is not None and ("&" in value or "%" in value):
+            problem.append(f"entity {name!r} refers to other entities (entity expansion refused)")
+        elif not is_parameter:
+            entities[name.encode()] = len(value.encode()) if value else 0
+
+    def doctype_end():
+        raise _StopAtDoctypeEnd
+
+    def element_start(name, attrs):
+        raise _StopAtDoctypeEnd  # no DOCTYPE before the first element
+
+    parser = xml.parsers.expat.ParserCreate()
+    parser.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.EntityDeclHandler = declared
+    parser.EndDoctypeDeclHandler = doctype_end
+    parser.StartElementHandler = element_start
+    try:
+        parser.Parse(body, True)
+    except _StopAtDoctypeEnd:
+        pass
+    except xml.parsers.expat.ExpatError as exc:
+        if problem:
+            raise RDFError(problem[0]) from None
+        raise RDFError(f"invalid XML: {exc}") from None
+    if problem:
+        raise RDFError(problem[0])
+    if entities:
+        expanded = sum(entities.get(m.group(1), 0) for m in _ENTITY_REF.finditer(body))
+        if expanded > max_bytes:
+            raise RDFLimit(f"XML entities expand to {expanded} bytes, more than {max_bytes} (rdf_max_bytes)")
+
+
+# ------------------------------------------------------------------------------------------ JSON-LD
+
+
+@lru_cache(maxsize=None)
+def _bundled_contexts() -> dict[str, dict]:
+    """The bundled JSON-LD contexts by URL (``gridcrawl/contexts/index.json``)."""
+    folder = resources.files("gridcrawl") / "contexts"
+    index = json.loads((folder / "index.json").read_text(encoding="utf-8"))
+    contexts = {}
+    for name, urls in index.items():
+        context = json.loads((folder / name).read_text(encoding="utf-8"))["@context"]
+        for url in urls:
+            contexts[url] = context
+    return contexts
+
+
+def local_context(url: str, base: str = "") -> dict:
+    """The context used for a remote JSON-LD context ``url`` (resolved against the document's
+    ``base`` URL when relative): a copy of the bundled context, else ``{"@vocab": URL}`` (``#``
+    appended unless it ends in ``/`` or ``#``). Never fetches."""
+    bundled = _bundled_contexts()
+    key = urljoin(base, url.strip()) if base else url.strip()
+    for candidate in (key, key.rstrip("/"), key.rstrip("/") + "/"):
+        if candidate in bundled:
+            return copy.deepcopy(bundled[candidate])  # a processor must not change the bundled one
+    return {"@vocab": key if key.endswith(("/", "#")) else key + "#"}
+
+
+def localise_contexts(data: Any, base: str = "", _depth: int = 0) -> Any:
+    """``data`` (parsed JSON-LD of a document at ``base``) with every remote context replaced by
+    :func:`local_context` and every ``@import`` dropped, so that no JSON-LD processor fetches
+    anything. Raises :class:`RDFError` past 100 levels of nesting."""
+    if _depth > 100:
+        raise RDFError("JSON-LD nested more than 100 levels deep")
+    if isinstance(data, list):
+        return [localise_contexts(item, base, _depth + 1) for item in data]
+    if not isinstance(data, dict):
+        return data
+    out = {}
+    for key, value in data.items():
+        if key == "@context":
+            out[key] = _localise_context(value, base, _depth + 1)
+        elif key == "@import":
+            continue
+        else:
+            out[key] = localise_contexts(value, base, _depth + 1)
+    return out
+
+
+def _localise_context(value: Any, base: str, depth: int) -> Any:
+    if isinstance(value, str):
+        return local_context(value, base)
+    if isinstance(value, list):
+        return [_localise_context(v, base, depth + 1) for v in value]
+    return localise_contexts(value, base, depth)
+
+
+def _jsonld_into(graph, data: Any, base: str) -> None:
+    """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``."""
+    from rdflib.plugins.parsers.jsonld import to_rdf
+    to_rdf(localise_contexts(data, base), graph, base=base, generalized_rdf=False)
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+
+def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> list[list]:
+    """Parse an RDF document into wire triples (see the module docstring for the shape).
+
+    Args:
+        body: the document's bytes.
+        url: its URL (the base IRI of relative IRIs).
+        fmt: rdflib's format name (:func:`rdf_format`): ``xml``, ``turtle``, ``nt``, ``n3``,
+            ``json-ld``.
+        limits: the bounds of this parse.
+
+    Raises :class:`RDFLimit` past a bound and :class:`RDFError` for anything that does not parse
+    (with the parser's message). Makes no network request.
+    """
+    if len(body) > limits.max_bytes:
+        raise RDFLimit(f"document of {len(body)} bytes is larger than {limits.max_bytes} (rdf_max_bytes)")
+    bound = _Bounded(limits)
+    graph = _graph(bound)
+    try:
+        if fmt == "xml":
+            check_xml_entities(body, limits.max_bytes)
+            graph.parse(data=body, format="xml", publicID=url)
+        elif fmt == "json-ld":
+            _jsonld_into(graph, json.loads(body.decode("utf-8-sig", errors="replace")), url)
+        else:
+            graph.parse(data=body.decode("utf-8-sig", errors="replace"), format=fmt, publicID=url)
+    except RDFError:
+        raise
+    except RecursionError:
+        raise RDFError("document nested too deeply") from None
+    except Exception as exc:  # every rdflib / expat / json syntax error
+        message = " ".join(str(exc).split())[:300]
+        raise RDFError(f"invalid {fmt}: {type(exc).__name__}: {message}") from None
+    writer = _Writer()
+    writer.add_all(bound.order)
+    return writer.triples
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+
+def _schema_type(value: str) -> str:
+    """schema.org's canonical IRI form (``http://schema.org/``) for an ``https://`` spelling."""
+    return "http://schema.org/" + value[len("https://schema.org/"):] if value.startswith("https://schema.org/") else value
+
+
+def _microdata_node(item: dict, depth: int = 0) -> dict:
+    """A microdata item (extruct's ``{"type", "id", "properties"}``) as a JSON-LD node, names
+    resolved against its type's vocabulary (W3C "Microdata to RDF", section 3: the type IRI up
+    to its last ``/`` or ``#``); schema.org items use the bundled schema.org context."""
+    if depth > 50:
+        raise RDFError("microdata nested more than 50 levels deep")
+    types = item.get("type") or []
+    types = [types] if isinstance(types, str) else list(types)
+    types = [_schema_type(t) for t in types if isinstance(t, str)]
+    node: dict = {}
+    if types:
+        node["@type"] = types
+    if isinstance(item.get("id"), str):
+        node["@id"] = item["id"]
+    for name, values in (item.get("properties") or {}).items():
+        values = values if isinstance(values, list) else [values]
+        node[name] = [_microdata_node(v, depth + 1) if isinstance(v, dict) else v for v in values
+                      if isinstance(v, (dict, str))]
+    return node
+
+
+def _microdata_context(item: dict) -> Any:
+    types = item.get("type") or []
+    first = _schema_type(types if isinstance(types, str) else (types[0] if types else ""))
+    if first.startswith("http://schema.org/") or not first:
+        return local_context("https://schema.org")
+    cut = max(first.rfind("/"), first.rfind("#"))
+    return {"@vocab": first[:cut + 1]}
+
+
+def _open_graph_triples(items: list[dict], url: str) -> list[tuple]:
+    """Open Graph ``<meta property="og:..." content>`` pairs as (page, property IRI, literal)."""
+    from rdflib import Literal, URIRef
+    triples = []
+    for item in items:
+        namespaces = item.get("namespace") or {}
+        for prop, value in item.get("properties") or []:
+            prefix, _, local = prop.partition(":")
+            ns = namespaces.get(prefix)
+            if ns and local:
+                triples.append((URIRef(url), URIRef(ns + local), Literal(value)))
+    return triples
+
+
+@dataclass
+class Structured:
+    """What :func:`extract_structured` found on an HTML page.
+
+    ``data``: extruct's view of the page, ``{"json-ld": [...], "microdata": [...],
+    "opengraph": [...], "rdfa": bool}`` (JSON-LD objects as written, for item fields);
+    ``triples``: the page's triples (wire shape); ``errors``: one message per syntax that could
+    not be read (the page itself is not failed for them).
+    """
+
+    data: dict
+    triples: list[list]
+    errors: list[str]
+
+
+def extract_structured(document, text: str, url: str, limits: Limits = Limits()) -> Structured:
+    """Read the structured data of an HTML page: JSON-LD, microdata, Open Graph and RDFa.
+
+    Args:
+        document: the page's lxml root (:func:`gridcrawl.executor.parse.parse_page`).
+        text: the decoded page (RDFa is read from extruct's XML DOM of it).
+        url: the page's URL (the base of relative IRIs; Open Graph's subject).
+        limits: one budget of triples and seconds for the whole page.
+
+    Returns a :class:`Structured`. A syntax that fails (invalid JSON, a bound reached) is
+    recorded in ``errors`` and the others are still read. Makes no network request.
+    """
+    from extruct.jsonld import JsonLdExtractor
+    from extruct.opengraph import OpenGraphExtractor
+    from extruct.w3cmicrodata import MicrodataExtractor
+
+    bound = _Bounded(limits)
+    graph = _graph(bound)
+    data: dict = {"json-ld": [], "microdata": [], "opengraph": [], "rdfa": False}
+    errors: list[str] = []
+
+    def attempt(name: str, work) -> None:
+        try:
+            work()
+        except RecursionError:
+            errors.append(f"{name}: nested too deeply")
+        except Exception as exc:  # one bad block must not cost the page's other data
+            errors.append(f"{name}: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}")
+
+    def jsonld() -> None:
+        for node in document.iterfind(".//script[@type='application/ld+json']"):
+            try:
+                items = list(JsonLdExtractor()._extract_items(node))
+            except ValueError as exc:
+                errors.append(f"json-ld: invalid JSON: {' '.join(str(exc).split())[:200]}")
+                continue
+            data["json-ld"].extend(items)
+            for item in items:
+                attempt("json-ld", lambda item=item: _jsonld_into(graph, item, url))
+
+    def microdata() -> None:
+        items = MicrodataExtractor().extract_items(document, url)
+        data["microdata"] = items
+        for item in items:
+            node = _microdata_node(item)
+            node["@context"] = _microdata_context(item)
+            attempt("microdata", lambda node=node: _jsonld_into(graph, node, url))
+
+    def opengraph() -> None:
+        items = list(OpenGraphExtractor().extract_items(document))
+        data["opengraph"] = [{"namespace": i["namespace"], "properties": [list(p) for p in i["properties"]]}
+                             for i in items]
+        for triple in _open_graph_triples(items, url):
+            graph.add(triple)
+
+    def rdfa() -> None:
+        if not _RDFA_HINT.search(text):
+            return  # no RDFa attribute: skip the second (XML DOM) parse of the page
+        from extruct.utils import parse_xmldom_html
+        from pyRdfa import Options, pyRdfa
+        from rdflib import Graph
+        options = Options(output_processor_graph=False, embedded_rdf=False, space_preserve=True,
+                          vocab_expansion=False, vocab_cache=False, vocab_cache_report=False,
+                          refresh_vocab_cache=False, check_lite=False)
+        dom = parse_xmldom_html(text.encode("utf-8"), encoding="utf-8")
+        before = len(bound.order)
+        pyRdfa(options, base=url).graph_from_DOM(dom, graph=graph, pgraph=Graph())
+        data["rdfa"] = len(bound.order) > before
+
+    for name, work in (("json-ld", jsonld), ("microdata", microdata), ("opengraph", opengraph), ("rdfa", rdfa)):
+        attempt(name, work)
+    writer = _Writer()
+    writer.add_all(bound.order)
+    return Structured(data, writer.triples, errors)
+
+
+# RDFa attributes (RDFa Core 1.1 section 5): a page without any of them has no RDFa triples
+# (Open Graph's <meta property> is read by the Open Graph extractor).
+_RDFA_HINT = re.compile(r"<[^>]+\s(?:vocab|typeof|resource|about|prefix)\s*=|<(?!meta\b)[^>]+\sproperty\s*=",
+                        re.IGNORECASE)
+
+
+
+def triple_key(row: list | tuple) -> str:
+    """The SHA-256 (hex) of a wire triple's six fields: the ``triple.triple_key`` column, which
+    makes a triple unique per page on every back end."""
+    import hashlib
+    text = "\x1f".join("\x00" if v is None else str(v) for v in row[:6])
+    return hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def valid_triple(row: Any) -> bool:
+    """True when ``row`` (from the wire) has the shape of a triple: six fields, the first three
+    non-empty strings, ``kind`` one of uri/literal/bnode, datatype and language strings or None."""
+    return (isinstance(row, list) and len(row) == 6 and all(isinstance(v, str) and v for v in row[:2])
+            and isinstance(row[2], str) and row[3] in ("uri", "literal", "bnode")
+            and all(v is None or isinstance(v, str) for v in row[4:]))

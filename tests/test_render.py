@@ -1,0 +1,309 @@
+"""Rendered visits (``gridcrawl.executor.render``) with Debian's Chromium and a real HTTP server
+serving a site whose links and content exist only after JavaScript runs (``jssite``).
+
+Every test drives the real browser through :func:`gridcrawl.executor.page.visit`, the same call
+an executor's worker makes: script-inserted links, a list loaded with ``fetch()``, a client-side
+redirect, a script that loops forever (cut at the deadline), a script asking a private address
+(refused by the SSRF guard before any connection, and recorded), robots.txt for sub-requests,
+images refused by type, at most ``max_pages`` pages open, and a browser killed mid-page.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+from jssite import PRIVATE_URL, browser_or_skip, js_site
+from sites import slow_page
+
+from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.page import visit
+from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.executor.ssrf import SSRFGuard
+
+UA = "gridcrawl-test/1.0"
+
+
+def paths(links) -> set[str]:
+    return {urlsplit(link[0]).path for link in links}
+
+
+class Visitor:
+    """An executor's fetch/robots/render trio on the loopback site, as the agent builds it."""
+
+    def __init__(self, **render_options) -> None:
+        from gridcrawl.executor.render import Renderer
+        guard = SSRFGuard(["127.0.0.0/8"])
+        self.fetcher = Fetcher(user_agent=UA, deadline=10, hop_check=guard.check)
+        self.robots = RobotsCache.for_fetcher(self.fetcher)
+        options = {"max_pages": 2, "deadline": 10.0, "idle_timeout": 2.0, **render_options}
+        self.renderer = Renderer(self.fetcher, browser_path=browser_or_skip(), **options).start()
+
+    def visit(self, url: str, render: bool = True, **instruction):
+        return visit(self.fetcher, url, instruction={"render": render, **instruction} if render else instruction,
+                     robots=self.robots, renderer=self.renderer)
+
+    def close(self) -> None:
+        self.renderer.close()
+        self.fetcher.close()
+        self.robots.fetcher.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    from sites import SiteServer
+    site = js_site()
+    gate, asked = threading.Event(), threading.Event()
+    site.extra["/api/slow.json"] = lambda h: (asked.set(), gate.wait(20),
+                                              h.respond(200, b"[]", content_type="application/json"))
+    site.pages["/slow.html"] = (b"<html><body><script>fetch('/api/slow.json').then(() => "
+                                b"document.body.innerHTML += '<a href=/item/1.html>x</a>')</script></body></html>")
+    site.extra["/sleepy.html"] = slow_page(0.0, b"<html><body><p id=p></p><script>fetch('/api/nap.json')"
+                                           b".then(() => document.getElementById('p').textContent = 'done')"
+                                           b"</script></body></html>")
+    site.extra["/api/nap.json"] = slow_page(0.6, b"[]", content_type="application/json")
+    srv = SiteServer(site).start()
+    srv.gate, srv.asked = gate, asked
+    yield srv
+    gate.set()
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def visitor():
+    browser_or_skip()
+    v = Visitor()
+    yield v
+    v.close()
+
+
+def test_script_inserted_links_are_found_only_when_rendered(server, visitor):
+    rendered = visitor.visit(server.url("/"))
+    assert rendered.error_kind is None, rendered.error
+    assert paths(rendered.links) == {"/list/1.html", "/list/2.html", "/hop.html"}
+    assert rendered.render_seconds is not None and rendered.render_seconds > 0
+    assert "<a href=\"/list/1.html\">" in rendered.content  # the rendered DOM is the document
+    plain = visitor.visit(server.url("/"), render=False)
+    assert plain.error_kind is None and plain.links == [] and plain.render_seconds is None
+
+
+def test_list_loaded_with_fetch_and_private_address_refused_before_any_connection(server, visitor):
+    connects: list = []
+    watching = True
+
+    def audit(event, args):  # every connect() this process makes (the fetcher runs here)
+        if watching and event == "socket.connect":
+            connects.append(args[1])
+
+    sys.addaudithook(audit)
+    visitor.fetcher.close()  # new connections, so the hook sees the ones this page makes
+    visitor.renderer.fetcher.close()
+    try:
+        server.reset()
+        page = visitor.visit(server.url("/list/1.html"))
+    finally:
+        watching = False
+    assert page.error_kind is None, page.error
+    assert paths(page.links) == {"/item/1.html", "/item/2.html", "/item/3.html", "/item/4.html"}
+    refused = {url: kind for url, kind, _reason in page.refused_requests}
+    assert refused == {PRIVATE_URL: "blocked"}
+    assert "SSRF guard" in page.refused_requests[0][2]
+    assert not [a for a in connects if isinstance(a, tuple) and a and a[0] == "10.0.0.1"]
+    assert any(isinstance(a, tuple) and a[0] == "127.0.0.1" for a in connects)  # the hook did watch
+    assert 'data-refused="yes"' in page.content  # the page saw its request fail
+    assert server.count("/pic.png") == 0  # images are refused by type, never fetched
+    assert server.count("/api/list-1.json") == 1
+
+
+def test_sub_request_disallowed_by_robots_txt_is_refused(server, visitor):
+    server.reset()
+    page = visitor.visit(server.url("/list/2.html"))
+    assert page.error_kind is None, page.error
+    assert [(urlsplit(u).path, kind) for u, kind, _ in page.refused_requests] == [("/hidden/extra.json", "robots")]
+    assert server.count("/hidden/extra.json") == 0
+
+
+def test_client_side_redirect_is_followed(server, visitor):
+    page = visitor.visit(server.url("/hop.html"))
+    assert page.error_kind is None, page.error
+    assert urlsplit(page.final_url).path == "/landing.html"
+    assert paths(page.links) == {"/deep.html"}
+
+
+def test_client_side_redirect_out_of_scope_is_refused(server, visitor):
+    server.site.pages["/away.html"] = b"<html><body><script>location.href='http://localhost:1/'</script></body></html>"
+    page = visitor.visit(server.url("/away.html"), scope=["127.0.0.1"])
+    assert page.error_kind == "out_of_scope"  # as an HTTP redirect out of scope
+    assert "client-side navigation to http://localhost:1/" in page.error
+    assert [kind for _u, kind, _r in page.refused_requests] == ["out_of_scope"]
+
+
+def test_wait_for_a_css_selector(server, visitor):
+    page = visitor.visit(server.url("/sleepy.html"), waitFor="#p:not(:empty)")
+    assert page.error_kind is None, page.error
+    assert '<p id="p">done</p>' in page.content
+
+
+def test_a_script_that_loops_forever_is_cut_at_the_deadline_and_the_browser_goes_on(server):
+    v = Visitor(deadline=4.0, idle_timeout=0.0)  # the shell's links exist at load
+    try:
+        assert v.visit(server.url("/")).error_kind is None  # page slot 1 made and kept
+        page = v.visit(server.url("/loop.html"))  # page slot 2
+        assert page.error_kind == "timeout"
+        assert "render deadline of 4 s" in page.error
+        assert 3.9 <= page.render_seconds < 15  # cut, not hung (bound generous on a busy machine)
+        after = v.visit(server.url("/"))  # slot 1 again
+        assert after.error_kind is None and len(after.links) == 3
+        assert v.renderer.launches == 1  # the same browser went on
+    finally:
+        v.close()
+
+
+def test_at_most_render_pages_open_at_once(server, visitor):
+    results = []
+
+    def work():
+        results.append(visitor.visit(server.url("/sleepy.html"), waitFor="#p:not(:empty)"))
+
+    threads = [threading.Thread(target=work) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [r.error_kind for r in results] == [None] * 5
+    assert visitor.renderer.peak_open_pages == 2  # max_pages
+
+
+def test_browser_restarted_after_n_pages(server):
+    v = Visitor(restart_after=2, idle_timeout=0.0)  # the shell's links exist at load
+    try:
+        for _ in range(5):
+            assert v.visit(server.url("/")).error_kind is None
+        assert v.renderer.launches == 3  # pages 1-2, 3-4, 5
+    finally:
+        v.close()
+
+
+def test_a_browser_killed_mid_page_fails_the_page_as_render_and_is_relaunched(server):
+    import psutil
+    v = Visitor(idle_timeout=15.0)
+    try:
+        server.gate.clear()
+        server.asked.clear()
+        box = []
+        t = threading.Thread(target=lambda: box.append(v.visit(server.url("/slow.html"))))
+        t.start()
+        assert server.asked.wait(20)  # the page is open, its script waiting on the gated request
+        pids = v.renderer.browser_pids()
+        assert pids
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        t.join(30)
+        server.gate.set()
+        assert box and box[0].error_kind == "render", box
+        again = v.visit(server.url("/"))
+        assert again.error_kind is None, again.error
+        assert v.renderer.launches == 2
+        assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                       for pid in pids)
+    finally:
+        server.gate.set()
+        v.close()
+
+
+def test_a_thread_that_needs_rendering_fails_as_render_on_an_executor_without_a_browser(server):
+    fetcher = Fetcher(user_agent=UA, hop_check=SSRFGuard(["127.0.0.0/8"]).check)
+    try:
+        page = visit(fetcher, server.url("/"), instruction={"render": True})
+    finally:
+        fetcher.close()
+    assert page.error_kind == "render" and "--render" in page.error
+
+
+def test_no_browser_is_one_line_saying_what_to_install():
+    pytest.importorskip("playwright.async_api", reason="playwright is not installed")
+    from gridcrawl.executor.render import RenderUnavailable, Renderer
+    with pytest.raises(RenderUnavailable) as info:
+        Renderer(Fetcher(user_agent=UA), browser_path="/nonexistent/chromium").start()
+    message = str(info.value)
+    assert "\n" not in message and "/nonexistent/chromium" in message and "gridcrawl[render]" in message
+
+
+def test_pages_are_reused_without_cookies_of_the_page_before(server, visitor):
+    server.site.pages["/cookie-set.html"] = b"<html><body><script>document.cookie = 'k=v'</script></body></html>"
+    server.site.pages["/cookie-read.html"] = (b"<html><body><p id=c></p><script>"
+                                              b"document.getElementById('c').textContent = 'cookie:' + document.cookie"
+                                              b"</script></body></html>")
+    launches = visitor.renderer.launches
+    assert visitor.visit(server.url("/cookie-set.html")).error_kind is None
+    for _ in range(visitor.renderer.max_pages):  # every page slot once, the one that set it included
+        page = visitor.visit(server.url("/cookie-read.html"))
+        assert '<p id="c">cookie:</p>' in page.content
+    assert visitor.renderer.launches == launches
+
+
+ITEM_SPEC = """
+[[item]]
+type = "entry"
+page_type = "list"
+render = true
+wait_for = "li.item"
+each = "li.item"
+[item.fields]
+name = { css = "a::text", required = true }
+link = { css = "a::attr(href)", type = "url" }
+"""
+
+
+def test_items_of_an_item_spec_with_render_come_from_the_rendered_dom(server, visitor):
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.items import parse_spec, spec_to_wire, specs_for
+    specs = parse_spec(ITEM_SPEC)
+    url = server.url("/list/1.html")
+    mine = specs_for(specs, url, "list")
+    render = Strategy(items=specs).render_instruction("list", mine)
+    assert render == {"render": True, "waitFor": "li.item"}  # the spec asks for it
+    assert Strategy(items=specs).render_instruction("item", specs_for(specs, url, "item")) == {}
+    wire = [spec_to_wire(s) for s in mine]
+    page = visit(visitor.fetcher, url, instruction={"items": wire, **render}, robots=visitor.robots,
+                 renderer=visitor.renderer)
+    assert page.error_kind is None, page.error
+    assert [item["fields"]["name"] for item in page.items] == [f"Item {n}" for n in range(1, 5)]
+    assert urlsplit(page.items[0]["fields"]["link"]).path == "/item/1.html"
+    plain = visit(visitor.fetcher, url, instruction={"items": wire}, robots=visitor.robots)
+    assert plain.items == []  # the list exists only after its script ran
+
+
+def test_an_item_spec_render_must_be_true_or_false():
+    from gridcrawl.items import ItemSpecError, parse_spec
+    with pytest.raises(ItemSpecError, match="render must be true or false"):
+        parse_spec(ITEM_SPEC.replace("render = true", 'render = "yes"'))
+
+
+def test_threads_of_pages_to_render_need_the_render_capability(tmp_path):
+    from gridcrawl.client.app import CrawlApplication
+    from gridcrawl.client.store import CrawlStore, Pending, Scope, Strategy
+    from gridcrawl.db import open_database
+    from gridcrawl.items import parse_spec
+    from gridcrawl.rules import PageType
+    from gridcrawl.settings import Settings
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.strategy = Strategy(items=parse_spec(ITEM_SPEC), page_types={"base": PageType(render=True)})
+    app = CrawlApplication(Settings(), "tcp://127.0.0.1:1", store, Scope(["shop.test"]))
+    try:
+        def needs(page_type):
+            return app._needs(Pending(1, "http://shop.test/x", "f" * 32, 0, page_type=page_type))
+        assert needs("base") == ["render"]   # the page type asks
+        assert needs("list") == ["render"]   # the item spec that applies to it asks
+        assert needs("item") == []
+    finally:
+        app.context.term()

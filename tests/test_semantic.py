@@ -1,0 +1,386 @@
+"""The semantic crawl's parsers (gridcrawl/semantic.py) without the grid: RDF documents and HTML
+structured data into triples, equal to what rdflib reads from the same text; no network access
+by any parser (a socket guard records every attempt, and a real server on 127.0.0.1 counts
+requests); hostile RDF bounded; the ontology focus's score computed by hand; the triple table
+(one row per page and triple, on SQLite, PostgreSQL and MariaDB) and its N-Triples / JSON lines
+export."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import lxml.html
+import pytest
+import sqlalchemy as sa
+from rdflib import BNode, Graph, Literal, URIRef
+from rdflib.compare import isomorphic
+
+from gridcrawl.client.store import CrawlStore, Outcome, Scope, Strategy
+from gridcrawl.db import open_database
+from gridcrawl.export import export
+from gridcrawl.focus import OntologyError, OntologyFocus
+from gridcrawl.protocol import PageResult
+from gridcrawl.semantic import (Limits, RDFError, RDFLimit, extract_structured, local_context, parse_rdf,
+                                rdf_format, triple_links)
+from sites import Site
+
+BASE = "http://127.0.0.1:8200/"
+SDO = "http://schema.org/"
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+
+
+def graph_of(triples: list[list]) -> Graph:
+    """An rdflib graph of wire triples (blank nodes by their page labels)."""
+    g = Graph()
+    node = lambda v: BNode(v[2:]) if v.startswith("_:") else URIRef(v)
+    for s, p, o, kind, datatype, lang in triples:
+        obj = Literal(o, lang=lang, datatype=URIRef(datatype) if datatype else None) if kind == "literal" else node(o)
+        g.add((node(s), URIRef(p), obj))
+    return g
+
+
+TURTLE = b"""@prefix ex: <http://127.0.0.1:8200/onto#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+<> owl:imports <http://127.0.0.1:8200/onto/base.ttl> ; rdfs:seeAlso <people.rdf#me> .
+ex:bird a ex:Bird ; rdfs:label "Blackbird"@en ; ex:weight 95 ; ex:nest [ ex:height "2.5"^^<http://www.w3.org/2001/XMLSchema#decimal> ] .
+"""
+
+RDFXML = b"""<?xml version="1.0"?>
+<!DOCTYPE rdf:RDF [<!ENTITY ex "http://127.0.0.1:8200/onto#">]>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="&ex;"
+         xmlns:rdfs="http://www.w3.org/2000/01/rdf-schema#">
+  <rdf:Description rdf:about="&ex;robin"><ex:sings>yes</ex:sings>
+    <rdfs:seeAlso rdf:resource="catalog.ttl"/></rdf:Description>
+</rdf:RDF>"""
+
+
+@pytest.mark.parametrize("fmt,body", [("turtle", TURTLE), ("xml", RDFXML),
+                                      ("nt", b'<http://a/s> <http://a/p> "o\\u00e9"@fr .\n<http://a/s> <http://a/q> _:x .\n'),
+                                      ("json-ld", b'{"@context": {"@vocab": "http://a/"}, "@id": "http://a/s", "p": [1, "x"]}')])
+def test_rdf_documents_give_the_triples_rdflib_reads(fmt, body):
+    url = BASE + "data/doc"
+    triples = parse_rdf(body, url, fmt)
+    expected = Graph().parse(data=body, format=fmt, publicID=url)
+    assert len(triples) == len(expected) > 0
+    assert isomorphic(graph_of(triples), expected)
+
+
+def test_blank_nodes_are_numbered_per_page_in_parse_order():
+    first = parse_rdf(TURTLE, BASE + "a.ttl", "turtle")
+    again = parse_rdf(TURTLE, BASE + "a.ttl", "turtle")
+    assert first == again  # stable: the same document gives the same rows (so the unique key holds)
+    assert sorted({t[0] for t in first if t[0].startswith("_:")} | {t[2] for t in first if t[3] == "bnode"}) == ["_:b0"]
+
+
+def test_uri_objects_are_the_links_of_an_rdf_document():
+    triples = parse_rdf(TURTLE, BASE + "data/catalog.ttl", "turtle")
+    assert triple_links(triples) == [[BASE + "onto/base.ttl", ""], [BASE + "data/people.rdf", ""]]
+    # rdf:type classes are not links; a label on the page is the anchor text
+    rows = [["http://a/x", RDF_TYPE, "http://a/C", "uri", None, None],
+            ["http://a/x", "http://www.w3.org/2000/01/rdf-schema#seeAlso", "http://a/y", "uri", None, None],
+            ["http://a/y", "http://www.w3.org/2000/01/rdf-schema#label", "Why", "literal", None, None],
+            ["http://a/x", "http://a/p", "mailto:a@b", "uri", None, None]]
+    assert triple_links(rows) == [["http://a/y", "Why"]]
+
+
+def test_rdf_format_by_type_then_suffix_and_sniffing():
+    assert rdf_format("text/turtle; charset=utf-8", BASE + "x") == "turtle"
+    assert rdf_format("application/rdf+xml", BASE + "x.html") == "xml"
+    assert rdf_format("text/plain", BASE + "onto.owl", b"  <?xml version='1.0'?><rdf:RDF/>") == "xml"
+    assert rdf_format("application/octet-stream", BASE + "onto.owl", b"@prefix : <#> .") == "turtle"
+    assert rdf_format(None, BASE + "data.jsonld?v=1", b"{}") == "json-ld"
+    assert rdf_format("text/html", BASE + "x.ttl") is None
+    assert rdf_format("image/png", BASE + "x.ttl") is None
+    assert rdf_format("text/plain", BASE + "readme.txt") is None
+
+
+# ------------------------------------------------------------------------------------------ no network
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every attempt to resolve a name or open a connection is recorded and refused."""
+    attempts: list = []
+
+    def refuse(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("network access in a parser (test socket guard)")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    return attempts
+
+
+def test_no_parser_touches_the_network(no_network, site_server):
+    # a real server on 127.0.0.1 that would serve every remote thing these documents name
+    site = Site(pages={"/ctx.jsonld": b'{"@context": {"@vocab": "http://evil/"}}', "/x.dtd": b"", "/secret": b"s",
+                      "/onto/base.ttl": b"", "/vocab": b""})
+    server = site_server(site)
+    remote = server.url("/")
+    jsonld = json.dumps([
+        {"@context": "https://schema.org", "@type": "Product", "name": "Wren", "url": remote + "wren"},
+        {"@context": [remote + "ctx.jsonld", {"@import": remote + "ctx.jsonld", "n": "http://a/n"}],
+         "@id": "http://a/s", "n": "1", "other": "2"},
+    ]).encode()
+    triples = parse_rdf(jsonld, BASE + "p.jsonld", "json-ld")
+    assert ["_:b0", RDF_TYPE, SDO + "Product", "uri", None, None] in triples            # bundled schema.org context
+    assert ["_:b0", SDO + "url", remote + "wren", "uri", None, None] in triples          # url is an IRI there
+    assert ["http://a/s", remote + "ctx.jsonld#other", "2", "literal", None, None] in triples  # unknown: @vocab
+    assert ["http://a/s", "http://a/n", "1", "literal", None, None] in triples
+    # an owl:imports is a triple (a link for the crawl), never fetched by the parser
+    assert ["http://127.0.0.1:8200/data/a.ttl", "http://www.w3.org/2002/07/owl#imports",
+            BASE + "onto/base.ttl", "uri", None, None] in parse_rdf(TURTLE, BASE + "data/a.ttl", "turtle")
+    # XML: an external DTD subset is not loaded; external entities are refused
+    dtd = (f'<?xml version="1.0"?><!DOCTYPE rdf:RDF SYSTEM "{remote}x.dtd">'
+           '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://a/">'
+           '<rdf:Description rdf:about="http://a/s"><ex:p>v</ex:p></rdf:Description></rdf:RDF>').encode()
+    assert parse_rdf(dtd, BASE + "d.rdf", "xml") == [["http://a/s", "http://a/p", "v", "literal", None, None]]
+    xxe = dtd.replace(f'SYSTEM "{remote}x.dtd">'.encode(), f'[<!ENTITY x SYSTEM "{remote}secret">]>'.encode()) \
+             .replace(b">v<", b">&x;<")
+    with pytest.raises(RDFError, match="external entity 'x' refused"):
+        parse_rdf(xxe, BASE + "x.rdf", "xml")
+    # HTML: JSON-LD with a remote context, RDFa with a vocabulary, Open Graph
+    html = (f'<html prefix="og: http://ogp.me/ns#"><head><meta property="og:title" content="Wren">'
+            f'<script type="application/ld+json">{{"@context": "{remote}ctx.jsonld", "@id": "http://a/w", "k": "v"}}'
+            f'</script></head><body><div vocab="{remote}vocab" typeof="Bird"><span property="name">Wren</span>'
+            f'</div></body></html>')
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "w.html")
+    assert found.errors == []
+    assert ["http://a/w", remote + "ctx.jsonld#k", "v", "literal", None, None] in found.triples
+    assert [BASE + "w.html", "http://ogp.me/ns#title", "Wren", "literal", None, None] in found.triples
+    assert ["_:b0", RDF_TYPE, remote + "vocabBird", "uri", None, None] in found.triples
+    assert no_network == []
+    assert server.per_path_counts() == {}
+
+
+def test_local_context_is_bundled_for_schema_org_else_a_vocabulary():
+    for url in ("https://schema.org", "http://schema.org/", "https://schema.org/docs/jsonldcontext.json"):
+        assert local_context(url)["@vocab"] == SDO
+    assert local_context("https://www.w3.org/ns/activitystreams")["@vocab"] == "https://www.w3.org/ns/activitystreams#"
+    assert local_context("http://example.invalid/terms/") == {"@vocab": "http://example.invalid/terms/"}
+    assert local_context("http://example.invalid/ctx.json") == {"@vocab": "http://example.invalid/ctx.json#"}
+    assert local_context("../ctx.json", BASE + "d/p.jsonld") == {"@vocab": BASE + "ctx.json#"}  # relative: resolved
+    local_context("https://schema.org")["@vocab"] = "changed"   # each caller gets its own copy
+    assert local_context("https://schema.org")["@vocab"] == SDO
+
+
+def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
+    html = """<html><head><title>Shop</title><meta property="og:type" content="product">
+    <script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product", "name": "Nest box",
+      "offers": {"@type": "Offer", "price": "12.50", "priceCurrency": "EUR"}}</script>
+    <script type="application/ld+json">{"broken": </script></head>
+    <body><div itemscope itemtype="https://schema.org/Person" itemid="http://a/ann"><span itemprop="name">Ann</span>
+      <a itemprop="url" href="/ann.html">Ann</a></div>
+    <p vocab="http://schema.org/" typeof="Event" resource="http://a/party"><span property="name">Party</span></p>
+    </body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "shop.html")
+    jsonld = graph_of([t for t in found.triples if t[0].startswith("_:")])
+    expected = Graph().parse(data=json.dumps({"@context": {"@vocab": SDO}, "@type": "Product", "name": "Nest box",
+                                              "offers": {"@type": "Offer", "price": "12.50", "priceCurrency": "EUR"}}),
+                             format="json-ld")
+    assert isomorphic(jsonld, expected)
+    assert ["http://a/ann", RDF_TYPE, SDO + "Person", "uri", None, None] in found.triples
+    assert ["http://a/ann", SDO + "url", BASE + "ann.html", "uri", None, None] in found.triples
+    assert ["http://a/ann", SDO + "name", "Ann", "literal", None, None] in found.triples
+    assert ["http://a/party", SDO + "name", "Party", "literal", None, None] in found.triples
+    assert [BASE + "shop.html", "http://ogp.me/ns#type", "product", "literal", None, None] in found.triples
+    assert found.data["json-ld"][0]["offers"]["price"] == "12.50"   # as written, for item fields
+    assert found.data["rdfa"] is True and found.data["microdata"][0]["properties"]["name"] == "Ann"
+    assert len(found.errors) == 1 and found.errors[0].startswith("json-ld: invalid JSON")
+    assert len({tuple(t) for t in found.triples}) == len(found.triples)
+
+
+# ------------------------------------------------------------------------------------------ hostile RDF
+
+
+def billion_laughs(levels: int = 10) -> bytes:
+    entities = '<!ENTITY lol0 "lol">' + "".join(
+        f'<!ENTITY lol{i} "{("&lol%d;" % (i - 1)) * 10}">' for i in range(1, levels))
+    return (f'<?xml version="1.0"?><!DOCTYPE rdf:RDF [{entities}]>'
+            '<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://a/">'
+            f'<rdf:Description rdf:about="http://a/s"><ex:p>&lol{levels - 1};</ex:p></rdf:Description></rdf:RDF>').encode()
+
+
+def test_hostile_rdf_is_refused_quickly_and_bounded():
+    started = time.monotonic()
+    with pytest.raises(RDFError, match="refers to other entities"):
+        parse_rdf(billion_laughs(), BASE + "lol.rdf", "xml")
+    # no nesting, but 200,000 references to a 1 KiB entity: 200 MB of text
+    wide = (b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY k "' + b"k" * 1024 + b'">]>'
+            b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:ex="http://a/">'
+            b'<rdf:Description rdf:about="http://a/s"><ex:p>' + b"&k;" * 200_000 + b"</ex:p></rdf:Description></rdf:RDF>")
+    with pytest.raises(RDFLimit, match="XML entities expand to 204800000 bytes"):
+        parse_rdf(wide, BASE + "wide.rdf", "xml")
+    huge = b"".join(b"<http://a/s%d> <http://a/p> <http://a/o> .\n" % i for i in range(2_000))
+    with pytest.raises(RDFLimit, match="more than 1000 triples"):
+        parse_rdf(huge, BASE + "huge.nt", "nt", Limits(max_triples=1000))
+    with pytest.raises(RDFLimit, match="larger than 1000"):
+        parse_rdf(huge, BASE + "huge.nt", "nt", Limits(max_bytes=1000))
+    with pytest.raises(RDFLimit, match="parse deadline of 0 s passed"):
+        parse_rdf(huge, BASE + "huge.nt", "nt", Limits(deadline=0))
+    for fmt, bad in (("turtle", b"@prefix ex: <http://a/> . ex:s ex:p"), ("xml", b"<rdf:RDF><unclosed>"),
+                     ("json-ld", b'{"@id": '), ("json-ld", b"[" * 100_000 + b"]" * 100_000), ("nt", b"<a> <b> .")):
+        with pytest.raises(RDFError, match=f"invalid|nested"):
+            parse_rdf(bad, BASE + "bad", fmt)
+    assert time.monotonic() - started < 60  # bounded: seconds, not the minutes expat needs for the laughs
+
+
+def test_plain_internal_entities_of_owl_files_are_allowed():
+    triples = parse_rdf(RDFXML, BASE + "data/people.rdf", "xml")
+    assert ["http://127.0.0.1:8200/onto#robin", "http://127.0.0.1:8200/onto#sings", "yes", "literal", None, None] in triples
+
+
+# ------------------------------------------------------------------------------------------ ontology focus
+
+ONTOLOGY = b"""@prefix : <http://example.org/birds#> .
+@prefix owl: <http://www.w3.org/2002/07/owl#> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix skos: <http://www.w3.org/2004/02/skos/core#> .
+:Bird a owl:Class ; rdfs:label "bird"@en ; skos:altLabel "songbird" .
+:Nest a owl:Class ; skos:prefLabel "nest box" .
+:migrates a owl:ObjectProperty ; rdfs:label "migration route" .
+:Mammal a rdfs:Class .
+:notATerm rdfs:label "weather" .
+"""
+
+
+def test_ontology_focus_counts_terms_by_iri_and_label(tmp_path):
+    path = tmp_path / "birds.ttl"
+    path.write_bytes(ONTOLOGY)
+    focus = OntologyFocus.load(path)
+    ns = "http://example.org/birds#"
+    assert set(focus.terms) == {ns + "Bird", ns + "Nest", ns + "migrates", ns + "Mammal"}
+    assert focus.terms[ns + "Nest"] == (("nest", "box"),) and focus.saturation == 3
+    assert focus.sim("Birds and weather") == pytest.approx(1 / 3)          # "bird" begins "birds"
+    assert focus.sim("a box for a nest; the songbirds' migration routes") == 1.0
+    assert focus.sim("nest") == 0.0                                          # a label needs all its words
+    assert focus.page_sim("Zoo", "", iris={ns + "Mammal", "http://other/x"}) == pytest.approx(1 / 3)
+    assert focus.page_sim("Bird", "", iris={ns + "Bird", ns + "Mammal"}) == pytest.approx(2 / 3)  # Bird once
+    # shark-search as for keywords: anchor 1/3, context 1, neighbourhood .8/3 + .2; inherited .5 * .6
+    assert focus.link_score("Bird songs", BASE + "x.html", 0.6) == pytest.approx(.5 * .3 + .5 * (.8 / 3 + .2))
+    assert focus.page_score("Soup", "recipes", 0.4) == pytest.approx(0.2)
+    bad = tmp_path / "empty.ttl"
+    bad.write_bytes(b"@prefix : <http://a/> . :x :y :z .")
+    with pytest.raises(OntologyError, match="names no class or property"):
+        OntologyFocus.load(bad)
+    bad.write_bytes(b"@prefix : <http://a/> . :x :y")
+    with pytest.raises(OntologyError, match="does not parse"):
+        OntologyFocus.load(bad)
+    with pytest.raises(OntologyError, match="cannot read"):
+        OntologyFocus.load(tmp_path / "missing.owl")
+
+
+# ------------------------------------------------------------------------------------------ triple table
+
+
+def test_triples_are_stored_once_per_page_and_exported(tmp_path, db_url):
+    store = CrawlStore(open_database(db_url), Strategy(structured_data=True))
+    store.add_seeds([BASE + "data/catalog.ttl", BASE + "data/people.rdf"])
+    catalog, people = store.claim(5)
+    rows = parse_rdf(TURTLE, catalog.url, "turtle")
+    pages = [PageResult(url=catalog.url, final_url=catalog.url, status=200, content_type="text/turtle",
+                        triples=rows + [rows[0], ["bad"], [1, 2, 3, 4, 5, 6]], links=triple_links(rows)),
+             PageResult(url=people.url, final_url=people.url, status=200, content_type="application/rdf+xml",
+                        triples=parse_rdf(RDFXML, people.url, "xml"))]
+    outcomes = [Outcome(catalog, pages[0], "ex", 1, False), Outcome(people, pages[1], "ex", 1, False)]
+    assert store.apply(outcomes, Scope(["127.0.0.1"]))["triples"] == len(rows) + 2
+    store.apply(outcomes, Scope(["127.0.0.1"]))  # a result delivered twice changes nothing
+    assert store.counts()["triples"] == len(rows) + 2
+    with store.engine.connect() as conn:
+        queued = set(conn.execute(sa.text("SELECT url FROM to_visit_url")).scalars())
+    assert queued == {BASE + "onto/base.ttl"}  # people.rdf was visited in the same batch
+    nt, jsonl = tmp_path / "t.nt", tmp_path / "t.jsonl"
+    assert export(store.engine, "nt", str(nt), triples=True).records == len(rows) + 2
+    exported = Graph().parse(nt, format="nt")
+    expected = Graph().parse(data=TURTLE, format="turtle", publicID=catalog.url)
+    expected += Graph().parse(data=RDFXML, format="xml", publicID=people.url)
+    assert isomorphic(exported, expected)
+    export(store.engine, "jsonl", str(jsonl), triples=True)
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {line["url"] for line in lines} == {catalog.url, people.url}
+    assert {"subject", "predicate", "object", "object_kind", "datatype", "language", "fingerprint"} <= set(lines[0])
+
+
+def test_a_hostile_executors_structured_data_and_triples_cannot_fail_the_batch(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(1)
+    page = PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html", title="x",
+                      structured={b"bytes key": 1}, triples=[["s", "p", "o", "weird", None, None], "x",
+                                                             ["http://a/s", "http://a/p", "\x00o", "literal", None, "en"]])
+    done = store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert done["documents"] == 1 and done["triples"] == 1
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT structured_data FROM document")).scalar() is None
+        assert conn.execute(sa.text("SELECT object, language FROM triple")).one() == ("o", "en")
+
+
+# ------------------------------------------------------------------------------------------ item fields
+
+PRODUCT_PAGE = """<html><head><title>Nest box</title>
+<script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product", "name": "Nest box",
+  "offers": {"@type": "Offer", "price": "12.50", "priceCurrency": "EUR"}, "color": ["green", "brown"]}</script>
+<script type="application/ld+json">// a comment extruct tolerates
+{"@context": "https://schema.org", "@graph": [{"@type": "Offer", "price": 9}, {"@type": "Brand", "name": "Wren & Co"}]}
+</script></head><body><h1>Nest box</h1></body></html>"""
+
+
+def test_item_fields_read_the_pages_json_ld():
+    from gridcrawl.executor.parse import parse_page
+    from gridcrawl.items import ItemSpecError, extract, page_for, parse_spec, spec_to_wire, specs_from_wire
+    spec = parse_spec("""[[item]]
+type = "product"
+[item.fields]
+name = { css = "h1::text" }
+price = { jsonld = "$.offers.price", type = "float", required = true }
+prices = { jsonld = "price", type = "float", many = true }
+currency = { jsonld = "offers.priceCurrency" }
+colors = { jsonld = "$.color", many = true }
+brand = { jsonld = "name", re = "^(Wren)" }
+""")
+    (wired,) = specs_from_wire([spec_to_wire(s) for s in spec])   # travels to the executor unchanged
+    assert set(wired.fields) == set(spec[0].fields) and any(f.jsonld == "$.offers.price" for f in wired.fields)
+    parsed = parse_page(PRODUCT_PAGE.encode(), BASE + "nest.html", "text/html")
+    view = page_for(BASE + "nest.html", BASE + "nest.html", 200, {}, parsed.document, PRODUCT_PAGE, [])
+    (item,) = extract(spec, view).items
+    assert item["fields"] == {"name": "Nest box", "price": 12.5, "prices": [9.0], "currency": "EUR",
+                              "colors": ["green", "brown"], "brand": "Wren"}
+    # the JSON-LD a semantic crawl read already is used as it is (no second read)
+    view = page_for(BASE + "nest.html", BASE + "nest.html", 200, {}, parsed.document, PRODUCT_PAGE, [],
+                    jsonld=[{"offers": {"price": "1"}}])
+    assert extract(spec, view).items[0]["fields"]["price"] == 1.0
+    with pytest.raises(ItemSpecError, match="field 'p': invalid jsonld expression"):
+        parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "$.offers[" }')
+    with pytest.raises(ItemSpecError, match="give exactly one of css, xpath or jsonld"):
+        parse_spec('[[item]]\ntype = "x"\n[item.fields]\np = { jsonld = "a", css = "h1" }')
+
+
+def test_a_recrawled_page_keeps_only_its_new_triples(tmp_path):
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
+    url = BASE + "data/catalog.ttl"
+    store.add_seeds([url])
+
+    def visit(body: bytes, status: int = 200) -> None:
+        (pend,) = store.claim(1)
+        triples = parse_rdf(body, url, "turtle") if status == 200 else []
+        store.apply([Outcome(pend, PageResult(url=url, final_url=url, status=status, content_type="text/turtle",
+                                              digest=str(hash(body)) if status == 200 else None, triples=triples),
+                             "ex", 1, False)], Scope(["127.0.0.1"]))
+
+    def stored() -> set:
+        with store.engine.connect() as conn:
+            return set(conn.execute(sa.text("SELECT predicate, object FROM triple")).all())
+
+    visit(b'<> <http://a/p> "old" .')
+    assert stored() == {("http://a/p", "old")}
+    assert store.queue_due(every=True) == 1
+    visit(b"", status=304)  # not modified: the stored triples stay
+    assert stored() == {("http://a/p", "old")}
+    store.queue_due(every=True)
+    visit(b'<> <http://a/p> "new" .')
+    assert stored() == {("http://a/p", "new")}

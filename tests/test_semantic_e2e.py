@@ -1,0 +1,240 @@
+"""The semantic crawl end to end: the real manager, executor and client processes crawl local
+sites whose right answer is known.
+
+* A site mixing HTML pages (JSON-LD, microdata, RDFa, Open Graph) with Turtle, RDF/XML,
+  N-Triples and OWL documents that link to each other through RDF only, plus hostile RDF
+  (billion laughs, a huge Turtle file, invalid syntax): every triple of every RDF document is
+  stored once and equals what rdflib reads from the file; RDF-only links are followed; the
+  hostile documents are recorded as ``rdf_parse`` / ``rdf_limit`` errors and the crawl goes on;
+  ``gridcrawl export --triples`` and ``gridcrawl report --crawl-db`` read the result.
+* The ontology-focused crawl (``--focus-ontology``) reaches >= 90 % of a bird-watching region's
+  pages with fewer than half the fetches breadth-first needs for the same coverage (computed
+  over the known link graph, as the keyword focused crawl's test does), pages naming the
+  ontology only by IRI (JSON-LD) scoring as on topic.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from rdflib import Graph
+from rdflib.compare import isomorphic
+
+from grid import Grid
+from sites import Site
+from test_semantic import ONTOLOGY, billion_laughs, graph_of
+from test_strategies_e2e import bfs_fetches_for, fetched, html, tree
+
+pytestmark = pytest.mark.e2e
+
+TURTLE, RDFXML, NTRIPLES, OWL = "text/turtle", "application/rdf+xml", "application/n-triples", "application/octet-stream"
+SDO = "http://schema.org/"
+
+
+def semantic_site() -> tuple[Site, dict[str, str]]:
+    """The mixed site; returns it and its RDF documents (path -> rdflib format)."""
+    site = Site()
+    site.pages["/"] = html("Bird observatory", """
+        <script type="application/ld+json">{"@context": "https://schema.org", "@type": "WebSite",
+          "name": "Bird observatory", "url": "{BASE}/", "sameAs": "{BASE}/data/catalog.ttl"}</script>
+        <div itemscope itemtype="https://schema.org/Person" itemid="{BASE}/#warden">
+          <span itemprop="name">Ann Warden</span> <a itemprop="url" href="/about.html">About the warden</a></div>
+        <div vocab="http://schema.org/" typeof="Place" resource="{BASE}/#hide"><span property="name">North hide</span></div>
+        """).replace(b"<head>", b'<head><meta property="og:title" content="Bird observatory">')
+    site.pages["/about.html"] = html("About", "<p>The warden.</p>")
+    site.pages["/data/catalog.ttl"] = b"""@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix ex: <http://example.org/birds#> .
+<> rdfs:seeAlso <people.rdf>, <hostile/laughs.rdf>, <hostile/huge.ttl>, <hostile/broken.ttl> ;
+   rdfs:label "Catalogue"@en ; ex:count 3 ; ex:curator [ rdfs:label "a volunteer" ] .
+"""
+    site.types["/data/catalog.ttl"] = TURTLE
+    site.pages["/data/people.rdf"] = b"""<?xml version="1.0"?>
+<!DOCTYPE rdf:RDF [<!ENTITY owl "http://www.w3.org/2002/07/owl#">]>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:owl="&owl;"
+         xmlns:rdfs="http://www.w3.org/2000/01/rdf-schema#" xmlns:foaf="http://xmlns.com/foaf/0.1/">
+  <foaf:Person rdf:about="#ann"><foaf:name xml:lang="en">Ann Warden</foaf:name>
+    <rdfs:seeAlso rdf:resource="more.nt"/></foaf:Person>
+  <owl:Ontology rdf:about=""><owl:imports rdf:resource="onto.owl"/></owl:Ontology>
+</rdf:RDF>"""
+    site.types["/data/people.rdf"] = RDFXML
+    site.pages["/data/more.nt"] = (b"<{BASE}/data/more.nt> <http://www.w3.org/2000/01/rdf-schema#seeAlso> "
+                                   b"<{BASE}/rdf-only.html> .\n"
+                                   b'<{BASE}/rdf-only.html> <http://purl.org/dc/terms/title> "Only RDF links here" .\n')
+    site.types["/data/more.nt"] = NTRIPLES
+    site.pages["/data/onto.owl"] = ONTOLOGY  # Turtle in an .owl file served as octets: sniffed
+    site.types["/data/onto.owl"] = OWL
+    site.pages["/rdf-only.html"] = html("Reached through RDF", "<p>No HTML page links here.</p>")
+    site.pages["/data/hostile/laughs.rdf"] = billion_laughs()
+    site.types["/data/hostile/laughs.rdf"] = RDFXML
+    site.pages["/data/hostile/huge.ttl"] = b"".join(
+        b"<#s%d> <http://example.org/p> <#o%d> .\n" % (i, i) for i in range(20_000))
+    site.types["/data/hostile/huge.ttl"] = TURTLE
+    site.pages["/data/hostile/broken.ttl"] = b"@prefix ex: <http://example.org/> . ex:s ex:p"
+    site.types["/data/hostile/broken.ttl"] = TURTLE
+    return site, {"/data/catalog.ttl": "turtle", "/data/people.rdf": "xml", "/data/more.nt": "nt",
+                  "/data/onto.owl": "turtle"}
+
+
+def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path, site_server):
+    site, documents = semantic_site()
+    server = site_server(site)
+    base = server.url("/")[:-1]
+    spec = tmp_path / "items.toml"  # item fields read the structured data the executor parsed
+    spec.write_text('[[item]]\ntype = "site"\nurl = "/$"\n[item.fields]\n'
+                    'name = { jsonld = "$.name", required = true }\nsame = { jsonld = "sameAs", type = "url" }\n')
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4", env={"GRIDCRAWL_MAX_TRIPLES": "5000"})
+        client = grid.start_client(server.url("/"), "--structured-data", "--extract", str(spec))
+        assert client.wait(timeout=90) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    got = fetched(server)
+    assert set(got) == set(site.pages) and set(got.values()) == {1}, got   # RDF-only links followed, once each
+    by_url = {}
+    for fp, url in grid.query("crawl", "SELECT fingerprint, url FROM document"):
+        rows = grid.query("crawl", "SELECT subject, predicate, object, object_kind, datatype, language FROM triple "
+                          "WHERE fingerprint = ?", fp)
+        by_url[url[len(base):]] = [list(r) for r in rows]
+    for path, fmt in documents.items():
+        body = site.pages[path].replace(b"{BASE}", base.encode())
+        expected = Graph().parse(data=body, format=fmt, publicID=base + path)
+        assert len(by_url[path]) == len(expected) and isomorphic(graph_of(by_url[path]), expected), path
+    home = by_url["/"]
+    for triple in ([base + "/#warden", SDO + "name", "Ann Warden", "literal", None, None],     # microdata
+                   [base + "/#warden", SDO + "url", base + "/about.html", "uri", None, None],
+                   [base + "/#hide", SDO + "name", "North hide", "literal", None, None],       # RDFa
+                   [base + "/", "http://ogp.me/ns#title", "Bird observatory", "literal", None, None],  # Open Graph
+                   ["_:b0", SDO + "sameAs", base + "/data/catalog.ttl", "uri", None, None]):   # JSON-LD
+        assert triple in home, triple
+    assert len({tuple(t) for t in home}) == len(home)
+    structured = json.loads(grid.query("crawl", "SELECT structured_data FROM document WHERE url = ?", base + "/")[0][0])
+    assert structured["json-ld"][0]["@type"] == "WebSite" and structured["errors"] == []
+    errors = dict(grid.query("crawl", "SELECT url, error_kind FROM visited_url WHERE error_kind IS NOT NULL"))
+    assert errors == {base + "/data/hostile/laughs.rdf": "rdf_parse", base + "/data/hostile/broken.ttl": "rdf_parse",
+                      base + "/data/hostile/huge.ttl": "rdf_limit"}
+    assert "Traceback" not in grid.log("ex1.log")
+    (item,) = grid.query("crawl", "SELECT type, fields FROM item")
+    assert item[0] == "site" and json.loads(item[1]) == {"name": "Bird observatory",
+                                                         "same": base + "/data/catalog.ttl"}
+
+    out = tmp_path / "triples.nt"
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", grid.crawl_db, "--triples",
+                           "--format", "nt", str(out)], capture_output=True, text=True, timeout=60)
+    total = grid.query("crawl", "SELECT COUNT(*) FROM triple")[0][0]
+    assert proc.returncode == 0 and f"exported {total} triples" in proc.stderr
+    assert len(Graph().parse(out, format="nt")) == total
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--crawl-db", grid.crawl_db],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = {" ".join(line.replace("│", " ").split()) for line in proc.stdout.splitlines()}
+    assert f"triples stored {total}" in lines
+    assert "RDF documents 4" in lines and "HTML pages with structured data 1" in lines
+    assert "RDF errors: rdf_parse / rdf_limit 2 / 1" in lines
+    print("\n" + proc.stdout)
+
+
+# ------------------------------------------------------------------------------------ ontology focus
+
+OFF_TOPIC = {"food": "Recipe", "sport": "Match report", "news": "City news"}
+BIRDS = "http://example.org/birds#"
+
+
+def bird_site() -> tuple[Site, set[str], set[str]]:
+    """A portal with a bird-watching region (/birds/) and a large off-topic region; returns the
+    site, the topical paths, and the topical pages that name the ontology only by IRI."""
+    site = Site()
+
+    def page(path: str, title: str, body: str, out: list[tuple[str, str]]) -> None:
+        site.pages[path] = html(title, body + "<ul>" + "".join(
+            f'<li><a href="{href}">{anchor}</a></li>' for href, anchor in out) + "</ul>")
+        site.links[path] = list(dict.fromkeys(href for href, _ in out))
+
+    off_kids = tree(5, 3)
+    off_path = lambda region, n: f"/{region}/index.html" if n == 0 else f"/{region}/{n}.html"
+    for region, noun in OFF_TOPIC.items():
+        for n, kids in off_kids.items():
+            out = [(off_path(region, k), f"{noun} {k}") for k in kids]
+            if region == "news" and n == 0:  # two topical pages only the news knows about
+                out += [("/birds/press.html", "Songbird migration route in the press"),
+                        ("/birds/press-2.html", "More on the nest box")]
+            page(off_path(region, n), f"{noun} {n}", f"<p>Everything about {region}, part {n}.</p>", out)
+    topical = {"/birds/press.html", "/birds/press-2.html"}
+    for path in topical:
+        page(path, "In the press", "<p>A songbird and its nest box, reported.</p>", [])
+    iri_only = set()
+
+    def topic_path(n: int) -> str:
+        if n == 0:
+            return "/birds/index.html"
+        return f"/birds/songbird-appendix-{n}.html" if n % 4 == 0 else f"/birds/{n}.html"
+
+    for n, kids in tree(3, 3).items():
+        out = [(topic_path(k), f"Appendix {k}" if k % 4 == 0 else f"Nest box notes, part {k}") for k in kids]
+        out += [(off_path("food", 1 + n % 5), "Lunch break"), (off_path("sport", 1 + n % 5), "Results")]
+        if n % 2:
+            body = "<p>A songbird at the nest box, on its migration route.</p>"
+        else:  # no ontology word in the text: only the IRIs of its JSON-LD say what it is about
+            body = ('<p>Field notes, entry %d.</p><script type="application/ld+json">{"@context": '
+                    '{"b": "%s"}, "@type": ["b:Bird", "b:Nest"], "b:migrates": {"@id": "http://example.org/routes/%d"}}'
+                    "</script>" % (n, BIRDS, n))
+            iri_only.add(topic_path(n))
+        page(topic_path(n), f"Field notes {n}", body, out)
+        topical.add(topic_path(n))
+    page("/", "City portal", "<p>Welcome to the city portal.</p>", [
+        ("/food/index.html", "Cooking"), ("/sport/index.html", "Sports"),
+        ("/birds/index.html", "Bird observatory"), ("/news/index.html", "News")])
+    return site, topical, iri_only
+
+
+def test_ontology_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_path, site_server):
+    site, topical, iri_only = bird_site()
+    ontology = tmp_path / "birds.ttl"
+    ontology.write_bytes(ONTOLOGY)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        client = grid.start_client(server.url("/"), "--focus-ontology", str(ontology), "--min-relevance", "0.26")
+        assert client.wait(timeout=90) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    got = fetched(server)
+    found = {path for path in got if path in topical}
+    coverage = len(found) / len(topical)
+    bfs_needed = bfs_fetches_for(site, topical, coverage)
+    print(f"\nontology-focused crawl: {len(found)}/{len(topical)} topical pages ({coverage:.0%}) with "
+          f"{sum(got.values())} fetches; breadth-first needs {bfs_needed} fetches for the same coverage "
+          f"(site: {len(site.pages)} pages)")
+    assert coverage >= 0.9, sorted(topical - found)
+    assert sum(got.values()) < bfs_needed / 2
+    assert set(got.values()) == {1}
+    rows = dict(grid.query("crawl", "SELECT url, relevance FROM document"))
+    base = server.url("/")[:-1]
+    # a page naming the ontology only by IRI (three terms: Bird, Nest, migrates) is fully on topic
+    assert {rows[base + path] for path in iri_only if base + path in rows} == {1.0}
+    assert grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'structured_data'") == [("1",)]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM triple WHERE object = ?", BIRDS + "Nest")[0][0] >= len(iri_only) - 2
+
+
+def test_bad_semantic_options_are_one_line_errors(tmp_path):
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    bad = tmp_path / "bad.ttl"
+    bad.write_text("@prefix : <http://a/> . :x :y")
+    for args, message in (([str(bad)], "does not parse"), ([str(tmp_path / "none.owl")], "cannot read the ontology")):
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db,
+                               "http://127.0.0.1:9/", "--focus-ontology", *args], capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db,
+                           "http://127.0.0.1:9/", "--focus", "bird", "--focus-ontology", str(bad)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--focus and --focus-ontology exclude each other" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "--triples", "--format", "warc",
+                           "-"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown triple format 'warc' (use nt or jsonl)" in proc.stderr
