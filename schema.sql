@@ -60,6 +60,7 @@ CREATE TABLE executor (
     pages_per_second     FLOAT           NOT NULL,            -- as the executor reported it
     arch                 VARCHAR(64)     NOT NULL,
     os                   VARCHAR(64)     NOT NULL,
+    quarantined_until    DATETIME2(6)    NULL,
     capabilities         NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_executor PRIMARY KEY (executor_id)
 );
@@ -71,6 +72,18 @@ CREATE TABLE grp (
     grp_name             VARCHAR(64)     NOT NULL,
     CONSTRAINT pk_grp PRIMARY KEY (grp_id),
     CONSTRAINT uq_grp_grp_name UNIQUE (grp_name)
+);
+GO
+
+-- Table manager_lease (see gridcrawl/models.py).
+CREATE TABLE manager_lease (
+    name                 VARCHAR(64)     NOT NULL,
+    holder               VARCHAR(255)    NOT NULL,
+    epoch                BIGINT          NOT NULL,
+    expires_at           DATETIME2(6)    NOT NULL,
+    address              VARCHAR(255)    NULL,
+    since                DATETIME2(6)    NULL,
+    CONSTRAINT pk_manager_lease PRIMARY KEY (name)
 );
 GO
 
@@ -143,6 +156,7 @@ CREATE TABLE attempt (
     time_started         DATETIME2(6)    NULL,
     time_finished        DATETIME2(6)    NULL,
     outcome              VARCHAR(16)     NOT NULL,
+    epoch                BIGINT          NULL,
     CONSTRAINT pk_attempt PRIMARY KEY (attempt_id),
     CONSTRAINT fk_attempt_executor_id FOREIGN KEY (executor_id) REFERENCES executor (executor_id),
     CONSTRAINT fk_attempt_internal_thread_id FOREIGN KEY (internal_thread_id) REFERENCES thread (internal_thread_id)
@@ -457,8 +471,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0003');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '3');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0005');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '5');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,

@@ -7,6 +7,15 @@ each finished thread, and apply results in batched transactions (``apply_batch``
 are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
 flight, and then closes the application.
 
+Results are applied by a thread of their own while the I/O loop goes on receiving and sending
+heartbeats, so a long apply (a page with 200,000 links) never looks like death to the manager.
+When the crawl database fails for a while (connection lost, server restarting, ``database is
+locked``: :func:`gridcrawl.db.transient_error`) the crawl pauses — nothing new is submitted, the
+results wait unacknowledged, so the manager keeps them, exactly as during a client restart — and
+the apply is tried again with back-off until the database answers. Errors waiting will not cure
+(disk full, permission denied, schema mismatch) stop the client with :class:`CrawlDatabaseError`.
+Log lines about database errors carry the driver's first line only: never SQL or a page body.
+
 A **recrawl** (``recrawl="due"`` or ``"all"``) first queues the stored documents that are due
 again (:meth:`~gridcrawl.client.store.CrawlStore.queue_due`), each with its validators for a
 conditional request, and counts what the visits found in a ``recrawl`` row; with ``watch`` the
@@ -19,14 +28,18 @@ import collections
 import getpass
 import logging
 import math
+import queue
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.link import ManagerEndpoints
+from gridcrawl.db import describe_error, transient_error
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
@@ -44,6 +57,12 @@ class ManagerUnreachable(RuntimeError):
 
 class Refused(RuntimeError):
     """The manager refused to open the application."""
+
+
+class CrawlDatabaseError(RuntimeError):
+    """The crawl database failed in a way waiting will not cure (disk full, permission denied,
+    schema mismatch): the message is one line naming the cause and the database. Nothing was
+    half-applied; running the client again after the fix resumes the crawl."""
 
 
 @dataclass
@@ -65,6 +84,7 @@ class Progress:
     last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
     state: str = "running"  # running, paused or cancelled (by an operator: gridcrawl-client pause ...)
+    note: str = ""          # "database unavailable, retrying" while the crawl database does not answer
     # threads in flight that need a capability, by need, while no result has come for a while
     # (they wait for an executor that has it: e.g. "render", an executor started with --render)
     waiting: dict = field(default_factory=dict)
@@ -86,39 +106,48 @@ class Progress:
         return self.pages / seconds if seconds > 0 else 0.0
 
 
-def control_application(settings: Settings, manager: str, application_id: str, action: str, *,
+def control_application(settings: Settings, manager: str | list[str], application_id: str, action: str, *,
                         user: str | None = None, password: str | None = None, curve=None) -> p.Controlled:
     """Pause, resume or cancel application ``application_id`` (or a unique prefix of it, at
-    least 4 characters) at the manager ``manager``, as operator ``user``.
+    least 4 characters) at the manager ``manager`` (or the active one of several: a standby's
+    refusal naming it is followed once), as operator ``user``.
 
     Returns the manager's :class:`~gridcrawl.protocol.Controlled` (``state``: running, paused
     or stopped). Raises :class:`ManagerUnreachable` after ``settings.connect_timeout`` seconds
     without an answer, and :class:`Refused` with the manager's reason (unknown application,
     bad credentials, missing permission, already stopped).
     """
+    managers = ManagerEndpoints(manager)
+    deadline = time.monotonic() + settings.connect_timeout
     context = zmq.Context()
-    sock = make_socket(context, zmq.DEALER, settings)
     try:
-        if curve is not None:
-            apply_curve_client(sock, curve)
-        sock.connect(manager)
-        send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
-        deadline = time.monotonic() + settings.connect_timeout
-        while (remaining := deadline - time.monotonic()) > 0:
-            if not sock.poll(min(remaining, 0.2) * 1000):
-                continue
+        for _hop in range(len(managers.endpoints) + 1):
+            sock = make_socket(context, zmq.DEALER, settings)
             try:
-                message = p.decode(sock.recv_multipart())
-            except p.ProtocolError as exc:
-                log.warning("dropped a malformed message from the manager: %s", exc)
-                continue
-            if isinstance(message, p.Controlled):
-                return message
-            if isinstance(message, p.Refuse):
-                raise Refused(message.reason)
-        raise ManagerUnreachable(f"no answer from the manager at {manager} within {settings.connect_timeout:.0f} s")
+                if curve is not None:
+                    apply_curve_client(sock, curve)
+                sock.connect(managers.current)
+                send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
+                while (remaining := deadline - time.monotonic()) > 0:
+                    if not sock.poll(min(remaining, 0.2) * 1000):
+                        continue
+                    try:
+                        message = p.decode(sock.recv_multipart())
+                    except p.ProtocolError as exc:
+                        log.warning("dropped a malformed message from the manager: %s", exc)
+                        continue
+                    if isinstance(message, p.Controlled):
+                        return message
+                    if isinstance(message, p.Refuse):
+                        if message.active is not None and managers.follow(message.active):
+                            break  # a standby: ask the active manager it names
+                        raise Refused(message.reason)
+                else:
+                    break
+            finally:
+                sock.close(linger=0)
+        raise ManagerUnreachable(f"no answer from the manager at {managers} within {settings.connect_timeout:.0f} s")
     finally:
-        sock.close(linger=0)
         context.term()
 
 
@@ -160,7 +189,7 @@ class CrawlApplication:
     until ``stop`` is set.
     """
 
-    def __init__(self, settings: Settings, manager: str, store: CrawlStore, scope: Scope, *,
+    def __init__(self, settings: Settings, manager: str | list[str], store: CrawlStore, scope: Scope, *,
                  name: str = "gridcrawl", user: str | None = None, password: str | None = None,
                  on_progress: Callable[[Progress], None] | None = None, curve=None,
                  recrawl: str | None = None, watch: bool = False) -> None:
@@ -172,7 +201,7 @@ class CrawlApplication:
         self.recrawl_id: int | None = None
         self.settings = settings
         self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
-        self.manager = manager
+        self.managers = ManagerEndpoints(manager)  # several managers: hot standbys (gridcrawl.link)
         self.store = store
         self.scope = scope
         self.name = name
@@ -183,7 +212,12 @@ class CrawlApplication:
         self.socket: zmq.Socket | None = None
         self.in_flight: dict[int, Pending] = {}
         self.results: list[Outcome] = []
-        self._waiting: set[int] = set()  # thread ids of self.results (a result delivered twice is applied once)
+        self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
+        self._applier = ThreadPoolExecutor(1, thread_name_prefix="apply")
+        self._applying: Future | None = None     # the apply running in the applier thread
+        self._committed: queue.SimpleQueue = queue.SimpleQueue()  # (thread ids, counts) committed, to acknowledge
+        self._db_retry_at: float | None = None   # monotonic s: the database failed; try again then
+        self._db_backoff = 0.0
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
@@ -192,8 +226,42 @@ class CrawlApplication:
 
     # ------------------------------------------------------------------ connection
 
+    @property
+    def manager(self) -> str:
+        """The endpoint of the manager this application talks to now."""
+        return self.managers.current
+
     def _open(self, deadline: float) -> None:
-        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``."""
+        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``.
+
+        With several managers (hot standbys), a standby's refusal naming the active manager moves
+        to it at once, and a manager silent for ``peer_timeout`` seconds makes way for the next.
+        """
+        while True:
+            message = self._try_open(min(deadline, time.monotonic() + self.settings.peer_timeout)
+                                     if self.managers.several else deadline)
+            if isinstance(message, p.ApplicationOpened):
+                break
+            if time.monotonic() >= deadline:
+                raise ManagerUnreachable(f"no answer from the manager at {self.managers} within "
+                                         f"{self.settings.connect_timeout:.0f} s")
+            if message is None:  # silent: the next manager may be the active one
+                self.managers.next()
+            elif not self.managers.follow(message.active):  # a standby naming itself: taking over
+                time.sleep(min(self.settings.heartbeat_interval / 4, max(0.0, deadline - time.monotonic())))
+            log.info("opening the application at %s", self.manager)
+        if message.application_id != self.application_id:
+            self.application_id = message.application_id
+            self.store.set_meta("application_id", message.application_id)
+        self.progress.application_id = message.application_id
+        log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
+        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
+            self._submit(list(self.in_flight.values()))
+
+    def _try_open(self, deadline: float) -> p.ApplicationOpened | p.Refuse | None:
+        """Connect to the current manager and send ``open``; return its ``opened``, a standby's
+        ``refuse`` (one naming the active manager), or None if it was silent until ``deadline``.
+        Raises :class:`Refused` for any other refusal (credentials, permissions)."""
         if self.socket is not None:
             self.socket.close(linger=0)
         self.socket = make_socket(self.context, zmq.DEALER, self.settings)
@@ -206,8 +274,7 @@ class CrawlApplication:
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ManagerUnreachable(f"no answer from the manager at {self.manager} within "
-                                             f"{self.settings.connect_timeout:.0f} s")
+                    return None
                 failure = watch.failure()
                 if failure is not None:
                     raise Refused(failure)
@@ -215,18 +282,14 @@ class CrawlApplication:
                     continue
                 message = self._decode(self.socket.recv_multipart())
                 if isinstance(message, p.ApplicationOpened):
-                    break
+                    return message
                 if isinstance(message, p.Refuse):
-                    raise Refused(message.reason)
+                    if message.active is None and not self.managers.several:
+                        raise Refused(message.reason)
+                    log.warning("manager %s refused (%s)", self.manager, message.reason)
+                    return message
         finally:
             watch.close()
-        if message.application_id != self.application_id:
-            self.application_id = message.application_id
-            self.store.set_meta("application_id", message.application_id)
-        self.progress.application_id = message.application_id
-        log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
-        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
-            self._submit(list(self.in_flight.values()))
 
     @staticmethod
     def _decode(frames) -> p.Message | None:
@@ -349,9 +412,13 @@ class CrawlApplication:
         try:
             while not stop.is_set():
                 now = time.monotonic()
-                if not exhausted:
+                self._collect()
+                if self.results and oldest_result is None:  # put back after the database failed
+                    oldest_result = now
+                if not exhausted and self._applying is None and self._db_available(now):
                     exhausted = self._refill()
-                if self.socket.poll(min(s.apply_interval, s.heartbeat_interval) * 1000):
+                wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
+                if self.socket.poll(wait * 1000):
                     last_heard = time.monotonic()
                     for message in self._receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
@@ -381,9 +448,11 @@ class CrawlApplication:
                 # apply when the batch is full, when its oldest result has waited apply_interval, or
                 # when every submitted thread is back (no more results to wait for; the grid may be
                 # idle until the links of these pages are submitted, as after the seed)
-                if self.results and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
-                                     or len(self.results) >= len(self.in_flight)):
-                    self._apply()
+                if (self.results and self._applying is None and self._db_available(now)
+                        and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
+                             or len(self.results) >= len(self.in_flight))):
+                    self._applying = self._applier.submit(self._apply_batch, self.results)
+                    self.results = []
                     oldest_result = None
                     exhausted = False
                 if now - last_beat >= s.heartbeat_interval:
@@ -395,8 +464,13 @@ class CrawlApplication:
                     log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
                     self._reconnect(stop)
                     last_heard = time.monotonic()
-                if now >= next_look:  # --watch: queue what has come due since the last look
-                    due = self.store.queue_due()
+                if now >= next_look and self._applying is None and self._db_available(now):
+                    # --watch: queue what has come due since the last look
+                    try:
+                        due = self.store.queue_due()
+                    except Exception as exc:
+                        self._database_failed(exc)
+                        due = 0
                     if due:
                         self.progress.recrawl["due"] += due
                         self.store.update_recrawl(self.recrawl_id, self.progress.recrawl)
@@ -404,17 +478,28 @@ class CrawlApplication:
                         exhausted = False
                     next_look = self._next_look()
                 limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
-                if exhausted and not self.in_flight and not self.results and (not self.watch or limit):
+                if (exhausted and not self.in_flight and not self.results and self._applying is None
+                        and (not self.watch or limit)):
                     send(self.socket, p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break
+        except CrawlDatabaseError:
+            self._db_retry_at = float("inf")  # nothing more is applied
+            raise
         finally:
-            if self.results:
-                self._apply()
-            if self.recrawl_id is not None:
-                self.store.update_recrawl(self.recrawl_id, self.progress.recrawl, finished=True)
-            self.socket.close(linger=1000)
-            self.context.term()
+            try:
+                if self._db_retry_at is None:
+                    self._apply()
+                    if self.recrawl_id is not None:
+                        self.store.update_recrawl(self.recrawl_id, self.progress.recrawl, finished=True)
+                else:
+                    self._collect(wait=True)
+            except CrawlDatabaseError as exc:
+                log.error("%s", exc)
+            finally:
+                self._applier.shutdown(wait=True)
+                self.socket.close(linger=1000)
+                self.context.term()
         return self.progress
 
     def _next_look(self) -> float:
@@ -441,12 +526,17 @@ class CrawlApplication:
         return pend
 
     def _reconnect(self, stop: threading.Event) -> None:
+        """The manager fell silent: reopen the application — at the next manager first when there
+        are several (hot standbys), then round the list, backing off when one manager is all."""
         backoff = self.settings.reconnect_initial
+        self.managers.next()
         while not stop.is_set():
             try:
                 self._open(time.monotonic() + self.settings.peer_timeout)
                 return
             except ManagerUnreachable:
+                if self.managers.next():  # hot standbys: try the next manager at once
+                    continue
                 log.warning("manager still unreachable; retrying in %.1f s", backoff)
                 stop.wait(backoff)
                 backoff = min(self.settings.reconnect_max, backoff * 2)
@@ -463,7 +553,11 @@ class CrawlApplication:
                 return True
         if room <= 0 or (self.in_flight and room < s.max_in_flight // 4):
             return False
-        claimed = self.store.claim(room)
+        try:
+            claimed = self.store.claim(room)
+        except Exception as exc:
+            self._database_failed(exc)
+            return False
         for pend in claimed:
             self.in_flight[pend.thread_id] = pend
         if claimed:
@@ -482,14 +576,20 @@ class CrawlApplication:
                 yield message
 
     def _apply(self) -> None:
-        """Apply the waiting results, in transactions of at most :data:`APPLY_LINKS` links (pages
-        of a thousand links each would otherwise make one huge transaction, hold every row in
-        memory at once and keep the client silent past its liveness); each is acknowledged as
-        soon as it is committed, which also tells the manager the client is alive."""
-        batch, self.results = self.results, []
-        self._waiting.clear()
-        counts = {"pages": 0, "documents": 0, "errors": 0}
-        found = collections.Counter()
+        """Apply every waiting result now and acknowledge it (waits for the applier thread).
+        Raises :class:`CrawlDatabaseError` if the database fails for good."""
+        self._collect(wait=True)
+        if self.results:
+            self._applying = self._applier.submit(self._apply_batch, self.results)
+            self.results = []
+            self._collect(wait=True)
+
+    def _apply_batch(self, batch: list[Outcome]) -> list[Outcome]:
+        """Apply ``batch`` in the applier thread, in transactions of at most :data:`APPLY_LINKS`
+        links (pages of a thousand links each would otherwise make one huge transaction and hold
+        every row in memory at once). Each committed part goes to :attr:`_committed` for the I/O
+        loop to acknowledge. Returns the outcomes left unapplied (empty, unless the database
+        failed: then the error is the last item's ``failure``, see :meth:`_collect`)."""
         start = 0
         while start < len(batch):
             end, links = start, 0
@@ -497,27 +597,87 @@ class CrawlApplication:
                 links += _links(batch[end])
                 end += 1
             part = batch[start:end]
-            done = self.store.apply(part, self.scope, store_content=self.settings.store_content,
-                                    store_duplicates=self.settings.store_duplicates)
-            for key in counts:
-                counts[key] += done[key]
-            found.update({key: done.get(key, 0) for key in (*VERDICTS, "new")})
-            thread_ids = [o.pending.thread_id for o in part]
+            began = time.monotonic()
+            try:
+                done = self.store.apply(part, self.scope, store_content=self.settings.store_content,
+                                        store_duplicates=self.settings.store_duplicates)
+            except Exception as exc:
+                return [*batch[start:], exc]
+            seconds = time.monotonic() - began
+            if seconds >= 1.0:  # the I/O loop kept heartbeating meanwhile
+                log.info("applied %d results with %d links in %.1f s", len(part), links, seconds)
+            self._count_recrawl(done)
+            self._committed.put(([o.pending.thread_id for o in part], done))
+            start = end
+        return []
+
+    def _count_recrawl(self, done: dict) -> None:
+        """(Applier thread.) A recrawl counts what a committed part found, in its ``recrawl`` row
+        too (a failure to write the counts is logged: they are statistics, the pages are stored)."""
+        pr = self.progress
+        if pr.recrawl is None:
+            return
+        found = collections.Counter({key: done.get(key, 0) for key in (*VERDICTS, "new")})
+        for key in ("not_modified", "unchanged", "changed", "gone", "revived", "new"):
+            pr.recrawl[key] += found[key]
+        pr.recrawl["errors"] += found["error"]
+        pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]
+        try:
+            self.store.update_recrawl(self.recrawl_id, pr.recrawl)
+        except Exception as exc:
+            log.warning("could not write the recrawl counts (%s)", describe_error(exc, self.store.engine))
+
+    def _collect(self, wait: bool = False) -> None:
+        """In the I/O loop: acknowledge what the applier committed, update the progress and, when
+        the apply is over, take back what it could not apply (the database failed). With ``wait``,
+        wait for a running apply first."""
+        if self._applying is not None and (wait or self._applying.done()):
+            left = self._applying.result()
+            self._applying = None
+            if left:
+                *outcomes, exc = left
+                self.results[:0] = outcomes  # first again, still waiting (the manager keeps them unacked)
+                self._send_acks()
+                self._database_failed(exc)
+        self._send_acks()
+
+    def _send_acks(self) -> None:
+        pr, acked = self.progress, False
+        while True:
+            try:
+                thread_ids, done = self._committed.get_nowait()
+            except queue.Empty:
+                break
             for thread_id in thread_ids:
                 self.in_flight.pop(thread_id, None)
+                self._waiting.discard(thread_id)
             send(self.socket, p.Ack(self.application_id, thread_ids))
-            start = end
-        pr = self.progress
-        pr.last_result = time.monotonic()
-        pr.pages += counts["pages"]
-        pr.documents += counts["documents"]
-        pr.errors += counts["errors"]
-        pr.in_flight = len(self.in_flight)
-        if pr.recrawl is not None:
-            for key in ("not_modified", "unchanged", "changed", "gone", "revived", "new"):
-                pr.recrawl[key] += found[key]
-            pr.recrawl["errors"] += found["error"]
-            pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]
-            self.store.update_recrawl(self.recrawl_id, pr.recrawl)
+            pr.pages += done["pages"]
+            pr.documents += done["documents"]
+            pr.errors += done["errors"]
+            acked = True
+        if acked:
+            pr.last_result = time.monotonic()
+            pr.in_flight = len(self.in_flight)
+            if self._db_retry_at is not None:
+                log.warning("the crawl database answers again; the crawl goes on")
+            self._db_retry_at, self._db_backoff, pr.note = None, 0.0, ""
+            if self.on_progress:
+                self.on_progress(pr)
+
+    def _database_failed(self, exc: BaseException) -> None:
+        """The crawl database failed: pause and retry later with back-off (1 s doubling to 30 s)
+        if :func:`~gridcrawl.db.transient_error`, else raise :class:`CrawlDatabaseError`."""
+        reason = describe_error(exc, self.store.engine)
+        if not transient_error(exc):
+            raise CrawlDatabaseError(f"the crawl database failed: {reason}") from None
+        self._db_backoff = min(30.0, max(1.0, self._db_backoff * 2))
+        self._db_retry_at = time.monotonic() + self._db_backoff
+        self.progress.note = "database unavailable, retrying"
+        log.warning("crawl database unavailable (%s); crawl paused, retrying in %.0f s", reason, self._db_backoff)
         if self.on_progress:
-            self.on_progress(pr)
+            self.on_progress(self.progress)
+
+    def _db_available(self, now: float) -> bool:
+        """False while waiting out the back-off after a database failure."""
+        return self._db_retry_at is None or now >= self._db_retry_at

@@ -12,6 +12,7 @@ from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
 from gridcrawl.settings import Settings
+from gridcrawl.link import split_endpoints
 from gridcrawl.transport import check_endpoint
 from gridcrawl.urls import InvalidURL
 
@@ -29,7 +30,8 @@ def crawl(
     ctx: typer.Context,
     seeds: List[str] = typer.Argument(None, help="seed URLs (none: resume the crawl in --db); or "
                                       "pause|resume|cancel APPLICATION_ID to control a running crawl"),
-    manager: str = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000"),
+    manager: List[str] = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000; repeat it "
+                                      "(or separate with commas) for hot-standby managers, tried in order"),
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
@@ -119,7 +121,9 @@ def crawl(
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
-        check_endpoint(manager)
+        manager = split_endpoints(manager)
+        for endpoint in manager:
+            check_endpoint(endpoint)
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
                             sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             max_pages_per_host=max_pages_per_host,
@@ -162,7 +166,9 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     if not application_ids:
         fail(f"{action} needs the application id (shown by the dashboard, the client's log and crawl_meta)")
     try:
-        check_endpoint(manager)
+        manager = split_endpoints(manager)
+        for endpoint in manager:
+            check_endpoint(endpoint)
         settings = configured_settings(ctx, connect_timeout=connect_timeout).validate()
         if (curve_secret is None) != (curve_server_key is None):
             fail("--curve-secret and --curve-server-key go together")
@@ -339,7 +345,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     ``pages_per_second`` of this run, the ``application_id`` and ``recrawl`` (the recrawl's
     counts, or None); see :func:`exit_status` for the crawl's exit status.
     """
-    from gridcrawl.client.app import CrawlApplication, ManagerUnreachable, Refused
+    import sqlalchemy as sa
+    from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, Refused
+    from gridcrawl.db import describe_error
     from gridcrawl.client.progress import ProgressView
     from gridcrawl.client.store import CrawlStore, check_seed
 
@@ -379,11 +387,16 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     with view:
         try:
             final = application.run(stop_on_signals())
-        except ManagerUnreachable as exc:
+        except (ManagerUnreachable, CrawlDatabaseError) as exc:
             fail(str(exc))
         except Refused as exc:
             fail(f"the manager refused the application: {exc}")
-    counts = store.counts()
+        except sa.exc.DBAPIError as exc:  # at start or at the end: no crawl loop to pause
+            fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
+    try:
+        counts = store.counts()
+    except sa.exc.DBAPIError as exc:
+        fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting))

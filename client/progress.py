@@ -26,8 +26,8 @@ class ProgressView:
             TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed} pages"),
             TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[in_flight]} in flight"),
             TextColumn("{task.fields[rate]:.1f} pages/s"), TimeElapsedColumn(),
-            console=self.console, disable=not self.enabled)
-        self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0)
+            TextColumn("[bold red]{task.fields[note]}"), console=self.console, disable=not self.enabled)
+        self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0, note="")
 
     def __enter__(self) -> "ProgressView":
         stderr = sys.stderr
@@ -45,9 +45,11 @@ class ProgressView:
         self.bar.__exit__(*exc)
 
     def update(self, progress) -> None:
-        """Show the figures of ``progress`` (a :class:`gridcrawl.client.app.Progress`)."""
+        """Show the figures of ``progress`` (a :class:`gridcrawl.client.app.Progress`), and its note
+        ("database unavailable, retrying") when it has one."""
         self.bar.update(self.task, completed=progress.pages, errors=progress.errors,
-                        in_flight=progress.in_flight, rate=progress.pages_per_second)
+                        in_flight=progress.in_flight, rate=progress.pages_per_second,
+                        note=getattr(progress, "note", ""))
 
     def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
                 commands: list[tuple[str, str]] = ()) -> None:

@@ -29,6 +29,7 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.link import ManagerEndpoints
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
@@ -149,12 +150,13 @@ class ExecutorAgent:
     is given the threads that need them.
     """
 
-    def __init__(self, settings: Settings, manager: str, *, name: str | None = None,
+    def __init__(self, settings: Settings, manager: str | list[str], *, name: str | None = None,
                  dedicated: bool = True, password: str | None = None, user: str | None = None,
                  curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
                  render: bool = False) -> None:
         self.settings = settings
-        self.manager = manager
+        # several managers (hot standbys): tried in order, a standby's redirect followed
+        self.managers = ManagerEndpoints(manager)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.dedicated = dedicated
         self.user = user or login_name()
@@ -182,6 +184,7 @@ class ExecutorAgent:
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                                keep_non_html=settings.keep_non_html, hop_check=self.guard.check,
+                               peer_check=self.guard.check_peer,
                                # politeness inside a grid thread: robots.txt and redirect hops are
                                # spaced by the host's delay (executor/pacing.py); waits are bounded
                                pacer=HostPacer(), max_wait=settings.thread_timeout / 2)
@@ -257,6 +260,11 @@ class ExecutorAgent:
 
     # ------------------------------------------------------------------ connection
 
+    @property
+    def manager(self) -> str:
+        """The endpoint of the manager this executor talks to now."""
+        return self.managers.current
+
     def _connect(self) -> None:
         # A new connection is a new generation: results of jobs received on an older connection
         # are dropped, never sent to a manager that may reuse their attempt ids (after a restart).
@@ -317,10 +325,18 @@ class ExecutorAgent:
                         elif isinstance(message, p.Cancel):
                             self.cancelled.add(message.attempt_id)
                         elif isinstance(message, p.Refuse):
-                            if self.executor_id is None:
+                            if message.active is not None or (self.executor_id is None and self.managers.several):
+                                # a standby manager (or one that does not know us yet): go to the
+                                # manager it names, or the next one, at once; back off if none
+                                moved = self.managers.follow(message.active)
+                                log.warning("manager refused (%s); registering with %s%s", message.reason,
+                                            self.manager, "" if moved else " again shortly")
+                                reconnect_at = now if moved else now + min(backoff, s.heartbeat_interval / 4)
+                            elif self.executor_id is None:
                                 raise Refused(message.reason)
-                            log.warning("manager says: %s; registering again", message.reason)
-                            reconnect_at = now
+                            else:
+                                log.warning("manager says: %s; registering again", message.reason)
+                                reconnect_at = now
                         elif isinstance(message, p.Bye):
                             log.warning("manager left (%s); reconnecting in %.1f s", message.reason, backoff)
                             reconnect_at = now + backoff
@@ -332,12 +348,17 @@ class ExecutorAgent:
                         self._failure_logged = now
                         log.warning("%s", failure)
                 if self.executor_id is None and now - started > s.connect_timeout:
-                    raise ManagerUnreachable(f"no answer from the manager at {self.manager} "
+                    raise ManagerUnreachable(f"no answer from the manager at {self.managers} "
                                              f"within {s.connect_timeout:.0f} s")
                 silent = now - (last_heard if welcomed else connected_at)
-                if reconnect_at is None and self.executor_id is not None and silent > s.peer_timeout:
-                    log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, backoff)
-                    reconnect_at = now + backoff
+                if (reconnect_at is None and (self.executor_id is not None or self.managers.several)
+                        and silent > s.peer_timeout):
+                    if self.managers.next():  # hot standbys: the next manager may be the active one now
+                        log.warning("manager silent for %.1f s; trying %s", silent, self.manager)
+                        reconnect_at = now
+                    else:
+                        log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, backoff)
+                        reconnect_at = now + backoff
                 if reconnect_at is not None and now >= reconnect_at:
                     reconnect_at, welcomed = None, False
                     self._hand_back_queued()  # not started: the manager takes them back
@@ -420,6 +441,9 @@ class ExecutorAgent:
             except zmq.Again:
                 break
             if int(frames[0]) != self.generation:
+                if len(frames) > 2:  # a result (not a start) of a job the manager took back
+                    log.info("dropped the result of a job received on an earlier connection "
+                             "(the manager took its attempt back)")
                 continue
             if len(frames) == 2:
                 started.append(int(frames[1]))

@@ -10,6 +10,7 @@ import typer
 from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.settings import Settings
+from gridcrawl.link import split_endpoints
 from gridcrawl.transport import check_endpoint
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
@@ -20,7 +21,8 @@ app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
 @app.command()
 def run(
     ctx: typer.Context,
-    manager: str = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000"),
+    manager: List[str] = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000; repeat it "
+                                      "(or separate with commas) for hot-standby managers, tried in order"),
     threads: int = typer.Option(Settings.threads, help="worker threads (grid threads run at once)"),
     name: str = typer.Option(None, help="a name for this executor (default host:pid)"),
     heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
@@ -91,7 +93,9 @@ def run(
     elif hours:
         fail("--hours needs --idle-only")
     try:
-        check_endpoint(manager)
+        manager = split_endpoints(manager)
+        for endpoint in manager:
+            check_endpoint(endpoint)
         settings = configured_settings(ctx, threads=threads, heartbeat_interval=heartbeat_interval,
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
                             download_timeout=download_timeout, max_body_bytes=max_body_bytes,

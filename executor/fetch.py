@@ -278,6 +278,7 @@ class _Watch:
         self.fired = False
         self._seconds = max(0.0, seconds)
         self._deadline = float("inf")
+        self.peer_check: Callable[[str], str | None] | None = None  # the fetcher's, for this fetch
 
     @property
     def done(self) -> bool:
@@ -336,7 +337,27 @@ def _attach_current(conn: object) -> None:
 
 
 class _WatchedConnectionMixin:
-    """Reports the connection to the current fetch's watch at connect and at each request."""
+    """Reports the connection to the current fetch's watch at connect and at each request, and
+    checks the address each new socket is connected to with the fetch's ``peer_check``.
+
+    The hop check (the SSRF guard) resolves a host name and checks its addresses *before* the
+    request, but the connection resolves the name again: a name that answers a public address to
+    the first lookup and 127.0.0.1 to the second (DNS rebinding) would get through. So the
+    address actually connected to is checked too, before a byte is sent (TLS included)."""
+
+    def _new_conn(self):  # type: ignore[override]
+        sock = super()._new_conn()  # type: ignore[misc]
+        check = getattr(getattr(_active, "watch", None), "peer_check", None)
+        if check is not None:
+            try:
+                address = sock.getpeername()[0]
+            except OSError:
+                address = None
+            reason = check(address) if address is not None else None
+            if reason is not None:
+                sock.close()
+                raise _Failure(ErrorKind.BLOCKED, reason)
+        return sock
 
     def connect(self) -> None:  # type: ignore[override]
         _attach_current(self)
@@ -558,6 +579,9 @@ class Fetcher:
         max_wait: seconds one fetch may spend waiting for its hosts' delays at most; a chain
             that would wait longer fails as TIMEOUT (keeps a worker from sleeping for ever
             through a long chain on a host with a large Crawl-delay).
+        peer_check: called with the IP address (text) each new connection is connected to,
+            before anything is sent; a returned string refuses it (BLOCKED). The executor
+            passes :meth:`gridcrawl.executor.ssrf.SSRFGuard.check_peer` (DNS rebinding).
     """
 
     def __init__(
@@ -574,6 +598,7 @@ class Fetcher:
         truncate_body: bool = False,
         pacer=None,
         max_wait: float = 150.0,
+        peer_check: Callable[[str], str | None] | None = None,
     ) -> None:
         self.user_agent = user_agent
         self.connect_timeout = float(connect_timeout)
@@ -583,6 +608,7 @@ class Fetcher:
         self.max_redirects = int(max_redirects)
         self.keep_non_html = bool(keep_non_html)
         self.hop_check = hop_check
+        self.peer_check = peer_check
         self.truncate_body = bool(truncate_body)
         self.pacer = pacer
         self.max_wait = float(max_wait)
@@ -593,13 +619,14 @@ class Fetcher:
 
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
-        ``hop_check``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
+        ``hop_check``, ``peer_check``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
         It has its own sessions. Unknown names raise ``TypeError``."""
         params = dict(user_agent=self.user_agent, connect_timeout=self.connect_timeout,
                       read_timeout=self.read_timeout, deadline=self.deadline,
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
                       keep_non_html=self.keep_non_html, hop_check=self.hop_check,
-                      truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait)
+                      truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait,
+                      peer_check=self.peer_check)
         params.update(changes)
         return Fetcher(**params)
 
@@ -664,6 +691,7 @@ class Fetcher:
         waited_before = self._waited()  # a nested fetch (robots.txt inside a hop check) keeps its own
         self._local.waited = 0.0
         watch = _Watch(self.deadline)
+        watch.peer_check = self.peer_check
         previous = getattr(_active, "watch", None)
         _active.watch = watch
         watch.start()
@@ -779,6 +807,8 @@ class Fetcher:
         """Map a requests/urllib3/socket exception to a failure."""
         if watch.fired:
             return self._timeout_failure()
+        if isinstance(exc, _Failure):  # the connected address was refused (peer_check)
+            return exc
         message = f"{type(exc).__name__}: {exc}"
         if isinstance(
             exc,

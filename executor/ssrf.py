@@ -240,6 +240,17 @@ class SSRFGuard:
             return None
         return reason
 
+    def check_peer(self, address: str) -> str | None:
+        """The reason a connection to IP ``address`` (text, as ``getpeername`` gives it) must be
+        closed, or None. The fetcher calls it on every new connection: the host name was checked
+        by :meth:`check`, but the connection resolved it again (DNS rebinding)."""
+        parsed = parse_host(address)
+        reason = self.check_address(parsed) if parsed is not None else f"unparseable address {address!r}"
+        if reason is None:
+            return None
+        return (f"connected to {address}, refused by the SSRF guard: {reason} (the host name resolved to "
+                "another address when checked: DNS rebinding?)")
+
     def check(self, url: str) -> str | None:
         """The reason the executor must not request ``url``, or None to go ahead.
 

@@ -16,7 +16,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import fail, setup_logging
+from gridcrawl.cli_common import ChildWatch, fail, setup_logging
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
@@ -198,10 +198,12 @@ def run(
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     python = [sys.executable, "-m"]
+    children = ChildWatch()  # they stop when this process dies, even by kill -9
     processes = [subprocess.Popen(python + [
         "gridcrawl.manager", "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
         "--dispatch", dispatch, "--download-delay", str(download_delay),
-        "--concurrent-requests-per-host", str(concurrent_requests_per_host), *(["--http", http] if http else [])])]
+        "--concurrent-requests-per-host", str(concurrent_requests_per_host), *(["--http", http] if http else [])],
+        **children.popen_options())]
     try:
         for i in range(executors):
             processes.append(subprocess.Popen(python + [
@@ -209,7 +211,7 @@ def run(
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--ignore-robots"] if ignore_robots else []),
-                *(["--render"] if rendering else [])]))
+                *(["--render"] if rendering else [])], **children.popen_options()))
         counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
@@ -477,6 +479,9 @@ def report(
         except DatabaseUnavailable as exc:
             fail(str(exc))
         try:
+            lease = rep.active_manager(engine)
+            if lease is not None:
+                typer.echo(lease.describe())
             if application:
                 application = rep.resolve_application(engine, application)
                 _print_timings(rep.executor_timings(engine, application), wide)

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from typing import NoReturn
@@ -108,9 +109,58 @@ def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: 
     root.setLevel(numeric)
 
 
+PARENT_PIPE_ENV = "GRIDCRAWL_PARENT_PIPE"
+
+
+class ChildWatch:
+    """Children that die with their parent (``gridcrawl run``'s manager and executors): however
+    the parent ends — even ``kill -9`` — its children stop gracefully.
+
+    Each child's standard input is a pipe whose write end only the parent holds; the operating
+    system closes it when the parent ends, however it ends, and the child, which watches its
+    standard input (:func:`stop_on_signals`), reads end-of-file and stops. That works alike on
+    Linux, macOS and Windows (no job object needed). On Linux each child also asks the kernel
+    for SIGTERM when its parent dies (``prctl(PR_SET_PDEATHSIG)``, run between fork and exec).
+    Use :meth:`popen_options` for each child.
+    """
+
+    def popen_options(self) -> dict:
+        """Keyword arguments for :class:`subprocess.Popen` of one child."""
+        options = {"stdin": subprocess.PIPE, "env": {**os.environ, PARENT_PIPE_ENV: "stdin"}}
+        if sys.platform.startswith("linux"):
+            options["preexec_fn"] = _die_with_parent
+        return options
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
+def _watch_parent(stop: threading.Event) -> None:
+    """If this program was started by a :class:`ChildWatch`, set ``stop`` when the parent dies
+    (its standard input reaches end-of-file)."""
+    if os.environ.pop(PARENT_PIPE_ENV, None) != "stdin" or sys.stdin is None:
+        return
+    stream = sys.stdin.buffer
+
+    def watch() -> None:
+        try:
+            while stream.read(1):
+                pass
+        except (OSError, ValueError):
+            pass
+        logging.getLogger("gridcrawl").warning("the parent process is gone: stopping")
+        stop.set()
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def stop_on_signals() -> threading.Event:
-    """An event set by the first SIGINT/SIGTERM (graceful stop); a second signal exits at once."""
+    """An event set by the first SIGINT/SIGTERM (graceful stop), or when the parent that started
+    this program with a :class:`ChildWatch` dies; a second signal exits at once."""
     stop = threading.Event()
+    _watch_parent(stop)
 
     def handler(signum, _frame):
         if stop.is_set():

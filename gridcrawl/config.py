@@ -289,10 +289,24 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    _split_lists(command, default_map)
     if path:
         os.environ[CONFIG_ENV] = str(Path(path).resolve())
     tune_gc()
     app(args=argv, default_map=default_map, obj=obj)
+
+
+def _split_lists(command, default_map: dict) -> None:
+    """A repeatable option (``--manager A --manager B``) given one string by the file or the
+    environment (``GRIDCRAWL_MANAGER=A,B``) takes its comma-separated parts (in place; the
+    subcommands' maps too)."""
+    for param in getattr(command, "params", []):
+        value = default_map.get(param.name)
+        if getattr(param, "multiple", False) and isinstance(value, str):
+            default_map[param.name] = [part.strip() for part in value.split(",") if part.strip()]
+    for name, sub in getattr(command, "commands", {}).items():
+        if isinstance(default_map.get(name), dict):
+            _split_lists(sub, default_map[name])
 
 
 def tune_gc() -> None:

@@ -286,30 +286,41 @@ def is_unique_violation(exc: BaseException) -> bool:
             or "Duplicate entry" in text or "duplicate key" in text)
 
 
+INSERT_SLICE = 5000  # rows per executemany of insert_ignore
+
+
 def insert_ignore(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
     """Insert ``rows`` into ``table``, silently skipping rows whose unique keys already exist
     (also rows another transaction is inserting at the same moment: one of them is stored).
 
     SQLite and PostgreSQL use ``INSERT … ON CONFLICT DO NOTHING``; MariaDB/MySQL
     ``INSERT IGNORE``; other back ends (SQL Server) :func:`insert_ignore_savepoints`. Rows are
-    inserted in the order of the table's unique key, so two writers of overlapping batches take
-    their key locks in one order and do not deadlock. Raises SQLAlchemy errors other than a
+    inserted in the order of the table's unique key (except on SQLite, whose writers take the
+    whole database), so two writers of overlapping batches take their key locks in one order and
+    do not deadlock. Raises SQLAlchemy errors other than a
     duplicate key.
     """
     if not rows:
         return
-    rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     dialect = conn.dialect.name
+    if dialect != "sqlite":  # SQLite writers take the whole database at BEGIN IMMEDIATE: no key-lock order
+        rows = sorted(rows, key=_sort_key(_conflict_columns(table)))
     if dialect == "sqlite":
         from sqlalchemy.dialects.sqlite import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
-        conn.execute(insert(table).on_conflict_do_nothing(), rows)
+        stmt = insert(table).on_conflict_do_nothing()
     elif dialect in ("mysql", "mariadb"):
-        conn.execute(table.insert().prefix_with("IGNORE"), rows)
+        stmt = table.insert().prefix_with("IGNORE")
     else:
         insert_ignore_savepoints(conn, table, rows)
+        return
+    # in slices (still in key order, in the same transaction): a driver's executemany of 200,000
+    # rows is one C call that lets other threads of the program (the client's I/O loop and its
+    # heartbeats) have Python's GIL only by chance; between slices they get it
+    for part in chunks(rows, INSERT_SLICE):
+        conn.execute(stmt, part)
 
 
 def insert_ignore_savepoints(conn: Connection, table: sa.Table, rows: Sequence[dict]) -> None:
@@ -350,6 +361,39 @@ def is_retryable(exc: BaseException) -> bool:
         return True
     text = " ".join(str(a) for a in args)
     return "database is locked" in text or "(1205)" in text or "deadlock" in text.lower()
+
+
+# Driver messages of errors that waiting will not cure (matched lower-case): disk full, no
+# permission, read-only file, a schema that does not match.
+_PERMANENT = ("disk is full", "disk full", "no space left", "permission denied", "readonly database",
+              "read-only", "access denied", "no such table", "no such column", "undefinedtable",
+              "undefinedcolumn", "does not exist", "unknown column", "doesn't exist", "disk i/o error")
+# ... and of errors that go away: the connection or the server went (restart, network), a lock.
+_TRANSIENT = ("connection", "server closed", "terminating", "shutting down", "shutdown", "gone away",
+              "lost connection", "could not connect", "database is locked", "deadlock", "timeout",
+              "timed out", "the database system is starting up", "in recovery", "not accepting connections")
+
+
+def transient_error(exc: BaseException) -> bool:
+    """True if database error ``exc`` may go away by itself (connection lost, server shutting
+    down or restarting, deadlock, lock timeout, ``database is locked``): wait and try again.
+    False for errors that need an operator (disk full, permission denied, read-only file, a
+    schema that does not match) and for errors this module does not recognise."""
+    text = _reason(exc).lower()
+    if any(marker in text for marker in _PERMANENT):
+        return False
+    if is_retryable(exc) or getattr(exc, "connection_invalidated", False):
+        return True
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+        return any(marker in text for marker in _TRANSIENT)
+    return False
+
+
+def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
+    """One line about database error ``exc``: the driver's first line, and the database (its
+    URL without password). Never the SQL statement or its parameters (they may hold page bodies)."""
+    where = f" (database {engine.url.render_as_string(hide_password=True)})" if engine is not None else ""
+    return f"{_reason(exc)}{where}"
 
 
 def run_transaction(engine: Engine, work: Callable[[Connection], T], attempts: int = 5) -> T:

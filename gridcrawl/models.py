@@ -105,6 +105,7 @@ executor = Table(
     Column("pages_per_second", Real, nullable=False, default=0),
     Column("arch", String(64), nullable=False, default=""),
     Column("os", String(64), nullable=False, default=""),
+    Column("quarantined_until", Timestamp),  # no new work until then: its attempts kept timing out
     Column("capabilities", LongText),    # what it declared, space-separated ("plugin:shop plugin:shop@1.0")
 )
 
@@ -150,8 +151,21 @@ attempt = Table(
     Column("time_started", Timestamp),
     Column("time_finished", Timestamp),
     Column("outcome", String(16), nullable=False),
+    Column("epoch", BigInteger),        # the manager lease epoch under which it was assigned
     Index("ix_attempt_thread", "internal_thread_id"),
     Index("ix_attempt_executor", "executor_id"),
+)
+
+# The manager's lease on its database (gridcrawl.manager.lease): one row per lease name; the
+# holder renews expires_at; a take-over increments epoch, so writes can be fenced by it.
+manager_lease = Table(
+    "manager_lease", manager_metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("address", String(255)),         # the holder's endpoint for peers (standbys name it)
+    Column("since", Timestamp),             # when the holder took the lease
 )
 
 # Users, groups and permissions (Alchemi's usr / grp / prm, with keys; see gridcrawl.auth).

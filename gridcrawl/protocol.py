@@ -347,10 +347,15 @@ class CloseApplication(Message):
 
 @dataclass
 class Refuse(Message):
-    """Manager → peer: your request is refused (bad credentials, unknown application ...)."""
+    """Manager → peer: your request is refused (bad credentials, unknown application ...).
+
+    A standby manager refuses everything, naming the ``active`` manager's endpoint (hot standbys:
+    the peer moves there at once, see :mod:`gridcrawl.link`); ``None`` otherwise.
+    """
 
     TYPE: ClassVar[bytes] = b"refuse"
     reason: str
+    active: str | None = None
 
 
 @dataclass

@@ -337,6 +337,40 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
     return len(done)
 
 
+@dataclass
+class ActiveManager:
+    """The manager holding the database's lease (:mod:`gridcrawl.manager.lease`): its
+    ``address``, lease ``epoch`` (1 for the first manager, +1 at every take-over), ``since`` (UTC,
+    when it took the lease) and ``expires_at`` (UTC; in the past: no manager is active)."""
+
+    address: str | None
+    holder: str
+    epoch: int
+    since: _dt.datetime | None
+    expires_at: _dt.datetime
+
+    @property
+    def live(self) -> bool:
+        """True while the lease is unexpired (its holder is running and renewing it)."""
+        return self.expires_at > _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+
+    def describe(self) -> str:
+        """One line for people: who, whether live, epoch, since when (UTC)."""
+        state = "active" if self.live else f"lease not renewed since {self.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        since = f", since {self.since:%Y-%m-%d %H:%M:%S} UTC" if self.since else ""
+        return f"manager {self.address or self.holder}: {state}, lease epoch {self.epoch}{since}"
+
+
+def active_manager(engine: Engine) -> ActiveManager | None:
+    """The lease row of the manager database ``engine`` (None: no manager ever ran on it)."""
+    from gridcrawl import models
+    t = models.manager_lease
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(t.name):
+            return None
+        row = conn.execute(sa.select(t.c.address, t.c.holder, t.c.epoch, t.c.since, t.c.expires_at)
+                           .where(t.c.holder != "")).first()
+    return None if row is None else ActiveManager(row.address, row.holder, int(row.epoch), row.since, row.expires_at)
 # ---------------------------------------------------------------------------------------------
 # The semantic crawl (crawl database): what the triple table and the ontology focus hold.
 

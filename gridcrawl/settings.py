@@ -37,8 +37,13 @@ class Settings:
     thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
     prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
+    lease_seconds: float = _doc(0.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it; 0: heartbeat_interval × heartbeat_liveness): a second manager on the database refuses to start while it lasts, a hot standby takes over when it expires")
     record_interval: float = _doc(0.5, "seconds between batched writes of the manager's records to SQL")
     dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
+    max_threads_per_executor: int = _doc(64, "worker threads the manager believes an executor has, at most (a larger claim is capped)")
+    start_window: int = _doc(8, "grid threads a new executor may hold unanswered; grows by one per result returned up to threads + prefetch (TCP slow start), halves on a timed-out attempt")
+    quarantine_after: int = _doc(3, "timed-out attempts in a row after which an executor is quarantined (gets no new work)")
+    quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
 
     # --- manager: politeness for the whole grid ---
     concurrent_requests_per_host: int = _doc(8, "grid threads of one host in flight at once, grid-wide")
@@ -99,23 +104,23 @@ class Settings:
     def validate(self) -> "Settings":
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
-                    "plugin_timeout",
-                    "thread_timeout", "record_interval", "fetch_connect_timeout", "fetch_read_timeout",
-                    "download_timeout", "apply_interval", "recrawl_interval", "recrawl_min_interval",
-                    "recrawl_max_interval", "watch_interval", "rdf_parse_deadline",
-                    "render_timeout")
+                    "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds",
+                    "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",
+                    "recrawl_interval", "recrawl_min_interval", "recrawl_max_interval", "watch_interval",
+                    "rdf_parse_deadline", "render_timeout")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
-        for name in ("heartbeat_liveness", "max_attempts", "threads", "parse_threads", "max_in_flight", "apply_batch",
-                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes", "max_triples",
-                     "render_pages", "render_restart"):
+        for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
+                     "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
+                     "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
+                     "max_triples", "render_pages", "render_restart"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
-        for name in ("prefetch", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
+        for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay",
+                     "max_crawl_delay", "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
                      "render_idle"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")

@@ -69,9 +69,23 @@ def serve(
     max_message_bytes: int = typer.Option(Settings.max_message_bytes, help="largest message a peer may send, "
                                           "bytes; a peer sending more is disconnected",
                                     rich_help_panel="Connections and security"),
+    standby: bool = typer.Option(False, "--standby", help="hot standby: when another manager holds the database's "
+                                 "lease, wait (refusing peers, naming the active manager) and take over when it "
+                                 "expires; several managers share one database (docs/operations.md)",
+                                 rich_help_panel="Connections and security"),
+    advertise: str = typer.Option(None, help="the endpoint executors and clients reach this manager at, named by "
+                                  "standbys in their refusals [--bind, with * replaced by this host's name]",
+                                  rich_help_panel="Connections and security"),
+    lease_seconds: float = typer.Option(Settings.lease_seconds, help="seconds the database lease lasts unrenewed "
+                                        "(0: heartbeat interval x liveness): how long a standby waits",
+                                        rich_help_panel="Connections and security"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
+    journal: Path = typer.Option(None, help="write-ahead journal of the manager's records, replayed when the "
+                                 "database answers again or at the next start [next to --log-file, else "
+                                 "next to an SQLite database, else ./gridcrawl-manager.journal]",
+                                 rich_help_panel="Logs"),
     http: str = typer.Option(None, help="serve the live dashboard and its JSON API on HOST:PORT, e.g. "
                              "127.0.0.1:9080 (off loopback it requires a login with the manager's users)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
@@ -88,11 +102,12 @@ def serve(
                             dispatch=dispatch, concurrent_requests_per_host=concurrent_requests_per_host,
                             download_delay=download_delay, max_crawl_delay=max_crawl_delay,
                             retry_times=retry_times, retry_backoff=retry_backoff,
-                            max_message_bytes=max_message_bytes).validate()
+                            max_message_bytes=max_message_bytes, lease_seconds=lease_seconds).validate()
         engine = open_database(db)
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))
     from gridcrawl.keys import KeyFileError, server_keys
+    from gridcrawl.manager.lease import LeaseHeld
     from gridcrawl.manager.server import ManagerServer, is_loopback_endpoint
     if (curve_secret is None) != (curve_allow is None):
         fail("--curve-secret and --curve-allow go together")
@@ -105,11 +120,17 @@ def serve(
                     "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
                     "(see docs/security.md).", err=True, fg="red", bold=True)
     try:
-        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login)
+        journal = journal or default_journal(log_file, engine)
+        if advertise:
+            check_endpoint(advertise)
+        server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,
+                               standby=standby, advertise=advertise)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
-    except DatabaseUnavailable as exc:
+    except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot use the journal {journal}: {exc.strerror}")
     dashboard = None
     if http:
         from gridcrawl.manager.dashboard import Dashboard, DashboardError, parse_address
@@ -125,6 +146,18 @@ def serve(
     finally:
         if dashboard is not None:
             dashboard.stop()
+
+
+def default_journal(log_file: str | None, engine) -> Path:
+    """Where the manager's journal goes without ``--journal``: ``LOG.journal`` next to the log
+    file, else ``DB.journal`` next to an SQLite database file, else ``gridcrawl-manager.journal``
+    in the current folder."""
+    if log_file:
+        return Path(log_file).with_suffix(".journal")
+    database = engine.url.database
+    if engine.dialect.name == "sqlite" and database and database != ":memory:":
+        return Path(database).with_suffix(".journal")
+    return Path("gridcrawl-manager.journal")
 
 
 def _users(db: str):

@@ -22,8 +22,19 @@ Reliability (the ZeroMQ guide's Paranoid Pirate pattern): every peer heartbeats;
 ``heartbeat_interval × heartbeat_liveness`` seconds is dead. Every assignment is an *attempt*
 with its own id; when an executor is lost or a thread outlives ``thread_timeout``, the attempt is
 taken back, the thread goes back to READY, and a later result quoting that attempt is fenced out.
-A thread whose attempts were lost ``max_attempts`` times is failed (poison) and reported to its
-application. Results stay at the manager (FINISHED) until the application acknowledges that it
+A thread whose attempts were lost ``max_attempts`` times, on at least two different executors when
+two exist, is failed (poison) and reported to its application (dask's rule: one flaky worker must
+not poison a task).
+
+Hostile or broken executors (see docs/reliability.md): the manager believes at most
+``max_threads_per_executor`` worker threads of an executor, and lets it hold only a *window* of
+unanswered attempts that starts at ``start_window`` and grows by one per result returned (TCP's slow
+start, RFC 5681 §3.1) and halves on a timed-out attempt. A thread taken back from an executor is not
+given to it again while another executor can take it. An executor with ``quarantine_after``
+consecutive timed-out attempts gets no new work for a back-off period (quarantine). A result is
+considered only from the executor its attempt was assigned to; attempt ids are random 63-bit
+numbers, and a result naming someone else's attempt is dropped and answered with a :class:`Strike`
+against its peer. Results stay at the manager (FINISHED) until the application acknowledges that it
 stored them, so a client that restarts gets them again.
 """
 
@@ -32,8 +43,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import logging
+import secrets
 import uuid
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -105,7 +117,18 @@ class Record:
     key: object = None
 
 
-Action = Send | Record
+@dataclass(slots=True)
+class Strike:
+    """Action: count one hostile message against ``peer`` (the server's :class:`PeerGuard`
+    blocks a peer with too many); ``why`` says what it did, for the (rate-limited) log."""
+
+    peer: bytes
+    why: str
+
+
+Action = Send | Record | Strike
+
+LATE_ATTEMPTS = 100_000  # taken-back attempts remembered, so that their late results are fenced
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,6 +161,7 @@ class GridThread:
     failed: bool = False
     result: p.PageResult | None = None
     queue_seq: int | None = None
+    tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
     needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
 
     @property
@@ -166,6 +190,10 @@ class Executor:
     info: dict = field(default_factory=dict)      # registration figures: os, arch, cpu_max, num_cpus, mem_max
     figures: dict = field(default_factory=dict)   # the latest heartbeat's figures (cpu_usage ... pages_per_second)
     last_heartbeat: float | None = None           # POSIX s of the latest heartbeat with figures
+    window: int = 1                   # unanswered attempts it may hold now (slow start; <= capacity)
+    timeouts: int = 0                 # consecutive timed-out attempts (reset by a result)
+    quarantined_until: float | None = None  # POSIX s; no new work until then
+    quarantines: int = 0              # times quarantined (the back-off doubles each time)
     capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
 
     def can_run(self, needs: tuple) -> bool:
@@ -174,10 +202,11 @@ class Executor:
 
     @property
     def free(self) -> int:
-        """Slots this executor can take now (0 when disconnected or not accepting)."""
-        if not (self.connected and self.accepting):
+        """Slots this executor can take now (0 when disconnected, not accepting or quarantined):
+        its window of unanswered attempts minus what it holds."""
+        if not (self.connected and self.accepting) or self.quarantined_until is not None:
             return 0
-        return self.capacity - len(self.running)
+        return min(self.capacity, self.window) - len(self.running)
 
 
 @dataclass(eq=False)
@@ -207,11 +236,13 @@ class ManagerCore:
     """The manager's state and decisions. Not thread-safe; one server loop drives it.
 
     ``settings`` supplies heartbeat, liveness, timeout, attempt and prefetch figures.
-    ``new_id`` makes executor and application ids (uuid4 hex by default; tests pass their own).
+    ``new_id`` makes executor and application ids (uuid4 hex by default; tests pass their own);
+    ``new_attempt_id`` makes attempt ids (random 63-bit numbers by default: a peer cannot guess
+    another executor's attempt).
     """
 
     def __init__(self, settings: Settings, *, new_id: Callable[[], str] | None = None,
-                 next_internal_id: int = 1, next_attempt_id: int = 1,
+                 next_internal_id: int = 1, new_attempt_id: Callable[[], int] | None = None,
                  authenticate: Callable[[str, str | None, str], str | None] | None = None) -> None:
         self.settings = settings
         # authenticate(user, password, permission) -> None if allowed, else the refusal reason
@@ -231,8 +262,11 @@ class ManagerCore:
                                 settings.max_crawl_delay)
         self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
         self._next_internal = next_internal_id
-        self._next_attempt = next_attempt_id
+        self.new_attempt_id = new_attempt_id or (lambda: secrets.randbits(63))
         self._attempts: dict[int, GridThread] = {}
+        # attempt id -> (executor id, routing id or None) of attempts taken back (or running when
+        # the previous manager stopped): a late result of one of them is fenced, not a forgery
+        self.late: OrderedDict[int, tuple[str, bytes | None]] = OrderedDict()
         self._round_robin = 0
         self._last_heartbeat = 0.0
         self.fenced = 0
@@ -288,6 +322,10 @@ class ManagerCore:
                 self.peers.pop(app.peer, None)
                 app.peer = None
         for ex in self.executors.values():
+            if ex.quarantined_until is not None and now >= ex.quarantined_until:
+                log.warning("executor %s (%s): quarantine over, it gets work again", ex.executor_id[:8], ex.name)
+                ex.quarantined_until, ex.timeouts = None, 0
+                actions.append(Record("executor", "update", {"quarantined_until": None}, ex.executor_id))
             for attempt_id, t in list(ex.running.items()):
                 if t.time_assigned is not None and now - t.time_assigned > s.thread_timeout:
                     log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
@@ -296,8 +334,23 @@ class ManagerCore:
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(attempt_id)))
                     actions += self._take_back(t, now, "timeout")
+                    actions += self._timed_out(ex, now)
         actions += self.dispatch(now)
         return actions
+
+    def _timed_out(self, ex: Executor, now: float) -> list[Action]:
+        """An attempt of ``ex`` timed out: halve its window; after ``quarantine_after`` in a row,
+        quarantine it for ``quarantine_seconds × 2^(times quarantined before)`` (at most 16×)."""
+        ex.window = max(1, ex.window // 2)
+        ex.timeouts += 1
+        if ex.timeouts < self.settings.quarantine_after or ex.quarantined_until is not None:
+            return []
+        seconds = self.settings.quarantine_seconds * 2 ** min(ex.quarantines, 4)
+        ex.quarantines += 1
+        ex.quarantined_until = now + seconds
+        log.warning("executor %s (%s) quarantined for %.0f s: %d attempts in a row timed out",
+                    ex.executor_id[:8], ex.name, seconds, ex.timeouts)
+        return [Record("executor", "update", {"quarantined_until": ex.quarantined_until}, ex.executor_id)]
 
     # -------------------------------------------------------------------------- executors
 
@@ -345,10 +398,18 @@ class ManagerCore:
             actions += self._lose_executor(ex, now, "lost", record=False, count=False)
             if ex.peer is not None:
                 self.peers.pop(ex.peer, None)
+        quarantined_until = ex.quarantined_until if ex is not None else None  # a re-registration keeps it
+        quarantines = ex.quarantines if ex is not None else 0
         executor_id = ex.executor_id if ex is not None else (claimed_id or self.new_id())
-        capacity = m.threads + self.settings.prefetch
+        threads = min(m.threads, self.settings.max_threads_per_executor)  # believe no more than the cap
+        if threads < m.threads:
+            log.warning("executor %s claims %d threads: believed %d (max_threads_per_executor)",
+                        executor_id[:8], m.threads, threads)
+        capacity = threads + self.settings.prefetch
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
-                      threads=m.threads, capacity=capacity, dedicated=m.dedicated, last_seen=now)
+                      threads=threads, capacity=capacity, dedicated=m.dedicated, last_seen=now,
+                      window=min(capacity, self.settings.start_window), quarantined_until=quarantined_until,
+                      quarantines=quarantines)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
@@ -430,18 +491,15 @@ class ManagerCore:
         fenced out: recorded as ``fenced`` and otherwise ignored.
         """
         ex = self._executor_of(peer)
-        if ex is None:  # an executor declared dead speaks again: fence its result, make it register
-            self.fenced += 1
-            log.info("fenced out a result of attempt %d from an unregistered peer", m.attempt_id)
-            return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, m.attempt_id),
-                    Send(peer, p.Refuse("unknown executor: register again"))]
-        t = ex.running.pop(m.attempt_id, None)
+        t = ex.running.get(m.attempt_id) if ex is not None else None
         if t is None or t.attempt_id != m.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
-            self.fenced += 1
-            log.info("fenced out a late result of attempt %d from executor %s", m.attempt_id, ex.name)
-            return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, m.attempt_id)]
+            return self._not_running(peer, ex, m.attempt_id, now)
+        del ex.running[m.attempt_id]
         self._attempts.pop(m.attempt_id, None)
         ex.finished += 1
+        ex.timeouts = 0
+        if ex.window < ex.capacity:
+            ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = m.page
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
                            answered=True)
@@ -461,6 +519,26 @@ class ManagerCore:
         actions += self._deliver(t)
         actions += self.dispatch(now)
         return actions
+
+    def _not_running(self, peer: bytes, ex: Executor | None, attempt_id: int, now: float) -> list[Action]:
+        """A result for an attempt ``peer`` (executor ``ex``, None if unregistered) does not hold.
+
+        A late result of an attempt taken back from this very executor (same routing id or
+        executor id; or, for attempts of the previous manager, any peer quoting the random id) is
+        fenced: recorded as ``fenced``, otherwise ignored. Anything else is a forgery or garbage:
+        dropped without touching any record, and a :class:`Strike` against the peer.
+        """
+        late = self.late.get(attempt_id)
+        unregistered = [Send(peer, p.Refuse("unknown executor: register again"))] if ex is None else []
+        if late is not None and (late[1] == peer or late[1] is None
+                                 or (ex is not None and ex.executor_id == late[0])):
+            del self.late[attempt_id]
+            self.fenced += 1
+            log.info("fenced out a late result of attempt %d from executor %s", attempt_id,
+                     ex.name if ex is not None else late[0][:8])
+            return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, attempt_id),
+                    *unregistered]
+        return [Strike(peer, f"result for attempt {attempt_id}, not one of its own"), *unregistered]
 
     @staticmethod
     def _retryable(page: p.PageResult) -> bool:
@@ -746,6 +824,7 @@ class ManagerCore:
                 actions += self._assign(t, self.owner(t.host, t.needs), now)
             return actions
         executors = [ex for ex in self.executors.values() if ex.free > 0]
+        deferred: list[GridThread] = []
 
         def runnable(needs: tuple) -> bool:
             return any(ex.can_run(needs) for ex in executors)
@@ -753,18 +832,41 @@ class ManagerCore:
             t = self.queue.pop(now, runnable=runnable)
             if t is None:
                 break
-            ex = self._choose([ex for ex in executors if ex.can_run(t.needs)] if t.needs else executors)
+            ex = self._choose([ex for ex in executors if ex.can_run(t.needs)] if t.needs else executors, t)
+            if ex is None:
+                deferred.append(t)
+                continue
             actions += self._assign(t, ex, now)
             if ex.free <= 0:
                 executors.remove(ex)
+        for t in deferred:  # they wait for an executor they were not taken back from
+            self.queue.release(t, now)
+            self._enqueue(t)
         return actions
 
-    def _choose(self, executors: list[Executor]) -> Executor:
-        """The executor with the most free slots; ties broken round robin."""
+    def _choose(self, executors: list[Executor], t: GridThread) -> Executor | None:
+        """The executor with the most free slots for ``t``; ties broken round robin. Executors
+        ``t`` was taken back from are left out while another can take it (None: wait for it)."""
+        if t.tried:
+            fresh = [ex for ex in executors if ex.executor_id not in t.tried]
+            if fresh:
+                executors = fresh
+            elif self._alternative(t):
+                return None
         best = max(ex.free for ex in executors)
         tied = [ex for ex in executors if ex.free == best]
         self._round_robin += 1
         return tied[self._round_robin % len(tied)]
+
+    def _alternative(self, t: GridThread) -> bool:
+        """Whether an executor ``t`` was not taken back from could run it (connected, accepting,
+        not quarantined, able to; full or not). Never under host-hash dispatch, where a host has
+        one owner."""
+        if self.settings.dispatch == "host-hash":
+            return False
+        tried = t.tried or ()
+        return any(ex.connected and ex.accepting and ex.quarantined_until is None and ex.executor_id not in tried
+                   and ex.can_run(t.needs) for ex in self.executors.values())
 
     def owner(self, host: str, needs: tuple = ()) -> Executor | None:
         """The executor that runs ``host``'s threads (those that need ``needs``) under host-hash
@@ -772,7 +874,7 @@ class ManagerCore:
         points per connected, accepting executor able to run them, so an executor that joins or
         leaves moves only its own share of hosts."""
         members = frozenset(ex.executor_id for ex in self.executors.values()
-                            if ex.connected and ex.accepting and ex.can_run(needs))
+                            if ex.connected and ex.accepting and ex.quarantined_until is None and ex.can_run(needs))
         cached = self._rings.get(needs)
         if cached is None or cached[0] != members:
             cached = self._rings[needs] = (members, sorted((_hash(f"{executor_id}#{i}"), executor_id)
@@ -784,8 +886,9 @@ class ManagerCore:
         return self.executors[ring[index % len(ring)][1]]
 
     def _assign(self, t: GridThread, ex: Executor, now: float) -> list[Action]:
-        attempt_id = self._next_attempt
-        self._next_attempt += 1
+        attempt_id = self.new_attempt_id()
+        while attempt_id in self._attempts or attempt_id in self.late or attempt_id <= 0:
+            attempt_id = self.new_attempt_id()
         self._move(t, ThreadState.SCHEDULED)
         t.attempt_id = attempt_id
         t.executor_id = ex.executor_id
@@ -861,11 +964,17 @@ class ManagerCore:
         actions: list[Action] = [Record("attempt", "update", {"outcome": outcome, "time_finished": now},
                                         t.attempt_id)]
         self._attempts.pop(t.attempt_id, None)
+        ex = self.executors.get(t.executor_id or "")
+        if ex is not None:
+            self._remember_late(t.attempt_id, ex.executor_id, ex.peer)
         self.queue.release(t, now)
         if count:
             t.lost += 1
+            if ex is not None:
+                t.tried = (t.tried or set()) | {ex.executor_id}
         t.time_started = None
-        if t.lost >= self.settings.max_attempts:
+        limit = self.settings.max_attempts
+        if t.lost >= limit and (len(t.tried or ()) >= 2 or t.lost >= 2 * limit or not self._alternative(t)):
             log.error("%s (%s) failed: %d attempts lost (poison)", t.name, t.url, t.lost, extra=_thread_log(t))
             self._move(t, ThreadState.FINISHED)
             t.failed = True
@@ -883,6 +992,14 @@ class ManagerCore:
                                                        "time_started": None}, t.internal_id))
         return actions
 
+    def _remember_late(self, attempt_id: int | None, executor_id: str, peer: bytes | None) -> None:
+        """Remember a taken-back attempt (bounded: the oldest are forgotten first)."""
+        if attempt_id is None:
+            return
+        self.late[attempt_id] = (executor_id, peer)
+        if len(self.late) > LATE_ATTEMPTS:
+            self.late.popitem(last=False)
+
     def _abort_application(self, app: Application, now: float) -> list[Action]:
         actions: list[Action] = []
         for t in list(app.threads.values()):
@@ -891,6 +1008,8 @@ class ManagerCore:
                 ex = self.executors.get(t.executor_id or "")
                 if ex is not None:
                     ex.running.pop(t.attempt_id, None)
+                    self._attempts.pop(t.attempt_id, None)
+                    self._remember_late(t.attempt_id, ex.executor_id, ex.peer)
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(t.attempt_id)))
                 actions.append(Record("attempt", "update", {"outcome": "cancelled", "time_finished": now},
@@ -903,7 +1022,8 @@ class ManagerCore:
 
     # -------------------------------------------------------------------------- restart
 
-    def restore(self, applications: list[dict], threads: list[dict], now: float) -> list[Action]:
+    def restore(self, applications: list[dict], threads: list[dict], now: float,
+                running: list[tuple[int, str]] = ()) -> list[Action]:
         """Reload state after a manager restart from the database rows.
 
         ``applications``: rows of non-stopped applications; ``threads``: rows of threads not DEAD.
@@ -911,9 +1031,13 @@ class ManagerCore:
         is fetched again; the application stores each page once by fingerprint), but is *held*
         until its application reattaches and submits it again: the crawling instruction it
         carries lives only in the application. Executors are not restored: they register again
-        when they notice the new manager.
+        when they notice the new manager. ``running``: ``(attempt_id, executor_id)`` of the
+        attempts that were running when the previous manager stopped; their late results are
+        fenced rather than counted as forgeries.
         """
         actions: list[Action] = []
+        for attempt_id, executor_id in running:
+            self._remember_late(attempt_id, executor_id or "", None)
         for row in applications:
             app = Application(row["application_id"], row["application_name"], row["usr_name"], None,
                               now, state=ApplicationState(row["state"]), last_seen=now)
@@ -929,8 +1053,10 @@ class ManagerCore:
                            attempts=row["attempts"])
             t.held = True
             app.threads[t.thread_id] = t
-            actions.append(Record("thread", "update", {"state": int(ThreadState.READY), "executor_id": None,
-                                                       "time_started": None}, t.internal_id))
+            # the row keeps the executor and times of its last run until a new one overwrites them:
+            # a thread whose result the application stored but whose ack this manager never got is
+            # never submitted again, and ends Dead with them when the application completes
+            actions.append(Record("thread", "update", {"state": int(ThreadState.READY)}, t.internal_id))
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
         return actions
 
@@ -981,7 +1107,8 @@ class ManagerCore:
                 "executor_id": ex.executor_id, "name": ex.name, "host": ex.host, "user": ex.user,
                 "dedicated": ex.dedicated, "connected": ex.connected, "accepting": ex.accepting,
                 "last_heartbeat": ex.last_heartbeat, "last_seen": ex.last_seen, "threads": ex.threads,
-                "capacity": ex.capacity, "assigned": len(ex.running), "running": started, "finished": ex.finished,
+                "capacity": ex.capacity, "window": min(ex.capacity, ex.window), "quarantined_until": ex.quarantined_until,
+                "assigned": len(ex.running), "running": started, "finished": ex.finished,
                 "cpu_max": ex.info.get("cpu_max", 0.0), "num_cpus": ex.info.get("num_cpus", 1),
                 "mem_max": ex.info.get("mem_max", 0), "os": ex.info.get("os", ""),
                 "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),

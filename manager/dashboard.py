@@ -16,13 +16,16 @@
   page of another origin cannot forge the request without a CORS preflight, which is refused).
 
 **Thread safety.** The HTTP thread never touches :class:`~gridcrawl.manager.core.ManagerCore`.
-The server loop stores a fresh snapshot dict every 0.5 s (:meth:`ManagerServer.latest_snapshot`)
-and carries out control requests the HTTP thread queues (:meth:`ManagerServer.request_control`).
+The server loop stores a fresh snapshot dict every 0.5 s while it is read, builds one on demand
+when the newest is older (:meth:`ManagerServer.latest_snapshot`; every answer says its ``age``
+in seconds), and carries out control requests the HTTP thread queues
+(:meth:`ManagerServer.request_control`).
 
 **Login.** Bound to a loopback address (the default) the page and the read API are open. Bound
 to any other address, every request needs HTTP Basic authentication (RFC 7617) with a user of
-the manager database (:class:`gridcrawl.auth.UserStore`), and the dashboard refuses to start
-while no user exists. Control needs ``ManageAllApps``, or ``ManageOwnApp`` for one's own
+the manager database (:class:`gridcrawl.auth.UserStore`) — not of the Executors group, whose
+credentials sit on every desktop (403) — and the dashboard refuses to start while no user
+exists. Control needs ``ManageAllApps``, or ``ManageOwnApp`` for one's own
 application, whenever users exist. Basic credentials travel in clear: off loopback, put the
 dashboard behind a TLS reverse proxy or an SSH tunnel (docs/operations.md).
 
@@ -43,6 +46,9 @@ log = logging.getLogger("gridcrawl.manager.dashboard")
 DEFAULT_PORT = 9080
 ACTIONS = ("pause", "resume", "cancel")
 PERM_OWN, PERM_ALL = "ManageOwnApp", "ManageAllApps"  # gridcrawl.auth permission names
+#: a user needs one of these to read the dashboard when it requires a login: the Executors group
+#: (ExecuteThread only), whose credentials sit on every desktop, gets none
+DASHBOARD_PERMISSIONS = frozenset({PERM_OWN, PERM_ALL, "ManageUsers"})
 
 
 class DashboardError(ValueError):
@@ -53,7 +59,7 @@ class SnapshotSource(Protocol):
     """What the dashboard reads from: :class:`gridcrawl.manager.server.ManagerServer`."""
 
     def latest_snapshot(self) -> dict | None:  # pragma: no cover - protocol
-        """The newest snapshot dict of the manager core, or None before the first."""
+        """The newest snapshot dict of the manager core (with its ``age``, seconds), or None."""
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
                         timeout: float = 5.0):  # pragma: no cover - protocol
@@ -124,8 +130,15 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
 
     @app.before_request
     def check_login():
-        if login_required and current_user() is None:
+        if not login_required:
+            return None
+        user = current_user()
+        if user is None:
             return challenge("login required: HTTP Basic with a user of the manager")
+        if not user.permissions & DASHBOARD_PERMISSIONS:  # the Executors group: its password is on every desktop
+            response = jsonify({"error": f"user {user.name!r} (group {user.group}) has no dashboard access"})
+            response.status_code = 403
+            return response
         return None
 
     @app.after_request
@@ -140,8 +153,8 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         return response
 
     def snapshot() -> dict:
-        return source.latest_snapshot() or {"time": None, "summary": {}, "executors": [], "applications": [],
-                                            "threads": [], "hosts": [], "hosts_total": 0}
+        return source.latest_snapshot() or {"time": None, "age": None, "summary": {}, "executors": [],
+                                            "applications": [], "threads": [], "hosts": [], "hosts_total": 0}
 
     @app.get("/")
     def page() -> Response:
@@ -168,7 +181,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
 
     def part(name: str):
         data = snapshot()
-        return jsonify({"time": data["time"], name: data.get(name)})
+        return jsonify({"time": data["time"], "age": data.get("age"), name: data.get(name)})
 
     app.add_url_rule("/api/summary", "api_summary", lambda: part("summary"))
     app.add_url_rule("/api/executors", "api_executors", lambda: part("executors"))
@@ -497,7 +510,10 @@ JS = r"""
       draw(data);
       failures = 0;
       statusLine.className = "status";
-      statusLine.textContent = "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
+      const m = data.manager;
+      statusLine.textContent = (m ? "active manager " + m.address + " · lease epoch " + m.epoch + " since " +
+        new Date(m.since * 1000).toLocaleTimeString() + " · " : "") +
+        "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
     } catch (err) {
       failures += 1;
       statusLine.className = "status error";

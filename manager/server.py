@@ -33,7 +33,8 @@ from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, send
-from gridcrawl.manager.core import ControlError, ManagerCore, Send
+from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
+from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
 from gridcrawl.manager.recorder import Recorder
 from gridcrawl.auth import UserStore
 from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
@@ -44,6 +45,7 @@ BATCH = 2000  # messages handled before the loop looks at timers again
 SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per peer)
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
 SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last read
+HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hostile messages
 
 
 class ControlRequest:
@@ -63,13 +65,18 @@ class ManagerServer:
 
     ``bind`` is a ZeroMQ endpoint (``tcp://*:9000``; port 0 picks a free port, see
     :attr:`endpoint`); ``engine`` the manager database (its schema is created if missing, and
-    unfinished work is restored from it). Raises ``zmq.ZMQError`` if the address is in use.
+    unfinished work is restored from it); ``journal`` the file records wait in while the database
+    is down (see :class:`Recorder`; replayed here first). Raises ``zmq.ZMQError`` if the address
+    is in use and :class:`~gridcrawl.manager.lease.LeaseHeld` if another manager runs on the database.
     """
 
     def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine, *,
-                 curve: ServerKeys | None = None, require_login: bool = False) -> None:
+                 curve: ServerKeys | None = None, require_login: bool = False, journal=None,
+                 standby: bool = False, advertise: str | None = None) -> None:
         self.settings = settings
         self.engine = engine
+        self.journal = journal
+        self.standby = standby
         init_schema(engine, models.manager_metadata, models.manager_meta)
         self.users = UserStore(engine, require_login=require_login)
         self.guard = PeerGuard()
@@ -84,29 +91,80 @@ class ManagerServer:
         self.socket = make_socket(self.context, zmq.ROUTER, settings)
         if curve is not None:
             apply_curve_server(self.socket, curve.public, curve.secret)
-        if bind.endswith(":0"):
-            port = self.socket.bind_to_random_port(bind[:-2])
-            self.endpoint = f"{bind[:-2]}:{port}"
-        else:
-            self.socket.bind(bind)
-            self.endpoint = bind
-        self.recorder = Recorder(engine, settings.record_interval)
+        try:
+            if bind.endswith(":0"):
+                port = self.socket.bind_to_random_port(bind[:-2])
+                self.endpoint = f"{bind[:-2]}:{port}"
+            else:
+                self.socket.bind(bind)
+                self.endpoint = bind
+        except zmq.ZMQError:
+            self._close_sockets()
+            raise
+        # the address peers reach this manager at: what a standby names in its refusals
+        self.address = advertise or advertised_endpoint(self.endpoint)
+        # one active manager per database: the lease (gridcrawl.manager.lease). Without
+        # ``standby`` a second manager refuses to start (LeaseHeld, naming the holder); with it,
+        # it waits as a hot standby and takes over when the active manager's lease expires.
+        self.lease = Lease(engine, holder_name(self.address), settings.lease_seconds or settings.peer_timeout,
+                           address=self.address)
+        self.recorder: Recorder | None = None
+        self.core: ManagerCore | None = None
+        self.active_since: float | None = None
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
-        self.core = self._restore()
         self.malformed: dict[bytes, int] = {}
+        self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
         # ``snapshot`` (a fresh dict, never mutated afterwards) every SNAPSHOT_INTERVAL seconds,
         # and carries out the ControlRequests the HTTP thread puts on ``controls``.
         self.snapshot: dict | None = None
         self._snapshot_read = float("-inf")  # time.monotonic() of the last latest_snapshot() call
+        self._snapshot_wanted: queue.Queue[threading.Event] = queue.Queue()  # readers waiting for a fresh one
         self.controls: queue.Queue[ControlRequest] = queue.Queue()
+        try:
+            decision = self.lease.try_acquire()
+            if decision.action != "refuse":
+                self._activate()
+            elif not standby:
+                url = engine.url.render_as_string(hide_password=True)
+                raise LeaseHeld(f"another manager runs on the database {url}: its lease is {decision.reason}")
+        except BaseException:
+            self._close_sockets()
+            raise
+
+    def _close_sockets(self) -> None:
+        self.socket.close(linger=0)
+        if self.authenticator is not None:
+            self.authenticator.stop()
+        self.context.term()
+
+    def _activate(self) -> None:
+        """This manager holds the lease now: replay its journal if no other manager held the
+        lease since it was written, restore the grid from the database, start recording."""
+        previous = self.lease.previous
+        self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+        journal_epoch = self.recorder.journal_epoch()
+        prior = previous.epoch if previous is not None else 0
+        if journal_epoch is not None and journal_epoch != prior:
+            # another manager ran (epoch moved on) and restored from the database: these are stale
+            log.warning("the journal %s is from lease epoch %d, another manager has held the lease since "
+                        "(epoch %d): %d of its records dropped", self.journal, journal_epoch, prior,
+                        self.recorder.abandon(stale=True))
+            self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+        self.recorder.replay()  # records an earlier manager could not write, before the state is read
+        self.recorder.set_journal_epoch(self.lease.epoch)
+        self.recorder.fence = self.lease.renew  # every batch of records: WHERE epoch = mine
+        self.core = self._restore()
+        self.active_since = time.time()
+        log.info("manager active at %s (lease epoch %d)", self.address, self.lease.epoch)
 
     def _restore(self) -> ManagerCore:
         """Build the core from the database: ids continue, unfinished threads are READY again."""
         t, a, x = models.thread, models.application, models.attempt
         with self.engine.begin() as conn:
             next_internal = (conn.execute(sa.select(sa.func.max(t.c.internal_thread_id))).scalar() or 0) + 1
-            next_attempt = (conn.execute(sa.select(sa.func.max(x.c.attempt_id))).scalar() or 0) + 1
+            running = [tuple(r) for r in conn.execute(
+                sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome == "running"))]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
             threads = [dict(r._mapping) for r in conn.execute(
@@ -119,11 +177,10 @@ class ManagerServer:
             owners = {r.executor_id: r.usr_name for r in known}
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
-        core = ManagerCore(self.settings, next_internal_id=next_internal, next_attempt_id=next_attempt,
-                           authenticate=self.users.authenticate)
+        core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate)
         core.executor_owners.update(owners)
         core.executor_names.update({(r.name, r.host, r.usr_name): r.executor_id for r in known})
-        self._carry_out(core.restore(apps, threads, time.time()))
+        self._carry_out(core.restore(apps, threads, time.time(), running))
         return core
 
     def _carry_out(self, actions, flush: bool = True, strike: bool = True) -> None:
@@ -132,10 +189,13 @@ class ManagerServer:
         that the assigns, starts and results of one pass travel batched). A refusal is a strike
         against its peer when ``strike`` is True."""
         for action in actions:
-            if type(action) is Send:
+            kind = type(action)
+            if kind is Send:
                 if strike and type(action.message) is protocol.Refuse:
                     self._strike(action.peer, f"refused: {action.message.reason}")
                 self._outbox.setdefault(action.peer, []).append(action.message)
+            elif kind is Strike:
+                self._hostile(action.peer, action.why)
             else:
                 self.recorder.add(action)
         if flush:
@@ -143,6 +203,7 @@ class ManagerServer:
 
     def _flush(self) -> None:
         """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
+        self.recorder.sync_journal()  # write-ahead: the records before the messages they go with
         outbox, self._outbox = self._outbox, {}
         for peer, messages in outbox.items():
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):
@@ -150,37 +211,108 @@ class ManagerServer:
                     log.debug("peer %r gone; dropped %s", peer, message.TYPE)
 
     def serve(self, stop: threading.Event) -> None:
-        """Run until ``stop`` is set; then say goodbye to peers and flush the records."""
-        self.recorder.start()
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        tick_every = min(0.25, self.settings.heartbeat_interval / 4)
-        next_tick = 0.0
-        log.info("manager listening on %s", self.endpoint)
+        """Run until ``stop`` is set; then say goodbye to peers and flush the records.
+
+        A standby (``standby=True``, lease held by another manager) answers every peer with a
+        refusal naming the active manager until the lease expires, then takes it over. An active
+        manager whose lease is taken over (it was paused or cut off past the lease) is fenced: its
+        records are dropped, and it becomes a standby (or, without ``standby``, stops).
+        """
         try:
             while not stop.is_set():
-                wakeup = self.core.queue.next_wakeup()
-                timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
-                if poller.poll(timeout * 1000):
-                    self._drain()
-                now = time.time()
-                if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
-                    self._carry_out(self.core.dispatch(now))
-                if now >= next_tick:
-                    self._carry_out(self.core.tick(now))
-                    self.guard.prune(now)
-                    next_tick = now + tick_every
-                self._serve_dashboard(now)
+                if self.core is None and not self._wait_as_standby(stop):
+                    break
+                self._serve_active(stop)
+                if stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
+                    break
+                self._step_down()  # the lease was taken over: fenced out
+                if not self.standby:
+                    break
         finally:
-            for peer in list(self.core.peers):
-                send(self.socket, protocol.Bye("manager shutting down"), peer)
-            self._carry_out(self.core.shutdown())
-            self.recorder.close()
+            if self.core is not None:
+                for peer in list(self.core.peers):
+                    send(self.socket, protocol.Bye("manager shutting down"), peer)
+                self._carry_out(self.core.shutdown())
+                self.recorder.close()
+                self.lease.release()
             self.socket.close(linger=200)
             if self.authenticator is not None:
                 self.authenticator.stop()
             self.context.term()
             log.info("manager stopped")
+
+    def _serve_active(self, stop: threading.Event) -> None:
+        """The active manager's loop: until ``stop`` or the lease is lost."""
+        self.recorder.start()
+        self.lease.start()
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        tick_every = min(0.25, self.settings.heartbeat_interval / 4)
+        next_tick = 0.0
+        log.info("manager listening on %s", self.endpoint)
+        while not stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
+            wakeup = self.core.queue.next_wakeup()
+            timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
+            if poller.poll(timeout * 1000):
+                self._drain()
+            now = time.time()
+            if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
+                self._carry_out(self.core.dispatch(now))
+            if now >= next_tick:
+                self._carry_out(self.core.tick(now))
+                self.guard.prune(now)
+                next_tick = now + tick_every
+            self._serve_dashboard(now)
+
+    def _step_down(self) -> None:
+        """The lease was taken over: drop the grid state and every unwritten record (they belong
+        to a lost epoch), and become a standby. Peers are told where the active manager is when
+        they next speak."""
+        self.lease.lost.set()
+        self.lease.release()  # stops the renewal thread; the row is the new holder's
+        dropped = self.recorder.abandon()
+        log.error("fenced out: another manager took the lease over (this manager's epoch %s); %d unwritten "
+                  "records dropped%s", self.lease.epoch, dropped, "; now a standby" if self.standby else "")
+        self.core, self.recorder, self.active_since, self._outbox, self.snapshot = None, None, None, {}, None
+        self.lease = Lease(self.engine, self.lease.holder, self.lease.seconds, address=self.address)
+
+    def _wait_as_standby(self, stop: threading.Event) -> bool:
+        """Answer every peer with a refusal naming the active manager, and try the lease every
+        half heartbeat interval; True once this manager holds it (it is active), False on ``stop``."""
+        log.info("standby manager at %s: waiting for the lease", self.address)
+        active: str | None = None
+        next_try = 0.0
+        while not stop.is_set():
+            now = time.time()
+            if now >= next_try:
+                next_try = now + self.settings.heartbeat_interval / 2
+                try:  # one SELECT while the lease is live; the conditional UPDATE only when it is not
+                    row = self.lease.previous = self.lease.read()
+                    live = (row is not None and row.holder and row.expires_at > now
+                            and self.lease.alive(row.holder) is not False)  # a dead holder on this host: now
+                    decision = None if live else self.lease.try_acquire(now)
+                except sa.exc.SQLAlchemyError as exc:
+                    log.warning("standby: the database does not answer (%s)", str(exc).splitlines()[0])
+                    decision = None
+                if decision is not None and decision.action != "refuse":
+                    log.warning("taking over as the active manager (lease epoch %d; previous holder: %s)",
+                                self.lease.epoch, self.lease.previous.holder if self.lease.previous else "none")
+                    self._activate()
+                    return True
+                row = self.lease.previous
+                # an expired lease is about to be ours: peers wait here rather than go elsewhere
+                active = self.address if row is None or row.expires_at <= now else row.address
+            if not self.socket.poll(100):
+                continue
+            while True:
+                try:
+                    frames = self.socket.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                if len(frames) > 1 and self.guard.admit(frames[0], now):
+                    send(self.socket, protocol.Refuse(f"standby manager; the active manager is {active or 'unknown'}",
+                                                      active=active), frames[0])
+        return False
 
     def _serve_dashboard(self, now: float) -> None:
         """Carry out queued operator requests; refresh :attr:`snapshot` when it is due."""
@@ -200,18 +332,40 @@ class ManagerServer:
                 request.error = f"internal error: {exc}"
             request.done.set()
         # a snapshot walks every thread: build them only while someone reads them (the dashboard)
-        if (time.monotonic() - self._snapshot_read < SNAPSHOT_READERS
-                and (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL)):
-            self.snapshot = self.core.snapshot(now)
+        waiting = []
+        while True:
+            try:
+                waiting.append(self._snapshot_wanted.get_nowait())
+            except queue.Empty:
+                break
+        if (waiting or time.monotonic() - self._snapshot_read < SNAPSHOT_READERS) and \
+                (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL):
+            snapshot = self.core.snapshot(now)
+            snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
+                                   "standby": self.standby}
+            self.snapshot = snapshot
+        for event in waiting:
+            event.set()
 
-    def latest_snapshot(self) -> dict | None:
-        """The newest snapshot of the core (any thread may call this; never mutate the result).
+    def latest_snapshot(self, wait: float = 2.0) -> dict | None:
+        """The newest snapshot of the core with its ``age`` (seconds since it was taken; any
+        thread may call this; never mutate the result).
 
-        The loop refreshes it every ``SNAPSHOT_INTERVAL`` seconds while it is read, and stops
-        ``SNAPSHOT_READERS`` seconds after the last read; None until the first one is built.
+        When the newest is older than ``SNAPSHOT_INTERVAL`` seconds (or there is none yet), the
+        loop is asked for a fresh one and this waits up to ``wait`` seconds for it. The loop also
+        refreshes it every ``SNAPSHOT_INTERVAL`` seconds while it is read, and stops
+        ``SNAPSHOT_READERS`` seconds after the last read. None only if the loop did not answer.
         """
         self._snapshot_read = time.monotonic()
-        return self.snapshot
+        snapshot = self.snapshot
+        if snapshot is None or time.time() - snapshot["time"] >= SNAPSHOT_INTERVAL:
+            built = threading.Event()
+            self._snapshot_wanted.put(built)
+            built.wait(wait)
+            snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        return {**snapshot, "age": max(0.0, time.time() - snapshot["time"])}
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
                         timeout: float = 5.0) -> ControlRequest:
@@ -222,6 +376,22 @@ class ManagerServer:
         self.controls.put(request)
         request.done.wait(timeout)
         return request
+
+    def _hostile(self, peer: bytes, why: str) -> None:
+        """A peer sent something only a hostile or broken peer sends (a result for an attempt not
+        its own): a strike, logged at most once per peer per ``HOSTILE_LOG_EVERY`` seconds with
+        the count since the last line."""
+        now = time.time()
+        entry = self._hostile_log.get(peer)
+        if entry is None:
+            if len(self._hostile_log) > 10_000:
+                self._hostile_log.clear()
+            entry = self._hostile_log[peer] = [float("-inf"), 0]
+        entry[1] += 1
+        if now - entry[0] >= HOSTILE_LOG_EVERY:
+            log.warning("peer %s: %d hostile messages dropped (last: %s)", peer.hex(), entry[1], why)
+            entry[0], entry[1] = now, 0
+        self._strike(peer, why)
 
     def _strike(self, peer: bytes, why: str) -> None:
         """Count a bad message (or a refusal) against ``peer``; block it when it has too many."""
@@ -455,6 +625,17 @@ class PeerGuard:
             del self._strikes[peer]
         for peer in [p for p, until in self._blocked.items() if now >= until]:
             del self._blocked[peer]
+
+
+def advertised_endpoint(endpoint: str) -> str:
+    """The endpoint peers can reach a manager bound at ``endpoint`` with: a wildcard host
+    (``tcp://*:9000``, ``tcp://0.0.0.0:9000``) becomes this host's name; other endpoints are
+    returned as they are."""
+    import socket as _socket
+    for wildcard in ("tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:"):
+        if endpoint.startswith(wildcard):
+            return f"tcp://{_socket.gethostname()}:{endpoint[len(wildcard):]}"
+    return endpoint
 
 
 def is_loopback_endpoint(endpoint: str) -> bool:

@@ -46,10 +46,12 @@ class Grid:
         self.processes.append(proc)
         return proc
 
-    def start_manager(self, *extra: str) -> subprocess.Popen:
-        """Start the manager on :attr:`endpoint` with :attr:`manager_db` and fast heartbeats."""
+    def start_manager(self, *extra: str, env: dict | None = None) -> subprocess.Popen:
+        """Start the manager on :attr:`endpoint` with :attr:`manager_db` and fast heartbeats
+        (``env``: more environment, e.g. ``GRIDCRAWL_START_WINDOW`` for a setting without an option)."""
+        journal = [] if "--journal" in extra else ["--journal", str(self.workdir / "manager.journal")]
         self.manager = self._spawn("gridcrawl.manager", ["--bind", self.endpoint, "--db", self.manager_db,
-                                                         *FAST, *extra], "manager.log")
+                                                         *FAST, *journal, *extra], "manager.log", env)
         return self.manager
 
     def start_executor(self, name: str, *extra: str, env: dict | None = None,

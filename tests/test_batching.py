@@ -32,7 +32,8 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
     executor = context.socket(zmq.DEALER)
     client = context.socket(zmq.DEALER)
     try:
-        grid.start_manager("--concurrent-requests-per-host", "1000")
+        # a window as big as the burst: the test is about batching, not the slow start
+        grid.start_manager("--concurrent-requests-per-host", "1000", env={"GRIDCRAWL_START_WINDOW": str(THREADS)})
         for sock in (executor, client):
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(grid.endpoint)

@@ -416,7 +416,8 @@ def test_a_capable_executor_that_leaves_takes_its_threads_back_to_waiting():
 
 
 def test_host_hash_dispatch_hashes_among_capable_executors_only():
-    core = make_core(Settings(heartbeat_interval=1.0, heartbeat_liveness=3, prefetch=0, dispatch="host-hash"))
+    core = make_core(Settings(heartbeat_interval=1.0, heartbeat_liveness=3, prefetch=0, dispatch="host-hash",
+                              start_window=30))  # about hashing, not the slow start of new executors
     for i in range(3):
         register_with(core, f"plain{i}".encode(), 30, [])
     register_with(core, b"shop", 30, ["plugin:shop"])

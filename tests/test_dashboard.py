@@ -280,3 +280,41 @@ def test_off_loopback_the_dashboard_requires_a_user_of_the_manager(tmp_path):
         assert requests.post(url + "/api/applications/abcd/pause", json={}, timeout=5).status_code == 401
     finally:
         dashboard.stop()
+
+
+def test_first_read_gets_a_fresh_snapshot_with_its_age_and_executors_get_no_dashboard(tmp_path):
+    """Before: the first API read returned ``{"time": null}`` and a read after 30 s without
+    readers got a snapshot up to 30 s old; the Executors group could read every URL."""
+    import threading
+    import time as _time
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard
+    from gridcrawl.manager.server import SNAPSHOT_READERS, ManagerServer
+    from gridcrawl.settings import Settings
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    server = ManagerServer(Settings(), "tcp://127.0.0.1:0", engine)
+    stop = threading.Event()
+    loop = threading.Thread(target=server.serve, args=(stop,), daemon=True)
+    loop.start()
+    users = UserStore(engine)
+    users.add("operator", "correct horse battery", "Users")
+    users.add("desktop", "correct horse battery", "Executors")
+    dashboard = Dashboard(server, "0.0.0.0", 0, users=users).start()
+    try:
+        url = f"http://127.0.0.1:{dashboard.port}/api/summary"
+        first = requests.get(url, auth=("operator", "correct horse battery"), timeout=10).json()
+        server._snapshot_read -= SNAPSHOT_READERS + 1  # nobody read for longer than the loop keeps building
+        _time.sleep(0.6)
+        later = requests.get(url, auth=("operator", "correct horse battery"), timeout=10).json()
+        executor = requests.get(url, auth=("desktop", "correct horse battery"), timeout=10)
+    finally:
+        dashboard.stop()
+        stop.set()
+        loop.join(10)
+    print(f"\n[dashboard] first read: time set={first['time'] is not None}, age={first['age']:.3f} s; after "
+          f"{SNAPSHOT_READERS:.0f} s without readers: age={later['age']:.3f} s; Executors group: HTTP {executor.status_code}")
+    assert first["time"] is not None and first["age"] < 0.5 and first["summary"]["executors"] == 0
+    assert later["age"] < 0.5
+    assert executor.status_code == 403 and "no dashboard access" in executor.json()["error"]

@@ -139,7 +139,8 @@ def test_discard_removes_a_queued_thread():
 
 def core_with(executors: int, dispatch: str) -> ManagerCore:
     ids = (f"id{i}" for i in itertools.count(1))
-    core = ManagerCore(Settings(dispatch=dispatch, prefetch=0, concurrent_requests_per_host=100),
+    core = ManagerCore(Settings(dispatch=dispatch, prefetch=0, concurrent_requests_per_host=100,
+                                max_threads_per_executor=1000, start_window=1000),
                        new_id=lambda: next(ids))
     for i in range(executors):
         core.handle(f"e{i}".encode(), p.Register(name=f"e{i}", host="h", user="u", threads=1000), 0.0)

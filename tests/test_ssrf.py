@@ -235,3 +235,30 @@ def test_gridcrawl_run_allows_exactly_the_seeds_private_addresses():
     guard = SSRFGuard(networks, resolver=fake_resolver(DNS))
     assert guard.check("http://127.0.0.1:8088/x") is None
     assert guard.check("http://127.0.0.2:8088/x") is not None  # only the seed's own address
+
+
+def test_dns_rebinding_is_caught_at_the_connected_address():
+    """The guard's lookup of ``localhost`` says a public address (a rebinding DNS server's first
+    answer; here a fake resolver), but the connection resolves the name again and reaches
+    127.0.0.1. Without the peer check the request gets through (the hole); with it the fetch is
+    BLOCKED before a byte is sent. ``localhost`` resolves from /etc/hosts: no DNS query."""
+    with SiteServer(Site(pages={"/secret": b"<html>internal</html>"}), host="127.0.0.1") as server:
+        url = f"http://localhost:{server.port}/secret"
+        guard = SSRFGuard(resolver=fake_resolver({"localhost": ["93.184.216.34"]}))
+        assert guard.check(url) is None  # the first answer looks public
+        hole = Fetcher(user_agent="gridcrawl-test", deadline=5, hop_check=guard.check)
+        fenced = Fetcher(user_agent="gridcrawl-test", deadline=5, hop_check=guard.check, peer_check=guard.check_peer)
+        try:
+            before = hole.fetch(url)
+            reached = len(server.requests)
+            after = fenced.fetch(url)
+            robots = fenced.derive(keep_non_html=True).fetch(url)  # derived fetchers keep the check
+        finally:
+            hole.close()
+            fenced.close()
+    print(f"\n[DNS rebinding] without the peer check: status={before.status}, requests reached={reached}; "
+          f"with it: {after.error_kind.value}, requests reached={len(server.requests) - reached}")
+    assert before.ok and reached == 1
+    assert after.error_kind == ErrorKind.BLOCKED and "connected to 127.0.0.1" in after.error and "loopback" in after.error
+    assert robots.error_kind == ErrorKind.BLOCKED
+    assert len(server.requests) == reached

@@ -1,0 +1,28 @@
+"""Hot-standby managers: the lease row names its holder's address and since when it holds the
+lease, and every attempt records the lease epoch of the manager that assigned it.
+
+Revision 0005 of the manager database (after 0004).
+"""
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
+
+from gridcrawl.migrations import ops
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    """Add manager_lease.address and .since, and attempt.epoch."""
+    when = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+    ops.add_column("manager_lease", sa.Column("address", sa.String(255)))
+    ops.add_column("manager_lease", sa.Column("since", when))
+    ops.add_column("attempt", sa.Column("epoch", sa.BigInteger))
+
+
+def downgrade() -> None:
+    """gridcrawl does not downgrade schemas: restore a backup instead."""
+    raise NotImplementedError("gridcrawl does not downgrade schemas")

@@ -1,0 +1,236 @@
+"""The manager's exclusive lease on its database: one manager per database.
+
+A row of ``manager_lease`` (``name``, ``holder``, ``epoch``, ``expires_at``) says which manager
+owns the database. A manager takes it when it starts — when there is no row, the row has expired,
+or its holder is a process of this host that no longer runs (a manager killed with ``kill -9``
+and started again) — with a conditional UPDATE on the epoch it read (compare-and-swap), which
+increments the epoch. It renews ``expires_at`` while it runs (every ``lease_seconds / 3``) and
+lets it expire at once when it stops. A second manager on the same database finds a live lease
+and refuses to start, naming the holder (:class:`LeaseHeld`).
+
+The epoch is a fencing token (ZooKeeper/etcd leases, Kafka's controller epoch): every renewal is
+``WHERE holder = :me AND epoch = :mine``, so a manager whose lease was taken over (paused past its
+expiry, say) learns it at its next renewal (:class:`LeaseLost`) instead of writing on; a later
+hot-standby manager can watch the row (:meth:`Lease.read`) and take over an expired lease with
+:meth:`Lease.try_acquire`, and later writes can carry the same ``WHERE epoch = :mine``.
+
+The decisions are the pure function :func:`decide` (the row, who I am, ``now``, and whether a
+holder process is alive go in; what to do comes out), testable without a database. Times are
+POSIX seconds; the database stores naive UTC datetimes. Clocks of managers on different hosts
+are assumed to agree within a small fraction of ``lease_seconds``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psutil
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from gridcrawl import models
+from gridcrawl.db import from_timestamp, insert_ignore
+
+log = logging.getLogger("gridcrawl.manager.lease")
+
+LEASE_NAME = "manager"
+_EPOCH = _dt.datetime(1970, 1, 1)
+
+
+class LeaseHeld(RuntimeError):
+    """Another manager holds a live lease on this database (the message names it)."""
+
+
+class LeaseLost(RuntimeError):
+    """This manager's lease was taken over by another (its epoch moved on): stop writing."""
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    """The lease as stored: ``holder`` (see :func:`holder_name`), ``epoch`` (increments at every
+    take-over), ``expires_at`` (POSIX seconds)."""
+
+    holder: str
+    epoch: int
+    expires_at: float
+    address: str | None = None
+    since: float | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` says: ``action`` is ``"take"`` (take the lease over: write epoch
+    ``epoch``), ``"renew"`` (it is mine, epoch ``epoch``) or ``"refuse"`` (``reason`` says who
+    holds it)."""
+
+    action: str
+    epoch: int
+    reason: str = ""
+
+
+def holder_name(endpoint: str = "", pid: int | None = None) -> str:
+    """This process's name as a lease holder: ``host pid PID started T endpoint`` (T: the
+    process's start time, POSIX seconds, so a reused pid is not mistaken for a live holder)."""
+    pid = os.getpid() if pid is None else pid
+    started = psutil.Process(pid).create_time()
+    return f"{socket.gethostname()} pid {pid} started {started:.2f} {endpoint}".strip()[:255]
+
+
+def local_holder_alive(holder: str) -> bool | None:
+    """Whether the process named by ``holder`` (see :func:`holder_name`) still runs: True or
+    False for a holder on this host, None for another host's (unknowable from here)."""
+    parts = holder.split()
+    try:
+        host, pid, started = parts[0], int(parts[2]), float(parts[4])
+    except (IndexError, ValueError):
+        return None
+    if host != socket.gethostname():
+        return None
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.02
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def decide(row: LeaseRow | None, me: str, now: float, holder_alive: bool | None = None) -> Decision:
+    """The lease decision (pure). ``row``: the stored lease (None: none yet); ``me``: my holder
+    name; ``now``: POSIX seconds; ``holder_alive``: whether the row's holder process runs (None:
+    unknown, e.g. it is on another host).
+
+    Mine → renew at the same epoch. None, expired, or held by a process known to be dead → take
+    it over at epoch + 1. Otherwise → refuse, naming the holder and when its lease expires.
+    """
+    if row is None:
+        return Decision("take", 1)
+    if row.holder == me:
+        return Decision("renew", row.epoch)
+    if row.expires_at <= now or holder_alive is False:
+        return Decision("take", row.epoch + 1)
+    return Decision("refuse", row.epoch,
+                    f"held by {row.holder} (epoch {row.epoch}, expires in {row.expires_at - now:.0f} s)")
+
+
+def _seconds(value: _dt.datetime) -> float:
+    return (value - _EPOCH).total_seconds()
+
+
+class Lease:
+    """The lease of one manager on ``engine``'s database.
+
+    ``holder``: this manager's name (:func:`holder_name`); ``seconds``: how long a lease lasts
+    unrenewed; ``alive``: tells whether a holder process runs (:func:`local_holder_alive`;
+    tests pass their own). :attr:`epoch` is the epoch held (None before :meth:`acquire`).
+    """
+
+    def __init__(self, engine: Engine, holder: str, seconds: float = 15.0,
+                 alive: Callable[[str], bool | None] = local_holder_alive, address: str | None = None) -> None:
+        self.engine, self.holder, self.seconds, self.alive = engine, holder, seconds, alive
+        self.address = address  # the endpoint peers reach this manager at (standbys name it)
+        self.epoch: int | None = None
+        self.previous: LeaseRow | None = None  # the row as the last try_acquire read it
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.lost = threading.Event()  # set when a renewal finds the lease taken over
+
+    def read(self, conn: Connection | None = None) -> LeaseRow | None:
+        """The stored lease, or None (a standby watches this)."""
+        t = models.manager_lease
+        if conn is None:
+            with self.engine.connect() as conn:
+                return self.read(conn)
+        row = conn.execute(sa.select(t.c.holder, t.c.epoch, t.c.expires_at, t.c.address, t.c.since)
+                           .where(t.c.name == LEASE_NAME)).first()
+        return None if row is None else LeaseRow(row.holder, int(row.epoch), _seconds(row.expires_at), row.address,
+                                                 _seconds(row.since) if row.since is not None else None)
+
+    def try_acquire(self, now: float | None = None) -> Decision:
+        """Take (or keep) the lease if :func:`decide` allows; returns the decision carried out
+        (``refuse``: not taken). Two managers racing both read the same epoch; the conditional
+        UPDATE lets only one of them through, the other gets ``refuse``."""
+        now = time.time() if now is None else now
+        t = models.manager_lease
+        with self.engine.begin() as conn:
+            insert_ignore(conn, t, [{"name": LEASE_NAME, "holder": "", "epoch": 0, "expires_at": _EPOCH}])
+            row = self.previous = self.read(conn)
+            alive = self.alive(row.holder) if row is not None and row.holder and row.holder != self.holder else None
+            decision = decide(row if row and row.holder else None, self.holder, now, alive)
+            if decision.action == "refuse":
+                return decision
+            seen = row.epoch if row is not None else 0
+            values = {"holder": self.holder, "epoch": decision.epoch, "expires_at": from_timestamp(now + self.seconds),
+                      "address": self.address}
+            if decision.action == "take":
+                values["since"] = from_timestamp(now)
+            changed = conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.epoch == seen).values(
+                **values)).rowcount
+        if changed != 1:
+            return Decision("refuse", seen, "taken by another manager at the same moment")
+        self.epoch = decision.epoch
+        if decision.action == "take":
+            log.info("manager lease taken (epoch %d)%s", self.epoch,
+                     f"; previous holder: {row.holder}" if row is not None and row.holder else "")
+        return Decision(decision.action, self.epoch)
+
+    def acquire(self, now: float | None = None) -> int:
+        """Take the lease or raise :class:`LeaseHeld` naming its holder; returns the epoch."""
+        decision = self.try_acquire(now)
+        if decision.action == "refuse":
+            url = self.engine.url.render_as_string(hide_password=True)
+            raise LeaseHeld(f"another manager runs on the database {url}: its lease is {decision.reason}")
+        return decision.epoch
+
+    def renew(self, conn: Connection | None = None, now: float | None = None) -> None:
+        """Extend the lease by ``seconds`` from ``now``, fenced by holder and epoch (in ``conn``'s
+        transaction when given). Raises :class:`LeaseLost` if the lease was taken over."""
+        now = time.time() if now is None else now
+        t = models.manager_lease
+        stmt = t.update().where(t.c.name == LEASE_NAME, t.c.holder == self.holder, t.c.epoch == self.epoch
+                                ).values(expires_at=from_timestamp(now + self.seconds))
+        if conn is None:
+            with self.engine.begin() as conn:
+                changed = conn.execute(stmt).rowcount
+        else:
+            changed = conn.execute(stmt).rowcount
+        if changed != 1:
+            self.lost.set()
+            raise LeaseLost(f"the manager lease (epoch {self.epoch}) was taken over by another manager")
+
+    def start(self) -> "Lease":
+        """Renew the lease every ``seconds / 3`` from a thread of its own (a database that does
+        not answer is tried again; a lease taken over sets :attr:`lost` and ends the thread)."""
+        def run() -> None:
+            while not self._stop.wait(self.seconds / 3):
+                try:
+                    self.renew()
+                except LeaseLost as exc:
+                    log.error("%s; this manager stops", exc)
+                    return
+                except Exception as exc:  # database down: the lease runs on until it answers
+                    log.warning("renewing the manager lease failed (%s); will retry", str(exc).splitlines()[0])
+        self._thread = threading.Thread(target=run, name="lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def release(self) -> None:
+        """Stop renewing and let the lease expire now (a clean stop: the next manager need not
+        wait). Errors are logged, not raised: the lease then expires by itself."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self.epoch is None or self.lost.is_set():
+            return
+        t = models.manager_lease
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.holder == self.holder,
+                                              t.c.epoch == self.epoch).values(expires_at=_EPOCH))
+        except Exception as exc:
+            log.warning("could not release the manager lease (%s); it expires in %.0f s",
+                        str(exc).splitlines()[0], self.seconds)

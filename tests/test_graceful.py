@@ -1,0 +1,157 @@
+"""Corners of the grid's reliability with real processes (issue 22, item 8), tested by their
+effects rather than by how fast programs exit. Each prints its figures (``pytest -s``).
+
+* A result delivered twice (as after a reattach) is applied once: a scripted manager (pyzmq)
+  sends the real client the same finished thread twice.
+* Graceful shutdown: an executor stopped with SIGTERM hands its work back (``handed_back``, not
+  ``lost``) and the manager reassigns it at once to the other executor; a client stopped with
+  SIGTERM applies and acknowledges the results it holds and exits 0, and a new client finishes.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import zmq
+
+from gridcrawl import protocol as p
+from gridcrawl.urls import canonical_url
+from grid import FAST, Grid, free_port, wait_for
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_result_delivered_twice_is_applied_once(tmp_path, site_server):
+    port = free_port()
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    manager.setsockopt(zmq.LINGER, 0)
+    manager.bind(f"tcp://127.0.0.1:{port}")
+    acked: list[int] = []
+    client = subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "http://127.0.0.1:9/", "--manager",
+                               f"tcp://127.0.0.1:{port}", "--db", f"sqlite:///{tmp_path / 'crawl.db'}",
+                               "--no-progress", *FAST], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        closed = False
+        while not closed and time.monotonic() < deadline:
+            if not manager.poll(100):
+                continue
+            peer, *frames = manager.recv_multipart()
+            message = p.decode(frames)
+            reply: list[p.Message] = []
+            if isinstance(message, p.OpenApplication):
+                reply = [p.ApplicationOpened("app-1", False, 0.25, 3)]
+            elif isinstance(message, p.Submit):
+                (spec,) = message.threads
+                page = p.PageResult(url=spec.url, final_url=spec.url, status=200, content_type="text/html",
+                                    title="seed", content="<html>seed</html>", size=17)
+                done = p.ThreadDone("app-1", [p.Outcome(spec.thread_id, "ex-1", 1, False, page)])
+                reply = [done, done]  # delivered again, as the manager does after a reattach
+            elif isinstance(message, p.Ack):
+                acked += message.thread_ids
+            elif isinstance(message, p.CloseApplication):
+                closed = True
+            elif isinstance(message, p.Heartbeat):
+                reply = [p.Heartbeat()]
+            for m in reply:
+                manager.send_multipart([peer, *p.encode(m)])
+        output, _ = client.communicate(timeout=30)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        manager.close()
+        context.term()
+    pages = next(line for line in output.splitlines() if "pages this run" in line)
+    print(f"\n[result delivered twice] acks={acked}, summary: {pages.strip()}")
+    assert client.returncode == 0 and closed, output[-2000:]
+    assert pages.split()[-2] == "1", pages  # applied once: one page this run
+    import sqlite3
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        assert conn.execute("SELECT COUNT(*) FROM document").fetchone() == (1,)
+        assert conn.execute("SELECT COUNT(*) FROM visited_url").fetchone() == (1,)
+
+
+def held(grid: Grid, name: str) -> int:
+    try:
+        return grid.query("manager", "SELECT COUNT(*) FROM attempt a JOIN executor e ON e.executor_id = "
+                          "a.executor_id WHERE e.name = ? AND a.outcome = 'running'", name)[0][0]
+    except Exception:  # tables not made yet
+        return 0
+
+
+def test_sigterm_of_an_executor_hands_its_work_back_and_it_is_reassigned_at_once(tmp_path, site_server):
+    site = generate_site(100, links_per_page=5, seed=59)
+    server = site_server(site, latency=0.4)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        leaving = grid.start_executor("leaving", "--threads", "4")
+        grid.start_executor("staying", "--threads", "4")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: held(grid, "leaving") >= 3, 60, 0.02, "the leaving executor holding work")
+        leaving.send_signal(signal.SIGTERM)
+        leaving_status = leaving.wait(timeout=30)
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
+    finally:
+        grid.stop()
+    rows = grid.query("manager", """
+        SELECT a.outcome, a.time_finished,
+               (SELECT MIN(b.time_assigned) FROM attempt b JOIN executor s ON s.executor_id = b.executor_id
+                 WHERE b.internal_thread_id = a.internal_thread_id AND s.name = 'staying'
+                   AND b.time_assigned >= a.time_finished),
+               (SELECT COUNT(*) FROM attempt b JOIN executor s ON s.executor_id = b.executor_id
+                 WHERE b.internal_thread_id = a.internal_thread_id AND s.name = 'staying' AND b.outcome = 'finished')
+        FROM attempt a JOIN executor e ON e.executor_id = a.executor_id
+        WHERE e.name = 'leaving' AND a.outcome NOT IN ('finished', 'retry')""")
+    from datetime import datetime
+    gaps = [(datetime.fromisoformat(again) - datetime.fromisoformat(left)).total_seconds()
+            for _, left, again, _ in rows if again is not None]
+    urls = [row[0] for row in grid.query("crawl", "SELECT url FROM document")]
+    print(f"\n[SIGTERM executor] exit={leaving_status}, attempts handed back={len(rows)}, outcomes="
+          f"{sorted({r[0] for r in rows})}, reassigned after at most {max(gaps, default=0):.3f} s, "
+          f"pages expected={len(expected)}, stored={len(urls)}, duplicates={len(urls) - len(set(urls))}")
+    assert leaving_status == 0 and rows
+    assert {r[0] for r in rows} == {"handed_back"}           # not lost: no attempt counted against them
+    assert all(r[2] is not None and r[3] == 1 for r in rows)  # each run again, once, by the other executor
+    assert set(urls) == expected and len(urls) == len(expected)
+
+
+def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, site_server):
+    site = generate_site(150, links_per_page=5, seed=61)
+    server = site_server(site, latency=0.1)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    grid = Grid(tmp_path)
+
+    def dead() -> int:
+        try:
+            return grid.query("manager", "SELECT COUNT(*) FROM thread WHERE state = 4")[0][0]
+        except Exception:  # tables not made yet
+            return 0
+
+    try:
+        grid.start_manager()
+        grid.start_executor("ex", "--threads", "8")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: dead() >= 20, 60, 0.02, "20 threads acknowledged")
+        client.send_signal(signal.SIGTERM)
+        first_status = client.wait(timeout=30)
+        applied = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")[0][0]
+        # every result the client applied is acknowledged (Dead at the manager, once the records are written)
+        wait_for(lambda: dead() == applied, 10, 0.05, "every applied result acknowledged")
+        second = grid.start_client()
+        second_status = second.wait(timeout=120)
+    finally:
+        grid.stop()
+    urls = [row[0] for row in grid.query("crawl", "SELECT url FROM document")]
+    print(f"\n[SIGTERM client] exit={first_status}, applied before stopping={applied}, acknowledged={applied}; "
+          f"second client exit={second_status}, pages expected={len(expected)}, stored={len(urls)}, "
+          f"duplicates={len(urls) - len(set(urls))}")
+    assert first_status == 0 and second_status == 0
+    assert set(urls) == expected and len(urls) == len(expected)

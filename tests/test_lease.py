@@ -1,0 +1,98 @@
+"""The manager's lease on its database (issue 22, item 5): the pure decision, the conditional
+UPDATE on SQLite and PostgreSQL, and real manager processes — a second manager on the same
+database refuses to start with one line naming the holder; a manager killed with ``kill -9`` is
+taken over by the next one at once (its holder process is gone)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gridcrawl.db import init_schema, open_database
+from gridcrawl import models
+from gridcrawl.manager.lease import Lease, LeaseHeld, LeaseLost, LeaseRow, decide, holder_name, local_holder_alive
+from grid import Grid, wait_for
+
+
+def test_decide_takes_a_free_or_expired_lease_renews_its_own_and_refuses_a_live_one():
+    assert decide(None, "me", 100.0).action == "take" and decide(None, "me", 100.0).epoch == 1
+    live = LeaseRow("other", 4, 110.0)
+    refused = decide(live, "me", 100.0)
+    assert refused.action == "refuse" and "other" in refused.reason and "epoch 4" in refused.reason
+    assert decide(live, "me", 110.0) == decide(LeaseRow("other", 4, 50.0), "me", 100.0)
+    assert decide(live, "me", 110.0).action == "take" and decide(live, "me", 110.0).epoch == 5
+    assert decide(live, "me", 100.0, holder_alive=False).action == "take"   # its process is gone
+    assert decide(live, "me", 100.0, holder_alive=None).action == "refuse"  # another host's: wait
+    assert decide(LeaseRow("me", 4, 90.0), "me", 100.0).action == "renew"
+
+
+def test_local_holder_alive_knows_this_process_and_a_dead_one():
+    assert local_holder_alive(holder_name("tcp://x")) is True
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    name = holder_name(pid=proc.pid)
+    proc.wait()
+    assert local_holder_alive(name) is False
+    assert local_holder_alive("elsewhere pid 1 started 0.00") is None
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def lease_db(request):
+    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
+    engine = open_database(url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    yield engine
+    engine.dispose()
+
+
+def test_one_holder_at_a_time_take_over_after_expiry_and_the_old_holder_is_fenced(lease_db):
+    alive = lambda holder: True  # noqa: E731  (both "processes" run: only expiry frees the lease)
+    first = Lease(lease_db, "manager-1", seconds=10.0, alive=alive)
+    second = Lease(lease_db, "manager-2", seconds=10.0, alive=alive)
+    assert first.acquire(now=1000.0) == 1
+    with pytest.raises(LeaseHeld, match="manager-1"):
+        second.acquire(now=1005.0)
+    first.renew(now=1008.0)                       # expires at 1018 now
+    with pytest.raises(LeaseHeld):
+        second.acquire(now=1015.0)
+    assert second.acquire(now=1019.0) == 2        # expired: taken over, epoch incremented
+    row = second.read()
+    assert row.holder == "manager-2" and row.epoch == 2 and row.expires_at == pytest.approx(1029.0)
+    with pytest.raises(LeaseLost):                # the old holder wakes up: fenced by the epoch
+        first.renew(now=1020.0)
+    assert first.lost.is_set()
+    second.release()                              # a clean stop lets the next one in at once
+    assert Lease(lease_db, "manager-3", alive=alive).acquire(now=1021.0) == 3
+
+
+def _second_manager(grid: Grid) -> subprocess.CompletedProcess:
+    from grid import free_port
+    return subprocess.run([sys.executable, "-m", "gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}",
+                           "--db", grid.manager_db], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_second_manager_on_the_same_database_refuses_and_a_killed_one_is_taken_over(tmp_path, backend, request):
+    url = None if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    grid = Grid(tmp_path, manager_db=url)
+    try:
+        first = grid.start_manager()
+        wait_for(lambda: "manager listening" in grid.log("manager.log"), 30, 0.05, "the first manager")
+        second = _second_manager(grid)
+        lines = second.stderr.strip().splitlines()
+        print(f"\n[two managers, {backend}] second exit={second.returncode}: {lines}")
+        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        assert "another manager runs on the database" in lines[0] and f"pid {first.pid}" in lines[0]
+        first.kill()
+        first.wait()
+        killed = time.monotonic()
+        grid.start_manager()  # kill -9: its process is gone, so the lease is taken over at once
+        wait_for(lambda: grid.log("manager.log").count("manager listening") == 2, 30, 0.05, "the restarted manager")
+        took = time.monotonic() - killed
+        print(f"[two managers, {backend}] lease of a kill -9'd manager taken over after {took:.2f} s")
+        assert "manager lease taken (epoch 2)" in grid.log("manager.log")
+    finally:
+        grid.stop()

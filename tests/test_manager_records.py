@@ -1,0 +1,186 @@
+"""The manager's own tables through its failures (issue 22, items 4 and 8), with real processes:
+
+* the manager stops while its PostgreSQL database is down: its unwritten records go to the
+  journal and are replayed at the next start, so every thread keeps its attempt, executor and
+  start time (before: "could not write the last 865 records", 98 threads without an attempt);
+* ``kill -9`` of the manager at a moment chosen so that threads are held there — assigned to
+  executors, and finished but not yet acknowledged (the client is stopped with SIGSTOP) — then
+  a restart on the same database: every thread ends Dead once, and every attempt is accounted
+  for, on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl.urls import canonical_url
+from grid import Grid, wait_for
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+
+def scalar(grid: Grid, sql: str) -> int:
+    try:
+        return grid.query("manager", sql)[0][0]
+    except Exception:  # tables not made yet, or the database is down
+        return -1
+
+
+def check_manager_tables(grid: Grid, expected: set[str]) -> dict:
+    """Every visited URL has exactly one thread, Dead, with an executor and a start time; every
+    thread has a finished attempt and no attempt is left running; the crawl stored each page once."""
+    urls = [row[0] for row in grid.query("crawl", "SELECT url FROM document")]
+    visited = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")[0][0]
+    figures = {
+        "pages": len(expected), "stored": len(urls), "duplicates": len(urls) - len(set(urls)),
+        "threads": scalar(grid, "SELECT COUNT(*) FROM thread"),
+        "not_dead": scalar(grid, "SELECT COUNT(*) FROM thread WHERE state <> 4"),
+        "without_attempt": scalar(grid, "SELECT COUNT(*) FROM thread t WHERE NOT EXISTS "
+                                        "(SELECT 1 FROM attempt a WHERE a.internal_thread_id = t.internal_thread_id)"),
+        "without_finished_attempt": scalar(grid, "SELECT COUNT(*) FROM thread t WHERE NOT EXISTS (SELECT 1 FROM "
+                                                 "attempt a WHERE a.internal_thread_id = t.internal_thread_id "
+                                                 "AND a.outcome = 'finished')"),
+        "finished_without_executor_or_start": scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 4 AND "
+                                                           "(executor_id IS NULL OR time_started IS NULL)"),
+        "attempts_running": scalar(grid, "SELECT COUNT(*) FROM attempt WHERE outcome = 'running'"),
+    }
+    assert figures["duplicates"] == 0 and set(urls) == expected
+    assert figures["threads"] == visited  # one thread per URL: none twice
+    assert figures["not_dead"] == figures["without_attempt"] == figures["without_finished_attempt"] == 0
+    assert figures["finished_without_executor_or_start"] == figures["attempts_running"] == 0
+    return figures
+
+
+def _show(label: str, figures: dict) -> None:
+    print(f"\n[{label}] " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                                      for k, v in figures.items()))
+
+
+def test_records_unwritten_while_postgresql_is_down_are_journaled_and_replayed(tmp_path, site_server, postgres_url):
+    site = generate_site(150, links_per_page=5, seed=47)
+    server = site_server(site, latency=0.2)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    url = sa.engine.make_url(postgres_url)
+    admin = sa.create_engine(url.set(database="postgres", query={}), isolation_level="AUTOCOMMIT",
+                             poolclass=sa.pool.NullPool)
+    database = url.database
+    journal = tmp_path / "manager.journal"
+    grid = Grid(tmp_path, manager_db=postgres_url)
+    try:
+        grid.start_manager("--journal", str(journal))
+        grid.start_executor("ex1", "--threads", "4")
+        grid.start_executor("ex2", "--threads", "2")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 4") >= 20, 60, 0.05, "20 threads dead")
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                 f"WHERE datname = '{database}' AND pid <> pg_backend_pid()")
+        time.sleep(1.5)  # the grid goes on; the manager's records pile up
+        grid.manager.send_signal(signal.SIGTERM)
+        assert grid.manager.wait(timeout=30) is not None
+        journaled = sum(len(path.read_text().splitlines()) for path in (journal.with_name("manager.journal.flushing"),
+                                                                        journal) if path.exists())
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        assert client.poll() is None, "the crawl ended before the database went down"
+        grid.start_manager("--journal", str(journal))
+        wait_for(lambda: "replayed" in grid.log("manager.log"), 30, 0.05, "the journal replayed")
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        admin.dispose()
+        grid.stop()
+    log = grid.log("manager.log")
+    figures = check_manager_tables(grid, expected)
+    figures.update(journaled=journaled, journal_left=journal.stat().st_size if journal.exists() else 0)
+    _show("manager stopped while PostgreSQL was down", figures)
+    assert journaled > 0 and f"replayed {journaled} records" in log and figures["journal_left"] == 0
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_kill_9_manager_while_it_holds_assigned_and_unacknowledged_threads(tmp_path, site_server, backend, request):
+    site = generate_site(150, links_per_page=5, seed=53)
+    server = site_server(site, latency=0.3)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    manager_db = None if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    grid = Grid(tmp_path, manager_db=manager_db)
+    client = None
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        grid.start_executor("ex2", "--threads", "4")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 4") >= 10, 60, 0.05, "10 threads dead")
+        client.send_signal(signal.SIGSTOP)  # results now wait at the manager, unacknowledged
+        wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 3") >= 5
+                 and scalar(grid, "SELECT COUNT(*) FROM thread WHERE state IN (1, 2)") >= 1,
+                 30, 0.02, "threads held at the manager: finished unacknowledged, and assigned")
+        held_finished = scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 3")
+        held_assigned = scalar(grid, "SELECT COUNT(*) FROM thread WHERE state IN (1, 2)")
+        grid.manager.kill()
+        grid.manager.wait()
+        killed = time.monotonic()
+        client.send_signal(signal.SIGCONT)
+        grid.start_manager()
+        wait_for(lambda: grid.log("manager.log").count("registered:") >= 4, 30, 0.05, "executors registered again")
+        rejoined = time.monotonic() - killed
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
+        finished = time.monotonic() - killed
+    finally:
+        if client is not None and client.poll() is None:
+            client.send_signal(signal.SIGCONT)
+        grid.stop()
+    figures = check_manager_tables(grid, expected)
+    figures = dict(held_finished_unacked=held_finished, held_assigned=held_assigned, executors_back_s=rejoined,
+                   finish_after_kill_s=finished, **figures)
+    _show(f"kill -9 manager holding threads, {backend}", figures)
+
+
+def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path):
+    """No sockets: records written ahead to the journal by a recorder that never flushed (its
+    manager died) are replayed by the next one; replaying again (a crash between the commit and
+    the deletion of the segment) changes nothing, and updates win over the insert-if-absent."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.core import Record
+    from gridcrawl.manager.recorder import Recorder
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    journal = tmp_path / "manager.journal"
+    dead = Recorder(engine, 60.0, journal)
+    dead._open_journal()  # what start() does, without the flusher thread: it never writes
+    dead.add(Record("executor", "upsert", {"executor_id": "e1", "name": "e1", "host": "h", "usr_name": "u",
+                                           "threads": 1, "is_connected": True, "time_registered": 1.0}, "e1"))
+    dead.add(Record("application", "upsert", {"application_id": "a1", "state": 1, "time_created": 1.0,
+                                              "usr_name": "u", "application_name": "x"}, "a1"))
+    dead.add(Record("thread", "insert", {"internal_thread_id": 1, "application_id": "a1", "thread_id": 1, "state": 0,
+                                         "url": "http://a.test/", "host": "a.test", "time_submitted": 1.0}, 1))
+    dead.add(Record("attempt", "insert", {"attempt_id": 2 ** 62, "internal_thread_id": 1, "executor_id": "e1",
+                                          "time_assigned": 2.0, "outcome": "running"}, 2 ** 62))
+    dead.sync_journal()  # the loop does this before it sends the messages
+    lines = journal.read_text()
+    dead.add(Record("thread", "update", {"state": 4, "executor_id": "e1", "time_started": 2.5}, 1))
+    dead.add(Record("attempt", "update", {"outcome": "finished", "time_finished": 3.0}, 2 ** 62))
+    dead.sync_journal()
+    assert len(journal.read_text().splitlines()) == 6 and journal.read_text().startswith(lines)
+
+    everything = journal.read_text()
+    journal.write_text(lines)  # as if the first four were committed before the manager died ...
+    assert Recorder(engine, 60.0, journal).replay() == 4 and not journal.exists()
+    journal.write_text(everything)  # ... and the whole journal is replayed: inserts ignored, updates applied
+    assert Recorder(engine, 60.0, journal).replay() == 6
+    journal.write_text(everything)  # a third time: nothing changes
+    assert Recorder(engine, 60.0, journal).replay() == 6
+    with engine.connect() as conn:
+        thread = conn.execute(models.thread.select()).mappings().one()
+        attempt = conn.execute(models.attempt.select()).mappings().one()
+    assert thread["state"] == 4 and thread["executor_id"] == "e1" and thread["time_started"] is not None
+    assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62

@@ -1,0 +1,134 @@
+"""Hostile and broken executors at the manager's pure core (issue 22, items 1 and 2): believed
+capacity is capped and grows with what an executor returns, a thread taken back is not given to
+the same executor again, poison needs lost attempts on two executors, an executor whose attempts
+keep timing out is quarantined, and a result counts only from the executor its attempt was
+assigned to. No sockets, no clock: ``now`` is passed in."""
+
+from __future__ import annotations
+
+import itertools
+
+from gridcrawl import protocol as p
+from gridcrawl.settings import Settings
+from gridcrawl.states import ThreadState
+from gridcrawl.manager.core import ManagerCore, Record, Strike
+from test_core import assigned, open_app, register, sends, submit
+
+S = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0,
+             start_window=4, max_threads_per_executor=64, quarantine_after=3, quarantine_seconds=60.0)
+
+
+def make_core(settings=S) -> ManagerCore:
+    ids = (f"id{i}" for i in itertools.count(1))
+    return ManagerCore(settings, new_id=lambda: next(ids))
+
+
+def beat(core, peers, now):
+    for peer in peers:
+        core.handle(peer, p.Heartbeat(), now)
+
+
+def test_a_huge_thread_claim_is_capped_and_the_window_grows_with_results():
+    core = make_core()
+    register(core, b"rogue", 50_000)
+    app = open_app(core)
+    got = assigned(submit(core, app, range(100)))
+    rogue = core.executors[core.peers[b"rogue"][1]]
+    assert rogue.threads == 64 and rogue.capacity == 64
+    assert len(got) == 4  # the start window, not 50,000
+    # each result returned lets one more attempt out: the window doubles per round trip
+    for _, job in got:
+        actions = core.handle(b"rogue", p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 1.0)
+        assert len(assigned(actions)) == 2
+    assert rogue.window == 8 and len(rogue.running) == 8
+
+
+def test_a_timed_out_thread_goes_to_another_executor_and_the_rogue_is_quarantined():
+    core = make_core(S.replace(start_window=64))
+    register(core, b"rogue", 50_000)
+    app = open_app(core)
+    submit(core, app, range(3))
+    register(core, b"honest", 1)
+    rogue = core.executors[core.peers[b"rogue"][1]]
+    assert len(rogue.running) == 3
+    beat(core, (b"rogue", b"honest", b"client"), 10.5)
+    actions = core.tick(10.5)  # all three ran over thread_timeout on the rogue
+    assert {peer for peer, _ in assigned(actions)} == {b"honest"}  # one slot: the others wait for it
+    assert rogue.quarantined_until == 70.5 and rogue.free == 0 and rogue.window == 8
+    assert any(isinstance(a, Record) and a.table == "executor" and a.values == {"quarantined_until": 70.5}
+               for a in actions)
+    threads = core.applications[app].threads
+    assert all(t.tried == {rogue.executor_id} and t.lost == 1 for t in threads.values())
+    assert sum(t.state == ThreadState.READY for t in threads.values()) == 2
+    # the quarantine ends after quarantine_seconds; the next one lasts twice as long
+    beat(core, (b"rogue", b"honest", b"client"), 70.6)
+    core.tick(70.6)
+    assert rogue.quarantined_until is None
+    assert core.snapshot(70.6)["executors"][0]["quarantined_until"] is None
+
+
+def test_a_thread_waits_for_another_executor_rather_than_the_one_it_was_taken_back_from():
+    core = make_core(S.replace(quarantine_after=100))
+    register(core, b"a", 1)
+    app = open_app(core)
+    ((_, first),) = assigned(submit(core, app, [1]))
+    register(core, b"b", 1, now=0.1)
+    ((peer, other),) = assigned(submit(core, app, [2], now=0.1))
+    assert peer == b"b"
+    beat(core, (b"a", b"b", b"client"), 10.05)
+    assert assigned(core.tick(10.05)) == []  # thread 1 timed out on a; only a has room: it waits for b
+    actions = core.handle(b"b", p.Result(other.attempt_id, p.PageResult(url="x", status=200)), 10.2)
+    ((peer, again),) = assigned(actions)
+    assert peer == b"b" and again.thread_id == 1
+
+
+def test_poison_needs_lost_attempts_on_two_executors_when_two_exist():
+    core = make_core(S.replace(max_attempts=1, quarantine_after=100))
+    register(core, b"flaky", 1)
+    app = open_app(core)
+    submit(core, app, [1])
+    register(core, b"good", 1)
+    t = core.applications[app].threads[1]
+    beat(core, (b"flaky", b"good", b"client"), 10.5)
+    ((peer, again),) = assigned(core.tick(10.5))  # lost once on flaky: max_attempts, but one executor
+    assert peer == b"good" and not t.failed and t.lost == 1
+    (done,) = sends(core.handle(b"good", p.Result(again.attempt_id, p.PageResult(url="x", status=200)), 11.0),
+                    p.ThreadDone)
+    assert not done.message.failed and done.message.page.status == 200
+    # with one executor only, max_attempts lost attempts are poison as before
+    alone = make_core(S.replace(max_attempts=1))
+    register(alone, b"only", 1)
+    app = open_app(alone)
+    submit(alone, app, [1])
+    beat(alone, (b"only", b"client"), 10.5)
+    (done,) = sends(alone.tick(10.5), p.ThreadDone)
+    assert done.message.failed
+
+
+def test_results_only_from_the_assigned_executor_others_are_strikes_and_touch_no_record():
+    core = make_core()
+    register(core, b"a", 1)
+    register(core, b"b", 1)
+    app = open_app(core)
+    got = dict(assigned(submit(core, app, [1, 2])))
+    mine, theirs = got[b"a"], got[b"b"]
+    assert mine.attempt_id != theirs.attempt_id and max(mine.attempt_id, theirs.attempt_id) > 2 ** 32
+    # a registered executor names the other's attempt; a stranger names one too
+    for peer in (b"a", b"stranger"):
+        actions = core.handle(peer, p.Result(theirs.attempt_id, p.PageResult(url="forged")), 1.0)
+        assert [a for a in actions if isinstance(a, Record)] == []
+        assert [a.peer for a in actions if isinstance(a, Strike)] == [peer]
+    assert core.fenced == 0
+    t = core.applications[app].threads[2]
+    assert t.state == ThreadState.SCHEDULED and t.result is None
+    actions = core.handle(b"b", p.Result(theirs.attempt_id, p.PageResult(url="real", status=200)), 1.1)
+    (done,) = sends(actions, p.ThreadDone)
+    assert done.message.page.url == "real"
+
+
+def test_a_late_result_of_the_previous_manager_is_fenced_not_struck():
+    core = make_core()
+    core.restore([], [], 0.0, running=[(123456789012, "old-executor")])
+    actions = core.handle(b"x", p.Result(123456789012, p.PageResult(url="late")), 1.0)
+    assert [a.values["outcome"] for a in actions if isinstance(a, Record)] == ["fenced"]
+    assert not any(isinstance(a, Strike) for a in actions) and sends(actions, p.Refuse)

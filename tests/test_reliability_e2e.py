@@ -1,0 +1,152 @@
+"""Hostile peers against the real grid (issue 22, items 1 and 2): the real manager, an honest
+executor and a client run as processes; the adversary is a few lines of pyzmq speaking the
+protocol on a real socket. Each test prints its figures (``pytest -s``).
+
+* a rogue executor registers declaring 50,000 worker threads and never answers: before, it won
+  least-loaded dispatch for every thread, timed-out threads went back to it, and the crawl
+  "completed" with 0 documents; now every page is stored once and the rogue is quarantined.
+* a forger sends results naming the honest executor's attempts (read from the manager's own
+  attempt table, as if stolen): before, each rewrote that attempt's outcome to ``fenced`` and cost
+  an INFO log line; now nothing is recorded, the forger is blocked and the log stays short.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import zmq
+
+from gridcrawl import protocol as p
+from gridcrawl.urls import canonical_url
+from grid import Grid, wait_for
+from sites import generate_site, reachable
+
+pytestmark = pytest.mark.e2e
+
+
+class Rogue(threading.Thread):
+    """A scripted executor: registers (``threads`` claimed), heartbeats, answers nothing. With
+    ``forge`` set, it instead sends one result per attempt id ``forge()`` returns, as fast as it can."""
+
+    def __init__(self, endpoint: str, threads: int = 50_000, register: bool = True, forge=None) -> None:
+        super().__init__(daemon=True)
+        self.endpoint, self.threads, self.register, self.forge = endpoint, threads, register, forge
+        self.stop = threading.Event()
+        self.assigned = 0
+        self.sent = 0
+        self.refused = 0
+
+    def run(self) -> None:
+        context = zmq.Context()
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        if self.register:
+            sock.send_multipart(p.encode(p.Register(name="rogue", host="rogue", user="rogue", threads=self.threads)))
+        last_beat = 0.0
+        try:
+            while not self.stop.is_set():
+                if sock.poll(50):
+                    while True:
+                        try:
+                            message = p.decode(sock.recv_multipart(zmq.NOBLOCK))
+                        except zmq.Again:
+                            break
+                        if isinstance(message, p.Assign):
+                            self.assigned += len(message.jobs)
+                        elif isinstance(message, (p.Refuse, p.Bye)):
+                            self.refused += 1
+                if time.monotonic() - last_beat > 0.25:
+                    last_beat = time.monotonic()
+                    sock.send_multipart(p.encode(p.Heartbeat()))
+                if self.forge is not None:
+                    for attempt_id in self.forge():
+                        sock.send_multipart(p.encode(p.Result(attempt_id, p.PageResult(url="http://forged.test/"))))
+                        self.sent += 1
+        finally:
+            sock.close()
+            context.term()
+
+
+def stored(grid: Grid) -> list[str]:
+    return [row[0] for row in grid.query("crawl", "SELECT url FROM document")]
+
+
+def test_a_rogue_executor_claiming_50000_threads_cannot_empty_the_crawl(tmp_path, site_server):
+    site = generate_site(60, links_per_page=4, seed=31)
+    server = site_server(site, latency=0.02)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    grid = Grid(tmp_path)
+    rogue = None
+    try:
+        grid.start_manager("--thread-timeout", "1.5", "--max-attempts", "2",
+                           env={"GRIDCRAWL_QUARANTINE_SECONDS": "30"})
+        rogue = Rogue(grid.endpoint)
+        rogue.start()
+        wait_for(lambda: "registered: rogue" in grid.log("manager.log"), 30, 0.05, "the rogue registered")
+        grid.start_executor("honest", "--threads", "4")
+        wait_for(lambda: grid.log("manager.log").count("registered:") >= 2, 30, 0.05, "the honest executor")
+        started = time.monotonic()
+        client = grid.start_client(server.url("/"))
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
+        seconds = time.monotonic() - started
+    finally:
+        if rogue is not None:
+            rogue.stop.set()
+        grid.stop()
+    urls = stored(grid)
+    quarantined = grid.query("manager", "SELECT quarantined_until IS NOT NULL FROM executor WHERE name = 'rogue'")
+    poison = grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind = 'poison'")[0][0]
+    timeouts = grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE outcome = 'timeout'")[0][0]
+    print(f"\n[rogue executor, 50,000 threads claimed] pages expected={len(expected)}, stored={len(urls)}, "
+          f"duplicates={len(urls) - len(set(urls))}, poison={poison}, rogue held at most {rogue.assigned} "
+          f"attempts in all, timed out={timeouts}, quarantined={bool(quarantined and quarantined[0][0])}, "
+          f"crawl seconds={seconds:.1f}")
+    assert set(urls) == expected and len(urls) == len(expected) and poison == 0
+    assert quarantined == [(1,)]
+    assert 0 < rogue.assigned <= 8 + 4  # the start window, then a halved one after the quarantine
+
+
+def test_forged_results_touch_no_record_and_block_the_forger(tmp_path, site_server):
+    site = generate_site(80, links_per_page=4, seed=37)
+    server = site_server(site, latency=0.1)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    grid = Grid(tmp_path)
+    forgers: list[Rogue] = []
+
+    def stolen() -> list[int]:  # the honest executor's live attempt ids, as if sniffed
+        time.sleep(0.01)
+        try:
+            return [row[0] for row in grid.query("manager", "SELECT attempt_id FROM attempt WHERE outcome = 'running'")]
+        except Exception:
+            return []
+
+    try:
+        grid.start_manager()
+        grid.start_executor("honest", "--threads", "4")
+        wait_for(lambda: "registered:" in grid.log("manager.log"), 30, 0.05, "the honest executor")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: len(stolen()) > 0, 30, 0.02, "attempts running")
+        forgers = [Rogue(grid.endpoint, register=False, forge=stolen),               # never registered
+                   Rogue(grid.endpoint, threads=1, register=True, forge=stolen)]     # a registered executor
+        for forger in forgers:
+            forger.start()
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
+    finally:
+        for forger in forgers:
+            forger.stop.set()
+        grid.stop()
+    urls = stored(grid)
+    fenced = grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE outcome = 'fenced'")[0][0]
+    unfinished = grid.query("manager", "SELECT COUNT(*) FROM attempt a JOIN executor e ON e.executor_id = a.executor_id "
+                            "WHERE e.name = 'honest' AND a.outcome NOT IN ('finished', 'retry')")[0][0]
+    log = grid.log("manager.log")
+    sent = sum(f.sent for f in forgers)
+    print(f"\n[forged results] forged sent={sent}, attempts rewritten={fenced}, honest attempts not finished="
+          f"{unfinished}, pages expected={len(expected)}, stored={len(urls)}, forgers blocked="
+          f"{log.count('blocked for')}, manager log bytes={len(log.encode())}")
+    assert sent > 0 and fenced == 0 and unfinished == 0
+    assert set(urls) == expected and len(urls) == len(expected)
+    assert log.count("blocked for") >= 2 and log.count("hostile messages dropped") <= 2 * 2
