@@ -287,12 +287,17 @@ CREATE TABLE document (
     gone_at              DATETIME2(6)    NULL,
     fetch_interval       FLOAT           NULL,
     next_fetch_at        DATETIME2(6)    NULL,
+    simhash              VARCHAR(16)     NULL,
+    canonical_url        VARCHAR(2083)   NULL,
+    duplicate_of         VARCHAR(2083)   NULL,
+    lastmod              DATETIME2(6)    NULL,
     render_seconds       FLOAT           NULL,
     refused_requests     NVARCHAR(MAX)   NULL,
     CONSTRAINT pk_document PRIMARY KEY (doc_id)
 );
 GO
 CREATE UNIQUE INDEX ux_document_fingerprint ON document (fingerprint);
+CREATE INDEX ix_document_content_digest ON document (content_digest);
 CREATE INDEX ix_document_next_fetch_at ON document (next_fetch_at);
 GO
 
@@ -411,6 +416,8 @@ CREATE TABLE to_visit_url (
     relevance            FLOAT           NULL,
     etag                 VARCHAR(255)    NULL,
     last_modified        VARCHAR(64)     NULL,
+    kind                 VARCHAR(16)     NULL,
+    lastmod              DATETIME2(6)    NULL,
     CONSTRAINT pk_to_visit_url PRIMARY KEY (id)
 );
 GO
@@ -473,6 +480,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0006');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '6');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0007');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '7');
 GO

@@ -191,15 +191,23 @@ def base_instruction(scope: Scope, settings: Settings, strategy) -> dict:
     return instruction
 
 
-def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_wire) -> tuple[dict, list | None]:
-    """The instruction of ``pend``'s URL (``instruction`` from :func:`base_instruction`): its
-    page type's keep/follow rules, a recrawl's validators, the item specs that apply to it
-    (``wire(spec)``: a spec's instruction entry) and the rendering they ask for. Returns it and
-    those item specs (None when the crawl has none). Shared by the grid client and the Spark
-    crawl (:mod:`gridcrawl.spark`)."""
-    # keep/follow rules: the page type's crawling instruction travels with it
-    mine = _validators({**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)}
-                       if strategy.rules else instruction, pend)
+def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_wire,
+                       sitemaps: bool = False) -> tuple[dict, list | None]:
+    """The instruction of ``pend``'s URL (``instruction`` from :func:`base_instruction`): for a
+    sitemap to read (``pend.kind``), ``"sitemap": true`` only; else its page type's keep/follow
+    rules, ``"sitemaps": true`` for a seed whose host's sitemaps are wanted (``sitemaps``; not
+    with keep/follow rules or a focus, which decide themselves what is followed), a recrawl's
+    validators, the item specs that apply to it (``wire(spec)``: a spec's instruction entry) and
+    the rendering they ask for. Returns it and those item specs (None when the crawl has none).
+    Shared by the grid client and the Spark crawl (:mod:`gridcrawl.spark`, which reads no
+    sitemaps)."""
+    if pend.kind is not None:
+        return {**instruction, "sitemap": True}, None
+    mine = {**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)} if strategy.rules \
+        else instruction
+    if sitemaps and pend.depth == 0 and not strategy.rules and strategy.focus is None:
+        mine = {**mine, "sitemaps": True}
+    mine = _validators(mine, pend)
     items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else None
     if items:  # the item specs that apply to the page travel with it; plugins are needs
         mine = {**mine, "items": [wire(spec) for spec in items]}
@@ -341,7 +349,10 @@ class CrawlApplication:
         instruction = base_instruction(self.scope, self.settings, strategy)
         specs = []
         for x in pendings:
-            mine, items = thread_instruction(instruction, strategy, x, self._wire)
+            mine, items = thread_instruction(instruction, strategy, x, self._wire, sitemaps=self.settings.sitemaps)
+            if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
+                specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine, []))
+                continue
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
                                       x.priority if strategy.order == "priority" else 5, mine,
@@ -600,7 +611,8 @@ class CrawlApplication:
             part = batch[start:end]
             began = time.monotonic()
             try:
-                done = self.store.apply(part, self.scope, store_content=self.settings.store_content)
+                done = self.store.apply(part, self.scope, store_content=self.settings.store_content,
+                                        store_duplicates=self.settings.store_duplicates)
             except Exception as exc:
                 return [*batch[start:], exc]
             seconds = time.monotonic() - began

@@ -35,7 +35,16 @@ def crawl(
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
     max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)",
+                                  rich_help_panel="Strategy and limits"),
+    sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
+                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
+                                  rich_help_panel="Strategy and limits"),
+    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
+                                         rich_help_panel="Strategy and limits"),
+    store_duplicates: bool = typer.Option(False, "--store-duplicates",
+                                          help="store duplicate pages (same canonical or body) in full",
+                                          rich_help_panel="Strategy and limits"),
     max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
                                            rich_help_panel="Strategy and limits"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
@@ -116,6 +125,7 @@ def crawl(
         for endpoint in manager:
             check_endpoint(endpoint)
         settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
+                            sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
                             max_pages_per_host=max_pages_per_host,
                             store_content=not no_content, heartbeat_interval=heartbeat_interval,
                             heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
@@ -343,7 +353,10 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
-    return store, store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+    scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+    scope.follow_nofollow = settings.follow_nofollow
+    scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
+    return store, scope
 
 
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,

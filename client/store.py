@@ -18,7 +18,9 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Iterable, Sequence
 
 import sqlalchemy as sa
@@ -35,6 +37,9 @@ from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
+from gridcrawl.client.traps import TrapDetector
+
+log = logging.getLogger("gridcrawl.client")
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
 kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
@@ -52,6 +57,8 @@ class Pending:
     priority: int = 5
     page_type: str | None = None     # keep/follow rules: the page's type ("base" for a seed)
     relevance: float | None = None   # focused crawl: the score it was queued with
+    kind: str | None = None          # None: a page; "sitemap" or "sitemap-child": a sitemap to read
+    lastmod: datetime | None = None  # <lastmod> of the sitemap that listed it (naive UTC)
     etag: str | None = None          # recrawl: the stored document's ETag (sent as If-None-Match)
     last_modified: str | None = None  # recrawl: its Last-Modified (sent as If-Modified-Since)
 
@@ -72,7 +79,8 @@ class Rows:
     """Crawl-table rows of a batch of finished grid threads (:meth:`CrawlStore.rows`): the
     ``document``, ``visited_url`` and ``kept_link`` rows, the ``to_visit_url`` rows of their
     links keyed by fingerprint, the to-visit ids (= thread ids) they finish, how many failed,
-    the time they were made (naive UTC), and the ``triple``, ``item`` and ``item_issue`` rows."""
+    the time they were made (naive UTC), the ``triple``, ``item`` and ``item_issue`` rows, and
+    the ``visited_url`` rows of links not followed because their URL shape is a template trap."""
 
     docs: list[dict]
     visits: list[dict]
@@ -84,6 +92,7 @@ class Rows:
     triples: list[dict] = field(default_factory=list)
     items: list[dict] = field(default_factory=list)
     issues: list[dict] = field(default_factory=list)
+    traps: list[dict] = field(default_factory=list)   # visited_url rows of links into template traps
 
 
 @dataclass
@@ -92,11 +101,19 @@ class Scope:
     most ``max_depth`` (-1: unlimited), paths that are no crawler trap (no segment three times,
     :func:`gridcrawl.urls.path_trap`), and at most ``max_pages_per_host`` URLs per host name
     (0: unlimited; counted by :meth:`CrawlStore.apply`). URLs longer than 2,083 characters never
-    get here: :func:`gridcrawl.urls.canonical_url` refuses them."""
+    get here: :func:`gridcrawl.urls.canonical_url` refuses them.
+
+    Also: ``follow_nofollow`` (follow ``rel="nofollow"`` links: the executors leave them out
+    otherwise), and the template-trap rule of :mod:`gridcrawl.client.traps`: a URL shape with
+    ``trap_near_duplicates`` near-identical pages (SimHashes within ``trap_distance`` bits) is
+    no longer followed (0: off)."""
 
     allowed_domains: list[str] = field(default_factory=list)
     max_depth: int = -1
     max_pages_per_host: int = 0
+    follow_nofollow: bool = False
+    trap_near_duplicates: int = 8
+    trap_distance: int = 3
 
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
@@ -108,8 +125,12 @@ class Scope:
 
     def instruction(self) -> dict:
         """The crawling instruction sent with every grid thread: ``{"scope": allowed_domains}``,
-        so the executor refuses redirect hops out of scope (``out_of_scope``)."""
-        return {"scope": list(self.allowed_domains)}
+        so the executor refuses redirect hops out of scope (``out_of_scope``), and
+        ``"follow_nofollow": true`` when rel=nofollow links are to be followed."""
+        instruction: dict = {"scope": list(self.allowed_domains)}
+        if self.follow_nofollow:
+            instruction["follow_nofollow"] = True
+        return instruction
 
 
 #: Frontier orders of :class:`Strategy` (``--order``).
@@ -191,6 +212,7 @@ class CrawlStore:
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
         # cleared when full, so memory does not grow with the frontier (the tables decide).
         self._known: set[int] = set()
+        self.traps: TrapDetector | None = None  # made by apply() from the scope's trap settings
         init_schema(engine, models.crawl_metadata, models.crawl_meta)
 
     # ------------------------------------------------------------------ meta
@@ -232,7 +254,8 @@ class CrawlStore:
             focused = self.strategy.focus is not None
             rows.append({"url": canonical, "fingerprint": fingerprint(canonical), "depth": 0,
                          "priority": focus_priority(1.0) if focused else 5, "discovered_from": None,
-                         "in_flight": False, "page_type": BASE, "relevance": 1.0 if focused else None})
+                         "in_flight": False, "page_type": BASE, "relevance": 1.0 if focused else None,
+                         "kind": None, "lastmod": None})
 
         def work(conn) -> int:
             before = conn.execute(sa.select(sa.func.count()).select_from(to_visit)).scalar()
@@ -267,8 +290,8 @@ class CrawlStore:
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
             return rows
         rows = run_transaction(self.engine, work)
-        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.etag,
-                        r.last_modified) for r in rows]
+        return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod,
+                        r.etag, r.last_modified) for r in rows]
 
     @staticmethod
     def claim_statement(dialect: sa.engine.Dialect, limit: int, order: str = "bfs") -> sa.Select:
@@ -292,8 +315,8 @@ class CrawlStore:
         c = to_visit.c
         order_by = {"bfs": (c.depth, c.id), "dfs": (c.depth.desc(), c.id.desc()),
                     "priority": (c.priority.desc(), c.id)}[order]
-        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.etag,
-                          c.last_modified)
+        stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.kind, c.lastmod,
+                          c.etag, c.last_modified)
                 .where(c.in_flight == sa.false())
                 .order_by(*order_by).limit(limit)
                 .with_hint(to_visit, "WITH (UPDLOCK, READPAST, ROWLOCK)", "mssql"))
@@ -313,13 +336,13 @@ class CrawlStore:
         with self.engine.begin() as conn:
             c = to_visit.c
             row = conn.execute(sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance,
-                                         c.etag, c.last_modified)
+                                         c.kind, c.lastmod, c.etag, c.last_modified)
                                .where(c.id == thread_id)).first()
             if row is None:
                 return None
             conn.execute(to_visit.update().where(to_visit.c.id == thread_id).values(in_flight=True))
         return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance,
-                       row.etag, row.last_modified)
+                       row.kind, row.lastmod, row.etag, row.last_modified)
 
     # ------------------------------------------------------------------ results
 
@@ -330,8 +353,10 @@ class CrawlStore:
             found.update(conn.execute(sa.select(visited.c.fingerprint).where(visited.c.fingerprint.in_(part))).scalars())
         return found
 
-    def rows(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> "Rows":
-        """The crawl-table rows of finished grid threads, without touching the database: each
+    def rows(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True,
+             store_duplicates: bool = False) -> "Rows":
+        """The crawl-table rows of finished grid threads, writing nothing (the database is only
+        read, for the stored originals that make a page a duplicate; see :meth:`apply`): each
         fetched page's ``document`` row (with its recrawl schedule), every thread's
         ``visited_url`` row, the ``to_visit_url`` rows of its in-scope links (one per
         fingerprint, the best relevance kept; links known to this store's cache, traps, and
@@ -339,42 +364,75 @@ class CrawlStore:
         ``item`` and ``item_issue`` rows. :meth:`apply` writes them in one transaction; the
         Spark crawl (:mod:`gridcrawl.spark`) writes them in its stages. Returns a :class:`Rows`."""
         now = utcnow()
-        docs, visits, links, kept, triples = [], [], {}, [], {}
+        docs, visits, links, kept, traps, triples = [], [], {}, [], {}, {}
         items, issues = [], []
         item_types = {spec.type for spec in self.strategy.items}
         errors = 0
         first = self.schedule.first_interval()
+        detector = self._trap_detector(scope)
+        # pages stored as originals in this batch: canonical URL fingerprint -> url, digest -> url
+        batch_urls: dict[str, str] = {}
+        batch_digests: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            stored_urls, stored_digests = self._originals(conn, outcomes)
         for o in outcomes:
             page, pend = o.page, o.pending
             status = page.status if page else None
             kind = "poison" if o.failed else (page.error_kind if page else "lost")
+            error = ((page.error or "") if page else "")[:1000] or None
+            duplicate_of = None
+            if not kind and pend.kind is None:
+                if page.noindex:
+                    kind, error = "noindex", "robots meta tag or X-Robots-Tag: noindex"
+                else:
+                    duplicate_of, error = self._duplicate_of(page, pend, stored_urls, stored_digests,
+                                                             batch_urls, batch_digests)
+                    if duplicate_of is not None:
+                        kind = "duplicate"
+                    else:
+                        batch_urls[pend.fingerprint] = pend.url
+                        if page.digest:
+                            batch_digests.setdefault(page.digest, pend.url)
             if kind:
                 errors += 1
             visits.append({"url": pend.url, "fingerprint": pend.fingerprint, "depth": pend.depth, "status": status,
-                           "error_kind": kind, "error": ((page.error or "") if page else "")[:1000] or None,
-                           "attempts": o.attempts, "visited_at": now})
-            if page is None or kind:
+                           "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now})
+            if page is None or (kind and kind not in ("noindex", "duplicate")):
                 continue
-            content = page.content if store_content else None
-            headers = page.headers if isinstance(page.headers, dict) else {}
-            docs.append({"url": pend.url, "fingerprint": pend.fingerprint, "final_url": page.final_url or pend.url,
-                         "status": status, "content_type": (page.content_type or "")[:255] or None,
-                         "size": page.size, "title": page.title, "encoding": page.encoding,
-                         "content": content if isinstance(content, str) else None,
-                         "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
-                         "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
-                         "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds})
+            if pend.kind is not None:  # a sitemap: its pages and child sitemaps, no document
+                self._sitemap_rows(page, pend, scope, links)
+                continue
+            if page.sitemaps and pend.depth == 0:  # a seed: its host's sitemaps
+                self._sitemap_files(page.sitemaps, pend, scope, "sitemap", links)
+            newly = detector.observe(pend.url, page.simhash) if detector is not None else None
+            if newly is not None:
+                log.warning("URL shape %s repeats near-identical pages: its links are no longer followed", newly)
+            if kind != "noindex":
+                keep_body = duplicate_of is None or store_duplicates
+                content = page.content if store_content and keep_body else None
+                docs.append({"url": pend.url, "fingerprint": pend.fingerprint, "final_url": page.final_url or pend.url,
+                             "status": status, "content_type": (page.content_type or "")[:255] or None,
+                             "size": page.size, "title": page.title, "encoding": page.encoding,
+                             "content": content if isinstance(content, str) else None,
+                             "body": content if isinstance(content, bytes) else None, "depth": pend.depth,
+                             "fetched_at": now, "executor": o.executor_id, "fetch_seconds": page.fetch_seconds,
+                             "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds,
+                             "simhash": f"{page.simhash:016x}" if isinstance(page.simhash, int) else None,
+                             "canonical_url": page.canonical, "duplicate_of": duplicate_of,
+                             "lastmod": pend.lastmod})
             relevance = self._page_score(page, pend)
-            docs[-1].update(page_type=pend.page_type, relevance=relevance,
-                            headers=json.dumps(page.headers) if page.headers else None,
-                            structured_data=_json_or_none(page.structured),
-                            content_digest=page.digest if isinstance(page.digest, str) else None,
-                            etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
-                            visited_at=now, visit_status=status, fetch_interval=first,
-                            next_fetch_at=self.schedule.due_at(now, first),
-                            render_seconds=page.render_seconds,
-                            refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
-            triples.update(self._triple_rows(page, pend))
+            if kind != "noindex":  # a noindex page has no document row, nor triples
+                headers = page.headers if isinstance(page.headers, dict) else {}
+                docs[-1].update(page_type=pend.page_type, relevance=relevance,
+                                headers=json.dumps(page.headers) if page.headers else None,
+                                structured_data=_json_or_none(page.structured),
+                                content_digest=page.digest if isinstance(page.digest, str) else None,
+                                etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
+                                visited_at=now, visit_status=status, fetch_interval=first,
+                                next_fetch_at=self.schedule.due_at(now, first),
+                                render_seconds=page.render_seconds,
+                                refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
+                triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
             if item_types:
                 new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
@@ -387,23 +445,34 @@ class CrawlStore:
                 url = link[0]
                 if hash(url) in known or len(url) > models.URL_LENGTH or not scope.allows(url, depth):
                     continue
+                shape = detector.trapped(url) if detector is not None else None
+                if shape is not None:
+                    fp = fingerprint(url)
+                    traps.setdefault(fp, {"url": url, "fingerprint": fp, "depth": depth, "status": None,
+                                          "error_kind": "trap", "attempts": 0, "visited_at": now,
+                                          "error": f"URL shape {shape} repeats near-identical pages"})
+                    continue
                 row = self._link_row(link, pend, depth, relevance)
                 if row is None:
                     continue
                 old = links.get(row["fingerprint"])
                 if old is None or (row["relevance"] or 0.0) > (old["relevance"] or 0.0):
                     links[row["fingerprint"]] = row
+        for fp in traps:
+            links.pop(fp, None)
 
         kept = list({(row["fingerprint"], row["rule"]): row for row in kept}.values())
 
         docs, visits, kept = _fit(document, docs), _fit(visited, visits), _fit(kept_link, kept)
+        trap_rows = _fit(visited, list(traps.values()))
         triples = _fit(triple, list(triples.values()))
         items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         return Rows(docs, visits, links, kept, sorted(o.pending.thread_id for o in outcomes), errors, now,
-                    triples, items, issues)
+                    triples, items, issues, trap_rows)
 
-    def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True) -> dict:
+    def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True,
+              store_duplicates: bool = False) -> dict:
         """Apply finished grid threads in ONE transaction (the paper's application steps 7–10):
         store each fetched page in ``document``, add its URL to ``visited_url``, delete it from
         ``to_visit_url``, and queue its in-scope links that are neither visited nor queued (nor
@@ -412,6 +481,23 @@ class CrawlStore:
         queued, with that page type, and kept links go to ``kept_link``; in a focused crawl each
         document gets its page score and each link its relevance, and links below
         ``min_relevance`` are not queued (:attr:`strategy`).
+
+        What pages say about themselves (issue 14):
+
+        * ``noindex`` (robots meta tag or ``X-Robots-Tag``): no ``document`` row;
+          ``visited_url.error_kind = 'noindex'``; its links are followed (unless nofollow).
+        * a duplicate — its canonical link names another URL whose page is stored (in an earlier
+          batch or this one), or its body's SHA-256 ``digest`` equals a stored page's: its
+          ``document`` row says which (``duplicate_of``) and holds no content unless
+          ``store_duplicates``; ``visited_url.error_kind = 'duplicate'``.
+        * template traps: each page's SimHash feeds the scope's :class:`TrapDetector`; a link
+          whose URL shape is a trap is not queued but recorded in ``visited_url`` with
+          ``error_kind = 'trap'`` and the shape in ``error``.
+        * sitemaps: a seed's result names its host's sitemaps, queued as ``kind='sitemap'``
+          grid threads at the seed's depth; a sitemap's pages are queued one hop deeper with
+          their ``lastmod`` (carried to ``document.lastmod``); an index's sitemaps are queued
+          as ``kind='sitemap-child'`` (whose own index entries are ignored: sitemaps.org allows
+          no nesting). A sitemap gets a ``visited_url`` row, no ``document`` row.
 
         An outcome for a URL that has a document already is a **recrawl** visit
         (:meth:`queue_due`), applied by :meth:`_revisit`: a 304 moves only the visit time, an
@@ -422,12 +508,12 @@ class CrawlStore:
         Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
         a changed page's items replace those of its stored copy.
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept", "items"}`` plus, for recrawl
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}`` plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
         for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
         changes nothing the second time.
         """
-        rows = self.rows(outcomes, scope, store_content=store_content)
+        rows = self.rows(outcomes, scope, store_content=store_content, store_duplicates=store_duplicates)
         links = rows.links
         item_types = {spec.type for spec in self.strategy.items}
         found: dict = {}
@@ -442,6 +528,7 @@ class CrawlStore:
             insert_ignore(conn, visited, [v for v in rows.visits if v["fingerprint"] not in stored])
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
+            self._record_traps(conn, rows.traps)
             added[:] = self._queue(conn, list(links.values()), scope)
             insert_ignore(conn, kept_link, rows.kept)
             if item_types and stored:  # a page visited again with a body: its new items replace the old
@@ -458,9 +545,11 @@ class CrawlStore:
             self._known.clear()
         self._known.update(hash(row["url"]) for row in links.values())
         self._known.update(hash(o.pending.url) for o in outcomes)
+        self._known.update(hash(row["url"]) for row in rows.traps)
         self._count_hosts(added)
         return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
-                "kept": len(rows.kept), "items": len(rows.items), "triples": len(rows.triples), **found}
+                "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
+                "triples": len(rows.triples), **found}
 
     def write_documents(self, rows: "Rows") -> None:
         """Store ``rows``' documents, kept links, triples, items and item issues
@@ -481,6 +570,7 @@ class CrawlStore:
         def work(conn) -> None:
             insert_ignore(conn, visited, rows.visits)
             self._delete_to_visit(conn, rows.thread_ids)
+            self._record_traps(conn, rows.traps)
         run_transaction(self.engine, work)
 
     def queue_links(self, links: Sequence[dict], scope: Scope) -> int:
@@ -496,6 +586,16 @@ class CrawlStore:
         run_transaction(self.engine, work)
         self._count_hosts(added)
         return len(offered)
+
+    @staticmethod
+    def _record_traps(conn, trap_rows: list[dict]) -> None:
+        """Record links into template traps in ``visited_url`` (``error_kind = 'trap'``) and drop
+        those queued before their shape became a trap (and not yet submitted)."""
+        if not trap_rows:
+            return
+        insert_ignore(conn, visited, trap_rows)
+        for part in chunks(sorted(row["fingerprint"] for row in trap_rows), 500):
+            conn.execute(to_visit.delete().where(to_visit.c.fingerprint.in_(part), to_visit.c.in_flight == sa.false()))
 
     @staticmethod
     def _delete_to_visit(conn, thread_ids: Sequence[int]) -> None:
@@ -597,7 +697,8 @@ class CrawlStore:
                         values["modified_at"] = now
                     values.update({k: v for k, v in row.items()
                                    if k not in ("url", "fingerprint", "depth", "page_type", "relevance",
-                                                "fetch_interval", "next_fetch_at", "visited_at")})
+                                                "fetch_interval", "next_fetch_at", "visited_at")
+                                   and not (k == "lastmod" and v is None)})  # a sitemap's lastmod stays
             if found_now == "revived":
                 values["gone_at"] = None
             updates.append(values)
@@ -696,6 +797,97 @@ class CrawlStore:
         for part in chunks(sorted(fingerprints), 500):
             conn.execute(triple.delete().where(triple.c.fingerprint.in_(part)))
 
+    # ------------------------------------------------------------------ standards pages publish
+
+    def _trap_detector(self, scope: Scope) -> TrapDetector | None:
+        """The template-trap detector of this crawl (made once, from ``scope``'s settings)."""
+        if scope.trap_near_duplicates <= 0:
+            return None
+        if self.traps is None:
+            self.traps = TrapDetector(scope.trap_near_duplicates, scope.trap_distance)
+        return self.traps
+
+    @staticmethod
+    def _originals(conn, outcomes: Sequence[Outcome]) -> tuple[dict[str, str], dict[str, str]]:
+        """Stored original pages (``duplicate_of`` empty) that this batch's pages may duplicate:
+        ``({fingerprint: url}, {content_digest: url})`` for the canonical URLs and body digests
+        the pages name."""
+        fps, digests = set(), set()
+        for o in outcomes:
+            page = o.page
+            if page is None or o.failed or page.error_kind:
+                continue
+            if page.canonical and page.canonical != o.pending.url:
+                fps.add(fingerprint(page.canonical))
+            if page.digest:
+                digests.add(page.digest)
+        urls: dict[str, str] = {}
+        by_digest: dict[str, str] = {}
+        d = document.c
+        for part in chunks(sorted(fps), 500):
+            for fp, url in conn.execute(sa.select(d.fingerprint, d.url).where(d.fingerprint.in_(part),
+                                                                            d.duplicate_of.is_(None))):
+                urls[fp] = url
+        for part in chunks(sorted(digests), 500):
+            for digest, url in conn.execute(sa.select(d.content_digest, d.url).where(
+                    d.content_digest.in_(part), d.duplicate_of.is_(None)).order_by(d.doc_id)):
+                by_digest.setdefault(digest, url)
+        return urls, by_digest
+
+    @staticmethod
+    def _duplicate_of(page: PageResult, pend: Pending, stored_urls: dict, stored_digests: dict,
+                      batch_urls: dict, batch_digests: dict) -> tuple[str | None, str | None]:
+        """``(original_url, reason)`` when ``page`` duplicates a stored page (its canonical link
+        names one, or its body digest equals one), else ``(None, None)``."""
+        canonical = page.canonical
+        if canonical and canonical != pend.url:
+            fp = fingerprint(canonical)
+            original = stored_urls.get(fp) or batch_urls.get(fp)
+            if original is not None:
+                return original, f"canonical link names {original}"
+        if page.digest:
+            original = stored_digests.get(page.digest) or batch_digests.get(page.digest)
+            if original is not None and original != pend.url:
+                return original, f"same body (SHA-256) as {original}"
+        return None, None
+
+    def _sitemap_rows(self, page: PageResult, pend: Pending, scope: Scope, links: dict) -> None:
+        """Queue the pages a sitemap lists (one hop below it, with their lastmod) and, for a
+        top-level sitemap that is an index, its sitemaps."""
+        depth = pend.depth + 1
+        for entry in page.sitemap_pages:
+            if not isinstance(entry, list) or not entry or not isinstance(entry[0], str):
+                continue
+            url = entry[0]
+            if len(url) > models.URL_LENGTH or not scope.allows(url, depth):
+                continue
+            lastmod = _lastmod(entry[1] if len(entry) > 1 else None)
+            row = {"url": url, "fingerprint": fingerprint(url), "depth": depth, "priority": 5,
+                   "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False,
+                   "page_type": BASE if self.strategy.rules else None, "relevance": None, "kind": None,
+                   "lastmod": lastmod}
+            links.setdefault(row["fingerprint"], row)
+        if pend.kind == "sitemap" and page.sitemaps:
+            self._sitemap_files(page.sitemaps, pend, scope, "sitemap-child", links)
+
+    @staticmethod
+    def _sitemap_files(urls: list, pend: Pending, scope: Scope, kind: str, links: dict) -> None:
+        """Queue sitemap ``urls`` (in scope, at most 50,000) as grid threads of ``kind`` at
+        ``pend``'s depth."""
+        for url in urls[:50_000]:
+            if not isinstance(url, str):
+                continue
+            try:
+                url = canonical_url(url)
+            except InvalidURL:
+                continue
+            if len(url) > models.URL_LENGTH or not in_scope(url_host(url), scope.allowed_domains):
+                continue
+            row = {"url": url, "fingerprint": fingerprint(url), "depth": pend.depth, "priority": 5,
+                   "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False,
+                   "page_type": None, "relevance": None, "kind": kind, "lastmod": None}
+            links[row["fingerprint"]] = row
+
     # ------------------------------------------------------------------ strategies
 
     def _page_score(self, page: PageResult, pend: Pending) -> float | None:
@@ -740,7 +932,7 @@ class CrawlStore:
             priority = focus_priority(relevance)
         return {"url": url, "fingerprint": fingerprint(url), "depth": depth, "priority": priority,
                 "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False,
-                "page_type": page_type, "relevance": relevance}
+                "page_type": page_type, "relevance": relevance, "kind": None, "lastmod": None}
 
     @staticmethod
     def _kept_rows(page: PageResult, pend: Pending, now) -> list[dict]:
@@ -836,14 +1028,18 @@ class CrawlStore:
 
     def retry_failed(self, kinds: Sequence[str] = ()) -> int:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
-        ``kinds``, if given): each leaves ``visited_url`` and goes back to ``to_visit_url`` at
-        its depth. Returns how many. Run before a crawl starts (``--retry-failed``)."""
+        ``kinds``, if given; without kinds, not the crawl's own decisions on pages that were
+        fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each leaves
+        ``visited_url`` and goes back to ``to_visit_url`` at its depth. Returns how many. Run
+        before a crawl starts (``--retry-failed``)."""
         v = visited.c
 
         def work(conn) -> int:
             query = sa.select(v.id, v.url, v.fingerprint, v.depth).where(v.error_kind.is_not(None))
             if kinds:
                 query = query.where(v.error_kind.in_(list(kinds)))
+            else:
+                query = query.where(v.error_kind.not_in(DECISIONS))
             rows = conn.execute(query).all()
             focused = self.strategy.focus is not None
             insert_ignore(conn, to_visit, [
@@ -892,6 +1088,9 @@ class ErrorGroup:
         """``"http 404"`` for an HTTP status, else the kind (``"blocked"``, ``"timeout"`` ...)."""
         return f"http {self.status}" if self.kind == "http_status" and self.status else self.kind
 
+
+#: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
+DECISIONS = ("trap", "duplicate", "noindex")
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 
@@ -947,6 +1146,18 @@ def _json_or_none(value) -> str | None:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return None
+
+
+def _lastmod(value) -> datetime | None:
+    """A sitemap entry's lastmod (ISO 8601 UTC text from the executor) as a naive UTC datetime,
+    or None when empty or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=None) if when.tzinfo is None else None
 
 
 def _skip_locked(dialect: sa.engine.Dialect) -> bool:

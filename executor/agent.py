@@ -35,6 +35,8 @@ from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.pacing import HostPacer
+from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
 from gridcrawl.semantic import Limits
@@ -182,7 +184,12 @@ class ExecutorAgent:
                                read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                                max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                                keep_non_html=settings.keep_non_html, hop_check=self.guard.check,
-                               peer_check=self.guard.check_peer)
+                               peer_check=self.guard.check_peer,
+                               # politeness inside a grid thread: robots.txt and redirect hops are
+                               # spaced by the host's delay (executor/pacing.py); waits are bounded
+                               pacer=HostPacer(), max_wait=settings.thread_timeout / 2)
+        # sitemap threads: any content type (XML, gzip files), up to the sitemaps.org 50 MiB
+        self.sitemap_fetcher = self.fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES)
         # robots.txt: one cache per executor process, fetched with a copy of the page fetcher (same
         # user agent, timeouts and hop check, so the same private-address guard applies)
         self.robots: RobotsCache | None = (
@@ -231,6 +238,8 @@ class ExecutorAgent:
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
+                                     delay=job.delay, max_crawl_delay=self.settings.max_crawl_delay,
+                                     sitemap_fetcher=self.sitemap_fetcher,
                                      semantic_limits=self.semantic_limits, plugins=self.plugins,
                                      plugin_timeout=self.settings.plugin_timeout,
                                      renderer=self.renderer)
@@ -461,6 +470,7 @@ class ExecutorAgent:
         if self.renderer is not None:
             self.renderer.close()
         self.fetcher.close()
+        self.sitemap_fetcher.close()
         if self.robots is not None:
             self.robots.fetcher.close()
         # an executor that never registered (manager unreachable, refused) has nothing to report:

@@ -45,7 +45,7 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
-__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks",
+__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "gunzip",
            "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
@@ -77,6 +77,11 @@ class ErrorKind(str, enum.Enum):
     RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
     RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
     GONE = "gone"  #: a stored document answered 404/410 on a recrawl (set by the client, not the fetcher)
+    # Decisions of the application about a fetched page (recorded in visited_url.error_kind):
+    TRAP = "trap"  #: not followed: its URL shape repeats near-identical pages (``error`` names the shape)
+    DUPLICATE = "duplicate"  #: its canonical link or body digest names a page stored already
+    NOINDEX = "noindex"  #: robots meta tag / X-Robots-Tag noindex: kept out of ``document``
+    BAD_SITEMAP = "bad_sitemap"  #: a sitemap thread's body is no readable sitemap (or over 50 MiB)
 
 
 class HopRefusal(NamedTuple):
@@ -272,6 +277,7 @@ class _Watch:
         self._done = False
         self.fired = False
         self._seconds = max(0.0, seconds)
+        self._deadline = float("inf")
         self.peer_check: Callable[[str], str | None] | None = None  # the fetcher's, for this fetch
 
     @property
@@ -280,7 +286,17 @@ class _Watch:
         return self._done
 
     def start(self) -> None:
-        _WATCHDOG.add(time.monotonic() + self._seconds, self)
+        self._deadline = time.monotonic() + self._seconds
+        _WATCHDOG.add(self._deadline, self)
+
+    def postpone(self, seconds: float) -> None:
+        """Move the deadline ``seconds`` later (a politeness wait does not count against it)."""
+        with self._lock:
+            if self._done or self.fired or seconds <= 0:
+                return
+            self._deadline += seconds
+            deadline = self._deadline
+        _WATCHDOG.add(deadline, self)
 
     def attach(self, conn: object) -> None:
         with self._lock:
@@ -293,7 +309,7 @@ class _Watch:
 
     def _fire(self) -> None:
         with self._lock:
-            if self._done:
+            if self._done or time.monotonic() < self._deadline:  # done, or postponed: a later entry fires
                 return
             self.fired = True
             conn = self._conn
@@ -431,6 +447,21 @@ def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
         yield tail[start : start + _CHUNK]
 
 
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Decompress gzip ``data`` (RFC 1952; a ``.gz`` file, not a Content-Encoding), keeping
+    memory bounded: raises ``ValueError`` when the output would pass ``max_bytes`` bytes or the
+    data is not valid gzip."""
+    out = bytearray()
+    try:
+        for piece in _inflate([data], "gzip"):
+            if len(out) + len(piece) > max_bytes:
+                raise ValueError(f"more than {max_bytes} bytes once decompressed")
+            out += piece
+    except _DecodeError as exc:
+        raise ValueError(str(exc)) from None
+    return bytes(out)
+
+
 def _codings(header: str | None) -> list[str]:
     """Content-Encoding header -> list of codings in the order applied, identity dropped."""
     if not header:
@@ -541,6 +572,13 @@ class Fetcher:
         truncate_body: stop reading at ``max_body_bytes`` and keep what was read, instead of
             failing TOO_LARGE (robots.txt: RFC 9309 §2.5 lets a crawler ignore what follows
             the first 500 KiB).
+        pacer: a :class:`gridcrawl.executor.pacing.HostPacer` shared by the executor's fetchers:
+            before every request (each redirect hop, and robots.txt) the fetch waits until the
+            host's delay has passed since the previous request to it ended. Waiting does not
+            count against ``deadline``. ``None``: no waiting.
+        max_wait: seconds one fetch may spend waiting for its hosts' delays at most; a chain
+            that would wait longer fails as TIMEOUT (keeps a worker from sleeping for ever
+            through a long chain on a host with a large Crawl-delay).
         peer_check: called with the IP address (text) each new connection is connected to,
             before anything is sent; a returned string refuses it (BLOCKED). The executor
             passes :meth:`gridcrawl.executor.ssrf.SSRFGuard.check_peer` (DNS rebinding).
@@ -554,10 +592,12 @@ class Fetcher:
         read_timeout: float = 30,
         deadline: float = 30,
         max_body_bytes: int = 10 * 1024 * 1024,
-        max_redirects: int = 10,
+        max_redirects: int = 20,
         keep_non_html: bool = False,
         hop_check: HopCheck | None = None,
         truncate_body: bool = False,
+        pacer=None,
+        max_wait: float = 150.0,
         peer_check: Callable[[str], str | None] | None = None,
     ) -> None:
         self.user_agent = user_agent
@@ -570,6 +610,8 @@ class Fetcher:
         self.hop_check = hop_check
         self.peer_check = peer_check
         self.truncate_body = bool(truncate_body)
+        self.pacer = pacer
+        self.max_wait = float(max_wait)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._sessions: list[requests.Session] = []
@@ -583,7 +625,8 @@ class Fetcher:
                       read_timeout=self.read_timeout, deadline=self.deadline,
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
                       keep_non_html=self.keep_non_html, hop_check=self.hop_check,
-                      truncate_body=self.truncate_body, peer_check=self.peer_check)
+                      truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait,
+                      peer_check=self.peer_check)
         params.update(changes)
         return Fetcher(**params)
 
@@ -645,6 +688,8 @@ class Fetcher:
         """
         start = time.monotonic()
         result = FetchResult(url=url, final_url=url)
+        waited_before = self._waited()  # a nested fetch (robots.txt inside a hop check) keeps its own
+        self._local.waited = 0.0
         watch = _Watch(self.deadline)
         watch.peer_check = self.peer_check
         previous = getattr(_active, "watch", None)
@@ -665,13 +710,32 @@ class Fetcher:
         finally:
             watch.stop()
             _active.watch = previous
+            self._local.waited = waited_before
             result.seconds = time.monotonic() - start
         if result.error_kind is not None:
             result.body = None
         return result
 
     def _remaining(self, start: float) -> float:
-        return self.deadline - (time.monotonic() - start)
+        return self.deadline - (time.monotonic() - start) + self._waited()
+
+    def _waited(self) -> float:
+        """Seconds the current fetch on this thread has slept for politeness (not deadline time)."""
+        return getattr(self._local, "waited", 0.0)
+
+    def _pace(self, url: str, watch: _Watch) -> None:
+        """Wait for ``url``'s host's delay (the pacer's), postponing the deadline by as much."""
+        if self.pacer is None:
+            return
+        delay = self.pacer.delay(url)
+        if delay > 0 and self._waited() + delay > self.max_wait + 1e-9:
+            # the next wait could pass the budget: refuse before sleeping through it
+            raise _Failure(ErrorKind.TIMEOUT, f"politeness waits of this redirect chain would pass "
+                                              f"{self.max_wait:g} s (host delay {delay:g} s)")
+        slept = self.pacer.wait(url)
+        if slept > 0:
+            self._local.waited = self._waited() + slept
+            watch.postpone(slept)
 
     def _timeout_failure(self) -> _Failure:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")
@@ -695,10 +759,16 @@ class Fetcher:
                     raise _Failure(ErrorKind(refusal.kind), refusal.reason)
                 if refusal is not None:
                     raise _Failure(ErrorKind.BLOCKED, str(refusal))
+            self._pace(current, watch)
             remaining = self._remaining(start)
             if remaining <= 0:
                 raise self._timeout_failure()
-            resp = self._send(session, current, remaining, watch, headers)
+            try:
+                resp = self._send(session, current, remaining, watch, headers)
+            except BaseException:
+                if self.pacer is not None:
+                    self.pacer.done(current)
+                raise
             try:
                 result.status = resp.status_code
                 result.headers = {k.lower(): v for k, v in resp.headers.items()}
@@ -722,6 +792,8 @@ class Fetcher:
                 return
             finally:
                 resp.close()
+                if self.pacer is not None:
+                    self.pacer.done(current)
 
     def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch,
               headers: dict[str, str] | None = None) -> requests.Response:

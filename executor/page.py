@@ -16,6 +16,19 @@ fetched: the same links, canonical URLs, scope and rules as for a fetched page.
 A semantic crawl (instruction ``"semantic": true``, :mod:`gridcrawl.semantic`) also downloads RDF
 documents and parses them into triples (their http(s) URI objects are the links), and reads the
 structured data (JSON-LD, microdata, RDFa, Open Graph) of every HTML page into triples.
+
+Politeness inside the thread: the fetcher's :class:`~gridcrawl.executor.pacing.HostPacer` gets
+the host's delay (the manager's for the host, or its robots.txt ``Crawl-delay``, whichever is
+larger) before the first request, so the page waits out the delay after a robots.txt fetch and
+every redirect hop waits it after the previous one.
+
+What a page says about itself is reported, not acted on here (the application decides): the
+body's SHA-256 ``digest``, the ``simhash`` of its visible text, its ``canonical`` URL, and
+``noindex`` from its robots meta tags or ``X-Robots-Tag``. Only ``nofollow`` acts here: the page's
+links are not reported at all, and ``rel="nofollow"`` links are left out unless the thread's
+instruction says ``"follow_nofollow": true``. A thread whose instruction says ``"sitemap"`` reads
+its URL as a sitemap (:mod:`gridcrawl.executor.sitemap`); one that says ``"sitemaps"`` (a seed)
+also reports its host's sitemaps: the robots.txt ``Sitemap:`` lines, else ``/sitemap.xml``.
 """
 
 from __future__ import annotations
@@ -26,12 +39,16 @@ import os
 import threading
 import time
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from gridcrawl.protocol import PageResult
 from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
-from gridcrawl.executor.parse import is_html, looks_binary, parse_page, sniff_html
-from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
+                                      parse_page, sniff_html, visible_text)
+from gridcrawl.executor.robots import RobotsCache, product_token
+from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, SitemapError, parse_sitemap
+from gridcrawl.simhash import simhash
 from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
@@ -79,7 +96,8 @@ def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
 def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
-          plugin_timeout: float = 10.0, renderer: Renderer | None = None) -> PageResult:
+          plugin_timeout: float = 10.0, renderer: Renderer | None = None,
+          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -108,6 +126,12 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         renderer: the executor's browser (``--render``), used when the instruction carries
             ``"render": true`` (and ``"waitFor"``: a CSS selector to wait for). Without one such
             a thread fails as ``render`` (the manager retries it, on an executor that renders).
+        delay: the manager's delay for this URL's host, seconds (the job's ``delay``); with the
+            robots.txt Crawl-delay (capped at ``max_crawl_delay`` seconds) it spaces the
+            requests of this thread to the host (robots.txt, redirect hops) through the
+            fetcher's pacer.
+        sitemap_fetcher: the fetcher for sitemap threads (any content type, bodies up to
+            50 MiB); ``None``: one derived from ``fetcher`` for this call.
         plugins: the extractor plugins installed on this executor, by name
             (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
         plugin_timeout: seconds a plugin may spend on one page before its items fail.
@@ -130,6 +154,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         store_content = False
     checks = [scope_check(scope) if isinstance(scope, list) else None]
     crawl_delay = None
+    pacer = fetcher.pacer
+    if pacer is not None and robots is None:
+        pacer.set_delay(url, delay)
     if robots is not None:
         # the first URL is checked here (scope first: no robots.txt fetch for a foreign host),
         # every redirect hop by the fetcher through robots.hop_check
@@ -138,10 +165,15 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             decision = robots.decide(url)
             crawl_delay = decision.crawl_delay
             refusal = decision.refusal()
+            if pacer is not None:
+                pacer.set_delay(url, max(delay, min(crawl_delay or 0.0, max_crawl_delay)))
         if refusal is not None:
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
-        checks.append(robots.hop_check)
+        checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
+    if (instruction or {}).get("sitemap"):
+        return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
+                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None)
     semantic = bool((instruction or {}).get("semantic"))
     headers = conditional_headers(instruction)
     if semantic:  # RDF documents too, asked for by content negotiation
@@ -154,8 +186,16 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
         retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
         headers=dict(fetched.headers) or None)
+    if fetched.ok and (instruction or {}).get("sitemaps"):
+        result.sitemaps = _host_sitemaps(robots, result.final_url)
     body = fetched.body
-    if not fetched.ok or body is None:
+    if not fetched.ok:
+        return result
+    token = product_token(fetcher.user_agent)
+    robots_tags = header_robots(fetched.headers.get("x-robots-tag"), token)
+    result.noindex = "noindex" in robots_tags
+    result.nofollow = "nofollow" in robots_tags
+    if body is None:
         return result
     result.digest = hashlib.sha256(body).hexdigest()
     html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
@@ -193,10 +233,17 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         del rendered
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
-        page = parse_page(body, result.final_url, content_type)
+        page = parse_page(body, result.final_url, content_type,
+                          skip_nofollow=not (instruction or {}).get("follow_nofollow"))
         result.title = page.title
         result.encoding = page.encoding
-        if instruction and ("followRules" in instruction or "keepRules" in instruction):
+        robots_tags |= meta_robots(page.document, token)
+        result.noindex = "noindex" in robots_tags
+        result.nofollow = "nofollow" in robots_tags
+        result.canonical = canonical_link(page.document, page.base_url, fetched.headers.get("link"))
+        if result.nofollow:
+            pass  # the page asks that none of its links be followed: none are reported
+        elif instruction and ("followRules" in instruction or "keepRules" in instruction):
             # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
             follow, keep = apply_instruction(page.document, result.final_url, page.links, instruction)
             result.links = [[url, text, to_type] for url, text, to_type in follow]
@@ -210,7 +257,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.triples = structured.triples
             if structured.errors or any(structured.data.values()):  # nothing found: nothing kept
                 result.structured = {**structured.data, "errors": structured.errors}
-            if not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
+            if not result.nofollow and not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
                 known = {link[0] for link in result.links}
                 result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
@@ -218,6 +265,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.parse_seconds = time.perf_counter() - started
         if instruction and instruction.get("items"):
             extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
+        started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
+        result.simhash = simhash(visible_text(page.document))
+        result.parse_seconds += time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result
 
@@ -259,3 +309,67 @@ def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> Non
     except RDFError as exc:
         result.error_kind, result.error = ErrorKind.RDF_PARSE.value, str(exc)
     result.parse_seconds = time.perf_counter() - started
+
+
+def _robots_hop_check(robots: RobotsCache, url: str, max_crawl_delay: float) -> HopCheck:
+    """robots.txt's hop check that also gives the fetcher's pacer the Crawl-delay of a redirect
+    hop's host when the hop leaves ``url``'s host (that host's delay then spaces the hops)."""
+    host = url_host(url)
+    pacer = robots.fetcher.pacer if hasattr(robots.fetcher, "pacer") else None
+
+    def check(hop: str) -> HopRefusal | None:
+        decision = robots.decide(hop)
+        if pacer is not None and url_host(hop) != host:
+            pacer.set_delay(hop, min(decision.crawl_delay or 0.0, max_crawl_delay))
+        return decision.refusal()
+
+    return check
+
+
+def _host_sitemaps(robots: RobotsCache | None, url: str) -> list[str]:
+    """The sitemaps of ``url``'s host: the ``Sitemap:`` lines of its robots.txt (RFC 9309 §2.2.4
+    leaves them to other records; protego reads them), else ``/sitemap.xml`` at its root."""
+    found = robots.sitemaps(url) if robots is not None else []
+    if found:
+        return found
+    parts = urlsplit(url)
+    return [f"{parts.scheme}://{parts.netloc}/sitemap.xml"]
+
+
+def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl_delay: float | None,
+                   close: bool) -> PageResult:
+    """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
+    its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
+    ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
+    fails as ``bad_sitemap``; entries ignored (past 50,000, not http(s)) are counted in
+    ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
+    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``."""
+    try:
+        fetched = fetcher.fetch(url, hop_check=hop_check)
+    finally:
+        if close:
+            fetcher.close()
+    result = PageResult(
+        url=url, final_url=fetched.final_url or url, status=fetched.status, content_type=fetched.content_type,
+        size=fetched.size, fetch_seconds=fetched.seconds,
+        error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
+        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay)
+    if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status in (404, 410):
+        # most hosts have nothing at /sitemap.xml: that is no failure of the crawl
+        result.error_kind, result.error = None, f"no sitemap here (HTTP {fetched.status})"
+        return result
+    if not fetched.ok or fetched.body is None:
+        return result
+    result.digest = hashlib.sha256(fetched.body).hexdigest()
+    try:
+        parsed = parse_sitemap(fetched.body)
+    except SitemapError as exc:
+        result.error_kind, result.error = ErrorKind.BAD_SITEMAP.value, str(exc)
+        return result
+    if parsed.index:
+        result.sitemaps = [loc for loc, _ in parsed.entries]
+    else:
+        result.sitemap_pages = [[loc, lastmod] for loc, lastmod in parsed.entries]
+    if parsed.ignored:
+        result.error = f"{parsed.ignored} entries ignored (over the 50,000 limit or not http(s) URLs)"
+    return result

@@ -46,6 +46,8 @@ from gridcrawl.executor.fetch import ErrorKind, FetchResult, HopRefusal
 
 __all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES"]
 
+#: Redirects followed to reach a robots.txt (RFC 9309 §2.3.1.2: at least five); pages get 20.
+ROBOTS_MAX_REDIRECTS = 10
 #: Bytes of a robots.txt that are parsed (RFC 9309 §2.5: at least 500 KiB); the rest is ignored.
 ROBOTS_MAX_BYTES = 512 * 1024
 
@@ -175,10 +177,10 @@ class RobotsCache:
     @classmethod
     def for_fetcher(cls, fetcher, **kwargs) -> "RobotsCache":
         """A cache fetching robots.txt with a copy of page fetcher ``fetcher`` (same user agent,
-        timeouts and hop check) that downloads any type and keeps the first
-        :data:`ROBOTS_MAX_BYTES`. ``kwargs`` go to the constructor."""
+        timeouts, hop check and pacer) that downloads any type, keeps the first
+        :data:`ROBOTS_MAX_BYTES` and follows at most :data:`ROBOTS_MAX_REDIRECTS` redirects. ``kwargs`` go to the constructor."""
         robots_fetcher = fetcher.derive(keep_non_html=True, max_body_bytes=ROBOTS_MAX_BYTES,
-                                        truncate_body=True)
+                                        truncate_body=True, max_redirects=ROBOTS_MAX_REDIRECTS)
         return cls(robots_fetcher, fetcher.user_agent, **kwargs)
 
     # ------------------------------------------------------------------ queries
@@ -211,6 +213,23 @@ class RobotsCache:
         if urlsplit(url).path == "/robots.txt" or rules.parser.can_fetch(url, self.token):
             return RobotsDecision(True, rules.crawl_delay)
         return RobotsDecision(False, rules.crawl_delay, "disallowed by robots.txt")
+
+    def sitemaps(self, url: str) -> list[str]:
+        """The ``Sitemap:`` URLs of the robots.txt of ``url``'s origin (fetched if needed), in
+        file order, at most 1,000; empty when it names none or could not be read."""
+        origin = origin_of(url)
+        if origin is None:
+            return []
+        rules = self._rules_for(origin)
+        if rules.parser is None:
+            return []
+        found: list[str] = []
+        for sitemap in rules.parser.sitemaps:
+            if isinstance(sitemap, str) and sitemap.startswith(("http://", "https://")):
+                found.append(sitemap.strip())
+                if len(found) >= 1000:
+                    break
+        return found
 
     def hop_check(self, url: str) -> HopRefusal | None:
         """A Fetcher hop check: ``None`` when ``url`` may be requested, else a refusal of kind

@@ -142,11 +142,12 @@ def _watch_parent(stop: threading.Event) -> None:
     (its standard input reaches end-of-file)."""
     if os.environ.pop(PARENT_PIPE_ENV, None) != "stdin" or sys.stdin is None:
         return
-    stream = sys.stdin.buffer
+    fd = sys.stdin.fileno()  # read the file descriptor itself: a thread blocked in the buffered
+    # reader would hold its lock when the interpreter shuts down (a fatal error at exit)
 
     def watch() -> None:
         try:
-            while stream.read(1):
+            while os.read(fd, 1):
                 pass
         except (OSError, ValueError):
             pass

@@ -237,10 +237,16 @@ document = Table(
     Column("gone_at", Timestamp),           # since when the page answers 404/410 (NULL: not gone)
     Column("fetch_interval", Real),         # seconds between two visits (adaptive schedule)
     Column("next_fetch_at", Timestamp),     # when the next visit is due (NULL: due now)
+    # The real web (issue 14, docs/realweb.md): what a page says about itself.
+    Column("simhash", String(16)),      # 64-bit SimHash of the visible text, hex (gridcrawl.simhash)
+    Column("canonical_url", String(URL_LENGTH)),  # <link rel=canonical> or Link header, canonicalised
+    Column("duplicate_of", String(URL_LENGTH)),   # the stored page this one duplicates (canonical or digest)
+    Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), for recrawls
     Column("render_seconds", Real),     # rendered in a browser: seconds it took (NULL: fetched only)
     Column("refused_requests", LongText),  # rendered: the page's requests refused, JSON [[url, kind, reason]]
     Index("ux_document_fingerprint", "fingerprint", unique=True),
     Index("ix_document_next_fetch_at", "next_fetch_at"),
+    Index("ix_document_content_digest", "content_digest"),
 )
 
 # Recrawl history: one row per change a recrawl found, holding the version it replaced.
@@ -310,6 +316,8 @@ to_visit_url = Table(
     Column("relevance", Real),          # focused crawl: the link score r(c) (gridcrawl.focus)
     Column("etag", String(255)),        # recrawl: the stored document's validators, sent as
     Column("last_modified", String(64)),  # If-None-Match / If-Modified-Since
+    Column("kind", String(16)),         # None: a page; 'sitemap' (robots.txt/sitemap.xml), 'sitemap-child' (of an index)
+    Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), carried to document
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
     Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
     # breadth- and depth-first claims read the frontier in (depth, id) order: without this index

@@ -83,7 +83,14 @@ class PageResult:
     A rendered page (:mod:`gridcrawl.executor.render`) has ``render_seconds`` (the browser's
     part, apart from ``fetch_seconds`` and ``parse_seconds``), its rendered DOM as ``content``
     and the requests its scripts made that were refused as ``refused_requests`` (``[url,
-    error_kind, reason]`` triples).
+    error_kind, reason]`` triples). The body digest also finds content duplicates.
+
+    The standards a page publishes (issue 14): ``simhash`` is the 64-bit SimHash of its visible
+    text (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
+    rel="canonical">`` or ``Link: <...>; rel="canonical"``), ``noindex``/``nofollow`` its robots
+    meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
+    (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps
+    of an index); a seed thread asked for sitemaps returns the host's sitemaps in ``sitemaps``.
 
     Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
     holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
@@ -110,7 +117,13 @@ class PageResult:
     kept: list = field(default_factory=list)
     redirects: list = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
-    digest: str | None = None
+    digest: str | None = None  # hex SHA-256 of the body bytes after decompression (content duplicates)
+    simhash: int | None = None  # 64-bit SimHash of the visible text, unsigned (gridcrawl.simhash)
+    canonical: str | None = None  # canonical URL named by <link rel=canonical> or a Link header
+    noindex: bool = False  # robots meta tag or X-Robots-Tag says noindex for our user agent
+    nofollow: bool = False  # ... says nofollow: ``links`` is empty
+    sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
+    sitemaps: list = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
     render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
     refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
@@ -189,8 +202,11 @@ class Heartbeat(Message):
 @dataclass
 class Job:
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
-    quote it; a result for an attempt that was taken back is fenced out). ``needs``: the
-    capabilities the thread needs (:class:`ThreadSpec`), all of which this executor declared."""
+    quote it; a result for an attempt that was taken back is fenced out). ``delay``: the
+    manager's delay for the URL's host, seconds (``download_delay`` or its robots.txt
+    Crawl-delay): the executor spaces the thread's own requests to the host by it (robots.txt,
+    redirect hops). ``needs``: the capabilities the thread needs (:class:`ThreadSpec`), all of
+    which this executor declared."""
 
     attempt_id: int
     application_id: str
@@ -198,6 +214,7 @@ class Job:
     url: str
     depth: int = 0
     instruction: dict | None = None
+    delay: float = 0.0
     needs: list[str] = field(default_factory=list)
 
 

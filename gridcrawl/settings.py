@@ -60,7 +60,7 @@ class Settings:
     fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
     download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds")
     max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes")
-    max_redirects: int = _doc(10, "redirect hops followed before a fetch fails")
+    max_redirects: int = _doc(20, "redirect hops followed before a fetch fails (20, as browsers and Scrapy)")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once")
@@ -76,12 +76,17 @@ class Settings:
 
     # --- client: the crawl ---
     max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
-    max_depth: int = _doc(-1, "largest link depth from a seed to visit (-1: no limit)")
+    max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)")
     max_pages_per_host: int = _doc(0, "URLs of one host queued or visited at most, a crawler-trap cap (0: no limit)")
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back)")
     store_content: bool = _doc(True, "store page bodies in the document table")
+    trap_near_duplicates: int = _doc(8, "near-identical pages of one URL shape (a host's URLs differing only in numbers) after which links of that shape are not followed but recorded as traps (0: off)")
+    trap_distance: int = _doc(3, "largest Hamming distance between the 64-bit SimHashes of two pages' text for them to count as near-identical (Manku et al., WWW 2007)")
+    sitemaps: bool = _doc(True, "read the sitemaps of the seeds' hosts (robots.txt Sitemap lines, else /sitemap.xml) and crawl the pages they list")
+    follow_nofollow: bool = _doc(False, "follow links marked rel=nofollow (skipped by default)")
+    store_duplicates: bool = _doc(False, "store a page in full although its canonical link or its body digest names a page stored already (else a row without content saying which)")
 
     # --- client: recrawl (--recrawl; Nutch's AdaptiveFetchSchedule, gridcrawl.schedule) ---
     recrawl_interval: float = _doc(2_592_000.0, "first interval between two visits of a document, seconds (30 days: Nutch's db.fetch.interval.default)")
@@ -118,8 +123,9 @@ class Settings:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
-        for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay", "max_crawl_delay",
-                     "retry_times", "retry_backoff", "render_idle", "spark_partitions"):
+        for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay",
+                     "max_crawl_delay", "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
+                     "render_idle", "spark_partitions"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         if self.recrawl_min_interval > self.recrawl_max_interval:

@@ -501,7 +501,8 @@ class ManagerCore:
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = m.page
-        self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay)
+        self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
+                           answered=True)
         if self._retryable(page) and t.retries < self.settings.retry_times:
             return self._retry(t, m.attempt_id, now, page.retry_after or 0.0) + self.dispatch(now)
         self._move(t, ThreadState.FINISHED)
@@ -897,7 +898,7 @@ class ManagerCore:
         self._attempts[attempt_id] = t
         return [
             Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
-                                          list(t.needs))])),
+                                          delay=self.queue.delay_of(t.host), needs=list(t.needs))])),
             Record("thread", "update", {"state": int(t.state), "executor_id": ex.executor_id,
                                         "attempts": t.attempts}, t.internal_id),
             Record("attempt", "insert", {"attempt_id": attempt_id, "internal_thread_id": t.internal_id,

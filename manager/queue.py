@@ -5,6 +5,9 @@ for the whole grid (design.md §3):
 
 * at most ``concurrent_requests_per_host`` threads of a host in flight (assigned, not yet
   finished) across all executors and applications (Scrapy's default: 8);
+* a host the grid has not heard from yet has one thread in flight until its first result
+  arrives: that result carries the host's robots.txt ``Crawl-delay`` (or says there is none), so
+  no burst of requests reaches a host before its delay is known;
 * a host with a delay — ``download_delay``, or its robots.txt ``Crawl-delay`` (capped at
   ``max_crawl_delay``) — has one thread in flight at a time, and the next may start no sooner than
   ``delay`` seconds after the previous one finished (Heritrix's politeness: the gap is measured
@@ -28,12 +31,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # pragma: no cover
     from gridcrawl.manager.core import GridThread
 
+#: Hosts remembered as having answered once their queue state is dropped (least recent forgotten).
+ANSWERED_HOSTS = 100_000
 BACKOFF_START = 1.0
 BACKOFF_MAX = 60.0
 
@@ -56,6 +62,7 @@ class HostState:
     paused_until: float = 0.0
     backoff: float = 0.0
     version: int = 0
+    answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
     filed: dict = field(default_factory=dict)  # needs -> (stamp, head's -priority, head's seq) filed as eligible
 
     def head(self, needs: tuple = ()):
@@ -101,6 +108,7 @@ class ReadyQueue:
         self._later: list = []      # (time, seq, thread): retries waiting out their back-off
         self._later_seqs: set[int] = set()  # queue_seq of the threads in _later (not in a host heap)
         self._live = 0
+        self._answered: OrderedDict[str, None] = OrderedDict()  # hosts that have answered (bounded)
         self._by_needs: dict[tuple, int] = {}  # queued threads per needs (waiting retries included)
 
     # ---------------------------------------------------------------- threads
@@ -121,7 +129,8 @@ class ReadyQueue:
     def _enqueue(self, thread: "GridThread") -> None:
         host = self.hosts.get(thread.host)
         if host is None:
-            host = self.hosts[thread.host] = HostState(thread.host, delay=self.download_delay)
+            host = self.hosts[thread.host] = HostState(thread.host, delay=self.download_delay,
+                                                       answered=thread.host in self._answered)
         heapq.heappush(host.lanes.setdefault(thread.needs, []), (-thread.priority, thread.queue_seq, thread))
         host.queued += 1
         self._schedule(host, 0.0)
@@ -181,7 +190,7 @@ class ReadyQueue:
             heapq.heappush(self._eligible.setdefault(needs, []), (head[0], head[1], stamp, host.host))
 
     def _limit(self, host: HostState) -> int:
-        return 1 if host.delay > 0 else self.concurrency
+        return 1 if host.delay > 0 or not host.answered else self.concurrency
 
     def _promote(self, now: float) -> None:
         while self._later and self._later[0][0] <= now:
@@ -247,18 +256,22 @@ class ReadyQueue:
                 self._schedule(host, now)
 
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
-                retry_after: float | None = None, crawl_delay: float | None = None) -> None:
+                retry_after: float | None = None, crawl_delay: float | None = None,
+                answered: bool = False) -> None:
         """A thread of ``thread.host`` is no longer in flight (finished, lost or taken back).
 
         ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
         (without Retry-After: back-off doubling from 1 s to 60 s, reset by a success);
-        ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped.
+        ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped; ``answered``
+        (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host.
         """
         host = self.hosts.get(thread.host)
         if host is None:
             return
         host.in_flight = max(0, host.in_flight - 1)
         host.last_finish = now
+        if answered and not host.answered:
+            self.note_answered(host.host)
         if crawl_delay is not None and crawl_delay != host.crawl_delay:
             host.crawl_delay = crawl_delay
             host.delay = max(self.download_delay, min(crawl_delay, self.max_crawl_delay))
@@ -275,6 +288,21 @@ class ReadyQueue:
         if (host.queued == 0 and host.in_flight == 0 and host.delay == 0 and host.crawl_delay is None
                 and host.paused_until <= now):
             del self.hosts[host.host]
+
+    def note_answered(self, name: str) -> None:
+        """Host ``name`` has answered once: it may have ``concurrency`` threads in flight."""
+        self._answered[name] = None
+        while len(self._answered) > ANSWERED_HOSTS:
+            self._answered.popitem(last=False)
+        host = self.hosts.get(name)
+        if host is not None and not host.answered:
+            host.answered = True
+            self._schedule(host, host.last_finish if host.last_finish > float("-inf") else 0.0)
+
+    def delay_of(self, name: str) -> float:
+        """The current delay of host ``name`` in seconds (0.0 for a host without one)."""
+        host = self.hosts.get(name)
+        return host.delay if host is not None else 0.0
 
     def next_wakeup(self) -> float | None:
         """The earliest POSIX time at which a waiting host or a retry becomes ready, if any."""

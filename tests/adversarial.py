@@ -17,7 +17,26 @@ Paths (all linked, directly or not, from ``/``):
 ``/rel/``, ``/cycle/a/``       relative links that grow the path: ``/rel/x/x/x/`` and
                                ``/cycle/a/b/a/b/a/`` are path-repetition traps
 ``/loop-a`` ↔ ``/loop-b``      a redirect loop
-``/chain/0`` → ``/chain/12``   a 12-hop redirect chain (the cap is 10)
+``/chain/0`` → ``/chain/12``   a 12-hop redirect chain (followed: the cap is 20)
+``/long/0`` → ``/long/25``     a 25-hop redirect chain (cut after 20 hops: ``/long/21`` never asked)
+``/list?page=N``               a paginated list that never ends (each page links the next)
+``/item/N.html``               a numeric-id family of near-identical pages linking ever-larger ids
+``/robots.txt`` ``Sitemap:``   names ``/sitemap_index.xml``: an index of ``/sitemaps/pages.xml.gz``
+                               (gzip file) and ``/sitemaps/more.xml``, listing ``/hidden/1-3.html``,
+                               pages linked from nowhere, with ``<lastmod>``
+``/meta-noindex.html``         ``<meta name="robots" content="noindex">``: not stored; its link to
+                               ``/via-noindex.html`` is followed
+``/header-noindex.html``       ``X-Robots-Tag: noindex``
+``/meta-nofollow.html``        ``<meta name="gridcrawl" content="nofollow">``: stored, its link to
+                               ``/nofollowed/1.html`` never followed
+``/header-nofollow.html``      ``X-Robots-Tag: gridcrawl: nofollow`` (link to ``/nofollowed/2.html``)
+``/other-bot.html``            noindex, nofollow for ``otherbot`` only (meta and header): stored,
+                               its link to ``/via-other-bot.html`` followed
+``rel="nofollow"``             the home page's link to ``/nofollowed/3.html``
+``/article/5.html``            canonical to itself; ``/print/5.html`` names it in
+                               ``<link rel="canonical">``, ``/amp/5.html`` in a ``Link`` header:
+                               both duplicates of it
+``/copy-a.html``, ``-b``       byte-identical bodies: one is stored, the other a duplicate of it
 ``/tarpit``                    sends its headers, then one byte every 0.2 s
 ``/bomb.html``                 gzip bomb: 64 KiB on the wire, 64 MiB of zeros decoded
 ``/huge.html``                 a 50 MiB HTML page without Content-Length
@@ -42,8 +61,9 @@ from typing import Callable
 
 from sites import Site, redirect, status_page
 
-__all__ = ["adversarial_site", "GOOD", "NEVER", "FAILS", "TITLE_CP1251", "PDF_BYTES", "BOGUS_LINKS",
-           "calendar_path", "gzip_bomb", "TRAP_DEPTHS"]
+__all__ = ["adversarial_site", "polite_site", "GOOD", "NEVER", "FAILS", "TITLE_CP1251", "PDF_BYTES", "BOGUS_LINKS",
+           "calendar_path", "gzip_bomb", "TRAP_DEPTHS", "TRAP_FAMILIES", "SITEMAP_ONLY", "LASTMOD", "DUPLICATES",
+           "POLITE_GOOD", "POLITE_DELAY"]
 
 MiB = 1024 * 1024
 TITLE_CP1251 = "Привет, мир — проверка"
@@ -53,17 +73,33 @@ BOGUS_LINKS = [f"/bogus-{i}.html" for i in range(5)]
 HUGE_BYTES = 50 * MiB
 BOMB_BYTES = 64 * MiB
 
-#: Paths fetched once each with status 200 and stored as documents (calendar pages aside).
+#: Pages linked from nowhere, listed only by the sitemaps (with :data:`LASTMOD`).
+SITEMAP_ONLY = ["/hidden/1.html", "/hidden/2.html", "/hidden/3.html"]
+#: The ``<lastmod>`` of each sitemap-only page as the sitemap gives it, and as stored (UTC).
+LASTMOD = {"/hidden/1.html": ("2024-05-01", "2024-05-01 00:00:00"),
+           "/hidden/2.html": ("2024-05-02T10:30:00+02:00", "2024-05-02 08:30:00"),
+           "/hidden/3.html": ("2024-05-03T23:00:00Z", "2024-05-03 23:00:00")}
+#: Paths fetched once each with status 200 and stored as documents, not duplicates (trap
+#: families aside).
 GOOD = ["/", *(f"/good/{i}.html" for i in range(1, 7)), "/rel/", "/rel/x/", "/rel/x/x/", "/cycle/a/",
         "/cycle/a/b/", "/cycle/a/b/a/", "/cycle/a/b/a/b/", "/doc.pdf", "/binary.html", "/cp1251.html",
-        "/go-public"]
+        "/go-public", "/chain/0", "/via-noindex.html", "/meta-nofollow.html", "/header-nofollow.html",
+        "/other-bot.html", "/via-other-bot.html", "/article/5.html", *SITEMAP_ONLY]
 #: Paths that must never be requested.
-NEVER = ["/private/secret.html", "/private/moved.html", "/rel/x/x/x/", "/cycle/a/b/a/b/a/", "/chain/11",
-         "/chain/12", "/pdf-link.html", *BOGUS_LINKS]
+NEVER = ["/private/secret.html", "/private/moved.html", "/rel/x/x/x/", "/cycle/a/b/a/b/a/", "/long/21",
+         "/pdf-link.html", "/nofollowed/1.html", "/nofollowed/2.html", "/nofollowed/3.html", *BOGUS_LINKS]
 #: Paths recorded in visited_url with this error kind (without the manager's retries).
 FAILS = {"/private/secret.html": "robots", "/go-private": "robots", "/go-away": "out_of_scope",
-         "/loop-a": "redirect_loop", "/chain/0": "too_many_redirects", "/tarpit": "timeout",
-         "/bomb.html": "too_large", "/huge.html": "too_large", "/missing.html": "http_status"}
+         "/loop-a": "redirect_loop", "/long/0": "too_many_redirects", "/tarpit": "timeout",
+         "/bomb.html": "too_large", "/huge.html": "too_large", "/missing.html": "http_status",
+         "/meta-noindex.html": "noindex", "/header-noindex.html": "noindex",
+         "/print/5.html": "duplicate", "/amp/5.html": "duplicate"}
+#: Duplicate pages -> the page their document row names (``duplicate_of``).
+DUPLICATES = {"/print/5.html": "/article/5.html", "/amp/5.html": "/article/5.html"}
+#: The generated families that never end: path prefix -> first page. Each must be stopped by the
+#: template-trap rule (URL shape + SimHash), long before the hop limit.
+TRAP_FAMILIES = {"/calendar?month=": "/calendar?month=2024-01", "/list?page=": "/list?page=1",
+                 "/item/": "/item/1.html"}
 #: How deep the path-trap pages go before the trap rule stops them.
 TRAP_DEPTHS = {"/rel/": 3, "/cycle/a/": 4}
 
@@ -79,14 +115,117 @@ def _html(title: str, links: list[str], body: str = "") -> bytes:
             f"<body><h1>{title}</h1>{body}<ul>\n{items}\n</ul></body></html>\n").encode("utf-8")
 
 
+_BOILERPLATE = ("<p>Welcome to the Riverside Community Centre. Opening hours: weekdays nine to six, weekends "
+                "ten to four. Members get free entry to every event; guests pay a small fee at the door.</p>"
+                "<nav>Home · Events · Courses · Rooms · Membership · Volunteers · News · Contact</nav>"
+                "<footer>Riverside Community Centre, 12 Mill Lane. Registered charity. Privacy policy. "
+                "Accessibility statement. Terms of use. Cookie settings.</footer>")
+
+
+_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December"]
+_COLOURS = ["red", "blue", "green", "yellow", "black", "white", "orange"]
+
+
 def _calendar(h) -> None:
+    """A month view linking to the next month, for ever (a real calendar's template)."""
     query = h.path.partition("?")[2]
     try:
         year, month = (int(x) for x in query.split("=", 1)[1].split("-"))
     except (IndexError, ValueError):
         year, month = 2024, 1
     nxt = (year + (month == 12), month % 12 + 1)
-    h.respond(200, _html(f"Calendar {year}-{month:02d}", [calendar_path(*nxt), "/"]))
+    days = "".join(f"<td>{d}</td>" for d in range(1, 29))
+    name = _MONTHS[month - 1]
+    grid = (f"<h2>{name} {year}</h2><table><tr><th>Mon</th><th>Tue</th><th>Wed</th><th>Thu</th><th>Fri</th>"
+            f"<th>Sat</th><th>Sun</th></tr><tr>{days}</tr></table><p>No events in {name}.</p>{_BOILERPLATE}")
+    h.respond(200, _html(f"Events calendar {year}-{month:02d}", [calendar_path(*nxt), "/"], grid))
+
+
+def _listing(h) -> None:
+    """Page N of a search result list that never ends: ten entries, a link to page N+1."""
+    try:
+        page = int(h.path.partition("page=")[2] or 1)
+    except ValueError:
+        page = 1
+    entries = "".join(f"<li>Result {(page - 1) * 10 + i}: a community notice ({_MONTHS[(page + i) % 12]})</li>"
+                      for i in range(1, 11))
+    body = f"<p>Search results, page {page}.</p><ol>{entries}</ol>{_BOILERPLATE}"
+    h.respond(200, _html(f"Notices, page {page}", [f"/list?page={page + 1}", "/"], body))
+
+
+def _item(h) -> None:
+    """Item N of a catalogue generated on demand: near-identical pages linking ever-larger ids."""
+    try:
+        n = int(h.path.rsplit("/", 1)[1].split(".")[0])
+    except (IndexError, ValueError):
+        n = 1
+    body = (f"<p>Catalogue item {n}, colour {_COLOURS[n % len(_COLOURS)]}. Out of stock. No description "
+            f"available.</p>{_BOILERPLATE}")
+    h.respond(200, _html(f"Item {n}", [f"/item/{n + 1}.html", f"/item/{2 * n + 1}.html"], body))
+
+
+def _sitemap_xml(h, entries: list[tuple[str, str]], index: bool = False) -> bytes:
+    base = h.site_server.base_url
+    tag, item = ("sitemapindex", "sitemap") if index else ("urlset", "url")
+    rows = "".join(f"<{item}><loc>{base}{path}</loc>" + (f"<lastmod>{lastmod}</lastmod>" if lastmod else "")
+                   + f"</{item}>" for path, lastmod in entries)
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<{tag} xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            f"{rows}</{tag}>\n").encode()
+
+
+def _sitemaps(site: Site) -> None:
+    """robots.txt names an index; the index a gzipped sitemap and a plain one."""
+    site.extra["/sitemap_index.xml"] = lambda h: h.respond(
+        200, _sitemap_xml(h, [("/sitemaps/pages.xml.gz", "2024-05-04"), ("/sitemaps/more.xml", "")], index=True),
+        content_type="application/xml")
+    site.extra["/sitemaps/pages.xml.gz"] = lambda h: h.respond(
+        200, zlib_gzip(_sitemap_xml(h, [(p, LASTMOD[p][0]) for p in SITEMAP_ONLY[:2]] + [("/", "")])),
+        content_type="application/gzip")
+    site.extra["/sitemaps/more.xml"] = lambda h: h.respond(
+        200, _sitemap_xml(h, [(SITEMAP_ONLY[2], LASTMOD[SITEMAP_ONLY[2]][0])]), content_type="text/xml")
+    for i, path in enumerate(SITEMAP_ONLY, 1):
+        site.pages[path] = _html(f"Hidden {i}", [], f"<p>Only a sitemap knows page {i}.</p>")
+
+
+def zlib_gzip(data: bytes) -> bytes:
+    """``data`` as a gzip file (RFC 1952)."""
+    comp = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return comp.compress(data) + comp.flush()
+
+
+def _robots_pages(site: Site) -> None:
+    """Pages whose robots meta tags or X-Robots-Tag headers say noindex or nofollow."""
+    def page(title: str, links: list[str], head: str = "") -> bytes:
+        return _html(title, links).replace(b"</head>", head.encode() + b"</head>")
+    site.pages["/meta-noindex.html"] = page("meta noindex", ["/via-noindex.html"],
+                                            '<meta name="ROBOTS" content="NoIndex">')
+    site.pages["/via-noindex.html"] = _html("reached through a noindex page", [])
+    body = _html("header noindex", [])
+    site.extra["/header-noindex.html"] = lambda h: h.respond(200, body, headers={"X-Robots-Tag": "noindex"})
+    site.pages["/meta-nofollow.html"] = page("meta nofollow", ["/nofollowed/1.html"],
+                                             '<meta name="gridcrawl" content="nofollow">')
+    nofollow_body = _html("header nofollow", ["/nofollowed/2.html"])
+    site.extra["/header-nofollow.html"] = lambda h: h.respond(
+        200, nofollow_body, headers={"X-Robots-Tag": "gridcrawl: nofollow"})
+    other = page("for another robot", ["/via-other-bot.html"], '<meta name="otherbot" content="noindex, nofollow">')
+    site.extra["/other-bot.html"] = lambda h: h.respond(200, other, headers={"X-Robots-Tag": "otherbot: none"})
+    site.pages["/via-other-bot.html"] = _html("reached through another robot's nofollow", [])
+    for i in (1, 2, 3):
+        site.pages[f"/nofollowed/{i}.html"] = _html("must not be fetched", [])
+
+
+def _duplicates(site: Site) -> None:
+    """Canonical duplicates (tag and Link header) and byte-identical bodies."""
+    site.pages["/article/5.html"] = _html("Article 5", ["/print/5.html", "/amp/5.html"]).replace(
+        b"</head>", b'<link rel="canonical" href="/article/5.html"></head>')
+    site.pages["/print/5.html"] = _html("Article 5 (print)", []).replace(
+        b"</head>", b'<link rel="canonical" href="{BASE}/article/5.html"></head>')
+    amp = _html("Article 5 (amp)", [])
+    site.extra["/amp/5.html"] = lambda h: h.respond(200, amp, headers={"Link": '</article/5.html>; rel="canonical"'})
+    same = _html("Same body", [])
+    site.pages["/copy-a.html"] = same
+    site.pages["/copy-b.html"] = same
 
 
 def _tarpit(h) -> None:
@@ -182,13 +321,18 @@ def adversarial_site(crawl_delay: float | None = None, out_of_scope_port: int = 
     robots = "User-agent: *\nDisallow: /private/\n"
     if crawl_delay is not None:
         robots += f"Crawl-delay: {crawl_delay}\n"
+    robots += "Sitemap: {BASE}/sitemap_index.xml\n"
     site.pages["/robots.txt"] = robots.encode()
     site.types["/robots.txt"] = "text/plain"
 
     traps = ["/calendar?month=2024-01", "/rel/", "/cycle/a/", "/loop-a", "/chain/0", "/tarpit", "/bomb.html",
              "/huge.html", "/doc.pdf", "/binary.html", "/cp1251.html", "/busy.html", "/flaky.html",
-             "/missing.html", "/go-private", "/go-away", "/go-public", "/private/secret.html"]
-    site.pages["/"] = _html("Home", ["/good/1.html", *traps])
+             "/missing.html", "/go-private", "/go-away", "/go-public", "/private/secret.html",
+             "/long/0", "/list?page=1", "/item/1.html", "/meta-noindex.html", "/header-noindex.html",
+             "/meta-nofollow.html", "/header-nofollow.html", "/other-bot.html", "/article/5.html",
+             "/copy-a.html", "/copy-b.html"]
+    site.pages["/"] = _html("Home", ["/good/1.html", *traps]).replace(
+        b"</ul>", b'<li><a rel="external NoFollow" href="/nofollowed/3.html">sponsored</a></li></ul>')
     site.links["/"] = ["/good/1.html", *traps]
     for i in range(1, 7):
         nxt = f"/good/{i % 6 + 1}.html"
@@ -212,6 +356,14 @@ def adversarial_site(crawl_delay: float | None = None, out_of_scope_port: int = 
     for i in range(12):
         site.extra[f"/chain/{i}"] = redirect(f"/chain/{i + 1}", 302)
     site.pages["/chain/12"] = _html("end of chain", [])
+    for i in range(25):
+        site.extra[f"/long/{i}"] = redirect(f"/long/{i + 1}", 302)
+    site.pages["/long/25"] = _html("end of the long chain", [])
+    site.extra["/list"] = _listing
+    site.extra["/item/*"] = _item
+    _sitemaps(site)
+    _robots_pages(site)
+    _duplicates(site)
     site.extra["/tarpit"] = _tarpit
     site.extra["/bomb.html"] = _bomb_page
     site.extra["/huge.html"] = _huge
@@ -231,4 +383,30 @@ def adversarial_site(crawl_delay: float | None = None, out_of_scope_port: int = 
     site.extra["/flaky.html"] = _counting([status_page(503), status_page(503)], ok("flaky, now served"))
     site.extra["/go-private"] = redirect("/private/moved.html", 302)
     site.extra["/go-away"] = redirect(f"http://127.0.0.3:{out_of_scope_port}/elsewhere.html", 302)
+    return site
+
+
+#: Crawl-delay of :func:`polite_site`'s robots.txt, seconds.
+POLITE_DELAY = 0.2
+#: Pages of :func:`polite_site` stored (final URLs: its links redirect to them).
+POLITE_GOOD = ["/", "/a.html", "/b.html", "/c.html"]
+
+
+def polite_site(delay: float = POLITE_DELAY) -> Site:
+    """A small host with ``Crawl-delay: delay`` whose links redirect: ``/r/a`` → ``/a.html``,
+    ``/r/b`` → ``/r/b2`` → ``/r/b3`` → ``/b.html``, ``/r/c`` → 5 hops → ``/c.html``. Every request
+    it receives (robots.txt and each hop included) must arrive at least ``delay`` seconds after
+    the previous one."""
+    site = Site()
+    site.pages["/robots.txt"] = f"User-agent: *\nCrawl-delay: {delay}\n".encode()
+    site.types["/robots.txt"] = "text/plain"
+    site.pages["/"] = _html("Polite home", ["/r/a", "/r/b", "/r/c"])
+    site.extra["/r/a"] = redirect("/a.html", 301)
+    site.extra["/r/b"] = redirect("/r/b2", 302)
+    site.extra["/r/b2"] = redirect("/r/b3", 307)
+    site.extra["/r/b3"] = redirect("/b.html", 308)
+    for i in range(5):
+        site.extra[f"/r/c{i}" if i else "/r/c"] = redirect(f"/r/c{i + 1}" if i < 4 else "/c.html", 302)
+    for name in "abc":
+        site.pages[f"/{name}.html"] = _html(f"Polite {name}", ["/"])
     return site

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 
 from sites import Site
 
@@ -46,6 +47,14 @@ def browser_or_skip():
 def _page(title: str, body: str) -> bytes:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title></head>"
             f"<body>{body}</body></html>").encode()
+
+
+def _words(seed: int, n: int = 6) -> str:
+    """``n`` made-up words of item ``seed``'s own: pages that differed only in their numbers
+    would be a template trap to the crawler (gridcrawl.client.traps)."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3))
+                    for _ in range(n))
 
 
 def js_site(lists: int = 2, items: int = 4) -> Site:
@@ -76,7 +85,8 @@ def js_site(lists: int = 2, items: int = 4) -> Site:
         for _ in range(items):
             number += 1
             rows.append({"href": f"/item/{number}.html", "name": f"Item {number}"})
-            site.pages[f"/item/{number}.html"] = _page(f"Item {number}", f"<h1>Item {number}</h1><p>static</p>")
+            site.pages[f"/item/{number}.html"] = _page(f"Item {number}", f"<h1>Item {number}</h1><p>static, "
+                                                       f"{_words(number)}</p>")
             site.links[f"/item/{number}.html"] = []
         site.pages[f"/api/list-{k}.json"] = json.dumps(rows).encode()
         site.types[f"/api/list-{k}.json"] = _JSON

@@ -74,6 +74,13 @@ _WORDS = (
 ).split()
 
 
+#: Words of its own on every generated page (made of three of :data:`_SYLLABLES`: 64,000 words).
+TOPIC_WORDS = 6
+_SYLLABLES = ("ka ri to mu se na lo pe vi du go ha ze bo fi ru ne ta wo yu ki sa me po li da "
+              "gu hi jo ku la mo ni pa re so tu vo wa xi yo zu be ce di fo ga he ju ke lu ma nu "
+              "pi ro si te").split()
+
+
 def page_path(i: int) -> str:
     """Return the path of generated page number ``i``: ``"/"`` for 0, else ``"/p/{i}.html"``."""
     return "/" if i == 0 else f"/p/{i}.html"
@@ -93,8 +100,9 @@ class Site:
       extra: path (or full request target with query) -> handler function
         called as ``fn(handler)`` with the live ``BaseHTTPRequestHandler``; it
         must write a whole response, usually via ``handler.respond(...)``.
-        ``extra`` wins over ``pages``. See ``redirect()``, ``status_page()``,
-        ``slow_page()``.
+        ``extra`` wins over ``pages``; a key ending in ``/*`` (``"/item/*"``)
+        handles every path directly in that folder. See ``redirect()``,
+        ``status_page()``, ``slow_page()``.
     """
 
     pages: dict[str, bytes] = field(default_factory=dict)
@@ -154,6 +162,7 @@ def _render(
     page_bytes: int,
     pool: str,
     special: bool,
+    topic: str = "",
 ) -> bytes:
     """Render page ``i`` at ``path`` linking to ``targets`` as HTML5 bytes.
 
@@ -184,6 +193,7 @@ def _render(
     head = (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{title}</title>\n</head>\n<body>\n<h1 id=\"top\">{title}</h1>\n"
+        + (f'<p id="s0">{topic}</p>\n' if topic else "") +
         f'<h2 id="s1">Links</h2>\n<ul>\n' + "\n".join(items) + "\n</ul>\n"
         f'<p id="s2">{" ".join(extras)}</p>\n'
     )
@@ -208,7 +218,8 @@ def generate_site(
     to about ``links_per_page`` distinct pages). ``unreachable`` more pages,
     ``/p/{n_pages}.html`` onward, link into the site but nothing links to them.
 
-    Each page is HTML5 with a ``<title>``; links are written relative
+    Each page is HTML5 with a ``<title>`` and :data:`TOPIC_WORDS` made-up words of its own
+    (pages differing only in numbers would be a template trap); links are written relative
     (``4.html``, ``../p/3.html``, ``./p/2.html``), root-relative, or absolute
     with the ``{BASE}`` host placeholder, sometimes with ``#fragment``s and
     duplicates. Some pages, and always ``/``, also carry a ``mailto:``, a
@@ -249,10 +260,14 @@ def generate_site(
         rng.shuffle(targets[i])
     pool_rng = random.Random(seed ^ 0x5EED)
     pool = " ".join(pool_rng.choice(_WORDS) for _ in range(4000))
+    # Each page has a few words of its own, as real pages do: pages that differ only in their
+    # numbers would be a template trap to the crawler (gridcrawl.client.traps).
+    topic_rng = random.Random(seed ^ 0x70F1C)
     site = Site()
     for i in range(total):
         dsts = [paths[j] for j in targets[i]]
-        site.pages[paths[i]] = _render(rng, i, paths[i], dsts, page_bytes, pool, special=(i == 0))
+        topic = " ".join("".join(topic_rng.choice(_SYLLABLES) for _ in range(3)) for _ in range(TOPIC_WORDS))
+        site.pages[paths[i]] = _render(rng, i, paths[i], dsts, page_bytes, pool, special=(i == 0), topic=topic)
         site.types[paths[i]] = HTML_TYPE
         site.links[paths[i]] = list(dict.fromkeys(dsts))
     return site
@@ -415,7 +430,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             site = srv.site
             target = self.path
             bare = target.split("?", 1)[0].split("#", 1)[0]
-            fn = site.extra.get(target) or site.extra.get(bare)
+            fn = site.extra.get(target) or site.extra.get(bare) or site.extra.get(bare.rsplit("/", 1)[0] + "/*")
             if fn is not None:
                 fn(self)
                 return

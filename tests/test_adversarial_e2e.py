@@ -3,8 +3,11 @@ a client as separate processes crawl traps and hostile responses on 127.0.0.1.
 
 Two tests:
 
-* ``test_adversarial_site_is_crawled_safely`` — the executor and client side: the crawl ends
-  (the infinite calendar is stopped by ``--max-pages-per-host``), every good page is stored once,
+* ``test_adversarial_site_is_crawled_safely`` — with default settings (issue 14): the crawl ends
+  (the endless calendar, list and id family are stopped as template traps), every good page is
+  stored once, sitemap-only pages are found, noindex pages are kept out of ``document``, nofollow
+  links are never requested, duplicates name their original, requests to a host with a
+  Crawl-delay (robots.txt and redirect hops included) arrive no closer than the delay,
   no URL disallowed by robots.txt (or trapped, or bogus) is requested, every failure is recorded
   with its kind, memory stays bounded (peak RSS of each executor below :data:`RSS_LIMIT`), the
   cp1251 title is decoded right, the PDF and the binary-as-HTML are stored as metadata without
@@ -18,12 +21,15 @@ Two tests:
 from __future__ import annotations
 
 import threading
+import time
 
 import psutil
 import pytest
 
-from adversarial import (BOGUS_LINKS, FAILS, GOOD, NEVER, PDF_BYTES, TITLE_CP1251, adversarial_site)
+from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, NEVER, PDF_BYTES, POLITE_DELAY, POLITE_GOOD,
+                         SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, polite_site)
 from grid import Grid
+from gridcrawl.settings import Settings
 from gridcrawl.urls import canonical_url, path_trap
 from sites import generate_site, reachable
 
@@ -34,8 +40,9 @@ pytestmark = pytest.mark.e2e
 #: own ~55 MiB plus, at worst, 4 worker threads each holding a capped body twice (the buffer and
 #: its bytes copy) is 135 MiB. Measured on the 2-core test machine: 73-78 MiB.
 RSS_LIMIT = 160 * 1024 * 1024
-#: URLs of the adversarial host the client queues at most (stops the infinite calendar).
-PER_HOST_CAP = 45
+#: Seconds the crawl of the adversarial and polite hosts may take with default settings (measured:
+#: about 15 s on the loaded 2-core test machine; the tarpit alone holds a thread 4 s).
+CRAWL_BOUND = 120
 #: Executor options: a short deadline (the tarpit is cut at 4 s; shorter made the gzip bomb a
 #: timeout instead of too_large on a loaded 2-core machine), 4 worker threads. tests/grid.py adds
 #: ``--allow-private 127.0.0.0/8`` (the SSRF guard refuses loopback otherwise).
@@ -71,16 +78,22 @@ class RssSampler:
 
 
 def test_adversarial_site_is_crawled_safely(tmp_path, site_server):
+    """DEFAULT settings of the manager and the client (issue 14): the executors only get a short
+    deadline (the tarpit) and 4 threads. The adversarial host and a polite host (Crawl-delay,
+    redirecting links) are crawled together."""
     site = adversarial_site()
     server = site_server(site)
+    polite = site_server(polite_site(), host="127.0.0.2")
     grid = Grid(tmp_path)
     extra = EXECUTOR_ARGS  # Grid adds --allow-private 127.0.0.0/8 (the SSRF guard)
     try:
         grid.start_manager()
         executors = [grid.start_executor("ex1", *extra), grid.start_executor("ex2", *extra)]
+        started = time.monotonic()
         with RssSampler(executors) as rss:
-            client = grid.start_client(server.url("/"), "--max-pages-per-host", str(PER_HOST_CAP))
-            code = client.wait(timeout=120)
+            client = grid.start_client(server.url("/"), polite.url("/"))
+            code = client.wait(timeout=CRAWL_BOUND)
+        seconds = time.monotonic() - started
         assert code == 0, grid.log("client.log")
     finally:
         grid.stop()
@@ -88,54 +101,97 @@ def test_adversarial_site_is_crawled_safely(tmp_path, site_server):
     url = lambda path: canonical_url(server.url(path))  # noqa: E731
     counts = server.per_path_counts()
 
-    # the crawl terminated with nothing left; the calendar was stopped by the per-host cap
+    # the crawl ended by itself within the bound, with nothing left to visit
     assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
-    visited = {row[0]: row[1:] for row in grid.query("crawl", "SELECT url, status, error_kind, error FROM visited_url")}
-    assert len(visited) == PER_HOST_CAP, sorted(visited)
-    calendar = [u for u in visited if "/calendar?" in u]
-    assert len(calendar) == PER_HOST_CAP - len([u for u in visited if "/calendar?" not in u]) >= 5
+    visited = {row[0]: row[1:] for row in grid.query("crawl", "SELECT url, status, error_kind, error, depth FROM visited_url")}
+
+    # every generated family was stopped by the template-trap rule, well before the hop limit
+    traps = {u: row for u, row in visited.items() if row[1] == "trap"}
+    fetched = {}
+    for prefix, first in TRAP_FAMILIES.items():
+        family = [u for u in visited if u.startswith(url("/")[:-1] + prefix)]
+        assert url(first) in family, prefix
+        trapped = [u for u in traps if u in family]
+        fetched[prefix] = len(family) - len(trapped)
+        assert trapped, f"{prefix}: no URL recorded as a trap"
+        assert all("URL shape" in traps[u][2] for u in trapped)
+        assert fetched[prefix] <= 20, (prefix, fetched[prefix])  # 8 near-duplicates, a little slack
+        assert max(visited[u][3] for u in family) < Settings().max_depth, prefix
 
     # every good page stored once, fetched once; session-id variants were one page each
     docs = {row[0]: row[1:] for row in grid.query(
-        "crawl", "SELECT url, status, content_type, size, title, encoding, content, body FROM document")}
+        "crawl", "SELECT url, status, content_type, size, title, encoding, content, body, duplicate_of, lastmod "
+                 "FROM document")}
     for path in GOOD:
         assert url(path) in docs, path
-        assert docs[url(path)][0] == 200, path
+        assert docs[url(path)][0] == 200 and docs[url(path)][7] is None, path
         assert counts.get(path) == 1, (path, counts.get(path))
     assert not [u for u in visited if any(s in u.lower() for s in ("jsessionid", "sid=", "phpsessid", "sessionid"))]
-    for i in range(1, 7):
-        assert counts[f"/good/{i}.html"] == 1
 
-    # nothing disallowed, trapped or bogus was requested, nor recorded as to visit
+    # nothing disallowed, trapped, nofollow or bogus was requested, nor recorded as to visit
     for path in NEVER:
         assert counts.get(path, 0) == 0, path
-    assert not [p for p in counts if p.startswith("/private/")]
+    assert not [p for p in counts if p.startswith(("/private/", "/nofollowed/"))]
     assert not [u for u in visited if path_trap(u)]
     assert all(url(p) not in visited for p in BOGUS_LINKS + ["/pdf-link.html"])
     # robots.txt was fetched once per executor at most
     assert 1 <= counts.get("/robots.txt", 0) <= 2
+    # a 12-hop chain is followed (the limit is 20), a 25-hop one cut after 20 hops
+    assert counts.get("/chain/12") == 1 and docs[url("/chain/0")][3] == "end of chain"
+    assert [counts.get(f"/long/{i}") for i in range(21)] == [1] * 21
 
     # every failure recorded with its kind
     for path, kind in FAILS.items():
         assert visited[url(path)][1] == kind, (path, visited[url(path)])
     assert "robots.txt" in visited[url("/private/secret.html")][2]
     for path in ("/busy.html", "/flaky.html"):  # retried to success by the manager, or recorded
-        status, kind, _ = visited[url(path)]
+        status, kind, _, _ = visited[url(path)]
         assert (status, kind) in ((200, None), (429, "http_status"), (503, "http_status")), (path, status, kind)
 
+    # noindex pages are not in document; duplicates say of which page; byte-identical bodies too
+    assert url("/meta-noindex.html") not in docs and url("/header-noindex.html") not in docs
+    for path, original in DUPLICATES.items():
+        assert docs[url(path)][7] == url(original) and docs[url(path)][5] is None, path
+    copies = [docs[url(p)][7] for p in ("/copy-a.html", "/copy-b.html")]
+    assert sorted(copies, key=str) == [None, url("/copy-a.html")] or sorted(copies, key=str) == [None, url("/copy-b.html")]
+
+    # sitemap-only pages found through robots.txt -> index -> gzipped and plain sitemaps, lastmod kept
+    for path in SITEMAP_ONLY:
+        assert str(docs[url(path)][8])[:19] == LASTMOD[path][1], (path, docs[url(path)][8])
+    assert all(visited[url(p)][1] is None for p in ("/sitemap_index.xml", "/sitemaps/pages.xml.gz", "/sitemaps/more.xml"))
+
     # hostile bodies: metadata only, no links, no garbage
-    _, ctype, size, title, _, content, body = docs[url("/doc.pdf")]
+    _, ctype, size, title, _, content, body, _, _ = docs[url("/doc.pdf")]
     assert (ctype, size, content, body) == ("application/pdf", len(PDF_BYTES), None, None)
-    _, ctype, _, title, _, content, body = docs[url("/binary.html")]
+    _, ctype, _, title, _, content, body, _, _ = docs[url("/binary.html")]
     assert (ctype, title, content, body) == ("text/html", "", None, None)
-    _, _, _, title, encoding, content, _ = docs[url("/cp1251.html")]
+    _, _, _, title, encoding, content, _, _, _ = docs[url("/cp1251.html")]
     assert (title, encoding) == (TITLE_CP1251, "cp1251") and TITLE_CP1251 in content
+
+    # the polite host: every page stored, no request (robots.txt and redirect hops included)
+    # arriving sooner than its Crawl-delay after the previous one ended, nor after it arrived
+    final_urls = {row[0] for row in grid.query("crawl", "SELECT final_url FROM document")}
+    for path in POLITE_GOOD:
+        assert polite.url(path) in final_urls, path
+    with polite.lock:
+        records = sorted(polite.requests, key=lambda r: r.started)
+    assert len(records) >= 1 + len(POLITE_GOOD) + 1 + 3 + 5  # robots.txt, pages, the hops
+    arrival_gaps = [b.started - a.started for a, b in zip(records, records[1:])]
+    idle_gaps = [b.started - a.finished for a, b in zip(records, records[1:])]
+    assert min(arrival_gaps) >= POLITE_DELAY, (min(arrival_gaps), [r.path for r in records])
+    assert min(idle_gaps) >= POLITE_DELAY, min(idle_gaps)
 
     # memory stayed bounded
     assert rss.samples > 10
     for pid, peak in rss.peak.items():
         assert 0 < peak < RSS_LIMIT, f"executor {pid} peaked at {peak / 2**20:.0f} MiB"
-    (tmp_path / "rss.txt").write_text(" ".join(f"{p / 2**20:.1f}" for p in rss.peak.values()))
+    figures = (f"crawl {seconds:.1f} s; {len(visited)} URLs visited, {len(docs)} documents; trap family pages "
+               f"fetched {fetched}; {len(traps)} URLs recorded as traps; polite host: {len(records)} requests, "
+               f"smallest gap between arrivals {min(arrival_gaps):.3f} s, after the previous response "
+               f"{min(idle_gaps):.3f} s (Crawl-delay {POLITE_DELAY} s); executor peak RSS "
+               + " / ".join(f"{p / 2**20:.0f} MiB" for p in rss.peak.values()))
+    print("\n" + figures)
+    (tmp_path / "figures.txt").write_text(figures)
 
 
 # --------------------------------------------------------------------------- manager politeness
@@ -179,8 +235,9 @@ def test_grid_politeness_per_host(tmp_path, site_server):
         grid.stop()
 
     with server_a.lock, server_b.lock:
-        records_a = [r for r in server_a.requests if r.path != "/robots.txt"]
-        records_b = [r for r in server_b.requests if r.path != "/robots.txt"]
+        # pages only: not robots.txt, nor the /sitemap.xml each seed's host is asked for
+        records_a = [r for r in server_a.requests if r.path not in ("/robots.txt", "/sitemap.xml")]
+        records_b = [r for r in server_b.requests if r.path not in ("/robots.txt", "/sitemap.xml")]
     # everything was crawled, the failing pages after retries
     expected = {canonical_url(server_a.url(p)) for p in reachable(delayed) | {"/busy.html", "/flaky.html"}}
     expected |= {canonical_url(server_b.url(p)) for p in reachable(busy_host)}

@@ -44,6 +44,12 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
         assert client.poll(20_000), "no answer to open"
         app = p.decode(client.recv_multipart()).application_id
 
+        # a new host has one thread in flight until it answers (its Crawl-delay is then known)
+        client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(THREADS, "http://h.test/probe")])))
+        (probe,) = _receive(executor, p.Assign, 1)[0].jobs
+        executor.send_multipart(p.encode(p.Result(probe.attempt_id, p.PageResult(url=probe.url, status=200))))
+        _receive(client, p.ThreadDone, 1)
+
         # one submit of 60 threads: the manager assigns them all in one pass, so one message
         client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(i, f"http://h.test/{i}")
                                                       for i in range(THREADS)])))

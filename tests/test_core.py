@@ -66,6 +66,8 @@ def test_transition_table_refuses_illegal_moves_naming_the_thread():
 
 def test_dispatch_goes_to_the_executor_with_most_free_slots():
     core = make_core()
+    for host in ("h0.test", "h1.test", "h2.test"):  # hosts that answered before: no first-contact limit
+        core.queue.note_answered(host)
     register(core, b"small", 1)
     register(core, b"big", 3)
     app = open_app(core)
@@ -103,6 +105,8 @@ def test_priority_first_then_fifo():
 
 def test_no_executor_no_dispatch_and_capacity_respected():
     core = make_core(S.replace(prefetch=2))
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
     app = open_app(core)
     assert assigned(submit(core, app, range(10))) == []
     actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=3), 0.0)
@@ -301,6 +305,24 @@ def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
     assert w.message.executor_id == "old-id"
 
 
+def test_a_new_host_gets_one_job_and_later_jobs_carry_its_crawl_delay():
+    core = make_core(S.replace(max_crawl_delay=5.0))
+    register(core, b"e", 4)
+    app = open_app(core)
+    specs = [p.ThreadSpec(i, f"http://d.test/{i}") for i in range(3)]
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))  # its delay is not known yet
+    assert job.delay == 0.0
+    core.handle(b"e", p.Started([job.attempt_id]), 0.1)
+    page = p.PageResult(url=job.url, status=200, crawl_delay=100.0)  # robots.txt asks 100 s: capped at 5
+    assert assigned(core.handle(b"e", p.Result(job.attempt_id, page), 1.0)) == []
+    for now in (3.0, 5.5):  # both peers stay alive
+        core.handle(b"e", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    assert assigned(core.tick(5.9)) == []
+    ((_, nxt),) = assigned(core.tick(6.0))
+    assert nxt.delay == 5.0  # the executor spaces this thread's own requests (redirect hops) by it
+
+
 def test_an_executor_started_again_under_its_name_keeps_its_id():
     """gridcrawl run names its executors executor-1 ...: after a re-run (new processes, new
     connections, no id given) each keeps its id, so the records and the dashboard list it once
@@ -353,6 +375,7 @@ def test_a_thread_needing_a_plugin_goes_only_to_an_executor_that_has_it():
 
 def test_threads_no_connected_executor_can_run_wait_visibly_and_block_nobody():
     core = make_core()
+    core.queue.note_answered("shop.test")  # a host heard from before: no first-contact limit
     register_with(core, b"plain", 2, [])
     app = open_app(core)
     # the unrunnable threads come first, on the same host, at a higher priority

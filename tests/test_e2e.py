@@ -37,16 +37,22 @@ def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server, re
     assert set(urls) == expected, "document must hold every reachable page and nothing else"
     assert all(fp == fingerprint(url) and status == 200 and ex for url, fp, status, ex in docs)
     assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
-    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(len(expected),)]
+    # every page, and the host's /sitemap.xml (asked for once: robots.txt names no sitemap; a 404,
+    # which is no failure)
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(len(expected) + 1,)]
+    sitemap = canonical_url(server.url("/sitemap.xml"))
+    assert grid.query("crawl", f"SELECT status, error_kind, error FROM visited_url WHERE url = '{sitemap}'") == [
+        (404, None, "no sitemap here (HTTP 404)")]
     # no page was fetched twice, and nothing outside the reachable set was asked for
     counts = server.per_path_counts()
     assert 1 <= counts.pop("/robots.txt", 0) <= 2, "robots.txt is fetched once per executor"
+    assert counts.pop("/sitemap.xml") == 1
     assert set(counts) == reachable(site) and set(counts.values()) == {1}
 
     threads = grid.query("manager", "SELECT state, executor_id, time_submitted, time_started, time_finished, url "
                                     "FROM thread")
-    assert len(threads) == len(expected)
-    assert {t[5] for t in threads} == expected
+    assert len(threads) == len(expected) + 1  # the pages and the /sitemap.xml
+    assert {t[5] for t in threads} == expected | {sitemap}
     for state, executor_id, submitted, started, finished, url in threads:
         assert state == 4 and executor_id, url
         assert submitted <= started <= finished, url

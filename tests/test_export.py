@@ -162,7 +162,7 @@ def test_csv_lists_every_visited_url(crawl, tmp_path):
     result = export(open_database(crawl["db"]), "csv", str(out))
     with open(out, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert result.records == len(rows) == 4                          # 3 pages and the 404
+    assert result.records == len(rows) == 5   # 3 pages, the 404, the host's /sitemap.xml (none there)
     base = crawl["server"].url
     by_url = {r["url"]: r for r in rows}
     assert by_url[canonical_url(base("/gone.html"))]["status"] == "404"

@@ -86,6 +86,7 @@ def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04):
     for i in range(3):
         grid.start_executor(f"x{i}", "--threads", "4", *managers.all, manager=None)
     client = grid._spawn("gridcrawl.client", [*managers.all, "--db", grid.crawl_db, "--no-progress", *FAST,
+                                              "--no-sitemaps",  # pages only: the counts below are of pages
                                               server.url("/")], "client.log")
     return site, server, grid, managers, client
 

@@ -54,7 +54,7 @@ def test_cp1251_declared_in_meta_only(adversarial_server):
 
 @pytest.mark.parametrize("path,kind", [("/tarpit", "timeout"), ("/bomb.html", "too_large"),
                                        ("/huge.html", "too_large"), ("/loop-a", "redirect_loop"),
-                                       ("/chain/0", "too_many_redirects"), ("/missing.html", "http_status")])
+                                       ("/long/0", "too_many_redirects"), ("/missing.html", "http_status")])
 def test_hostile_responses_fail_with_their_kind(adversarial_server, path, kind):
     page = visit(make_fetcher(max_body_bytes=2 * 1024 * 1024), adversarial_server.url(path))
     assert page.error_kind == kind, page.error

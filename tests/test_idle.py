@@ -208,7 +208,7 @@ def test_idle_executor_hands_back_its_queued_threads_when_the_owner_returns(tmp_
     gate = Gate(8)
     server = SiteServer(gate.site).start()
     settings = Settings(heartbeat_interval=0.2, heartbeat_liveness=10, prefetch=2, threads=1, record_interval=0.1,
-                        obey_robots=False)
+                        obey_robots=False, sitemaps=False)  # the desk's threads: "/" and pages only
     manager_engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
     manager = ManagerServer(settings, "tcp://127.0.0.1:0", manager_engine)
     stop = threading.Event()

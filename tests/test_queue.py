@@ -17,6 +17,13 @@ def thread(host: str, priority: int = 5) -> GridThread:
     return GridThread(n, "app", n, f"http://{host}/{n}", 0, priority, None, 0.0, host=host)
 
 
+def answered(q: ReadyQueue, *hosts: str) -> ReadyQueue:
+    """Mark ``hosts`` as having answered once (a new host has one thread in flight until then)."""
+    for host in hosts:
+        q.note_answered(host)
+    return q
+
+
 def drain(q: ReadyQueue, now: float) -> list[GridThread]:
     out = []
     while (t := q.pop(now)) is not None:
@@ -25,7 +32,7 @@ def drain(q: ReadyQueue, now: float) -> list[GridThread]:
 
 
 def test_concurrency_cap_per_host_and_release():
-    q = ReadyQueue(concurrency=2)
+    q = answered(ReadyQueue(concurrency=2), "a")
     for _ in range(5):
         q.push(thread("a"))
     first = drain(q, 0.0)
@@ -60,7 +67,7 @@ def test_a_waiting_host_does_not_block_the_others():
 
 
 def test_priority_across_hosts_then_fifo():
-    q = ReadyQueue()
+    q = answered(ReadyQueue(), "a", "b", "c")
     low, high, mid1, mid2 = thread("a", 1), thread("b", 9), thread("c", 5), thread("c", 5)
     for t in (low, high, mid1, mid2):
         q.push(t)
@@ -88,7 +95,7 @@ def test_retry_after_pauses_the_host_and_backoff_doubles():
 
 
 def test_crawl_delay_from_robots_is_capped():
-    q = ReadyQueue(concurrency=8, max_crawl_delay=5.0)
+    q = answered(ReadyQueue(concurrency=8, max_crawl_delay=5.0), "a")
     for _ in range(2):
         q.push(thread("a"))
     t1, t2 = drain(q, 0.0)
@@ -97,6 +104,20 @@ def test_crawl_delay_from_robots_is_capped():
     q.push(thread("a"))
     assert drain(q, 5.9) == []
     assert len(drain(q, 6.0)) == 1
+
+
+def test_a_new_host_has_one_thread_in_flight_until_it_answers():
+    q = ReadyQueue(concurrency=8)
+    for _ in range(4):
+        q.push(thread("new"))
+    (first,) = drain(q, 0.0)          # its Crawl-delay is not known yet: one request only
+    q.release(first, 1.0, status=200, answered=True)
+    assert len(drain(q, 1.0)) == 3    # it answered without a Crawl-delay: the concurrency cap
+    q.push(thread("slow"))
+    q.push(thread("slow"))
+    (probe,) = drain(q, 1.0)
+    q.release(probe, 2.0, status=200, crawl_delay=0.5, answered=True)
+    assert drain(q, 2.4) == [] and len(drain(q, 2.5)) == 1  # it answered with one: the delay
 
 
 def test_retry_waits_out_its_backoff():
@@ -173,7 +194,7 @@ def needing(host: str, needs: tuple, priority: int = 5) -> GridThread:
 
 
 def test_an_unrunnable_head_of_a_host_does_not_stall_the_host_or_the_grid():
-    q = ReadyQueue(concurrency=8)
+    q = answered(ReadyQueue(concurrency=8), "shop", "other")
     for _ in range(3):
         q.push(needing("shop", ("render",), priority=9))   # the host's best threads: nobody renders
     plain = [thread("shop"), thread("shop"), thread("other")]
@@ -208,7 +229,7 @@ def test_unrunnable_lanes_cost_no_queue_growth():
 
 
 def test_politeness_is_shared_by_the_lanes_of_a_host():
-    q = ReadyQueue(concurrency=2)
+    q = answered(ReadyQueue(concurrency=2), "shop")
     q.push(needing("shop", ("plugin:x",)))
     q.push(needing("shop", ("plugin:x",)))
     q.push(thread("shop"))

@@ -1,0 +1,465 @@
+"""The standards real sites publish and the traps they set (issue 14), piece by piece:
+
+SimHash and the template-trap detector, the sitemap reader, robots meta tags and
+``X-Robots-Tag``, canonical links, ``rel="nofollow"``, an executor's visit of such pages (real
+HTTP server on 127.0.0.1), the pacing of redirect hops and robots.txt at the server's clock, and
+the application's decisions on a real SQLite crawl database (noindex, duplicates, traps,
+sitemaps and their lastmod). The whole crawl with default settings is
+``test_adversarial_e2e.py``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+
+import lxml.html
+import pytest
+import sqlalchemy as sa
+
+from gridcrawl import models
+from gridcrawl.client.store import CrawlStore, Outcome, Scope
+from gridcrawl.client.traps import TrapDetector, url_shape
+from gridcrawl.db import open_database
+from gridcrawl.executor.fetch import ErrorKind, Fetcher
+from gridcrawl.executor.pacing import HostPacer
+from gridcrawl.executor.page import visit
+from gridcrawl.executor.parse import canonical_link, extract_links, header_robots, meta_robots, visible_text
+from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.executor.sitemap import MAX_SITEMAP_ENTRIES, SitemapError, parse_lastmod, parse_sitemap
+from gridcrawl.protocol import PageResult
+from gridcrawl.simhash import hamming, simhash
+from sites import Site, redirect
+
+UA = "gridcrawl/0.1 (+http://127.0.0.1/)"
+NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+TEXT = ("The crawler fetches each page it is given, parses it, extracts and canonicalises its links and "
+        "sends the result back to the manager, which records every grid thread with its timings in SQL. ")
+
+
+# --------------------------------------------------------------------------- SimHash
+
+
+def test_simhash_is_64_bits_and_stable():
+    h = simhash(TEXT)
+    assert 0 < h < 2 ** 64 and h == simhash(TEXT.upper())
+    assert simhash("") == 0 and simhash("12 345 -- 2024-01-05") == 0  # numbers alone are no features
+
+
+def test_simhash_near_for_small_changes_far_for_other_texts():
+    other = ("Politeness is per host: at most eight requests in flight, a robots.txt crawl delay between "
+             "fetches, a pause on 429 with Retry-After and exponential back-off without it.")
+    vocabulary = " ".join(f"term{i}x" for i in range(300))  # a page of 300 distinct words
+    assert hamming(simhash(vocabulary), simhash(vocabulary + " indeed")) <= 3
+    assert hamming(simhash(TEXT), simhash(TEXT.replace("2024", "2025") + " 17 99")) == 0
+    assert hamming(simhash(TEXT), simhash(other)) > 10
+
+
+# --------------------------------------------------------------------------- URL shapes and traps
+
+
+@pytest.mark.parametrize("url,shape", [
+    ("http://h.example/calendar?month=2024-05", "h.example/calendar?month=#-#"),
+    ("http://H.example:8080/item/1234.html", "H.example:8080/item/#.html".replace("H", "h")),
+    ("http://h.example/list?page=7&sort=date", "h.example/list?page=#&sort=date"),
+    ("http://h.example/docs/library/os.html", None),
+    ("http://h.example/", None),
+])
+def test_url_shape(url, shape):
+    assert url_shape(url) == shape
+
+
+def test_a_shape_of_near_identical_pages_becomes_a_trap():
+    detector = TrapDetector(near_duplicates=3, distance=3)
+    page = lambda n: f"http://h.example/calendar?month=2024-{n:02d}"  # noqa: E731
+    assert detector.observe(page(1), simhash(TEXT)) is None
+    assert detector.observe(page(2), simhash(TEXT + " 2")) is None
+    assert detector.trapped(page(9)) is None
+    assert detector.observe(page(3), simhash(TEXT + " 3")) is None
+    assert detector.observe(page(4), simhash(TEXT + " 4")) == "h.example/calendar?month=#-#"
+    assert detector.trapped(page(9)) == "h.example/calendar?month=#-#"
+    assert detector.trapped("http://h.example/calendar?year=2024") is None  # another shape
+    assert detector.trapped("http://other.example/calendar?month=2024-09") is None  # another host
+
+
+def test_distinct_pages_of_one_shape_are_no_trap():
+    detector = TrapDetector(near_duplicates=2, distance=3)
+    texts = [TEXT, "Politeness is per host with a crawl delay.", "Sitemaps list pages with lastmod dates.",
+             "Canonical links name the preferred URL of a page.", "Robots meta tags say noindex or nofollow."]
+    for i, text in enumerate(texts):
+        assert detector.observe(f"http://h.example/release-15-{i}.html", simhash(text)) is None
+    assert detector.trapped("http://h.example/release-15-9.html") is None
+    assert TrapDetector(near_duplicates=0).observe("http://h.example/a1", 5) is None  # 0: off
+
+
+# --------------------------------------------------------------------------- sitemaps
+
+
+def _urlset(entries, ns=NS) -> bytes:
+    rows = "".join(f"<url><loc>{loc}</loc>" + (f"<lastmod>{lm}</lastmod>" if lm else "") + "</url>"
+                   for loc, lm in entries)
+    return f'<?xml version="1.0"?><urlset xmlns="{ns}">{rows}</urlset>'.encode()
+
+
+def test_sitemap_urlset_index_and_gzip():
+    body = _urlset([("http://h.example/a", "2024-05-01"), ("HTTP://H.example:80/b#x", "2024-05-02T10:30:00+02:00"),
+                    ("mailto:x@h.example", None), ("http://h.example/c", "not a date")])
+    for data in (body, gzip.compress(body)):
+        sm = parse_sitemap(data)
+        assert not sm.index and sm.ignored == 1
+        assert sm.entries == [("http://h.example/a", "2024-05-01T00:00:00"), ("http://h.example/b", "2024-05-02T08:30:00"),
+                              ("http://h.example/c", "")]
+    index = (f'<sitemapindex xmlns="{NS}"><sitemap><loc>http://h.example/s1.xml.gz</loc>'
+             f"<lastmod>2024</lastmod></sitemap></sitemapindex>").encode()
+    assert parse_sitemap(index).index and parse_sitemap(index).entries == [("http://h.example/s1.xml.gz", "2024-01-01T00:00:00")]
+    assert parse_sitemap(_urlset([("http://h.example/a", None)], ns="")).entries == [("http://h.example/a", "")]
+
+
+def test_sitemap_refuses_what_is_no_sitemap_and_expands_no_entity():
+    with pytest.raises(SitemapError, match="root element <html>"):
+        parse_sitemap(b"<html><body>hello</body></html>")
+    with pytest.raises(SitemapError, match="not XML"):
+        parse_sitemap(b"just text")
+    xxe = (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY e SYSTEM "file:///etc/hostname">]>'
+           b'<urlset><url><loc>&e;</loc></url><url><loc>http://h.example/ok</loc></url></urlset>')
+    sm = parse_sitemap(xxe)
+    assert sm.entries == [("http://h.example/ok", "")] and sm.ignored == 1
+    # a truncated tail keeps the entries read before it
+    cut = _urlset([("http://h.example/a", None), ("http://h.example/b", None)])[:-20]
+    assert parse_sitemap(cut).entries == [("http://h.example/a", "")]
+
+
+def test_sitemap_limits_of_sitemaps_org():
+    many = _urlset([(f"http://h.example/{i}", None) for i in range(MAX_SITEMAP_ENTRIES + 3)])
+    sm = parse_sitemap(many)
+    assert len(sm.entries) == MAX_SITEMAP_ENTRIES and sm.ignored == 3
+    bomb = gzip.compress(b"<urlset>" + b" " * (60 * 1024 * 1024) + b"</urlset>", 9)  # 60 MiB, 60 KiB gzipped
+    with pytest.raises(SitemapError, match="more than 52428800 bytes"):
+        parse_sitemap(bomb)
+
+
+@pytest.mark.parametrize("text,iso", [("2024-05", "2024-05-01T00:00:00"), ("2024-05-01T12:00Z", "2024-05-01T12:00:00"),
+                                      ("2024-05-01T12:00:00.5-01:00", "2024-05-01T13:00:00"), ("", ""), ("yesterday", "")])
+def test_lastmod_w3c_datetimes(text, iso):
+    assert parse_lastmod(text) == iso
+
+
+# --------------------------------------------------------------------------- robots directives, canonical, nofollow
+
+
+def _doc(head: str = "", body: str = "") -> lxml.html.HtmlElement:
+    return lxml.html.document_fromstring(f"<html><head>{head}</head><body>{body}</body></html>")
+
+
+def test_meta_robots_for_all_robots_and_for_our_product_token():
+    assert meta_robots(_doc('<meta name="Robots" content="NOINDEX, follow">'), "gridcrawl") == {"noindex"}
+    assert meta_robots(_doc('<meta name="gridcrawl" content="none">'), "gridcrawl") == {"noindex", "nofollow"}
+    assert meta_robots(_doc('<meta name="otherbot" content="noindex, nofollow">'), "gridcrawl") == set()
+    assert meta_robots(_doc('<meta name="description" content="noindex">'), "gridcrawl") == set()
+
+
+@pytest.mark.parametrize("value,found", [
+    ("noindex", {"noindex"}), ("NoIndex, NoFollow", {"noindex", "nofollow"}), ("none", {"noindex", "nofollow"}),
+    ("gridcrawl: nofollow", {"nofollow"}), ("otherbot: noindex", set()),
+    ("otherbot: noindex, nofollow, gridcrawl: noindex", {"noindex"}),
+    ("unavailable_after: 25 Jun 2010 15:00:00 PST, noarchive", set()), (None, set()),
+])
+def test_x_robots_tag(value, found):
+    assert header_robots(value, "gridcrawl") == found
+
+
+def test_canonical_link_from_header_first_then_tag():
+    doc = _doc('<link rel="canonical" href="/a?b=2&a=1">')
+    assert canonical_link(doc, "http://h.example/x/y") == "http://h.example/a?a=1&b=2"
+    assert canonical_link(doc, "http://h.example/", '<http://h.example/z>; rel="canonical"') == "http://h.example/z"
+    assert canonical_link(doc, "http://h.example/", '<http://h.example/n>; rel="next"') == "http://h.example/a?a=1&b=2"
+    assert canonical_link(_doc('<link rel="canonical" href="javascript:x()">'), "http://h.example/") is None
+    assert canonical_link(_doc(), "http://h.example/") is None
+
+
+def test_rel_nofollow_links_are_skipped_on_request_and_visible_text():
+    doc = _doc(body='<a href="/a">a</a><a rel="noopener NOFOLLOW" href="/b">b</a><script>var x="<a>";</script>'
+                    '<style>p{}</style><p>seen <b>words</b></p>')
+    assert [link.url for link in extract_links(doc, "http://h.example/")] == ["http://h.example/a", "http://h.example/b"]
+    assert [link.url for link in extract_links(doc, "http://h.example/", skip_nofollow=True)] == ["http://h.example/a"]
+    text = visible_text(doc)
+    assert "seen" in text and "words" in text and "var" not in text and "p{}" not in text
+
+
+# --------------------------------------------------------------------------- an executor's visit
+
+
+def _page(title: str, links=(), head: str = "") -> bytes:
+    items = "".join(f'<a href="{href}">{href}</a>' for href in links)
+    return f"<html><head><title>{title}</title>{head}</head><body><p>{title}</p>{items}</body></html>".encode()
+
+
+def _robots_site() -> Site:
+    site = Site()
+    site.pages["/robots.txt"] = b"User-agent: *\nAllow: /\nSitemap: {BASE}/maps/index.xml\n"
+    site.types["/robots.txt"] = "text/plain"
+    site.pages["/"] = _page("home", ["/a"])
+    site.pages["/noindex"] = _page("n", ["/a"], '<meta name="robots" content="noindex">')
+    site.pages["/nofollow"] = _page("f", ["/a"], '<meta name="gridcrawl" content="nofollow">')
+    site.pages["/canonical"] = _page("c", [], '<link rel="canonical" href="/">')
+    body = _page("h", ["/a"])
+    site.extra["/header"] = lambda h: h.respond(200, body, headers={"X-Robots-Tag": "gridcrawl: noindex, nofollow"})
+    site.extra["/maps/index.xml"] = lambda h: h.respond(200, (
+        f'<sitemapindex xmlns="{NS}"><sitemap><loc>{h.site_server.base_url}/maps/a.xml.gz</loc></sitemap>'
+        f"</sitemapindex>").encode(), content_type="application/xml")
+    site.extra["/maps/a.xml.gz"] = lambda h: h.respond(
+        200, gzip.compress(_urlset([(h.site_server.base_url + "/only", "2024-02-29")])), content_type="application/x-gzip")
+    return site
+
+
+def test_visit_reports_what_a_page_says_about_itself(site_server):
+    server = site_server(_robots_site())
+    fetcher = Fetcher(user_agent=UA)
+    robots = RobotsCache.for_fetcher(fetcher)
+    try:
+        home = visit(fetcher, server.url("/"), robots=robots, instruction={"sitemaps": True})
+        assert home.sitemaps == [server.url("/maps/index.xml")] and not home.noindex
+        assert len(home.digest) == 64 and isinstance(home.simhash, int) and home.links
+        noindex = visit(fetcher, server.url("/noindex"), robots=robots)
+        assert noindex.noindex and not noindex.nofollow and noindex.links  # its links are still followed
+        nofollow = visit(fetcher, server.url("/nofollow"), robots=robots)
+        assert nofollow.nofollow and nofollow.links == [] and not nofollow.noindex
+        header = visit(fetcher, server.url("/header"), robots=robots)
+        assert header.noindex and header.nofollow and header.links == []
+        assert visit(fetcher, server.url("/canonical"), robots=robots).canonical == server.url("/")
+        index = visit(fetcher, server.url("/maps/index.xml"), robots=robots, instruction={"sitemap": True})
+        assert index.ok if hasattr(index, "ok") else index.error_kind is None
+        assert index.sitemaps == [server.url("/maps/a.xml.gz")] and index.sitemap_pages == []
+        pages = visit(fetcher, server.url("/maps/a.xml.gz"), robots=robots, instruction={"sitemap": True})
+        assert pages.error_kind is None and pages.sitemap_pages == [[server.url("/only"), "2024-02-29T00:00:00"]]
+        bad = visit(fetcher, server.url("/"), robots=robots, instruction={"sitemap": True})
+        assert bad.error_kind == ErrorKind.BAD_SITEMAP.value and "root element <html>" in bad.error
+    finally:
+        fetcher.close()
+        robots.fetcher.close()
+
+
+def test_a_host_without_sitemap_lines_gets_its_sitemap_xml(site_server):
+    site = Site()
+    site.pages["/"] = _page("home")
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        assert visit(fetcher, server.url("/"), instruction={"sitemaps": True}).sitemaps == [server.url("/sitemap.xml")]
+        assert visit(fetcher, server.url("/")).sitemaps == []  # only seeds ask
+    finally:
+        fetcher.close()
+
+
+# --------------------------------------------------------------------------- politeness inside a thread
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_host_pacer_counts_the_delay_from_the_end_of_the_last_request():
+    clock = FakeClock()
+    pacer = HostPacer(clock=clock, sleep=clock.sleep, max_hosts=2)
+    pacer.set_delay("http://a.example/x", 2.0)
+    assert pacer.wait("http://a.example/1") == 0.0  # nothing asked yet
+    pacer.done("http://a.example/1")
+    clock.now += 0.5
+    assert pacer.wait("http://b.example/1") == 0.0  # another host has no delay
+    assert pacer.wait("http://a.example/2") == pytest.approx(1.5) and clock.slept == [pytest.approx(1.5)]
+    pacer.done("http://a.example/2")
+    pacer.set_delay("http://c.example/", 1.0)
+    pacer.set_delay("http://d.example/", 1.0)  # a.example forgotten: at most 2 hosts kept
+    assert pacer.delay("http://a.example/") == 0.0 and pacer.delay("http://d.example/") == 1.0
+
+
+def _chain_site(hops: int, delay: float | None) -> Site:
+    site = Site()
+    if delay is not None:
+        site.pages["/robots.txt"] = f"User-agent: *\nCrawl-delay: {delay}\n".encode()
+        site.types["/robots.txt"] = "text/plain"
+    for i in range(hops):
+        site.extra[f"/hop/{i}"] = redirect(f"/hop/{i + 1}", 302)
+    site.pages[f"/hop/{hops}"] = _page("end")
+    return site
+
+
+def test_redirect_hops_and_robots_txt_wait_out_the_crawl_delay(site_server):
+    """Server-side arrival times: robots.txt, then 4 hops and the page, each at least the host's
+    Crawl-delay after the previous response ended; the waits do not count against the 1 s
+    deadline of the fetch (5 × 0.25 s of waiting)."""
+    server = site_server(_chain_site(4, 0.25))
+    fetcher = Fetcher(user_agent=UA, deadline=1.0, pacer=HostPacer())
+    robots = RobotsCache.for_fetcher(fetcher)
+    try:
+        page = visit(fetcher, server.url("/hop/0"), robots=robots)
+    finally:
+        fetcher.close()
+        robots.fetcher.close()
+    assert page.error_kind is None and page.final_url == server.url("/hop/4") and len(page.redirects) == 4
+    with server.lock:
+        records = sorted(server.requests, key=lambda r: r.started)
+    assert [r.path for r in records] == ["/robots.txt", *(f"/hop/{i}" for i in range(5))]
+    gaps = [b.started - a.finished for a, b in zip(records, records[1:])]
+    assert min(gaps) >= 0.25, gaps
+
+
+def test_the_manager_delay_spaces_hops_too_and_waits_are_bounded(site_server):
+    server = site_server(_chain_site(3, None))
+    fetcher = Fetcher(user_agent=UA, pacer=HostPacer(), max_wait=0.7)
+    try:
+        page = visit(fetcher, server.url("/hop/0"), delay=0.2)  # no robots.txt: the job's delay
+        assert page.error_kind is None
+        with server.lock:
+            records = sorted(server.requests, key=lambda r: r.started)
+        assert min(b.started - a.finished for a, b in zip(records, records[1:])) >= 0.2
+        server.reset()
+        # 3 hops at 0.3 s need 0.9 s of waiting: more than max_wait (0.7 s), refused before sleeping it
+        slow = visit(fetcher, server.url("/hop/0"), delay=0.3)
+        assert slow.error_kind == ErrorKind.TIMEOUT.value and "politeness waits" in slow.error
+        assert server.count("/hop/3") == 0
+    finally:
+        fetcher.close()
+
+
+def test_redirect_limit_is_20_hops(site_server):
+    server = site_server(_chain_site(25, None))
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        assert fetcher.fetch(server.url("/hop/5")).ok  # 20 hops
+        far = fetcher.fetch(server.url("/hop/4"))  # 21 hops
+        assert far.error_kind == ErrorKind.TOO_MANY_REDIRECTS and server.count("/hop/25") == 1
+    finally:
+        fetcher.close()
+
+
+# --------------------------------------------------------------------------- the application's decisions
+
+
+@pytest.fixture
+def store(tmp_path) -> CrawlStore:
+    return CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+
+
+def _claim_all(store: CrawlStore) -> dict:
+    return {p.url: p for p in store.claim(1000)}
+
+
+def _outcome(pend, **page) -> Outcome:
+    page.setdefault("status", 200)
+    page.setdefault("content_type", "text/html")
+    return Outcome(pend, PageResult(url=pend.url, final_url=pend.url, **page), "ex", 1, False)
+
+
+def _rows(store: CrawlStore, sql: str) -> list[tuple]:
+    with store.engine.connect() as conn:
+        return [tuple(r) for r in conn.exec_driver_sql(sql)]
+
+
+H = "http://h.example"
+
+
+def test_noindex_canonical_and_digest_duplicates(store):
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    links = [[f"{H}/{name}", ""] for name in ("a", "print-a", "copy1", "copy2", "hidden", "own")]
+    store.apply([_outcome(seed, digest="d0", links=links)], scope)
+    p = _claim_all(store)
+    store.apply([_outcome(p[f"{H}/a"], digest="da", canonical=f"{H}/a", content="<p>a</p>"),
+                 # names a page stored in this same batch
+                 _outcome(p[f"{H}/print-a"], digest="dp", canonical=f"{H}/a", content="<p>print</p>"),
+                 _outcome(p[f"{H}/copy1"], digest="same", content="<p>same</p>"),
+                 _outcome(p[f"{H}/copy2"], digest="same", content="<p>same</p>"),
+                 _outcome(p[f"{H}/hidden"], digest="dh", noindex=True, links=[[f"{H}/via-hidden", ""]]),
+                 # its canonical names a URL not stored: stored itself
+                 _outcome(p[f"{H}/own"], digest="do", canonical=f"{H}/elsewhere", content="<p>own</p>")], scope)
+    docs = {r[0]: r[1:] for r in _rows(store, "SELECT url, duplicate_of, content, content_digest, canonical_url FROM document")}
+    assert docs[f"{H}/print-a"][:2] == (f"{H}/a", None)
+    assert docs[f"{H}/copy2"][:2] == (f"{H}/copy1", None) and docs[f"{H}/copy1"][:2] == (None, "<p>same</p>")
+    assert docs[f"{H}/own"][0] is None and docs[f"{H}/own"][3] == f"{H}/elsewhere"
+    assert f"{H}/hidden" not in docs
+    kinds = dict(_rows(store, "SELECT url, error_kind FROM visited_url"))
+    assert kinds[f"{H}/hidden"] == "noindex" and kinds[f"{H}/print-a"] == kinds[f"{H}/copy2"] == "duplicate"
+    assert f"{H}/via-hidden" in _claim_all(store)  # a noindex page's links are followed
+    # a later batch: the stored original is found in the database
+    store.add_seeds([f"{H}/late"])
+    late = _claim_all(store)[f"{H}/late"]
+    store.apply([_outcome(late, digest="same", content="<p>same</p>")], scope, store_duplicates=True)
+    dup, content = _rows(store, f"SELECT duplicate_of, content FROM document WHERE url = '{H}/late'")[0]
+    assert (dup, content) == (f"{H}/copy1", "<p>same</p>")  # store_duplicates keeps the body
+
+
+def test_trapped_shapes_are_recorded_not_followed(store):
+    scope = Scope(["h.example"], trap_near_duplicates=3)
+    store.add_seeds([f"{H}/cal?m=1"])
+    for month in range(1, 8):
+        (pend,) = _claim_all(store).values()
+        counts = store.apply([_outcome(pend, simhash=simhash(TEXT), links=[[f"{H}/cal?m={month + 1}", ""]])], scope)
+        if counts["traps"]:
+            break
+    assert month == 4  # pages 2, 3 and 4 were near-duplicates of page 1
+    assert _rows(store, "SELECT url, error_kind, error FROM visited_url WHERE error_kind = 'trap'") == [
+        (f"{H}/cal?m=5", "trap", "URL shape h.example/cal?m=# repeats near-identical pages")]
+    assert _rows(store, "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+
+
+def test_sitemaps_are_queued_with_their_lastmod(store):
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/index.xml", "http://other.example/s.xml"])], scope)
+    (index,) = _claim_all(store).values()
+    assert (index.url, index.kind, index.depth) == (f"{H}/index.xml", "sitemap", 0)
+    store.apply([_outcome(index, sitemaps=[f"{H}/s1.xml.gz"])], scope)
+    (child,) = _claim_all(store).values()
+    assert child.kind == "sitemap-child"
+    store.apply([_outcome(child, sitemaps=[f"{H}/nested.xml"],  # an index inside an index: ignored
+                          sitemap_pages=[[f"{H}/p1", "2024-05-02T08:30:00"], [f"{H}/p2", ""],
+                                         ["http://other.example/x", ""]])], scope)
+    pending = _claim_all(store)
+    assert set(pending) == {f"{H}/p1", f"{H}/p2"}
+    assert str(pending[f"{H}/p1"].lastmod) == "2024-05-02 08:30:00" and pending[f"{H}/p2"].lastmod is None
+    store.apply([_outcome(pending[f"{H}/p1"], digest="x1"), _outcome(pending[f"{H}/p2"], digest="x2")], scope)
+    assert dict(_rows(store, "SELECT url, lastmod FROM document"))[f"{H}/p1"].startswith("2024-05-02 08:30:00")
+    assert _rows(store, "SELECT COUNT(*) FROM document WHERE url LIKE '%.xml%'") == [(0,)]  # sitemaps: visited only
+    assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
+
+
+def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
+    site = Site()
+    site.extra["/gone.xml"] = lambda h: h.respond(410, b"gone", content_type="text/plain")
+    site.extra["/down.xml"] = lambda h: h.respond(500, b"oops", content_type="text/plain")
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        missing = visit(fetcher, server.url("/sitemap.xml"), instruction={"sitemap": True})
+        gone = visit(fetcher, server.url("/gone.xml"), instruction={"sitemap": True})
+        down = visit(fetcher, server.url("/down.xml"), instruction={"sitemap": True})
+    finally:
+        fetcher.close()
+    assert (missing.status, missing.error_kind, missing.error) == (404, None, "no sitemap here (HTTP 404)")
+    assert (gone.status, gone.error_kind, gone.sitemap_pages) == (410, None, [])
+    assert (down.status, down.error_kind) == (500, "http_status")  # retried by the manager like any 5xx
+
+
+def test_retry_failed_leaves_the_crawls_decisions_alone(store):
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", links=[[f"{H}/gone", ""], [f"{H}/hidden", ""]])], scope)
+    p = _claim_all(store)
+    store.apply([_outcome(p[f"{H}/gone"], status=404, error_kind="http_status", error="HTTP 404"),
+                 _outcome(p[f"{H}/hidden"], digest="dh", noindex=True)], scope)
+    assert store.retry_failed() == 1  # the 404, not the noindex page
+    assert set(_claim_all(store)) == {f"{H}/gone"}
+    assert store.retry_failed(["noindex"]) == 1  # named: retried
