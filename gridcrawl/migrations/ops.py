@@ -9,6 +9,20 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
+from sqlalchemy.dialects import mssql, mysql
+
+# The portable column types of gridcrawl's tables, frozen for revisions (the models' types may
+# change; these never do — a new type gets a new name): UTC times to the microsecond, doubles,
+# unbounded text and bytes, on SQLite, PostgreSQL, SQL Server and MariaDB/MySQL alike.
+URL, FINGERPRINT = 2083, 32
+WHEN = (sa.DateTime().with_variant(mssql.DATETIME2(precision=6), "mssql")
+        .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"))
+REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
+TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
+        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
+BLOB = (sa.LargeBinary().with_variant(mssql.VARBINARY("max"), "mssql")
+        .with_variant(mysql.LONGBLOB(), "mysql", "mariadb"))
+ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")  # an identity key (SQLite's rowid)
 
 
 def _inspector() -> sa.engine.reflection.Inspector:

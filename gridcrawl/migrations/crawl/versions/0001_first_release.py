@@ -7,13 +7,13 @@ Revision 0001 of the crawl database.
 import sqlalchemy as sa
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, FINGERPRINT
 
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
 
-URL, FINGERPRINT = 2083, 32
 
 
 def _id() -> sa.Column:

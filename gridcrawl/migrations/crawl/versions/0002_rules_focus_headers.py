@@ -9,16 +9,13 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, FINGERPRINT, WHEN, REAL, TEXT
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-URL, FINGERPRINT = 2083, 32
-WHEN = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 
 
 def upgrade() -> None:

@@ -7,20 +7,15 @@ Revision 0003 of the crawl database (after 0002).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, FINGERPRINT, WHEN, REAL, TEXT, BLOB
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-URL, FINGERPRINT = 2083, 32
-WHEN = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
-REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
-TEXT = sa.UnicodeText().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
-BLOB = sa.LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 
 
 def _id(name: str) -> sa.Column:

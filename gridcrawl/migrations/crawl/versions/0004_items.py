@@ -5,22 +5,15 @@ Revision 0004 of the crawl database (after 0003).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, FINGERPRINT, WHEN, REAL, TEXT, ID
 
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-URL, FINGERPRINT = 2083, 32
-WHEN = (sa.DateTime().with_variant(mssql.DATETIME2(precision=6), "mssql")
-        .with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"))
-REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
-TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
-        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
-ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
 
 def upgrade() -> None:

@@ -5,18 +5,15 @@ Revision 0005 of the crawl database (after 0004, the items).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, FINGERPRINT, TEXT
 
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-URL, FINGERPRINT = 2083, 32
-TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
-        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:

@@ -5,18 +5,15 @@ Revision 0006 of the crawl database (after 0005, the semantic crawl's).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import REAL, TEXT
 
 revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-REAL = sa.Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")
-TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
-        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:

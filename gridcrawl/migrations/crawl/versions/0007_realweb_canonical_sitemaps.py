@@ -7,17 +7,15 @@ Revision 0007 of the crawl database (after 0006).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL, WHEN
 
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-URL = 2083
-WHEN = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 
 def upgrade() -> None:

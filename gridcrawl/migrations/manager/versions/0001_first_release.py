@@ -7,13 +7,13 @@ Revision 0001 of the manager database.
 import sqlalchemy as sa
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import URL
 
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
 
-URL = 2083
 
 
 def upgrade() -> None:

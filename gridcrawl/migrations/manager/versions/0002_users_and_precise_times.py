@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import WHEN
 
 revision = "0002"
 down_revision = "0001"
@@ -34,7 +35,7 @@ def upgrade() -> None:
                      sa.Column("password_hash", sa.String(255), nullable=False),
                      sa.Column("salt", sa.String(64), nullable=False),
                      sa.Column("grp_id", sa.SmallInteger, nullable=False),
-                     sa.Column("created", sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb"), nullable=False),
+                     sa.Column("created", WHEN, nullable=False),
                      sa.PrimaryKeyConstraint("usr_name", name="pk_usr"),
                      sa.ForeignKeyConstraint(["grp_id"], ["grp.grp_id"], name="fk_usr_grp_id"))
     when, real = mysql.DATETIME(fsp=6), mysql.DOUBLE()

@@ -5,17 +5,15 @@ Revision 0003 of the manager database (after 0002).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mssql, mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import TEXT
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-TEXT = (sa.UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
-        .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
 
 
 def upgrade() -> None:

@@ -5,9 +5,9 @@ Revision 0004 of the manager database (after 0003).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import WHEN
 
 revision = "0004"
 down_revision = "0003"
@@ -17,13 +17,12 @@ depends_on = None
 
 def upgrade() -> None:
     """Create manager_lease; add executor.quarantined_until."""
-    when = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
     ops.create_table("manager_lease", sa.Column("name", sa.String(64), nullable=False),
                      sa.Column("holder", sa.String(255), nullable=False),
                      sa.Column("epoch", sa.BigInteger, nullable=False),
-                     sa.Column("expires_at", when, nullable=False),
+                     sa.Column("expires_at", WHEN, nullable=False),
                      sa.PrimaryKeyConstraint("name", name="pk_manager_lease"))
-    ops.add_column("executor", sa.Column("quarantined_until", when, nullable=True))
+    ops.add_column("executor", sa.Column("quarantined_until", WHEN, nullable=True))
 
 
 def downgrade() -> None:

@@ -5,9 +5,9 @@ Revision 0005 of the manager database (after 0004).
 """
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import mysql
 
 from gridcrawl.migrations import ops
+from gridcrawl.migrations.ops import WHEN
 
 revision = "0005"
 down_revision = "0004"
@@ -17,9 +17,8 @@ depends_on = None
 
 def upgrade() -> None:
     """Add manager_lease.address and .since, and attempt.epoch."""
-    when = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
     ops.add_column("manager_lease", sa.Column("address", sa.String(255)))
-    ops.add_column("manager_lease", sa.Column("since", when))
+    ops.add_column("manager_lease", sa.Column("since", WHEN))
     ops.add_column("attempt", sa.Column("epoch", sa.BigInteger))
 
 
