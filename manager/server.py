@@ -33,6 +33,7 @@ from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, send
+from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
 from gridcrawl.manager.recorder import Recorder
@@ -184,7 +185,7 @@ class ManagerServer:
         return core
 
     def _carry_out(self, actions, flush: bool = True, strike: bool = True) -> None:
-        """Record actions go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
+        """Events (:mod:`gridcrawl.manager.events`) go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
         (now, unless ``flush`` is False: the drain loop sends once per few dozen messages, so
         that the assigns, starts and results of one pass travel batched). A refusal is a strike
         against its peer when ``strike`` is True."""
@@ -340,7 +341,7 @@ class ManagerServer:
                 break
         if (waiting or time.monotonic() - self._snapshot_read < SNAPSHOT_READERS) and \
                 (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL):
-            snapshot = self.core.snapshot(now)
+            snapshot = dashboard.snapshot(self.core, now)
             snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
                                    "standby": self.standby}
             self.snapshot = snapshot
