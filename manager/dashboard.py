@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import select
 import threading
 from importlib import resources
 from typing import Protocol
@@ -347,7 +348,10 @@ class Dashboard:
         self._map: dict = {}
         self.server = create_server(self.app, map=self._map, host=host, port=port, threads=threads,
                                     ident="gridcrawl", clear_untrusted_proxy_headers=True,
-                                    channel_timeout=30)
+                                    channel_timeout=30,
+                                    # poll(), not select(): a manager with 1,000 executors holds
+                                    # file descriptors past select()'s limit of 1,024 (Windows has no poll)
+                                    asyncore_use_poll=hasattr(select, "poll"))
         self.port = self.server.effective_port
         self._thread: threading.Thread | None = None
 
