@@ -193,9 +193,9 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
         snapshots, next_snapshot = [], started + 1.0
         done = set()
         while len(done) < threads:
-            got = client.receive(10_000)
+            got = client.receive(60_000)
             if not got:
-                raise RuntimeError(f"no results for 10 s after {len(done)} of {threads} threads; the manager's log "
+                raise RuntimeError(f"no results for 60 s after {len(done)} of {threads} threads; the manager's log "
                                    f"ends: {log.read_text()[-2000:] if log.exists() else '(none)'}")
             done.update(got)
             if time.perf_counter() >= next_snapshot and len(snapshots) < 5:  # the dashboard, under load
