@@ -60,26 +60,40 @@ def free_port() -> int:
 
 def executors_process(endpoint: str, first: int, count: int, workers: int, stop, ready, counts) -> None:
     """Hold ``count`` simulated executors (DEALER sockets) named ``sim-<first+i>`` until ``stop``
-    is set: register each, heartbeat each every second, answer every assign at once. Puts
-    ``(welcomed, results sent, refusals)`` on ``counts`` at the end; sets nothing else."""
+    is set: register each, heartbeat each every second, answer every assign at once, register
+    again when refused (declared dead). Puts ``(welcomed, results sent, refusals)`` on ``counts``
+    at the end."""
     context = zmq.Context()
     sockets = []
+
+    def register(i: int) -> None:
+        sockets[i].send_multipart(p.encode(p.Register(name=f"sim-{first + i}", host="sim", user="bench",
+                                                      threads=workers, num_cpus=2, mem_max=8 << 30, cpu_max=2400.0)))
     for i in range(count):
         sock = context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.RCVHWM, 0)
         sock.setsockopt(zmq.SNDHWM, 0)
         sock.connect(endpoint)
-        sock.send_multipart(p.encode(p.Register(name=f"sim-{first + i}", host="sim", user="bench", threads=workers,
-                                                num_cpus=2, mem_max=8 << 30, cpu_max=2400.0)))
         sockets.append(sock)
+        register(i)
     poller = zmq.Poller()
     for sock in sockets:
         poller.register(sock, zmq.POLLIN)
     welcomed, results, refusals = 0, 0, 0
-    next_beat = time.monotonic() + 1.0
     pages = [0] * count
     index = {sock: i for i, sock in enumerate(sockets)}
+
+    def heartbeat() -> float:
+        """Every executor heartbeats (once a second), with a real executor's figures; returns
+        when the next round is due."""
+        for i, sock in enumerate(sockets):
+            sock.send_multipart(p.encode(p.Heartbeat({
+                "cpu_usage": 1.0, "cpu_avail": 90.0, "cpu_totalusage": 1.0, "mem_usage": 50 << 20,
+                "running": 0, "pages_per_second": float(pages[i]), "worker_idle_seconds": 0.0,
+                "worker_waits": 0})))
+        return time.monotonic() + 1.0
+    next_beat = time.monotonic() + 1.0
     ready.release()
     while not stop.is_set():
         for sock, _ in poller.poll(100):
@@ -93,8 +107,9 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                     jobs += m.jobs
                 elif isinstance(m, p.Welcome):
                     welcomed += 1
-                elif isinstance(m, p.Refuse):
+                elif isinstance(m, p.Refuse):  # declared dead meanwhile: register again, as an executor does
                     refusals += 1
+                    register(index[sock])
             if jobs:  # as the real executor: the starts of one pass in one message, then each result
                 sock.send_multipart(p.encode(p.Started([job.attempt_id for job in jobs])))
                 for job in jobs:
@@ -103,14 +118,10 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                     sock.send_multipart(p.encode(p.Result(job.attempt_id, page)))
                 results += len(jobs)
                 pages[index[sock]] += len(jobs)
-        now = time.monotonic()
-        if now >= next_beat:  # every executor heartbeats once a second, with a real executor's figures
-            next_beat = now + 1.0
-            for i, sock in enumerate(sockets):
-                sock.send_multipart(p.encode(p.Heartbeat({
-                    "cpu_usage": 1.0, "cpu_avail": 90.0, "cpu_totalusage": 1.0, "mem_usage": 50 << 20,
-                    "running": 0, "pages_per_second": float(pages[i]), "worker_idle_seconds": 0.0,
-                    "worker_waits": 0})))
+            if time.monotonic() >= next_beat:  # heartbeats first, even in the middle of a burst
+                next_beat = heartbeat()
+        if time.monotonic() >= next_beat:
+            next_beat = heartbeat()
     for sock in sockets:
         sock.send_multipart(p.encode(p.Bye("benchmark over")))
         sock.close()
