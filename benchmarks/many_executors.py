@@ -65,8 +65,10 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
     at the end."""
     context = zmq.Context()
     sockets = []
+    waiting = set()  # executors registering: not again until welcomed (the real executor backs off)
 
     def register(i: int) -> None:
+        waiting.add(i)
         sockets[i].send_multipart(p.encode(p.Register(name=f"sim-{first + i}", host="sim", user="bench",
                                                       threads=workers, num_cpus=2, mem_max=8 << 30, cpu_max=2400.0)))
     for i in range(count):
@@ -107,9 +109,11 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                     jobs += m.jobs
                 elif isinstance(m, p.Welcome):
                     welcomed += 1
+                    waiting.discard(index[sock])
                 elif isinstance(m, p.Refuse):  # declared dead meanwhile: register again, as an executor does
                     refusals += 1
-                    register(index[sock])
+                    if index[sock] not in waiting:
+                        register(index[sock])
             if jobs:  # as the real executor: the starts of one pass in one message, then each result
                 sock.send_multipart(p.encode(p.Started([job.attempt_id for job in jobs])))
                 for job in jobs:
