@@ -91,7 +91,8 @@ def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site
         grid.stop()
 
     # server side: validators sent as stored, 304s without a body
-    records = {r.path: r for r in server.requests if r.path != "/robots.txt"}
+    records = {r.path: r for r in server.requests if r.path not in ("/robots.txt", "/sitemap.xml")}
+    assert server.per_path_counts().get("/sitemap.xml") == 1, "the recrawl looks for the host's sitemap again"
     assert records["/e2.html"].conditional == {"if-none-match": '"/e2.html-v1"'}
     assert set(records["/m2.html"].conditional) == {"if-modified-since"}
     assert records["/n2.html"].conditional == {}
