@@ -545,9 +545,9 @@ class CrawlStore:
             found.update(dict.fromkeys(VERDICTS, 0))
             stored = self._revisit(conn, outcomes, rows.docs, rows.visits, rows.now, found)
             self._write_sitemaps(conn, rows.sitemaps)
-            found["due"] = self._lastmod_hints(conn, links.values(), rows.now)
             new_docs = [d for d in rows.docs if d["fingerprint"] not in stored]
             insert_ignore(conn, document, new_docs)
+            found["due"] = self._lastmod_hints(conn, links.values(), rows.now)
             insert_ignore(conn, visited, [v for v in rows.visits if v["fingerprint"] not in stored])
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
@@ -884,11 +884,12 @@ class CrawlStore:
 
     def _lastmod_hints(self, conn, links: Iterable[dict], now) -> int:
         """Act on the ``<lastmod>`` a sitemap read now gives for pages already stored (inside
-        :meth:`apply`'s transaction): update ``document.lastmod`` and apply
-        :meth:`AdaptiveSchedule.lastmod_hint` to the schedule. During a recrawl run
-        (:attr:`recrawl_since`), a document made due now is queued at once with its validators
-        (a one-shot ``--recrawl`` looked for due documents only at its start). Returns how many
-        it queued."""
+        :meth:`apply`'s transaction): update ``document.lastmod`` and, during a recrawl run
+        (:attr:`recrawl_since`) for a document not visited in that run (a visit rescheduled it
+        already), apply :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made
+        due now is queued at once with its validators (a one-shot ``--recrawl`` looked for due
+        documents only at its start). A plain crawl only keeps the lastmod: a sitemap read
+        seconds after the visit tells nothing about change. Returns how many it queued."""
         listed = {row["fingerprint"]: row["lastmod"] for row in links
                   if row.get("kind") is None and row.get("lastmod") is not None}
         if not listed:
@@ -903,8 +904,10 @@ class CrawlStore:
         for d in docs:
             lastmod = listed[d.fingerprint]
             values = {"lastmod": lastmod} if d.lastmod != lastmod else {}
-            hint = self.schedule.lastmod_hint(lastmod, d.visited_at or d.fetched_at, d.fetch_interval,
-                                              d.next_fetch_at, now)
+            visited_at = d.visited_at or d.fetched_at
+            hint = None
+            if self.recrawl_since is not None and visited_at is not None and visited_at < self.recrawl_since:
+                hint = self.schedule.lastmod_hint(lastmod, visited_at, d.fetch_interval, d.next_fetch_at, now)
             if hint is not None:
                 found, interval, when = hint
                 values.update(fetch_interval=interval, next_fetch_at=when)

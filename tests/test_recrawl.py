@@ -75,6 +75,54 @@ def test_verdict(status, error_kind, digest, stored, gone, expected):
     assert verdict(status, error_kind, digest, stored, gone) == expected
 
 
+def test_verdict_near_duplicate_body_counts_unchanged_only_when_asked():
+    assert verdict(200, None, "b", "a", False, near=True) == "unchanged"
+    assert verdict(200, None, "b", "a", False, near=False) == "changed"
+    assert verdict(404, "http_status", None, "a", False, near=True) == "gone"
+    assert verdict(200, None, "b", "a", True, near=True) == "revived"
+
+
+def test_near_unchanged_compares_simhashes_within_the_distance():
+    off = AdaptiveSchedule()
+    on = AdaptiveSchedule(near_distance=3)
+    a = 0x0123456789ABCDEF
+    assert not off.near_unchanged(a, f"{a:016x}"), "off by default: only the digest decides"
+    assert on.near_unchanged(a, f"{a:016x}")
+    assert on.near_unchanged(a ^ 0b111, f"{a:016x}")           # 3 bits apart
+    assert not on.near_unchanged(a ^ 0b1111, f"{a:016x}")      # 4 bits apart
+    assert not on.near_unchanged(None, f"{a:016x}") and not on.near_unchanged(a, None)
+    assert not on.near_unchanged(a, "not hex")
+    assert AdaptiveSchedule.from_settings(Settings(recrawl_simhash_distance=5)).near_distance == 5
+    for bad in (-2, 65):
+        with pytest.raises(ValueError, match="recrawl_simhash_distance"):
+            Settings(recrawl_simhash_distance=bad).validate()
+
+
+def test_lastmod_hint_makes_due_lengthens_and_ignores_hostile_values():
+    s = AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0)
+    visited = _dt.datetime(2026, 1, 1, 12, 0, 0)
+    now = visited + _dt.timedelta(seconds=50)
+    scheduled = visited + _dt.timedelta(seconds=100)
+    # modified after the last visit: due now, the interval kept
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=20), visited, 100.0, scheduled, now) == ("due", 100.0, now)
+    # ...but never sooner than min_interval after the visit
+    soon = visited + _dt.timedelta(seconds=3)
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=1), visited, 100.0, scheduled, soon) == \
+        ("due", 100.0, visited + _dt.timedelta(seconds=10))
+    # due as soon already: nothing to do
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=20), visited, 100.0, visited, now) is None
+    # not modified since the visit: the interval lengthens as after a 304
+    assert s.lastmod_hint(visited - _dt.timedelta(days=3), visited, 100.0, scheduled, now) == \
+        ("not_modified", pytest.approx(140.0), visited + _dt.timedelta(seconds=140))
+    assert s.lastmod_hint(visited, visited, 900.0, scheduled, now)[1] == 1000.0, "clamped to the maximum"
+    # hostile or missing: in the future, absurdly old, no lastmod, never visited
+    assert s.lastmod_hint(now + _dt.timedelta(seconds=1), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(_dt.datetime(9999, 12, 31), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(_dt.datetime(1, 1, 1), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(None, visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(visited, None, 100.0, scheduled, now) is None
+
+
 # ------------------------------------------------------------------ executor: conditional requests
 
 def conditional_site() -> Site:
