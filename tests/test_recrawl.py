@@ -253,3 +253,66 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_s
     bodies = [r.content_stream().read() for r in ArchiveIterator(out) if r.rec_type == "response"]
     assert sum(b"edited" in b for b in bodies) == 1 and len(bodies) == 3
     fetcher.close()
+
+
+def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
+    """On SQLite, PostgreSQL and MariaDB: the ``sitemap`` table keeps a sitemap's validators; a
+    recrawl run queues it again with them; a changed sitemap's newer lastmod queues the page at
+    once (counted in ``due``), an older one lengthens the interval; a 304 reads nothing."""
+    from gridcrawl.client.app import thread_instruction
+
+    site = Site()
+    site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/a.html'>a</a></body></html>"
+    site.pages["/a.html"] = b"<html><head><title>a</title></head><body>a</body></html>"
+    entries = lambda when: ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                            f'<url><loc>{{BASE}}/</loc><lastmod>2020-01-01</lastmod></url>'
+                            f'<url><loc>{{BASE}}/a.html</loc><lastmod>{when}</lastmod></url></urlset>').encode()
+    site.pages["/sitemap.xml"] = entries("2020-01-01")
+    site.types["/sitemap.xml"] = "application/xml"
+    site.modified["/sitemap.xml"] = MTIME
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(db_url), schedule=AdaptiveSchedule(initial=100.0, min_interval=1.0,
+                                                                        max_interval=1000.0))
+    scope = store.scope([server.url("/")], [], -1)
+    store.add_seeds([server.url("/")])
+
+    def run() -> dict:
+        totals: dict = {}
+        while pendings := store.claim(100):
+            outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
+                                                                                       sitemaps=True)[0]),
+                                "ex", 1, False) for x in pendings]
+            for key, value in store.apply(outcomes, scope).items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
+
+    assert run()["new"] == 2
+    s, d = models.sitemap.c, models.document.c
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(s.kind, s.status, s.last_modified.is_not(None))).all() == [("sitemap", 200, True)]
+        visited_at = conn.execute(sa.select(sa.func.max(d.visited_at))).scalar()
+    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    while now < visited_at + _dt.timedelta(seconds=1.1):  # the lastmod must be after the visit, 1 s (min) later
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    site.pages["/sitemap.xml"] = entries(now.isoformat(timespec="seconds") + "Z")
+    site.modified["/sitemap.xml"] = MTIME + 60
+    store.recrawl_since = now
+    assert store.queue_due() == 0 and store.queue_sitemaps(every=True) == 1
+    assert store.queue_sitemaps(every=True) == 0, "a queued sitemap is not queued twice"
+    server.reset()
+    assert run()["due"] == 1
+    assert [(r.path, r.status) for r in server.requests] == [("/sitemap.xml", 200), ("/a.html", 200)]
+    assert "if-modified-since" in server.requests[0].conditional
+    with store.engine.connect() as conn:
+        intervals = dict(conn.execute(sa.select(d.url, d.fetch_interval)).all())
+    assert float(intervals[server.url("/")]) == pytest.approx(140.0), "lastmod not newer: lengthened"
+    assert float(intervals[server.url("/a.html")]) == pytest.approx(140.0), "fetched, unchanged body"
+
+    store.recrawl_since = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    assert store.queue_sitemaps(every=True) == 1
+    server.reset()
+    assert run().get("due", 0) == 0
+    assert [(r.path, r.status) for r in server.requests] == [("/sitemap.xml", 304)]
+    assert store.next_due() is not None
+    fetcher.close()
