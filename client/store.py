@@ -837,27 +837,29 @@ class CrawlStore:
         found: dict[str, sa.Row] = {}
         for part in chunks(sorted(set(fingerprints)), 500):
             found.update((r.fingerprint, r) for r in conn.execute(
-                sa.select(c.fingerprint, c.content_digest, c.etag, c.last_modified, c.visited_at, c.fetch_interval)
+                sa.select(c.fingerprint, c.status, c.content_digest, c.etag, c.last_modified, c.visited_at,
+                          c.fetch_interval)
                 .where(c.fingerprint.in_(part))))
         return found
 
     def _sitemap_row(self, page: PageResult, pend: Pending, error_kind: str | None, old: sa.Row | None,
                      now) -> tuple[dict, bool]:
         """The ``sitemap`` row of a sitemap read at ``now`` (``old``: its row from an earlier
-        read, or None) and whether it is unchanged since then (a 304, or a body with the stored
-        digest: its pages need not be read again). A failed read keeps the stored digest and
+        read, or None) and whether it is unchanged since then (a 304, or the same status with the
+        stored digest — a sitemap still missing (404) too: its pages need not be read again). A failed read keeps the stored digest and
         validators. Its own schedule (``--watch``) is the adaptive one, starting at
         ``min_interval``: a changed sitemap is read sooner, an unchanged one later."""
         status = page.status
         digest = page.digest if isinstance(page.digest, str) else None
         unchanged = old is not None and not error_kind and (
-            status == 304 or (digest is not None and digest == old.content_digest))
+            status == 304 or (status == old.status and digest == old.content_digest))
         headers = page.headers if isinstance(page.headers, dict) else {}
         found = "error" if error_kind else ("not_modified" if unchanged else "changed")
         interval = self.schedule.next_interval(
             old.fetch_interval if old is not None and old.fetch_interval else self.schedule.min_interval, found)
         row = {"url": pend.url, "fingerprint": pend.fingerprint, "kind": pend.kind, "depth": pend.depth,
-               "status": status, "visited_at": now, "fetch_interval": interval,
+               "status": old.status if status == 304 and old is not None else status,
+               "visited_at": now, "fetch_interval": interval,
                "next_fetch_at": self.schedule.due_at(now, interval),
                "content_digest": old.content_digest if old is not None else None,
                "etag": old.etag if old is not None else None,
@@ -885,8 +887,8 @@ class CrawlStore:
     def _lastmod_hints(self, conn, links: Iterable[dict], now) -> int:
         """Act on the ``<lastmod>`` a sitemap read now gives for pages already stored (inside
         :meth:`apply`'s transaction): update ``document.lastmod`` and, during a recrawl run
-        (:attr:`recrawl_since`) for a document not visited in that run (a visit rescheduled it
-        already), apply :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made
+        (:attr:`recrawl_since`) for a document not visited in that run or not in the last
+        ``min_interval`` (a visit just rescheduled it), apply :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made
         due now is queued at once with its validators (a one-shot ``--recrawl`` looked for due
         documents only at its start). A plain crawl only keeps the lastmod: a sitemap read
         seconds after the visit tells nothing about change. Returns how many it queued."""
@@ -906,7 +908,8 @@ class CrawlStore:
             values = {"lastmod": lastmod} if d.lastmod != lastmod else {}
             visited_at = d.visited_at or d.fetched_at
             hint = None
-            if self.recrawl_since is not None and visited_at is not None and visited_at < self.recrawl_since:
+            if self.recrawl_since is not None and visited_at is not None and (
+                    visited_at < self.recrawl_since or (now - visited_at).total_seconds() >= self.schedule.min_interval):
                 hint = self.schedule.lastmod_hint(lastmod, visited_at, d.fetch_interval, d.next_fetch_at, now)
             if hint is not None:
                 found, interval, when = hint

@@ -299,7 +299,7 @@ sitemap = Table(
     Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
     Column("kind", String(16), nullable=False),      # 'sitemap' (a host's) | 'sitemap-child' (of an index)
     Column("depth", Integer, nullable=False, default=0),
-    Column("status", Integer),                       # of the last read (304: not modified)
+    Column("status", Integer),                       # of the last read that was not a 304
     Column("content_digest", String(64)),            # SHA-256 of the body last read in full
     Column("etag", String(255)),
     Column("last_modified", String(64)),

@@ -300,6 +300,45 @@ def test_watch_keeps_recrawling_as_documents_come_due(tmp_path, site_server):
     assert mode == "watch" and due > 8 and changed >= 1 and finished is not None
 
 
+def test_watch_with_a_hostile_sitemap_does_not_loop(tmp_path, site_server):
+    """A sitemap that says "modified now" for one page on every read, and "2999" for another:
+    under ``--watch`` the first is fetched at most once per ``recrawl_min_interval`` (1 s), the
+    second never again, and the sitemap itself is read on its own schedule (not in a loop)."""
+    site = Site()
+    site.pages["/"] = page("home", "/x.html", "/fut.html")
+    site.pages["/x.html"] = page("x")
+    site.pages["/fut.html"] = page("fut")
+
+    def hostile(h) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        h.respond(200, sitemap_xml({"/x.html": now, "/fut.html": "2999-01-01T00:00:00Z"}),
+                  content_type="application/xml")
+    site.extra["/sitemap.xml"] = hostile
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    env = {**SLOW_SCHEDULE, "GRIDCRAWL_RECRAWL_MIN_INTERVAL": "1", "GRIDCRAWL_WATCH_INTERVAL": "0.5"}
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), env=env).wait(timeout=60) == 0, grid.log("client.log")
+        server.reset()
+        watcher = grid.start_client("--recrawl", "--watch", env=env)
+        started = time.monotonic()
+        wait_for(lambda: server.count("/x.html") >= 3, 60, message="the page the sitemap says is modified")
+        time.sleep(2.0)
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=30) == 0, grid.log("client.log")
+        elapsed = time.monotonic() - started
+    finally:
+        grid.stop()
+    counts = server.per_path_counts()
+    assert counts.get("/fut.html", 0) == 0, "a lastmod in the future makes nothing due"
+    assert counts.get("/", 0) == 0, "a page the sitemap does not list is not due (100 s)"
+    # at most one visit per second (recrawl_min_interval) after the first, whatever the sitemap says
+    assert counts["/x.html"] <= elapsed / 1.0 + 1, (counts, elapsed)
+    assert counts["/sitemap.xml"] <= elapsed / 1.0 + 1, (counts, elapsed)
+
+
 def test_recrawl_options_refuse_bad_use(tmp_path):
     db = f"sqlite:///{tmp_path / 'crawl.db'}"
     base = [sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "--no-progress"]
