@@ -640,10 +640,14 @@ class CrawlStore:
         rows = [row for row in pages if row["fingerprint"] not in seen]
         if maps:  # a recrawl reads again the sitemaps not read since it started, conditionally
             read = self._stored_sitemaps(conn, [row["fingerprint"] for row in maps])
-            maps = [{**row, "etag": read[row["fingerprint"]].etag if row["fingerprint"] in read else None,
-                     "last_modified": read[row["fingerprint"]].last_modified if row["fingerprint"] in read else None}
-                    for row in maps if row["fingerprint"] not in read
-                    or read[row["fingerprint"]].visited_at < self.recrawl_since]
+            again = []
+            for row in maps:
+                old = read.get(row["fingerprint"])
+                if old is None:
+                    again.append({**row, "etag": None, "last_modified": None})
+                elif old.visited_at < self.recrawl_since:
+                    again.append({**row, "etag": old.etag, "last_modified": old.last_modified})
+            maps = again
         added: list[str] = []
         if scope.max_pages_per_host > 0:
             rows, added = self._cap_per_host(conn, rows, scope.max_pages_per_host)
@@ -780,16 +784,8 @@ class CrawlStore:
                          .where(due, *([c.doc_id > after] if after is not None else []))
                          .order_by(c.doc_id).limit(batch))
                 rows = conn.execute(query).all()
-                present: set[str] = set()
-                for part in chunks([r.fingerprint for r in rows], 500):
-                    present.update(conn.execute(sa.select(to_visit.c.fingerprint)
-                                                .where(to_visit.c.fingerprint.in_(part))).scalars())
-                new = [{"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "priority": 5,
-                        "discovered_from": None, "in_flight": False, "page_type": r.page_type, "relevance": None,
-                        "etag": r.etag, "last_modified": r.last_modified}
-                       for r in rows if r.fingerprint not in present]
-                insert_ignore(conn, to_visit, new)
-                return (rows[-1].doc_id if rows else None), len(new), len(rows)
+                count = _queue_absent(conn, [_revisit_row(r) for r in rows])
+                return (rows[-1].doc_id if rows else None), count, len(rows)
             after, count, read = run_transaction(self.engine, work)
             queued += count
             if read < batch:
@@ -807,16 +803,7 @@ class CrawlStore:
         def work(conn) -> int:
             rows = conn.execute(sa.select(c.url, c.fingerprint, c.kind, c.depth, c.etag, c.last_modified)
                                 .where(due).order_by(c.id)).all()
-            present: set[str] = set()
-            for part in chunks([r.fingerprint for r in rows], 500):
-                present.update(conn.execute(sa.select(to_visit.c.fingerprint)
-                                            .where(to_visit.c.fingerprint.in_(part))).scalars())
-            new = [{"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "priority": 5,
-                    "discovered_from": None, "in_flight": False, "page_type": None, "relevance": None,
-                    "kind": r.kind, "lastmod": None, "etag": r.etag, "last_modified": r.last_modified}
-                   for r in rows if r.fingerprint not in present]
-            insert_ignore(conn, to_visit, new)
-            return len(new)
+            return _queue_absent(conn, [_revisit_row(r, kind=r.kind) for r in rows])
         return run_transaction(self.engine, work)
 
     def next_due(self):
@@ -846,9 +833,10 @@ class CrawlStore:
                      now) -> tuple[dict, bool]:
         """The ``sitemap`` row of a sitemap read at ``now`` (``old``: its row from an earlier
         read, or None) and whether it is unchanged since then (a 304, or the same status with the
-        stored digest — a sitemap still missing (404) too: its pages need not be read again). A failed read keeps the stored digest and
-        validators. Its own schedule (``--watch``) is the adaptive one, starting at
-        ``min_interval``: a changed sitemap is read sooner, an unchanged one later."""
+        stored digest — a sitemap still missing (404) too: its pages need not be read again).
+        A failed read keeps the stored digest and validators. Its own schedule (``--watch``) is
+        the adaptive one, starting at ``min_interval``: a changed sitemap is read sooner, an
+        unchanged one later."""
         status = page.status
         digest = page.digest if isinstance(page.digest, str) else None
         unchanged = old is not None and not error_kind and (
@@ -881,17 +869,18 @@ class CrawlStore:
         rows = list({row["fingerprint"]: row for row in rows}.values())
         insert_ignore(conn, sitemap_table, rows)
         _execute_grouped(conn, sitemap_table, sitemap_table.c.fingerprint,
-                         [{"b_fp": row["fingerprint"], **{k: v for k, v in row.items() if k not in ("fingerprint", "url")}}
-                          for row in rows])
+                         [{"b_fp": row["fingerprint"],
+                           **{k: v for k, v in row.items() if k not in ("fingerprint", "url")}} for row in rows])
 
     def _lastmod_hints(self, conn, links: Iterable[dict], now) -> int:
         """Act on the ``<lastmod>`` a sitemap read now gives for pages already stored (inside
         :meth:`apply`'s transaction): update ``document.lastmod`` and, during a recrawl run
         (:attr:`recrawl_since`) for a document not visited in that run or not in the last
-        ``min_interval`` (a visit just rescheduled it), apply :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made
-        due now is queued at once with its validators (a one-shot ``--recrawl`` looked for due
-        documents only at its start). A plain crawl only keeps the lastmod: a sitemap read
-        seconds after the visit tells nothing about change. Returns how many it queued."""
+        ``min_interval`` (a visit just rescheduled it), apply
+        :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made due now is
+        queued at once with its validators (a one-shot ``--recrawl`` looked for due documents
+        only at its start). A plain crawl only keeps the lastmod: a sitemap read seconds after
+        the visit tells nothing about change. Returns how many it queued."""
         listed = {row["fingerprint"]: row["lastmod"] for row in links
                   if row.get("kind") is None and row.get("lastmod") is not None}
         if not listed:
@@ -908,29 +897,19 @@ class CrawlStore:
             values = {"lastmod": lastmod} if d.lastmod != lastmod else {}
             visited_at = d.visited_at or d.fetched_at
             hint = None
+            recent = visited_at is not None and (now - visited_at).total_seconds() < self.schedule.min_interval
             if self.recrawl_since is not None and visited_at is not None and (
-                    visited_at < self.recrawl_since or (now - visited_at).total_seconds() >= self.schedule.min_interval):
+                    visited_at < self.recrawl_since or not recent):
                 hint = self.schedule.lastmod_hint(lastmod, visited_at, d.fetch_interval, d.next_fetch_at, now)
             if hint is not None:
                 found, interval, when = hint
                 values.update(fetch_interval=interval, next_fetch_at=when)
-                if found == "due" and when <= now and self.recrawl_since is not None:
-                    due.append({"url": d.url, "fingerprint": d.fingerprint, "depth": d.depth, "priority": 5,
-                                "discovered_from": None, "in_flight": False, "page_type": d.page_type,
-                                "relevance": None, "kind": None, "lastmod": None, "etag": d.etag,
-                                "last_modified": d.last_modified})
+                if found == "due" and when <= now:
+                    due.append(_revisit_row(d))
             if values:
                 updates.append({"b_fp": d.fingerprint, **values})
         _execute_grouped(conn, document, c.fingerprint, updates)
-        if not due:
-            return 0
-        present: set[str] = set()
-        for part in chunks([row["fingerprint"] for row in due], 500):
-            present.update(conn.execute(sa.select(to_visit.c.fingerprint)
-                                        .where(to_visit.c.fingerprint.in_(part))).scalars())
-        due = [row for row in due if row["fingerprint"] not in present]
-        insert_ignore(conn, to_visit, due)
-        return len(due)
+        return _queue_absent(conn, due)
 
     def start_recrawl(self, mode: str, due: int) -> int:
         """Record the start of a recrawl run (``mode``: due, all or watch) that queued ``due``
@@ -1302,6 +1281,27 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
                 limit = limits.get(name)
                 row[name] = value[:limit] if limit else value
     return rows
+
+
+def _revisit_row(stored, kind: str | None = None) -> dict:
+    """The ``to_visit_url`` row that visits stored document (or, with ``kind``, sitemap)
+    ``stored`` again, with its validators for a conditional request (``stored`` has ``url``,
+    ``fingerprint``, ``depth``, ``etag``, ``last_modified`` and, for a document, ``page_type``)."""
+    return {"url": stored.url, "fingerprint": stored.fingerprint, "depth": stored.depth, "priority": 5,
+            "discovered_from": None, "in_flight": False, "page_type": None if kind else stored.page_type,
+            "relevance": None, "kind": kind, "lastmod": None, "etag": stored.etag,
+            "last_modified": stored.last_modified}
+
+
+def _queue_absent(conn, rows: list[dict]) -> int:
+    """Insert the ``to_visit_url`` ``rows`` whose URL is not queued already; return how many."""
+    present: set[str] = set()
+    for part in chunks([row["fingerprint"] for row in rows], 500):
+        present.update(conn.execute(sa.select(to_visit.c.fingerprint).where(to_visit.c.fingerprint.in_(part)))
+                       .scalars())
+    rows = [row for row in rows if row["fingerprint"] not in present]
+    insert_ignore(conn, to_visit, rows)
+    return len(rows)
 
 
 def _json_or_none(value) -> str | None:
