@@ -475,7 +475,7 @@ class ManagerServer:
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,36}$")
 # Messages naming a user: with CURVE and no login required, the user is the peer's key name.
-_IDENTIFIED = tuple(t for t in (protocol.Register, protocol.OpenApplication, getattr(protocol, "Control", None)) if t)
+_IDENTIFIED = (protocol.Register, protocol.OpenApplication, protocol.Control)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _INT32 = 2 ** 31
 _INT64 = 2 ** 63
@@ -540,7 +540,7 @@ def check_limits(message: protocol.Message) -> str | None:
                        or _bad_number(spec.priority, -_INT32, _INT32, "priority"))
             if problem:
                 return f"grid thread {spec.thread_id}: {problem}"
-    elif type(m).__name__ == "Control":
+    elif isinstance(m, protocol.Control):
         checks += [_bad_text(m.user, 64, "user", control=True), _bad_text(m.password, MAX_PASSWORD, "password"),
                    _bad_text(m.application_id, 36, "application id", control=True),
                    _bad_text(m.action, 16, "action", control=True)]
