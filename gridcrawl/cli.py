@@ -167,7 +167,9 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
-    rendering = render or _stored_render(workdir / "crawl.db")
+    crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
+    resumed = (workdir / "crawl.db").exists()  # (a new crawl need not load the database layer here)
+    rendering = render or (resumed and _stored_render(crawl_db))
     if rules is not None:  # refuse bad rules before any process starts
         from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
@@ -186,10 +188,10 @@ def run(
             fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
-    if not seeds and rules is None and not (workdir / "crawl.db").exists():
+    if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
-    hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
+    hosts = [*seeds, *(allow_domain or []), *(_stored_hosts(crawl_db) if resumed else [])]
     if rules is not None:
         hosts += [r.base_url for r in load_rules(rules)]
     try:
@@ -213,14 +215,14 @@ def run(
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--ignore-robots"] if ignore_robots else []),
                 *(["--render"] if rendering else [])], **children.popen_options()))
-        counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
+        counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
                            structured_data=structured_data, focus_ontology=focus_ontology,
-                           before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
-                                                                    settings.connect_timeout),
+                           before_crawl=lambda: _wait_for_executors(processes, manager_db, executors,
+                                                                    settings.connect_timeout, workdir),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
                            rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
                                                                           else ""),
@@ -233,71 +235,99 @@ def run(
     exit_status(counts)
 
 
-def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
-                        timeout: float) -> None:
-    """Wait until ``wanted`` executors are registered (connected rows in ``manager_db``'s executor
-    table), so that the crawl starts on the whole grid, as when an application is submitted to a
-    running Alchemi grid, rather than on the first executor to finish starting up.
+def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, wanted: int,
+                        timeout: float, workdir: Path) -> None:
+    """Wait until ``wanted`` executors are registered (connected rows in the executor table of
+    the manager database at URL ``manager_db``), so that the crawl starts on the whole grid, as
+    when an application is submitted to a running Alchemi grid, rather than on the first
+    executor to finish starting up.
 
     ``processes`` are the manager then the executors: one that exits meanwhile ends the wait with
-    an error (its log is in the work folder). Polls every 0.05 s for at most ``timeout`` seconds,
+    an error (its log is in ``workdir``). Polls every 0.05 s for at most ``timeout`` seconds,
     then goes on with the executors that have registered (a warning says how many).
     """
-    import sqlite3
+    import sqlalchemy as sa
+    from gridcrawl.report import connected_executors
     deadline = time.monotonic() + timeout
     registered = 0
-    while time.monotonic() < deadline:
-        for i, proc in enumerate(processes):
-            if proc.poll() is not None:
-                role = "the manager" if i == 0 else f"executor-{i}"
-                fail(f"{role} exited with status {proc.returncode} before the crawl started; "
-                     f"see its log in {manager_db.parent}")
-        try:
-            with sqlite3.connect(f"file:{manager_db}?mode=ro", uri=True, timeout=1) as conn:
-                registered = conn.execute("SELECT count(*) FROM executor WHERE is_connected").fetchone()[0]
-        except sqlite3.Error:  # not created yet, or being written
-            registered = 0
-        if registered >= wanted:
-            return
-        time.sleep(0.05)
+    engine = None
+    try:
+        while time.monotonic() < deadline:
+            for i, proc in enumerate(processes):
+                if proc.poll() is not None:
+                    role = "the manager" if i == 0 else f"executor-{i}"
+                    fail(f"{role} exited with status {proc.returncode} before the crawl started; "
+                         f"see its log in {workdir}")
+            try:
+                engine = engine or open_database(manager_db, existing=True)
+                registered = connected_executors(engine)
+            except (DatabaseUnavailable, sa.exc.DBAPIError):  # not created yet, or no tables yet
+                registered = 0
+            if registered >= wanted:
+                return
+            time.sleep(0.05)
+    finally:
+        if engine is not None:
+            engine.dispose()
     logging.getLogger("gridcrawl.run").warning(
         "%d of %d executors registered within %.0f s; crawling with those", registered, wanted, timeout)
 
 
-def _stored_hosts(crawl_db: Path) -> list[str]:
-    """The allowed domains a resumed crawl stored in its crawl database (none if there is none)."""
-    import json
-    import sqlite3
-    if not crawl_db.exists():
-        return []
+def _stored_meta(crawl_db: str) -> dict[str, str]:
+    """The ``crawl_meta`` rows (name -> value) of the crawl database at URL ``crawl_db``: what a
+    resumed crawl stored; empty when there is no such database or table."""
+    import sqlalchemy as sa
+    from gridcrawl import models
     try:
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            row = conn.execute("SELECT value FROM crawl_meta WHERE name = 'allowed_domains'").fetchone()
-        return [str(h) for h in json.loads(row[0])] if row else []
-    except (sqlite3.Error, ValueError, TypeError):
+        engine = open_database(crawl_db, existing=True)
+    except DatabaseUnavailable:
+        return {}
+    try:
+        with engine.connect() as conn:
+            return {row.name: row.value for row in conn.execute(sa.select(models.crawl_meta))}
+    except sa.exc.DBAPIError:
+        return {}
+    finally:
+        engine.dispose()
+
+
+def _stored_hosts(crawl_db: str) -> list[str]:
+    """The allowed domains a resumed crawl stored in its crawl database (URL ``crawl_db``; none
+    if there is none)."""
+    import json
+    try:
+        return [str(h) for h in json.loads(_stored_meta(crawl_db).get("allowed_domains") or "[]")]
+    except (ValueError, TypeError):
         return []
 
 
-def _stored_render(crawl_db: Path) -> bool:
-    """True when a resumed crawl's database says some of its pages are rendered (``--render``
-    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
-    ``render = true`` stored in ``item_spec``)."""
+def _stored_render(crawl_db: str) -> bool:
+    """True when a resumed crawl's database (URL ``crawl_db``) says some of its pages are
+    rendered (``--render`` or a page type with ``render = true`` stored in ``crawl_meta``, or an
+    item spec with ``render = true`` stored in ``item_spec``)."""
     import json
-    import sqlite3
-    if not crawl_db.exists():
+    import sqlalchemy as sa
+    from gridcrawl.client.items import stored_spec
+    from gridcrawl.items import ItemSpecError
+    meta = _stored_meta(crawl_db)
+    if not meta:
         return False
     try:
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
-        if rows.get("render") == "1" or any(
-                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+        if meta.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(meta.get("page_types") or "{}").values()):
             return True
-        from gridcrawl.items import parse_spec
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
-        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
-    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         return False
+    try:
+        engine = open_database(crawl_db, existing=True)
+    except DatabaseUnavailable:
+        return False
+    try:
+        return any(spec.render for spec in stored_spec(engine))
+    except (sa.exc.DBAPIError, ItemSpecError):
+        return False
+    finally:
+        engine.dispose()
 
 
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
