@@ -98,12 +98,11 @@ def setting_options(program: str, panels: dict[str, str] | None = None):
     """
     def decorate(func):
         fields = setting_fields(program)
-        hints = typing.get_type_hints(func)
         signature = inspect.signature(func)
         params, generated = [], {}
         for param in signature.parameters.values():
             if param.name != "given":
-                params.append(param.replace(annotation=hints.get(param.name, param.annotation)))
+                params.append(param)
                 continue
             for f, cli in fields:
                 option = _option_parameter(f, cli, program, panels or {})
@@ -120,6 +119,8 @@ def setting_options(program: str, panels: dict[str, str] | None = None):
                 given[field_name] = not value if inverse else value
             return func(*args, given=given, **kwargs)
 
+        # typer reads the parameters from __signature__ and resolves the annotations, text under
+        # ``from __future__ import annotations``, in the wrapped function's module (__wrapped__)
         command.__signature__ = signature.replace(parameters=params)
         command.__annotations__ = {p.name: p.annotation for p in params
                                    if p.annotation is not inspect.Parameter.empty}
