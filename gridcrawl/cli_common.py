@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import typing
 from typing import NoReturn
 
 import typer
@@ -68,16 +67,15 @@ def setting_fields(program: str) -> list[tuple[dataclasses.Field, object]]:
             if "cli" in f.metadata and program in f.metadata["cli"].programs]
 
 
-@functools.cache
-def _setting_types() -> dict[str, type]:
-    return typing.get_type_hints(Settings)
+#: The types of the Settings fields that are options (their annotations are text).
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def _option_parameter(f: dataclasses.Field, cli, program: str, panels: dict[str, str]) -> inspect.Parameter:
     """The typer option of Settings field ``f`` for ``program``: named ``--name`` (or
     ``cli.flag``; a bool setting whose default is False is a flag ``--name``), its default the
     field's, its help text and ``--help`` section as the metadata and ``panels`` say."""
-    hint = _setting_types()[f.name]
+    hint = _TYPES[f.type] if isinstance(f.type, str) else f.type
     name, default = (cli.inverse, not f.default) if cli.inverse else (f.name, f.default)
     option = typer.Option(default, cli.flag or "--" + name.replace("_", "-"), help=cli.help_of(program),
                           rich_help_panel=panels.get(cli.group) if cli.group else None)
@@ -94,7 +92,8 @@ def setting_options(program: str, panels: dict[str, str] | None = None):
     ``inverse`` option, ``--ignore-robots``, negated back: ``obey_robots``), ready for
     :func:`gridcrawl.config.settings`. ``panels`` maps an option's group (``connection``,
     ``fetching`` ...) to the section of ``--help`` it is listed in (unmapped: the common
-    options). Costs well under a millisecond per command at import.
+    options). Runs at import, building the typer.Option objects that hand-written options
+    built too, and little else (no annotation is evaluated).
     """
     def decorate(func):
         fields = setting_fields(program)
