@@ -15,7 +15,7 @@ README = (ROOT / "README.md").read_text()
 #: Options the docs name that belong to other tools, with the tool.
 OTHER_TOOLS = {
     "--port": "tests/docsite.py", "--root": "tests/docsite.py",
-    "--grid": "benchmarks/*.py", "--pages": "benchmarks/render.py",
+    "--grid": "benchmarks/*.py", "--pages": "benchmarks/render.py", "--sitemap": "benchmarks/recrawl.py",
     "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
     "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
 }
