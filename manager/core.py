@@ -942,7 +942,7 @@ class ManagerCore:
         app = self.applications.get(t.application_id)
         if app is None or app.peer is None:
             return []
-        return [Send(app.peer, p.ThreadDone(t.application_id, [p.Outcome(t.thread_id, t.executor_id, t.attempts,
+        return [Send(app.peer, p.ThreadDone(t.application_id, [p.FinishedThread(t.thread_id, t.executor_id, t.attempts,
                                                                           t.failed, t.result)]))]
 
     def _lose_executor(self, ex: Executor, now: float, outcome: str, *, record: bool = True,

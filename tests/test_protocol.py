@@ -28,7 +28,7 @@ EXAMPLES = [
     p.OpenApplication("crawl", "u", None, None),
     p.ApplicationOpened("app", True, 0.5, 3),
     p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
-    p.ThreadDone("app", [p.Outcome(3, "abc", 2, False, PAGE), p.Outcome(4, None, 3, True, None)]),
+    p.ThreadDone("app", [p.FinishedThread(3, "abc", 2, False, PAGE), p.FinishedThread(4, None, 3, True, None)]),
     p.Ack("app", [1, 2, 3]),
     p.CloseApplication("app", True),
     p.Refuse("no"),
@@ -80,7 +80,7 @@ def test_message_table_lists_every_type():
 
 def test_batch_merges_runs_of_one_type_per_peer_and_keeps_order():
     job = lambda i: p.Job(i, "app", i, f"http://a.test/{i}")  # noqa: E731
-    outcome = lambda i: p.Outcome(i, "ex", 1, False, None)  # noqa: E731
+    outcome = lambda i: p.FinishedThread(i, "ex", 1, False, None)  # noqa: E731
     first = p.Assign([job(1)])
     messages = [first, p.Assign([job(2)]), p.Cancel(1), p.Assign([job(3)]),
                 p.ThreadDone("app", [outcome(1)]), p.ThreadDone("app", [outcome(2)]),
