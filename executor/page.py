@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -56,11 +55,6 @@ from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_
 
 if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
     from gridcrawl.executor.render import Renderer
-
-# Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
-# executor process dies at once on any URL containing its value, as a crashing executor would.
-CRASH_ENV = "GRIDCRAWL_TEST_CRASH_ON"
-
 
 def scope_check(domains: list[str]) -> HopCheck:
     """A hop check refusing URLs whose host is not one of ``domains`` or their subdomains
@@ -146,9 +140,6 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
-    crash_on = os.environ.get(CRASH_ENV)
-    if crash_on and crash_on in url:
-        os._exit(70)
     scope = (instruction or {}).get("scope")
     if (instruction or {}).get("content") is False:  # the application does not store bodies
         store_content = False
