@@ -920,13 +920,12 @@ class CrawlStore:
         strategy, url = self.strategy, link[0]
         page_type = None
         if strategy.rules:
-            if len(link) < 3 or not isinstance(link[2], str) or not link[2]:
+            if len(link) < 3 or not link[2]:  # types are the protocol's (gridcrawl.protocol.Link)
                 return None
             page_type = link[2][:64]
         relevance, priority = None, 5
         if strategy.focus is not None:
-            anchor = link[1] if len(link) > 1 and isinstance(link[1], str) else ""
-            relevance = strategy.focus.link_score(anchor, url, parent_score or 0.0)
+            relevance = strategy.focus.link_score(link[1], url, parent_score or 0.0)
             if relevance < strategy.min_relevance:
                 return None
             priority = focus_priority(relevance)
@@ -936,11 +935,12 @@ class CrawlStore:
 
     @staticmethod
     def _kept_rows(page: PageResult, pend: Pending, now) -> list[dict]:
-        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs)."""
+        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs,
+        :data:`gridcrawl.protocol.KeptLink`: types checked by the protocol; a pair that is not
+        one, an empty or over-long URL is skipped)."""
         rows = []
-        for item in page.kept or []:
-            if (not isinstance(item, list) or len(item) < 2 or not isinstance(item[0], str) or not item[0]
-                    or len(item[0]) > models.URL_LENGTH or not isinstance(item[1], int) or isinstance(item[1], bool)):
+        for item in page.kept:
+            if len(item) != 2 or not item[0] or len(item[0]) > models.URL_LENGTH:
                 continue
             rows.append({"url": item[0], "fingerprint": fingerprint(item[0]),
                          "source_url": pend.url[:models.URL_LENGTH], "source_page_type": pend.page_type,

@@ -82,7 +82,7 @@ ErrorKindName = Literal[tuple(kind.value for kind in ErrorKind)]  # type: ignore
 #: carried keep/follow rules (:mod:`gridcrawl.rules`), ``[canonical_url, anchor_text, to_type]``.
 Link = Annotated[list[str], Meta(min_length=2, max_length=3)]
 #: A link a keep rule matched: ``[canonical_url, rule_number]``.
-KeptLink = Annotated[list[str | int], Meta(min_length=2, max_length=2)]
+KeptLink = tuple[str, int]
 
 
 class Wire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -93,13 +93,90 @@ class Wire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 # Nested payloads
 
 
+class Instruction(msgspec.Struct, omit_defaults=True):
+    """The crawling instruction of one grid thread: every key the client may send and the
+    executor reads (:func:`gridcrawl.executor.page.visit`). On the wire it is a map
+    (``ThreadSpec.instruction``, ``Job.instruction``: :meth:`wire`) holding the keys not at
+    their default, under their wire names (in brackets); the client's
+    :func:`gridcrawl.client.app.thread_instruction` assembles it (from
+    :meth:`gridcrawl.client.store.Scope.instruction`, :func:`gridcrawl.rules.instruction_for`,
+    the recrawl validators, the item specs and the page type's rendering).
+
+    * ``scope``: allowed domains; a hop outside fails as ``out_of_scope`` (``None``: no check).
+    * ``follow_nofollow``: report ``rel="nofollow"`` links too.
+    * ``content``: False leaves the body out of the result (nobody stores it).
+    * ``semantic``: a semantic crawl (RDF documents, structured data; :mod:`gridcrawl.semantic`).
+    * ``sitemap``: read the URL as a sitemap; ``sitemaps``: a seed also reports its host's sitemaps.
+    * ``if_none_match`` [``ifNoneMatch``], ``if_modified_since`` [``ifModifiedSince``]: a
+      recrawl's stored ETag and Last-Modified, sent as conditional request headers (RFC 9110 §13.1).
+    * ``base_url`` [``baseURL``], ``url_to_crawl`` [``urlToCrawl``], ``page_type`` [``pageType``],
+      ``keep_rules`` [``keepRules``], ``follow_rules`` [``followRules``]: keep/follow rules
+      (:mod:`gridcrawl.rules`, the paper's instruction); rule entries are maps
+      (:meth:`gridcrawl.rules.Rule.instruction_entry`). With rules, ``links`` holds only the
+      followed links (with their ``to_type``) and ``kept`` the kept ones.
+    * ``items``: item specs that apply to the page (:mod:`gridcrawl.items`' wire maps).
+    * ``render``: open the page in the executor's browser; ``wait_for`` [``waitFor``]: a CSS
+      selector to wait for.
+    """
+
+    scope: list[str] | None = None
+    follow_nofollow: bool = False
+    content: bool = True
+    semantic: bool = False
+    sitemap: bool = False
+    sitemaps: bool = False
+    if_none_match: str | None = field(default=None, name="ifNoneMatch")
+    if_modified_since: str | None = field(default=None, name="ifModifiedSince")
+    base_url: str | None = field(default=None, name="baseURL")
+    url_to_crawl: str | None = field(default=None, name="urlToCrawl")
+    page_type: str | None = field(default=None, name="pageType")
+    keep_rules: list[dict] | None = field(default=None, name="keepRules")
+    follow_rules: list[dict] | None = field(default=None, name="followRules")
+    items: list | None = None
+    render: bool = False
+    wait_for: str | None = field(default=None, name="waitFor")
+
+    @property
+    def has_rules(self) -> bool:
+        """True when keep/follow rules decide which links are reported."""
+        return self.keep_rules is not None or self.follow_rules is not None
+
+    def wire(self) -> dict:
+        """The instruction as it travels: a map of the keys not at their default (wire names)."""
+        return msgspec.to_builtins(self)
+
+    @classmethod
+    def read(cls, wire: dict | Instruction | None) -> Instruction:
+        """The instruction in the map ``wire`` (``None``: every default). Keys of the wrong type
+        and unknown keys are ignored, each on its own: an instruction never fails a page."""
+        if wire is None:
+            return _NO_INSTRUCTION
+        if type(wire) is cls:
+            return wire
+        try:
+            return msgspec.convert(wire, cls, strict=False)
+        except msgspec.ValidationError:
+            pass
+        good = {}
+        for key, value in (wire.items() if isinstance(wire, dict) else ()):
+            try:
+                msgspec.convert({key: value}, cls, strict=False)
+            except msgspec.ValidationError:
+                continue
+            good[key] = value
+        return msgspec.convert(good, cls, strict=False)
+
+
+_NO_INSTRUCTION = Instruction()
+
+
 class ThreadSpec(Wire):
     """One grid thread as an application submits it: visit ``url`` at ``depth``.
 
     ``thread_id`` is the application's own number for the thread (unique within the application);
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
-    crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
+    crawling instruction, an :class:`Instruction`'s map (:meth:`Instruction.wire`), the executor
     applies to the page. A recrawl adds the stored document's validators to it:
     ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
     sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
