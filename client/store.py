@@ -27,10 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
-from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
-from gridcrawl.protocol import PageResult
+from gridcrawl.protocol import ErrorKind, PageResult
 from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
@@ -378,7 +377,7 @@ class CrawlStore:
         for o in outcomes:
             page, pend = o.page, o.pending
             status = page.status if page else None
-            kind = "poison" if o.failed else (page.error_kind if page else "lost")
+            kind = ErrorKind.POISON.value if o.failed else (page.error_kind if page else ErrorKind.LOST.value)
             error = ((page.error or "") if page else "")[:1000] or None
             duplicate_of = None
             if not kind and pend.kind is None:
@@ -1090,7 +1089,7 @@ class ErrorGroup:
 
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
-DECISIONS = ("trap", "duplicate", "noindex")
+DECISIONS = (ErrorKind.TRAP.value, ErrorKind.DUPLICATE.value, ErrorKind.NOINDEX.value)
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 

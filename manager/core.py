@@ -61,6 +61,8 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 SNAPSHOT_HOSTS = 50    # hosts the dashboard lists (most queued + in flight first)
 SNAPSHOT_APPLICATIONS = 50
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
+#: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
+_RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
 
 
 class ControlError(ValueError):
@@ -545,9 +547,10 @@ class ManagerCore:
         """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
         failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
         not: the page is what it is)."""
-        if page.error_kind in ("connection", "robots_unreachable", "render"):
+        if page.error_kind in _RETRIED:
             return True
-        return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
+        return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None
+                and (page.status >= 500 or page.status == 429))
 
     def _retry(self, t: GridThread, attempt_id: int, now: float, at_least: float = 0.0) -> list[Action]:
         """Queue ``t`` again after ``retry_backoff × 2^retries`` seconds (at least ``at_least``,
@@ -790,7 +793,7 @@ class ManagerCore:
         self.recent.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
-            "status": page.status if page else None, "error_kind": (page.error_kind if page else "poison"),
+            "status": page.status if page else None, "error_kind": (page.error_kind if page else p.ErrorKind.POISON.value),
             "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
             "attempts": t.attempts, "size": page.size if page else 0})
 
@@ -981,7 +984,7 @@ class ManagerCore:
             t.time_finished = now
             self._remember(t, None)
             actions.append(Record("thread", "update", {"state": int(t.state), "failed": True,
-                                                       "time_finished": now, "error_kind": "poison"},
+                                                       "time_finished": now, "error_kind": p.ErrorKind.POISON.value},
                                   t.internal_id))
             actions += self._deliver(t)
         else:
