@@ -31,6 +31,7 @@ The table of messages (direction, fields) is in README.md, generated from this m
 from __future__ import annotations
 
 import enum
+import logging
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -38,6 +39,8 @@ import msgspec
 from msgspec import Meta, field
 
 PROTOCOL_VERSION = b"GC1"
+
+log = logging.getLogger("gridcrawl.protocol")
 
 
 class ProtocolError(ValueError):
@@ -539,10 +542,6 @@ class RelayedPage:
     def __eq__(self, other) -> bool:
         return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
 
-    def page(self) -> PageResult:
-        """The whole page, decoded and checked (raises :class:`ProtocolError`)."""
-        return _checked(_PAGE.decode, self.raw, "page")
-
 
 class _PageSummary(msgspec.Struct):
     """What the manager reads of a page it relays (other fields are skipped, checked at the client)."""
@@ -618,6 +617,7 @@ def encode(message: Message) -> list[bytes]:
 # msgspec's messages, in this module's words (the tests and the logs read these)
 _NAMES = {"int": "an integer", "array": "a list", "object": "a map", "float": "a number", "str": "str",
           "bool": "bool", "bytes": "bytes"}
+_GOT = {"object": "dict", "array": "list", "null": "NoneType"}  # msgpack's names -> Python's
 _EXPECTED = re.compile(r"Expected `([^`]*)`, got `([^`]*)`(?: - at `\$(.*)`)?$")
 _MISSING = re.compile(r"Object missing required field `([^`]*)`(?: - at `\$(.*)`)?$")
 _UNKNOWN = re.compile(r"Object contains unknown field `([^`]*)`(?: - at `\$(.*)`)?$")
@@ -632,7 +632,7 @@ def _problem(exc: Exception, where: str) -> str:
         expected, got, path = m.group(1), m.group(2), m.group(3) or ""
         if expected == "object" and not path:
             return f"{where}: body must be a map, got {_NAMES.get(got, got)}"
-        return f"{where}{path}: expected {_NAMES.get(expected, expected)}, got {got}"
+        return f"{where}{path}: expected {_NAMES.get(expected, expected)}, got {_GOT.get(got, got)}"
     m = _MISSING.match(text)
     if m:
         return f"{where}{m.group(2) or ''}: missing field {m.group(1)!r}"
@@ -686,8 +686,7 @@ def _decode_done(body: bytes) -> ThreadDone:
             page = _checked(_PAGE.decode, o.page, f"done.threads.page (thread {o.thread_id})")
             failed = o.failed
         except ProtocolError as exc:
-            import logging
-            logging.getLogger("gridcrawl.protocol").warning("%s: the thread counts as failed", exc)
+            log.warning("%s: the thread counts as failed", exc)
             page, failed = None, True
         threads.append(FinishedThread(o.thread_id, o.executor_id, o.attempts, failed, page))
     return ThreadDone(m.application_id, threads)
