@@ -14,7 +14,8 @@ The messages and their parts are typed structs (msgspec_): :func:`decode` checks
 against them, in C, and raises :class:`ProtocolError` on anything else (unknown or missing fields,
 wrong types, an unknown :class:`ErrorKind`), so a malformed or hostile peer can never reach the
 manager's logic. msgspec replaced a hand-written checker over msgpack: the manager's CPU per grid
-thread fell (issue 13; figures in the issue's closing note).
+thread fell from 216 to 150 µs (``benchmarks/grid_overhead.py``, issue 13;
+benchmarks/results/2026-11-23-grid-overhead-msgspec.md).
 
 The manager does not decode what it only carries: with ``relay=True`` (the manager's server loop)
 a :class:`Result`'s page stays msgpack bytes (a :class:`RelayedPage`, of which only the few
