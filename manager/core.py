@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gridcrawl import protocol as p
+from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_APP
 from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
@@ -374,7 +375,7 @@ class ManagerCore:
         if old and old[0] == "client":
             return [Send(peer, p.Refuse("this connection is a client's; an executor needs its own"))]
         if self.authenticate is not None:
-            reason = self.authenticate(m.user, m.password, "ExecuteThread")
+            reason = self.authenticate(m.user, m.password, EXECUTE_THREAD)
             if reason is not None:
                 return [Send(peer, p.Refuse(reason))]
         claimed_id = m.executor_id
@@ -579,13 +580,13 @@ class ManagerCore:
         if old and old[0] == "executor":
             return [Send(peer, p.Refuse("this connection is an executor's"))]
         if self.authenticate is not None:
-            reason = self.authenticate(m.user, m.password, "ManageOwnApp")
+            reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
             if reason is not None:
                 return [Send(peer, p.Refuse(reason))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
         if app is not None and app.user != m.user and self.authenticate is not None:
-            if self.authenticate(m.user, m.password, "ManageAllApps") is not None:
+            if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
                 log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
                 return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
         resumed = app is not None
@@ -700,7 +701,7 @@ class ManagerCore:
         try:
             if self.authenticate is not None:
                 owner = self.find_application(m.application_id).user
-                reason = self.authenticate(m.user, m.password, "ManageOwnApp" if m.user == owner else "ManageAllApps")
+                reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
                 if reason is not None:
                     return [Send(peer, p.Refuse(reason))]
             actions, result = self.control(m.application_id, m.action, now, user=m.user)
