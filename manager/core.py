@@ -64,6 +64,8 @@ log = logging.getLogger("gridcrawl.manager")
 
 RECENT_THREADS = 100   # finished threads the dashboard lists
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
+#: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
+_RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
 
 
 class ControlError(ValueError):
@@ -547,9 +549,10 @@ class ManagerCore:
         """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
         failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
         not: the page is what it is)."""
-        if page.error_kind in ("connection", "robots_unreachable", "render"):
+        if page.error_kind in _RETRIED:
             return True
-        return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
+        return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None
+                and (page.status >= 500 or page.status == 429))
 
     def _retry(self, t: GridThread, attempt_id: int, now: float, at_least: float = 0.0) -> list[Action]:
         """Queue ``t`` again after ``retry_backoff × 2^retries`` seconds (at least ``at_least``,
@@ -961,7 +964,7 @@ class ManagerCore:
         app = self.applications.get(t.application_id)
         if app is None or app.peer is None:
             return []
-        return [Send(app.peer, p.ThreadDone(t.application_id, [p.Outcome(t.thread_id, t.executor_id, t.attempts,
+        return [Send(app.peer, p.ThreadDone(t.application_id, [p.FinishedThread(t.thread_id, t.executor_id, t.attempts,
                                                                           t.failed, t.result)]))]
 
     def _lose_executor(self, ex: Executor, now: float, outcome: str, *, record: bool = True,

@@ -130,6 +130,7 @@ def snapshot(core, now: float) -> dict:
     rates are per second. Cost: one pass over the live grid threads and the executors.
     """
     from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.protocol import ErrorKind
     from gridcrawl.states import ThreadState
 
     started_state, live_states = ThreadState.STARTED, (ThreadState.SCHEDULED, ThreadState.STARTED)
@@ -190,7 +191,7 @@ def snapshot(core, now: float) -> dict:
         threads.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
-            "status": page.status if page else None, "error_kind": (page.error_kind if page else "poison"),
+            "status": page.status if page else None, "error_kind": (page.error_kind if page else ErrorKind.POISON.value),
             "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
             "attempts": t.attempts, "size": page.size if page else 0})
 

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.protocol import ErrorKind
 from gridcrawl.db import from_timestamp, insert_ignore
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.lease import LeaseLost
@@ -106,7 +107,7 @@ _ROWS = {
                                              "time_finished": from_timestamp(e.time), "error_kind": e.error_kind}),
         ("attempt", "update", e.attempt_id, {"outcome": "finished", "time_finished": from_timestamp(e.time)})],
     ev.ThreadFailed: lambda e: [("thread", "update", e.internal_id, {
-        "state": _FINISHED, "failed": True, "time_finished": from_timestamp(e.time), "error_kind": "poison"})],
+        "state": _FINISHED, "failed": True, "time_finished": from_timestamp(e.time), "error_kind": ErrorKind.POISON.value})],
     ev.ThreadRequeued: lambda e: [("thread", "update", e.internal_id,
                                    {"state": _READY, "executor_id": None, "time_started": None})],
     ev.ThreadRestored: lambda e: [("thread", "update", e.internal_id, {"state": _READY})],

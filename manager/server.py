@@ -16,7 +16,6 @@ peer's key (the message's ``User-Id`` property) is its identity when no login is
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import math
@@ -25,6 +24,7 @@ import re
 import threading
 import time
 
+import msgspec
 import sqlalchemy as sa
 import zmq
 
@@ -458,7 +458,7 @@ class ManagerServer:
         if not self.guard.admit(peer, now):
             return True
         try:
-            message = protocol.decode(frames[1:])
+            message = protocol.decode(frames[1:], relay=True)
             problem = check_limits(message)
             if problem is not None:
                 raise protocol.ProtocolError(problem)
@@ -477,7 +477,7 @@ class ManagerServer:
                 key_name = None
             log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
             if key_name and not self._login_required():  # the key is the only identity there is
-                message = dataclasses.replace(message, user=key_name[:64])
+                message = msgspec.structs.replace(message, user=key_name[:64])
         try:
             actions = core.handle(peer, message, time.time())
         except Exception:  # a bug of ours must not take the grid down
