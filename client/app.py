@@ -47,22 +47,9 @@ from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
+from gridcrawl.errors import ManagerUnreachable, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
-
-
-class ManagerUnreachable(RuntimeError):
-    """The manager did not answer within ``connect_timeout`` seconds."""
-
-
-class Refused(RuntimeError):
-    """The manager refused to open the application."""
-
-
-class CrawlDatabaseError(RuntimeError):
-    """The crawl database failed in a way waiting will not cure (disk full, permission denied,
-    schema mismatch): the message is one line naming the cause and the database. Nothing was
-    half-applied; running the client again after the fix resumes the crawl."""
 
 
 @dataclass

@@ -41,6 +41,7 @@ from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
 from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.errors import ManagerUnreachable, Refused  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.executor")
 
@@ -52,14 +53,6 @@ def login_name() -> str:
         return getpass.getuser()
     except Exception:
         return os.environ.get("USERNAME") or os.environ.get("USER") or "unknown"
-
-
-class ManagerUnreachable(RuntimeError):
-    """The manager did not answer the first registration within ``connect_timeout`` seconds."""
-
-
-class Refused(RuntimeError):
-    """The manager refused this executor (bad credentials, permissions)."""
 
 
 class Figures:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridcrawl.settings import Settings
+from gridcrawl.errors import ConfigError  # noqa: F401 (re-exported)
 
 ENV_PREFIX = "GRIDCRAWL_"
 CONFIG_ENV = "GRIDCRAWL_CONFIG"
@@ -58,10 +59,6 @@ LOGGING_KEYS = ("log_level", "log_file", "log_json")
 INVERSE_OPTIONS = {"no_content": "store_content", "ignore_robots": "obey_robots"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-
-
-class ConfigError(ValueError):
-    """The configuration file or an environment variable is unusable; the message says where."""
 
 
 @dataclass

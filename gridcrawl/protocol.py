@@ -26,11 +26,9 @@ from typing import Any, Callable, ClassVar
 
 import msgpack
 
+from gridcrawl.errors import ProtocolError  # noqa: F401 (re-exported)
+
 PROTOCOL_VERSION = b"GC1"
-
-
-class ProtocolError(ValueError):
-    """A peer sent frames that are not a valid message of this protocol version."""
 
 
 # ----------------------------------------------------------------------------------------------

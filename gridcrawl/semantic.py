@@ -56,6 +56,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urljoin
 
+from gridcrawl.errors import RDFError, RDFLimit  # noqa: F401 (re-exported)
+
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
            "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
            "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI"]
@@ -83,14 +85,6 @@ RDF_ACCEPT = ("text/html,application/xhtml+xml;q=0.9,application/rdf+xml;q=0.8,t
 
 RDF_TYPE_IRI = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-
-
-class RDFError(ValueError):
-    """A document could not be parsed as RDF (invalid syntax, refused XML entities)."""
-
-
-class RDFLimit(RDFError):
-    """Parsing stopped at a bound of :class:`Limits` (too big, too many triples, too slow)."""
 
 
 @dataclass(frozen=True)

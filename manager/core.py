@@ -54,6 +54,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
 from gridcrawl.manager.queue import ReadyQueue
+from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
 
@@ -61,11 +62,6 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 SNAPSHOT_HOSTS = 50    # hosts the dashboard lists (most queued + in flight first)
 SNAPSHOT_APPLICATIONS = 50
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
-
-
-class ControlError(ValueError):
-    """An operator's pause/resume/cancel cannot be done (unknown or ambiguous application, bad
-    action, not allowed); the message says why."""
 
 
 def _thread_log(t: "GridThread") -> dict:

@@ -41,6 +41,8 @@ import logging
 import threading
 from typing import Protocol
 
+from gridcrawl.errors import DashboardError  # noqa: F401 (re-exported)
+
 log = logging.getLogger("gridcrawl.manager.dashboard")
 
 DEFAULT_PORT = 9080
@@ -49,10 +51,6 @@ PERM_OWN, PERM_ALL = "ManageOwnApp", "ManageAllApps"  # gridcrawl.auth permissio
 #: a user needs one of these to read the dashboard when it requires a login: the Executors group
 #: (ExecuteThread only), whose credentials sit on every desktop, gets none
 DASHBOARD_PERMISSIONS = frozenset({PERM_OWN, PERM_ALL, "ManageUsers"})
-
-
-class DashboardError(ValueError):
-    """The dashboard cannot be started as asked (bad address, login impossible)."""
 
 
 class SnapshotSource(Protocol):
