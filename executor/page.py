@@ -173,7 +173,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
     if (instruction or {}).get("sitemap"):
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
-                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None)
+                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None,
+                              headers=conditional_headers(instruction))
     semantic = bool((instruction or {}).get("semantic"))
     headers = conditional_headers(instruction)
     if semantic:  # RDF documents too, asked for by content negotiation
@@ -337,15 +338,18 @@ def _host_sitemaps(robots: RobotsCache | None, url: str) -> list[str]:
 
 
 def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl_delay: float | None,
-                   close: bool) -> PageResult:
+                   close: bool, headers: dict[str, str] | None = None) -> PageResult:
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
     fails as ``bad_sitemap``; entries ignored (past 50,000, not http(s)) are counted in
     ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
-    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``."""
+    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
+    ``headers``: a recrawl's conditional request headers (:func:`conditional_headers`); a
+    ``304 Not Modified`` is returned as it is (no body, nothing read). The response headers are
+    returned (``headers``) so that the client keeps the sitemap's validators."""
     try:
-        fetched = fetcher.fetch(url, hop_check=hop_check)
+        fetched = fetcher.fetch(url, hop_check=hop_check, headers=headers)
     finally:
         if close:
             fetcher.close()
@@ -353,7 +357,8 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
         url=url, final_url=fetched.final_url or url, status=fetched.status, content_type=fetched.content_type,
         size=fetched.size, fetch_seconds=fetched.seconds,
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
-        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay)
+        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
+        headers=dict(fetched.headers) or None)
     if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status in (404, 410):
         # most hosts have nothing at /sitemap.xml: that is no failure of the crawl
         result.error_kind, result.error = None, f"no sitemap here (HTTP {fetched.status})"

@@ -94,6 +94,7 @@ class Settings:
     recrawl_max_interval: float = _doc(31_536_000.0, "longest interval between two visits of a document, seconds (365 days: Nutch's adaptive max_interval)")
     recrawl_inc_rate: float = _doc(0.4, "a page found unchanged (or 304, or gone) is next visited after interval × (1 + this)")
     recrawl_dec_rate: float = _doc(0.2, "a page found changed is next visited after interval × (1 − this)")
+    recrawl_simhash_distance: int = _doc(-1, "recrawl: a body whose 64-bit SimHash is within this many bits of the stored one counts as unchanged (e.g. 3; -1: off, the SHA-256 digest alone decides)")
     watch_interval: float = _doc(10.0, "--recrawl --watch: longest wait between two looks for documents coming due, seconds")
     keep_versions: bool = _doc(False, "recrawl: keep the body of every replaced version in document_version (WARC export)")
 
@@ -133,6 +134,9 @@ class Settings:
                              f"recrawl_max_interval ({self.recrawl_max_interval!r})")
         if self.recrawl_inc_rate < 0:
             raise ValueError(f"setting recrawl_inc_rate must be >= 0, not {self.recrawl_inc_rate!r}")
+        if not -1 <= self.recrawl_simhash_distance <= 64:
+            raise ValueError(f"setting recrawl_simhash_distance must be -1 (off) or 0 to 64, "
+                             f"not {self.recrawl_simhash_distance!r}")
         if not 0 <= self.recrawl_dec_rate < 1:
             raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
