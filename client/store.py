@@ -27,10 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
-from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
-from gridcrawl.protocol import PageResult
+from gridcrawl.protocol import ErrorKind, PageResult
 from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
@@ -389,7 +388,7 @@ class CrawlStore:
         for o in outcomes:
             page, pend = o.page, o.pending
             status = page.status if page else None
-            kind = "poison" if o.failed else (page.error_kind if page else "lost")
+            kind = ErrorKind.POISON.value if o.failed else (page.error_kind if page else ErrorKind.LOST.value)
             error = ((page.error or "") if page else "")[:1000] or None
             duplicate_of = None
             if not kind and pend.kind is None:
@@ -1066,13 +1065,12 @@ class CrawlStore:
         strategy, url = self.strategy, link[0]
         page_type = None
         if strategy.rules:
-            if len(link) < 3 or not isinstance(link[2], str) or not link[2]:
+            if len(link) < 3 or not link[2]:  # types are the protocol's (gridcrawl.protocol.Link)
                 return None
             page_type = link[2][:64]
         relevance, priority = None, 5
         if strategy.focus is not None:
-            anchor = link[1] if len(link) > 1 and isinstance(link[1], str) else ""
-            relevance = strategy.focus.link_score(anchor, url, parent_score or 0.0)
+            relevance = strategy.focus.link_score(link[1], url, parent_score or 0.0)
             if relevance < strategy.min_relevance:
                 return None
             priority = focus_priority(relevance)
@@ -1082,11 +1080,12 @@ class CrawlStore:
 
     @staticmethod
     def _kept_rows(page: PageResult, pend: Pending, now) -> list[dict]:
-        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs)."""
+        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs,
+        :data:`gridcrawl.protocol.KeptLink`: types checked by the protocol; a pair that is not
+        one, an empty or over-long URL is skipped)."""
         rows = []
-        for item in page.kept or []:
-            if (not isinstance(item, list) or len(item) < 2 or not isinstance(item[0], str) or not item[0]
-                    or len(item[0]) > models.URL_LENGTH or not isinstance(item[1], int) or isinstance(item[1], bool)):
+        for item in page.kept:
+            if len(item) != 2 or not item[0] or len(item[0]) > models.URL_LENGTH:
                 continue
             rows.append({"url": item[0], "fingerprint": fingerprint(item[0]),
                          "source_url": pend.url[:models.URL_LENGTH], "source_page_type": pend.page_type,
@@ -1236,7 +1235,7 @@ class ErrorGroup:
 
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
-DECISIONS = ("trap", "duplicate", "noindex")
+DECISIONS = (ErrorKind.TRAP.value, ErrorKind.DUPLICATE.value, ErrorKind.NOINDEX.value)
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 

@@ -25,7 +25,10 @@ from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey
 from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
-URL_LENGTH = 2083
+from gridcrawl.urls import MAX_URL_LENGTH
+
+#: Size of the URL columns: the longest canonical URL (:data:`gridcrawl.urls.MAX_URL_LENGTH`).
+URL_LENGTH = MAX_URL_LENGTH
 FINGERPRINT_LENGTH = 32
 
 # Portable types: the generic type, with the variant a back end needs.
