@@ -222,6 +222,12 @@ def _canonical_full(url: str) -> str:
             canonical = again
     except ValueError as exc:  # defensive: w3lib re-parses the rebuilt URL
         raise InvalidURL(url, f"unparsable: {exc}") from None
+    if "?" in canonical and _QUERY_SESSION_HINT_RE.search(canonical):
+        # once more on w3lib's spelling: "jsessionid\x00" names a session parameter only after
+        # w3lib drops the control character, and a canonical URL must be its own canonical form
+        head, _, query = canonical.partition("?")
+        query = _strip_session_query(query)
+        canonical = f"{head}?{query}" if query else head
     if len(canonical) > MAX_URL_LENGTH:
         raise InvalidURL(url, f"longer than {MAX_URL_LENGTH} characters")
     return canonical
