@@ -59,6 +59,7 @@ from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_t
 from gridcrawl.urls import url_host
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.queue import ReadyQueue
+from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
 
@@ -66,11 +67,6 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
-
-
-class ControlError(ValueError):
-    """An operator's pause/resume/cancel cannot be done (unknown or ambiguous application, bad
-    action, not allowed); the message says why."""
 
 
 def _thread_log(t: "GridThread") -> dict:

@@ -44,6 +44,7 @@ import threading
 from importlib import resources
 from typing import Protocol
 
+from gridcrawl.errors import DashboardError  # noqa: F401 (re-exported)
 from gridcrawl.permissions import MANAGE_ALL_APPS, MANAGE_OWN_APP, MANAGE_USERS
 
 log = logging.getLogger("gridcrawl.manager.dashboard")
@@ -53,10 +54,6 @@ ACTIONS = ("pause", "resume", "cancel")
 #: a user needs one of these to read the dashboard when it requires a login: the Executors group
 #: (ExecuteThread only), whose credentials sit on every desktop, gets none
 DASHBOARD_PERMISSIONS = frozenset({MANAGE_OWN_APP, MANAGE_ALL_APPS, MANAGE_USERS})
-
-
-class DashboardError(ValueError):
-    """The dashboard cannot be started as asked (bad address, login impossible)."""
 
 
 class SnapshotSource(Protocol):
