@@ -21,7 +21,9 @@ priority (higher first), then in submission order, under the grid-wide per-host 
 with exponential back-off, as new attempts.
 
 Reliability (the ZeroMQ guide's Paranoid Pirate pattern): every peer heartbeats; a peer silent for
-``heartbeat_interval × heartbeat_liveness`` seconds is dead. Every assignment is an *attempt*
+``heartbeat_interval × heartbeat_liveness`` seconds is dead — silent as seen by a manager that was
+listening: silence is measured up to the last time the manager had read all its input
+(:meth:`ManagerCore.tick`'s ``heard_all``), so the manager's own backlog or stall never kills a peer. Every assignment is an *attempt*
 with its own id; when an executor is lost or a thread outlives ``thread_timeout``, the attempt is
 taken back, the thread goes back to READY, and a later result quoting that attempt is fenced out.
 A thread whose attempts were lost ``max_attempts`` times, on at least two different executors when
@@ -306,21 +308,33 @@ class ManagerCore:
         self._touch(peer, now)
         return handler(peer, message, now)
 
-    def tick(self, now: float) -> list[Action]:
-        """Periodic work: heartbeats to every peer, dead peers, threads past ``thread_timeout``."""
+    def tick(self, now: float, heard_all: float | None = None) -> list[Action]:
+        """Periodic work: heartbeats to every peer, dead peers, threads past ``thread_timeout``.
+
+        ``heard_all`` (POSIX s, at most ``now``; None: ``now``) is the last time the manager had
+        read every message waiting for it (the server found its socket empty). Silence is
+        measured up to then, not up to ``now``: a peer whose heartbeats (or an executor whose
+        results) still wait unread behind the manager's own backlog, or arrived while the
+        manager's loop was stalled, is not declared dead, nor its attempt timed out. A peer is
+        dead when it sent nothing for ``peer_timeout`` seconds before a moment the manager was
+        listening — the Paranoid Pirate rule of the ZeroMQ guide (ch. 4), judged from the
+        listener's side; a truly silent peer is declared dead as soon as the manager has caught
+        up with its input.
+        """
         actions: list[Action] = []
         s = self.settings
+        judged = now if heard_all is None else min(now, heard_all)
         if now - self._last_heartbeat >= s.heartbeat_interval:
             self._last_heartbeat = now
             beat = p.Heartbeat()
             actions.extend(Send(peer, beat) for peer in self.peers)
         for ex in list(self.executors.values()):
-            if ex.connected and now - ex.last_seen > s.peer_timeout:
+            if ex.connected and judged - ex.last_seen > s.peer_timeout:
                 log.warning("executor %s (%s) silent for %.1f s: declared dead", ex.executor_id[:8],
-                            ex.name, now - ex.last_seen)
+                            ex.name, judged - ex.last_seen)
                 actions += self._lose_executor(ex, now, "lost")
         for app in self.applications.values():
-            if app.peer is not None and now - app.last_seen > s.peer_timeout:
+            if app.peer is not None and judged - app.last_seen > s.peer_timeout:
                 if app.state == ApplicationState.STOPPED:  # a finished crawl's client has simply left
                     log.debug("application %s: its client left after the crawl", app.application_id[:8])
                 else:
@@ -335,7 +349,7 @@ class ManagerCore:
                 self._has_room(ex)
                 actions.append(ev.ExecutorQuarantined(ex.executor_id, None))
             for attempt_id, t in list(ex.running.items()):
-                if t.time_assigned is not None and now - t.time_assigned > s.thread_timeout:
+                if t.time_assigned is not None and judged - t.time_assigned > s.thread_timeout:
                     log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
                                 s.thread_timeout, ex.name, extra=_thread_log(t))
                     del ex.running[attempt_id]

@@ -47,6 +47,7 @@ SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
 SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last read
 HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hostile messages
+BEHIND_LOG_EVERY = 10.0  # seconds between two log lines about the loop lagging behind its input
 
 
 class ControlRequest:
@@ -117,6 +118,12 @@ class ManagerServer:
         self._sent_at: dict[bytes, float] = {}  # peer -> time.time() of the last message sent to it
         self.malformed: dict[bytes, int] = {}
         self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
+        # time.time() when the loop last found its socket empty (had read every message sent
+        # before): peers' silence is judged up to then (ManagerCore.tick's heard_all)
+        self.heard_all = time.time()
+        self._behind_logged = float("-inf")
+        self._due = time.time()  # when the loop's current pass ends its wait for input, at the latest
+        self._stalled_at = float("-inf")  # time.time() when the loop was last found stalled
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
         # ``snapshot`` (a fresh dict, never mutated afterwards) every SNAPSHOT_INTERVAL seconds,
         # and carries out the ControlRequests the HTTP thread puts on ``controls``.
@@ -271,17 +278,22 @@ class ManagerServer:
         poller.register(self.socket, zmq.POLLIN)
         tick_every = min(0.25, self.settings.heartbeat_interval / 4)
         next_tick = 0.0
+        self.heard_all = self._due = time.time()
         log.info("manager listening on %s", self.endpoint)
         while not stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
             wakeup = self.core.queue.next_wakeup()
             timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())
+            self._pass_starts(timeout)
             if poller.poll(timeout * 1000):
                 self._drain()
+            else:  # nothing came during the wait: every message sent before now has been read
+                self._heard_all()
             now = time.time()
             if wakeup is not None and now >= wakeup:  # a polite host or a retry may start now
                 self._carry_out(self.core.dispatch(now))
             if now >= next_tick:
-                self._carry_out(self.core.tick(now))
+                self._note_backlog(now)
+                self._carry_out(self.core.tick(now, self.heard_all))
                 self.guard.prune(now)
                 next_tick = now + tick_every
             self._serve_dashboard(now)
@@ -436,6 +448,8 @@ class ManagerServer:
         return self.users.require_login or self.users.has_users()
 
     def _drain(self) -> None:
+        """Handle up to ``BATCH`` waiting messages; when the socket is found empty, the manager
+        has heard all (:meth:`_heard_all`)."""
         sock, core = self.socket, self.core
         curve = self.curve is not None
         now = time.time()
@@ -444,9 +458,40 @@ class ManagerServer:
                 if handled % SEND_EVERY == SEND_EVERY - 1:
                     self._flush()
                 if not self._handle_one(sock, core, curve, now):
+                    self._heard_all()
                     return
         finally:
             self._flush()
+
+    def _pass_starts(self, timeout: float) -> None:
+        """A pass of the loop starts, to wait up to ``timeout`` seconds for input: note a stall
+        if the previous pass ran over its wait by more than a heartbeat interval."""
+        now = time.time()
+        if now - self._due > self.settings.heartbeat_interval:
+            self._stalled_at = now
+        self._due = now + timeout
+
+    def _heard_all(self) -> None:
+        """The socket was found empty: every message sent before now has been read, so set
+        :attr:`heard_all` (the core judges peers' silence only up to it, see
+        :meth:`ManagerCore.tick`) — unless the loop was stalled (a pass ran over its wait by more
+        than a heartbeat interval) within the last heartbeat interval. A stalled process (paused,
+        swapped, starved of CPU) stalls ZeroMQ's I/O thread too: what peers sent meanwhile may
+        still be in the kernel's buffers, not yet in the socket, for a moment after it resumes."""
+        now, interval = time.time(), self.settings.heartbeat_interval
+        if now - self._due > interval:
+            self._stalled_at = now
+        if now - self._stalled_at > interval:
+            self.heard_all = now
+
+    def _note_backlog(self, now: float) -> None:
+        """Log (at most every ``BEHIND_LOG_EVERY`` seconds) when the loop has not caught up with
+        its input for longer than a peer's liveness: peers are not judged dead meanwhile."""
+        behind = now - self.heard_all
+        if behind > self.settings.peer_timeout and now - self._behind_logged >= BEHIND_LOG_EVERY:
+            self._behind_logged = now
+            log.warning("the manager is %.1f s behind its input (stalled or overloaded): peers are judged "
+                        "silent only up to the last time it had read all of it", behind)
 
     def _handle_one(self, sock, core, curve: bool, now: float) -> bool:
         """Receive and handle one waiting message; False when none was waiting."""

@@ -150,6 +150,59 @@ def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     assert records and records[0][3] == {"is_connected": False}
 
 
+def test_a_stalled_manager_does_not_declare_dead_the_peers_whose_heartbeats_wait_unread():
+    """The loop read everything up to t=2 (heard_all), then was stalled (a big submit, a slow
+    pass) until t=10 while the peers went on heartbeating into its socket: nobody is dead at the
+    tick after the stall, nor after the waiting heartbeats are read; the thread is not taken back
+    (its 10 s timeout is not reached)."""
+    core = make_core()
+    register(core, b"a", 1)
+    app = open_app(core)
+    ((peer, job),) = assigned(submit(core, app, [1]))
+    for now in (1.0, 2.0):
+        for x in (b"a", b"client"):
+            core.handle(x, p.Heartbeat(), now)
+    actions = core.tick(8.0, heard_all=2.0)  # 6 s after the last read: past the 3 s liveness
+    assert not [a for a in actions if isinstance(a, ev.ExecutorDisconnected)] and not sends(actions, p.Assign)
+    for x in (b"a", b"client"):  # the heartbeats of t=3..7, read now in one go
+        core.handle(x, p.Heartbeat(), 8.0)
+    actions = core.tick(8.1, heard_all=8.1)
+    ex = core.executors[core.peers[b"a"][1]]
+    assert ex.connected and job.attempt_id in ex.running and not sends(actions, p.Cancel)
+    assert core.applications[app].peer == b"client"
+
+
+def test_a_silent_executor_is_declared_dead_once_the_manager_has_caught_up():
+    """Same stall, but executor b sent nothing since t=2: while the manager is behind (heard_all
+    still 2) b is not judged; once the socket is drained (heard_all 10.1) b is dead and its thread
+    goes to a, which heartbeated all along."""
+    core = make_core()
+    register(core, b"b", 1)
+    app = open_app(core)
+    assert [peer for peer, _ in assigned(submit(core, app, [1]))] == [b"b"]
+    register(core, b"a", 1, now=2.0)
+    for now in (1.0, 2.0):
+        core.handle(b"client", p.Heartbeat(), now)
+    assert not assigned(core.tick(10.0, heard_all=2.0))
+    for x in (b"a", b"client"):
+        core.handle(x, p.Heartbeat(), 10.0)
+    actions = core.tick(10.1, heard_all=10.1)
+    assert [peer for peer, _ in assigned(actions)] == [b"a"]
+    assert [a for a in actions if isinstance(a, ev.ExecutorDisconnected)]
+
+
+def test_silence_is_judged_at_heard_all_never_later_than_now():
+    """``heard_all`` only ever delays judgement: with the manager caught up (heard_all = now) a
+    peer silent past the liveness is dead; a heard_all later than now counts as now."""
+    core = make_core()
+    register(core, b"a", 1)
+    actions = core.tick(3.5, heard_all=3.5)
+    assert [a for a in actions if isinstance(a, ev.ExecutorDisconnected)]
+    core2 = make_core()
+    register(core2, b"a", 1)
+    assert not [a for a in core2.tick(2.9, heard_all=99.0) if isinstance(a, ev.ExecutorDisconnected)]
+
+
 def test_late_result_of_a_taken_back_attempt_is_fenced():
     core = make_core()
     register(core, b"a", 1)
