@@ -301,6 +301,8 @@ class ExecutorAgent:
         poller = zmq.Poller()
         poller.register(self.results, zmq.POLLIN)
         poller.register(self.dealer, zmq.POLLIN)
+        if hasattr(stop, "fileno"):  # a StopEvent (gridcrawl.cli_common): a stop wakes the poll at once
+            poller.register(stop, zmq.POLLIN)
         try:
             while not stop.is_set():
                 events = dict(poller.poll(min(100, s.heartbeat_interval * 250)))

@@ -252,10 +252,36 @@ def _watch_parent(stop: threading.Event) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def stop_on_signals() -> threading.Event:
+class StopEvent(threading.Event):
+    """A :class:`threading.Event` that a poller can wait on with the sockets it serves:
+    :meth:`fileno` is a socket that becomes readable when the event is set, so that a loop
+    polling ZeroMQ sockets (``zmq.Poller().register(stop, zmq.POLLIN)``) wakes at once on a
+    stop instead of at its next timeout."""
+
+    def __init__(self) -> None:
+        import socket
+        super().__init__()
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
+
+    def set(self) -> None:
+        """Set the event and make :meth:`fileno` readable."""
+        super().set()
+        try:
+            self._writer.send(b"x")
+        except OSError:  # full: readable already
+            pass
+
+    def fileno(self) -> int:
+        """The file descriptor (a socket) that is readable once the event is set."""
+        return self._reader.fileno()
+
+
+def stop_on_signals() -> StopEvent:
     """An event set by the first SIGINT/SIGTERM (graceful stop), or when the parent that started
-    this program with a :class:`ChildWatch` dies; a second signal exits at once."""
-    stop = threading.Event()
+    this program with a :class:`ChildWatch` dies; a second signal exits at once. Loops that
+    poll may register it with their poller (:class:`StopEvent`)."""
+    stop = StopEvent()
     _watch_parent(stop)
 
     def handler(signum, _frame):
