@@ -245,7 +245,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wan
     running Alchemi grid, rather than on the first executor to finish starting up.
 
     ``processes`` are the manager then the executors: one that exits meanwhile ends the wait with
-    an error (its log is in the work folder). Polls every 0.05 s for at most ``timeout`` seconds,
+    an error (its log is in the work folder). Polls every 0.02 s for at most ``timeout`` seconds,
     then goes on with the executors that have registered (a warning says how many).
     """
     import sqlite3
@@ -264,7 +264,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wan
             registered = 0
         if registered >= wanted:
             return
-        time.sleep(0.05)
+        time.sleep(0.02)
     logging.getLogger("gridcrawl.run").warning(
         "%d of %d executors registered within %.0f s; crawling with those", registered, wanted, timeout)
 
