@@ -453,19 +453,21 @@ BENCH_HOST_CONCURRENCY = 256
 
 def run_gridcrawl(seed: str, executors: int, threads: int, max_pages: int, expected: int | None,
                   timeout: float, scratch: Path, retries: int = 0, *,
-                  host_concurrency: int | None = None, content: bool = False) -> RunResult:
+                  host_concurrency: int | None = None, content: bool = False,
+                  extra: tuple[str, ...] = ()) -> RunResult:
     """Run ``gridcrawl run SEED --executors E --threads T [--max-pages N] --no-progress --no-content
     --concurrent-requests-per-host 256``
     in a fresh workdir as a process tree of its own; return its result (figures read from the
     databases afterwards). ``host_concurrency``: ``--concurrent-requests-per-host`` (default
     :data:`BENCH_HOST_CONCURRENCY`; 0: not given, gridcrawl's default); ``content``: store page
-    bodies (no ``--no-content``).
+    bodies (no ``--no-content``); ``extra``: more options.
     A failed run is tried again, in a fresh workdir, up to ``retries``
     times; the errors of failed attempts are kept in ``RunResult.failed_attempts``."""
     failures: list[str] = []
     while True:
         res = _gridcrawl_once(seed, executors, threads, max_pages, expected, timeout, scratch,
-                              BENCH_HOST_CONCURRENCY if host_concurrency is None else host_concurrency, content)
+                              BENCH_HOST_CONCURRENCY if host_concurrency is None else host_concurrency, content,
+                              extra)
         if not res.error or len(failures) >= retries:
             break
         failures.append(res.error)
@@ -476,7 +478,7 @@ def run_gridcrawl(seed: str, executors: int, threads: int, max_pages: int, expec
 
 def _gridcrawl_once(seed: str, executors: int, threads: int, max_pages: int, expected: int | None,
                     timeout: float, scratch: Path, host_concurrency: int = BENCH_HOST_CONCURRENCY,
-                    content: bool = False) -> RunResult:
+                    content: bool = False, extra: tuple[str, ...] = ()) -> RunResult:
     """One attempt of :func:`run_gridcrawl`."""
     workdir = Path(tempfile.mkdtemp(prefix=f"gc-e{executors}t{threads}-", dir=scratch))
     # The baselines put 16 requests at once on the one benchmark host; gridcrawl's default per-host
@@ -485,7 +487,7 @@ def _gridcrawl_once(seed: str, executors: int, threads: int, max_pages: int, exp
     cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", str(executors),
            "--threads", str(threads), "--workdir", str(workdir), "--no-progress",
            *([] if content else ["--no-content"]),
-           *(["--concurrent-requests-per-host", str(host_concurrency)] if host_concurrency else [])]
+           *(["--concurrent-requests-per-host", str(host_concurrency)] if host_concurrency else []), *extra]
     if max_pages:
         cmd += ["--max-pages", str(max_pages)]
     res = RunResult(f"gridcrawl {executors}×{threads}", "gridcrawl", executors, threads, max_pages,
@@ -888,14 +890,15 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     e, t, h = cfg.ratio_executors, cfg.ratio_threads, cfg.ratio_host_concurrency
     section = Section("ratio", "ratio: the whole command, gridcrawl run vs the 16-thread crawler",
                       f"The Python docs from /index.html. gridcrawl: `gridcrawl run SEED --executors {e} --threads {t} "
-                      f"--concurrent-requests-per-host {h} --no-progress` (page bodies stored; the setting chosen "
-                      f"before the run); baseline: `benchmarks/baselines.py threads --threads {cfg.baseline_threads}` "
+                      f"--concurrent-requests-per-host {h} --no-sitemaps --no-progress` (page bodies stored; the "
+                      f"setting chosen before the run; no sitemap request, so that both visit the same URLs); baseline: `benchmarks/baselines.py threads --threads {cfg.baseline_threads}` "
                       f"(one process, requests + lxml, stores nothing). {cfg.ratio_pairs} side-by-side pairs per "
                       "setting, the order alternating; ratio = pages per wall second of the whole command "
                       "(start-up and shut-down included) ÷ the baseline's; crawl-only ratio: the same on crawl "
                       "seconds. Issue 23 target 3: ≥ 1.5×.")
     console.rule(f"[bold]ratio[/bold]: gridcrawl {e}×{t} vs threads×{cfg.baseline_threads}, {cfg.ratio_pairs} pairs")
-    section.summary = {"ratio_setting": f"--executors {e} --threads {t} --concurrent-requests-per-host {h}",
+    section.summary = {"ratio_setting": f"--executors {e} --threads {t} --concurrent-requests-per-host {h} "
+                                        "--no-sitemaps",
                        "ratio_pairs": cfg.ratio_pairs, "ratios": {}}
     for latency in cfg.ratio_latencies:
         what = f"{latency * 1000:g} ms per request" if latency else "no added latency"
@@ -907,7 +910,7 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                 one = run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout, scratch) \
                     if first_baseline else None
                 grid = run_gridcrawl(served.seed_url, e, t, 0, None, cfg.timeout, scratch, cfg.retries,
-                                     host_concurrency=h, content=True)
+                                     host_concurrency=h, content=True, extra=("--no-sitemaps",))
                 base = one or run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout,
                                            scratch)
                 grid.expected = base.pages if not base.error else None
@@ -948,10 +951,10 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     return section
 
 
-def readme_table(sections: list[Section], results: str) -> str:
+def readme_table(sections: list[Section], results: str, measured: str = "") -> str:
     """The README's performance table (Markdown) from the ``startup`` and ``ratio`` sections of
-    one run whose results file is ``results`` (a path relative to the repository); "" when
-    neither ran."""
+    one run whose results file is ``results`` (a path relative to the repository), under a line
+    saying when and at what load it was ``measured``; "" when neither ran."""
     summary: dict = {}
     for section in sections:
         summary.update(section.summary)
@@ -972,7 +975,9 @@ def readme_table(sections: list[Section], results: str) -> str:
             rows.append(f"| starting each program (`--help`) | {'; '.join(helps)} | median of 3 | – | `{results}` |")
     if not rows:
         return ""
-    return "\n".join(["| measurement | result | runs | target | results file |", "|---|---|---|---|---|", *rows])
+    head = [f"Measured {measured}.", ""] if measured else []
+    return "\n".join([*head, "| measurement | result | runs | target | results file |", "|---|---|---|---|---|",
+                      *rows])
 
 
 _TABLE_NOTE = ("crawl s: baselines from first request to last page (in-process); gridcrawl from first grid thread "
@@ -1031,6 +1036,11 @@ def _load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+def _measured(started: dt.datetime, load_start: str, load_end: str) -> str:
+    return (f"{started:%Y-%m-%d %H:%M} on {psutil.cpu_count()} CPUs, load average (1/5/15 min) {load_start} at "
+            f"the start, {load_end} at the end")
+
+
 def write_markdown(path: Path, title: str, args_line: str, sections: list[Section], started: dt.datetime,
                    seconds: float, load_start: str, load_end: str) -> None:
     """Write a results file: ``title`` and the date, the command, the load average, the machine,
@@ -1042,7 +1052,7 @@ def write_markdown(path: Path, title: str, args_line: str, sections: list[Sectio
     lines += ["", "Numbers from one run each unless a table says median; other programs on the machine add noise "
               "(see the load average).", ""]
     lines += [s.markdown() for s in sections]
-    table = readme_table(sections, os.path.relpath(path, REPO))
+    table = readme_table(sections, os.path.relpath(path, REPO), _measured(started, load_start, load_end))
     if table:
         lines += ["## README performance table", "", "(`--readme` writes it into README.md.)", "", table, ""]
     path.write_text("\n".join(lines))
@@ -1089,7 +1099,8 @@ def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: boo
         seconds = time.perf_counter() - t0
         out_dir.mkdir(parents=True, exist_ok=True)
         path = _results_path(out_dir, name, started)
-        write_markdown(path, title, args_line, sections, started, seconds, load_start, _load())
+        load_end = _load()
+        write_markdown(path, title, args_line, sections, started, seconds, load_start, load_end)
         failed = any(r.error or r.failed_attempts for s in sections for r in s.runs)
         for site in scratch.glob("*-site"):  # generated sites can be GBs: never kept
             shutil.rmtree(site, ignore_errors=True)
@@ -1098,7 +1109,7 @@ def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: boo
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     console.print(f"\nresults written to {os.path.relpath(path)} ({seconds / 60:.1f} min)")
-    table = readme_table(sections, os.path.relpath(path, REPO))
+    table = readme_table(sections, os.path.relpath(path, REPO), _measured(started, load_start, load_end))
     if table:
         console.print("\nREADME performance table:\n" + table)
         if readme:
