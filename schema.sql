@@ -402,6 +402,26 @@ CREATE TABLE recrawl (
 );
 GO
 
+-- Table sitemap (see gridcrawl/models.py).
+CREATE TABLE sitemap (
+    id                   BIGINT          IDENTITY(1, 1) NOT NULL,
+    url                  VARCHAR(2083)   NOT NULL,
+    fingerprint          VARCHAR(32)     NOT NULL,
+    kind                 VARCHAR(16)     NOT NULL,
+    depth                INTEGER         NOT NULL,
+    status               INTEGER         NULL,
+    content_digest       VARCHAR(64)     NULL,
+    etag                 VARCHAR(255)    NULL,
+    last_modified        VARCHAR(64)     NULL,
+    visited_at           DATETIME2(6)    NOT NULL,
+    fetch_interval       FLOAT           NULL,
+    next_fetch_at        DATETIME2(6)    NULL,
+    CONSTRAINT pk_sitemap PRIMARY KEY (id)
+);
+GO
+CREATE UNIQUE INDEX ux_sitemap_fingerprint ON sitemap (fingerprint);
+GO
+
 -- The frontier. A row's id is also its grid thread's thread_id within the application.
 -- Clients claim rows with SELECT TOP (n) ... FROM to_visit_url WITH (UPDLOCK, READPAST, ROWLOCK).
 CREATE TABLE to_visit_url (
@@ -480,6 +500,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0007');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '7');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0008');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '8');
 GO

@@ -13,6 +13,13 @@ This module owns one command, ``python benchmarks/recrawl.py [--executors 4] [--
 4. ``gridcrawl run --recrawl-all`` (every document, conditional requests);
 5. ``gridcrawl run --recrawl-all`` again with nothing changed.
 
+With ``--sitemap`` the copy also gets a ``/sitemap.xml`` listing every HTML file with the
+lastmod ``2023-01-01``; step 3 sets the lastmod of the edited files to the time of the edit
+(and drops the deleted ones from it), and steps 4 and 5 are ``gridcrawl run --recrawl``: no
+document is due by its schedule (30 days), so what is fetched is what the sitemap's lastmod
+made due. Every run then has ``GRIDCRAWL_RECRAWL_MIN_INTERVAL=1`` (a lastmod may make a page
+due one second after its visit instead of 60: the runs follow each other within a minute).
+
 For each run it prints, from nginx's access log: requests, 200s, 304s, 404s and body bytes
 sent; the crawl seconds (first grid thread submitted to last finished, from the manager
 database's ``thread`` table) and the wall seconds of the whole ``gridcrawl run`` command
@@ -72,7 +79,7 @@ def crawl_seconds(manager_db: pathlib.Path, since: dt.datetime) -> float:
 def change_site(root: pathlib.Path, touch: int, edit: int, delete: int) -> dict:
     """Touch every 10th HTML file (at most ``touch``), append a comment to every 50th from the
     6th (at most ``edit``), delete every 200th from the 8th (at most ``delete``); returns the
-    counts done."""
+    counts done, and the edited and deleted files under ``"files"``."""
     files = sorted(str(p.relative_to(root)) for p in root.rglob("*.html"))
     touched, edited = files[1::10][:touch], files[5::50][:edit]
     deleted = [f for f in files[7::200] if f not in touched and f not in edited][:delete]
@@ -84,13 +91,29 @@ def change_site(root: pathlib.Path, touch: int, edit: int, delete: int) -> dict:
             fh.write("\n<!-- edited for the gridcrawl recrawl measurement -->\n")
     for name in deleted:
         (root / name).unlink()
-    return {"touched": len(touched), "edited": len(edited), "deleted": len(deleted)}
+    return {"touched": len(touched), "edited": len(edited), "deleted": len(deleted),
+            "files": {"edited": edited, "deleted": deleted}}
 
 
-def run(command: list[str]) -> float:
-    """Run ``command``; return its wall seconds. Exits if it fails."""
+def write_sitemap(root: pathlib.Path, base: str, newer: dict[str, str] | None = None,
+                  dropped: list[str] = ()) -> None:
+    """Write ``root/sitemap.xml``: every HTML file under ``root`` (but ``dropped``) at ``base``,
+    with lastmod ``2023-01-01`` or its value in ``newer``."""
+    newer = newer or {}
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*.html"))
+    entries = "".join(f"<url><loc>{base}/{name}</loc><lastmod>{newer.get(name, '2023-01-01')}</lastmod></url>\n"
+                      for name in files if name not in dropped)
+    (root / "sitemap.xml").write_text('<?xml version="1.0" encoding="UTF-8"?>\n'
+                                      '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+                                      f"{entries}</urlset>\n", encoding="utf-8")
+
+
+def run(command: list[str], env: dict | None = None) -> float:
+    """Run ``command`` (with ``env`` added to the environment); return its wall seconds. Exits
+    if it fails."""
     started = time.monotonic()
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, **(env or {})})
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed ({done.returncode}): {done.stderr[-2000:]}")
     return time.monotonic() - started
@@ -104,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--touch", type=int, default=50)
     parser.add_argument("--edit", type=int, default=10)
     parser.add_argument("--delete", type=int, default=3)
+    parser.add_argument("--sitemap", action="store_true",
+                        help="serve a sitemap with lastmods; recrawl with --recrawl, driven by them")
     parser.add_argument("--out-dir", default=str(pathlib.Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
     why = docs_available()
@@ -122,12 +147,22 @@ def main(argv: list[str] | None = None) -> int:
                          "--workdir", str(workdir), "--no-progress"]
             offset = 0
             changes = {}
-            for name, extra in (("first crawl", [f"{base}/index.html"]), ("recrawl after changes", ["--recrawl-all"]),
-                                ("recrawl, nothing changed", ["--recrawl-all"])):
+            env = {"GRIDCRAWL_RECRAWL_MIN_INTERVAL": "1"} if args.sitemap else {}
+            again = ["--recrawl"] if args.sitemap else ["--recrawl-all"]
+            if args.sitemap:
+                write_sitemap(root, base)
+            for name, extra in (("first crawl", [f"{base}/index.html"]), ("recrawl after changes", again),
+                                ("recrawl, nothing changed", again)):
                 if name == "recrawl after changes":
+                    time.sleep(1.1)  # the edits' lastmod is after the first crawl's visits
                     changes = change_site(root, args.touch, args.edit, args.delete)
+                    files = changes.pop("files")
+                    if args.sitemap:
+                        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                        write_sitemap(root, base, dict.fromkeys(files["edited"], stamp), files["deleted"])
+                    time.sleep(1.1)  # a lastmod can make a page due 1 s after its visit at the earliest
                 began = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-                seconds = run(gridcrawl + extra)
+                seconds = run(gridcrawl + extra, env)
                 time.sleep(0.5)  # nginx writes its log line after the response
                 figures, offset = log_figures(access, offset)
                 rows.append((name, seconds, figures, crawl_seconds(workdir / "manager.db", began)))
@@ -150,10 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"changes between the first crawl and the recrawl: {changes}")
     out = pathlib.Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{dt.date.today():%Y-%m-%d}-recrawl.md"
+    path = out / f"{dt.date.today():%Y-%m-%d}-recrawl{'-sitemap' if args.sitemap else ''}.md"
     path.write_text(f"# Recrawl of the Python documentation, {dt.datetime.now():%Y-%m-%d %H:%M}\n\n"
                     f"Command: `python benchmarks/recrawl.py {' '.join(argv or sys.argv[1:])}`; nginx serving a copy "
-                    f"of python3-doc; changes: {changes}. requests/200/304/404/body bytes from nginx's access log "
+                    f"of python3-doc{' with a sitemap (lastmods)' if args.sitemap else ''}; changes: {changes}. requests/200/304/404/body bytes from nginx's access log "
                     f"(robots.txt included); crawl s: first grid thread submitted to last finished (manager "
                     f"database); wall s: the whole `gridcrawl run` command.\n\n{text}\n")
     print(f"written to {path}")

@@ -18,8 +18,10 @@ Log lines about database errors carry the driver's first line only: never SQL or
 
 A **recrawl** (``recrawl="due"`` or ``"all"``) first queues the stored documents that are due
 again (:meth:`~gridcrawl.client.store.CrawlStore.queue_due`), each with its validators for a
-conditional request, and counts what the visits found in a ``recrawl`` row; with ``watch`` the
-application stays open and queues documents as they come due, until it is stopped.
+conditional request, and the sitemaps the crawl has read (their ``<lastmod>`` makes stored
+documents due: those are queued as the sitemaps are read), and counts what the visits found in
+a ``recrawl`` row; with ``watch`` the application stays open and queues documents and sitemaps
+as they come due, until it is stopped.
 """
 
 from __future__ import annotations
@@ -201,8 +203,8 @@ def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_
     the rendering they ask for. Returns it and those item specs (None when the crawl has none).
     Shared by the grid client and the Spark crawl (:mod:`gridcrawl.spark`, which reads no
     sitemaps)."""
-    if pend.kind is not None:
-        return {**instruction, "sitemap": True}, None
+    if pend.kind is not None:  # a sitemap read again by a recrawl carries its validators too
+        return _validators({**instruction, "sitemap": True}, pend), None
     mine = {**instruction, **instruction_for(pend.page_type, pend.url, strategy.rules)} if strategy.rules \
         else instruction
     if sitemaps and pend.depth == 0 and not strategy.rules and strategy.focus is None:
@@ -410,7 +412,11 @@ class CrawlApplication:
         self.visited_before = 0 if self.recrawl else self.store.counts()["visited"]
         next_look = math.inf
         if self.recrawl:
+            self.store.recrawl_since = utcnow()
             due = self.store.queue_due(every=self.recrawl == "all")
+            maps = self.store.queue_sitemaps(every=True) if s.sitemaps else 0
+            if maps:
+                log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)
             mode = "watch" if self.watch else self.recrawl
             self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
             self.recrawl_id = self.store.start_recrawl(mode, due)
@@ -480,6 +486,8 @@ class CrawlApplication:
                     # --watch: queue what has come due since the last look
                     try:
                         due = self.store.queue_due()
+                        if s.sitemaps and self.store.queue_sitemaps():
+                            exhausted = False
                     except Exception as exc:
                         self._database_failed(exc)
                         due = 0
@@ -629,8 +637,8 @@ class CrawlApplication:
         pr = self.progress
         if pr.recrawl is None:
             return
-        found = collections.Counter({key: done.get(key, 0) for key in (*VERDICTS, "new")})
-        for key in ("not_modified", "unchanged", "changed", "gone", "revived", "new"):
+        found = collections.Counter({key: done.get(key, 0) for key in (*VERDICTS, "new", "due")})
+        for key in ("due", "not_modified", "unchanged", "changed", "gone", "revived", "new"):
             pr.recrawl[key] += found[key]
         pr.recrawl["errors"] += found["error"]
         pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]

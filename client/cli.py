@@ -8,7 +8,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_signals
+from gridcrawl.cli_common import SETTING_OPTIONS, fail, peer_credentials, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
 from gridcrawl.settings import Settings
@@ -25,7 +25,13 @@ RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', 
               "e.g. blocked,timeout (the summary lists them)")
 
 
+#: The sections of ``--help`` the options generated from Settings go to (by their group).
+PANELS = {"connection": "Connection and login", "scope": "Strategy and limits", "strategy": "Strategy and limits",
+          "recrawl": "Recrawl"}
+
+
 @app.command()
+@setting_options("client", PANELS)
 def crawl(
     ctx: typer.Context,
     seeds: List[str] = typer.Argument(None, help="seed URLs (none: resume the crawl in --db); or "
@@ -34,33 +40,11 @@ def crawl(
                                       "(or separate with commas) for hot-standby managers, tried in order"),
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
-    max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)",
-                                  rich_help_panel="Strategy and limits"),
-    sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
-                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
-                                  rich_help_panel="Strategy and limits"),
-    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
-                                         rich_help_panel="Strategy and limits"),
-    store_duplicates: bool = typer.Option(False, "--store-duplicates",
-                                          help="store duplicate pages (same canonical or body) in full",
-                                          rich_help_panel="Strategy and limits"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
-                                           rich_help_panel="Strategy and limits"),
+    given: dict = SETTING_OPTIONS,
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
                                            metavar="DOMAIN"),
-    max_in_flight: int = typer.Option(Settings.max_in_flight, help="grid threads submitted at once",
-                                           rich_help_panel="Strategy and limits"),
     name: str = typer.Option("gridcrawl", help="application name recorded at the manager",
                                            rich_help_panel="Strategy and limits"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies",
-                                      rich_help_panel="Strategy and limits"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
-                                      rich_help_panel="Connection and login"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
-                             rich_help_panel="Connection and login"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's answer",
-                             rich_help_panel="Connection and login"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
                               "its base URLs are seeds; stored in the crawl database for a resume",
                                     rich_help_panel="Strategy and limits"),
@@ -94,8 +78,6 @@ def crawl(
                                      "due or not", rich_help_panel="Recrawl"),
     watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
                                "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
-    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
-                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output and logs"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
                                           rich_help_panel="Connection and login"),
@@ -115,7 +97,7 @@ def crawl(
     ``pause|resume|cancel APPLICATION_ID`` (a unique prefix of 4+ characters will do)."""
     setup_logging(log_level, log_file, log_json)
     if seeds and seeds[0] in CONTROL_ACTIONS:
-        control(ctx, seeds[0], seeds[1:], manager, user, curve_secret, curve_server_key, connect_timeout)
+        control(ctx, seeds[0], seeds[1:], manager, user, curve_secret, curve_server_key, given["connect_timeout"])
         return
     if db is None:
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
@@ -124,12 +106,7 @@ def crawl(
         manager = split_endpoints(manager)
         for endpoint in manager:
             check_endpoint(endpoint)
-        settings = configured_settings(ctx, max_pages=max_pages, max_depth=max_depth, max_in_flight=max_in_flight,
-                            sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
-                            max_pages_per_host=max_pages_per_host,
-                            store_content=not no_content, heartbeat_interval=heartbeat_interval,
-                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
-                            **({"keep_versions": True} if keep_versions else {})).validate()
+        settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
     curve, password = peer_credentials(user, curve_secret, curve_server_key)

@@ -27,10 +27,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
-from gridcrawl.executor.fetch import ErrorKind
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
-from gridcrawl.protocol import PageResult
+from gridcrawl.protocol import ErrorKind, PageResult
 from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
@@ -43,6 +42,7 @@ log = logging.getLogger("gridcrawl.client")
 
 document, visited, to_visit = models.document, models.visited_url, models.to_visit_url
 kept_link, document_version, recrawl_table = models.kept_link, models.document_version, models.recrawl
+sitemap_table = models.sitemap
 triple = models.triple
 
 
@@ -93,6 +93,7 @@ class Rows:
     items: list[dict] = field(default_factory=list)
     issues: list[dict] = field(default_factory=list)
     traps: list[dict] = field(default_factory=list)   # visited_url rows of links into template traps
+    sitemaps: list[dict] = field(default_factory=list)  # sitemap rows of the sitemaps read (validators, schedule)
 
 
 @dataclass
@@ -199,7 +200,12 @@ class CrawlStore:
     """The crawl tables in ``engine`` (created if missing); ``strategy`` (default: breadth-first,
     no rules, no focus) decides the claim order and which links are followed; ``schedule``
     (default: Nutch's defaults) when each stored document is due again; ``keep_versions``: a
-    recrawl that finds a page changed keeps the replaced body in ``document_version``."""
+    recrawl that finds a page changed keeps the replaced body in ``document_version``.
+
+    ``recrawl_since`` (naive UTC, set by the application when a recrawl run starts; ``None`` in
+    a plain crawl): sitemaps not read since then are read again when a page names them, and a
+    stored document that a sitemap's ``<lastmod>`` makes due is queued at once (see
+    :meth:`apply`)."""
 
     def __init__(self, engine: Engine, strategy: Strategy | None = None, *,
                  schedule: AdaptiveSchedule | None = None, keep_versions: bool = False) -> None:
@@ -207,6 +213,7 @@ class CrawlStore:
         self.strategy = strategy or Strategy()
         self.schedule = schedule or AdaptiveSchedule()
         self.keep_versions = keep_versions
+        self.recrawl_since: datetime | None = None
         self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
@@ -375,10 +382,13 @@ class CrawlStore:
         batch_digests: dict[str, str] = {}
         with self.engine.connect() as conn:
             stored_urls, stored_digests = self._originals(conn, outcomes)
+            read_before = self._stored_sitemaps(conn, [o.pending.fingerprint for o in outcomes
+                                                       if o.pending.kind is not None])
+        sitemaps = []
         for o in outcomes:
             page, pend = o.page, o.pending
             status = page.status if page else None
-            kind = "poison" if o.failed else (page.error_kind if page else "lost")
+            kind = ErrorKind.POISON.value if o.failed else (page.error_kind if page else ErrorKind.LOST.value)
             error = ((page.error or "") if page else "")[:1000] or None
             duplicate_of = None
             if not kind and pend.kind is None:
@@ -397,10 +407,13 @@ class CrawlStore:
                 errors += 1
             visits.append({"url": pend.url, "fingerprint": pend.fingerprint, "depth": pend.depth, "status": status,
                            "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now})
-            if page is None or (kind and kind not in ("noindex", "duplicate")):
+            if pend.kind is not None and page is not None:
+                row, unchanged = self._sitemap_row(page, pend, kind, read_before.get(pend.fingerprint), now)
+                sitemaps.append(row)
+                if not kind and not unchanged:  # a sitemap: its pages and child sitemaps, no document
+                    self._sitemap_rows(page, pend, scope, links)
                 continue
-            if pend.kind is not None:  # a sitemap: its pages and child sitemaps, no document
-                self._sitemap_rows(page, pend, scope, links)
+            if page is None or (kind and kind not in ("noindex", "duplicate")):
                 continue
             if page.sitemaps and pend.depth == 0:  # a seed: its host's sitemaps
                 self._sitemap_files(page.sitemaps, pend, scope, "sitemap", links)
@@ -469,7 +482,7 @@ class CrawlStore:
         items, issues = _fit(models.item, items), _fit(models.item_issue, issues)
         _fit(to_visit, list(links.values()))  # in place, one pass over every link row
         return Rows(docs, visits, links, kept, sorted(o.pending.thread_id for o in outcomes), errors, now,
-                    triples, items, issues, trap_rows)
+                    triples, items, issues, trap_rows, _fit(sitemap_table, sitemaps))
 
     def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True,
               store_duplicates: bool = False) -> dict:
@@ -497,7 +510,13 @@ class CrawlStore:
           grid threads at the seed's depth; a sitemap's pages are queued one hop deeper with
           their ``lastmod`` (carried to ``document.lastmod``); an index's sitemaps are queued
           as ``kind='sitemap-child'`` (whose own index entries are ignored: sitemaps.org allows
-          no nesting). A sitemap gets a ``visited_url`` row, no ``document`` row.
+          no nesting). A sitemap gets a ``visited_url`` row and a ``sitemap`` row (its digest,
+          validators and schedule), no ``document`` row. A sitemap read again that answers
+          304 or the same digest is not read again: its pages are known.
+        * a sitemap's ``<lastmod>`` for a stored document updates ``document.lastmod`` and, by
+          :meth:`AdaptiveSchedule.lastmod_hint`, its schedule: modified since the last visit,
+          it is due (and queued at once during a recrawl run, counted in ``due``); not
+          modified, its interval lengthens as after a 304.
 
         An outcome for a URL that has a document already is a **recrawl** visit
         (:meth:`queue_due`), applied by :meth:`_revisit`: a 304 moves only the visit time, an
@@ -509,8 +528,9 @@ class CrawlStore:
         a changed page's items replace those of its stored copy.
 
         Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}`` plus, for recrawl
-        visits, one count per :data:`gridcrawl.schedule.VERDICTS` and ``new`` (documents stored
-        for the first time; equal to ``documents``). Idempotent: applying the same outcome twice
+        visits, one count per :data:`gridcrawl.schedule.VERDICTS`, ``new`` (documents stored
+        for the first time; equal to ``documents``) and ``due`` (stored documents a sitemap's
+        lastmod made due and this batch queued). Idempotent: applying the same outcome twice
         changes nothing the second time.
         """
         rows = self.rows(outcomes, scope, store_content=store_content, store_duplicates=store_duplicates)
@@ -523,8 +543,10 @@ class CrawlStore:
             found.clear()
             found.update(dict.fromkeys(VERDICTS, 0))
             stored = self._revisit(conn, outcomes, rows.docs, rows.visits, rows.now, found)
+            self._write_sitemaps(conn, rows.sitemaps)
             new_docs = [d for d in rows.docs if d["fingerprint"] not in stored]
             insert_ignore(conn, document, new_docs)
+            found["due"] = self._lastmod_hints(conn, links.values(), rows.now)
             insert_ignore(conn, visited, [v for v in rows.visits if v["fingerprint"] not in stored])
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
@@ -608,12 +630,29 @@ class CrawlStore:
         ``offered``, when given, receives the rows inserted-if-absent."""
         if not links:
             return []
-        seen = self._visited(conn, [row["fingerprint"] for row in links])
-        rows = [row for row in links if row["fingerprint"] not in seen]
+        pages = [row for row in links if row.get("kind") is None]
+        maps = [row for row in links if row.get("kind") is not None]
+        if self.recrawl_since is None:
+            pages += maps
+            maps = []
+        seen = self._visited(conn, [row["fingerprint"] for row in pages])
+        rows = [row for row in pages if row["fingerprint"] not in seen]
+        if maps:  # a recrawl reads again the sitemaps not read since it started, conditionally
+            read = self._stored_sitemaps(conn, [row["fingerprint"] for row in maps])
+            again = []
+            for row in maps:
+                old = read.get(row["fingerprint"])
+                if old is None:
+                    again.append({**row, "etag": None, "last_modified": None})
+                elif old.visited_at < self.recrawl_since:
+                    again.append({**row, "etag": old.etag, "last_modified": old.last_modified})
+            maps = again
         added: list[str] = []
         if scope.max_pages_per_host > 0:
             rows, added = self._cap_per_host(conn, rows, scope.max_pages_per_host)
         insert_ignore(conn, to_visit, rows)
+        insert_ignore(conn, to_visit, maps)
+        rows = rows + maps
         if self.strategy.focus is not None:
             self._raise_relevance(conn, rows)
         if offered is not None:
@@ -651,7 +690,7 @@ class CrawlStore:
         fps = [o.pending.fingerprint for o in outcomes]
         c = document.c
         columns = [c.fingerprint, c.url, c.final_url, c.status, c.content_type, c.size, c.content_digest, c.etag,
-                   c.last_modified, c.fetched_at, c.encoding, c.headers, c.gone_at, c.fetch_interval]
+                   c.last_modified, c.fetched_at, c.encoding, c.headers, c.gone_at, c.fetch_interval, c.simhash]
         if self.keep_versions:
             columns += [c.content, c.body]
         stored: dict[str, sa.Row] = {}
@@ -674,7 +713,7 @@ class CrawlStore:
             kind = "poison" if o.failed else (page.error_kind if page is not None else "lost")
             was_gone = old.gone_at is not None
             found_now = verdict(status, kind, page.digest if page is not None else None, old.content_digest,
-                                was_gone)
+                                was_gone, page is not None and self.schedule.near_unchanged(page.simhash, old.simhash))
             found[found_now] += 1
             interval = self.schedule.next_interval(old.fetch_interval, found_now)
             values = {"b_fp": old.fingerprint, "visited_at": now, "visit_status": status,
@@ -744,26 +783,132 @@ class CrawlStore:
                          .where(due, *([c.doc_id > after] if after is not None else []))
                          .order_by(c.doc_id).limit(batch))
                 rows = conn.execute(query).all()
-                present: set[str] = set()
-                for part in chunks([r.fingerprint for r in rows], 500):
-                    present.update(conn.execute(sa.select(to_visit.c.fingerprint)
-                                                .where(to_visit.c.fingerprint.in_(part))).scalars())
-                new = [{"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "priority": 5,
-                        "discovered_from": None, "in_flight": False, "page_type": r.page_type, "relevance": None,
-                        "etag": r.etag, "last_modified": r.last_modified}
-                       for r in rows if r.fingerprint not in present]
-                insert_ignore(conn, to_visit, new)
-                return (rows[-1].doc_id if rows else None), len(new), len(rows)
+                count = _queue_absent(conn, [_revisit_row(r) for r in rows])
+                return (rows[-1].doc_id if rows else None), count, len(rows)
             after, count, read = run_transaction(self.engine, work)
             queued += count
             if read < batch:
                 return queued
 
+    def queue_sitemaps(self, now=None, *, every: bool = False) -> int:
+        """Queue again, as grid threads, the sitemaps this crawl has read (``sitemap`` rows) —
+        every one with ``every`` (the start of a recrawl run), else those whose own schedule is
+        due at ``now`` (``--watch``) — unless queued already, each with its ETag and
+        Last-Modified for a conditional request. Returns how many it queued."""
+        now = now or utcnow()
+        c = sitemap_table.c
+        due = sa.true() if every else sa.or_(c.next_fetch_at.is_(None), c.next_fetch_at <= now)
+
+        def work(conn) -> int:
+            rows = conn.execute(sa.select(c.url, c.fingerprint, c.kind, c.depth, c.etag, c.last_modified)
+                                .where(due).order_by(c.id)).all()
+            return _queue_absent(conn, [_revisit_row(r, kind=r.kind) for r in rows])
+        return run_transaction(self.engine, work)
+
     def next_due(self):
-        """When the earliest stored document is due again (naive UTC), or None if no document
-        has a schedule (``--recrawl --watch`` sleeps until then)."""
+        """When the earliest stored document or read sitemap is due again (naive UTC), or None
+        if none has a schedule (``--recrawl --watch`` sleeps until then)."""
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.min(document.c.next_fetch_at))).scalar()
+            times = [conn.execute(sa.select(sa.func.min(table.c.next_fetch_at))).scalar()
+                     for table in (document, sitemap_table)]
+        times = [t for t in times if t is not None]
+        return min(times) if times else None
+
+    # ------------------------------------------------------------------ sitemaps and their lastmod
+
+    @staticmethod
+    def _stored_sitemaps(conn, fingerprints: Sequence[str]) -> dict[str, sa.Row]:
+        """The ``sitemap`` rows of ``fingerprints``, by fingerprint."""
+        c = sitemap_table.c
+        found: dict[str, sa.Row] = {}
+        for part in chunks(sorted(set(fingerprints)), 500):
+            found.update((r.fingerprint, r) for r in conn.execute(
+                sa.select(c.fingerprint, c.status, c.content_digest, c.etag, c.last_modified, c.visited_at,
+                          c.fetch_interval)
+                .where(c.fingerprint.in_(part))))
+        return found
+
+    def _sitemap_row(self, page: PageResult, pend: Pending, error_kind: str | None, old: sa.Row | None,
+                     now) -> tuple[dict, bool]:
+        """The ``sitemap`` row of a sitemap read at ``now`` (``old``: its row from an earlier
+        read, or None) and whether it is unchanged since then (a 304, or the same status with the
+        stored digest — a sitemap still missing (404) too: its pages need not be read again).
+        A failed read keeps the stored digest and validators. Its own schedule (``--watch``) is
+        the adaptive one, starting at ``min_interval``: a changed sitemap is read sooner, an
+        unchanged one later."""
+        status = page.status
+        digest = page.digest if isinstance(page.digest, str) else None
+        unchanged = old is not None and not error_kind and (
+            status == 304 or (status == old.status and digest == old.content_digest))
+        headers = page.headers if isinstance(page.headers, dict) else {}
+        found = "error" if error_kind else ("not_modified" if unchanged else "changed")
+        interval = self.schedule.next_interval(
+            old.fetch_interval if old is not None and old.fetch_interval else self.schedule.min_interval, found)
+        row = {"url": pend.url, "fingerprint": pend.fingerprint, "kind": pend.kind, "depth": pend.depth,
+               "status": old.status if status == 304 and old is not None else status,
+               "visited_at": now, "fetch_interval": interval,
+               "next_fetch_at": self.schedule.due_at(now, interval),
+               "content_digest": old.content_digest if old is not None else None,
+               "etag": old.etag if old is not None else None,
+               "last_modified": old.last_modified if old is not None else None}
+        if not error_kind and status != 304:
+            row.update(content_digest=digest, etag=_header(headers, "etag"),
+                       last_modified=_header(headers, "last-modified"))
+        elif status == 304:  # a 304 may carry updated validators (RFC 9110 §15.4.5)
+            for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
+                if _header(headers, name) is not None:
+                    row[key] = _header(headers, name)
+        return row, unchanged
+
+    @staticmethod
+    def _write_sitemaps(conn, rows: list[dict]) -> None:
+        """Insert or update the ``sitemap`` rows of the sitemaps read (one per fingerprint)."""
+        if not rows:
+            return
+        rows = list({row["fingerprint"]: row for row in rows}.values())
+        insert_ignore(conn, sitemap_table, rows)
+        _execute_grouped(conn, sitemap_table, sitemap_table.c.fingerprint,
+                         [{"b_fp": row["fingerprint"],
+                           **{k: v for k, v in row.items() if k not in ("fingerprint", "url")}} for row in rows])
+
+    def _lastmod_hints(self, conn, links: Iterable[dict], now) -> int:
+        """Act on the ``<lastmod>`` a sitemap read now gives for pages already stored (inside
+        :meth:`apply`'s transaction): update ``document.lastmod`` and, during a recrawl run
+        (:attr:`recrawl_since`) for a document not visited in that run or not in the last
+        ``min_interval`` (a visit just rescheduled it), apply
+        :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made due now is
+        queued at once with its validators (a one-shot ``--recrawl`` looked for due documents
+        only at its start). A plain crawl only keeps the lastmod: a sitemap read seconds after
+        the visit tells nothing about change. Returns how many it queued."""
+        listed = {row["fingerprint"]: row["lastmod"] for row in links
+                  if row.get("kind") is None and row.get("lastmod") is not None}
+        if not listed:
+            return 0
+        c = document.c
+        docs = []
+        for part in chunks(sorted(listed), 500):
+            docs += conn.execute(sa.select(c.fingerprint, c.url, c.depth, c.page_type, c.etag, c.last_modified,
+                                           c.lastmod, c.visited_at, c.fetched_at, c.fetch_interval, c.next_fetch_at)
+                                 .where(c.fingerprint.in_(part))).all()
+        updates, due = [], []
+        for d in docs:
+            lastmod = listed[d.fingerprint]
+            values = {"lastmod": lastmod} if d.lastmod != lastmod else {}
+            visited_at = d.visited_at or d.fetched_at
+            hint = None
+            recent = visited_at is not None and (now - visited_at).total_seconds() < self.schedule.min_interval
+            if self.recrawl_since is not None and visited_at is not None and (
+                    visited_at < self.recrawl_since or not recent):
+                hint = self.schedule.lastmod_hint(lastmod, visited_at, d.fetch_interval, d.next_fetch_at, now)
+            if hint is not None:
+                found, interval, when = hint
+                values.update(fetch_interval=interval, next_fetch_at=when)
+                if found == "due" and when <= now:
+                    due.append(_revisit_row(d))
+            if values:
+                updates.append({"b_fp": d.fingerprint, **values})
+        _execute_grouped(conn, document, c.fingerprint, updates)
+        return _queue_absent(conn, due)
 
     def start_recrawl(self, mode: str, due: int) -> int:
         """Record the start of a recrawl run (``mode``: due, all or watch) that queued ``due``
@@ -920,13 +1065,12 @@ class CrawlStore:
         strategy, url = self.strategy, link[0]
         page_type = None
         if strategy.rules:
-            if len(link) < 3 or not isinstance(link[2], str) or not link[2]:
+            if len(link) < 3 or not link[2]:  # types are the protocol's (gridcrawl.protocol.Link)
                 return None
             page_type = link[2][:64]
         relevance, priority = None, 5
         if strategy.focus is not None:
-            anchor = link[1] if len(link) > 1 and isinstance(link[1], str) else ""
-            relevance = strategy.focus.link_score(anchor, url, parent_score or 0.0)
+            relevance = strategy.focus.link_score(link[1], url, parent_score or 0.0)
             if relevance < strategy.min_relevance:
                 return None
             priority = focus_priority(relevance)
@@ -936,11 +1080,12 @@ class CrawlStore:
 
     @staticmethod
     def _kept_rows(page: PageResult, pend: Pending, now) -> list[dict]:
-        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs)."""
+        """``kept_link`` rows of the links a page's keep rules matched (``[url, rule]`` pairs,
+        :data:`gridcrawl.protocol.KeptLink`: types checked by the protocol; a pair that is not
+        one, an empty or over-long URL is skipped)."""
         rows = []
-        for item in page.kept or []:
-            if (not isinstance(item, list) or len(item) < 2 or not isinstance(item[0], str) or not item[0]
-                    or len(item[0]) > models.URL_LENGTH or not isinstance(item[1], int) or isinstance(item[1], bool)):
+        for item in page.kept:
+            if len(item) != 2 or not item[0] or len(item[0]) > models.URL_LENGTH:
                 continue
             rows.append({"url": item[0], "fingerprint": fingerprint(item[0]),
                          "source_url": pend.url[:models.URL_LENGTH], "source_page_type": pend.page_type,
@@ -1090,7 +1235,7 @@ class ErrorGroup:
 
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
-DECISIONS = ("trap", "duplicate", "noindex")
+DECISIONS = (ErrorKind.TRAP.value, ErrorKind.DUPLICATE.value, ErrorKind.NOINDEX.value)
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 
@@ -1135,6 +1280,27 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
                 limit = limits.get(name)
                 row[name] = value[:limit] if limit else value
     return rows
+
+
+def _revisit_row(stored, kind: str | None = None) -> dict:
+    """The ``to_visit_url`` row that visits stored document (or, with ``kind``, sitemap)
+    ``stored`` again, with its validators for a conditional request (``stored`` has ``url``,
+    ``fingerprint``, ``depth``, ``etag``, ``last_modified`` and, for a document, ``page_type``)."""
+    return {"url": stored.url, "fingerprint": stored.fingerprint, "depth": stored.depth, "priority": 5,
+            "discovered_from": None, "in_flight": False, "page_type": None if kind else stored.page_type,
+            "relevance": None, "kind": kind, "lastmod": None, "etag": stored.etag,
+            "last_modified": stored.last_modified}
+
+
+def _queue_absent(conn, rows: list[dict]) -> int:
+    """Insert the ``to_visit_url`` ``rows`` whose URL is not queued already; return how many."""
+    present: set[str] = set()
+    for part in chunks([row["fingerprint"] for row in rows], 500):
+        present.update(conn.execute(sa.select(to_visit.c.fingerprint).where(to_visit.c.fingerprint.in_(part)))
+                       .scalars())
+    rows = [row for row in rows if row["fingerprint"] not in present]
+    insert_ignore(conn, to_visit, rows)
+    return len(rows)
 
 
 def _json_or_none(value) -> str | None:

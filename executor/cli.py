@@ -7,9 +7,8 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import fail, peer_credentials, setup_logging, stop_on_signals
+from gridcrawl.cli_common import SETTING_OPTIONS, fail, peer_credentials, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
-from gridcrawl.settings import Settings
 from gridcrawl.link import split_endpoints
 from gridcrawl.transport import check_endpoint
 
@@ -18,32 +17,19 @@ app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   "runs grid threads (fetch, parse, extract links) on worker threads.")
 
 
+#: The sections of ``--help`` the options generated from Settings go to (by their group).
+PANELS = {"connection": "Connection and login", "fetching": "Fetching", "politeness": "Fetching",
+          "rendering": "Rendering (pages that need JavaScript)", "idle": "Idle desktop (with --idle-only)"}
+
+
 @app.command()
+@setting_options("executor", PANELS)
 def run(
     ctx: typer.Context,
     manager: List[str] = typer.Option(..., help="the manager's endpoint, e.g. tcp://HOST:9000; repeat it "
                                       "(or separate with commas) for hot-standby managers, tried in order"),
-    threads: int = typer.Option(Settings.threads, help="worker threads (grid threads run at once)"),
+    given: dict = SETTING_OPTIONS,
     name: str = typer.Option(None, help="a name for this executor (default host:pid)"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
-                                             rich_help_panel="Connection and login"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before the manager counts as lost",
-                                             rich_help_panel="Connection and login"),
-    connect_timeout: float = typer.Option(Settings.connect_timeout, help="seconds to wait for the manager's first answer",
-                                           rich_help_panel="Connection and login"),
-    download_timeout: float = typer.Option(Settings.download_timeout, help="wall-clock deadline of one fetch, seconds",
-                                           rich_help_panel="Fetching"),
-    max_body_bytes: int = typer.Option(Settings.max_body_bytes, help="largest body kept, bytes",
-                                          rich_help_panel="Fetching"),
-    user_agent: str = typer.Option(Settings.user_agent, help="User-Agent header of every fetch",
-                                          rich_help_panel="Fetching"),
-    keep_non_html: bool = typer.Option(False, "--keep-non-html", help="also download bodies of non-HTML responses",
-                                           rich_help_panel="Fetching"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
-                                           rich_help_panel="Fetching"),
-    robots_retry: float = typer.Option(Settings.robots_retry, help="seconds a host with an unreachable "
-                                       "robots.txt stays disallowed before robots.txt is fetched again",
-                                       rich_help_panel="Fetching"),
     user: str = typer.Option(None, help="log in as this user (password from $GRIDCRAWL_PASSWORD or a prompt)",
                                    rich_help_panel="Connection and login"),
     curve_secret: Path = typer.Option(None, help="this executor's CURVE secret key file (gridcrawl keys new); "
@@ -59,24 +45,12 @@ def run(
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
     idle_only: bool = typer.Option(False, "--idle-only", help="a non-dedicated desktop: take grid threads only "
                                    "while other programs leave the CPU idle (and within --hours)"),
-    cpu_threshold: float = typer.Option(25.0, help="with --idle-only: percent of the machine's CPU other "
-                                        "processes may use before the owner counts as back",
-                                      rich_help_panel="Idle desktop (with --idle-only)"),
     hours: str = typer.Option(None, help="with --idle-only: local hours to work, HH:MM-HH:MM (may wrap "
                               "midnight, e.g. 18:00-08:00)", rich_help_panel="Idle desktop (with --idle-only)"),
-    idle_seconds: float = typer.Option(30.0, help="with --idle-only: seconds the CPU must stay under the "
-                                       "threshold before work is taken (again)",
-                                            rich_help_panel="Idle desktop (with --idle-only)"),
     render: bool = typer.Option(False, "--render", help="start a headless browser (Playwright driving an installed "
                                 "Chromium) and offer the render capability: this executor runs the grid "
                                 "threads that need JavaScript; pip install 'gridcrawl[render]'",
                                 rich_help_panel="Rendering (pages that need JavaScript)"),
-    browser_path: str = typer.Option(Settings.browser_path, help="with --render: the Chromium or Chrome executable "
-                                     "(default: found on PATH)", rich_help_panel="Rendering (pages that need JavaScript)"),
-    render_pages: int = typer.Option(Settings.render_pages, help="with --render: pages open in the browser at once",
-                                     rich_help_panel="Rendering (pages that need JavaScript)"),
-    render_timeout: float = typer.Option(Settings.render_timeout, help="with --render: wall-clock deadline of one "
-                                         "rendered page, seconds", rich_help_panel="Rendering (pages that need JavaScript)"),
     config: Path = typer.Option(None, help="TOML configuration file (then GRIDCRAWL_* variables, then these "
                                 "options; see docs/operations.md)"),
 ) -> None:
@@ -86,8 +60,8 @@ def run(
     if idle_only:
         from gridcrawl.executor.idle import IdleMonitor, IdlePolicy, parse_hours
         try:
-            idle = IdleMonitor(IdlePolicy(cpu_threshold, parse_hours(hours) if hours else None,
-                                          idle_seconds=idle_seconds))
+            idle = IdleMonitor(IdlePolicy(given["cpu_threshold"], parse_hours(hours) if hours else None,
+                                          idle_seconds=given["idle_seconds"]))
         except ValueError as exc:
             fail(str(exc))
     elif hours:
@@ -96,13 +70,7 @@ def run(
         manager = split_endpoints(manager)
         for endpoint in manager:
             check_endpoint(endpoint)
-        settings = configured_settings(ctx, threads=threads, heartbeat_interval=heartbeat_interval,
-                            heartbeat_liveness=heartbeat_liveness, connect_timeout=connect_timeout,
-                            download_timeout=download_timeout, max_body_bytes=max_body_bytes,
-                            user_agent=user_agent, keep_non_html=keep_non_html,
-                            obey_robots=not ignore_robots, robots_retry=robots_retry,
-                            browser_path=browser_path, render_pages=render_pages,
-                            render_timeout=render_timeout).validate()
+        settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
     from gridcrawl.executor.memory import limit_malloc_arenas

@@ -26,7 +26,6 @@ Content-Type; RFC 6585 §4 (429 Too Many Requests); RFC 1950/1951/1952 (zlib, de
 from __future__ import annotations
 
 import email.utils
-import enum
 import heapq
 import math
 import socket
@@ -45,6 +44,8 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
+
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "gunzip",
            "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
 
@@ -56,32 +57,6 @@ REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024  # bytes per socket read and per decompression step
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 _ACCEPT_ENCODING = "gzip, deflate"  # the codings decoded here with a bounded inflater
-
-
-class ErrorKind(str, enum.Enum):
-    """Why a fetch failed; the value is the stable string stored and sent over the wire."""
-
-    TIMEOUT = "timeout"  #: connect/read timeout, or the whole-fetch deadline passed
-    TOO_LARGE = "too_large"  #: body (after decompression) exceeded max_body_bytes
-    REDIRECT_LOOP = "redirect_loop"  #: a URL came back in the redirect chain
-    TOO_MANY_REDIRECTS = "too_many_redirects"  #: more than max_redirects hops
-    CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, truncated/undecodable body
-    HTTP_STATUS = "http_status"  #: final status >= 400
-    INVALID_URL = "invalid_url"  #: not an http(s) URL with a host, or unparseable
-    BLOCKED = "blocked"  #: the hop check refused a hop (e.g. a private address)
-    ROBOTS = "robots"  #: robots.txt disallows the URL (or a redirect hop) for our user agent
-    ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
-    OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
-    CRASH = "crash"  #: an unexpected exception; its message is kept in ``error``
-    RENDER = "render"  #: the browser failed (died, did not answer), or the executor has none (retried elsewhere)
-    RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
-    RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
-    GONE = "gone"  #: a stored document answered 404/410 on a recrawl (set by the client, not the fetcher)
-    # Decisions of the application about a fetched page (recorded in visited_url.error_kind):
-    TRAP = "trap"  #: not followed: its URL shape repeats near-identical pages (``error`` names the shape)
-    DUPLICATE = "duplicate"  #: its canonical link or body digest names a page stored already
-    NOINDEX = "noindex"  #: robots meta tag / X-Robots-Tag noindex: kept out of ``document``
-    BAD_SITEMAP = "bad_sitemap"  #: a sitemap thread's body is no readable sitemap (or over 50 MiB)
 
 
 class HopRefusal(NamedTuple):

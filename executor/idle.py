@@ -27,6 +27,8 @@ import time
 from collections import deque
 from typing import Callable, NamedTuple
 
+from gridcrawl.settings import Settings
+
 _HOURS = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")
 
 
@@ -104,8 +106,8 @@ class IdlePolicy:
     the window whose mean load decides that the owner is back. Starts not accepting.
     """
 
-    def __init__(self, threshold: float = 25.0, hours: HoursWindow | None = None, *,
-                 idle_seconds: float = 30.0, busy_seconds: float = 3.0) -> None:
+    def __init__(self, threshold: float = Settings.cpu_threshold, hours: HoursWindow | None = None, *,
+                 idle_seconds: float = Settings.idle_seconds, busy_seconds: float = 3.0) -> None:
         if not 0 < threshold <= 100:
             raise ValueError(f"cpu threshold must be in (0, 100] percent, not {threshold!r}")
         if idle_seconds < 0 or busy_seconds < 0:

@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import threading
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from gridcrawl.protocol import PageResult
+from gridcrawl.protocol import Instruction, PageResult
 from gridcrawl.urls import in_scope, url_host
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
@@ -57,11 +56,6 @@ from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_
 if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
     from gridcrawl.executor.render import Renderer
 
-# Test-only fault injection (issue: fault tolerance): when this environment variable is set, an
-# executor process dies at once on any URL containing its value, as a crashing executor would.
-CRASH_ENV = "GRIDCRAWL_TEST_CRASH_ON"
-
-
 def scope_check(domains: list[str]) -> HopCheck:
     """A hop check refusing URLs whose host is not one of ``domains`` or their subdomains
     (:func:`gridcrawl.urls.in_scope`), as ``HopRefusal(OUT_OF_SCOPE, ...)``."""
@@ -76,24 +70,21 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
-#: Conditional request headers a recrawl's instruction may carry: instruction key -> header name.
-CONDITIONAL_HEADERS = {"ifNoneMatch": "If-None-Match", "ifModifiedSince": "If-Modified-Since"}
-
-
-def conditional_headers(instruction: dict | None) -> dict[str, str] | None:
+def conditional_headers(instruction: Instruction | dict | None) -> dict[str, str] | None:
     """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
     stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
     ``None`` when it has none. Values that are not short single-line text are dropped, so a
     hostile stored header cannot inject another header."""
+    instruction = Instruction.read(instruction)
     headers = {}
-    for key, name in CONDITIONAL_HEADERS.items():
-        value = (instruction or {}).get(key)
-        if isinstance(value, str) and value and len(value) <= 1024 and value.isprintable():
+    for name, value in (("If-None-Match", instruction.if_none_match),
+                        ("If-Modified-Since", instruction.if_modified_since)):
+        if value and len(value) <= 1024 and value.isprintable():
             headers[name] = value
     return headers or None
 
 
-def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: dict | None = None,
+def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction: Instruction | dict | None = None,
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
           plugin_timeout: float = 10.0, renderer: Renderer | None = None,
@@ -105,7 +96,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         url: the grid thread's URL (canonical).
         store_content: put the body in ``PageResult.content`` (decoded text for HTML; bytes for
             other types only when the fetcher keeps non-HTML bodies).
-        instruction: the thread's instruction; ``{"scope": [domain, ...]}`` makes every hop
+        instruction: the thread's :class:`~gridcrawl.protocol.Instruction` (or its wire map;
+            keys of the wrong type are ignored); ``{"scope": [domain, ...]}`` makes every hop
             outside those domains fail as ``out_of_scope`` (no scope key: no check);
             ``"content": false`` leaves the body out of the result (the application does not
             store it); with
@@ -146,13 +138,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
-    crash_on = os.environ.get(CRASH_ENV)
-    if crash_on and crash_on in url:
-        os._exit(70)
-    scope = (instruction or {}).get("scope")
-    if (instruction or {}).get("content") is False:  # the application does not store bodies
+    instruction = Instruction.read(instruction)
+    if not instruction.content:  # the application does not store bodies
         store_content = False
-    checks = [scope_check(scope) if isinstance(scope, list) else None]
+    checks = [scope_check(instruction.scope) if instruction.scope is not None else None]
     crawl_delay = None
     pacer = fetcher.pacer
     if pacer is not None and robots is None:
@@ -171,10 +160,11 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
         checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
-    if (instruction or {}).get("sitemap"):
+    if instruction.sitemap:
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
-                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None)
-    semantic = bool((instruction or {}).get("semantic"))
+                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None,
+                              headers=conditional_headers(instruction))
+    semantic = instruction.semantic
     headers = conditional_headers(instruction)
     if semantic:  # RDF documents too, asked for by content negotiation
         headers = {**(headers or {}), "Accept": RDF_ACCEPT}
@@ -186,7 +176,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
         retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
         headers=dict(fetched.headers) or None)
-    if fetched.ok and (instruction or {}).get("sitemaps"):
+    if fetched.ok and instruction.sitemaps:
         result.sitemaps = _host_sitemaps(robots, result.final_url)
     body = fetched.body
     if not fetched.ok:
@@ -211,16 +201,16 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
     content_type = fetched.content_type
-    if (instruction or {}).get("render"):
+    if instruction.render:
         if renderer is None:
             result.error_kind = ErrorKind.RENDER.value
             result.error = "this executor has no browser (start it with --render)"
             return result
-        wait_for = instruction.get("waitFor")
+        wait_for = instruction.wait_for
         rendered = renderer.render(
             result.final_url, status=fetched.status, content_type=content_type, body=body,
             navigation_check=chain_hop_checks(*checks), resource_check=robots.hop_check if robots else None,
-            wait_for=wait_for if isinstance(wait_for, str) and wait_for else None,
+            wait_for=wait_for or None,
             max_bytes=fetcher.max_body_bytes)
         result.render_seconds = rendered.seconds
         result.refused_requests = rendered.refused
@@ -234,7 +224,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
         page = parse_page(body, result.final_url, content_type,
-                          skip_nofollow=not (instruction or {}).get("follow_nofollow"))
+                          skip_nofollow=not instruction.follow_nofollow)
         result.title = page.title
         result.encoding = page.encoding
         robots_tags |= meta_robots(page.document, token)
@@ -243,28 +233,29 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.canonical = canonical_link(page.document, page.base_url, fetched.headers.get("link"))
         if result.nofollow:
             pass  # the page asks that none of its links be followed: none are reported
-        elif instruction and ("followRules" in instruction or "keepRules" in instruction):
+        elif instruction.has_rules:
             # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
-            follow, keep = apply_instruction(page.document, result.final_url, page.links, instruction)
+            follow, keep = apply_instruction(page.document, result.final_url, page.links,
+                                             {"keepRules": instruction.keep_rules, "followRules": instruction.follow_rules})
             result.links = [[url, text, to_type] for url, text, to_type in follow]
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
         text = body.decode(page.encoding, errors="replace") if (store_content or semantic
-                                                                  or (instruction and instruction.get("items"))) else None
+                                                                  or instruction.items) else None
         if semantic:
             structured = extract_structured(page.document, text, result.final_url, limits)
             result.triples = structured.triples
             if structured.errors or any(structured.data.values()):  # nothing found: nothing kept
                 result.structured = {**structured.data, "errors": structured.errors}
-            if not result.nofollow and not (instruction and ("followRules" in instruction or "keepRules" in instruction)):
+            if not result.nofollow and not instruction.has_rules:
                 known = {link[0] for link in result.links}
                 result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
             result.content = text
         result.parse_seconds = time.perf_counter() - started
-        if instruction and instruction.get("items"):
-            extract_items(result, page, text, instruction["items"], plugins, plugin_timeout)
+        if instruction.items:
+            extract_items(result, page, text, instruction.items, plugins, plugin_timeout)
         started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
         result.simhash = simhash(visible_text(page.document))
         result.parse_seconds += time.perf_counter() - started
@@ -337,15 +328,18 @@ def _host_sitemaps(robots: RobotsCache | None, url: str) -> list[str]:
 
 
 def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl_delay: float | None,
-                   close: bool) -> PageResult:
+                   close: bool, headers: dict[str, str] | None = None) -> PageResult:
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
     fails as ``bad_sitemap``; entries ignored (past 50,000, not http(s)) are counted in
     ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
-    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``."""
+    failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
+    ``headers``: a recrawl's conditional request headers (:func:`conditional_headers`); a
+    ``304 Not Modified`` is returned as it is (no body, nothing read). The response headers are
+    returned (``headers``) so that the client keeps the sitemap's validators."""
     try:
-        fetched = fetcher.fetch(url, hop_check=hop_check)
+        fetched = fetcher.fetch(url, hop_check=hop_check, headers=headers)
     finally:
         if close:
             fetcher.close()
@@ -353,7 +347,8 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
         url=url, final_url=fetched.final_url or url, status=fetched.status, content_type=fetched.content_type,
         size=fetched.size, fetch_seconds=fetched.seconds,
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
-        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay)
+        retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
+        headers=dict(fetched.headers) or None)
     if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status in (404, 410):
         # most hosts have nothing at /sitemap.xml: that is no failure of the crawl
         result.error_kind, result.error = None, f"no sitemap here (HTTP {fetched.status})"

@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
+from gridcrawl.executor.fetch import HTML_TYPES
 from gridcrawl.urls import InvalidURL, canonical_url
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "decode_html",
     "detect_charset",
     "canonical_link",
+    "document_base",
     "extract_links",
     "header_robots",
     "meta_robots",
@@ -56,8 +58,6 @@ MAX_ANCHOR_TEXT = 200
 #: (the HTML Standard's prescan looks at the first 1024; pages in the wild
 #: often put the declaration later, after long comments or scripts).
 META_PRESCAN_BYTES = 4096
-
-_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 # Byte order marks, checked before anything else (HTML Standard 13.2.3.2 step 1,
 # Encoding Standard "BOM sniff"): UTF-8, UTF-16BE, UTF-16LE.
@@ -117,7 +117,7 @@ def is_html(content_type: str | None) -> bool:
     """
     if not content_type:
         return False
-    return content_type.split(";", 1)[0].strip().lower() in _HTML_TYPES
+    return content_type.split(";", 1)[0].strip().lower() in HTML_TYPES
 
 
 #: Leading bytes examined by :func:`looks_binary` and :func:`sniff_html`.
@@ -364,7 +364,7 @@ def extract_links(
     return links
 
 
-def _document_base(root: lxml.html.HtmlElement, page_url: str) -> str:
+def document_base(root: lxml.html.HtmlElement, page_url: str) -> str:
     """The document base URL: the first ``<base href>`` resolved against the page URL.
 
     Falls back to ``page_url`` when there is no such element or it does not
@@ -444,7 +444,7 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
     root = _parse_document(text)
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
-    base_url = _document_base(root, page_url)
+    base_url = document_base(root, page_url)
     links = extract_links(root, base_url, skip_nofollow=skip_nofollow)
     return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url)
 

@@ -5,7 +5,8 @@ This module owns Alchemi's security model, made safe:
 
 * **Permissions** (Alchemi's ``prm`` table): ``ExecuteThread`` (run grid threads: register an
   executor), ``ManageOwnApp`` (create applications and manage one's own), ``ManageAllApps``
-  (reattach to, read, acknowledge and close anyone's application), ``ManageUsers``.
+  (reattach to, read, acknowledge and close anyone's application), ``ManageUsers``; the names
+  and each group's permissions are defined in :mod:`gridcrawl.permissions`.
 * **Groups** (``grp``), each with a fixed set of permissions (``grp_prm``): ``Administrators``
   (all four), ``Executors`` (ExecuteThread), ``Users`` (ManageOwnApp). Every user (``usr``) is
   in one group. The groups and permissions are created with the schema; **no user is**: there
@@ -41,25 +42,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.permissions import (EXECUTE_THREAD, GROUP_PERMISSIONS, GROUPS, MANAGE_ALL_APPS,
+                                   MANAGE_OWN_APP, MANAGE_USERS, PERMISSIONS)  # noqa: F401 (auth's names too)
 
 log = logging.getLogger("gridcrawl.auth")
-
-# Alchemi's permission and group ids and names.
-EXECUTE_THREAD = "ExecuteThread"
-MANAGE_OWN_APP = "ManageOwnApp"
-MANAGE_ALL_APPS = "ManageAllApps"
-MANAGE_USERS = "ManageUsers"
-
-#: permission id -> name (Alchemi's prm table).
-PERMISSIONS: dict[int, str] = {0: EXECUTE_THREAD, 1: MANAGE_OWN_APP, 2: MANAGE_ALL_APPS, 3: MANAGE_USERS}
-#: group id -> name (Alchemi's grp table).
-GROUPS: dict[int, str] = {0: "Administrators", 1: "Executors", 2: "Users"}
-#: group name -> its permissions (Alchemi's grp_prm table).
-GROUP_PERMISSIONS: dict[str, frozenset[str]] = {
-    "Administrators": frozenset(PERMISSIONS.values()),
-    "Executors": frozenset({EXECUTE_THREAD}),
-    "Users": frozenset({MANAGE_OWN_APP}),
-}
 
 # scrypt cost (RFC 7914 §2): N (CPU/memory cost, a power of 2), r (block size), p (parallelism).
 # 128 * N * r bytes = 16 MiB of memory and some 50 ms of CPU per verification.

@@ -17,7 +17,8 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import FORK, ChildWatch, fail, setup_logging
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, fail, setting_argv, setting_options,
+                                  setup_logging)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
@@ -69,37 +70,21 @@ def _stop(processes: list, timeout: float = 5.0) -> None:
             proc.wait()
 
 
+#: The sections of ``gridcrawl run --help`` and ``gridcrawl spark --help`` the options generated
+#: from Settings go to (by their group).
+RUN_PANELS = {"scope": "Scope and politeness", "politeness": "Scope and politeness", "strategy": "Strategy",
+              "recrawl": "Recrawl"}
+
+
 @app.command()
+@setting_options("run", RUN_PANELS)
 def run(
     ctx: typer.Context,
     seeds: List[str] = typer.Argument(None, help="seed URLs (none: the --rules base URLs, or resume WORKDIR's crawl)"),
     executors: int = typer.Option(2, help="executor processes to start"),
-    threads: int = typer.Option(Settings.threads, help="worker threads per executor"),
-    max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(Settings.max_depth, help="largest link depth (hops) from a seed (-1: no limit)",
-                                  rich_help_panel="Scope and politeness"),
-    sitemaps: bool = typer.Option(Settings.sitemaps, "--sitemaps/--no-sitemaps",
-                                  help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)",
-                                  rich_help_panel="Strategy"),
-    follow_nofollow: bool = typer.Option(False, "--follow-nofollow", help="follow rel=nofollow links too",
-                                         rich_help_panel="Scope and politeness"),
-    store_duplicates: bool = typer.Option(False, "--store-duplicates",
-                                          help="store duplicate pages (same canonical or body) in full",
-                                          rich_help_panel="Strategy"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
-                                           rich_help_panel="Scope and politeness"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
-                                           rich_help_panel="Scope and politeness"),
+    given: dict = SETTING_OPTIONS,
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
-                                           rich_help_panel="Scope and politeness"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
-                                 rich_help_panel="Scope and politeness"),
-    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once",
-                                 rich_help_panel="Scope and politeness"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
                               "its base URLs are seeds", rich_help_panel="Strategy"),
     focus: str = typer.Option(None, help='focused crawl: keywords, e.g. "crawler politeness" (frontier by relevance)',
@@ -130,8 +115,6 @@ def run(
                                      rich_help_panel="Recrawl"),
     watch: bool = typer.Option(False, "--watch", help="with --recrawl: stay open and visit documents as they "
                                "come due, until stopped (SIGINT/SIGTERM)", rich_help_panel="Recrawl"),
-    keep_versions: bool = typer.Option(False, "--keep-versions", help="recrawl: keep the body of every replaced "
-                                       "version in document_version (for WARC export)", rich_help_panel="Recrawl"),
     progress: bool = typer.Option(True, help="show a progress bar", rich_help_panel="Output"),
     log_level: str = typer.Option("WARNING", help="log level of this process (the others log to WORKDIR)",
                                         rich_help_panel="Output"),
@@ -148,12 +131,7 @@ def run(
     from gridcrawl.client.cli import recrawl_mode
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
-        settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth, dispatch=dispatch,
-                            sitemaps=sitemaps, follow_nofollow=follow_nofollow, store_duplicates=store_duplicates,
-                            download_delay=download_delay, concurrent_requests_per_host=concurrent_requests_per_host,
-                            store_content=not no_content, max_pages_per_host=max_pages_per_host,
-                            obey_robots=not ignore_robots,
-                            **({"keep_versions": True} if keep_versions else {})).validate()
+        settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
@@ -168,7 +146,9 @@ def run(
             check_seed(seed)
     except InvalidURL as exc:
         fail(f"invalid seed URL: {exc}")
-    rendering = render or _stored_render(workdir / "crawl.db")
+    crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
+    resumed = (workdir / "crawl.db").exists()  # (a new crawl need not load the database layer here)
+    rendering = render or (resumed and _stored_render(crawl_db))
     if rules is not None:  # refuse bad rules before any process starts
         from gridcrawl.rules import RuleError, load_page_types, load_rules
         try:
@@ -187,10 +167,10 @@ def run(
             fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
-    if not seeds and rules is None and not (workdir / "crawl.db").exists():
+    if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     workdir.mkdir(parents=True, exist_ok=True)
-    hosts = [*seeds, *(allow_domain or []), *_stored_hosts(workdir / "crawl.db")]
+    hosts = [*seeds, *(allow_domain or []), *(_stored_hosts(crawl_db) if resumed else [])]
     if rules is not None:
         hosts += [r.base_url for r in load_rules(rules)]
     try:
@@ -208,24 +188,22 @@ def run(
         gc.freeze()  # the objects imported so far stay shared: the collector never writes to them
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
-        "--dispatch", dispatch, "--download-delay", str(download_delay),
-        "--concurrent-requests-per-host", str(concurrent_requests_per_host), *(["--http", http] if http else [])])]
+        *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
     try:
         for i in range(executors):
             processes.append(children.start("gridcrawl.executor", [
-                "--manager", endpoint, "--threads", str(threads),
+                "--manager", endpoint, *setting_argv(settings, "executor"),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--ignore-robots"] if ignore_robots else []),
                 *(["--render"] if rendering else [])]))
-        counts = run_crawl(settings, endpoint, f"sqlite:///{(workdir / 'crawl.db').resolve()}", seeds,
+        counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
                            structured_data=structured_data, focus_ontology=focus_ontology,
-                           before_crawl=lambda: _wait_for_executors(processes, workdir / "manager.db", executors,
-                                                                    settings.connect_timeout),
+                           before_crawl=lambda: _wait_for_executors(processes, manager_db, executors,
+                                                                    settings.connect_timeout, workdir),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
                            rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
                                                                           else ""),
@@ -238,71 +216,99 @@ def run(
     exit_status(counts)
 
 
-def _wait_for_executors(processes: list[subprocess.Popen], manager_db: Path, wanted: int,
-                        timeout: float) -> None:
-    """Wait until ``wanted`` executors are registered (connected rows in ``manager_db``'s executor
-    table), so that the crawl starts on the whole grid, as when an application is submitted to a
-    running Alchemi grid, rather than on the first executor to finish starting up.
+def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, wanted: int,
+                        timeout: float, workdir: Path) -> None:
+    """Wait until ``wanted`` executors are registered (connected rows in the executor table of
+    the manager database at URL ``manager_db``), so that the crawl starts on the whole grid, as
+    when an application is submitted to a running Alchemi grid, rather than on the first
+    executor to finish starting up.
 
     ``processes`` are the manager then the executors: one that exits meanwhile ends the wait with
-    an error (its log is in the work folder). Polls every 0.02 s for at most ``timeout`` seconds,
+    an error (its log is in ``workdir``). Polls every 0.02 s for at most ``timeout`` seconds,
     then goes on with the executors that have registered (a warning says how many).
     """
-    import sqlite3
+    import sqlalchemy as sa
+    from gridcrawl.report import connected_executors
     deadline = time.monotonic() + timeout
     registered = 0
-    while time.monotonic() < deadline:
-        for i, proc in enumerate(processes):
-            if proc.poll() is not None:
-                role = "the manager" if i == 0 else f"executor-{i}"
-                fail(f"{role} exited with status {proc.returncode} before the crawl started; "
-                     f"see its log in {manager_db.parent}")
-        try:
-            with sqlite3.connect(f"file:{manager_db}?mode=ro", uri=True, timeout=1) as conn:
-                registered = conn.execute("SELECT count(*) FROM executor WHERE is_connected").fetchone()[0]
-        except sqlite3.Error:  # not created yet, or being written
-            registered = 0
-        if registered >= wanted:
-            return
-        time.sleep(0.02)
+    engine = None
+    try:
+        while time.monotonic() < deadline:
+            for i, proc in enumerate(processes):
+                if proc.poll() is not None:
+                    role = "the manager" if i == 0 else f"executor-{i}"
+                    fail(f"{role} exited with status {proc.returncode} before the crawl started; "
+                         f"see its log in {workdir}")
+            try:
+                engine = engine or open_database(manager_db, existing=True)
+                registered = connected_executors(engine)
+            except (DatabaseUnavailable, sa.exc.DBAPIError):  # not created yet, or no tables yet
+                registered = 0
+            if registered >= wanted:
+                return
+            time.sleep(0.02)
+    finally:
+        if engine is not None:
+            engine.dispose()
     logging.getLogger("gridcrawl.run").warning(
         "%d of %d executors registered within %.0f s; crawling with those", registered, wanted, timeout)
 
 
-def _stored_hosts(crawl_db: Path) -> list[str]:
-    """The allowed domains a resumed crawl stored in its crawl database (none if there is none)."""
-    import json
-    import sqlite3
-    if not crawl_db.exists():
-        return []
+def _stored_meta(crawl_db: str) -> dict[str, str]:
+    """The ``crawl_meta`` rows (name -> value) of the crawl database at URL ``crawl_db``: what a
+    resumed crawl stored; empty when there is no such database or table."""
+    import sqlalchemy as sa
+    from gridcrawl import models
     try:
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            row = conn.execute("SELECT value FROM crawl_meta WHERE name = 'allowed_domains'").fetchone()
-        return [str(h) for h in json.loads(row[0])] if row else []
-    except (sqlite3.Error, ValueError, TypeError):
+        engine = open_database(crawl_db, existing=True)
+    except DatabaseUnavailable:
+        return {}
+    try:
+        with engine.connect() as conn:
+            return {row.name: row.value for row in conn.execute(sa.select(models.crawl_meta))}
+    except sa.exc.DBAPIError:
+        return {}
+    finally:
+        engine.dispose()
+
+
+def _stored_hosts(crawl_db: str) -> list[str]:
+    """The allowed domains a resumed crawl stored in its crawl database (URL ``crawl_db``; none
+    if there is none)."""
+    import json
+    try:
+        return [str(h) for h in json.loads(_stored_meta(crawl_db).get("allowed_domains") or "[]")]
+    except (ValueError, TypeError):
         return []
 
 
-def _stored_render(crawl_db: Path) -> bool:
-    """True when a resumed crawl's database says some of its pages are rendered (``--render``
-    or a page type with ``render = true`` stored in ``crawl_meta``, or an item spec with
-    ``render = true`` stored in ``item_spec``)."""
+def _stored_render(crawl_db: str) -> bool:
+    """True when a resumed crawl's database (URL ``crawl_db``) says some of its pages are
+    rendered (``--render`` or a page type with ``render = true`` stored in ``crawl_meta``, or an
+    item spec with ``render = true`` stored in ``item_spec``)."""
     import json
-    import sqlite3
-    if not crawl_db.exists():
+    import sqlalchemy as sa
+    from gridcrawl.client.items import stored_spec
+    from gridcrawl.items import ItemSpecError
+    meta = _stored_meta(crawl_db)
+    if not meta:
         return False
     try:
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            rows = dict(conn.execute("SELECT name, value FROM crawl_meta WHERE name IN ('render', 'page_types')"))
-        if rows.get("render") == "1" or any(
-                bool(v.get("render")) for v in json.loads(rows.get("page_types") or "{}").values()):
+        if meta.get("render") == "1" or any(
+                bool(v.get("render")) for v in json.loads(meta.get("page_types") or "{}").values()):
             return True
-        from gridcrawl.items import parse_spec
-        with sqlite3.connect(crawl_db, timeout=5) as conn:
-            row = conn.execute("SELECT text FROM item_spec WHERE id = 1").fetchone()
-        return bool(row) and any(spec.render for spec in parse_spec(row[0]))
-    except (sqlite3.Error, ValueError, TypeError, AttributeError):
+    except (ValueError, TypeError, AttributeError):
         return False
+    try:
+        engine = open_database(crawl_db, existing=True)
+    except DatabaseUnavailable:
+        return False
+    try:
+        return any(spec.render for spec in stored_spec(engine))
+    except (sa.exc.DBAPIError, ItemSpecError):
+        return False
+    finally:
+        engine.dispose()
 
 
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
@@ -666,10 +672,11 @@ def export_command(
 
 
 @app.command("extract")
+@setting_options("extract")
 def extract_command(
     db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
     extract: str = typer.Option(..., "--extract", help="item spec file (TOML, docs/items.md)"),
-    plugin_timeout: float = typer.Option(Settings.plugin_timeout, help="seconds a plugin may spend on one page"),
+    given: dict = SETTING_OPTIONS,
     progress: bool = typer.Option(True, help="show a progress bar"),
 ) -> None:
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
@@ -682,6 +689,7 @@ def extract_command(
     from gridcrawl.client.progress import ProgressView
     from gridcrawl.plugins import installed_plugins
     specs = check_item_spec(extract)
+    plugin_timeout = given["plugin_timeout"]
     if plugin_timeout <= 0:
         fail("--plugin-timeout must be > 0")
     try:
@@ -739,6 +747,7 @@ def config_show(
 # ---------------------------------------------------------------- gridcrawl spark (issue 18)
 
 @app.command("spark")
+@setting_options("spark", RUN_PANELS)
 def spark_command(
     ctx: typer.Context,
     seeds: List[str] = typer.Argument(None, help="seed URLs (none: the --rules base URLs, or resume the crawl in --db)"),
@@ -746,28 +755,14 @@ def spark_command(
                            metavar="URL"),
     master: str = typer.Option("local[*]", help="Spark master: local[*], local[N], spark://HOST:7077, yarn, k8s://...",
                                metavar="MASTER"),
-    partitions: int = typer.Option(Settings.spark_partitions, help="frontier partitions, each owning its hosts "
-                                   "(0: twice Spark's default parallelism)"),
-    threads: int = typer.Option(Settings.threads, help="fetching threads per Spark task"),
-    max_pages: int = typer.Option(0, help="stop after this many pages (0: no limit)"),
-    max_depth: int = typer.Option(-1, help="largest link depth from a seed (-1: no limit)"),
+    given: dict = SETTING_OPTIONS,
     ui: bool = typer.Option(False, "--ui", help="start Spark's web UI (local masters: on 127.0.0.1) and print its link"),
     log_level: str = typer.Option("WARNING", help="log level of the driver", metavar="LEVEL"),
-    max_pages_per_host: int = typer.Option(0, help="URLs of one host queued at most, a trap cap (0: no limit)",
-                                           rich_help_panel="Scope and politeness"),
-    ignore_robots: bool = typer.Option(False, "--ignore-robots", help="do not fetch or obey robots.txt",
-                                       rich_help_panel="Scope and politeness"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN",
                                            rich_help_panel="Scope and politeness"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
-                                         rich_help_panel="Scope and politeness"),
-    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="fetches of one host in flight at once",
-                                                     rich_help_panel="Scope and politeness"),
     allow_private: List[str] = typer.Option(None, help="let the tasks fetch this private CIDR too (the seeds' own "
                                             "private or loopback addresses are always allowed)", metavar="CIDR",
                                             rich_help_panel="Scope and politeness"),
-    no_content: bool = typer.Option(False, "--no-content", help="do not store page bodies", rich_help_panel="Strategy"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md)", metavar="FILE",
                               rich_help_panel="Strategy"),
     focus: str = typer.Option(None, help="focused crawl: keywords (links below --min-relevance not followed)",
@@ -788,11 +783,7 @@ def spark_command(
     setup_logging(log_level)
     from gridcrawl import spark as gs
     try:
-        settings = configured_settings(ctx, threads=threads, max_pages=max_pages, max_depth=max_depth,
-                                       max_pages_per_host=max_pages_per_host, download_delay=download_delay,
-                                       concurrent_requests_per_host=concurrent_requests_per_host,
-                                       store_content=not no_content, obey_robots=not ignore_robots,
-                                       spark_partitions=partitions).validate()
+        settings = configured_settings(ctx, **given).validate()
         db = _absolute_sqlite(db)
         private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
     except ValueError as exc:

@@ -12,7 +12,10 @@ sent to a console program.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import functools
+import inspect
 import json
 import logging
 import os
@@ -23,6 +26,8 @@ import threading
 from typing import NoReturn
 
 import typer
+
+from gridcrawl.settings import Settings
 
 USER_ERROR = 2
 
@@ -45,6 +50,103 @@ def _tidy_help() -> None:
 
 
 _tidy_help()
+
+
+# ----------------------------------------------------------------------------------------------
+# Options generated from the Settings fields (gridcrawl.settings: metadata["cli"])
+
+#: The default of a command's ``given: dict`` parameter: the options of the Settings fields tagged
+#: for the program go there (see :func:`setting_options`).
+SETTING_OPTIONS: dict = {}
+
+
+def setting_fields(program: str) -> list[tuple[dataclasses.Field, object]]:
+    """``(field, CliOption)`` of every Settings field that ``program`` shows as an option, in
+    declaration order."""
+    return [(f, f.metadata["cli"]) for f in dataclasses.fields(Settings)
+            if "cli" in f.metadata and program in f.metadata["cli"].programs]
+
+
+#: The types of the Settings fields that are options (their annotations are text).
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def _option_parameter(f: dataclasses.Field, cli, program: str, panels: dict[str, str]) -> inspect.Parameter:
+    """The typer option of Settings field ``f`` for ``program``: named ``--name`` (or
+    ``cli.flag``; a bool setting whose default is False is a flag ``--name``), its default the
+    field's, its help text and ``--help`` section as the metadata and ``panels`` say."""
+    hint = _TYPES[f.type] if isinstance(f.type, str) else f.type
+    name, default = (cli.inverse, not f.default) if cli.inverse else (f.name, f.default)
+    option = typer.Option(default, cli.flag or "--" + name.replace("_", "-"), help=cli.help_of(program),
+                          rich_help_panel=panels.get(cli.group) if cli.group else None)
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=hint)
+
+
+def setting_options(program: str, panels: dict[str, str] | None = None):
+    """Decorator of a typer command: give it one option per Settings field tagged ``program``
+    (``metadata["cli"]``, :class:`gridcrawl.settings.CliOption`), so that a setting's option
+    is declared once, in :mod:`gridcrawl.settings`.
+
+    The command declares ``given: dict = SETTING_OPTIONS`` where the options go (their place in
+    ``--help``); it is called with ``given`` = ``{field name: value}`` of those options (an
+    ``inverse`` option, ``--ignore-robots``, negated back: ``obey_robots``), ready for
+    :func:`gridcrawl.config.settings`. ``panels`` maps an option's group (``connection``,
+    ``fetching`` ...) to the section of ``--help`` it is listed in (unmapped: the common
+    options). Runs at import, building the typer.Option objects that hand-written options
+    built too, and little else (no annotation is evaluated).
+    """
+    def decorate(func):
+        fields = setting_fields(program)
+        signature = inspect.signature(func)
+        params, generated = [], {}
+        for param in signature.parameters.values():
+            if param.name != "given":
+                params.append(param)
+                continue
+            for f, cli in fields:
+                option = _option_parameter(f, cli, program, panels or {})
+                generated[option.name] = (f.name, bool(cli.inverse))
+                params.append(option)
+        if not generated:
+            raise TypeError(f"{func.__name__} has no 'given' parameter for the options of {program}")
+
+        @functools.wraps(func)
+        def command(*args, **kwargs):
+            given = {}
+            for option, (field_name, inverse) in generated.items():
+                value = kwargs.pop(option)
+                given[field_name] = not value if inverse else value
+            return func(*args, given=given, **kwargs)
+
+        # typer reads the parameters from __signature__ and resolves the annotations, text under
+        # ``from __future__ import annotations``, in the wrapped function's module (__wrapped__)
+        command.__signature__ = signature.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params
+                                   if p.annotation is not inspect.Parameter.empty}
+        return command
+    return decorate
+
+
+def setting_argv(settings: Settings, program: str, parent: str = "run") -> list[str]:
+    """The options ``parent`` (``gridcrawl run``) passes to a ``program`` it starts: every
+    setting both show as an option, with its value in ``settings`` (``["--threads", "8",
+    "--ignore-robots"]``). A flag is passed when set (``--no-x`` of a ``--x/--no-x`` pair when
+    unset); a flag that is unset and has no negative form is left out."""
+    argv: list[str] = []
+    for f, cli in setting_fields(program):
+        if parent not in cli.programs:
+            continue
+        value = getattr(settings, f.name)
+        name = cli.inverse or f.name
+        if cli.inverse:
+            value = not value
+        flags = (cli.flag or "--" + name.replace("_", "-")).split("/")
+        if isinstance(value, bool):
+            if value or len(flags) > 1:
+                argv.append(flags[0] if value else flags[1])
+        else:
+            argv += [flags[0], str(value)]
+    return argv
 
 
 def fail(message: str) -> NoReturn:

@@ -54,8 +54,10 @@ CONFIG_ENV = "GRIDCRAWL_CONFIG"
 PROGRAM_SECTIONS = ("manager", "executor", "client", "run", "export", "report")
 GLOBAL_SECTIONS = ("settings", "logging")
 LOGGING_KEYS = ("log_level", "log_file", "log_json")
-#: Options that are the negation of a Settings field: option name -> field name.
-INVERSE_OPTIONS = {"no_content": "store_content", "ignore_robots": "obey_robots"}
+#: Options that are the negation of a Settings field (``--no-content``): option name -> field
+#: name, from the fields' metadata (:class:`gridcrawl.settings.CliOption`).
+INVERSE_OPTIONS = {f.metadata["cli"].inverse: f.name for f in dataclasses.fields(Settings)
+                   if "cli" in f.metadata and f.metadata["cli"].inverse}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

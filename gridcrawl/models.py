@@ -7,8 +7,8 @@ Two databases, two metadata objects:
   ``attempt`` (one row per assignment of a grid thread to an executor).
 * :data:`crawl_metadata` — a crawler application's tables from the paper's figure 10:
   ``document``, ``visited_url`` and ``to_visit_url``, keyed by URL fingerprint, plus ``crawl_meta``;
-  for recrawls ``document_version`` (the versions a change replaced) and ``recrawl`` (one row of
-  counts per recrawl run).
+  for recrawls ``document_version`` (the versions a change replaced), ``recrawl`` (one row of
+  counts per recrawl run) and ``sitemap`` (the sitemaps read, with their validators).
 
 Times are naive UTC datetimes with microseconds on every back end (``DATETIME2(6)`` on SQL
 Server, ``DATETIME(6)`` on MariaDB/MySQL, whose plain ``DATETIME`` drops fractions of a second);
@@ -24,7 +24,10 @@ from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey
                         LargeBinary, MetaData, SmallInteger, String, Table, Unicode, UnicodeText)
 from sqlalchemy.types import TypeDecorator
 
-URL_LENGTH = 2083
+from gridcrawl.urls import MAX_URL_LENGTH
+
+#: Size of the URL columns: the longest canonical URL (:data:`gridcrawl.urls.MAX_URL_LENGTH`).
+URL_LENGTH = MAX_URL_LENGTH
 FINGERPRINT_LENGTH = 32
 
 # Portable types: the generic type, with the variant a back end needs.
@@ -327,6 +330,26 @@ recrawl = Table(
     Column("revived", Integer, nullable=False, default=0),       # gone before, back now
     Column("errors", Integer, nullable=False, default=0),        # other failures (page kept as it was)
     Column("new", Integer, nullable=False, default=0),           # new pages found and stored
+)
+
+# The sitemaps a crawl read (robots.txt Sitemap lines or /sitemap.xml, and the sitemaps an index
+# names), with their validators, so that a recrawl reads them again conditionally and acts on the
+# <lastmod> of pages it has stored (docs/recrawl.md).
+sitemap = Table(
+    "sitemap", crawl_metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("url", String(URL_LENGTH), nullable=False),
+    Column("fingerprint", String(FINGERPRINT_LENGTH), nullable=False),
+    Column("kind", String(16), nullable=False),      # 'sitemap' (a host's) | 'sitemap-child' (of an index)
+    Column("depth", Integer, nullable=False, default=0),
+    Column("status", Integer),                       # of the last read that was not a 304
+    Column("content_digest", String(64)),            # SHA-256 of the body last read in full
+    Column("etag", String(255)),
+    Column("last_modified", String(64)),
+    Column("visited_at", Timestamp, nullable=False),  # the last read
+    Column("fetch_interval", Real),                  # --watch: seconds between two reads (adaptive)
+    Column("next_fetch_at", Timestamp),              # --watch: when it is read again
+    Index("ux_sitemap_fingerprint", "fingerprint", unique=True),
 )
 
 visited_url = Table(

@@ -6,11 +6,24 @@ This module is the one definition of the wire format. A message is three ZeroMQ 
 
 * ``version`` — ``PROTOCOL_VERSION`` (bytes ``b"GC1"``); a peer speaking another version is refused.
 * ``type`` — the message's type name in ASCII (``b"register"``, ``b"assign"`` ...).
-* ``body`` — a msgpack map of the message's fields (msgpack carries bytes and text alike).
+* ``body`` — a msgpack map of the message's fields (msgpack carries bytes and text alike);
+  fields at their default value are left out.
 
 A ROUTER socket prepends the peer's routing id, which the server loop strips before :func:`decode`.
-:func:`decode` checks every frame against the dataclass below and raises :class:`ProtocolError` on
-anything else, so a malformed or hostile peer can never reach the manager's logic.
+The messages and their parts are typed structs (msgspec_): :func:`decode` checks every frame
+against them, in C, and raises :class:`ProtocolError` on anything else (unknown or missing fields,
+wrong types, an unknown :class:`ErrorKind`), so a malformed or hostile peer can never reach the
+manager's logic. msgspec replaced a hand-written checker over msgpack: the manager's CPU per grid
+thread fell from 216 to 150 µs (``benchmarks/grid_overhead.py``, issue 13;
+benchmarks/results/2026-11-23-grid-overhead-msgspec.md).
+
+The manager does not decode what it only carries: with ``relay=True`` (the manager's server loop)
+a :class:`Result`'s page stays msgpack bytes (a :class:`RelayedPage`, of which only the few
+fields the manager schedules by are read) and goes on to the client as it came, in the
+:class:`FinishedThread` of a :class:`ThreadDone`; the client checks it in full there, page by page (a
+page that does not decode is a failed thread, not a refused message).
+
+.. _msgspec: https://jcristharif.com/msgspec/
 
 The table of messages (direction, fields) is in README.md, generated from this module by
 ``python -m gridcrawl.protocol``.
@@ -18,33 +31,156 @@ The table of messages (direction, fields) is in README.md, generated from this m
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+import enum
+import logging
+import re
+from typing import Annotated, Any, ClassVar, Literal
 
-import msgpack
+import msgspec
+from msgspec import Meta, field
 
 PROTOCOL_VERSION = b"GC1"
+
+log = logging.getLogger("gridcrawl.protocol")
 
 
 class ProtocolError(ValueError):
     """A peer sent frames that are not a valid message of this protocol version."""
 
 
+class ErrorKind(str, enum.Enum):
+    """Why a grid thread's page failed, or what the application decided about it; the value is
+    the stable string sent over the wire (``PageResult.error_kind``) and stored
+    (``visited_url.error_kind``, the manager's ``thread.error_kind``)."""
+
+    TIMEOUT = "timeout"  #: connect/read timeout, or the whole-fetch deadline passed
+    TOO_LARGE = "too_large"  #: body (after decompression) exceeded max_body_bytes
+    REDIRECT_LOOP = "redirect_loop"  #: a URL came back in the redirect chain
+    TOO_MANY_REDIRECTS = "too_many_redirects"  #: more than max_redirects hops
+    CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, truncated/undecodable body
+    HTTP_STATUS = "http_status"  #: final status >= 400
+    INVALID_URL = "invalid_url"  #: not an http(s) URL with a host, or unparseable
+    BLOCKED = "blocked"  #: the hop check refused a hop (e.g. a private address)
+    ROBOTS = "robots"  #: robots.txt disallows the URL (or a redirect hop) for our user agent
+    ROBOTS_UNREACHABLE = "robots_unreachable"  #: robots.txt gave 5xx/429 or no answer: disallowed for now
+    OUT_OF_SCOPE = "out_of_scope"  #: a redirect hop left the crawl's allowed domains
+    CRASH = "crash"  #: an unexpected exception on the executor; its message is kept in ``error``
+    RENDER = "render"  #: the browser failed (died, did not answer), or the executor has none (retried elsewhere)
+    RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
+    RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
+    BAD_SITEMAP = "bad_sitemap"  #: a sitemap thread's body is no readable sitemap (or over 50 MiB)
+    # Set by the manager or the client, never sent by an executor:
+    POISON = "poison"  #: the thread failed for good: its executors died or timed out ``max_attempts`` times
+    LOST = "lost"  #: finished without a page (the manager had none to give)
+    GONE = "gone"  #: a stored document answered 404/410 on a recrawl
+    # Decisions of the application about a fetched page (recorded in visited_url.error_kind):
+    TRAP = "trap"  #: not followed: its URL shape repeats near-identical pages (``error`` names the shape)
+    DUPLICATE = "duplicate"  #: its canonical link or body digest names a page stored already
+    NOINDEX = "noindex"  #: robots meta tag / X-Robots-Tag noindex: kept out of ``document``
+
+
+#: An error kind on the wire: one of :class:`ErrorKind`'s values, decoded as plain text.
+ErrorKindName = Literal[tuple(kind.value for kind in ErrorKind)]  # type: ignore[valid-type]
+
+#: A link found on a page: ``[canonical_url, anchor_text]``, or, when the thread's instruction
+#: carried keep/follow rules (:mod:`gridcrawl.rules`), ``[canonical_url, anchor_text, to_type]``.
+Link = Annotated[list[str], Meta(min_length=2, max_length=3)]
+#: A link a keep rule matched: ``[canonical_url, rule_number]``.
+KeptLink = tuple[str, int]
+
+
+class Wire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every typed part of the protocol: unknown fields are refused, defaults are not sent."""
+
+
 # ----------------------------------------------------------------------------------------------
 # Nested payloads
 
 
-@dataclass
-class ThreadSpec:
+class Instruction(msgspec.Struct, omit_defaults=True):
+    """The crawling instruction of one grid thread: every key the client may send and the
+    executor reads (:func:`gridcrawl.executor.page.visit`). On the wire it is a map
+    (``ThreadSpec.instruction``, ``Job.instruction``: :meth:`wire`) holding the keys not at
+    their default, under their wire names (in brackets); the client's
+    :func:`gridcrawl.client.app.thread_instruction` assembles it (from
+    :meth:`gridcrawl.client.store.Scope.instruction`, :func:`gridcrawl.rules.instruction_for`,
+    the recrawl validators, the item specs and the page type's rendering).
+
+    * ``scope``: allowed domains; a hop outside fails as ``out_of_scope`` (``None``: no check).
+    * ``follow_nofollow``: report ``rel="nofollow"`` links too.
+    * ``content``: False leaves the body out of the result (nobody stores it).
+    * ``semantic``: a semantic crawl (RDF documents, structured data; :mod:`gridcrawl.semantic`).
+    * ``sitemap``: read the URL as a sitemap; ``sitemaps``: a seed also reports its host's sitemaps.
+    * ``if_none_match`` [``ifNoneMatch``], ``if_modified_since`` [``ifModifiedSince``]: a
+      recrawl's stored ETag and Last-Modified, sent as conditional request headers (RFC 9110 §13.1).
+    * ``base_url`` [``baseURL``], ``url_to_crawl`` [``urlToCrawl``], ``page_type`` [``pageType``],
+      ``keep_rules`` [``keepRules``], ``follow_rules`` [``followRules``]: keep/follow rules
+      (:mod:`gridcrawl.rules`, the paper's instruction); rule entries are maps
+      (:meth:`gridcrawl.rules.Rule.instruction_entry`). With rules, ``links`` holds only the
+      followed links (with their ``to_type``) and ``kept`` the kept ones.
+    * ``items``: item specs that apply to the page (:mod:`gridcrawl.items`' wire maps).
+    * ``render``: open the page in the executor's browser; ``wait_for`` [``waitFor``]: a CSS
+      selector to wait for.
+    """
+
+    scope: list[str] | None = None
+    follow_nofollow: bool = False
+    content: bool = True
+    semantic: bool = False
+    sitemap: bool = False
+    sitemaps: bool = False
+    if_none_match: str | None = field(default=None, name="ifNoneMatch")
+    if_modified_since: str | None = field(default=None, name="ifModifiedSince")
+    base_url: str | None = field(default=None, name="baseURL")
+    url_to_crawl: str | None = field(default=None, name="urlToCrawl")
+    page_type: str | None = field(default=None, name="pageType")
+    keep_rules: list[dict] | None = field(default=None, name="keepRules")
+    follow_rules: list[dict] | None = field(default=None, name="followRules")
+    items: list | None = None
+    render: bool = False
+    wait_for: str | None = field(default=None, name="waitFor")
+
+    @property
+    def has_rules(self) -> bool:
+        """True when keep/follow rules decide which links are reported."""
+        return self.keep_rules is not None or self.follow_rules is not None
+
+    def wire(self) -> dict:
+        """The instruction as it travels: a map of the keys not at their default (wire names)."""
+        return msgspec.to_builtins(self)
+
+    @classmethod
+    def read(cls, wire: dict | Instruction | None) -> Instruction:
+        """The instruction in the map ``wire`` (``None``: every default). Keys of the wrong type
+        and unknown keys are ignored, each on its own: an instruction never fails a page."""
+        if wire is None:
+            return _NO_INSTRUCTION
+        if type(wire) is cls:
+            return wire
+        try:
+            return msgspec.convert(wire, cls, strict=False)
+        except msgspec.ValidationError:
+            pass
+        good = {}
+        for key, value in (wire.items() if isinstance(wire, dict) else ()):
+            try:
+                msgspec.convert({key: value}, cls, strict=False)
+            except msgspec.ValidationError:
+                continue
+            good[key] = value
+        return msgspec.convert(good, cls, strict=False)
+
+
+_NO_INSTRUCTION = Instruction()
+
+
+class ThreadSpec(Wire):
     """One grid thread as an application submits it: visit ``url`` at ``depth``.
 
     ``thread_id`` is the application's own number for the thread (unique within the application);
     ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
     ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
-    crawling instruction (keep/follow rules, :func:`gridcrawl.rules.instruction_for`) the executor
+    crawling instruction, an :class:`Instruction`'s map (:meth:`Instruction.wire`), the executor
     applies to the page. A recrawl adds the stored document's validators to it:
     ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
     sends as conditional request headers (RFC 9110 §13.1.2, §13.1.3); see
@@ -62,18 +198,16 @@ class ThreadSpec:
     needs: list[str] = field(default_factory=list)
 
 
-@dataclass
-class PageResult:
+class PageResult(Wire):
     """What an executor learnt about one URL: the fetch, the parse and the links found.
 
     Times are seconds; ``size`` is bytes of body after decompression. ``links`` holds
-    ``[canonical_url, anchor_text]`` pairs; when the thread carried a crawling instruction
+    :data:`Link` lists, ``[canonical_url, anchor_text]``; when the thread carried a crawling instruction
     (:mod:`gridcrawl.rules`) it holds only the links its follow rules matched, as
     ``[canonical_url, anchor_text, to_type]`` triples, and ``kept`` the links its keep rules
-    matched, as ``[canonical_url, rule_number]`` pairs. ``retry_after`` (from a 429/503) and ``crawl_delay``
+    matched, as :data:`KeptLink` ``[canonical_url, rule_number]`` pairs. ``retry_after`` (from a 429/503) and ``crawl_delay``
     (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
-    ``error_kind`` is ``None`` on success, else one of
-    :class:`gridcrawl.executor.fetch.ErrorKind`'s values. ``content`` is the decoded HTML text, or
+    ``error_kind`` is ``None`` on success, else one of :class:`ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
     bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
     bodies not downloaded); the client compares it with the stored one on a recrawl. A semantic
@@ -106,16 +240,16 @@ class PageResult:
     size: int = 0
     fetch_seconds: float = 0.0
     parse_seconds: float = 0.0
-    error_kind: str | None = None
+    error_kind: ErrorKindName | None = None
     error: str | None = None
     retry_after: float | None = None
     crawl_delay: float | None = None
     title: str = ""
     encoding: str | None = None
-    content: str | bytes | None = None
-    links: list = field(default_factory=list)
-    kept: list = field(default_factory=list)
-    redirects: list = field(default_factory=list)
+    content: Any = None  # str, bytes or None (checked by __post_init__: msgspec has no str | bytes)
+    links: list[Link] = field(default_factory=list)
+    kept: list[KeptLink] = field(default_factory=list)
+    redirects: list[str] = field(default_factory=list)
     headers: dict | None = None  # response headers of the final response (lower-case names), for WARC export
     digest: str | None = None  # hex SHA-256 of the body bytes after decompression (content duplicates)
     simhash: int | None = None  # 64-bit SimHash of the visible text, unsigned (gridcrawl.simhash)
@@ -123,7 +257,7 @@ class PageResult:
     noindex: bool = False  # robots meta tag or X-Robots-Tag says noindex for our user agent
     nofollow: bool = False  # ... says nofollow: ``links`` is empty
     sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
-    sitemaps: list = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
+    sitemaps: list[str] = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
     render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
     refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
@@ -134,13 +268,16 @@ class PageResult:
     item_errors: list = field(default_factory=list)
     extract_seconds: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.content is not None and type(self.content) is not str and type(self.content) is not bytes:
+            raise TypeError(f"expected str or bytes, got {type(self.content).__name__} - at `$.content`")
+
 
 # ----------------------------------------------------------------------------------------------
 # Messages
 
 
-@dataclass
-class Message:
+class Message(Wire):
     """Base class of every message; ``TYPE`` is the wire name.
 
     ``BATCH`` names the list field of a batchable message: consecutive messages of its type to
@@ -151,7 +288,6 @@ class Message:
     BATCH: ClassVar[str] = ""
 
 
-@dataclass
 class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
@@ -177,7 +313,6 @@ class Register(Message):
     capabilities: list[str] = field(default_factory=list)
 
 
-@dataclass
 class Welcome(Message):
     """Manager → executor: registered as ``executor_id``; heartbeat every ``heartbeat_interval`` s."""
 
@@ -187,7 +322,6 @@ class Welcome(Message):
     heartbeat_liveness: int
 
 
-@dataclass
 class Heartbeat(Message):
     """Any peer → any peer: I am alive (an executor adds its CPU and memory figures).
 
@@ -199,8 +333,7 @@ class Heartbeat(Message):
     figures: dict | None = None
 
 
-@dataclass
-class Job:
+class Job(Wire):
     """One grid thread handed to an executor: visit ``url`` as attempt ``attempt_id`` (results
     quote it; a result for an attempt that was taken back is fenced out). ``delay``: the
     manager's delay for the URL's host, seconds (``download_delay`` or its robots.txt
@@ -218,7 +351,6 @@ class Job:
     needs: list[str] = field(default_factory=list)
 
 
-@dataclass
 class Assign(Message):
     """Manager → executor: run these grid threads (one :class:`Job` each).
 
@@ -230,7 +362,6 @@ class Assign(Message):
     jobs: list[Job]
 
 
-@dataclass
 class Started(Message):
     """Executor → manager: worker threads have begun these attempts.
 
@@ -242,7 +373,6 @@ class Started(Message):
     attempt_ids: list[int]
 
 
-@dataclass
 class Result(Message):
     """Executor → manager: ``attempt_id`` finished with ``page``."""
 
@@ -251,7 +381,6 @@ class Result(Message):
     page: PageResult
 
 
-@dataclass
 class Cancel(Message):
     """Manager → executor: drop ``attempt_id`` (aborted or taken back); its result will be fenced."""
 
@@ -259,7 +388,6 @@ class Cancel(Message):
     attempt_id: int
 
 
-@dataclass
 class Availability(Message):
     """Executor → manager: whether it takes new work (idle-only desktops; not a death).
 
@@ -273,7 +401,6 @@ class Availability(Message):
     handed_back: list[int] = field(default_factory=list)
 
 
-@dataclass
 class OpenApplication(Message):
     """Client → manager: create an application, or reattach to ``application_id`` after a restart."""
 
@@ -284,7 +411,6 @@ class OpenApplication(Message):
     password: str | None = None
 
 
-@dataclass
 class ApplicationOpened(Message):
     """Manager → client: the application is ready; ``resumed`` when it existed already."""
 
@@ -295,7 +421,6 @@ class ApplicationOpened(Message):
     heartbeat_liveness: int
 
 
-@dataclass
 class Submit(Message):
     """Client → manager: queue these grid threads of ``application_id``."""
 
@@ -304,10 +429,11 @@ class Submit(Message):
     threads: list[ThreadSpec]
 
 
-@dataclass
-class Outcome:
+class FinishedThread(Wire):
     """How grid thread ``thread_id`` ended: ``failed`` is True when it failed for good (poison
-    after ``attempts`` tries); ``page`` is the executor's result, or ``None`` for a poison thread."""
+    after ``attempts`` tries); ``page`` is the executor's result, or ``None`` for a poison thread.
+    (Named apart from :class:`gridcrawl.client.store.Outcome`, the client's pairing of its pending
+    URL with this report.)"""
 
     thread_id: int
     executor_id: str | None
@@ -316,18 +442,16 @@ class Outcome:
     page: PageResult | None = None
 
 
-@dataclass
 class ThreadDone(Message):
-    """Manager → client: grid threads of ``application_id`` have finished (one :class:`Outcome`
-    each, batched per pass of the manager's loop). The client answers with :class:`Ack`."""
+    """Manager → client: grid threads of ``application_id`` have finished (one
+    :class:`FinishedThread` each, batched per pass of the manager's loop). The client answers with :class:`Ack`."""
 
     TYPE: ClassVar[bytes] = b"done"
     BATCH: ClassVar[str] = "threads"
     application_id: str
-    threads: list[Outcome]
+    threads: list[FinishedThread]
 
 
-@dataclass
 class Ack(Message):
     """Client → manager: these results are stored; the manager may forget them (thread → Dead)."""
 
@@ -336,7 +460,6 @@ class Ack(Message):
     thread_ids: list[int]
 
 
-@dataclass
 class CloseApplication(Message):
     """Client → manager: the application is complete (or, with ``cancel``, aborted)."""
 
@@ -345,7 +468,6 @@ class CloseApplication(Message):
     cancel: bool = False
 
 
-@dataclass
 class Refuse(Message):
     """Manager → peer: your request is refused (bad credentials, unknown application ...).
 
@@ -358,7 +480,6 @@ class Refuse(Message):
     active: str | None = None
 
 
-@dataclass
 class Bye(Message):
     """Any peer: I am leaving; forget me now rather than after the liveness timeout."""
 
@@ -366,7 +487,6 @@ class Bye(Message):
     reason: str = ""
 
 
-@dataclass
 class Control(Message):
     """Client → manager: pause, resume or cancel application ``application_id`` (operator action).
 
@@ -382,7 +502,6 @@ class Control(Message):
     password: str | None = None
 
 
-@dataclass
 class Controlled(Message):
     """Manager → client: ``action`` was applied to ``application_id``, which is now ``state``.
 
@@ -408,13 +527,64 @@ MESSAGES: dict[bytes, type[Message]] = {
 # Encoding and checked decoding
 
 
-def _to_wire(value: Any) -> Any:
-    fields = _FIELDS.get(type(value))
-    if fields is not None:
-        return {name: _to_wire(getattr(value, name)) for name in fields}
-    if isinstance(value, list) and value and type(value[0]) in _FIELDS:
-        return [_to_wire(v) for v in value]
-    return value  # plain values and lists of plain values go to msgpack as they are
+class RelayedPage:
+    """A :class:`PageResult` as the manager holds it: msgpack bytes it forwards as they came
+    (``raw``), with the few fields it schedules and records by decoded and checked (``url``,
+    ``status``, ``size``, ``error_kind``, ``retry_after``, ``crawl_delay``; as in
+    :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes."""
+
+    __slots__ = ("raw", "url", "status", "size", "error_kind", "retry_after", "crawl_delay")
+
+    def __init__(self, raw: msgspec.Raw, summary: _PageSummary) -> None:
+        self.raw = raw
+        self.url, self.status, self.size = summary.url, summary.status, summary.size
+        self.error_kind, self.retry_after, self.crawl_delay = summary.error_kind, summary.retry_after, summary.crawl_delay
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
+
+
+class _PageSummary(msgspec.Struct):
+    """What the manager reads of a page it relays (other fields are skipped, checked at the client)."""
+
+    url: str
+    status: int | None = None
+    size: int = 0
+    error_kind: ErrorKindName | None = None
+    retry_after: float | None = None
+    crawl_delay: float | None = None
+
+
+class _RelayedResult(Wire):
+    attempt_id: int
+    page: msgspec.Raw
+
+
+class _RelayedOutcome(Wire):
+    thread_id: int
+    executor_id: str | None
+    attempts: int
+    failed: bool
+    page: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil: no page
+
+
+class _RelayedDone(Wire):
+    application_id: str
+    threads: list[_RelayedOutcome]
+
+
+def _enc_hook(value: Any) -> Any:
+    if type(value) is RelayedPage:
+        return value.raw
+    raise NotImplementedError(f"{type(value).__name__} is not part of the protocol")
+
+
+_ENCODER = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+_DECODERS = {kind: msgspec.msgpack.Decoder(cls) for kind, cls in MESSAGES.items()}
+_PAGE = msgspec.msgpack.Decoder(PageResult | None)
+_SUMMARY = msgspec.msgpack.Decoder(_PageSummary)
+_RELAYED_RESULT = msgspec.msgpack.Decoder(_RelayedResult)
+_RELAYED_DONE = msgspec.msgpack.Decoder(_RelayedDone)
 
 
 def batch(messages: list[Message]) -> list[Message]:
@@ -431,146 +601,103 @@ def batch(messages: list[Message]) -> list[Message]:
         if name and merged:
             last = merged[-1]
             if type(last) is type(m) and all(
-                    getattr(last, f) == getattr(m, f) for f in _FIELDS[type(m)] if f != name):
+                    getattr(last, f) == getattr(m, f) for f in m.__struct_fields__ if f != name):
                 getattr(last, name).extend(getattr(m, name))
                 continue
         if name:
-            m = dataclasses.replace(m, **{name: list(getattr(m, name))})
+            m = msgspec.structs.replace(m, **{name: list(getattr(m, name))})
         merged.append(m)
     return merged
 
 
 def encode(message: Message) -> list[bytes]:
     """Frames ``[version, type, body]`` of ``message`` (without any routing id)."""
-    return [PROTOCOL_VERSION, message.TYPE, msgpack.packb(_to_wire(message), use_bin_type=True)]
+    return [PROTOCOL_VERSION, message.TYPE, _ENCODER.encode(message)]
 
 
-# Decoding checks every field against its annotation. The checks are compiled once per type into
-# small functions (the manager decodes tens of thousands of messages a second).
-Checker = Callable[[Any, str], Any]
-_FIELDS: dict[type, tuple[str, ...]] = {}
-_CHECKERS: dict[Any, Checker] = {}
+# msgspec's messages, in this module's words (the tests and the logs read these)
+_NAMES = {"int": "an integer", "array": "a list", "object": "a map", "float": "a number", "str": "str",
+          "bool": "bool", "bytes": "bytes"}
+_GOT = {"object": "dict", "array": "list", "null": "NoneType"}  # msgpack's names -> Python's
+_EXPECTED = re.compile(r"Expected `([^`]*)`, got `([^`]*)`(?: - at `\$(.*)`)?$")
+_MISSING = re.compile(r"Object missing required field `([^`]*)`(?: - at `\$(.*)`)?$")
+_UNKNOWN = re.compile(r"Object contains unknown field `([^`]*)`(?: - at `\$(.*)`)?$")
+_AT = re.compile(r" - at `\$(.*)`$")
 
 
-def _fail(where: str, expected: str, value: Any):
-    raise ProtocolError(f"{where}: expected {expected}, got {type(value).__name__}")
+def _problem(exc: Exception, where: str) -> str:
+    """One line saying what is wrong, from a msgspec error ``exc`` on message ``where``."""
+    text = str(exc)
+    m = _EXPECTED.match(text)
+    if m:
+        expected, got, path = m.group(1), m.group(2), m.group(3) or ""
+        if expected == "object" and not path:
+            return f"{where}: body must be a map, got {_NAMES.get(got, got)}"
+        return f"{where}{path}: expected {_NAMES.get(expected, expected)}, got {_GOT.get(got, got)}"
+    m = _MISSING.match(text)
+    if m:
+        return f"{where}{m.group(2) or ''}: missing field {m.group(1)!r}"
+    m = _UNKNOWN.match(text)
+    if m:
+        return f"{where}{m.group(2) or ''}: unknown fields [{m.group(1)!r}]"
+    m = _AT.search(text)
+    return f"{where}{m.group(1)}: {text[:m.start()]}" if m else f"{where}: {text}"
 
 
-def _checker(hint: Any) -> Checker:
-    """A function ``(value, where) -> value`` that accepts ``value`` as ``hint`` or raises."""
-    cached = _CHECKERS.get(hint)
-    if cached is not None:
-        return cached
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        optional = type(None) in options
-        inner = [_checker(o) for o in options if o is not type(None)]
-
-        def check(value, where, inner=inner, optional=optional, hint=hint):
-            if value is None and optional:
-                return None
-            for option in inner:
-                try:
-                    return option(value, where)
-                except ProtocolError:
-                    pass
-            raise ProtocolError(f"{where}: {type(value).__name__} fits none of {hint}")
-    elif dataclasses.is_dataclass(hint):
-        check = _builder(hint)
-    elif origin is list or hint is list:
-        args = typing.get_args(hint)
-        item = _checker(args[0]) if args and args[0] is not Any else None
-
-        def check(value, where, item=item):
-            if type(value) is not list:
-                _fail(where, "a list", value)
-            if item is None:
-                return value
-            return [item(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    elif hint is float:
-        def check(value, where):
-            if type(value) is float:
-                return value
-            if type(value) is int:
-                return float(value)
-            _fail(where, "a number", value)
-    elif hint in (int, str, bytes, bool, dict):
-        names = {int: "an integer", str: "str", bytes: "bytes", bool: "bool", dict: "a map"}
-
-        def check(value, where, kind=hint, name=names[hint]):
-            if type(value) is kind:  # exact: True is not an integer
-                return value
-            _fail(where, name, value)
-    else:  # pragma: no cover - a field type this module does not support is our bug
-        raise TypeError(f"unsupported protocol field type {hint}")
-    _CHECKERS[hint] = check
-    return check
+def _checked(decoder, body: bytes, where: str):
+    try:
+        return decoder(body)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(_problem(exc, where)) from None
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"{where} body is not msgpack: {exc}") from None
 
 
-def _builder(cls: type) -> Checker:
-    """A function ``(body, where) -> cls instance`` checking every field of dataclass ``cls``."""
-    cached = _CHECKERS.get(cls)
-    if cached is not None:
-        return cached
-    hints = typing.get_type_hints(cls)
-    fields = [f for f in dataclasses.fields(cls)]
-    _FIELDS[cls] = tuple(f.name for f in fields)
-    names = frozenset(_FIELDS[cls])
-    required = [f.name for f in fields
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    _CHECKERS[cls] = None  # recursion guard while the field checkers are compiled
-    checks = [(f.name, _checker(hints[f.name])) for f in fields]
-
-    def build(body, where):
-        if type(body) is not dict:
-            raise ProtocolError(f"{where}: body must be a map, got {type(body).__name__}")
-        if not names.issuperset(body):
-            raise ProtocolError(f"{where}: unknown fields {sorted(map(str, set(body) - names))}")
-        for name in required:
-            if name not in body:
-                raise ProtocolError(f"{where}: missing field {name!r}")
-        kwargs = {}
-        for name, check in checks:
-            if name in body:
-                kwargs[name] = check(body[name], where + "." + name)
-        return cls(**kwargs)
-
-    _CHECKERS[cls] = build
-    return build
-
-
-def decode(frames: list[bytes]) -> Message:
+def decode(frames: list[bytes], *, relay: bool = False) -> Message:
     """Decode ``[version, type, body]`` frames into a message.
 
     Raises :class:`ProtocolError` on a wrong frame count, another protocol version, an unknown
     type, a body that is not msgpack, unknown or missing fields, or fields of the wrong type.
+    With ``relay`` (the manager), a :class:`Result`'s page is a :class:`RelayedPage`: only its
+    envelope fields are checked. A :class:`ThreadDone`'s pages are checked one by one: an
+    outcome whose page does not decode becomes a failed thread without a page (logged), so one
+    broken executor cannot make a client refuse the other threads of a batch.
     """
     if len(frames) != 3:
         raise ProtocolError(f"expected 3 frames, got {len(frames)}")
-    version, kind, body = (bytes(f) for f in frames)
+    version, kind, body = (f if type(f) is bytes else bytes(f) for f in frames)  # zmq.Frame: copy=False
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"protocol version {version[:16]!r} is not {PROTOCOL_VERSION!r}")
-    cls = MESSAGES.get(kind)
-    if cls is None:
+    decoder = _DECODERS.get(kind)
+    if decoder is None:
         raise ProtocolError(f"unknown message type {kind[:32]!r}")
-    try:
-        data = msgpack.unpackb(body, raw=False, strict_map_key=True, max_bin_len=len(body),
-                               max_str_len=len(body), max_array_len=len(body), max_map_len=len(body))
-    except Exception as exc:  # msgpack raises several unrelated classes
-        raise ProtocolError(f"{kind.decode()} body is not msgpack: {exc}") from None
-    return _builder(cls)(data, cls.TYPE.decode())
+    if kind == b"done":
+        return _decode_done(body)
+    if relay and kind == b"result":
+        m = _checked(_RELAYED_RESULT.decode, body, "result")
+        return Result(m.attempt_id, RelayedPage(m.page, _checked(_SUMMARY.decode, m.page, "result.page")))
+    return _checked(decoder.decode, body, kind.decode())
 
 
-for _cls in MESSAGES.values():
-    _builder(_cls)
+def _decode_done(body: bytes) -> ThreadDone:
+    m = _checked(_RELAYED_DONE.decode, body, "done")
+    threads = []
+    for o in m.threads:
+        try:
+            page = _checked(_PAGE.decode, o.page, f"done.threads.page (thread {o.thread_id})")
+            failed = o.failed
+        except ProtocolError as exc:
+            log.warning("%s: the thread counts as failed", exc)
+            page, failed = None, True
+        threads.append(FinishedThread(o.thread_id, o.executor_id, o.attempts, failed, page))
+    return ThreadDone(m.application_id, threads)
 
 
 def message_table() -> str:
     """The README's Markdown table of every message: type, class and fields."""
     rows = ["| type | message | fields |", "|---|---|---|"]
     for kind, cls in MESSAGES.items():
-        fields = ", ".join(f"`{f.name}`" for f in dataclasses.fields(cls))
+        fields = ", ".join(f"`{name}`" for name in cls.__struct_fields__)
         summary = (cls.__doc__ or "").strip().split("\n")[0]
         rows.append(f"| `{kind.decode()}` | {summary} | {fields} |")
     return "\n".join(rows)

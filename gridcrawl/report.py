@@ -455,3 +455,12 @@ def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
             key = " ".join(sorted(needs))
             waiting[key] = waiting.get(key, 0) + int(row.n)
     return waiting
+
+
+def connected_executors(engine: Engine) -> int:
+    """How many executors the manager database records as connected (``executor.is_connected``)."""
+    from gridcrawl import models
+    e = models.executor
+    with engine.connect() as conn:
+        return int(conn.execute(sa.select(sa.func.count()).select_from(e).where(e.c.is_connected == sa.true()))
+                   .scalar_one())

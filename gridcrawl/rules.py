@@ -449,7 +449,7 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
         once per URL and rule, where rule_number is the entry's ``"rule"`` (else its 1-based
         index in ``keepRules``). Raises :class:`RuleError` for an invalid pattern.
     """
-    from gridcrawl.executor.parse import _document_base, extract_links
+    from gridcrawl.executor.parse import document_base, extract_links
 
     all_links = [(link.url, link.text) if hasattr(link, "url") else (link[0], link[1]) for link in links]
     base = None
@@ -460,7 +460,7 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
         if elements is None:
             return all_links
         if base is None:
-            base = _document_base(root, page_url)
+            base = document_base(root, page_url)
         return [(link.url, link.text) for link in extract_links(root, base, within=elements)]
 
     follow: list[tuple[str, str, str]] = []

@@ -56,12 +56,14 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urljoin
 
+from gridcrawl.urls import MAX_URL_LENGTH
+
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
            "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
            "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
-MAX_IRI = 2083
+MAX_IRI = MAX_URL_LENGTH
 
 #: Media types parsed as RDF, with rdflib's format name.
 RDF_TYPES = {

@@ -1,8 +1,12 @@
 """Every tunable of the three programs, in one object with documented defaults and units.
 
 The command-line programs build one :class:`Settings` and pass it down; no module reads globals
-or the environment on its own. Each field carries its documentation in ``metadata["doc"]`` so the
-README table and ``--help`` texts come from one place.
+or the environment on its own. Each field is declared once, here: its documentation in
+``metadata["doc"]`` (the README's settings table) and, in ``metadata["cli"]`` (a
+:class:`CliOption`), which programs have an option for it, with its help text and section of
+``--help``. The programs' options are generated from that
+(:func:`gridcrawl.cli_common.setting_options`), and so are the options ``gridcrawl run`` passes
+to the programs it starts (:func:`gridcrawl.cli_common.setting_argv`).
 """
 
 from __future__ import annotations
@@ -11,9 +15,53 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
-def _doc(default, doc: str, **kw):
-    """A dataclass field with a default and a one-line description (used by docs and CLI)."""
-    return field(default=default, metadata={"doc": doc}, **kw)
+#: The programs whose command lines can show a setting as an option (a field's ``cli`` tags):
+#: ``gridcrawl-manager``, ``gridcrawl-executor``, ``gridcrawl-client``, ``gridcrawl run``,
+#: ``gridcrawl spark`` and ``gridcrawl extract``.
+PROGRAMS = ("manager", "executor", "client", "run", "spark", "extract")
+M, E, C, R, S, X = PROGRAMS  # short names for the tags below
+
+
+def _doc(default, doc: str, *, cli: tuple[str, ...] = (), help: str | None = None,
+         help_for: dict[str, str] | None = None, group: str | None = None, flag: str | None = None,
+         inverse: str | None = None):
+    """A dataclass field with a default and a one-line description (``doc``: the README's
+    settings table), and how the command lines show it (:class:`CliOption`, read by
+    :func:`gridcrawl.cli_common.setting_options`):
+
+    ``cli``: the programs (:data:`PROGRAMS`) that have an option for it; ``help``: the option's
+    help text (default ``doc``), ``help_for``: another text for some programs (program ->
+    text); ``group``: the kind of option (``connection``, ``scheduling``, ``politeness``,
+    ``fetching``, ``rendering``, ``idle``, ``scope``, ``strategy``, ``recrawl``; None: a
+    common option), which each program maps to a section of its ``--help``; ``flag``: the
+    option's declaration when it is not ``--name`` (``"--partitions"``,
+    ``"--sitemaps/--no-sitemaps"``); ``inverse``: the option is the negation of the setting,
+    named so (``ignore_robots`` for ``obey_robots``: a flag ``--ignore-robots``).
+    """
+    unknown = set(cli) - set(PROGRAMS)
+    if unknown:
+        raise ValueError(f"unknown program tag {sorted(unknown)} of a setting")
+    metadata = {"doc": doc}
+    if cli:
+        metadata["cli"] = CliOption(tuple(cli), help or doc, dict(help_for or {}), group, flag, inverse)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """How the command lines show one setting (``metadata["cli"]`` of a :class:`Settings` field;
+    see :func:`_doc` for the meaning of each attribute)."""
+
+    programs: tuple[str, ...]
+    help: str
+    help_for: dict[str, str]
+    group: str | None
+    flag: str | None
+    inverse: str | None
+
+    def help_of(self, program: str) -> str:
+        """The help text ``program`` shows."""
+        return self.help_for.get(program, self.help)
 
 
 @dataclass
@@ -26,67 +74,127 @@ class Settings:
     """
 
     # --- grid: heartbeats and liveness (the ZeroMQ guide's Paranoid Pirate pattern) ---
-    heartbeat_interval: float = _doc(1.0, "seconds between heartbeats, both ways")
-    heartbeat_liveness: int = _doc(3, "missed heartbeat intervals before a peer counts as dead")
+    heartbeat_interval: float = _doc(1.0, "seconds between heartbeats, both ways",
+                cli=(M, E, C), group="connection", help="seconds between heartbeats")
+    heartbeat_liveness: int = _doc(3, "missed heartbeat intervals before a peer counts as dead",
+                cli=(M, E, C), group="connection",
+                help="missed heartbeats before the manager counts as lost",
+                help_for={M: "missed heartbeats before a peer is dead"})
     reconnect_initial: float = _doc(1.0, "first reconnect back-off of an executor or client, seconds")
     reconnect_max: float = _doc(32.0, "largest reconnect back-off, seconds")
-    connect_timeout: float = _doc(10.0, "seconds a program waits for the manager's first answer before it fails")
-    max_message_bytes: int = _doc(64 * 1024 * 1024, "largest ZeroMQ message accepted (MAXMSGSIZE), bytes")
+    connect_timeout: float = _doc(10.0, "seconds a program waits for the manager's first answer before it fails",
+                cli=(E, C), group="connection",
+                help="seconds to wait for the manager's first answer",
+                help_for={C: "seconds to wait for the manager's answer"})
+    max_message_bytes: int = _doc(64 * 1024 * 1024, "largest ZeroMQ message accepted (MAXMSGSIZE), bytes",
+                cli=(M,), group="connection",
+                help="largest message a peer may send, bytes; a peer sending more is disconnected")
 
     # --- manager: scheduling ---
-    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned")
-    max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison")
-    prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)")
-    lease_seconds: float = _doc(0.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it; 0: heartbeat_interval × heartbeat_liveness): a second manager on the database refuses to start while it lasts, a hot standby takes over when it expires")
+    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned",
+                cli=(M,), group="scheduling", help="seconds before a running thread is taken back")
+    max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison",
+                cli=(M,), group="scheduling", help="lost attempts before a thread fails (poison)")
+    prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)",
+                cli=(M,), group="scheduling", help="threads an executor may buffer beyond its workers")
+    lease_seconds: float = _doc(0.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it; 0: heartbeat_interval × heartbeat_liveness): a second manager on the database refuses to start while it lasts, a hot standby takes over when it expires",
+                cli=(M,), group="connection",
+                help="seconds the database lease lasts unrenewed (0: heartbeat interval x liveness): how long a standby waits")
     record_interval: float = _doc(0.5, "seconds between batched writes of the manager's records to SQL")
-    dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash")
+    dispatch: str = _doc("least-loaded", "how the manager picks an executor: least-loaded or host-hash",
+                cli=(M, R), group="politeness", help="least-loaded or host-hash (one executor per host)")
     max_threads_per_executor: int = _doc(64, "worker threads the manager believes an executor has, at most (a larger claim is capped)")
     start_window: int = _doc(8, "grid threads a new executor may hold unanswered; grows by one per result returned up to threads + prefetch (TCP slow start), halves on a timed-out attempt")
     quarantine_after: int = _doc(3, "timed-out attempts in a row after which an executor is quarantined (gets no new work)")
     quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
 
+    # --- manager: per-peer limits against floods and malformed input (manager.server.PeerGuard) ---
+    peer_rate: float = _doc(5000.0, "messages per second one peer may send on average; more are dropped (a token bucket)")
+    peer_burst: float = _doc(20000.0, "messages one peer may send in a burst above peer_rate")
+    peer_max_strikes: int = _doc(20, "malformed, out-of-bounds or refused messages of one peer within peer_strike_window that block it")
+    peer_strike_window: float = _doc(10.0, "seconds over which a peer's strikes are counted (and its idle state is pruned)")
+    peer_block_seconds: float = _doc(60.0, "seconds a blocked peer is ignored")
+
     # --- manager: politeness for the whole grid ---
-    concurrent_requests_per_host: int = _doc(8, "grid threads of one host in flight at once, grid-wide")
-    download_delay: float = _doc(0.0, "seconds between two fetches of one host (0: only the concurrency cap)")
-    max_crawl_delay: float = _doc(30.0, "largest robots.txt Crawl-delay honoured, seconds")
-    retry_times: int = _doc(2, "retries of a fetch that failed to connect or got 5xx/429")
-    retry_backoff: float = _doc(1.0, "seconds before the first retry; doubles with each retry")
+    concurrent_requests_per_host: int = _doc(8, "grid threads of one host in flight at once, grid-wide",
+                cli=(M, R, S), group="politeness",
+                help="threads of one host in flight at once",
+                help_for={M: "threads of one host in flight at once, grid-wide", S: "fetches of one host in flight at once"})
+    download_delay: float = _doc(0.0, "seconds between two fetches of one host (0: only the concurrency cap)",
+                cli=(M, R, S), group="politeness", help="seconds between two fetches of one host")
+    max_crawl_delay: float = _doc(30.0, "largest robots.txt Crawl-delay honoured, seconds",
+                cli=(M,), group="politeness")
+    retry_times: int = _doc(2, "retries of a fetch that failed to connect or got 5xx/429",
+                cli=(M,), group="politeness", help="retries of connection errors, 5xx and 429")
+    retry_backoff: float = _doc(1.0, "seconds before the first retry; doubles with each retry",
+                cli=(M,), group="politeness", help="seconds before the first retry (doubles)")
 
     # --- executor: fetching ---
-    threads: int = _doc(8, "worker threads of one executor (grid threads run at once)")
+    threads: int = _doc(8, "worker threads of one executor (grid threads run at once)",
+                cli=(E, R, S),
+                help="worker threads (grid threads run at once)",
+                help_for={R: "worker threads per executor", S: "fetching threads per Spark task"})
     parse_threads: int = _doc(1, "worker threads of one executor that parse a page at once (parsing is CPU work, mostly under Python's GIL: more hold more page trees in memory for little speed)")
-    user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch")
+    user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch",
+                cli=(E,), group="fetching", help="User-Agent header of every fetch")
     fetch_connect_timeout: float = _doc(10.0, "TCP connect timeout of one fetch, seconds")
     fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
-    download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds")
-    max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes")
+    download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds",
+                cli=(E,), group="fetching", help="wall-clock deadline of one fetch, seconds")
+    max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes",
+                cli=(E,), group="fetching", help="largest body kept, bytes")
     max_redirects: int = _doc(20, "redirect hops followed before a fetch fails (20, as browsers and Scrapy)")
-    keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)")
-    obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched")
-    render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once")
-    render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)")
+    keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)",
+                cli=(E,), group="fetching", help="also download bodies of non-HTML responses")
+    obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
+                cli=(E, R, S), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
+    render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
+                cli=(E,), group="rendering", help="with --render: pages open in the browser at once")
+    render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)",
+                cli=(E,), group="rendering",
+                help="with --render: wall-clock deadline of one rendered page, seconds")
     render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
     render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
-    browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)")
+    browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)",
+                cli=(E,), group="rendering",
+                help="with --render: the Chromium or Chrome executable (default: found on PATH)")
     rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
     max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
     rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
-    robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again")
-    plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail")
+    robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again",
+                cli=(E,), group="fetching",
+                help="seconds a host with an unreachable robots.txt stays disallowed before robots.txt is fetched again")
+    plugin_timeout: float = _doc(10.0, "seconds an extractor plugin may spend on one page before that page's items fail",
+                cli=(X,), help="seconds a plugin may spend on one page")
+
+    # --- executor: a non-dedicated desktop (--idle-only; gridcrawl.executor.idle) ---
+    cpu_threshold: float = _doc(25.0, "with --idle-only: percent of the machine's CPU other processes may use before the owner counts as back",
+                cli=(E,), group="idle")
+    idle_seconds: float = _doc(30.0, "with --idle-only: seconds the CPU must stay under the threshold before work is taken (again)",
+                cli=(E,), group="idle")
 
     # --- client: the crawl ---
-    max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)")
-    max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)")
-    max_pages_per_host: int = _doc(0, "URLs of one host queued or visited at most, a crawler-trap cap (0: no limit)")
-    max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once")
+    max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)",
+                cli=(C, R, S), help="stop after this many pages (0: no limit)")
+    max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)",
+                cli=(C, R, S), group="scope", help="largest link depth (hops) from a seed (-1: no limit)")
+    max_pages_per_host: int = _doc(0, "URLs of one host queued or visited at most, a crawler-trap cap (0: no limit)",
+                cli=(C, R, S), group="scope", help="URLs of one host queued at most, a trap cap (0: no limit)")
+    max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once",
+                cli=(C,), group="strategy", help="grid threads submitted at once")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back)")
-    store_content: bool = _doc(True, "store page bodies in the document table")
+    store_content: bool = _doc(True, "store page bodies in the document table",
+                cli=(C, R, S), group="strategy", inverse="no_content", help="do not store page bodies")
     trap_near_duplicates: int = _doc(8, "near-identical pages of one URL shape (a host's URLs differing only in numbers) after which links of that shape are not followed but recorded as traps (0: off)")
     trap_distance: int = _doc(3, "largest Hamming distance between the 64-bit SimHashes of two pages' text for them to count as near-identical (Manku et al., WWW 2007)")
-    sitemaps: bool = _doc(True, "read the sitemaps of the seeds' hosts (robots.txt Sitemap lines, else /sitemap.xml) and crawl the pages they list")
-    follow_nofollow: bool = _doc(False, "follow links marked rel=nofollow (skipped by default)")
-    store_duplicates: bool = _doc(False, "store a page in full although its canonical link or its body digest names a page stored already (else a row without content saying which)")
+    sitemaps: bool = _doc(True, "read the sitemaps of the seeds' hosts (robots.txt Sitemap lines, else /sitemap.xml) and crawl the pages they list",
+                cli=(C, R), group="strategy", flag="--sitemaps/--no-sitemaps",
+                help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)")
+    follow_nofollow: bool = _doc(False, "follow links marked rel=nofollow (skipped by default)",
+                cli=(C, R), group="scope", help="follow rel=nofollow links too")
+    store_duplicates: bool = _doc(False, "store a page in full although its canonical link or its body digest names a page stored already (else a row without content saying which)",
+                cli=(C, R), group="strategy", help="store duplicate pages (same canonical or body) in full")
 
     # --- client: recrawl (--recrawl; Nutch's AdaptiveFetchSchedule, gridcrawl.schedule) ---
     recrawl_interval: float = _doc(2_592_000.0, "first interval between two visits of a document, seconds (30 days: Nutch's db.fetch.interval.default)")
@@ -94,11 +202,16 @@ class Settings:
     recrawl_max_interval: float = _doc(31_536_000.0, "longest interval between two visits of a document, seconds (365 days: Nutch's adaptive max_interval)")
     recrawl_inc_rate: float = _doc(0.4, "a page found unchanged (or 304, or gone) is next visited after interval × (1 + this)")
     recrawl_dec_rate: float = _doc(0.2, "a page found changed is next visited after interval × (1 − this)")
+    recrawl_simhash_distance: int = _doc(-1, "recrawl: a body whose 64-bit SimHash is within this many bits of the stored one counts as unchanged (e.g. 3; -1: off, the SHA-256 digest alone decides)")
     watch_interval: float = _doc(10.0, "--recrawl --watch: longest wait between two looks for documents coming due, seconds")
-    keep_versions: bool = _doc(False, "recrawl: keep the body of every replaced version in document_version (WARC export)")
+    keep_versions: bool = _doc(False, "recrawl: keep the body of every replaced version in document_version (WARC export)",
+                cli=(C, R), group="recrawl",
+                help="recrawl: keep the body of every replaced version in document_version (for WARC export)")
 
     # --- gridcrawl spark: the crawl on Apache Spark ---
-    spark_partitions: int = _doc(0, "partitions of a Spark crawl's frontier, each owning its hosts (0: twice Spark's default parallelism)")
+    spark_partitions: int = _doc(0, "partitions of a Spark crawl's frontier, each owning its hosts (0: twice Spark's default parallelism)",
+                cli=(S,), flag="--partitions",
+                help="frontier partitions, each owning its hosts (0: twice Spark's default parallelism)")
     spark_layer_urls: int = _doc(100_000, "to-visit URLs a Spark crawl takes into one layer at most (a larger layer runs in several rounds)")
 
     def replace(self, **changes) -> "Settings":
@@ -111,14 +224,15 @@ class Settings:
                     "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds",
                     "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",
                     "recrawl_interval", "recrawl_min_interval", "recrawl_max_interval", "watch_interval",
-                    "rdf_parse_deadline", "render_timeout")
+                    "rdf_parse_deadline", "render_timeout", "peer_rate", "peer_burst", "peer_strike_window",
+                    "peer_block_seconds")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
-                     "max_triples", "render_pages", "render_restart", "spark_layer_urls"):
+                     "max_triples", "render_pages", "render_restart", "spark_layer_urls", "peer_max_strikes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
@@ -133,6 +247,9 @@ class Settings:
                              f"recrawl_max_interval ({self.recrawl_max_interval!r})")
         if self.recrawl_inc_rate < 0:
             raise ValueError(f"setting recrawl_inc_rate must be >= 0, not {self.recrawl_inc_rate!r}")
+        if not -1 <= self.recrawl_simhash_distance <= 64:
+            raise ValueError(f"setting recrawl_simhash_distance must be -1 (off) or 0 to 64, "
+                             f"not {self.recrawl_simhash_distance!r}")
         if not 0 <= self.recrawl_dec_rate < 1:
             raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
@@ -146,3 +263,6 @@ class Settings:
     def documented(cls) -> list[tuple[str, object, str]]:
         """(name, default, description) of every setting, in declaration order."""
         return [(f.name, f.default, f.metadata.get("doc", "")) for f in dataclasses.fields(cls)]
+
+
+del M, E, C, R, S, X

@@ -9,10 +9,9 @@ from pathlib import Path
 import typer
 import zmq
 
-from gridcrawl.cli_common import fail, setup_logging, stop_on_signals
+from gridcrawl.cli_common import SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database
-from gridcrawl.settings import Settings
 from gridcrawl.transport import check_endpoint
 
 DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
@@ -28,34 +27,18 @@ app.add_typer(users_app, name="users")
 PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 
 
+#: The sections of ``--help`` the options generated from Settings go to (by their group).
+PANELS = {"connection": "Connections and security", "scheduling": "Scheduling and politeness",
+          "politeness": "Scheduling and politeness"}
+
+
 @app.callback(invoke_without_command=True)
+@setting_options("manager", PANELS)
 def serve(
     ctx: typer.Context,
     bind: str = typer.Option("tcp://*:9000", help="ZeroMQ endpoint to listen on"),
     db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
-    heartbeat_interval: float = typer.Option(Settings.heartbeat_interval, help="seconds between heartbeats",
-                                             rich_help_panel="Connections and security"),
-    heartbeat_liveness: int = typer.Option(Settings.heartbeat_liveness, help="missed heartbeats before a peer is dead",
-                                             rich_help_panel="Connections and security"),
-    thread_timeout: float = typer.Option(Settings.thread_timeout, help="seconds before a running thread is taken back",
-                                           rich_help_panel="Scheduling and politeness"),
-    max_attempts: int = typer.Option(Settings.max_attempts, help="lost attempts before a thread fails (poison)",
-                                           rich_help_panel="Scheduling and politeness"),
-    prefetch: int = typer.Option(Settings.prefetch, help="threads an executor may buffer beyond its workers",
-                                         rich_help_panel="Scheduling and politeness"),
-    dispatch: str = typer.Option(Settings.dispatch, help="least-loaded or host-hash (one executor per host)",
-                                         rich_help_panel="Scheduling and politeness"),
-    concurrent_requests_per_host: int = typer.Option(Settings.concurrent_requests_per_host,
-                                                     help="threads of one host in flight at once, grid-wide",
-                                     rich_help_panel="Scheduling and politeness"),
-    download_delay: float = typer.Option(Settings.download_delay, help="seconds between two fetches of one host",
-                                 rich_help_panel="Scheduling and politeness"),
-    max_crawl_delay: float = typer.Option(Settings.max_crawl_delay, help="largest robots.txt Crawl-delay honoured, seconds",
-                                 rich_help_panel="Scheduling and politeness"),
-    retry_times: int = typer.Option(Settings.retry_times, help="retries of connection errors, 5xx and 429",
-                                 rich_help_panel="Scheduling and politeness"),
-    retry_backoff: float = typer.Option(Settings.retry_backoff, help="seconds before the first retry (doubles)",
-                                 rich_help_panel="Scheduling and politeness"),
+    given: dict = SETTING_OPTIONS,
     curve_secret: Path = typer.Option(None, help="the manager's CURVE secret key file (gridcrawl keys new): "
                                       "encrypt every connection; needs --curve-allow",
                                                      rich_help_panel="Connections and security"),
@@ -66,9 +49,6 @@ def serve(
                                        "does not log in, even while no user exists (by default logins are "
                                        "required as soon as one user exists)",
                                           rich_help_panel="Connections and security"),
-    max_message_bytes: int = typer.Option(Settings.max_message_bytes, help="largest message a peer may send, "
-                                          "bytes; a peer sending more is disconnected",
-                                    rich_help_panel="Connections and security"),
     standby: bool = typer.Option(False, "--standby", help="hot standby: when another manager holds the database's "
                                  "lease, wait (refusing peers, naming the active manager) and take over when it "
                                  "expires; several managers share one database (docs/operations.md)",
@@ -76,9 +56,6 @@ def serve(
     advertise: str = typer.Option(None, help="the endpoint executors and clients reach this manager at, named by "
                                   "standbys in their refusals [--bind, with * replaced by this host's name]",
                                   rich_help_panel="Connections and security"),
-    lease_seconds: float = typer.Option(Settings.lease_seconds, help="seconds the database lease lasts unrenewed "
-                                        "(0: heartbeat interval x liveness): how long a standby waits",
-                                        rich_help_panel="Connections and security"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
@@ -97,12 +74,7 @@ def serve(
     setup_logging(log_level, log_file, log_json)
     try:
         check_endpoint(bind)
-        settings = configured_settings(ctx, heartbeat_interval=heartbeat_interval, heartbeat_liveness=heartbeat_liveness,
-                            thread_timeout=thread_timeout, max_attempts=max_attempts, prefetch=prefetch,
-                            dispatch=dispatch, concurrent_requests_per_host=concurrent_requests_per_host,
-                            download_delay=download_delay, max_crawl_delay=max_crawl_delay,
-                            retry_times=retry_times, retry_backoff=retry_backoff,
-                            max_message_bytes=max_message_bytes, lease_seconds=lease_seconds).validate()
+        settings = configured_settings(ctx, **given).validate()
         engine = open_database(db)
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gridcrawl import protocol as p
+from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_APP
 from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
@@ -61,6 +62,8 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 SNAPSHOT_HOSTS = 50    # hosts the dashboard lists (most queued + in flight first)
 SNAPSHOT_APPLICATIONS = 50
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
+#: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
+_RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
 
 
 class ControlError(ValueError):
@@ -372,7 +375,7 @@ class ManagerCore:
         if old and old[0] == "client":
             return [Send(peer, p.Refuse("this connection is a client's; an executor needs its own"))]
         if self.authenticate is not None:
-            reason = self.authenticate(m.user, m.password, "ExecuteThread")
+            reason = self.authenticate(m.user, m.password, EXECUTE_THREAD)
             if reason is not None:
                 return [Send(peer, p.Refuse(reason))]
         claimed_id = m.executor_id
@@ -545,9 +548,10 @@ class ManagerCore:
         """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
         failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
         not: the page is what it is)."""
-        if page.error_kind in ("connection", "robots_unreachable", "render"):
+        if page.error_kind in _RETRIED:
             return True
-        return page.error_kind == "http_status" and page.status is not None and (page.status >= 500 or page.status == 429)
+        return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None
+                and (page.status >= 500 or page.status == 429))
 
     def _retry(self, t: GridThread, attempt_id: int, now: float, at_least: float = 0.0) -> list[Action]:
         """Queue ``t`` again after ``retry_backoff × 2^retries`` seconds (at least ``at_least``,
@@ -576,13 +580,13 @@ class ManagerCore:
         if old and old[0] == "executor":
             return [Send(peer, p.Refuse("this connection is an executor's"))]
         if self.authenticate is not None:
-            reason = self.authenticate(m.user, m.password, "ManageOwnApp")
+            reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
             if reason is not None:
                 return [Send(peer, p.Refuse(reason))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
         if app is not None and app.user != m.user and self.authenticate is not None:
-            if self.authenticate(m.user, m.password, "ManageAllApps") is not None:
+            if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
                 log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
                 return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
         resumed = app is not None
@@ -697,7 +701,7 @@ class ManagerCore:
         try:
             if self.authenticate is not None:
                 owner = self.find_application(m.application_id).user
-                reason = self.authenticate(m.user, m.password, "ManageOwnApp" if m.user == owner else "ManageAllApps")
+                reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
                 if reason is not None:
                     return [Send(peer, p.Refuse(reason))]
             actions, result = self.control(m.application_id, m.action, now, user=m.user)
@@ -790,7 +794,7 @@ class ManagerCore:
         self.recent.append({
             "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
             "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
-            "status": page.status if page else None, "error_kind": (page.error_kind if page else "poison"),
+            "status": page.status if page else None, "error_kind": (page.error_kind if page else p.ErrorKind.POISON.value),
             "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
             "attempts": t.attempts, "size": page.size if page else 0})
 
@@ -942,7 +946,7 @@ class ManagerCore:
         app = self.applications.get(t.application_id)
         if app is None or app.peer is None:
             return []
-        return [Send(app.peer, p.ThreadDone(t.application_id, [p.Outcome(t.thread_id, t.executor_id, t.attempts,
+        return [Send(app.peer, p.ThreadDone(t.application_id, [p.FinishedThread(t.thread_id, t.executor_id, t.attempts,
                                                                           t.failed, t.result)]))]
 
     def _lose_executor(self, ex: Executor, now: float, outcome: str, *, record: bool = True,
@@ -981,7 +985,7 @@ class ManagerCore:
             t.time_finished = now
             self._remember(t, None)
             actions.append(Record("thread", "update", {"state": int(t.state), "failed": True,
-                                                       "time_finished": now, "error_kind": "poison"},
+                                                       "time_finished": now, "error_kind": p.ErrorKind.POISON.value},
                                   t.internal_id))
             actions += self._deliver(t)
         else:

@@ -41,14 +41,15 @@ import logging
 import threading
 from typing import Protocol
 
+from gridcrawl.permissions import MANAGE_ALL_APPS, MANAGE_OWN_APP, MANAGE_USERS
+
 log = logging.getLogger("gridcrawl.manager.dashboard")
 
 DEFAULT_PORT = 9080
 ACTIONS = ("pause", "resume", "cancel")
-PERM_OWN, PERM_ALL = "ManageOwnApp", "ManageAllApps"  # gridcrawl.auth permission names
 #: a user needs one of these to read the dashboard when it requires a login: the Executors group
 #: (ExecuteThread only), whose credentials sit on every desktop, gets none
-DASHBOARD_PERMISSIONS = frozenset({PERM_OWN, PERM_ALL, "ManageUsers"})
+DASHBOARD_PERMISSIONS = frozenset({MANAGE_OWN_APP, MANAGE_ALL_APPS, MANAGE_USERS})
 
 
 class DashboardError(ValueError):
@@ -201,7 +202,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
                 return challenge("login required to control applications")
             owner = next((a["owner"] for a in snapshot()["applications"]
                           if a["application_id"].startswith(application_id)), None)
-            allowed = PERM_ALL in user.permissions or (PERM_OWN in user.permissions and owner == user.name)
+            allowed = MANAGE_ALL_APPS in user.permissions or (MANAGE_OWN_APP in user.permissions and owner == user.name)
             if not allowed:
                 return jsonify({"error": f"user {user.name!r} may not {action} application {application_id}"}), 403
         result = source.request_control(application_id, action, user.name if user else "dashboard")

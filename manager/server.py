@@ -16,7 +16,6 @@ peer's key (the message's ``User-Id`` property) is its identity when no login is
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import logging
 import math
@@ -25,6 +24,7 @@ import re
 import threading
 import time
 
+import msgspec
 import sqlalchemy as sa
 import zmq
 
@@ -79,7 +79,8 @@ class ManagerServer:
         self.standby = standby
         init_schema(engine, models.manager_metadata, models.manager_meta)
         self.users = UserStore(engine, require_login=require_login)
-        self.guard = PeerGuard()
+        self.guard = PeerGuard(rate=settings.peer_rate, burst=settings.peer_burst, max_strikes=settings.peer_max_strikes,
+                               window=settings.peer_strike_window, block_seconds=settings.peer_block_seconds)
         self.curve = curve
         self.context = zmq.Context()
         self.authenticator = None
@@ -438,7 +439,7 @@ class ManagerServer:
         if not self.guard.admit(peer, now):
             return True
         try:
-            message = protocol.decode(frames[1:])
+            message = protocol.decode(frames[1:], relay=True)
             problem = check_limits(message)
             if problem is not None:
                 raise protocol.ProtocolError(problem)
@@ -457,7 +458,7 @@ class ManagerServer:
                 key_name = None
             log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
             if key_name and not self._login_required():  # the key is the only identity there is
-                message = dataclasses.replace(message, user=key_name[:64])
+                message = msgspec.structs.replace(message, user=key_name[:64])
         try:
             actions = core.handle(peer, message, time.time())
         except Exception:  # a bug of ours must not take the grid down
@@ -477,7 +478,7 @@ class ManagerServer:
 
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,36}$")
 # Messages naming a user: with CURVE and no login required, the user is the peer's key name.
-_IDENTIFIED = tuple(t for t in (protocol.Register, protocol.OpenApplication, getattr(protocol, "Control", None)) if t)
+_IDENTIFIED = (protocol.Register, protocol.OpenApplication, protocol.Control)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _INT32 = 2 ** 31
 _INT64 = 2 ** 63
@@ -542,7 +543,7 @@ def check_limits(message: protocol.Message) -> str | None:
                        or _bad_number(spec.priority, -_INT32, _INT32, "priority"))
             if problem:
                 return f"grid thread {spec.thread_id}: {problem}"
-    elif type(m).__name__ == "Control":
+    elif isinstance(m, protocol.Control):
         checks += [_bad_text(m.user, 64, "user", control=True), _bad_text(m.password, MAX_PASSWORD, "password"),
                    _bad_text(m.application_id, 36, "application id", control=True),
                    _bad_text(m.action, 16, "action", control=True)]
@@ -569,11 +570,14 @@ class PeerGuard:
       seconds block the peer for ``block_seconds``: everything it sends is dropped.
 
     ZeroMQ cannot close one peer's connection of a ROUTER, so a blocked peer is ignored (and its
-    state at the core forgotten). Times are POSIX seconds, passed in.
+    state at the core forgotten). Times are POSIX seconds, passed in. The manager takes the limits
+    from its settings (``peer_rate``, ``peer_burst``, ``peer_max_strikes``, ``peer_strike_window``,
+    ``peer_block_seconds``), whose defaults are these.
     """
 
-    def __init__(self, *, rate: float = 5000.0, burst: float = 20000.0, max_strikes: int = 20,
-                 window: float = 10.0, block_seconds: float = 60.0) -> None:
+    def __init__(self, *, rate: float = Settings.peer_rate, burst: float = Settings.peer_burst,
+                 max_strikes: int = Settings.peer_max_strikes, window: float = Settings.peer_strike_window,
+                 block_seconds: float = Settings.peer_block_seconds) -> None:
         self.rate, self.burst = rate, burst
         self.max_strikes, self.window, self.block_seconds = max_strikes, window, block_seconds
         self._buckets: dict[bytes, list[float]] = {}   # peer -> [tokens, last time, last strike]

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 FAST = ["--heartbeat-interval", "0.25", "--heartbeat-liveness", "3"]
+#: The folder of the test-only executor crash hook (a ``sitecustomize`` module).
+CRASH_HOOK = Path(__file__).resolve().parent / "crashhook"
 
 
 def free_port() -> int:
@@ -41,8 +43,11 @@ class Grid:
 
     def _spawn(self, module: str, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.workdir / log, "ab")
+        env = {**os.environ, **(env or {})}
+        if env.get("GRIDCRAWL_TEST_CRASH_ON"):  # the test's crash hook (tests/crashhook/sitecustomize.py)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRASH_HOOK), env.get("PYTHONPATH")]))
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, **(env or {})})
+                                env=env)
         out.close()
         self.processes.append(proc)
         return proc

@@ -22,11 +22,11 @@ from sites import generate_site
 pytestmark = pytest.mark.e2e
 
 
-def receive_done(sock, want: int, timeout: float, app: str | None = None) -> dict[int, p.Outcome]:
+def receive_done(sock, want: int, timeout: float, app: str | None = None) -> dict[int, p.FinishedThread]:
     """Outcomes of ``done`` messages until ``want`` threads are in (acknowledging each). With
     ``app``, first reattach to that application, as a client does after being away (the manager
     detaches a client silent for its liveness, e.g. while this test ran ``gridcrawl report``)."""
-    done: dict[int, p.Outcome] = {}
+    done: dict[int, p.FinishedThread] = {}
     if app is not None:
         send(sock, p.OpenApplication("capabilities", "tester", app))
     deadline = time.monotonic() + timeout

@@ -245,3 +245,60 @@ def test_programs_run_the_garbage_collector_less_often(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["50000", "True"]
+
+
+# ------------------------------------------------------------------------------ options from Settings
+
+
+def _commands():
+    """program tag -> its click command (gridcrawl-manager, -executor, -client, gridcrawl run/spark/extract)."""
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+    top = typer.main.get_command(cli.app)
+    return {"manager": typer.main.get_command(manager_cli.app), "executor": typer.main.get_command(executor_cli.app),
+            "client": typer.main.get_command(client_cli.app), "run": top.commands["run"],
+            "spark": top.commands["spark"], "extract": top.commands["extract"]}
+
+
+def test_every_tagged_setting_is_an_option_of_its_programs_with_the_settings_default():
+    """Declared once: a Settings field tagged for a program is that program's option, its
+    default the field's (negated for --ignore-robots / --no-content), its help the metadata's."""
+    import dataclasses
+    from gridcrawl.settings import PROGRAMS
+    commands = _commands()
+    assert set(commands) == set(PROGRAMS)
+    seen = 0
+    for f in dataclasses.fields(Settings):
+        cli = f.metadata.get("cli")
+        for program, command in commands.items():
+            params = {p.name: p for p in command.params}
+            name = (cli.inverse or f.name) if cli else f.name
+            if cli is None or program not in cli.programs:
+                assert name not in params, (program, name)  # an option of a setting is declared nowhere else
+                continue
+            param = params[name]
+            assert param.default == ((not f.default) if cli.inverse else f.default), (program, name)
+            assert param.help == cli.help_of(program)
+            seen += 1
+    assert seen >= 50
+
+
+def test_run_passes_its_settings_to_its_children_as_their_own_options():
+    """``gridcrawl run``'s argv for its manager and executors (setting_argv) parses, in the
+    children's own command lines, back to the values of its settings."""
+    from gridcrawl.cli_common import setting_argv, setting_fields
+    chosen = Settings(threads=3, obey_robots=False, dispatch="host-hash", download_delay=0.25,
+                      concurrent_requests_per_host=2)
+    assert setting_argv(chosen, "executor") == ["--threads", "3", "--ignore-robots"]
+    assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads)]
+    commands = _commands()
+    for program, required in (("manager", []), ("executor", ["--manager", "tcp://127.0.0.1:1"])):
+        argv = setting_argv(chosen, program)
+        ctx = commands[program].make_context(program, required + argv, resilient_parsing=True)
+        shared = [(f, cli) for f, cli in setting_fields(program) if "run" in cli.programs]
+        assert shared
+        for f, cli in shared:
+            value = ctx.params[cli.inverse or f.name]
+            assert (not value if cli.inverse else value) == getattr(chosen, f.name), (program, f.name)

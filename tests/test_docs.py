@@ -1,13 +1,24 @@
-"""The README's protocol and settings tables are generated from the code, and stay equal to it."""
+"""The README's protocol and settings tables are generated from the code, and stay equal to it;
+every option the README and docs/*.md name is one a program has."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gridcrawl.protocol import message_table
 from gridcrawl.settings import Settings
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+#: Options the docs name that belong to other tools, with the tool.
+OTHER_TOOLS = {
+    "--port": "tests/docsite.py", "--root": "tests/docsite.py",
+    "--grid": "benchmarks/*.py", "--pages": "benchmarks/render.py", "--sitemap": "benchmarks/recrawl.py",
+    "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
+    "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
+}
 
 
 def test_readme_protocol_table_matches_the_protocol_module():
@@ -17,3 +28,31 @@ def test_readme_protocol_table_matches_the_protocol_module():
 def test_readme_lists_every_setting_with_its_default():
     for name, default, doc in Settings.documented():
         assert f"| `{name}` | `{default!r}` | {doc} |" in README, name
+
+
+def _program_options() -> set[str]:
+    """Every option (``--name``, ``--no-name``, ``--help``) of the four programs and their subcommands."""
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+    options: set[str] = {"--help"}
+
+    def walk(command) -> None:
+        for param in command.params:
+            options.update(param.opts + param.secondary_opts)
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+    for module in (cli, manager_cli, executor_cli, client_cli):
+        walk(typer.main.get_command(module.app))
+    return options
+
+
+def test_every_option_the_docs_name_exists():
+    """An option renamed or removed in the code (or declared for one program less in
+    gridcrawl.settings) must not live on in the README or docs/*.md."""
+    known = _program_options() | set(OTHER_TOOLS)
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", page.read_text()))
+        assert not named - known, (page.name, sorted(named - known))

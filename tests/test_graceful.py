@@ -51,7 +51,7 @@ def test_a_result_delivered_twice_is_applied_once(tmp_path, site_server):
                 (spec,) = message.threads
                 page = p.PageResult(url=spec.url, final_url=spec.url, status=200, content_type="text/html",
                                     title="seed", content="<html>seed</html>", size=17)
-                done = p.ThreadDone("app-1", [p.Outcome(spec.thread_id, "ex-1", 1, False, page)])
+                done = p.ThreadDone("app-1", [p.FinishedThread(spec.thread_id, "ex-1", 1, False, page)])
                 reply = [done, done]  # delivered again, as the manager does after a reattach
             elif isinstance(message, p.Ack):
                 acked += message.thread_ids

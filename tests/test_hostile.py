@@ -31,7 +31,7 @@ _scalars = st.one_of(st.none(), st.booleans(), _ints,
 _values = st.recursive(_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=10), _ints), inner, max_size=4)),
     max_leaves=12)
-_field_names = st.sampled_from(sorted({f for cls in p.MESSAGES.values() for f in cls.__dataclass_fields__}
+_field_names = st.sampled_from(sorted({f for cls in p.MESSAGES.values() for f in cls.__struct_fields__}
                                       | {"url", "page", "threads", "figures", "x"}))
 _bodies = st.one_of(
     st.binary(max_size=64),  # not msgpack, or msgpack of anything

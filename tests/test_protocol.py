@@ -28,7 +28,7 @@ EXAMPLES = [
     p.OpenApplication("crawl", "u", None, None),
     p.ApplicationOpened("app", True, 0.5, 3),
     p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
-    p.ThreadDone("app", [p.Outcome(3, "abc", 2, False, PAGE), p.Outcome(4, None, 3, True, None)]),
+    p.ThreadDone("app", [p.FinishedThread(3, "abc", 2, False, PAGE), p.FinishedThread(4, None, 3, True, None)]),
     p.Ack("app", [1, 2, 3]),
     p.CloseApplication("app", True),
     p.Refuse("no"),
@@ -80,7 +80,7 @@ def test_message_table_lists_every_type():
 
 def test_batch_merges_runs_of_one_type_per_peer_and_keeps_order():
     job = lambda i: p.Job(i, "app", i, f"http://a.test/{i}")  # noqa: E731
-    outcome = lambda i: p.Outcome(i, "ex", 1, False, None)  # noqa: E731
+    outcome = lambda i: p.FinishedThread(i, "ex", 1, False, None)  # noqa: E731
     first = p.Assign([job(1)])
     messages = [first, p.Assign([job(2)]), p.Cancel(1), p.Assign([job(3)]),
                 p.ThreadDone("app", [outcome(1)]), p.ThreadDone("app", [outcome(2)]),
@@ -93,3 +93,36 @@ def test_batch_merges_runs_of_one_type_per_peer_and_keeps_order():
     assert merged[4].application_id == "other" and merged[5].attempt_ids == [1, 2, 3]
     assert first.jobs == [job(1)]                                     # the caller's messages are not changed
     assert p.decode(p.encode(merged[0])) == merged[0]
+
+
+def test_the_manager_relays_a_page_as_it_came_and_reads_only_its_envelope():
+    page = p.PageResult(url="http://a.test/", status=503, size=9, error_kind="http_status", retry_after=2.5,
+                        content="<html>é</html>", links=[["http://a.test/b", "B", "item"]], kept=[("http://a.test/k", 3)])
+    frames = p.encode(p.Result(7, page))
+    relayed = p.decode(frames, relay=True)
+    assert isinstance(relayed.page, p.RelayedPage)
+    assert (relayed.page.status, relayed.page.size, relayed.page.error_kind, relayed.page.retry_after) == \
+        (503, 9, "http_status", 2.5)
+    done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(1, "ex", 1, False, relayed.page)])))
+    assert done.threads[0].page == p.decode(frames).page       # the client gets the page whole
+
+
+def test_a_relayed_page_that_does_not_decode_fails_its_thread_only():
+    bad = msgpack.packb({"attempt_id": 2, "page": {"url": "http://a.test/x", "links": {"x": 1}}}, use_bin_type=True)
+    relayed = p.decode([p.PROTOCOL_VERSION, b"result", bad], relay=True)   # the manager reads the envelope only
+    good = p.decode(p.encode(p.Result(1, PAGE)), relay=True)
+    done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(1, "ex", 1, False, good.page),
+                                                  p.FinishedThread(2, "ex", 1, False, relayed.page)])))
+    assert [(t.thread_id, t.failed, t.page) for t in done.threads] == [(1, False, PAGE), (2, True, None)]
+    with pytest.raises(p.ProtocolError, match="expected str"):   # the envelope's fields are checked
+        p.decode(frames(b"result", {"attempt_id": 1, "page": {"url": 5}}), relay=True)
+    with pytest.raises(p.ProtocolError, match="error_kind"):     # error kinds are the protocol's
+        p.decode(frames(b"result", {"attempt_id": 1, "page": {"url": "u", "error_kind": "nosuch"}}), relay=True)
+
+
+def test_instruction_reads_typed_keys_and_ignores_the_rest():
+    ins = p.Instruction.read({"scope": ["a.test"], "ifNoneMatch": '"v"', "render": True, "waitFor": 7, "x": 1})
+    assert (ins.scope, ins.if_none_match, ins.render, ins.wait_for, ins.has_rules) == (["a.test"], '"v"', True, None, False)
+    assert p.Instruction.read(None) == p.Instruction()
+    assert p.Instruction(scope=["a.test"], follow_rules=[]).wire() == {"scope": ["a.test"], "followRules": []}
+    assert p.Instruction.read({"keepRules": []}).has_rules

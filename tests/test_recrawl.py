@@ -75,6 +75,54 @@ def test_verdict(status, error_kind, digest, stored, gone, expected):
     assert verdict(status, error_kind, digest, stored, gone) == expected
 
 
+def test_verdict_near_duplicate_body_counts_unchanged_only_when_asked():
+    assert verdict(200, None, "b", "a", False, near=True) == "unchanged"
+    assert verdict(200, None, "b", "a", False, near=False) == "changed"
+    assert verdict(404, "http_status", None, "a", False, near=True) == "gone"
+    assert verdict(200, None, "b", "a", True, near=True) == "revived"
+
+
+def test_near_unchanged_compares_simhashes_within_the_distance():
+    off = AdaptiveSchedule()
+    on = AdaptiveSchedule(near_distance=3)
+    a = 0x0123456789ABCDEF
+    assert not off.near_unchanged(a, f"{a:016x}"), "off by default: only the digest decides"
+    assert on.near_unchanged(a, f"{a:016x}")
+    assert on.near_unchanged(a ^ 0b111, f"{a:016x}")           # 3 bits apart
+    assert not on.near_unchanged(a ^ 0b1111, f"{a:016x}")      # 4 bits apart
+    assert not on.near_unchanged(None, f"{a:016x}") and not on.near_unchanged(a, None)
+    assert not on.near_unchanged(a, "not hex")
+    assert AdaptiveSchedule.from_settings(Settings(recrawl_simhash_distance=5)).near_distance == 5
+    for bad in (-2, 65):
+        with pytest.raises(ValueError, match="recrawl_simhash_distance"):
+            Settings(recrawl_simhash_distance=bad).validate()
+
+
+def test_lastmod_hint_makes_due_lengthens_and_ignores_hostile_values():
+    s = AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0)
+    visited = _dt.datetime(2026, 1, 1, 12, 0, 0)
+    now = visited + _dt.timedelta(seconds=50)
+    scheduled = visited + _dt.timedelta(seconds=100)
+    # modified after the last visit: due now, the interval kept
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=20), visited, 100.0, scheduled, now) == ("due", 100.0, now)
+    # ...but never sooner than min_interval after the visit
+    soon = visited + _dt.timedelta(seconds=3)
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=1), visited, 100.0, scheduled, soon) == \
+        ("due", 100.0, visited + _dt.timedelta(seconds=10))
+    # due as soon already: nothing to do
+    assert s.lastmod_hint(visited + _dt.timedelta(seconds=20), visited, 100.0, visited, now) is None
+    # not modified since the visit: the interval lengthens as after a 304
+    assert s.lastmod_hint(visited - _dt.timedelta(days=3), visited, 100.0, scheduled, now) == \
+        ("not_modified", pytest.approx(140.0), visited + _dt.timedelta(seconds=140))
+    assert s.lastmod_hint(visited, visited, 900.0, scheduled, now)[1] == 1000.0, "clamped to the maximum"
+    # hostile or missing: in the future, absurdly old, no lastmod, never visited
+    assert s.lastmod_hint(now + _dt.timedelta(seconds=1), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(_dt.datetime(9999, 12, 31), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(_dt.datetime(1, 1, 1), visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(None, visited, 100.0, scheduled, now) is None
+    assert s.lastmod_hint(visited, None, 100.0, scheduled, now) is None
+
+
 # ------------------------------------------------------------------ executor: conditional requests
 
 def conditional_site() -> Site:
@@ -204,4 +252,67 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_s
     out.seek(0)
     bodies = [r.content_stream().read() for r in ArchiveIterator(out) if r.rec_type == "response"]
     assert sum(b"edited" in b for b in bodies) == 1 and len(bodies) == 3
+    fetcher.close()
+
+
+def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
+    """On SQLite, PostgreSQL and MariaDB: the ``sitemap`` table keeps a sitemap's validators; a
+    recrawl run queues it again with them; a changed sitemap's newer lastmod queues the page at
+    once (counted in ``due``), an older one lengthens the interval; a 304 reads nothing."""
+    from gridcrawl.client.app import thread_instruction
+
+    site = Site()
+    site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/a.html'>a</a></body></html>"
+    site.pages["/a.html"] = b"<html><head><title>a</title></head><body>a</body></html>"
+    entries = lambda when: ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                            f'<url><loc>{{BASE}}/</loc><lastmod>2020-01-01</lastmod></url>'
+                            f'<url><loc>{{BASE}}/a.html</loc><lastmod>{when}</lastmod></url></urlset>').encode()
+    site.pages["/sitemap.xml"] = entries("2020-01-01")
+    site.types["/sitemap.xml"] = "application/xml"
+    site.modified["/sitemap.xml"] = MTIME
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(db_url), schedule=AdaptiveSchedule(initial=100.0, min_interval=1.0,
+                                                                        max_interval=1000.0))
+    scope = store.scope([server.url("/")], [], -1)
+    store.add_seeds([server.url("/")])
+
+    def run() -> dict:
+        totals: dict = {}
+        while pendings := store.claim(100):
+            outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
+                                                                                       sitemaps=True)[0]),
+                                "ex", 1, False) for x in pendings]
+            for key, value in store.apply(outcomes, scope).items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
+
+    assert run()["new"] == 2
+    s, d = models.sitemap.c, models.document.c
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.select(s.kind, s.status, s.last_modified.is_not(None))).all() == [("sitemap", 200, True)]
+        visited_at = conn.execute(sa.select(sa.func.max(d.visited_at))).scalar()
+    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    while now < visited_at + _dt.timedelta(seconds=1.1):  # the lastmod must be after the visit, 1 s (min) later
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    site.pages["/sitemap.xml"] = entries(now.isoformat(timespec="seconds") + "Z")
+    site.modified["/sitemap.xml"] = MTIME + 60
+    store.recrawl_since = now
+    assert store.queue_due() == 0 and store.queue_sitemaps(every=True) == 1
+    assert store.queue_sitemaps(every=True) == 0, "a queued sitemap is not queued twice"
+    server.reset()
+    assert run()["due"] == 1
+    assert [(r.path, r.status) for r in server.requests] == [("/sitemap.xml", 200), ("/a.html", 200)]
+    assert "if-modified-since" in server.requests[0].conditional
+    with store.engine.connect() as conn:
+        intervals = dict(conn.execute(sa.select(d.url, d.fetch_interval)).all())
+    assert float(intervals[server.url("/")]) == pytest.approx(140.0), "lastmod not newer: lengthened"
+    assert float(intervals[server.url("/a.html")]) == pytest.approx(140.0), "fetched, unchanged body"
+
+    store.recrawl_since = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    assert store.queue_sitemaps(every=True) == 1
+    server.reset()
+    assert run().get("due", 0) == 0
+    assert [(r.path, r.status) for r in server.requests] == [("/sitemap.xml", 304)]
+    assert store.next_due() is not None
     fetcher.close()

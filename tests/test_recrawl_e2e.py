@@ -91,7 +91,8 @@ def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site
         grid.stop()
 
     # server side: validators sent as stored, 304s without a body
-    records = {r.path: r for r in server.requests if r.path != "/robots.txt"}
+    records = {r.path: r for r in server.requests if r.path not in ("/robots.txt", "/sitemap.xml")}
+    assert server.per_path_counts().get("/sitemap.xml") == 1, "the recrawl looks for the host's sitemap again"
     assert records["/e2.html"].conditional == {"if-none-match": '"/e2.html-v1"'}
     assert set(records["/m2.html"].conditional) == {"if-modified-since"}
     assert records["/n2.html"].conditional == {}
@@ -128,6 +129,97 @@ def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site
                                  "errors, new, finished_at IS NOT NULL FROM recrawl")
     assert counts == [("due", 8, 4, 3, 1, 3, 1, 0, 0, 1, 1)]
     assert "not modified (304)" in log and "recrawl" in log
+
+
+#: A schedule under which nothing is due during the test (100 s) but a lastmod hint may make a
+#: page due half a second after its visit.
+SLOW_SCHEDULE = {"GRIDCRAWL_RECRAWL_INTERVAL": "100", "GRIDCRAWL_RECRAWL_MIN_INTERVAL": "0.5",
+                 "GRIDCRAWL_RECRAWL_MAX_INTERVAL": "1000"}
+WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+         "quebec romeo sierra tango uniform victor whiskey xray yankee zulu")
+
+
+def sitemap_xml(lastmods: dict[str, str]) -> bytes:
+    entries = "".join(f"<url><loc>{{BASE}}{path}</loc><lastmod>{when}</lastmod></url>"
+                      for path, when in lastmods.items())
+    return (f'<?xml version="1.0" encoding="UTF-8"?>'
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>').encode()
+
+
+def footer_page(stamp: str) -> bytes:
+    return page("footer", text=f"{WORDS} {WORDS.upper()} — last updated {stamp}")
+
+
+def test_sitemap_lastmod_drives_the_recrawl_and_simhash_ignores_a_footer(tmp_path, site_server):
+    """A sitemap lists pages with lastmod; between crawls one lastmod moves past the first
+    fetch: a ``--recrawl`` (nothing due by the schedule) reads the sitemap again conditionally
+    and fetches exactly that page; unchanged lastmods lengthen the interval; a future and a
+    malformed lastmod change nothing. Then a page whose footer timestamp alone changed counts
+    unchanged with the SimHash setting on, changed with it off."""
+    lastmods = {"/": "2020-01-01", "/a.html": "2020-01-01", "/b.html": "2020-01-01T00:00:00Z",
+                "/fut.html": "2999-01-01", "/bad.html": "yesterday"}
+    site = Site()
+    site.pages["/"] = page("home", "/a.html", "/b.html", "/fut.html", "/bad.html", "/f.html")
+    for path in ("/a.html", "/b.html", "/fut.html", "/bad.html"):
+        site.pages[path] = page(path.strip("/"))
+    site.pages["/f.html"] = footer_page("2026-11-23 01:30:00")
+    site.pages["/sitemap.xml"] = sitemap_xml(lastmods)
+    site.types["/sitemap.xml"] = "application/xml"
+    site.etags["/sitemap.xml"] = '"sm-v1"'
+    server = site_server(site)
+    url = lambda path: canonical_url(server.url(path))
+    grid = Grid(tmp_path)
+
+    def intervals() -> dict[str, float]:
+        return {u: float(i) for u, i in grid.query("crawl", "SELECT url, fetch_interval FROM document")}
+
+    def fetched() -> dict[str, tuple]:
+        return {r.path: (r.status, r.conditional) for r in server.requests if r.path != "/robots.txt"}
+
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), env=SLOW_SCHEDULE).wait(timeout=60) == 0, grid.log("client.log")
+        assert set(intervals()) == {url(p) for p in ("/", "/a.html", "/b.html", "/fut.html", "/bad.html", "/f.html")}
+        assert set(intervals().values()) == {100.0}, "a plain crawl keeps a sitemap's lastmod, no schedule change"
+        assert grid.query("crawl", "SELECT lastmod FROM document WHERE url = ?", url("/a.html")) == \
+            [("2020-01-01 00:00:00.000000",)]
+
+        time.sleep(1.2)  # the new lastmod is after the first fetch (and half a second has passed)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        site.pages["/a.html"] = page("a", text="a edited")
+        site.pages["/sitemap.xml"] = sitemap_xml({**lastmods, "/a.html": stamp})
+        site.etags["/sitemap.xml"] = '"sm-v2"'
+        server.reset()
+        assert grid.start_client("--recrawl", env=SLOW_SCHEDULE).wait(timeout=60) == 0, grid.log("client.log")
+        assert fetched() == {"/sitemap.xml": (200, {"if-none-match": '"sm-v1"'}), "/a.html": (200, {})}, \
+            "exactly the sitemap (conditionally) and the page with the newer lastmod"
+        after = intervals()
+        assert after[url("/a.html")] == pytest.approx(80.0), "changed: 100 s × 0.8"
+        assert after[url("/")] == after[url("/b.html")] == pytest.approx(140.0), "lastmod not newer: 100 s × 1.4"
+        assert after[url("/fut.html")] == after[url("/bad.html")] == after[url("/f.html")] == 100.0
+        assert grid.query("crawl", "SELECT due, fetched, changed, not_modified FROM recrawl") == [(1, 1, 1, 0)]
+        assert grid.query("crawl", "SELECT content LIKE '%a edited%' FROM document WHERE url = ?",
+                          url("/a.html")) == [(1,)]
+
+        # a second recrawl: the sitemap answers 304 and nothing is due (no page fetched)
+        server.reset()
+        assert grid.start_client("--recrawl", env=SLOW_SCHEDULE).wait(timeout=60) == 0, grid.log("client.log")
+        assert fetched() == {"/sitemap.xml": (304, {"if-none-match": '"sm-v2"'})}
+
+        # only the footer's timestamp changes: unchanged with the SimHash setting on...
+        site.pages["/f.html"] = footer_page("2026-11-24 09:15:00")
+        near = {**SLOW_SCHEDULE, "GRIDCRAWL_RECRAWL_SIMHASH_DISTANCE": "3"}
+        assert grid.start_client("--recrawl-all", env=near).wait(timeout=60) == 0, grid.log("client.log")
+        site.pages["/f.html"] = footer_page("2026-11-25 10:00:00")
+        # ...changed with it off (the default)
+        assert grid.start_client("--recrawl-all", env=SLOW_SCHEDULE).wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    rows = grid.query("crawl", "SELECT mode, due, unchanged, changed FROM recrawl ORDER BY recrawl_id")
+    assert rows[2:] == [("all", 6, 6, 0), ("all", 6, 5, 1)]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM document_version WHERE url = ?", url("/f.html")) == [(1,)]
+    assert grid.query("crawl", "SELECT content LIKE '%10:00:00%' FROM document WHERE url = ?", url("/f.html")) == [(1,)]
 
 
 def test_gone_page_is_revived_and_export_holds_revisits(tmp_path, site_server):
@@ -206,6 +298,45 @@ def test_watch_keeps_recrawling_as_documents_come_due(tmp_path, site_server):
         grid.stop()
     (mode, due, changed, finished), = grid.query("crawl", "SELECT mode, due, changed, finished_at FROM recrawl")
     assert mode == "watch" and due > 8 and changed >= 1 and finished is not None
+
+
+def test_watch_with_a_hostile_sitemap_does_not_loop(tmp_path, site_server):
+    """A sitemap that says "modified now" for one page on every read, and "2999" for another:
+    under ``--watch`` the first is fetched at most once per ``recrawl_min_interval`` (1 s), the
+    second never again, and the sitemap itself is read on its own schedule (not in a loop)."""
+    site = Site()
+    site.pages["/"] = page("home", "/x.html", "/fut.html")
+    site.pages["/x.html"] = page("x")
+    site.pages["/fut.html"] = page("fut")
+
+    def hostile(h) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        h.respond(200, sitemap_xml({"/x.html": now, "/fut.html": "2999-01-01T00:00:00Z"}),
+                  content_type="application/xml")
+    site.extra["/sitemap.xml"] = hostile
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    env = {**SLOW_SCHEDULE, "GRIDCRAWL_RECRAWL_MIN_INTERVAL": "1", "GRIDCRAWL_WATCH_INTERVAL": "0.5"}
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), env=env).wait(timeout=60) == 0, grid.log("client.log")
+        server.reset()
+        watcher = grid.start_client("--recrawl", "--watch", env=env)
+        started = time.monotonic()
+        wait_for(lambda: server.count("/x.html") >= 3, 60, message="the page the sitemap says is modified")
+        time.sleep(2.0)
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=30) == 0, grid.log("client.log")
+        elapsed = time.monotonic() - started
+    finally:
+        grid.stop()
+    counts = server.per_path_counts()
+    assert counts.get("/fut.html", 0) == 0, "a lastmod in the future makes nothing due"
+    assert counts.get("/", 0) == 0, "a page the sitemap does not list is not due (100 s)"
+    # at most one visit per second (recrawl_min_interval) after the first, whatever the sitemap says
+    assert counts["/x.html"] <= elapsed / 1.0 + 1, (counts, elapsed)
+    assert counts["/sitemap.xml"] <= elapsed / 1.0 + 1, (counts, elapsed)
 
 
 def test_recrawl_options_refuse_bad_use(tmp_path):
