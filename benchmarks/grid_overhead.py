@@ -212,10 +212,12 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=2000, help="threads in flight per application")
     parser.add_argument("--clients", type=int, default=2, help="applications submitting at once")
     parser.add_argument("--queued", type=int, default=100_000, help="queued threads for the memory figure")
+    parser.add_argument("--profile", metavar="FILE", help="run the manager under cProfile, its statistics to FILE")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         endpoint = f"tcp://127.0.0.1:{free_port()}"
-        manager = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", endpoint, "--db",
+        profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+        manager = subprocess.Popen([sys.executable, *profile, "-m", "gridcrawl.manager", "--bind", endpoint, "--db",
                                     f"sqlite:///{tmp}/manager.db", "--log-level", os.environ.get("BENCH_LOG", "WARNING"),
                                     "--concurrent-requests-per-host", "100000"])
         stop = multiprocessing.Event()  # executors in their own processes: the client's GIL is not theirs

@@ -40,31 +40,17 @@ from typing import Callable
 import zmq
 
 from gridcrawl import protocol as p
-from gridcrawl.link import ManagerEndpoints
+from gridcrawl.link import ManagerLink
 from gridcrawl.db import describe_error, transient_error
 from gridcrawl.settings import Settings
-from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
+from gridcrawl.errors import ManagerUnreachable, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
-
-
-class ManagerUnreachable(RuntimeError):
-    """The manager did not answer within ``connect_timeout`` seconds."""
-
-
-class Refused(RuntimeError):
-    """The manager refused to open the application."""
-
-
-class CrawlDatabaseError(RuntimeError):
-    """The crawl database failed in a way waiting will not cure (disk full, permission denied,
-    schema mismatch): the message is one line naming the cause and the database. Nothing was
-    half-applied; running the client again after the fix resumes the crawl."""
 
 
 @dataclass
@@ -111,45 +97,28 @@ class Progress:
 def control_application(settings: Settings, manager: str | list[str], application_id: str, action: str, *,
                         user: str | None = None, password: str | None = None, curve=None) -> p.Controlled:
     """Pause, resume or cancel application ``application_id`` (or a unique prefix of it, at
-    least 4 characters) at the manager ``manager`` (or the active one of several: a standby's
-    refusal naming it is followed once), as operator ``user``.
+    least 4 characters) at the manager ``manager`` (or the active one of several, found as every
+    peer finds it: :mod:`gridcrawl.link`), as operator ``user``.
 
     Returns the manager's :class:`~gridcrawl.protocol.Controlled` (``state``: running, paused
-    or stopped). Raises :class:`ManagerUnreachable` after ``settings.connect_timeout`` seconds
-    without an answer, and :class:`Refused` with the manager's reason (unknown application,
-    bad credentials, missing permission, already stopped).
+    or stopped). Raises :class:`~gridcrawl.errors.ManagerUnreachable` after
+    ``settings.connect_timeout`` seconds without an answer, and :class:`~gridcrawl.errors.Refused`
+    with the manager's reason (unknown application, bad credentials, missing permission, already
+    stopped, a CURVE key the manager does not accept).
     """
-    managers = ManagerEndpoints(manager)
-    deadline = time.monotonic() + settings.connect_timeout
     context = zmq.Context()
+    link = ManagerLink(context, settings, manager, lambda: p.Control(application_id, action, user or getpass.getuser(),
+                                                                     password), (p.Controlled,), curve=curve, logger=log)
     try:
-        for _hop in range(len(managers.endpoints) + 1):
-            sock = make_socket(context, zmq.DEALER, settings)
-            try:
-                if curve is not None:
-                    apply_curve_client(sock, curve)
-                sock.connect(managers.current)
-                send(sock, p.Control(application_id, action, user or getpass.getuser(), password))
-                while (remaining := deadline - time.monotonic()) > 0:
-                    if not sock.poll(min(remaining, 0.2) * 1000):
-                        continue
-                    try:
-                        message = p.decode(sock.recv_multipart())
-                    except p.ProtocolError as exc:
-                        log.warning("dropped a malformed message from the manager: %s", exc)
-                        continue
+        link.start()
+        while True:
+            if link.socket.poll(100):
+                for message in link.receive():
                     if isinstance(message, p.Controlled):
                         return message
-                    if isinstance(message, p.Refuse):
-                        if message.active is not None and managers.follow(message.active):
-                            break  # a standby: ask the active manager it names
-                        raise Refused(message.reason)
-                else:
-                    break
-            finally:
-                sock.close(linger=0)
-        raise ManagerUnreachable(f"no answer from the manager at {managers} within {settings.connect_timeout:.0f} s")
+            link.tick()  # raises ManagerUnreachable or Refused when the link gives up
     finally:
+        link.close(linger=0)
         context.term()
 
 
@@ -241,7 +210,6 @@ class CrawlApplication:
         self.recrawl_id: int | None = None
         self.settings = settings
         self.curve = curve  # gridcrawl.keys.ClientKeys: CURVE-encrypt the connection to the manager
-        self.managers = ManagerEndpoints(manager)  # several managers: hot standbys (gridcrawl.link)
         self.store = store
         self.scope = scope
         self.name = name
@@ -249,7 +217,9 @@ class CrawlApplication:
         self.password = password
         self.on_progress = on_progress
         self.context = zmq.Context()
-        self.socket: zmq.Socket | None = None
+        # the link to the manager (gridcrawl.link; several managers: hot standbys)
+        self.link = ManagerLink(self.context, settings, manager, self._hello, (p.ApplicationOpened,), curve=curve,
+                                logger=log)
         self.in_flight: dict[int, Pending] = {}
         self.results: list[Outcome] = []
         self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
@@ -269,75 +239,22 @@ class CrawlApplication:
     @property
     def manager(self) -> str:
         """The endpoint of the manager this application talks to now."""
-        return self.managers.current
+        return self.link.managers.current
 
-    def _open(self, deadline: float) -> None:
-        """(Re)connect and open the application; raise ManagerUnreachable after ``deadline``.
+    def _hello(self) -> p.OpenApplication:
+        """The hello of every connection: open (or reattach to) this crawl's application."""
+        return p.OpenApplication(self.name, self.user, self.application_id, self.password)
 
-        With several managers (hot standbys), a standby's refusal naming the active manager moves
-        to it at once, and a manager silent for ``peer_timeout`` seconds makes way for the next.
-        """
-        while True:
-            message = self._try_open(min(deadline, time.monotonic() + self.settings.peer_timeout)
-                                     if self.managers.several else deadline)
-            if isinstance(message, p.ApplicationOpened):
-                break
-            if time.monotonic() >= deadline:
-                raise ManagerUnreachable(f"no answer from the manager at {self.managers} within "
-                                         f"{self.settings.connect_timeout:.0f} s")
-            if message is None:  # silent: the next manager may be the active one
-                self.managers.next()
-            elif not self.managers.follow(message.active):  # a standby naming itself: taking over
-                time.sleep(min(self.settings.heartbeat_interval / 4, max(0.0, deadline - time.monotonic())))
-            log.info("opening the application at %s", self.manager)
+    def _opened(self, message: p.ApplicationOpened) -> None:
+        """The manager opened the application: keep its id, and submit again what is in flight
+        (after a reconnect the manager may have lost them; it ignores duplicates)."""
         if message.application_id != self.application_id:
             self.application_id = message.application_id
             self.store.set_meta("application_id", message.application_id)
         self.progress.application_id = message.application_id
         log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
-        if self.in_flight:  # after a reconnect: the manager may have lost them; it ignores duplicates
+        if self.in_flight:
             self._submit(list(self.in_flight.values()))
-
-    def _try_open(self, deadline: float) -> p.ApplicationOpened | p.Refuse | None:
-        """Connect to the current manager and send ``open``; return its ``opened``, a standby's
-        ``refuse`` (one naming the active manager), or None if it was silent until ``deadline``.
-        Raises :class:`Refused` for any other refusal (credentials, permissions)."""
-        if self.socket is not None:
-            self.socket.close(linger=0)
-        self.socket = make_socket(self.context, zmq.DEALER, self.settings)
-        if self.curve is not None:
-            apply_curve_client(self.socket, self.curve)
-        watch = HandshakeWatch(self.socket, curve=self.curve is not None)
-        try:
-            self.socket.connect(self.manager)
-            send(self.socket, p.OpenApplication(self.name, self.user, self.application_id, self.password))
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                failure = watch.failure()
-                if failure is not None:
-                    raise Refused(failure)
-                if not self.socket.poll(min(remaining, 0.2) * 1000):
-                    continue
-                message = self._decode(self.socket.recv_multipart())
-                if isinstance(message, p.ApplicationOpened):
-                    return message
-                if isinstance(message, p.Refuse):
-                    if message.active is None and not self.managers.several:
-                        raise Refused(message.reason)
-                    log.warning("manager %s refused (%s)", self.manager, message.reason)
-                    return message
-        finally:
-            watch.close()
-
-    @staticmethod
-    def _decode(frames) -> p.Message | None:
-        try:
-            return p.decode(frames)
-        except p.ProtocolError as exc:
-            log.warning("dropped a malformed message from the manager: %s", exc)
-            return None
 
     def _wire(self, spec) -> dict:
         """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
@@ -362,7 +279,7 @@ class CrawlApplication:
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
-            send(self.socket, p.Submit(self.application_id, specs[start:start + 1000]))
+            self.link.send(p.Submit(self.application_id, specs[start:start + 1000]))
 
     def _needs(self, pend: Pending, items: list | None = None) -> list[str]:
         """The capabilities grid thread ``pend`` needs: ``plugin:...`` for the extractor plugins
@@ -402,8 +319,9 @@ class CrawlApplication:
     def run(self, stop: threading.Event | None = None) -> Progress:
         """Crawl until done, ``max_pages`` or ``stop``; return the final :class:`Progress`.
 
-        Raises :class:`ManagerUnreachable` if the manager does not answer at the start, and
-        :class:`Refused` if it refuses the application.
+        Raises :class:`~gridcrawl.errors.ManagerUnreachable` if no manager answers at the start,
+        and :class:`~gridcrawl.errors.Refused` if the manager refuses the application; a manager
+        lost later is reconnected with back-off while the crawl goes on (:mod:`gridcrawl.link`).
         """
         stop = stop or threading.Event()
         s = self.settings
@@ -422,23 +340,22 @@ class CrawlApplication:
             self.recrawl_id = self.store.start_recrawl(mode, due)
             log.info("recrawl (%s): %d documents due", mode, due)
             next_look = self._next_look() if self.watch else math.inf
-        self._open(time.monotonic() + s.connect_timeout)
-        last_heard = last_beat = last_result = time.monotonic()
+        last_check = last_result = time.monotonic()
         self._waiting_said = float("-inf")
         exhausted = False
         oldest_result = None
         try:
+            self.link.start()
             while not stop.is_set():
                 now = time.monotonic()
                 self._collect()
                 if self.results and oldest_result is None:  # put back after the database failed
                     oldest_result = now
-                if not exhausted and self._applying is None and self._db_available(now):
+                if self.link.up and not exhausted and self._applying is None and self._db_available(now):
                     exhausted = self._refill()
                 wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
-                if self.socket.poll(wait * 1000):
-                    last_heard = time.monotonic()
-                    for message in self._receive():
+                if self.link.socket.poll(wait * 1000):
+                    for message in self.link.receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
                             last_result = time.monotonic()
                             self.progress.waiting = {}
@@ -451,15 +368,13 @@ class CrawlApplication:
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
                                                                 done.attempts, done.failed))
                                     oldest_result = oldest_result or time.monotonic()
-                        elif isinstance(message, p.Refuse):
-                            log.warning("manager says: %s; reopening the application", message.reason)
-                            self._open(time.monotonic() + s.connect_timeout)
-                        elif isinstance(message, p.Bye):
-                            log.warning("manager left (%s); waiting for it", message.reason)
+                        elif isinstance(message, p.ApplicationOpened):
+                            self._opened(message)
                         elif isinstance(message, p.Controlled) and message.application_id == self.application_id:
                             self.progress.state = "cancelled" if message.action == "cancel" else message.state
                             log.warning("an operator %s this application", {"pause": "paused", "resume": "resumed",
                                         "cancel": "cancelled"}.get(message.action, message.action))
+                self.link.tick()  # heartbeats, a silent manager, reconnects (gridcrawl.link)
                 if self.progress.state == "cancelled":
                     break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
@@ -473,15 +388,10 @@ class CrawlApplication:
                     self.results = []
                     oldest_result = None
                     exhausted = False
-                if now - last_beat >= s.heartbeat_interval:
-                    last_beat = now
-                    send(self.socket, p.Heartbeat())
-                    if self.in_flight and not self.results:
+                if now - last_check >= s.heartbeat_interval:
+                    last_check = now
+                    if self.link.up and self.in_flight and not self.results:
                         self._check_waiting(now, last_result)
-                if now - last_heard > s.peer_timeout:
-                    log.warning("manager silent for %.1f s; reconnecting", now - last_heard)
-                    self._reconnect(stop)
-                    last_heard = time.monotonic()
                 if now >= next_look and self._applying is None and self._db_available(now):
                     # --watch: queue what has come due since the last look
                     try:
@@ -498,9 +408,9 @@ class CrawlApplication:
                         exhausted = False
                     next_look = self._next_look()
                 limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
-                if (exhausted and not self.in_flight and not self.results and self._applying is None
+                if (self.link.up and exhausted and not self.in_flight and not self.results and self._applying is None
                         and (not self.watch or limit)):
-                    send(self.socket, p.CloseApplication(self.application_id))
+                    self.link.send(p.CloseApplication(self.application_id))
                     log.info("crawl complete")
                     break
         except CrawlDatabaseError:
@@ -510,7 +420,7 @@ class CrawlApplication:
             try:
                 if self._db_retry_at is None:
                     self._apply()
-                    if self.recrawl_id is not None:
+                    if self.recrawl_id is not None and self.link.state.ever_up:
                         self.store.update_recrawl(self.recrawl_id, self.progress.recrawl, finished=True)
                 else:
                     self._collect(wait=True)
@@ -518,7 +428,7 @@ class CrawlApplication:
                 log.error("%s", exc)
             finally:
                 self._applier.shutdown(wait=True)
-                self.socket.close(linger=1000)
+                self.link.close(linger=1000)
                 self.context.term()
         return self.progress
 
@@ -540,26 +450,10 @@ class CrawlApplication:
         applied already)."""
         pend = self.store.pending(thread_id)
         if pend is None:
-            send(self.socket, p.Ack(self.application_id, [thread_id]))
+            self.link.send(p.Ack(self.application_id, [thread_id]))
             return None
         self.in_flight[thread_id] = pend
         return pend
-
-    def _reconnect(self, stop: threading.Event) -> None:
-        """The manager fell silent: reopen the application — at the next manager first when there
-        are several (hot standbys), then round the list, backing off when one manager is all."""
-        backoff = self.settings.reconnect_initial
-        self.managers.next()
-        while not stop.is_set():
-            try:
-                self._open(time.monotonic() + self.settings.peer_timeout)
-                return
-            except ManagerUnreachable:
-                if self.managers.next():  # hot standbys: try the next manager at once
-                    continue
-                log.warning("manager still unreachable; retrying in %.1f s", backoff)
-                stop.wait(backoff)
-                backoff = min(self.settings.reconnect_max, backoff * 2)
 
     def _refill(self) -> bool:
         """Submit more grid threads if there is room; True when the frontier has nothing more
@@ -584,16 +478,6 @@ class CrawlApplication:
             self._submit(claimed)
         self.progress.in_flight = len(self.in_flight)
         return not claimed
-
-    def _receive(self):
-        while True:
-            try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            message = self._decode(frames)
-            if message is not None:
-                yield message
 
     def _apply(self) -> None:
         """Apply every waiting result now and acknowledge it (waits for the applier thread).
@@ -671,7 +555,7 @@ class CrawlApplication:
             for thread_id in thread_ids:
                 self.in_flight.pop(thread_id, None)
                 self._waiting.discard(thread_id)
-            send(self.socket, p.Ack(self.application_id, thread_ids))
+            self.link.send(p.Ack(self.application_id, thread_ids))
             pr.pages += done["pages"]
             pr.documents += done["documents"]
             pr.errors += done["errors"]

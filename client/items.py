@@ -26,6 +26,7 @@ from sqlalchemy.engine import Engine
 from gridcrawl import models
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, extract, page_for, parse_spec, specs_for
+from gridcrawl.errors import ItemExportError  # noqa: F401 (re-exported)
 
 item, item_issue, item_spec = models.item, models.item_issue, models.item_spec
 MAX_FIELDS_JSON = 1_000_000  # characters of one item's JSON at most (a hostile executor stays bounded)
@@ -176,10 +177,6 @@ def summary_lines(figures: Sequence[TypeFigures]) -> list[str]:
 
 # ----------------------------------------------------------------------------------------------
 # Export
-
-
-class ItemExportError(ValueError):
-    """Items cannot be exported (bad format, no items table); the message says why."""
 
 
 def _item_query(kind: str | None):

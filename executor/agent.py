@@ -1,9 +1,10 @@
 """The executor process: registers with the manager, runs grid threads on N worker threads, and
-keeps the connection alive (heartbeats, reconnect with exponential back-off).
+keeps the connection alive through :class:`gridcrawl.link.ManagerLink` (heartbeats, silence,
+reconnect with exponential back-off, hot-standby managers: the link every peer shares).
 
 Threads of the process:
 
-* the **main loop** owns the DEALER socket to the manager. It receives ``assign``/``cancel``,
+* the **main loop** owns the link (its DEALER socket) to the manager. It receives ``assign``/``cancel``,
   puts jobs on a local queue (the manager sends up to ``threads + prefetch``, MCMTCrawler's local
   buffer, so no worker waits on the manager between two pages), sends heartbeats with the CPU
   figures, and forwards what the workers produce;
@@ -29,10 +30,9 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
-from gridcrawl.link import ManagerEndpoints
+from gridcrawl.link import ManagerLink
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
-from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
 from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.pacing import HostPacer
@@ -41,6 +41,7 @@ from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
 from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
+from gridcrawl.errors import ManagerUnreachable, Refused  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.executor")
 
@@ -52,14 +53,6 @@ def login_name() -> str:
         return getpass.getuser()
     except Exception:
         return os.environ.get("USERNAME") or os.environ.get("USER") or "unknown"
-
-
-class ManagerUnreachable(RuntimeError):
-    """The manager did not answer the first registration within ``connect_timeout`` seconds."""
-
-
-class Refused(RuntimeError):
-    """The manager refused this executor (bad credentials, permissions)."""
 
 
 class Figures:
@@ -155,8 +148,6 @@ class ExecutorAgent:
                  curve=None, allow_private=(), idle=None, capabilities: list[str] | None = None,
                  render: bool = False) -> None:
         self.settings = settings
-        # several managers (hot standbys): tried in order, a standby's redirect followed
-        self.managers = ManagerEndpoints(manager)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.dedicated = dedicated
         self.user = user or login_name()
@@ -168,8 +159,6 @@ class ExecutorAgent:
         self.plugins = installed_plugins()
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         self.guard = SSRFGuard(allow_private)
-        self._watch: HandshakeWatch | None = None
-        self._failure_logged = float("-inf")
         self.context = zmq.Context()
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
@@ -207,7 +196,11 @@ class ExecutorAgent:
         self._results_endpoint = f"inproc://results-{id(self)}"
         self.results = self.context.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
-        self.dealer: zmq.Socket | None = None
+        # the link to the manager (gridcrawl.link: several managers are hot standbys, tried in
+        # order, a standby's redirect followed)
+        self.link = ManagerLink(self.context, settings, manager, self._register, (p.Welcome,), curve=curve,
+                                heartbeat=lambda: p.Heartbeat(self.figures.sample(self.running)),
+                                on_connect=self._connected, logger=log)
         self.generation = 0
         self.workers: list[threading.Thread] = []
 
@@ -263,120 +256,77 @@ class ExecutorAgent:
     @property
     def manager(self) -> str:
         """The endpoint of the manager this executor talks to now."""
-        return self.managers.current
+        return self.link.managers.current
 
-    def _connect(self) -> None:
-        # A new connection is a new generation: results of jobs received on an older connection
-        # are dropped, never sent to a manager that may reuse their attempt ids (after a restart).
-        self.generation += 1
-        if self._watch is not None:
-            self._watch.close()
-        if self.dealer is not None:
-            self.dealer.close(linger=0)
-        self.dealer = make_socket(self.context, zmq.DEALER, self.settings)
-        if self.curve is not None:
-            apply_curve_client(self.dealer, self.curve)
-        self._watch = HandshakeWatch(self.dealer, curve=self.curve is not None)
-        self.dealer.connect(self.manager)
+    def _register(self) -> p.Register:
+        """The hello of every connection: this executor's registration."""
         static = Figures.static()
-        send(self.dealer, p.Register(
+        return p.Register(
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities))
+            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities)
+
+    def _connected(self) -> None:
+        # A new connection is a new generation: the jobs not started are handed back (the manager
+        # takes them back), and results of jobs received on an older connection are dropped,
+        # never sent to a manager that may reuse their attempt ids (after a restart).
+        self._hand_back_queued()
+        self.generation += 1
 
     def run(self, stop: threading.Event) -> None:
-        """Serve the manager until ``stop`` is set (then say goodbye and hand back the work)."""
+        """Serve the manager until ``stop`` is set (then say goodbye and hand back the work).
+
+        Raises :class:`~gridcrawl.errors.ManagerUnreachable` or :class:`~gridcrawl.errors.Refused`
+        when the link gives up before the first registration (:mod:`gridcrawl.link`)."""
         s = self.settings
         for i in range(s.threads):
             t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
             t.start()
             self.workers.append(t)
-        self._connect()
-        welcomed = False
-        started = connected_at = last_heard = time.monotonic()
-        last_beat = last_idle_check = 0.0
-        backoff = s.reconnect_initial
-        reconnect_at: float | None = None
+        last_idle_check = 0.0
+        polled: zmq.Socket | None = None
         poller = zmq.Poller()
         poller.register(self.results, zmq.POLLIN)
-        poller.register(self.dealer, zmq.POLLIN)
         if hasattr(stop, "fileno"):  # a StopEvent (gridcrawl.cli_common): a stop wakes the poll at once
             poller.register(stop, zmq.POLLIN)
         try:
+            self.link.start()
             while not stop.is_set():
+                if polled is not self.link.socket:  # a new connection: poll its socket
+                    if polled is not None:
+                        poller.unregister(polled)
+                    polled = self.link.socket
+                    poller.register(polled, zmq.POLLIN)
                 events = dict(poller.poll(min(100, s.heartbeat_interval * 250)))
-                now = time.monotonic()
                 if self.results in events:
                     self._forward_results()
-                if self.dealer in events:
-                    for message in self._receive():
-                        last_heard = now
-                        if isinstance(message, p.Welcome):
-                            welcomed, backoff = True, s.reconnect_initial
-                            self.executor_id = message.executor_id
-                            log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
-                            if not self.accepting:  # the manager takes a new registration as accepting
-                                send(self.dealer, p.Availability(False))
-                        elif isinstance(message, p.Assign):
-                            if self.accepting:
-                                for job in message.jobs:
-                                    self.jobs.put((self.generation, job))
-                            else:  # assigned before the manager heard we stopped: hand them back
-                                send(self.dealer, p.Availability(False, [job.attempt_id for job in message.jobs]))
-                        elif isinstance(message, p.Cancel):
-                            self.cancelled.add(message.attempt_id)
-                        elif isinstance(message, p.Refuse):
-                            if message.active is not None or (self.executor_id is None and self.managers.several):
-                                # a standby manager (or one that does not know us yet): go to the
-                                # manager it names, or the next one, at once; back off if none
-                                moved = self.managers.follow(message.active)
-                                log.warning("manager refused (%s); registering with %s%s", message.reason,
-                                            self.manager, "" if moved else " again shortly")
-                                reconnect_at = now if moved else now + min(backoff, s.heartbeat_interval / 4)
-                            elif self.executor_id is None:
-                                raise Refused(message.reason)
-                            else:
-                                log.warning("manager says: %s; registering again", message.reason)
-                                reconnect_at = now
-                        elif isinstance(message, p.Bye):
-                            log.warning("manager left (%s); reconnecting in %.1f s", message.reason, backoff)
-                            reconnect_at = now + backoff
-                failure = self._watch.failure() if self._watch is not None else None
-                if failure is not None:
-                    if self.executor_id is None:
-                        raise Refused(failure)
-                    if now - self._failure_logged >= 30.0:  # libzmq retries every ~0.1 s: do not flood the log
-                        self._failure_logged = now
-                        log.warning("%s", failure)
-                if self.executor_id is None and now - started > s.connect_timeout:
-                    raise ManagerUnreachable(f"no answer from the manager at {self.managers} "
-                                             f"within {s.connect_timeout:.0f} s")
-                silent = now - (last_heard if welcomed else connected_at)
-                if (reconnect_at is None and (self.executor_id is not None or self.managers.several)
-                        and silent > s.peer_timeout):
-                    if self.managers.next():  # hot standbys: the next manager may be the active one now
-                        log.warning("manager silent for %.1f s; trying %s", silent, self.manager)
-                        reconnect_at = now
-                    else:
-                        log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, backoff)
-                        reconnect_at = now + backoff
-                if reconnect_at is not None and now >= reconnect_at:
-                    reconnect_at, welcomed = None, False
-                    self._hand_back_queued()  # not started: the manager takes them back
-                    poller.unregister(self.dealer)
-                    self._connect()
-                    poller.register(self.dealer, zmq.POLLIN)
-                    connected_at = now
-                    backoff = min(s.reconnect_max, backoff * 2)
-                if welcomed and now - last_beat >= s.heartbeat_interval:
-                    last_beat = now
-                    send(self.dealer, p.Heartbeat(self.figures.sample(self.running)))
+                if polled in events:
+                    for message in self.link.receive():
+                        self._handle(message)
+                self.link.tick()
+                now = time.monotonic()
                 if self.idle is not None and now - last_idle_check >= min(1.0, s.heartbeat_interval):
                     last_idle_check = now
-                    self._check_idle(welcomed)
+                    self._check_idle(self.link.up)
         finally:
             self._shutdown()
+
+    def _handle(self, message: p.Message) -> None:
+        """A message from the manager (the link has taken its part: refusals, goodbyes)."""
+        if isinstance(message, p.Welcome):
+            self.executor_id = message.executor_id
+            log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
+            if not self.accepting:  # the manager takes a new registration as accepting
+                self.link.send(p.Availability(False))
+        elif isinstance(message, p.Assign):
+            if self.accepting:
+                for job in message.jobs:
+                    self.jobs.put((self.generation, job))
+            else:  # assigned before the manager heard we stopped: hand them back
+                self.link.send(p.Availability(False, [job.attempt_id for job in message.jobs]))
+        elif isinstance(message, p.Cancel):
+            self.cancelled.add(message.attempt_id)
 
     def _check_idle(self, welcomed: bool) -> None:
         """Idle-only executors: sample the desktop; when the owner comes back, stop taking work,
@@ -389,13 +339,13 @@ class ExecutorAgent:
         if accepting:
             log.info("taking grid threads again (%s)", self.idle.reason)
             if welcomed:
-                send(self.dealer, p.Availability(True))
+                self.link.send(p.Availability(True))
             return
         handed = self._hand_back_queued()
         log.info("stopped taking grid threads (%s); %d queued handed back, %d running finish",
                  self.idle.reason, len(handed), self.running)
         if welcomed:
-            send(self.dealer, p.Availability(False, handed))
+            self.link.send(p.Availability(False, handed))
 
     def _hand_back_queued(self) -> list[int]:
         """Take every job no worker has started off the local queue (shutdown sentinels stay);
@@ -420,17 +370,6 @@ class ExecutorAgent:
             self.jobs.put(None)
         return handed
 
-    def _receive(self):
-        while True:
-            try:
-                frames = self.dealer.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                yield p.decode(frames)
-            except p.ProtocolError as exc:
-                log.warning("dropped a malformed message from the manager: %s", exc)
-
     def _forward_results(self) -> None:
         """Send what the workers reported to the manager: the attempts started since the last
         pass as one ``started`` message, then each result as the worker encoded it. Reports of
@@ -451,11 +390,12 @@ class ExecutorAgent:
                 started.append(int(frames[1]))
             else:
                 results.append(frames[1:])
+        dealer = self.link.socket
         try:
             if started:
-                self.dealer.send_multipart(p.encode(p.Started(started)), zmq.NOBLOCK)
+                dealer.send_multipart(p.encode(p.Started(started)), zmq.NOBLOCK)
             for frames in results:
-                self.dealer.send_multipart(frames, zmq.NOBLOCK)
+                dealer.send_multipart(frames, zmq.NOBLOCK)
         except zmq.Again:
             log.warning("manager queue full; a message was dropped (the manager will reassign)")
 
@@ -463,11 +403,7 @@ class ExecutorAgent:
         self._hand_back_queued()  # not started: the manager takes them back
         for _ in self.workers:
             self.jobs.put(None)
-        if self._watch is not None:
-            self._watch.close()
-        if self.dealer is not None:
-            send(self.dealer, p.Bye("executor stopping"))
-            self.dealer.close(linger=500)
+        self.link.close(bye="executor stopping", linger=500)
         self.results.close(linger=0)
         if self.renderer is not None:
             self.renderer.close()

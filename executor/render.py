@@ -60,6 +60,7 @@ import time
 from dataclasses import dataclass, field
 
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck
+from gridcrawl.errors import RenderUnavailable  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.executor.render")
 
@@ -92,11 +93,6 @@ _KNOWN_PATHS = {
               r"C:\Program Files (x86)\Microsoft\Edge\Application\msedge.exe"],
 }
 _NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
-
-
-class RenderUnavailable(RuntimeError):
-    """This machine cannot render: Playwright is not installed or no browser starts. The message
-    is one line saying what to install."""
 
 
 def find_browser(path: str | None = None) -> str | None:

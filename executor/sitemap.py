@@ -26,6 +26,7 @@ import lxml.etree
 
 from gridcrawl.executor.fetch import gunzip
 from gridcrawl.urls import InvalidURL, canonical_url
+from gridcrawl.errors import SitemapError  # noqa: F401 (re-exported)
 
 __all__ = ["MAX_SITEMAP_BYTES", "MAX_SITEMAP_ENTRIES", "Sitemap", "SitemapError", "parse_lastmod", "parse_sitemap"]
 
@@ -33,10 +34,6 @@ __all__ = ["MAX_SITEMAP_BYTES", "MAX_SITEMAP_ENTRIES", "Sitemap", "SitemapError"
 MAX_SITEMAP_BYTES = 52_428_800
 #: Entries of one sitemap or index read at most (sitemaps.org: 50,000).
 MAX_SITEMAP_ENTRIES = 50_000
-
-
-class SitemapError(ValueError):
-    """The body is not a readable sitemap (not XML, not a urlset or index, or too large)."""
 
 
 @dataclass

@@ -42,6 +42,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.errors import AuthError  # noqa: F401 (re-exported)
 from gridcrawl.permissions import (EXECUTE_THREAD, GROUP_PERMISSIONS, GROUPS, MANAGE_ALL_APPS,
                                    MANAGE_OWN_APP, MANAGE_USERS, PERMISSIONS)  # noqa: F401 (auth's names too)
 
@@ -56,10 +57,6 @@ MIN_PASSWORD = 8
 MAX_PASSWORD = 1024
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 _HASH = re.compile(r"^scrypt\$n=(\d+),r=(\d+),p=(\d+)\$([0-9a-f]+)$")
-
-
-class AuthError(ValueError):
-    """A user cannot be created or changed: bad name, weak password, unknown group, duplicate."""
 
 
 # ----------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridcrawl.settings import Settings
+from gridcrawl.errors import ConfigError  # noqa: F401 (re-exported)
 
 ENV_PREFIX = "GRIDCRAWL_"
 CONFIG_ENV = "GRIDCRAWL_CONFIG"
@@ -60,10 +61,6 @@ INVERSE_OPTIONS = {f.metadata["cli"].inverse: f.name for f in dataclasses.fields
                    if "cli" in f.metadata and f.metadata["cli"].inverse}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
-
-
-class ConfigError(ValueError):
-    """The configuration file or an environment variable is unusable; the message says where."""
 
 
 @dataclass

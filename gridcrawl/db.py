@@ -29,16 +29,14 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError
 
+from gridcrawl.errors import DatabaseUnavailable  # noqa: F401 (re-exported)
+
 
 log = logging.getLogger("gridcrawl.db")
 T = TypeVar("T")
 
 _SCHEMA_LOCK_NAME = "gridcrawl_schema"
 _SCHEMA_LOCK_KEY = zlib.crc32(_SCHEMA_LOCK_NAME.encode())  # a PostgreSQL advisory lock key (bigint)
-
-
-class DatabaseUnavailable(RuntimeError):
-    """The database URL is invalid, its driver is missing, or its server does not answer."""
 
 
 _DRIVER_HINTS = {

@@ -53,16 +53,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
+from gridcrawl.errors import ExportError  # noqa: F401 (re-exported)
 
 FORMATS = ("jsonl", "warc", "csv")
 TRIPLE_FORMATS = ("nt", "jsonl")
 BATCH = 500
 # Hop-by-hop or no longer true of the stored (decompressed, whole) body.
 _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
-
-
-class ExportError(RuntimeError):
-    """The export cannot be made (not a crawl database, unwritable output, unknown format)."""
 
 
 @dataclass

@@ -69,6 +69,8 @@ from pathlib import Path
 from typing import Iterable
 from urllib.parse import unquote
 
+from gridcrawl.errors import OntologyError  # noqa: F401 (re-exported)
+
 __all__ = ["Focus", "OntologyFocus", "OntologyError", "priority", "tokens", "page_text"]
 
 _TOKEN_RE = re.compile(r"[^\W_]+", re.UNICODE)
@@ -184,10 +186,6 @@ class Focus(_SharkSearch):
             return 0.0
         hits = sum(1 for k in self._keys if k in words or any(w.startswith(k) for w in words))
         return hits / len(self._keys)
-
-
-class OntologyError(ValueError):
-    """The ``--focus-ontology`` file cannot be read, does not parse, or names no class or property."""
 
 
 _RDF = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"

@@ -61,6 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
+
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
            "specs_for", "needs_of", "extract", "spec_to_wire", "specs_from_wire"]
 
@@ -74,10 +76,6 @@ WHERE_KEYS = {"re", "within_days", "min", "max"}
 MAX_ITEMS_PER_PAGE = 1000
 #: Characters of one item's fields as JSON at most; longer values are cut.
 MAX_VALUE_CHARS = 100_000
-
-
-class ItemSpecError(ValueError):
-    """An item spec is invalid; the message names the file, the item and the field, and why."""
 
 
 @dataclass(frozen=True)

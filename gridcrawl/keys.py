@@ -36,16 +36,13 @@ import zmq.auth
 from zmq.utils import z85
 from zmq.auth.thread import ThreadAuthenticator
 
+from gridcrawl.errors import KeyFileError  # noqa: F401 (re-exported)
+
 log = logging.getLogger("gridcrawl.keys")
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 PUBLIC_SUFFIX = ".key"
 SECRET_SUFFIX = ".key_secret"
-
-
-class KeyFileError(ValueError):
-    """A key file or directory is missing, unreadable, malformed, or too open (secret key
-    readable by group or others)."""
 
 
 @dataclass(frozen=True)

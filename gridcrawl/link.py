@@ -1,6 +1,15 @@
-"""Which manager a peer (executor, client) talks to when there are several: the endpoint list of
-a grid with hot-standby managers, and its two decisions — follow a standby's redirect, or move on
-to the next manager when the current one is silent.
+"""The link of a peer (executor, client, operator command) to the manager: connect, hello,
+heartbeat, silence detection and reconnect with back-off — the ZeroMQ guide's Paranoid Pirate
+worker, written once — and, with hot-standby managers, which manager to talk to.
+
+Three parts, the decisions apart from the sockets (as :mod:`gridcrawl.manager.core` is apart
+from :mod:`gridcrawl.manager.server`):
+
+* :class:`ManagerEndpoints`: the managers and the current one (below);
+* :class:`LinkState`: the link's decisions, pure (no sockets, no clock): events in, actions out;
+* :class:`ManagerLink`: the socket-owning shell that carries the actions out, used by
+  :class:`gridcrawl.executor.agent.ExecutorAgent`, :class:`gridcrawl.client.app.CrawlApplication`
+  and :func:`gridcrawl.client.app.control_application`.
 
 With hot standbys (docs/operations.md, "Several managers"), exactly one manager is *active* (it
 holds the lease on the shared database, :mod:`gridcrawl.manager.lease`); a *standby* answers any
@@ -9,10 +18,24 @@ manager's endpoint (``--manager`` repeated, or comma-separated in the configurat
 ``GRIDCRAWL_MANAGER``), starts with the first, goes to the one a refusal names — only if it is
 one of the configured endpoints, so a hostile answer cannot send a peer elsewhere — and, when the
 current manager falls silent, tries the next one in order (with the usual exponential back-off
-between attempts, kept by the caller). Pure: no sockets, no clock.
+between attempts, kept by :class:`LinkState`).
 """
 
 from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import zmq
+
+from gridcrawl import protocol as p
+from gridcrawl.errors import LinkError, ManagerUnreachable, Refused
+from gridcrawl.settings import Settings
+from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
+
+log = logging.getLogger("gridcrawl.link")
 
 
 def split_endpoints(values: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -73,3 +96,281 @@ class ManagerEndpoints:
 
     def __str__(self) -> str:
         return ",".join(self.endpoints)
+
+
+# ----------------------------------------------------------------------------------------------
+# The link's decisions: the ZeroMQ guide's Paranoid Pirate worker, as a pure state machine
+
+
+@dataclass(frozen=True)
+class Connect:
+    """Action: close the socket (if any), open a new one to ``endpoint`` and send the hello
+    (the guide: a new socket on every reconnect, so nothing queued for a dead manager is sent)."""
+
+    endpoint: str
+
+
+@dataclass(frozen=True)
+class Beat:
+    """Action: send a heartbeat to the manager."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Action: give up and raise ``error`` (:class:`~gridcrawl.errors.ManagerUnreachable` or
+    :class:`~gridcrawl.errors.Refused`)."""
+
+    error: LinkError
+
+
+Action = Connect | Beat | Fail
+
+
+class LinkState:
+    """When a peer connects, beats, counts the manager dead, reconnects or gives up — the ZeroMQ
+    guide's Paranoid Pirate worker (chapter 4, ``ppworker``), once for executor, client and
+    operator command. Pure: every method takes ``now`` (monotonic seconds) and returns a list of
+    actions (:class:`Connect`, :class:`Beat`, :class:`Fail`) for :class:`ManagerLink` to carry out.
+
+    ``managers``: the endpoints (:class:`ManagerEndpoints`, or what :func:`split_endpoints`
+    takes); ``settings``: ``heartbeat_interval`` (s), ``heartbeat_liveness`` (intervals),
+    ``reconnect_initial``/``reconnect_max`` (s), ``connect_timeout`` (s); ``answers``: the message
+    classes that answer the peer's hello (``Welcome`` to ``register``, ``ApplicationOpened`` to
+    ``open``, ``Controlled`` to ``control``); ``logger`` gets the link's warnings.
+
+    The rules (the guide's, with the hot standbys of this module):
+
+    * **hello**: :meth:`start` connects to the first manager and says hello; the manager is *up*
+      once it answers. A peer that never had an answer gives up after ``connect_timeout`` s
+      (``ManagerUnreachable``, or ``Refused`` with the last refusal heard).
+    * **liveness**: any message from the manager is a sign of life; silence for
+      ``heartbeat_interval × heartbeat_liveness`` s (the guide's liveness counter, kept as a time
+      so that other sockets waking the poll do not count as missed beats) makes the manager dead:
+      the next manager is tried at once when there are several, otherwise the same one after the
+      back-off. A peer that never had an answer from its only manager waits for it (up to
+      ``connect_timeout``) instead.
+    * **heartbeat**: every ``heartbeat_interval`` s while up.
+    * **back-off**: reconnecting waits ``reconnect_initial`` s, doubling at every reconnect up to
+      ``reconnect_max``; an answer resets it.
+    * **refusal** (``refuse``): a standby names the active manager — go there at once if it is
+      one of ours, else to the next (:meth:`ManagerEndpoints.follow`); a standby naming itself
+      (it is taking over) is asked again after a moment. A refusal naming nobody, while not up,
+      moves on to the next manager when there are several; with one manager it answers the hello
+      and is final (``Refused``). While up, it means the manager forgot this peer (it restarted):
+      say hello again at once.
+    * **bye**: the manager is leaving; reconnect after the back-off.
+    * **handshake failure** (CURVE): final before the first answer; later only logged, every 30 s.
+    """
+
+    FAILURE_LOG_EVERY = 30.0  # s; libzmq retries a failed handshake every ~0.1 s: do not flood the log
+
+    def __init__(self, managers, settings: Settings, answers: tuple[type, ...], *,
+                 logger: logging.Logger = log) -> None:
+        self.managers = managers if isinstance(managers, ManagerEndpoints) else ManagerEndpoints(managers)
+        self.interval = settings.heartbeat_interval
+        self.peer_timeout = settings.peer_timeout
+        self.initial, self.maximum = settings.reconnect_initial, settings.reconnect_max
+        self.connect_timeout = settings.connect_timeout
+        self.answers = answers
+        self.log = logger
+        self.up = False           # the current connection's manager answered the hello
+        self.ever_up = False      # some manager answered once: from then on the link never gives up
+        self.started = self.connected_at = self.last_heard = self.next_beat = 0.0
+        self.backoff = self.initial
+        self.reconnect_at: float | None = None
+        self.refusal: str | None = None  # the last refusal naming nobody, before the first answer
+        self._failure_said = float("-inf")
+
+    def silence(self, now: float) -> float:
+        """Seconds without a sign of life from the current manager (since the hello while it has
+        not answered)."""
+        return now - (self.last_heard if self.up else self.connected_at)
+
+    def start(self, now: float) -> list[Action]:
+        """Connect to the first manager and say hello."""
+        self.started = now
+        return [self._connect(now)]
+
+    def received(self, now: float, message) -> list[Action]:
+        """A message from the manager (``protocol.Message``): a sign of life; an answer to the
+        hello, a refusal or a goodbye move the link (see the class's rules)."""
+        self.last_heard = now
+        if isinstance(message, self.answers):
+            self.up = self.ever_up = True
+            self.backoff, self.refusal = self.initial, None
+            self.next_beat = now + self.interval
+        elif isinstance(message, p.Refuse):
+            return self._refused(now, message.reason, message.active)
+        elif isinstance(message, p.Bye) and self.reconnect_at is None:
+            self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
+            self._reconnect(now + self.backoff)
+        return self._due(now)
+
+    def handshake_failed(self, now: float, reason: str) -> list[Action]:
+        """The security handshake with the manager failed (``reason``: one line)."""
+        if not self.ever_up:
+            return [Fail(Refused(reason))]
+        if now - self._failure_said >= self.FAILURE_LOG_EVERY:
+            self._failure_said = now
+            self.log.warning("%s", reason)
+        return []
+
+    def tick(self, now: float) -> list[Action]:
+        """Time passes: give up, count the manager dead, reconnect, or beat, as due."""
+        if not self.ever_up and now - self.started > self.connect_timeout:
+            if self.refusal is not None:
+                return [Fail(Refused(self.refusal))]
+            return [Fail(ManagerUnreachable(f"no answer from the manager at {self.managers} "
+                                            f"within {self.connect_timeout:.0f} s"))]
+        silent = self.silence(now)
+        if (self.reconnect_at is None and (self.ever_up or self.managers.several)
+                and silent > self.peer_timeout):
+            if self.managers.next():  # hot standbys: the next manager may be the active one now
+                self.log.warning("manager silent for %.1f s; trying %s", silent, self.managers.current)
+                self._reconnect(now)
+            else:
+                self.log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, self.backoff)
+                self._reconnect(now + self.backoff)
+        actions = self._due(now)
+        if self.up and now >= self.next_beat:
+            self.next_beat = now + self.interval
+            actions.append(Beat())
+        return actions
+
+    def _refused(self, now: float, reason: str, active: str | None) -> list[Action]:
+        if active is not None or (self.managers.several and not self.up):
+            moved = self.managers.follow(active)  # a standby: go where it points, or to the next
+            if active is None:
+                self.refusal = reason
+            self.log.warning("manager refused (%s); connecting to %s%s", reason, self.managers.current,
+                             "" if moved else " again shortly")
+            self._reconnect(now if moved else now + min(self.backoff, self.interval / 4))
+        elif self.up:  # the manager forgot us (it restarted): hello again
+            self.log.warning("manager says: %s; connecting again", reason)
+            self._reconnect(now)
+        elif self.reconnect_at is None:  # the one manager's answer to our hello
+            return [Fail(Refused(reason))]
+        return self._due(now)
+
+    def _reconnect(self, at: float) -> None:
+        self.up = False
+        self.reconnect_at = at if self.reconnect_at is None else min(at, self.reconnect_at)
+
+    def _due(self, now: float) -> list[Action]:
+        if self.reconnect_at is None or now < self.reconnect_at:
+            return []
+        self.reconnect_at = None
+        action = self._connect(now)
+        self.backoff = min(self.maximum, self.backoff * 2)
+        return [action]
+
+    def _connect(self, now: float) -> Connect:
+        self.up = False
+        self.connected_at = now
+        return Connect(self.managers.current)
+
+
+# ----------------------------------------------------------------------------------------------
+# The shell: one DEALER socket to the manager
+
+
+class ManagerLink:
+    """The socket side of :class:`LinkState`: one DEALER socket to the current manager, made anew
+    at every :class:`Connect`, with CURVE and a handshake watch when keys are given.
+
+    ``ManagerLink(context, settings, managers, hello, answers)``: ``hello()`` returns the message
+    that opens a connection (``Register``, ``OpenApplication``, ``Control``); ``answers`` the
+    message classes that answer it; ``heartbeat()`` the heartbeat to send (default an empty
+    ``Heartbeat``); ``curve`` a :class:`gridcrawl.keys.ClientKeys`; ``on_connect()`` is called
+    after every new socket (the executor hands its queued work back there); ``clock`` gives
+    monotonic seconds. Call :meth:`start`, then in the program's loop poll :attr:`socket`, read
+    with :meth:`receive` and call :meth:`tick`; both raise :class:`~gridcrawl.errors.Refused` or
+    :class:`~gridcrawl.errors.ManagerUnreachable` when the link gives up. :meth:`close` at the end.
+    """
+
+    def __init__(self, context: zmq.Context, settings: Settings, managers, hello: Callable[[], p.Message],
+                 answers: tuple[type, ...], *, heartbeat: Callable[[], p.Message] = p.Heartbeat, curve=None,
+                 on_connect: Callable[[], None] | None = None, logger: logging.Logger = log,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.context, self.settings = context, settings
+        self.state = LinkState(managers, settings, answers, logger=logger)
+        self.hello, self.heartbeat, self.curve = hello, heartbeat, curve
+        self.on_connect, self.clock, self.log = on_connect, clock, logger
+        self.socket: zmq.Socket | None = None
+        self._watch: HandshakeWatch | None = None
+
+    @property
+    def managers(self) -> ManagerEndpoints:
+        """The manager endpoints and the current one."""
+        return self.state.managers
+
+    @property
+    def up(self) -> bool:
+        """True while the current manager has answered the hello (and is not counted dead)."""
+        return self.state.up
+
+    def start(self) -> None:
+        """Connect to the first manager and send the hello."""
+        self._carry_out(self.state.start(self.clock()))
+
+    def receive(self) -> Iterator[p.Message]:
+        """Yield every message waiting on the socket (never blocks), each after the link has
+        taken it into account; malformed ones are logged and dropped. Stops at a reconnect (the
+        old socket's messages are dropped with it)."""
+        sock = self.socket
+        while sock is not None and sock is self.socket:
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                message = p.decode(frames)
+            except p.ProtocolError as exc:
+                self.log.warning("dropped a malformed message from the manager: %s", exc)
+                continue
+            self._carry_out(self.state.received(self.clock(), message))
+            yield message
+
+    def tick(self) -> None:
+        """Check the handshake and the time: give up, reconnect or beat as due."""
+        now = self.clock()
+        failure = self._watch.failure() if self._watch is not None else None
+        if failure is not None:
+            self._carry_out(self.state.handshake_failed(now, failure))
+        self._carry_out(self.state.tick(now))
+
+    def send(self, message: p.Message) -> bool:
+        """Send ``message`` on the current socket; False if it could not be queued."""
+        return self.socket is not None and send(self.socket, message)
+
+    def close(self, bye: str | None = None, linger: int = 500) -> None:
+        """Say ``bye`` (when given) and close the socket, waiting up to ``linger`` ms for what is
+        queued (idempotent)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self.socket is not None:
+            if bye is not None:
+                send(self.socket, p.Bye(bye))
+            self.socket.close(linger=linger)
+            self.socket = None
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Fail):
+                raise action.error
+            if isinstance(action, Beat):
+                self.send(self.heartbeat())
+            elif isinstance(action, Connect):
+                self._connect(action.endpoint)
+
+    def _connect(self, endpoint: str) -> None:
+        self.close(linger=0)
+        self.socket = make_socket(self.context, zmq.DEALER, self.settings)
+        if self.curve is not None:
+            apply_curve_client(self.socket, self.curve)
+        self._watch = HandshakeWatch(self.socket, curve=self.curve is not None)
+        self.socket.connect(endpoint)
+        send(self.socket, self.hello())
+        if self.on_connect is not None:
+            self.on_connect()

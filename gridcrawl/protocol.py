@@ -39,13 +39,11 @@ from typing import Annotated, Any, ClassVar, Literal
 import msgspec
 from msgspec import Meta, field
 
+from gridcrawl.errors import ProtocolError  # noqa: F401 (re-exported)
+
 PROTOCOL_VERSION = b"GC1"
 
 log = logging.getLogger("gridcrawl.protocol")
-
-
-class ProtocolError(ValueError):
-    """A peer sent frames that are not a valid message of this protocol version."""
 
 
 class ErrorKind(str, enum.Enum):

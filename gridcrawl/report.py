@@ -20,9 +20,7 @@ from typing import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-
-class ReportError(RuntimeError):
-    """A report cannot be made (e.g. matplotlib is not installed for ``--plot``)."""
+from gridcrawl.errors import ReportError  # noqa: F401 (re-exported)
 
 
 # The views as lightweight tables: typed columns, so that every back end returns datetimes

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (
     import sqlalchemy as sa
 
 from gridcrawl.urls import InvalidURL, canonical_url
+from gridcrawl.errors import RuleError  # noqa: F401 (re-exported)
 
 __all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
            "load_rules", "parse_csv", "parse_page_types", "parse_toml", "rules_from_table", "store_rules",
@@ -76,10 +77,6 @@ _ALIASES = {
     "class": "element_class", "element_class": "element_class",
     "tag": "element_tag", "element_tag": "element_tag",
 }
-
-
-class RuleError(ValueError):
-    """A rule (or a rules file) is invalid; the message names the rule and says why."""
 
 
 @dataclass(frozen=True)

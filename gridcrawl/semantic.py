@@ -56,6 +56,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urljoin
 
+from gridcrawl.errors import RDFError, RDFLimit  # noqa: F401 (re-exported)
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
@@ -85,14 +86,6 @@ RDF_ACCEPT = ("text/html,application/xhtml+xml;q=0.9,application/rdf+xml;q=0.8,t
 
 RDF_TYPE_IRI = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-
-
-class RDFError(ValueError):
-    """A document could not be parsed as RDF (invalid syntax, refused XML entities)."""
-
-
-class RDFLimit(RDFError):
-    """Parsing stopped at a bound of :class:`Limits` (too big, too many triples, too slow)."""
 
 
 @dataclass(frozen=True)

@@ -62,16 +62,13 @@ import sqlalchemy as sa
 
 from gridcrawl import models
 from gridcrawl.settings import Settings
+from gridcrawl.errors import SparkUnavailable  # noqa: F401 (re-exported)
 
 #: What to install when pyspark or Java is missing.
 INSTALL_HINT = "pip install 'gridcrawl[spark]' (pyspark) and a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
 
 #: Attempts of a task in local mode (``local[N]`` becomes ``local[N,4]``), as Spark's cluster default.
 LOCAL_TASK_ATTEMPTS = 4
-
-
-class SparkUnavailable(RuntimeError):
-    """pyspark is not installed or no Java runtime is found."""
 
 
 def spark_unavailable() -> str | None:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import enum
 
+from gridcrawl.errors import IllegalTransition  # noqa: F401 (re-exported)
+
 
 class ThreadState(enum.IntEnum):
     """State of a grid thread (Alchemi's numbering)."""
@@ -59,10 +61,6 @@ TRANSITIONS: dict[ThreadState, frozenset[ThreadState]] = {
     _S.FINISHED: frozenset({_S.DEAD, _S.READY}),
     _S.DEAD: frozenset(),
 }
-
-
-class IllegalTransition(RuntimeError):
-    """A grid thread was asked to move between states the table does not allow."""
 
 
 def check_transition(thread_name: str, old: ThreadState, new: ThreadState) -> ThreadState:

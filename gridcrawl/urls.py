@@ -47,6 +47,8 @@ from urllib.parse import unquote_plus, urljoin, urlsplit
 
 from w3lib.url import canonicalize_url as _w3lib_canonicalize_url
 
+from gridcrawl.errors import InvalidURL  # noqa: F401 (re-exported)
+
 __all__ = [
     "MAX_URL_LENGTH",
     "SESSION_PARAMS",
@@ -89,20 +91,6 @@ _TAB_NEWLINE = str.maketrans("", "", "\t\n\r")
 # no query, any fragment (dropped). Anything else takes w3lib's path.
 _SIMPLE_URL_RE = re.compile(
     r"(https?)://([a-z0-9_.\-]+)(?::([1-9][0-9]{0,4}))?(/[A-Za-z0-9._~!$&'()*+,=:@/\-]*)?(?:#.*)?\Z", re.S)
-
-
-class InvalidURL(ValueError):
-    """A URL that cannot be crawled: unparsable, wrong scheme, no host, bad port, too long.
-
-    ``str(exc)`` names the URL and the reason; the parts are also kept as
-    ``exc.url`` and ``exc.reason``.
-    """
-
-    def __init__(self, url: str, reason: str) -> None:
-        shown = url if len(url) <= 200 else url[:200] + "..."
-        super().__init__(f"invalid URL {shown!r}: {reason}")
-        self.url = url
-        self.reason = reason
 
 
 @lru_cache(maxsize=4096)
@@ -234,6 +222,12 @@ def _canonical_full(url: str) -> str:
             canonical = again
     except ValueError as exc:  # defensive: w3lib re-parses the rebuilt URL
         raise InvalidURL(url, f"unparsable: {exc}") from None
+    if "?" in canonical and _QUERY_SESSION_HINT_RE.search(canonical):
+        # once more on w3lib's spelling: "jsessionid\x00" names a session parameter only after
+        # w3lib drops the control character, and a canonical URL must be its own canonical form
+        head, _, query = canonical.partition("?")
+        query = _strip_session_query(query)
+        canonical = f"{head}?{query}" if query else head
     if len(canonical) > MAX_URL_LENGTH:
         raise InvalidURL(url, f"longer than {MAX_URL_LENGTH} characters")
     return canonical

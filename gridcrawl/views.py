@@ -29,12 +29,10 @@ from typing import Callable
 
 import sqlalchemy as sa
 
+from gridcrawl.errors import UnsupportedDialect  # noqa: F401 (re-exported)
+
 #: back ends whose views gridcrawl can write (SQLAlchemy dialect names)
 DIALECTS = ("sqlite", "postgresql", "mssql", "mysql", "mariadb")
-
-
-class UnsupportedDialect(ValueError):
-    """gridcrawl has no view SQL for this back end."""
 
 
 def seconds_between(dialect: str, start: str, end: str) -> str:

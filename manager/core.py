@@ -3,12 +3,14 @@
 :class:`ManagerCore` knows the executors, applications and grid threads, and decides which
 executor runs which thread, what has expired and what each peer must be told. It has no sockets,
 no SQL and no clock: every event method takes ``now`` (POSIX seconds) and returns a list of
-actions — :class:`Send` (a message for a peer, named by its ZeroMQ routing id) and
-:class:`Record` (a row to write to the manager's database). The server loop
-(:mod:`gridcrawl.manager.server`) carries the actions out.
+actions — :class:`Send` (a message for a peer, named by its ZeroMQ routing id), :class:`Strike`
+(a hostile message of a peer), and the events of :mod:`gridcrawl.manager.events` (an executor
+registered, a thread assigned, started, finished ...), which :mod:`gridcrawl.manager.recorder`
+turns into rows of the manager's database. The server loop (:mod:`gridcrawl.manager.server`)
+carries the actions out.
 
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
-executor with the most free slots (``threads + prefetch`` minus what it holds); ties go round
+executor with the most free slots (``workers + prefetch`` minus what it holds); ties go round
 robin. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
 (``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
@@ -42,8 +44,9 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import heapq
 import logging
-import secrets
+import os
 import uuid
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -54,21 +57,16 @@ from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_AP
 from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
+from gridcrawl.manager import events as ev
 from gridcrawl.manager.queue import ReadyQueue
+from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
 
 RECENT_THREADS = 100   # finished threads the dashboard lists
-SNAPSHOT_HOSTS = 50    # hosts the dashboard lists (most queued + in flight first)
-SNAPSHOT_APPLICATIONS = 50
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
-
-
-class ControlError(ValueError):
-    """An operator's pause/resume/cancel cannot be done (unknown or ambiguous application, bad
-    action, not allowed); the message says why."""
 
 
 def _thread_log(t: "GridThread") -> dict:
@@ -91,6 +89,20 @@ def _bad_names(names: list[str], what: str) -> str | None:
     return None
 
 
+def _random_ids(chunk: int = 512) -> Callable[[], int]:
+    """A function returning random 63-bit numbers from the OS's CSPRNG (``os.urandom``, as
+    :mod:`secrets` uses), read ``chunk`` numbers at a time: one system call per 512 attempt ids
+    rather than one per id (profiled: 2–4 % of the manager's CPU under load)."""
+    numbers: list[int] = []
+
+    def next_id() -> int:
+        if not numbers:
+            data = os.urandom(8 * chunk)
+            numbers.extend(int.from_bytes(data[i:i + 8], "big") >> 1 for i in range(0, len(data), 8))
+        return numbers.pop()
+    return next_id
+
+
 def _hash(text: str) -> int:
     """A stable 64-bit hash of ``text`` (MD5-based; the same on every run and machine)."""
     return int.from_bytes(hashlib.md5(text.encode(), usedforsecurity=False).digest()[:8], "big")
@@ -109,18 +121,6 @@ class Send:
 
 
 @dataclass(slots=True)
-class Record:
-    """Action: write to the manager database. ``op`` is ``"insert"`` (``values`` is the row) or
-    ``"update"`` (``key`` is the primary key value, ``values`` the changed columns). Times in
-    ``values`` are POSIX seconds; the recorder turns them into SQL datetimes."""
-
-    table: str
-    op: str
-    values: dict
-    key: object = None
-
-
-@dataclass(slots=True)
 class Strike:
     """Action: count one hostile message against ``peer`` (the server's :class:`PeerGuard`
     blocks a peer with too many); ``why`` says what it did, for the (rate-limited) log."""
@@ -129,7 +129,7 @@ class Strike:
     why: str
 
 
-Action = Send | Record | Strike
+Action = Send | Strike | ev.Event
 
 LATE_ATTEMPTS = 100_000  # taken-back attempts remembered, so that their late results are fenced
 
@@ -182,7 +182,7 @@ class Executor:
     name: str
     host: str
     user: str
-    threads: int
+    workers: int                      # its worker threads (believed: at most max_threads_per_executor)
     capacity: int
     dedicated: bool = True
     accepting: bool = True
@@ -265,15 +265,19 @@ class ManagerCore:
                                 settings.max_crawl_delay)
         self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
         self._next_internal = next_internal_id
-        self.new_attempt_id = new_attempt_id or (lambda: secrets.randbits(63))
+        self.new_attempt_id = new_attempt_id or _random_ids()
         self._attempts: dict[int, GridThread] = {}
         # attempt id -> (executor id, routing id or None) of attempts taken back (or running when
         # the previous manager stopped): a late result of one of them is fenced, not a forgery
         self.late: OrderedDict[int, tuple[str, bytes | None]] = OrderedDict()
         self._round_robin = 0
+        # executors that may have a free slot (every one with ``free > 0`` is here; some here may
+        # be full): dispatch looks only at these, not at every executor (1,000 of them per result)
+        self._room: dict[str, Executor] = {}
         self._last_heartbeat = 0.0
         self.fenced = 0
-        self.recent: deque[dict] = deque(maxlen=RECENT_THREADS)  # finished threads, newest last (dashboard)
+        # finished threads and the names of their executors, newest last (the dashboard's list)
+        self.recent: deque[tuple[GridThread, str | None]] = deque(maxlen=RECENT_THREADS)
         self.handlers: dict[type, Callable[[bytes, p.Message, float], list[Action]]] = {
             p.Register: self.on_register,
             p.Heartbeat: self.on_heartbeat,
@@ -328,12 +332,14 @@ class ManagerCore:
             if ex.quarantined_until is not None and now >= ex.quarantined_until:
                 log.warning("executor %s (%s): quarantine over, it gets work again", ex.executor_id[:8], ex.name)
                 ex.quarantined_until, ex.timeouts = None, 0
-                actions.append(Record("executor", "update", {"quarantined_until": None}, ex.executor_id))
+                self._has_room(ex)
+                actions.append(ev.ExecutorQuarantined(ex.executor_id, None))
             for attempt_id, t in list(ex.running.items()):
                 if t.time_assigned is not None and now - t.time_assigned > s.thread_timeout:
                     log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
                                 s.thread_timeout, ex.name, extra=_thread_log(t))
                     del ex.running[attempt_id]
+                    self._has_room(ex)
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(attempt_id)))
                     actions += self._take_back(t, now, "timeout")
@@ -353,7 +359,7 @@ class ManagerCore:
         ex.quarantined_until = now + seconds
         log.warning("executor %s (%s) quarantined for %.0f s: %d attempts in a row timed out",
                     ex.executor_id[:8], ex.name, seconds, ex.timeouts)
-        return [Record("executor", "update", {"quarantined_until": ex.quarantined_until}, ex.executor_id)]
+        return [ev.ExecutorQuarantined(ex.executor_id, ex.quarantined_until)]
 
     # -------------------------------------------------------------------------- executors
 
@@ -404,29 +410,26 @@ class ManagerCore:
         quarantined_until = ex.quarantined_until if ex is not None else None  # a re-registration keeps it
         quarantines = ex.quarantines if ex is not None else 0
         executor_id = ex.executor_id if ex is not None else (claimed_id or self.new_id())
-        threads = min(m.threads, self.settings.max_threads_per_executor)  # believe no more than the cap
-        if threads < m.threads:
-            log.warning("executor %s claims %d threads: believed %d (max_threads_per_executor)",
-                        executor_id[:8], m.threads, threads)
-        capacity = threads + self.settings.prefetch
+        workers = min(m.threads, self.settings.max_threads_per_executor)  # believe no more than the cap
+        if workers < m.threads:
+            log.warning("executor %s claims %d worker threads: believed %d (max_threads_per_executor)",
+                        executor_id[:8], m.threads, workers)
+        capacity = workers + self.settings.prefetch
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
-                      threads=threads, capacity=capacity, dedicated=m.dedicated, last_seen=now,
+                      workers=workers, capacity=capacity, dedicated=m.dedicated, last_seen=now,
                       window=min(capacity, self.settings.start_window), quarantined_until=quarantined_until,
                       quarantines=quarantines)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
+        self._has_room(ex)
         self.executor_owners[executor_id] = m.user
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s registered: %s@%s, %d threads%s", executor_id[:8], m.user, m.host, m.threads,
                  f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
-        row = {"executor_id": executor_id, "name": m.name, "is_dedicated": m.dedicated,
-               "is_connected": True, "accepting": True, "ping_time": now, "time_registered": now,
-               "host": m.host, "usr_name": m.user, "threads": m.threads, "cpu_max": m.cpu_max,
-               "num_cpus": m.num_cpus, "mem_max": m.mem_max, "os": m.os[:64], "arch": m.arch[:64],
-               "capabilities": " ".join(sorted(ex.capabilities)) or None}
-        actions.append(Record("executor", "upsert", row, executor_id))
+        actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
+                                             m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
                                             self.settings.heartbeat_liveness)))
         actions += self.dispatch(now)
@@ -443,13 +446,10 @@ class ManagerCore:
             if ex is not None:
                 ex.figures = {k: v for k, v in f.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 ex.last_heartbeat = now
-            values = {"ping_time": now}
-            for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second"):
-                if isinstance(f.get(name), (int, float)):
-                    values[name] = float(f[name])
-            if isinstance(f.get("mem_usage"), int):
-                values["mem_usage"] = f["mem_usage"]
-            return [Record("executor", "update", values, kind[1])]
+            figures = [float(f[name]) if isinstance(f.get(name), (int, float)) else None
+                       for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second")]
+            mem_usage = f.get("mem_usage")
+            return [ev.ExecutorHeartbeat(kind[1], now, *figures, mem_usage if isinstance(mem_usage, int) else None)]
         return []
 
     def on_availability(self, peer: bytes, m: p.Availability, now: float) -> list[Action]:
@@ -458,13 +458,15 @@ class ManagerCore:
         if ex is None:
             return [Send(peer, p.Refuse("unknown executor: register again"))]
         ex.accepting = m.accepting
-        actions: list[Action] = [Record("executor", "update", {"accepting": m.accepting}, ex.executor_id)]
+        self._has_room(ex)
+        actions: list[Action] = [ev.ExecutorAvailability(ex.executor_id, m.accepting)]
         handed = 0
         for attempt_id in m.handed_back:  # assigned but never started: back to READY, not counted lost
             t = ex.running.get(attempt_id)
             if t is None or t.attempt_id != attempt_id or t.state != ThreadState.SCHEDULED:
                 continue  # started meanwhile (its result will come) or already taken back
             del ex.running[attempt_id]
+            self._has_room(ex)
             actions += self._take_back(t, now, "handed_back", count=False)
             handed += 1
         log.info("executor %s %s work%s", ex.name, "accepts" if m.accepting else "stops taking",
@@ -483,8 +485,7 @@ class ManagerCore:
                 continue
             self._move(t, ThreadState.STARTED)
             t.time_started = now
-            actions += [Record("thread", "update", {"state": int(t.state), "time_started": now}, t.internal_id),
-                        Record("attempt", "update", {"time_started": now}, attempt_id)]
+            actions.append(ev.ThreadStarted(t.internal_id, attempt_id, now))
         return actions
 
     def on_result(self, peer: bytes, m: p.Result, now: float) -> list[Action]:
@@ -499,6 +500,7 @@ class ManagerCore:
             return self._not_running(peer, ex, m.attempt_id, now)
         del ex.running[m.attempt_id]
         self._attempts.pop(m.attempt_id, None)
+        self._has_room(ex)
         ex.finished += 1
         ex.timeouts = 0
         if ex.window < ex.capacity:
@@ -514,11 +516,7 @@ class ManagerCore:
             t.time_started = now
         t.result = m.page
         self._remember(t, ex.name)
-        actions: list[Action] = [
-            Record("thread", "update", {"state": int(t.state), "time_started": t.time_started,
-                                        "time_finished": now, "error_kind": m.page.error_kind}, t.internal_id),
-            Record("attempt", "update", {"outcome": "finished", "time_finished": now}, m.attempt_id),
-        ]
+        actions: list[Action] = [ev.ThreadFinished(t.internal_id, m.attempt_id, t.time_started, now, m.page.error_kind)]
         actions += self._deliver(t)
         actions += self.dispatch(now)
         return actions
@@ -539,8 +537,7 @@ class ManagerCore:
             self.fenced += 1
             log.info("fenced out a late result of attempt %d from executor %s", attempt_id,
                      ex.name if ex is not None else late[0][:8])
-            return [Record("attempt", "update", {"outcome": "fenced", "time_finished": now}, attempt_id),
-                    *unregistered]
+            return [ev.AttemptEnded(attempt_id, "fenced", now), *unregistered]
         return [Strike(peer, f"result for attempt {attempt_id}, not one of its own"), *unregistered]
 
     @staticmethod
@@ -563,9 +560,7 @@ class ManagerCore:
         t.time_started = None
         self._enqueue(t, not_before=now + delay)
         log.info("%s (%s): retry %d in %.1f s", t.name, t.url, t.retries, delay, extra=_thread_log(t))
-        return [Record("attempt", "update", {"outcome": "retry", "time_finished": now}, attempt_id),
-                Record("thread", "update", {"state": int(t.state), "executor_id": None, "time_started": None},
-                       t.internal_id)]
+        return [ev.AttemptEnded(attempt_id, "retry", now), ev.ThreadRequeued(t.internal_id)]
 
     # -------------------------------------------------------------------------- applications
 
@@ -594,9 +589,7 @@ class ManagerCore:
             app_id = self.new_id()  # never a client-chosen id: it could name a stopped application of another user
             app = Application(app_id, m.name, m.user, peer, now, last_seen=now)
             self.applications[app_id] = app
-            actions.append(Record("application", "upsert",
-                                  {"application_id": app_id, "state": int(app.state), "time_created": now,
-                                   "usr_name": m.user, "application_name": m.name}, app_id))
+            actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
             if app.peer is not None and app.peer != peer:
                 self.peers.pop(app.peer, None)
@@ -604,8 +597,7 @@ class ManagerCore:
             app.last_seen = now
             if app.state == ApplicationState.STOPPED:
                 app.state = ApplicationState.READY
-                actions.append(Record("application", "update",
-                                      {"state": int(app.state), "time_completed": None}, app.application_id))
+                actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
         self.peers[peer] = ("client", app.application_id)
         log.info("application %s %s by %s (%s)", app.application_id[:8], "reattached" if resumed else "created",
                  m.user, m.name)
@@ -624,7 +616,6 @@ class ManagerCore:
         if app is None:
             return [Send(peer, p.Refuse(f"application {m.application_id} is not open on this connection"))]
         actions: list[Action] = []
-        rows = []
         for spec in m.threads:
             bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
             if bad:
@@ -648,11 +639,8 @@ class ManagerCore:
             if app.first_submitted is None:
                 app.first_submitted = now
             self._enqueue(t)
-            rows.append({"internal_thread_id": t.internal_id, "application_id": t.application_id,
-                         "thread_id": t.thread_id, "state": int(t.state), "url": t.url[:2083],
-                         "host": t.host[:255], "depth": t.depth, "priority": t.priority, "failed": False,
-                         "attempts": 0, "time_submitted": now, "needs": " ".join(t.needs) or None})
-        actions.extend(Record("thread", "insert", row, row["internal_thread_id"]) for row in rows)
+            actions.append(ev.ThreadSubmitted(t.internal_id, t.application_id, t.thread_id, t.url, t.host, t.depth,
+                                              t.priority, t.needs, now))
         actions += self.dispatch(now)
         return actions
 
@@ -668,7 +656,7 @@ class ManagerCore:
                 continue
             self._move(t, ThreadState.DEAD)
             del app.threads[thread_id]
-            actions.append(Record("thread", "update", {"state": int(t.state)}, t.internal_id))
+            actions.append(ev.ThreadDead(t.internal_id))
         return actions
 
     def on_close(self, peer: bytes, m: p.CloseApplication, now: float) -> list[Action]:
@@ -684,8 +672,7 @@ class ManagerCore:
         app.state = ApplicationState.STOPPED
         app.paused = False
         app.time_completed = now
-        actions.append(Record("application", "update", {"state": int(app.state), "time_completed": now},
-                              app.application_id))
+        actions.append(ev.ApplicationStopped(app.application_id, now))
         log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
         return actions
 
@@ -749,18 +736,17 @@ class ManagerCore:
             for t in app.threads.values():
                 if t.state == ThreadState.READY:
                     self.queue.discard(t)
-            actions.append(Record("application", "update", {"state": int(ApplicationState.PAUSED)},
-                                  app.application_id))
+            actions.append(ev.ApplicationChanged(app.application_id, int(ApplicationState.PAUSED)))
         elif action == "resume" and app.paused:
             app.paused = False
             for t in app.threads.values():
                 if t.state == ThreadState.READY and t.queue_seq is None and not t.held:
                     self.queue.push(t)
-            actions.append(Record("application", "update", {"state": int(app.state)}, app.application_id))
+            actions.append(ev.ApplicationChanged(app.application_id, int(app.state)))
             actions += self.dispatch(now)
         elif action == "cancel":
             actions += self._stop_application(app, now, True)
-        state = self._application_state(app)
+        state = self.application_state(app)
         log.warning("application %s %s by operator %s", app.application_id[:8],
                     {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action], user or "?")
         if app.peer is not None:
@@ -768,7 +754,8 @@ class ManagerCore:
         return actions, {"application_id": app.application_id, "action": action, "state": state}
 
     @staticmethod
-    def _application_state(app: Application) -> str:
+    def application_state(app: Application) -> str:
+        """``app``'s state as operators see it: ``running``, ``paused`` or ``stopped``."""
         if app.state == ApplicationState.STOPPED:
             return "stopped"
         return "paused" if app.paused else "running"
@@ -791,12 +778,7 @@ class ManagerCore:
             app.done += 1
             app.errors += 1 if t.failed or page is None or page.error_kind else 0
             app.last_finished = t.time_finished
-        self.recent.append({
-            "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
-            "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
-            "status": page.status if page else None, "error_kind": (page.error_kind if page else p.ErrorKind.POISON.value),
-            "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
-            "attempts": t.attempts, "size": page.size if page else 0})
+        self.recent.append((t, executor_name))
 
     def on_bye(self, peer: bytes, m: p.Bye, now: float) -> list[Action]:
         """A peer leaves: an executor's threads go back to READY at once; a client detaches."""
@@ -815,8 +797,14 @@ class ManagerCore:
 
     # -------------------------------------------------------------------------- dispatch
 
+    def _has_room(self, ex: Executor) -> None:
+        """``ex`` may have a free slot now (a result or a take-back emptied one, its window grew,
+        it registered, accepts work again, left quarantine): dispatch looks at it again."""
+        self._room[ex.executor_id] = ex
+
     def dispatch(self, now: float) -> list[Action]:
-        """Assign READY threads that politeness lets start to executors with free slots."""
+        """Assign READY threads that politeness lets start to executors with free slots.
+        Cost: the executors that may have room (:meth:`_has_room`), not all of them."""
         actions: list[Action] = []
         if not len(self.queue):
             return actions
@@ -827,26 +815,56 @@ class ManagerCore:
             while (t := self.queue.pop(now, owner_has_room)) is not None:
                 actions += self._assign(t, self.owner(t.host, t.needs), now)
             return actions
-        executors = [ex for ex in self.executors.values() if ex.free > 0]
+        room = self._room
+        for executor_id in [executor_id for executor_id, ex in room.items() if ex.free <= 0]:
+            del room[executor_id]  # full, gone, or not accepting: back when it has room again
+        # the executors with room, most free slots first, ties in turn (a heap: choosing among
+        # 1,000 executors costs O(log n) per thread, not O(n))
+        self._round_robin += 1
+        n = len(room)
+        heap = [(-ex.free, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
+        heapq.heapify(heap)
+        turn = n
         deferred: list[GridThread] = []
 
         def runnable(needs: tuple) -> bool:
-            return any(ex.can_run(needs) for ex in executors)
-        while executors:
+            return any(ex.can_run(needs) for ex in room.values())
+        while room:
             t = self.queue.pop(now, runnable=runnable)
             if t is None:
                 break
-            ex = self._choose([ex for ex in executors if ex.can_run(t.needs)] if t.needs else executors, t)
+            if t.needs or t.tried:  # few threads: the executors able to run them, one by one
+                ex = self._choose([ex for ex in room.values() if ex.can_run(t.needs)], t)
+            else:
+                ex = self._most_free(heap, room)
             if ex is None:
                 deferred.append(t)
                 continue
             actions += self._assign(t, ex, now)
             if ex.free <= 0:
-                executors.remove(ex)
+                del room[ex.executor_id]
+            else:
+                turn += 1
+                heapq.heappush(heap, (-ex.free, turn, ex.executor_id, ex))
         for t in deferred:  # they wait for an executor they were not taken back from
             self.queue.release(t, now)
             self._enqueue(t)
         return actions
+
+    @staticmethod
+    def _most_free(heap: list, room: dict[str, Executor]) -> Executor:
+        """Pop the executor with the most free slots off ``heap`` (entries ``(-free, turn, id,
+        executor)``; stale entries — full since, or their free count changed — are dropped or
+        filed again). ``room`` is not empty, and each of its executors has an entry."""
+        while True:
+            free, _, executor_id, ex = heap[0]
+            if room.get(executor_id) is not ex:
+                heapq.heappop(heap)
+            elif -free != ex.free:
+                heapq.heapreplace(heap, (-ex.free, heap[0][1], executor_id, ex))
+            else:
+                heapq.heappop(heap)
+                return ex
 
     def _choose(self, executors: list[Executor], t: GridThread) -> Executor | None:
         """The executor with the most free slots for ``t``; ties broken round robin. Executors
@@ -903,11 +921,7 @@ class ManagerCore:
         return [
             Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
                                           delay=self.queue.delay_of(t.host), needs=list(t.needs))])),
-            Record("thread", "update", {"state": int(t.state), "executor_id": ex.executor_id,
-                                        "attempts": t.attempts}, t.internal_id),
-            Record("attempt", "insert", {"attempt_id": attempt_id, "internal_thread_id": t.internal_id,
-                                         "executor_id": ex.executor_id, "time_assigned": now,
-                                         "outcome": "running"}, attempt_id),
+            ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now),
         ]
 
     # -------------------------------------------------------------------------- helpers
@@ -960,13 +974,12 @@ class ManagerCore:
             actions += self._take_back(t, now, outcome, count=count)
         ex.running.clear()
         if record:
-            actions.append(Record("executor", "update", {"is_connected": False}, ex.executor_id))
+            actions.append(ev.ExecutorDisconnected(ex.executor_id))
         return actions
 
     def _take_back(self, t: GridThread, now: float, outcome: str, *, count: bool = True) -> list[Action]:
         """Take an attempt back from its executor: READY again, or failed after ``max_attempts``."""
-        actions: list[Action] = [Record("attempt", "update", {"outcome": outcome, "time_finished": now},
-                                        t.attempt_id)]
+        actions: list[Action] = [ev.AttemptEnded(t.attempt_id, outcome, now)]
         self._attempts.pop(t.attempt_id, None)
         ex = self.executors.get(t.executor_id or "")
         if ex is not None:
@@ -984,16 +997,13 @@ class ManagerCore:
             t.failed = True
             t.time_finished = now
             self._remember(t, None)
-            actions.append(Record("thread", "update", {"state": int(t.state), "failed": True,
-                                                       "time_finished": now, "error_kind": p.ErrorKind.POISON.value},
-                                  t.internal_id))
+            actions.append(ev.ThreadFailed(t.internal_id, now))
             actions += self._deliver(t)
         else:
             self._move(t, ThreadState.READY)
             t.executor_id = None
             self._enqueue(t)
-            actions.append(Record("thread", "update", {"state": int(t.state), "executor_id": None,
-                                                       "time_started": None}, t.internal_id))
+            actions.append(ev.ThreadRequeued(t.internal_id))
         return actions
 
     def _remember_late(self, attempt_id: int | None, executor_id: str, peer: bytes | None) -> None:
@@ -1012,15 +1022,15 @@ class ManagerCore:
                 ex = self.executors.get(t.executor_id or "")
                 if ex is not None:
                     ex.running.pop(t.attempt_id, None)
+                    self._has_room(ex)
                     self._attempts.pop(t.attempt_id, None)
                     self._remember_late(t.attempt_id, ex.executor_id, ex.peer)
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(t.attempt_id)))
-                actions.append(Record("attempt", "update", {"outcome": "cancelled", "time_finished": now},
-                                      t.attempt_id))
+                actions.append(ev.AttemptEnded(t.attempt_id, "cancelled", now))
             self.queue.discard(t)
             self._move(t, ThreadState.DEAD)
-            actions.append(Record("thread", "update", {"state": int(t.state)}, t.internal_id))
+            actions.append(ev.ThreadDead(t.internal_id))
         app.threads.clear()
         return actions
 
@@ -1060,7 +1070,7 @@ class ManagerCore:
             # the row keeps the executor and times of its last run until a new one overwrites them:
             # a thread whose result the application stored but whose ack this manager never got is
             # never submitted again, and ends Dead with them when the application completes
-            actions.append(Record("thread", "update", {"state": int(ThreadState.READY)}, t.internal_id))
+            actions.append(ev.ThreadRestored(t.internal_id))
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
         return actions
 
@@ -1071,15 +1081,17 @@ class ManagerCore:
         for ex in self.executors.values():
             if ex.connected:
                 ex.connected = False
-                actions.append(Record("executor", "update", {"is_connected": False}, ex.executor_id))
+                actions.append(ev.ExecutorDisconnected(ex.executor_id))
         return actions
 
-    def stats(self) -> dict:
-        """Counts for logs and the dashboard: executors, applications, threads by state."""
-        by_state = {s.name: 0 for s in ThreadState}
-        for app in self.applications.values():
-            for t in app.threads.values():
-                by_state[t.state.name] += 1
+    def stats(self, by_state: dict[str, int] | None = None) -> dict:
+        """Counts for logs and the dashboard: executors, applications, threads by state
+        (``by_state``: those counts if the caller has them already, ``{"READY": n, ...}``)."""
+        if by_state is None:
+            by_state = {s.name: 0 for s in ThreadState}
+            for app in self.applications.values():
+                for t in app.threads.values():
+                    by_state[t.state.name] += 1
         return {"executors": sum(ex.connected for ex in self.executors.values()),
                 "applications": len(self.applications), "queued": len(self.queue), "threads": by_state,
                 "fenced": self.fenced, "unrunnable": self.unrunnable()}
@@ -1091,73 +1103,3 @@ class ManagerCore:
         connected = [ex for ex in self.executors.values() if ex.connected]
         return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
                 if needs and not any(ex.can_run(needs) for ex in connected)}
-
-    def snapshot(self, now: float) -> dict:
-        """A self-contained copy of the manager's state for the dashboard (plain dicts, lists,
-        numbers and strings: JSON-ready, safe to hand to another thread).
-
-        Keys: ``time`` (POSIX s), ``summary`` (:meth:`stats`), ``executors``, ``applications``
-        (newest first, at most 50), ``threads`` (running ones, then the latest finished, newest
-        first), ``hosts`` (per-host politeness: queued, in flight, next allowed start as seconds
-        from now — ``None`` when it may start now, ``"busy"`` while a delayed host has a fetch in
-        flight; most loaded first, at most 50). Times are POSIX seconds; rates are per second.
-        """
-        names = {ex.executor_id: ex.name for ex in self.executors.values()}
-        executors = []
-        for ex in self.executors.values():
-            started = sum(1 for t in ex.running.values() if t.state == ThreadState.STARTED)
-            f = ex.figures
-            executors.append({
-                "executor_id": ex.executor_id, "name": ex.name, "host": ex.host, "user": ex.user,
-                "dedicated": ex.dedicated, "connected": ex.connected, "accepting": ex.accepting,
-                "last_heartbeat": ex.last_heartbeat, "last_seen": ex.last_seen, "threads": ex.threads,
-                "capacity": ex.capacity, "window": min(ex.capacity, ex.window), "quarantined_until": ex.quarantined_until,
-                "assigned": len(ex.running), "running": started, "finished": ex.finished,
-                "cpu_max": ex.info.get("cpu_max", 0.0), "num_cpus": ex.info.get("num_cpus", 1),
-                "mem_max": ex.info.get("mem_max", 0), "os": ex.info.get("os", ""),
-                "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),
-                "cpu_totalusage": f.get("cpu_totalusage"), "mem_usage": f.get("mem_usage"),
-                "pages_per_second": f.get("pages_per_second"), "capabilities": sorted(ex.capabilities)})
-        executors.sort(key=lambda e: (not e["connected"], e["name"]))
-
-        applications = []
-        live: list[GridThread] = []
-        for app in sorted(self.applications.values(), key=lambda a: a.time_created, reverse=True):
-            by_state = {s.name: 0 for s in ThreadState}
-            for t in app.threads.values():
-                by_state[t.state.name] += 1
-                if t.state in (ThreadState.SCHEDULED, ThreadState.STARTED):
-                    live.append(t)
-            if len(applications) >= SNAPSHOT_APPLICATIONS:
-                continue
-            # crawl seconds (README "Figures"): first thread submitted -> last finished, or now
-            # while threads of it are queued or running
-            start = app.first_submitted if app.first_submitted is not None else app.time_created
-            live_threads = by_state["READY"] + by_state["SCHEDULED"] + by_state["STARTED"]
-            end = now if live_threads and not app.paused else (app.last_finished or app.time_completed or now)
-            elapsed = max(0.0, end - start)
-            applications.append({
-                "application_id": app.application_id, "name": app.name, "owner": app.user,
-                "state": self._application_state(app), "attached": app.peer is not None, "threads": by_state,
-                "done": app.done, "errors": app.errors, "elapsed": elapsed,
-                "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
-
-        threads = []
-        for t in sorted(live, key=lambda t: t.time_assigned or 0.0, reverse=True)[:RECENT_THREADS]:
-            threads.append({
-                "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
-                "executor": names.get(t.executor_id or ""), "executor_id": t.executor_id,
-                "state": t.state.name.lower(), "status": None, "error_kind": None,
-                "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": None,
-                "attempts": t.attempts, "size": 0})
-        threads.extend(dict(entry) for entry in reversed(self.recent))
-
-        hosts = []
-        for h in getattr(self.queue, "hosts", {}).values():
-            start = h.next_start
-            hosts.append({"host": h.host, "queued": h.queued, "in_flight": h.in_flight, "delay": h.delay,
-                          "next_start": ("busy" if start == float("inf") else
-                                         (start - now if start > now else None))})
-        hosts.sort(key=lambda h: (-(h["queued"] + h["in_flight"]), h["host"]))
-        return {"time": now, "summary": self.stats(), "executors": executors, "applications": applications,
-                "threads": threads, "hosts": hosts[:SNAPSHOT_HOSTS], "hosts_total": len(hosts)}

@@ -2,7 +2,8 @@
 
 ``gridcrawl-manager --http 127.0.0.1:9080`` serves, from a thread of the manager process:
 
-* ``GET /`` — one page (HTML, CSS and JavaScript served by this module, no external assets)
+* ``GET /`` — one page (HTML, CSS and JavaScript: the files of ``static/`` next to this module,
+  served from here, no external assets)
   showing the executors (host, user, dedicated, connected, last heartbeat, Alchemi's CPU figures,
   threads running and finished, pages/s, capabilities), how many queued threads no connected
   executor can run (capability-based dispatch), the applications (owner, state, threads by state,
@@ -38,9 +39,12 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import select
 import threading
+from importlib import resources
 from typing import Protocol
 
+from gridcrawl.errors import DashboardError  # noqa: F401 (re-exported)
 from gridcrawl.permissions import MANAGE_ALL_APPS, MANAGE_OWN_APP, MANAGE_USERS
 
 log = logging.getLogger("gridcrawl.manager.dashboard")
@@ -50,10 +54,6 @@ ACTIONS = ("pause", "resume", "cancel")
 #: a user needs one of these to read the dashboard when it requires a login: the Executors group
 #: (ExecuteThread only), whose credentials sit on every desktop, gets none
 DASHBOARD_PERMISSIONS = frozenset({MANAGE_OWN_APP, MANAGE_ALL_APPS, MANAGE_USERS})
-
-
-class DashboardError(ValueError):
-    """The dashboard cannot be started as asked (bad address, login impossible)."""
 
 
 class SnapshotSource(Protocol):
@@ -89,6 +89,13 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, number
 
 
+def asset(name: str) -> str:
+    """The text of the page file ``name`` (``dashboard.html``, ``.css``, ``.js``): package data of
+    ``gridcrawl.manager`` under ``static/`` (pyproject.toml ``package-data``). Raises
+    ``FileNotFoundError`` if the installation lacks it."""
+    return (resources.files("gridcrawl.manager") / "static" / name).read_text(encoding="utf-8")
+
+
 def is_loopback(host: str) -> bool:
     """True if ``host`` is ``localhost`` or a loopback address literal (127.0.0.0/8, ::1)."""
     if host.lower() == "localhost":
@@ -97,6 +104,103 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a name other than localhost may resolve anywhere: treat it as public
+
+
+# ----------------------------------------------------------------------------------------------
+# The snapshot: the core's state shaped for the page and the API (built by the server loop)
+
+SNAPSHOT_HOSTS = 50         # hosts listed (most queued + in flight first)
+SNAPSHOT_APPLICATIONS = 50  # applications listed (newest first)
+SNAPSHOT_RUNNING = 100      # running threads listed (newest first), before the recent finished ones
+
+
+def snapshot(core, now: float) -> dict:
+    """A self-contained copy of ``core``'s state (a :class:`~gridcrawl.manager.core.ManagerCore`)
+    for the dashboard: plain dicts, lists, numbers and strings, JSON-ready, safe to hand to another
+    thread. Call it from the thread that drives the core (the server loop).
+
+    Keys: ``time`` (``now``, POSIX s), ``summary`` (:meth:`ManagerCore.stats`), ``executors``,
+    ``applications`` (newest first, at most 50), ``threads`` (running ones, then the latest
+    finished, newest first), ``hosts`` (per-host politeness: queued, in flight, next allowed start
+    as seconds from now — ``None`` when it may start now, ``"busy"`` while a delayed host has a
+    fetch in flight; most loaded first, at most 50), ``hosts_total``. Times are POSIX seconds;
+    rates are per second. Cost: one pass over the live grid threads and the executors.
+    """
+    from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.protocol import ErrorKind
+    from gridcrawl.states import ThreadState
+
+    started_state, live_states = ThreadState.STARTED, (ThreadState.SCHEDULED, ThreadState.STARTED)
+    names = {ex.executor_id: ex.name for ex in core.executors.values()}
+    executors, live = [], []
+    for ex in core.executors.values():
+        started = 0
+        for t in ex.running.values():
+            live.append(t)
+            started += t.state is started_state
+        f, info = ex.figures, ex.info
+        executors.append({
+            "executor_id": ex.executor_id, "name": ex.name, "host": ex.host, "user": ex.user,
+            "dedicated": ex.dedicated, "connected": ex.connected, "accepting": ex.accepting,
+            "last_heartbeat": ex.last_heartbeat, "last_seen": ex.last_seen, "workers": ex.workers,
+            "capacity": ex.capacity, "window": min(ex.capacity, ex.window), "quarantined_until": ex.quarantined_until,
+            "assigned": len(ex.running), "running": started, "finished": ex.finished,
+            "cpu_max": info.get("cpu_max", 0.0), "num_cpus": info.get("num_cpus", 1),
+            "mem_max": info.get("mem_max", 0), "os": info.get("os", ""),
+            "cpu_usage": f.get("cpu_usage"), "cpu_avail": f.get("cpu_avail"),
+            "cpu_totalusage": f.get("cpu_totalusage"), "mem_usage": f.get("mem_usage"),
+            "pages_per_second": f.get("pages_per_second"), "capabilities": sorted(ex.capabilities)})
+    executors.sort(key=lambda e: (not e["connected"], e["name"]))
+
+    applications, totals = [], {s.name: 0 for s in ThreadState}
+    for app in sorted(core.applications.values(), key=lambda a: a.time_created, reverse=True):
+        counts = dict.fromkeys(ThreadState, 0)
+        for t in app.threads.values():
+            counts[t.state] += 1
+        by_state = {s.name: n for s, n in counts.items()}
+        for name, n in by_state.items():
+            totals[name] += n
+        if len(applications) >= SNAPSHOT_APPLICATIONS:
+            continue
+        # crawl seconds (README "Figures"): first thread submitted -> last finished, or now
+        # while threads of it are queued or running
+        start = app.first_submitted if app.first_submitted is not None else app.time_created
+        live_threads = by_state["READY"] + by_state["SCHEDULED"] + by_state["STARTED"]
+        end = now if live_threads and not app.paused else (app.last_finished or app.time_completed or now)
+        elapsed = max(0.0, end - start)
+        applications.append({
+            "application_id": app.application_id, "name": app.name, "owner": app.user,
+            "state": ManagerCore.application_state(app), "attached": app.peer is not None, "threads": by_state,
+            "done": app.done, "errors": app.errors, "elapsed": elapsed,
+            "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
+
+    threads = []
+    for t in sorted((t for t in live if t.state in live_states), key=lambda t: t.time_assigned or 0.0,
+                    reverse=True)[:SNAPSHOT_RUNNING]:
+        threads.append({
+            "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
+            "executor": names.get(t.executor_id or ""), "executor_id": t.executor_id,
+            "state": t.state.name.lower(), "status": None, "error_kind": None,
+            "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": None,
+            "attempts": t.attempts, "size": 0})
+    for t, executor_name in reversed(core.recent):
+        page = t.result
+        threads.append({
+            "application_id": t.application_id, "thread_id": t.thread_id, "url": t.url, "host": t.host,
+            "executor": executor_name, "executor_id": t.executor_id, "state": "failed" if t.failed else "finished",
+            "status": page.status if page else None, "error_kind": (page.error_kind if page else ErrorKind.POISON.value),
+            "time_submitted": t.time_submitted, "time_started": t.time_started, "time_finished": t.time_finished,
+            "attempts": t.attempts, "size": page.size if page else 0})
+
+    hosts = []
+    for h in core.queue.hosts.values():
+        start = h.next_start
+        hosts.append({"host": h.host, "queued": h.queued, "in_flight": h.in_flight, "delay": h.delay,
+                      "next_start": ("busy" if start == float("inf") else (start - now if start > now else None))})
+    hosts.sort(key=lambda h: (-(h["queued"] + h["in_flight"]), h["host"]))
+    summary = core.stats(by_state=totals)
+    return {"time": now, "summary": summary, "executors": executors, "applications": applications,
+            "threads": threads, "hosts": hosts[:SNAPSHOT_HOSTS], "hosts_total": len(hosts)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -157,18 +261,20 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         return source.latest_snapshot() or {"time": None, "age": None, "summary": {}, "executors": [],
                                             "applications": [], "threads": [], "hosts": [], "hosts_total": 0}
 
+    html = asset("dashboard.html").replace("{refresh_ms}", str(int(refresh * 1000)))
+    css, js = asset("dashboard.css"), asset("dashboard.js")
+
     @app.get("/")
     def page() -> Response:
-        html = PAGE.replace("{refresh_ms}", str(int(refresh * 1000)))
         return Response(html, mimetype="text/html")
 
     @app.get("/dashboard.css")
-    def css() -> Response:
-        return Response(CSS, mimetype="text/css")
+    def stylesheet() -> Response:
+        return Response(css, mimetype="text/css")
 
     @app.get("/dashboard.js")
-    def js() -> Response:
-        return Response(JS, mimetype="text/javascript")
+    def script() -> Response:
+        return Response(js, mimetype="text/javascript")
 
     @app.get("/api/")
     def api_index():
@@ -241,7 +347,10 @@ class Dashboard:
         self._map: dict = {}
         self.server = create_server(self.app, map=self._map, host=host, port=port, threads=threads,
                                     ident="gridcrawl", clear_untrusted_proxy_headers=True,
-                                    channel_timeout=30)
+                                    channel_timeout=30,
+                                    # poll(), not select(): a manager with 1,000 executors holds
+                                    # file descriptors past select()'s limit of 1,024 (Windows has no poll)
+                                    asyncore_use_poll=hasattr(select, "poll"))
         self.port = self.server.effective_port
         self._thread: threading.Thread | None = None
 
@@ -272,257 +381,3 @@ class Dashboard:
         self.server.task_dispatcher.shutdown(timeout=timeout)
         if self._thread is not None:
             self._thread.join(timeout)
-
-
-# ----------------------------------------------------------------------------------------------
-# The page (served from here: no CDN, no build step)
-
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>gridcrawl manager</title>
-<link rel="stylesheet" href="/dashboard.css">
-<script src="/dashboard.js" defer></script>
-</head>
-<body data-refresh="{refresh_ms}">
-<header>
-  <h1>gridcrawl manager</h1>
-  <p id="status" class="status">loading…</p>
-</header>
-<main>
-  <section class="cards" id="summary" aria-label="summary"></section>
-  <section>
-    <h2>Executors</h2>
-    <table id="executors" class="grid">
-      <thead><tr><th>name</th><th>host</th><th>user</th><th>dedicated</th><th>state</th><th>heartbeat</th>
-      <th>CPU use %</th><th>CPU avail %</th><th>CPU s</th><th>memory</th><th>running/threads</th><th>finished</th>
-      <th>pages/s</th><th>capabilities</th></tr></thead><tbody></tbody>
-    </table>
-  </section>
-  <section>
-    <h2>Applications</h2>
-    <table id="applications" class="grid">
-      <thead><tr><th>id</th><th>name</th><th>owner</th><th>state</th><th>ready</th><th>scheduled</th>
-      <th>started</th><th>finished</th><th>done</th><th>errors</th><th>crawl s</th><th>pages/s</th></tr></thead><tbody></tbody>
-    </table>
-  </section>
-  <section>
-    <h2>Recent threads</h2>
-    <table id="threads" class="grid">
-      <thead><tr><th>thread</th><th>URL</th><th>executor</th><th>state</th><th>status</th><th>wait s</th>
-      <th>run s</th><th>ended</th></tr></thead><tbody></tbody>
-    </table>
-  </section>
-  <section>
-    <h2>Hosts <small id="hosts-total"></small></h2>
-    <table id="hosts" class="grid">
-      <thead><tr><th>host</th><th>queued</th><th>in flight</th><th>delay s</th><th>next start</th></tr></thead>
-      <tbody></tbody>
-    </table>
-  </section>
-</main>
-</body>
-</html>
-"""
-
-CSS = """
-:root { --bg:#f6f7f9; --fg:#1d2330; --muted:#687086; --line:#dde1e8; --card:#fff; --ok:#1b7f3b;
-        --warn:#a15c00; --bad:#b3261e; --accent:#2457c5; }
-* { box-sizing: border-box; }
-body { margin:0; font:14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
-       background:var(--bg); color:var(--fg); }
-header { display:flex; flex-wrap:wrap; align-items:baseline; justify-content:space-between; gap:.5rem;
-         padding:.75rem 1rem; background:var(--fg); color:#fff; }
-header h1 { font-size:1.15rem; margin:0; }
-.status { margin:0; font-size:.85rem; color:#cfd6e6; }
-.status.error { color:#ffb4ab; }
-main { padding:.75rem; max-width:1400px; margin:0 auto; }
-h2 { font-size:1rem; margin:1.25rem 0 .4rem; }
-h2 small { color:var(--muted); font-weight:normal; }
-.cards { display:grid; grid-template-columns:repeat(auto-fit, minmax(8.5rem, 1fr)); gap:.5rem; }
-.card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:.5rem .75rem; }
-.card b { display:block; font-size:1.35rem; font-variant-numeric:tabular-nums; }
-.card span { color:var(--muted); font-size:.8rem; }
-table.grid { width:100%; border-collapse:collapse; background:var(--card); border:1px solid var(--line);
-             border-radius:8px; overflow:hidden; }
-.grid th, .grid td { padding:.35rem .5rem; border-bottom:1px solid var(--line); text-align:left;
-                     vertical-align:top; }
-.grid th { background:#eef1f6; font-weight:600; font-size:.8rem; white-space:nowrap; }
-.grid td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
-.grid td.url { word-break:break-all; max-width:32rem; }
-.grid tr.empty td { color:var(--muted); text-align:center; }
-.pill { display:inline-block; padding:0 .45rem; border-radius:999px; font-size:.78rem; border:1px solid; }
-.ok { color:var(--ok); } .warn { color:var(--warn); } .bad { color:var(--bad); } .muted { color:var(--muted); }
-/* Phones: every row becomes a card, each cell labelled with its column. */
-@media (max-width: 720px) {
-  main { padding:.5rem; }
-  .grid thead { display:none; }
-  .grid, .grid tbody, .grid tr, .grid td { display:block; width:100%; }
-  table.grid { border:none; background:none; }
-  .grid tr { background:var(--card); border:1px solid var(--line); border-radius:8px; margin-bottom:.5rem;
-             padding:.25rem 0; }
-  .grid td { border:none; padding:.15rem .75rem; display:flex; justify-content:space-between; gap:1rem;
-             text-align:right; }
-  .grid td.num { text-align:right; }
-  .grid td::before { content:attr(data-label); color:var(--muted); text-align:left; flex:none; }
-  .grid td.url { max-width:none; }
-  .grid tr.empty td::before { content:none; }
-}
-"""
-
-JS = r"""
-"use strict";
-// The gridcrawl dashboard: fetch /api/snapshot every few seconds and redraw the tables.
-// Everything a peer sent (names, URLs) goes into the page as text (textContent), never as HTML.
-(function () {
-  const refresh = parseInt(document.body.dataset.refresh, 10) || 2000;
-  const statusLine = document.getElementById("status");
-  let failures = 0;
-
-  function fmt(value, digits) {
-    if (value === null || value === undefined || Number.isNaN(value)) return "–";
-    return Number(value).toFixed(digits === undefined ? 1 : digits);
-  }
-  function ago(now, t) {
-    if (t === null || t === undefined) return "–";
-    const s = Math.max(0, now - t);
-    return s < 90 ? s.toFixed(1) + " s ago" : (s / 60).toFixed(1) + " min ago";
-  }
-  function seconds(s) {
-    if (s === null || s === undefined) return "–";
-    if (s < 120) return s.toFixed(1) + " s";
-    if (s < 7200) return (s / 60).toFixed(1) + " min";
-    return (s / 3600).toFixed(1) + " h";
-  }
-  function bytes(n) {
-    if (n === null || n === undefined) return "–";
-    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let i = 0;
-    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
-    return n.toFixed(i ? 1 : 0) + " " + units[i];
-  }
-  function pill(text, cls) {
-    const span = document.createElement("span");
-    span.className = "pill " + cls;
-    span.textContent = text;
-    return span;
-  }
-  function fill(id, rows, makeCells) {
-    const table = document.getElementById(id);
-    const labels = Array.from(table.querySelectorAll("thead th")).map(th => th.textContent);
-    const body = document.createElement("tbody");
-    if (!rows.length) {
-      const tr = body.insertRow();
-      const td = tr.insertCell();
-      td.colSpan = labels.length;
-      td.textContent = "none";
-      tr.className = "empty";
-    }
-    for (const row of rows) {
-      const tr = body.insertRow();
-      makeCells(row).forEach((cell, i) => {
-        const td = tr.insertCell();
-        td.dataset.label = labels[i] || "";
-        const [value, cls] = Array.isArray(cell) ? cell : [cell, ""];
-        if (cls) td.className = cls;
-        if (value instanceof Node) td.appendChild(value); else td.textContent = String(value);
-      });
-    }
-    table.replaceChild(body, table.tBodies[0]);
-  }
-  function card(value, label) {
-    const div = document.createElement("div");
-    div.className = "card";
-    const b = document.createElement("b");
-    b.textContent = value;
-    const span = document.createElement("span");
-    span.textContent = label;
-    div.append(b, span);
-    return div;
-  }
-
-  function draw(data) {
-    const now = data.time || 0;
-    const sum = data.summary || {};
-    const threads = sum.threads || {};
-    const pps = (data.executors || []).reduce((a, e) => a + (e.connected ? (e.pages_per_second || 0) : 0), 0);
-    const summary = document.getElementById("summary");
-    summary.replaceChildren(
-      card(sum.executors ?? 0, "executors connected"),
-      card((data.applications || []).filter(a => a.state !== "stopped").length, "applications live"),
-      // READY threads of every application, as the applications table counts them; those of a
-      // paused or detached application wait outside the dispatch queue
-      card(threads.READY || 0, (threads.READY || 0) > (sum.queued ?? 0)
-           ? "threads ready (" + ((threads.READY || 0) - (sum.queued ?? 0)) + " held: paused or detached)"
-           : "threads ready"),
-      card((threads.SCHEDULED || 0) + (threads.STARTED || 0), "threads running"),
-      card((data.executors || []).reduce((a, e) => a + e.finished, 0), "threads finished"),
-      card(fmt(pps, 1), "pages/s"),
-      card(Object.values(sum.unrunnable || {}).reduce((a, n) => a + n, 0), "threads no executor can run"));
-    summary.querySelectorAll(".card")[3].id = "running-count";
-    summary.querySelectorAll(".card")[4].id = "finished-count";
-    const waiting = Object.entries(sum.unrunnable || {}).map(([needs, n]) => n + " need " + needs);
-    summary.querySelectorAll(".card")[6].id = "unrunnable-count";
-    summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
-
-    fill("executors", data.executors || [], e => [
-      e.name, e.host, e.user, e.dedicated ? "yes" : "no (idle-only)",
-      [!e.connected ? pill("disconnected", "bad") : !e.accepting ? pill("owner back", "warn")
-        : e.assigned > 0 ? pill("working", "ok") : pill("idle", "muted")],
-      ago(now, e.last_heartbeat),
-      [fmt(e.cpu_usage), "num"], [fmt(e.cpu_avail), "num"], [fmt(e.cpu_totalusage), "num"],
-      [bytes(e.mem_usage), "num"],
-      [e.running + "/" + e.threads + (e.assigned > e.running ? " (+" + (e.assigned - e.running) + " buffered)" : ""), "num"],
-      [e.finished, "num"], [fmt(e.pages_per_second), "num"], (e.capabilities || []).join(" ") || "–"]);
-
-    fill("applications", data.applications || [], a => [
-      a.application_id.slice(0, 8), a.name, a.owner,
-      [pill(a.state, a.state === "running" ? "ok" : a.state === "paused" ? "warn" : "muted")],
-      [a.threads.READY, "num"], [a.threads.SCHEDULED, "num"], [a.threads.STARTED, "num"],
-      [a.threads.FINISHED, "num"], [a.done, "num"], [a.errors ?? 0, a.errors ? "num bad" : "num"],
-      [seconds(a.elapsed), "num"],
-      [fmt(a.pages_per_second), "num"]]);
-
-    fill("threads", (data.threads || []).slice(0, 40), t => {
-      const wait = t.time_started !== null ? t.time_started - t.time_submitted : null;
-      const run = t.time_started !== null ? (t.time_finished !== null ? t.time_finished : now) - t.time_started : null;
-      const stateCls = t.state === "failed" ? "bad" : t.state === "finished" ? "ok" : "warn";
-      const status = t.error_kind ? t.error_kind + (t.status ? " " + t.status : "") : (t.status ?? "–");
-      return [t.application_id.slice(0, 8) + "/" + t.thread_id, [t.url, "url"], t.executor || "–",
-              [pill(t.state, stateCls)], [status, t.error_kind ? "bad" : ""], [fmt(wait, 2), "num"],
-              [fmt(run, 2), "num"], ago(now, t.time_finished)];
-    });
-
-    document.getElementById("hosts-total").textContent =
-      data.hosts_total > (data.hosts || []).length ? "(" + data.hosts.length + " of " + data.hosts_total + ")" : "";
-    fill("hosts", data.hosts || [], h => [
-      h.host, [h.queued, "num"], [h.in_flight, "num"], [fmt(h.delay, 1), "num"],
-      h.next_start === null ? "now" : h.next_start === "busy" ? "after the fetch in flight"
-        : "in " + fmt(h.next_start, 1) + " s"]);
-  }
-
-  async function update() {
-    try {
-      const response = await fetch("/api/snapshot", {cache: "no-store", credentials: "same-origin"});
-      if (!response.ok) throw new Error("HTTP " + response.status);
-      const data = await response.json();
-      draw(data);
-      failures = 0;
-      statusLine.className = "status";
-      const m = data.manager;
-      statusLine.textContent = (m ? "active manager " + m.address + " · lease epoch " + m.epoch + " since " +
-        new Date(m.since * 1000).toLocaleTimeString() + " · " : "") +
-        "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
-    } catch (err) {
-      failures += 1;
-      statusLine.className = "status error";
-      statusLine.textContent = "cannot reach the manager (" + err.message + "); retrying";
-    } finally {
-      setTimeout(update, failures ? Math.min(refresh * 2 ** failures, 30000) : refresh);
-    }
-  }
-  update();
-})();
-"""

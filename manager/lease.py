@@ -37,19 +37,12 @@ from sqlalchemy.engine import Connection, Engine
 
 from gridcrawl import models
 from gridcrawl.db import from_timestamp, insert_ignore
+from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager.lease")
 
 LEASE_NAME = "manager"
 _EPOCH = _dt.datetime(1970, 1, 1)
-
-
-class LeaseHeld(RuntimeError):
-    """Another manager holds a live lease on this database (the message names it)."""
-
-
-class LeaseLost(RuntimeError):
-    """This manager's lease was taken over by another (its epoch moved on): stop writing."""
 
 
 @dataclass(frozen=True)

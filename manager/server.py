@@ -33,6 +33,7 @@ from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, send
+from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
 from gridcrawl.manager.recorder import Recorder
@@ -113,6 +114,7 @@ class ManagerServer:
         self.core: ManagerCore | None = None
         self.active_since: float | None = None
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
+        self._sent_at: dict[bytes, float] = {}  # peer -> time.time() of the last message sent to it
         self.malformed: dict[bytes, int] = {}
         self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
         # Hand-off to the dashboard's HTTP thread, which never touches the core: the loop replaces
@@ -185,13 +187,20 @@ class ManagerServer:
         return core
 
     def _carry_out(self, actions, flush: bool = True, strike: bool = True) -> None:
-        """Record actions go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
+        """Events (:mod:`gridcrawl.manager.events`) go to the recorder; messages wait in the outbox, sent by :meth:`_flush`
         (now, unless ``flush`` is False: the drain loop sends once per few dozen messages, so
         that the assigns, starts and results of one pass travel batched). A refusal is a strike
         against its peer when ``strike`` is True."""
+        quiet = None
         for action in actions:
             kind = type(action)
             if kind is Send:
+                if type(action.message) is protocol.Heartbeat:
+                    # any message is a heartbeat (Paranoid Pirate): skip peers sent one lately
+                    if quiet is None:
+                        quiet = self._quiet_since()
+                    if self._sent_at.get(action.peer, float("-inf")) > quiet:
+                        continue
                 if strike and type(action.message) is protocol.Refuse:
                     self._strike(action.peer, f"refused: {action.message.reason}")
                 self._outbox.setdefault(action.peer, []).append(action.message)
@@ -202,11 +211,23 @@ class ManagerServer:
         if flush:
             self._flush()
 
+    def _quiet_since(self) -> float:
+        """A peer sent a message after this time (POSIX s) needs no heartbeat now: half a
+        heartbeat interval ago, so that the longest gap it sees, 1.5 intervals, stays within
+        its liveness (-inf with a liveness of 1: every peer gets every heartbeat). Prunes the
+        send times of peers the core has forgotten."""
+        s = self.settings
+        if len(self._sent_at) > 2 * len(self.core.peers) + 100:
+            self._sent_at = {peer: t for peer, t in self._sent_at.items() if peer in self.core.peers}
+        return time.time() - s.heartbeat_interval / 2 if s.heartbeat_liveness >= 2 else float("-inf")
+
     def _flush(self) -> None:
         """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
         self.recorder.sync_journal()  # write-ahead: the records before the messages they go with
         outbox, self._outbox = self._outbox, {}
+        now, sent_at = time.time(), self._sent_at
         for peer, messages in outbox.items():
+            sent_at[peer] = now
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):
                 if not send(self.socket, message, peer):
                     log.debug("peer %r gone; dropped %s", peer, message.TYPE)
@@ -343,7 +364,7 @@ class ManagerServer:
                 break
         if (waiting or time.monotonic() - self._snapshot_read < SNAPSHOT_READERS) and \
                 (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL):
-            snapshot = self.core.snapshot(now)
+            snapshot = dashboard.snapshot(self.core, now)
             snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
                                    "standby": self.standby}
             self.snapshot = snapshot

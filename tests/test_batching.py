@@ -95,9 +95,9 @@ def test_the_client_applies_link_heavy_results_in_bounded_acknowledged_transacti
     manager = context.socket(zmq.ROUTER)
     port = manager.bind_to_random_port("tcp://127.0.0.1")
     crawl = client_app.CrawlApplication(Settings(), f"tcp://127.0.0.1:{port}", store, Scope(["a.test"]))
-    crawl.socket = context.socket(zmq.DEALER)
+    crawl.link.socket = context.socket(zmq.DEALER)
     try:
-        crawl.socket.connect(f"tcp://127.0.0.1:{port}")
+        crawl.link.socket.connect(f"tcp://127.0.0.1:{port}")
         crawl.application_id = "app"
         for pend in pendings:
             links = [[f"http://a.test/{pend.thread_id}/{k}", ""] for k in range(5000)]
@@ -115,6 +115,6 @@ def test_the_client_applies_link_heavy_results_in_bounded_acknowledged_transacti
         assert store.counts()["visited"] == 10 and store.counts()["to_visit"] == 10 * 5000
         assert client_app.APPLY_LINKS == 20_000
     finally:
-        crawl.socket.close(linger=0)
+        crawl.link.socket.close(linger=0)
         manager.close(linger=0)
         context.term()

@@ -77,3 +77,18 @@ def test_baselines_count_errors_and_skip_non_html_bodies(site_server) -> None:
         assert set(counts) == reachable(site) | {"/gone.html", "/data.txt"}, mode
         assert result.pages == len(reachable(site)) + 2, mode
         assert result.errors == 1 and result.documents == result.pages - 1, mode
+
+
+def test_many_executors_benchmark_runs_and_counts_right(tmp_path) -> None:
+    """benchmarks/many_executors.py at tiny sizes (no timing asserted): a real manager, simulated
+    executors on real DEALER sockets in two processes, every thread finished and recorded Dead,
+    every executor welcomed and none declared dead, and a snapshot of the dashboard built."""
+    import many_executors  # benchmarks/many_executors.py
+
+    figures = many_executors.run(executors=6, processes=2, workers=2, threads=300, tmp=tmp_path)
+    assert figures["threads_dead"] == 300 and figures["attempts"] == 300 == figures["results"]
+    assert figures["attempts_not_finished"] == 0 and figures["declared_dead"] == 0
+    assert figures["executors_recorded"] == 6 == figures["welcomed"] and figures["executors_disconnected"] == 0
+    assert figures["refusals"] == 0 and figures["rate"] > 0 and figures["rss_connected_mb"] > 0
+    build = many_executors.snapshot_build_ms(executors=6, threads=300, workers=2, repeats=2)
+    assert len(build) == 2 and all(ms > 0 for ms in build)

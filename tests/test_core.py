@@ -13,7 +13,10 @@ import pytest
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.states import IllegalTransition, ThreadState, check_transition
-from gridcrawl.manager.core import ManagerCore, Record, Send
+from gridcrawl.manager import events as ev
+from gridcrawl.manager.core import ManagerCore, Send
+from gridcrawl.manager.dashboard import snapshot
+from gridcrawl.manager.recorder import rows
 
 S = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0)
 
@@ -143,8 +146,8 @@ def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     assert [peer for peer, _ in assigned(actions)] == [b"b", b"b"]
     lost = core.executors[core.peers[b"b"][1]]
     assert all(t.lost == 1 and t.attempts == 2 for t in lost.running.values())
-    records = [a for a in actions if isinstance(a, Record) and a.table == "executor"]
-    assert records and records[0].values == {"is_connected": False}
+    records = [r for a in actions if type(a) in ev.EVENTS.values() for r in rows(a) if r[0] == "executor"]
+    assert records and records[0][3] == {"is_connected": False}
 
 
 def test_late_result_of_a_taken_back_attempt_is_fenced():
@@ -293,7 +296,7 @@ def test_restart_restores_a_paused_application_paused_and_holds_threads_until_re
     actions, result = core.control("app1", "resume", 0.3)
     ((_, assign),) = assigned(actions)
     assert result["state"] == "running" and assign.instruction == {"scope": ["a.test"]}
-    assert any(isinstance(a, Record) and a.table == "application" and a.values == {"state": 1} for a in actions)
+    assert ev.ApplicationChanged("app1", 1) in actions
 
 
 def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
@@ -384,7 +387,7 @@ def test_threads_no_connected_executor_can_run_wait_visibly_and_block_nobody():
     got = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))
     assert sorted(job.thread_id for _, job in got) == [4, 5]
     assert core.unrunnable() == {"render": 3}
-    assert core.snapshot(0.0)["summary"]["unrunnable"] == {"render": 3}
+    assert snapshot(core, 0.0)["summary"]["unrunnable"] == {"render": 3}
     # an executor that can render joins: the waiting threads go to it, and nothing waits any more
     register_with(core, b"browser", 3, ["render"], now=1.0)
     assert core.unrunnable() == {}
@@ -412,7 +415,7 @@ def test_a_capable_executor_that_leaves_takes_its_threads_back_to_waiting():
     submit_needing(core, app, [1, 2], ["plugin:shop"])
     core.handle(b"shop", p.Bye("stopping"), 1.0)
     assert core.unrunnable() == {"plugin:shop": 2}
-    assert core.snapshot(1.0)["executors"][1]["capabilities"] == ["plugin:shop"]
+    assert snapshot(core, 1.0)["executors"][1]["capabilities"] == ["plugin:shop"]
 
 
 def test_host_hash_dispatch_hashes_among_capable_executors_only():
@@ -445,12 +448,12 @@ def test_executor_capabilities_are_recorded():
     core = make_core()
     actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=1,
                                            capabilities=["plugin:shop@1.0", "plugin:shop"]), 0.0)
-    (row,) = [a for a in actions if isinstance(a, Record) and a.table == "executor"]
-    assert row.values["capabilities"] == "plugin:shop plugin:shop@1.0"
+    (row,) = [rows(a)[0][3] for a in actions if isinstance(a, ev.ExecutorRegistered)]
+    assert row["capabilities"] == "plugin:shop plugin:shop@1.0"
     app = open_app(core)
-    rows = [a for a in submit_needing(core, app, [1], ["render", "plugin:shop"])
-            if isinstance(a, Record) and a.table == "thread" and a.op == "insert"]
-    assert rows[0].values["needs"] == "plugin:shop render"
+    inserted = [rows(a)[0][3] for a in submit_needing(core, app, [1], ["render", "plugin:shop"])
+                if isinstance(a, ev.ThreadSubmitted)]
+    assert inserted[0]["needs"] == "plugin:shop render"
 
 
 def test_a_page_whose_browser_failed_is_retried_as_a_new_attempt_on_a_rendering_executor():

@@ -91,30 +91,21 @@ def run_crawl_store(url: str) -> None:
 
 
 def run_recorder(url: str) -> None:
-    from gridcrawl.manager.core import Record
+    from gridcrawl.manager import events as ev
     from gridcrawl.manager.recorder import Recorder
     engine = open_database(url)
     init_schema(engine, models.manager_metadata, models.manager_meta)
     recorder = Recorder(engine)
     now = time.time()
-    executor = {"executor_id": "e1", "name": "ex-1", "is_dedicated": True, "is_connected": True, "accepting": True,
-                "ping_time": now, "time_registered": now, "host": "h", "usr_name": "u", "threads": 2,
-                "cpu_max": 2400.0, "num_cpus": 2, "mem_max": 1 << 30, "os": "linux", "arch": "x86_64"}
-    thread = {"internal_thread_id": 1, "application_id": "a1", "thread_id": 1, "executor_id": None, "state": 0,
-              "url": "http://127.0.0.1:9/", "host": "127.0.0.1", "depth": 0, "priority": 5, "failed": False,
-              "attempts": 0, "time_submitted": now}
-    for r in [Record("executor", "upsert", executor, "e1"),
-              Record("application", "upsert", {"application_id": "a1", "state": 1, "time_created": now,
-                                               "usr_name": "u", "application_name": "crawl"}, "a1"),
-              Record("thread", "insert", thread, 1),
-              Record("thread", "update", {"state": 2, "executor_id": "e1", "time_started": now}, 1),
-              Record("attempt", "insert", {"attempt_id": 1, "internal_thread_id": 1, "executor_id": "e1",
-                                           "time_assigned": now, "outcome": "running"}, 1),
-              Record("attempt", "update", {"outcome": "finished", "time_finished": now}, 1)]:
-        recorder.add(r)
+    executor = ev.ExecutorRegistered("e1", "ex-1", "h", "u", True, 2, 2400.0, 2, 1 << 30, "linux", "x86_64", (), now)
+    thread = ev.ThreadSubmitted(1, "a1", 1, "http://127.0.0.1:9/", "127.0.0.1", 0, 5, (), now)
+    for event in [executor, ev.ApplicationCreated("a1", "crawl", "u", 1, now), thread,
+                  ev.ThreadAssigned(1, 1, "e1", 1, now), ev.ThreadStarted(1, 1, now),
+                  ev.ThreadFinished(1, 1, now, now, None)]:
+        recorder.add(event)
     assert recorder.flush() > 0
-    recorder.add(Record("executor", "upsert", executor, "e1"))          # the update path of an upsert
-    recorder.add(Record("thread", "insert", thread, 1))                 # already there: the careful retry
+    recorder.add(executor)  # the update path of an upsert
+    recorder.add(thread)    # already there: the careful retry
     recorder.flush()
 
 

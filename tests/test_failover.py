@@ -162,7 +162,9 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
 
 
 def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
-    site, _server, grid, managers, client = _start(tmp_path, site_server, pages=220)
+    # slow pages (0.25 s each, at most 8 at a time per host: >= 12 s of crawl), so that the crawl is still
+    # under way when the first manager is a standby again, however loaded the machine
+    site, _server, grid, managers, client = _start(tmp_path, site_server, pages=400, latency=0.25)
     try:
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05, "under way")
         first, epoch = managers.active(), managers.epoch()

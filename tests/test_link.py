@@ -1,13 +1,18 @@
-"""The manager endpoints of a peer with hot-standby managers (:mod:`gridcrawl.link`), without
-sockets, and the comma-separated form of ``--manager`` in the configuration and environment."""
+"""The link of a peer to the manager (:mod:`gridcrawl.link`), without sockets: the manager
+endpoints of a grid with hot-standby managers, the comma-separated form of ``--manager`` in the
+configuration and environment, and the Paranoid Pirate decisions of :class:`LinkState` (events and
+times in, actions out) that executor, client and operator command share."""
 
 from __future__ import annotations
 
 import pytest
 import typer
 
+from gridcrawl import protocol as p
 from gridcrawl.config import run_program
-from gridcrawl.link import ManagerEndpoints, split_endpoints
+from gridcrawl.errors import ManagerUnreachable, Refused
+from gridcrawl.link import Beat, Connect, Fail, LinkState, ManagerEndpoints, split_endpoints
+from gridcrawl.settings import Settings
 
 A, B, C = "tcp://a:9000", "tcp://b:9000", "tcp://c:9000"
 
@@ -48,3 +53,115 @@ def test_the_environment_gives_several_managers_as_one_comma_separated_value(mon
         run_program(app, "executor", [])
     assert done.value.code == 0
     assert split_endpoints(seen["manager"]) == [A, B]
+
+
+# ---------------------------------------------------------------------------------------------
+# LinkState: interval 1 s, liveness 3 (dead after 3 s of silence), back-off 1 s doubling to 4 s,
+# connect timeout 10 s
+
+
+SETTINGS = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, reconnect_initial=1.0, reconnect_max=4.0,
+                    connect_timeout=10.0)
+WELCOME = p.Welcome("ex-1", 1.0, 3)
+
+
+def link(*endpoints: str) -> LinkState:
+    return LinkState(list(endpoints) or [A], SETTINGS, (p.Welcome,))
+
+
+def up(state: LinkState, now: float = 0.0) -> LinkState:
+    assert state.start(now) == [Connect(state.managers.current)]
+    assert state.received(now, WELCOME) == [] and state.up
+    return state
+
+
+def test_a_peer_with_one_silent_manager_waits_for_it_until_the_connect_timeout():
+    state = link(A)
+    assert state.start(0.0) == [Connect(A)]
+    assert state.tick(5.0) == [] and state.tick(10.0) == []  # no reconnect before the first answer
+    (fail,) = state.tick(10.1)
+    assert isinstance(fail, Fail) and isinstance(fail.error, ManagerUnreachable)
+    assert str(fail.error) == f"no answer from the manager at {A} within 10 s"
+
+
+def test_once_up_a_peer_beats_every_interval_and_only_while_up():
+    state = up(link(A))
+    assert state.tick(0.5) == []
+    assert state.tick(1.0) == [Beat()]
+    assert state.tick(1.5) == [] and state.tick(2.0) == [Beat()]
+    state.received(2.5, p.Heartbeat())
+    assert state.tick(3.0) == [Beat()] and state.silence(3.0) == 0.5
+
+
+def test_a_silent_manager_is_reconnected_with_a_new_socket_after_a_doubling_backoff():
+    state = up(link(A))
+    state.received(1.0, p.Heartbeat())
+    assert Connect(A) not in state.tick(4.0)                  # 3 s of silence: not yet dead
+    assert state.tick(4.1) == [] and not state.up             # dead: reconnect in 1 s
+    assert state.tick(5.1) == [Connect(A)]
+    assert state.tick(8.2) == [] and state.tick(10.2) == [Connect(A)]   # again dead: 2 s
+    assert state.tick(13.3) == [] and state.tick(17.3) == [Connect(A)]  # 4 s, the maximum
+    assert state.tick(20.4) == [] and state.tick(24.4) == [Connect(A)]  # still 4 s
+    assert state.received(25.0, WELCOME) == [] and state.up and state.backoff == SETTINGS.reconnect_initial
+    assert state.tick(1000.0) == [] and state.tick(1001.0) == [Connect(A)]  # once up: never gives up
+
+
+def test_with_several_managers_silence_moves_to_the_next_at_once_even_before_the_first_answer():
+    state = link(A, B)
+    assert state.start(0.0) == [Connect(A)]
+    assert state.tick(3.0) == [] and state.tick(3.1) == [Connect(B)]
+    assert state.received(4.0, WELCOME) == [] and state.up
+    assert state.tick(7.1) == [Connect(A)]  # B silent: round the list
+
+
+def test_a_standby_refusal_moves_to_the_named_manager_at_once_or_waits_when_it_names_itself():
+    state = link(A, B)
+    state.start(0.0)
+    assert state.received(0.1, p.Refuse("standby manager; the active manager is B", active=B)) == [Connect(B)]
+    assert state.received(0.2, p.Refuse("standby manager; taking over", active=B)) == []
+    assert state.tick(0.3) == [] and state.tick(0.45) == [Connect(B)]  # again after min(back-off, interval / 4)
+
+
+def test_a_refusal_of_the_hello_by_the_one_manager_is_final():
+    state = link(A)
+    state.start(0.0)
+    (fail,) = state.received(0.1, p.Refuse("authentication failed"))
+    assert isinstance(fail.error, Refused) and str(fail.error) == "authentication failed"
+
+
+def test_a_refusal_naming_nobody_moves_on_with_several_managers_and_is_final_at_the_timeout():
+    state = link(A, B)
+    state.start(0.0)
+    assert state.received(0.1, p.Refuse("authentication failed")) == [Connect(B)]
+    assert state.received(0.2, p.Refuse("authentication failed")) == [Connect(A)]
+    (fail,) = state.tick(10.1)
+    assert isinstance(fail.error, Refused) and str(fail.error) == "authentication failed"
+
+
+def test_a_manager_that_forgot_the_peer_gets_the_hello_again_at_once():
+    state = up(link(A))
+    assert state.received(1.0, p.Refuse("unknown executor: register again")) == [Connect(A)]
+    assert not state.up
+    assert state.received(1.1, WELCOME) == [] and state.up
+
+
+def test_refusals_on_a_socket_being_replaced_are_not_answers():
+    state = up(link(A))
+    state.received(1.0, p.Bye("manager stopping"))  # reconnect in 1 s; what the old socket still says is moot
+    assert state.received(1.1, p.Refuse("unknown executor: register again")) == []
+    assert state.tick(1.5) == [] and state.tick(2.0) == [Connect(A)]
+
+
+def test_a_goodbye_reconnects_after_the_backoff():
+    state = up(link(A))
+    assert state.received(1.0, p.Bye("manager stopping")) == [] and not state.up
+    assert state.tick(1.9) == [] and state.tick(2.0) == [Connect(A)]
+
+
+def test_a_failed_handshake_is_final_before_the_first_answer_and_logged_after():
+    state = link(A)
+    state.start(0.0)
+    (fail,) = state.handshake_failed(0.1, "the manager refused this program's CURVE key")
+    assert isinstance(fail.error, Refused)
+    state = up(link(A))
+    assert state.handshake_failed(1.0, "the manager refused this program's CURVE key") == []

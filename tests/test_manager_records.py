@@ -17,6 +17,7 @@ import time
 import pytest
 import sqlalchemy as sa
 
+from gridcrawl.manager.recorder import journal_passes
 from gridcrawl.urls import canonical_url
 from grid import Grid, wait_for
 from sites import generate_site, reachable
@@ -84,8 +85,8 @@ def test_records_unwritten_while_postgresql_is_down_are_journaled_and_replayed(t
         time.sleep(1.5)  # the grid goes on; the manager's records pile up
         grid.manager.send_signal(signal.SIGTERM)
         assert grid.manager.wait(timeout=30) is not None
-        journaled = sum(len(path.read_text().splitlines()) for path in (journal.with_name("manager.journal.flushing"),
-                                                                        journal) if path.exists())
+        journaled = sum(len(events) for path in (journal.with_name("manager.journal.flushing"), journal)
+                        for events in journal_passes(path))
         with admin.connect() as conn:
             conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
         assert client.poll() is None, "the crawl ended before the database went down"
@@ -149,36 +150,33 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
     the deletion of the segment) changes nothing, and updates win over the insert-if-absent."""
     from gridcrawl import models
     from gridcrawl.db import init_schema, open_database
-    from gridcrawl.manager.core import Record
-    from gridcrawl.manager.recorder import Recorder
+    from gridcrawl.manager import events as ev
+    from gridcrawl.manager.recorder import Recorder, journal_passes
 
     engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
     init_schema(engine, models.manager_metadata, models.manager_meta)
     journal = tmp_path / "manager.journal"
     dead = Recorder(engine, 60.0, journal)
     dead._open_journal()  # what start() does, without the flusher thread: it never writes
-    dead.add(Record("executor", "upsert", {"executor_id": "e1", "name": "e1", "host": "h", "usr_name": "u",
-                                           "threads": 1, "is_connected": True, "time_registered": 1.0}, "e1"))
-    dead.add(Record("application", "upsert", {"application_id": "a1", "state": 1, "time_created": 1.0,
-                                              "usr_name": "u", "application_name": "x"}, "a1"))
-    dead.add(Record("thread", "insert", {"internal_thread_id": 1, "application_id": "a1", "thread_id": 1, "state": 0,
-                                         "url": "http://a.test/", "host": "a.test", "time_submitted": 1.0}, 1))
-    dead.add(Record("attempt", "insert", {"attempt_id": 2 ** 62, "internal_thread_id": 1, "executor_id": "e1",
-                                          "time_assigned": 2.0, "outcome": "running"}, 2 ** 62))
+    dead.add(ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), 1.0))
+    dead.add(ev.ApplicationCreated("a1", "x", "u", 1, 1.0))
+    dead.add(ev.ThreadSubmitted(1, "a1", 1, "http://a.test/", "a.test", 0, 0, (), 1.0))
+    dead.add(ev.ThreadAssigned(1, 2 ** 62, "e1", 1, 2.0))
     dead.sync_journal()  # the loop does this before it sends the messages
-    lines = journal.read_text()
-    dead.add(Record("thread", "update", {"state": 4, "executor_id": "e1", "time_started": 2.5}, 1))
-    dead.add(Record("attempt", "update", {"outcome": "finished", "time_finished": 3.0}, 2 ** 62))
+    lines = journal.read_bytes()
+    dead.add(ev.ThreadStarted(1, 2 ** 62, 2.5))
+    dead.add(ev.ThreadFinished(1, 2 ** 62, 2.5, 3.0, None))
+    dead.add(ev.ThreadDead(1))
     dead.sync_journal()
-    assert len(journal.read_text().splitlines()) == 6 and journal.read_text().startswith(lines)
+    assert [len(events) for events in journal_passes(journal)] == [4, 3] and journal.read_bytes().startswith(lines)
 
-    everything = journal.read_text()
-    journal.write_text(lines)  # as if the first four were committed before the manager died ...
+    everything = journal.read_bytes()
+    journal.write_bytes(lines)  # as if the first four were committed before the manager died ...
     assert Recorder(engine, 60.0, journal).replay() == 4 and not journal.exists()
-    journal.write_text(everything)  # ... and the whole journal is replayed: inserts ignored, updates applied
-    assert Recorder(engine, 60.0, journal).replay() == 6
-    journal.write_text(everything)  # a third time: nothing changes
-    assert Recorder(engine, 60.0, journal).replay() == 6
+    journal.write_bytes(everything)  # ... and the whole journal is replayed: inserts ignored, updates applied
+    assert Recorder(engine, 60.0, journal).replay() == 7
+    journal.write_bytes(everything)  # a third time: nothing changes
+    assert Recorder(engine, 60.0, journal).replay() == 7
     with engine.connect() as conn:
         thread = conn.execute(models.thread.select()).mappings().one()
         attempt = conn.execute(models.attempt.select()).mappings().one()

@@ -11,7 +11,9 @@ import itertools
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
 from gridcrawl.states import ThreadState
-from gridcrawl.manager.core import ManagerCore, Record, Strike
+from gridcrawl.manager import events as ev
+from gridcrawl.manager.core import ManagerCore, Strike
+from gridcrawl.manager.dashboard import snapshot
 from test_core import assigned, open_app, register, sends, submit
 
 S = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0,
@@ -36,7 +38,7 @@ def test_a_huge_thread_claim_is_capped_and_the_window_grows_with_results():
     app = open_app(core)
     got = assigned(submit(core, app, range(100)))
     rogue = core.executors[core.peers[b"rogue"][1]]
-    assert rogue.threads == 64 and rogue.capacity == 64
+    assert rogue.workers == 64 and rogue.capacity == 64
     assert len(got) == 4  # the start window, not 50,000
     # each result returned lets one more attempt out: the window doubles per round trip
     for _, job in got:
@@ -57,8 +59,7 @@ def test_a_timed_out_thread_goes_to_another_executor_and_the_rogue_is_quarantine
     actions = core.tick(10.5)  # all three ran over thread_timeout on the rogue
     assert {peer for peer, _ in assigned(actions)} == {b"honest"}  # one slot: the others wait for it
     assert rogue.quarantined_until == 70.5 and rogue.free == 0 and rogue.window == 8
-    assert any(isinstance(a, Record) and a.table == "executor" and a.values == {"quarantined_until": 70.5}
-               for a in actions)
+    assert ev.ExecutorQuarantined(rogue.executor_id, 70.5) in actions
     threads = core.applications[app].threads
     assert all(t.tried == {rogue.executor_id} and t.lost == 1 for t in threads.values())
     assert sum(t.state == ThreadState.READY for t in threads.values()) == 2
@@ -66,7 +67,7 @@ def test_a_timed_out_thread_goes_to_another_executor_and_the_rogue_is_quarantine
     beat(core, (b"rogue", b"honest", b"client"), 70.6)
     core.tick(70.6)
     assert rogue.quarantined_until is None
-    assert core.snapshot(70.6)["executors"][0]["quarantined_until"] is None
+    assert snapshot(core, 70.6)["executors"][0]["quarantined_until"] is None
 
 
 def test_a_thread_waits_for_another_executor_rather_than_the_one_it_was_taken_back_from():
@@ -118,7 +119,7 @@ def test_results_only_from_the_assigned_executor_others_are_strikes_and_touch_no
     # a registered executor names the other's attempt; a stranger names one too
     for peer in (b"a", b"stranger"):
         actions = core.handle(peer, p.Result(theirs.attempt_id, p.PageResult(url="forged")), 1.0)
-        assert [a for a in actions if isinstance(a, Record)] == []
+        assert [a for a in actions if type(a) in ev.EVENTS.values()] == []
         assert [a.peer for a in actions if isinstance(a, Strike)] == [peer]
     assert core.fenced == 0
     t = core.applications[app].threads[2]
@@ -132,5 +133,5 @@ def test_a_late_result_of_the_previous_manager_is_fenced_not_struck():
     core = make_core()
     core.restore([], [], 0.0, running=[(123456789012, "old-executor")])
     actions = core.handle(b"x", p.Result(123456789012, p.PageResult(url="late")), 1.0)
-    assert [a.values["outcome"] for a in actions if isinstance(a, Record)] == ["fenced"]
+    assert [a.outcome for a in actions if type(a) in ev.EVENTS.values()] == ["fenced"]
     assert not any(isinstance(a, Strike) for a in actions) and sends(actions, p.Refuse)

@@ -6,7 +6,7 @@ import re
 from urllib.parse import urljoin
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gridcrawl.urls import (
@@ -296,6 +296,7 @@ _URL_PIECES = st.sampled_from(
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_URL_PIECES, max_size=12).map("".join), st.sampled_from([None, BASE, "https://h.example"]))
+@example("?jsessionid\x00", BASE)  # found by hypothesis: w3lib drops the NUL after our session filter
 def test_canonical_url_raises_only_invalid_url_and_is_idempotent(url: str, base: str | None) -> None:
     try:
         canonical = canonical_url(url, base)

@@ -27,14 +27,12 @@ import re
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from gridcrawl.errors import SchemaTooNew  # noqa: F401 (re-exported)
+
 KINDS = ("manager", "crawl")
 VERSION_TABLES = {"manager": "gridcrawl_manager_version", "crawl": "gridcrawl_crawl_version"}
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REVISION_FILE = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.py$")
-
-
-class SchemaTooNew(RuntimeError):
-    """The database's schema revision is unknown to this release (a newer gridcrawl wrote it)."""
 
 
 def versions_dir(kind: str) -> str:

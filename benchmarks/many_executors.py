@@ -1,0 +1,386 @@
+"""One manager, many executors: an organisation's worth of desktops (issue 23, item 5).
+
+    python benchmarks/many_executors.py [--executors 1000] [--baseline 4] [--threads 100000]
+
+A real manager process (SQLite records, its dashboard on) gets ``--executors`` simulated
+executors — ``--processes`` processes each holding its share of ZeroMQ DEALER sockets, speaking
+the real protocol of :mod:`gridcrawl.protocol`: they register, heartbeat every second with the
+figures a real executor sends, and answer every ``assign`` at once (``started``, then a tiny
+``result`` per job; no fetch). One client application submits ``--threads`` grid threads at
+once and acknowledges their results. The same run is then made with ``--baseline`` executors
+(same processes, same worker count per executor), and the report gives:
+
+* the dispatch rate (grid threads finished per second, first submit to last result) of both,
+  and their ratio (target: at least 80 %), with the manager's CPU-seconds per 1,000 threads;
+* executors falsely declared dead, read from the manager's database at the end (attempts
+  recorded ``lost``, executors recorded disconnected) and its log: a heartbeat not handled
+  within the liveness would show there (target: none);
+* the manager's memory per connected executor (RSS after every executor registered, minus
+  RSS before the first one connected, divided by their number);
+* the dashboard snapshot: the time to build it in the manager's loop with every executor
+  connected and every thread queued (:func:`gridcrawl.manager.dashboard.snapshot` on a core fed
+  the same messages, in this process), and the wall time of ``GET /api/snapshot`` from the live
+  manager during the run (target: under 100 ms).
+
+Every figure is measured once per run; run it a few times and take medians (the machine is
+shared). Output: a Markdown report on stdout (and to ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import re
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import zmq
+
+from gridcrawl import protocol as p
+
+SUBMIT_CHUNK = 10_000  # grid threads per submit message (the manager's limit)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def executors_process(endpoint: str, first: int, count: int, workers: int, stop, ready, counts) -> None:
+    """Hold ``count`` simulated executors (DEALER sockets) named ``sim-<first+i>`` until ``stop``
+    is set: register each, heartbeat each every second, answer every assign at once, register
+    again when refused (declared dead). Puts ``(welcomed, results sent, refusals)`` on ``counts``
+    at the end."""
+    context = zmq.Context()
+    sockets = []
+    waiting = set()  # executors registering: not again until welcomed (the real executor backs off)
+
+    def register(i: int) -> None:
+        waiting.add(i)
+        sockets[i].send_multipart(p.encode(p.Register(name=f"sim-{first + i}", host="sim", user="bench",
+                                                      threads=workers, num_cpus=2, mem_max=8 << 30, cpu_max=2400.0)))
+    for i in range(count):
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.connect(endpoint)
+        sockets.append(sock)
+        register(i)
+    poller = zmq.Poller()
+    for sock in sockets:
+        poller.register(sock, zmq.POLLIN)
+    welcomed, results, refusals = 0, 0, 0
+    pages = [0] * count
+    index = {sock: i for i, sock in enumerate(sockets)}
+
+    def heartbeat() -> float:
+        """Every executor heartbeats (once a second), with a real executor's figures; returns
+        when the next round is due."""
+        for i, sock in enumerate(sockets):
+            sock.send_multipart(p.encode(p.Heartbeat({
+                "cpu_usage": 1.0, "cpu_avail": 90.0, "cpu_totalusage": 1.0, "mem_usage": 50 << 20,
+                "running": 0, "pages_per_second": float(pages[i]), "worker_idle_seconds": 0.0,
+                "worker_waits": 0})))
+        return time.monotonic() + 1.0
+    next_beat = time.monotonic() + 1.0
+    ready.release()
+    while not stop.is_set():
+        for sock, _ in poller.poll(100):
+            jobs = []
+            while True:
+                try:
+                    m = p.decode(sock.recv_multipart(zmq.NOBLOCK))
+                except zmq.Again:
+                    break
+                if isinstance(m, p.Assign):
+                    jobs += m.jobs
+                elif isinstance(m, p.Welcome):
+                    welcomed += 1
+                    waiting.discard(index[sock])
+                elif isinstance(m, p.Refuse):  # declared dead meanwhile: register again, as an executor does
+                    refusals += 1
+                    if index[sock] not in waiting:
+                        register(index[sock])
+            if jobs:  # as the real executor: the starts of one pass in one message, then each result
+                sock.send_multipart(p.encode(p.Started([job.attempt_id for job in jobs])))
+                for job in jobs:
+                    page = p.PageResult(url=job.url, final_url=job.url, status=200, content_type="text/html",
+                                        size=64, content="<html>tiny</html>", links=[])
+                    sock.send_multipart(p.encode(p.Result(job.attempt_id, page)))
+                results += len(jobs)
+                pages[index[sock]] += len(jobs)
+            if time.monotonic() >= next_beat:  # heartbeats first, even in the middle of a burst
+                next_beat = heartbeat()
+        if time.monotonic() >= next_beat:
+            next_beat = heartbeat()
+    for sock in sockets:
+        sock.send_multipart(p.encode(p.Bye("benchmark over")))
+        sock.close()
+    context.term()
+    counts.put((welcomed, results, refusals))
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of process ``pid`` in MB."""
+    return psutil.Process(pid).memory_info().rss / 2**20
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU-seconds of process ``pid`` so far."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    """Poll ``predicate`` every 0.1 s; raise RuntimeError naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def query(db: Path, sql: str):
+    """One row of ``sql`` on the manager database (read while the manager writes: WAL)."""
+    with sqlite3.connect(db, timeout=30) as conn:
+        return conn.execute(sql).fetchone()
+
+
+def get_snapshot_ms(url: str) -> float:
+    """Wall milliseconds of one ``GET /api/snapshot`` of the dashboard at ``url``."""
+    started = time.perf_counter()
+    with urllib.request.urlopen(url + "api/snapshot", timeout=30) as response:
+        json.loads(response.read())
+    return (time.perf_counter() - started) * 1000
+
+
+def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -> dict:
+    """One run: a manager, ``executors`` simulated executors in ``processes`` processes,
+    ``threads`` grid threads submitted at once. Returns the run's figures (see the module)."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    http = free_port()
+    db = tmp / f"manager-{executors}.db"
+    log = tmp / f"manager-{executors}.log"
+    manager = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", endpoint, "--db", f"sqlite:///{db}",
+                                "--log-level", "WARNING", "--log-file", str(log), "--http", f"127.0.0.1:{http}",
+                                "--concurrent-requests-per-host", "100000"])
+    procs, stop = [], multiprocessing.Event()
+    counts = multiprocessing.Queue()
+    figures: dict = {"executors": executors}
+    try:
+        wait_for(lambda: _listening(http), 60, "the manager's dashboard")
+        figures["rss_idle_mb"] = rss_mb(manager.pid)
+        ready = multiprocessing.Semaphore(0)
+        share = [executors // processes + (1 if i < executors % processes else 0) for i in range(processes)]
+        first = 0
+        for n in share:
+            if n:
+                procs.append(multiprocessing.Process(target=executors_process,
+                                                     args=(endpoint, first, n, workers, stop, ready, counts)))
+                procs[-1].start()
+            first += n
+        for _ in procs:
+            ready.acquire(timeout=120)
+        wait_for(lambda: query(db, "SELECT COUNT(*) FROM executor WHERE is_connected = 1")[0] >= executors, 120,
+                 f"{executors} executors registered")
+        time.sleep(3.0)  # a few heartbeat rounds: the memory of connected, heartbeating executors
+        figures["rss_connected_mb"] = rss_mb(manager.pid)
+        figures["rss_per_executor_kb"] = (figures["rss_connected_mb"] - figures["rss_idle_mb"]) * 1024 / executors
+
+        client = _Client(endpoint)
+        cpu0 = cpu_seconds(manager.pid)
+        started = time.perf_counter()
+        for i in range(0, threads, SUBMIT_CHUNK):
+            client.submit(range(i, min(threads, i + SUBMIT_CHUNK)))
+        snapshots, next_snapshot = [], started + 1.0
+        done = set()
+        while len(done) < threads:
+            got = client.receive(60_000)
+            if not got:
+                raise RuntimeError(f"no results for 60 s after {len(done)} of {threads} threads; the manager's log "
+                                   f"ends: {log.read_text()[-2000:] if log.exists() else '(none)'}")
+            done.update(got)
+            if time.perf_counter() >= next_snapshot and len(snapshots) < 5:  # the dashboard, under load
+                snapshots.append(get_snapshot_ms(f"http://127.0.0.1:{http}/"))
+                next_snapshot = time.perf_counter() + 1.0
+        elapsed = time.perf_counter() - started
+        figures["manager_cpu_s"] = cpu_seconds(manager.pid) - cpu0
+        figures["seconds"] = elapsed
+        figures["rate"] = threads / elapsed
+        figures["http_snapshot_ms"] = statistics.median(snapshots) if snapshots else None
+        client.close()
+        wait_for(lambda: query(db, "SELECT COUNT(*) FROM thread WHERE state = 4")[0] >= threads, 120,
+                 "every thread recorded Dead")
+        figures["threads_dead"] = query(db, "SELECT COUNT(*) FROM thread WHERE state = 4")[0]
+        figures["attempts"] = query(db, "SELECT COUNT(*) FROM attempt")[0]
+        figures["attempts_not_finished"] = query(db, "SELECT COUNT(*) FROM attempt WHERE outcome <> 'finished'")[0]
+        figures["executors_recorded"] = query(db, "SELECT COUNT(*) FROM executor")[0]
+        figures["executors_disconnected"] = query(db, "SELECT COUNT(*) FROM executor WHERE is_connected = 0")[0]
+        text = log.read_text()
+        figures["declared_dead"] = len(re.findall(r"declared dead", text))
+    finally:
+        stop.set()
+        welcomed = results = refusals = 0
+        for _ in procs:
+            try:
+                w, r, f = counts.get(timeout=30)
+                welcomed, results, refusals = welcomed + w, results + r, refusals + f
+            except Exception:
+                pass
+        for proc in procs:
+            proc.join(30)
+        manager.terminate()
+        manager.wait(30)
+    figures.update(welcomed=welcomed, results=results, refusals=refusals)
+    return figures
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+class _Client:
+    """A client application on a DEALER socket (the real protocol): open, submit, ack."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.context = zmq.Context()
+        self.sock = self.context.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 2000)
+        self.sock.connect(endpoint)
+        self.sock.send_multipart(p.encode(p.OpenApplication("many-executors", "bench")))
+        self.last_beat = time.monotonic()
+        while True:
+            m = p.decode(self.sock.recv_multipart())
+            if isinstance(m, p.ApplicationOpened):
+                self.app = m.application_id
+                break
+
+    def submit(self, ids) -> None:
+        self.sock.send_multipart(p.encode(p.Submit(self.app, [p.ThreadSpec(i, f"http://h{i % 997}.test/{i}")
+                                                              for i in ids])))
+
+    def receive(self, timeout_ms: int) -> list[int]:
+        """Thread ids of the results that arrived within ``timeout_ms`` (acknowledged)."""
+        done = []
+        deadline = time.monotonic() + timeout_ms / 1000
+        while not done and time.monotonic() < deadline:
+            if time.monotonic() - self.last_beat >= 1.0:
+                self.sock.send_multipart(p.encode(p.Heartbeat()))
+                self.last_beat = time.monotonic()
+            if not self.sock.poll(200):
+                continue
+            while True:
+                try:
+                    m = p.decode(self.sock.recv_multipart(zmq.NOBLOCK))
+                except zmq.Again:
+                    break
+                if isinstance(m, p.ThreadDone):
+                    done += [t.thread_id for t in m.threads]
+        if done:
+            self.sock.send_multipart(p.encode(p.Ack(self.app, done)))
+        return done
+
+    def close(self) -> None:
+        self.sock.send_multipart(p.encode(p.CloseApplication(self.app)))
+        self.sock.close()
+        self.context.term()
+
+
+def snapshot_build_ms(executors: int, threads: int, workers: int, repeats: int = 5) -> list[float]:
+    """Milliseconds to build the dashboard snapshot of a core (no sockets) that has ``executors``
+    registered executors, each holding its window of attempts, and ``threads`` grid threads."""
+    from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.manager.dashboard import snapshot
+    from gridcrawl.settings import Settings
+    core = ManagerCore(Settings(concurrent_requests_per_host=100_000))
+    for i in range(executors):
+        core.handle(f"e{i}".encode(), p.Register(name=f"sim-{i}", host="sim", user="bench", threads=workers), 0.0)
+    core.handle(b"client", p.OpenApplication("many-executors", "bench"), 0.0)
+    app = next(iter(core.applications))
+    for i in range(0, threads, SUBMIT_CHUNK):
+        core.handle(b"client", p.Submit(app, [p.ThreadSpec(j, f"http://h{j % 997}.test/{j}")
+                                               for j in range(i, min(threads, i + SUBMIT_CHUNK))]), 0.0)
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        snapshot(core, 1.0)
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def report(many: dict, few: dict, build_ms: list[float], args) -> str:
+    """The Markdown report of one run of each."""
+    load = os.getloadavg()
+    lines = [f"# One manager, {args.executors} executors ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+             f"`python benchmarks/many_executors.py --executors {args.executors} --baseline {args.baseline} "
+             f"--threads {args.threads} --processes {args.processes} --workers {args.workers} "
+             f"--baseline-workers {args.baseline_workers}`", "",
+             f"Machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+             "(1/5/15 min) at the end. Simulated executors answer at once (no fetch).", "",
+             "| executors | threads/s | manager CPU s per 1,000 threads | threads Dead in SQL | attempts not finished "
+             "| executors recorded disconnected | 'declared dead' log lines | RSS idle → connected MB | "
+             "RSS per executor KB | GET /api/snapshot ms (median) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for f in (few, many):
+        lines.append(f"| {f['executors']} | {f['rate']:,.0f} | {f['manager_cpu_s'] / args.threads * 1000:.2f} | "
+                     f"{f['threads_dead']:,} | {f['attempts_not_finished']} | {f['executors_disconnected']} | "
+                     f"{f['declared_dead']} | {f['rss_idle_mb']:.0f} → {f['rss_connected_mb']:.0f} | "
+                     f"{f['rss_per_executor_kb']:.1f} | "
+                     f"{'-' if f['http_snapshot_ms'] is None else format(f['http_snapshot_ms'], '.0f')} |")
+    ratio = many["rate"] / few["rate"]
+    cpu_ratio = (few["manager_cpu_s"] / max(many["manager_cpu_s"], 1e-9))
+    lines += ["",
+              f"- dispatch rate with {args.executors} executors: **{ratio:.0%}** of the rate with {args.baseline} "
+              f"(manager CPU per thread: {cpu_ratio:.0%} as efficient)",
+              f"- dashboard snapshot built in the loop's code with {args.executors} executors and "
+              f"{args.threads:,} queued threads: median **{statistics.median(build_ms):.0f} ms** "
+              f"(of {len(build_ms)}: {', '.join(f'{t:.0f}' for t in build_ms)})",
+              f"- simulated executors welcomed: {many['welcomed']} of {args.executors} (refusals {many['refusals']}); "
+              f"results sent {many['results']:,}, attempts recorded {many['attempts']:,}"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--executors", type=int, default=1000, help="simulated executors of the big run")
+    parser.add_argument("--baseline", type=int, default=4, help="simulated executors of the comparison run")
+    parser.add_argument("--threads", type=int, default=100_000, help="grid threads submitted at once")
+    parser.add_argument("--processes", type=int, default=4, help="processes holding the simulated executors")
+    parser.add_argument("--workers", type=int, default=2, help="worker threads each executor of the big run declares")
+    parser.add_argument("--baseline-workers", type=int, default=64,
+                        help="worker threads each executor of the comparison run declares (64, the manager's cap: "
+                             "few executors with many slots keep the manager, not the executors, the limit)")
+    parser.add_argument("--out", type=Path, help="also write the report here")
+    args = parser.parse_args()
+    if min(args.executors, args.baseline, args.threads, args.processes, args.workers, args.baseline_workers) < 1:
+        parser.error("every count must be at least 1")
+    with tempfile.TemporaryDirectory() as tmp:
+        few = run(args.baseline, min(args.processes, args.baseline), args.baseline_workers, args.threads, Path(tmp))
+        many = run(args.executors, args.processes, args.workers, args.threads, Path(tmp))
+    build_ms = snapshot_build_ms(args.executors, args.threads, args.workers)
+    text = report(many, few, build_ms, args)
+    print(text)
+    print("FIGURES " + json.dumps({"many": many, "few": few, "snapshot_build_ms": build_ms}))
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
