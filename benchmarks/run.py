@@ -44,10 +44,12 @@ import json
 import os
 import platform
 import re
+import resource
 import shlex
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,7 +74,7 @@ from servers import SiteSpec, docs_available, serve_docs, serve_site  # noqa: E4
 #: Terminal output; 240 columns when not a terminal (the tables are wide), else the terminal's width.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 240)
 
-SCENARIOS = ("cpu", "latency", "docs")
+SCENARIOS = ("cpu", "latency", "docs", "startup", "ratio")
 #: Seconds between two samples of the process tree's memory.
 SAMPLE_INTERVAL = 0.2
 MB = 1024 * 1024
@@ -95,7 +97,8 @@ class Config:
         (with the ``latency`` of the scenario); docs_executors / docs_threads: gridcrawl settings of ``docs``;
         baseline_threads: threads of the threaded baseline; timeout: seconds one run may take
         before it is stopped and reported as timed out; retries: times a failed gridcrawl run
-        is tried again (reported under Problems).
+        is tried again (reported under Problems); startup_* and ratio_*: the ``startup`` and
+        ``ratio`` scenarios (comments below).
     """
 
     site: SiteSpec = field(default_factory=SiteSpec)
@@ -116,13 +119,25 @@ class Config:
     baseline_threads: int = 16
     timeout: float = 900.0
     retries: int = 1
+    #: ``startup``: runs of the one-page command (the median is reported), and its executors
+    startup_runs: int = 5
+    startup_executors: int = 4
+    #: ``ratio``: side-by-side pairs per setting (the median ratio is reported), gridcrawl's
+    #: executors × threads (chosen before the run: 2 × 8 = 16 fetch slots, as many as the
+    #: baseline's threads) and per-host concurrency (the baseline's 16), added latencies (s)
+    ratio_pairs: int = 3
+    ratio_executors: int = 2
+    ratio_threads: int = 8
+    ratio_host_concurrency: int = 16
+    ratio_latencies: tuple[float, ...] = (0.0, 0.05)
 
     @classmethod
     def quick(cls) -> "Config":
         """The ``--quick`` sizes: the whole suite in about two minutes (a smoke test)."""
         return cls(site=SiteSpec(pages=300, links=100, page_bytes=30_000),
                    light_site=SiteSpec(pages=300, links=20, page_bytes=10_000), cpu_executors=(1, 2),
-                   cpu_extra=(), table1_pages=(50, 100), docs_executors=(4,), docs_serial=False, timeout=300.0)
+                   cpu_extra=(), table1_pages=(50, 100), docs_executors=(4,), docs_serial=False, timeout=300.0,
+                   startup_runs=3)
 
 
 # --------------------------------------------------------------------------------------------
@@ -135,8 +150,11 @@ def _role(proc: psutil.Process, root_pid: int, root_role: str) -> str:
         return root_role
     try:
         cmd = proc.cmdline()
+        name = proc.name()
     except (psutil.Error, OSError):
         return "other"
+    if name.startswith("gc-"):  # forked by gridcrawl run (gridcrawl.cli_common.ChildWatch.start)
+        return name[3:]
     if "gridcrawl.manager" in cmd:
         return "manager"
     if "gridcrawl.executor" in cmd:
@@ -239,8 +257,10 @@ class RunResult:
       startup_seconds, shutdown_seconds: gridcrawl only: from starting the command to the
         first grid thread submitted, and from the last grid thread finished to the command's
         exit (None when unknown).
-      peak_rss: role -> bytes; cpu: role -> CPU seconds; per_executor: executor name -> grid
-        threads it ran (gridcrawl only).
+      peak_rss: role -> bytes; cpu: role -> CPU seconds (sampled); cpu_total: user + system CPU
+        seconds of the whole process tree, every process counted to its exit (the kernel's
+        figures for the reaped command and its reaped descendants, ``RUSAGE_CHILDREN``);
+        per_executor: executor name -> grid threads it ran (gridcrawl only).
       command: the command line; returncode: its exit status; error: why the run failed
         (timeout, exit status, unreadable database), or ""; failed_attempts: errors of earlier
         attempts that were retried (gridcrawl only).
@@ -261,6 +281,7 @@ class RunResult:
     shutdown_seconds: float | None = None
     peak_rss: dict[str, int] = field(default_factory=dict)
     cpu: dict[str, float] = field(default_factory=dict)
+    cpu_total: float | None = None
     per_executor: dict[str, int] = field(default_factory=dict)
     command: list[str] = field(default_factory=list)
     returncode: int | None = None
@@ -289,16 +310,19 @@ class RunResult:
 
 
 def _run_tree(cmd: list[str], root_role: str, timeout: float,
-              out_path: Path) -> tuple[int | None, float, TreeSampler, str, float, float]:
+              out_path: Path) -> tuple[int | None, float, TreeSampler, str, float, float, float]:
     """Run ``cmd`` in a new session, sampling its process tree.
 
-    Returns ``(status, wall seconds, sampler, error, start, end)``; ``start`` and ``end`` are
-    POSIX times (``time.time()``) just before starting and just after the exit.
+    Returns ``(status, wall seconds, sampler, error, start, end, cpu)``; ``start`` and ``end``
+    are POSIX times (``time.time()``) just before starting and just after the exit; ``cpu`` the
+    user + system CPU seconds of the command and every descendant it reaped (``getrusage``'s
+    ``RUSAGE_CHILDREN`` before and after: nothing else of this process is reaped meanwhile).
 
     stdout and stderr go to ``out_path``. After ``timeout`` seconds the process group is sent
     SIGTERM, then SIGKILL 15 s later, and the error says so.
     """
     error = ""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(out_path, "wb") as out:
         start_epoch = time.time()
         started = time.perf_counter()
@@ -313,9 +337,11 @@ def _run_tree(cmd: list[str], root_role: str, timeout: float,
             wall = time.perf_counter() - started
             end_epoch = time.time()
     # children that outlived the root (should not happen): stop them, they belong to this run
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    return proc.returncode, wall, sampler, error, start_epoch, end_epoch
+    return proc.returncode, wall, sampler, error, start_epoch, end_epoch, cpu
 
 
 def stop_group(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 15.0) -> None:
@@ -360,7 +386,8 @@ def run_baseline(mode: str, seed: str, threads: int, max_pages: int, expected: i
                     expected=expected, command=cmd)
     out = scratch / f"baseline-{mode}-{threads}-{max_pages}-{time.monotonic_ns()}.out"
     _status(f"{label}{f' --max-pages {max_pages}' if max_pages else ''} ...")
-    res.returncode, res.wall_seconds, sampler, res.error, _, _ = _run_tree(cmd, "baseline", timeout, out)
+    res.returncode, res.wall_seconds, sampler, res.error, _, _, res.cpu_total = _run_tree(cmd, "baseline", timeout,
+                                                                                        out)
     res.peak_rss, res.cpu = sampler.peak_rss, sampler.cpu
     data = None
     for line in reversed(out.read_text(errors="replace").splitlines()):
@@ -425,15 +452,22 @@ BENCH_HOST_CONCURRENCY = 256
 
 
 def run_gridcrawl(seed: str, executors: int, threads: int, max_pages: int, expected: int | None,
-                  timeout: float, scratch: Path, retries: int = 0) -> RunResult:
+                  timeout: float, scratch: Path, retries: int = 0, *,
+                  host_concurrency: int | None = None, content: bool = False,
+                  extra: tuple[str, ...] = ()) -> RunResult:
     """Run ``gridcrawl run SEED --executors E --threads T [--max-pages N] --no-progress --no-content
     --concurrent-requests-per-host 256``
     in a fresh workdir as a process tree of its own; return its result (figures read from the
-    databases afterwards). A failed run is tried again, in a fresh workdir, up to ``retries``
+    databases afterwards). ``host_concurrency``: ``--concurrent-requests-per-host`` (default
+    :data:`BENCH_HOST_CONCURRENCY`; 0: not given, gridcrawl's default); ``content``: store page
+    bodies (no ``--no-content``); ``extra``: more options.
+    A failed run is tried again, in a fresh workdir, up to ``retries``
     times; the errors of failed attempts are kept in ``RunResult.failed_attempts``."""
     failures: list[str] = []
     while True:
-        res = _gridcrawl_once(seed, executors, threads, max_pages, expected, timeout, scratch)
+        res = _gridcrawl_once(seed, executors, threads, max_pages, expected, timeout, scratch,
+                              BENCH_HOST_CONCURRENCY if host_concurrency is None else host_concurrency, content,
+                              extra)
         if not res.error or len(failures) >= retries:
             break
         failures.append(res.error)
@@ -443,22 +477,25 @@ def run_gridcrawl(seed: str, executors: int, threads: int, max_pages: int, expec
 
 
 def _gridcrawl_once(seed: str, executors: int, threads: int, max_pages: int, expected: int | None,
-                    timeout: float, scratch: Path) -> RunResult:
+                    timeout: float, scratch: Path, host_concurrency: int = BENCH_HOST_CONCURRENCY,
+                    content: bool = False, extra: tuple[str, ...] = ()) -> RunResult:
     """One attempt of :func:`run_gridcrawl`."""
     workdir = Path(tempfile.mkdtemp(prefix=f"gc-e{executors}t{threads}-", dir=scratch))
     # The baselines put 16 requests at once on the one benchmark host; gridcrawl's default per-host
     # politeness (8 in flight, buffered threads included) would cap it below its executors' slots,
     # so the benchmark lifts it: the server is ours.
     cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", str(executors),
-           "--threads", str(threads), "--workdir", str(workdir), "--no-progress", "--no-content",
-           "--concurrent-requests-per-host", str(BENCH_HOST_CONCURRENCY)]
+           "--threads", str(threads), "--workdir", str(workdir), "--no-progress",
+           *([] if content else ["--no-content"]),
+           *(["--concurrent-requests-per-host", str(host_concurrency)] if host_concurrency else []), *extra]
     if max_pages:
         cmd += ["--max-pages", str(max_pages)]
     res = RunResult(f"gridcrawl {executors}×{threads}", "gridcrawl", executors, threads, max_pages,
                     expected=expected, command=cmd)
     _status(f"{res.label}{f' --max-pages {max_pages}' if max_pages else ''} ...")
     out = workdir / "run.out"
-    res.returncode, res.wall_seconds, sampler, res.error, start, end = _run_tree(cmd, "client", timeout, out)
+    res.returncode, res.wall_seconds, sampler, res.error, start, end, res.cpu_total = _run_tree(cmd, "client",
+                                                                                              timeout, out)
     res.peak_rss, res.cpu = sampler.peak_rss, sampler.cpu
     try:
         figures = read_gridcrawl_dbs(workdir)
@@ -585,6 +622,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     runs: list[RunResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)  # figures of the README table (:func:`readme_table`)
 
     def show(self, table: Table) -> None:
         """Add ``table`` and print it now."""
@@ -779,6 +817,169 @@ def scenario_docs(cfg: Config, scratch: Path) -> Section | None:
     return section
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
+
+
+def scenario_startup(cfg: Config, scratch: Path) -> Section | None:
+    """``startup``: what one page costs: ``gridcrawl run DOCS/glossary.html --max-pages 1
+    --executors 4`` (gridcrawl's defaults otherwise), ``cfg.startup_runs`` times, wall and CPU
+    seconds of every process (median reported); then ``--help`` of the four programs (the cost
+    of starting each, median of 3). Issue 23 target 1: ≤ 1.0 s wall and ≤ 1.5 CPU-s."""
+    why = docs_available()
+    if why:
+        console.print(f"[yellow]startup scenario skipped: {why}[/yellow]")
+        return Section("startup", "startup: skipped", f"Skipped: {why}.")
+    e = cfg.startup_executors
+    section = Section("startup", "startup: one page, the whole command",
+                      f"`gridcrawl run DOCS/glossary.html --max-pages 1 --executors {e} --no-progress` (gridcrawl's "
+                      f"defaults otherwise: page bodies stored), the Python docs served by nginx, "
+                      f"{cfg.startup_runs} runs, each in a fresh work folder. CPU s: user + system seconds of the "
+                      "command and all its processes to their exit (RUSAGE_CHILDREN). Issue 23 target 1: "
+                      "≤ 1.0 s wall and ≤ 1.5 CPU-s.")
+    console.rule("[bold]startup[/bold]: one page")
+    runs: list[RunResult] = []
+    with serve_docs() as served:
+        seed = served.base_url + "/glossary.html"
+        for _ in range(cfg.startup_runs):
+            runs.append(run_gridcrawl(seed, e, 8, 1, 1, cfg.timeout, scratch, cfg.retries, host_concurrency=0,
+                                      content=True))
+    table = Table(f"one page, {e} executors", ["run", "wall s", "CPU s (all processes)", "start-up s", "crawl s",
+                                               "shut-down s", "pages"])
+    for i, r in enumerate(runs, 1):
+        table.rows.append([str(i), f"{r.wall_seconds:.2f}", f"{r.cpu_total or 0:.2f}", _secs(r.startup_seconds),
+                           f"{r.crawl_seconds:.2f}", _secs(r.shutdown_seconds), str(r.pages)])
+    good = [r for r in runs if not r.error]
+    wall, cpu = _median([r.wall_seconds for r in good]), _median([r.cpu_total or 0.0 for r in good])
+    table.rows.append(["median", f"{wall:.2f}", f"{cpu:.2f}",
+                       _secs(_median([r.startup_seconds for r in good if r.startup_seconds is not None])),
+                       f"{_median([r.crawl_seconds for r in good]):.2f}",
+                       _secs(_median([r.shutdown_seconds for r in good if r.shutdown_seconds is not None])), "–"])
+    section.runs = runs
+    section.show(table)
+    section.summary = {"startup_wall": wall, "startup_cpu": cpu, "startup_runs": len(good), "startup_executors": e}
+    section.notes.append(f"Target 1: one page in {wall:.2f} s wall and {cpu:.2f} CPU-s (median of {len(good)}; "
+                         "target ≤ 1.0 s and ≤ 1.5 CPU-s).")
+    console.print(section.notes[-1])
+    helps = Table("`--help` of each program (median of 3)", ["command", "wall s", "CPU s"])
+    for module, shown in (("gridcrawl", "gridcrawl"), ("gridcrawl.manager", "gridcrawl-manager"),
+                          ("gridcrawl.executor", "gridcrawl-executor"), ("gridcrawl.client", "gridcrawl-client")):
+        walls, cpus = [], []
+        for _ in range(3):
+            cmd = [sys.executable, "-m", module, "--help"]
+            status, w, _, error, _, _, c = _run_tree(cmd, "help", 60, scratch / "help.out")
+            if status == 0 and not error:
+                walls.append(w)
+                cpus.append(c)
+        helps.rows.append([f"{shown} --help", f"{_median(walls):.2f}", f"{_median(cpus):.2f}"])
+        section.summary.setdefault("helps", {})[shown] = (_median(walls), _median(cpus))
+    section.show(helps)
+    return section
+
+
+def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
+    """``ratio``: the whole command against the 16-thread crawler, side by side: the Python docs
+    served by nginx (no added latency) and by SiteServer with each of ``cfg.ratio_latencies``;
+    per setting ``cfg.ratio_pairs`` pairs (the order alternating within pairs), each pair's
+    ratio = gridcrawl's pages per wall second ÷ the baseline's; the median is reported.
+    Issue 23 target 3: ≥ 1.5×."""
+    why = docs_available()
+    if why:
+        console.print(f"[yellow]ratio scenario skipped: {why}[/yellow]")
+        return Section("ratio", "ratio: skipped", f"Skipped: {why}.")
+    e, t, h = cfg.ratio_executors, cfg.ratio_threads, cfg.ratio_host_concurrency
+    section = Section("ratio", "ratio: the whole command, gridcrawl run vs the 16-thread crawler",
+                      f"The Python docs from /index.html. gridcrawl: `gridcrawl run SEED --executors {e} --threads {t} "
+                      f"--concurrent-requests-per-host {h} --no-sitemaps --no-progress` (page bodies stored; the "
+                      f"setting chosen before the run; no sitemap request, so that both visit the same URLs); baseline: `benchmarks/baselines.py threads --threads {cfg.baseline_threads}` "
+                      f"(one process, requests + lxml, stores nothing). {cfg.ratio_pairs} side-by-side pairs per "
+                      "setting, the order alternating; ratio = pages per wall second of the whole command "
+                      "(start-up and shut-down included) ÷ the baseline's; crawl-only ratio: the same on crawl "
+                      "seconds. Issue 23 target 3: ≥ 1.5×.")
+    console.rule(f"[bold]ratio[/bold]: gridcrawl {e}×{t} vs threads×{cfg.baseline_threads}, {cfg.ratio_pairs} pairs")
+    section.summary = {"ratio_setting": f"--executors {e} --threads {t} --concurrent-requests-per-host {h} "
+                                        "--no-sitemaps",
+                       "ratio_pairs": cfg.ratio_pairs, "ratios": {}}
+    for latency in cfg.ratio_latencies:
+        what = f"{latency * 1000:g} ms per request" if latency else "no added latency"
+        pairs: list[tuple[RunResult, RunResult]] = []
+        with serve_docs(latency) as served:
+            console.print(f"  {what}: served by {served.server} at {served.base_url}")
+            for i in range(cfg.ratio_pairs):
+                first_baseline = i % 2 == 0
+                one = run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout, scratch) \
+                    if first_baseline else None
+                grid = run_gridcrawl(served.seed_url, e, t, 0, None, cfg.timeout, scratch, cfg.retries,
+                                     host_concurrency=h, content=True, extra=("--no-sitemaps",))
+                base = one or run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout,
+                                           scratch)
+                grid.expected = base.pages if not base.error else None
+                pairs.append((base, grid))
+        table = Table(f"{what} ({served.server})", ["pair", "baseline pages", "baseline wall s", "baseline CPU s",
+                                                    "gridcrawl pages", "gridcrawl wall s", "gridcrawl CPU s",
+                                                    "gridcrawl start-up s", "gridcrawl shut-down s",
+                                                    "ratio (wall)", "ratio (crawl s only)"])
+        walls, crawls = [], []
+        for i, (base, grid) in enumerate(pairs, 1):
+            ok = not base.error and not grid.error and base.wall_pages_per_second > 0
+            wall_ratio = grid.wall_pages_per_second / base.wall_pages_per_second if ok else None
+            crawl_ratio = grid.pages_per_second / base.pages_per_second if ok and base.pages_per_second else None
+            if wall_ratio is not None:
+                walls.append(wall_ratio)
+            if crawl_ratio is not None:
+                crawls.append(crawl_ratio)
+            table.rows.append([f"{i}{' (baseline first)' if i % 2 else ' (gridcrawl first)'}", str(base.pages),
+                               f"{base.wall_seconds:.2f}", f"{base.cpu_total or 0:.2f}", str(grid.pages),
+                               f"{grid.wall_seconds:.2f}", f"{grid.cpu_total or 0:.2f}", _secs(grid.startup_seconds),
+                               _secs(grid.shutdown_seconds), "–" if wall_ratio is None else f"{wall_ratio:.2f}",
+                               "–" if crawl_ratio is None else f"{crawl_ratio:.2f}"])
+            section.runs += [base, grid]
+        table.rows.append(["median", "", f"{_median([b.wall_seconds for b, _ in pairs]):.2f}",
+                           f"{_median([b.cpu_total or 0 for b, _ in pairs]):.2f}", "",
+                           f"{_median([g.wall_seconds for _, g in pairs]):.2f}",
+                           f"{_median([g.cpu_total or 0 for _, g in pairs]):.2f}", "", "",
+                           f"{_median(walls):.2f}" if walls else "–", f"{_median(crawls):.2f}" if crawls else "–"])
+        section.show(table)
+        section.summary["ratios"][what] = (_median(walls) if walls else None, _median(crawls) if crawls else None,
+                                           len(walls))
+        section.notes.append(f"Target 3, {what}: gridcrawl {e}×{t} = "
+                             + (f"{_median(walls):.2f}× the {cfg.baseline_threads}-thread crawler on wall clock"
+                                if walls else "no complete pair")
+                             + (f" ({_median(crawls):.2f}× on crawl seconds only)" if crawls else "")
+                             + f", median of {len(walls)} pairs; target ≥ 1.5×.")
+        console.print(section.notes[-1])
+    return section
+
+
+def readme_table(sections: list[Section], results: str, measured: str = "") -> str:
+    """The README's performance table (Markdown) from the ``startup`` and ``ratio`` sections of
+    one run whose results file is ``results`` (a path relative to the repository), under a line
+    saying when and at what load it was ``measured``; "" when neither ran."""
+    summary: dict = {}
+    for section in sections:
+        summary.update(section.summary)
+    rows = []
+    if "ratios" in summary:
+        for what, (wall, crawl, n) in summary["ratios"].items():
+            rows.append(f"| whole command, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}) "
+                        f"vs the 16-thread requests+lxml crawler, pages per wall second | "
+                        + (f"**{wall:.2f}×** (crawl seconds only: {crawl:.2f}×)" if wall is not None else "no pair")
+                        + f" | median of {n} pairs | ≥ 1.5× | `{results}` |")
+    if "startup_wall" in summary:
+        rows.append(f"| one page: `gridcrawl run …/glossary.html --max-pages 1 --executors "
+                    f"{summary['startup_executors']}`, whole command | **{summary['startup_wall']:.2f} s** wall, "
+                    f"**{summary['startup_cpu']:.2f}** CPU-s (all processes) | median of {summary['startup_runs']} "
+                    f"| ≤ 1.0 s, ≤ 1.5 CPU-s | `{results}` |")
+        helps = [f"{k} {w:.2f} s / {c:.2f} CPU-s" for k, (w, c) in summary.get("helps", {}).items()]
+        if helps:
+            rows.append(f"| starting each program (`--help`) | {'; '.join(helps)} | median of 3 | – | `{results}` |")
+    if not rows:
+        return ""
+    head = [f"Measured {measured}.", ""] if measured else []
+    return "\n".join([*head, "| measurement | result | runs | target | results file |", "|---|---|---|---|---|",
+                      *rows])
+
+
 _TABLE_NOTE = ("crawl s: baselines from first request to last page (in-process); gridcrawl from first grid thread "
                "submitted to last finished (manager.db). wall s: the whole command, interpreter start-up "
                "included. ×: pages/s ratio to the reference baseline. start-up s: command start to first grid "
@@ -835,6 +1036,11 @@ def _load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f}"
 
 
+def _measured(started: dt.datetime, load_start: str, load_end: str) -> str:
+    return (f"{started:%Y-%m-%d %H:%M} on {psutil.cpu_count()} CPUs, load average (1/5/15 min) {load_start} at "
+            f"the start, {load_end} at the end")
+
+
 def write_markdown(path: Path, title: str, args_line: str, sections: list[Section], started: dt.datetime,
                    seconds: float, load_start: str, load_end: str) -> None:
     """Write a results file: ``title`` and the date, the command, the load average, the machine,
@@ -843,19 +1049,38 @@ def write_markdown(path: Path, title: str, args_line: str, sections: list[Sectio
              f"Command: `{args_line}` ({seconds / 60:.1f} min). Load average (1/5/15 min) at start {load_start}, "
              f"at end {load_end}.", "", "| machine | |", "|:--|:--|"]
     lines += [f"| {k} | {v} |" for k, v in machine_description()]
-    lines += ["", "Numbers from one run each; other programs on the machine add noise (see the load average).", ""]
+    lines += ["", "Numbers from one run each unless a table says median; other programs on the machine add noise "
+              "(see the load average).", ""]
     lines += [s.markdown() for s in sections]
+    table = readme_table(sections, os.path.relpath(path, REPO), _measured(started, load_start, load_end))
+    if table:
+        lines += ["## README performance table", "", "(`--readme` writes it into README.md.)", "", table, ""]
     path.write_text("\n".join(lines))
 
 
+README_START, README_END = "<!-- performance table: benchmarks/run.py --readme -->", "<!-- end of performance table -->"
+
+
+def write_readme_table(table: str, readme: Path = REPO / "README.md") -> bool:
+    """Put ``table`` between the :data:`README_START` and :data:`README_END` lines of
+    ``readme``; False (nothing written) when the markers are missing."""
+    text = readme.read_text()
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return False
+    readme.write_text(text[:start] + README_START + "\n" + table + "\n" + text[end:])
+    return True
+
+
 def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: bool, scratch_prefix: str,
-                 parts: list[Callable[[Path], Section | None]]) -> int:
+                 parts: list[Callable[[Path], Section | None]], readme: bool = False) -> int:
     """Run benchmark ``parts`` (each given a shared scratch folder; None: skipped) and report.
 
     Prints the machine, runs the parts (Ctrl-C writes what was measured so far), writes the
     results as ``out_dir/<date>-<name>.md`` under ``title``, deletes generated sites
     (``*-site`` folders) and, unless ``keep`` or a run failed, the scratch folder, then lists
-    retried and failed runs. Returns 1 when a run failed or counted wrong, else 0.
+    retried and failed runs. ``readme``: also write the README's performance table
+    (:func:`readme_table`) into README.md. Returns 1 when a run failed or counted wrong, else 0.
     """
     started, t0, load_start = dt.datetime.now(), time.perf_counter(), _load()
     console.print(f"[bold]{title}[/bold] ({name}); load average {load_start}")
@@ -874,7 +1099,8 @@ def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: boo
         seconds = time.perf_counter() - t0
         out_dir.mkdir(parents=True, exist_ok=True)
         path = _results_path(out_dir, name, started)
-        write_markdown(path, title, args_line, sections, started, seconds, load_start, _load())
+        load_end = _load()
+        write_markdown(path, title, args_line, sections, started, seconds, load_start, load_end)
         failed = any(r.error or r.failed_attempts for s in sections for r in s.runs)
         for site in scratch.glob("*-site"):  # generated sites can be GBs: never kept
             shutil.rmtree(site, ignore_errors=True)
@@ -883,6 +1109,12 @@ def run_sections(title: str, name: str, args_line: str, out_dir: Path, keep: boo
         else:
             shutil.rmtree(scratch, ignore_errors=True)
     console.print(f"\nresults written to {os.path.relpath(path)} ({seconds / 60:.1f} min)")
+    table = readme_table(sections, os.path.relpath(path, REPO), _measured(started, load_start, load_end))
+    if table:
+        console.print("\nREADME performance table:\n" + table)
+        if readme:
+            console.print("README.md updated" if write_readme_table(table)
+                          else f"[red]README.md has no {README_START} … {README_END} lines: not updated[/red]")
     for r in (r for s in sections for r in s.runs if r.failed_attempts):
         for err in r.failed_attempts:
             console.print(f"[yellow]retried: {r.label}{f' --max-pages {r.max_pages}' if r.max_pages else ''}: "
@@ -916,6 +1148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, help="seconds one crawl may take before it is stopped")
     ap.add_argument("--retries", type=int, help="times a failed gridcrawl run is tried again (default 1)")
     ap.add_argument("--keep", action="store_true", help="keep gridcrawl's workdirs (databases and logs)")
+    ap.add_argument("--readme", action="store_true", help="write the performance table (startup and ratio "
+                    "scenarios) into README.md")
     args = ap.parse_args(argv)
     only = [s.strip() for s in args.only.split(",") if s.strip()] or list(SCENARIOS)
     unknown = [s for s in only if s not in SCENARIOS]
@@ -934,9 +1168,10 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or ("quick" if args.quick else "full") + ("" if len(only) == len(SCENARIOS) else "-" + "-".join(only))
     args_line = shlex.join(["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
 
-    scenarios = {"cpu": scenario_cpu, "latency": scenario_latency, "docs": scenario_docs}
+    scenarios = {"cpu": scenario_cpu, "latency": scenario_latency, "docs": scenario_docs,
+                 "startup": scenario_startup, "ratio": scenario_ratio}
     return run_sections("gridcrawl benchmark", name, args_line, args.out_dir, args.keep, "gridcrawl-bench-",
-                        [functools.partial(scenarios[scenario], cfg) for scenario in only])
+                        [functools.partial(scenarios[scenario], cfg) for scenario in only], readme=args.readme)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ a Python interpreter (and its GIL) with a crawler being measured:
   C, no Python in the serving path. With latency (or when nginx is missing) ``SiteServer``
   (tests/sites.py, a threaded HTTP/1.1 server that sleeps ``latency`` seconds before every
   answer) runs in a child Python process started from this file;
-* :func:`serve_docs`: the Python documentation (Debian's python3-doc) via nginx.
+* :func:`serve_docs`: the Python documentation (Debian's python3-doc) via nginx, or with a
+  latency via ``SiteServer`` (the files read into memory).
 
 Everything listens on 127.0.0.1 only. ``python benchmarks/servers.py --pages N --latency S``
 serves a generated site with ``SiteServer`` until its standard input closes (this is the
@@ -133,6 +134,13 @@ def _serve_static(site: Site) -> Iterator[tuple[str, int | None]]:
 def _serve_threaded(spec: SiteSpec, timeout: float = 120.0) -> Iterator[tuple[str, int]]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--pages", str(spec.pages), "--links", str(spec.links),
            "--page-bytes", str(spec.page_bytes), "--seed", str(spec.seed), "--latency", str(spec.latency)]
+    with _serve_child(cmd, timeout) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def _serve_child(cmd: list[str], timeout: float = 120.0) -> Iterator[tuple[str, int]]:
+    """Run ``cmd`` (this file's :func:`main`) until the context ends; yield (base URL, pid)."""
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + timeout
@@ -181,14 +189,40 @@ def docs_available() -> str | None:
 
 
 @contextlib.contextmanager
-def serve_docs() -> Iterator[Served]:
-    """Serve the Python HTML docs (``/usr/share/doc/python3-doc/html``) with nginx; yield a
-    :class:`Served` whose seed is ``/index.html`` (expected page count unknown: None).
+def serve_docs(latency: float = 0.0) -> Iterator[Served]:
+    """Serve the Python HTML docs (``/usr/share/doc/python3-doc/html``); yield a :class:`Served`
+    whose seed is ``/index.html`` (expected page count unknown: None). Without ``latency``
+    nginx serves them; with it (seconds slept before each answer) ``SiteServer`` in a child
+    Python process, the files read into memory (:func:`docs_site`).
 
-    Raises: RuntimeError if nginx or the docs are missing or nginx does not start.
+    Raises: RuntimeError if nginx or the docs are missing or the server does not start.
     """
-    with docsite.serve_python_docs() as url:
-        yield Served(url, url + "/index.html", "nginx", None)
+    if latency <= 0:
+        with docsite.serve_python_docs() as url:
+            yield Served(url, url + "/index.html", "nginx", None)
+        return
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--docs", docsite.DOCS_ROOT, "--latency", str(latency)]
+    with _serve_child(cmd) as (url, pid):
+        yield Served(url, url + "/index.html", "SiteServer", None, pid)
+
+
+def docs_site(root: str) -> Site:
+    """Every file under ``root`` as a :class:`Site` (path -> bytes, ``Content-Type`` from the
+    file name; a folder's ``index.html`` also under the folder's path), as nginx serves them."""
+    import mimetypes
+    site = Site()
+    base = Path(root)
+    for path in sorted(base.rglob("*")):
+        if not path.is_file():
+            continue
+        rel = "/" + path.relative_to(base).as_posix()
+        site.pages[rel] = path.read_bytes()
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        site.types[rel] = kind + ("; charset=utf-8" if kind.startswith("text/") else "")
+        if path.name == "index.html":
+            folder = rel[: -len("index.html")]
+            site.pages[folder], site.types[folder] = site.pages[rel], site.types[rel]
+    return site
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,9 +234,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=SiteSpec.seed)
     ap.add_argument("--latency", type=float, default=0.0, help="seconds slept before each answer")
     ap.add_argument("--port", type=int, default=0, help="TCP port (0: a free one)")
+    ap.add_argument("--docs", metavar="ROOT", help="serve the files under ROOT (docs_site) instead of a generated site")
     args = ap.parse_args(argv)
     spec = SiteSpec(args.pages, args.links, args.page_bytes, args.seed, args.latency)
-    server = SiteServer(spec.generate(), latency=spec.latency, port=args.port).start()
+    site = docs_site(args.docs) if args.docs else spec.generate()
+    server = SiteServer(site, latency=spec.latency, port=args.port).start()
     print(server.base_url, flush=True)
     try:
         while sys.stdin.read(4096):  # returns "" when the parent closes the pipe (or dies)

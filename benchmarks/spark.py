@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         spark_db = scratch / "spark.db"
         cmd = [sys.executable, "-m", "gridcrawl.cli", "spark", seed, "--db", f"sqlite:///{spark_db}",
                "--master", args.master]
-        status, wall, sampler, error, _, _ = _run_tree(cmd, "driver", args.timeout, scratch / "spark.out")
+        status, wall, sampler, error, _, _, _ = _run_tree(cmd, "driver", args.timeout, scratch / "spark.out")
         out = (scratch / "spark.out").read_text(errors="replace")
         summary = SUMMARY.search(out)
         if status != 0 or summary is None:
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = scratch / "grid"
         cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", "2", "--workdir", str(workdir),
                "--no-progress"]
-        status, wall, sampler, error, _, _ = _run_tree(cmd, "client", args.timeout, scratch / "grid.out")
+        status, wall, sampler, error, _, _, _ = _run_tree(cmd, "client", args.timeout, scratch / "grid.out")
         if status != 0:
             print(f"gridcrawl run failed ({error or status})", file=sys.stderr)
             return 1

@@ -288,6 +288,8 @@ class ExecutorAgent:
         polled: zmq.Socket | None = None
         poller = zmq.Poller()
         poller.register(self.results, zmq.POLLIN)
+        if hasattr(stop, "fileno"):  # a StopEvent (gridcrawl.cli_common): a stop wakes the poll at once
+            poller.register(stop, zmq.POLLIN)
         try:
             self.link.start()
             while not stop.is_set():

@@ -17,7 +17,8 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import SETTING_OPTIONS, ChildWatch, fail, setting_argv, setting_options, setup_logging
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, fail, setting_argv, setting_options,
+                                  setup_logging)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
 from gridcrawl.settings import Settings
@@ -54,8 +55,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(processes: list[subprocess.Popen], timeout: float = 5.0) -> None:
-    """SIGTERM every process, wait up to ``timeout`` seconds, then SIGKILL what is left."""
+def _stop(processes: list, timeout: float = 5.0) -> None:
+    """SIGTERM every process (:class:`subprocess.Popen` or :class:`ForkedChild`), wait up to
+    ``timeout`` seconds for their exit, then SIGKILL what is left."""
     for proc in processes:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -177,19 +179,23 @@ def run(
         fail(str(exc))
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
-    python = [sys.executable, "-m"]
     children = ChildWatch()  # they stop when this process dies, even by kill -9
-    processes = [subprocess.Popen(python + [
-        "gridcrawl.manager", "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
-        *setting_argv(settings, "manager"), *(["--http", http] if http else [])],
-        **children.popen_options())]
+    if FORK:  # the children are forked from this process: import their modules once, here
+        import gc
+        import importlib
+        for module in ("manager.cli", "manager.server", "executor.cli", "executor.agent"):
+            importlib.import_module(f"gridcrawl.{module}")
+        gc.freeze()  # the objects imported so far stay shared: the collector never writes to them
+    processes = [children.start("gridcrawl.manager", [
+        "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
+        *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
     try:
         for i in range(executors):
-            processes.append(subprocess.Popen(python + [
-                "gridcrawl.executor", "--manager", endpoint, *setting_argv(settings, "executor"),
+            processes.append(children.start("gridcrawl.executor", [
+                "--manager", endpoint, *setting_argv(settings, "executor"),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
-                *(["--render"] if rendering else [])], **children.popen_options()))
+                *(["--render"] if rendering else [])]))
         counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
@@ -218,7 +224,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, want
     executor to finish starting up.
 
     ``processes`` are the manager then the executors: one that exits meanwhile ends the wait with
-    an error (its log is in ``workdir``). Polls every 0.05 s for at most ``timeout`` seconds,
+    an error (its log is in ``workdir``). Polls every 0.02 s for at most ``timeout`` seconds,
     then goes on with the executors that have registered (a warning says how many).
     """
     import sqlalchemy as sa
@@ -240,7 +246,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, want
                 registered = 0
             if registered >= wanted:
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
     finally:
         if engine is not None:
             engine.dispose()

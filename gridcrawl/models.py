@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Index, Integer,
                         LargeBinary, MetaData, SmallInteger, String, Table, Unicode, UnicodeText)
-from sqlalchemy.dialects import mssql, mysql
 from sqlalchemy.types import TypeDecorator
 
 from gridcrawl.urls import MAX_URL_LENGTH
@@ -45,8 +44,10 @@ class UTCTimestamp(TypeDecorator):
 
     def load_dialect_impl(self, dialect):
         if dialect.name == "mssql":
+            from sqlalchemy.dialects import mssql
             return dialect.type_descriptor(mssql.DATETIME2(precision=6))
         if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects import mysql
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime())
 
@@ -56,12 +57,51 @@ class UTCTimestamp(TypeDecorator):
         return value
 
 
+class _Portable(TypeDecorator):
+    """A generic type (``impl``) with the variants some back ends need: ``variants`` maps a
+    dialect name to (dialect module, type name, arguments). The dialect module is imported when
+    a statement for that back end is compiled (SQL Server's and MariaDB's modules cost every
+    program about 0.1 s of start-up otherwise)."""
+
+    cache_ok = True
+    variants: dict[str, tuple[str, str, tuple]] = {}
+
+    def load_dialect_impl(self, dialect):
+        variant = self.variants.get(dialect.name)
+        if variant is None:
+            return self.impl_instance
+        module, name, args = variant
+        from importlib import import_module
+        return getattr(import_module(f"sqlalchemy.dialects.{module}"), name)(*args)
+
+
+class _LongText(_Portable):
+    """Unbounded text: ``NVARCHAR(max)`` on SQL Server, ``LONGTEXT`` on MariaDB/MySQL."""
+    cache_ok = True
+    impl = UnicodeText
+    variants = {"mssql": ("mssql", "NVARCHAR", (None,)), "mysql": ("mysql", "LONGTEXT", ()),
+                "mariadb": ("mysql", "LONGTEXT", ())}
+
+
+class _Real(_Portable):
+    """A double: ``DOUBLE`` on MariaDB/MySQL, whose FLOAT is single precision."""
+    cache_ok = True
+    impl = Float
+    variants = {"mysql": ("mysql", "DOUBLE", ()), "mariadb": ("mysql", "DOUBLE", ())}
+
+
+class _LongBinary(_Portable):
+    """Unbounded bytes: ``VARBINARY(max)`` on SQL Server, ``LONGBLOB`` on MariaDB/MySQL."""
+    cache_ok = True
+    impl = LargeBinary
+    variants = {"mssql": ("mssql", "VARBINARY", ("max",)), "mysql": ("mysql", "LONGBLOB", ()),
+                "mariadb": ("mysql", "LONGBLOB", ())}
+
+
 Timestamp = UTCTimestamp()
-LongText = (UnicodeText().with_variant(mssql.NVARCHAR(None), "mssql")
-            .with_variant(mysql.LONGTEXT(), "mysql", "mariadb"))
-Real = Float().with_variant(mysql.DOUBLE(), "mysql", "mariadb")   # MySQL's FLOAT is single precision
-LongBinary = (LargeBinary().with_variant(mssql.VARBINARY("max"), "mssql")
-              .with_variant(mysql.LONGBLOB(), "mysql", "mariadb"))
+LongText = _LongText()
+Real = _Real()
+LongBinary = _LongBinary()
 
 NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",

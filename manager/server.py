@@ -276,6 +276,8 @@ class ManagerServer:
         self.lease.start()
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        if hasattr(stop, "fileno"):  # a StopEvent: a stop wakes the poll at once
+            poller.register(stop, zmq.POLLIN)
         tick_every = min(0.25, self.settings.heartbeat_interval / 4)
         next_tick = 0.0
         self.heard_all = self._due = time.time()

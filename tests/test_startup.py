@@ -1,0 +1,74 @@
+"""Start-up and shut-down of ``gridcrawl run`` (issue 23): the children forked from the command's
+own process (Linux), and a stop that wakes a polling loop at once.
+
+Real parts: real ZeroMQ sockets, real forked processes, a real ``gridcrawl run`` against a
+generated site on 127.0.0.1. No timing is asserted (the figures are in ``benchmarks/run.py``'s
+``startup`` scenario).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+
+import psutil
+import pytest
+import zmq
+
+from gridcrawl.cli_common import FORK, ChildWatch, ForkedChild, StopEvent
+from sites import generate_site
+from grid import wait_for
+
+needs_fork = pytest.mark.skipif(not FORK, reason="gridcrawl run forks its children on Linux only")
+
+
+def test_stop_event_wakes_a_zmq_poller():
+    """Before: the manager and executors noticed a stop at their next poll timeout."""
+    context = zmq.Context()
+    sock = context.socket(zmq.PULL)
+    try:
+        sock.bind("tcp://127.0.0.1:*")
+        stop = StopEvent()
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(stop, zmq.POLLIN)
+        assert poller.poll(0) == []
+        threading.Timer(0.05, stop.set).start()
+        events = dict(poller.poll(60_000))  # returns when the stop is set, not after a minute
+        assert stop.is_set() and stop.fileno() in events and sock not in events
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
+@needs_fork
+def test_forked_program_reports_its_exit_status():
+    """A forked program's user error is its exit status, as with a fresh interpreter."""
+    child = ChildWatch().start("gridcrawl.executor", ["--manager", "tcp://127.0.0.1:notaport"])
+    assert isinstance(child, ForkedChild)
+    assert child.wait(60) == 2
+    assert child.poll() == 2 and child.returncode == 2
+
+
+@needs_fork
+def test_gridcrawl_run_forks_named_children(tmp_path, site_server):
+    """``gridcrawl run``'s manager and executors are its own forked children, named by role
+    (what ps, top and the benchmark's sampler see), and it crawls with them."""
+    site = generate_site(40, links_per_page=3, seed=5)
+    server = site_server(site, latency=0.2)
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
+                             "--workdir", str(tmp_path), "--no-progress", "--no-sitemaps"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 60, 0.05, "manager and 2 executors")
+        names = sorted(child.name() for child in psutil.Process(proc.pid).children())
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert names == ["gc-executor-1", "gc-executor-2", "gc-manager"]
+    assert proc.returncode == 0, err
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        assert conn.execute("SELECT count(*) FROM visited_url").fetchone()[0] == 40
