@@ -113,7 +113,7 @@ def crawl(
     counts = run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
-                       rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
+                       rerun=f"gridcrawl-client --manager {','.join(manager)} --db {db.split('?', 1)[0]}",
                        files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
                        structured_data=structured_data, focus_ontology=focus_ontology,
                        render=render, wait_for=wait_for)
