@@ -10,7 +10,7 @@ import typer
 
 from gridcrawl.cli_common import SETTING_OPTIONS, fail, peer_credentials, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
-from gridcrawl.db import DatabaseUnavailable, open_database
+from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.link import split_endpoints
 from gridcrawl.transport import check_endpoint
@@ -113,7 +113,7 @@ def crawl(
     counts = run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
-                       rerun=f"gridcrawl-client --manager {manager} --db {db.split('?', 1)[0]}",
+                       rerun=f"gridcrawl-client --manager {','.join(manager)} --db {db.split('?', 1)[0]}",
                        files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
                        structured_data=structured_data, focus_ontology=focus_ontology,
                        render=render, wait_for=wait_for)
@@ -303,6 +303,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     what every crawl does before its first page (``gridcrawl-client``, ``gridcrawl run``,
     ``gridcrawl spark``). Returns ``(store, scope)``. Exits with status 2 (one-line error) on
     an invalid seed, invalid rules, an unusable database, or no seeds and no crawl to resume."""
+    from gridcrawl.db import open_database
     from gridcrawl.client.store import CrawlStore, check_seed
 
     try:

@@ -10,7 +10,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import List
@@ -20,7 +19,7 @@ import typer
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, fail, setting_argv, setting_options,
                                   setup_logging)
 from gridcrawl.config import run_program, settings as configured_settings
-from gridcrawl.db import DatabaseUnavailable, open_database, init_schema
+from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.client.cli import RETRY_HELP
 
@@ -125,6 +124,7 @@ def run(
     Databases: WORKDIR/manager.db (thread timings) and WORKDIR/crawl.db (documents); logs:
     WORKDIR/*.log. Running it again with the same WORKDIR resumes the crawl.
     """
+    from gridcrawl.db import open_database
     setup_logging(log_level)
     if executors < 1:
         fail("--executors must be at least 1")
@@ -227,6 +227,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, want
     an error (its log is in ``workdir``). Polls every 0.02 s for at most ``timeout`` seconds,
     then goes on with the executors that have registered (a warning says how many).
     """
+    from gridcrawl.db import open_database
     import sqlalchemy as sa
     from gridcrawl.report import connected_executors
     deadline = time.monotonic() + timeout
@@ -257,6 +258,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, want
 def _stored_meta(crawl_db: str) -> dict[str, str]:
     """The ``crawl_meta`` rows (name -> value) of the crawl database at URL ``crawl_db``: what a
     resumed crawl stored; empty when there is no such database or table."""
+    from gridcrawl.db import open_database
     import sqlalchemy as sa
     from gridcrawl import models
     try:
@@ -286,6 +288,7 @@ def _stored_render(crawl_db: str) -> bool:
     """True when a resumed crawl's database (URL ``crawl_db``) says some of its pages are
     rendered (``--render`` or a page type with ``render = true`` stored in ``crawl_meta``, or an
     item spec with ``render = true`` stored in ``item_spec``)."""
+    from gridcrawl.db import open_database
     import json
     import sqlalchemy as sa
     from gridcrawl.client.items import stored_spec
@@ -417,6 +420,7 @@ def _print_application_summary(rows, wide: bool = False) -> None:
 def _print_semantic(crawl_db: str) -> None:
     """``gridcrawl report --crawl-db``: the semantic crawl's section, when the crawl was one
     (``--structured-data``) or holds triples; exit 2 when it is no crawl database."""
+    from gridcrawl.db import open_database
     import sqlalchemy as sa
     from gridcrawl import models
     from gridcrawl.report import semantic_summary
@@ -481,6 +485,7 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
+    from gridcrawl.db import open_database
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
@@ -546,6 +551,7 @@ def _print_recrawl_runs(rows, wide: bool = False) -> None:
 def _print_items(crawl_db: str) -> None:
     """``gridcrawl report --crawl-db``: the items section, when the crawl has an item spec or
     items (exit 2 when it is no crawl database)."""
+    from gridcrawl.db import open_database
     import sqlalchemy as sa
     from gridcrawl.client.items import item_summary, stored_spec
     from gridcrawl.client.progress import ProgressView
@@ -577,6 +583,7 @@ def db_init(
 ) -> None:
     """Create gridcrawl's tables and views in DB if they are missing, and record the schema
     version (idempotent; several programs may run it at once)."""
+    from gridcrawl.db import init_schema, open_database
     from gridcrawl import models
     if kind not in ("manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
@@ -599,6 +606,7 @@ def db_upgrade(
     """Upgrade gridcrawl's tables in DB to this release's schema (Alembic migrations in
     gridcrawl/migrations; programs do it by themselves when they open an older database) and
     print each schema's revision before and after."""
+    from gridcrawl.db import init_schema, open_database
     from gridcrawl import migrations, models
     if kind not in ("manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
@@ -646,6 +654,7 @@ def export_command(
 ) -> None:
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
     triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
+    from gridcrawl.db import open_database
     from gridcrawl.export import ExportError, export
     if items and triples:
         fail("--items and --triples exclude each other")
@@ -682,6 +691,7 @@ def extract_command(
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
     spec run if installed here. The spec becomes the crawl's (a resumed crawl uses it)."""
+    from gridcrawl.db import open_database
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from gridcrawl.client.cli import check_item_spec

@@ -11,7 +11,7 @@ import zmq
 
 from gridcrawl.cli_common import SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
-from gridcrawl.db import DatabaseUnavailable, open_database
+from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.transport import check_endpoint
 
 DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
@@ -69,6 +69,7 @@ def serve(
                                 "options; see docs/operations.md)"),
 ) -> None:
     """Run the manager until SIGINT/SIGTERM."""
+    from gridcrawl.db import open_database
     if ctx.invoked_subcommand is not None:
         return
     setup_logging(log_level, log_file, log_json)
@@ -133,6 +134,7 @@ def default_journal(log_file: str | None, engine) -> Path:
 
 
 def _users(db: str):
+    from gridcrawl.db import open_database
     from gridcrawl.auth import UserStore
     try:
         return UserStore(open_database(db))

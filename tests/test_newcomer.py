@@ -79,6 +79,7 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         assert "every page of this crawl failed" in out
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
+        assert f"gridcrawl-client --manager {grid.endpoint} --db {grid.crawl_db} --retry-failed blocked" in out
         assert f"crawl database: {grid.crawl_db}" in out and "gridcrawl report --db" in out
         # the executor said so once, as a WARNING, with the option to use
         warnings = [line for line in grid.log("private.log").splitlines() if "SSRF guard" in line]
