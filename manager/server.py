@@ -599,6 +599,15 @@ def check_limits(message: protocol.Message) -> str | None:
     elif isinstance(m, protocol.Result):
         checks += [_bad_number(m.attempt_id, 0, _INT64, "attempt_id"),
                    _bad_text(m.page.error_kind, 32, "error_kind", control=True)]
+    elif isinstance(m, protocol.Results):
+        if len(m.results) > 100_000:
+            return "more than 100000 results at once"
+        for r in m.results:
+            problem = (_bad_number(r.attempt_id, 0, _INT64, "attempt_id")
+                       or _bad_text(r.page.error_kind, 32, "error_kind", control=True)
+                       or (_bad_number(r.ran, 0, 1e9, "ran") if r.ran is not None else None))
+            if problem:
+                return f"result of attempt {r.attempt_id}: {problem}"
     elif isinstance(m, protocol.Submit):
         if len(m.threads) > 10_000:
             return "more than 10000 grid threads in one submit"
