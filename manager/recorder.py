@@ -23,6 +23,7 @@ and a manager killed between a result and its record.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -65,6 +66,7 @@ def _sql_values(values: dict) -> dict:
 _SECONDS: dict[float, str] = {}  # whole POSIX second -> "YYYY-MM-DD HH:MM:SS" (UTC)
 
 
+@functools.lru_cache(maxsize=4096)  # the records of one message share its time
 def sqlite_time(seconds: float) -> str:
     """POSIX ``seconds`` as SQLAlchemy stores a DateTime on SQLite: ``YYYY-MM-DD
     HH:MM:SS.ffffff`` text, UTC, rounded to the microsecond as ``datetime.fromtimestamp`` rounds
