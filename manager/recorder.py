@@ -346,9 +346,13 @@ class Recorder:
         return len(records)
 
     def _run(self) -> None:
+        due = time.monotonic() + self.interval
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            # every ``interval`` seconds from the start of the previous flush (not from its end:
+            # a flush of 50,000 records takes a few tenths of a second)
+            self._wake.wait(max(0.0, due - time.monotonic()))
             self._wake.clear()
+            due = time.monotonic() + self.interval
             try:
                 self.flush()
             except LeaseLost as exc:
