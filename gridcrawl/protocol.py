@@ -372,8 +372,10 @@ class Started(Message):
 
 
 class Result(Message):
-    """Executor → manager: ``attempt_id`` finished with ``page`` (executors before issue 23
-    sent one per result; they now send :class:`Results`; the manager takes both)."""
+    """Executor → manager: ``attempt_id`` finished with ``page`` (older executors; now ``results``).
+
+    Executors before issue 23 sent one per result; they now send :class:`Results`. The manager
+    takes both."""
 
     TYPE: ClassVar[bytes] = b"result"
     attempt_id: int
