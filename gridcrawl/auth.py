@@ -166,8 +166,10 @@ class UserStore:
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[bytes, str]] = {}
         self._lock = threading.Lock()
+        # an unknown user's password is checked against this (never matching) hash, so that it
+        # costs one scrypt run like a real check; random digits: no scrypt run at start-up
         self._dummy_salt = secrets.token_bytes(SALT_BYTES)
-        self._dummy_hash = hash_password(secrets.token_hex(16), self._dummy_salt)
+        self._dummy_hash = f"scrypt$n={SCRYPT_N},r={SCRYPT_R},p={SCRYPT_P}${secrets.token_hex(KEY_BYTES)}"
 
     # ------------------------------------------------------------------ administration
 

@@ -180,16 +180,13 @@ def run(
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     children = ChildWatch()  # they stop when this process dies, even by kill -9
-    if FORK:  # the children are forked from this process: import their modules once, here
-        import gc
-        import importlib
-        for module in ("manager.cli", "manager.server", "executor.cli", "executor.agent"):
-            importlib.import_module(f"gridcrawl.{module}")
-        gc.freeze()  # the objects imported so far stay shared: the collector never writes to them
+    _prefork("manager.cli", "manager.server")
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
         *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
     try:
+        # the manager starts (database, lease, bind) while this process imports the executors' modules
+        _prefork("executor.cli", "executor.agent")
         for i in range(executors):
             processes.append(children.start("gridcrawl.executor", [
                 "--manager", endpoint, *setting_argv(settings, "executor"),
@@ -214,6 +211,19 @@ def run(
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
     exit_status(counts)
+
+
+def _prefork(*modules: str) -> None:
+    """Where :data:`FORK`: import the ``gridcrawl.<module>`` ``modules`` a child about to be forked
+    runs, so that each is imported once, in this process, and shared copy-on-write; then
+    ``gc.freeze()`` (the objects imported so far stay shared: the collector never writes to them).
+    Elsewhere nothing (each child is a fresh interpreter)."""
+    if FORK:
+        import gc
+        import importlib
+        for module in modules:
+            importlib.import_module(f"gridcrawl.{module}")
+        gc.freeze()
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, wanted: int,
