@@ -137,7 +137,7 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     """``gridcrawl-client … pause|resume|cancel APPLICATION_ID…``: ask the manager, print the
     new state of each application. Exit status 2 (one-line error) when the manager refuses
     (unknown application, bad credentials, no permission) or does not answer."""
-    from gridcrawl.auth import login_password
+    from gridcrawl.cli_common import login_password
     from gridcrawl.client.app import ManagerUnreachable, Refused, control_application
     from gridcrawl.keys import KeyFileError, client_keys
     if not application_ids:
