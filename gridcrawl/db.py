@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import logging
+import math
 import os
 import random
 import sqlite3
@@ -60,13 +61,16 @@ def from_timestamp(seconds: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).replace(tzinfo=None)
 
 
+SQLITE_BUSY_MS = 30000  # how long a SQLite connection waits for another's write lock
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     # Our own transactions: BEGIN IMMEDIATE takes the write lock up front, so two writers wait
     # (busy_timeout) instead of failing half-way with "database is locked" (SQLAlchemy docs,
     # "Serializable isolation / Savepoints / Transactional DDL" for pysqlite).
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
     # Turning a new database file to WAL needs a lock SQLite does not wait for (no busy handler
     # on that path): programs opening one new file at the same moment got "database is locked"
     # (5 of 240 opens, 4 at once). Try again for up to 10 s.
@@ -342,6 +346,87 @@ def insert_ignore_savepoints(conn: Connection, table: sa.Table, rows: Sequence[d
         except IntegrityError as exc:
             if not is_unique_violation(exc):
                 raise
+
+
+def limit_idle_transaction(conn: Connection, seconds: float) -> None:
+    """Have the server end ``conn``'s transaction (and close its session) if ``conn`` sits idle
+    inside it for more than ``seconds``, releasing every lock it holds: a process paused or hung
+    in the middle of a transaction (SIGSTOP, a debugger, a stuck thread) cannot keep its row locks
+    for longer than that. Call it at the start of the transaction.
+
+    PostgreSQL: ``idle_in_transaction_session_timeout`` for this transaction (``SET LOCAL``, as
+    ``set_config(..., true)``; milliseconds). MariaDB: the session's ``idle_transaction_timeout``
+    (whole seconds, at least 1; set once per connection). MySQL, SQL Server and SQLite have no
+    such limit: nothing is done (a paused holder keeps its locks until it resumes or dies).
+    """
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        conn.execute(sa.text("SELECT set_config('idle_in_transaction_session_timeout', :ms, true)"),
+                     {"ms": str(max(1, int(seconds * 1000)))})
+    elif dialect in ("mysql", "mariadb") and getattr(conn.dialect, "is_mariadb", False):
+        value = max(1, math.ceil(seconds))
+        info = conn.connection.info
+        if info.get("gridcrawl_idle_transaction_timeout") != value:
+            conn.exec_driver_sql(f"SET SESSION idle_transaction_timeout = {value}")
+            info["gridcrawl_idle_transaction_timeout"] = value
+
+
+@contextmanager
+def lock_wait(conn: Connection, seconds: float) -> Iterator[None]:
+    """Within this block, a statement of ``conn`` waits at most ``seconds`` for a lock another
+    transaction holds, then fails with a lock timeout (:func:`is_lock_timeout`), instead of
+    waiting as long as that transaction lasts. Enter it before ``conn.begin()``; the previous
+    limit is back after the block.
+
+    PostgreSQL ``lock_timeout`` (ms), MariaDB/MySQL ``innodb_lock_wait_timeout`` (whole seconds,
+    at least 1), SQL Server ``SET LOCK_TIMEOUT`` (ms), SQLite ``PRAGMA busy_timeout`` (ms; it
+    bounds the wait of ``BEGIN IMMEDIATE`` for the write lock, then ``database is locked``).
+    """
+    dialect = conn.dialect.name
+    ms = max(1, int(seconds * 1000))
+    if dialect == "sqlite":  # on the driver's connection: SQLAlchemy's would BEGIN IMMEDIATE first
+        raw = conn.connection.driver_connection
+        raw.execute(f"PRAGMA busy_timeout={ms}")
+        try:
+            yield
+        finally:
+            raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+        return
+    settings = {"postgresql": (f"SET lock_timeout = {ms}", "RESET lock_timeout"),
+                "mysql": (f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(seconds))}",
+                          "SET SESSION innodb_lock_wait_timeout = DEFAULT"),
+                "mssql": (f"SET LOCK_TIMEOUT {ms}", "SET LOCK_TIMEOUT -1")}
+    if dialect == "mariadb":
+        dialect = "mysql"
+    if dialect not in settings:
+        yield
+        return
+    limit, unlimit = settings[dialect]
+    conn.exec_driver_sql(limit)
+    conn.commit()  # session-wide from here (a SET in a transaction rolled back would be undone)
+    try:
+        yield
+    finally:
+        try:
+            if conn.in_transaction():
+                conn.rollback()
+            conn.exec_driver_sql(unlimit)
+            conn.commit()
+        except sa.exc.DBAPIError:
+            conn.invalidate()  # never hand a connection with the short limit back to the pool
+
+
+def is_lock_timeout(exc: BaseException) -> bool:
+    """True if ``exc`` is a lock wait that ran out (see :func:`lock_wait`): PostgreSQL SQLSTATE
+    55P03, MariaDB/MySQL 1205, SQL Server 1222, SQLite ``database is locked``."""
+    orig = getattr(exc, "orig", exc)
+    if getattr(orig, "sqlstate", None) == "55P03":
+        return True
+    args = getattr(orig, "args", ())
+    if args and args[0] == 1205:
+        return True
+    text = " ".join(str(a) for a in args)
+    return "database is locked" in text or "(1222)" in text or "Lock request time out" in text
 
 
 def is_retryable(exc: BaseException) -> bool:

@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gridcrawl import models
-from gridcrawl.db import from_timestamp, insert_ignore
+from gridcrawl.db import from_timestamp, insert_ignore, is_lock_timeout, limit_idle_transaction, lock_wait
 from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager.lease")
@@ -131,6 +131,9 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost = threading.Event()  # set when a renewal finds the lease taken over
+        # how long try_acquire waits for the row lock of a holder inside a transaction before it
+        # answers "refuse" (and is tried again): a standby keeps serving its loop meanwhile
+        self.lock_wait = min(1.0, seconds / 3)
 
     def read(self, conn: Connection | None = None) -> LeaseRow | None:
         """The stored lease, or None (a standby watches this)."""
@@ -149,20 +152,30 @@ class Lease:
         UPDATE lets only one of them through, the other gets ``refuse``."""
         now = time.time() if now is None else now
         t = models.manager_lease
-        with self.engine.begin() as conn:
-            insert_ignore(conn, t, [{"name": LEASE_NAME, "holder": "", "epoch": 0, "expires_at": _EPOCH}])
-            row = self.previous = self.read(conn)
-            alive = self.alive(row.holder) if row is not None and row.holder and row.holder != self.holder else None
-            decision = decide(row if row and row.holder else None, self.holder, now, alive)
-            if decision.action == "refuse":
-                return decision
-            seen = row.epoch if row is not None else 0
-            values = {"holder": self.holder, "epoch": decision.epoch, "expires_at": from_timestamp(now + self.seconds),
-                      "address": self.address}
-            if decision.action == "take":
-                values["since"] = from_timestamp(now)
-            changed = conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.epoch == seen).values(
-                **values)).rowcount
+        row: LeaseRow | None = None
+        try:
+            with self.engine.connect() as conn, lock_wait(conn, self.lock_wait), conn.begin():
+                limit_idle_transaction(conn, self.seconds)
+                insert_ignore(conn, t, [{"name": LEASE_NAME, "holder": "", "epoch": 0, "expires_at": _EPOCH}])
+                row = self.previous = self.read(conn)
+                alive = self.alive(row.holder) if row is not None and row.holder and row.holder != self.holder else None
+                decision = decide(row if row and row.holder else None, self.holder, now, alive)
+                if decision.action == "refuse":
+                    return decision
+                seen = row.epoch if row is not None else 0
+                values = {"holder": self.holder, "epoch": decision.epoch,
+                          "expires_at": from_timestamp(now + self.seconds), "address": self.address}
+                if decision.action == "take":
+                    values["since"] = from_timestamp(now)
+                changed = conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.epoch == seen).values(
+                    **values)).rowcount
+        except sa.exc.DBAPIError as exc:
+            if not is_lock_timeout(exc):
+                raise
+            # the holder is inside a transaction on the row (renewing, or writing its records): it
+            # is alive, or paused until the server ends that transaction (limit_idle_transaction)
+            return Decision("refuse", row.epoch if row is not None else 0,
+                            "locked by its holder's open transaction")
         if changed != 1:
             return Decision("refuse", seen, "taken by another manager at the same moment")
         self.epoch = decision.epoch
@@ -188,8 +201,10 @@ class Lease:
                                 ).values(expires_at=from_timestamp(now + self.seconds))
         if conn is None:
             with self.engine.begin() as conn:
+                limit_idle_transaction(conn, self.seconds)
                 changed = conn.execute(stmt).rowcount
         else:
+            limit_idle_transaction(conn, self.seconds)
             changed = conn.execute(stmt).rowcount
         if changed != 1:
             self.lost.set()

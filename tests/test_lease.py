@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
+import sqlalchemy as sa
 
 from gridcrawl.db import init_schema, open_database
 from gridcrawl import models
@@ -65,6 +67,62 @@ def test_one_holder_at_a_time_take_over_after_expiry_and_the_old_holder_is_fence
     assert first.lost.is_set()
     second.release()                              # a clean stop lets the next one in at once
     assert Lease(lease_db, "manager-3", alive=alive).acquire(now=1021.0) == 3
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
+def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keeps_the_lease(backend, request):
+    # The holder "pauses" (SIGSTOP, a hung thread) inside a fenced transaction: its renewal has
+    # locked the lease row and it says nothing more. A standby's take-over must not wait on that
+    # lock for as long as the pause lasts (it answers "refuse" after its lock wait), and the server
+    # must end the paused transaction after about the lease, so the standby takes over and the
+    # holder, when it goes on, finds its transaction gone and itself fenced.
+    url = request.getfixturevalue(f"{backend if backend != 'postgresql' else 'postgres'}_url")
+    holder_engine, standby_engine = open_database(url), open_database(url)
+    init_schema(holder_engine, models.manager_metadata, models.manager_meta)
+    alive = lambda holder: True  # noqa: E731  (the paused holder's process still exists)
+    holder = Lease(holder_engine, "manager-1", seconds=2.0, alive=alive)
+    standby = Lease(standby_engine, "manager-2", seconds=2.0, alive=alive)
+    holder.acquire()
+    conn = holder_engine.connect()
+    transaction = conn.begin()
+    holder.renew(conn)  # the recorder's fence: the row is locked until this transaction ends
+    decisions: list = []
+
+    def take_over() -> None:  # the lease seen as expired, as it is once the pause outlasts it
+        try:
+            decisions.append(standby.try_acquire(now=time.time() + 100))
+        except Exception as exc:  # pragma: no cover (reported below)
+            decisions.append(exc)
+
+    try:
+        started = time.monotonic()
+        attempt = threading.Thread(target=take_over, daemon=True)
+        attempt.start()
+        attempt.join(10)
+        assert not attempt.is_alive(), "the standby's take-over waits on the paused holder's row lock"
+        assert decisions and getattr(decisions[0], "action", None) == "refuse", decisions
+        assert "locked" in decisions[0].reason and time.monotonic() - started < 5
+        if backend == "sqlite":
+            return  # no server to end the paused transaction: docs/reliability.md, "Failover"
+        # the server ends the idle transaction after about the lease (2 s): the standby gets in
+        wait_for(lambda: standby.try_acquire(now=time.time() + 100).action == "take", 20, 0.2,
+                 "the standby taking the lease once the server ended the paused transaction")
+        assert standby.read().holder == "manager-2" and standby.epoch == 2
+        with pytest.raises(sa.exc.DBAPIError):  # the holder goes on: its transaction is gone
+            conn.execute(sa.text("SELECT 1"))
+            transaction.commit()
+        with pytest.raises(LeaseLost):
+            holder.renew()
+    finally:
+        if transaction.is_active:
+            try:
+                transaction.rollback()
+            except sa.exc.DBAPIError:
+                pass
+        conn.close()
+        attempt.join(60)
+        holder_engine.dispose()
+        standby_engine.dispose()
 
 
 def _second_manager(grid: Grid) -> subprocess.CompletedProcess:
