@@ -44,7 +44,7 @@ class Grid:
     def _spawn(self, module: str, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.workdir / log, "ab")
         env = {**os.environ, **(env or {})}
-        if env.get("GRIDCRAWL_TEST_CRASH_ON"):  # the test's crash hook (tests/crashhook/sitecustomize.py)
+        if env.get("GRIDCRAWL_TEST_CRASH_ON") or env.get("GRIDCRAWL_TEST_PAUSE"):  # tests/crashhook/sitecustomize.py
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRASH_HOOK), env.get("PYTHONPATH")]))
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
                                 env=env)

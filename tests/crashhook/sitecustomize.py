@@ -1,4 +1,5 @@
-"""Test-only fault injection for the executor (tests/test_faults.py): a crashing executor.
+"""Test-only fault injection: a crashing executor (tests/test_faults.py) and a manager pausing
+itself at a chosen point (tests/test_failover.py, below).
 
 Python imports ``sitecustomize`` at start-up when it is on ``sys.path``; :class:`tests.grid.Grid`
 puts this folder on ``PYTHONPATH`` of the processes it starts with ``GRIDCRAWL_TEST_CRASH_ON`` in
@@ -25,3 +26,52 @@ if os.environ.get(CRASH_ENV):
         return _visit(fetcher, url, *args, **kwargs)
 
     page.visit = _crashing_visit
+
+# A manager pausing itself (SIGSTOP, as an operator's or a debugger's pause) at a chosen point, for
+# tests/test_failover.py. ``GRIDCRAWL_TEST_PAUSE`` names a flag file; once the test writes into it
+# ``in-flush`` (inside the recorder's fenced transaction, right after the lease renewal that locks
+# the lease row) or ``between-flushes`` (right after a flush committed, no transaction open), the
+# manager deletes it and stops itself there, once.
+PAUSE_ENV = "GRIDCRAWL_TEST_PAUSE"
+
+if os.environ.get(PAUSE_ENV):
+    import functools
+    import signal
+    import threading
+    from pathlib import Path
+
+    from gridcrawl.manager import lease, recorder
+
+    _flag = Path(os.environ[PAUSE_ENV])
+    _renewing = threading.Lock()  # the lease thread's own renewal is never cut in two by a pause
+
+    def _pause_if(where):
+        try:
+            wanted = _flag.read_text().strip()
+        except FileNotFoundError:
+            return
+        if wanted == where:
+            _flag.unlink()
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    _renew = lease.Lease.renew
+
+    @functools.wraps(_renew)
+    def _renew_then_maybe_pause(self, conn=None, *args, **kwargs):
+        with _renewing:
+            _renew(self, conn, *args, **kwargs)
+            if conn is not None:  # the recorder's fence: its transaction stays open
+                _pause_if("in-flush")
+
+    lease.Lease.renew = _renew_then_maybe_pause
+
+    _flush = recorder.Recorder.flush
+
+    @functools.wraps(_flush)
+    def _flush_then_maybe_pause(self, *args, **kwargs):
+        rows = _flush(self, *args, **kwargs)
+        with _renewing:
+            _pause_if("between-flushes")
+        return rows
+
+    recorder.Recorder.flush = _flush_then_maybe_pause
