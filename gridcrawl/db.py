@@ -416,6 +416,28 @@ def lock_wait(conn: Connection, seconds: float) -> Iterator[None]:
             conn.invalidate()  # never hand a connection with the short limit back to the pool
 
 
+def end_row_lock_holders(conn: Connection, table: sa.Table) -> list[int]:
+    """End the sessions whose open transaction holds a row lock on ``table`` (PostgreSQL: the
+    backends whose transaction id is a row's ``xmax``, terminated with ``pg_terminate_backend``;
+    their transactions roll back and their locks go). Returns their process ids; nothing and
+    ``[]`` on other back ends. Needs the holders' role or ``pg_signal_backend``.
+
+    :func:`limit_idle_transaction` does not cover every pause on PostgreSQL: a session whose
+    client stopped right after a pipelined ``executemany`` (psycopg ends it with a Flush message)
+    is "idle in transaction" without the idle timer armed, measured on PostgreSQL 15.
+    """
+    if conn.dialect.name != "postgresql":
+        return []
+    name = conn.dialect.identifier_preparer.quote(table.name)
+    pids = conn.execute(sa.text(
+        f"SELECT DISTINCT l.pid FROM pg_locks l JOIN (SELECT xmax FROM {name}) r "
+        "ON l.locktype = 'transactionid' AND l.transactionid = r.xmax "
+        "WHERE l.granted AND l.pid <> pg_backend_pid()")).scalars().all()
+    for pid in pids:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    return list(pids)
+
+
 def is_lock_timeout(exc: BaseException) -> bool:
     """True if ``exc`` is a lock wait that ran out (see :func:`lock_wait`): PostgreSQL SQLSTATE
     55P03, MariaDB/MySQL 1205, SQL Server 1222, SQLite ``database is locked``."""

@@ -36,7 +36,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from gridcrawl import models
-from gridcrawl.db import from_timestamp, insert_ignore, is_lock_timeout, limit_idle_transaction, lock_wait
+from gridcrawl.db import (end_row_lock_holders, from_timestamp, insert_ignore, is_lock_timeout, limit_idle_transaction,
+                          lock_wait)
 from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager.lease")
@@ -173,7 +174,14 @@ class Lease:
             if not is_lock_timeout(exc):
                 raise
             # the holder is inside a transaction on the row (renewing, or writing its records): it
-            # is alive, or paused until the server ends that transaction (limit_idle_transaction)
+            # is alive, or paused until the server ends that transaction (limit_idle_transaction).
+            # If its lease has expired as committed, end that transaction now (PostgreSQL only:
+            # elsewhere this read would wait on the lock too).
+            if self.engine.dialect.name == "postgresql":
+                row = self.read()
+                alive = self.alive(row.holder) if row is not None and row.holder != self.holder else None
+                if row is not None and row.holder and decide(row, self.holder, now, alive).action == "take":
+                    self._end_expired_holder(row)
             return Decision("refuse", row.epoch if row is not None else 0,
                             "locked by its holder's open transaction")
         if changed != 1:
@@ -183,6 +191,20 @@ class Lease:
             log.info("manager lease taken (epoch %d)%s", self.epoch,
                      f"; previous holder: {row.holder}" if row is not None and row.holder else "")
         return Decision(decision.action, self.epoch)
+
+    def _end_expired_holder(self, row: LeaseRow) -> None:
+        """The lease ``row`` has expired but its holder still holds the row inside a transaction
+        (paused or hung in it): end that transaction's session, so the next try gets the row."""
+        try:
+            with self.engine.begin() as conn:
+                pids = end_row_lock_holders(conn, models.manager_lease)
+        except sa.exc.DBAPIError as exc:
+            log.warning("could not end the session of the expired lease holder %s (%s)", row.holder,
+                        str(exc).splitlines()[0])
+            return
+        if pids:
+            log.warning("the lease of %s expired inside its open transaction (paused or hung): ended its database "
+                        "session (pid %s)", row.holder, ", ".join(map(str, pids)))
 
     def acquire(self, now: float | None = None) -> int:
         """Take the lease or raise :class:`LeaseHeld` naming its holder; returns the epoch."""

@@ -86,6 +86,11 @@ def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keep
     conn = holder_engine.connect()
     transaction = conn.begin()
     holder.renew(conn)  # the recorder's fence: the row is locked until this transaction ends
+    # ... and the recorder's writes: an executemany (pipelined by psycopg, after which PostgreSQL
+    # does not arm its idle-in-transaction timer)
+    t = models.manager_lease
+    conn.execute(t.update().where(t.c.name == sa.bindparam("n")).values(address=sa.bindparam("a")),
+                 [{"n": "manager", "a": "tcp://holder:1"}, {"n": "no such lease", "a": "-"}])
     decisions: list = []
 
     def take_over() -> None:  # the lease seen as expired, as it is once the pause outlasts it

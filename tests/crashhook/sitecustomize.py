@@ -52,7 +52,9 @@ if os.environ.get(PAUSE_ENV):
             return
         if wanted == where:
             _flag.unlink()
-            os.kill(os.getpid(), signal.SIGSTOP)
+            # to this thread: it stops at once (os.kill may hand the signal to another thread,
+            # and this one would run on for a few statements before the whole process stops)
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
 
     _renew = lease.Lease.renew
 
