@@ -48,7 +48,7 @@ class Managers:
 
     def pause_flag(self, name: str) -> Path:
         """The file that makes manager ``name`` stop itself (SIGSTOP) at a chosen point: write
-        ``in-flush`` or ``between-flushes`` into it (tests/crashhook/sitecustomize.py)."""
+        ``in-flush`` or ``between-transactions`` into it (tests/crashhook/sitecustomize.py)."""
         return self.grid.workdir / f"pause-{name}"
 
     def pause(self, name: str, where: str) -> None:
@@ -154,9 +154,10 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
         victim, epoch = managers.active(), managers.epoch()
         a = managers.procs[victim]
         # PostgreSQL and MariaDB: paused inside the recorder's fenced transaction, holding the lease
-        # row's lock (the server ends that transaction after the lease: docs/reliability.md,
-        # "Failover"); SQLite has no server to do so, so there the pause falls between two flushes
-        where = "between-flushes" if manager_db.startswith("sqlite") else "in-flush"
+        # row's lock (that transaction is ended: docs/reliability.md, "Failover when the active
+        # manager hangs inside a transaction"); SQLite has nothing to end it (its write lock stays
+        # with the paused process), so there the pause falls between transactions
+        where = "between-transactions" if manager_db.startswith("sqlite") else "in-flush"
         managers.pause(victim, where)
         try:
             wait_for(lambda: managers.epoch() == epoch + 1, 30, 0.05, "the standby taking the lease")

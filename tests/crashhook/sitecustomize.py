@@ -30,8 +30,9 @@ if os.environ.get(CRASH_ENV):
 # A manager pausing itself (SIGSTOP, as an operator's or a debugger's pause) at a chosen point, for
 # tests/test_failover.py. ``GRIDCRAWL_TEST_PAUSE`` names a flag file; once the test writes into it
 # ``in-flush`` (inside the recorder's fenced transaction, right after the lease renewal that locks
-# the lease row) or ``between-flushes`` (right after a flush committed, no transaction open), the
-# manager deletes it and stops itself there, once.
+# the lease row) or ``between-transactions`` (at the top of a pass of the main loop, while neither
+# the recorder nor the lease thread is inside a transaction; the main loop's own reads, e.g. of
+# users, are between passes), the manager deletes it and stops itself there, once.
 PAUSE_ENV = "GRIDCRAWL_TEST_PAUSE"
 
 if os.environ.get(PAUSE_ENV):
@@ -40,10 +41,10 @@ if os.environ.get(PAUSE_ENV):
     import threading
     from pathlib import Path
 
-    from gridcrawl.manager import lease, recorder
+    from gridcrawl.manager import lease, recorder, server
 
     _flag = Path(os.environ[PAUSE_ENV])
-    _renewing = threading.Lock()  # the lease thread's own renewal is never cut in two by a pause
+    _transaction = threading.RLock()  # held by whoever is inside one of the manager's transactions
 
     def _pause_if(where):
         try:
@@ -60,7 +61,7 @@ if os.environ.get(PAUSE_ENV):
 
     @functools.wraps(_renew)
     def _renew_then_maybe_pause(self, conn=None, *args, **kwargs):
-        with _renewing:
+        with _transaction:
             _renew(self, conn, *args, **kwargs)
             if conn is not None:  # the recorder's fence: its transaction stays open
                 _pause_if("in-flush")
@@ -70,10 +71,19 @@ if os.environ.get(PAUSE_ENV):
     _flush = recorder.Recorder.flush
 
     @functools.wraps(_flush)
-    def _flush_then_maybe_pause(self, *args, **kwargs):
-        rows = _flush(self, *args, **kwargs)
-        with _renewing:
-            _pause_if("between-flushes")
-        return rows
+    def _flush_in_transaction(self, *args, **kwargs):
+        with _transaction:
+            return _flush(self, *args, **kwargs)
 
-    recorder.Recorder.flush = _flush_then_maybe_pause
+    recorder.Recorder.flush = _flush_in_transaction
+
+    _pass_starts = server.ManagerServer._pass_starts
+
+    @functools.wraps(_pass_starts)
+    def _maybe_pause_then_pass_starts(self, *args, **kwargs):
+        if _flag.exists():  # (the lock only then: the loop never waits for a flush otherwise)
+            with _transaction:
+                _pause_if("between-transactions")
+        return _pass_starts(self, *args, **kwargs)
+
+    server.ManagerServer._pass_starts = _maybe_pause_then_pass_starts
