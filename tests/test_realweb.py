@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import threading
 
+import lxml.etree
 import lxml.html
 import pytest
 import sqlalchemy as sa
@@ -24,7 +25,8 @@ from gridcrawl.db import open_database
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.page import visit
-from gridcrawl.executor.parse import canonical_link, extract_links, header_robots, meta_robots, visible_text
+from gridcrawl.executor.parse import (INVISIBLE_TAGS, canonical_link, extract_links, header_robots, meta_robots,
+                                      parse_page, visible_text)
 from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.executor.sitemap import MAX_SITEMAP_ENTRIES, SitemapError, parse_lastmod, parse_sitemap
 from gridcrawl.protocol import PageResult
@@ -184,6 +186,27 @@ def test_rel_nofollow_links_are_skipped_on_request_and_visible_text():
     assert [link.url for link in extract_links(doc, "http://h.example/", skip_nofollow=True)] == ["http://h.example/a"]
     text = visible_text(doc)
     assert "seen" in text and "words" in text and "var" not in text and "p{}" not in text
+
+
+def _visible_text_by_definition(root) -> str:
+    """lxml's text pieces of the body after removing the invisible elements (before issue 23)."""
+    lxml.etree.strip_elements(root, *INVISIBLE_TAGS, with_tail=False)
+    body = root.find("body")
+    return " ".join((body if body is not None else root).itertext())
+
+
+@pytest.mark.parametrize("html", [
+    b"<p>foo<script>x</script>bar <b>b</b>c</p>", b"<p>a<script>1</script><script>2</script>b<style>s</style>c</p>",
+    b"<body>x<!--c--><script></script>y<?pi z?>w</body>", b"<div><noscript>n<script>s</script>m</noscript>t</div>tail",
+    b"<html><head><title>T</title><script>h</script></head>no body <b>bold</b>s</html>", b"<template>t</template>after",
+    b"<table><tr><td>1</td><td>2</td></tr></table>", b"<p>a&amp;b &#65;&nbsp;d<br>e</p>", b"<script>only</script>",
+    b"<body><script>a</script>b</body>", "<p>é — ¶ 日本</p>".encode(), b"", b"<p>" + b"x<b>y</b>" * 3000 + b"</p>",
+])
+def test_visible_text_is_its_definition(html):
+    expected = _visible_text_by_definition(parse_page(html, "http://h.example/", "text/html").document)
+    assert visible_text(parse_page(html, "http://h.example/", "text/html").document) == expected
+    if html.startswith(b"<p>foo"):
+        assert expected == "foobar  b c"  # the text on both sides of a script is one piece
 
 
 # --------------------------------------------------------------------------- an executor's visit
