@@ -11,6 +11,8 @@ sitemaps and their lastmod). The whole crawl with default settings is
 from __future__ import annotations
 
 import gzip
+import hashlib
+import re
 import threading
 
 import lxml.etree
@@ -55,6 +57,36 @@ def test_simhash_near_for_small_changes_far_for_other_texts():
     assert hamming(simhash(vocabulary), simhash(vocabulary + " indeed")) <= 3
     assert hamming(simhash(TEXT), simhash(TEXT.replace("2024", "2025") + " 17 99")) == 0
     assert hamming(simhash(TEXT), simhash(other)) > 10
+
+
+def _simhash_by_definition(text: str) -> int:
+    """SimHash word by word, as gridcrawl.simhash documents it (its code before issue 23)."""
+    words = re.findall(r"\w+", text.lower())[:10_000]
+    features = {word for word in words if not word.isdigit() and any(char.isalpha() for char in word)}
+    counts = [0] * 64
+    for word in features:
+        h = int.from_bytes(hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+        for i in range(64):
+            counts[i] += h >> i & 1
+    return sum(1 << i for i in range(64) if counts[i] > len(features) / 2)
+
+
+TRICKY_TEXTS = [
+    "", "¶", "word—word ¶ “quoted” café naïve\u00a0nbsp\u2003em", "ΟΔΟΣ. ΑΣ'Α Σ'Α", "İstanbul \u212aelvin ǅungla",
+    "x_1 _ __ 1_ ² ½ ٣٤ word٣ 2024-01-05 a\u0307b", "日本語、テキスト。句読点", "\ud800lone surrogate\udfff x",
+    "\x00nul\x1fctl\x7fdel\x85nel", " ".join(f"w{i}" for i in range(10_500)),  # ASCII, past the 10,000 words
+    "é " * 9_997 + "z—y—w end", "é " * 9_999 + "z—y—w end",  # a piece of several words at the cap
+    " ".join(f"w{i}—v{i}" for i in range(6_000)),  # many pieces of several words, past the cap
+    "".join(f"a{i}¶" for i in range(12_000)),
+]
+
+
+def test_simhash_is_its_definition_and_pinned():
+    for text in TRICKY_TEXTS:
+        assert simhash(text) == _simhash_by_definition(text), text[:40]
+    # values of the code before issue 23: fingerprints stored by a crawl stay comparable
+    assert simhash(TEXT) == 409550242566378194
+    assert simhash("Café — “naïve” ¶ ΟΔΟΣ. word—word İstanbul 日本語、テキスト。") == 12976533215744780100
 
 
 # --------------------------------------------------------------------------- URL shapes and traps
