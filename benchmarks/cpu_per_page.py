@@ -70,6 +70,7 @@ def main() -> None:
     parser.add_argument("--label", default="", help="what code was measured (goes in the results file)")
     parser.add_argument("--out", type=Path, help="Markdown results file")
     args = parser.parse_args()
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user runs it: from the bytecode cache
     from docsite import serve_python_docs
     rows, ratios, nets = [], [], []
     with serve_python_docs(port=args.port):

@@ -354,6 +354,8 @@ class CrawlApplication:
                 if self.link.up and not exhausted and self._applying is None and self._db_available(now):
                     exhausted = self._refill()
                 wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
+                if exhausted and not self.in_flight and not self.results and self._applying is None and not self.watch:
+                    wait = 0  # nothing more will come: end below without waiting on the socket
                 if self.link.socket.poll(wait * 1000):
                     for message in self.link.receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:

@@ -137,7 +137,7 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     """``gridcrawl-client … pause|resume|cancel APPLICATION_ID…``: ask the manager, print the
     new state of each application. Exit status 2 (one-line error) when the manager refuses
     (unknown application, bad credentials, no permission) or does not answer."""
-    from gridcrawl.auth import login_password
+    from gridcrawl.cli_common import login_password
     from gridcrawl.client.app import ManagerUnreachable, Refused, control_application
     from gridcrawl.keys import KeyFileError, client_keys
     if not application_ids:
@@ -345,7 +345,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               files: list[tuple[str, str]] = (), manager_db: str | None = None,
               structured_data: bool = False, focus_ontology: str | Path | None = None,
               recrawl: str | None = None, watch: bool = False, extract: str | None = None,
-              render: bool | None = None, wait_for: str | None = None) -> dict:
+              render: bool | None = None, wait_for: str | None = None, stop=None) -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
@@ -361,6 +361,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     ``--retry-failed``), ``manager_db`` the manager database's URL when known (for
     ``gridcrawl report``). ``recrawl`` (``"due"``, ``"all"`` or ``None``) and ``watch``: a
     recrawl of the stored documents (:class:`~gridcrawl.client.app.CrawlApplication`).
+    ``stop``: a :class:`~gridcrawl.cli_common.StopEvent` that ends the crawl when set (default:
+    one set by SIGINT/SIGTERM, :func:`~gridcrawl.cli_common.stop_on_signals`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, a recrawl of a database without documents, or a manager that does not answer.
     Returns the final counts of the crawl tables plus ``pages``, ``errors``, ``seconds`` and
@@ -383,7 +385,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         before_crawl()
     with view:
         try:
-            final = application.run(stop_on_signals())
+            final = application.run(stop or stop_on_signals())
         except (ManagerUnreachable, CrawlDatabaseError) as exc:
             fail(str(exc))
         except Refused as exc:

@@ -76,7 +76,7 @@ def run(
     from gridcrawl.executor.memory import limit_malloc_arenas
     limit_malloc_arenas()  # before the worker threads start
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
-    from gridcrawl.executor.render import RenderUnavailable
+    from gridcrawl.errors import RenderUnavailable
     if "render" in (capability or []) and not render:
         fail("--capability render needs a browser: use --render instead")
     curve, password = peer_credentials(user, curve_secret, curve_server_key)

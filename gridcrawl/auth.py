@@ -111,22 +111,6 @@ def check_password(password: str) -> str:
     return password
 
 
-#: Environment variable the programs read a password from (never a command-line argument).
-PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
-
-
-def login_password(user: str | None) -> str | None:
-    """The password an executor or client logs in with: ``$GRIDCRAWL_PASSWORD`` if set, else,
-    when ``user`` was given, asked on the terminal without echo; else None (no login).
-    Raises ``EOFError`` when it must be asked but there is no input."""
-    import os
-    password = os.environ.get(PASSWORD_ENV)
-    if password is not None or user is None:
-        return password
-    import getpass
-    return getpass.getpass(f"password for {user}: ")
-
-
 # ----------------------------------------------------------------------------------------------
 # The user store
 
@@ -166,8 +150,10 @@ class UserStore:
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[bytes, str]] = {}
         self._lock = threading.Lock()
+        # an unknown user's password is checked against this (never matching) hash, so that it
+        # costs one scrypt run like a real check; random digits: no scrypt run at start-up
         self._dummy_salt = secrets.token_bytes(SALT_BYTES)
-        self._dummy_hash = hash_password(secrets.token_hex(16), self._dummy_salt)
+        self._dummy_hash = f"scrypt$n={SCRYPT_N},r={SCRYPT_R},p={SCRYPT_P}${secrets.token_hex(KEY_BYTES)}"
 
     # ------------------------------------------------------------------ administration
 
@@ -297,6 +283,6 @@ class UserStore:
         return None
 
 
-__all__ = ["AuthError", "User", "UserStore", "PASSWORD_ENV", "login_password", "hash_password", "verify_password", "check_name", "check_password",
+__all__ = ["AuthError", "User", "UserStore", "hash_password", "verify_password", "check_name", "check_password",
            "PERMISSIONS", "GROUPS", "GROUP_PERMISSIONS", "EXECUTE_THREAD", "MANAGE_OWN_APP", "MANAGE_ALL_APPS",
            "MANAGE_USERS"]

@@ -10,14 +10,15 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, fail, setting_argv, setting_options,
-                                  setup_logging)
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, fail, setting_argv, setting_options,
+                                  setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
@@ -180,40 +181,103 @@ def run(
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     children = ChildWatch()  # they stop when this process dies, even by kill -9
-    if FORK:  # the children are forked from this process: import their modules once, here
-        import gc
-        import importlib
-        for module in ("manager.cli", "manager.server", "executor.cli", "executor.agent"):
-            importlib.import_module(f"gridcrawl.{module}")
-        gc.freeze()  # the objects imported so far stay shared: the collector never writes to them
+    _prefork("manager.cli", "manager.server")
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
         *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
+    watch_children = None
     try:
+        # the manager starts (database, lease, bind) while this process imports the executors' modules
+        _prefork("executor.cli", "executor.agent")
         for i in range(executors):
             processes.append(children.start("gridcrawl.executor", [
                 "--manager", endpoint, *setting_argv(settings, "executor"),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--render"] if rendering else [])]))
+        stop = stop_on_signals()  # after the forks: the children set up their own
+        watch_children = _ChildrenWatch(processes, stop, workdir)  # started once the executors have registered
         counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
-                           structured_data=structured_data, focus_ontology=focus_ontology,
-                           before_crawl=lambda: _wait_for_executors(processes, manager_db, executors,
-                                                                    settings.connect_timeout, workdir),
+                           structured_data=structured_data, focus_ontology=focus_ontology, stop=stop,
+                           before_crawl=lambda: (_wait_for_executors(processes, manager_db, executors,
+                                                                     settings.connect_timeout, workdir),
+                                                 watch_children.start()),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
                            rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
                                                                           else ""),
                            files=[("manager database", manager_db),
                                   ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
+        if watch_children is not None:
+            watch_children.close()
         _stop(processes)
+    if watch_children.failure:
+        fail(watch_children.failure)
     from gridcrawl.report import executor_timings
     _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
     exit_status(counts)
+
+
+class _ChildrenWatch(threading.Thread):
+    """Ends ``gridcrawl run``'s crawl when its own manager exits, or every executor has, while the
+    crawl runs: logs why, sets ``stop`` and keeps the one-line reason in :attr:`failure` (the
+    command then exits with status 2). A standalone client waits for a manager that is gone to
+    come back (it may be failing over); the manager ``gridcrawl run`` forked will not, and without
+    executors no thread would ever run. One executor that exits is only logged: the crawl goes on
+    with the others (its threads are run again elsewhere, after its liveness).
+
+    ``processes``: the manager, then the executors (:meth:`gridcrawl.cli_common.ChildWatch.start`'s
+    objects); looked at every ``interval`` seconds from :meth:`start` until :meth:`close`.
+    """
+
+    def __init__(self, processes: list, stop: StopEvent, workdir: Path, interval: float = 0.2) -> None:
+        super().__init__(name="children-watch", daemon=True)
+        self.processes, self.stop, self.workdir, self.interval = processes, stop, workdir, interval
+        self.failure = ""
+        self._closed = threading.Event()
+
+    def run(self) -> None:
+        log = logging.getLogger("gridcrawl.run")
+        manager, *executors = self.processes
+        gone: set[int] = set()
+        while not self._closed.wait(self.interval):
+            if manager.poll() is not None:
+                self.failure = (f"the manager exited with status {manager.returncode} during the crawl; "
+                                f"see {self.workdir / 'manager.log'}; gridcrawl run --workdir {self.workdir} resumes the crawl")
+            for i, proc in enumerate(executors, 1):
+                if i not in gone and proc.poll() is not None:
+                    gone.add(i)
+                    log.warning("executor-%d exited with status %s; see %s", i, proc.returncode,
+                                self.workdir / f"executor-{i}.log")
+            if not self.failure and len(gone) == len(executors):
+                self.failure = f"every executor exited during the crawl; see {self.workdir}/executor-*.log"
+            if self.failure:
+                log.error("%s: stopping the crawl", self.failure)
+                self.stop.set()
+                return
+
+    def close(self) -> None:
+        """Stop watching (before the children are stopped on purpose); waits for the thread."""
+        self._closed.set()
+        if self.is_alive():
+            self.join()
+
+
+def _prefork(*modules: str) -> None:
+    """Where :data:`FORK`: import the ``gridcrawl.<module>`` ``modules`` a child about to be forked
+    runs, so that each is imported once, in this process, and shared copy-on-write; then
+    ``gc.freeze()`` (the objects imported so far stay shared: the collector never writes to them).
+    Elsewhere nothing (each child is a fresh interpreter)."""
+    if FORK:
+        import gc
+        import importlib
+        for module in modules:
+            importlib.import_module(f"gridcrawl.{module}")
+        gc.freeze()
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, wanted: int,

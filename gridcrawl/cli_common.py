@@ -155,11 +155,26 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
+#: Environment variable the programs read a password from (never a command-line argument).
+PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
+
+
+def login_password(user: str | None) -> str | None:
+    """The password an executor or client logs in with: ``$GRIDCRAWL_PASSWORD`` if set, else,
+    when ``user`` was given, asked on the terminal without echo; else None (no login).
+    Raises ``EOFError`` when it must be asked but there is no input."""
+    import os
+    password = os.environ.get(PASSWORD_ENV)
+    if password is not None or user is None:
+        return password
+    import getpass
+    return getpass.getpass(f"password for {user}: ")
+
+
 def peer_credentials(user: str | None, curve_secret, curve_server_key):
     """``(curve, password)`` of an executor or client: its CURVE keys (or None) from the two key
     files, which go together, and the password of ``user`` from $GRIDCRAWL_PASSWORD or a prompt.
     Exits with status 2 (one line) on unusable key files or no password to be had."""
-    from gridcrawl.auth import login_password
     from gridcrawl.keys import KeyFileError, client_keys
     if (curve_secret is None) != (curve_server_key is None):
         fail("--curve-secret and --curve-server-key go together")

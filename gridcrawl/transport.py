@@ -1,7 +1,11 @@
 """ZeroMQ sockets set up the same way in every program, and sending/receiving protocol messages.
 
 Every socket gets ``LINGER`` (so closing never hangs), ``MAXMSGSIZE`` (so a hostile peer cannot
-make us allocate without bound) and explicit high-water marks. The manager's ROUTER also gets
+make us allocate without bound) and explicit high-water marks. A DEALER retries a refused TCP
+connection after :data:`RECONNECT_FIRST` seconds, doubling up to :data:`RECONNECT_MAX` (ZeroMQ's
+``RECONNECT_IVL``/``RECONNECT_IVL_MAX``; its own default is a fixed 0.1 s), so a peer started a
+moment before its manager binds connects at once, and a thousand peers of a manager that is down
+do not knock every 0.1 s. The manager's ROUTER also gets
 ``ROUTER_MANDATORY``, so a message to a vanished peer raises instead of vanishing silently (ZeroMQ
 guide, chapter 3).
 
@@ -18,6 +22,8 @@ from gridcrawl import protocol
 from gridcrawl.settings import Settings
 
 HWM = 10_000
+RECONNECT_FIRST = 0.01  # seconds before a refused connection is tried again, at first
+RECONNECT_MAX = 2.0  # seconds between tries at most (the interval doubles up to this)
 
 
 def make_socket(context: zmq.Context, kind: int, settings: Settings) -> zmq.Socket:
@@ -29,6 +35,9 @@ def make_socket(context: zmq.Context, kind: int, settings: Settings) -> zmq.Sock
     sock.setsockopt(zmq.RCVHWM, HWM)
     if kind == zmq.ROUTER:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+    else:
+        sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_FIRST * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_MAX * 1000))
     return sock
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 import zmq
 
-from gridcrawl.cli_common import SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
+from gridcrawl.cli_common import PASSWORD_ENV, SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.transport import check_endpoint
@@ -23,8 +23,6 @@ users_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                         help="Users who may join the grid (groups Administrators, "
                         "Executors, Users). Once one user exists, every executor and client must log in.")
 app.add_typer(users_app, name="users")
-
-PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 
 
 #: The sections of ``--help`` the options generated from Settings go to (by their group).

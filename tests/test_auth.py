@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from gridcrawl import models, protocol as p
-from gridcrawl.auth import (AuthError, GROUP_PERMISSIONS, UserStore, hash_password, login_password,
-                            verify_password)
+from gridcrawl.auth import AuthError, GROUP_PERMISSIONS, UserStore, hash_password, verify_password
+from gridcrawl.cli_common import login_password
 from gridcrawl.db import open_database
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.settings import Settings

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
+
+import pytest
 
 from grid import Grid
 from sites import generate_site, reachable
@@ -39,3 +42,49 @@ def test_run_starts_crawling_once_every_executor_has_registered(tmp_path, site_s
                             "--workdir", str(tmp_path), "--no-progress"], capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]
     assert grid.query("manager", "SELECT count(*), count(DISTINCT name) FROM executor") == [(3, 3)]
+
+
+def _kill_children_named(parent_pid: int, prefix: str, deadline: float) -> int:
+    """kill -9 the children of ``parent_pid`` whose process name starts with ``prefix`` (the names
+    ``gridcrawl run`` gives the programs it forks: gc-manager, gc-executor-N) once they exist;
+    returns how many were killed."""
+    import psutil
+    while time.monotonic() < deadline:
+        try:
+            found = [c for c in psutil.Process(parent_pid).children() if c.name().startswith(prefix)]
+        except psutil.NoSuchProcess:
+            return 0
+        if found:
+            for child in found:
+                child.kill()
+            return len(found)
+        time.sleep(0.05)
+    return 0
+
+
+@pytest.mark.parametrize("victim, says", [("gc-manager", "the manager exited with status -9 during the crawl"),
+                                          ("gc-executor-", "every executor exited during the crawl")])
+def test_run_stops_with_an_error_when_its_manager_or_every_executor_dies(tmp_path, site_server, victim, says):
+    # 0.2 s per request: the crawl of 60 pages by 2 × 2 threads lasts several seconds, and the
+    # programs are killed while it runs. A standalone client would wait for its manager to come
+    # back; gridcrawl run's own manager will not, so the command must end, not wait forever.
+    server = site_server(generate_site(60, links_per_page=4, seed=29), latency=0.2)
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
+                             "--threads", "2", "--workdir", str(tmp_path), "--no-progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (tmp_path / "crawl.db").exists():
+            time.sleep(0.05)
+        time.sleep(1.5)  # the crawl is under way (its executors registered, pages being fetched)
+        assert _kill_children_named(proc.pid, victim, deadline) >= 1
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 2, stderr[-2000:]
+    assert f"error: {says}" in stderr
+    assert "crawl summary" in stderr  # what was crawled until then is reported (and resumable)
+    grid = Grid(tmp_path)
+    ((visited,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
+    assert 0 < visited < 61
