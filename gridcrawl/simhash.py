@@ -75,15 +75,17 @@ def _distinct_words(text: str) -> set[bytes]:
     them (C loops): each piece is one word, but for the few distinct pieces holding non-ASCII
     characters, which the regular expression splits (``café`` is one word, ``¶`` none,
     ``word—word`` two). Past :data:`_MAX_WORDS` words the pieces are read in order."""
-    text = text.lower()
-    spaced = _utf8(text).translate(_ASCII_SEPARATORS)
+    if "\u03a3" in text:  # Σ: the one character str.lower() maps by its context (final sigma)
+        text = text.lower()
+    # lower-cased piece by piece below: ASCII letters here, the non-ASCII pieces one by one
+    spaced = _utf8(text).translate(_ASCII_SEPARATORS).lower()
     pieces = spaced.split()
     distinct = set(pieces)
     if text.isascii():  # every piece is one word
         return distinct if len(pieces) <= _MAX_WORDS else set(pieces[:_MAX_WORDS])
     split: dict[bytes, list[bytes]] = {}  # the non-ASCII pieces that are not one word -> their words
     for piece in [piece for piece in distinct if not piece.isascii()]:
-        words = [_utf8(word) for word in _WORD_RE.findall(piece.decode("utf-8", "surrogatepass"))]
+        words = [_utf8(word) for word in _WORD_RE.findall(piece.decode("utf-8", "surrogatepass").lower())]
         if words != [piece]:
             split[piece] = words
     several = [(piece, len(words)) for piece, words in split.items() if len(words) > 1]
