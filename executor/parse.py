@@ -272,6 +272,9 @@ class ParsedPage:
             ``repr`` and comparisons.
         base_url: the document base URL links were resolved against
             (``<base href>`` resolved, else the page URL).
+        decoded: the body decoded with ``encoding`` (``body.decode(encoding, errors="replace")``,
+            a byte order mark kept), so that the caller does not decode it again. Left out of
+            ``repr`` and comparisons.
     """
 
     title: str
@@ -279,6 +282,7 @@ class ParsedPage:
     encoding: str
     document: lxml.html.HtmlElement = field(repr=False, compare=False)
     base_url: str = ""
+    decoded: str = field(default="", repr=False, compare=False)
 
 
 def _collapse(text: str, limit: int | None = None) -> str:
@@ -440,13 +444,14 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
         (itself resolved against ``page_url``) or ``page_url``, canonical,
         distinct, in document order.
     """
-    text, encoding = decode_html(body, content_type)
-    root = _parse_document(text)
+    encoding = detect_charset(body, content_type)
+    decoded = body.decode(encoding, errors="replace")
+    root = _parse_document(decoded[1:] if decoded.startswith("\ufeff") else decoded)  # as decode_html
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     base_url = document_base(root, page_url)
     links = extract_links(root, base_url, skip_nofollow=skip_nofollow)
-    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url)
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url, decoded=decoded)
 
 
 # ---------------------------------------------------------------------------------------------
