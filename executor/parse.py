@@ -451,7 +451,8 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     base_url = document_base(root, page_url)
     links = extract_links(root, base_url, skip_nofollow=skip_nofollow)
-    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url, decoded=decoded)
+    return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url,
+                      decoded=decoded)
 
 
 # ---------------------------------------------------------------------------------------------

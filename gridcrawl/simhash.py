@@ -66,7 +66,7 @@ def _utf8(text: str) -> bytes:
 
 
 def _distinct_words(text: str) -> set[bytes]:
-    """The distinct words among the first :data:`_MAX_WORDS` words of ``text``, lower-cased, as
+    r"""The distinct words among the first :data:`_MAX_WORDS` words of ``text``, lower-cased, as
     UTF-8: the runs of word characters (``\w``: ``str.isalnum()`` or ``_``) that
     ``_WORD_RE.findall(text.lower())`` finds, without matching a regular expression at every
     character of the text (which took half of the SimHash time on a Python docs page).
@@ -85,7 +85,7 @@ def _distinct_words(text: str) -> set[bytes]:
         return distinct if len(pieces) <= _MAX_WORDS else set(pieces[:_MAX_WORDS])
     split: dict[bytes, list[bytes]] = {}  # the non-ASCII pieces that are not one word -> their words
     for piece in [piece for piece in distinct if not piece.isascii()]:
-        words = [_utf8(word) for word in _WORD_RE.findall(piece.decode("utf-8", "surrogatepass").lower())]
+        words = list(map(_utf8, _WORD_RE.findall(piece.decode("utf-8", "surrogatepass").lower())))
         if words != [piece]:
             split[piece] = words
     several = [(piece, len(words)) for piece, words in split.items() if len(words) > 1]
