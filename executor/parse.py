@@ -558,7 +558,7 @@ def visible_text(root: lxml.html.HtmlElement) -> str:
     spaces (``<td>1</td><td>2</td>`` is two words, not ``12``), in document order; the text
     on both sides of a removed element is one piece (``a<script>x</script>b`` reads ``ab``).
     It **removes those elements from** ``root``, so call it after everything else that reads
-    the tree. Cost: about 0.5 ms for a Python docs page, a third of ``itertext()`` (its
+    the tree. Cost: about 0.5 ms for a Python docs page (1.2-1.8 ms with ``itertext()``, whose
     iterator costs a Python step per node; here one XPath gathers the text nodes in C).
     """
     try:
