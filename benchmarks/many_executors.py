@@ -5,8 +5,9 @@
 A real manager process (SQLite records, its dashboard on) gets ``--executors`` simulated
 executors — ``--processes`` processes each holding its share of ZeroMQ DEALER sockets, speaking
 the real protocol of :mod:`gridcrawl.protocol`: they register, heartbeat every second with the
-figures a real executor sends, and answer every ``assign`` at once (``started``, then a tiny
-``result`` per job; no fetch). One client application submits ``--threads`` grid threads at
+figures a real executor sends, and answer every ``assign`` at once (one ``results`` message with a
+tiny page per job, no ``started``, as a real executor whose jobs start and finish within one pass of
+its loop; no fetch). One client application submits ``--threads`` grid threads at
 once and acknowledges their results. The same run is then made with ``--baseline`` executors
 (same processes, same worker count per executor), and the report gives:
 
@@ -114,12 +115,12 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                     refusals += 1
                     if index[sock] not in waiting:
                         register(index[sock])
-            if jobs:  # as the real executor: the starts of one pass in one message, then each result
-                sock.send_multipart(p.encode(p.Started([job.attempt_id for job in jobs])))
-                for job in jobs:
-                    page = p.PageResult(url=job.url, final_url=job.url, status=200, content_type="text/html",
-                                        size=64, content="<html>tiny</html>", links=[])
-                    sock.send_multipart(p.encode(p.Result(job.attempt_id, page)))
+            if jobs:  # as the real executor: the results of one pass in one message; each started and
+                # finished within the pass, so no ``started``: its result's ``ran`` says when
+                sock.send_multipart(p.encode(p.Results([
+                    p.AttemptResult(job.attempt_id, p.encode_page(p.PageResult(
+                        url=job.url, final_url=job.url, status=200, content_type="text/html", size=64,
+                        content="<html>tiny</html>", links=[])), 0.0) for job in jobs])))
                 results += len(jobs)
                 pages[index[sock]] += len(jobs)
             if time.monotonic() >= next_beat:  # heartbeats first, even in the middle of a burst

@@ -9,7 +9,7 @@ Threads of the process:
   buffer, so no worker waits on the manager between two pages), sends heartbeats with the CPU
   figures, and forwards what the workers produce;
 * **worker threads** take jobs from the queue, run :func:`gridcrawl.executor.page.visit`, and
-  push the encoded ``started``/``result`` messages to the main loop over an inproc PUSH socket
+  push their starts and encoded pages to the main loop over an inproc PUSH socket
   (ZeroMQ sockets are not shared between threads). Each worker measures how long it waits on
   the local queue between finishing one page and starting the next; the heartbeat figures carry
   the sum (``worker_idle_seconds``, ``worker_waits``) and the log has each worker's at shutdown.
@@ -26,6 +26,7 @@ import socket
 import threading
 import time
 
+import msgspec
 import psutil
 import zmq
 
@@ -226,8 +227,9 @@ class ExecutorAgent:
                 with self._running_lock:
                     self.running += 1
                 try:
-                    tag = str(generation).encode()
-                    push.send_multipart([tag, str(job.attempt_id).encode()])  # started
+                    tag, attempt = str(generation).encode(), str(job.attempt_id).encode()
+                    push.send_multipart([tag, attempt])  # started
+                    began = time.monotonic()
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
@@ -239,7 +241,8 @@ class ExecutorAgent:
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
-                    push.send_multipart([tag, *p.encode(p.Result(job.attempt_id, page))])
+                    encoded = p.encode_page(page)  # here, not in the main loop: it only batches
+                    push.send_multipart([tag, attempt, repr(time.monotonic() - began).encode(), encoded])
                     self.figures.pages += 1
                     if page.size >= TRIM_AFTER_BYTES:  # its tree and copies are freed: give them back
                         del page
@@ -372,10 +375,12 @@ class ExecutorAgent:
 
     def _forward_results(self) -> None:
         """Send what the workers reported to the manager: the attempts started since the last
-        pass as one ``started`` message, then each result as the worker encoded it. Reports of
+        pass as one ``started`` message, then their results as one ``results`` message (split
+        at ``max_message_bytes // 2``). An attempt that started and finished within the pass
+        gets no ``started``: its result carries ``ran``, the seconds it ran, instead. Reports of
         an older connection's jobs are dropped (their attempts were taken back)."""
-        started: list[int] = []
-        results: list[list] = []
+        started: dict[int, None] = {}  # attempt ids in order of their start
+        results: list[p.AttemptResult] = []
         while True:
             try:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
@@ -386,16 +391,27 @@ class ExecutorAgent:
                     log.info("dropped the result of a job received on an earlier connection "
                              "(the manager took its attempt back)")
                 continue
+            attempt_id = int(frames[1])
             if len(frames) == 2:
-                started.append(int(frames[1]))
+                started[attempt_id] = None
+            elif attempt_id in started:  # started in this very pass: the result says when
+                del started[attempt_id]
+                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3]), float(frames[2])))
             else:
-                results.append(frames[1:])
+                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3])))
         dealer = self.link.socket
         try:
             if started:
-                dealer.send_multipart(p.encode(p.Started(started)), zmq.NOBLOCK)
-            for frames in results:
-                dealer.send_multipart(frames, zmq.NOBLOCK)
+                dealer.send_multipart(p.encode(p.Started(list(started))), zmq.NOBLOCK)
+            limit, batch, size = self.settings.max_message_bytes // 2, [], 0
+            for r in results:
+                if batch and size + len(r.page) > limit:
+                    dealer.send_multipart(p.encode(p.Results(batch)), zmq.NOBLOCK)
+                    batch, size = [], 0
+                batch.append(r)
+                size += len(r.page)
+            if batch:
+                dealer.send_multipart(p.encode(p.Results(batch)), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("manager queue full; a message was dropped (the manager will reassign)")
 

@@ -372,11 +372,40 @@ class Started(Message):
 
 
 class Result(Message):
-    """Executor → manager: ``attempt_id`` finished with ``page``."""
+    """Executor → manager: ``attempt_id`` finished with ``page`` (older executors; now ``results``).
+
+    Executors before issue 23 sent one per result; they now send :class:`Results`. The manager
+    takes both."""
 
     TYPE: ClassVar[bytes] = b"result"
     attempt_id: int
     page: PageResult
+
+
+class AttemptResult(Wire):
+    """One finished attempt in a :class:`Results`: ``attempt_id`` ended with ``page``.
+    ``ran``: seconds from the worker's start of the attempt to its result (the executor's
+    monotonic clock), sent when the executor sent no :class:`Started` for it (the start and
+    the result were seen in the same pass of its loop); the manager records the thread as
+    started ``ran`` seconds before it received the result. ``None``: a :class:`Started` was sent."""
+
+    attempt_id: int
+    page: PageResult
+    ran: float | None = None
+
+
+class Results(Message):
+    """Executor → manager: these attempts finished (one :class:`AttemptResult` each).
+
+    The executor sends the results it sees in one pass of its loop as one message (of at most
+    ``max_message_bytes // 2`` bytes, a bigger page alone), and sends no :class:`Started` for an
+    attempt whose result is in the same pass: its ``ran`` says when it started. The manager
+    handles them together and refills the executor once, with one ``assign``.
+    """
+
+    TYPE: ClassVar[bytes] = b"results"
+    BATCH: ClassVar[str] = "results"
+    results: list[AttemptResult]
 
 
 class Cancel(Message):
@@ -515,7 +544,7 @@ class Controlled(Message):
 
 MESSAGES: dict[bytes, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Register, Welcome, Heartbeat, Assign, Started, Result, Cancel, Availability,
+    for cls in (Register, Welcome, Heartbeat, Assign, Started, Result, Results, Cancel, Availability,
                 OpenApplication, ApplicationOpened, Submit, ThreadDone, Ack, CloseApplication,
                 Refuse, Bye, Control, Controlled)
 }
@@ -558,6 +587,16 @@ class _RelayedResult(Wire):
     page: msgspec.Raw
 
 
+class _RelayedAttemptResult(Wire):
+    attempt_id: int
+    page: msgspec.Raw
+    ran: float | None = None
+
+
+class _RelayedResults(Wire):
+    results: list[_RelayedAttemptResult]
+
+
 class _RelayedOutcome(Wire):
     thread_id: int
     executor_id: str | None
@@ -582,6 +621,7 @@ _DECODERS = {kind: msgspec.msgpack.Decoder(cls) for kind, cls in MESSAGES.items(
 _PAGE = msgspec.msgpack.Decoder(PageResult | None)
 _SUMMARY = msgspec.msgpack.Decoder(_PageSummary)
 _RELAYED_RESULT = msgspec.msgpack.Decoder(_RelayedResult)
+_RELAYED_RESULTS = msgspec.msgpack.Decoder(_RelayedResults)
 _RELAYED_DONE = msgspec.msgpack.Decoder(_RelayedDone)
 
 
@@ -611,6 +651,13 @@ def batch(messages: list[Message]) -> list[Message]:
 def encode(message: Message) -> list[bytes]:
     """Frames ``[version, type, body]`` of ``message`` (without any routing id)."""
     return [PROTOCOL_VERSION, message.TYPE, _ENCODER.encode(message)]
+
+
+def encode_page(page: PageResult) -> msgspec.Raw:
+    """``page`` encoded once (msgpack), for an :class:`AttemptResult`'s ``page``: an executor's
+    worker thread encodes its page, its main loop batches the encoded pages into :class:`Results`
+    without encoding them again."""
+    return msgspec.Raw(_ENCODER.encode(page))
 
 
 # msgspec's messages, in this module's words (the tests and the logs read these)
@@ -656,8 +703,8 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
 
     Raises :class:`ProtocolError` on a wrong frame count, another protocol version, an unknown
     type, a body that is not msgpack, unknown or missing fields, or fields of the wrong type.
-    With ``relay`` (the manager), a :class:`Result`'s page is a :class:`RelayedPage`: only its
-    envelope fields are checked. A :class:`ThreadDone`'s pages are checked one by one: an
+    With ``relay`` (the manager), the page of a :class:`Result` (and of each :class:`AttemptResult`
+    of a :class:`Results`) is a :class:`RelayedPage`: only its envelope fields are checked. A :class:`ThreadDone`'s pages are checked one by one: an
     outcome whose page does not decode becomes a failed thread without a page (logged), so one
     broken executor cannot make a client refuse the other threads of a batch.
     """
@@ -674,6 +721,11 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
     if relay and kind == b"result":
         m = _checked(_RELAYED_RESULT.decode, body, "result")
         return Result(m.attempt_id, RelayedPage(m.page, _checked(_SUMMARY.decode, m.page, "result.page")))
+    if relay and kind == b"results":
+        m = _checked(_RELAYED_RESULTS.decode, body, "results")
+        summary = _SUMMARY.decode
+        return Results([AttemptResult(r.attempt_id, RelayedPage(r.page, _checked(summary, r.page, f"results.results[{i}].page")),
+                                      r.ran) for i, r in enumerate(m.results)])
     return _checked(decoder.decode, body, kind.decode())
 
 

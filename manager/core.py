@@ -11,7 +11,9 @@ carries the actions out.
 
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
 executor with the most free slots (``workers + prefetch`` minus what it holds); ties go round
-robin. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
+robin. An executor that holds work is refilled once it has ``prefetch`` free slots
+(:attr:`Executor.refill`), so it still holds a thread for each worker and one more, and its
+refills travel several to an ``assign``. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
 (``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
@@ -66,6 +68,12 @@ from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 log = logging.getLogger("gridcrawl.manager")
 
 RECENT_THREADS = 100   # finished threads the dashboard lists
+#: Seconds between two writes of one executor's heartbeat figures (and ``ping_time``) to its SQL
+#: row: the first heartbeat is written at once, later ones at most this often, and the last one
+#: when the executor leaves or is declared dead. The dashboard reads the live figures from memory;
+#: SQL readers see them at most this many seconds old (1,000 executors heartbeating every second
+#: were 1,000 row updates a second).
+HEARTBEAT_RECORD_EVERY = 5.0
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
@@ -195,6 +203,8 @@ class Executor:
     info: dict = field(default_factory=dict)      # registration figures: os, arch, cpu_max, num_cpus, mem_max
     figures: dict = field(default_factory=dict)   # the latest heartbeat's figures (cpu_usage ... pages_per_second)
     last_heartbeat: float | None = None           # POSIX s of the latest heartbeat with figures
+    recorded_heartbeat: float = float("-inf")     # POSIX s of the latest heartbeat written to SQL
+    unrecorded: "ev.ExecutorHeartbeat | None" = None  # a later heartbeat not written yet (HEARTBEAT_RECORD_EVERY)
     window: int = 1                   # unanswered attempts it may hold now (slow start; <= capacity)
     timeouts: int = 0                 # consecutive timed-out attempts (reset by a result)
     quarantined_until: float | None = None  # POSIX s; no new work until then
@@ -212,6 +222,15 @@ class Executor:
         if not (self.connected and self.accepting) or self.quarantined_until is not None:
             return 0
         return min(self.capacity, self.window) - len(self.running)
+
+    @property
+    def refill(self) -> int:
+        """Free slots an executor that holds work waits for before dispatch refills it: its
+        prefetch (``capacity - workers``; at least 1, at most its window). It then still holds
+        ``workers + 1`` threads or more, so no worker waits, and its refills travel as one
+        ``assign`` of several jobs rather than one message per result (1,000 desktops of 2
+        workers each: 1.6 messages per grid thread before, issue 23)."""
+        return max(1, min(self.capacity - self.workers, self.capacity, self.window))
 
 
 @dataclass(eq=False)
@@ -285,6 +304,7 @@ class ManagerCore:
             p.Heartbeat: self.on_heartbeat,
             p.Started: self.on_started,
             p.Result: self.on_result,
+            p.Results: self.on_results,
             p.Availability: self.on_availability,
             p.OpenApplication: self.on_open,
             p.Submit: self.on_submit,
@@ -457,13 +477,19 @@ class ManagerCore:
         if kind[0] == "executor" and m.figures:
             f = m.figures
             ex = self.executors.get(kind[1])
-            if ex is not None:
-                ex.figures = {k: v for k, v in f.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-                ex.last_heartbeat = now
+            if ex is None:
+                return []
+            ex.figures = {k: v for k, v in f.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            ex.last_heartbeat = now
             figures = [float(f[name]) if isinstance(f.get(name), (int, float)) else None
                        for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second")]
             mem_usage = f.get("mem_usage")
-            return [ev.ExecutorHeartbeat(kind[1], now, *figures, mem_usage if isinstance(mem_usage, int) else None)]
+            beat = ev.ExecutorHeartbeat(kind[1], now, *figures, mem_usage if isinstance(mem_usage, int) else None)
+            if now - ex.recorded_heartbeat < HEARTBEAT_RECORD_EVERY:
+                ex.unrecorded = beat  # written later, or when it leaves
+                return []
+            ex.recorded_heartbeat, ex.unrecorded = now, None
+            return [beat]
         return []
 
     def on_availability(self, peer: bytes, m: p.Availability, now: float) -> list[Action]:
@@ -503,37 +529,54 @@ class ManagerCore:
         return actions
 
     def on_result(self, peer: bytes, m: p.Result, now: float) -> list[Action]:
-        """An attempt finished: store the result, tell the application, refill the executor.
+        """An attempt finished (an executor before issue 23: one result per message): as
+        :meth:`on_results` with one result."""
+        return self.on_results(peer, p.Results([p.AttemptResult(m.attempt_id, m.page)]), now)
+
+    def on_results(self, peer: bytes, m: p.Results, now: float) -> list[Action]:
+        """Attempts finished: store each result, tell the applications, then refill the
+        executor once (one dispatch for the whole batch, so its free slots travel in one
+        ``assign``).
 
         A result for an attempt that was taken back (executor declared dead, timeout, cancel) is
-        fenced out: recorded as ``fenced`` and otherwise ignored.
+        fenced out: recorded as ``fenced`` and otherwise ignored. A result with ``ran`` (no
+        ``started`` was sent for it) records the thread as started ``ran`` seconds before ``now``.
         """
         ex = self._executor_of(peer)
-        t = ex.running.get(m.attempt_id) if ex is not None else None
-        if t is None or t.attempt_id != m.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
-            return self._not_running(peer, ex, m.attempt_id, now)
-        del ex.running[m.attempt_id]
-        self._attempts.pop(m.attempt_id, None)
+        actions: list[Action] = []
+        finished = ex.finished if ex is not None else 0
+        for r in m.results:
+            actions += self._finish(peer, ex, r, now)
+        if ex is None:  # one refusal per message, not per result
+            return actions + [Send(peer, p.Refuse("unknown executor: register again"))]
+        return actions + self.dispatch(now) if ex.finished != finished else actions
+
+    def _finish(self, peer: bytes, ex: Executor | None, r: p.AttemptResult, now: float) -> list[Action]:
+        """One result of :meth:`on_results` (no dispatch)."""
+        t = ex.running.get(r.attempt_id) if ex is not None else None
+        if t is None or t.attempt_id != r.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
+            return self._not_running(peer, ex, r.attempt_id, now)
+        del ex.running[r.attempt_id]
+        self._attempts.pop(r.attempt_id, None)
         self._has_room(ex)
         ex.finished += 1
         ex.timeouts = 0
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
-        page = m.page
+        page = r.page
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
                            answered=True)
         if self._retryable(page) and t.retries < self.settings.retry_times:
-            return self._retry(t, m.attempt_id, now, page.retry_after or 0.0) + self.dispatch(now)
+            return self._retry(t, r.attempt_id, now, page.retry_after or 0.0)
+        if t.time_started is None:
+            # no ``started`` came (it rode with the result): ``ran`` seconds before now, within
+            # the attempt's lifetime at this manager (a finite ran >= 0 is checked at the door)
+            t.time_started = now if r.ran is None else max(t.time_assigned or now, now - r.ran)
         self._move(t, ThreadState.FINISHED)
         t.time_finished = now
-        if t.time_started is None:
-            t.time_started = now
-        t.result = m.page
+        t.result = page
         self._remember(t, ex.name)
-        actions: list[Action] = [ev.ThreadFinished(t.internal_id, m.attempt_id, t.time_started, now, m.page.error_kind)]
-        actions += self._deliver(t)
-        actions += self.dispatch(now)
-        return actions
+        return [ev.ThreadFinished(t.internal_id, r.attempt_id, t.time_started, now, page.error_kind), *self._deliver(t)]
 
     def _not_running(self, peer: bytes, ex: Executor | None, attempt_id: int, now: float) -> list[Action]:
         """A result for an attempt ``peer`` (executor ``ex``, None if unregistered) does not hold.
@@ -544,15 +587,14 @@ class ManagerCore:
         dropped without touching any record, and a :class:`Strike` against the peer.
         """
         late = self.late.get(attempt_id)
-        unregistered = [Send(peer, p.Refuse("unknown executor: register again"))] if ex is None else []
         if late is not None and (late[1] == peer or late[1] is None
                                  or (ex is not None and ex.executor_id == late[0])):
             del self.late[attempt_id]
             self.fenced += 1
             log.info("fenced out a late result of attempt %d from executor %s", attempt_id,
                      ex.name if ex is not None else late[0][:8])
-            return [ev.AttemptEnded(attempt_id, "fenced", now), *unregistered]
-        return [Strike(peer, f"result for attempt {attempt_id}, not one of its own"), *unregistered]
+            return [ev.AttemptEnded(attempt_id, "fenced", now)]
+        return [Strike(peer, f"result for attempt {attempt_id}, not one of its own")]
 
     @staticmethod
     def _retryable(page: p.PageResult) -> bool:
@@ -830,8 +872,8 @@ class ManagerCore:
                 actions += self._assign(t, self.owner(t.host, t.needs), now)
             return actions
         room = self._room
-        for executor_id in [executor_id for executor_id, ex in room.items() if ex.free <= 0]:
-            del room[executor_id]  # full, gone, or not accepting: back when it has room again
+        for executor_id in [executor_id for executor_id, ex in room.items() if ex.free < ex.refill]:
+            del room[executor_id]  # full, gone, not accepting, or busy enough: back when it has room again
         # the executors with room, most free slots first, ties in turn (a heap: choosing among
         # 1,000 executors costs O(log n) per thread, not O(n))
         self._round_robin += 1
@@ -987,6 +1029,9 @@ class ManagerCore:
         for attempt_id, t in list(ex.running.items()):
             actions += self._take_back(t, now, outcome, count=count)
         ex.running.clear()
+        if ex.unrecorded is not None:  # its last figures, not yet written
+            actions.append(ex.unrecorded)
+            ex.unrecorded = None
         if record:
             actions.append(ev.ExecutorDisconnected(ex.executor_id))
         return actions
@@ -1095,6 +1140,9 @@ class ManagerCore:
         for ex in self.executors.values():
             if ex.connected:
                 ex.connected = False
+                if ex.unrecorded is not None:
+                    actions.append(ex.unrecorded)
+                    ex.unrecorded = None
                 actions.append(ev.ExecutorDisconnected(ex.executor_id))
         return actions
 

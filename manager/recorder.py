@@ -23,12 +23,15 @@ and a manager killed between a result and its record.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import math
 import os
 import threading
 import time
 from collections import defaultdict
+from operator import itemgetter
 from pathlib import Path
 
 import msgpack
@@ -55,15 +58,62 @@ _STOPPED = int(ApplicationState.STOPPED)
 
 
 def _sql_values(values: dict) -> dict:
-    return {k: (from_timestamp(v) if k in _TIME_COLUMNS and v is not None else v) for k, v in values.items()}
+    """``values`` with the POSIX seconds of its time columns as naive UTC datetimes (what
+    SQLAlchemy binds); other values, datetimes already among them, as they are."""
+    return {k: (from_timestamp(v) if k in _TIME_COLUMNS and type(v) in (float, int) else v) for k, v in values.items()}
 
 
-def _time(seconds: float | None):
-    return from_timestamp(seconds) if seconds is not None else None
+_SECONDS: dict[float, str] = {}  # whole POSIX second -> "YYYY-MM-DD HH:MM:SS" (UTC)
+
+
+@functools.lru_cache(maxsize=4096)  # the records of one message share its time
+def sqlite_time(seconds: float) -> str:
+    """POSIX ``seconds`` as SQLAlchemy stores a DateTime on SQLite: ``YYYY-MM-DD
+    HH:MM:SS.ffffff`` text, UTC, rounded to the microsecond as ``datetime.fromtimestamp`` rounds
+    (half to even). The recorder hands SQLite these strings itself: sqlite3's datetime adapter
+    (``isoformat``) was 19 % of the recorder's instructions (callgrind)."""
+    frac, whole = math.modf(seconds)
+    micro = round(frac * 1e6)
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, micro - 1_000_000
+    elif micro < 0:
+        whole, micro = whole - 1, micro + 1_000_000
+    prefix = _SECONDS.get(whole)
+    if prefix is None:
+        if len(_SECONDS) > 4096:
+            _SECONDS.clear()
+        prefix = _SECONDS[whole] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(whole))
+    return f"{prefix}.{micro:06d}"
+
+
+#: bind parameter names of time values: the columns, and the ``v_`` names of batched updates
+_BIND_TIMES = _TIME_COLUMNS | {"v_" + name for name in _TIME_COLUMNS}
+
+
+def _bind_values(row: dict) -> dict:
+    """A row of bind parameters (column names, or ``v_`` names) with its POSIX seconds as datetimes."""
+    return {k: (from_timestamp(v) if k in _BIND_TIMES and type(v) in (float, int) else v) for k, v in row.items()}
+
+
+def _sqlite_params(names: list[str]):
+    """A function of a row (a dict holding every name of ``names``) to its parameter tuple in
+    the order of ``names``, POSIX seconds of time parameters as :func:`sqlite_time` text."""
+    get = itemgetter(*names) if len(names) > 1 else (lambda row, name=names[0]: (row[name],))
+    times = [i for i, name in enumerate(names) if name in _BIND_TIMES]
+    if not times:
+        return get
+
+    def params(row: dict) -> tuple:
+        values = list(get(row))
+        for i in times:
+            if type(values[i]) in (float, int):  # a datetime (an older journal's) goes as it is
+                values[i] = sqlite_time(values[i])
+        return tuple(values)
+    return params
 
 
 def _heartbeat(e: ev.ExecutorHeartbeat) -> dict:
-    values = {"ping_time": from_timestamp(e.time)}
+    values = {"ping_time": e.time}
     for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second", "mem_usage"):
         value = getattr(e, name)
         if value is not None:
@@ -71,49 +121,51 @@ def _heartbeat(e: ev.ExecutorHeartbeat) -> dict:
     return values
 
 
-#: event class -> the rows it writes, as (table, op, primary key value, column values)
+#: event class -> the rows it writes, as (table, op, primary key value, column values); times are
+#: POSIX seconds here, converted where they are written (:func:`_sql_values`, :func:`sqlite_time`)
 _ROWS = {
     ev.ExecutorRegistered: lambda e: [("executor", "upsert", e.executor_id, {
         "executor_id": e.executor_id, "name": e.name, "is_dedicated": e.dedicated, "is_connected": True,
-        "accepting": True, "ping_time": from_timestamp(e.time), "time_registered": from_timestamp(e.time),
+        "accepting": True, "ping_time": e.time, "time_registered": e.time,
         "host": e.host, "usr_name": e.user, "threads": e.workers, "cpu_max": e.cpu_max, "num_cpus": e.num_cpus,
         "mem_max": e.mem_max, "os": e.os[:64], "arch": e.arch[:64], "capabilities": " ".join(e.capabilities) or None})],
     ev.ExecutorHeartbeat: lambda e: [("executor", "update", e.executor_id, _heartbeat(e))],
     ev.ExecutorDisconnected: lambda e: [("executor", "update", e.executor_id, {"is_connected": False})],
     ev.ExecutorAvailability: lambda e: [("executor", "update", e.executor_id, {"accepting": e.accepting})],
-    ev.ExecutorQuarantined: lambda e: [("executor", "update", e.executor_id, {"quarantined_until": _time(e.until)})],
+    ev.ExecutorQuarantined: lambda e: [("executor", "update", e.executor_id, {"quarantined_until": e.until})],
     ev.ApplicationCreated: lambda e: [("application", "upsert", e.application_id, {
-        "application_id": e.application_id, "state": e.state, "time_created": from_timestamp(e.time),
+        "application_id": e.application_id, "state": e.state, "time_created": e.time,
         "usr_name": e.user, "application_name": e.name})],
     ev.ApplicationChanged: lambda e: [("application", "update", e.application_id,
                                        {"state": e.state, "time_completed": None} if e.reopened else {"state": e.state})],
     ev.ApplicationStopped: lambda e: [("application", "update", e.application_id,
-                                       {"state": _STOPPED, "time_completed": from_timestamp(e.time)})],
+                                       {"state": _STOPPED, "time_completed": e.time})],
     ev.ThreadSubmitted: lambda e: [("thread", "insert", e.internal_id, {
         "internal_thread_id": e.internal_id, "application_id": e.application_id, "thread_id": e.thread_id,
         "state": _READY, "url": e.url[:models.URL_LENGTH], "host": e.host[:255], "depth": e.depth,
-        "priority": e.priority, "failed": False, "attempts": 0, "time_submitted": from_timestamp(e.time),
+        "priority": e.priority, "failed": False, "attempts": 0, "time_submitted": e.time,
         "needs": " ".join(e.needs) or None})],
     ev.ThreadAssigned: lambda e: [
         ("thread", "update", e.internal_id, {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts}),
         ("attempt", "insert", e.attempt_id, {"attempt_id": e.attempt_id, "internal_thread_id": e.internal_id,
-                                             "executor_id": e.executor_id, "time_assigned": from_timestamp(e.time),
+                                             "executor_id": e.executor_id, "time_assigned": e.time,
                                              "outcome": "running"})],
     ev.ThreadStarted: lambda e: [
-        ("thread", "update", e.internal_id, {"state": _STARTED, "time_started": from_timestamp(e.time)}),
-        ("attempt", "update", e.attempt_id, {"time_started": from_timestamp(e.time)})],
+        ("thread", "update", e.internal_id, {"state": _STARTED, "time_started": e.time}),
+        ("attempt", "update", e.attempt_id, {"time_started": e.time})],
     ev.ThreadFinished: lambda e: [
-        ("thread", "update", e.internal_id, {"state": _FINISHED, "time_started": _time(e.time_started),
-                                             "time_finished": from_timestamp(e.time), "error_kind": e.error_kind}),
-        ("attempt", "update", e.attempt_id, {"outcome": "finished", "time_finished": from_timestamp(e.time)})],
+        ("thread", "update", e.internal_id, {"state": _FINISHED, "time_started": e.time_started,
+                                             "time_finished": e.time, "error_kind": e.error_kind}),
+        ("attempt", "update", e.attempt_id, {"outcome": "finished", "time_started": e.time_started,
+                                             "time_finished": e.time})],
     ev.ThreadFailed: lambda e: [("thread", "update", e.internal_id, {
-        "state": _FINISHED, "failed": True, "time_finished": from_timestamp(e.time), "error_kind": ErrorKind.POISON.value})],
+        "state": _FINISHED, "failed": True, "time_finished": e.time, "error_kind": ErrorKind.POISON.value})],
     ev.ThreadRequeued: lambda e: [("thread", "update", e.internal_id,
                                    {"state": _READY, "executor_id": None, "time_started": None})],
     ev.ThreadRestored: lambda e: [("thread", "update", e.internal_id, {"state": _READY})],
     ev.ThreadDead: lambda e: [("thread", "update", e.internal_id, {"state": _DEAD})],
     ev.AttemptEnded: lambda e: [("attempt", "update", e.attempt_id,
-                                 {"outcome": e.outcome, "time_finished": from_timestamp(e.time)})],
+                                 {"outcome": e.outcome, "time_finished": e.time})],
 }
 _WAKE = (ev.ExecutorRegistered, ev.ApplicationCreated)
 
@@ -156,7 +208,7 @@ def rows(item) -> list[tuple[str, str, object, dict]]:
     anything else."""
     if type(item) is tuple:
         return [item]
-    return _ROWS[type(item)](item)
+    return [(table, op, key, _sql_values(values)) for table, op, key, values in _ROWS[type(item)](item)]
 
 
 class Recorder:
@@ -294,9 +346,13 @@ class Recorder:
         return len(records)
 
     def _run(self) -> None:
+        due = time.monotonic() + self.interval
         while not self._stop.is_set():
-            self._wake.wait(self.interval)
+            # every ``interval`` seconds from the start of the previous flush (not from its end:
+            # a flush of 50,000 records takes a few tenths of a second)
+            self._wake.wait(max(0.0, due - time.monotonic()))
             self._wake.clear()
+            due = time.monotonic() + self.interval
             try:
                 self.flush()
             except LeaseLost as exc:
@@ -436,15 +492,15 @@ class Recorder:
                 for key, values in upserts[name].items():
                     changed = {k: v for k, v in values.items() if k != pk.name}
                     # rowcount 0: no such row, or (drivers counting changed rows) the same values
-                    if conn.execute(table.update().where(pk == key).values(**changed)).rowcount == 0:
-                        insert_ignore(conn, table, [values])
+                    if conn.execute(table.update().where(pk == key).values(**_sql_values(changed))).rowcount == 0:
+                        insert_ignore(conn, table, [_sql_values(values)])
                     rows += 1
                 shapes: dict[tuple, list] = defaultdict(list)  # executemany needs one key set
                 for values in inserts[name].values():
                     shapes[tuple(sorted(values))].append(values)
                 for columns, values in shapes.items():
                     if careful:
-                        insert_ignore(conn, table, values)
+                        insert_ignore(conn, table, [_sql_values(v) for v in values])
                     else:
                         self._executemany(conn, ("insert", name, columns), table.insert(), values)
                     rows += len(values)
@@ -466,18 +522,19 @@ class Recorder:
         On SQLite, the statement is compiled once per shape and its rows go straight to the
         driver's ``executemany``: SQLAlchemy's per-row parameter processing cost more than the
         writes (profiled: most of the recorder's time at thousands of threads a second). The
-        values are ones sqlite3 stores as SQLAlchemy would (datetimes as ISO text, booleans as
-        integers). Other back ends take the ordinary path.
+        values are ones sqlite3 stores as SQLAlchemy would (times as ISO text, :func:`sqlite_time`;
+        booleans as integers). Other back ends take the ordinary path, times as datetimes.
         """
         if conn.dialect.name != "sqlite":
-            conn.execute(stmt, rows)
+            conn.execute(stmt, [_bind_values(row) for row in rows])
             return
         compiled = self._compiled.get(shape)
         if compiled is None:
             c = stmt.compile(dialect=conn.dialect, column_keys=list(rows[0]))
-            compiled = self._compiled[shape] = (str(c), list(c.positiontup))
-        sql, names = compiled
-        if not set(names) <= rows[0].keys():  # a column default SQLAlchemy would fill in
-            conn.execute(stmt, rows)
+            names = list(c.positiontup)
+            compiled = self._compiled[shape] = (str(c), set(names), _sqlite_params(names))
+        sql, names, params = compiled
+        if not names <= rows[0].keys():  # a column default SQLAlchemy would fill in
+            conn.execute(stmt, [_bind_values(row) for row in rows])
             return
-        conn.exec_driver_sql(sql, [tuple(row.get(n) for n in names) for row in rows])
+        conn.exec_driver_sql(sql, list(map(params, rows)))

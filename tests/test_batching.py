@@ -118,3 +118,54 @@ def test_the_client_applies_link_heavy_results_in_bounded_acknowledged_transacti
         crawl.link.socket.close(linger=0)
         manager.close(linger=0)
         context.term()
+
+
+def test_results_of_one_pass_travel_as_one_message_and_say_when_they_started(tmp_path):
+    """An executor's ``results`` message: no ``started`` before it, each result's ``ran`` says
+    how long it ran; the manager refills the executor's free slots with one ``assign`` and
+    records each start ``ran`` seconds before its result."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    executor = context.socket(zmq.DEALER)
+    client = context.socket(zmq.DEALER)
+    try:
+        grid.start_manager("--concurrent-requests-per-host", "1000",
+                           env={"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
+        for sock in (executor, client):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(grid.endpoint)
+        executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=4)))
+        assert executor.poll(20_000), "no welcome"
+        assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
+        client.send_multipart(p.encode(p.OpenApplication("batch", "u")))
+        assert client.poll(20_000), "no answer to open"
+        app = p.decode(client.recv_multipart()).application_id
+        # eight hosts, one thread each (a new host has one thread in flight); the executor holds 4
+        client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(8)])))
+        first = [job for m in _receive(executor, p.Assign, 4) for job in m.jobs]
+        time.sleep(0.6)  # they "ran" 0.3 s of these 0.6 s
+        executor.send_multipart(p.encode(p.Results([
+            p.AttemptResult(job.attempt_id, p.encode_page(p.PageResult(url=job.url, status=200)), 0.3)
+            for job in first])))
+        refill = _receive(executor, p.Assign, 4)
+        assert len(refill) == 1, f"the four free slots were refilled by {len(refill)} assigns"
+        executor.send_multipart(p.encode(p.Results([
+            p.AttemptResult(job.attempt_id, p.encode_page(p.PageResult(url=job.url, status=200)))
+            for job in refill[0].jobs])))
+        outcomes = [o for m in _receive(client, p.ThreadDone, 8) for o in m.threads]
+        assert sorted(o.thread_id for o in outcomes) == list(range(8))
+        client.send_multipart(p.encode(p.Ack(app, [o.thread_id for o in outcomes])))
+        wait_for(lambda: grid.query("manager", "SELECT count(*) FROM thread WHERE state = 4") == [(8,)], 20,
+                 message="every thread recorded Dead")
+        ran = grid.query("manager", "SELECT (julianday(a.time_finished) - julianday(a.time_started)) * 86400, "
+                         "(julianday(t.time_finished) - julianday(t.time_started)) * 86400 FROM attempt a "
+                         "JOIN thread t ON t.internal_thread_id = a.internal_thread_id WHERE t.thread_id < 4")
+        assert len(ran) == 4 and all(abs(a - 0.3) < 0.05 and abs(t - 0.3) < 0.05 for a, t in ran), ran
+        # a result without ``ran`` (no start reported): started when its result came
+        assert grid.query("manager", "SELECT count(*) FROM thread WHERE thread_id >= 4 "
+                          "AND time_started = time_finished") == [(4,)]
+    finally:
+        executor.close()
+        client.close()
+        context.term()
+        grid.stop()

@@ -522,3 +522,19 @@ def test_a_page_whose_browser_failed_is_retried_as_a_new_attempt_on_a_rendering_
     ((peer, again),) = assigned(core.dispatch(2.0))
     assert peer == b"browser" and again.attempt_id != job.attempt_id and again.needs == ["render"]
 
+
+
+def test_heartbeat_figures_are_recorded_at_most_every_few_seconds_and_the_last_when_it_leaves():
+    from gridcrawl.manager.core import HEARTBEAT_RECORD_EVERY as EVERY
+    core = make_core()
+    register(core, b"e", 1)
+
+    def beat(now, cpu):
+        return [a for a in core.handle(b"e", p.Heartbeat({"cpu_usage": cpu}), now) if isinstance(a, ev.ExecutorHeartbeat)]
+    assert [e.cpu_usage for e in beat(1.0, 10.0)] == [10.0]          # the first at once
+    assert beat(2.0, 20.0) == [] and beat(1.0 + EVERY - 0.1, 30.0) == []  # then at most every EVERY s
+    assert core.executors["id1"].figures == {"cpu_usage": 30.0}      # the dashboard's figures are live
+    assert [e.cpu_usage for e in beat(1.0 + EVERY, 40.0)] == [40.0]
+    assert beat(2.0 + EVERY, 50.0) == []
+    left = core.handle(b"e", p.Bye(), 3.0 + EVERY)                   # leaving writes the last one
+    assert [(e.cpu_usage, e.time) for e in left if isinstance(e, ev.ExecutorHeartbeat)] == [(50.0, 2.0 + EVERY)]

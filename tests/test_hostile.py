@@ -89,6 +89,10 @@ def _register(**kw) -> p.Register:
     (p.OpenApplication("crawl", "u", application_id="x" * 37), "id must be"),
     (p.Heartbeat({"cpu_usage": math.nan}), "not a finite number"),
     (p.Result(1, p.PageResult("http://a.test/", error_kind="k" * 10_000)), "longer than"),
+    (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/"), math.nan)]), "not a finite number"),
+    (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/"), -1.0)]), "ran is out of range"),
+    (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/")), p.AttemptResult(2 ** 63, p.PageResult("u"))]),
+     "attempt 9223372036854775808: attempt_id is out of range"),
 ])
 def test_check_limits_refuses_what_does_not_fit(message, needle):
     reason = check_limits(message)

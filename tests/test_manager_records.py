@@ -182,3 +182,39 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
         attempt = conn.execute(models.attempt.select()).mappings().one()
     assert thread["state"] == 4 and thread["executor_id"] == "e1" and thread["time_started"] is not None
     assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62
+
+
+def test_times_written_as_sqlite_text_read_back_as_the_datetimes_they_were(tmp_path):
+    """The recorder hands SQLite its times as text itself (sqlite_time, not sqlite3's adapter):
+    SQLAlchemy reads back, to the microsecond, the datetime each POSIX time is, on the fast
+    path (executemany), the careful one (insert-if-absent) and the upsert alike."""
+    import random
+
+    from gridcrawl import models
+    from gridcrawl.db import from_timestamp, init_schema, open_database
+    from gridcrawl.manager import events as ev
+    from gridcrawl.manager.recorder import Recorder, sqlite_time
+
+    rng = random.Random(7)
+    for x in [rng.uniform(0, 4e9) for _ in range(20_000)] + [1.0, 1.9999995, 1.5e9 + 0.0000005, 2 ** 31 + 0.25]:
+        assert sqlite_time(x) == from_timestamp(x).isoformat(" ", timespec="microseconds"), x
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    times = [1.7e9 + 0.123456, 1.7e9 + 1.9999996, 1.7e9 + 2.5, 1.7e9 + 3.000001]
+    recorder = Recorder(engine, 60.0)
+    for careful in (False, True):
+        internal = 2 if careful else 1
+        recorder._write([ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), times[0]),
+                         ev.ApplicationCreated("a1", "x", "u", 1, times[0]),
+                         ev.ThreadSubmitted(internal, "a1", internal, "http://a.test/", "a.test", 0, 0, (), times[0]),
+                         ev.ThreadAssigned(internal, internal, "e1", 1, times[1])], careful=careful)
+        recorder._write([ev.ThreadFinished(internal, internal, times[2], times[3], None)], careful=careful)
+    with engine.connect() as conn:
+        threads = conn.execute(models.thread.select().order_by(models.thread.c.internal_thread_id)).mappings().all()
+        attempts = conn.execute(models.attempt.select().order_by(models.attempt.c.attempt_id)).mappings().all()
+        executor = conn.execute(models.executor.select()).mappings().one()
+    want = [from_timestamp(t) for t in times]
+    assert executor["ping_time"] == want[0]
+    for thread, attempt in zip(threads, attempts, strict=True):
+        assert (thread["time_submitted"], thread["time_started"], thread["time_finished"]) == (want[0], want[2], want[3])
+        assert (attempt["time_assigned"], attempt["time_started"], attempt["time_finished"]) == (want[1], want[2], want[3])

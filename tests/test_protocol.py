@@ -22,6 +22,7 @@ EXAMPLES = [
     p.Started([7, 8, 9]),
     p.Result(7, PAGE),
     p.Result(8, p.PageResult(url="http://a.test/f.pdf", content=b"%PDF-\x00\xff")),
+    p.Results([p.AttemptResult(7, PAGE, 0.25), p.AttemptResult(8, p.PageResult(url="http://a.test/f.pdf"))]),
     p.Cancel(7),
     p.Availability(False),
     p.Availability(False, [7, 8]),
@@ -105,6 +106,21 @@ def test_the_manager_relays_a_page_as_it_came_and_reads_only_its_envelope():
         (503, 9, "http_status", 2.5)
     done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(1, "ex", 1, False, relayed.page)])))
     assert done.threads[0].page == p.decode(frames).page       # the client gets the page whole
+
+
+def test_results_carry_pages_encoded_once_and_the_manager_reads_their_envelopes():
+    page = p.PageResult(url="http://a.test/", status=429, error_kind="http_status", retry_after=1.5, content="x")
+    sent = p.Results([p.AttemptResult(7, p.encode_page(page), 0.125), p.AttemptResult(8, p.encode_page(PAGE))])
+    wire = p.encode(sent)
+    assert p.decode(wire) == p.Results([p.AttemptResult(7, page, 0.125), p.AttemptResult(8, PAGE)])
+    relayed = p.decode(wire, relay=True)
+    assert [(r.attempt_id, r.ran, r.page.status, r.page.retry_after) for r in relayed.results] == \
+        [(7, 0.125, 429, 1.5), (8, None, 200, None)]
+    done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(1, "ex", 1, False, relayed.results[1].page)])))
+    assert done.threads[0].page == PAGE
+    with pytest.raises(p.ProtocolError, match=r"results\.results\[1\]\.page"):
+        p.decode(frames(b"results", {"results": [{"attempt_id": 1, "page": {"url": "u"}},
+                                                 {"attempt_id": 2, "page": {"url": 5}}]}), relay=True)
 
 
 def test_a_relayed_page_that_does_not_decode_fails_its_thread_only():
