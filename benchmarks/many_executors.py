@@ -5,7 +5,8 @@
 A real manager process (SQLite records, its dashboard on) gets ``--executors`` simulated
 executors — ``--processes`` processes each holding its share of ZeroMQ DEALER sockets, speaking
 the real protocol of :mod:`gridcrawl.protocol`: they register, heartbeat every second with the
-figures a real executor sends, and answer every ``assign`` at once (one ``results`` message with a
+figures a real executor sends (skipped while they sent results within the second, but at least
+every five seconds, as the real link does), and answer every ``assign`` at once (one ``results`` message with a
 tiny page per job, no ``started``, as a real executor whose jobs start and finish within one pass of
 its loop; no fetch). One client application submits ``--threads`` grid threads at
 once and acknowledges their results. The same run is then made with ``--baseline`` executors
@@ -48,6 +49,7 @@ import psutil
 import zmq
 
 from gridcrawl import protocol as p
+from gridcrawl.link import LinkState
 
 SUBMIT_CHUNK = 10_000  # grid threads per submit message (the manager's limit)
 
@@ -87,10 +89,18 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
     pages = [0] * count
     index = {sock: i for i, sock in enumerate(sockets)}
 
+    last_sent = [float("-inf")] * count  # as the real link (gridcrawl.link.LinkState's heartbeat rule)
+    last_beat = [time.monotonic()] * count
+
     def heartbeat() -> float:
-        """Every executor heartbeats (once a second), with a real executor's figures; returns
-        when the next round is due."""
+        """Every executor heartbeats once a second, with a real executor's figures, unless it sent
+        results within the last second (then at least every LinkState.FIGURES_EVERY seconds), as
+        the real executor's link does; returns when the next round is due."""
+        now = time.monotonic()
         for i, sock in enumerate(sockets):
+            if now - last_sent[i] < 1.0 and now - last_beat[i] < LinkState.FIGURES_EVERY - 0.5:
+                continue
+            last_beat[i] = now
             sock.send_multipart(p.encode(p.Heartbeat({
                 "cpu_usage": 1.0, "cpu_avail": 90.0, "cpu_totalusage": 1.0, "mem_usage": 50 << 20,
                 "running": 0, "pages_per_second": float(pages[i]), "worker_idle_seconds": 0.0,
@@ -123,6 +133,7 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                         content="<html>tiny</html>", links=[])), 0.0) for job in jobs])))
                 results += len(jobs)
                 pages[index[sock]] += len(jobs)
+                last_sent[index[sock]] = time.monotonic()
             if time.monotonic() >= next_beat:  # heartbeats first, even in the middle of a burst
                 next_beat = heartbeat()
         if time.monotonic() >= next_beat:

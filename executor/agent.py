@@ -34,7 +34,7 @@ from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
-from gridcrawl.executor.memory import TRIM_AFTER_BYTES, release_free_memory
+from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
@@ -246,7 +246,7 @@ class ExecutorAgent:
                     self.figures.pages += 1
                     if page.size >= TRIM_AFTER_BYTES:  # its tree and copies are freed: give them back
                         del page
-                        release_free_memory()
+                        release_free_memory(above=TRIM_ABOVE_RSS)
                 finally:
                     with self._running_lock:
                         self.running -= 1

@@ -241,8 +241,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.kept = [[url, rule] for url, rule in keep]
         else:
             result.links = [[link.url, link.text] for link in page.links]
-        text = body.decode(page.encoding, errors="replace") if (store_content or semantic
-                                                                  or instruction.items) else None
+        text = page.decoded if (store_content or semantic or instruction.items) else None  # decoded once
         if semantic:
             structured = extract_structured(page.document, text, result.final_url, limits)
             result.triples = structured.triples

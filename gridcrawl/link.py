@@ -149,7 +149,12 @@ class LinkState:
       the next manager is tried at once when there are several, otherwise the same one after the
       back-off. A peer that never had an answer from its only manager waits for it (up to
       ``connect_timeout``) instead.
-    * **heartbeat**: every ``heartbeat_interval`` s while up.
+    * **heartbeat**: every ``heartbeat_interval`` s while up, unless the peer sent the manager
+      another message within the last interval (any message is a sign of life to the manager too);
+      then it waits, but at most :data:`FIGURES_EVERY` intervals, so that an executor's figures
+      (CPU, memory, pages/s), which only heartbeats carry, are never older than that. A busy
+      executor sends results every pass: a thousand of them sent the manager a heartbeat each
+      second on top, one message in three (issue 23).
     * **back-off**: reconnecting waits ``reconnect_initial`` s, doubling at every reconnect up to
       ``reconnect_max``; an answer resets it.
     * **refusal** (``refuse``): a standby names the active manager — go there at once if it is
@@ -163,6 +168,7 @@ class LinkState:
     """
 
     FAILURE_LOG_EVERY = 30.0  # s; libzmq retries a failed handshake every ~0.1 s: do not flood the log
+    FIGURES_EVERY = 5  # heartbeat intervals between two heartbeats at most, however busy the peer
 
     def __init__(self, managers, settings: Settings, answers: tuple[type, ...], *,
                  logger: logging.Logger = log) -> None:
@@ -176,6 +182,7 @@ class LinkState:
         self.up = False           # the current connection's manager answered the hello
         self.ever_up = False      # some manager answered once: from then on the link never gives up
         self.started = self.connected_at = self.last_heard = self.next_beat = 0.0
+        self.last_sent = self.last_beat = float("-inf")  # any message to the manager; a heartbeat
         self.backoff = self.initial
         self.reconnect_at: float | None = None
         self.refusal: str | None = None  # the last refusal naming nobody, before the first answer
@@ -199,12 +206,17 @@ class LinkState:
             self.up = self.ever_up = True
             self.backoff, self.refusal = self.initial, None
             self.next_beat = now + self.interval
+            self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
             return self._refused(now, message.reason, message.active)
         elif isinstance(message, p.Bye) and self.reconnect_at is None:
             self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
             self._reconnect(now + self.backoff)
         return self._due(now)
+
+    def sent(self, now: float) -> None:
+        """A message went to the manager: a sign of life to it (see the heartbeat rule)."""
+        self.last_sent = now
 
     def handshake_failed(self, now: float, reason: str) -> list[Action]:
         """The security handshake with the manager failed (``reason``: one line)."""
@@ -234,7 +246,10 @@ class LinkState:
         actions = self._due(now)
         if self.up and now >= self.next_beat:
             self.next_beat = now + self.interval
-            actions.append(Beat())
+            if (now - self.last_sent >= self.interval
+                    or now - self.last_beat >= self.FIGURES_EVERY * self.interval - self.interval / 2):
+                self.last_beat = now
+                actions.append(Beat())
         return actions
 
     def _refused(self, now: float, reason: str, active: str | None) -> list[Action]:
@@ -267,6 +282,7 @@ class LinkState:
     def _connect(self, now: float) -> Connect:
         self.up = False
         self.connected_at = now
+        self.last_sent = float("-inf")  # what went to another manager is no sign of life to this one
         return Connect(self.managers.current)
 
 
@@ -341,7 +357,10 @@ class ManagerLink:
 
     def send(self, message: p.Message) -> bool:
         """Send ``message`` on the current socket; False if it could not be queued."""
-        return self.socket is not None and send(self.socket, message)
+        if self.socket is None or not send(self.socket, message):
+            return False
+        self.state.sent(self.clock())
+        return True
 
     def close(self, bye: str | None = None, linger: int = 500) -> None:
         """Say ``bye`` (when given) and close the socket, waiting up to ``linger`` ms for what is

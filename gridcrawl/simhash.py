@@ -40,35 +40,84 @@ BITS = 64
 NEAR_DISTANCE = 3
 
 _WORD_RE = re.compile(r"\w+", re.UNICODE)  # runs of word characters (those without a letter are dropped)
-_WITH_BIT = [[v for v in range(256) if v >> b & 1] for b in range(8)]  # byte values with bit b set
 _MAX_WORDS = 10_000  # words of a page used at most (bounds the cost on huge pages; ~60 KB of text)
 _LANE = 16  # bits of one counter: a lane counts the features with one hash bit set (<= _MAX_WORDS)
 _LANE_MASK = (1 << _LANE) - 1
-# byte value -> its 8 bits spread one per lane (bit b of the byte -> lane b)
-_SPREAD = [sum((v >> b & 1) << (_LANE * b) for b in range(8)) for v in range(256)]
-# word -> its feature hash with every bit in a lane of its own (0: the word is not a feature).
-# Pages of one site share most of their vocabulary, so most words are found here: the sum of
-# these integers is the per-bit count of the whole page in one C loop. Bounded (cleared when
-# full; about 300 bytes an entry, so at most ~6 MB); shared by an executor's threads (a lost
-# entry in a race is only computed again).
-_FEATURES: dict[str, int] = {}
+# _SPREAD_AT[k][v]: byte value v at byte k of the big-endian feature hash (bits 8(7-k) ... 8(7-k)+7),
+# its 8 bits spread one per lane (bit i of the hash -> bit 16 i), so a feature's spread is the
+# OR of 8 look-ups
+_SPREAD_AT = [[sum((v >> b & 1) << (_LANE * (8 * (7 - k) + b)) for b in range(8)) for v in range(256)]
+              for k in range(8)]
+# word (lower-cased, UTF-8) -> its feature hash with every bit in a lane of its own (0: the word
+# is not a feature). Pages of one site share most of their vocabulary, so most words are found
+# here: the sum of these integers is the per-bit count of the whole page in one C loop. Bounded
+# (cleared when full; about 250 bytes an entry, so at most ~5 MB); shared by an executor's
+# threads (a lost entry in a race is only computed again).
+_FEATURES: dict[bytes, int] = {}
 _FEATURES_MAX = 20_000
+# a table turning every ASCII byte that is no word character into a space (letters, digits, "_"
+# and the bytes of non-ASCII characters stay)
+_ASCII_SEPARATORS = bytes(v if v >= 0x80 or chr(v).isalnum() or v == 0x5F else 0x20 for v in range(256))
+_MAX_SEVERAL = 16  # distinct pieces of several words counted one by one at most (else: read in order)
 
 
-def _feature_hash(word: str) -> bytes:
-    return hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
-def _spread_feature(word: str) -> int:
-    """``word``'s 64-bit feature hash with bit ``i`` moved to bit ``16 i`` (0 when ``word`` is a
-    bare number or holds no letter, so is no feature)."""
-    if word.isdigit() or not any(map(str.isalpha, word)):
+def _distinct_words(text: str) -> set[bytes]:
+    r"""The distinct words among the first :data:`_MAX_WORDS` words of ``text``, lower-cased, as
+    UTF-8: the runs of word characters (``\w``: ``str.isalnum()`` or ``_``) that
+    ``_WORD_RE.findall(text.lower())`` finds, without matching a regular expression at every
+    character of the text (which took half of the SimHash time on a Python docs page).
+
+    The ASCII characters that are no word characters become spaces and the bytes are split on
+    them (C loops): each piece is one word, but for the few distinct pieces holding non-ASCII
+    characters, which the regular expression splits (``café`` is one word, ``¶`` none,
+    ``word—word`` two). Past :data:`_MAX_WORDS` words the pieces are read in order."""
+    if "\u03a3" in text:  # Σ: the one character str.lower() maps by its context (final sigma)
+        text = text.lower()
+    # lower-cased piece by piece below: ASCII letters here, the non-ASCII pieces one by one
+    spaced = _utf8(text).translate(_ASCII_SEPARATORS).lower()
+    pieces = spaced.split()
+    distinct = set(pieces)
+    if text.isascii():  # every piece is one word
+        return distinct if len(pieces) <= _MAX_WORDS else set(pieces[:_MAX_WORDS])
+    split: dict[bytes, list[bytes]] = {}  # the non-ASCII pieces that are not one word -> their words
+    for piece in [piece for piece in distinct if not piece.isascii()]:
+        words = list(map(_utf8, _WORD_RE.findall(piece.decode("utf-8", "surrogatepass").lower())))
+        if words != [piece]:
+            split[piece] = words
+    several = [(piece, len(words)) for piece, words in split.items() if len(words) > 1]
+    if len(several) <= _MAX_SEVERAL:
+        # at most this many words: a piece's occurrences are at most its occurrences as bytes
+        bound = len(pieces) + sum((n - 1) * spaced.count(piece) for piece, n in several)
+        if bound <= _MAX_WORDS:
+            distinct.difference_update(split)
+            for words in split.values():
+                distinct.update(words)
+            return distinct
+    words = []
+    for piece in pieces:  # in order, up to the cap
+        if piece in split:
+            words += split[piece]
+        else:
+            words.append(piece)
+        if len(words) >= _MAX_WORDS:
+            break
+    return set(words[:_MAX_WORDS])
+
+
+def _spread_feature(word: bytes) -> int:
+    """``word``'s 64-bit feature hash (BLAKE2b of its UTF-8 bytes) with bit ``i`` moved to bit
+    ``16 i`` (0 when ``word`` is a bare number or holds no letter, so is no feature)."""
+    text = word.decode("utf-8", "surrogatepass")
+    if text.isdigit() or not any(map(str.isalpha, text)):
         return 0
-    digest = _feature_hash(word)
-    spread = 0
-    for k in range(8):  # byte k of the big-endian digest holds bits 8(7-k) ... 8(7-k)+7
-        spread |= _SPREAD[digest[k]] << (_LANE * 8 * (7 - k))
-    return spread
+    d = hashlib.blake2b(word, digest_size=8).digest()
+    t = _SPREAD_AT
+    return (t[0][d[0]] | t[1][d[1]] | t[2][d[2]] | t[3][d[3]] | t[4][d[4]] | t[5][d[5]] | t[6][d[6]]
+            | t[7][d[7]])
 
 
 def simhash(text: str) -> int:
@@ -77,31 +126,28 @@ def simhash(text: str) -> int:
     Features are the distinct words of ``text`` (runs of letters, digits and ``_`` holding a
     letter; bare numbers are left out), lower-cased, each of weight 1 (among its first 10,000
     words). A text without words gives 0. Bit ``i`` is set when more than half of the features'
-    BLAKE2b hashes (8 bytes, big-endian) have bit ``i`` set.
+    BLAKE2b hashes (8 bytes of the word's UTF-8, big-endian) have bit ``i`` set.
 
     Never raises.
 
-    Cost: one BLAKE2b per word not seen lately (:data:`_FEATURES`), one dictionary look-up per
-    distinct word, and one sum of big integers: about 1 ms for a Python docs page on the
-    2-core test machine (1.8 ms with a hash and a count per word).
+    Cost: the words found by C loops over bytes (:func:`_distinct_words`), one BLAKE2b per word
+    not seen lately (:data:`_FEATURES`), one dictionary look-up per distinct word, and one sum
+    of big integers: about 0.8 ms for a Python docs page on the 2-core test machine (1.3 ms with
+    a regular expression over the text and a Python loop over the distinct words).
     """
-    words = _WORD_RE.findall(text.lower(), 0)
-    if len(words) > _MAX_WORDS:
-        words = words[:_MAX_WORDS]
     features = _FEATURES
-    spreads = []
-    for word in set(words):
-        spread = features.get(word)
-        if spread is None:
-            spread = _spread_feature(word)
-            if len(features) >= _FEATURES_MAX:
-                features.clear()
-            features[word] = spread
-        if spread:
-            spreads.append(spread)
-    if not spreads:
+    distinct = list(_distinct_words(text))
+    spreads = list(map(features.get, distinct))
+    if None in spreads:  # words not seen lately: hash them
+        if len(features) >= _FEATURES_MAX:
+            features.clear()
+        for i, spread in enumerate(spreads):
+            if spread is None:
+                spreads[i] = features[distinct[i]] = _spread_feature(distinct[i])
+    count = len(spreads) - spreads.count(0)
+    if not count:
         return 0
-    half = len(spreads) / 2
+    half = count / 2
     counts = sum(spreads)
     value = 0
     for i in range(BITS):

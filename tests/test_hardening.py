@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 
+import lxml.html
 import pytest
 
 from adversarial import BOGUS_LINKS, PDF_BYTES, TITLE_CP1251, adversarial_site
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopRefusal, chain_hop_checks
 from gridcrawl.executor.page import visit
+from gridcrawl.executor import memory
 from gridcrawl.executor.parse import looks_binary, sniff_html
 from sites import Site
 
@@ -187,3 +189,15 @@ def test_parse_gate_bounds_the_pages_parsed_at_once(site_server):
     for path, page in pages.items():
         assert page.status == 200 and page.parse_seconds > 0
         assert {u for u, _ in page.links} >= {server.url(d) for d in site.links[path]}
+
+
+@pytest.mark.skipif(not memory._libc, reason="glibc only")
+def test_free_memory_is_given_back_only_above_the_resident_bound():
+    """After a large page the executor trims glibc's heaps only when its resident memory is over
+    the bound (a trim makes the next large page fault its memory in again)."""
+    assert memory._resident_bytes() > 1 << 20
+    for _ in range(3):  # a large tree's nodes are glibc heap memory, free after the del
+        tree = lxml.html.document_fromstring("<p>" + "<b>x</b>y" * 200_000)
+        del tree
+        assert memory.release_free_memory(above=1 << 60) is False  # under the bound: kept
+    assert memory.release_free_memory(above=1 << 20) is True  # over it: given back

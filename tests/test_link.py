@@ -93,6 +93,31 @@ def test_once_up_a_peer_beats_every_interval_and_only_while_up():
     assert state.tick(3.0) == [Beat()] and state.silence(3.0) == 0.5
 
 
+def test_a_busy_peer_skips_heartbeats_but_sends_its_figures_every_five_intervals():
+    state = up(link(A))
+    beats = []
+    for tenth in range(1, 121):  # 12 s; a result sent every 0.3 s for the first 11 s
+        now = tenth / 10
+        if now <= 11.0 and tenth % 3 == 0:
+            state.sent(now)
+        if tenth % 10 == 5:
+            state.received(now, p.Assign([]))  # the manager's side of a busy link
+        if state.tick(now) == [Beat()]:
+            beats.append(now)
+    # busy: a beat only when the last one is 5 intervals old (its figures); idle again after 11 s:
+    # every interval (the last message went out at 10.8 s)
+    assert beats == [5.0, 10.0, 12.0]
+    assert state.silence(12.0) == 0.5  # silence is judged on what the manager sends, as before
+
+
+def test_a_message_to_another_manager_is_no_sign_of_life_to_the_next():
+    state = up(link(A, B))
+    state.sent(2.9)
+    assert state.tick(3.1) == [Connect(B)]  # A silent for 3 s: the next manager
+    assert state.received(3.2, WELCOME) == []
+    assert state.tick(4.2) == [Beat()]  # its first interval: a beat, though a message went to A at 2.9
+
+
 def test_a_silent_manager_is_reconnected_with_a_new_socket_after_a_doubling_backoff():
     state = up(link(A))
     state.received(1.0, p.Heartbeat())

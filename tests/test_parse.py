@@ -309,6 +309,21 @@ def test_title_and_document() -> None:
     assert page.document.tag == "html"
 
 
+@pytest.mark.parametrize("body, content_type", [
+    (codecs.BOM_UTF8 + "<title>Ünï</title>".encode(), "text/html"),
+    ("<title>Привет</title>".encode("cp1251"), "text/html; charset=windows-1251"),
+    (codecs.BOM_UTF16_LE + "<title>T</title>".encode("utf-16-le"), None),
+    (b"<title>bad \xff bytes</title>", "text/html; charset=utf-8"),
+])
+def test_parsed_page_keeps_the_body_as_decoded(body: bytes, content_type: str | None) -> None:
+    """The executor stores ``decoded`` as the page's content: exactly the body decoded with the
+    page's encoding (a byte order mark kept), while the title is read without it."""
+    page = parse_page(body, PAGE, content_type)
+    assert page.decoded == body.decode(page.encoding, errors="replace")
+    assert not page.title.startswith("\ufeff")
+    assert "decoded" not in repr(page)
+
+
 def test_repr_leaves_out_the_document() -> None:
     page = parse_page(b"<title>T</title><a href='a'>A</a>", PAGE, "text/html")
     text = repr(page)

@@ -11,8 +11,11 @@ sitemaps and their lastmod). The whole crawl with default settings is
 from __future__ import annotations
 
 import gzip
+import hashlib
+import re
 import threading
 
+import lxml.etree
 import lxml.html
 import pytest
 import sqlalchemy as sa
@@ -24,7 +27,8 @@ from gridcrawl.db import open_database
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.page import visit
-from gridcrawl.executor.parse import canonical_link, extract_links, header_robots, meta_robots, visible_text
+from gridcrawl.executor.parse import (INVISIBLE_TAGS, canonical_link, extract_links, header_robots, meta_robots,
+                                      parse_page, visible_text)
 from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.executor.sitemap import MAX_SITEMAP_ENTRIES, SitemapError, parse_lastmod, parse_sitemap
 from gridcrawl.protocol import PageResult
@@ -53,6 +57,37 @@ def test_simhash_near_for_small_changes_far_for_other_texts():
     assert hamming(simhash(vocabulary), simhash(vocabulary + " indeed")) <= 3
     assert hamming(simhash(TEXT), simhash(TEXT.replace("2024", "2025") + " 17 99")) == 0
     assert hamming(simhash(TEXT), simhash(other)) > 10
+
+
+def _simhash_by_definition(text: str) -> int:
+    """SimHash word by word, as gridcrawl.simhash documents it (its code before issue 23)."""
+    words = re.findall(r"\w+", text.lower())[:10_000]
+    features = {word for word in words if not word.isdigit() and any(char.isalpha() for char in word)}
+    counts = [0] * 64
+    for word in features:
+        h = int.from_bytes(hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+        for i in range(64):
+            counts[i] += h >> i & 1
+    return sum(1 << i for i in range(64) if counts[i] > len(features) / 2)
+
+
+TRICKY_TEXTS = [
+    "", "¶", "word—word ¶ “quoted” café naïve\u00a0nbsp\u2003em", "ΟΔΟΣ. ΑΣ'Α Σ'Α", "ΑΘΗΝΑ ΚΑΙ ΠΕΙΡΑΙΑ CAFÉ Ǆ",
+    "İstanbul \u212aelvin ǅungla",
+    "x_1 _ __ 1_ ² ½ ٣٤ word٣ 2024-01-05 a\u0307b", "日本語、テキスト。句読点", "\ud800lone surrogate\udfff x",
+    "\x00nul\x1fctl\x7fdel\x85nel", " ".join(f"w{i}" for i in range(10_500)),  # ASCII, past the 10,000 words
+    "é " * 9_997 + "z—y—w end", "é " * 9_999 + "z—y—w end",  # a piece of several words at the cap
+    " ".join(f"w{i}—v{i}" for i in range(6_000)),  # many pieces of several words, past the cap
+    "".join(f"a{i}¶" for i in range(12_000)),
+]
+
+
+def test_simhash_is_its_definition_and_pinned():
+    for text in TRICKY_TEXTS:
+        assert simhash(text) == _simhash_by_definition(text), text[:40]
+    # values of the code before issue 23: fingerprints stored by a crawl stay comparable
+    assert simhash(TEXT) == 409550242566378194
+    assert simhash("Café — “naïve” ¶ ΟΔΟΣ. word—word İstanbul 日本語、テキスト。") == 12976533215744780100
 
 
 # --------------------------------------------------------------------------- URL shapes and traps
@@ -184,6 +219,27 @@ def test_rel_nofollow_links_are_skipped_on_request_and_visible_text():
     assert [link.url for link in extract_links(doc, "http://h.example/", skip_nofollow=True)] == ["http://h.example/a"]
     text = visible_text(doc)
     assert "seen" in text and "words" in text and "var" not in text and "p{}" not in text
+
+
+def _visible_text_by_definition(root) -> str:
+    """lxml's text pieces of the body after removing the invisible elements (before issue 23)."""
+    lxml.etree.strip_elements(root, *INVISIBLE_TAGS, with_tail=False)
+    body = root.find("body")
+    return " ".join((body if body is not None else root).itertext())
+
+
+@pytest.mark.parametrize("html", [
+    b"<p>foo<script>x</script>bar <b>b</b>c</p>", b"<p>a<script>1</script><script>2</script>b<style>s</style>c</p>",
+    b"<body>x<!--c--><script></script>y<?pi z?>w</body>", b"<div><noscript>n<script>s</script>m</noscript>t</div>tail",
+    b"<html><head><title>T</title><script>h</script></head>no body <b>bold</b>s</html>", b"<template>t</template>after",
+    b"<table><tr><td>1</td><td>2</td></tr></table>", b"<p>a&amp;b &#65;&nbsp;d<br>e</p>", b"<script>only</script>",
+    b"<body><script>a</script>b</body>", "<p>é — ¶ 日本</p>".encode(), b"", b"<p>" + b"x<b>y</b>" * 3000 + b"</p>",
+])
+def test_visible_text_is_its_definition(html):
+    expected = _visible_text_by_definition(parse_page(html, "http://h.example/", "text/html").document)
+    assert visible_text(parse_page(html, "http://h.example/", "text/html").document) == expected
+    if html.startswith(b"<p>foo"):
+        assert expected == "foobar  b c"  # the text on both sides of a script is one piece
 
 
 # --------------------------------------------------------------------------- an executor's visit
