@@ -14,6 +14,12 @@ expiry, say) learns it at its next renewal (:class:`LeaseLost`) instead of writi
 hot-standby manager can watch the row (:meth:`Lease.read`) and take over an expired lease with
 :meth:`Lease.try_acquire`, and later writes can carry the same ``WHERE epoch = :mine``.
 
+A manager paused or hung inside a transaction that locked the row (its recorder's fenced batch)
+does not stop a take-over: the lease's transactions ask the server to end them when idle for the
+lease length, a standby waits for the row lock only ``lock_wait`` seconds (then "refuse", tried
+again), and on PostgreSQL it ends the session of a holder whose lease expired inside such a
+transaction (docs/reliability.md, "Failover when the active manager hangs inside a transaction").
+
 The decisions are the pure function :func:`decide` (the row, who I am, ``now``, and whether a
 holder process is alive go in; what to do comes out), testable without a database. Times are
 POSIX seconds; the database stores naive UTC datetimes. Clocks of managers on different hosts
