@@ -379,19 +379,13 @@ def lock_wait(conn: Connection, seconds: float) -> Iterator[None]:
     limit is back after the block.
 
     PostgreSQL ``lock_timeout`` (ms), MariaDB/MySQL ``innodb_lock_wait_timeout`` (whole seconds,
-    at least 1), SQL Server ``SET LOCK_TIMEOUT`` (ms), SQLite ``PRAGMA busy_timeout`` (ms; it
-    bounds the wait of ``BEGIN IMMEDIATE`` for the write lock, then ``database is locked``).
+    at least 1), SQL Server ``SET LOCK_TIMEOUT`` (ms). SQLite keeps its busy timeout
+    (``SQLITE_BUSY_MS`` at ``BEGIN IMMEDIATE``): every SQLite transaction, a report's or a
+    dashboard's read included, takes the write lock, so a short wait there would make a manager
+    starting next to one refuse to start.
     """
     dialect = conn.dialect.name
     ms = max(1, int(seconds * 1000))
-    if dialect == "sqlite":  # on the driver's connection: SQLAlchemy's would BEGIN IMMEDIATE first
-        raw = conn.connection.driver_connection
-        raw.execute(f"PRAGMA busy_timeout={ms}")
-        try:
-            yield
-        finally:
-            raw.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
-        return
     settings = {"postgresql": (f"SET lock_timeout = {ms}", "RESET lock_timeout"),
                 "mysql": (f"SET SESSION innodb_lock_wait_timeout = {max(1, math.ceil(seconds))}",
                           "SET SESSION innodb_lock_wait_timeout = DEFAULT"),
