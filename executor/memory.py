@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+import psutil
+
 #: Bodies at least this large (bytes) are followed by :func:`release_free_memory`.
 TRIM_AFTER_BYTES = 256 * 1024
 #: Resident memory (bytes) above which the executor gives free memory back after such a page.
@@ -51,19 +53,6 @@ def release_free_memory(above: int = 0) -> bool:
     RSS where it was (82-105 MB). Returns True when memory was released (False when there was
     none, when the process holds no more than ``above``, or off glibc).
     """
-    if _libc is None or (above and 0 < _resident_bytes() <= above):
+    if _libc is None or (above and psutil.Process().memory_info().rss <= above):
         return False
     return _libc.malloc_trim(0) == 1
-
-
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def _resident_bytes() -> int:
-    """This process's resident memory in bytes (Linux ``/proc/self/statm``; 0 when unreadable,
-    so that the caller trims)."""
-    try:
-        with open("/proc/self/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * _PAGE_BYTES
-    except (OSError, ValueError, IndexError):
-        return 0
