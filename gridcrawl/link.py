@@ -33,7 +33,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.errors import LinkError, ManagerUnreachable, Refused
 from gridcrawl.settings import Settings
-from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, send
+from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, receive, send
 
 log = logging.getLogger("gridcrawl.link")
 
@@ -336,7 +336,7 @@ class ManagerLink:
         sock = self.socket
         while sock is not None and sock is self.socket:
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = receive(sock)
             except zmq.Again:
                 return
             try:

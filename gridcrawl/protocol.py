@@ -724,8 +724,12 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
     if relay and kind == b"results":
         m = _checked(_RELAYED_RESULTS.decode, body, "results")
         summary = _SUMMARY.decode
-        return Results([AttemptResult(r.attempt_id, RelayedPage(r.page, _checked(summary, r.page, f"results.results[{i}].page")),
-                                      r.ran) for i, r in enumerate(m.results)])
+        try:
+            return Results([AttemptResult(r.attempt_id, RelayedPage(r.page, summary(r.page)), r.ran) for r in m.results])
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            for i, r in enumerate(m.results):  # which page: the error names it
+                _checked(summary, r.page, f"results.results[{i}].page")
+            raise
     return _checked(decoder.decode, body, kind.decode())
 
 

@@ -183,7 +183,7 @@ class GridThread:
         return f"application {self.application_id[:8]} thread {self.thread_id}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Executor:
     """A registered executor and the attempts it holds (``running``: attempt id → thread)."""
 
@@ -221,7 +221,8 @@ class Executor:
         its window of unanswered attempts minus what it holds."""
         if not (self.connected and self.accepting) or self.quarantined_until is not None:
             return 0
-        return min(self.capacity, self.window) - len(self.running)
+        window = self.window  # at most capacity (slow start), so min(capacity, window)
+        return (window if window < self.capacity else self.capacity) - len(self.running)
 
     @property
     def refill(self) -> int:
@@ -860,33 +861,58 @@ class ManagerCore:
 
     def dispatch(self, now: float) -> list[Action]:
         """Assign READY threads that politeness lets start to executors with free slots.
-        Cost: the executors that may have room (:meth:`_has_room`), not all of them."""
-        actions: list[Action] = []
+        Cost: the executors that may have room (:meth:`_has_room`), not all of them. The jobs
+        one executor gets travel in one ``assign`` (1,000 desktops: one message per refill, not
+        one per thread merged later)."""
         if not len(self.queue):
-            return actions
+            return []
+        jobs: dict[Executor, list[p.Job]] = {}
+        events: list[Action] = []
         if self.settings.dispatch == "host-hash":
             def owner_has_room(host: str, needs: tuple) -> bool:
                 owner = self.owner(host, needs)
                 return owner is not None and owner.free > 0
             while (t := self.queue.pop(now, owner_has_room)) is not None:
-                actions += self._assign(t, self.owner(t.host, t.needs), now)
-            return actions
+                self._assign(t, self.owner(t.host, t.needs), now, jobs, events)
+            return self._assigned(jobs, events)
         room = self._room
         for executor_id in [executor_id for executor_id, ex in room.items() if ex.free < ex.refill]:
             del room[executor_id]  # full, gone, not accepting, or busy enough: back when it has room again
+        if not room:
+            return []
+        self._round_robin += 1
+        needs_any = self.queue.needs_any()  # some queued thread needs a capability (most grids: none)
+        if len(room) == 1 and not needs_any:
+            # one executor with room (a result just freed its slots: the common case with many
+            # small executors): fill it, no heap, no per-thread capability test
+            ex = next(iter(room.values()))
+            deferred: list[GridThread] = []
+            while ex.free > 0:
+                t = self.queue.pop(now)
+                if t is None:
+                    break
+                if t.tried and ex.executor_id in t.tried and self._alternative(t):
+                    deferred.append(t)  # it waits for an executor it was not taken back from
+                    continue
+                self._assign(t, ex, now, jobs, events)
+            if ex.free <= 0:
+                del room[ex.executor_id]
+            for t in deferred:
+                self.queue.release(t, now)
+                self._enqueue(t)
+            return self._assigned(jobs, events)
         # the executors with room, most free slots first, ties in turn (a heap: choosing among
         # 1,000 executors costs O(log n) per thread, not O(n))
-        self._round_robin += 1
         n = len(room)
         heap = [(-ex.free, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
         heapq.heapify(heap)
         turn = n
-        deferred: list[GridThread] = []
+        deferred = []
 
         def runnable(needs: tuple) -> bool:
             return any(ex.can_run(needs) for ex in room.values())
         while room:
-            t = self.queue.pop(now, runnable=runnable)
+            t = self.queue.pop(now, runnable=runnable if needs_any else None)
             if t is None:
                 break
             if t.needs or t.tried:  # few threads: the executors able to run them, one by one
@@ -896,7 +922,7 @@ class ManagerCore:
             if ex is None:
                 deferred.append(t)
                 continue
-            actions += self._assign(t, ex, now)
+            self._assign(t, ex, now, jobs, events)
             if ex.free <= 0:
                 del room[ex.executor_id]
             else:
@@ -905,7 +931,13 @@ class ManagerCore:
         for t in deferred:  # they wait for an executor they were not taken back from
             self.queue.release(t, now)
             self._enqueue(t)
-        return actions
+        return self._assigned(jobs, events)
+
+    @staticmethod
+    def _assigned(jobs: dict[Executor, list[p.Job]], events: list[Action]) -> list[Action]:
+        """The actions of one dispatch: one ``assign`` per executor with all of its jobs, then
+        the ThreadAssigned events."""
+        return [Send(ex.peer, p.Assign(executor_jobs)) for ex, executor_jobs in jobs.items()] + events
 
     @staticmethod
     def _most_free(heap: list, room: dict[str, Executor]) -> Executor:
@@ -963,7 +995,10 @@ class ManagerCore:
         index = bisect.bisect(ring, (_hash(host), ""))
         return self.executors[ring[index % len(ring)][1]]
 
-    def _assign(self, t: GridThread, ex: Executor, now: float) -> list[Action]:
+    def _assign(self, t: GridThread, ex: Executor, now: float, jobs: dict[Executor, list[p.Job]],
+                events: list[Action]) -> None:
+        """Assign ``t`` to ``ex`` as a new attempt: its job is added to ``jobs[ex]``, its
+        ThreadAssigned event to ``events`` (:meth:`_assigned` makes the actions)."""
         attempt_id = self.new_attempt_id()
         while attempt_id in self._attempts or attempt_id in self.late or attempt_id <= 0:
             attempt_id = self.new_attempt_id()
@@ -974,11 +1009,14 @@ class ManagerCore:
         t.attempts += 1
         ex.running[attempt_id] = t
         self._attempts[attempt_id] = t
-        return [
-            Send(ex.peer, p.Assign([p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
-                                          delay=self.queue.delay_of(t.host), needs=list(t.needs))])),
-            ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now),
-        ]
+        job = p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
+                    delay=self.queue.delay_of(t.host), needs=list(t.needs))
+        executor_jobs = jobs.get(ex)
+        if executor_jobs is None:
+            jobs[ex] = [job]
+        else:
+            executor_jobs.append(job)
+        events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now))
 
     # -------------------------------------------------------------------------- helpers
 

@@ -161,6 +161,10 @@ class ReadyQueue:
         else:
             del self._by_needs[needs]
 
+    def needs_any(self) -> bool:
+        """Whether some queued thread (waiting retries included) needs a capability."""
+        return len(self._by_needs) > 1 or (bool(self._by_needs) and () not in self._by_needs)
+
     def queued_by_needs(self) -> dict[tuple, int]:
         """Queued threads (waiting retries included) per distinct ``needs`` tuple; threads
         that need nothing are under ``()``."""

@@ -254,12 +254,19 @@ class Recorder:
         """Queue one event of :mod:`gridcrawl.manager.events` (cheap; called from the server loop).
         A new executor or application is written at once rather than at the next interval:
         they are rare, and programs wait for them (``gridcrawl run`` for its executors)."""
+        self.add_all([event])
+
+    def add_all(self, events: list) -> None:
+        """Queue ``events`` (as :meth:`add`, in order) under one lock: the server loop hands over
+        the events of one message at once."""
         with self._lock:
-            self._pending.append(event)
+            self._pending += events
             if self._file is not None:
-                self._unjournaled.append(event)
-        if isinstance(event, _WAKE):
-            self._wake.set()
+                self._unjournaled += events
+        for event in events:
+            if isinstance(event, _WAKE):
+                self._wake.set()
+                break
 
     def sync_journal(self) -> None:
         """Write the events added so far to the journal (one line, one ``write``; no fsync): the
@@ -310,8 +317,8 @@ class Recorder:
             self._unjournaled = []
 
     def _rotate(self) -> None:
-        """(Under the lock.) The journal so far becomes (or joins) the segment being flushed,
-        fsynced; a new, empty journal takes the next records."""
+        """(Under the lock.) The journal so far becomes (or joins) the segment being flushed
+        (fsynced after, by :meth:`_sync_segment`); a new, empty journal takes the next records."""
         self._write_lines()
         self._file.close()
         if self.segment.exists():
@@ -320,10 +327,14 @@ class Recorder:
             self.journal.unlink()
         else:
             os.replace(self.journal, self.segment)
-        with open(self.segment, "rb") as f:
-            os.fsync(f.fileno())
         self._file = open(self.journal, "ab")
         self._inodes.add(os.fstat(self._file.fileno()).st_ino)
+
+    def _sync_segment(self) -> None:
+        """fsync the segment (outside the lock: the server loop's :meth:`add` and
+        :meth:`sync_journal` do not wait for the disk)."""
+        with open(self.segment, "rb") as f:
+            os.fsync(f.fileno())
 
     def _read(self, path: Path) -> list:
         """The events of a journal file, oldest first (see :func:`journal_passes`)."""
@@ -401,6 +412,7 @@ class Recorder:
             if not batch and not self._segment_failed:
                 return 0
             self._rotate()
+        self._sync_segment()  # the segment is on disk before its records are written to SQL
         records = self._read(self.segment) if self._segment_failed else batch
         try:
             try:

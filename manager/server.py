@@ -32,7 +32,7 @@ from gridcrawl import models, protocol
 from gridcrawl.db import init_schema
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
-from gridcrawl.transport import apply_curve_server, make_socket, send
+from gridcrawl.transport import apply_curve_server, make_socket, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
@@ -199,6 +199,7 @@ class ManagerServer:
         that the assigns, starts and results of one pass travel batched). A refusal is a strike
         against its peer when ``strike`` is True."""
         quiet = None
+        events = []
         for action in actions:
             kind = type(action)
             if kind is Send:
@@ -209,12 +210,20 @@ class ManagerServer:
                     if self._sent_at.get(action.peer, float("-inf")) > quiet:
                         continue
                 if strike and type(action.message) is protocol.Refuse:
+                    if events:  # a strike may forget the peer: its records come after these
+                        self.recorder.add_all(events)
+                        events = []
                     self._strike(action.peer, f"refused: {action.message.reason}")
                 self._outbox.setdefault(action.peer, []).append(action.message)
             elif kind is Strike:
+                if events:
+                    self.recorder.add_all(events)
+                    events = []
                 self._hostile(action.peer, action.why)
             else:
-                self.recorder.add(action)
+                events.append(action)
+        if events:
+            self.recorder.add_all(events)
         if flush:
             self._flush()
 
@@ -502,7 +511,8 @@ class ManagerServer:
     def _handle_one(self, sock, core, curve: bool, now: float) -> bool:
         """Receive and handle one waiting message; False when none was waiting."""
         try:
-            frames = sock.recv_multipart(zmq.NOBLOCK, copy=not curve)
+            # with CURVE, frames (not bytes): the last one carries the peer key's User-Id
+            frames = sock.recv_multipart(zmq.NOBLOCK, copy=False) if curve else receive(sock)
         except zmq.Again:
             return False
         peer = frames[0].bytes if curve else frames[0]
@@ -580,9 +590,19 @@ def check_limits(message: protocol.Message) -> str | None:
     ``models.URL_LENGTH``, error kinds 32), numbers outside their column's range or not finite,
     more than 10,000 grid threads in one submit. Pure.
     """
+    m = message
+    if type(m) is protocol.Results and len(m.results) <= 100_000:
+        # the message of every grid thread: a quick pass over what is almost always right; any
+        # doubt (an error kind, an odd number) goes the long way below, which names the problem
+        for r in m.results:
+            ran = r.ran
+            if not 0 <= r.attempt_id < _INT64 or r.page.error_kind is not None or \
+                    (ran is not None and not 0 <= ran < 1e9):
+                break
+        else:
+            return None
     from gridcrawl.auth import MAX_PASSWORD
     checks: list[str | None] = []
-    m = message
     if isinstance(m, (protocol.Register, protocol.OpenApplication)):
         ident = m.executor_id if isinstance(m, protocol.Register) else m.application_id
         if ident is not None and not _ID.match(ident):
