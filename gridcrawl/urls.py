@@ -58,6 +58,7 @@ __all__ = [
     "in_scope",
     "path_trap",
     "url_host",
+    "url_shape",
 ]
 
 #: Longest canonical URL accepted, in characters (the historical Internet
@@ -395,6 +396,29 @@ def path_trap(url: str, limit: int = PATH_REPEAT_LIMIT) -> str | None:
                 return segment
             counts[segment] = seen
     return None
+
+
+_DIGITS_RE = re.compile(r"[0-9]+")
+
+
+def url_shape(url: str) -> str | None:
+    """The shape of ``url``: ``host/path?query`` (scheme and fragment dropped, host lower case)
+    with every run of digits in the path and query replaced by ``#``
+    (``/calendar?month=2024-05`` → ``/calendar?month=#-#``); ``None`` when its path and query
+    hold no digit (such a URL is no member of a numbered family). The port stays as it is.
+
+    The client's trap detector groups pages by shape (:mod:`gridcrawl.client.traps`), and the
+    executor computes a page's SimHash only when its URL has a shape (or the instruction asks
+    for it on every page): nobody else reads it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    tail = parts.path + ("?" + parts.query if parts.query else "")
+    shaped, count = _DIGITS_RE.subn("#", tail)
+    if not count:
+        return None
+    return parts.netloc.lower() + shaped
 
 
 def url_host(url: str) -> str:
