@@ -28,7 +28,9 @@ Python 3.11.7 / w3lib 2.5 (best of 5 runs on a quiet 2-core machine; about
   by a property test and on every link of the Python documentation
   (``tests/test_urls.py``);
 * a URL seen before (navigation menus repeat on every page of a site):
-  about 1 us, from an LRU cache of 32768 canonical URLs;
+  about 1 us, from an LRU cache of 32768 canonical URLs, keyed without the
+  fragment (``os.html#os.getcwd`` and ``os.html#os.chdir`` are one entry: on
+  the Python docs 5,700 entries instead of 29,000, 3 % misses instead of 18 %);
 * a fragment-only link (``#section``): about 0.3 us.
 
 Relative references are joined by a fast path equivalent to
@@ -342,6 +344,9 @@ def canonical_url(url: str, base: str | None = None) -> str:
         url = _join(base, url)
     if len(url) > _RAW_LENGTH_GUARD:
         raise InvalidURL(url, f"longer than {MAX_URL_LENGTH} characters")
+    hash_at = url.find("#")
+    if hash_at != -1:  # the fragment goes anyway: one cache entry for every anchor of a page
+        url = url[:hash_at]
     return _canonical_absolute(url)
 
 
