@@ -237,7 +237,7 @@ class ExecutorAgent:
                                      sitemap_fetcher=self.sitemap_fetcher,
                                      semantic_limits=self.semantic_limits, plugins=self.plugins,
                                      plugin_timeout=self.settings.plugin_timeout,
-                                     renderer=self.renderer, raw_content=True)
+                                     renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")

@@ -38,13 +38,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import struct
 import threading
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-import msgspec
 
 from gridcrawl.protocol import Instruction, PageResult
 from gridcrawl.urls import in_scope, url_host, url_shape
@@ -94,8 +91,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
           plugin_timeout: float = 10.0, renderer: Renderer | None = None,
-          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
-          raw_content: bool = False) -> PageResult:
+          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -134,10 +130,6 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         plugins: the extractor plugins installed on this executor, by name
             (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
         plugin_timeout: seconds a plugin may spend on one page before its items fail.
-        raw_content: the content of an HTML page whose body is valid UTF-8 comes as
-            :func:`wire_text` of the body (a ``msgspec.Raw``: the bytes msgpack gives the decoded
-            text, made without encoding it again) instead of ``str``; for a caller that only
-            sends the result (the executor's workers), not one that reads it.
 
     Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
     run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
@@ -262,11 +254,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
                 known = {link[0] for link in result.links}
                 result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
         if store_content:
-            if raw_content and page.encoding == "utf-8" and "\ufffd" not in text:
-                # nothing was replaced: the body is valid UTF-8, the very bytes the text encodes to
-                result.content = wire_text(body)
-            else:
-                result.content = text
+            result.content = text
         result.parse_seconds = time.perf_counter() - started
         if instruction.items:
             extract_items(result, page, text, instruction.items, plugins, plugin_timeout)
@@ -276,26 +264,6 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.parse_seconds += time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result
-
-
-def wire_text(data: bytes) -> msgspec.Raw:
-    """The msgpack ``str`` holding the UTF-8 bytes ``data`` (which must be valid UTF-8): a
-    header (fixstr, str 8, str 16 or str 32 of the msgpack specification) and the bytes as they
-    are. Encoded in place of a ``str`` field, it gives the bytes :mod:`gridcrawl.protocol`'s
-    encoder would give ``data.decode("utf-8")``, without turning that text (UCS-1/2/4 inside
-    Python) into UTF-8 again: 0.13 ms for a Python docs page. Raises ValueError past 4 GiB."""
-    n = len(data)
-    if n < 32:
-        head = bytes((0xA0 | n,))
-    elif n < 0x100:
-        head = struct.pack(">BB", 0xD9, n)
-    elif n < 0x10000:
-        head = struct.pack(">BH", 0xDA, n)
-    elif n < 0x100000000:
-        head = struct.pack(">BI", 0xDB, n)
-    else:
-        raise ValueError(f"{n} bytes: longer than a msgpack str")
-    return msgspec.Raw(head + data)
 
 
 def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,

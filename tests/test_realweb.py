@@ -10,14 +10,12 @@ sitemaps and their lastmod). The whole crawl with default settings is
 
 from __future__ import annotations
 
-import codecs
 import gzip
 import hashlib
 import re
 import threading
 
 import lxml.etree
-import msgspec
 import lxml.html
 import pytest
 import sqlalchemy as sa
@@ -33,7 +31,7 @@ from gridcrawl.executor.parse import (INVISIBLE_TAGS, canonical_link, extract_li
                                       parse_page, visible_text)
 from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.executor.sitemap import MAX_SITEMAP_ENTRIES, SitemapError, parse_lastmod, parse_sitemap
-from gridcrawl.protocol import PageResult, encode_page
+from gridcrawl.protocol import PageResult
 from gridcrawl.simhash import hamming, simhash
 from gridcrawl.urls import canonical_url, url_shape
 from grid import Grid
@@ -560,34 +558,3 @@ def test_a_crawl_computes_the_simhash_only_where_it_is_read(tmp_path, site_serve
         assert {url: every[url] for url in shaped} == {url: found[url] for url in shaped}  # same text, same value
     finally:
         grid.stop()
-
-
-@pytest.mark.parametrize("body, content_type", [
-    ("<html><head><title>café — 日本</title></head><body><a href='/x'>x</a> naïve</body></html>".encode(),
-     "text/html; charset=utf-8"),
-    (b"\xef\xbb\xbf<html><body>BOM \xe2\x80\x94 kept</body></html>", "text/html"),
-    (("<html><body>" + "é—" * 40_000 + "</body></html>").encode(), "text/html"),  # str 32
-    ("<html><body>café</body></html>".encode("latin-1"), "text/html; charset=iso-8859-1"),  # not UTF-8
-    (b"<html><body>broken \xff\xfe UTF-8</body></html>", "text/html; charset=utf-8"),  # replaced: not raw
-])
-def test_raw_content_is_the_same_wire_bytes(site_server, body, content_type):
-    """``raw_content=True`` (the executor's workers) sends a valid UTF-8 body's bytes as the
-    content's msgpack str: the encoded result is byte for byte the one of the decoded text, and
-    decodes to that text; other bodies keep their decoded text."""
-    site = Site()
-    site.pages["/"] = body
-    site.types["/"] = content_type
-    server = site_server(site)
-    fetcher = Fetcher(user_agent=UA)
-    try:
-        text = visit(fetcher, server.url("/"))
-        raw = visit(fetcher, server.url("/"), raw_content=True)
-    finally:
-        fetcher.close()
-    assert isinstance(text.content, str) and text.content.count("\ufeff") == body.startswith(codecs.BOM_UTF8)
-    valid = content_type.endswith("utf-8") or content_type == "text/html"
-    valid = valid and b"\xff" not in body
-    assert isinstance(raw.content, msgspec.Raw if valid else str)
-    text.fetch_seconds = raw.fetch_seconds = text.parse_seconds = raw.parse_seconds = 0.0
-    assert encode_page(raw) == encode_page(text)
-    assert msgspec.msgpack.decode(encode_page(raw), type=PageResult).content == text.content
