@@ -23,9 +23,14 @@ same site:
   executor does; other responses count as visited pages without links (bodies not read);
 * ``max_pages`` caps the URLs visited (the first ``max_pages`` admitted to the frontier).
 
-Nothing is stored: the baselines only count. ``python benchmarks/baselines.py serial|threads
-SEED [--threads N] [--max-pages N] [--json]`` runs one from the command line (the benchmark
-runner starts them this way, as processes of their own, to measure their memory).
+By default nothing is stored: the baselines only count. With ``store`` (``--store FILE``) they
+store every page fetched as a crawler must, as issue 23's baseline does ("same pages stored"):
+one row per page with status below 400 (URL, final URL, status, Content-Type, title, the decoded
+text of an HTML page) in a SQLite file (the standard library's :mod:`sqlite3`), written by one
+writer thread in transactions of up to :data:`STORE_BATCH` rows. ``python
+benchmarks/baselines.py serial|threads SEED [--threads N] [--max-pages N] [--store FILE]
+[--json]`` runs one from the command line (the benchmark runner starts them this way, as
+processes of their own, to measure their memory).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import argparse
 import collections
 import json
 import queue
+import sqlite3
 import sys
 import threading
 import time
@@ -53,6 +59,8 @@ USER_AGENT = "gridcrawl-benchmark-baseline/1"
 TIMEOUT = (10.0, 30.0)
 #: Redirect hops followed before a fetch fails (gridcrawl's default).
 MAX_REDIRECTS = 10
+#: Pages written in one transaction at most by the ``--store`` writer.
+STORE_BATCH = 100
 
 
 @dataclass
@@ -99,25 +107,72 @@ def _session() -> requests.Session:
     return session
 
 
-def _visit(session: requests.Session, url: str) -> tuple[bool, list[str]]:
+def _visit(session: requests.Session, url: str) -> tuple[bool, list[str], tuple | None]:
     """Fetch ``url`` and, for an HTML page with status below 400, return its canonical links.
 
-    Returns ``(ok, links)``: ``ok`` is False on a network error or a status of 400 or more.
-    Never raises for anything the server sends.
+    Returns ``(ok, links, page)``: ``ok`` is False on a network error or a status of 400 or
+    more; ``page`` is ``(url, final_url, status, content_type, title, text)`` when ``ok``
+    (``title`` and ``text`` None for a page that is not HTML), else None. Never raises for
+    anything the server sends.
     """
     try:
         with session.get(url, timeout=TIMEOUT, stream=True) as resp:
             if resp.status_code >= 400:
-                return False, []
+                return False, [], None
             content_type = resp.headers.get("Content-Type")
             if not is_html(content_type):  # gridcrawl parses only HTML (no Content-Type: not parsed)
-                return True, []
+                return True, [], (url, resp.url, resp.status_code, content_type, None, None)
             body = resp.content
-            final_url = resp.url
+            final_url, status = resp.url, resp.status_code
     except (requests.RequestException, OSError):
-        return False, []
+        return False, [], None
     page = parse_page(body, final_url, content_type)
-    return True, [link.url for link in page.links]
+    return True, [link.url for link in page.links], (url, final_url, status, content_type, page.title, page.decoded)
+
+
+class _Store:
+    """The pages of a crawl written to a SQLite file by one writer thread (``--store``).
+
+    :meth:`put` queues a page (as :func:`_visit` returns it; None is ignored); the writer
+    inserts what is queued in transactions of up to :data:`STORE_BATCH` rows; :meth:`close`
+    writes the rest and returns. The table: ``document(url PRIMARY KEY, final_url, status,
+    content_type, title, content)``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pages: queue.Queue = queue.Queue()
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE IF NOT EXISTS document (url TEXT PRIMARY KEY, final_url TEXT, status INTEGER, "
+                       "content_type TEXT, title TEXT, content TEXT)")
+        self.writer = threading.Thread(target=self._write, name="baseline-store", daemon=True)
+        self.writer.start()
+
+    def put(self, page: tuple | None) -> None:
+        """Queue ``page`` for writing (None: nothing to store)."""
+        if page is not None:
+            self.pages.put(page)
+
+    def close(self) -> None:
+        """Write every queued page, then stop the writer."""
+        self.pages.put(None)
+        self.writer.join()
+
+    def _write(self) -> None:
+        db = sqlite3.connect(self.path)
+        try:
+            done = False
+            while not done:
+                batch = [self.pages.get()]
+                while len(batch) < STORE_BATCH and not self.pages.empty():
+                    batch.append(self.pages.get())
+                if None in batch:
+                    done = True
+                    batch = [page for page in batch if page is not None]
+                with db:
+                    db.executemany("INSERT OR IGNORE INTO document VALUES (?, ?, ?, ?, ?, ?)", batch)
+        finally:
+            db.close()
 
 
 class _Frontier:
@@ -146,12 +201,13 @@ class _Frontier:
         return fresh
 
 
-def crawl_serial(seed: str, max_pages: int = 0) -> CrawlResult:
+def crawl_serial(seed: str, max_pages: int = 0, store: str | None = None) -> CrawlResult:
     """Crawl from ``seed`` with one loop and one ``requests.Session`` (breadth-first).
 
     Args:
       seed: an absolute http(s) URL; its host is the scope.
       max_pages: stop after visiting this many URLs (0: no limit).
+      store: a SQLite file to store the pages fetched in (:class:`_Store`); None: store nothing.
     Returns: a :class:`CrawlResult`.
     Raises: :class:`gridcrawl.urls.InvalidURL` if ``seed`` cannot be crawled.
     """
@@ -160,10 +216,13 @@ def crawl_serial(seed: str, max_pages: int = 0) -> CrawlResult:
     todo = collections.deque([frontier.seed])
     session = _session()
     started = time.perf_counter()
+    pages = _Store(store) if store else None
     try:
         while todo:
             url = todo.popleft()
-            ok, links = _visit(session, url)
+            ok, links, page = _visit(session, url)
+            if pages is not None:
+                pages.put(page)
             result.pages += 1
             result.documents += ok
             result.links += len(links)
@@ -171,12 +230,14 @@ def crawl_serial(seed: str, max_pages: int = 0) -> CrawlResult:
             todo.extend(frontier.admit(links))
     finally:
         session.close()
+        if pages is not None:
+            pages.close()
     result.seconds = time.perf_counter() - started
     result.errors = result.pages - result.documents
     return result
 
 
-def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0) -> CrawlResult:
+def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0, store: str | None = None) -> CrawlResult:
     """Crawl from ``seed`` with ``threads`` worker threads in this process.
 
     The workers share a FIFO frontier (``queue.Queue``) and the seen set (under a lock); each
@@ -187,6 +248,7 @@ def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0) -> CrawlRes
       seed: an absolute http(s) URL; its host is the scope.
       threads: worker threads (at least 1).
       max_pages: stop after visiting this many URLs (0: no limit).
+      store: a SQLite file to store the pages fetched in (:class:`_Store`); None: store nothing.
     Returns: a :class:`CrawlResult`.
     Raises: ValueError if ``threads < 1``; :class:`gridcrawl.urls.InvalidURL` for a bad seed.
     """
@@ -196,6 +258,7 @@ def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0) -> CrawlRes
     result = CrawlResult()
     todo: queue.Queue = queue.Queue()
     count_lock = threading.Lock()
+    pages = _Store(store) if store else None
 
     def worker() -> None:
         session = _session()
@@ -206,7 +269,9 @@ def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0) -> CrawlRes
                     todo.task_done()
                     return
                 try:
-                    ok, links = _visit(session, url)
+                    ok, links, page = _visit(session, url)
+                    if pages is not None:
+                        pages.put(page)
                     for new in frontier.admit(links):
                         todo.put(new)
                     with count_lock:
@@ -225,6 +290,8 @@ def crawl_threaded(seed: str, threads: int = 16, max_pages: int = 0) -> CrawlRes
     for w in workers:
         w.start()
     todo.join()
+    if pages is not None:
+        pages.close()
     result.seconds = time.perf_counter() - started
     for _ in workers:
         todo.put(None)
@@ -241,15 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("seed")
     ap.add_argument("--threads", type=int, default=16, help="worker threads of 'threads' (default 16)")
     ap.add_argument("--max-pages", type=int, default=0, help="stop after this many pages (0: no limit)")
+    ap.add_argument("--store", metavar="FILE", help="store the pages fetched in this SQLite file (default: count only)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     tune_gc()  # the same garbage-collector settings as gridcrawl's programs: a fair comparison
     try:
         if args.mode == "serial":
-            res = crawl_serial(args.seed, args.max_pages)
+            res = crawl_serial(args.seed, args.max_pages, args.store)
         else:
-            res = crawl_threaded(args.seed, args.threads, args.max_pages)
-    except (InvalidURL, ValueError) as exc:
+            res = crawl_threaded(args.seed, args.threads, args.max_pages, args.store)
+    except (InvalidURL, ValueError, sqlite3.Error) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.json:

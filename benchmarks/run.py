@@ -374,14 +374,17 @@ def _tail(path: Path, lines: int = 3) -> str:
 
 
 def run_baseline(mode: str, seed: str, threads: int, max_pages: int, expected: int | None,
-                 timeout: float, scratch: Path) -> RunResult:
-    """Run ``benchmarks/baselines.py MODE SEED --json`` as a process of its own; return its result."""
-    label = "serial" if mode == "serial" else f"threads×{threads}"
+                 timeout: float, scratch: Path, store: bool = False) -> RunResult:
+    """Run ``benchmarks/baselines.py MODE SEED --json`` as a process of its own; return its result.
+    ``store``: the baseline stores its pages in a new SQLite file in ``scratch`` (``--store``)."""
+    label = ("serial" if mode == "serial" else f"threads×{threads}") + (" storing" if store else "")
     cmd = [sys.executable, str(HERE / "baselines.py"), mode, seed, "--json"]
     if mode == "threads":
         cmd += ["--threads", str(threads)]
     if max_pages:
         cmd += ["--max-pages", str(max_pages)]
+    if store:
+        cmd += ["--store", str(scratch / f"baseline-{time.monotonic_ns()}.db")]
     res = RunResult(label, mode, threads=1 if mode == "serial" else threads, max_pages=max_pages,
                     expected=expected, command=cmd)
     out = scratch / f"baseline-{mode}-{threads}-{max_pages}-{time.monotonic_ns()}.out"
@@ -882,10 +885,13 @@ def scenario_startup(cfg: Config, scratch: Path) -> Section | None:
 def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     """``ratio``: the whole command against the 16-thread crawler, side by side: the Python docs
     served by nginx (no added latency) and by SiteServer with each of ``cfg.ratio_latencies``;
-    per setting ``cfg.ratio_pairs`` pairs (the order alternating within pairs), each pair's
-    ratio = gridcrawl's pages per wall second ÷ the baseline's; the median is reported.
-    Issue 23 target 3: ≥ 1.5×. The same pairs give target 2 (≤ 1.1×): gridcrawl's CPU seconds
-    per page (every process of the command) ÷ the baseline's."""
+    per setting ``cfg.ratio_pairs`` rounds, each running gridcrawl, the 16-thread crawler storing
+    the pages it fetches (``--store``: issue 23's baseline, "same pages stored") and the same
+    crawler storing nothing, in a rotating order. Each round's ratio = gridcrawl's pages per wall
+    second ÷ the baseline's; the median is reported. Issue 23 target 3: ≥ 1.5×. The same rounds
+    give target 2 (≤ 1.1×): gridcrawl's CPU seconds per page (every process of the command) ÷
+    the baseline's. Ratios to the storing baseline are the targets'; those to the one that
+    stores nothing follow."""
     why = docs_available()
     if why:
         console.print(f"[yellow]ratio scenario skipped: {why}[/yellow]")
@@ -894,75 +900,93 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     section = Section("ratio", "ratio: the whole command, gridcrawl run vs the 16-thread crawler",
                       f"The Python docs from /index.html. gridcrawl: `gridcrawl run SEED --executors {e} --threads {t} "
                       f"--concurrent-requests-per-host {h} --no-sitemaps --no-progress` (page bodies stored; the "
-                      f"setting chosen before the run; no sitemap request, so that both visit the same URLs); baseline: `benchmarks/baselines.py threads --threads {cfg.baseline_threads}` "
-                      f"(one process, requests + lxml, stores nothing). {cfg.ratio_pairs} side-by-side pairs per "
-                      "setting, the order alternating; ratio = pages per wall second of the whole command "
-                      "(start-up and shut-down included) ÷ the baseline's; crawl-only ratio: the same on crawl "
-                      "seconds. Issue 23 target 3: ≥ 1.5×.")
-    console.rule(f"[bold]ratio[/bold]: gridcrawl {e}×{t} vs threads×{cfg.baseline_threads}, {cfg.ratio_pairs} pairs")
+                      f"setting chosen before the run; no sitemap request, so that both visit the same URLs); "
+                      f"baseline: `benchmarks/baselines.py threads --threads {cfg.baseline_threads} --store FILE` "
+                      "(one process, requests + lxml, storing each page's URL, status, type, title and text in "
+                      "SQLite: issue 23's \"same pages stored\"), and the same without `--store` (stores "
+                      f"nothing). {cfg.ratio_pairs} side-by-side rounds per setting, the order rotating; ratio = "
+                      "pages per wall second of the whole command (start-up and shut-down included) ÷ the "
+                      "baseline's; crawl-only ratio: the same on crawl seconds. Issue 23 target 3: ≥ 1.5×; "
+                      "target 2: CPU per page ≤ 1.1×.")
+    console.rule(f"[bold]ratio[/bold]: gridcrawl {e}×{t} vs threads×{cfg.baseline_threads}, {cfg.ratio_pairs} rounds")
     section.summary = {"ratio_setting": f"--executors {e} --threads {t} --concurrent-requests-per-host {h} "
                                         "--no-sitemaps",
                        "ratio_pairs": cfg.ratio_pairs, "ratios": {}}
     for latency in cfg.ratio_latencies:
         what = f"{latency * 1000:g} ms per request" if latency else "no added latency"
-        pairs: list[tuple[RunResult, RunResult]] = []
+        rounds: list[tuple[RunResult, RunResult, RunResult]] = []
         with serve_docs(latency) as served:
             console.print(f"  {what}: served by {served.server} at {served.base_url}")
             for i in range(cfg.ratio_pairs):
-                first_baseline = i % 2 == 0
-                one = run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout, scratch) \
-                    if first_baseline else None
-                grid = run_gridcrawl(served.seed_url, e, t, 0, None, cfg.timeout, scratch, cfg.retries,
-                                     host_concurrency=h, content=True, extra=("--no-sitemaps",))
-                base = one or run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout,
-                                           scratch)
-                grid.expected = base.pages if not base.error else None
-                pairs.append((base, grid))
-        table = Table(f"{what} ({served.server})", ["pair", "baseline pages", "baseline wall s", "baseline CPU s",
-                                                    "gridcrawl pages", "gridcrawl wall s", "gridcrawl CPU s",
-                                                    "gridcrawl start-up s", "gridcrawl shut-down s",
-                                                    "ratio (wall)", "ratio (crawl s only)",
-                                                    "CPU per page, gridcrawl ÷ baseline"])
-        walls, crawls, cpus = [], [], []
-        for i, (base, grid) in enumerate(pairs, 1):
+                def base(store: bool) -> RunResult:
+                    return run_baseline("threads", served.seed_url, cfg.baseline_threads, 0, None, cfg.timeout,
+                                        scratch, store=store)
+
+                def grid() -> RunResult:
+                    return run_gridcrawl(served.seed_url, e, t, 0, None, cfg.timeout, scratch, cfg.retries,
+                                         host_concurrency=h, content=True, extra=("--no-sitemaps",))
+                runs: dict[str, RunResult] = {}
+                for name in ("grid", "store", "count")[i % 3:] + ("grid", "store", "count")[:i % 3]:
+                    runs[name] = grid() if name == "grid" else base(name == "store")
+                runs["grid"].expected = runs["store"].pages if not runs["store"].error else None
+                rounds.append((runs["store"], runs["count"], runs["grid"]))
+        table = Table(f"{what} ({served.server})", ["round", "gridcrawl pages", "gridcrawl wall s", "gridcrawl CPU s",
+                                                    "start-up s", "shut-down s", "storing baseline wall s",
+                                                    "storing baseline CPU s", "count-only baseline wall s",
+                                                    "count-only baseline CPU s", "ratio (wall)",
+                                                    "ratio (crawl s only)", "CPU per page ÷ baseline's",
+                                                    "ratio (wall), count-only", "CPU per page ÷, count-only"])
+        walls, crawls, cpus, walls0, cpus0 = [], [], [], [], []
+
+        def ratios(base: RunResult, grid: RunResult) -> tuple[float | None, float | None, float | None]:
             ok = not base.error and not grid.error and base.wall_pages_per_second > 0
-            wall_ratio = grid.wall_pages_per_second / base.wall_pages_per_second if ok else None
-            crawl_ratio = grid.pages_per_second / base.pages_per_second if ok and base.pages_per_second else None
-            if wall_ratio is not None:
-                walls.append(wall_ratio)
-            if crawl_ratio is not None:
-                crawls.append(crawl_ratio)
-            cpu_ratio = ((grid.cpu_total / grid.pages) / (base.cpu_total / base.pages)
-                         if ok and grid.cpu_total and base.cpu_total and grid.pages and base.pages else None)
-            if cpu_ratio is not None:
-                cpus.append(cpu_ratio)
-            table.rows.append([f"{i}{' (baseline first)' if i % 2 else ' (gridcrawl first)'}", str(base.pages),
-                               f"{base.wall_seconds:.2f}", f"{base.cpu_total or 0:.2f}", str(grid.pages),
-                               f"{grid.wall_seconds:.2f}", f"{grid.cpu_total or 0:.2f}", _secs(grid.startup_seconds),
-                               _secs(grid.shutdown_seconds), "–" if wall_ratio is None else f"{wall_ratio:.2f}",
-                               "–" if crawl_ratio is None else f"{crawl_ratio:.2f}",
-                               "–" if cpu_ratio is None else f"{cpu_ratio:.2f}"])
-            section.runs += [base, grid]
-        table.rows.append(["median", "", f"{_median([b.wall_seconds for b, _ in pairs]):.2f}",
-                           f"{_median([b.cpu_total or 0 for b, _ in pairs]):.2f}", "",
-                           f"{_median([g.wall_seconds for _, g in pairs]):.2f}",
-                           f"{_median([g.cpu_total or 0 for _, g in pairs]):.2f}", "", "",
-                           f"{_median(walls):.2f}" if walls else "–", f"{_median(crawls):.2f}" if crawls else "–",
-                           f"{_median(cpus):.2f}" if cpus else "–"])
+            wall = grid.wall_pages_per_second / base.wall_pages_per_second if ok else None
+            crawl = grid.pages_per_second / base.pages_per_second if ok and base.pages_per_second else None
+            cpu = ((grid.cpu_total / grid.pages) / (base.cpu_total / base.pages)
+                   if ok and grid.cpu_total and base.cpu_total and grid.pages and base.pages else None)
+            return wall, crawl, cpu
+
+        def fmt(value: float | None) -> str:
+            return "–" if value is None else f"{value:.2f}"
+        for i, (store, count, grid) in enumerate(rounds):
+            wall, crawl, cpu = ratios(store, grid)
+            wall0, _, cpu0 = ratios(count, grid)
+            for values, value in ((walls, wall), (crawls, crawl), (cpus, cpu), (walls0, wall0), (cpus0, cpu0)):
+                if value is not None:
+                    values.append(value)
+            order = ("gridcrawl, storing, count-only", "storing, count-only, gridcrawl",
+                     "count-only, gridcrawl, storing")[i % 3]
+            table.rows.append([f"{i + 1} ({order})", str(grid.pages), f"{grid.wall_seconds:.2f}",
+                               f"{grid.cpu_total or 0:.2f}", _secs(grid.startup_seconds), _secs(grid.shutdown_seconds),
+                               f"{store.wall_seconds:.2f}", f"{store.cpu_total or 0:.2f}",
+                               f"{count.wall_seconds:.2f}", f"{count.cpu_total or 0:.2f}", fmt(wall), fmt(crawl),
+                               fmt(cpu), fmt(wall0), fmt(cpu0)])
+            section.runs += [store, count, grid]
+
+        def med(values: list[float]) -> str:
+            return f"{_median(values):.2f}" if values else "–"
+        table.rows.append(["median", "", med([g.wall_seconds for _, _, g in rounds]),
+                           med([g.cpu_total or 0 for _, _, g in rounds]), "", "",
+                           med([s.wall_seconds for s, _, _ in rounds]), med([s.cpu_total or 0 for s, _, _ in rounds]),
+                           med([c.wall_seconds for _, c, _ in rounds]), med([c.cpu_total or 0 for _, c, _ in rounds]),
+                           med(walls), med(crawls), med(cpus), med(walls0), med(cpus0)])
         section.show(table)
         section.summary["ratios"][what] = (_median(walls) if walls else None, _median(crawls) if crawls else None,
-                                           len(walls))
-        section.summary.setdefault("cpu_ratios", {})[what] = (_median(cpus) if cpus else None, len(cpus))
+                                           len(walls), _median(walls0) if walls0 else None)
+        section.summary.setdefault("cpu_ratios", {})[what] = (_median(cpus) if cpus else None, len(cpus),
+                                                              _median(cpus0) if cpus0 else None)
         section.notes.append(f"Target 3, {what}: gridcrawl {e}×{t} = "
-                             + (f"{_median(walls):.2f}× the {cfg.baseline_threads}-thread crawler on wall clock"
-                                if walls else "no complete pair")
+                             + (f"{_median(walls):.2f}× the storing {cfg.baseline_threads}-thread crawler on wall clock"
+                                if walls else "no complete round")
                              + (f" ({_median(crawls):.2f}× on crawl seconds only)" if crawls else "")
-                             + f", median of {len(walls)} pairs; target ≥ 1.5×.")
+                             + (f"; {_median(walls0):.2f}× the one storing nothing" if walls0 else "")
+                             + f", median of {len(walls)} rounds; target ≥ 1.5×.")
         console.print(section.notes[-1])
         section.notes.append(f"Target 2, {what}: gridcrawl's CPU per page (all its processes, start-up included) "
-                             + (f"= {_median(cpus):.2f}× the {cfg.baseline_threads}-thread crawler's"
-                                if cpus else "not measured (no complete pair)")
-                             + f", median of {len(cpus)} pairs; target ≤ 1.1×.")
+                             + (f"= {_median(cpus):.2f}× the storing {cfg.baseline_threads}-thread crawler's"
+                                if cpus else "not measured (no complete round)")
+                             + (f" ({_median(cpus0):.2f}× the one storing nothing)" if cpus0 else "")
+                             + f", median of {len(cpus)} rounds; target ≤ 1.1×.")
         console.print(section.notes[-1])
     return section
 
@@ -976,16 +1000,19 @@ def readme_table(sections: list[Section], results: str, measured: str = "") -> s
         summary.update(section.summary)
     rows = []
     if "ratios" in summary:
-        for what, (wall, crawl, n) in summary["ratios"].items():
+        for what, (wall, crawl, n, wall0) in summary["ratios"].items():
             rows.append(f"| whole command, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}) "
-                        f"vs the 16-thread requests+lxml crawler, pages per wall second | "
-                        + (f"**{wall:.2f}×** (crawl seconds only: {crawl:.2f}×)" if wall is not None else "no pair")
-                        + f" | median of {n} pairs | ≥ 1.5× | `{results}` |")
-    for what, (cpu, n) in summary.get("cpu_ratios", {}).items():
+                        f"vs the 16-thread requests+lxml crawler storing the same pages, pages per wall second | "
+                        + (f"**{wall:.2f}×** (crawl seconds only: {crawl:.2f}×; vs the crawler storing nothing: "
+                           f"{wall0:.2f}×)" if wall is not None and crawl is not None and wall0 is not None
+                           else "no complete round")
+                        + f" | median of {n} rounds | ≥ 1.5× | `{results}` |")
+    for what, (cpu, n, cpu0) in summary.get("cpu_ratios", {}).items():
         rows.append(f"| CPU per page, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}), all its "
-                    f"processes, start-up included, vs the 16-thread crawler | "
-                    + (f"**{cpu:.2f}×**" if cpu is not None else "no pair")
-                    + f" | median of {n} pairs | ≤ 1.1× | `{results}` |")
+                    f"processes, start-up included, vs the 16-thread crawler storing the same pages | "
+                    + (f"**{cpu:.2f}×** (vs the crawler storing nothing: {cpu0:.2f}×)"
+                       if cpu is not None and cpu0 is not None else "no complete round")
+                    + f" | median of {n} rounds | ≤ 1.1× | `{results}` |")
     if "startup_wall" in summary:
         rows.append(f"| one page: `gridcrawl run …/glossary.html --max-pages 1 --executors "
                     f"{summary['startup_executors']}`, whole command | **{summary['startup_wall']:.2f} s** wall, "

@@ -153,12 +153,15 @@ def _validators(instruction: dict, pend: Pending) -> dict:
 def base_instruction(scope: Scope, settings: Settings, strategy) -> dict:
     """The crawling instruction every URL of a crawl carries: the scope (the executor refuses
     redirect hops out of it), ``content: false`` when no body is stored (and no focus needs
-    it), ``semantic: true`` when structured data is read."""
+    it), ``semantic: true`` when structured data is read, ``simhash_every_page: true`` when a
+    recrawl compares SimHashes (``recrawl_simhash_distance`` >= 0)."""
     instruction = scope.instruction()
     if not settings.store_content and strategy.focus is None:
         instruction["content"] = False  # the executor need not send bodies nobody reads
     if strategy.structured_data:
         instruction["semantic"] = True  # executors read RDF documents and structured data
+    if settings.recrawl_simhash_distance >= 0:
+        instruction["simhash_every_page"] = True  # else only pages with a URL shape get one (traps)
     return instruction
 
 

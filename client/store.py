@@ -728,6 +728,8 @@ class CrawlStore:
                 for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
                     if _header(headers, name) is not None:
                         values[key] = _header(headers, name)
+                if old.simhash is None and page is not None and isinstance(page.simhash, int):
+                    values["simhash"] = f"{page.simhash:016x}"  # stored while no one asked for it
             else:  # changed, or revived with a body: the new copy replaces the stored one
                 row = new_rows.get(o.pending.fingerprint)
                 if row is not None:

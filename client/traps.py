@@ -1,19 +1,20 @@
 """Template traps: families of generated pages that never end (calendars, endless "next page"
 chains, ever-growing counters, numeric ids), detected by URL shape and near-identical content.
 
-This module owns :func:`url_shape` and :class:`TrapDetector`, which the application's
+This module owns :class:`TrapDetector`, which the application's
 :class:`~gridcrawl.client.store.CrawlStore` consults for every link it is about to queue.
 
-A URL's **shape** is its host, path and query with every run of digits replaced by ``#``
-(``/calendar?month=2024-05`` → ``/calendar?month=#-#``, ``/item/1234.html`` → ``/item/#.html``).
-URLs of one shape differ only in numbers or dates. Many real pages share a shape too (release
-notes ``release-15-1.html``, ``release-15-2.html``), so a shape alone proves nothing: what marks
-a trap is that pages of the shape keep coming **and look alike**. Each page fetched gets a 64-bit
-SimHash of its visible text (:mod:`gridcrawl.simhash`, Charikar 2002; Manku, Jain and Das Sarma,
-WWW 2007); a page whose SimHash is within ``distance`` bits of one of the shape's earlier pages is
-a near-duplicate. Once a shape has had ``near_duplicates`` near-duplicate pages, its links are no
-longer followed: the application records them in ``visited_url`` with ``error_kind = 'trap'``
-and the shape in ``error``.
+A URL's **shape** (:func:`gridcrawl.urls.url_shape`) is its host, path and query with every run
+of digits replaced by ``#`` (``/calendar?month=2024-05`` → ``/calendar?month=#-#``,
+``/item/1234.html`` → ``/item/#.html``). URLs of one shape differ only in numbers or dates. Many
+real pages share a shape too (release notes ``release-15-1.html``, ``release-15-2.html``), so a
+shape alone proves nothing: what marks a trap is that pages of the shape keep coming **and look
+alike**. Each page fetched from a URL with a shape gets a 64-bit SimHash of its visible text
+(:mod:`gridcrawl.simhash`, Charikar 2002; Manku, Jain and Das Sarma, WWW 2007; the executor
+computes it for those pages only); a page whose SimHash is within ``distance`` bits of one of the
+shape's earlier pages is a near-duplicate. Once a shape has had ``near_duplicates``
+near-duplicate pages, its links are no longer followed: the application records them in
+``visited_url`` with ``error_kind = 'trap'`` and the shape in ``error``.
 
 Heritrix's rules for the same problem are the anchors (design.md §5): a path segment repeated
 (:func:`gridcrawl.urls.path_trap`, already applied by the scope) and a hop limit
@@ -26,32 +27,13 @@ at the cost of at most ``near_duplicates`` more pages per trap.
 
 from __future__ import annotations
 
-import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from gridcrawl.simhash import NEAR_DISTANCE, hamming
+from gridcrawl.urls import url_shape
 
-__all__ = ["TrapDetector", "url_shape"]
-
-_DIGITS_RE = re.compile(r"[0-9]+")
-
-
-def url_shape(url: str) -> str | None:
-    """The shape of ``url``: ``host/path?query`` (scheme and fragment dropped, host lower case)
-    with every run of digits in the path and query replaced by ``#``; ``None`` when its path and
-    query hold no digit (such a URL is no member of a numbered family). The port stays as it is.
-    """
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    tail = parts.path + ("?" + parts.query if parts.query else "")
-    shaped, count = _DIGITS_RE.subn("#", tail)
-    if not count:
-        return None
-    return parts.netloc.lower() + shaped
+__all__ = ["TrapDetector"]
 
 
 @dataclass

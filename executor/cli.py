@@ -73,8 +73,9 @@ def run(
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
-    from gridcrawl.executor.memory import limit_malloc_arenas
+    from gridcrawl.executor.memory import disable_fastbins, limit_malloc_arenas
     limit_malloc_arenas()  # before the worker threads start
+    disable_fastbins()
     from gridcrawl.executor.agent import ExecutorAgent, ManagerUnreachable, Refused
     from gridcrawl.errors import RenderUnavailable
     if "render" in (capability or []) and not render:

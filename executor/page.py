@@ -23,8 +23,11 @@ larger) before the first request, so the page waits out the delay after a robots
 every redirect hop waits it after the previous one.
 
 What a page says about itself is reported, not acted on here (the application decides): the
-body's SHA-256 ``digest``, the ``simhash`` of its visible text, its ``canonical`` URL, and
-``noindex`` from its robots meta tags or ``X-Robots-Tag``. Only ``nofollow`` acts here: the page's
+body's SHA-256 ``digest``, the ``simhash`` of its visible text (only where someone reads it: when
+the thread's URL has a shape, :func:`gridcrawl.urls.url_shape`, which is all the client's trap
+detector looks at, or when the instruction says ``simhash_every_page``, as a recrawl comparing
+SimHashes does; else ``None``), its ``canonical`` URL, and ``noindex`` from its robots meta tags
+or ``X-Robots-Tag``. Only ``nofollow`` acts here: the page's
 links are not reported at all, and ``rel="nofollow"`` links are left out unless the thread's
 instruction says ``"follow_nofollow": true``. A thread whose instruction says ``"sitemap"`` reads
 its URL as a sitemap (:mod:`gridcrawl.executor.sitemap`); one that says ``"sitemaps"`` (a seed)
@@ -41,7 +44,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gridcrawl.protocol import Instruction, PageResult
-from gridcrawl.urls import in_scope, url_host
+from gridcrawl.urls import in_scope, url_host, url_shape
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
                                       parse_page, sniff_html, visible_text)
@@ -255,9 +258,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.parse_seconds = time.perf_counter() - started
         if instruction.items:
             extract_items(result, page, text, instruction.items, plugins, plugin_timeout)
-        started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
-        result.simhash = simhash(visible_text(page.document))
-        result.parse_seconds += time.perf_counter() - started
+        if instruction.simhash_every_page or url_shape(url) is not None:  # its only readers
+            started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
+            result.simhash = simhash(visible_text(page.document))
+            result.parse_seconds += time.perf_counter() - started
         del page  # the tree goes before another worker may parse
     return result
 

@@ -281,7 +281,8 @@ document = Table(
     Column("fetch_interval", Real),         # seconds between two visits (adaptive schedule)
     Column("next_fetch_at", Timestamp),     # when the next visit is due (NULL: due now)
     # The real web (issue 14, docs/realweb.md): what a page says about itself.
-    Column("simhash", String(16)),      # 64-bit SimHash of the visible text, hex (gridcrawl.simhash)
+    Column("simhash", String(16)),      # 64-bit SimHash of the visible text, hex (gridcrawl.simhash); NULL
+                                        # unless the URL has digits (traps) or recrawl_simhash_distance >= 0
     Column("canonical_url", String(URL_LENGTH)),  # <link rel=canonical> or Link header, canonicalised
     Column("duplicate_of", String(URL_LENGTH)),   # the stored page this one duplicates (canonical or digest)
     Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), for recrawls

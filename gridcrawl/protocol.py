@@ -119,6 +119,10 @@ class Instruction(msgspec.Struct, omit_defaults=True):
     * ``items``: item specs that apply to the page (:mod:`gridcrawl.items`' wire maps).
     * ``render``: open the page in the executor's browser; ``wait_for`` [``waitFor``]: a CSS
       selector to wait for.
+    * ``simhash_every_page``: report the SimHash of every HTML page (a recrawl comparing
+      SimHashes needs it); otherwise it is computed only when the thread's URL has a shape
+      (:func:`gridcrawl.urls.url_shape`: digits in its path or query), which is all the trap
+      detector looks at.
     """
 
     scope: list[str] | None = None
@@ -137,6 +141,7 @@ class Instruction(msgspec.Struct, omit_defaults=True):
     items: list | None = None
     render: bool = False
     wait_for: str | None = field(default=None, name="waitFor")
+    simhash_every_page: bool = False
 
     @property
     def has_rules(self) -> bool:
@@ -218,7 +223,8 @@ class PageResult(Wire):
     error_kind, reason]`` triples). The body digest also finds content duplicates.
 
     The standards a page publishes (issue 14): ``simhash`` is the 64-bit SimHash of its visible
-    text (:mod:`gridcrawl.simhash`), ``canonical`` the canonical URL it names (``<link
+    text (:mod:`gridcrawl.simhash`; ``None`` unless the thread's URL has a shape or its
+    instruction says ``simhash_every_page``), ``canonical`` the canonical URL it names (``<link
     rel="canonical">`` or ``Link: <...>; rel="canonical"``), ``noindex``/``nofollow`` its robots
     meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
     (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps

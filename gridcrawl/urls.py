@@ -28,7 +28,9 @@ Python 3.11.7 / w3lib 2.5 (best of 5 runs on a quiet 2-core machine; about
   by a property test and on every link of the Python documentation
   (``tests/test_urls.py``);
 * a URL seen before (navigation menus repeat on every page of a site):
-  about 1 us, from an LRU cache of 32768 canonical URLs;
+  about 1 us, from an LRU cache of 32768 canonical URLs, keyed without the
+  fragment (``os.html#os.getcwd`` and ``os.html#os.chdir`` are one entry: on
+  the Python docs 5,700 entries instead of 29,000, 3 % misses instead of 18 %);
 * a fragment-only link (``#section``): about 0.3 us.
 
 Relative references are joined by a fast path equivalent to
@@ -58,6 +60,7 @@ __all__ = [
     "in_scope",
     "path_trap",
     "url_host",
+    "url_shape",
 ]
 
 #: Longest canonical URL accepted, in characters (the historical Internet
@@ -341,6 +344,9 @@ def canonical_url(url: str, base: str | None = None) -> str:
         url = _join(base, url)
     if len(url) > _RAW_LENGTH_GUARD:
         raise InvalidURL(url, f"longer than {MAX_URL_LENGTH} characters")
+    hash_at = url.find("#")
+    if hash_at != -1:  # the fragment goes anyway: one cache entry for every anchor of a page
+        url = url[:hash_at]
     return _canonical_absolute(url)
 
 
@@ -395,6 +401,29 @@ def path_trap(url: str, limit: int = PATH_REPEAT_LIMIT) -> str | None:
                 return segment
             counts[segment] = seen
     return None
+
+
+_DIGITS_RE = re.compile(r"[0-9]+")
+
+
+def url_shape(url: str) -> str | None:
+    """The shape of ``url``: ``host/path?query`` (scheme and fragment dropped, host lower case)
+    with every run of digits in the path and query replaced by ``#``
+    (``/calendar?month=2024-05`` → ``/calendar?month=#-#``); ``None`` when its path and query
+    hold no digit (such a URL is no member of a numbered family). The port stays as it is.
+
+    The client's trap detector groups pages by shape (:mod:`gridcrawl.client.traps`), and the
+    executor computes a page's SimHash only when its URL has a shape (or the instruction asks
+    for it on every page): nobody else reads it."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    tail = parts.path + ("?" + parts.query if parts.query else "")
+    shaped, count = _DIGITS_RE.subn("#", tail)
+    if not count:
+        return None
+    return parts.netloc.lower() + shaped
 
 
 def url_host(url: str) -> str:

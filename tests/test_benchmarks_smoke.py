@@ -79,6 +79,33 @@ def test_baselines_count_errors_and_skip_non_html_bodies(site_server) -> None:
         assert result.errors == 1 and result.documents == result.pages - 1, mode
 
 
+@pytest.mark.parametrize("mode", sorted(CRAWLERS))
+def test_baseline_store_holds_every_page_fetched(site_server, tmp_path, mode: str) -> None:
+    """``--store`` (issue 23's "same pages stored"): one row per page fetched below 400, with its
+    status, type, title and decoded text; the 404 and nothing else left out."""
+    import sqlite3
+
+    from sites import status_page
+
+    site = generate_site(30, links_per_page=4, seed=5, page_bytes=1500)
+    site.pages["/"] = site.pages["/"].replace(b"</ul>", b'<li><a href="/gone.html">gone</a></li></ul>')
+    site.extra["/gone.html"] = status_page(404)
+    srv = site_server(site)
+    db = tmp_path / f"{mode}.db"
+
+    result = CRAWLERS[mode](srv.url("/"), max_pages=500, store=str(db))
+
+    with sqlite3.connect(db) as conn:
+        rows = {url: (status, title, content) for url, status, title, content
+                in conn.execute("SELECT url, status, title, content FROM document")}
+    assert result.documents == len(reachable(site)) == len(rows)
+    assert srv.url("/gone.html") not in rows
+    for path in reachable(site):
+        status, title, content = rows[srv.url(path)]
+        assert status == 200 and title
+        assert content == site.pages[path].decode("utf-8").replace("{BASE}", srv.base_url)  # as served
+
+
 def test_many_executors_benchmark_runs_and_counts_right(tmp_path) -> None:
     """benchmarks/many_executors.py at tiny sizes (no timing asserted): a real manager, simulated
     executors on real DEALER sockets in two processes, every thread finished and recorded Dead,

@@ -422,6 +422,19 @@ def test_extract_links_within(select, expected: list[tuple[str, str]]) -> None: 
     assert [(link.url, link.text) for link in links] == [("http://example.com" + p, t) for p, t in expected]
 
 
+def test_a_repeated_href_keeps_its_first_followed_occurrence() -> None:
+    """An href met before on the page is not read again, but one skipped as nofollow still is:
+    the link comes with the text of its first occurrence that counts."""
+    html = (b'<a href="a.html#x" rel="nofollow">skipped</a><a href="a.html#x">first</a>'
+            b'<a href="a.html#x">again</a><a href="a.html#y">other anchor</a>'
+            b'<a href="mailto:x@y">m</a><a href="mailto:x@y">m</a><a href="b.html">b</a>')
+    root = parse_page(html, "http://example.com/d/", "text/html").document
+    links = extract_links(root, "http://example.com/d/", skip_nofollow=True)
+    assert [(link.url, link.text) for link in links] == [("http://example.com/d/a.html", "first"),
+                                                         ("http://example.com/d/b.html", "b")]
+    assert extract_links(root, "http://example.com/d/")[0].text == "skipped"
+
+
 def test_extract_links_within_accepts_a_generator() -> None:
     root = parse_page(SCOPED, "http://example.com/", "text/html").document
     links = extract_links(root, "http://example.com/base/", within=(e for e in root.iter("footer")))

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from gridcrawl import models
 from gridcrawl.client.store import CrawlStore, Outcome, Scope
-from gridcrawl.client.traps import TrapDetector, url_shape
+from gridcrawl.client.traps import TrapDetector
 from gridcrawl.db import open_database
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.executor.pacing import HostPacer
@@ -33,7 +33,9 @@ from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.executor.sitemap import MAX_SITEMAP_ENTRIES, SitemapError, parse_lastmod, parse_sitemap
 from gridcrawl.protocol import PageResult
 from gridcrawl.simhash import hamming, simhash
-from sites import Site, redirect
+from gridcrawl.urls import canonical_url, url_shape
+from grid import Grid
+from sites import Site, generate_site, redirect
 
 UA = "gridcrawl/0.1 (+http://127.0.0.1/)"
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
@@ -275,7 +277,9 @@ def test_visit_reports_what_a_page_says_about_itself(site_server):
     try:
         home = visit(fetcher, server.url("/"), robots=robots, instruction={"sitemaps": True})
         assert home.sitemaps == [server.url("/maps/index.xml")] and not home.noindex
-        assert len(home.digest) == 64 and isinstance(home.simhash, int) and home.links
+        assert len(home.digest) == 64 and home.simhash is None and home.links  # no digit in its URL: no shape
+        assert isinstance(visit(fetcher, server.url("/"), robots=robots,
+                                instruction={"simhash_every_page": True}).simhash, int)
         noindex = visit(fetcher, server.url("/noindex"), robots=robots)
         assert noindex.noindex and not noindex.nofollow and noindex.links  # its links are still followed
         nofollow = visit(fetcher, server.url("/nofollow"), robots=robots)
@@ -519,3 +523,38 @@ def test_retry_failed_leaves_the_crawls_decisions_alone(store):
     assert store.retry_failed() == 1  # the 404, not the noindex page
     assert set(_claim_all(store)) == {f"{H}/gone"}
     assert store.retry_failed(["noindex"]) == 1  # named: retried
+
+
+def test_a_crawl_computes_the_simhash_only_where_it_is_read(tmp_path, site_server):
+    """The SimHash's readers are the trap detector (URLs with a shape: digits in path or query)
+    and a recrawl comparing SimHashes: a crawl stores it for the generated site's ``/p/N.html``
+    pages and leaves it NULL for ``/`` and ``/about.html``; with ``recrawl_simhash_distance``
+    set, every page has one."""
+    site = generate_site(8, links_per_page=3, seed=5)
+    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/about.html">about</a></body>')
+    site.pages["/about.html"] = b"<html><head><title>about</title></head><body><p>about us</p></body></html>"
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    shaped = {canonical_url(server.url(path)) for path in site.pages if path.startswith("/p/")}
+    plain = {canonical_url(server.url(path)) for path in ("/", "/about.html")}
+
+    def simhashes() -> dict[str, str | None]:
+        return dict(grid.query("crawl", "SELECT url, simhash FROM document"))
+
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        found = simhashes()
+        assert set(found) == shaped | plain and len(shaped) == 7
+        assert {url for url, h in found.items() if h is None} == plain
+        assert all(len(found[url]) == 16 for url in shaped)
+
+        grid.crawl_db = f"sqlite:///{tmp_path / 'every.db'}"
+        env = {"GRIDCRAWL_RECRAWL_SIMHASH_DISTANCE": "3"}
+        assert grid.start_client(server.url("/"), env=env).wait(timeout=60) == 0, grid.log("client.log")
+        every = simhashes()
+        assert set(every) == shaped | plain and all(len(h) == 16 for h in every.values())
+        assert {url: every[url] for url in shaped} == {url: found[url] for url in shaped}  # same text, same value
+    finally:
+        grid.stop()
