@@ -17,6 +17,7 @@ OTHER_TOOLS = {
     "--port": "tests/docsite.py", "--root": "tests/docsite.py",
     "--grid": "benchmarks/*.py", "--pages": "benchmarks/render.py", "--sitemap": "benchmarks/recrawl.py",
     "--only": "benchmarks/run.py", "--readme": "benchmarks/run.py", "--queued": "benchmarks/grid_overhead.py",
+    "--store": "benchmarks/baselines.py",
     "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
     "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
 }
