@@ -237,11 +237,15 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
     Returns:
         ``(text, encoding)``: the decoded text and the codec name used.
     """
+    text, encoding = _decoded(body, content_type)
+    return text.removeprefix("\ufeff"), encoding
+
+
+def _decoded(body: bytes, content_type: str | None) -> tuple[str, str]:
+    """``(text, encoding)``: ``body`` decoded with :func:`detect_charset`'s codec, undecodable
+    bytes as U+FFFD, a leading byte order mark kept."""
     encoding = detect_charset(body, content_type)
-    text = body.decode(encoding, errors="replace")
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text, encoding
+    return body.decode(encoding, errors="replace"), encoding
 
 
 @dataclass(slots=True)
@@ -447,9 +451,8 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
         (itself resolved against ``page_url``) or ``page_url``, canonical,
         distinct, in document order.
     """
-    encoding = detect_charset(body, content_type)
-    decoded = body.decode(encoding, errors="replace")
-    root = _parse_document(decoded[1:] if decoded.startswith("\ufeff") else decoded)  # as decode_html
+    decoded, encoding = _decoded(body, content_type)
+    root = _parse_document(decoded.removeprefix("\ufeff"))  # the text decode_html gives
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     base_url = document_base(root, page_url)

@@ -882,32 +882,13 @@ class ManagerCore:
             return []
         self._round_robin += 1
         needs_any = self.queue.needs_any()  # some queued thread needs a capability (most grids: none)
-        if len(room) == 1 and not needs_any:
-            # one executor with room (a result just freed its slots: the common case with many
-            # small executors): fill it, no heap, no per-thread capability test
-            ex = next(iter(room.values()))
-            deferred: list[GridThread] = []
-            while ex.free > 0:
-                t = self.queue.pop(now)
-                if t is None:
-                    break
-                if t.tried and ex.executor_id in t.tried and self._alternative(t):
-                    deferred.append(t)  # it waits for an executor it was not taken back from
-                    continue
-                self._assign(t, ex, now, jobs, events)
-            if ex.free <= 0:
-                del room[ex.executor_id]
-            for t in deferred:
-                self.queue.release(t, now)
-                self._enqueue(t)
-            return self._assigned(jobs, events)
         # the executors with room, most free slots first, ties in turn (a heap: choosing among
         # 1,000 executors costs O(log n) per thread, not O(n))
         n = len(room)
         heap = [(-ex.free, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
         heapq.heapify(heap)
         turn = n
-        deferred = []
+        deferred: list[GridThread] = []
 
         def runnable(needs: tuple) -> bool:
             return any(ex.can_run(needs) for ex in room.values())
