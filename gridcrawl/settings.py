@@ -91,11 +91,11 @@ class Settings:
                 help="largest message a peer may send, bytes; a peer sending more is disconnected")
 
     # --- manager: scheduling ---
-    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned",
+    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned (counted from its start; a thread waiting in an executor's buffer may wait this long for each round of the executor's workers ahead of it)",
                 cli=(M,), group="scheduling", help="seconds before a running thread is taken back")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison",
                 cli=(M,), group="scheduling", help="lost attempts before a thread fails (poison)")
-    prefetch: int = _doc(2, "grid threads an executor may hold beyond its worker threads (local buffer)",
+    prefetch: int = _doc(6, "grid threads an executor may hold beyond its worker threads (local buffer); its refills travel this many to an assign, and a thread waits in a buffer only while every executor able to run it is busy",
                 cli=(M,), group="scheduling", help="threads an executor may buffer beyond its workers")
     lease_seconds: float = _doc(0.0, "seconds a manager's lease on its database lasts unrenewed (renewed every third of it; 0: heartbeat_interval × heartbeat_liveness): a second manager on the database refuses to start while it lasts, a hot standby takes over when it expires",
                 cli=(M,), group="connection",

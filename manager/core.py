@@ -9,11 +9,14 @@ registered, a thread assigned, started, finished ...), which :mod:`gridcrawl.man
 turns into rows of the manager's database. The server loop (:mod:`gridcrawl.manager.server`)
 carries the actions out.
 
-Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
-executor with the most free slots (``workers + prefetch`` minus what it holds); ties go round
-robin. An executor that holds work is refilled once it has ``prefetch`` free slots
-(:attr:`Executor.refill`), so it still holds a thread for each worker and one more, and its
-refills travel several to an ``assign``. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
+Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to a connected, accepting
+executor with an idle worker if there is one, else to one with a free slot in its local buffer
+(``prefetch`` threads beyond its workers); among those, the one with the most free slots
+(``workers + prefetch`` minus what it holds); ties go round robin (:attr:`Executor.rank`). So a
+thread waits in a buffer, counting against its host's politeness budget without being fetched,
+only while every executor able to run it is busy. An executor that holds work is refilled once
+it has ``prefetch`` free slots (:attr:`Executor.refill`), so it still holds a thread for each
+worker, and its refills travel ``prefetch`` to an ``assign``. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
 (``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
@@ -68,6 +71,7 @@ from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 log = logging.getLogger("gridcrawl.manager")
 
 RECENT_THREADS = 100   # finished threads the dashboard lists
+_IDLE_FIRST = 1 << 20  # Executor.rank's bonus for an idle worker: more than any count of free slots
 #: Seconds between two writes of one executor's heartbeat figures (and ``ping_time``) to its SQL
 #: row: the first heartbeat is written at once, later ones at most this often, and the last one
 #: when the executor leaves or is declared dead. The dashboard reads the live figures from memory;
@@ -225,12 +229,24 @@ class Executor:
         return (window if window < self.capacity else self.capacity) - len(self.running)
 
     @property
+    def rank(self) -> int:
+        """Dispatch order (larger first): an executor with an idle worker before any without
+        one — a thread it gets starts at once instead of waiting in a buffer while counting
+        against its host's politeness budget — then the most free slots. With every executor
+        of the same size this is the free-slot order (an idle worker means more than
+        ``prefetch`` free slots); it differs while a big executor's slow-start window is still
+        small."""
+        free = self.free
+        return free + _IDLE_FIRST if free > 0 and len(self.running) < self.workers else free
+
+    @property
     def refill(self) -> int:
         """Free slots an executor that holds work waits for before dispatch refills it: its
         prefetch (``capacity - workers``; at least 1, at most its window). It then still holds
-        ``workers + 1`` threads or more, so no worker waits, and its refills travel as one
-        ``assign`` of several jobs rather than one message per result (1,000 desktops of 2
-        workers each: 1.6 messages per grid thread before, issue 23)."""
+        a thread for each worker, so no worker waits, and its refills travel as one ``assign``
+        of ``prefetch`` jobs rather than one message per result: the manager handles about
+        ``2 / prefetch`` messages per grid thread of a small executor (1,000 desktops of 2
+        workers each: 1.6 messages per grid thread with one job per refill, issue 23)."""
         return max(1, min(self.capacity - self.workers, self.capacity, self.window))
 
 
@@ -370,7 +386,7 @@ class ManagerCore:
                 self._has_room(ex)
                 actions.append(ev.ExecutorQuarantined(ex.executor_id, None))
             for attempt_id, t in list(ex.running.items()):
-                if t.time_assigned is not None and judged - t.time_assigned > s.thread_timeout:
+                if self._overdue(t, ex, judged):
                     log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
                                 s.thread_timeout, ex.name, extra=_thread_log(t))
                     del ex.running[attempt_id]
@@ -381,6 +397,19 @@ class ManagerCore:
                     actions += self._timed_out(ex, now)
         actions += self.dispatch(now)
         return actions
+
+    def _overdue(self, t: GridThread, ex: Executor, judged: float) -> bool:
+        """Whether attempt ``t`` held by ``ex`` has run over ``thread_timeout`` as of ``judged``
+        (POSIX s). A started thread counts from its start. One not started yet waits in the
+        executor's buffer behind at most ``capacity - 1`` others, run ``workers`` at a time and
+        each bounded by ``thread_timeout``: it counts from its assignment and may take
+        ``ceil(capacity / workers)`` timeouts (a 2-worker desktop with ``prefetch`` 6: four)."""
+        if t.time_started is not None:
+            return judged - t.time_started > self.settings.thread_timeout
+        if t.time_assigned is None:
+            return False
+        rounds = -(-ex.capacity // max(1, ex.workers))
+        return judged - t.time_assigned > self.settings.thread_timeout * rounds
 
     def _timed_out(self, ex: Executor, now: float) -> list[Action]:
         """An attempt of ``ex`` timed out: halve its window; after ``quarantine_after`` in a row,
@@ -882,10 +911,10 @@ class ManagerCore:
             return []
         self._round_robin += 1
         needs_any = self.queue.needs_any()  # some queued thread needs a capability (most grids: none)
-        # the executors with room, most free slots first, ties in turn (a heap: choosing among
-        # 1,000 executors costs O(log n) per thread, not O(n))
+        # the executors with room in rank order (an idle worker, then most free slots), ties in
+        # turn (a heap: choosing among 1,000 executors costs O(log n) per thread, not O(n))
         n = len(room)
-        heap = [(-ex.free, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
+        heap = [(-ex.rank, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
         heapq.heapify(heap)
         turn = n
         deferred: list[GridThread] = []
@@ -908,7 +937,7 @@ class ManagerCore:
                 del room[ex.executor_id]
             else:
                 turn += 1
-                heapq.heappush(heap, (-ex.free, turn, ex.executor_id, ex))
+                heapq.heappush(heap, (-ex.rank, turn, ex.executor_id, ex))
         for t in deferred:  # they wait for an executor they were not taken back from
             self.queue.release(t, now)
             self._enqueue(t)
@@ -922,21 +951,22 @@ class ManagerCore:
 
     @staticmethod
     def _most_free(heap: list, room: dict[str, Executor]) -> Executor:
-        """Pop the executor with the most free slots off ``heap`` (entries ``(-free, turn, id,
-        executor)``; stale entries — full since, or their free count changed — are dropped or
+        """Pop the first executor in :attr:`Executor.rank` order off ``heap`` (entries ``(-rank,
+        turn, id, executor)``; stale entries — full since, or their rank changed — are dropped or
         filed again). ``room`` is not empty, and each of its executors has an entry."""
         while True:
-            free, _, executor_id, ex = heap[0]
+            rank, _, executor_id, ex = heap[0]
             if room.get(executor_id) is not ex:
                 heapq.heappop(heap)
-            elif -free != ex.free:
-                heapq.heapreplace(heap, (-ex.free, heap[0][1], executor_id, ex))
+            elif -rank != ex.rank:
+                heapq.heapreplace(heap, (-ex.rank, heap[0][1], executor_id, ex))
             else:
                 heapq.heappop(heap)
                 return ex
 
     def _choose(self, executors: list[Executor], t: GridThread) -> Executor | None:
-        """The executor with the most free slots for ``t``; ties broken round robin. Executors
+        """The first executor for ``t`` in :attr:`Executor.rank` order (an idle worker, then the
+        most free slots); ties broken round robin. Executors
         ``t`` was taken back from are left out while another can take it (None: wait for it)."""
         if t.tried:
             fresh = [ex for ex in executors if ex.executor_id not in t.tried]
@@ -944,8 +974,8 @@ class ManagerCore:
                 executors = fresh
             elif self._alternative(t):
                 return None
-        best = max(ex.free for ex in executors)
-        tied = [ex for ex in executors if ex.free == best]
+        best = max(ex.rank for ex in executors)
+        tied = [ex for ex in executors if ex.rank == best]
         self._round_robin += 1
         return tied[self._round_robin % len(tied)]
 

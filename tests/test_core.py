@@ -116,6 +116,49 @@ def test_no_executor_no_dispatch_and_capacity_respected():
     assert len(assigned(actions)) == 5  # threads + prefetch
 
 
+def test_a_thread_waits_in_a_buffer_only_while_no_able_executor_has_an_idle_worker():
+    """Executor.rank: an idle worker first, then the most free slots. A big executor in its
+    slow-start window (8 workers, window 8) has as few free slots as a small one (2 workers,
+    capacity 2 + 6): by free slots alone the small one would get threads into its buffer while
+    the big one has idle workers."""
+    for rounds in range(4):  # the round-robin turn differs with every dispatch
+        core = make_core(S.replace(prefetch=6, start_window=8))
+        for host in ("h0.test", "h1.test", "h2.test"):
+            core.queue.note_answered(host)
+        register(core, b"small", 2)
+        register(core, b"big", 8)
+        app = open_app(core)
+        for _ in range(rounds):
+            core.dispatch(0.0)
+        got = [peer for peer, _ in assigned(submit(core, app, range(10)))]
+        assert got.count(b"small") == 2 and got.count(b"big") == 8, got
+
+
+def test_a_thread_is_timed_out_from_its_start_and_a_buffered_one_after_the_rounds_ahead_of_it():
+    core = make_core(S.replace(prefetch=1))  # thread_timeout 10 s; 1 worker + 1 buffered: 2 rounds
+    register(core, b"a", 1)
+    register(core, b"b", 1)
+    core.queue.note_answered("h1.test")
+    core.queue.note_answered("h2.test")
+    app = open_app(core)
+    submit(core, app, [1, 2, 4, 5])  # two threads each: one running, one in the buffer
+    a = core.executors[core.peers[b"a"][1]]
+    first, waiting = sorted(a.running.values(), key=lambda t: t.time_assigned or 0.0)[:2]
+    core.handle(b"a", p.Started([first.attempt_id]), 5.0)
+
+    def tick(now):
+        for x in (b"a", b"b", b"client"):
+            core.handle(x, p.Heartbeat(), now)
+        return {c.message.attempt_id for c in sends(core.tick(now), p.Cancel)}
+    for now in range(6, 15):
+        assert first.attempt_id not in tick(float(now))   # 10 s from its start at 5.0, not from 0.0
+    cancelled = tick(15.5)
+    assert first.attempt_id in cancelled and waiting.attempt_id not in cancelled
+    for now in range(16, 20):
+        assert waiting.attempt_id not in tick(float(now))  # waits behind one round: 2 × 10 s
+    assert waiting.attempt_id in tick(20.5)
+
+
 def test_result_is_delivered_and_ack_makes_thread_dead():
     core = make_core()
     register(core, b"e", 1)
