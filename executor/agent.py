@@ -8,9 +8,12 @@ Threads of the process:
   puts jobs on a local queue (the manager sends up to ``threads + prefetch``, MCMTCrawler's local
   buffer, so no worker waits on the manager between two pages), sends heartbeats with the CPU
   figures, and forwards what the workers produce;
-* **worker threads** take jobs from the queue, run :func:`gridcrawl.executor.page.visit`, and
-  push their starts and encoded pages to the main loop over an inproc PUSH socket
-  (ZeroMQ sockets are not shared between threads). Each worker measures how long it waits on
+* **worker threads** take jobs from the queue, note when each starts (a shared table the main
+  loop reads: a start wakes nobody), run :func:`gridcrawl.executor.page.visit`, and push their
+  encoded pages to the main loop over an inproc PUSH socket (ZeroMQ sockets are not shared
+  between threads). The main loop reports to the manager (``started``) the attempts that have
+  run :data:`START_REPORT_AFTER` seconds; a page done sooner (most are) is reported by its
+  result alone, whose ``ran`` says when it started. Each worker measures how long it waits on
   the local queue between finishing one page and starting the next; the heartbeat figures carry
   the sum (``worker_idle_seconds``, ``worker_waits``) and the log has each worker's at shutdown.
 """
@@ -45,6 +48,14 @@ from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.errors import ManagerUnreachable, Refused  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.executor")
+
+#: Seconds an attempt runs before the main loop reports its start (``started``) to the manager.
+#: Sooner, its result says when it started (``ran``): one message to the manager and one wake-up
+#: of the main loop less per page (gridcrawl run on the Python docs: 3.70 -> 3.58 CPU-s, issue 23,
+#: benchmarks/results/2026-11-27-start-reports.md).
+#: The loop passes at least every 0.1 s, so a longer attempt is reported 0.1-0.2 s after its
+#: start, with the seconds it has run (the manager's records keep its true start).
+START_REPORT_AFTER = 0.1
 
 
 def login_name() -> str:
@@ -164,6 +175,11 @@ class ExecutorAgent:
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
+        # attempts the workers run: attempt id -> (generation, monotonic start), until reported
+        # (then in _reported) or finished; written by the workers, read by the main loop
+        self._starts: dict[int, tuple[int, float]] = {}
+        self._starts_lock = threading.Lock()
+        self._reported: set[int] = set()  # started attempts reported to the manager, not finished
         self.running = 0
         self._running_lock = threading.Lock()
         self.executor_id: str | None = None
@@ -228,8 +244,9 @@ class ExecutorAgent:
                     self.running += 1
                 try:
                     tag, attempt = str(generation).encode(), str(job.attempt_id).encode()
-                    push.send_multipart([tag, attempt])  # started
                     began = time.monotonic()
+                    with self._starts_lock:
+                        self._starts[job.attempt_id] = (generation, began)
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
@@ -275,6 +292,7 @@ class ExecutorAgent:
         # takes them back), and results of jobs received on an older connection are dropped,
         # never sent to a manager that may reuse their attempt ids (after a restart).
         self._hand_back_queued()
+        self._reported.clear()  # the old connection's: never reported to this one
         self.generation += 1
 
     def run(self, stop: threading.Event) -> None:
@@ -304,6 +322,7 @@ class ExecutorAgent:
                 events = dict(poller.poll(min(100, s.heartbeat_interval * 250)))
                 if self.results in events:
                     self._forward_results()
+                self._report_starts()
                 if polled in events:
                     for message in self.link.receive():
                         self._handle(message)
@@ -373,36 +392,53 @@ class ExecutorAgent:
             self.jobs.put(None)
         return handed
 
+    def _report_starts(self) -> None:
+        """Tell the manager (one ``started``) which attempts of this connection have run
+        :data:`START_REPORT_AFTER` seconds or more and are not reported yet, with the seconds
+        each has run; forget the starts of older connections' attempts (taken back)."""
+        now, due, running = time.monotonic(), [], []
+        with self._starts_lock:
+            for attempt_id, (generation, began) in list(self._starts.items()):
+                if generation != self.generation:
+                    del self._starts[attempt_id]
+                elif now - began >= START_REPORT_AFTER:
+                    del self._starts[attempt_id]
+                    due.append(attempt_id)
+                    running.append(now - began)
+        if not due:
+            return
+        self._reported.update(due)
+        try:
+            self.link.socket.send_multipart(p.encode(p.Started(due, running)), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("manager queue full; a message was dropped (the manager will reassign)")
+
     def _forward_results(self) -> None:
-        """Send what the workers reported to the manager: the attempts started since the last
-        pass as one ``started`` message, then their results as one ``results`` message (split
-        at ``max_message_bytes // 2``). An attempt that started and finished within the pass
-        gets no ``started``: its result carries ``ran``, the seconds it ran, instead. Reports of
-        an older connection's jobs are dropped (their attempts were taken back)."""
-        started: dict[int, None] = {}  # attempt ids in order of their start
+        """Send the pages the workers finished to the manager as one ``results`` message (split
+        at ``max_message_bytes // 2``). An attempt whose start was not reported carries ``ran``,
+        the seconds it ran. Results of an older connection's jobs are dropped (their attempts
+        were taken back)."""
         results: list[p.AttemptResult] = []
         while True:
             try:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            if int(frames[0]) != self.generation:
-                if len(frames) > 2:  # a result (not a start) of a job the manager took back
-                    log.info("dropped the result of a job received on an earlier connection "
-                             "(the manager took its attempt back)")
-                continue
             attempt_id = int(frames[1])
-            if len(frames) == 2:
-                started[attempt_id] = None
-            elif attempt_id in started:  # started in this very pass: the result says when
-                del started[attempt_id]
-                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3]), float(frames[2])))
-            else:
+            with self._starts_lock:
+                self._starts.pop(attempt_id, None)
+            reported = attempt_id in self._reported
+            self._reported.discard(attempt_id)
+            if int(frames[0]) != self.generation:
+                log.info("dropped the result of a job received on an earlier connection "
+                         "(the manager took its attempt back)")
+                continue
+            if reported:
                 results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3])))
+            else:  # finished before its start was reported: the result says when it started
+                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3]), float(frames[2])))
         dealer = self.link.socket
         try:
-            if started:
-                dealer.send_multipart(p.encode(p.Started(list(started))), zmq.NOBLOCK)
             limit, batch, size = self.settings.max_message_bytes // 2, [], 0
             for r in results:
                 if batch and size + len(r.page) > limit:

@@ -367,14 +367,20 @@ class Assign(Message):
 
 
 class Started(Message):
-    """Executor → manager: worker threads have begun these attempts.
+    """Executor → manager: worker threads have been running these attempts for a while.
 
-    The executor batches the starts it sees in one pass of its loop.
+    An executor reports an attempt's start only once it has run
+    ``gridcrawl.executor.agent.START_REPORT_AFTER`` seconds (most pages are done sooner: their
+    result's ``ran`` says when they started), all it sees in one pass of its loop in one
+    message. ``running``: the seconds each attempt had run when the message was sent (the
+    executor's monotonic clock), in the order of ``attempt_ids``; the manager records each as
+    started that long before the message arrived. Empty: they have just started.
     """
 
     TYPE: ClassVar[bytes] = b"started"
     BATCH: ClassVar[str] = "attempt_ids"
     attempt_ids: list[int]
+    running: list[float] = []
 
 
 class Result(Message):
@@ -391,9 +397,9 @@ class Result(Message):
 class AttemptResult(Wire):
     """One finished attempt in a :class:`Results`: ``attempt_id`` ended with ``page``.
     ``ran``: seconds from the worker's start of the attempt to its result (the executor's
-    monotonic clock), sent when the executor sent no :class:`Started` for it (the start and
-    the result were seen in the same pass of its loop); the manager records the thread as
-    started ``ran`` seconds before it received the result. ``None``: a :class:`Started` was sent."""
+    monotonic clock), sent when the executor sent no :class:`Started` for it (it finished
+    before its start was due to be reported); the manager records the thread as started
+    ``ran`` seconds before it received the result. ``None``: a :class:`Started` was sent."""
 
     attempt_id: int
     page: PageResult
@@ -404,8 +410,8 @@ class Results(Message):
     """Executor → manager: these attempts finished (one :class:`AttemptResult` each).
 
     The executor sends the results it sees in one pass of its loop as one message (of at most
-    ``max_message_bytes // 2`` bytes, a bigger page alone), and sends no :class:`Started` for an
-    attempt whose result is in the same pass: its ``ran`` says when it started. The manager
+    ``max_message_bytes // 2`` bytes, a bigger page alone); an attempt whose start it has not
+    reported (:class:`Started`) carries ``ran``, which says when it started. The manager
     handles them together and refills the executor once, with one ``assign``.
     """
 

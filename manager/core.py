@@ -544,18 +544,21 @@ class ManagerCore:
         return actions + self.dispatch(now)
 
     def on_started(self, peer: bytes, m: p.Started, now: float) -> list[Action]:
-        """Workers began attempts: SCHEDULED → STARTED for each one still running here."""
+        """Workers are running attempts: SCHEDULED → STARTED for each one still running here,
+        started ``m.running[i]`` seconds before ``now`` (within the attempt's lifetime here;
+        ``now`` when the message has no ``running``)."""
         ex = self._executor_of(peer)
         if ex is None:
             return [Send(peer, p.Refuse("unknown executor: register again"))]
         actions: list[Action] = []
-        for attempt_id in m.attempt_ids:
+        running = m.running if len(m.running) == len(m.attempt_ids) else None
+        for i, attempt_id in enumerate(m.attempt_ids):
             t = ex.running.get(attempt_id)
             if t is None or t.state != ThreadState.SCHEDULED:
                 continue
             self._move(t, ThreadState.STARTED)
-            t.time_started = now
-            actions.append(ev.ThreadStarted(t.internal_id, attempt_id, now))
+            t.time_started = now if running is None else max(t.time_assigned or now, now - running[i])
+            actions.append(ev.ThreadStarted(t.internal_id, attempt_id, t.time_started))
         return actions
 
     def on_result(self, peer: bytes, m: p.Result, now: float) -> list[Action]:

@@ -653,7 +653,10 @@ def check_limits(message: protocol.Message) -> str | None:
     elif isinstance(m, protocol.Started):
         if len(m.attempt_ids) > 100_000:
             return "more than 100000 attempts started at once"
+        if m.running and len(m.running) != len(m.attempt_ids):
+            return "started: running must give one figure per attempt id"
         checks += [_bad_number(a, 0, _INT64, "started attempt_id") for a in m.attempt_ids]
+        checks += [_bad_number(r, 0, _INT32, "started running seconds") for r in m.running]
     elif isinstance(m, protocol.Cancel):
         checks.append(_bad_number(m.attempt_id, 0, _INT64, "attempt_id"))
     return next((c for c in checks if c), None)

@@ -175,6 +175,20 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
 
 
+def test_a_start_reported_late_is_recorded_when_it_began_within_the_attempt():
+    core = make_core()
+    register(core, b"e", 2)
+    app = open_app(core)
+    core.queue.note_answered("h1.test")
+    core.queue.note_answered("h2.test")
+    (_, a), (_, b) = assigned(submit(core, app, [1, 2], now=10.0))
+    actions = core.handle(b"e", p.Started([a.attempt_id, b.attempt_id], [0.4, 60.0]), 12.0)
+    threads = core.applications[app].threads
+    assert threads[1].time_started == pytest.approx(11.6)  # 0.4 s before the message
+    assert threads[2].time_started == 10.0                 # not before its assignment
+    assert [e.time for e in actions if isinstance(e, ev.ThreadStarted)] == [pytest.approx(11.6), 10.0]
+
+
 def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     core = make_core()
     register(core, b"a", 2, now=0.0)

@@ -93,6 +93,9 @@ def _register(**kw) -> p.Register:
     (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/"), -1.0)]), "ran is out of range"),
     (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/")), p.AttemptResult(2 ** 63, p.PageResult("u"))]),
      "attempt 9223372036854775808: attempt_id is out of range"),
+    (p.Started([1, 2], [0.5]), "one figure per attempt id"),
+    (p.Started([1], [math.inf]), "not a finite number"),
+    (p.Started([1], [-0.5]), "running seconds is out of range"),
 ])
 def test_check_limits_refuses_what_does_not_fit(message, needle):
     reason = check_limits(message)
@@ -103,6 +106,7 @@ def test_check_limits_accepts_ordinary_messages():
     assert check_limits(_register(executor_id="0123456789abcdef0123456789abcdef")) is None
     assert check_limits(p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/it's%20\"quoted\"")])) is None
     assert check_limits(p.Heartbeat({"cpu_usage": 12.5, "mem_usage": 2 ** 40})) is None
+    assert check_limits(p.Started([1, 2], [0.25, 3.5])) is None and check_limits(p.Started([1])) is None
     assert check_limits(p.Result(3, p.PageResult("http://a.test/", title="\x00" * 10, content="x\x00y"))) is None
 
 
