@@ -91,7 +91,7 @@ class Settings:
                 help="largest message a peer may send, bytes; a peer sending more is disconnected")
 
     # --- manager: scheduling ---
-    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned (counted from its start; a thread waiting in an executor's buffer may wait this long for each round of the executor's workers ahead of it)",
+    thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned (counted from its start; a thread waiting in an executor's buffer waits this long for each round of the executor's workers ahead of it, and is taken back sooner when the executor reports no start or result for this long)",
                 cli=(M,), group="scheduling", help="seconds before a running thread is taken back")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison",
                 cli=(M,), group="scheduling", help="lost attempts before a thread fails (poison)")

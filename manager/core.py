@@ -214,6 +214,7 @@ class Executor:
     quarantined_until: float | None = None  # POSIX s; no new work until then
     quarantines: int = 0              # times quarantined (the back-off doubles each time)
     capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
+    progress: float = float("-inf")   # POSIX s of its latest start or result of an attempt it held
 
     def can_run(self, needs: tuple) -> bool:
         """True if this executor has every capability of ``needs``."""
@@ -402,14 +403,18 @@ class ManagerCore:
         """Whether attempt ``t`` held by ``ex`` has run over ``thread_timeout`` as of ``judged``
         (POSIX s). A started thread counts from its start. One not started yet waits in the
         executor's buffer behind at most ``capacity - 1`` others, run ``workers`` at a time and
-        each bounded by ``thread_timeout``: it counts from its assignment and may take
-        ``ceil(capacity / workers)`` timeouts (a 2-worker desktop with ``prefetch`` 6: four)."""
+        each bounded by ``thread_timeout``: it is overdue once the executor has reported no
+        start and no result for ``thread_timeout`` since its assignment (an executor that does
+        nothing, as before buffers), or after ``ceil(capacity / workers)`` timeouts in all (one
+        that works but holds it back; a 2-worker desktop with ``prefetch`` 6: four)."""
+        timeout = self.settings.thread_timeout
         if t.time_started is not None:
-            return judged - t.time_started > self.settings.thread_timeout
+            return judged - t.time_started > timeout
         if t.time_assigned is None:
             return False
         rounds = -(-ex.capacity // max(1, ex.workers))
-        return judged - t.time_assigned > self.settings.thread_timeout * rounds
+        return (judged - max(t.time_assigned, ex.progress) > timeout
+                or judged - t.time_assigned > timeout * rounds)
 
     def _timed_out(self, ex: Executor, now: float) -> list[Action]:
         """An attempt of ``ex`` timed out: halve its window; after ``quarantine_after`` in a row,
@@ -557,6 +562,7 @@ class ManagerCore:
             if t is None or t.state != ThreadState.SCHEDULED:
                 continue
             self._move(t, ThreadState.STARTED)
+            ex.progress = now
             t.time_started = now if running is None else max(t.time_assigned or now, now - running[i])
             actions.append(ev.ThreadStarted(t.internal_id, attempt_id, t.time_started))
         return actions
@@ -593,6 +599,7 @@ class ManagerCore:
         self._attempts.pop(r.attempt_id, None)
         self._has_room(ex)
         ex.finished += 1
+        ex.progress = now
         ex.timeouts = 0
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned

@@ -137,26 +137,25 @@ def test_a_thread_waits_in_a_buffer_only_while_no_able_executor_has_an_idle_work
 def test_a_thread_is_timed_out_from_its_start_and_a_buffered_one_after_the_rounds_ahead_of_it():
     core = make_core(S.replace(prefetch=1))  # thread_timeout 10 s; 1 worker + 1 buffered: 2 rounds
     register(core, b"a", 1)
-    register(core, b"b", 1)
-    core.queue.note_answered("h1.test")
-    core.queue.note_answered("h2.test")
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
     app = open_app(core)
-    submit(core, app, [1, 2, 4, 5])  # two threads each: one running, one in the buffer
+    submit(core, app, [1, 2, 3])  # a holds two: one to run, one in its buffer; the third waits
     a = core.executors[core.peers[b"a"][1]]
-    first, waiting = sorted(a.running.values(), key=lambda t: t.time_assigned or 0.0)[:2]
-    core.handle(b"a", p.Started([first.attempt_id]), 5.0)
+    first, waiting = sorted(a.running.values(), key=lambda t: t.thread_id)
 
     def tick(now):
-        for x in (b"a", b"b", b"client"):
+        for x in (b"a", b"client"):
             core.handle(x, p.Heartbeat(), now)
         return {c.message.attempt_id for c in sends(core.tick(now), p.Cancel)}
-    for now in range(6, 15):
-        assert first.attempt_id not in tick(float(now))   # 10 s from its start at 5.0, not from 0.0
-    cancelled = tick(15.5)
-    assert first.attempt_id in cancelled and waiting.attempt_id not in cancelled
-    for now in range(16, 20):
-        assert waiting.attempt_id not in tick(float(now))  # waits behind one round: 2 × 10 s
-    assert waiting.attempt_id in tick(20.5)
+    core.handle(b"a", p.Result(first.attempt_id, p.PageResult(url=first.url, status=200)), 9.0)
+    (third,) = [t for t in a.running.values() if t is not waiting]  # the refill
+    core.handle(b"a", p.Started([third.attempt_id]), 12.0)
+    for now in range(9, 21):
+        assert not tick(float(now))                # the buffered one: 2 rounds of 10 s
+    assert tick(20.5) == {waiting.attempt_id}      # 20.5 s after its assignment at 0.0
+    assert tick(21.5) == set()                     # the third: 10 s from its start at 12.0, not before
+    assert tick(22.5) == {third.attempt_id}
 
 
 def test_result_is_delivered_and_ack_makes_thread_dead():
@@ -173,6 +172,26 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     assert t.state == ThreadState.FINISHED
     core.handle(b"client", p.Ack(app, [42]), 3.0)
     assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
+
+
+def test_an_executor_that_does_nothing_has_its_buffered_threads_taken_back_after_one_timeout():
+    """Buffered threads may wait a timeout per round of workers only while their executor
+    reports starts or results; one that reports nothing loses them after one timeout."""
+    core = make_core(S.replace(prefetch=3))  # thread_timeout 10 s; 1 worker + 3 buffered: 4 rounds
+    register(core, b"a", 1)
+    core.queue.note_answered("h1.test")
+    app = open_app(core)
+    submit(core, app, [1, 4, 7, 10])  # all on h1.test: one running, three in the buffer
+    held = list(core.executors[core.peers[b"a"][1]].running.values())
+    assert len(held) == 4
+
+    def tick(now):
+        for x in (b"a", b"client"):
+            core.handle(x, p.Heartbeat(), now)
+        return {c.message.attempt_id for c in sends(core.tick(now), p.Cancel)}
+    for now in range(1, 11):
+        assert not tick(float(now))
+    assert tick(10.5) == {t.attempt_id for t in held}  # no start, no result for 10 s: all back
 
 
 def test_a_start_reported_late_is_recorded_when_it_began_within_the_attempt():
