@@ -9,12 +9,11 @@ registered, a thread assigned, started, finished ...), which :mod:`gridcrawl.man
 turns into rows of the manager's database. The server loop (:mod:`gridcrawl.manager.server`)
 carries the actions out.
 
-Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to a connected, accepting
-executor with an idle worker if there is one, else to one with a free slot in its local buffer
-(``prefetch`` threads beyond its workers); among those, the one with the most free slots
-(``workers + prefetch`` minus what it holds); ties go round robin (:attr:`Executor.rank`). So a
-thread waits in a buffer, counting against its host's politeness budget without being fetched,
-only while every executor able to run it is busy. An executor that holds work is refilled once
+Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
+executor with the most idle workers (least loaded); when none has one, to the one with the most
+free slots in its local buffer (``prefetch`` threads beyond its workers); ties go round robin
+(:attr:`Executor.rank`). So a thread waits in a buffer, counting against its host's politeness
+budget without being fetched, only while every executor able to run it is busy. An executor that holds work is refilled once
 it has ``prefetch`` free slots (:attr:`Executor.refill`), so it still holds a thread for each
 worker, and its refills travel ``prefetch`` to an ``assign``. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
 (``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
@@ -71,7 +70,6 @@ from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 log = logging.getLogger("gridcrawl.manager")
 
 RECENT_THREADS = 100   # finished threads the dashboard lists
-_IDLE_FIRST = 1 << 20  # Executor.rank's bonus for an idle worker: more than any count of free slots
 #: Seconds between two writes of one executor's heartbeat figures (and ``ping_time``) to its SQL
 #: row: the first heartbeat is written at once, later ones at most this often, and the last one
 #: when the executor leaves or is declared dead. The dashboard reads the live figures from memory;
@@ -231,14 +229,16 @@ class Executor:
 
     @property
     def rank(self) -> int:
-        """Dispatch order (larger first): an executor with an idle worker before any without
-        one — a thread it gets starts at once instead of waiting in a buffer while counting
-        against its host's politeness budget — then the most free slots. With every executor
-        of the same size this is the free-slot order (an idle worker means more than
-        ``prefetch`` free slots); it differs while a big executor's slow-start window is still
-        small."""
+        """Dispatch order (larger first): the executor with the most idle workers (least
+        loaded: Alchemi's and MCMTCrawler's rule) — a thread it gets starts at once instead of
+        waiting in a buffer while counting against its host's politeness budget, and work
+        spreads over the executors — then, once none has an idle worker, the most free slots
+        in a local buffer. Idle workers, not free slots, come first: free slots also count an
+        executor's slow-start window, which grows with every result it returns, and would
+        gather the work on the executors that answered first."""
         free = self.free
-        return free + _IDLE_FIRST if free > 0 and len(self.running) < self.workers else free
+        idle = self.workers - len(self.running)
+        return (idle << 32) + free if free > 0 and idle > 0 else free
 
     @property
     def refill(self) -> int:
@@ -921,7 +921,7 @@ class ManagerCore:
             return []
         self._round_robin += 1
         needs_any = self.queue.needs_any()  # some queued thread needs a capability (most grids: none)
-        # the executors with room in rank order (an idle worker, then most free slots), ties in
+        # the executors with room in rank order (most idle workers, then most free slots), ties in
         # turn (a heap: choosing among 1,000 executors costs O(log n) per thread, not O(n))
         n = len(room)
         heap = [(-ex.rank, (i + self._round_robin) % n, ex.executor_id, ex) for i, ex in enumerate(room.values())]
@@ -975,8 +975,8 @@ class ManagerCore:
                 return ex
 
     def _choose(self, executors: list[Executor], t: GridThread) -> Executor | None:
-        """The first executor for ``t`` in :attr:`Executor.rank` order (an idle worker, then the
-        most free slots); ties broken round robin. Executors
+        """The first executor for ``t`` in :attr:`Executor.rank` order (the most idle workers, then
+        the most free slots); ties broken round robin. Executors
         ``t`` was taken back from are left out while another can take it (None: wait for it)."""
         if t.tried:
             fresh = [ex for ex in executors if ex.executor_id not in t.tried]

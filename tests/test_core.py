@@ -134,6 +134,26 @@ def test_a_thread_waits_in_a_buffer_only_while_no_able_executor_has_an_idle_work
         assert got.count(b"small") == 2 and got.count(b"big") == 8, got
 
 
+def test_work_spreads_by_idle_workers_not_by_the_slow_start_windows_results_have_grown():
+    """Executor.rank: two executors of 8 workers; one has returned results (its window grew from
+    8 to 14, free slots 14), the other has not (window 8). New threads go to the one with more
+    idle workers, not to the one with more free slots: the work spreads (gridcrawl run's 4
+    executors on one host once gave 198, 3, 179, 149 threads)."""
+    core = make_core(S.replace(prefetch=6, start_window=8))
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    register(core, b"first", 8)
+    app = open_app(core)
+    ((_, job),) = assigned(submit(core, app, [0]))
+    first = core.executors[core.peers[b"first"][1]]
+    first.window = 14  # as after six results returned
+    register(core, b"later", 8)
+    got = [peer for peer, _ in assigned(submit(core, app, range(1, 7)))]
+    del job
+    # six more threads: three each (by free slots first, "first" took five of them)
+    assert sorted(got) == [b"first"] * 3 + [b"later"] * 3, got
+
+
 def test_a_thread_is_timed_out_from_its_start_and_a_buffered_one_after_the_rounds_ahead_of_it():
     core = make_core(S.replace(prefetch=1))  # thread_timeout 10 s; 1 worker + 1 buffered: 2 rounds
     register(core, b"a", 1)
