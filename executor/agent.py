@@ -175,11 +175,10 @@ class ExecutorAgent:
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
-        # attempts the workers run: attempt id -> (generation, monotonic start), until reported
-        # (then in _reported) or finished; written by the workers, read by the main loop
-        self._starts: dict[int, tuple[int, float]] = {}
+        # attempts the workers run, until finished: attempt id -> (generation, monotonic start,
+        # start reported to the manager); written by the workers and the main loop
+        self._starts: dict[int, tuple[int, float, bool]] = {}
         self._starts_lock = threading.Lock()
-        self._reported: set[int] = set()  # started attempts reported to the manager, not finished
         self.running = 0
         self._running_lock = threading.Lock()
         self.executor_id: str | None = None
@@ -246,7 +245,7 @@ class ExecutorAgent:
                     tag, attempt = str(generation).encode(), str(job.attempt_id).encode()
                     began = time.monotonic()
                     with self._starts_lock:
-                        self._starts[job.attempt_id] = (generation, began)
+                        self._starts[job.attempt_id] = (generation, began, False)
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
@@ -292,7 +291,6 @@ class ExecutorAgent:
         # takes them back), and results of jobs received on an older connection are dropped,
         # never sent to a manager that may reuse their attempt ids (after a restart).
         self._hand_back_queued()
-        self._reported.clear()  # the old connection's: never reported to this one
         self.generation += 1
 
     def run(self, stop: threading.Event) -> None:
@@ -398,16 +396,15 @@ class ExecutorAgent:
         each has run; forget the starts of older connections' attempts (taken back)."""
         now, due, running = time.monotonic(), [], []
         with self._starts_lock:
-            for attempt_id, (generation, began) in list(self._starts.items()):
+            for attempt_id, (generation, began, reported) in list(self._starts.items()):
                 if generation != self.generation:
                     del self._starts[attempt_id]
-                elif now - began >= START_REPORT_AFTER:
-                    del self._starts[attempt_id]
+                elif not reported and now - began >= START_REPORT_AFTER:
+                    self._starts[attempt_id] = (generation, began, True)
                     due.append(attempt_id)
                     running.append(now - began)
         if not due:
             return
-        self._reported.update(due)
         try:
             self.link.socket.send_multipart(p.encode(p.Started(due, running)), zmq.NOBLOCK)
         except zmq.Again:
@@ -426,14 +423,12 @@ class ExecutorAgent:
                 break
             attempt_id = int(frames[1])
             with self._starts_lock:
-                self._starts.pop(attempt_id, None)
-            reported = attempt_id in self._reported
-            self._reported.discard(attempt_id)
+                start = self._starts.pop(attempt_id, None)
             if int(frames[0]) != self.generation:
                 log.info("dropped the result of a job received on an earlier connection "
                          "(the manager took its attempt back)")
                 continue
-            if reported:
+            if start is not None and start[2]:  # its start was reported
                 results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3])))
             else:  # finished before its start was reported: the result says when it started
                 results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3]), float(frames[2])))

@@ -13,9 +13,10 @@ Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connec
 executor with the most idle workers (least loaded); when none has one, to the one with the most
 free slots in its local buffer (``prefetch`` threads beyond its workers); ties go round robin
 (:attr:`Executor.rank`). So a thread waits in a buffer, counting against its host's politeness
-budget without being fetched, only while every executor able to run it is busy. An executor that holds work is refilled once
-it has ``prefetch`` free slots (:attr:`Executor.refill`), so it still holds a thread for each
-worker, and its refills travel ``prefetch`` to an ``assign``. Capability-based dispatch: an executor declares its ``capabilities`` when it registers
+budget without being fetched, only while every executor able to run it is busy. An executor
+that holds work is refilled once it has ``prefetch`` free slots (:attr:`Executor.refill`), so
+it still holds a thread for each worker, and its refills travel ``prefetch`` to an ``assign``.
+Capability-based dispatch: an executor declares its ``capabilities`` when it registers
 (``"plugin:NAME"``, ``"plugin:NAME@VERSION"``, ``"render"``), a thread names what it ``needs``,
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
@@ -405,7 +406,7 @@ class ManagerCore:
         executor's buffer behind at most ``capacity - 1`` others, run ``workers`` at a time and
         each bounded by ``thread_timeout``: it is overdue once the executor has reported no
         start and no result for ``thread_timeout`` since its assignment (an executor that does
-        nothing, as before buffers), or after ``ceil(capacity / workers)`` timeouts in all (one
+        nothing loses it after one timeout), or after ``ceil(capacity / workers)`` timeouts in all (one
         that works but holds it back; a 2-worker desktop with ``prefetch`` 6: four)."""
         timeout = self.settings.thread_timeout
         if t.time_started is not None:
