@@ -32,6 +32,7 @@ import lxml.etree
 import lxml.html
 
 from gridcrawl.executor.fetch import HTML_TYPES
+from gridcrawl.protocol import Utf8Text
 from gridcrawl.urls import InvalidURL, canonical_url
 
 __all__ = [
@@ -245,6 +246,11 @@ def _decoded(body: bytes, content_type: str | None) -> tuple[str, str]:
     """``(text, encoding)``: ``body`` decoded with :func:`detect_charset`'s codec, undecodable
     bytes as U+FFFD, a leading byte order mark kept."""
     encoding = detect_charset(body, content_type)
+    if encoding == "utf-8":
+        try:  # valid UTF-8, as most pages are: the text keeps its bytes for the wire (Utf8Text)
+            return Utf8Text.decode(body), encoding
+        except UnicodeDecodeError:
+            pass
     return body.decode(encoding, errors="replace"), encoding
 
 
@@ -452,7 +458,8 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
         distinct, in document order.
     """
     decoded, encoding = _decoded(body, content_type)
-    root = _parse_document(decoded.removeprefix("\ufeff"))  # the text decode_html gives
+    # the text decode_html gives (sliced only when there is a mark: removeprefix copies a str subclass)
+    root = _parse_document(decoded[1:] if decoded.startswith("\ufeff") else decoded)
     title_element = next(root.iter("title"), None)
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     base_url = document_base(root, page_url)

@@ -62,6 +62,11 @@ def from_timestamp(seconds: float) -> _dt.datetime:
 
 
 SQLITE_BUSY_MS = 30000  # how long a SQLite connection waits for another's write lock
+# Page size, bytes, of a new SQLite file (an existing one keeps its own). A crawl stores page
+# bodies of tens of KB: with SQLite's default 4 KB each takes a chain of overflow pages, each
+# written to the WAL and again at the checkpoint; 16 KB pages make a quarter of the writes
+# (gridcrawl run on the Python docs: 39,500 → 10,000 pwrite calls, 2 % less CPU; issue 23).
+SQLITE_PAGE_SIZE = 16384
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
@@ -71,6 +76,7 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+    cursor.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # before WAL: only a new, empty file takes it
     # Turning a new database file to WAL needs a lock SQLite does not wait for (no busy handler
     # on that path): programs opening one new file at the same moment got "database is locked"
     # (5 of 240 opens, 4 at once). Try again for up to 10 s.

@@ -174,3 +174,29 @@ def test_a_deadlock_victim_is_run_again(db_url):
     assert len(values) == 1  # one writer's transaction was last, whole
     for engine in engines:
         engine.dispose()
+
+
+def test_a_new_sqlite_file_gets_16_kb_pages_and_an_existing_one_keeps_its_own(tmp_path):
+    """New SQLite databases take :data:`gridcrawl.db.SQLITE_PAGE_SIZE` (page bodies of tens of KB
+    make a quarter of the page writes); a file made before keeps its page size and its rows."""
+    import sqlite3
+
+    from gridcrawl.db import SQLITE_PAGE_SIZE
+
+    new = open_database(f"sqlite:///{tmp_path}/new.db")
+    init_schema(new, models.crawl_metadata, models.crawl_meta)
+    with new.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == SQLITE_PAGE_SIZE == 16384
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    new.dispose()
+    old_path = tmp_path / "old.db"
+    with sqlite3.connect(old_path) as raw:  # a database from an earlier gridcrawl: 4 KB pages, WAL
+        raw.execute("PRAGMA journal_mode=WAL")
+        raw.execute("CREATE TABLE kept (x TEXT)")
+        raw.execute("INSERT INTO kept VALUES ('row')")
+    raw.close()
+    old = open_database(f"sqlite:///{old_path}")
+    with old.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 4096
+        assert conn.exec_driver_sql("SELECT x FROM kept").scalar() == "row"
+    old.dispose()

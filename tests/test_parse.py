@@ -324,6 +324,25 @@ def test_parsed_page_keeps_the_body_as_decoded(body: bytes, content_type: str | 
     assert "decoded" not in repr(page)
 
 
+@pytest.mark.parametrize("body, content_type, keeps", [
+    ("<title>Ünï ✓</title>".encode(), "text/html; charset=utf-8", True),
+    (codecs.BOM_UTF8 + "<title>Ünï</title>".encode(), "text/html", True),
+    (b"<title>plain</title>", None, True),
+    (b"<title>bad \xff bytes</title>", "text/html; charset=utf-8", False),   # replaced: not the body any more
+    ("<title>Привет</title>".encode("cp1251"), "text/html; charset=windows-1251", False),
+])
+def test_decoded_text_keeps_the_body_only_when_it_is_exactly_its_utf8(body, content_type, keeps) -> None:
+    """The executor sends a page's text without encoding it again only when the body is that
+    text's UTF-8 (:class:`gridcrawl.protocol.Utf8Text`); text with replacement characters or
+    from another encoding is a plain str."""
+    from gridcrawl.protocol import Utf8Text
+    page = parse_page(body, PAGE, content_type)
+    assert isinstance(page.decoded, Utf8Text) is keeps
+    if keeps:
+        assert page.decoded.utf8 == body == page.decoded.encode()
+    assert page.decoded == body.decode(page.encoding, errors="replace")
+
+
 def test_repr_leaves_out_the_document() -> None:
     page = parse_page(b"<title>T</title><a href='a'>A</a>", PAGE, "text/html")
     text = repr(page)

@@ -136,6 +136,28 @@ def test_a_relayed_page_that_does_not_decode_fails_its_thread_only():
         p.decode(frames(b"result", {"attempt_id": 1, "page": {"url": "u", "error_kind": "nosuch"}}), relay=True)
 
 
+@pytest.mark.parametrize("text", ["", "é", "a" * 31, "a" * 32, "é" * 127, "é" * 128, "ü" * 32767, "ü" * 32768,
+                                  "\ufeff<p>Ünï ✓ 🙂</p>" * 5000])
+def test_text_that_keeps_its_utf8_goes_on_the_wire_as_the_same_msgpack_str(text):
+    """An executor's page content decoded strictly from UTF-8 is sent as its bytes (no second
+    encoding): the wire is byte for byte what encoding the text gives, at every msgpack str
+    size (fixstr, str 8, 16 and 32), and the receiver gets a plain str back."""
+    plain, kept = p.PageResult(url="http://a.test/"), p.PageResult(url="http://a.test/")
+    plain.content = text
+    kept.content = p.Utf8Text.decode(text.encode())
+    assert kept.content == text and kept.content.utf8 == text.encode()
+    assert bytes(p.encode_page(kept)) == bytes(p.encode_page(plain))
+    back = p.decode(p.encode(p.Result(1, kept))).page.content
+    assert back == text and type(back) is str
+
+
+def test_utf8_text_refuses_bytes_that_are_not_utf8():
+    with pytest.raises(UnicodeDecodeError):
+        p.Utf8Text.decode(b"caf\xe9")
+    with pytest.raises(UnicodeDecodeError):
+        p.Utf8Text.decode(b"\xed\xa0\x80")  # an encoded surrogate: not UTF-8, so never sent as such
+
+
 def test_instruction_reads_typed_keys_and_ignores_the_rest():
     ins = p.Instruction.read({"scope": ["a.test"], "ifNoneMatch": '"v"', "render": True, "waitFor": 7, "x": 1})
     assert (ins.scope, ins.if_none_match, ins.render, ins.wait_for, ins.has_rules) == (["a.test"], '"v"', True, None, False)

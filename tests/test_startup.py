@@ -72,3 +72,24 @@ def test_gridcrawl_run_forks_named_children(tmp_path, site_server):
     assert proc.returncode == 0, err
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
         assert conn.execute("SELECT count(*) FROM visited_url").fetchone()[0] == 40
+
+
+# Optional parts a plain crawl never uses: importing them at start-up is CPU every command pays
+# (issue 23; expat alone cost 15 ms of a one-page crawl's 0.5 CPU-s).
+NOT_AT_STARTUP = ("pyexpat", "rdflib", "extruct", "flask", "waitress", "matplotlib", "pyspark", "playwright",
+                  "warcio", "alembic", "jinja2", "pyodbc", "psycopg", "pymysql")
+
+
+def test_a_plain_crawl_imports_no_optional_part(tmp_path, site_server):
+    """A real one-page ``gridcrawl run`` (``-X importtime`` lists every module its processes
+    import) imports none of the parts only some crawls need (RDF, the dashboard, plots, Spark,
+    rendering, WARC, migrations, server drivers): they are imported where used."""
+    server = site_server(generate_site(5, links_per_page=2, seed=3))
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gridcrawl", "run", server.url("/"),
+                           "--max-pages", "1", "--executors", "1", "--workdir", str(tmp_path), "--no-progress",
+                           "--no-sitemaps"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
+                if line.startswith("import time:") and line.count("|") == 2}
+    assert "sqlalchemy" in imported and "lxml" in imported  # the listing is read right
+    assert sorted(imported & set(NOT_AT_STARTUP)) == []
