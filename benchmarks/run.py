@@ -1226,6 +1226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency", type=float, help="seconds per request in the latency scenario")
     ap.add_argument("--timeout", type=float, help="seconds one crawl may take before it is stopped")
     ap.add_argument("--retries", type=int, help="times a failed gridcrawl run is tried again (default 1)")
+    ap.add_argument("--rounds", type=int, help="side-by-side rounds per setting of the ratio scenario (default 3)")
     ap.add_argument("--keep", action="store_true", help="keep gridcrawl's workdirs (databases and logs)")
     ap.add_argument("--readme", action="store_true", help="write the performance table (startup and ratio "
                     "scenarios) into README.md")
@@ -1248,6 +1249,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg.timeout = args.timeout
     if args.retries is not None:
         cfg.retries = max(0, args.retries)
+    if args.rounds is not None:
+        cfg.ratio_pairs = max(1, args.rounds)
     name = args.name or ("quick" if args.quick else "full") + ("" if len(only) == len(SCENARIOS) else "-" + "-".join(only))
     args_line = shlex.join(["python", "benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
 
