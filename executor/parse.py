@@ -244,7 +244,8 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 def _decoded(body: bytes, content_type: str | None) -> tuple[str, str]:
     """``(text, encoding)``: ``body`` decoded with :func:`detect_charset`'s codec, undecodable
-    bytes as U+FFFD, a leading byte order mark kept."""
+    bytes as U+FFFD, a leading byte order mark kept. A body that is valid UTF-8 gives a
+    :class:`~gridcrawl.protocol.Utf8Text` (a ``str`` that keeps ``body`` for the wire)."""
     encoding = detect_charset(body, content_type)
     if encoding == "utf-8":
         try:  # valid UTF-8, as most pages are: the text keeps its bytes for the wire (Utf8Text)
