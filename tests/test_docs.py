@@ -16,7 +16,8 @@ README = (ROOT / "README.md").read_text()
 OTHER_TOOLS = {
     "--port": "tests/docsite.py", "--root": "tests/docsite.py",
     "--grid": "benchmarks/*.py", "--pages": "benchmarks/render.py", "--sitemap": "benchmarks/recrawl.py",
-    "--only": "benchmarks/run.py", "--readme": "benchmarks/run.py", "--queued": "benchmarks/grid_overhead.py",
+    "--only": "benchmarks/run.py", "--readme": "benchmarks/run.py", "--rounds": "benchmarks/run.py",
+    "--queued": "benchmarks/grid_overhead.py",
     "--store": "benchmarks/baselines.py",
     "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
     "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
