@@ -171,7 +171,12 @@ class ExecutorAgent:
         self.plugins = installed_plugins()
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         self.guard = SSRFGuard(allow_private)
+        # two contexts: the network one holds only the link to the manager, so that terminating it
+        # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to
+        # leave, and never for a worker still fetching; the workers' results travel in-process
+        # (inproc needs no I/O thread)
         self.context = zmq.Context()
+        self._local = zmq.Context(io_threads=0)
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
@@ -210,7 +215,7 @@ class ExecutorAgent:
         if self.renderer is not None:
             self.capabilities = sorted(set(self.capabilities) | {"render"})
         self._results_endpoint = f"inproc://results-{id(self)}"
-        self.results = self.context.socket(zmq.PULL)
+        self.results = self._local.socket(zmq.PULL)
         self.results.bind(self._results_endpoint)
         # the link to the manager (gridcrawl.link: several managers are hot standbys, tried in
         # order, a standby's redirect followed)
@@ -223,7 +228,7 @@ class ExecutorAgent:
     # ------------------------------------------------------------------ workers
 
     def _worker(self) -> None:
-        push = self.context.socket(zmq.PUSH)
+        push = self._local.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
         push.connect(self._results_endpoint)
         worker = threading.current_thread().name
@@ -258,7 +263,10 @@ class ExecutorAgent:
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
                     encoded = p.encode_page(page)  # here, not in the main loop: it only batches
-                    push.send_multipart([tag, attempt, repr(time.monotonic() - began).encode(), encoded])
+                    try:
+                        push.send_multipart([tag, attempt, repr(time.monotonic() - began).encode(), encoded])
+                    except zmq.ContextTerminated:  # the executor stopped while this page ran
+                        return
                     self.figures.pages += 1
                     if page.size >= TRIM_AFTER_BYTES:  # its tree and copies are freed: give them back
                         del page
@@ -451,7 +459,11 @@ class ExecutorAgent:
         for _ in self.workers:
             self.jobs.put(None)
         self.link.close(bye="executor stopping", linger=500)
+        self.context.term()  # returns once the goodbye and the hand-back have left (≤ 0.5 s)
         self.results.close(linger=0)
+        # a worker still fetching ends when its page is done: terminating the in-process context
+        # makes its send fail (and waits, in its own thread, for the worker to close its socket)
+        threading.Thread(target=self._local.term, name="stop-workers", daemon=True).start()
         if self.renderer is not None:
             self.renderer.close()
         self.fetcher.close()

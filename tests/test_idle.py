@@ -266,3 +266,60 @@ def test_idle_executor_hands_back_its_queued_threads_when_the_owner_returns(tmp_
     assert counts[("desk", "finished")] == 2, counts            # "/" and the page it was running
     assert not any(outcome == "lost" for _, outcome in counts), counts
     assert tuple(desk_db) == (False, False)
+
+
+def test_a_stopping_executor_flushes_its_goodbye_without_waiting_for_a_busy_worker(tmp_path):
+    """Real sockets, a scripted manager (a pyzmq ROUTER): an executor with one worker holds a
+    page the site does not answer and two queued threads, and is stopped. ``run`` returns with
+    its network context terminated (so the goodbye has left before the process may exit, which
+    an unterminated context does not promise) while the worker is still fetching; the manager
+    gets the goodbye."""
+    import zmq
+
+    from gridcrawl.executor.agent import ExecutorAgent
+
+    gate = Gate(3)
+    server = SiteServer(gate.site).start()
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    manager.setsockopt(zmq.LINGER, 0)
+    port = manager.bind_to_random_port("tcp://127.0.0.1")
+    settings = Settings(heartbeat_interval=0.2, heartbeat_liveness=10, threads=1, obey_robots=False, sitemaps=False)
+    desk = ExecutorAgent(settings, f"tcp://127.0.0.1:{port}", name="desk", allow_private=["127.0.0.0/8"])
+    stop = threading.Event()
+    runner = threading.Thread(target=desk.run, args=(stop,), daemon=True)
+    received: list[p.Message] = []
+
+    def receive(kind: type) -> tuple[bytes, p.Message]:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if manager.poll(100):
+                peer, *frames = manager.recv_multipart()
+                received.append(p.decode(frames))
+                if isinstance(received[-1], kind):
+                    return peer, received[-1]
+        raise AssertionError(f"no {kind.__name__} from the executor within 20 s: {received}")
+
+    try:
+        runner.start()
+        peer, _ = receive(p.Register)
+        manager.send_multipart([peer, *p.encode(p.Welcome("ex-1", 0.2, 10))])
+        jobs = [p.Job(i + 1, "app-1", i, server.url(f"/g/{i}.html")) for i in range(3)]
+        manager.send_multipart([peer, *p.encode(p.Assign(jobs))])
+        wait_for(lambda: server.max_concurrency() == 1, 20, 0.02, "the worker fetching page 0")
+        stop.set()
+        runner.join(10)
+        assert not runner.is_alive(), "run() did not return"
+        worker = desk.workers[0]
+        assert worker.is_alive(), "the worker was not fetching any more: the test proves nothing"
+        assert desk.context.closed  # terminated: what the link queued has left
+        receive(p.Bye)
+        assert desk.jobs.qsize() == 1  # the two queued threads were taken off (one stop sentinel stays)
+    finally:
+        gate.open.set()
+        stop.set()
+        manager.close()
+        context.term()
+        server.stop()
+    worker.join(10)
+    assert not worker.is_alive() and set(server.per_path_counts()) == {"/g/0.html"}  # 1 and 2 never run
