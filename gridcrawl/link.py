@@ -377,6 +377,9 @@ class ManagerLink:
     def _carry_out(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Fail):
+                hint = self._watch.hint() if self._watch is not None else None
+                if isinstance(action.error, ManagerUnreachable) and hint is not None:
+                    raise ManagerUnreachable(f"{action.error}; {hint}")
                 raise action.error
             if isinstance(action, Beat):
                 self.send(self.heartbeat())

@@ -122,15 +122,23 @@ class HandshakeWatch:
     ``HandshakeWatch(sock, curve=...)`` (``curve``: whether ``sock`` uses CURVE, for the wording);
     :meth:`failure` returns the reason once a handshake failed (None
     otherwise; never blocks); :meth:`close` before the socket is closed.
+
+    A mismatch of security mechanisms (a plain peer, a CURVE manager) shows as a protocol failure
+    when the peer has read the manager's greeting, but as a handshake closed with no detail when
+    the manager closed the connection first (a race each connection may lose), which a manager
+    restarting or a proxy cutting connections also causes: those are only counted
+    (``closed_early``), and :meth:`hint` words them for the message of a connection that timed out.
     """
 
-    EVENTS = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+              | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
     def __init__(self, sock: zmq.Socket, *, curve: bool = True) -> None:
         self.sock = sock
         self.curve = curve
         self.monitor = sock.get_monitor_socket(self.EVENTS)
         self.succeeded = False
+        self.closed_early = 0  # handshakes since the last success that were closed before saying why
 
     def failure(self) -> str | None:
         """Why the last handshake failed, or None (no failure seen, or a later one succeeded)."""
@@ -140,7 +148,9 @@ class HandshakeWatch:
             event = recv_monitor_message(self.monitor)
             kind = event["event"]
             if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                self.succeeded, reason = True, None
+                self.succeeded, reason, self.closed_early = True, None, 0
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                self.closed_early += 1
             elif kind == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
                 reason = (f"the manager refused this program's CURVE key (ZAP status {int(event['value'])}): "
                           "its public key is not in the manager's allow-list directory")
@@ -149,6 +159,14 @@ class HandshakeWatch:
                           "or the manager does not use CURVE)" if self.curve else
                           "the manager requires CURVE encryption: give --curve-secret and --curve-server-key")
         return reason
+
+    def hint(self) -> str | None:
+        """What handshakes closed before saying why suggest (call after :meth:`failure`), or None."""
+        if self.closed_early == 0:
+            return None
+        guess = ("wrong manager public key, or the manager does not use CURVE" if self.curve else
+                 "if the manager requires CURVE encryption, give --curve-secret and --curve-server-key")
+        return f"the manager closed {self.closed_early} connections during the handshake ({guess})"
 
     def close(self) -> None:
         """Stop monitoring and close the monitor socket (idempotent)."""
