@@ -25,8 +25,10 @@ once and acknowledges their results. The same run is then made with ``--baseline
   the same messages, in this process), and the wall time of ``GET /api/snapshot`` from the live
   manager during the run (target: under 100 ms).
 
-Every figure is measured once per run; run it a few times and take medians (the machine is
-shared). Output: a Markdown report on stdout (and to ``--out``).
+``--rounds N`` (default 3) makes N side-by-side pairs, the order alternating (few then many,
+many then few, ...): the rate of a run wanders by tens of percent on a shared 2-core machine,
+the ratio of a pair less. The report gives every pair's ratio and their median, and the table
+of the pair whose ratio is the median. Output: a Markdown report on stdout (and to ``--out``).
 """
 
 from __future__ import annotations
@@ -341,15 +343,21 @@ def snapshot_build_ms(executors: int, threads: int, workers: int, repeats: int =
     return times
 
 
-def report(many: dict, few: dict, build_ms: list[float], args) -> str:
-    """The Markdown report of one run of each."""
+def report(pairs: list[tuple[dict, dict]], build_ms: list[float], args) -> str:
+    """The Markdown report of ``pairs`` of runs, each (many executors, few): every pair's ratio,
+    their median, and the table of the pair with the median ratio (the lower middle one of an
+    even number)."""
+    ratios = [many["rate"] / few["rate"] for many, few in pairs]
+    middle = sorted(range(len(pairs)), key=ratios.__getitem__)[(len(pairs) - 1) // 2]
+    many, few = pairs[middle]
     load = os.getloadavg()
     lines = [f"# One manager, {args.executors} executors ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              f"`python benchmarks/many_executors.py --executors {args.executors} --baseline {args.baseline} "
              f"--threads {args.threads} --processes {args.processes} --workers {args.workers} "
-             f"--baseline-workers {args.baseline_workers}`", "",
+             f"--baseline-workers {args.baseline_workers} --rounds {args.rounds}`", "",
              f"Machine: {os.cpu_count()} cores, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
              "(1/5/15 min) at the end. Simulated executors answer at once (no fetch).", "",
+             f"Round {middle + 1} of {len(pairs)} (the median ratio):", "",
              "| executors | threads/s | manager CPU s per 1,000 threads | … until every thread is recorded "
              "| threads Dead in SQL | attempts not finished "
              "| executors recorded disconnected | 'declared dead' log lines | RSS idle → connected MB | "
@@ -362,11 +370,13 @@ def report(many: dict, few: dict, build_ms: list[float], args) -> str:
                      f"{f['declared_dead']} | {f['rss_idle_mb']:.0f} → {f['rss_connected_mb']:.0f} | "
                      f"{f['rss_per_executor_kb']:.1f} | "
                      f"{'-' if f['http_snapshot_ms'] is None else format(f['http_snapshot_ms'], '.0f')} |")
-    ratio = many["rate"] / few["rate"]
-    cpu_ratio = (few["manager_cpu_s"] / max(many["manager_cpu_s"], 1e-9))
+    cpu_ratios = [few["manager_cpu_s"] / max(many["manager_cpu_s"], 1e-9) for many, few in pairs]
+    each = ", ".join(f"{r:.0%} ({m['rate']:,.0f} / {f['rate']:,.0f})" for r, (m, f) in zip(ratios, pairs))
     lines += ["",
-              f"- dispatch rate with {args.executors} executors: **{ratio:.0%}** of the rate with {args.baseline} "
-              f"(manager CPU per thread: {cpu_ratio:.0%} as efficient)",
+              f"- dispatch rate with {args.executors} executors: **{statistics.median(ratios):.0%}** of the rate "
+              f"with {args.baseline}, median of {len(pairs)} pairs: {each} threads/s; manager CPU per thread "
+              f"{statistics.median(cpu_ratios):.0%} as efficient (median; "
+              f"{', '.join(f'{r:.0%}' for r in cpu_ratios)})",
               f"- dashboard snapshot built in the loop's code with {args.executors} executors and "
               f"{args.threads:,} queued threads: median **{statistics.median(build_ms):.0f} ms** "
               f"(of {len(build_ms)}: {', '.join(f'{t:.0f}' for t in build_ms)})",
@@ -385,17 +395,28 @@ def main() -> None:
     parser.add_argument("--baseline-workers", type=int, default=64,
                         help="worker threads each executor of the comparison run declares (64, the manager's cap: "
                              "few executors with many slots keep the manager, not the executors, the limit)")
+    parser.add_argument("--rounds", type=int, default=3, help="side-by-side pairs of runs, the order alternating")
     parser.add_argument("--out", type=Path, help="also write the report here")
     args = parser.parse_args()
-    if min(args.executors, args.baseline, args.threads, args.processes, args.workers, args.baseline_workers) < 1:
+    if min(args.executors, args.baseline, args.threads, args.processes, args.workers, args.baseline_workers,
+           args.rounds) < 1:
         parser.error("every count must be at least 1")
+    pairs = []
     with tempfile.TemporaryDirectory() as tmp:
-        few = run(args.baseline, min(args.processes, args.baseline), args.baseline_workers, args.threads, Path(tmp))
-        many = run(args.executors, args.processes, args.workers, args.threads, Path(tmp))
+        for i in range(args.rounds):
+            runs, folder = {}, Path(tmp) / f"round-{i + 1}"  # each run its own manager database
+            folder.mkdir()
+            for which in (("few", "many") if i % 2 == 0 else ("many", "few")):
+                if which == "few":
+                    runs[which] = run(args.baseline, min(args.processes, args.baseline), args.baseline_workers,
+                                      args.threads, folder)
+                else:
+                    runs[which] = run(args.executors, args.processes, args.workers, args.threads, folder)
+            pairs.append((runs["many"], runs["few"]))
     build_ms = snapshot_build_ms(args.executors, args.threads, args.workers)
-    text = report(many, few, build_ms, args)
+    text = report(pairs, build_ms, args)
     print(text)
-    print("FIGURES " + json.dumps({"many": many, "few": few, "snapshot_build_ms": build_ms}))
+    print("FIGURES " + json.dumps({"pairs": [{"many": m, "few": f} for m, f in pairs], "snapshot_build_ms": build_ms}))
     if args.out:
         args.out.write_text(text)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -119,3 +120,11 @@ def test_many_executors_benchmark_runs_and_counts_right(tmp_path) -> None:
     assert figures["refusals"] == 0 and figures["rate"] > 0 and figures["rss_connected_mb"] > 0
     build = many_executors.snapshot_build_ms(executors=6, threads=300, workers=2, repeats=2)
     assert len(build) == 2 and all(ms > 0 for ms in build)
+    # --rounds: the report gives every pair's ratio, their median, and the median pair's table
+    few = dict(figures, executors=2, rate=figures["rate"] * 2)
+    pairs = [(dict(figures, rate=figures["rate"] * k), few) for k in (1.8, 1.0, 1.5)]  # 90 %, 50 %, 75 %
+    args = SimpleNamespace(executors=6, baseline=2, threads=300, processes=2, workers=2, baseline_workers=64,
+                           rounds=3)
+    text = many_executors.report(pairs, build, args)
+    assert "**75%** of the rate with 2, median of 3 pairs: 90% (" in text and "Round 3 of 3" in text
+    assert f"| 6 | {figures['rate'] * 1.5:,.0f} |" in text  # the median pair's row
