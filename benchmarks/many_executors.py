@@ -401,17 +401,15 @@ def main() -> None:
     if min(args.executors, args.baseline, args.threads, args.processes, args.workers, args.baseline_workers,
            args.rounds) < 1:
         parser.error("every count must be at least 1")
+    setups = {"few": (args.baseline, min(args.processes, args.baseline), args.baseline_workers),
+              "many": (args.executors, args.processes, args.workers)}  # executors, processes, workers
     pairs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.rounds):
             runs, folder = {}, Path(tmp) / f"round-{i + 1}"  # each run its own manager database
             folder.mkdir()
             for which in (("few", "many") if i % 2 == 0 else ("many", "few")):
-                if which == "few":
-                    runs[which] = run(args.baseline, min(args.processes, args.baseline), args.baseline_workers,
-                                      args.threads, folder)
-                else:
-                    runs[which] = run(args.executors, args.processes, args.workers, args.threads, folder)
+                runs[which] = run(*setups[which], args.threads, folder)
             pairs.append((runs["many"], runs["few"]))
     build_ms = snapshot_build_ms(args.executors, args.threads, args.workers)
     text = report(pairs, build_ms, args)

@@ -377,8 +377,8 @@ class ManagerLink:
     def _carry_out(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Fail):
-                hint = self._watch.hint() if self._watch is not None else None
-                if isinstance(action.error, ManagerUnreachable) and hint is not None:
+                if isinstance(action.error, ManagerUnreachable) and self._watch is not None \
+                        and (hint := self._watch.hint()) is not None:
                     raise ManagerUnreachable(f"{action.error}; {hint}")
                 raise action.error
             if isinstance(action, Beat):
