@@ -332,13 +332,13 @@ def _forked_main(main, module: str, args: list[str], pipe: tuple[int, int]) -> N
     sys.stdin = open(0, closefd=False)
     _die_with_parent()
     role = args[args.index("--name") + 1] if "--name" in args else module.rsplit(".", 1)[-1]
-    _name_process(f"gc-{role}")  # what ps, top and psutil's name() show: its command line is the parent's
+    name_process(f"gc-{role}")  # what ps, top and psutil's name() show: its command line is the parent's
     os.environ[PARENT_PIPE_ENV] = "stdin"
     sys.argv = [module, *args]
     main()
 
 
-def _name_process(name: str) -> None:  # pragma: no cover - runs in a forked child
+def name_process(name: str) -> None:  # pragma: no cover - runs in a forked child
     """Set this process's name (Linux ``comm``, at most 15 bytes; ``prctl(PR_SET_NAME)``)."""
     import ctypes
     ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15])  # 15: PR_SET_NAME

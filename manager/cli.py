@@ -95,7 +95,7 @@ def serve(
         if advertise:
             check_endpoint(advertise)
         server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,
-                               standby=standby, advertise=advertise)
+                               standby=standby, advertise=advertise, record_process=True)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {exc}")
     except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:

@@ -5,7 +5,10 @@ The server loop hands the core's events (:mod:`gridcrawl.manager.events`) to
 (:func:`rows`: this module is the one place that knows the manager's tables and columns) and
 flushes every ``record_interval`` seconds in one transaction, merging all changes to one row into
 one statement and sending rows of one shape to the driver's ``executemany`` at once, so SQL never
-throttles dispatch.
+throttles dispatch. The manager programs (on Linux) have those writes done by a process of their
+own (:class:`WriterProcess`, forked at start, :class:`BatchWriter` in it), so that mapping events
+to rows and the driver's work do not take the server loop's interpreter: the thread then only
+rotates and fsyncs the journal and waits for the writer's answer.
 
 With a *journal* (``gridcrawl-manager --journal``, by default next to its log), the events are
 also a write-ahead log: the loop appends them to a local file (one msgpack array of the events of
@@ -28,9 +31,12 @@ import json
 import logging
 import math
 import os
+import signal
+import sys
 import threading
 import time
 from collections import defaultdict
+from multiprocessing.connection import Pipe
 from operator import itemgetter
 from pathlib import Path
 
@@ -42,7 +48,7 @@ from gridcrawl import models
 from gridcrawl.protocol import ErrorKind
 from gridcrawl.db import from_timestamp, insert_ignore
 from gridcrawl.manager import events as ev
-from gridcrawl.manager.lease import LeaseLost
+from gridcrawl.manager.lease import Lease, LeaseLost
 from gridcrawl.states import ApplicationState, ThreadState
 
 log = logging.getLogger("gridcrawl.manager.recorder")
@@ -216,10 +222,13 @@ class Recorder:
 
     ``journal``: the write-ahead journal file (None: none; records wait in memory while the
     database is down, and those unwritten when the manager stops are lost). Its segment being
-    written is ``<journal>.flushing``. Call :meth:`replay` before :meth:`start`.
+    written is ``<journal>.flushing``. ``writer``: a :class:`WriterProcess` that writes the
+    batches (None: this process's flusher thread writes them; so does it, with a warning, if the
+    writer process ends). Call :meth:`replay` before :meth:`start`.
     """
 
-    def __init__(self, engine: Engine, interval: float = 0.2, journal: Path | str | None = None) -> None:
+    def __init__(self, engine: Engine, interval: float = 0.2, journal: Path | str | None = None,
+                 writer: "WriterProcess | None" = None) -> None:
         self.engine = engine
         self.interval = interval
         self.journal = Path(journal) if journal is not None else None
@@ -233,13 +242,14 @@ class Recorder:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recorder", daemon=True)
-        self._compiled: dict[tuple, tuple[str, list[str]]] = {}
+        self._batches = BatchWriter(engine)  # writes in this process (replay; no writer process)
+        self.writer = writer
         self.flushed_rows = 0
         self.failures = 0
-        # Fencing (hot standbys): ``fence(conn)`` runs first in every transaction and raises
-        # LeaseLost when another manager took the lease over, so nothing of a lost epoch lands;
+        # Fencing (hot standbys): ``lease`` (a Lease) is renewed first in every transaction and
+        # raises LeaseLost when another manager took it over, so nothing of a lost epoch lands;
         # ``epoch`` is written into every new attempt row.
-        self.fence = None
+        self.lease = None
         self.epoch: int | None = None
         self.fenced = threading.Event()
         self._inodes: set[int] = set()  # the journal files this recorder opened (see abandon)
@@ -348,7 +358,7 @@ class Recorder:
             return 0
         records = self._read(self.segment) + self._read(self.journal)
         if records:
-            self._write(records, careful=True)
+            self._batches.write(records, True, self.lease, self.epoch)
             self.replayed += len(records)
             log.warning("replayed %d records from the journal %s", len(records), self.journal)
         for path in (self.segment, self.journal):
@@ -389,13 +399,7 @@ class Recorder:
         if not batch:
             return 0
         try:
-            rows = self._write(batch, careful=False)
-        except sa.exc.IntegrityError:
-            try:
-                rows = self._write(batch, careful=True)
-            except Exception:
-                self._put_back(batch)
-                raise
+            rows = self._write_batch(batch, None, careful=False)
         except Exception:
             self._put_back(batch)
             raise
@@ -413,12 +417,9 @@ class Recorder:
                 return 0
             self._rotate()
         self._sync_segment()  # the segment is on disk before its records are written to SQL
-        records = self._read(self.segment) if self._segment_failed else batch
-        try:
-            try:
-                rows = self._write(records, careful=self._segment_failed)
-            except sa.exc.IntegrityError:
-                rows = self._write(records, careful=True)
+        try:  # after a failure, the whole segment: it holds older records too
+            rows = self._write_batch(None if self._segment_failed else batch, self.segment,
+                                     careful=self._segment_failed)
         except Exception:
             self._segment_failed = True
             raise
@@ -473,7 +474,53 @@ class Recorder:
         with self._lock:
             self._pending = batch + self._pending
 
+    def _write_batch(self, events: list | None, segment: Path | None, careful: bool) -> int:
+        """Write one batch in one transaction (see :meth:`BatchWriter.write`): ``events``, or, when
+        None, the journal ``segment`` holding them; the writer process, if any, reads the segment
+        itself rather than being sent the events. Returns the rows written; raises as
+        :meth:`BatchWriter.write`, or :class:`RecordWriteError` for the writer process's errors."""
+        if self.writer is not None:
+            try:
+                return self.writer.write(events if segment is None else None, segment, careful,
+                                         self.lease, self.epoch)
+            except WriterGone as exc:
+                log.error("%s; the manager writes its records itself from now on", exc)
+                self.writer = None
+        if events is None:
+            events = self._read(segment)
+        return self._batches.write(events, careful, self.lease, self.epoch)
+
     def _write(self, batch: list, careful: bool) -> int:
+        """Write ``batch`` here, in this thread (see :meth:`BatchWriter.write`)."""
+        return self._batches.write(batch, careful, self.lease, self.epoch)
+
+
+class BatchWriter:
+    """Writes batches of the manager's events to SQL (``engine``), one transaction a batch: the
+    part of the recording that runs in :class:`WriterProcess` when there is one. Keeps the
+    compiled statements of the SQLite fast path (:meth:`_executemany`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._compiled: dict[tuple, tuple[str, set[str], object]] = {}
+
+    def write(self, batch: list, careful: bool = False, lease=None, epoch: int | None = None) -> int:
+        """Write the events (or older journal row tuples) of ``batch`` in one transaction; returns
+        the number of rows written. Every change of one row is merged into one statement, and rows
+        of one shape go to the driver's ``executemany`` at once. ``careful``: inserts are
+        insert-if-absent (a replay, or a batch that broke a unique key: written again this way
+        when ``careful`` is False). ``lease`` (a :class:`~gridcrawl.manager.lease.Lease`) fences
+        the transaction: it is renewed first, and :class:`LeaseLost` is raised, nothing written,
+        if another manager took it over; ``epoch`` goes into every new attempt row. Raises the
+        database's errors (nothing is written then)."""
+        if not careful:
+            try:
+                return self._write(batch, False, lease, epoch)
+            except sa.exc.IntegrityError:
+                pass
+        return self._write(batch, True, lease, epoch)
+
+    def _write(self, batch: list, careful: bool, lease, epoch: int | None) -> int:
         inserts: dict[str, dict] = defaultdict(dict)   # table -> key -> row
         upserts: dict[str, dict] = defaultdict(dict)
         updates: dict[str, dict] = defaultdict(dict)   # table -> key -> changed columns
@@ -492,12 +539,12 @@ class Recorder:
                     upserts[table][key] = values
                     updates[table].pop(key, None)
         rows = 0
-        if self.epoch is not None:
+        if epoch is not None:
             for values in inserts["attempt"].values():
-                values.setdefault("epoch", self.epoch)
+                values.setdefault("epoch", epoch)
         with self.engine.begin() as conn:
-            if self.fence is not None:
-                self.fence(conn)
+            if lease is not None:
+                lease.renew(conn)
             for name in _ORDER:
                 table = TABLES[name]
                 pk = list(table.primary_key.columns)[0]
@@ -550,3 +597,150 @@ class Recorder:
             conn.execute(stmt, [_bind_values(row) for row in rows])
             return
         conn.exec_driver_sql(sql, list(map(params, rows)))
+
+
+class RecordWriteError(Exception):
+    """The writer process could not write a batch; the message is the database error's first line."""
+
+
+class WriterGone(Exception):
+    """The writer process has ended (killed, or crashed); the batch it was given may or may not
+    have been committed (written again, idempotently, by the caller)."""
+
+
+class WriterProcess:
+    """The manager's SQL writes in a process of their own, so that the server loop has its
+    interpreter to itself: the writes (mapping events to rows, SQLAlchemy, the driver) were a
+    third of the manager's CPU at thousands of grid threads a second, taken from the loop's GIL.
+
+    Made by forking the manager (Linux; :meth:`possible`) before it creates its ZeroMQ context
+    or any thread; the child leaves the engine's inherited connections to the manager and opens
+    its own. :meth:`write` hands it one batch over a pipe and waits for the outcome: the events
+    (msgpack of :func:`gridcrawl.manager.events.to_list`), or the path of the journal segment
+    holding them (the child reads it, so the manager never encodes a batch twice), whether to
+    insert carefully, the lease to fence the transaction with, and the epoch of new attempts.
+    The child ends when :meth:`close` tells it to, or when the manager's end of the pipe closes
+    (the manager died, ``kill -9`` included); it ignores SIGINT and SIGTERM, so that a Ctrl-C of
+    the terminal's process group leaves it to write the manager's last batch.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._conn, child = Pipe()
+        self._lock = threading.Lock()
+        self.pid = os.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            status = 1
+            try:
+                self._conn.close()
+                _serve_writes(child, engine)
+                status = 0
+            finally:
+                os._exit(status)
+        child.close()
+        self.exit_status: int | None = None
+
+    @staticmethod
+    def possible(engine: Engine) -> bool:
+        """Whether a writer process can serve ``engine``: on Linux (fork, as ``gridcrawl run``
+        starts its programs), and not an in-memory SQLite database (the child would see its own)."""
+        url = engine.url
+        memory = url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
+        return sys.platform.startswith("linux") and not memory
+
+    def write(self, events: list | None, segment: Path | None, careful: bool, lease: Lease | None,
+              epoch: int | None) -> int:
+        """Have the child write ``events`` (or, when None, the journal ``segment`` holding them)
+        in one transaction, as :meth:`BatchWriter.write` does; returns the rows written. Raises
+        :class:`LeaseLost`, :class:`RecordWriteError` (the database's error: nothing written), or
+        :class:`WriterGone` (the child has ended)."""
+        packed = msgpack.packb([ev.to_list(e) for e in events], use_bin_type=True) if events is not None else None
+        fence = (lease.holder, lease.epoch, lease.seconds) if lease is not None else None
+        with self._lock:
+            try:
+                self._conn.send((packed, None if segment is None else str(segment), careful, fence, epoch))
+                kind, value = self._conn.recv()
+            except (EOFError, OSError):
+                self._wait(0.5)
+                raise WriterGone(f"the record writer process {self.pid} ended ({self._status()})") from None
+        if kind == "ok":
+            return value
+        if kind == "lease_lost":
+            raise LeaseLost(value)
+        raise RecordWriteError(value)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Tell the child to end and wait for it (at most ``timeout`` seconds, then SIGKILL)."""
+        if self._lock.acquire(timeout=timeout):
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            finally:
+                self._lock.release()
+        self._conn.close()
+        if not self._wait(timeout):
+            os.kill(self.pid, signal.SIGKILL)
+            self._wait(5.0)
+
+    def _wait(self, timeout: float) -> bool:
+        """Reap the child if it ends within ``timeout`` seconds; True if it has ended."""
+        deadline = time.monotonic() + timeout
+        while self.exit_status is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.exit_status = -1
+                break
+            if pid:
+                self.exit_status = status
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _status(self) -> str:
+        if self.exit_status is None:
+            return "still running, its pipe closed"
+        if os.WIFSIGNALED(self.exit_status):
+            return f"killed by signal {os.WTERMSIG(self.exit_status)}"
+        return f"exit status {os.waitstatus_to_exitcode(self.exit_status)}" if self.exit_status >= 0 else "reaped elsewhere"
+
+
+def _serve_writes(conn, engine: Engine) -> None:  # pragma: no cover - runs in the writer process
+    """The writer process's loop: one request of :meth:`WriterProcess.write` at a time, until told
+    to end (None) or the manager's end of the pipe closes. Replies ``("ok", rows)``,
+    ``("lease_lost", message)`` or ``("error", the error's first line)``."""
+    from gridcrawl.cli_common import name_process
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    name_process("gc-recorder")
+    engine.dispose(close=False)  # the inherited connections stay the manager's
+    writer = BatchWriter(engine)
+    while True:
+        try:
+            request = conn.recv()
+        except (EOFError, OSError):
+            return  # the manager has gone
+        if request is None:
+            return
+        packed, segment, careful, fence, epoch = request
+        try:
+            if packed is not None:
+                events = [ev.from_list(item) for item in msgpack.unpackb(packed, raw=False, strict_map_key=True)]
+            else:
+                events = [event for events in journal_passes(Path(segment)) for event in events]
+            lease = None
+            if fence is not None:
+                holder, lease_epoch, seconds = fence
+                lease = Lease(engine, holder, seconds)
+                lease.epoch = lease_epoch
+            reply = ("ok", writer.write(events, careful, lease, epoch))
+        except LeaseLost as exc:
+            reply = ("lease_lost", str(exc))
+        except Exception as exc:  # the database's errors, as the flusher thread would see them
+            reply = ("error", (str(exc).splitlines() or [type(exc).__name__])[0])
+        try:
+            conn.send(reply)
+        except OSError:
+            return

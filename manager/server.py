@@ -36,7 +36,7 @@ from gridcrawl.transport import apply_curve_server, make_socket, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
-from gridcrawl.manager.recorder import Recorder
+from gridcrawl.manager.recorder import Recorder, WriterProcess
 from gridcrawl.auth import UserStore
 from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
 
@@ -70,17 +70,22 @@ class ManagerServer:
     unfinished work is restored from it); ``journal`` the file records wait in while the database
     is down (see :class:`Recorder`; replayed here first). Raises ``zmq.ZMQError`` if the address
     is in use and :class:`~gridcrawl.manager.lease.LeaseHeld` if another manager runs on the database.
+    ``record_process``: write the records from a process of their own (:class:`WriterProcess`,
+    Linux only; the programs do, an embedding that already runs threads should not fork).
     """
 
     def __init__(self, settings: Settings, bind: str, engine: sa.engine.Engine, *,
                  curve: ServerKeys | None = None, require_login: bool = False, journal=None,
-                 standby: bool = False, advertise: str | None = None) -> None:
+                 standby: bool = False, advertise: str | None = None, record_process: bool = False) -> None:
         self.settings = settings
         self.engine = engine
         self.journal = journal
         self.standby = standby
         init_schema(engine, models.manager_metadata, models.manager_meta)
         self.users = UserStore(engine, require_login=require_login)
+        # the records' SQL writes in a process of their own (forked now, before any thread or
+        # ZeroMQ context of this one); without it the recorder's thread writes them
+        self.writer = WriterProcess(engine) if record_process and WriterProcess.possible(engine) else None
         self.guard = PeerGuard(rate=settings.peer_rate, burst=settings.peer_burst, max_strikes=settings.peer_max_strikes,
                                window=settings.peer_strike_window, block_seconds=settings.peer_block_seconds)
         self.curve = curve
@@ -143,6 +148,8 @@ class ManagerServer:
             raise
 
     def _close_sockets(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
         self.socket.close(linger=0)
         if self.authenticator is not None:
             self.authenticator.stop()
@@ -152,7 +159,7 @@ class ManagerServer:
         """This manager holds the lease now: replay its journal if no other manager held the
         lease since it was written, restore the grid from the database, start recording."""
         previous = self.lease.previous
-        self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+        self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal, self.writer)
         journal_epoch = self.recorder.journal_epoch()
         prior = previous.epoch if previous is not None else 0
         if journal_epoch is not None and journal_epoch != prior:
@@ -160,10 +167,10 @@ class ManagerServer:
             log.warning("the journal %s is from lease epoch %d, another manager has held the lease since "
                         "(epoch %d): %d of its records dropped", self.journal, journal_epoch, prior,
                         self.recorder.abandon(stale=True))
-            self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal)
+            self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal, self.writer)
         self.recorder.replay()  # records an earlier manager could not write, before the state is read
         self.recorder.set_journal_epoch(self.lease.epoch)
-        self.recorder.fence = self.lease.renew  # every batch of records: WHERE epoch = mine
+        self.recorder.lease = self.lease  # every batch of records: WHERE epoch = mine
         self.core = self._restore()
         self.active_since = time.time()
         log.info("manager active at %s (lease epoch %d)", self.address, self.lease.epoch)
@@ -273,6 +280,8 @@ class ManagerServer:
                 self._carry_out(self.core.shutdown())
                 self.recorder.close()
                 self.lease.release()
+            if self.writer is not None:
+                self.writer.close()
             self.socket.close(linger=200)
             if self.authenticator is not None:
                 self.authenticator.stop()

@@ -164,8 +164,9 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
             taken = time.time()
             wait_for(lambda: _visited(grid) >= 60, 60, 0.05,
                      "the crawl going on under manager B")
-        finally:
-            os.kill(a.pid, signal.SIGCONT)
+        finally:  # the manager and its record writer process
+            for process in [psutil.Process(a.pid), *psutil.Process(a.pid).children()]:
+                process.send_signal(signal.SIGCONT)
         log = f"manager-{victim}.log"
         wait_for(lambda: "fenced out" in grid.log(log), 30, 0.05, "the paused manager fenced")
         wait_for(lambda: "standby manager" in grid.log(log).split("fenced out")[-1], 30, 0.05,

@@ -30,9 +30,10 @@ if os.environ.get(CRASH_ENV):
 # A manager pausing itself (SIGSTOP, as an operator's or a debugger's pause) at a chosen point, for
 # tests/test_failover.py. ``GRIDCRAWL_TEST_PAUSE`` names a flag file; once the test writes into it
 # ``in-flush`` (inside the recorder's fenced transaction, right after the lease renewal that locks
-# the lease row) or ``between-transactions`` (at the top of a pass of the main loop, while neither
-# the recorder nor the lease thread is inside a transaction; the main loop's own reads, e.g. of
-# users, are between passes), the manager deletes it and stops itself there, once.
+# the lease row; that transaction is the record writer process's, which stops its manager too)
+# or ``between-transactions`` (at the top of a pass of the main loop, while neither the recorder
+# nor the lease thread is inside a transaction; the main loop's own reads, e.g. of users, are
+# between passes), the manager deletes it and stops itself there, once.
 PAUSE_ENV = "GRIDCRAWL_TEST_PAUSE"
 
 if os.environ.get(PAUSE_ENV):
@@ -44,6 +45,7 @@ if os.environ.get(PAUSE_ENV):
     from gridcrawl.manager import lease, recorder, server
 
     _flag = Path(os.environ[PAUSE_ENV])
+    _manager_pid = os.getpid()  # its record writer process (forked) inherits this
     _transaction = threading.RLock()  # held by whoever is inside one of the manager's transactions
 
     def _pause_if(where):
@@ -53,6 +55,8 @@ if os.environ.get(PAUSE_ENV):
             return
         if wanted == where:
             _flag.unlink()
+            if os.getpid() != _manager_pid:  # the manager's record writer process, in its transaction:
+                os.kill(_manager_pid, signal.SIGSTOP)  # the whole manager stops, as Ctrl-Z stops a process group
             # to this thread: it stops at once (os.kill may hand the signal to another thread,
             # and this one would run on for a few statements before the whole process stops)
             signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
