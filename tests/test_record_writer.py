@@ -192,3 +192,35 @@ def test_kill_9_of_the_record_writer_mid_crawl_loses_no_record(tmp_path, site_se
     assert f"the record writer process {killed.pid} ended (killed by signal 9)" in log, log[-3000:]
     assert log.count("the record writer process") == 1
     print(f"\n[record writer killed mid-crawl] {figures}")
+
+
+def test_with_a_writer_process_a_full_batch_is_written_before_its_interval(tmp_path):
+    """EAGER_BATCH waiting events wake the flusher at once; fewer wait for the interval (60 s
+    here), and without a writer process so does a full batch."""
+    from gridcrawl.manager.recorder import EAGER_BATCH
+
+    per_thread = 4
+    threads = EAGER_BATCH // per_thread + 1
+    for with_writer in (True, False):
+        engine = _engine(tmp_path, f"manager-{with_writer}.db")
+        writer = WriterProcess(engine) if with_writer else None
+        recorder = Recorder(engine, 60.0, tmp_path / f"manager-{with_writer}.journal", writer).start()
+        try:
+            events = _thread_events(1, threads)
+            recorder.add_all(events[:2])  # the executor and the application: written at once
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and recorder.flushed_rows < 2:
+                time.sleep(0.02)
+            recorder.add_all(events[2:102])  # well below a batch: waits for the interval
+            time.sleep(1.0)
+            assert recorder.flushed_rows == 2
+            recorder.add_all(events[102:])
+            deadline = time.monotonic() + (20 if with_writer else 1.0)
+            while time.monotonic() < deadline and recorder.flushed_rows < 2 + 2 * threads:
+                time.sleep(0.02)
+            assert (recorder.flushed_rows == 2 + 2 * threads) == with_writer, recorder.flushed_rows
+        finally:
+            recorder.close()
+            if writer is not None:
+                writer.close()
+        assert len(_states(engine)) == threads  # the rest at close
