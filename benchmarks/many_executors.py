@@ -154,9 +154,10 @@ def rss_mb(pid: int) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU-seconds of process ``pid`` so far."""
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    """User + system CPU-seconds so far of process ``pid`` and its live descendants (the
+    manager's record writer process)."""
+    process = psutil.Process(pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [process, *process.children(recursive=True)])
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:
