@@ -298,13 +298,18 @@ class Recorder:
             self._write_lines()
 
     def close(self, timeout: float = 10.0) -> None:
-        """Flush what is pending and stop the thread (waits at most ``timeout`` seconds). What
-        cannot be written stays in the journal for the next start."""
+        """Flush what is pending and stop the thread (waits at most ``timeout`` seconds for a flush
+        under way: a database or writer process that hangs does not hang the manager's stop).
+        What cannot be written stays in the journal for the next start."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self._pending or self._segment_failed:
+        if self._thread.is_alive():
+            log.error("the records' last flush still runs after %.0f s; %s", timeout,
+                      f"what it has not written waits in the journal {self.journal} for the next start"
+                      if self.journal is not None else f"{len(self._pending)} records not written are lost")
+        elif self._pending or self._segment_failed:
             try:
                 self.flush()
             except Exception as exc:
@@ -319,7 +324,7 @@ class Recorder:
                 self._write_lines()
                 self._file.close()
                 self._file = None
-            if self.journal.stat().st_size == 0:
+            if self.journal.stat().st_size == 0 and not self.segment.exists():
                 self.journal.unlink()
                 epoch_file = self._epoch_file()
                 if epoch_file.exists():  # nothing left to replay: nothing to date

@@ -85,7 +85,13 @@ class ManagerServer:
         self.users = UserStore(engine, require_login=require_login)
         # the records' SQL writes in a process of their own (forked now, before any thread or
         # ZeroMQ context of this one); without it the recorder's thread writes them
-        self.writer = WriterProcess(engine) if record_process and WriterProcess.possible(engine) else None
+        self.writer: WriterProcess | None = None
+        if record_process and WriterProcess.possible(engine):
+            try:
+                self.writer = WriterProcess(engine)
+            except OSError as exc:  # no more processes (ulimit -u), no memory
+                log.warning("could not start the record writer process (%s); the manager writes its records itself",
+                            exc)
         self.guard = PeerGuard(rate=settings.peer_rate, burst=settings.peer_burst, max_strikes=settings.peer_max_strikes,
                                window=settings.peer_strike_window, block_seconds=settings.peer_block_seconds)
         self.curve = curve

@@ -23,7 +23,7 @@ from gridcrawl import models
 from gridcrawl.db import init_schema, open_database
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.lease import Lease, LeaseLost, holder_name
-from gridcrawl.manager.recorder import Recorder, RecordWriteError, WriterGone, WriterProcess
+from gridcrawl.manager.recorder import Recorder, RecordWriteError, WriterGone, WriterProcess, journal_passes
 from gridcrawl.urls import canonical_url
 from grid import Grid, wait_for
 from sites import generate_site, reachable
@@ -224,3 +224,39 @@ def test_with_a_writer_process_a_full_batch_is_written_before_its_interval(tmp_p
             if writer is not None:
                 writer.close()
         assert len(_states(engine)) == threads  # the rest at close
+
+
+def test_a_hung_writer_does_not_hang_the_managers_stop_and_its_records_wait_in_the_journal(tmp_path, caplog):
+    """The writer stopped (SIGSTOP) in the middle of a flush: close() gives up after its timeout
+    with one line, the records stay in the journal, and the next manager replays them all."""
+    engine = _engine(tmp_path)
+    journal = tmp_path / "manager.journal"
+    writer = WriterProcess(engine)
+    recorder = Recorder(engine, 60.0, journal, writer).start()
+    events = _thread_events(1, 3)
+    try:
+        recorder.add_all(events[:2])  # the executor and the application: flushed at once
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and recorder.flushed_rows < 2:
+            time.sleep(0.02)
+        os.kill(writer.pid, signal.SIGSTOP)
+        recorder.add_all(events[2:6])
+        recorder._wake.set()  # a flush now: it waits on the stopped writer
+        time.sleep(0.3)
+        recorder.add_all(events[6:])
+        started = time.monotonic()
+        with caplog.at_level(logging.ERROR, logger="gridcrawl.manager.recorder"):
+            recorder.close(timeout=1.0)
+        assert time.monotonic() - started < 5
+        assert f"waits in the journal {journal} for the next start" in caplog.text
+        assert _states(engine) == {}  # nothing of the threads written
+        segment = tmp_path / "manager.journal.flushing"  # the flush under way, and what came after
+        waiting = [sum(map(len, journal_passes(path))) for path in (segment, journal)]
+        assert waiting == [4, len(events) - 6]
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.close()
+    recorder._thread.join(10)  # the stuck flush finds its writer gone and writes the segment itself
+    assert not recorder._thread.is_alive() and not segment.exists()
+    assert Recorder(_engine(tmp_path), 60.0, journal).replay() == waiting[1]  # the next manager: the rest
+    assert _states(engine) == {1: 4, 2: 4, 3: 4}
