@@ -3,20 +3,29 @@ threads and attempts.
 
 :class:`~gridcrawl.manager.core.ManagerCore` returns these among its actions; it knows nothing of
 tables or columns. :mod:`gridcrawl.manager.recorder` maps each event to the rows it changes
-(:func:`gridcrawl.manager.recorder.rows`) and journals them. Every event is a frozen dataclass
-with slots whose fields are plain values (str, int, float, bool, None, tuples of str), so it
-goes through the journal's JSON as a list (:func:`to_list`, :func:`from_list`). Times are POSIX
+(:func:`gridcrawl.manager.recorder.rows`) and journals them. Every event is a frozen msgspec struct
+whose fields are plain values (str, int, float, bool, None, tuples of str), so it goes through
+the journal as a list (:func:`to_list`, :func:`encode`, :func:`from_list`). Times are POSIX
 seconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from operator import attrgetter
+import msgspec
+
+#: the journal's encoder: an event is the array ``[class name, field values...]`` (msgspec's
+#: tagged array-like structs; the same bytes-level shape :func:`to_list` gives)
+_ENCODER = msgspec.msgpack.Encoder()
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorRegistered:
+class _Event(msgspec.Struct, frozen=True, array_like=True, tag=True, gc=False):
+    """Base of the events: frozen, encoded as ``[class name, field values...]``, never tracked by
+    the cyclic garbage collector (their fields are plain values, so they cannot form cycles).
+    msgspec structs rather than dataclasses: built in about a sixth of the time and encoded in
+    one call (measured: 0.93 → 0.16 µs an event built, 0.79 → 0.05 µs encoded)."""
+
+
+class ExecutorRegistered(_Event):
     """An executor registered (or registered again): its whole row. ``workers`` is the worker
     count it claimed; ``capabilities`` its declared names, sorted."""
 
@@ -35,8 +44,7 @@ class ExecutorRegistered:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorHeartbeat:
+class ExecutorHeartbeat(_Event):
     """An executor's heartbeat with figures (None: a figure it did not send)."""
 
     executor_id: str
@@ -48,31 +56,27 @@ class ExecutorHeartbeat:
     mem_usage: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorDisconnected:
+class ExecutorDisconnected(_Event):
     """An executor left, was declared dead, or the manager stopped."""
 
     executor_id: str
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorAvailability:
+class ExecutorAvailability(_Event):
     """An idle-only executor stopped (``accepting`` False) or resumed taking work."""
 
     executor_id: str
     accepting: bool
 
 
-@dataclass(frozen=True, slots=True)
-class ExecutorQuarantined:
+class ExecutorQuarantined(_Event):
     """An executor gets no new work until ``until`` (None: its quarantine is over)."""
 
     executor_id: str
     until: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class ApplicationCreated:
+class ApplicationCreated(_Event):
     """A client opened a new application."""
 
     application_id: str
@@ -82,8 +86,7 @@ class ApplicationCreated:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ApplicationChanged:
+class ApplicationChanged(_Event):
     """An application's state changed (a :class:`~gridcrawl.states.ApplicationState` value):
     paused, resumed, or reopened after it stopped (``reopened``: its completion time is cleared)."""
 
@@ -92,16 +95,14 @@ class ApplicationChanged:
     reopened: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ApplicationStopped:
+class ApplicationStopped(_Event):
     """An application completed or was cancelled at ``time``."""
 
     application_id: str
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadSubmitted:
+class ThreadSubmitted(_Event):
     """A new grid thread was queued (READY). ``needs``: sorted capability names."""
 
     internal_id: int
@@ -115,8 +116,7 @@ class ThreadSubmitted:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadAssigned:
+class ThreadAssigned(_Event):
     """A thread went to an executor as a new attempt (SCHEDULED); ``attempts`` counts them."""
 
     internal_id: int
@@ -126,8 +126,7 @@ class ThreadAssigned:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadStarted:
+class ThreadStarted(_Event):
     """An executor's worker began the attempt (STARTED)."""
 
     internal_id: int
@@ -135,8 +134,7 @@ class ThreadStarted:
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadFinished:
+class ThreadFinished(_Event):
     """The attempt's result arrived (FINISHED); ``error_kind`` is the page's, None on success."""
 
     internal_id: int
@@ -146,37 +144,32 @@ class ThreadFinished:
     error_kind: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadFailed:
+class ThreadFailed(_Event):
     """The thread failed for good (poison: its attempts were lost too often); FINISHED."""
 
     internal_id: int
     time: float
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadRequeued:
+class ThreadRequeued(_Event):
     """The thread is READY again (taken back, or a retry waiting out its back-off)."""
 
     internal_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadRestored:
+class ThreadRestored(_Event):
     """A manager restart made the thread READY again (held until its application reattaches)."""
 
     internal_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadDead:
+class ThreadDead(_Event):
     """The application stored the thread's result, or the thread was aborted (DEAD)."""
 
     internal_id: int
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptEnded:
+class AttemptEnded(_Event):
     """An attempt ended other than by its result: ``outcome`` is ``lost``, ``timeout``,
     ``handed_back``, ``retry``, ``cancelled`` or ``fenced`` (a late result of one taken back)."""
 
@@ -192,13 +185,17 @@ Event = (ExecutorRegistered | ExecutorHeartbeat | ExecutorDisconnected | Executo
 
 #: event class name -> class (the journal's first element of each event)
 EVENTS: dict[str, type] = {cls.__name__: cls for cls in Event.__args__}
-_VALUES = {cls: attrgetter(*(f.name for f in fields(cls))) for cls in EVENTS.values()}
 
 
 def to_list(event: Event) -> list:
     """``event`` as ``[class name, field values...]`` (JSON-ready)."""
-    values = _VALUES[type(event)](event)
-    return [type(event).__name__, *values] if isinstance(values, tuple) else [type(event).__name__, values]
+    return [type(event).__name__, *msgspec.structs.astuple(event)]
+
+
+def encode(events: list) -> bytes:
+    """``events`` as one msgpack array of :func:`to_list` arrays (what the journal holds for
+    one pass of the server loop), in one call."""
+    return _ENCODER.encode(events)
 
 
 def from_list(item: list) -> Event:

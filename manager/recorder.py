@@ -12,8 +12,8 @@ rotates and fsyncs the journal and waits for the writer's answer.
 
 With a *journal* (``gridcrawl-manager --journal``, by default next to its log), the events are
 also a write-ahead log: the loop appends them to a local file (one msgpack array of the events of
-each pass, each event a :func:`gridcrawl.manager.events.to_list` list; msgpack encodes them 7×
-faster than JSON, measured) before it sends the
+each pass, each event a :func:`gridcrawl.manager.events.to_list` list, encoded in one call by
+:func:`gridcrawl.manager.events.encode`) before it sends the
 messages they go with (:meth:`Recorder.sync_journal`: one ``write`` per pass, so they survive the
 manager's ``kill -9`` in the page cache), and the flusher fsyncs each batch's segment of the file
 before it writes it to SQL and deletes the segment once committed. While the database is down
@@ -340,7 +340,7 @@ class Recorder:
     def _write_lines(self) -> None:
         """(Under the lock.) Append the waiting events to the journal file as one msgpack array."""
         if self._unjournaled and self._file is not None:
-            self._file.write(msgpack.packb([ev.to_list(e) for e in self._unjournaled], use_bin_type=True))
+            self._file.write(ev.encode(self._unjournaled))
             self._file.flush()
             self._unjournaled = []
 
@@ -671,7 +671,7 @@ class WriterProcess:
         in one transaction, as :meth:`BatchWriter.write` does; returns the rows written. Raises
         :class:`LeaseLost`, :class:`RecordWriteError` (the database's error: nothing written), or
         :class:`WriterGone` (the child has ended)."""
-        packed = msgpack.packb([ev.to_list(e) for e in events], use_bin_type=True) if events is not None else None
+        packed = ev.encode(events) if events is not None else None
         fence = (lease.holder, lease.epoch, lease.seconds) if lease is not None else None
         with self._lock:
             try:
