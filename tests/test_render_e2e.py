@@ -34,13 +34,25 @@ base_url = "{seed}"
 rule_type = "follow"
 from_type = "base"
 to_type = "list"
-pattern = "/list/|/hop"
+pattern = "/list/"
+
+[[rule]]
+rule_type = "follow"
+from_type = "base"
+to_type = "hop"
+pattern = "/hop"
 
 [[rule]]
 rule_type = "follow"
 from_type = "list"
 to_type = "item"
-pattern = "/item/|/deep"
+pattern = "/item/"
+
+[[rule]]
+rule_type = "follow"
+from_type = "hop"
+to_type = "item"
+pattern = "/deep"
 
 [[rule]]
 rule_type = "keep"
@@ -51,9 +63,12 @@ class = "item"
 [page_type.base]
 render = true
 
+[page_type.hop]
+render = true  # no selector: the DOM is taken once the network is idle, after the client-side redirect
+
 [page_type.list]
 render = true
-wait_for = "body"
+wait_for = "li.item"  # the list arrives by fetch() after load: "body" would race it
 """
 
 
