@@ -98,6 +98,7 @@ def test_sigterm_of_an_executor_hands_its_work_back_and_it_is_reassigned_at_once
         wait_for(lambda: held(grid, "leaving") >= 3, 60, 0.02, "the leaving executor holding work")
         leaving.send_signal(signal.SIGTERM)
         leaving_status = leaving.wait(timeout=30)
+        server.latency = 0.02  # the disruption is over: the rest of the crawl need not be slow
         assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
     finally:
         grid.stop()
