@@ -215,10 +215,31 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
     ``login_required`` makes every request need Basic authentication; ``refresh`` is the page's
     update interval in seconds.
     """
+    import msgspec
     from flask import Flask, Response, jsonify, request
+    from flask.json.provider import JSONProvider
+
+    class MsgspecJSON(JSONProvider):
+        """Flask's JSON (``jsonify``, ``request.get_json``) by msgspec: the snapshot of 1,000
+        executors (0.5 MB) encodes in about 1 ms instead of 10 with the standard library, time
+        the HTTP thread would hold the GIL the manager's busy loop wants (issue 23). Keys keep
+        their order; a float that is not finite becomes ``null`` (valid JSON, unlike ``Infinity``)."""
+
+        def dumps(self, obj, **kwargs) -> str:
+            return msgspec.json.encode(obj).decode()
+
+        def loads(self, s, **kwargs):
+            try:
+                return msgspec.json.decode(s)
+            except msgspec.DecodeError as exc:  # Flask answers 400 to a ValueError
+                raise ValueError(str(exc)) from None
+
+        def response(self, *args, **kwargs) -> Response:
+            obj = kwargs or (args[0] if len(args) == 1 else list(args) or None)
+            return self._app.response_class(msgspec.json.encode(obj), mimetype="application/json")
 
     app = Flask("gridcrawl.dashboard")
-    app.json.sort_keys = False
+    app.json = MsgspecJSON(app)
 
     def challenge(reason: str) -> Response:
         response = jsonify({"error": reason})
