@@ -355,3 +355,22 @@ def test_the_api_encodes_snapshots_as_json_in_order_with_non_finite_figures_as_n
     part = json.loads(client.get("/api/hosts").data)
     assert part == {"time": snap["time"], "age": snap["age"], "hosts": snap["hosts"]}
     assert json.loads(client.post("/api/applications/x/explode", json={}).data)["error"].startswith("unknown action")
+
+
+def test_a_served_dashboard_lowers_the_gil_switch_interval_and_answers():
+    """``Dashboard.start`` lowers the GIL switch interval (a request's thread waits less for the
+    manager's busy loop) and serves the snapshot over real HTTP (waitress on 127.0.0.1)."""
+    from gridcrawl.manager.dashboard import SWITCH_INTERVAL, Dashboard
+    before = sys.getswitchinterval()
+    snap = {"time": 1.0, "age": 0.0, "summary": {"queued": 1}, "executors": [], "applications": [], "threads": [],
+            "hosts": [], "hosts_total": 0}
+    dashboard = Dashboard(_FixedSource(snap), "127.0.0.1", 0)
+    try:
+        assert sys.getswitchinterval() == before  # only a serving dashboard changes it
+        dashboard.start()
+        assert sys.getswitchinterval() <= SWITCH_INTERVAL < 0.005
+        answer = requests.get(dashboard.url + "api/snapshot", timeout=10)
+        assert answer.status_code == 200 and answer.json() == snap
+    finally:
+        dashboard.stop()
+        sys.setswitchinterval(before)
