@@ -24,12 +24,12 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
 import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from gridcrawl import protocol as p  # noqa: E402
+from many_executors import cpu_seconds  # noqa: E402  (benchmarks/many_executors.py)
 
 
 def free_port() -> int:
@@ -37,11 +37,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _cpu_seconds(processes: list) -> float:
-    """User and system CPU seconds of ``processes`` (psutil.Process) so far."""
-    return sum(sum(p.cpu_times()[:2]) for p in processes)
 
 
 def fake_executor(endpoint: str, name: str, stop: threading.Event, links: int) -> None:
@@ -237,8 +232,7 @@ def main() -> None:
         time.sleep(1.0)
         try:
             lat = latency(endpoint, 300)
-            manager_processes = [psutil.Process(manager.pid), *psutil.Process(manager.pid).children(recursive=True)]
-            cpu_before = _cpu_seconds(manager_processes)  # the manager's and its record writer's
+            cpu_before = cpu_seconds(manager.pid)  # the manager's and its record writer's
             started = time.perf_counter()
             rate = parallel_throughput(endpoint, args.threads, args.window, args.clients)
             # recorded, not only dispatched: wait until SQL holds every thread as Dead (state 4)
@@ -251,7 +245,7 @@ def main() -> None:
                     break
                 time.sleep(0.05)
             recorded_rate = (wanted - len(lat)) / (time.perf_counter() - started)
-            cpu = _cpu_seconds(manager_processes) - cpu_before
+            cpu = cpu_seconds(manager.pid) - cpu_before
         finally:
             stop.set()
             manager.terminate()

@@ -210,6 +210,11 @@ def journal_passes(path: Path) -> list[list]:
     return passes
 
 
+def journal_events(path: Path) -> list:
+    """The events of journal file ``path``, oldest first: :func:`journal_passes`, flattened."""
+    return [event for events in journal_passes(path) for event in events]
+
+
 def rows(item) -> list[tuple[str, str, object, dict]]:
     """The rows an event of :mod:`gridcrawl.manager.events` writes: ``(table, op, key,
     values)`` with ``op`` ``"insert"`` (``values`` is the whole row), ``"upsert"`` (the whole row,
@@ -364,17 +369,13 @@ class Recorder:
         with open(self.segment, "rb") as f:
             os.fsync(f.fileno())
 
-    def _read(self, path: Path) -> list:
-        """The events of a journal file, oldest first (see :func:`journal_passes`)."""
-        return [event for events in journal_passes(path) for event in events]
-
     def replay(self) -> int:
         """Write what an earlier manager left in the journal (its segment, then the journal) to
         the database, idempotently, and delete them; returns the number of records replayed.
         Raises the database's error (the files stay). Call before :meth:`start`."""
         if self.journal is None:
             return 0
-        records = self._read(self.segment) + self._read(self.journal)
+        records = journal_events(self.segment) + journal_events(self.journal)
         if records:
             self._batches.write(records, True, self.lease, self.epoch)
             self.replayed += len(records)
@@ -461,7 +462,7 @@ class Recorder:
                 self._file.close()
                 self._file = None
             if stale:
-                dropped += len(self._read(self.segment)) + len(self._read(self.journal)) if self.journal else 0
+                dropped += len(journal_events(self.segment)) + len(journal_events(self.journal)) if self.journal else 0
             for path in (self.journal, self.segment):
                 try:
                     if path is not None and (stale or path.stat().st_ino in self._inodes):
@@ -505,12 +506,8 @@ class Recorder:
                 log.error("%s; the manager writes its records itself from now on", exc)
                 self.writer, self.eager_batch = None, math.inf
         if events is None:
-            events = self._read(segment)
+            events = journal_events(segment)
         return self._batches.write(events, careful, self.lease, self.epoch)
-
-    def _write(self, batch: list, careful: bool) -> int:
-        """Write ``batch`` here, in this thread (see :meth:`BatchWriter.write`)."""
-        return self._batches.write(batch, careful, self.lease, self.epoch)
 
 
 class BatchWriter:
@@ -761,7 +758,7 @@ def _serve_writes(conn, engine: Engine) -> None:  # pragma: no cover - runs in t
             if packed is not None:
                 events = [ev.from_list(item) for item in msgpack.unpackb(packed, raw=False, strict_map_key=True)]
             else:
-                events = [event for events in journal_passes(Path(segment)) for event in events]
+                events = journal_events(Path(segment))
             lease = None
             if fence is not None:
                 holder, lease_epoch, seconds = fence

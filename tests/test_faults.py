@@ -255,7 +255,6 @@ def test_gridcrawl_run_exits_on_sigterm_without_orphans(tmp_path, site_server):
         wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 30, 0.05, "manager and 2 executors")
         wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "work in flight")
         children = psutil.Process(proc.pid).children(recursive=True)  # the manager's record writer too
-        names = sorted(child.name() for child in children)
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()
         proc.wait(timeout=15)

@@ -195,7 +195,7 @@ def test_times_written_as_sqlite_text_read_back_as_the_datetimes_they_were(tmp_p
     from gridcrawl import models
     from gridcrawl.db import from_timestamp, init_schema, open_database
     from gridcrawl.manager import events as ev
-    from gridcrawl.manager.recorder import Recorder, sqlite_time
+    from gridcrawl.manager.recorder import BatchWriter, sqlite_time
 
     rng = random.Random(7)
     for x in [rng.uniform(0, 4e9) for _ in range(20_000)] + [1.0, 1.9999995, 1.5e9 + 0.0000005, 2 ** 31 + 0.25]:
@@ -203,14 +203,14 @@ def test_times_written_as_sqlite_text_read_back_as_the_datetimes_they_were(tmp_p
     engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
     init_schema(engine, models.manager_metadata, models.manager_meta)
     times = [1.7e9 + 0.123456, 1.7e9 + 1.9999996, 1.7e9 + 2.5, 1.7e9 + 3.000001]
-    recorder = Recorder(engine, 60.0)
+    writer = BatchWriter(engine)
     for careful in (False, True):
         internal = 2 if careful else 1
-        recorder._write([ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), times[0]),
+        writer.write([ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), times[0]),
                          ev.ApplicationCreated("a1", "x", "u", 1, times[0]),
                          ev.ThreadSubmitted(internal, "a1", internal, "http://a.test/", "a.test", 0, 0, (), times[0]),
                          ev.ThreadAssigned(internal, internal, "e1", 1, times[1])], careful=careful)
-        recorder._write([ev.ThreadFinished(internal, internal, times[2], times[3], None)], careful=careful)
+        writer.write([ev.ThreadFinished(internal, internal, times[2], times[3], None)], careful=careful)
     with engine.connect() as conn:
         threads = conn.execute(models.thread.select().order_by(models.thread.c.internal_thread_id)).mappings().all()
         attempts = conn.execute(models.attempt.select().order_by(models.attempt.c.attempt_id)).mappings().all()
