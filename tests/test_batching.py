@@ -14,6 +14,10 @@ from grid import Grid, wait_for
 from sites import Site, SiteServer, slow_page
 
 THREADS = 60
+#: the raw executor and client sockets of these tests never heartbeat: a manager that waits a
+#: minute for them (the grid's test settings declare a peer dead after 0.75 s of silence, less
+#: than a slow machine may take between two steps of a test)
+PATIENT = ("--heartbeat-interval", "1", "--heartbeat-liveness", "60")
 
 
 def _receive(sock: zmq.Socket, kind: type, want: int, timeout: float = 20.0) -> list[p.Message]:
@@ -36,7 +40,7 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
     client = context.socket(zmq.DEALER)
     try:
         # a window as big as the burst: the test is about batching, not the slow start
-        grid.start_manager("--concurrent-requests-per-host", "1000", env={"GRIDCRAWL_START_WINDOW": str(THREADS)})
+        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT, env={"GRIDCRAWL_START_WINDOW": str(THREADS)})
         for sock in (executor, client):
             sock.setsockopt(zmq.LINGER, 0)
             sock.connect(grid.endpoint)
@@ -132,7 +136,7 @@ def test_results_of_one_pass_travel_as_one_message_and_say_when_they_started(tmp
     executor = context.socket(zmq.DEALER)
     client = context.socket(zmq.DEALER)
     try:
-        grid.start_manager("--concurrent-requests-per-host", "1000",
+        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT,
                            env={"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
         for sock in (executor, client):
             sock.setsockopt(zmq.LINGER, 0)
