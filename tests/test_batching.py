@@ -178,6 +178,105 @@ def test_results_of_one_pass_travel_as_one_message_and_say_when_they_started(tmp
         grid.stop()
 
 
+def test_a_done_says_how_many_workers_wait_for_work(tmp_path):
+    """The manager's ``done`` carries ``idle_workers``: 0 while its queue held a thread for the
+    worker a result freed, the workers without a thread once the queue is empty."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    executor = context.socket(zmq.DEALER)
+    client = context.socket(zmq.DEALER)
+    try:
+        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT,
+                           env={"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
+        for sock in (executor, client):
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(grid.endpoint)
+        executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=2)))
+        assert executor.poll(20_000), "no welcome"
+        assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
+        client.send_multipart(p.encode(p.OpenApplication("idle", "u")))
+        assert client.poll(20_000), "no answer to open"
+        app = p.decode(client.recv_multipart()).application_id
+        # three hosts, one thread each: the executor's two workers take two, one waits in the queue
+        client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(3)])))
+        first = [job for m in _receive(executor, p.Assign, 2) for job in m.jobs]
+
+        def answer(job: p.Job) -> p.ThreadDone:
+            executor.send_multipart(p.encode(p.Result(job.attempt_id, p.PageResult(url=job.url, status=200))))
+            (done,) = _receive(client, p.ThreadDone, 1)
+            assert [t.thread_id for t in done.threads] == [job.thread_id]
+            return done
+
+        assert answer(first[0]).idle_workers == 0  # the queued thread took the freed worker
+        (last,) = _receive(executor, p.Assign, 1)[0].jobs
+        assert answer(first[1]).idle_workers == 1  # the queue is empty: one worker waits
+        assert answer(last).idle_workers == 2
+    finally:
+        executor.close()
+        client.close()
+        context.term()
+        grid.stop()
+
+
+def test_the_client_applies_at_once_when_the_grid_waits_for_work(tmp_path):
+    """A client with a minute's ``apply_interval`` holds a result while the grid is busy (its
+    ``done`` says no worker waits), and applies it, acknowledges it and submits its link at once
+    when a ``done`` says that workers wait for work, though other threads are still in flight."""
+    from gridcrawl.client.app import CrawlApplication
+    from gridcrawl.client.store import CrawlStore, Scope
+    from gridcrawl.db import open_database
+
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/crawl.db"))
+    store.add_seeds([f"http://a.test/{i}" for i in range(3)])
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    manager.setsockopt(zmq.LINGER, 0)
+    port = manager.bind_to_random_port("tcp://127.0.0.1")
+    crawl = CrawlApplication(Settings(apply_interval=60.0, heartbeat_interval=1.0, heartbeat_liveness=60,
+                                      sitemaps=False), f"tcp://127.0.0.1:{port}", store, Scope(["a.test"]))
+    stop = threading.Event()
+    runner = threading.Thread(target=crawl.run, args=(stop,), daemon=True)
+    peer = None
+
+    def receive(kind: type, timeout: float) -> p.Message | None:
+        """The next message of type ``kind`` from the client within ``timeout`` s (None: none)."""
+        nonlocal peer
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if manager.poll(50):
+                peer, *frames = manager.recv_multipart()
+                message = p.decode(frames)
+                if isinstance(message, p.OpenApplication):
+                    manager.send_multipart([peer, *p.encode(p.ApplicationOpened("app", False, 1.0, 60))])
+                elif isinstance(message, kind):
+                    return message
+        return None
+
+    def done(spec: p.ThreadSpec, idle: int, links: list) -> None:
+        page = p.PageResult(url=spec.url, final_url=spec.url, status=200, content_type="text/html", links=links)
+        manager.send_multipart([peer, *p.encode(p.ThreadDone("app", [p.FinishedThread(spec.thread_id, "ex", 1, False, page)],
+                                                             idle_workers=idle))])
+
+    runner.start()
+    try:
+        submit = receive(p.Submit, 20)
+        assert submit is not None and len(submit.threads) == 3, submit
+        first, second, _ = submit.threads
+        done(first, 0, [])
+        assert receive(p.Ack, 1.0) is None, "applied before its batch was due while the grid was busy"
+        done(second, 2, [["http://a.test/next", ""]])
+        ack = receive(p.Ack, 20)
+        assert ack is not None and sorted(ack.thread_ids) == sorted([first.thread_id, second.thread_id])
+        more = receive(p.Submit, 20)
+        assert more is not None and [t.url for t in more.threads] == ["http://a.test/next"]
+        assert store.counts()["visited"] == 2
+    finally:
+        stop.set()
+        runner.join(10)
+        manager.close()
+        context.term()
+
+
 def test_an_executor_reports_the_start_of_a_page_only_once_it_has_run_a_while():
     """The real executor against a raw manager socket: a page answered at once is reported by
     its result alone (``ran`` says how long it ran, no ``started``); a page that takes 0.8 s is
