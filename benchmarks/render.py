@@ -162,7 +162,7 @@ def run_executor(urls: list[str], threads: int, render_pages: int | None, browse
 def run_grid(seed: str, threads: int, render: bool, scratch: Path) -> dict:
     """``gridcrawl run SEED --executors 1 --threads T [--render]``; figures from its databases."""
     workdir = Path(tempfile.mkdtemp(prefix="render-" if render else "fetch-", dir=scratch))
-    cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", "1", "--threads", str(threads),
+    cmd = [sys.executable, "-m", "gridcrawl", "run", seed, "--executors", "1", "--threads", str(threads),
            "--workdir", str(workdir), "--no-progress", "--no-content", "--concurrent-requests-per-host", "64",
            *(["--render"] if render else [])]
     start = time.monotonic()

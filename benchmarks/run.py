@@ -487,7 +487,7 @@ def _gridcrawl_once(seed: str, executors: int, threads: int, max_pages: int, exp
     # The baselines put 16 requests at once on the one benchmark host; gridcrawl's default per-host
     # politeness (8 in flight, buffered threads included) would cap it below its executors' slots,
     # so the benchmark lifts it: the server is ours.
-    cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", str(executors),
+    cmd = [sys.executable, "-m", "gridcrawl", "run", seed, "--executors", str(executors),
            "--threads", str(threads), "--workdir", str(workdir), "--no-progress",
            *([] if content else ["--no-content"]),
            *(["--concurrent-requests-per-host", str(host_concurrency)] if host_concurrency else []), *extra]

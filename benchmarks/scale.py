@@ -309,9 +309,9 @@ def query(db: Path, sql: str) -> int | None:
 
 
 def gridcrawl_cmd(seed: str, workdir: Path, executors: int, threads: int, *extra: str) -> list[str]:
-    """``python -m gridcrawl.cli run SEED --executors E --threads T --workdir W --no-progress
+    """``python -m gridcrawl run SEED --executors E --threads T --workdir W --no-progress
     --no-content`` plus ``extra`` options."""
-    return [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", str(executors), "--threads",
+    return [sys.executable, "-m", "gridcrawl", "run", seed, "--executors", str(executors), "--threads",
             str(threads), "--workdir", str(workdir), "--no-progress", "--no-content", *extra]
 
 

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     with serve_python_docs(root=args.root) as base:
         seed = f"{base}/index.html"
         spark_db = scratch / "spark.db"
-        cmd = [sys.executable, "-m", "gridcrawl.cli", "spark", seed, "--db", f"sqlite:///{spark_db}",
+        cmd = [sys.executable, "-m", "gridcrawl", "spark", seed, "--db", f"sqlite:///{spark_db}",
                "--master", args.master]
         status, wall, sampler, error, _, _, _ = _run_tree(cmd, "driver", args.timeout, scratch / "spark.out")
         out = (scratch / "spark.out").read_text(errors="replace")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(("gridcrawl spark " + args.master, pages, docs, wall, seconds, sampler.peak_rss))
 
         workdir = scratch / "grid"
-        cmd = [sys.executable, "-m", "gridcrawl.cli", "run", seed, "--executors", "2", "--workdir", str(workdir),
+        cmd = [sys.executable, "-m", "gridcrawl", "run", seed, "--executors", "2", "--workdir", str(workdir),
                "--no-progress"]
         status, wall, sampler, error, _, _, _ = _run_tree(cmd, "client", args.timeout, scratch / "grid.out")
         if status != 0:

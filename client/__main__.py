@@ -1,4 +1,4 @@
 """python -m gridcrawl.client"""
-from gridcrawl.client.cli import main
+from gridcrawl.entry import client
 
-main()
+client()

@@ -1,4 +1,4 @@
 """python -m gridcrawl.executor"""
-from gridcrawl.executor.cli import main
+from gridcrawl.entry import executor
 
-main()
+executor()

@@ -1,4 +1,4 @@
 """python -m gridcrawl: the gridcrawl command (run, report, db)."""
-from gridcrawl.cli import main
+from gridcrawl.entry import gridcrawl
 
-main()
+gridcrawl()

@@ -275,9 +275,13 @@ def _prefork(*modules: str) -> None:
     if FORK:
         import gc
         import importlib
-        for module in modules:
-            importlib.import_module(f"gridcrawl.{module}")
-        gc.freeze()
+        gc.disable()  # imports make no garbage cycles worth a collection (gridcrawl.entry)
+        try:
+            for module in modules:
+                importlib.import_module(f"gridcrawl.{module}")
+        finally:
+            gc.freeze()
+            gc.enable()
 
 
 def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, wanted: int,

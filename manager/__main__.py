@@ -1,4 +1,4 @@
 """python -m gridcrawl.manager"""
-from gridcrawl.manager.cli import main
+from gridcrawl.entry import manager
 
-main()
+manager()

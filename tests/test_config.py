@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -232,19 +233,39 @@ def test_log_json_option_writes_json_lines_to_the_log_file(tmp_path):
 
 
 def test_programs_run_the_garbage_collector_less_often(tmp_path):
-    """Every program runs through run_program, which calls tune_gc: a young-generation pass every
-    50,000 allocations and start-up objects frozen (checked in a real program's process)."""
+    """Every program starts at an entry point (gridcrawl.entry), which turns the collector off
+    while the program's modules are imported, and runs through run_program, whose tune_gc turns
+    it back on: a young-generation pass every 50,000 allocations, start-up objects frozen
+    (checked in a real program's process)."""
     import subprocess
     import sys
-    code = ("import gc, typer; from gridcrawl.config import run_program\n"
-            "app = typer.Typer()\n"
-            "@app.command()\n"
-            "def main():\n"
-            "    print(gc.get_threshold()[0], gc.get_freeze_count() > 1000)\n"
-            "run_program(app, 'client', [])\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    (tmp_path / "probe.py").write_text(
+        "import gc, typer\n"
+        "from gridcrawl.config import run_program\n"
+        "print('importing', gc.isenabled())\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def show():\n"
+        "    print('running', gc.isenabled(), gc.get_threshold()[0], gc.get_freeze_count() > 1000)\n"
+        "def main():\n"
+        "    run_program(app, 'client', [])\n", encoding="utf-8")
+    code = "from gridcrawl.entry import _run; _run('probe')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["50000", "True"]
+    assert out.stdout.split() == ["importing", "False", "running", "True", "50000", "True"]
+
+
+def test_every_program_starts_at_its_entry_point():
+    """The console scripts and ``python -m`` modules all start through gridcrawl.entry."""
+    import tomllib
+    root = Path(__file__).resolve().parent.parent
+    scripts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert scripts == {"gridcrawl": "gridcrawl.entry:gridcrawl", "gridcrawl-manager": "gridcrawl.entry:manager",
+                       "gridcrawl-executor": "gridcrawl.entry:executor", "gridcrawl-client": "gridcrawl.entry:client"}
+    for folder, name in (("gridcrawl", "gridcrawl"), ("manager", "manager"), ("executor", "executor"),
+                         ("client", "client")):
+        assert f"from gridcrawl.entry import {name}\n" in (root / folder / "__main__.py").read_text(encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------ options from Settings
