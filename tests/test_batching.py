@@ -33,6 +33,22 @@ def _receive(sock: zmq.Socket, kind: type, want: int, timeout: float = 20.0) -> 
     return got
 
 
+def _join(grid: Grid, executor: zmq.Socket, client: zmq.Socket, threads: int, env: dict) -> str:
+    """Start ``grid``'s manager (patient with these silent peers; ``env`` its environment),
+    register the raw ``executor`` socket with ``threads`` workers and open an application on the
+    raw ``client`` socket; returns the application's id."""
+    grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT, env=env)
+    for sock in (executor, client):
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+    executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=threads)))
+    assert executor.poll(20_000), "no welcome"
+    assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
+    client.send_multipart(p.encode(p.OpenApplication("batch", "u")))
+    assert client.poll(20_000), "no answer to open"
+    return p.decode(client.recv_multipart()).application_id
+
+
 def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
     grid = Grid(tmp_path)
     context = zmq.Context()
@@ -40,16 +56,7 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
     client = context.socket(zmq.DEALER)
     try:
         # a window as big as the burst: the test is about batching, not the slow start
-        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT, env={"GRIDCRAWL_START_WINDOW": str(THREADS)})
-        for sock in (executor, client):
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(grid.endpoint)
-        executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=THREADS)))
-        assert executor.poll(20_000), "no welcome"
-        assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
-        client.send_multipart(p.encode(p.OpenApplication("batch", "u")))
-        assert client.poll(20_000), "no answer to open"
-        app = p.decode(client.recv_multipart()).application_id
+        app = _join(grid, executor, client, THREADS, {"GRIDCRAWL_START_WINDOW": str(THREADS)})
 
         # a new host has one thread in flight until it answers (its Crawl-delay is then known)
         client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(THREADS, "http://h.test/probe")])))
@@ -136,17 +143,7 @@ def test_results_of_one_pass_travel_as_one_message_and_say_when_they_started(tmp
     executor = context.socket(zmq.DEALER)
     client = context.socket(zmq.DEALER)
     try:
-        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT,
-                           env={"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
-        for sock in (executor, client):
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(grid.endpoint)
-        executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=4)))
-        assert executor.poll(20_000), "no welcome"
-        assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
-        client.send_multipart(p.encode(p.OpenApplication("batch", "u")))
-        assert client.poll(20_000), "no answer to open"
-        app = p.decode(client.recv_multipart()).application_id
+        app = _join(grid, executor, client, 4, {"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
         # eight hosts, one thread each (a new host has one thread in flight); the executor holds 4
         client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(8)])))
         first = [job for m in _receive(executor, p.Assign, 4) for job in m.jobs]
@@ -186,17 +183,7 @@ def test_a_done_says_how_many_workers_wait_for_work(tmp_path):
     executor = context.socket(zmq.DEALER)
     client = context.socket(zmq.DEALER)
     try:
-        grid.start_manager("--concurrent-requests-per-host", "1000", *PATIENT,
-                           env={"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
-        for sock in (executor, client):
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(grid.endpoint)
-        executor.send_multipart(p.encode(p.Register(name="raw", host="h", user="u", threads=2)))
-        assert executor.poll(20_000), "no welcome"
-        assert isinstance(p.decode(executor.recv_multipart()), p.Welcome)
-        client.send_multipart(p.encode(p.OpenApplication("idle", "u")))
-        assert client.poll(20_000), "no answer to open"
-        app = p.decode(client.recv_multipart()).application_id
+        app = _join(grid, executor, client, 2, {"GRIDCRAWL_START_WINDOW": "4", "GRIDCRAWL_PREFETCH": "0"})
         # three hosts, one thread each: the executor's two workers take two, one waits in the queue
         client.send_multipart(p.encode(p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.test/") for i in range(3)])))
         first = [job for m in _receive(executor, p.Assign, 2) for job in m.jobs]
