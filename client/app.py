@@ -225,10 +225,6 @@ class CrawlApplication:
                                 logger=log)
         self.in_flight: dict[int, Pending] = {}
         self.results: list[Outcome] = []
-        # the last ``done`` said that workers of the grid waited for work, and nothing was
-        # submitted since: results are applied as they come (their links are the grid's next
-        # work), not batched by apply_batch and apply_interval
-        self._grid_idle = False
         self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
         self._applier = ThreadPoolExecutor(1, thread_name_prefix="apply")
         self._applying: Future | None = None     # the apply running in the applier thread
@@ -283,8 +279,6 @@ class CrawlApplication:
                                       # the manager keeps the claim order unless the crawl orders by priority
                                       x.priority if strategy.order == "priority" else 5, mine,
                                       self._needs(x, items)))
-        if specs:
-            self._grid_idle = False  # work for the grid: the next ``done`` says whether it has more
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):
@@ -379,7 +373,6 @@ class CrawlApplication:
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
                                                                 done.attempts, done.failed))
                                     oldest_result = oldest_result or time.monotonic()
-                            self._grid_idle = bool(message.idle_workers)
                         elif isinstance(message, p.ApplicationOpened):
                             self._opened(message)
                         elif isinstance(message, p.Controlled) and message.application_id == self.application_id:
@@ -390,13 +383,12 @@ class CrawlApplication:
                 if self.progress.state == "cancelled":
                     break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
-                # apply when the batch is full, when its oldest result has waited apply_interval,
+                # apply when the batch is full, when its oldest result has waited apply_interval, or
                 # when every submitted thread is back (no more results to wait for; the grid may be
-                # idle until the links of these pages are submitted, as after the seed), or when the
-                # last ``done`` said that workers of the grid wait for work
+                # idle until the links of these pages are submitted, as after the seed)
                 if (self.results and self._applying is None and self._db_available(now)
                         and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
-                             or len(self.results) >= len(self.in_flight) or self._grid_idle)):
+                             or len(self.results) >= len(self.in_flight))):
                     self._applying = self._applier.submit(self._apply_batch, self.results)
                     self.results = []
                     oldest_result = None

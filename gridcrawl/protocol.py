@@ -485,19 +485,12 @@ class FinishedThread(Wire):
 
 class ThreadDone(Message):
     """Manager → client: grid threads of ``application_id`` have finished (one
-    :class:`FinishedThread` each, batched per pass of the manager's loop). The client answers with :class:`Ack`.
-
-    ``idle_workers`` is, as the message left, the number of executor workers with no grid
-    thread assigned while the manager's queue was empty (0 while it held threads; ``None``: not
-    said). Above 0 the grid waits for work: the client applies its results at once rather than
-    batching them, since their links are the grid's next work (the start of a crawl, a narrow
-    frontier)."""
+    :class:`FinishedThread` each, batched per pass of the manager's loop). The client answers with :class:`Ack`."""
 
     TYPE: ClassVar[bytes] = b"done"
     BATCH: ClassVar[str] = "threads"
     application_id: str
     threads: list[FinishedThread]
-    idle_workers: int | None = None
 
 
 class Ack(Message):
@@ -664,7 +657,6 @@ class _RelayedOutcome(Wire):
 class _RelayedDone(Wire):
     application_id: str
     threads: list[_RelayedOutcome]
-    idle_workers: int | None = None
 
 
 def _enc_hook(value: Any) -> Any:
@@ -803,7 +795,7 @@ def _decode_done(body: bytes) -> ThreadDone:
             log.warning("%s: the thread counts as failed", exc)
             page, failed = None, True
         threads.append(FinishedThread(o.thread_id, o.executor_id, o.attempts, failed, page))
-    return ThreadDone(m.application_id, threads, m.idle_workers)
+    return ThreadDone(m.application_id, threads)
 
 
 def message_table() -> str:

@@ -899,16 +899,6 @@ class ManagerCore:
         it registered, accepts work again, left quarantine): dispatch looks at it again."""
         self._room[ex.executor_id] = ex
 
-    def idle_workers(self) -> int:
-        """Workers of the connected, accepting executors that hold no grid thread while the queue
-        is empty: the grid waits for work (0 while the queue holds threads, which dispatch gives
-        out as politeness allows). Cost: one look at each known executor, only when the queue is
-        empty."""
-        if len(self.queue):
-            return 0
-        return sum(ex.workers - len(ex.running) for ex in self.executors.values()
-                   if ex.connected and ex.accepting and ex.quarantined_until is None and len(ex.running) < ex.workers)
-
     def dispatch(self, now: float) -> list[Action]:
         """Assign READY threads that politeness lets start to executors with free slots.
         Cost: the executors that may have room (:meth:`_has_room`), not all of them. The jobs

@@ -251,19 +251,13 @@ class ManagerServer:
         return time.time() - s.heartbeat_interval / 2 if s.heartbeat_liveness >= 2 else float("-inf")
 
     def _flush(self) -> None:
-        """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`);
-        each ``done`` says how many workers of the grid wait for work as it leaves."""
+        """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
         self.recorder.sync_journal()  # write-ahead: the records before the messages they go with
         outbox, self._outbox = self._outbox, {}
         now, sent_at = time.time(), self._sent_at
-        idle = None  # the grid's idle workers, counted once, when a ``done`` leaves
         for peer, messages in outbox.items():
             sent_at[peer] = now
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):
-                if type(message) is protocol.ThreadDone and self.core is not None:
-                    if idle is None:
-                        idle = self.core.idle_workers()
-                    message.idle_workers = idle  # above 0: the client applies its results at once
                 if not send(self.socket, message, peer):
                     log.debug("peer %r gone; dropped %s", peer, message.TYPE)
 

@@ -30,7 +30,6 @@ EXAMPLES = [
     p.ApplicationOpened("app", True, 0.5, 3),
     p.Submit("app", [p.ThreadSpec(1, "http://a.test/"), p.ThreadSpec(2, "http://a.test/b", 1, 9, {"x": 1})]),
     p.ThreadDone("app", [p.FinishedThread(3, "abc", 2, False, PAGE), p.FinishedThread(4, None, 3, True, None)]),
-    p.ThreadDone("app", [p.FinishedThread(5, "abc", 1, False, PAGE)], idle_workers=3),
     p.Ack("app", [1, 2, 3]),
     p.CloseApplication("app", True),
     p.Refuse("no"),
