@@ -195,6 +195,21 @@ def test_meta_robots_for_all_robots_and_for_our_product_token():
     assert meta_robots(_doc('<meta name="description" content="noindex">'), "gridcrawl") == set()
 
 
+def test_the_link_walk_gathers_the_meta_tags_meta_robots_reads():
+    """parse_page's one walk for links also gathers every ``<meta>``, in document order, a meta
+    the parser left in the body included; meta_robots reads them as it reads the tree."""
+    from gridcrawl.executor.parse import parse_page
+    html = (b'<html><head><meta charset="utf-8"><meta name="robots" content="noindex"></head><body>'
+            b'<a href="/a">a</a><p><meta name="gridcrawl" content="nofollow"></p><area href="/b"></body></html>')
+    page = parse_page(html, "http://h.example/", "text/html")
+    assert page.metas == list(page.document.iter("meta")) and len(page.metas) == 3
+    assert [m.get("name") for m in page.metas] == [None, "robots", "gridcrawl"]
+    assert [link.url for link in page.links] == ["http://h.example/a", "http://h.example/b"]
+    assert meta_robots(page.document, "gridcrawl", page.metas) == meta_robots(page.document, "gridcrawl") \
+        == {"noindex", "nofollow"}
+    assert meta_robots(page.document, "gridcrawl", []) == set()  # only the metas it is given
+
+
 @pytest.mark.parametrize("value,found", [
     ("noindex", {"noindex"}), ("NoIndex, NoFollow", {"noindex", "nofollow"}), ("none", {"noindex", "nofollow"}),
     ("gridcrawl: nofollow", {"nofollow"}), ("otherbot: noindex", set()),
