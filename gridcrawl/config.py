@@ -324,7 +324,7 @@ def tune_gc() -> None:
     import gc
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
-    gc.enable()  # the entry points turn it off while the program's modules are imported (gridcrawl.entry)
+    gc.enable()
 
 
 def settings(ctx=None, **explicit) -> Settings:

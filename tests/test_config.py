@@ -237,8 +237,6 @@ def test_programs_run_the_garbage_collector_less_often(tmp_path):
     while the program's modules are imported, and runs through run_program, whose tune_gc turns
     it back on: a young-generation pass every 50,000 allocations, start-up objects frozen
     (checked in a real program's process)."""
-    import subprocess
-    import sys
     (tmp_path / "probe.py").write_text(
         "import gc, typer\n"
         "from gridcrawl.config import run_program\n"
