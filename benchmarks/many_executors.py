@@ -20,6 +20,9 @@ once and acknowledges their results. The same run is then made with ``--baseline
   within the liveness would show there (target: none);
 * the manager's memory per connected executor (RSS after every executor registered, minus
   RSS before the first one connected, divided by their number);
+* the CPU-seconds the simulated executors' processes took meanwhile: on this machine they share
+  its cores with the manager (real desktops would not), so a run whose simulated executors take
+  more leaves the manager less;
 * the dashboard snapshot: the time to build it in the manager's loop with every executor
   connected and every thread queued (:func:`gridcrawl.manager.dashboard.snapshot` on a core fed
   the same messages, in this process), and the wall time of ``GET /api/snapshot`` from the live
@@ -218,6 +221,7 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
 
         client = _Client(endpoint)
         cpu0 = cpu_seconds(manager.pid)
+        simulated0 = sum(cpu_seconds(proc.pid) for proc in procs)
         started = time.perf_counter()
         for i in range(0, threads, SUBMIT_CHUNK):
             client.submit(range(i, min(threads, i + SUBMIT_CHUNK)))
@@ -234,6 +238,7 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
                 next_snapshot = time.perf_counter() + 1.0
         elapsed = time.perf_counter() - started
         figures["manager_cpu_s"] = cpu_seconds(manager.pid) - cpu0
+        figures["executors_cpu_s"] = sum(cpu_seconds(proc.pid) for proc in procs) - simulated0
         figures["seconds"] = elapsed
         figures["rate"] = threads / elapsed
         figures["http_snapshot_ms"] = statistics.median(snapshots) if snapshots else None
@@ -362,15 +367,16 @@ def report(pairs: list[tuple[dict, dict]], build_ms: list[float], args) -> str:
              "| executors | threads/s | manager CPU s per 1,000 threads | … until every thread is recorded "
              "| threads Dead in SQL | attempts not finished "
              "| executors recorded disconnected | 'declared dead' log lines | RSS idle → connected MB | "
-             "RSS per executor KB | GET /api/snapshot ms (median) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "RSS per executor KB | GET /api/snapshot ms (median) | simulated executors' CPU s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for f in (few, many):
         lines.append(f"| {f['executors']} | {f['rate']:,.0f} | {f['manager_cpu_s'] / args.threads * 1000:.3f} | "
                      f"{f['manager_cpu_recorded_s'] / args.threads * 1000:.3f} | "
                      f"{f['threads_dead']:,} | {f['attempts_not_finished']} | {f['executors_disconnected']} | "
                      f"{f['declared_dead']} | {f['rss_idle_mb']:.0f} → {f['rss_connected_mb']:.0f} | "
                      f"{f['rss_per_executor_kb']:.1f} | "
-                     f"{'-' if f['http_snapshot_ms'] is None else format(f['http_snapshot_ms'], '.0f')} |")
+                     f"{'-' if f['http_snapshot_ms'] is None else format(f['http_snapshot_ms'], '.0f')} | "
+                     f"{f['executors_cpu_s']:.2f} |")
     cpu_ratios = [few["manager_cpu_s"] / max(many["manager_cpu_s"], 1e-9) for many, few in pairs]
     each = ", ".join(f"{r:.0%} ({m['rate']:,.0f} / {f['rate']:,.0f})" for r, (m, f) in zip(ratios, pairs))
     lines += ["",

@@ -582,6 +582,11 @@ class BatchWriter:
                 for key, values in updates[name].items():
                     groups[tuple(sorted(values))].append((key, values))
                 for columns, items in groups.items():
+                    if len(items) >= SAME_VALUES_MIN and conn.dialect.name in ROW_AT_A_TIME:
+                        items, rows_set = _set_same_values(conn, table, pk, columns, items)
+                        rows += rows_set
+                        if not items:
+                            continue
                     stmt = table.update().where(pk == sa.bindparam("_key")).values(
                         {c: sa.bindparam("v_" + c) for c in columns})
                     self._executemany(conn, ("update", name, columns), stmt,
@@ -612,6 +617,42 @@ class BatchWriter:
             conn.execute(stmt, [_bind_values(row) for row in rows])
             return
         conn.exec_driver_sql(sql, list(map(params, rows)))
+
+
+#: back ends whose drivers send each row of an ``executemany`` UPDATE on its own round trip
+#: (PyMySQL; pyodbc without ``fast_executemany``): rows given the same values are set together
+#: there (:func:`_set_same_values`). Not SQLite (in process: a row costs microseconds, less than
+#: SQLAlchemy's work for one statement) nor psycopg (it pipelines the rows).
+ROW_AT_A_TIME = frozenset({"mysql", "mariadb", "mssql"})
+#: rows of one table given the same new values in one batch, at least, set by one statement
+SAME_VALUES_MIN = 4
+#: keys in one such statement at most (SQL Server takes 2,100 parameters, old SQLite 999)
+SAME_VALUES_CHUNK = 500
+
+
+def _set_same_values(conn, table: sa.Table, pk: sa.Column, columns: tuple,
+                     items: list[tuple[object, dict]]) -> tuple[list[tuple[object, dict]], int]:
+    """Of ``items`` (``(key, changed values)`` of one batch, all changing ``columns``), give the
+    rows that share their new values with at least ``SAME_VALUES_MIN - 1`` others those values
+    in statements of :data:`SAME_VALUES_CHUNK` keys each, ``UPDATE table SET ... WHERE pk IN
+    (...)``: every grid thread an application collected goes DEAD, and the threads of one
+    ``assign`` SCHEDULED on one executor, which took a round trip each on MariaDB (20,000 DEAD
+    threads: 1.6 s, and 0.13 s so). Returns the items left to set one by one and the number of rows set here."""
+    same: dict[tuple, list] = defaultdict(list)  # the new values -> their items
+    for item in items:
+        values = item[1]
+        same[tuple(values[c] for c in columns)].append(item)
+    left, done = [], 0
+    for group in same.values():
+        if len(group) < SAME_VALUES_MIN:
+            left += group
+            continue
+        values = _sql_values(group[0][1])
+        keys = [key for key, _ in group]
+        for start in range(0, len(keys), SAME_VALUES_CHUNK):
+            conn.execute(table.update().where(pk.in_(keys[start:start + SAME_VALUES_CHUNK])).values(**values))
+        done += len(keys)
+    return left, done
 
 
 class RecordWriteError(Exception):
