@@ -626,7 +626,7 @@ class BatchWriter:
 ROW_AT_A_TIME = frozenset({"mysql", "mariadb", "mssql"})
 #: rows of one table given the same new values in one batch, at least, set by one statement
 SAME_VALUES_MIN = 4
-#: keys in one such statement at most (SQL Server takes 2,100 parameters, old SQLite 999)
+#: keys in one such statement at most (SQL Server takes 2,100 parameters in one statement)
 SAME_VALUES_CHUNK = 500
 
 
@@ -637,7 +637,8 @@ def _set_same_values(conn, table: sa.Table, pk: sa.Column, columns: tuple,
     in statements of :data:`SAME_VALUES_CHUNK` keys each, ``UPDATE table SET ... WHERE pk IN
     (...)``: every grid thread an application collected goes DEAD, and the threads of one
     ``assign`` SCHEDULED on one executor, which took a round trip each on MariaDB (20,000 DEAD
-    threads: 1.6 s, and 0.13 s so). Returns the items left to set one by one and the number of rows set here."""
+    threads: 1.5 s, and 0.13 s so). Returns the items left to set one by one and the number of
+    rows set here."""
     same: dict[tuple, list] = defaultdict(list)  # the new values -> their items
     for item in items:
         values = item[1]
