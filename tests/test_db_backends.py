@@ -337,40 +337,68 @@ def test_manager_and_crawl_store_code_paths_run_on_every_back_end(db_url):
     engine.dispose()
 
 
-@pytest.mark.parametrize("together", [True, False], ids=["set together", "row by row"])
-def test_rows_given_the_same_values_are_set_together_and_exactly(db_url, together, monkeypatch):
-    """The record writer sets the rows of one batch that share their new values with one
-    ``UPDATE ... WHERE key IN (...)`` per 500 keys where a back end's driver takes a round trip
-    per row (MariaDB, SQL Server; here forced on every back end, and off): each row gets exactly
-    its values, times to the microsecond, the rows not named keep theirs, and rows with values
-    of their own are still set one by one."""
+@pytest.mark.parametrize("path", ["row by row", "same values together"])
+def test_rows_of_a_batch_are_set_exactly_on_every_path(db_url, path, monkeypatch):
+    """Where a back end's driver takes a round trip per row (MariaDB, SQL Server) the record
+    writer sets the rows of one batch that share their new values with one ``UPDATE ... WHERE
+    key IN (...)`` per 500 keys; here that path is forced on every back end, and off. Each row
+    gets exactly its values, times to the microsecond; the rows not named keep theirs."""
+    check_batch_paths(db_url, path, monkeypatch)
+
+
+def test_rows_of_a_batch_are_set_exactly_through_a_temporary_table(mariadb_url, monkeypatch):
+    """On MariaDB the rows of a batch that change the same columns, 64 or more, go to a temporary
+    table and are set from it by one multi-table ``UPDATE``, inside the batch's transaction:
+    exactly, as above, and
+    nothing of it stays when the transaction rolls back (the table's DDL commits nothing)."""
+    from gridcrawl.manager.recorder import _update_through_table
+    check_batch_paths(mariadb_url, "through a table", monkeypatch)
+    engine = open_database(mariadb_url)
+    thread = models.thread
+    with engine.connect() as conn:
+        with conn.begin() as transaction:
+            _update_through_table(conn, thread, thread.c.internal_thread_id, ("state",), [(1, {"state": 0}), (2, {"state": 1})])
+            assert conn.execute(sa.select(thread.c.state).where(thread.c.internal_thread_id.in_([1, 2]))).scalars().all() == [0, 1]
+            transaction.rollback()
+        assert conn.execute(sa.select(thread.c.state).where(thread.c.internal_thread_id.in_([1, 2]))).scalars().all() == [4, 4]
+
+
+def check_batch_paths(url: str, path: str, monkeypatch) -> None:
+    """Write one batch of DEAD, failed and otherwise changed threads to a new manager database
+    at ``url`` with ``path`` forced, and check every row and the UPDATE statements sent."""
     from gridcrawl.db import from_timestamp
     from gridcrawl.manager import events as ev
     from gridcrawl.manager import recorder
-    from gridcrawl.manager.recorder import SAME_VALUES_CHUNK, SAME_VALUES_MIN, BatchWriter
+    from gridcrawl.manager.recorder import SAME_VALUES_CHUNK, SAME_VALUES_MIN, THROUGH_TABLE_MIN, BatchWriter
 
-    engine = open_database(db_url)
-    monkeypatch.setattr(recorder, "ROW_AT_A_TIME", frozenset({engine.dialect.name} if together else ()))
-    statements = []
-    sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2].split()[0:3]))
+    engine = open_database(url)
+    dialect = engine.dialect.name
+    monkeypatch.setattr(recorder, "ROW_AT_A_TIME", frozenset() if path == "row by row" else {dialect})
+    monkeypatch.setattr(recorder, "THROUGH_TABLE", {dialect} if path == "through a table" else frozenset())
+    statements: list[str] = []
+    sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     init_schema(engine, models.manager_metadata, models.manager_meta)
     writer = BatchWriter(engine)
     t0 = 1.7e9 + 0.123457
     dead = range(1, SAME_VALUES_CHUNK + 2)  # collected threads, more than one statement takes
     failed = range(dead.stop, dead.stop + SAME_VALUES_MIN)  # the same values, one shared time
-    alone = range(failed.stop, failed.stop + SAME_VALUES_MIN)  # values of their own: one by one
+    alone = range(failed.stop, failed.stop + THROUGH_TABLE_MIN)  # values of their own
     n = alone.stop  # thread n is left as it was
     writer.write([ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), t0),
                   ev.ApplicationCreated("a1", "x", "u", 1, t0)]
                  + [ev.ThreadSubmitted(i, "a1", i, f"http://a.test/{i}", "a.test", 0, 0, (), t0) for i in range(1, n + 1)]
                  + [ev.ThreadAssigned(i, i, "e1", 1, t0) for i in range(1, n + 1)])
+    statements.clear()
     rows = writer.write([ev.ThreadDead(i) for i in dead] + [ev.ThreadFailed(i, t0 + 5.000001) for i in failed]
-                        + [ev.ThreadFailed(i, t0 + i) for i in alone])
+                        + [ev.ThreadFailed(i, t0 + i + 0.000001) for i in alone])
     assert rows == len(dead) + len(failed) + len(alone)
-    updates = [s for s in statements if s[:2] == ["UPDATE", "thread"]]
-    # together: DEAD in two statements (more keys than one takes), the failed in one, the rest
-    # one executemany; else two executemany, one a shape
-    assert len(updates) == (4 if together else 2)
+    updates = [sql for sql in statements if sql.startswith("UPDATE thread")]
+    # row by row: one executemany per set of columns; same values together: DEAD in two
+    # statements (more keys than one takes), the failed in one, the others one executemany;
+    # through a table: one join per set of columns
+    assert len(updates) == {"row by row": 2, "same values together": 4, "through a table": 2}[path]
+    joins = [sql for sql in updates if sql.startswith("UPDATE thread, gc_rows_thread")]
+    assert len(joins) == (2 if path == "through a table" else 0)
     with engine.connect() as conn:
         got = {r.internal_thread_id: r for r in conn.execute(
             sa.select(models.thread.c.internal_thread_id, models.thread.c.state, models.thread.c.failed,
@@ -379,5 +407,6 @@ def test_rows_given_the_same_values_are_set_together_and_exactly(db_url, togethe
     assert all(got[i].state == 4 and not got[i].failed and got[i].time_finished is None for i in dead)
     assert all(got[i].state == 3 and got[i].failed and got[i].error_kind == "poison"
                and got[i].time_finished == from_timestamp(t0 + 5.000001) for i in failed)
-    assert all(got[i].state == 3 and got[i].failed and got[i].time_finished == from_timestamp(t0 + i) for i in alone)
+    assert all(got[i].state == 3 and got[i].failed and got[i].time_finished == from_timestamp(t0 + i + 0.000001)
+               for i in alone)
     assert got[n].state == 1 and not got[n].failed and got[n].time_finished is None  # SCHEDULED, untouched
