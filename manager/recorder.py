@@ -518,6 +518,7 @@ class BatchWriter:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._compiled: dict[tuple, tuple[str, set[str], object]] = {}
+        self.through_table = True  # False once the database refused a temporary table
 
     def write(self, batch: list, careful: bool = False, lease=None, epoch: int | None = None) -> int:
         """Write the events (or older journal row tuples) of ``batch`` in one transaction; returns
@@ -583,10 +584,14 @@ class BatchWriter:
                     groups[tuple(sorted(values))].append((key, values))
                 for columns, items in groups.items():
                     if conn.dialect.name in ROW_AT_A_TIME:  # not a round trip per row
-                        if len(items) >= THROUGH_TABLE_MIN and conn.dialect.name in THROUGH_TABLE:
-                            _update_through_table(conn, table, pk, columns, items)
-                            rows += len(items)
-                            continue
+                        if len(items) >= THROUGH_TABLE_MIN and conn.dialect.name in THROUGH_TABLE \
+                                and self.through_table:
+                            if _update_through_table(conn, table, pk, columns, items):
+                                rows += len(items)
+                                continue
+                            self.through_table = False
+                            log.warning("the manager's database user may not create temporary tables "
+                                        "(GRANT CREATE TEMPORARY TABLES): its records are written a row at a time")
                         if len(items) >= SAME_VALUES_MIN:
                             items, rows_set = _set_same_values(conn, table, pk, columns, items)
                             rows += rows_set
@@ -668,8 +673,12 @@ def _set_same_values(conn, table: sa.Table, pk: sa.Column, columns: tuple,
     return left, done
 
 
+#: MySQL / MariaDB error codes of a refused privilege (database, table, or global)
+_ACCESS_DENIED = frozenset({1044, 1142, 1227})
+
+
 def _update_through_table(conn, table: sa.Table, pk: sa.Column, columns: tuple,
-                          items: list[tuple[object, dict]]) -> None:
+                          items: list[tuple[object, dict]]) -> bool:
     """Set ``items`` (``(key, changed values)``, all changing ``columns``) of ``table`` on MariaDB
     / MySQL in a few statements, whatever their number: the rows go into a temporary table
     (PyMySQL sends an ``executemany`` INSERT as multi-row statements) and one multi-table
@@ -677,15 +686,23 @@ def _update_through_table(conn, table: sa.Table, pk: sa.Column, columns: tuple,
     multiple-table syntax) — instead of a round trip per row (``benchmarks/record_writer.py``:
     20,000 finished threads and their attempts in 0.77 s instead of 3.46 s). The temporary
     table is the connection's own and is dropped with ``DROP TEMPORARY TABLE``, which (unlike
-    ``DROP TABLE``) does not end the transaction."""
+    ``DROP TABLE``) does not end the transaction. Returns False, having changed nothing, when
+    the database user may not create temporary tables (a refused statement does not end a
+    MariaDB transaction); raises the database's other errors."""
     name = f"gc_rows_{table.name}"
     scratch = sa.Table(name, sa.MetaData(), sa.Column(pk.name, pk.type, primary_key=True, autoincrement=False),
                        *[sa.Column(c, table.c[c].type) for c in columns], prefixes=["TEMPORARY"])
-    conn.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {name}")  # left by a failed transaction
-    scratch.create(conn)
+    try:
+        conn.exec_driver_sql(f"DROP TEMPORARY TABLE IF EXISTS {name}")  # left by a failed transaction
+        scratch.create(conn)
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "args", (None,))[0] in _ACCESS_DENIED:
+            return False
+        raise
     conn.execute(scratch.insert(), [_sql_values({pk.name: key, **values}) for key, values in items])
     conn.execute(table.update().where(pk == scratch.c[pk.name]).values({c: scratch.c[c] for c in columns}))
     conn.exec_driver_sql(f"DROP TEMPORARY TABLE {name}")
+    return True
 
 
 class RecordWriteError(Exception):

@@ -410,3 +410,42 @@ def check_batch_paths(url: str, path: str, monkeypatch) -> None:
     assert all(got[i].state == 3 and got[i].failed and got[i].time_finished == from_timestamp(t0 + i + 0.000001)
                for i in alone)
     assert got[n].state == 1 and not got[n].failed and got[n].time_finished is None  # SCHEDULED, untouched
+
+
+def test_a_database_user_without_temporary_tables_gets_its_records_row_by_row(mariadb_url, caplog):
+    """A MariaDB user the DBA granted no ``CREATE TEMPORARY TABLES`` still gets every record
+    written: the writer says once what is missing and sets the rows one by one."""
+    from gridcrawl.db import from_timestamp
+    from gridcrawl.manager import events as ev
+    from gridcrawl.manager.recorder import THROUGH_TABLE_MIN, BatchWriter
+
+    url = sa.engine.make_url(mariadb_url)
+    user = f"gc_no_temp_{url.database[-8:]}"
+    admin = open_database(mariadb_url)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'"))
+        conn.execute(sa.text(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE, DROP, INDEX, ALTER, CREATE VIEW "
+                             f"ON `{url.database}`.* TO '{user}'@'%'"))
+        conn.commit()
+    try:
+        engine = open_database(url.set(username=user, password="pw").render_as_string(hide_password=False))
+        init_schema(engine, models.manager_metadata, models.manager_meta)
+        writer = BatchWriter(engine)
+        t0 = 1.7e9 + 0.25
+        ids = range(1, THROUGH_TABLE_MIN + 1)
+        writer.write([ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), t0),
+                      ev.ApplicationCreated("a1", "x", "u", 1, t0)]
+                     + [ev.ThreadSubmitted(i, "a1", i, f"http://a.test/{i}", "a.test", 0, 0, (), t0) for i in ids])
+        with caplog.at_level("WARNING", logger="gridcrawl.manager.recorder"):
+            assert writer.write([ev.ThreadFailed(i, t0 + i) for i in ids]) == len(ids)
+        assert not writer.through_table
+        assert "GRANT CREATE TEMPORARY TABLES" in caplog.text
+        with engine.connect() as conn:
+            got = dict(conn.execute(sa.select(models.thread.c.internal_thread_id, models.thread.c.time_finished)).all())
+        assert got == {i: from_timestamp(t0 + i) for i in ids}
+        engine.dispose()
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP USER IF EXISTS '{user}'@'%'"))
+            conn.commit()
+        admin.dispose()

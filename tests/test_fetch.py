@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -141,10 +142,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the fetcher hung up on us, as it should
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A ThreadingHTTPServer that keeps a client hanging up (what the fetcher does to a page
+    over its limits) off stderr, and reports any other error as usual."""
+
+    def handle_error(self, request, client_address) -> None:
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="module")
 def server():
     """A threaded HTTP server on 127.0.0.1 with a free port; yields (base URL, server)."""
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv = _QuietServer(("127.0.0.1", 0), _Handler)
     srv.daemon_threads = True
     srv.lock = threading.Lock()
     srv.seen = []
