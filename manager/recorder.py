@@ -641,9 +641,9 @@ class BatchWriter:
 
 
 #: back ends whose drivers send each row of an ``executemany`` UPDATE on its own round trip
-#: (PyMySQL; pyodbc without ``fast_executemany``): rows given the same values are set together
-#: there (:func:`_set_same_values`). Not SQLite (in process: a row costs microseconds, less than
-#: SQLAlchemy's work for one statement) nor psycopg (it pipelines the rows).
+#: (PyMySQL; pyodbc without ``fast_executemany``): there the writer sets rows in fewer
+#: statements (:meth:`BatchWriter._set_together`). Not SQLite (in process: a row costs
+#: microseconds, less than SQLAlchemy's work for one statement) nor psycopg (it pipelines the rows).
 ROW_AT_A_TIME = frozenset({"mysql", "mariadb", "mssql"})
 #: of those, the back ends where the rows of a batch that change the same columns, at least
 #: ``THROUGH_TABLE_MIN``, go to a temporary table and are set from it by one UPDATE
