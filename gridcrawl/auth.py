@@ -35,6 +35,7 @@ import logging
 import re
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -59,6 +60,14 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
 # asked at every login of an open grid (1,000 executors registering: 1,000 times): built once,
 # half the cost of building the statement each time
 _ANY_USER = sa.select(models.usr.c.usr_name).limit(1)
+#: seconds for which the store reuses what it read for a login (whether any user exists; a
+#: user's row, group and permissions) before reading the database again. Logins are checked in
+#: the manager's loop, and a query there costs milliseconds (about 2 ms on a slow 2-core machine):
+#: 1,000 executors registering at once after a manager restart held the loop for seconds, one
+#: query each, heartbeats waiting behind them. Changes made through this store take effect at
+#: once; those made by another process (``gridcrawl users`` while the manager runs) within
+#: this many seconds.
+READ_TTL = 1.0
 _HASH = re.compile(r"^scrypt\$n=(\d+),r=(\d+),p=(\d+)\$([0-9a-f]+)$")
 
 
@@ -152,6 +161,10 @@ class UserStore:
         # user -> (HMAC of the password under a key that lives only in this process, stored hash).
         self._key = secrets.token_bytes(32)
         self._verified: dict[str, tuple[bytes, str]] = {}
+        # what logins read, for READ_TTL seconds: (monotonic time read, whether a user exists)
+        # and user -> (monotonic time read, its rows)
+        self._any_user: tuple[float, bool] | None = None
+        self._read: dict[str, tuple[float, list]] = {}
         self._lock = threading.Lock()
         # an unknown user's password is checked against this (never matching) hash, so that it
         # costs one scrypt run like a real check; random digits: no scrypt run at start-up
@@ -182,6 +195,7 @@ class UserStore:
             if is_unique_violation(exc):
                 raise AuthError(f"user {name!r} exists already") from None
             raise
+        self._forget(name)
         log.info("user %s added to group %s", name, GROUPS[group_id])
         return self.get(name)  # type: ignore[return-value]
 
@@ -195,16 +209,22 @@ class UserStore:
                 password_hash=hash_password(password, salt), salt=salt.hex())).rowcount
         if not count:
             raise AuthError(f"no user {name!r}")
-        with self._lock:
-            self._verified.pop(name, None)
+        self._forget(name)
 
     def remove(self, name: str) -> bool:
         """Delete user ``name``; True if it existed."""
         with self.engine.begin() as conn:
             count = conn.execute(models.usr.delete().where(models.usr.c.usr_name == name)).rowcount
+        self._forget(name)
+        return bool(count)
+
+    def _forget(self, name: str) -> None:
+        """Drop what this store remembers of user ``name`` and whether any user exists (it was
+        added, removed or given a new password through this store)."""
         with self._lock:
             self._verified.pop(name, None)
-        return bool(count)
+            self._read.pop(name, None)
+            self._any_user = None
 
     def get(self, name: str) -> User | None:
         """User ``name`` with its group and permissions, or None."""
@@ -221,9 +241,33 @@ class UserStore:
         return [user for user in map(self.get, names) if user is not None]
 
     def has_users(self) -> bool:
-        """True if at least one user exists (logins are then required)."""
+        """True if at least one user exists (logins are then required). The answer may be up to
+        :data:`READ_TTL` seconds old where another process added or removed the user."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._any_user
+        if known is not None and now - known[0] < READ_TTL:
+            return known[1]
         with self.engine.connect() as conn:
-            return conn.execute(_ANY_USER).first() is not None
+            found = conn.execute(_ANY_USER).first() is not None
+        with self._lock:
+            self._any_user = (now, found)
+        return found
+
+    def _login_rows(self, name: str) -> list:
+        """:meth:`_rows` of ``name`` as read at most :data:`READ_TTL` seconds ago (a login's
+        read; at most 4,096 names remembered)."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._read.get(name)
+        if known is not None and now - known[0] < READ_TTL:
+            return known[1]
+        rows = self._rows(name)
+        with self._lock:
+            if len(self._read) >= 4096:
+                self._read.clear()
+            self._read[name] = (now, rows)
+        return rows
 
     def _rows(self, name: str) -> list:
         u, g, gp, pr = models.usr, models.grp, models.grp_prm, models.prm
@@ -242,7 +286,7 @@ class UserStore:
         password alike; both cost one scrypt run)."""
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > MAX_PASSWORD:
             return None
-        rows = self._rows(name) if _NAME.match(name) else []
+        rows = self._login_rows(name) if _NAME.match(name) else []
         if not rows:
             verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
             return None

@@ -131,6 +131,48 @@ def test_a_new_password_replaces_the_old_one_even_when_cached(store):
     assert store.authenticate("alice", None, "ManageOwnApp") is None  # no user left: an open grid again
 
 
+def _count_selects(engine) -> list:
+    """The SELECT statements ``engine`` runs from now on (SQLAlchemy's own statement event)."""
+    seen: list = []
+    sa.event.listen(engine, "before_cursor_execute",
+                    lambda conn, cursor, statement, *rest: seen.append(statement)
+                    if statement.lstrip().upper().startswith("SELECT") else None)
+    return seen
+
+
+def test_a_burst_of_logins_reads_the_users_once(store):
+    # an open grid: 1,000 executors registering after a manager restart ask whether any user exists
+    selects = _count_selects(store.engine)
+    assert all(store.authenticate("anyone", None, "ExecuteThread") is None for _ in range(1000))
+    assert len(selects) == 1
+    # a closed grid: one read of the user's rows for the burst (scrypt ran once, for the first)
+    store.add("exec", PASSWORD, "Executors")
+    selects.clear()
+    assert all(store.authenticate("exec", PASSWORD, "ExecuteThread") is None for _ in range(50))
+    assert store.authenticate("exec", PASSWORD + "!", "ExecuteThread") is not None  # still checked
+    assert "authentication failed" in store.authenticate("nobody", PASSWORD, "ExecuteThread")
+    assert len(selects) == 3  # whether a user exists, exec's rows, nobody's (none)
+
+
+def test_another_process_s_user_changes_count_within_the_read_ttl(tmp_path, monkeypatch):
+    from gridcrawl import auth
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    manager, command = UserStore(engine), UserStore(engine)  # the manager's; `gridcrawl users`'s
+    monkeypatch.setattr(auth, "READ_TTL", 3600.0)
+    assert manager.authenticate("anyone", None, "ExecuteThread") is None  # open grid, remembered
+    command.add("alice", PASSWORD, "Users")
+    assert manager.authenticate("anyone", None, "ExecuteThread") is None  # not read again yet
+    monkeypatch.setattr(auth, "READ_TTL", 0.0)  # the time is up
+    assert "authentication failed" in manager.authenticate("anyone", None, "ExecuteThread")
+    assert manager.authenticate("alice", PASSWORD, "ManageOwnApp") is None
+    monkeypatch.setattr(auth, "READ_TTL", 3600.0)
+    command.set_password("alice", "another password")
+    assert manager.authenticate("alice", PASSWORD, "ManageOwnApp") is None  # the rows read before
+    monkeypatch.setattr(auth, "READ_TTL", 0.0)
+    assert manager.authenticate("alice", PASSWORD, "ManageOwnApp") is not None
+    assert manager.authenticate("alice", "another password", "ManageOwnApp") is None
+
+
 def test_login_password_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("GRIDCRAWL_PASSWORD", "from-env")
     assert login_password("alice") == "from-env"
