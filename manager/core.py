@@ -314,6 +314,12 @@ class ManagerCore:
         # executors that may have a free slot (every one with ``free > 0`` is here; some here may
         # be full): dispatch looks only at these, not at every executor (1,000 of them per result)
         self._room: dict[str, Executor] = {}
+        # the server's loop sets this: a ``results`` message marks a dispatch due instead of
+        # dispatching, and the loop calls :meth:`dispatch_due` before it sends its outbox, once
+        # per few dozen messages (1,000 desktops of 2 workers: one dispatch per results message
+        # was most of what they cost more than 4 of 64)
+        self.defer_dispatch = False
+        self._dispatch_due = False
         self._last_heartbeat = 0.0
         self.fenced = 0
         # finished threads and the names of their executors, newest last (the dashboard's list)
@@ -576,7 +582,8 @@ class ManagerCore:
     def on_results(self, peer: bytes, m: p.Results, now: float) -> list[Action]:
         """Attempts finished: store each result, tell the applications, then refill the
         executor once (one dispatch for the whole batch, so its free slots travel in one
-        ``assign``).
+        ``assign``; with :attr:`defer_dispatch`, :meth:`dispatch_due` does it later, for every
+        ``results`` message handled since).
 
         A result for an attempt that was taken back (executor declared dead, timeout, cancel) is
         fenced out: recorded as ``fenced`` and otherwise ignored. A result with ``ran`` (no
@@ -589,7 +596,12 @@ class ManagerCore:
             actions += self._finish(peer, ex, r, now)
         if ex is None:  # one refusal per message, not per result
             return actions + [Send(peer, p.Refuse("unknown executor: register again"))]
-        return actions + self.dispatch(now) if ex.finished != finished else actions
+        if ex.finished == finished:
+            return actions
+        if self.defer_dispatch:
+            self._dispatch_due = True
+            return actions
+        return actions + self.dispatch(now)
 
     def _finish(self, peer: bytes, ex: Executor | None, r: p.AttemptResult, now: float) -> list[Action]:
         """One result of :meth:`on_results` (no dispatch)."""
@@ -898,6 +910,15 @@ class ManagerCore:
         """``ex`` may have a free slot now (a result or a take-back emptied one, its window grew,
         it registered, accepts work again, left quarantine): dispatch looks at it again."""
         self._room[ex.executor_id] = ex
+
+    def dispatch_due(self, now: float) -> list[Action]:
+        """The dispatch that ``results`` messages handled with :attr:`defer_dispatch` on left
+        due (none: no actions): one for all of them, so the executors they freed are refilled
+        together, at most one ``assign`` each."""
+        if not self._dispatch_due:
+            return []
+        self._dispatch_due = False
+        return self.dispatch(now)
 
     def dispatch(self, now: float) -> list[Action]:
         """Assign READY threads that politeness lets start to executors with free slots.

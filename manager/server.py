@@ -201,6 +201,7 @@ class ManagerServer:
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
         core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate)
+        core.defer_dispatch = True  # refills once per flush of the outbox (see _flush)
         core.executor_owners.update(owners)
         core.executor_names.update({(r.name, r.host, r.usr_name): r.executor_id for r in known})
         self._carry_out(core.restore(apps, threads, time.time(), running))
@@ -251,7 +252,11 @@ class ManagerServer:
         return time.time() - s.heartbeat_interval / 2 if s.heartbeat_liveness >= 2 else float("-inf")
 
     def _flush(self) -> None:
-        """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`)."""
+        """Send every message of the outbox, batched per peer (:func:`gridcrawl.protocol.batch`),
+        after the dispatch the ``results`` handled since the last flush left due
+        (:meth:`ManagerCore.dispatch_due`)."""
+        if self.core is not None:
+            self._carry_out(self.core.dispatch_due(time.time()), flush=False)
         self.recorder.sync_journal()  # write-ahead: the records before the messages they go with
         outbox, self._outbox = self._outbox, {}
         now, sent_at = time.time(), self._sent_at

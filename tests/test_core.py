@@ -106,6 +106,32 @@ def test_priority_first_then_fifo():
     assert order == [3, 1, 2, 4]
 
 
+def test_deferred_dispatch_refills_every_freed_executor_once_when_due():
+    """The server's loop (defer_dispatch): results mark a dispatch due; dispatch_due refills
+    every executor they freed in one dispatch, one assign each, and is a no-op when none is due."""
+    core = make_core(S.replace(prefetch=1))
+    core.defer_dispatch = True
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    register(core, b"a", 1)
+    register(core, b"b", 1)
+    app = open_app(core)
+    first = assigned(submit(core, app, range(12)))  # immediate: a submit is not deferred
+    assert sorted(peer for peer, _ in first) == [b"a", b"a", b"b", b"b"]
+    assert core.dispatch_due(1.0) == []
+    for peer in (b"a", b"b"):
+        ex = core.executors[core.peers[peer][1]]
+        actions = core.handle(peer, p.Results([p.AttemptResult(attempt_id, p.PageResult(url="x"))
+                                               for attempt_id in list(ex.running)]), 1.0)
+        assert assigned(actions) == [] and sends(actions, p.ThreadDone)  # delivered, not refilled
+    refill = core.dispatch_due(1.0)
+    by_peer = {a.peer: a.message for a in refill if isinstance(a, Send) and isinstance(a.message, p.Assign)}
+    assert {peer: len(m.jobs) for peer, m in by_peer.items()} == {b"a": 2, b"b": 2}
+    assert len([a for a in refill if isinstance(a, Send)]) == 2  # one assign per executor
+    assert core.dispatch_due(1.0) == []
+    assert len(core.queue) == 12 - 8
+
+
 def test_no_executor_no_dispatch_and_capacity_respected():
     core = make_core(S.replace(prefetch=2))
     for host in ("h0.test", "h1.test", "h2.test"):
