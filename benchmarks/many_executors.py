@@ -244,7 +244,9 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
         for _ in procs:
             ready.acquire(timeout=120)
         deadline = time.monotonic() + 120
-        while welcomes.value < executors and time.monotonic() < deadline:
+        while welcomes.value < executors:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"timed out after 120 s: {welcomes.value} of {executors} executors welcomed")
             time.sleep(0.01)
         figures["register_s"] = time.perf_counter() - registering
         wait_for(lambda: query(db, "SELECT COUNT(*) FROM executor WHERE is_connected = 1")[0] >= executors, 120,

@@ -118,6 +118,7 @@ def test_many_executors_benchmark_runs_and_counts_right(tmp_path) -> None:
     assert figures["attempts_not_finished"] == 0 and figures["declared_dead"] == 0
     assert figures["executors_recorded"] == 6 == figures["welcomed"] and figures["executors_disconnected"] == 0
     assert figures["refusals"] == 0 and figures["rate"] > 0 and figures["rss_connected_mb"] > 0
+    assert figures["register_s"] > 0  # every executor was welcomed (else run raises) before the submit
     build = many_executors.snapshot_build_ms(executors=6, threads=300, workers=2, repeats=2)
     assert len(build) == 2 and all(ms > 0 for ms in build)
     # --rounds: the report gives every pair's ratio, their median, and the median pair's table
