@@ -316,8 +316,8 @@ class ManagerCore:
         self._room: dict[str, Executor] = {}
         # the server's loop sets this: a ``results`` message marks a dispatch due instead of
         # dispatching, and the loop calls :meth:`dispatch_due` before it sends its outbox, once
-        # per few dozen messages (1,000 desktops of 2 workers: one dispatch per results message
-        # was most of what they cost more than 4 of 64)
+        # per few dozen messages (a dispatch per message cost 9-11 % of the manager's CPU per
+        # grid thread: benchmarks/results/2026-11-27-dispatch-once-per-flush.md)
         self.defer_dispatch = False
         self._dispatch_due = False
         self._last_heartbeat = 0.0
