@@ -73,8 +73,8 @@ def free_port() -> int:
 def executors_process(endpoint: str, first: int, count: int, workers: int, stop, ready, counts, welcomes) -> None:
     """Hold ``count`` simulated executors (DEALER sockets) named ``sim-<first+i>`` until ``stop``
     is set: register each, heartbeat each every second, answer every assign at once, register
-    again when refused (declared dead). Counts each welcome in ``welcomes`` (a shared integer) as
-    it comes, and puts ``(welcomed, results sent, refusals)`` on ``counts`` at the end.
+    again when refused (declared dead). Counts each welcome in ``welcomes`` (an integer shared by
+    every such process) as it comes, and puts ``(results sent, refusals)`` on ``counts`` at the end.
 
     The process waits on the sockets' ``ZMQ_FD`` descriptors with epoll, which costs what is
     ready, not what is open: ``zmq.Poller`` over 250 sockets costs about 180 us of CPU a call on
@@ -87,7 +87,7 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
     context = zmq.Context()
     sockets = []
     waiting = set()  # executors registering: not again until welcomed (the real executor backs off)
-    welcomed, results, refusals = 0, 0, 0
+    results, refusals = 0, 0
     pages = [0] * count
     last_sent = [float("-inf")] * count  # as the real link (gridcrawl.link.LinkState's heartbeat rule)
     last_beat = [time.monotonic()] * count
@@ -101,7 +101,7 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
         """Read everything waiting on executor ``i``'s socket and answer it (the results of one
         pass in one message, as the real executor: each job started and finished within the pass,
         so no ``started``; its result's ``ran`` says when)."""
-        nonlocal welcomed, results, refusals
+        nonlocal results, refusals
         sock = sockets[i]
         while sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             jobs = []
@@ -113,7 +113,6 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
                 if isinstance(m, p.Assign):
                     jobs += m.jobs
                 elif isinstance(m, p.Welcome):
-                    welcomed += 1
                     waiting.discard(i)
                     with welcomes.get_lock():
                         welcomes.value += 1
@@ -176,7 +175,7 @@ def executors_process(endpoint: str, first: int, count: int, workers: int, stop,
         sock.send_multipart(p.encode(p.Bye("benchmark over")))
         sock.close()
     context.term()
-    counts.put((welcomed, results, refusals))
+    counts.put((results, refusals))
 
 
 def rss_mb(pid: int) -> float:
@@ -226,12 +225,12 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
                                 "--concurrent-requests-per-host", "100000"])
     procs, stop = [], multiprocessing.Event()
     counts = multiprocessing.Queue()
+    welcomes = multiprocessing.Value("i", 0)
     figures: dict = {"executors": executors}
     try:
         wait_for(lambda: _listening(http), 60, "the manager's dashboard")
         figures["rss_idle_mb"] = rss_mb(manager.pid)
         ready = multiprocessing.Semaphore(0)
-        welcomes = multiprocessing.Value("i", 0)
         registering = time.perf_counter()
         share = [executors // processes + (1 if i < executors % processes else 0) for i in range(processes)]
         first = 0
@@ -293,18 +292,18 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
         figures["declared_dead"] = len(re.findall(r"declared dead", text))
     finally:
         stop.set()
-        welcomed = results = refusals = 0
+        results = refusals = 0
         for _ in procs:
             try:
-                w, r, f = counts.get(timeout=30)
-                welcomed, results, refusals = welcomed + w, results + r, refusals + f
+                r, f = counts.get(timeout=30)
+                results, refusals = results + r, refusals + f
             except Exception:
                 pass
         for proc in procs:
             proc.join(30)
         manager.terminate()
         manager.wait(30)
-    figures.update(welcomed=welcomed, results=results, refusals=refusals)
+    figures.update(welcomed=welcomes.value, results=results, refusals=refusals)
     return figures
 
 
