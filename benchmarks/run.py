@@ -882,6 +882,36 @@ def scenario_startup(cfg: Config, scratch: Path) -> Section | None:
     return section
 
 
+def _per_page_beyond_first(run: RunResult, one_page: RunResult) -> float | None:
+    """CPU seconds per page beyond the first of ``run``: (its CPU − ``one_page``'s) ÷ (pages − 1);
+    None when either failed, has no CPU figure, or ``run`` visited fewer than 2 pages."""
+    if run.error or one_page.error or not run.cpu_total or not one_page.cpu_total or run.pages < 2:
+        return None
+    return (run.cpu_total - one_page.cpu_total) / (run.pages - 1)
+
+
+def net_cpu_ratio(base: RunResult, grid: RunResult, base1: RunResult, grid1: RunResult) -> float | None:
+    """Target 2 net of start-up: gridcrawl's CPU seconds per page beyond the first (``grid`` less
+    its one-page run ``grid1``) ÷ the baseline's (``base`` less ``base1``); None if not measurable."""
+    base_net, grid_net = _per_page_beyond_first(base, base1), _per_page_beyond_first(grid, grid1)
+    if base_net is None or grid_net is None or base_net <= 0:
+        return None
+    return grid_net / base_net
+
+
+def floor_cpu_ratio(base: RunResult, grid: RunResult, base1: RunResult, grid1: RunResult) -> float | None:
+    """The fixed cost's floor of target 2: the CPU-per-page ratio (start-up included) gridcrawl
+    would have if each page beyond the first cost it exactly what it costs the baseline — its
+    one-page CPU (``grid1``) plus the baseline's CPU per page beyond the first times its pages
+    beyond the first, ÷ its pages, ÷ the baseline's CPU per page (``base``). gridcrawl's ratio
+    goes below it only by spending less per page than the baseline. None if not measurable."""
+    base_net = _per_page_beyond_first(base, base1)
+    if base_net is None or grid.error or grid1.error or not grid1.cpu_total or grid.pages < 2:
+        return None
+    grid_equal = grid1.cpu_total + base_net * (grid.pages - 1)
+    return (grid_equal / grid.pages) / (base.cpu_total / base.pages)
+
+
 def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     """``ratio``: the whole command against the 16-thread crawler, side by side: the Python docs
     served by nginx (no added latency) and by SiteServer with each of ``cfg.ratio_latencies``;
@@ -894,7 +924,9 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
     stores nothing follow. Each round also runs gridcrawl and the storing baseline with
     ``--max-pages 1``: their CPU is each command's fixed cost (start-up, shut-down), and the
     "net of start-up" CPU ratio compares (CPU − that) per page beyond the first, the per-page
-    cost alone (target 1 measures the fixed cost)."""
+    cost alone (target 1 measures the fixed cost); the "fixed cost's floor" is the CPU ratio
+    gridcrawl would have with the baseline's CPU per page beyond the first: target 2 is out of
+    reach while it exceeds 1.1×, unless a page costs gridcrawl less than it costs the baseline."""
     why = docs_available()
     if why:
         console.print(f"[yellow]ratio scenario skipped: {why}[/yellow]")
@@ -912,7 +944,9 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                       "baseline's; crawl-only ratio: the same on crawl seconds. Issue 23 target 3: ≥ 1.5×; "
                       "target 2: CPU per page ≤ 1.1×. Each round also runs gridcrawl and the storing baseline "
                       "with `--max-pages 1` (each command's fixed CPU); \"net of start-up\": (CPU − that) per "
-                      "page beyond the first, gridcrawl's ÷ the storing baseline's.")
+                      "page beyond the first, gridcrawl's ÷ the storing baseline's; \"fixed cost's floor\": the "
+                      "CPU-per-page ratio gridcrawl would have if each page beyond the first cost it what it costs "
+                      "the baseline (its one-page CPU + the baseline's per-page CPU).")
     console.rule(f"[bold]ratio[/bold]: gridcrawl {e}×{t} vs threads×{cfg.baseline_threads}, {cfg.ratio_pairs} rounds")
     section.summary = {"ratio_setting": f"--executors {e} --threads {t} --concurrent-requests-per-host {h} "
                                         "--no-sitemaps",
@@ -948,17 +982,9 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                                                     "ratio (crawl s only)", "CPU per page ÷ baseline's",
                                                     "ratio (wall), count-only", "CPU per page ÷, count-only",
                                                     "one page: gridcrawl / baseline CPU s",
-                                                    "CPU per page ÷ baseline's, net of start-up"])
-        walls, crawls, cpus, walls0, cpus0, nets = [], [], [], [], [], []
-
-        def net(base: RunResult, grid: RunResult, base1: RunResult, grid1: RunResult) -> float | None:
-            """(CPU − the one-page run's CPU) per page beyond the first, gridcrawl's ÷ the baseline's."""
-            runs = (base, grid, base1, grid1)
-            if any(r.error or not r.cpu_total for r in runs) or base.pages < 2 or grid.pages < 2:
-                return None
-            base_net = (base.cpu_total - base1.cpu_total) / (base.pages - 1)
-            grid_net = (grid.cpu_total - grid1.cpu_total) / (grid.pages - 1)
-            return grid_net / base_net if base_net > 0 else None
+                                                    "CPU per page ÷ baseline's, net of start-up",
+                                                    "fixed cost's floor"])
+        walls, crawls, cpus, walls0, cpus0, nets, floors = [], [], [], [], [], [], []
 
         def ratios(base: RunResult, grid: RunResult) -> tuple[float | None, float | None, float | None]:
             ok = not base.error and not grid.error and base.wall_pages_per_second > 0
@@ -974,9 +1000,10 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
             wall, crawl, cpu = ratios(store, grid)
             wall0, _, cpu0 = ratios(count, grid)
             store1, grid1 = fixed[i]
-            cpu_net = net(store, grid, store1, grid1)
+            cpu_net = net_cpu_ratio(store, grid, store1, grid1)
+            cpu_floor = floor_cpu_ratio(store, grid, store1, grid1)
             for values, value in ((walls, wall), (crawls, crawl), (cpus, cpu), (walls0, wall0), (cpus0, cpu0),
-                                  (nets, cpu_net)):
+                                  (nets, cpu_net), (floors, cpu_floor)):
                 if value is not None:
                     values.append(value)
             order = ("gridcrawl, storing, count-only", "storing, count-only, gridcrawl",
@@ -986,7 +1013,8 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                                f"{store.wall_seconds:.2f}", f"{store.cpu_total or 0:.2f}",
                                f"{count.wall_seconds:.2f}", f"{count.cpu_total or 0:.2f}", fmt(wall), fmt(crawl),
                                fmt(cpu), fmt(wall0), fmt(cpu0),
-                               f"{grid1.cpu_total or 0:.2f} / {store1.cpu_total or 0:.2f}", fmt(cpu_net)])
+                               f"{grid1.cpu_total or 0:.2f} / {store1.cpu_total or 0:.2f}", fmt(cpu_net),
+                               fmt(cpu_floor)])
             section.runs += [store, count, grid, store1, grid1]
 
         def med(values: list[float]) -> str:
@@ -997,13 +1025,14 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                            med([c.wall_seconds for _, c, _ in rounds]), med([c.cpu_total or 0 for _, c, _ in rounds]),
                            med(walls), med(crawls), med(cpus), med(walls0), med(cpus0),
                            f"{med([g.cpu_total or 0 for _, g in fixed.values()])} / "
-                           f"{med([b.cpu_total or 0 for b, _ in fixed.values()])}", med(nets)])
+                           f"{med([b.cpu_total or 0 for b, _ in fixed.values()])}", med(nets), med(floors)])
         section.show(table)
         section.summary["ratios"][what] = (_median(walls) if walls else None, _median(crawls) if crawls else None,
                                            len(walls), _median(walls0) if walls0 else None)
         section.summary.setdefault("cpu_ratios", {})[what] = (_median(cpus) if cpus else None, len(cpus),
                                                               _median(cpus0) if cpus0 else None,
-                                                              _median(nets) if nets else None)
+                                                              _median(nets) if nets else None,
+                                                              _median(floors) if floors else None)
         section.notes.append(f"Target 3, {what}: gridcrawl {e}×{t} = "
                              + (f"{_median(walls):.2f}× the storing {cfg.baseline_threads}-thread crawler on wall clock"
                                 if walls else "no complete round")
@@ -1016,6 +1045,8 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                                 if cpus else "not measured (no complete round)")
                              + (f" ({_median(cpus0):.2f}× the one storing nothing)" if cpus0 else "")
                              + (f"; net of each command's one-page CPU, {_median(nets):.2f}×" if nets else "")
+                             + (f"; at the baseline's CPU per page beyond the first it would be {_median(floors):.2f}×"
+                                " (the fixed cost's floor)" if floors else "")
                              + f", median of {len(cpus)} rounds; target ≤ 1.1×.")
         console.print(section.notes[-1])
     return section
@@ -1037,11 +1068,13 @@ def readme_table(sections: list[Section], results: str, measured: str = "") -> s
                            f"{wall0:.2f}×)" if wall is not None and crawl is not None and wall0 is not None
                            else "no complete round")
                         + f" | median of {n} rounds | ≥ 1.5× | `{results}` |")
-    for what, (cpu, n, cpu0, cpu_net) in summary.get("cpu_ratios", {}).items():
+    for what, (cpu, n, cpu0, cpu_net, cpu_floor) in summary.get("cpu_ratios", {}).items():
         rows.append(f"| CPU per page, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}), all its "
                     f"processes, start-up included, vs the 16-thread crawler storing the same pages | "
                     + (f"**{cpu:.2f}×** (vs the crawler storing nothing: {cpu0:.2f}×"
                        + (f"; net of each command's one-page CPU: {cpu_net:.2f}×" if cpu_net is not None else "")
+                       + (f"; floor set by the one-page CPU, at the baseline's CPU per page beyond the first: "
+                          f"{cpu_floor:.2f}×" if cpu_floor is not None else "")
                        + ")" if cpu is not None and cpu0 is not None else "no complete round")
                     + f" | median of {n} rounds | ≤ 1.1× | `{results}` |")
     if "startup_wall" in summary:

@@ -129,3 +129,27 @@ def test_many_executors_benchmark_runs_and_counts_right(tmp_path) -> None:
     text = many_executors.report(pairs, build, args)
     assert "**75%** of the rate with 2, median of 3 pairs: 90% (" in text and "Round 3 of 3" in text
     assert f"| 6 | {figures['rate'] * 1.5:,.0f} |" in text  # the median pair's row
+
+
+def test_target_2_ratios_net_of_start_up_and_the_fixed_cost_s_floor() -> None:
+    """benchmarks/run.py's two derived CPU ratios of target 2, from whole-command figures: net of
+    each command's one-page CPU, and the floor the one-page CPU sets (gridcrawl at the baseline's
+    CPU per page beyond the first); neither from a failed run."""
+    import run  # benchmarks/run.py
+
+    def result(cpu: float, pages: int, error: str = "") -> "run.RunResult":
+        return run.RunResult("r", "threads", pages=pages, cpu_total=cpu, error=error)
+
+    base, base1 = result(3.0, 101), result(1.0, 1)
+    grid, grid1 = result(6.0, 101), result(2.0, 1)
+    # per page beyond the first: baseline (3 - 1) / 100 = 0.02 s, gridcrawl (6 - 2) / 100 = 0.04 s
+    assert run.net_cpu_ratio(base, grid, base1, grid1) == pytest.approx(2.0)
+    # gridcrawl at 0.02 s a page beyond its first: 2 + 100 × 0.02 = 4 CPU-s for 101 pages, the baseline's 3
+    assert run.floor_cpu_ratio(base, grid, base1, grid1) == pytest.approx(4 / 3)
+    # a gridcrawl that spends less per page than the baseline goes below the floor
+    cheaper = result(3.5, 101)
+    assert run.floor_cpu_ratio(base, cheaper, base1, grid1) > 3.5 / 3.0
+    failed = result(0.5, 1, error="exit status 1")
+    assert run.net_cpu_ratio(base, grid, base1, failed) is None
+    assert run.floor_cpu_ratio(base, grid, failed, grid1) is None
+    assert run.floor_cpu_ratio(base, result(2.0, 1), base1, grid1) is None  # one page: nothing beyond it
