@@ -45,9 +45,10 @@ _LANE = 16  # bits of one counter: a lane counts the features with one hash bit 
 _LANE_MASK = (1 << _LANE) - 1
 # _SPREAD_AT[k][v]: byte value v at byte k of the big-endian feature hash (bits 8(7-k) ... 8(7-k)+7),
 # its 8 bits spread one per lane (bit i of the hash -> bit 16 i), so a feature's spread is the
-# OR of 8 look-ups
-_SPREAD_AT = [[sum((v >> b & 1) << (_LANE * (8 * (7 - k) + b)) for b in range(8)) for v in range(256)]
-              for k in range(8)]
+# OR of 8 look-ups. Row k is row 7 shifted by 8 (7 - k) lanes, so it is built by shifting: about
+# 1 ms of CPU at import instead of 5 (every program imports this module)
+_SPREAD_LOW = [sum((v >> b & 1) << (_LANE * b) for b in range(8)) for v in range(256)]
+_SPREAD_AT = [[x << (_LANE * 8 * (7 - k)) for x in _SPREAD_LOW] for k in range(8)]
 # word (lower-cased, UTF-8) -> its feature hash with every bit in a lane of its own (0: the word
 # is not a feature). Pages of one site share most of their vocabulary, so most words are found
 # here: the sum of these integers is the per-bit count of the whole page in one C loop. Bounded
