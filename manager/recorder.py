@@ -601,10 +601,14 @@ class BatchWriter:
         (:data:`ROW_AT_A_TIME`), set what of ``items`` (``(key, changed values)``, all changing
         ``columns``) fewer statements can set: all of them through a temporary table
         (:data:`THROUGH_TABLE`, at least :data:`THROUGH_TABLE_MIN`), else the rows that share
-        their values (:func:`_set_same_values`). Returns the items left to set one by one and
-        the number of rows set here."""
+        their values (:func:`_set_same_values`). On SQLite (:data:`SAME_VALUES_IN_PROCESS`)
+        only large groups of rows sharing their values are set so, by driver SQL. Returns the
+        items left to set one by one and the number of rows set here."""
         dialect = conn.dialect.name
         if dialect not in ROW_AT_A_TIME:
+            if dialect in SAME_VALUES_IN_PROCESS and columns == ("state",) and len(items) >= SAME_VALUES_IN_PROCESS_MIN:
+                return _set_same_values(conn, table, pk, columns, items, SAME_VALUES_IN_PROCESS_MIN,
+                                        _sqlite_update_in)
             return items, 0
         if len(items) >= THROUGH_TABLE_MIN and dialect in THROUGH_TABLE and self.through_table:
             if _update_through_table(conn, table, pk, columns, items):
@@ -655,33 +659,62 @@ THROUGH_TABLE_MIN = 64
 SAME_VALUES_MIN = 4
 #: keys in one such statement at most (SQL Server takes 2,100 parameters in one statement)
 SAME_VALUES_CHUNK = 500
+#: back ends in this process (SQLite) where rows of a batch whose one change is the same new
+#: ``state``, at least ``SAME_VALUES_IN_PROCESS_MIN`` of them, are set by ``UPDATE ... WHERE key
+#: IN (...)`` statements sent straight to the driver: the threads an application collected (DEAD)
+#: in a grid of 1,000 desktops, whose collections fall in batches of their own
+#: (``benchmarks/record_writer.py``: 100,000 of them 0.41-0.47 CPU-s instead of 0.64-0.66).
+#: Measured with sqlite3 alone, 100,000 keys in batches of 10,000: 0.21 CPU-s instead of 0.36
+#: when the keys are consecutive, 0.80-0.84 instead of 0.88-0.93 when scattered. Not other
+#: columns: an indexed one (``executor_id``) or scattered groups of 100 were slower that way
+#: (2.29-2.54 CPU-s against 1.75-2.05 row by row)
+SAME_VALUES_IN_PROCESS = frozenset({"sqlite"})
+SAME_VALUES_IN_PROCESS_MIN = 64
 
 
 def _set_same_values(conn, table: sa.Table, pk: sa.Column, columns: tuple,
-                     items: list[tuple[object, dict]]) -> tuple[list[tuple[object, dict]], int]:
+                     items: list[tuple[object, dict]], minimum: int = SAME_VALUES_MIN,
+                     update_in=None) -> tuple[list[tuple[object, dict]], int]:
     """Of ``items`` (``(key, changed values)`` of one batch, all changing ``columns``), give the
-    rows that share their new values with at least ``SAME_VALUES_MIN - 1`` others those values
+    rows that share their new values with at least ``minimum - 1`` others those values
     in statements of :data:`SAME_VALUES_CHUNK` keys each, ``UPDATE table SET ... WHERE pk IN
     (...)``, on a back end that takes a round trip per row otherwise (SQL Server; MariaDB for
     batches too small for :func:`_update_through_table`): every grid thread an application
     collected goes DEAD, the threads of one ``assign`` go SCHEDULED on one executor (MariaDB,
-    20,000 DEAD threads: 1.5 s row by row, 0.13 s so). Returns the items left to set one by one
-    and the number of rows set here."""
+    20,000 DEAD threads: 1.5 s row by row, 0.13 s so). ``update_in(conn, table, pk, values,
+    keys)`` runs one statement, if given (:func:`_sqlite_update_in`); else SQLAlchemy does.
+    Returns the items left to set one by one and the number of rows set here."""
     same: dict[tuple, list] = defaultdict(list)  # the new values -> their items
     for item in items:
         values = item[1]
         same[tuple(values[c] for c in columns)].append(item)
     left, done = [], 0
     for group in same.values():
-        if len(group) < SAME_VALUES_MIN:
+        if len(group) < minimum:
             left += group
             continue
-        values = _sql_values(group[0][1])
         keys = [key for key, _ in group]
         for start in range(0, len(keys), SAME_VALUES_CHUNK):
-            conn.execute(table.update().where(pk.in_(keys[start:start + SAME_VALUES_CHUNK])).values(**values))
+            if update_in is not None:
+                update_in(conn, table, pk, group[0][1], keys[start:start + SAME_VALUES_CHUNK])
+            else:
+                conn.execute(table.update().where(pk.in_(keys[start:start + SAME_VALUES_CHUNK]))
+                             .values(**_sql_values(group[0][1])))
         done += len(keys)
     return left, done
+
+
+def _sqlite_update_in(conn, table: sa.Table, pk: sa.Column, values: dict, keys: list) -> None:
+    """``UPDATE table SET column = value, ... WHERE pk IN (keys)`` on SQLite, as driver SQL: the
+    values as :meth:`BatchWriter._executemany` hands them to sqlite3 (POSIX seconds as
+    :func:`sqlite_time` text), the keys as parameters. SQLAlchemy's expansion of an IN list
+    cost more than SQLite's work (``benchmarks/record_writer.py``)."""
+    quote = conn.dialect.identifier_preparer.quote
+    names = list(values)
+    sets = ", ".join(f"{quote(name)} = ?" for name in names)
+    params = _sqlite_params(["v_" + name for name in names])({"v_" + name: values[name] for name in names})
+    conn.exec_driver_sql(f"UPDATE {quote(table.name)} SET {sets} WHERE {quote(pk.name)} IN "
+                         f"({', '.join('?' * len(keys))})", (*params, *keys))
 
 
 #: MySQL / MariaDB error codes of a refused privilege (database, table, or global)

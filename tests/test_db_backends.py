@@ -346,6 +346,13 @@ def test_rows_of_a_batch_are_set_exactly_on_every_path(db_url, path, monkeypatch
     check_batch_paths(db_url, path, monkeypatch)
 
 
+def test_sqlite_sets_the_collected_threads_of_a_batch_with_in_lists(tmp_path, monkeypatch):
+    """On SQLite the writer sets the threads of a batch that only go DEAD (64 or more) with one
+    ``UPDATE ... WHERE key IN (...)`` per 500 keys sent straight to sqlite3, and every other
+    change row by row: exactly, as on the other paths."""
+    check_batch_paths(f"sqlite:///{tmp_path / 'manager.db'}", "sqlite in process", monkeypatch)
+
+
 def test_rows_of_a_batch_are_set_exactly_through_a_temporary_table(mariadb_url, monkeypatch):
     """On MariaDB the rows of a batch that change the same columns, 64 or more, go to a temporary
     table and are set from it by one multi-table ``UPDATE``, inside the batch's transaction:
@@ -375,6 +382,11 @@ def check_batch_paths(url: str, path: str, monkeypatch) -> None:
     dialect = engine.dialect.name
     monkeypatch.setattr(recorder, "ROW_AT_A_TIME", frozenset() if path == "row by row" else {dialect})
     monkeypatch.setattr(recorder, "THROUGH_TABLE", {dialect} if path == "through a table" else frozenset())
+    if path == "sqlite in process":  # SQLite's own path, as it is
+        assert dialect == "sqlite"
+        monkeypatch.setattr(recorder, "ROW_AT_A_TIME", frozenset())
+    elif path == "row by row":
+        monkeypatch.setattr(recorder, "SAME_VALUES_IN_PROCESS", frozenset())
     statements: list[str] = []
     sa.event.listen(engine, "before_cursor_execute", lambda *args: statements.append(args[2]))
     init_schema(engine, models.manager_metadata, models.manager_meta)
@@ -395,8 +407,13 @@ def check_batch_paths(url: str, path: str, monkeypatch) -> None:
     updates = [sql for sql in statements if sql.startswith("UPDATE thread")]
     # row by row: one executemany per set of columns; same values together: DEAD in two
     # statements (more keys than one takes), the failed in one, the others one executemany;
+    # SQLite in process: DEAD in two statements, the failed with the others one executemany;
     # through a table: one join per set of columns
-    assert len(updates) == {"row by row": 2, "same values together": 4, "through a table": 2}[path]
+    assert len(updates) == {"row by row": 2, "same values together": 4, "sqlite in process": 3,
+                            "through a table": 2}[path]
+    in_lists = [sql for sql in updates if " IN (" in sql]
+    assert len(in_lists) == {"row by row": 0, "same values together": 3, "sqlite in process": 2,
+                             "through a table": 0}[path]
     joins = [sql for sql in updates if sql.startswith("UPDATE thread, gc_rows_thread")]
     assert len(joins) == (2 if path == "through a table" else 0)
     with engine.connect() as conn:
