@@ -606,7 +606,8 @@ class BatchWriter:
         items left to set one by one and the number of rows set here."""
         dialect = conn.dialect.name
         if dialect not in ROW_AT_A_TIME:
-            if dialect in SAME_VALUES_IN_PROCESS and columns == ("state",) and len(items) >= SAME_VALUES_IN_PROCESS_MIN:
+            if (dialect in SAME_VALUES_IN_PROCESS and columns == ("state",)
+                    and len(items) >= SAME_VALUES_IN_PROCESS_MIN):
                 return _set_same_values(conn, table, pk, columns, items, SAME_VALUES_IN_PROCESS_MIN,
                                         _sqlite_update_in)
             return items, 0
@@ -663,7 +664,7 @@ SAME_VALUES_CHUNK = 500
 #: ``state``, at least ``SAME_VALUES_IN_PROCESS_MIN`` of them, are set by ``UPDATE ... WHERE key
 #: IN (...)`` statements sent straight to the driver: the threads an application collected (DEAD)
 #: in a grid of 1,000 desktops, whose collections fall in batches of their own
-#: (``benchmarks/record_writer.py``: 100,000 of them 0.41-0.47 CPU-s instead of 0.64-0.66).
+#: (``benchmarks/record_writer.py``: 100,000 of them 0.41-0.63 CPU-s instead of 0.64-0.83).
 #: Measured with sqlite3 alone, 100,000 keys in batches of 10,000: 0.21 CPU-s instead of 0.36
 #: when the keys are consecutive, 0.80-0.84 instead of 0.88-0.93 when scattered. Not other
 #: columns: an indexed one (``executor_id``) or scattered groups of 100 were slower that way
@@ -695,11 +696,11 @@ def _set_same_values(conn, table: sa.Table, pk: sa.Column, columns: tuple,
             continue
         keys = [key for key, _ in group]
         for start in range(0, len(keys), SAME_VALUES_CHUNK):
+            chunk = keys[start:start + SAME_VALUES_CHUNK]
             if update_in is not None:
-                update_in(conn, table, pk, group[0][1], keys[start:start + SAME_VALUES_CHUNK])
+                update_in(conn, table, pk, group[0][1], chunk)
             else:
-                conn.execute(table.update().where(pk.in_(keys[start:start + SAME_VALUES_CHUNK]))
-                             .values(**_sql_values(group[0][1])))
+                conn.execute(table.update().where(pk.in_(chunk)).values(**_sql_values(group[0][1])))
         done += len(keys)
     return left, done
 
@@ -712,7 +713,7 @@ def _sqlite_update_in(conn, table: sa.Table, pk: sa.Column, values: dict, keys: 
     quote = conn.dialect.identifier_preparer.quote
     names = list(values)
     sets = ", ".join(f"{quote(name)} = ?" for name in names)
-    params = _sqlite_params(["v_" + name for name in names])({"v_" + name: values[name] for name in names})
+    params = _sqlite_params(names)(values)
     conn.exec_driver_sql(f"UPDATE {quote(table.name)} SET {sets} WHERE {quote(pk.name)} IN "
                          f"({', '.join('?' * len(keys))})", (*params, *keys))
 
