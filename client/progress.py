@@ -8,48 +8,56 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 
 class ProgressView:
     """A live progress bar updated from :class:`gridcrawl.client.app.Progress` figures.
 
-    ``total`` is the page limit (``None``: unknown, the bar pulses). Disabled views print only
-    the summary.
+    ``total`` is the page limit (``None``: unknown, the bar pulses). Disabled views (off, or
+    stderr not a terminal) print only the summary and do not import ``rich.progress`` (about
+    9 ms of a command's start-up, issue 23).
     """
 
     def __init__(self, *, enabled: bool = True, total: int | None = None) -> None:
         self.console = Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
-        self.bar = Progress(
-            TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed} pages"),
-            TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[in_flight]} in flight"),
-            TextColumn("{task.fields[rate]:.1f} pages/s"), TimeElapsedColumn(),
-            TextColumn("[bold red]{task.fields[note]}"), console=self.console, disable=not self.enabled)
-        self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0, note="")
+        self._moved = []
+        self.bar = None
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(
+                TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed} pages"),
+                TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[in_flight]} in flight"),
+                TextColumn("{task.fields[rate]:.1f} pages/s"), TimeElapsedColumn(),
+                TextColumn("[bold red]{task.fields[note]}"), console=self.console)
+            self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0, note="")
 
     def __enter__(self) -> "ProgressView":
+        if self.bar is None:
+            return self
         stderr = sys.stderr
         self.bar.__enter__()
         # log lines on stderr go through rich's proxy while the bar is shown, so each is printed
         # on its own line above the bar instead of glued onto it
         self._moved = [(h, h.setStream(sys.stderr)) for h in logging.getLogger().handlers
-                       if self.enabled and type(h) is logging.StreamHandler and h.stream is stderr
+                       if type(h) is logging.StreamHandler and h.stream is stderr
                        and sys.stderr is not stderr]
         return self
 
     def __exit__(self, *exc) -> None:
         for handler, stream in self._moved:
             handler.setStream(stream)
-        self.bar.__exit__(*exc)
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
 
     def update(self, progress) -> None:
         """Show the figures of ``progress`` (a :class:`gridcrawl.client.app.Progress`), and its note
         ("database unavailable, retrying") when it has one."""
-        self.bar.update(self.task, completed=progress.pages, errors=progress.errors,
-                        in_flight=progress.in_flight, rate=progress.pages_per_second,
-                        note=getattr(progress, "note", ""))
+        if self.bar is not None:
+            self.bar.update(self.task, completed=progress.pages, errors=progress.errors,
+                            in_flight=progress.in_flight, rate=progress.pages_per_second,
+                            note=getattr(progress, "note", ""))
 
     def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
                 commands: list[tuple[str, str]] = ()) -> None:

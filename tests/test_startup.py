@@ -84,13 +84,16 @@ NOT_AT_STARTUP = ("pyexpat", "rdflib", "extruct", "flask", "waitress", "matplotl
 def test_a_plain_crawl_imports_no_optional_part(tmp_path, site_server):
     """A real one-page ``gridcrawl run`` (``-X importtime`` lists every module its processes
     import) imports none of the parts only some crawls need (RDF, the dashboard, plots, Spark,
-    rendering, WARC, migrations, server drivers): they are imported where used."""
+    rendering, WARC, migrations, server drivers): they are imported where used; nor, with
+    ``--no-progress``, the progress bar (``rich.progress``)."""
     server = site_server(generate_site(5, links_per_page=2, seed=3))
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gridcrawl", "run", server.url("/"),
                            "--max-pages", "1", "--executors", "1", "--workdir", str(tmp_path), "--no-progress",
                            "--no-sitemaps"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in proc.stderr.splitlines()
-                if line.startswith("import time:") and line.count("|") == 2}
-    assert "sqlalchemy" in imported and "lxml" in imported  # the listing is read right
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and line.count("|") == 2}
+    imported = {name.split(".")[0] for name in modules}
+    assert "sqlalchemy" in imported and "lxml" in imported and "rich.console" in modules  # read right
     assert sorted(imported & set(NOT_AT_STARTUP)) == []
+    assert "rich.progress" not in modules
