@@ -184,58 +184,55 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     from gridcrawl.focus import Focus, OntologyFocus
     from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
+    stored = store.metas()  # read once; what changes is written once, at the end
+    store_meta: dict[str, str] = {}
     try:
         if rules is not None:
             rule_list = load_rules(rules)
             page_types = load_page_types(rules, rule_list)
             store.save_rules(rule_list)
-            store.set_meta("page_types", json.dumps({k: v.as_dict() for k, v in page_types.items()}))
+            store_meta["page_types"] = json.dumps({k: v.as_dict() for k, v in page_types.items()})
             seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
         else:
             rule_list = store.stored_rules()
             page_types = {k: PageType(bool(v.get("render")), v.get("wait_for"))
-                          for k, v in json.loads(store.get_meta("page_types") or "{}").items()}
+                          for k, v in json.loads(stored.get("page_types") or "{}").items()}
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
     items = resolve_items(store, extract)
     if render is None:
-        render = store.get_meta("render") == "1"
+        render = stored.get("render") == "1"
     if wait_for is None:
-        wait_for = store.get_meta("wait_for") or None
+        wait_for = stored.get("wait_for") or None
     elif not wait_for.strip():
         fail("--wait-for needs a CSS selector")
-    store.set_meta("render", "1" if render else "0")
-    store.set_meta("wait_for", wait_for or "")
+    store_meta.update(render="1" if render else "0", wait_for=wait_for or "")
     try:
         if focus is not None and focus_ontology is not None:
             raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
         if focus_ontology is not None:
             focused = OntologyFocus.load(focus_ontology)
-            store.set_meta("focus_ontology", str(Path(focus_ontology).resolve())[:1024])
-            store.set_meta("focus", "")
+            store_meta.update(focus_ontology=str(Path(focus_ontology).resolve())[:1024], focus="")
         elif focus is not None:
             focused = Focus.parse(focus)
-            store.set_meta("focus", " ".join(focused.terms))
-            store.set_meta("focus_ontology", "")
-        elif store.get_meta("focus_ontology"):
-            focused = OntologyFocus.load(store.get_meta("focus_ontology"))
+            store_meta.update(focus=" ".join(focused.terms), focus_ontology="")
+        elif stored.get("focus_ontology"):
+            focused = OntologyFocus.load(stored["focus_ontology"])
         else:
-            stored = store.get_meta("focus")
-            focused = Focus.parse(stored) if stored else None
+            focused = Focus.parse(stored["focus"]) if stored.get("focus") else None
         structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
-                           or store.get_meta("structured_data") == "1")
+                           or stored.get("structured_data") == "1")
         if min_relevance is None:
-            min_relevance = float(store.get_meta("min_relevance", "0"))
+            min_relevance = float(stored.get("min_relevance", "0"))
         if order is None:
-            order = store.get_meta("order") or ("priority" if focused else "bfs")
+            order = stored.get("order") or ("priority" if focused else "bfs")
         strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
                             structured_data=structured_data, items=items, render=render, wait_for=wait_for,
                             page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
-    store.set_meta("min_relevance", repr(strategy.min_relevance))
-    store.set_meta("order", strategy.order)
-    store.set_meta("structured_data", "1" if strategy.structured_data else "0")
+    store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
+                                  "structured_data": "1" if strategy.structured_data else "0"})
     return strategy, seeds
 
 

@@ -231,14 +231,26 @@ class CrawlStore:
                                  .where(models.crawl_meta.c.name == name)).scalar()
         return default if value is None else value
 
+    def metas(self) -> dict[str, str]:
+        """Every stored crawl setting, name to value (one query, for the start of a crawl)."""
+        with self.engine.connect() as conn:
+            return {name: value for name, value in conn.execute(sa.select(models.crawl_meta.c.name,
+                                                                           models.crawl_meta.c.value))}
+
     def set_meta(self, name: str, value: str) -> None:
         """Store crawl setting ``name`` (replacing an older value)."""
+        self.set_metas({name: value})
+
+    def set_metas(self, values: dict[str, str]) -> None:
+        """Store the crawl settings ``values`` (name to value, replacing older values) in one
+        transaction."""
         meta = models.crawl_meta
 
         def work(conn) -> None:
-            # rowcount 0 may also mean "same value" (drivers that count changed rows): insert-if-absent
-            if conn.execute(meta.update().where(meta.c.name == name).values(value=value)).rowcount == 0:
-                insert_ignore(conn, meta, [{"name": name, "value": value}])
+            for name, value in values.items():
+                # rowcount 0 may also mean "same value" (drivers that count changed rows): insert-if-absent
+                if conn.execute(meta.update().where(meta.c.name == name).values(value=value)).rowcount == 0:
+                    insert_ignore(conn, meta, [{"name": name, "value": value}])
         run_transaction(self.engine, work)
 
     def scope(self, seeds: Sequence[str], allow_domains: Iterable[str], max_depth: int,

@@ -234,7 +234,7 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
                 raise DatabaseUnavailable(f"database schema version {stored} is newer than this gridcrawl's "
                                           f"({int(head)}); upgrade gridcrawl")
             if not any(inspector.has_table(t.name) for t in metadata.sorted_tables):
-                metadata.create_all(conn)       # a new database: the current tables, no migration
+                metadata.create_all(conn, checkfirst=False)  # a new database (none of its tables): the current ones
                 migrations.stamp(conn, kind)
                 revision = head
         if revision != head:

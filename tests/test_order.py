@@ -168,3 +168,29 @@ def test_breadth_and_depth_first_claims_read_an_index_not_a_sort_of_the_frontier
     with engine.connect() as conn:
         plan = " ".join(row[-1] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
     assert "ix_to_visit_url_depth" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_resumed_crawl_keeps_the_strategy_it_stored(tmp_path):
+    """``resolve_strategy`` (every crawl's start) stores the options given in one transaction
+    and a run given none takes them back from the crawl database: order, focus, threshold,
+    structured data, rendering and its selector. Options refused (``--focus`` with
+    ``--focus-ontology``) exit with status 2 and change nothing stored."""
+    import typer
+    from gridcrawl.client.cli import resolve_strategy
+
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    first, seeds = resolve_strategy(store, [BASE + "/"], focus="crawler politeness", min_relevance=0.25,
+                                    order="dfs", structured_data=True, render=True, wait_for="#main")
+    assert seeds == [BASE + "/"]
+    stored = store.metas()
+    assert {k: stored[k] for k in ("order", "focus", "focus_ontology", "min_relevance", "structured_data",
+                                   "render", "wait_for")} == {
+        "order": "dfs", "focus": "crawler politeness", "focus_ontology": "", "min_relevance": "0.25",
+        "structured_data": "1", "render": "1", "wait_for": "#main"}
+    resumed, _ = resolve_strategy(store, [])
+    assert (resumed.order, resumed.focus.terms, resumed.min_relevance, resumed.structured_data, resumed.render,
+            resumed.wait_for) == ("dfs", first.focus.terms, 0.25, True, True, "#main")
+    with pytest.raises(typer.Exit) as refused:
+        resolve_strategy(store, [], focus="other words", focus_ontology=str(tmp_path / "o.ttl"), render=False)
+    assert refused.value.exit_code == 2
+    assert store.metas() == stored
