@@ -20,6 +20,7 @@ OTHER_TOOLS = {
     "--queued": "benchmarks/grid_overhead.py",
     "--store": "benchmarks/baselines.py",
     "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
+    "--dist": "pytest-xdist",
     "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
 }
 

@@ -195,5 +195,6 @@ def test_ci_script_installs_the_readmes_packages_starts_both_servers_and_require
     assert "pg_ctlcluster --skip-systemctl-redirect" in script and "/usr/sbin/mariadbd" in script
     assert "main start || true" not in script  # a server that does not start is a failure, not a skip
     assert "export GRIDCRAWL_REQUIRE_DATABASES=1" in script
-    assert script.rstrip().endswith("python -m pytest -q")
-    assert "python -m pytest -q" in readme
+    command = tests_section.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()[-1]
+    assert command.startswith("python -m pytest -q"), command
+    assert script.rstrip().endswith("\n" + command)
