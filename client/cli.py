@@ -8,13 +8,11 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import SETTING_OPTIONS, fail, peer_credentials, setting_options, setup_logging, stop_on_signals
+from gridcrawl.cli_common import (SETTING_OPTIONS, fail, manager_endpoints, peer_credentials, setting_options,
+                                  setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
-from gridcrawl.link import split_endpoints
-from gridcrawl.transport import check_endpoint
-from gridcrawl.urls import InvalidURL
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="The gridcrawl crawler application: keeps the crawl's "
@@ -103,9 +101,7 @@ def crawl(
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
-        manager = split_endpoints(manager)
-        for endpoint in manager:
-            check_endpoint(endpoint)
+        manager = manager_endpoints(manager)
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
@@ -143,9 +139,7 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     if not application_ids:
         fail(f"{action} needs the application id (shown by the dashboard, the client's log and crawl_meta)")
     try:
-        manager = split_endpoints(manager)
-        for endpoint in manager:
-            check_endpoint(endpoint)
+        manager = manager_endpoints(manager)
         settings = configured_settings(ctx, connect_timeout=connect_timeout).validate()
         if (curve_secret is None) != (curve_server_key is None):
             fail("--curve-secret and --curve-server-key go together")
@@ -302,6 +296,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     an invalid seed, invalid rules, an unusable database, or no seeds and no crawl to resume."""
     from gridcrawl.db import open_database
     from gridcrawl.client.store import CrawlStore, check_seed
+    from gridcrawl.urls import InvalidURL
 
     try:
         for seed in seeds:

@@ -7,10 +7,9 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import SETTING_OPTIONS, fail, peer_credentials, setting_options, setup_logging, stop_on_signals
+from gridcrawl.cli_common import (SETTING_OPTIONS, fail, manager_endpoints, peer_credentials, setting_options,
+                                  setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
-from gridcrawl.link import split_endpoints
-from gridcrawl.transport import check_endpoint
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="A gridcrawl executor: registers with the manager and "
@@ -67,9 +66,7 @@ def run(
     elif hours:
         fail("--hours needs --idle-only")
     try:
-        manager = split_endpoints(manager)
-        for endpoint in manager:
-            check_endpoint(endpoint)
+        manager = manager_endpoints(manager)
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))

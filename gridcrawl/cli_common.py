@@ -155,6 +155,17 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
+def manager_endpoints(values: str | list[str]) -> list[str]:
+    """The manager endpoints of a ``--manager`` option (:func:`gridcrawl.link.split_endpoints`:
+    repeated or comma-separated, duplicates dropped), each checked
+    (:func:`gridcrawl.transport.check_endpoint`). Raises ``ValueError`` with a one-line reason.
+    (Imported here, when a command runs: ``--help`` and the commands without a manager do not
+    load ZeroMQ.)"""
+    from gridcrawl.link import split_endpoints
+    from gridcrawl.transport import check_endpoint
+    return [check_endpoint(endpoint) for endpoint in split_endpoints(values)]
+
+
 #: Environment variable the programs read a password from (never a command-line argument).
 PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 

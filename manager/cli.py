@@ -7,12 +7,10 @@ import os
 from pathlib import Path
 
 import typer
-import zmq
 
 from gridcrawl.cli_common import PASSWORD_ENV, SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
-from gridcrawl.transport import check_endpoint
 
 DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
 
@@ -67,9 +65,11 @@ def serve(
                                 "options; see docs/operations.md)"),
 ) -> None:
     """Run the manager until SIGINT/SIGTERM."""
-    from gridcrawl.db import open_database
     if ctx.invoked_subcommand is not None:
         return
+    import zmq
+    from gridcrawl.db import open_database
+    from gridcrawl.transport import check_endpoint
     setup_logging(log_level, log_file, log_json)
     try:
         check_endpoint(bind)

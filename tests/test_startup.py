@@ -97,3 +97,26 @@ def test_a_plain_crawl_imports_no_optional_part(tmp_path, site_server):
     assert "sqlalchemy" in imported and "lxml" in imported and "rich.console" in modules  # read right
     assert sorted(imported & set(NOT_AT_STARTUP)) == []
     assert "rich.progress" not in modules
+
+
+#: What a command that neither crawls nor opens a database has no use for.
+NOT_WITHOUT_A_CRAWL = ("zmq", "msgspec", "w3lib", "sqlalchemy", "requests", "lxml")
+
+
+@pytest.mark.parametrize("program, args", [
+    ("gridcrawl.cli", ["--help"]), ("gridcrawl.cli", ["run", "--help"]), ("gridcrawl.cli", ["config", "show"]),
+    ("gridcrawl.manager", ["--help"]), ("gridcrawl.executor", ["--help"]), ("gridcrawl.client", ["--help"]),
+])
+def test_help_and_config_load_no_grid_library(program, args):
+    """``--help`` of each program and ``gridcrawl config show`` (``-X importtime`` lists what
+    they import) load neither ZeroMQ and the wire protocol nor the database layer, HTTP or HTML
+    libraries: those are imported when a command runs, so help and mistakes answer at once."""
+    main = "gridcrawl" if program == "gridcrawl.cli" else program
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", main, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and line.count("|") == 2}
+    imported = {name.split(".")[0] for name in modules}
+    assert "typer" in imported and "gridcrawl" in imported  # read right
+    assert sorted(imported & set(NOT_WITHOUT_A_CRAWL)) == []
