@@ -178,7 +178,9 @@ def serve_python_docs(port: int | None = None, root: str = DOCS_ROOT, timeout: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve the docs until Ctrl-C; prints the URL. Returns the exit status."""
+    """Serve the docs until Ctrl-C or SIGTERM (``kill``): either stops nginx and deletes its
+    temp dir; prints the URL. Returns the exit status."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # else nginx outlives a `kill` of this process
     parser = argparse.ArgumentParser(description="Serve the Python HTML docs with nginx on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=None, help="TCP port (default: a free one)")
     parser.add_argument("--root", default=DOCS_ROOT, help=f"directory to serve (default: {DOCS_ROOT})")

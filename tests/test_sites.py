@@ -10,7 +10,11 @@ records requests and concurrency, and applies latency. All traffic goes to
 from __future__ import annotations
 
 import collections
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from urllib.parse import urldefrag, urljoin, urlsplit
@@ -20,6 +24,7 @@ import pytest
 import requests
 
 from docsite import docs_available, serve_python_docs
+from grid import free_port
 from sites import (
     EXTERNAL_HOST,
     Site,
@@ -298,3 +303,26 @@ def test_docsite_serves_python_docs():
             assert s.get(base + "/no-such-page.html", timeout=10).status_code == 404
     with pytest.raises(requests.ConnectionError):
         requests.get(base + "/index.html", timeout=5)
+
+
+@pytest.mark.skipif(_NO_DOCS is not None, reason=f"docs site unavailable: {_NO_DOCS}")
+def test_docsite_command_stops_nginx_on_sigterm(tmp_path):
+    """``python tests/docsite.py`` (the README's way to serve the docs) stopped with ``kill``
+    (SIGTERM) stops its nginx too and deletes its temp dir: nothing keeps serving the port."""
+    port = free_port()
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "docsite.py"), "--port", str(port)],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "serving" in proc.stdout.readline()
+        assert requests.get(f"http://127.0.0.1:{port}/index.html", timeout=10).status_code == 200
+        assert [p.name for p in tmp_path.iterdir() if p.name.startswith("gridcrawl-nginx-")]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://127.0.0.1:{port}/index.html", timeout=5)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("gridcrawl-nginx-")]
