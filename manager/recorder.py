@@ -835,11 +835,15 @@ class WriterProcess:
 
     def _wait(self, timeout: float) -> bool:
         """Reap the child if it ends within ``timeout`` seconds; True if it has ended. Waits on a
-        pidfd (Linux 5.3+: woken the moment the child ends), else polls every 10 ms."""
+        pidfd (Linux 5.3+: woken the moment the child ends; ``poll``, not ``select``, which refuses
+        descriptors over 1,023 — a manager with a thousand executors has more), else polls every
+        10 ms."""
         if self.exit_status is not None:
             return True
         try:
             pidfd = os.pidfd_open(self.pid)
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
         except OSError:  # reaped already (waitpid says so below), or an older kernel
             pidfd = None
         deadline = time.monotonic() + timeout
@@ -857,7 +861,7 @@ class WriterProcess:
                 if left <= 0:
                     return False
                 if pidfd is not None:
-                    select.select([pidfd], [], [], left)
+                    poller.poll(left * 1000)
                 else:
                     time.sleep(min(0.01, left))
         finally:

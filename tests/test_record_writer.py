@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import msgpack
@@ -80,6 +81,36 @@ def test_the_writer_process_writes_events_and_journal_segments_in_another_proces
     with engine.connect() as conn:
         epochs = dict(conn.execute(sa.select(models.attempt.c.internal_thread_id, models.attempt.c.epoch)).all())
     assert epochs == {1: None, 2: None, 3: None, 4: 7, 5: 7}
+
+
+def test_the_writer_stops_in_a_manager_with_more_than_1024_descriptors_open(tmp_path):
+    """A manager with a thousand executors holds more than 1,024 descriptors (one TCP connection
+    each): a writer process started then (a standby taking over a big grid) is waited for, at the
+    manager's stop, on a descriptor numbered above 1,023, which ``select()`` refuses (it raised
+    ``ValueError``)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if max(soft, hard) != resource.RLIM_INFINITY and max(soft, hard) < 1200:
+        pytest.skip(f"this process may open only {max(soft, hard)} descriptors")
+    if soft != resource.RLIM_INFINITY and soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    engine = _engine(tmp_path)
+    held = []
+    try:
+        while not held or held[-1] < 1100:  # the connections of a big grid
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        writer = WriterProcess(engine)
+        assert writer.write(_thread_events(1, 1), None, careful=False, lease=None, epoch=None) == 2 + 2
+        os.kill(writer.pid, signal.SIGSTOP)  # still there when the stop begins to wait for it
+        threading.Timer(0.3, os.kill, (writer.pid, signal.SIGCONT)).start()
+        writer.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        if soft != resource.RLIM_INFINITY and soft < 1200:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert writer.exit_status == 0 and not psutil.pid_exists(writer.pid)
+    assert _states(engine) == {1: 4}
 
 
 def test_a_batch_fenced_by_a_lost_lease_writes_nothing_and_a_database_error_comes_back(tmp_path):
