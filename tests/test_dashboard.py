@@ -148,7 +148,9 @@ def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(das
             after = count(page, "finished")
             assert before < middle <= after == total        # the count rose, without a reload
             assert page.locator("#hosts tbody").inner_text().strip() != ""
-            assert "stopped" in page.locator("#applications tbody").inner_text()
+            # the client's CloseApplication may reach the page one refresh (2 s) after its last result
+            wait_for(lambda: "stopped" in page.locator("#applications tbody").inner_text(), 30,
+                     message="the page showing the application stopped")
             assert page.locator("#applications tbody td[data-label=errors]").all_inner_texts() == ["0"]
             # connected executors without work are idle, not "working" (issue 21)
             wait_for(lambda: states() == ["idle", "idle"], 30, message="the executors shown idle")
