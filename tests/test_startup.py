@@ -62,8 +62,13 @@ def test_gridcrawl_run_forks_named_children(tmp_path, site_server):
                              "--workdir", str(tmp_path), "--no-progress", "--no-sitemaps"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 60, 0.05, "manager and 2 executors")
-        names = sorted(child.name() for child in psutil.Process(proc.pid).children())
+        def named_children() -> list[str]:
+            return sorted(child.name() for child in psutil.Process(proc.pid).children())
+
+        # A child is listed from its fork on, under the parent's name until its first steps name it:
+        # wait until the three are named (a child never named fails here, by the timeout).
+        wait_for(lambda: [n[:3] for n in named_children()] == ["gc-"] * 3, 60, 0.05, "manager and 2 executors named")
+        names = named_children()
         server.latency = 0.0  # the children are seen: the rest of the crawl need not be slow
         out, err = proc.communicate(timeout=120)
     finally:
