@@ -3,8 +3,9 @@
 :class:`CrawlApplication` opens (or reattaches to) an application at the manager, then repeats:
 claim URLs from ``to_visit_url`` up to ``max_in_flight``, submit them as grid threads, receive
 each finished thread, and apply results in batched transactions (``apply_batch`` results or
-``apply_interval`` seconds, whichever first), acknowledging them to the manager only after they
-are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
+``apply_interval`` seconds, whichever first; at once while the frontier has nothing more to
+submit, when the results hold the only new work), acknowledging them to the manager only after
+they are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
 flight, and then closes the application.
 
 Results are applied by a thread of their own while the I/O loop goes on receiving and sending
@@ -357,6 +358,8 @@ class CrawlApplication:
                 if self.link.up and not exhausted and self._applying is None and self._db_available(now):
                     exhausted = self._refill()
                 wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
+                if self._apply_now(exhausted) and self._db_available(now):
+                    wait = 0  # apply below, at once
                 if exhausted and not self.in_flight and not self.results and self._applying is None and not self.watch:
                     wait = 0  # nothing more will come: end below without waiting on the socket
                 if self.link.socket.poll(wait * 1000):
@@ -383,12 +386,9 @@ class CrawlApplication:
                 if self.progress.state == "cancelled":
                     break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
-                # apply when the batch is full, when its oldest result has waited apply_interval, or
-                # when every submitted thread is back (no more results to wait for; the grid may be
-                # idle until the links of these pages are submitted, as after the seed)
                 if (self.results and self._applying is None and self._db_available(now)
-                        and (len(self.results) >= s.apply_batch or now - oldest_result >= s.apply_interval
-                             or len(self.results) >= len(self.in_flight))):
+                        and (self._apply_now(exhausted) or len(self.results) >= s.apply_batch
+                             or now - oldest_result >= s.apply_interval)):
                     self._applying = self._applier.submit(self._apply_batch, self.results)
                     self.results = []
                     oldest_result = None
@@ -459,6 +459,15 @@ class CrawlApplication:
             return None
         self.in_flight[thread_id] = pend
         return pend
+
+    def _apply_now(self, exhausted: bool) -> bool:
+        """True when the waiting results should be applied without waiting for a full batch
+        (``apply_batch``) or for ``apply_interval``: when every submitted thread is back, or when
+        the frontier has nothing more to submit (``exhausted``). Their pages' links are then the
+        only new work, and the executors idle until they are applied (as after the seed, or
+        while one slow page is in flight). One apply at a time still batches what comes meanwhile."""
+        return bool(self.results) and self._applying is None and (exhausted
+                                                                   or len(self.results) >= len(self.in_flight))
 
     def _refill(self) -> bool:
         """Submit more grid threads if there is room; True when the frontier has nothing more

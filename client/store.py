@@ -219,6 +219,9 @@ class CrawlStore:
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
         # cleared when full, so memory does not grow with the frontier (the tables decide).
         self._known: set[int] = set()
+        # A sitemap's lastmod for pages that were in flight when it was read (their Pending was
+        # claimed without it): fingerprint -> lastmod, until their result is applied.
+        self._late_lastmods: dict[str, datetime] = {}
         self.traps: TrapDetector | None = None  # made by apply() from the scope's trap settings
         init_schema(engine, models.crawl_metadata, models.crawl_meta)
 
@@ -444,7 +447,7 @@ class CrawlStore:
                              "parse_seconds": page.parse_seconds, "extract_seconds": page.extract_seconds,
                              "simhash": f"{page.simhash:016x}" if isinstance(page.simhash, int) else None,
                              "canonical_url": page.canonical, "duplicate_of": duplicate_of,
-                             "lastmod": pend.lastmod})
+                             "lastmod": pend.lastmod or self._late_lastmods.get(pend.fingerprint)})
             relevance = self._page_score(page, pend)
             if kind != "noindex":  # a noindex page has no document row, nor triples
                 headers = page.headers if isinstance(page.headers, dict) else {}
@@ -550,15 +553,17 @@ class CrawlStore:
         item_types = {spec.type for spec in self.strategy.items}
         found: dict = {}
         added: list = []
+        late: dict = {}
 
         def work(conn) -> None:
             found.clear()
             found.update(dict.fromkeys(VERDICTS, 0))
+            late.clear()
             stored = self._revisit(conn, outcomes, rows.docs, rows.visits, rows.now, found)
             self._write_sitemaps(conn, rows.sitemaps)
             new_docs = [d for d in rows.docs if d["fingerprint"] not in stored]
             insert_ignore(conn, document, new_docs)
-            found["due"] = self._lastmod_hints(conn, links.values(), rows.now)
+            found["due"] = self._lastmod_hints(conn, links.values(), rows.now, late)
             insert_ignore(conn, visited, [v for v in rows.visits if v["fingerprint"] not in stored])
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
@@ -575,6 +580,9 @@ class CrawlStore:
             insert_ignore(conn, models.item, rows.items)
             insert_ignore(conn, models.item_issue, rows.issues)
         run_transaction(self.engine, work)
+        for o in outcomes:
+            self._late_lastmods.pop(o.pending.fingerprint, None)
+        self._late_lastmods.update(late)
         if len(self._known) > KNOWN_CACHE:
             self._known.clear()
         self._known.update(hash(row["url"]) for row in links.values())
@@ -885,9 +893,12 @@ class CrawlStore:
                          [{"b_fp": row["fingerprint"],
                            **{k: v for k, v in row.items() if k not in ("fingerprint", "url")}} for row in rows])
 
-    def _lastmod_hints(self, conn, links: Iterable[dict], now) -> int:
-        """Act on the ``<lastmod>`` a sitemap read now gives for pages already stored (inside
-        :meth:`apply`'s transaction): update ``document.lastmod`` and, during a recrawl run
+    def _lastmod_hints(self, conn, links: Iterable[dict], now, late: dict) -> int:
+        """Act on the ``<lastmod>`` a sitemap read now gives for pages already queued or stored
+        (inside :meth:`apply`'s transaction). A page queued before (by a link) gets it in its
+        ``to_visit_url`` row; one in flight also in ``late`` (fingerprint -> lastmod, for
+        :attr:`_late_lastmods`: its Pending was claimed without it). A stored page: update
+        ``document.lastmod`` and, during a recrawl run
         (:attr:`recrawl_since`) for a document not visited in that run or not in the last
         ``min_interval`` (a visit just rescheduled it), apply
         :meth:`AdaptiveSchedule.lastmod_hint` to its schedule; a document made due now is
@@ -904,6 +915,8 @@ class CrawlStore:
             docs += conn.execute(sa.select(c.fingerprint, c.url, c.depth, c.page_type, c.etag, c.last_modified,
                                            c.lastmod, c.visited_at, c.fetched_at, c.fetch_interval, c.next_fetch_at)
                                  .where(c.fingerprint.in_(part))).all()
+        self._lastmod_to_queued(conn, {fp: lm for fp, lm in listed.items()
+                                       if fp not in {d.fingerprint for d in docs}}, late)
         updates, due = [], []
         for d in docs:
             lastmod = listed[d.fingerprint]
@@ -923,6 +936,21 @@ class CrawlStore:
                 updates.append({"b_fp": d.fingerprint, **values})
         _execute_grouped(conn, document, c.fingerprint, updates)
         return _queue_absent(conn, due)
+
+    @staticmethod
+    def _lastmod_to_queued(conn, listed: dict, late: dict) -> None:
+        """Give the ``to_visit_url`` rows of ``listed`` (fingerprint -> a sitemap's lastmod, pages
+        not stored) that lastmod; put those in flight in ``late`` too."""
+        c = to_visit.c
+        updates = []
+        for part in chunks(sorted(listed), 500):
+            for fp, lastmod, in_flight in conn.execute(sa.select(c.fingerprint, c.lastmod, c.in_flight)
+                                                       .where(c.fingerprint.in_(part))):
+                if lastmod != listed[fp]:
+                    updates.append({"b_fp": fp, "lastmod": listed[fp]})
+                if in_flight:
+                    late[fp] = listed[fp]
+        _execute_grouped(conn, to_visit, c.fingerprint, updates)
 
     def start_recrawl(self, mode: str, due: int) -> int:
         """Record the start of a recrawl run (``mode``: due, all or watch) that queued ``due``

@@ -222,3 +222,44 @@ def test_an_executor_reports_the_start_of_a_page_only_once_it_has_run_a_while():
         manager.close()
         context.term()
         server.stop()
+
+
+def test_results_are_applied_at_once_while_the_frontier_is_empty(tmp_path, site_server):
+    """A slow page in flight must not hold back the links of the pages that came back: once the
+    frontier has nothing more to submit, each result is applied (and its links submitted) at
+    once, not after ``apply_interval`` (here ten minutes) or when every thread is back.
+
+    ``/`` links to ``/slow`` and to a chain ``/c1`` → ... → ``/c5``; ``/slow`` answers when
+    ``/c5`` has been requested, or after 20 s (well within the fetch's read timeout, here a
+    minute). The chain reaches ``/c5`` first only if ``/c1``…``/c4`` are applied while ``/slow``
+    is still in flight (before, they waited for it)."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    chain_done = threading.Event()
+    slow_saw: list[bool] = []
+    site = Site()
+    site.pages["/"] = b'<html><body><a href="/slow">slow</a> <a href="/c1">chain</a></body></html>'
+    for i in range(1, 5):
+        site.pages[f"/c{i}"] = f'<html><body>chain {i} <a href="/c{i + 1}">next</a></body></html>'.encode()
+
+    def slow(h) -> None:
+        slow_saw.append(chain_done.wait(20))
+        h.respond(200, b"<html><body>slow</body></html>")
+
+    def last(h) -> None:
+        chain_done.set()
+        h.respond(200, b"<html><body>chain 5</body></html>")
+
+    site.extra["/slow"], site.extra["/c5"] = slow, last
+    server = site_server(site)
+    env = {**os.environ, "GRIDCRAWL_APPLY_INTERVAL": "600", "GRIDCRAWL_FETCH_READ_TIMEOUT": "60"}
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--workdir", str(tmp_path), "--no-progress", "--no-sitemaps"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        assert conn.execute("SELECT count(*) FROM visited_url").fetchone()[0] == 7  # /, /slow, /c1…/c5
+    assert slow_saw == [True], "the chain reached /c5 only after /slow had answered"

@@ -510,6 +510,28 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
 
 
+def test_a_sitemaps_lastmod_reaches_pages_queued_or_in_flight_before_it(store):
+    """The seed's links queue ``/q`` and ``/f`` before its sitemap is read; ``/f`` is even in
+    flight when the sitemap's result is applied. The sitemap's lastmod of each still reaches its
+    document (before, only pages stored before the sitemap, or queued by it, kept theirs: which
+    one depended on the order results came back in)."""
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/s.xml"], links=[[f"{H}/f", ""], [f"{H}/q", ""]])], scope)
+    pending = _claim_all(store)
+    assert set(pending) == {f"{H}/s.xml", f"{H}/f", f"{H}/q"}
+    store.release([pending[f"{H}/q"].thread_id])  # /q back in the frontier: queued, not in flight
+    store.apply([_outcome(pending[f"{H}/s.xml"], sitemap_pages=[[f"{H}/f", "2024-05-02T08:30:00"],
+                                                                 [f"{H}/q", "2024-06-01T00:00:00"]])], scope)
+    store.apply([_outcome(pending[f"{H}/f"], digest="f")], scope)  # in flight while the sitemap was applied
+    (queued,) = _claim_all(store).values()
+    assert queued.url == f"{H}/q" and str(queued.lastmod) == "2024-06-01 00:00:00"
+    store.apply([_outcome(queued, digest="q")], scope)
+    lastmods = {url: str(lastmod)[:19] for url, lastmod in _rows(store, "SELECT url, lastmod FROM document")}
+    assert lastmods == {f"{H}/": "None", f"{H}/f": "2024-05-02 08:30:00", f"{H}/q": "2024-06-01 00:00:00"}
+
+
 def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
     site = Site()
     site.extra["/gone.xml"] = lambda h: h.respond(410, b"gone", content_type="text/plain")

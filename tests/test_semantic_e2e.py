@@ -144,6 +144,18 @@ OFF_TOPIC = {"food": "Recipe", "sport": "Match report", "news": "City news"}
 BIRDS = "http://example.org/birds#"
 
 
+OBSERVERS = ["Anna Berg", "Tomas Lind", "Maja Holm", "Erik Sand", "Ines Vik", "Olle Dahl", "Sara Ek", "Jon Falk",
+             "Lena Strand", "Per Ask", "Kim Moberg"]
+PLACES = ["the reed bed", "the old quarry", "the harbour wall", "the birch grove", "the north meadow", "the mill pond",
+          "the churchyard", "the ferry landing", "the pine ridge", "the salt marsh", "the orchard", "the dune path",
+          "the sewage works", "the railway cutting"]
+SIGHTINGS = ["two adults feeding, one ringed", "a pair circling low over the water", "three juveniles, calls recorded",
+             "one female carrying moss", "a flock of eleven resting", "a lone male singing from the fence",
+             "four perched on the wires at dusk", "a pair chasing off a crow", "one bathing in the shallows",
+             "six feeding on seed heads", "a ringed adult, code read at twenty metres", "two young begging loudly",
+             "one seen briefly before the rain", "a pair inspecting the old wall"]
+
+
 def bird_site() -> tuple[Site, set[str], set[str]]:
     """A portal with a bird-watching region (/birds/) and a large off-topic region; returns the
     site, the topical paths, and the topical pages that name the ontology only by IRI."""
@@ -176,12 +188,16 @@ def bird_site() -> tuple[Site, set[str], set[str]]:
     for n, kids in tree(3, 3).items():
         out = [(topic_path(k), f"Appendix {k}" if k % 4 == 0 else f"Nest box notes, part {k}") for k in kids]
         out += [(off_path("food", 1 + n % 5), "Lunch break"), (off_path("sport", 1 + n % 5), "Results")]
+        # each entry's own record, as real field notes have: pages of one template that differ only
+        # in a number are what the trap detector stops (client/traps.py), and these are not a trap
+        record = (f"<p>Logged by {OBSERVERS[n % len(OBSERVERS)]} at {PLACES[n * 7 % len(PLACES)]}, "
+                  f"{5 + n % 12}:{n * 13 % 60:02d}; {SIGHTINGS[n * 5 % len(SIGHTINGS)]}.</p>")
         if n % 2:
-            body = "<p>A songbird at the nest box, on its migration route.</p>"
+            body = "<p>A songbird at the nest box, on its migration route.</p>" + record
         else:  # no ontology word in the text: only the IRIs of its JSON-LD say what it is about
-            body = ('<p>Field notes, entry %d.</p><script type="application/ld+json">{"@context": '
+            body = ('<p>Field notes, entry %d.</p>%s<script type="application/ld+json">{"@context": '
                     '{"b": "%s"}, "@type": ["b:Bird", "b:Nest"], "b:migrates": {"@id": "http://example.org/routes/%d"}}'
-                    "</script>" % (n, BIRDS, n))
+                    "</script>" % (n, record, BIRDS, n))
             iri_only.add(topic_path(n))
         page(topic_path(n), f"Field notes {n}", body, out)
         topical.add(topic_path(n))
@@ -214,6 +230,8 @@ def test_ontology_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_pat
     assert coverage >= 0.9, sorted(topical - found)
     assert sum(got.values()) < bfs_needed / 2
     assert set(got.values()) == {1}
+    # the topical pages differ as real ones do: none of them is taken for a template trap
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind = 'trap'") == [(0,)]
     rows = dict(grid.query("crawl", "SELECT url, relevance FROM document"))
     base = server.url("/")[:-1]
     # a page naming the ontology only by IRI (three terms: Bird, Nest, migrates) is fully on topic
