@@ -13,14 +13,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
-import threading
 
 import lxml.etree
 import lxml.html
 import pytest
-import sqlalchemy as sa
 
-from gridcrawl import models
 from gridcrawl.client.store import CrawlStore, Outcome, Scope
 from gridcrawl.client.traps import TrapDetector
 from gridcrawl.db import open_database
