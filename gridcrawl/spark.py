@@ -258,8 +258,17 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     done = [0]
     results: queue_mod.Queue = queue_mod.Queue()
     stopped = [False]  # set when the task ends (normally or not): idle workers return
+    broken: list[BaseException] = []  # a worker's own failure (not a page's): the task fails, never waits
 
     def worker() -> None:
+        try:
+            work()
+        except BaseException as exc:
+            broken.append(exc)
+            results.put(None)
+            raise
+
+    def work() -> None:
         while True:
             with lock:
                 while True:
@@ -303,6 +312,8 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     try:
         while received < total:
             item = results.get()
+            if item is None:
+                raise RuntimeError(f"a download worker of partition {index} failed: {broken[0]!r}") from broken[0]
             received += 1
             batch.append(item)
             if len(batch) >= s.apply_batch or received == total:

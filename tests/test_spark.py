@@ -144,6 +144,41 @@ def test_download_stage_waits_out_the_previous_layers_delay(tmp_path):
         srv.stop()
 
 
+def test_a_download_worker_that_breaks_fails_the_task_not_hangs_it(tmp_path, monkeypatch):
+    """A bug in a download worker outside the page's visit (here the politeness queue's release
+    raises, injected) used to end that thread silently and leave the task waiting for results
+    forever; the task now fails with the worker's error."""
+    import dataclasses
+    import threading
+    from gridcrawl.manager.queue import ReadyQueue
+    from gridcrawl.spark import TaskConfig, download_partition
+    srv = SiteServer(generate_site(3, links_per_page=2, seed=7)).start()
+    try:
+        db = f"sqlite:///{tmp_path / 'stage.db'}"
+        s = Settings().validate()
+        store, scope = open_crawl(s, db, [srv.url("/")], [])
+        rows = [("127.0.0.1", dataclasses.astuple(p)) for p in store.claim(10)]
+        config = TaskConfig(db, s, scope, store.strategy, ["127.0.0.0/8"], token="stage")
+
+        def broken(self, thread, now, **kw):
+            raise ValueError("injected")
+        monkeypatch.setattr(ReadyQueue, "release", broken)
+        raised: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                list(download_partition(config, {}, 0, rows))
+            except BaseException as exc:
+                raised.append(exc)
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        runner.join(60)
+        assert not runner.is_alive(), "the task hung"
+        assert len(raised) == 1 and "a download worker of partition 0 failed: ValueError('injected')" in str(raised[0])
+    finally:
+        srv.stop()
+
+
 def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
     servers, expected = three_hosts
     seed = servers[0].url("/")
