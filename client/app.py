@@ -3,9 +3,9 @@
 :class:`CrawlApplication` opens (or reattaches to) an application at the manager, then repeats:
 claim URLs from ``to_visit_url`` up to ``max_in_flight``, submit them as grid threads, receive
 each finished thread, and apply results in batched transactions (``apply_batch`` results or
-``apply_interval`` seconds, whichever first; at once while the frontier has nothing more to
-submit, when the results hold the only new work), acknowledging them to the manager only after
-they are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
+``apply_interval`` seconds, whichever first; sooner once every submitted thread is back, or
+half of them while the frontier has nothing more to submit, when the results hold the only new
+work), acknowledging them to the manager only after they are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
 flight, and then closes the application.
 
 Results are applied by a thread of their own while the I/O loop goes on receiving and sending
@@ -462,12 +462,14 @@ class CrawlApplication:
 
     def _apply_now(self, exhausted: bool) -> bool:
         """True when the waiting results should be applied without waiting for a full batch
-        (``apply_batch``) or for ``apply_interval``: when every submitted thread is back, or when
-        the frontier has nothing more to submit (``exhausted``). Their pages' links are then the
-        only new work, and the executors idle until they are applied (as after the seed, or
-        while one slow page is in flight). One apply at a time still batches what comes meanwhile."""
-        return bool(self.results) and self._applying is None and (exhausted
-                                                                   or len(self.results) >= len(self.in_flight))
+        (``apply_batch``) or for ``apply_interval``: when every submitted thread is back, or at
+        least half of them while the frontier has nothing more to submit (``exhausted``). Their
+        pages' links are then the only new work, and executors idle until they are applied (as
+        after the seed, or while one slow page is in flight). Half, not each result as it comes:
+        one small transaction per result cost 8 % more CPU at 50 ms per request for no gain
+        (benchmarks/results/2026-11-28-apply-when-the-frontier-is-empty.md)."""
+        return bool(self.results) and self._applying is None and (
+            len(self.results) >= len(self.in_flight) or (exhausted and 2 * len(self.results) >= len(self.in_flight)))
 
     def _refill(self) -> bool:
         """Submit more grid threads if there is room; True when the frontier has nothing more

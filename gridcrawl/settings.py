@@ -183,7 +183,7 @@ class Settings:
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once",
                 cli=(C,), group="strategy", help="grid threads submitted at once")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
-    apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back, or while the frontier has nothing more to submit)")
+    apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back, or half of them while the frontier has nothing more to submit)")
     store_content: bool = _doc(True, "store page bodies in the document table",
                 cli=(C, R, S), group="strategy", inverse="no_content", help="do not store page bodies")
     trap_near_duplicates: int = _doc(8, "near-identical pages of one URL shape (a host's URLs differing only in numbers) after which links of that shape are not followed but recorded as traps (0: off)")
