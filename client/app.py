@@ -5,8 +5,9 @@ claim URLs from ``to_visit_url`` up to ``max_in_flight``, submit them as grid th
 each finished thread, and apply results in batched transactions (``apply_batch`` results or
 ``apply_interval`` seconds, whichever first; sooner once every submitted thread is back, or
 half of them while the frontier has nothing more to submit, when the results hold the only new
-work), acknowledging them to the manager only after they are committed. It stops at ``max_pages``, or when nothing is left to visit and nothing is in
-flight, and then closes the application.
+work), acknowledging them to the manager only after they are committed. It stops at
+``max_pages``, or when nothing is left to visit and nothing is in flight, and then closes the
+application.
 
 Results are applied by a thread of their own while the I/O loop goes on receiving and sending
 heartbeats, so a long apply (a page with 200,000 links) never looks like death to the manager.
@@ -468,8 +469,8 @@ class CrawlApplication:
         after the seed, or while one slow page is in flight). Half, not each result as it comes:
         one small transaction per result cost 8 % more CPU at 50 ms per request for no gain
         (benchmarks/results/2026-11-28-apply-when-the-frontier-is-empty.md)."""
-        return bool(self.results) and self._applying is None and (
-            len(self.results) >= len(self.in_flight) or (exhausted and 2 * len(self.results) >= len(self.in_flight)))
+        back, out = len(self.results), len(self.in_flight)
+        return back > 0 and self._applying is None and (back >= out or (exhausted and 2 * back >= out))
 
     def _refill(self) -> bool:
         """Submit more grid threads if there is room; True when the frontier has nothing more

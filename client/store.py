@@ -915,8 +915,8 @@ class CrawlStore:
             docs += conn.execute(sa.select(c.fingerprint, c.url, c.depth, c.page_type, c.etag, c.last_modified,
                                            c.lastmod, c.visited_at, c.fetched_at, c.fetch_interval, c.next_fetch_at)
                                  .where(c.fingerprint.in_(part))).all()
-        self._lastmod_to_queued(conn, {fp: lm for fp, lm in listed.items()
-                                       if fp not in {d.fingerprint for d in docs}}, late)
+        stored = {d.fingerprint for d in docs}
+        self._lastmod_to_queued(conn, {fp: lm for fp, lm in listed.items() if fp not in stored}, late)
         updates, due = [], []
         for d in docs:
             lastmod = listed[d.fingerprint]
