@@ -263,10 +263,9 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     def worker() -> None:
         try:
             work()
-        except BaseException as exc:
+        except BaseException as exc:  # the task raises it, chained (not threading's excepthook: once)
             broken.append(exc)
             results.put(None)
-            raise
 
     def work() -> None:
         while True:

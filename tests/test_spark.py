@@ -164,6 +164,8 @@ def test_a_download_worker_that_breaks_fails_the_task_not_hangs_it(tmp_path, mon
             raise ValueError("injected")
         monkeypatch.setattr(ReadyQueue, "release", broken)
         raised: list[BaseException] = []
+        escaped: list = []  # exceptions that ended a thread unhandled (printed to stderr, not raised)
+        monkeypatch.setattr(threading, "excepthook", escaped.append)
 
         def run() -> None:
             try:
@@ -175,6 +177,8 @@ def test_a_download_worker_that_breaks_fails_the_task_not_hangs_it(tmp_path, mon
         runner.join(60)
         assert not runner.is_alive(), "the task hung"
         assert len(raised) == 1 and "a download worker of partition 0 failed: ValueError('injected')" in str(raised[0])
+        assert isinstance(raised[0].__cause__, ValueError)  # the worker's own error, chained
+        assert escaped == []  # told once, by the task: no worker thread died with a traceback
     finally:
         srv.stop()
 
