@@ -1033,6 +1033,9 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
                                                               _median(cpus0) if cpus0 else None,
                                                               _median(nets) if nets else None,
                                                               _median(floors) if floors else None)
+        # the rounds' lowest and highest headline ratios: how far one round may stray from the median
+        section.summary.setdefault("ranges", {})[what] = ((min(walls), max(walls)) if walls else None,
+                                                          (min(cpus), max(cpus)) if cpus else None)
         section.notes.append(f"Target 3, {what}: gridcrawl {e}×{t} = "
                              + (f"{_median(walls):.2f}× the storing {cfg.baseline_threads}-thread crawler on wall clock"
                                 if walls else "no complete round")
@@ -1055,23 +1058,29 @@ def scenario_ratio(cfg: Config, scratch: Path) -> Section | None:
 def readme_table(sections: list[Section], results: str, measured: str = "") -> str:
     """The README's performance table (Markdown) from the ``startup`` and ``ratio`` sections of
     one run whose results file is ``results`` (a path relative to the repository), under a line
-    saying when and at what load it was ``measured``; "" when neither ran."""
+    saying when and at what load it was ``measured``; "" when neither ran. Each headline ratio
+    is the median of the rounds, followed by the lowest and highest round."""
     summary: dict = {}
     for section in sections:
         summary.update(section.summary)
+    ranges = summary.get("ranges", {})
+
+    def spread(what: str, which: int) -> str:
+        low_high = (ranges.get(what) or (None, None))[which]
+        return f"rounds {low_high[0]:.2f}–{low_high[1]:.2f}×; " if low_high else ""
     rows = []
     if "ratios" in summary:
         for what, (wall, crawl, n, wall0) in summary["ratios"].items():
             rows.append(f"| whole command, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}) "
                         f"vs the 16-thread requests+lxml crawler storing the same pages, pages per wall second | "
-                        + (f"**{wall:.2f}×** (crawl seconds only: {crawl:.2f}×; vs the crawler storing nothing: "
-                           f"{wall0:.2f}×)" if wall is not None and crawl is not None and wall0 is not None
+                        + (f"**{wall:.2f}×** ({spread(what, 0)}crawl seconds only: {crawl:.2f}×; vs the crawler "
+                           f"storing nothing: {wall0:.2f}×)" if wall is not None and crawl is not None and wall0 is not None
                            else "no complete round")
                         + f" | median of {n} rounds | ≥ 1.5× | `{results}` |")
     for what, (cpu, n, cpu0, cpu_net, cpu_floor) in summary.get("cpu_ratios", {}).items():
         rows.append(f"| CPU per page, Python docs, {what}: `gridcrawl run` ({summary['ratio_setting']}), all its "
                     f"processes, start-up included, vs the 16-thread crawler storing the same pages | "
-                    + (f"**{cpu:.2f}×** (vs the crawler storing nothing: {cpu0:.2f}×"
+                    + (f"**{cpu:.2f}×** ({spread(what, 1)}vs the crawler storing nothing: {cpu0:.2f}×"
                        + (f"; net of each command's one-page CPU: {cpu_net:.2f}×" if cpu_net is not None else "")
                        + (f"; floor set by the one-page CPU, at the baseline's CPU per page beyond the first: "
                           f"{cpu_floor:.2f}×" if cpu_floor is not None else "")

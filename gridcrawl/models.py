@@ -43,6 +43,7 @@ class UTCTimestamp(TypeDecorator):
     cache_ok = True
 
     def load_dialect_impl(self, dialect):
+        """The column type for ``dialect`` (SQLAlchemy's hook): the variants above."""
         if dialect.name == "mssql":
             from sqlalchemy.dialects import mssql
             return dialect.type_descriptor(mssql.DATETIME2(precision=6))
@@ -52,6 +53,8 @@ class UTCTimestamp(TypeDecorator):
         return dialect.type_descriptor(DateTime())
 
     def process_bind_param(self, value, dialect):
+        """``value`` (a naive UTC datetime or None) as sent to ``dialect`` (SQLAlchemy's hook):
+        ISO text with microseconds on MariaDB/MySQL through pyodbc, else unchanged."""
         if value is not None and dialect.driver == "pyodbc" and dialect.name in ("mysql", "mariadb"):
             return value.isoformat(sep=" ", timespec="microseconds")
         return value

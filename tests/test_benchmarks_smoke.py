@@ -153,3 +153,23 @@ def test_target_2_ratios_net_of_start_up_and_the_fixed_cost_s_floor() -> None:
     assert run.net_cpu_ratio(base, grid, base1, failed) is None
     assert run.floor_cpu_ratio(base, grid, failed, grid1) is None
     assert run.floor_cpu_ratio(base, result(2.0, 1), base1, grid1) is None  # one page: nothing beyond it
+
+
+def test_the_readme_table_gives_each_headline_ratio_with_its_rounds_range() -> None:
+    """benchmarks/run.py's README rows: the median ratio in bold, then the lowest and highest
+    round (how far one round strays on a noisy machine), for wall clock and CPU per page."""
+    import run  # benchmarks/run.py
+
+    section = run.Section("ratio", "ratio", "")
+    section.summary.update({
+        "ratio_setting": "--executors 2 --threads 8",
+        "ratios": {"no added latency": (1.1, 1.38, 5, 0.92)},
+        "cpu_ratios": {"no added latency": (1.19, 5, 1.4, 1.04, 1.14)},
+        "ranges": {"no added latency": ((0.97, 1.29), (1.01, 1.28))},
+    })
+    table = run.readme_table([section], "benchmarks/results/x.md")
+    wall_row, cpu_row = table.splitlines()[2:4]
+    assert "**1.10×** (rounds 0.97–1.29×; crawl seconds only: 1.38×" in wall_row and "median of 5 rounds" in wall_row
+    assert "**1.19×** (rounds 1.01–1.28×; vs the crawler storing nothing: 1.40×" in cpu_row
+    section.summary.pop("ranges")  # a summary without ranges (an older run's) still makes its rows
+    assert "**1.10×** (crawl seconds only: 1.38×" in run.readme_table([section], "benchmarks/results/x.md")
