@@ -18,13 +18,13 @@ import csv
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl import models
-from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
+from gridcrawl.db import init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, extract, page_for, parse_spec, specs_for
 from gridcrawl.errors import ItemExportError  # noqa: F401 (re-exported)
 
@@ -161,18 +161,6 @@ def item_summary(engine: Engine, specs: Sequence[ItemSpec] = ()) -> list[TypeFig
     for kind, fps in pages.items():
         figures[kind].pages = len(fps)
     return list(figures.values())
-
-
-def summary_lines(figures: Sequence[TypeFigures]) -> list[str]:
-    """Plain-text lines of :func:`item_summary`'s figures, for the client's and ``gridcrawl
-    report``'s item section: one line per type, then one per field with its misses."""
-    lines = []
-    for t in figures:
-        lines.append(f"items {t.type}: {t.items} from {t.pages} pages" + (f", {t.errors} pages failed" if t.errors else ""))
-        for f in t.fields.values():
-            note = "  <- never matched" if f.filled == 0 else ""
-            lines.append(f"  {f.name}: {f.filled} items with a value, {f.missed} misses of a required value{note}")
-    return lines
 
 
 # ----------------------------------------------------------------------------------------------

@@ -236,12 +236,6 @@ class RobotsCache:
         ROBOTS or ROBOTS_UNREACHABLE (see :func:`gridcrawl.executor.fetch.chain_hop_checks`)."""
         return self.decide(url).refusal()
 
-    def forget(self, url: str) -> None:
-        """Drop the cached rules of ``url``'s origin (the next check fetches robots.txt again)."""
-        origin = origin_of(url)
-        with self._lock:
-            self._rules.pop(origin, None)
-
     # ------------------------------------------------------------------ cache
 
     def _rules_for(self, origin: str) -> _Rules:

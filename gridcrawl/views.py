@@ -168,8 +168,3 @@ def create_views(conn: sa.engine.Connection, views: tuple[View, ...]) -> None:
         for statement in view.create_sql(conn.dialect.name):
             conn.exec_driver_sql(statement)
 
-
-def drop_views(conn: sa.engine.Connection, views: tuple[View, ...] = MANAGER_VIEWS) -> None:
-    """Drop ``views`` if they exist (dependents first), e.g. before dropping their tables."""
-    for view in reversed(views):
-        conn.exec_driver_sql(f"DROP VIEW IF EXISTS {view.name}")
