@@ -167,4 +167,3 @@ def create_views(conn: sa.engine.Connection, views: tuple[View, ...]) -> None:
     for view in views:
         for statement in view.create_sql(conn.dialect.name):
             conn.exec_driver_sql(statement)
-
