@@ -18,7 +18,9 @@ stored in the crawl. This module owns the decision which addresses an executor m
   and before every redirect hop): only ``http``/``https``; the host is resolved
   (``getaddrinfo``, every address it returns) and refused if any address is refused by
   :func:`classify` and not inside one of the allowed networks (``--allow-private CIDR``). A host
-  that does not resolve is refused too (fail closed: the fetch would resolve it again).
+  that does not resolve is refused too (fail closed: the fetch would resolve it again), as the
+  connection error it is (``ErrorKind.CONNECTION``: retried, as any DNS failure), not as a
+  blocked address.
 
 What it does not cover: the fetch resolves the host again when it connects, so a DNS server that
 answers a public address to the guard and a private one a moment later (DNS rebinding) is not
@@ -37,6 +39,8 @@ import logging
 import socket
 from typing import Callable, Iterable
 from urllib.parse import urlsplit
+
+from gridcrawl.executor.fetch import ErrorKind, HopRefusal
 
 log = logging.getLogger("gridcrawl.executor.ssrf")
 
@@ -210,7 +214,7 @@ def suggested_network(address: IPAddress) -> str:
 
 
 class SSRFGuard:
-    """The executor's hop check: ``SSRFGuard(allow=["127.0.0.0/8"]).check(url) -> str | None``.
+    """The executor's hop check: ``SSRFGuard(allow=["127.0.0.0/8"]).check(url) -> str | HopRefusal | None``.
 
     ``allow``: CIDRs that are fetched even though :func:`classify` refuses them (the tests'
     loopback sites, an intranet the crawl is meant for). ``resolver(host, port) -> [address]``
@@ -251,11 +255,14 @@ class SSRFGuard:
         return (f"connected to {address}, refused by the SSRF guard: {reason} (the host name resolved to "
                 "another address when checked: DNS rebinding?)")
 
-    def check(self, url: str) -> str | None:
+    def check(self, url: str) -> str | HopRefusal | None:
         """The reason the executor must not request ``url``, or None to go ahead.
 
-        Refuses schemes other than http/https, URLs without a host, hosts that do not resolve,
-        and hosts any of whose addresses is refused (see :meth:`check_address`). Never raises.
+        Refuses schemes other than http/https, URLs without a host, and hosts any of whose
+        addresses is refused (see :meth:`check_address`), with a string (the fetch ends
+        ``blocked``). A host that does not resolve, or resolves to no address, is refused with a
+        :class:`~gridcrawl.executor.fetch.HopRefusal` of kind ``connection`` (a DNS failure:
+        the manager retries it; nothing is requested meanwhile). Never raises.
         """
         try:
             parts = urlsplit(url)
@@ -279,9 +286,9 @@ class SSRFGuard:
                     addresses.append(parsed)
         except (OSError, UnicodeError, ValueError) as exc:
             if literal is None:
-                return f"cannot resolve host {host!r} ({exc}); refused by the SSRF guard"
+                return HopRefusal(ErrorKind.CONNECTION, f"cannot resolve host {host!r} ({exc})")
         if not addresses:
-            return f"host {host!r} resolves to no IP address; refused by the SSRF guard"
+            return HopRefusal(ErrorKind.CONNECTION, f"host {host!r} resolves to no IP address")
         for address in addresses:
             reason = self.check_address(address)
             if reason is not None:

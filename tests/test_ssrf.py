@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from gridcrawl.executor.fetch import ErrorKind, Fetcher
+from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopRefusal
 from gridcrawl.executor.ssrf import SSRFGuard, classify, parse_host, parse_networks
 from grid import Grid
 from sites import Site, SiteServer, redirect
@@ -118,12 +118,35 @@ DNS = {"public.test": ["93.184.216.34"], "intranet.test": ["10.1.2.3"], "both.te
     ("file:///etc/passwd", "scheme"),
     ("gopher://public.test/", "scheme"),
     ("http:///nohost", "no host"),
-    ("http://unknown.test/", "cannot resolve"),  # fail closed: the fetch would resolve it again
     ("http://public.test:99999/", "unparseable"),
 ])
 def test_guard_refuses(url, needle):
     reason = SSRFGuard(resolver=fake_resolver(DNS)).check(url)
     assert reason is not None and needle in reason, reason
+
+
+def test_a_host_that_does_not_resolve_is_refused_as_a_connection_error():
+    """Fail closed (the fetch would resolve the name again), but as the DNS failure it is: a
+    ``connection`` refusal, which the manager retries, not ``blocked``, which it never does and
+    which told the user to widen ``--allow-private``."""
+    guard = SSRFGuard(resolver=fake_resolver(DNS))
+    refusal = guard.check("http://unknown.test/page")
+    assert isinstance(refusal, HopRefusal) and refusal.kind == ErrorKind.CONNECTION, refusal
+    assert "cannot resolve host 'unknown.test'" in refusal.reason and "SSRF" not in refusal.reason
+    empty = SSRFGuard(resolver=lambda host, port: []).check("http://nothing.test/")
+    assert isinstance(empty, HopRefusal) and empty.kind == ErrorKind.CONNECTION
+    assert "resolves to no IP address" in empty.reason
+    fetcher = Fetcher(user_agent="gridcrawl-test", deadline=5, hop_check=guard.check)
+    try:
+        result = fetcher.fetch("http://unknown.test/page")
+    finally:
+        fetcher.close()
+    assert result.error_kind == ErrorKind.CONNECTION and "cannot resolve" in result.error
+    assert result.status is None and result.body is None  # nothing was requested
+    from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.protocol import PageResult
+    assert ManagerCore._retryable(PageResult(url="http://unknown.test/page", error_kind=result.error_kind.value))
+    assert not ManagerCore._retryable(PageResult(url="http://intranet.test/", error_kind=ErrorKind.BLOCKED.value))
 
 
 def test_guard_allows_public_hosts_and_allowed_networks():
