@@ -38,7 +38,7 @@ from gridcrawl.link import ManagerLink
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
-from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.fetch import Fetcher, tls_verify
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
 from gridcrawl.executor.ssrf import SSRFGuard
@@ -197,7 +197,10 @@ class ExecutorAgent:
                                peer_check=self.guard.check_peer,
                                # politeness inside a grid thread: robots.txt and redirect hops are
                                # spaced by the host's delay (executor/pacing.py); waits are bounded
-                               pacer=HostPacer(), max_wait=settings.thread_timeout / 2)
+                               pacer=HostPacer(), max_wait=settings.thread_timeout / 2,
+                               verify=tls_verify(settings.tls_verify, settings.ca_bundle))
+        if self.fetcher.verify is False:
+            log.warning("HTTPS certificates are not checked (--no-tls-verify): any server may answer for a host")
         # sitemap threads: any content type (XML, gzip files), up to the sitemaps.org 50 MiB
         self.sitemap_fetcher = self.fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES)
         # robots.txt: one cache per executor process, fetched with a copy of the page fetcher (same

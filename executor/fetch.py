@@ -28,6 +28,7 @@ from __future__ import annotations
 import email.utils
 import heapq
 import math
+import os
 import socket
 import threading
 import time
@@ -46,7 +47,7 @@ from requests.adapters import HTTPAdapter
 
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
 
-__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "gunzip",
+__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
            "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
@@ -55,6 +56,9 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
 _CHUNK = 64 * 1024  # bytes per socket read and per decompression step
+#: Appended to the message of a fetch whose HTTPS certificate failed the check.
+_TLS_HINT = ("to trust an intranet's own certificate authority start executors with --ca-bundle FILE, "
+             "to accept any certificate with --no-tls-verify")
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 _ACCEPT_ENCODING = "gzip, deflate"  # the codings decoded here with a bounded inflater
 
@@ -98,6 +102,23 @@ def chain_hop_checks(*checks: HopCheck | None) -> HopCheck | None:
         return None
 
     return chained
+
+
+def tls_verify(check: bool, ca_bundle: str = "") -> bool | str:
+    """The ``verify`` of a :class:`Fetcher` (requests' meaning) for the settings ``tls_verify``
+    (``check``) and ``ca_bundle``: ``False`` when ``check`` is off, else ``ca_bundle``'s
+    absolute path when given, else ``True`` (certifi's certificate authorities).
+
+    Raises ``ValueError`` (one line) when ``ca_bundle`` is given with ``check`` on and is not a
+    readable file, so that a program refuses to start rather than fail every HTTPS page."""
+    if not check:
+        return False
+    if not ca_bundle:
+        return True
+    path = os.path.abspath(os.path.expanduser(ca_bundle))
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ValueError(f"--ca-bundle {ca_bundle}: no readable file (a PEM file of certificate authorities)")
+    return path
 
 
 @dataclass
@@ -557,6 +578,10 @@ class Fetcher:
         peer_check: called with the IP address (text) each new connection is connected to,
             before anything is sent; a returned string refuses it (BLOCKED). The executor
             passes :meth:`gridcrawl.executor.ssrf.SSRFGuard.check_peer` (DNS rebinding).
+        verify: how HTTPS certificates are checked, as requests takes it (:func:`tls_verify`):
+            ``True`` against certifi's CAs, a PEM file's path against its CAs, ``False`` not at
+            all. A certificate that fails the check ends the fetch as CONNECTION, its message
+            naming the options that change the check.
     """
 
     def __init__(
@@ -574,6 +599,7 @@ class Fetcher:
         pacer=None,
         max_wait: float = 150.0,
         peer_check: Callable[[str], str | None] | None = None,
+        verify: bool | str = True,
     ) -> None:
         self.user_agent = user_agent
         self.connect_timeout = float(connect_timeout)
@@ -587,6 +613,9 @@ class Fetcher:
         self.truncate_body = bool(truncate_body)
         self.pacer = pacer
         self.max_wait = float(max_wait)
+        self.verify = verify
+        if verify is False:  # chosen (--no-tls-verify): said once at start, not on every request
+            urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._local = threading.local()
         self._lock = threading.Lock()
         self._sessions: list[requests.Session] = []
@@ -601,7 +630,7 @@ class Fetcher:
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
                       keep_non_html=self.keep_non_html, hop_check=self.hop_check,
                       truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait,
-                      peer_check=self.peer_check)
+                      peer_check=self.peer_check, verify=self.verify)
         params.update(changes)
         return Fetcher(**params)
 
@@ -613,6 +642,7 @@ class Fetcher:
             return session
         session = requests.Session()
         session.trust_env = False
+        session.verify = self.verify
         adapter = _WatchedAdapter(max_retries=0)
         session.mount("http://", adapter)
         session.mount("https://", adapter)
@@ -806,6 +836,8 @@ class Fetcher:
             ),
         ):
             return _Failure(ErrorKind.INVALID_URL, message)
+        if "CERTIFICATE_VERIFY_FAILED" in message:
+            message += f"; {_TLS_HINT}"
         if isinstance(
             exc,
             (

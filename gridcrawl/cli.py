@@ -133,6 +133,7 @@ def run(
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         settings = configured_settings(ctx, **given).validate()
+        _check_ca_bundle(settings)
     except ValueError as exc:
         fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
@@ -265,6 +266,14 @@ class _ChildrenWatch(threading.Thread):
         self._closed.set()
         if self.is_alive():
             self.join()
+
+
+def _check_ca_bundle(settings: Settings) -> None:
+    """Raise ``ValueError`` (one line) when ``--ca-bundle`` names no readable file, before any
+    process starts (each executor would refuse to start on it)."""
+    if settings.ca_bundle and settings.tls_verify:
+        from gridcrawl.executor.fetch import tls_verify
+        tls_verify(settings.tls_verify, settings.ca_bundle)
 
 
 def _prefork(*modules: str) -> None:
@@ -862,6 +871,7 @@ def spark_command(
     from gridcrawl import spark as gs
     try:
         settings = configured_settings(ctx, **given).validate()
+        _check_ca_bundle(settings)
         db = _absolute_sqlite(db)
         private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
     except ValueError as exc:

@@ -146,6 +146,10 @@ class Settings:
     max_redirects: int = _doc(20, "redirect hops followed before a fetch fails (20, as browsers and Scrapy)")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)",
                 cli=(E,), group="fetching", help="also download bodies of non-HTML responses")
+    ca_bundle: str = _doc("", "PEM file of the certificate authorities HTTPS servers are checked against instead of certifi's (an intranet's own CA; empty: certifi's)",
+                cli=(E, R, S), group="fetching", help="PEM file of the CAs HTTPS servers are checked against (an intranet's own)")
+    tls_verify: bool = _doc(True, "check HTTPS servers' certificates (off: any certificate is accepted, as Scrapy, Nutch and Heritrix do by default; a certificate that fails the check makes the page a connection error saying so)",
+                cli=(E, R, S), group="fetching", inverse="no_tls_verify", help="accept any HTTPS certificate (self-signed, expired, another host's)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
                 cli=(E, R, S), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",

@@ -37,6 +37,7 @@ import email.utils
 import http.server
 import random
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -507,10 +508,14 @@ class SiteServer:
       latency: seconds to sleep before each answer.
       host: address to bind and to name in ``base_url``; keep it in 127.0.0.0/8.
       port: TCP port; 0 (default) picks a free one.
+      tls: a server-side ``ssl.SSLContext`` holding a certificate: serve HTTPS (``base_url``
+        is ``https://``); None (default): plain HTTP.
     """
 
-    def __init__(self, site: Site, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, site: Site, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.site = site
+        self.tls = tls
         self.latency = latency
         self.host = host
         self.port = port
@@ -534,8 +539,10 @@ class SiteServer:
             raise RuntimeError("SiteServer already started")
         httpd = _Server((self.host, self.port), _Handler)
         httpd.site_server = self
+        if self.tls is not None:  # the handshake runs in accept(): a failed one drops that connection only
+            httpd.socket = self.tls.wrap_socket(httpd.socket, server_side=True)
         self.port = httpd.server_address[1]
-        self._base_url = f"http://{self.host}:{self.port}"
+        self._base_url = f"{'https' if self.tls is not None else 'http'}://{self.host}:{self.port}"
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05},

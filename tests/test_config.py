@@ -310,8 +310,10 @@ def test_run_passes_its_settings_to_its_children_as_their_own_options():
     from gridcrawl.cli_common import setting_argv, setting_fields
     chosen = Settings(threads=3, obey_robots=False, dispatch="host-hash", download_delay=0.25,
                       concurrent_requests_per_host=2)
-    assert setting_argv(chosen, "executor") == ["--threads", "3", "--ignore-robots"]
-    assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads)]
+    assert setting_argv(chosen, "executor") == ["--threads", "3", "--ca-bundle", "", "--ignore-robots"]
+    assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), "--ca-bundle", ""]
+    assert setting_argv(Settings(tls_verify=False, ca_bundle="/etc/ca.pem"), "executor") == [
+        "--threads", str(Settings.threads), "--ca-bundle", "/etc/ca.pem", "--no-tls-verify"]
     commands = _commands()
     for program, required in (("manager", []), ("executor", ["--manager", "tcp://127.0.0.1:1"])):
         argv = setting_argv(chosen, program)
