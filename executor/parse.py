@@ -331,6 +331,20 @@ def _anchor_text(element: lxml.html.HtmlElement) -> str:
     return text
 
 
+# <meta http-equiv="refresh" content="5; url=/new.html">: the delay, then an optional ";" or ",",
+# an optional "url=", the URL, optionally quoted (HTML Standard, "shared declarative refresh steps")
+_REFRESH_RE = re.compile(r"""\s*[\d.]*\s*[;,]?\s*(?:url\s*=\s*)?(["']?)(.*?)\1\s*\Z""", re.IGNORECASE | re.DOTALL)
+
+
+def refresh_target(meta: lxml.html.HtmlElement) -> str | None:
+    """The URL of a ``<meta http-equiv="refresh" content="N; url=URL">`` element as written
+    (``None`` for another ``<meta>``, or a refresh of the page itself: no URL)."""
+    if (meta.get("http-equiv") or "").strip().lower() != "refresh":
+        return None
+    match = _REFRESH_RE.match(meta.get("content") or "")
+    return (match.group(2).strip() or None) if match else None
+
+
 def extract_links(
     root: lxml.html.HtmlElement,
     base_url: str,
@@ -338,7 +352,9 @@ def extract_links(
     skip_nofollow: bool = False,
     metas: list | None = None,
 ) -> list[Link]:
-    """Extract the links of ``<a href>`` and ``<area href>`` elements.
+    """Extract the links of a page: ``<a href>`` and ``<area href>`` elements, the ``src`` of
+    ``<frame>`` and ``<iframe>`` elements (a frameset's pages: old intranets, Javadoc), and the
+    target of a ``<meta http-equiv="refresh">`` (a page that moved), as Nutch and Heritrix do.
 
     Each ``href`` is resolved against ``base_url`` and canonicalised with
     :func:`gridcrawl.urls.canonical_url`; hrefs that are invalid or not
@@ -363,19 +379,24 @@ def extract_links(
             ``<meta name="robots">`` cost about 250 µs, a fifth of parsing it).
 
     Returns:
-        The distinct links, in order of first occurrence.
+        The distinct links, in order of first occurrence (a frame's text: its ``title``; a
+        refresh's: none).
     """
     scopes: Iterable[lxml.html.HtmlElement] = (root,) if within is None else within
     links: list[Link] = []
     seen: set[str] = set()
     hrefs: set[str] = set()  # hrefs met on the page: the same href is the same URL (kept or invalid)
-    tags = ("a", "area") if metas is None else ("a", "area", "meta")
     for scope in scopes:
-        for element in scope.iter(*tags):
-            if metas is not None and element.tag == "meta":
-                metas.append(element)
-                continue
-            href = element.get("href")
+        for element in scope.iter("a", "area", "meta", "frame", "iframe"):
+            tag = element.tag
+            if tag == "meta":
+                if metas is not None:
+                    metas.append(element)
+                href = refresh_target(element)
+            elif tag == "a" or tag == "area":
+                href = element.get("href")
+            else:
+                href = element.get("src")
             if href is None or href in hrefs:
                 continue
             if skip_nofollow:
@@ -390,7 +411,11 @@ def extract_links(
             if url in seen:
                 continue
             seen.add(url)
-            links.append(Link(url, _anchor_text(element)))
+            if tag == "a" or tag == "area":
+                text = _anchor_text(element)
+            else:
+                text = _collapse(element.get("title") or "", MAX_ANCHOR_TEXT) if tag != "meta" else ""
+            links.append(Link(url, text))
     return links
 
 

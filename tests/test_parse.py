@@ -19,6 +19,7 @@ from gridcrawl.executor.parse import (
     extract_links,
     is_html,
     parse_page,
+    refresh_target,
 )
 
 PAGE = "http://example.com/docs/guide/index.html"
@@ -452,6 +453,46 @@ def test_a_repeated_href_keeps_its_first_followed_occurrence() -> None:
     assert [(link.url, link.text) for link in links] == [("http://example.com/d/a.html", "first"),
                                                          ("http://example.com/d/b.html", "b")]
     assert extract_links(root, "http://example.com/d/")[0].text == "skipped"
+
+
+def test_frames_iframes_and_meta_refresh_are_links() -> None:
+    """A frameset's pages, an iframe's page and a refresh's target are the page's links (as
+    Nutch and Heritrix take them): an intranet of framesets or of pages that moved is crawled
+    past its first page. A frame's text is its title; a refresh without a URL (the page reloading
+    itself) is none; the DOM scope of a rule applies to them as to anchors."""
+    html = (b'<html><head><meta http-equiv="Refresh" content="0; URL=\'/moved.html\'">'
+            b'<meta http-equiv="refresh" content="30"><meta name="robots" content="index"></head>'
+            b'<frameset><frame src="nav.html" title=" Navigation  bar "><frame src="main.html">'
+            b'<frame src="javascript:void(0)"><frame></frameset>'
+            b'<body><div id="ads"><iframe src="https://ads.example.net/x"></iframe></div>'
+            b'<div id="main"><iframe src="/embed.html"></iframe><a href="/embed.html">again</a></div></body></html>')
+    root = parse_page(html, "http://example.com/d/index.html", "text/html").document
+    metas: list = []
+    links = extract_links(root, "http://example.com/d/index.html", metas=metas)
+    assert [(link.url, link.text) for link in links] == [
+        ("http://example.com/moved.html", ""),
+        ("http://example.com/d/nav.html", "Navigation bar"),
+        ("http://example.com/d/main.html", ""),
+        ("https://ads.example.net/x", ""),
+        ("http://example.com/embed.html", ""),
+    ]
+    assert [m.get("name") or m.get("http-equiv") for m in metas] == ["Refresh", "refresh", "robots"]
+    scoped = extract_links(root, "http://example.com/", within=[root.get_element_by_id("main")])
+    assert [link.url for link in scoped] == ["http://example.com/embed.html"]
+
+
+@pytest.mark.parametrize(("content", "target"), [
+    ("0; url=/new.html", "/new.html"), ("5;URL='/q.html'", "/q.html"), ("3, http://h/abs", "http://h/abs"),
+    (' 2 ; URL = "/s x.html" ', "/s x.html"), ("0; /plain.html", "/plain.html"),
+    ("10", None), ("0;url=", None), ("", None),
+])
+def test_refresh_target(content: str, target: str | None) -> None:
+    root = lxml.html.fromstring('<html><head><meta http-equiv="refresh"><meta name="x"></head><body>x</body></html>')
+    refresh, other = root.iter("meta")
+    refresh.set("content", content)
+    other.set("content", content)
+    assert refresh_target(refresh) == target
+    assert refresh_target(other) is None  # not a refresh
 
 
 def test_extract_links_within_accepts_a_generator() -> None:

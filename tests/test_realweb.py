@@ -13,6 +13,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import re
+import subprocess
+import sys
 
 import lxml.etree
 import lxml.html
@@ -592,3 +594,25 @@ def test_a_crawl_computes_the_simhash_only_where_it_is_read(tmp_path, site_serve
         assert {url: every[url] for url in shaped} == {url: found[url] for url in shaped}  # same text, same value
     finally:
         grid.stop()
+
+
+@pytest.mark.e2e
+def test_a_crawl_goes_through_framesets_iframes_and_pages_that_moved(tmp_path, site_server):
+    """An old intranet: its home page is a frameset, its menu moved (a meta refresh) and its
+    news page embeds an iframe; ``gridcrawl run`` reaches every page behind them."""
+    site = Site(pages={
+        "/": b'<html><frameset cols="20%,80%"><frame src="/menu.html"><frame src="/news.html"></frameset></html>',
+        "/menu.html": b'<html><head><meta http-equiv="refresh" content="0; url=/menu/v2.html"></head>'
+                      b'<body>The menu moved.</body></html>',
+        "/menu/v2.html": b'<html><body><a href="/staff.html">staff</a></body></html>',
+        "/news.html": b'<html><body><iframe src="/news/latest.html"></iframe></body></html>',
+        "/news/latest.html": b"<html><body>latest news</body></html>",
+        "/staff.html": b"<html><body>staff</body></html>",
+    })
+    server = site_server(site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--threads", "2", "--no-sitemaps", "--no-progress", "--workdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored = {url for (url,) in Grid(tmp_path).query("crawl", "SELECT url FROM document")}
+    assert stored == {server.url(path) for path in site.pages}, stored
