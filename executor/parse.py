@@ -411,10 +411,12 @@ def extract_links(
             if url in seen:
                 continue
             seen.add(url)
-            if tag == "a" or tag == "area":
+            if tag == "meta":
+                text = ""
+            elif tag == "a" or tag == "area":
                 text = _anchor_text(element)
-            else:
-                text = _collapse(element.get("title") or "", MAX_ANCHOR_TEXT) if tag != "meta" else ""
+            else:  # a frame: its title
+                text = _collapse(element.get("title") or "", MAX_ANCHOR_TEXT)
             links.append(Link(url, text))
     return links
 

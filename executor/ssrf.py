@@ -37,10 +37,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 from urllib.parse import urlsplit
 
-from gridcrawl.executor.fetch import ErrorKind, HopRefusal
+if TYPE_CHECKING:  # the fetcher's libraries are loaded by the executor, not by `gridcrawl run` reading this
+    from gridcrawl.executor.fetch import HopRefusal
 
 log = logging.getLogger("gridcrawl.executor.ssrf")
 
@@ -213,6 +214,12 @@ def suggested_network(address: IPAddress) -> str:
     return f"{address}/{address.max_prefixlen}"
 
 
+def _dns_failure(reason: str) -> HopRefusal:
+    """A hop refusal of kind CONNECTION (a DNS failure) saying ``reason``."""
+    from gridcrawl.executor.fetch import ErrorKind, HopRefusal
+    return HopRefusal(ErrorKind.CONNECTION, reason)
+
+
 class SSRFGuard:
     """The executor's hop check: ``SSRFGuard(allow=["127.0.0.0/8"]).check(url) -> str | HopRefusal | None``.
 
@@ -286,9 +293,9 @@ class SSRFGuard:
                     addresses.append(parsed)
         except (OSError, UnicodeError, ValueError) as exc:
             if literal is None:
-                return HopRefusal(ErrorKind.CONNECTION, f"cannot resolve host {host!r} ({exc})")
+                return _dns_failure(f"cannot resolve host {host!r} ({exc})")
         if not addresses:
-            return HopRefusal(ErrorKind.CONNECTION, f"host {host!r} resolves to no IP address")
+            return _dns_failure(f"host {host!r} resolves to no IP address")
         for address in addresses:
             reason = self.check_address(address)
             if reason is not None:
