@@ -38,7 +38,7 @@ from gridcrawl.link import ManagerLink
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
-from gridcrawl.executor.fetch import Fetcher, tls_verify
+from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
 from gridcrawl.executor.ssrf import SSRFGuard
@@ -190,15 +190,10 @@ class ExecutorAgent:
         self.figures = Figures()
         self.semantic_limits = Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
                                       deadline=settings.rdf_parse_deadline)
-        self.fetcher = Fetcher(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
-                               read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
-                               max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
-                               keep_non_html=settings.keep_non_html, hop_check=self.guard.check,
-                               peer_check=self.guard.check_peer,
-                               # politeness inside a grid thread: robots.txt and redirect hops are
-                               # spaced by the host's delay (executor/pacing.py); waits are bounded
-                               pacer=HostPacer(), max_wait=settings.thread_timeout / 2,
-                               verify=tls_verify(settings.tls_verify, settings.ca_bundle))
+        self.fetcher = Fetcher.from_settings(settings, hop_check=self.guard.check, peer_check=self.guard.check_peer,
+                                             # politeness inside a grid thread: robots.txt and redirect hops
+                                             # are spaced by the host's delay (executor/pacing.py); waits are bounded
+                                             pacer=HostPacer(), max_wait=settings.thread_timeout / 2)
         if self.fetcher.verify is False:
             log.warning("HTTPS certificates are not checked (--no-tls-verify): any server may answer for a host")
         # sitemap threads: any content type (XML, gzip files), up to the sitemaps.org 50 MiB

@@ -621,6 +621,20 @@ class Fetcher:
         self._sessions: list[requests.Session] = []
         self._generation = 0
 
+    @classmethod
+    def from_settings(cls, settings, **extra) -> "Fetcher":
+        """A fetcher as the settings say (a :class:`gridcrawl.settings.Settings`: user agent,
+        fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the HTTPS check
+        of ``tls_verify`` and ``ca_bundle``), with ``extra`` keyword arguments of the
+        constructor (``hop_check``, ``peer_check``, ``pacer``, ``max_wait``). The executors and
+        the Spark tasks build theirs here. Raises ``ValueError`` for a ``ca_bundle`` that is no
+        readable file (:func:`tls_verify`)."""
+        return cls(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
+                   read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
+                   max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
+                   keep_non_html=settings.keep_non_html,
+                   verify=tls_verify(settings.tls_verify, settings.ca_bundle), **extra)
+
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
         ``hop_check``, ``peer_check``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.

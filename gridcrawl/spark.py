@@ -209,7 +209,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     seconds, the worker's peak RSS in bytes, and ``hosts``: ``{host: (last_finish,
     crawl_delay)}`` of the hosts with a delay)."""
     from gridcrawl.client.store import Outcome, Pending
-    from gridcrawl.executor.fetch import Fetcher, tls_verify
+    from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
     from gridcrawl.executor.ssrf import SSRFGuard
@@ -245,11 +245,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                      "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}})
         return
 
-    fetcher = Fetcher(user_agent=s.user_agent, connect_timeout=s.fetch_connect_timeout,
-                      read_timeout=s.fetch_read_timeout, deadline=s.download_timeout,
-                      max_body_bytes=s.max_body_bytes, max_redirects=s.max_redirects,
-                      keep_non_html=s.keep_non_html, hop_check=SSRFGuard(config.allow_private).check,
-                      verify=tls_verify(s.tls_verify, s.ca_bundle))
+    fetcher = Fetcher.from_settings(s, hop_check=SSRFGuard(config.allow_private).check)
     robots = RobotsCache.for_fetcher(fetcher, retry_after=s.robots_retry) if s.obey_robots else None
     instruction = base_instruction(config.scope, s, strategy)
     # as an executor (executor/agent.py): the semantic parse's bounds, the extractor plugins installed here
