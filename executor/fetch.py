@@ -45,6 +45,7 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from gridcrawl.executor.proxy import ProxyRoute
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -59,6 +60,7 @@ _CHUNK = 64 * 1024  # bytes per socket read and per decompression step
 #: Appended to the message of a fetch whose HTTPS certificate failed the check.
 _TLS_HINT = ("to trust an intranet's own certificate authority start executors with --ca-bundle FILE, "
              "to accept any certificate with --no-tls-verify")
+_PROXY_HINT = "give the proxy's user and password in --proxy http://user:password@host:port"
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 _ACCEPT_ENCODING = "gzip, deflate"  # the codings decoded here with a bounded inflater
 
@@ -339,12 +341,14 @@ class _WatchedConnectionMixin:
     The hop check (the SSRF guard) resolves a host name and checks its addresses *before* the
     request, but the connection resolves the name again: a name that answers a public address to
     the first lookup and 127.0.0.1 to the second (DNS rebinding) would get through. So the
-    address actually connected to is checked too, before a byte is sent (TLS included)."""
+    address actually connected to is checked too, before a byte is sent (TLS included). A
+    connection to the configured proxy (``--proxy``) is not checked: the user chose that address,
+    and the guard checked the page's host by name before the request."""
 
     def _new_conn(self):  # type: ignore[override]
         sock = super()._new_conn()  # type: ignore[misc]
         check = getattr(getattr(_active, "watch", None), "peer_check", None)
-        if check is not None:
+        if check is not None and getattr(self, "proxy", None) is None:  # a proxy is chosen, not linked to
             try:
                 address = sock.getpeername()[0]
             except OSError:
@@ -381,15 +385,21 @@ class _WatchedHTTPSConnectionPool(urllib3.connectionpool.HTTPSConnectionPool):
     ConnectionCls = _WatchedHTTPSConnection
 
 
+_WATCHED_POOLS = {"http": _WatchedHTTPConnectionPool, "https": _WatchedHTTPSConnectionPool}
+
+
 class _WatchedAdapter(HTTPAdapter):
-    """A requests transport adapter whose pools use the watched connection classes."""
+    """A requests transport adapter whose pools, direct or through a proxy, use the watched
+    connection classes."""
 
     def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = {
-            "http": _WatchedHTTPConnectionPool,
-            "https": _WatchedHTTPSConnectionPool,
-        }
+        self.poolmanager.pool_classes_by_scheme = _WATCHED_POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs):
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = _WATCHED_POOLS
+        return manager
 
 
 # ---------------------------------------------------------------------------------------------
@@ -548,7 +558,7 @@ class Fetcher:
     Each thread gets its own ``requests.Session`` (created lazily, kept in a
     ``threading.local``) so connections are reused per thread and never shared. Sessions do not
     read proxies, ``.netrc`` or CA bundles from the environment (``trust_env=False``) so a fetch
-    goes where its URL says.
+    goes where its URL and its ``proxy`` say.
 
     Args:
         user_agent: the User-Agent header sent with every request.
@@ -582,6 +592,10 @@ class Fetcher:
             ``True`` against certifi's CAs, a PEM file's path against its CAs, ``False`` not at
             all. A certificate that fails the check ends the fetch as CONNECTION, its message
             naming the options that change the check.
+        proxy: the HTTP proxy requests go through (:class:`~gridcrawl.executor.proxy.ProxyRoute`:
+            every hop whose host its ``no_proxy`` list does not name), or ``None`` for direct
+            connections. A proxy that cannot be reached, refuses a tunnel or asks for credentials
+            (407) ends the fetch as CONNECTION, its message naming the proxy (password masked).
     """
 
     def __init__(
@@ -600,6 +614,7 @@ class Fetcher:
         max_wait: float = 150.0,
         peer_check: Callable[[str], str | None] | None = None,
         verify: bool | str = True,
+        proxy: ProxyRoute | None = None,
     ) -> None:
         self.user_agent = user_agent
         self.connect_timeout = float(connect_timeout)
@@ -614,6 +629,7 @@ class Fetcher:
         self.pacer = pacer
         self.max_wait = float(max_wait)
         self.verify = verify
+        self.proxy = proxy
         if verify is False:  # chosen (--no-tls-verify): said once at start, not on every request
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._local = threading.local()
@@ -625,26 +641,28 @@ class Fetcher:
     def from_settings(cls, settings, **extra) -> "Fetcher":
         """A fetcher as the settings say (a :class:`gridcrawl.settings.Settings`: user agent,
         fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the HTTPS check
-        of ``tls_verify`` and ``ca_bundle``), with ``extra`` keyword arguments of the
-        constructor (``hop_check``, ``peer_check``, ``pacer``, ``max_wait``). The executors and
-        the Spark tasks build theirs here. Raises ``ValueError`` for a ``ca_bundle`` that is no
-        readable file (:func:`tls_verify`)."""
+        of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy`` hosts), with
+        ``extra`` keyword arguments of the constructor (``hop_check``, ``peer_check``, ``pacer``,
+        ``max_wait``, ``proxy`` when the caller parsed it already). The executors and the Spark tasks build theirs here. Raises ``ValueError``
+        for a ``ca_bundle`` that is no readable file (:func:`tls_verify`) or a bad proxy setting
+        (:meth:`ProxyRoute.parse <gridcrawl.executor.proxy.ProxyRoute.parse>`)."""
         return cls(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                    read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                    max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                    keep_non_html=settings.keep_non_html,
-                   verify=tls_verify(settings.tls_verify, settings.ca_bundle), **extra)
+                   verify=tls_verify(settings.tls_verify, settings.ca_bundle),
+                   **{"proxy": ProxyRoute.parse(settings.proxy, settings.no_proxy), **extra})
 
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
-        ``hop_check``, ``peer_check``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
+        ``hop_check``, ``peer_check``, ``verify``, ``proxy``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
         It has its own sessions. Unknown names raise ``TypeError``."""
         params = dict(user_agent=self.user_agent, connect_timeout=self.connect_timeout,
                       read_timeout=self.read_timeout, deadline=self.deadline,
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
                       keep_non_html=self.keep_non_html, hop_check=self.hop_check,
                       truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait,
-                      peer_check=self.peer_check, verify=self.verify)
+                      peer_check=self.peer_check, verify=self.verify, proxy=self.proxy)
         params.update(changes)
         return Fetcher(**params)
 
@@ -789,6 +807,9 @@ class Fetcher:
                     self.pacer.done(current)
                 raise
             try:
+                if resp.status_code == 407 and self.proxy is not None and self.proxy.applies_to(current):
+                    raise _Failure(ErrorKind.CONNECTION, f"the proxy {self.proxy.shown} asks for credentials "
+                                   f"(407 Proxy Authentication Required): {_PROXY_HINT}")
                 result.status = resp.status_code
                 result.headers = {k.lower(): v for k, v in resp.headers.items()}
                 result.content_type = resp.headers.get("Content-Type")
@@ -817,8 +838,10 @@ class Fetcher:
     def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch,
               headers: dict[str, str] | None = None) -> requests.Response:
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
+        proxies = self.proxy.proxies_for(url) if self.proxy is not None else None
         try:
-            return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers)
+            return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers,
+                               proxies=proxies)
         except Exception as exc:
             raise self._classify(exc, watch) from exc
 
@@ -829,6 +852,10 @@ class Fetcher:
         if isinstance(exc, _Failure):  # the connected address was refused (peer_check)
             return exc
         message = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, requests.exceptions.ProxyError) and self.proxy is not None:
+            message = self.proxy.mask(f"through the proxy {self.proxy.shown}: {message}")
+            if "407" in message:
+                message += f"; {_PROXY_HINT}"
         if isinstance(
             exc,
             (

@@ -20,7 +20,10 @@ stored in the crawl. This module owns the decision which addresses an executor m
   :func:`classify` and not inside one of the allowed networks (``--allow-private CIDR``). A host
   that does not resolve is refused too (fail closed: the fetch would resolve it again), as the
   connection error it is (``ErrorKind.CONNECTION``: retried, as any DNS failure), not as a
-  blocked address.
+  blocked address — except when the URL goes through the organisation's HTTP proxy
+  (``--proxy``): desktops behind one often cannot resolve outside names at all, and the proxy
+  resolves them, so a name that does not resolve here is left to the proxy. A name that does
+  resolve here is judged by its addresses, proxy or not.
 
 What it does not cover: the fetch resolves the host again when it connects, so a DNS server that
 answers a public address to the guard and a private one a moment later (DNS rebinding) is not
@@ -42,6 +45,7 @@ from urllib.parse import urlsplit
 
 if TYPE_CHECKING:  # the fetcher's libraries are loaded by the executor, not by `gridcrawl run` reading this
     from gridcrawl.executor.fetch import HopRefusal
+    from gridcrawl.executor.proxy import ProxyRoute
 
 log = logging.getLogger("gridcrawl.executor.ssrf")
 
@@ -225,14 +229,17 @@ class SSRFGuard:
 
     ``allow``: CIDRs that are fetched even though :func:`classify` refuses them (the tests'
     loopback sites, an intranet the crawl is meant for). ``resolver(host, port) -> [address]``
-    defaults to the system resolver. The first refused address is logged once as a WARNING
+    defaults to the system resolver. ``proxy``: the fetcher's HTTP proxy route, if any; a host
+    that does not resolve here but goes through the proxy is allowed (the proxy resolves it). The first refused address is logged once as a WARNING
     naming the option to use (a grid on a private network otherwise crawls nothing silently).
     Thread-safe (the only state is that one-time flag). Raises ``ValueError`` on a bad CIDR.
     """
 
-    def __init__(self, allow: Iterable[str] = (), *, resolver: Resolver | None = None) -> None:
+    def __init__(self, allow: Iterable[str] = (), *, resolver: Resolver | None = None,
+                 proxy: ProxyRoute | None = None) -> None:
         self.allow = parse_networks(allow)
         self.resolver = resolver or system_resolver
+        self.proxy = proxy
         self.warned = False
 
     def allowed(self, address: IPAddress) -> bool:
@@ -269,7 +276,8 @@ class SSRFGuard:
         addresses is refused (see :meth:`check_address`), with a string (the fetch ends
         ``blocked``). A host that does not resolve, or resolves to no address, is refused with a
         :class:`~gridcrawl.executor.fetch.HopRefusal` of kind ``connection`` (a DNS failure:
-        the manager retries it; nothing is requested meanwhile). Never raises.
+        the manager retries it; nothing is requested meanwhile), unless the URL goes through
+        the proxy, which resolves it (allowed). Never raises.
         """
         try:
             parts = urlsplit(url)
@@ -293,6 +301,8 @@ class SSRFGuard:
                     addresses.append(parsed)
         except (OSError, UnicodeError, ValueError) as exc:
             if literal is None:
+                if self.proxy is not None and self.proxy.applies_to(url):
+                    return None  # the proxy resolves outside names the desktop cannot
                 return _dns_failure(f"cannot resolve host {host!r} ({exc})")
         if not addresses:
             return _dns_failure(f"host {host!r} resolves to no IP address")

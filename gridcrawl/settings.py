@@ -150,6 +150,10 @@ class Settings:
                 cli=(E, R, S), group="fetching", help="PEM file of the CAs HTTPS servers are checked against (an intranet's own)")
     tls_verify: bool = _doc(True, "check HTTPS servers' certificates (off: any certificate is accepted, as Scrapy, Nutch and Heritrix do by default; a certificate that fails the check makes the page a connection error saying so)",
                 cli=(E, R, S), group="fetching", inverse="no_tls_verify", help="accept any HTTPS certificate (self-signed, expired, another host's)")
+    proxy: str = _doc("", "HTTP proxy every fetch goes through, http://[user:password@]host:port (an organisation's way out to the web; HTTPS is tunnelled with CONNECT; empty: fetches connect directly). The environment's http_proxy and https_proxy are not read",
+                cli=(E, R, S), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port")
+    no_proxy: str = _doc("", "with a proxy: hosts fetched directly, comma-separated as curl's no_proxy (example.org matches its subdomains too; an IP address, a CIDR, host:port, or * for all)",
+                cli=(E, R, S), group="fetching", help="with --proxy: hosts fetched directly, comma-separated (an intranet: corp.example,10.0.0.0/8)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
                 cli=(E, R, S), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
@@ -246,6 +250,9 @@ class Settings:
                      "render_idle", "spark_partitions"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
+        if self.proxy or self.no_proxy:
+            from gridcrawl.executor.proxy import ProxyRoute  # the standard library only
+            ProxyRoute.parse(self.proxy, self.no_proxy)
         if self.recrawl_min_interval > self.recrawl_max_interval:
             raise ValueError(f"setting recrawl_min_interval ({self.recrawl_min_interval!r}) must not exceed "
                              f"recrawl_max_interval ({self.recrawl_max_interval!r})")
