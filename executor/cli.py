@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import List
 
@@ -70,6 +72,9 @@ def run(
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
+    from gridcrawl.executor.proxy import unused_environment_proxy
+    if warning := unused_environment_proxy(settings.proxy, os.environ):
+        logging.getLogger("gridcrawl.executor").warning("%s", warning)
     from gridcrawl.executor.memory import disable_fastbins, limit_malloc_arenas
     limit_malloc_arenas()  # before the worker threads start
     disable_fastbins()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
+from typing import Mapping
 from urllib.parse import quote, unquote, urlsplit
 
 _SPLIT_RE = re.compile(r"[,\s]+")
@@ -181,4 +182,25 @@ def masked(url: str) -> str:
     return f"{parts.scheme}://{netloc}"
 
 
-__all__ = ["ProxyRoute", "masked"]
+#: The environment variables curl, wget and requests take a proxy from, in the order looked at.
+ENVIRONMENT_PROXIES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+
+
+def unused_environment_proxy(proxy: str, environ: Mapping[str, str]) -> str | None:
+    """A warning for a program whose fetches connect directly (``proxy``, the setting, is empty)
+    while ``environ`` names a proxy (:data:`ENVIRONMENT_PROXIES`): on a desktop whose other tools
+    reach the web through it, every page would fail as a connection error. Returns the one-line
+    warning (the variable's value with its password masked, and the option to use), or None.
+    The programs log it at start; the setting is never taken from these variables."""
+    if proxy:
+        return None
+    for name in ENVIRONMENT_PROXIES:
+        value = environ.get(name, "").strip()
+        if value:
+            return (f"the environment sets {name}={masked(value if '://' in value else 'http://' + value)}, "
+                    f"which gridcrawl does not read: to fetch through that proxy, give it as --proxy "
+                    f"(or GRIDCRAWL_PROXY) and the hosts reached directly as --no-proxy")
+    return None
+
+
+__all__ = ["ProxyRoute", "masked", "unused_environment_proxy", "ENVIRONMENT_PROXIES"]

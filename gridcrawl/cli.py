@@ -133,7 +133,7 @@ def run(
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         settings = configured_settings(ctx, **given).validate()
-        _check_ca_bundle(settings)
+        _check_fetching(settings)
     except ValueError as exc:
         fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
@@ -268,12 +268,17 @@ class _ChildrenWatch(threading.Thread):
             self.join()
 
 
-def _check_ca_bundle(settings: Settings) -> None:
-    """Raise ``ValueError`` (one line) when ``--ca-bundle`` names no readable file, before any
-    process starts (each executor would refuse to start on it)."""
+def _check_fetching(settings: Settings) -> None:
+    """Before any process starts: raise ``ValueError`` (one line) when ``--ca-bundle`` names no
+    readable file (each executor would refuse to start on it); log a WARNING when the
+    environment names a proxy the fetches will not use
+    (:func:`gridcrawl.executor.proxy.unused_environment_proxy`)."""
     if settings.ca_bundle and settings.tls_verify:
         from gridcrawl.executor.fetch import tls_verify
         tls_verify(settings.tls_verify, settings.ca_bundle)
+    from gridcrawl.executor.proxy import unused_environment_proxy
+    if warning := unused_environment_proxy(settings.proxy, os.environ):
+        logging.getLogger("gridcrawl.run").warning("%s", warning)
 
 
 def _prefork(*modules: str) -> None:
@@ -871,7 +876,7 @@ def spark_command(
     from gridcrawl import spark as gs
     try:
         settings = configured_settings(ctx, **given).validate()
-        _check_ca_bundle(settings)
+        _check_fetching(settings)
         db = _absolute_sqlite(db)
         private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
     except ValueError as exc:

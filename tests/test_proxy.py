@@ -244,8 +244,12 @@ def test_gridcrawl_run_crawls_a_site_reachable_only_through_the_proxy(tmp_path):
         assert ("GET", _url(server, "/robots.txt")) in proxy.records  # robots.txt went the same way
         assert sorted(r.path for r in server.requests if r.path != "/robots.txt") == sorted(expected)
 
-        direct = _run(_url(server, "/"), "--workdir", str(tmp_path / "direct"))
+        # the environment's proxy variables are not read, but named at start
+        direct = _run(_url(server, "/"), "--workdir", str(tmp_path / "direct"), env={"https_proxy": secret})
         assert direct.returncode == 1, direct.stderr[-3000:]
+        assert (f"the environment sets https_proxy=http://crawler:***@127.0.0.1:{proxy.port}, which gridcrawl "
+                "does not read" in direct.stderr), direct.stderr[-3000:]
+        assert "hunter2" not in direct.stderr
         ((kind, error),) = Grid(tmp_path / "direct").query("crawl", "SELECT error_kind, error FROM visited_url")
         assert kind == "connection" and "cannot resolve host" in error, error
 
