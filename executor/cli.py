@@ -72,8 +72,7 @@ def run(
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
-    from gridcrawl.executor.proxy import unused_environment_proxy
-    if warning := unused_environment_proxy(settings.proxy, os.environ):
+    for warning in settings.warnings(os.environ):
         logging.getLogger("gridcrawl.executor").warning("%s", warning)
     from gridcrawl.executor.memory import disable_fastbins, limit_malloc_arenas
     limit_malloc_arenas()  # before the worker threads start

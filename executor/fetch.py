@@ -35,7 +35,7 @@ import time
 import zlib
 from datetime import timezone
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, NamedTuple, Union
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Union
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import requests
@@ -45,6 +45,7 @@ import urllib3.connectionpool
 import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
+from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
 
@@ -517,6 +518,11 @@ class _Failure(Exception):
         self.message = message
 
 
+def _host(url: str) -> str:
+    """The lower-case host name of an absolute URL ('' when it has none)."""
+    return (urlsplit(url).hostname or "").rstrip(".")
+
+
 def _media_type(content_type: str | None) -> str | None:
     if content_type is None:
         return None
@@ -596,6 +602,10 @@ class Fetcher:
             every hop whose host its ``no_proxy`` list does not name), or ``None`` for direct
             connections. A proxy that cannot be reached, refuses a tunnel or asks for credentials
             (407) ends the fetch as CONNECTION, its message naming the proxy (password masked).
+        credentials: ``{host: (login, password)}`` (lower-case host names, as
+            :func:`~gridcrawl.executor.credentials.read_netrc` gives them) sent as HTTP Basic
+            authentication on every request to that host and to no other; None: none. A 401
+            answer names the option (``--netrc``) or says the credentials were refused.
     """
 
     def __init__(
@@ -615,6 +625,7 @@ class Fetcher:
         peer_check: Callable[[str], str | None] | None = None,
         verify: bool | str = True,
         proxy: ProxyRoute | None = None,
+        credentials: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.user_agent = user_agent
         self.connect_timeout = float(connect_timeout)
@@ -630,6 +641,7 @@ class Fetcher:
         self.max_wait = float(max_wait)
         self.verify = verify
         self.proxy = proxy
+        self.credentials = dict(credentials or {})
         if verify is False:  # chosen (--no-tls-verify): said once at start, not on every request
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
         self._local = threading.local()
@@ -641,28 +653,32 @@ class Fetcher:
     def from_settings(cls, settings, **extra) -> "Fetcher":
         """A fetcher as the settings say (a :class:`gridcrawl.settings.Settings`: user agent,
         fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the HTTPS check
-        of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy`` hosts), with
+        of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy`` hosts, the
+        ``netrc`` file's credentials), with
         ``extra`` keyword arguments of the constructor (``hop_check``, ``peer_check``, ``pacer``,
         ``max_wait``, ``proxy`` when the caller parsed it already). The executors and the Spark tasks build theirs here. Raises ``ValueError``
-        for a ``ca_bundle`` that is no readable file (:func:`tls_verify`) or a bad proxy setting
-        (:meth:`ProxyRoute.parse <gridcrawl.executor.proxy.ProxyRoute.parse>`)."""
+        for a ``ca_bundle`` that is no readable file (:func:`tls_verify`), a bad proxy setting
+        (:meth:`ProxyRoute.parse <gridcrawl.executor.proxy.ProxyRoute.parse>`) or an unusable
+        netrc file (:func:`~gridcrawl.executor.credentials.read_netrc`)."""
         return cls(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                    read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                    max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                    keep_non_html=settings.keep_non_html,
                    verify=tls_verify(settings.tls_verify, settings.ca_bundle),
+                   credentials=read_netrc(settings.netrc) if settings.netrc else None,
                    **{"proxy": ProxyRoute.parse(settings.proxy, settings.no_proxy), **extra})
 
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
-        ``hop_check``, ``peer_check``, ``verify``, ``proxy``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
+        ``hop_check``, ``peer_check``, ``verify``, ``proxy``, ``credentials``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
         It has its own sessions. Unknown names raise ``TypeError``."""
         params = dict(user_agent=self.user_agent, connect_timeout=self.connect_timeout,
                       read_timeout=self.read_timeout, deadline=self.deadline,
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,
                       keep_non_html=self.keep_non_html, hop_check=self.hop_check,
                       truncate_body=self.truncate_body, pacer=self.pacer, max_wait=self.max_wait,
-                      peer_check=self.peer_check, verify=self.verify, proxy=self.proxy)
+                      peer_check=self.peer_check, verify=self.verify, proxy=self.proxy,
+                      credentials=self.credentials)
         params.update(changes)
         return Fetcher(**params)
 
@@ -839,9 +855,10 @@ class Fetcher:
               headers: dict[str, str] | None = None) -> requests.Response:
         timeout = (min(self.connect_timeout, remaining), min(self.read_timeout, remaining))
         proxies = self.proxy.proxies_for(url) if self.proxy is not None else None
+        auth = self.credentials.get(_host(url)) if self.credentials else None  # this hop's host only
         try:
             return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers,
-                               proxies=proxies)
+                               proxies=proxies, auth=auth)
         except Exception as exc:
             raise self._classify(exc, watch) from exc
 
@@ -893,6 +910,15 @@ class Fetcher:
             return _Failure(ErrorKind.CONNECTION, message)
         return _Failure(ErrorKind.CRASH, message)
 
+    def _login_hint(self, url: str, challenge: str | None) -> str:
+        """What to add to a 401's message: the credentials given for the host were refused, or
+        the login the site asks for and the option that gives it."""
+        host = _host(url)
+        if host in self.credentials:
+            return f": the credentials --netrc gives for {host} were refused"
+        asked = f" ({challenge[:100]})" if challenge else ""
+        return f": the site asks for a login{asked}; give credentials for {host} in --netrc FILE (HTTP Basic)"
+
     def _finish(self, resp: requests.Response, result: FetchResult, start: float, watch: _Watch,
                 body_wanted=None) -> None:
         """Handle the final (non-redirect) response: status, type, body within the limits."""
@@ -902,7 +928,10 @@ class Fetcher:
             result.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
         if status >= 400:
             result.size = length or 0
-            raise _Failure(ErrorKind.HTTP_STATUS, f"HTTP {status} {resp.reason or ''}".rstrip())
+            message = f"HTTP {status} {resp.reason or ''}".rstrip()
+            if status == 401:
+                message += self._login_hint(result.final_url, resp.headers.get("WWW-Authenticate"))
+            raise _Failure(ErrorKind.HTTP_STATUS, message)
         if status == 304:  # Not Modified: no content (RFC 9110 §15.4.5); nothing to read
             return
         media = _media_type(result.content_type)

@@ -270,14 +270,12 @@ class _ChildrenWatch(threading.Thread):
 
 def _check_fetching(settings: Settings) -> None:
     """Before any process starts: raise ``ValueError`` (one line) when ``--ca-bundle`` names no
-    readable file (each executor would refuse to start on it); log a WARNING when the
-    environment names a proxy the fetches will not use
-    (:func:`gridcrawl.executor.proxy.unused_environment_proxy`)."""
+    readable file (each executor would refuse to start on it); log each of
+    :meth:`Settings.warnings <gridcrawl.settings.Settings.warnings>` as a WARNING."""
     if settings.ca_bundle and settings.tls_verify:
         from gridcrawl.executor.fetch import tls_verify
         tls_verify(settings.tls_verify, settings.ca_bundle)
-    from gridcrawl.executor.proxy import unused_environment_proxy
-    if warning := unused_environment_proxy(settings.proxy, os.environ):
+    for warning in settings.warnings(os.environ):
         logging.getLogger("gridcrawl.run").warning("%s", warning)
 
 

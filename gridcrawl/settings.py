@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Mapping
 
 
 #: The programs whose command lines can show a setting as an option (a field's ``cli`` tags):
@@ -154,6 +155,8 @@ class Settings:
                 cli=(E, R, S), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port")
     no_proxy: str = _doc("", "with a proxy: hosts fetched directly, comma-separated as curl's no_proxy (example.org matches its subdomains too; an IP address, a CIDR, host:port, or * for all)",
                 cli=(E, R, S), group="fetching", help="with --proxy: hosts fetched directly, comma-separated (an intranet: corp.example,10.0.0.0/8)")
+    netrc: str = _doc("", "netrc file (machine HOST login USER password PASS) whose hosts are sent HTTP Basic credentials on every request (an intranet behind a login; no other host ever gets them); empty: none",
+                cli=(E, R, S), group="fetching", help="netrc file of credentials for sites behind a login (HTTP Basic, sent only to the hosts it names)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
                 cli=(E, R, S), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
@@ -253,6 +256,9 @@ class Settings:
         if self.proxy or self.no_proxy:
             from gridcrawl.executor.proxy import ProxyRoute  # the standard library only
             ProxyRoute.parse(self.proxy, self.no_proxy)
+        if self.netrc:
+            from gridcrawl.executor.credentials import read_netrc  # the standard library only
+            read_netrc(self.netrc)
         if self.recrawl_min_interval > self.recrawl_max_interval:
             raise ValueError(f"setting recrawl_min_interval ({self.recrawl_min_interval!r}) must not exceed "
                              f"recrawl_max_interval ({self.recrawl_max_interval!r})")
@@ -264,6 +270,17 @@ class Settings:
         if not 0 <= self.recrawl_dec_rate < 1:
             raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
+
+    def warnings(self, environ: Mapping[str, str]) -> list[str]:
+        """One-line warnings about fetch settings that work but are likely not what the user
+        wants, for a program to log at start: ``environ`` (the process environment) names a
+        proxy that ``proxy`` leaves unused; the ``netrc`` file is readable by other users."""
+        from gridcrawl.executor.credentials import readable_by_others
+        from gridcrawl.executor.proxy import unused_environment_proxy
+        found = [unused_environment_proxy(self.proxy, environ)]
+        if self.netrc and readable_by_others(self.netrc):
+            found.append(f"--netrc {self.netrc} holds passwords and other users can read it: chmod 600 it")
+        return [w for w in found if w]
 
     @property
     def peer_timeout(self) -> float:

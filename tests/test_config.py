@@ -310,13 +310,13 @@ def test_run_passes_its_settings_to_its_children_as_their_own_options():
     from gridcrawl.cli_common import setting_argv, setting_fields
     chosen = Settings(threads=3, obey_robots=False, dispatch="host-hash", download_delay=0.25,
                       concurrent_requests_per_host=2)
-    unset = ["--ca-bundle", "", "--proxy", "", "--no-proxy", ""]
+    unset = ["--ca-bundle", "", "--proxy", "", "--no-proxy", "", "--netrc", ""]
     assert setting_argv(chosen, "executor") == ["--threads", "3", *unset, "--ignore-robots"]
     assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), *unset]
     assert setting_argv(Settings(tls_verify=False, ca_bundle="/etc/ca.pem", proxy="http://proxy:3128",
                                  no_proxy="corp.example"), "executor") == [
         "--threads", str(Settings.threads), "--ca-bundle", "/etc/ca.pem", "--no-tls-verify",
-        "--proxy", "http://proxy:3128", "--no-proxy", "corp.example"]
+        "--proxy", "http://proxy:3128", "--no-proxy", "corp.example", "--netrc", ""]
     commands = _commands()
     for program, required in (("manager", []), ("executor", ["--manager", "tcp://127.0.0.1:1"])):
         argv = setting_argv(chosen, program)

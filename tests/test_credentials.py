@@ -1,0 +1,144 @@
+"""Sites behind a login: HTTP Basic credentials from a netrc file (``--netrc``).
+
+Real servers on 127.0.0.1 whose pages answer ``401`` without the right ``Authorization`` header
+(and record the header each request carried); a second server on 127.0.0.2 stands for another
+host, which must never see the credentials, even when the protected site redirects there."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gridcrawl.executor.credentials import read_netrc
+from gridcrawl.executor.fetch import ErrorKind, Fetcher
+from gridcrawl.settings import Settings
+from grid import Grid
+from sites import Site, SiteServer, generate_site, reachable, redirect
+
+LOGIN, PASSWORD = "crawler", "s3cret pass"
+
+
+def _protected(body: bytes, seen: list) -> callable:
+    """A handler serving ``body`` only with Basic ``LOGIN:PASSWORD``; it appends the request's
+    ``(path, Authorization header or None)`` to ``seen``."""
+    expected = "Basic " + base64.b64encode(f"{LOGIN}:{PASSWORD}".encode()).decode()
+
+    def handle(h) -> None:
+        given = h.headers.get("Authorization")
+        seen.append((h.path, given))
+        if given == expected:
+            h.respond(200, body)
+        else:
+            h.respond(401, b"<html>log in</html>", headers={"WWW-Authenticate": 'Basic realm="Intranet"'})
+    return handle
+
+
+def _netrc(tmp_path, text: str, mode: int = 0o600) -> str:
+    path = tmp_path / "netrc"
+    path.write_text(text)
+    path.chmod(mode)
+    return str(path)
+
+
+def _fetch(url: str, **kwargs):
+    fetcher = Fetcher(user_agent="gridcrawl-test", deadline=10, **kwargs)
+    try:
+        return fetcher.fetch(url)
+    finally:
+        fetcher.close()
+
+
+# ----------------------------------------------------------------------------------------------
+# The file
+
+def test_a_netrc_file_gives_each_named_host_its_login_and_nothing_to_other_hosts(tmp_path):
+    path = _netrc(tmp_path, f"machine Wiki.Corp.Example login {LOGIN} password s3cret\n"
+                            "machine docs.corp.example\n  login reader\n  password an0ther\n"
+                            "machine nopass.corp.example login someone\n"
+                            "default login everyone password for-every-host\n")
+    assert read_netrc(path) == {"wiki.corp.example": (LOGIN, "s3cret"), "docs.corp.example": ("reader", "an0ther")}
+    assert Settings(netrc=path).validate().netrc == path
+
+    for text, message in (("machine\n", "not a netrc file"), ("default login a password b\n", "no 'machine HOST"),
+                          ("machines a.example login b password c\n", "not a netrc file")):
+        with pytest.raises(ValueError, match=message) as raised:
+            read_netrc(_netrc(tmp_path, text))
+        assert "for-every-host" not in str(raised.value)
+    with pytest.raises(ValueError, match="no such file"):
+        Settings(netrc=str(tmp_path / "missing")).validate()
+
+
+def test_a_netrc_file_other_users_can_read_is_warned_about(tmp_path):
+    entry = f"machine a.example login {LOGIN} password s3cret\n"
+    assert Settings(netrc=_netrc(tmp_path, entry, 0o600)).warnings({}) == []
+    (warning,) = Settings(netrc=_netrc(tmp_path, entry, 0o644)).warnings({})
+    assert "other users can read it: chmod 600" in warning and "s3cret" not in warning
+
+
+# ----------------------------------------------------------------------------------------------
+# The fetcher
+
+def test_credentials_go_to_their_host_on_every_hop_and_never_to_another_host():
+    seen, elsewhere = [], []
+    with SiteServer(Site(), host="127.0.0.2") as other:
+        other.site.extra["/landing"] = _protected(b"<html>other</html>", elsewhere)
+        site = Site(extra={"/private": _protected(b"<html>private</html>", seen),
+                           "/away": redirect(other.url("/landing")),
+                           "/back": redirect("/private")})
+        with SiteServer(site) as server:
+            credentials = {"127.0.0.1": (LOGIN, PASSWORD)}
+            ok = _fetch(server.url("/private"), credentials=credentials)
+            assert ok.error_kind is None and ok.body == b"<html>private</html>", ok
+            assert _fetch(server.url("/back"), credentials=credentials).status == 200  # a hop on the same host
+            assert seen[-1][1] is not None and [path for path, _ in seen] == ["/private", "/private"]
+
+            away = _fetch(server.url("/away"), credentials=credentials)  # the site sends us to another host
+            assert away.error_kind == ErrorKind.HTTP_STATUS and away.status == 401, away
+            assert elsewhere == [("/landing", None)]  # it got no credentials
+            assert "give credentials for 127.0.0.2 in --netrc FILE" in away.error
+            assert 'Basic realm="Intranet"' in away.error
+
+            refused = _fetch(server.url("/private"), credentials={"127.0.0.1": (LOGIN, "wrong")})
+            assert refused.status == 401 and "the credentials --netrc gives for 127.0.0.1 were refused" in refused.error
+            none = _fetch(server.url("/private"))
+            assert none.status == 401 and "--netrc FILE" in none.error and seen[-1] == ("/private", None)
+            derived = Fetcher(user_agent="gridcrawl-test", credentials=credentials).derive(keep_non_html=True)
+            assert derived.credentials == credentials  # robots.txt and sitemaps log in too
+
+
+# ----------------------------------------------------------------------------------------------
+# gridcrawl run
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gridcrawl", "run", *args, "--executors", "1", "--threads", "4",
+                           "--no-progress", "--no-sitemaps"], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+
+
+@pytest.mark.e2e
+def test_gridcrawl_run_crawls_a_site_behind_a_login_with_a_netrc_file(tmp_path):
+    generated = generate_site(10, seed=3)
+    seen: list = []
+    site = Site(links=generated.links, extra={path: _protected(body, seen) for path, body in generated.pages.items()})
+    expected = reachable(site)
+    with SiteServer(site) as server:
+        netrc = _netrc(tmp_path, f'machine 127.0.0.1 login {LOGIN} password "{PASSWORD}"\n')
+        done = _run(server.url("/"), "--netrc", netrc, "--workdir", str(tmp_path / "login"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = Grid(tmp_path / "login").query("crawl", "SELECT url, error_kind FROM visited_url")
+        assert sorted(rows) == sorted((server.url(path), None) for path in expected)
+        assert PASSWORD not in done.stdout + done.stderr
+
+        seen.clear()
+        without = _run(server.url("/"), "--workdir", str(tmp_path / "without"))
+        assert without.returncode == 1, without.stderr[-3000:]
+        ((kind, error),) = Grid(tmp_path / "without").query("crawl", "SELECT error_kind, error FROM visited_url")
+        assert kind == "http_status" and "--netrc FILE" in error, error
+        assert seen == [("/", None)]
+
+        bad = _run(server.url("/"), "--netrc", str(tmp_path / "missing"), "--workdir", str(tmp_path / "bad"))
+        assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
