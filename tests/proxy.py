@@ -15,7 +15,7 @@ import base64
 import http.client
 import http.server
 import ipaddress
-import select
+import selectors
 import socket
 import threading
 from urllib.parse import urlsplit
@@ -79,20 +79,23 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(200, "Connection established")
         self.end_headers()
         self.wfile.flush()
-        sockets = [self.connection, upstream]
+        selector = selectors.DefaultSelector()  # not select(): a test process may hold fds past 1024
+        selector.register(self.connection, selectors.EVENT_READ, upstream)
+        selector.register(upstream, selectors.EVENT_READ, self.connection)
         try:
             while True:
-                readable, _, _ = select.select(sockets, [], [], 30)
-                if not readable:
+                ready = selector.select(30)
+                if not ready:
                     break
-                for sock in readable:
-                    data = sock.recv(65536)
+                for key, _ in ready:
+                    data = key.fileobj.recv(65536)
                     if not data:
                         return
-                    (upstream if sock is self.connection else self.connection).sendall(data)
+                    key.data.sendall(data)
         except OSError:
             pass
         finally:
+            selector.close()
             upstream.close()
             self.close_connection = True
 

@@ -32,6 +32,7 @@ top-level domain reserved by RFC 2606 section 2, which never resolves.
 
 from __future__ import annotations
 
+import base64
 import collections
 import email.utils
 import http.server
@@ -321,6 +322,23 @@ def slow_page(seconds: float, body: bytes, content_type: str = HTML_TYPE) -> Cal
     def handle(h: "_Handler") -> None:
         time.sleep(seconds)
         h.respond(200, body, content_type=content_type)
+
+    return handle
+
+
+def login_page(body: bytes, login: str, password: str, seen: list) -> Callable:
+    """Return a ``Site.extra`` handler serving ``body`` only to a request carrying HTTP Basic
+    ``login:password`` (RFC 7617), else ``401`` with ``WWW-Authenticate: Basic
+    realm="Intranet"``; it appends ``(path, Authorization header or None)`` to ``seen``."""
+    expected = "Basic " + base64.b64encode(f"{login}:{password}".encode()).decode()
+
+    def handle(h: "_Handler") -> None:
+        given = h.headers.get("Authorization")
+        seen.append((h.path, given))
+        if given == expected:
+            h.respond(200, body)
+        else:
+            h.respond(401, b"<html>log in</html>", headers={"WWW-Authenticate": 'Basic realm="Intranet"'})
 
     return handle
 

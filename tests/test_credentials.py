@@ -6,7 +6,6 @@ host, which must never see the credentials, even when the protected site redirec
 
 from __future__ import annotations
 
-import base64
 import os
 import subprocess
 import sys
@@ -17,24 +16,14 @@ from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.settings import Settings
 from grid import Grid
-from sites import Site, SiteServer, generate_site, reachable, redirect
+from sites import Site, SiteServer, generate_site, login_page, reachable, redirect
 
 LOGIN, PASSWORD = "crawler", "s3cret pass"
 
 
-def _protected(body: bytes, seen: list) -> callable:
-    """A handler serving ``body`` only with Basic ``LOGIN:PASSWORD``; it appends the request's
-    ``(path, Authorization header or None)`` to ``seen``."""
-    expected = "Basic " + base64.b64encode(f"{LOGIN}:{PASSWORD}".encode()).decode()
-
-    def handle(h) -> None:
-        given = h.headers.get("Authorization")
-        seen.append((h.path, given))
-        if given == expected:
-            h.respond(200, body)
-        else:
-            h.respond(401, b"<html>log in</html>", headers={"WWW-Authenticate": 'Basic realm="Intranet"'})
-    return handle
+def _protected(body: bytes, seen: list):
+    """The login page handler (:func:`sites.login_page`) for ``LOGIN:PASSWORD``."""
+    return login_page(body, LOGIN, PASSWORD, seen)
 
 
 def _netrc(tmp_path, text: str, mode: int = 0o600) -> str:

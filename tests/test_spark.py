@@ -39,7 +39,7 @@ from gridcrawl.client.cli import open_crawl  # noqa: E402
 from gridcrawl.executor.parse import parse_page  # noqa: E402
 from gridcrawl.settings import Settings  # noqa: E402
 from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context  # noqa: E402
-from sites import SiteServer, generate_site, reachable  # noqa: E402
+from sites import Site, SiteServer, generate_site, login_page, reachable  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ROBOTS = "/robots.txt"
@@ -142,6 +142,30 @@ def test_download_stage_waits_out_the_previous_layers_delay(tmp_path):
         assert _one(tmp_path / "stage.db", "SELECT COUNT(*) FROM visited_url") == 0  # the commit stage's
     finally:
         srv.stop()
+
+
+def test_a_task_fetches_through_the_proxy_with_the_netrc_logins(tmp_path):
+    """The download stage (without Spark, as a task runs it) builds its fetcher as an executor
+    does: a site whose name only the proxy resolves, behind a login, is fetched through the proxy
+    with the netrc file's credentials."""
+    import dataclasses
+    from gridcrawl.spark import TaskConfig, download_partition
+    from proxy import ForwardProxy
+    seen: list = []
+    site = Site(extra={"/": login_page(b"<html><body>behind a login</body></html>", "crawler", "s3cret", seen)})
+    with SiteServer(site) as srv, ForwardProxy(hosts={"wiki.intranet.test": "127.0.0.1"}) as proxy:
+        (tmp_path / "netrc").write_text("machine wiki.intranet.test login crawler password s3cret\n")
+        (tmp_path / "netrc").chmod(0o600)
+        seed = f"http://wiki.intranet.test:{srv.port}/"
+        s = Settings(proxy=proxy.url, netrc=str(tmp_path / "netrc"), obey_robots=False).validate()
+        db = f"sqlite:///{tmp_path / 'stage.db'}"
+        store, scope = open_crawl(s, db, [seed], [])
+        config = TaskConfig(db, s, scope, store.strategy, [], token="proxy")
+        records = list(download_partition(config, {}, 0, [("wiki.intranet.test", dataclasses.astuple(p))
+                                                          for p in store.claim(10)]))
+        figures = records[-1][1]
+        assert figures["pages"] == 1 and figures["errors"] == 0, figures
+        assert proxy.records == [("GET", seed)] and len(seen) == 1 and seen[0][1].startswith("Basic ")
 
 
 def test_a_download_worker_that_breaks_fails_the_task_not_hangs_it(tmp_path, monkeypatch):
