@@ -654,24 +654,27 @@ class Fetcher:
         """A fetcher as the settings say (a :class:`gridcrawl.settings.Settings`: user agent,
         fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the HTTPS check
         of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy`` hosts, the
-        ``netrc`` file's credentials), with
-        ``extra`` keyword arguments of the constructor (``hop_check``, ``peer_check``, ``pacer``,
-        ``max_wait``, ``proxy`` when the caller parsed it already). The executors and the Spark tasks build theirs here. Raises ``ValueError``
-        for a ``ca_bundle`` that is no readable file (:func:`tls_verify`), a bad proxy setting
-        (:meth:`ProxyRoute.parse <gridcrawl.executor.proxy.ProxyRoute.parse>`) or an unusable
-        netrc file (:func:`~gridcrawl.executor.credentials.read_netrc`)."""
+        ``netrc`` file's credentials), with ``extra`` keyword arguments of the constructor
+        (``hop_check``, ``peer_check``, ``pacer``, ``max_wait``; ``proxy`` when the caller has
+        parsed it for its SSRF guard too). The executors and the Spark tasks build theirs here.
+        Raises ``ValueError`` for a ``ca_bundle`` that is no readable file (:func:`tls_verify`),
+        a bad proxy setting (:meth:`ProxyRoute.parse
+        <gridcrawl.executor.proxy.ProxyRoute.parse>`) or an unusable netrc file
+        (:func:`~gridcrawl.executor.credentials.read_netrc`)."""
+        if "proxy" not in extra:
+            extra["proxy"] = ProxyRoute.parse(settings.proxy, settings.no_proxy)
         return cls(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                    read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                    max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                    keep_non_html=settings.keep_non_html,
                    verify=tls_verify(settings.tls_verify, settings.ca_bundle),
-                   credentials=read_netrc(settings.netrc) if settings.netrc else None,
-                   **{"proxy": ProxyRoute.parse(settings.proxy, settings.no_proxy), **extra})
+                   credentials=read_netrc(settings.netrc) if settings.netrc else None, **extra)
 
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,
-        ``hop_check``, ``peer_check``, ``verify``, ``proxy``, ``credentials``) except ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt.
-        It has its own sessions. Unknown names raise ``TypeError``."""
+        ``hop_check``, ``peer_check``, ``verify``, ``proxy``, ``credentials``) except
+        ``changes``, e.g. ``derive(keep_non_html=True)`` for robots.txt. It has its own
+        sessions. Unknown names raise ``TypeError``."""
         params = dict(user_agent=self.user_agent, connect_timeout=self.connect_timeout,
                       read_timeout=self.read_timeout, deadline=self.deadline,
                       max_body_bytes=self.max_body_bytes, max_redirects=self.max_redirects,

@@ -230,8 +230,9 @@ class SSRFGuard:
     ``allow``: CIDRs that are fetched even though :func:`classify` refuses them (the tests'
     loopback sites, an intranet the crawl is meant for). ``resolver(host, port) -> [address]``
     defaults to the system resolver. ``proxy``: the fetcher's HTTP proxy route, if any; a host
-    that does not resolve here but goes through the proxy is allowed (the proxy resolves it). The first refused address is logged once as a WARNING
-    naming the option to use (a grid on a private network otherwise crawls nothing silently).
+    that does not resolve here but goes through the proxy is allowed (the proxy resolves it).
+    The first refused address is logged once as a WARNING naming the option to use (a grid on
+    a private network otherwise crawls nothing silently).
     Thread-safe (the only state is that one-time flag). Raises ``ValueError`` on a bad CIDR.
     """
 
