@@ -29,6 +29,7 @@ import email.utils
 import heapq
 import math
 import os
+import re
 import socket
 import threading
 import time
@@ -46,7 +47,7 @@ import urllib3.exceptions
 from requests.adapters import HTTPAdapter
 
 from gridcrawl.executor.credentials import read_netrc
-from gridcrawl.executor.proxy import ProxyRoute
+from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -518,6 +519,22 @@ class _Failure(Exception):
         self.message = message
 
 
+_TUNNEL_RE = re.compile(r"Tunnel connection failed: ([^'\")]+)")
+_ERRNO_RE = re.compile(r"\[Errno -?\d+\] [^'\")]+")
+
+
+def _proxy_failure(shown: str, message: str) -> str:
+    """A requests ``ProxyError``'s ``message`` said for a user: the proxy (``shown``) refused the
+    tunnel (its status), could not be connected to (the socket error), or else the whole text."""
+    tunnel = _TUNNEL_RE.search(message)
+    if tunnel:
+        return f"the proxy {shown} could not open a tunnel to the site: {tunnel.group(1).strip()}"
+    if "Unable to connect to proxy" in message:
+        error = _ERRNO_RE.search(message)
+        return f"cannot connect to the proxy {shown}" + (f": {error.group(0).strip()}" if error else f" ({message})")
+    return f"through the proxy {shown}: {message}"
+
+
 def _host(url: str) -> str:
     """The lower-case host name of an absolute URL ('' when it has none)."""
     return (urlsplit(url).hostname or "").rstrip(".")
@@ -873,7 +890,7 @@ class Fetcher:
             return exc
         message = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, requests.exceptions.ProxyError) and self.proxy is not None:
-            message = self.proxy.mask(f"through the proxy {self.proxy.shown}: {message}")
+            message = self.proxy.mask(_proxy_failure(self.proxy.shown, message))
             if "407" in message:
                 message += f"; {_PROXY_HINT}"
         if isinstance(
@@ -929,6 +946,11 @@ class Fetcher:
         length = _content_length(resp)
         if status in (429, 503):
             result.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+        if status >= 500 and self.proxy is not None and self.proxy.applies_to(result.final_url):
+            error = proxy_error(result.headers)
+            if error is not None:  # the proxy's own answer: the site was not reached
+                raise _Failure(ErrorKind.CONNECTION, f"the proxy {self.proxy.shown} could not reach the site: "
+                                                     f"HTTP {status} {error}")
         if status >= 400:
             result.size = length or 0
             message = f"HTTP {status} {resp.reason or ''}".rstrip()

@@ -182,6 +182,24 @@ def masked(url: str) -> str:
     return f"{parts.scheme}://{netloc}"
 
 
+_PROXY_ERROR_RE = re.compile(r'(?:^|;)\s*error\s*=\s*("?)([A-Za-z0-9_.\-]+)\1', re.I)
+
+
+def proxy_error(headers: Mapping[str, str]) -> str | None:
+    """The error a proxy reports for a response it made itself because it could not get the
+    site's (a 5xx with no site behind it), from the response ``headers`` (lower-case names):
+    RFC 9209's ``Proxy-Status: NAME; error=TYPE`` (``dns_error``, ``connection_refused``,
+    ``destination_not_found`` ...) or Squid's ``X-Squid-Error: ERR_CONNECT_FAIL 111``. None
+    when neither says so (the response is the site's own)."""
+    status = headers.get("proxy-status", "")
+    for member in status.split(","):
+        match = _PROXY_ERROR_RE.search(member)
+        if match:
+            return f"error={match.group(2)}"
+    squid = headers.get("x-squid-error", "").strip()
+    return squid[:100] or None
+
+
 #: The environment variables curl, wget and requests take a proxy from, in the order looked at.
 ENVIRONMENT_PROXIES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 
@@ -203,4 +221,4 @@ def unused_environment_proxy(proxy: str, environ: Mapping[str, str]) -> str | No
     return None
 
 
-__all__ = ["ProxyRoute", "masked", "unused_environment_proxy", "ENVIRONMENT_PROXIES"]
+__all__ = ["ProxyRoute", "masked", "proxy_error", "unused_environment_proxy", "ENVIRONMENT_PROXIES"]

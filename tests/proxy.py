@@ -59,7 +59,9 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
             return None
 
     def _fail(self, status: int) -> None:
+        """Answer ``status`` itself, saying why as RFC 9209 asks (``Proxy-Status``)."""
         self.send_response(status)
+        self.send_header("Proxy-Status", "test-proxy; error=destination_not_found")
         self.send_header("Content-Length", "0")
         self.end_headers()
 

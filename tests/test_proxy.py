@@ -19,12 +19,12 @@ import time
 import pytest
 
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopRefusal
-from gridcrawl.executor.proxy import ProxyRoute
+from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.settings import Settings
 from grid import Grid, free_port, wait_for
 from proxy import ForwardProxy
-from sites import Site, SiteServer, generate_site, reachable
+from sites import Site, SiteServer, generate_site, reachable, status_page
 
 NAME = "docs.intranet.test"
 PAGES = {"/": b"<html><body><a href='/a.html'>a</a></body></html>", "/a.html": b"<html><body>a</body></html>"}
@@ -177,11 +177,28 @@ def test_proxy_credentials_are_sent_and_a_407_says_which_option_helps(site):
     assert [r.path for r in site.requests] == ["/"]  # only the request with the right credentials got through
 
 
+def test_a_proxy_that_cannot_reach_the_site_is_a_connection_error_and_the_sites_own_5xx_is_not():
+    assert proxy_error({"proxy-status": 'ExampleCDN; error=dns_error; rcode="NXDOMAIN"'}) == "error=dns_error"
+    assert proxy_error({"proxy-status": "cdn, corp-proxy; error=connection_refused"}) == "error=connection_refused"
+    assert proxy_error({"x-squid-error": "ERR_CONNECT_FAIL 111"}) == "ERR_CONNECT_FAIL 111"
+    assert proxy_error({"proxy-status": "cache; hit"}) is None and proxy_error({}) is None
+
+    site = Site(pages=dict(PAGES), extra={"/busy": status_page(503)})
+    with SiteServer(site) as server, ForwardProxy(hosts={NAME: "127.0.0.1"}) as proxy:
+        route = ProxyRoute.parse(proxy.url)
+        lost = _fetch(f"http://elsewhere.intranet.test:{server.port}/", proxy=route)  # the proxy knows no such host
+        assert lost.error_kind == ErrorKind.CONNECTION, lost
+        assert lost.error == f"the proxy {proxy.url} could not reach the site: HTTP 502 error=destination_not_found"
+        busy = _fetch(_url(server, "/busy"), proxy=route)  # the site's own 503, passed on by the proxy
+        assert busy.error_kind == ErrorKind.HTTP_STATUS and busy.status == 503, busy
+
+
 def test_a_proxy_that_does_not_answer_fails_the_page_as_a_connection_error_naming_it(site):
     dead = f"http://crawler:hunter2@127.0.0.1:{free_port()}"
     result = _fetch(_url(site, "/"), proxy=ProxyRoute.parse(dead))
     assert result.error_kind == ErrorKind.CONNECTION, result
-    assert "through the proxy http://crawler:***@127.0.0.1:" in result.error and "hunter2" not in result.error
+    assert result.error.startswith("cannot connect to the proxy http://crawler:***@127.0.0.1:"), result.error
+    assert "Connection refused" in result.error and "hunter2" not in result.error
     assert site.requests == []
 
 
