@@ -275,11 +275,12 @@ class Settings:
         """One-line warnings about fetch settings that work but are likely not what the user
         wants, for a program to log at start: ``environ`` (the process environment) names a
         proxy that ``proxy`` leaves unused; the ``netrc`` file is readable by other users."""
-        from gridcrawl.executor.credentials import readable_by_others
         from gridcrawl.executor.proxy import unused_environment_proxy
         found = [unused_environment_proxy(self.proxy, environ)]
-        if self.netrc and readable_by_others(self.netrc):
-            found.append(f"--netrc {self.netrc} holds passwords and other users can read it: chmod 600 it")
+        if self.netrc:
+            from gridcrawl.executor.credentials import readable_by_others
+            if readable_by_others(self.netrc):
+                found.append(f"--netrc {self.netrc} holds passwords and other users can read it: chmod 600 it")
         return [w for w in found if w]
 
     @property
