@@ -12,7 +12,8 @@ curl's and requests' ``http://`` proxies; SOCKS and TLS to the proxy are not sup
 
 The ``no_proxy`` syntax is the one curl, wget and requests read from the ``no_proxy`` variable:
 entries separated by commas or spaces; ``*`` alone means no proxy at all; ``example.org`` (or
-``.example.org``) matches that host and every host under it; an IP address matches that literal
+``.example.org``, or ``*.example.org`` as Windows' bypass lists write it) matches that host and
+every host under it; an IP address matches that literal
 host; a CIDR (``10.0.0.0/8``) matches literal hosts inside it; ``host:port`` matches that port
 only. Host names are compared case-insensitively, as written (no DNS lookup).
 
@@ -77,8 +78,8 @@ def _parse_bypass(entry: str) -> _Bypass:
         return _Bypass(network=ipaddress.ip_network(text, strict=False), port=port)
     except ValueError:
         pass
-    host = text.lower().strip(".")
-    if not host or "/" in host:
+    host = text.lower().removeprefix("*.").strip(".")  # "*.corp.example", as Windows lists write it
+    if not host or "/" in host or "*" in host:
         raise ValueError(f"--no-proxy: {entry!r} is no host, domain, IP address or CIDR")
     return _Bypass(host=host, port=port)
 

@@ -70,8 +70,9 @@ def test_a_proxy_setting_is_parsed_and_its_password_never_shown():
         assert "hunter2" not in str(raised.value)
     with pytest.raises(ValueError, match="--no-proxy needs --proxy"):
         ProxyRoute.parse("", "intranet.example")
-    with pytest.raises(ValueError, match="no host, domain"):
-        ProxyRoute.parse("http://proxy:3128", "a/b")
+    for entry in ("a/b", "wiki.*.example", "*"*2):
+        with pytest.raises(ValueError, match="no host, domain"):
+            ProxyRoute.parse("http://proxy:3128", entry)
     with pytest.raises(ValueError, match="bad port"):
         ProxyRoute.parse("http://proxy:3128", "wiki.example:http")
     # every program checks it at start, with the other settings
@@ -81,7 +82,7 @@ def test_a_proxy_setting_is_parsed_and_its_password_never_shown():
 
 
 def test_no_proxy_names_hosts_domains_addresses_networks_and_ports_as_curl_reads_them():
-    route = ProxyRoute.parse("http://proxy:3128", "corp.example, .lab.example 10.0.0.0/8,192.0.2.7,"
+    route = ProxyRoute.parse("http://proxy:3128", "corp.example, *.lab.example 10.0.0.0/8,192.0.2.7,"
                                                   "wiki.example:8080,[::1]")
     direct = ["http://corp.example/", "https://wiki.corp.example/x", "http://CORP.example./", "http://a.b.lab.example/",
               "http://lab.example/", "http://10.1.2.3/", "http://192.0.2.7:81/", "http://wiki.example:8080/",
