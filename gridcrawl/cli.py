@@ -17,7 +17,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, fail, setting_argv, setting_options,
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, fail, secret_environment, setting_argv, setting_options,
                                   setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
@@ -182,6 +182,7 @@ def run(
     endpoint = f"tcp://127.0.0.1:{_free_port()}"
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     children = ChildWatch()  # they stop when this process dies, even by kill -9
+    os.environ.update(secret_environment(settings, "executor"))  # the proxy's password: not on a command line
     _prefork("manager.cli", "manager.server")
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),

@@ -131,10 +131,11 @@ def setting_argv(settings: Settings, program: str, parent: str = "run") -> list[
     """The options ``parent`` (``gridcrawl run``) passes to a ``program`` it starts: every
     setting both show as an option, with its value in ``settings`` (``["--threads", "8",
     "--ignore-robots"]``). A flag is passed when set (``--no-x`` of a ``--x/--no-x`` pair when
-    unset); a flag that is unset and has no negative form is left out."""
+    unset); a flag that is unset and has no negative form is left out. Secret settings are not
+    passed here (a command line is readable by other users): see :func:`secret_environment`."""
     argv: list[str] = []
     for f, cli in setting_fields(program):
-        if parent not in cli.programs:
+        if parent not in cli.programs or f.metadata["secret"]:
             continue
         value = getattr(settings, f.name)
         name = cli.inverse or f.name
@@ -147,6 +148,16 @@ def setting_argv(settings: Settings, program: str, parent: str = "run") -> list[
         else:
             argv += [flags[0], str(value)]
     return argv
+
+
+def secret_environment(settings: Settings, program: str, parent: str = "run") -> dict[str, str]:
+    """The environment variables (``GRIDCRAWL_PROXY``...) through which ``parent`` hands a
+    ``program`` it starts the secret settings both show as options (those :func:`setting_argv`
+    leaves out), each with its value in ``settings``, empty included (the parent's value wins
+    over any the child would read)."""
+    from gridcrawl.config import ENV_PREFIX
+    return {ENV_PREFIX + f.name.upper(): str(getattr(settings, f.name)) for f, cli in setting_fields(program)
+            if parent in cli.programs and f.metadata["secret"]}
 
 
 def fail(message: str) -> NoReturn:

@@ -384,7 +384,7 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
             value, where = res.settings[f.name].value, res.settings[f.name].source
         else:
             value, where = f.default, "default"
-        if f.name == "proxy" and value:  # its password is never shown
+        if f.metadata["secret"] and value:  # a URL whose password is never shown
             from gridcrawl.executor.proxy import masked
             value = masked(str(value))
         rows.append((f.name, repr(value), where))

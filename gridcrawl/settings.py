@@ -25,7 +25,7 @@ M, E, C, R, S, X = PROGRAMS  # short names for the tags below
 
 def _doc(default, doc: str, *, cli: tuple[str, ...] = (), help: str | None = None,
          help_for: dict[str, str] | None = None, group: str | None = None, flag: str | None = None,
-         inverse: str | None = None):
+         inverse: str | None = None, secret: bool = False):
     """A dataclass field with a default and a one-line description (``doc``: the README's
     settings table), and how the command lines show it (:class:`CliOption`, read by
     :func:`gridcrawl.cli_common.setting_options`):
@@ -38,11 +38,15 @@ def _doc(default, doc: str, *, cli: tuple[str, ...] = (), help: str | None = Non
     option's declaration when it is not ``--name`` (``"--partitions"``,
     ``"--sitemaps/--no-sitemaps"``); ``inverse``: the option is the negation of the setting,
     named so (``ignore_robots`` for ``obey_robots``: a flag ``--ignore-robots``).
+
+    ``secret``: the value may hold a password (a URL's ``user:password@``): ``gridcrawl run``
+    hands it to the programs it starts in their environment, never on their command lines, and
+    ``gridcrawl config show`` masks it.
     """
     unknown = set(cli) - set(PROGRAMS)
     if unknown:
         raise ValueError(f"unknown program tag {sorted(unknown)} of a setting")
-    metadata = {"doc": doc}
+    metadata = {"doc": doc, "secret": secret}
     if cli:
         metadata["cli"] = CliOption(tuple(cli), help or doc, dict(help_for or {}), group, flag, inverse)
     return field(default=default, metadata=metadata)
@@ -152,7 +156,8 @@ class Settings:
     tls_verify: bool = _doc(True, "check HTTPS servers' certificates (off: any certificate is accepted, as Scrapy, Nutch and Heritrix do by default; a certificate that fails the check makes the page a connection error saying so)",
                 cli=(E, R, S), group="fetching", inverse="no_tls_verify", help="accept any HTTPS certificate (self-signed, expired, another host's)")
     proxy: str = _doc("", "HTTP proxy every fetch goes through, http://[user:password@]host:port (an organisation's way out to the web; HTTPS is tunnelled with CONNECT; empty: fetches connect directly). The environment's http_proxy and https_proxy are not read",
-                cli=(E, R, S), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port")
+                cli=(E, R, S), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port",
+                secret=True)
     no_proxy: str = _doc("", "with a proxy: hosts fetched directly, comma-separated as curl's no_proxy (example.org matches its subdomains too; an IP address, a CIDR, host:port, or * for all)",
                 cli=(E, R, S), group="fetching", help="with --proxy: hosts fetched directly, comma-separated (an intranet: corp.example,10.0.0.0/8)")
     netrc: str = _doc("", "netrc file (machine HOST login USER password PASS) whose hosts are sent HTTP Basic credentials on every request (an intranet behind a login; no other host ever gets them); empty: none",

@@ -307,16 +307,21 @@ def test_every_tagged_setting_is_an_option_of_its_programs_with_the_settings_def
 def test_run_passes_its_settings_to_its_children_as_their_own_options():
     """``gridcrawl run``'s argv for its manager and executors (setting_argv) parses, in the
     children's own command lines, back to the values of its settings."""
-    from gridcrawl.cli_common import setting_argv, setting_fields
+    from gridcrawl.cli_common import secret_environment, setting_argv, setting_fields
     chosen = Settings(threads=3, obey_robots=False, dispatch="host-hash", download_delay=0.25,
                       concurrent_requests_per_host=2)
-    unset = ["--ca-bundle", "", "--proxy", "", "--no-proxy", "", "--netrc", ""]
+    unset = ["--ca-bundle", "", "--no-proxy", "", "--netrc", ""]
     assert setting_argv(chosen, "executor") == ["--threads", "3", *unset, "--ignore-robots"]
     assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), *unset]
     assert setting_argv(Settings(tls_verify=False, ca_bundle="/etc/ca.pem", proxy="http://proxy:3128",
                                  no_proxy="corp.example"), "executor") == [
         "--threads", str(Settings.threads), "--ca-bundle", "/etc/ca.pem", "--no-tls-verify",
-        "--proxy", "http://proxy:3128", "--no-proxy", "corp.example", "--netrc", ""]
+        "--no-proxy", "corp.example", "--netrc", ""]
+    # a secret setting goes to the children in their environment instead, empty included
+    assert secret_environment(Settings(proxy="http://u:pw@proxy:3128"), "executor") == {
+        "GRIDCRAWL_PROXY": "http://u:pw@proxy:3128"}
+    assert secret_environment(Settings(), "executor") == {"GRIDCRAWL_PROXY": ""}
+    assert secret_environment(Settings(proxy="http://u:pw@proxy:3128"), "manager") == {}
     commands = _commands()
     for program, required in (("manager", []), ("executor", ["--manager", "tcp://127.0.0.1:1"])):
         argv = setting_argv(chosen, program)

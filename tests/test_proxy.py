@@ -250,9 +250,9 @@ def test_gridcrawl_run_crawls_a_site_reachable_only_through_the_proxy(tmp_path):
     assert len(expected) == 12
     with SiteServer(site) as server, \
             ForwardProxy(hosts={NAME: "127.0.0.1"}, credentials=("crawler", "hunter2")) as proxy:
-        # credentials kept off the command line: the proxy setting from the environment
+        # the executors get the proxy, password included, in their environment (not on a command line)
         secret = f"http://crawler:hunter2@127.0.0.1:{proxy.port}"
-        done = _run(_url(server, "/"), "--workdir", str(tmp_path / "proxied"), env={"GRIDCRAWL_PROXY": secret})
+        done = _run(_url(server, "/"), "--proxy", secret, "--workdir", str(tmp_path / "proxied"))
         assert done.returncode == 0, done.stderr[-3000:]
         logs = "".join(p.read_text() for p in (tmp_path / "proxied").rglob("*.log"))
         assert f"through the proxy http://crawler:***@127.0.0.1:{proxy.port}" in logs
