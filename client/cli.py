@@ -401,6 +401,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if errors:
         commands += [("every visited URL with its error kind and reason",
                       f"gridcrawl export --db {shown} --format csv visited.csv"),
+                     ("one of them fetched as an executor does (with the executors' options)",
+                      f"gridcrawl fetch {errors[0].url}"),
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
     view.summary(counts, errors, [("crawl database", shown), *files], commands)

@@ -802,6 +802,79 @@ def extract_command(
     ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 
+@app.command("fetch")
+@setting_options("fetch")
+def fetch_command(
+    ctx: typer.Context,
+    url: str = typer.Argument(..., help="the URL to fetch and parse"),
+    given: dict = SETTING_OPTIONS,
+    allow_domain: List[str] = typer.Option(None, help="another domain in scope, as for gridcrawl run (repeatable)",
+                                           metavar="DOMAIN"),
+    allow_private: List[str] = typer.Option(None, help="let the fetch reach this private CIDR too (the URL's own "
+                                            "private or loopback address is always allowed)", metavar="CIDR"),
+    links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
+    json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
+) -> None:
+    """Fetch and parse one URL exactly as an executor would (robots.txt, proxy, logins, the SSRF
+    guard, the crawl's scope) and show what came back and which of its links a crawl from it
+    would follow. Stores nothing; needs no manager. Exit status 1 when the page failed."""
+    from gridcrawl.checker import check_url
+    from gridcrawl.urls import InvalidURL
+    setup_logging("WARNING")
+    try:
+        settings = configured_settings(ctx, **given).validate()
+        _check_fetching(settings)
+        private = _private_networks([url, *(allow_domain or [])], allow_private or [])
+        check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private)
+    except (InvalidURL, ValueError) as exc:
+        fail(str(exc))
+    shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
+    if json_output:
+        import json
+        import msgspec
+        typer.echo(json.dumps({"page": msgspec.to_builtins(check.page), "route": check.route, "scope": check.scope,
+                               "followed": check.followed, "outside": check.outside}))
+    else:
+        _print_check(check, shown)
+    raise typer.Exit(0 if check.ok else 1)
+
+
+def _print_check(check, shown) -> None:
+    """The table of ``gridcrawl fetch`` (a :class:`gridcrawl.checker.Check`), then the links
+    ``shown(list)`` keeps of each kind."""
+    from rich.markup import escape
+    from rich.table import Table
+    page = check.page
+    table = Table(title=f"gridcrawl fetch {escape(page.url)}", show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")
+    rows = [("fetched", check.route if page.status is not None or page.error_kind is None else "-"),
+            *((f"redirect {i}", target) for i, target in enumerate(page.redirects, 1)),
+            ("final URL", page.final_url), ("status", str(page.status) if page.status is not None else "-"),
+            ("content type", page.content_type or "-"), ("size", f"{page.size:,} bytes"),
+            ("fetch / parse", f"{page.fetch_seconds:.3f} s / {page.parse_seconds:.3f} s")]
+    if page.error_kind is not None:
+        rows.append(("error", f"{page.error_kind}: {page.error}"))
+    else:
+        rows += [("title", page.title or "-"), ("encoding", page.encoding or "-"),
+                 ("canonical link", page.canonical or "-"),
+                 ("robots meta", ", ".join(k for k in ("noindex", "nofollow") if getattr(page, k)) or "-"),
+                 ("links", f"{len(check.followed)} followed by a crawl (scope: {', '.join(check.scope)}), "
+                           f"{len(check.outside)} not")]
+    if page.crawl_delay:
+        rows.append(("crawl delay", f"{page.crawl_delay:g} s (robots.txt)"))
+    for name, value in rows:
+        table.add_row(name, escape(str(value)))
+    console = _console()
+    console.print(table)
+    for title, found in (("followed", check.followed), ("not followed", check.outside)):
+        listed = shown(found)
+        if listed:
+            console.print(f"{title} ({len(listed)} of {len(found)}):")
+            for target, anchor in listed:
+                console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else ""))
+
+
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def config_show(
     ctx: typer.Context,

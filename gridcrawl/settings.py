@@ -18,9 +18,9 @@ from typing import Mapping
 
 #: The programs whose command lines can show a setting as an option (a field's ``cli`` tags):
 #: ``gridcrawl-manager``, ``gridcrawl-executor``, ``gridcrawl-client``, ``gridcrawl run``,
-#: ``gridcrawl spark`` and ``gridcrawl extract``.
-PROGRAMS = ("manager", "executor", "client", "run", "spark", "extract")
-M, E, C, R, S, X = PROGRAMS  # short names for the tags below
+#: ``gridcrawl spark``, ``gridcrawl extract`` and ``gridcrawl fetch``.
+PROGRAMS = ("manager", "executor", "client", "run", "spark", "extract", "fetch")
+M, E, C, R, S, X, F = PROGRAMS  # short names for the tags below
 
 
 def _doc(default, doc: str, *, cli: tuple[str, ...] = (), help: str | None = None,
@@ -141,29 +141,29 @@ class Settings:
                 help_for={R: "worker threads per executor", S: "fetching threads per Spark task"})
     parse_threads: int = _doc(1, "worker threads of one executor that parse a page at once (parsing is CPU work, mostly under Python's GIL: more hold more page trees in memory for little speed)")
     user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch",
-                cli=(E,), group="fetching", help="User-Agent header of every fetch")
+                cli=(E, F), group="fetching", help="User-Agent header of every fetch")
     fetch_connect_timeout: float = _doc(10.0, "TCP connect timeout of one fetch, seconds")
     fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
     download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds",
-                cli=(E,), group="fetching", help="wall-clock deadline of one fetch, seconds")
+                cli=(E, F), group="fetching", help="wall-clock deadline of one fetch, seconds")
     max_body_bytes: int = _doc(10 * 1024 * 1024, "largest body kept, counted after decompression, bytes",
-                cli=(E,), group="fetching", help="largest body kept, bytes")
+                cli=(E, F), group="fetching", help="largest body kept, bytes")
     max_redirects: int = _doc(20, "redirect hops followed before a fetch fails (20, as browsers and Scrapy)")
     keep_non_html: bool = _doc(False, "download and store bodies of non-HTML responses (PDF, images)",
                 cli=(E,), group="fetching", help="also download bodies of non-HTML responses")
     ca_bundle: str = _doc("", "PEM file of the certificate authorities HTTPS servers are checked against instead of certifi's (an intranet's own CA; empty: certifi's)",
-                cli=(E, R, S), group="fetching", help="PEM file of the CAs HTTPS servers are checked against (an intranet's own)")
+                cli=(E, R, S, F), group="fetching", help="PEM file of the CAs HTTPS servers are checked against (an intranet's own)")
     tls_verify: bool = _doc(True, "check HTTPS servers' certificates (off: any certificate is accepted, as Scrapy, Nutch and Heritrix do by default; a certificate that fails the check makes the page a connection error saying so)",
-                cli=(E, R, S), group="fetching", inverse="no_tls_verify", help="accept any HTTPS certificate (self-signed, expired, another host's)")
+                cli=(E, R, S, F), group="fetching", inverse="no_tls_verify", help="accept any HTTPS certificate (self-signed, expired, another host's)")
     proxy: str = _doc("", "HTTP proxy every fetch goes through, http://[user:password@]host:port (an organisation's way out to the web; HTTPS is tunnelled with CONNECT; empty: fetches connect directly). The environment's http_proxy and https_proxy are not read",
-                cli=(E, R, S), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port",
+                cli=(E, R, S, F), group="fetching", help="fetch through this HTTP proxy, http://[user:password@]host:port",
                 secret=True)
     no_proxy: str = _doc("", "with a proxy: hosts fetched directly, comma-separated as curl's no_proxy (example.org matches its subdomains too; an IP address, a CIDR, host:port, or * for all)",
-                cli=(E, R, S), group="fetching", help="with --proxy: hosts fetched directly, comma-separated (an intranet: corp.example,10.0.0.0/8)")
+                cli=(E, R, S, F), group="fetching", help="with --proxy: hosts fetched directly, comma-separated (an intranet: corp.example,10.0.0.0/8)")
     netrc: str = _doc("", "netrc file (machine HOST login USER password PASS) whose hosts are sent HTTP Basic credentials on every request (an intranet behind a login; no other host ever gets them); empty: none",
-                cli=(E, R, S), group="fetching", help="netrc file of credentials for sites behind a login (HTTP Basic, sent only to the hosts it names)")
+                cli=(E, R, S, F), group="fetching", help="netrc file of credentials for sites behind a login (HTTP Basic, sent only to the hosts it names)")
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
-                cli=(E, R, S), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
+                cli=(E, R, S, F), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
                 cli=(E,), group="rendering", help="with --render: pages open in the browser at once")
     render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)",

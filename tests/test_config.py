@@ -270,7 +270,7 @@ def test_every_program_starts_at_its_entry_point():
 
 
 def _commands():
-    """program tag -> its click command (gridcrawl-manager, -executor, -client, gridcrawl run/spark/extract)."""
+    """program tag -> its click command (gridcrawl-manager, -executor, -client, gridcrawl run/spark/extract/fetch)."""
     from gridcrawl import cli
     from gridcrawl.client import cli as client_cli
     from gridcrawl.executor import cli as executor_cli
@@ -278,7 +278,7 @@ def _commands():
     top = typer.main.get_command(cli.app)
     return {"manager": typer.main.get_command(manager_cli.app), "executor": typer.main.get_command(executor_cli.app),
             "client": typer.main.get_command(client_cli.app), "run": top.commands["run"],
-            "spark": top.commands["spark"], "extract": top.commands["extract"]}
+            "spark": top.commands["spark"], "extract": top.commands["extract"], "fetch": top.commands["fetch"]}
 
 
 def test_every_tagged_setting_is_an_option_of_its_programs_with_the_settings_default():

@@ -128,6 +128,7 @@ def test_gridcrawl_run_crawls_a_site_behind_a_login_with_a_netrc_file(tmp_path):
         ((kind, error),) = Grid(tmp_path / "without").query("crawl", "SELECT error_kind, error FROM visited_url")
         assert kind == "http_status" and "--netrc FILE" in error, error
         assert seen == [("/", None)]
+        assert f"gridcrawl fetch {server.url('/')}" in without.stderr  # the summary's next command
 
         bad = _run(server.url("/"), "--netrc", str(tmp_path / "missing"), "--workdir", str(tmp_path / "bad"))
         assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr

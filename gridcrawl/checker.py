@@ -1,0 +1,97 @@
+"""``gridcrawl fetch URL``: one URL fetched and parsed exactly as an executor would, for a user to look at.
+
+The first hour with a crawler goes to questions about single pages: why does this one fail,
+what does the crawler get back through our proxy, which of its links will be followed? Nutch
+answers them with ``bin/nutch parsechecker``, Scrapy with ``scrapy fetch`` and ``scrapy parse``.
+:func:`check_url` runs the executor's own code path (:func:`gridcrawl.executor.page.visit`)
+once, in this process, with the executor's fetching settings (user agent, timeouts, proxy,
+``--netrc`` logins, ``--ca-bundle``, robots.txt, the SSRF guard) and the scope a crawl from that
+URL would have, and sorts the page's links into those the crawl would follow (depth 1) and the
+rest. Nothing is stored and no manager is involved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from gridcrawl.protocol import PageResult
+from gridcrawl.settings import Settings
+
+
+@dataclass
+class Check:
+    """What :func:`check_url` found.
+
+    ``page``: the :class:`~gridcrawl.protocol.PageResult` an executor would send (``content``
+    left out); ``route``: how the fetch went (``"directly"`` or ``"through the proxy URL"``,
+    password masked); ``scope``: the allowed domains; ``followed`` and ``outside``: the page's
+    links as ``(canonical URL, anchor text)``, those a crawl from the URL would queue at depth 1
+    and the others (another host, a crawler-trap path, or past ``max_depth``).
+    """
+
+    page: PageResult
+    route: str
+    scope: list[str]
+    followed: list[tuple[str, str]] = field(default_factory=list)
+    outside: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the page was fetched (and parsed when HTML): no error kind."""
+        return self.page.error_kind is None
+
+
+def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
+              allow_private: Iterable[str] = ()) -> Check:
+    """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
+
+    Args:
+        url: the URL (canonicalised first, as a seed).
+        settings: the fetching settings (validated).
+        allow_domains: more domains in scope besides the URL's host (``--allow-domain``).
+        allow_private: CIDRs the SSRF guard lets through (the URL's own private address
+            included by the caller, as ``gridcrawl run`` does for its seeds).
+
+    Returns:
+        A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
+
+    Raises:
+        gridcrawl.urls.InvalidURL: ``url`` cannot be crawled.
+        ValueError: a setting cannot work (proxy, netrc, CA bundle, a bad CIDR).
+    """
+    from gridcrawl.client.store import Scope
+    from gridcrawl.executor.fetch import Fetcher
+    from gridcrawl.executor.page import visit
+    from gridcrawl.executor.proxy import ProxyRoute
+    from gridcrawl.executor.robots import RobotsCache
+    from gridcrawl.executor.ssrf import SSRFGuard
+    from gridcrawl.semantic import Limits
+    from gridcrawl.urls import canonical_url, url_host
+
+    canonical = canonical_url(url)
+    domains = list(dict.fromkeys([url_host(canonical), *(d.lower().strip(".") for d in allow_domains)]))
+    scope = Scope(domains, settings.max_depth)
+    scope.follow_nofollow = settings.follow_nofollow
+    proxy = ProxyRoute.parse(settings.proxy, settings.no_proxy)
+    guard = SSRFGuard(allow_private, proxy=proxy)
+    fetcher = Fetcher.from_settings(settings, hop_check=guard.check, peer_check=guard.check_peer, proxy=proxy)
+    robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
+    try:
+        page = visit(fetcher, canonical, instruction={**scope.instruction(), "content": False}, robots=robots,
+                     semantic_limits=Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
+                                            deadline=settings.rdf_parse_deadline),
+                     delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay)
+    finally:
+        fetcher.close()
+        if robots is not None:
+            robots.fetcher.close()
+    check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
+                  else f"through the proxy {proxy.shown}", domains)
+    for link in page.links:
+        target, anchor = link[0], link[1] if len(link) > 1 else ""
+        (check.followed if scope.allows(target, 1) else check.outside).append((target, anchor))
+    return check
+
+
+__all__ = ["Check", "check_url"]

@@ -1,0 +1,75 @@
+"""``gridcrawl fetch URL``: one page fetched and parsed as an executor would, run as the real
+command against real sites on 127.0.0.1 (and, through a real forward proxy, a site whose name
+only the proxy resolves, behind a login)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from proxy import ForwardProxy
+from sites import Site, SiteServer, generate_site, login_page
+
+
+def _fetch(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
+    site = generate_site(6, links_per_page=4, seed=11)
+    with SiteServer(site) as server:
+        done = _fetch(server.url("/"), "--json")
+        assert done.returncode == 0, done.stderr
+        found = json.loads(done.stdout)
+        assert found["page"]["status"] == 200 and found["page"]["title"] and found["route"] == "directly"
+        assert found["scope"] == ["127.0.0.1"]
+        assert {url for url, _ in found["followed"]} == {server.url(path) for path in site.links["/"]}
+        assert found["outside"] and all("external.invalid" in url for url, _ in found["outside"])
+        assert [r.path for r in server.requests] == ["/robots.txt", "/"]  # robots.txt first, as an executor
+
+        table = _fetch(server.url("/"), "--links", "1")
+        assert table.returncode == 0, table.stderr
+        assert f"followed (1 of {len(site.links['/'])}):" in table.stdout and "status" in table.stdout
+
+
+def test_fetch_of_a_page_that_fails_says_why_and_exits_1():
+    site = Site(pages={"/robots.txt": b"User-agent: *\nDisallow: /private/\n", "/private/a.html": b"<html>a</html>"},
+                types={"/robots.txt": "text/plain"})
+    with SiteServer(site) as server:
+        refused = _fetch(server.url("/private/a.html"), "--json")
+        assert refused.returncode == 1, refused.stderr
+        page = json.loads(refused.stdout)["page"]
+        assert page["error_kind"] == "robots", page
+        assert server.count("/private/a.html") == 0
+
+        ignored = _fetch(server.url("/private/a.html"), "--ignore-robots")  # the executor's option
+        assert ignored.returncode == 0 and "200" in ignored.stdout, ignored.stdout + ignored.stderr
+
+        missing = _fetch(server.url("/nope.html"))
+        assert missing.returncode == 1 and "http_status: HTTP 404 Not Found" in missing.stdout, missing.stdout
+
+    for args, message in ((["not a url"], "not crawlable"), (["http://a.example/", "--proxy", "socks5://p:1"], "SOCKS")):
+        bad = _fetch(*args)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_fetch_goes_through_the_proxy_with_the_netrc_login(tmp_path):
+    seen: list = []
+    site = Site(extra={"/": login_page(b"<html><head><title>Wiki</title></head><body></body></html>",
+                                       "crawler", "s3cret", seen)})
+    netrc = tmp_path / "netrc"
+    netrc.write_text("machine wiki.intranet.test login crawler password s3cret\n")
+    netrc.chmod(0o600)
+    with SiteServer(site) as server, ForwardProxy(hosts={"wiki.intranet.test": "127.0.0.1"}) as proxy:
+        url = f"http://wiki.intranet.test:{server.port}/"
+        done = _fetch(url, "--proxy", proxy.url, "--netrc", str(netrc), "--ignore-robots", "--json")
+        assert done.returncode == 0, done.stdout + done.stderr
+        found = json.loads(done.stdout)
+        assert found["route"] == f"through the proxy {proxy.url}" and found["page"]["title"] == "Wiki"
+        assert proxy.records == [("GET", url)] and seen[0][1].startswith("Basic ")
+
+        without = _fetch(url, "--proxy", proxy.url, "--ignore-robots")
+        assert without.returncode == 1 and "--netrc FILE" in without.stdout, without.stdout
