@@ -41,8 +41,6 @@ from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_
 from gridcrawl.executor.fetch import Fetcher
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
-from gridcrawl.executor.proxy import ProxyRoute
-from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.executor.page import visit
 from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
@@ -171,7 +169,6 @@ class ExecutorAgent:
         self.curve = curve
         self.plugins = installed_plugins()
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
-        self.guard = SSRFGuard(allow_private, proxy=ProxyRoute.parse(settings.proxy, settings.no_proxy))
         # two contexts: the network one holds only the link to the manager, so that terminating it
         # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to
         # leave, and never for a worker still fetching; the workers' results travel in-process
@@ -191,11 +188,10 @@ class ExecutorAgent:
         self.figures = Figures()
         self.semantic_limits = Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
                                       deadline=settings.rdf_parse_deadline)
-        self.fetcher = Fetcher.from_settings(settings, hop_check=self.guard.check, peer_check=self.guard.check_peer,
+        self.fetcher = Fetcher.from_settings(settings, allow_private,
                                              # politeness inside a grid thread: robots.txt and redirect hops
                                              # are spaced by the host's delay (executor/pacing.py); waits are bounded
-                                             pacer=HostPacer(), max_wait=settings.thread_timeout / 2,
-                                             proxy=self.guard.proxy)
+                                             pacer=HostPacer(), max_wait=settings.thread_timeout / 2)
         if self.fetcher.proxy is not None:
             log.info("fetching through the proxy %s%s", self.fetcher.proxy.shown,
                      f" (directly: {settings.no_proxy})" if settings.no_proxy else "")

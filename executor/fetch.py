@@ -48,6 +48,7 @@ from requests.adapters import HTTPAdapter
 
 from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
+from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -667,25 +668,27 @@ class Fetcher:
         self._generation = 0
 
     @classmethod
-    def from_settings(cls, settings, **extra) -> "Fetcher":
-        """A fetcher as the settings say (a :class:`gridcrawl.settings.Settings`: user agent,
-        fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the HTTPS check
-        of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy`` hosts, the
-        ``netrc`` file's credentials), with ``extra`` keyword arguments of the constructor
-        (``hop_check``, ``peer_check``, ``pacer``, ``max_wait``; ``proxy`` when the caller has
-        parsed it for its SSRF guard too). The executors and the Spark tasks build theirs here.
-        Raises ``ValueError`` for a ``ca_bundle`` that is no readable file (:func:`tls_verify`),
-        a bad proxy setting (:meth:`ProxyRoute.parse
-        <gridcrawl.executor.proxy.ProxyRoute.parse>`) or an unusable netrc file
-        (:func:`~gridcrawl.executor.credentials.read_netrc`)."""
-        if "proxy" not in extra:
-            extra["proxy"] = ProxyRoute.parse(settings.proxy, settings.no_proxy)
+    def from_settings(cls, settings, allow_private: Iterable[str] = (), **extra) -> "Fetcher":
+        """An executor's fetcher as the settings say (a :class:`gridcrawl.settings.Settings`:
+        user agent, fetch timeouts, download deadline, body cap, redirects, non-HTML bodies, the
+        HTTPS check of ``tls_verify`` and ``ca_bundle``, the ``proxy`` and its ``no_proxy``
+        hosts, the ``netrc`` file's credentials), behind the SSRF guard
+        (:class:`~gridcrawl.executor.ssrf.SSRFGuard`: every hop and every new connection,
+        ``allow_private`` CIDRs let through, names left to the proxy as it says), with
+        ``extra`` keyword arguments of the constructor (``pacer``, ``max_wait``). The executors,
+        the Spark tasks and ``gridcrawl fetch`` build theirs here. Raises ``ValueError`` for a
+        ``ca_bundle`` that is no readable file (:func:`tls_verify`), a bad proxy setting
+        (:meth:`ProxyRoute.parse <gridcrawl.executor.proxy.ProxyRoute.parse>`), an unusable
+        netrc file (:func:`~gridcrawl.executor.credentials.read_netrc`) or a bad CIDR."""
+        proxy = ProxyRoute.parse(settings.proxy, settings.no_proxy)
+        guard = SSRFGuard(allow_private, proxy=proxy)
         return cls(user_agent=settings.user_agent, connect_timeout=settings.fetch_connect_timeout,
                    read_timeout=settings.fetch_read_timeout, deadline=settings.download_timeout,
                    max_body_bytes=settings.max_body_bytes, max_redirects=settings.max_redirects,
                    keep_non_html=settings.keep_non_html,
                    verify=tls_verify(settings.tls_verify, settings.ca_bundle),
-                   credentials=read_netrc(settings.netrc) if settings.netrc else None, **extra)
+                   credentials=read_netrc(settings.netrc) if settings.netrc else None,
+                   proxy=proxy, hop_check=guard.check, peer_check=guard.check_peer, **extra)
 
     def derive(self, **changes) -> "Fetcher":
         """A new fetcher with this one's settings (user agent, timeouts, deadline, caps,

@@ -63,9 +63,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     from gridcrawl.client.store import Scope
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
-    from gridcrawl.executor.proxy import ProxyRoute
     from gridcrawl.executor.robots import RobotsCache
-    from gridcrawl.executor.ssrf import SSRFGuard
     from gridcrawl.semantic import Limits
     from gridcrawl.urls import canonical_url, url_host
 
@@ -73,9 +71,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     domains = list(dict.fromkeys([url_host(canonical), *(d.lower().strip(".") for d in allow_domains)]))
     scope = Scope(domains, settings.max_depth)
     scope.follow_nofollow = settings.follow_nofollow
-    proxy = ProxyRoute.parse(settings.proxy, settings.no_proxy)
-    guard = SSRFGuard(allow_private, proxy=proxy)
-    fetcher = Fetcher.from_settings(settings, hop_check=guard.check, peer_check=guard.check_peer, proxy=proxy)
+    fetcher = Fetcher.from_settings(settings, allow_private)
+    proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
     try:
         page = visit(fetcher, canonical, instruction={**scope.instruction(), "content": False}, robots=robots,

@@ -212,8 +212,6 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
-    from gridcrawl.executor.proxy import ProxyRoute
-    from gridcrawl.executor.ssrf import SSRFGuard
     from gridcrawl.manager.core import ManagerCore
     from gridcrawl.manager.queue import ReadyQueue
     from gridcrawl.protocol import PageResult
@@ -246,8 +244,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                      "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}})
         return
 
-    proxy = ProxyRoute.parse(s.proxy, s.no_proxy)
-    fetcher = Fetcher.from_settings(s, hop_check=SSRFGuard(config.allow_private, proxy=proxy).check, proxy=proxy)
+    fetcher = Fetcher.from_settings(s, config.allow_private)
     robots = RobotsCache.for_fetcher(fetcher, retry_after=s.robots_retry) if s.obey_robots else None
     instruction = base_instruction(config.scope, s, strategy)
     # as an executor (executor/agent.py): the semantic parse's bounds, the extractor plugins installed here
