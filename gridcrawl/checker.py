@@ -7,13 +7,14 @@ answers them with ``bin/nutch parsechecker``, Scrapy with ``scrapy fetch`` and `
 once, in this process, with the executor's fetching settings (user agent, timeouts, proxy,
 ``--netrc`` logins, ``--ca-bundle``, robots.txt, the SSRF guard) and the scope a crawl from that
 URL would have, and sorts the page's links into those the crawl would follow (depth 1) and the
-rest. Nothing is stored and no manager is involved.
+rest; with item specs (``--extract``) it shows the items they find, as Scrapy's ``scrapy parse``
+does for a callback. Nothing is stored and no manager is involved.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from gridcrawl.protocol import PageResult
 from gridcrawl.settings import Settings
@@ -43,7 +44,7 @@ class Check:
 
 
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
-              allow_private: Iterable[str] = ()) -> Check:
+              allow_private: Iterable[str] = (), items: Sequence = ()) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -52,6 +53,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         allow_domains: more domains in scope besides the URL's host (``--allow-domain``).
         allow_private: CIDRs the SSRF guard lets through (the URL's own private address
             included by the caller, as ``gridcrawl run`` does for its seeds).
+        items: item specs (:class:`gridcrawl.items.ItemSpec`, an ``--extract`` file's): those
+            that apply to the URL run as on an executor, with the extractor plugins installed
+            here; the page's ``items``, ``item_misses`` and ``item_errors`` tell what they found.
 
     Returns:
         A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
@@ -64,6 +68,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
+    from gridcrawl.items import spec_to_wire, specs_for
+    from gridcrawl.plugins import installed_plugins
+    from gridcrawl.rules import BASE
     from gridcrawl.semantic import Limits
     from gridcrawl.urls import canonical_url, url_host
 
@@ -71,14 +78,19 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     domains = list(dict.fromkeys([url_host(canonical), *(d.lower().strip(".") for d in allow_domains)]))
     scope = Scope(domains, settings.max_depth)
     scope.follow_nofollow = settings.follow_nofollow
+    instruction = {**scope.instruction(), "content": False}
+    applying = specs_for(items, canonical, BASE)
+    if applying:
+        instruction["items"] = [spec_to_wire(spec) for spec in applying]
     fetcher = Fetcher.from_settings(settings, allow_private)
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
     try:
-        page = visit(fetcher, canonical, instruction={**scope.instruction(), "content": False}, robots=robots,
+        page = visit(fetcher, canonical, instruction=instruction, robots=robots,
                      semantic_limits=Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
                                             deadline=settings.rdf_parse_deadline),
-                     delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay)
+                     delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay,
+                     plugins=installed_plugins() if applying else None, plugin_timeout=settings.plugin_timeout)
     finally:
         fetcher.close()
         if robots is not None:

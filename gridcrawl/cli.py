@@ -812,6 +812,8 @@ def fetch_command(
                                            metavar="DOMAIN"),
     allow_private: List[str] = typer.Option(None, help="let the fetch reach this private CIDR too (the URL's own "
                                             "private or loopback address is always allowed)", metavar="CIDR"),
+    extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): show the items its specs find "
+                                "on this page", metavar="FILE"),
     links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
     json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
 ) -> None:
@@ -819,13 +821,15 @@ def fetch_command(
     guard, the crawl's scope) and show what came back and which of its links a crawl from it
     would follow. Stores nothing; needs no manager. Exit status 1 when the page failed."""
     from gridcrawl.checker import check_url
+    from gridcrawl.client.cli import check_item_spec
     from gridcrawl.urls import InvalidURL
     setup_logging("WARNING")
+    specs = check_item_spec(extract) if extract else []
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
-        check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private)
+        check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs)
     except (InvalidURL, ValueError) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
@@ -873,6 +877,16 @@ def _print_check(check, shown) -> None:
             console.print(f"{title} ({len(listed)} of {len(found)}):")
             for target, anchor in listed:
                 console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else ""))
+    if page.items or page.item_misses or page.item_errors:
+        import json
+        console.print(f"items ({len(page.items)}):")
+        for item in page.items:
+            console.print(f"  {escape(item['type'])} #{item['position']}: "
+                          f"{escape(json.dumps(item['fields'], ensure_ascii=False, default=str))}", soft_wrap=True)
+        for item_type, position, name in page.item_misses:
+            console.print(f"  [yellow]miss[/yellow] {escape(item_type)} #{position}: required field {escape(name)} is empty")
+        for item_type, message in page.item_errors:
+            console.print(f"  [red]error[/red] {escape(item_type)}: {escape(message)}")
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

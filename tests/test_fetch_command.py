@@ -73,3 +73,29 @@ def test_fetch_goes_through_the_proxy_with_the_netrc_login(tmp_path):
 
         without = _fetch(url, "--proxy", proxy.url, "--ignore-robots")
         assert without.returncode == 1 and "--netrc FILE" in without.stdout, without.stdout
+
+
+def test_fetch_shows_the_items_an_extract_spec_finds_and_misses(tmp_path):
+    from shop import SPEC, generate_shop, stored
+    shop = generate_shop(lists=2, per_list=7)
+    spec = tmp_path / "shop.toml"
+    spec.write_text(SPEC)
+    listing = "/list/1.html"
+    missing = sorted({path for _, path, _, _ in shop.misses if path.startswith("/p/")})[0]  # a product without a name
+    with SiteServer(shop.site) as server:
+        base = server.url("/").rstrip("/")
+        for path in (listing, missing):
+            done = _fetch(server.url(path), "--extract", str(spec), "--json")
+            page = json.loads(done.stdout)["page"]
+            rows = [(i["type"], base + path, i["position"], json.dumps(i["fields"])) for i in page.get("items", [])]
+            assert stored(rows, base) == {item for item in shop.items if item[1] == path}, path
+            assert {(t, path, p, f) for t, p, f in page.get("item_misses", [])} == \
+                {miss for miss in shop.misses if miss[1] == path}, path
+        assert stored(rows, base) == set() and page["item_misses"]  # the product page: a miss, no item
+
+        table = _fetch(server.url(listing), "--extract", str(spec), "--links", "0")
+        assert table.returncode == 0 and "items (7):" in table.stdout and "listing #0:" in table.stdout, table.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[item]]\ntype = 1\n")
+    refused = _fetch("http://127.0.0.1:9/", "--extract", str(bad))
+    assert refused.returncode == 2 and "invalid item spec" in refused.stderr, refused.stderr
