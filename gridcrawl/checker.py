@@ -7,8 +7,8 @@ answers them with ``bin/nutch parsechecker``, Scrapy with ``scrapy fetch`` and `
 once, in this process, with the executor's fetching settings (user agent, timeouts, proxy,
 ``--netrc`` logins, ``--ca-bundle``, robots.txt, the SSRF guard) and the scope a crawl from that
 URL would have, and sorts the page's links into those the crawl would follow (depth 1) and the
-rest; with item specs (``--extract``) it shows the items they find, as Scrapy's ``scrapy parse``
-does for a callback. Nothing is stored and no manager is involved.
+rest; with keep/follow rules (``--rules``) it shows what they keep and follow, and with item
+specs (``--extract``) the items they find, as Scrapy's ``scrapy parse`` does for a callback. Nothing is stored and no manager is involved.
 """
 
 from __future__ import annotations
@@ -27,15 +27,17 @@ class Check:
     ``page``: the :class:`~gridcrawl.protocol.PageResult` an executor would send (``content``
     left out); ``route``: how the fetch went (``"directly"`` or ``"through the proxy URL"``,
     password masked); ``scope``: the allowed domains; ``followed`` and ``outside``: the page's
-    links as ``(canonical URL, anchor text)``, those a crawl from the URL would queue at depth 1
-    and the others (another host, a crawler-trap path, or past ``max_depth``).
+    links as ``[canonical URL, anchor text]`` (with keep/follow rules ``[URL, anchor, to_type]``
+    of the links their follow rules match), those a crawl from the URL would queue at depth 1
+    and the others (another host, a crawler-trap path, or past ``max_depth``). The links the
+    keep rules match are ``page.kept`` (``[URL, rule number]``).
     """
 
     page: PageResult
     route: str
     scope: list[str]
-    followed: list[tuple[str, str]] = field(default_factory=list)
-    outside: list[tuple[str, str]] = field(default_factory=list)
+    followed: list[list] = field(default_factory=list)
+    outside: list[list] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -44,7 +46,8 @@ class Check:
 
 
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
-              allow_private: Iterable[str] = (), items: Sequence = ()) -> Check:
+              allow_private: Iterable[str] = (), items: Sequence = (), rules: Sequence = (),
+              page_type: str | None = None) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -56,6 +59,10 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         items: item specs (:class:`gridcrawl.items.ItemSpec`, an ``--extract`` file's): those
             that apply to the URL run as on an executor, with the extractor plugins installed
             here; the page's ``items``, ``item_misses`` and ``item_errors`` tell what they found.
+        rules: keep/follow rules (:class:`gridcrawl.rules.Rule`, a ``--rules`` file's): the
+            instruction of ``page_type`` (:func:`gridcrawl.rules.instruction_for`; default the
+            base type, a seed's) is applied as on an executor.
+        page_type: the page's type for ``rules`` and ``items`` (None: the base type).
 
     Returns:
         A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
@@ -70,7 +77,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     from gridcrawl.executor.robots import RobotsCache
     from gridcrawl.items import spec_to_wire, specs_for
     from gridcrawl.plugins import installed_plugins
-    from gridcrawl.rules import BASE
+    from gridcrawl.rules import BASE, instruction_for
     from gridcrawl.semantic import Limits
     from gridcrawl.urls import canonical_url, url_host
 
@@ -78,8 +85,11 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     domains = list(dict.fromkeys([url_host(canonical), *(d.lower().strip(".") for d in allow_domains)]))
     scope = Scope(domains, settings.max_depth)
     scope.follow_nofollow = settings.follow_nofollow
+    page_type = page_type or BASE
     instruction = {**scope.instruction(), "content": False}
-    applying = specs_for(items, canonical, BASE)
+    if rules:
+        instruction.update(instruction_for(page_type, canonical, rules))
+    applying = specs_for(items, canonical, page_type)
     if applying:
         instruction["items"] = [spec_to_wire(spec) for spec in applying]
     fetcher = Fetcher.from_settings(settings, allow_private)
@@ -98,8 +108,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
                   else f"through the proxy {proxy.shown}", domains)
     for link in page.links:
-        target, anchor = link[0], link[1] if len(link) > 1 else ""
-        (check.followed if scope.allows(target, 1) else check.outside).append((target, anchor))
+        (check.followed if scope.allows(link[0], 1) else check.outside).append(list(link))
     return check
 
 

@@ -814,6 +814,10 @@ def fetch_command(
                                             "private or loopback address is always allowed)", metavar="CIDR"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): show the items its specs find "
                                 "on this page", metavar="FILE"),
+    rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md): show what "
+                              "they keep and follow on this page", metavar="FILE"),
+    page_type: str = typer.Option(None, help="the page's type for --rules and --extract [base: a seed's]",
+                                  metavar="TYPE"),
     links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
     json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
 ) -> None:
@@ -825,11 +829,13 @@ def fetch_command(
     from gridcrawl.urls import InvalidURL
     setup_logging("WARNING")
     specs = check_item_spec(extract) if extract else []
+    rule_list = _load_rules(rules) if rules else []
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
-        check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs)
+        check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
+                          rules=rule_list, page_type=page_type)
     except (InvalidURL, ValueError) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
@@ -841,6 +847,16 @@ def fetch_command(
     else:
         _print_check(check, shown)
     raise typer.Exit(0 if check.ok else 1)
+
+
+def _load_rules(path: str) -> list:
+    """The keep/follow rules of file ``path``; exits with status 2 (one line naming the rule)
+    when they are invalid."""
+    from gridcrawl.rules import RuleError, load_rules
+    try:
+        return load_rules(path)
+    except RuleError as exc:
+        fail(f"invalid rules: {exc}")
 
 
 def _print_check(check, shown) -> None:
@@ -875,8 +891,13 @@ def _print_check(check, shown) -> None:
         listed = shown(found)
         if listed:
             console.print(f"{title} ({len(listed)} of {len(found)}):")
-            for target, anchor in listed:
-                console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else ""))
+            for target, anchor, *to_type in listed:
+                console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else "")
+                              + (f"  -> {escape(str(to_type[0]))}" if to_type and to_type[0] else ""))
+    if page.kept:
+        console.print(f"kept ({len(page.kept)}):")
+        for target, number in shown(page.kept):
+            console.print(f"  {escape(target)}  [dim]rule {number}[/dim]")
     if page.items or page.item_misses or page.item_errors:
         import json
         console.print(f"items ({len(page.items)}):")

@@ -99,3 +99,35 @@ def test_fetch_shows_the_items_an_extract_spec_finds_and_misses(tmp_path):
     bad.write_text("[[item]]\ntype = 1\n")
     refused = _fetch("http://127.0.0.1:9/", "--extract", str(bad))
     assert refused.returncode == 2 and "invalid item spec" in refused.stderr, refused.stderr
+
+
+def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path):
+    def page(body: str) -> bytes:
+        return f"<html><body>{body}</body></html>".encode()
+    site = Site(pages={
+        "/": page('<nav><a href="/about.html">About</a></nav><div class="consult">'
+                  '<a href="/c/tax-international.html">Tax</a><a href="/c/health.html">Health</a></div>'),
+        "/c/tax-international.html": page('<nav><a href="/docs/nav-guide.pdf">Guide</a></nav><main>'
+                                          '<a href="/c/tax/international-details.html">Details</a>'
+                                          '<a href="/docs/summary.pdf">Summary</a></main>')})
+    with SiteServer(site) as server:
+        rules = tmp_path / "rules.csv"
+        rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+                         f"{server.url('/')},follow,base,topLevel,international,all,consult,all\n"
+                         f"{server.url('/')},keep,topLevel,,.pdf,all,all,all\n"
+                         f"{server.url('/')},follow,topLevel,secondLevel,international,all,all,main\n")
+        base = json.loads(_fetch(server.url("/"), "--rules", str(rules), "--json").stdout)
+        assert base["followed"] == [[server.url("/c/tax-international.html"), "Tax", "topLevel"]]
+        assert base["page"].get("kept", []) == []
+
+        top = _fetch(server.url("/c/tax-international.html"), "--rules", str(rules), "--page-type", "topLevel", "--json")
+        found = json.loads(top.stdout)
+        assert found["followed"] == [[server.url("/c/tax/international-details.html"), "Details", "secondLevel"]]
+        assert sorted(found["page"]["kept"]) == [[server.url("/docs/nav-guide.pdf"), 2], [server.url("/docs/summary.pdf"), 2]]
+
+        table = _fetch(server.url("/c/tax-international.html"), "--rules", str(rules), "--page-type", "topLevel")
+        assert "kept (2):" in table.stdout and "-> secondLevel" in table.stdout, table.stdout
+
+        rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\nnot a url,follow,base,,x,all,all,all\n")
+        bad = _fetch(server.url("/"), "--rules", str(rules))
+        assert bad.returncode == 2 and "invalid rules" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
