@@ -47,7 +47,7 @@ class Check:
 
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
               allow_private: Iterable[str] = (), items: Sequence = (), rules: Sequence = (),
-              page_type: str | None = None) -> Check:
+              page_type: str | None = None, render: bool = False, wait_for: str | None = None) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -63,6 +63,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
             instruction of ``page_type`` (:func:`gridcrawl.rules.instruction_for`; default the
             base type, a seed's) is applied as on an executor.
         page_type: the page's type for ``rules`` and ``items`` (None: the base type).
+        render: open the page in a headless browser first, as an executor started with
+            ``--render`` does (:class:`gridcrawl.executor.render.Renderer`; the browser's
+            requests go through the same fetcher); ``wait_for``: a CSS selector it waits for.
 
     Returns:
         A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
@@ -70,6 +73,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     Raises:
         gridcrawl.urls.InvalidURL: ``url`` cannot be crawled.
         ValueError: a setting cannot work (proxy, netrc, CA bundle, a bad CIDR).
+        gridcrawl.errors.RenderUnavailable: ``render`` without Playwright or a browser.
     """
     from gridcrawl.client.store import Scope
     from gridcrawl.executor.fetch import Fetcher
@@ -92,16 +96,28 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     applying = specs_for(items, canonical, page_type)
     if applying:
         instruction["items"] = [spec_to_wire(spec) for spec in applying]
+    if render:
+        instruction["render"] = True
+        if wait_for:
+            instruction["waitFor"] = wait_for
     fetcher = Fetcher.from_settings(settings, allow_private)
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
+    renderer = None
     try:
+        if render:
+            from gridcrawl.executor.render import Renderer
+            renderer = Renderer(fetcher, browser_path=settings.browser_path or None, max_pages=1,
+                                deadline=settings.render_timeout, idle_timeout=settings.render_idle).start()
         page = visit(fetcher, canonical, instruction=instruction, robots=robots,
                      semantic_limits=Limits(max_bytes=settings.rdf_max_bytes, max_triples=settings.max_triples,
                                             deadline=settings.rdf_parse_deadline),
                      delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay,
-                     plugins=installed_plugins() if applying else None, plugin_timeout=settings.plugin_timeout)
+                     plugins=installed_plugins() if applying else None, plugin_timeout=settings.plugin_timeout,
+                     renderer=renderer)
     finally:
+        if renderer is not None:
+            renderer.close()
         fetcher.close()
         if robots is not None:
             robots.fetcher.close()

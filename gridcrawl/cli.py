@@ -818,6 +818,9 @@ def fetch_command(
                               "they keep and follow on this page", metavar="FILE"),
     page_type: str = typer.Option(None, help="the page's type for --rules and --extract [base: a seed's]",
                                   metavar="TYPE"),
+    render: bool = typer.Option(False, "--render", help="render the page in a headless browser first, as an "
+                                "executor started with --render does (pip install 'gridcrawl[render]')"),
+    wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for", metavar="CSS"),
     links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
     json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
 ) -> None:
@@ -826,6 +829,7 @@ def fetch_command(
     would follow. Stores nothing; needs no manager. Exit status 1 when the page failed."""
     from gridcrawl.checker import check_url
     from gridcrawl.client.cli import check_item_spec
+    from gridcrawl.errors import RenderUnavailable
     from gridcrawl.urls import InvalidURL
     setup_logging("WARNING")
     specs = check_item_spec(extract) if extract else []
@@ -835,8 +839,8 @@ def fetch_command(
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
-                          rules=rule_list, page_type=page_type)
-    except (InvalidURL, ValueError) as exc:
+                          rules=rule_list, page_type=page_type, render=render, wait_for=wait_for)
+    except (InvalidURL, ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
     if json_output:
@@ -873,6 +877,8 @@ def _print_check(check, shown) -> None:
             ("final URL", page.final_url), ("status", str(page.status) if page.status is not None else "-"),
             ("content type", page.content_type or "-"), ("size", f"{page.size:,} bytes"),
             ("fetch / parse", f"{page.fetch_seconds:.3f} s / {page.parse_seconds:.3f} s")]
+    if page.render_seconds is not None:
+        rows.append(("rendered", f"{page.render_seconds:.2f} s in the browser"))
     if page.error_kind is not None:
         rows.append(("error", f"{page.error_kind}: {page.error}"))
     else:

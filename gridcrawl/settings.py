@@ -167,12 +167,12 @@ class Settings:
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
                 cli=(E,), group="rendering", help="with --render: pages open in the browser at once")
     render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)",
-                cli=(E,), group="rendering",
+                cli=(E, F), group="rendering",
                 help="with --render: wall-clock deadline of one rendered page, seconds")
     render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
     render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
     browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)",
-                cli=(E,), group="rendering",
+                cli=(E, F), group="rendering",
                 help="with --render: the Chromium or Chrome executable (default: found on PATH)")
     rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
     max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")

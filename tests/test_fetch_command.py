@@ -131,3 +131,19 @@ def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path)
         rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\nnot a url,follow,base,,x,all,all,all\n")
         bad = _fetch(server.url("/"), "--rules", str(rules))
         assert bad.returncode == 2 and "invalid rules" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_fetch_with_render_sees_the_links_javascript_makes():
+    from jssite import browser_or_skip, js_site
+    browser = browser_or_skip()
+    site = js_site()
+    with SiteServer(site) as server:
+        plain = json.loads(_fetch(server.url("/"), "--json").stdout)
+        assert plain["followed"] == []  # the shell page has no links until its script runs
+        rendered = _fetch(server.url("/"), "--render", "--browser-path", browser, "--json")
+        assert rendered.returncode == 0, rendered.stderr[-2000:]
+        found = json.loads(rendered.stdout)
+        assert {link[0] for link in found["followed"]} == {server.url(path) for path in site.links["/"]}
+        assert found["page"]["render_seconds"] > 0
+    missing = _fetch("http://127.0.0.1:9/", "--render", "--browser-path", "/nonexistent/chromium")
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr[-2000:]
