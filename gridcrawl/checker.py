@@ -7,8 +7,10 @@ answers them with ``bin/nutch parsechecker``, Scrapy with ``scrapy fetch`` and `
 once, in this process, with the executor's fetching settings (user agent, timeouts, proxy,
 ``--netrc`` logins, ``--ca-bundle``, robots.txt, the SSRF guard) and the scope a crawl from that
 URL would have, and sorts the page's links into those the crawl would follow (depth 1) and the
-rest; with keep/follow rules (``--rules``) it shows what they keep and follow, and with item
-specs (``--extract``) the items they find, as Scrapy's ``scrapy parse`` does for a callback. Nothing is stored and no manager is involved.
+rest; with keep/follow rules (``--rules``) it shows what they keep and follow, with item specs
+(``--extract``) the items they find, as Scrapy's ``scrapy parse`` does for a callback, and with
+``--render`` it renders the page in a headless browser first. Nothing is stored and no manager
+is involved.
 """
 
 from __future__ import annotations
