@@ -8,8 +8,9 @@ once, in this process, with the executor's fetching settings (user agent, timeou
 ``--netrc`` logins, ``--ca-bundle``, robots.txt, the SSRF guard) and the scope a crawl from that
 URL would have, and sorts the page's links into those the crawl would follow (depth 1) and the
 rest; with keep/follow rules (``--rules``) it shows what they keep and follow, with item specs
-(``--extract``) the items they find, as Scrapy's ``scrapy parse`` does for a callback, and with
-``--render`` it renders the page in a headless browser first. Nothing is stored and no manager
+(``--extract``) the items they find, as Scrapy's ``scrapy parse`` does for a callback, with
+``--structured-data`` the RDF triples a semantic crawl reads, and with ``--render`` it renders
+the page in a headless browser first. Nothing is stored and no manager
 is involved.
 """
 
@@ -49,7 +50,8 @@ class Check:
 
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
               allow_private: Iterable[str] = (), items: Sequence = (), rules: Sequence = (),
-              page_type: str | None = None, render: bool = False, wait_for: str | None = None) -> Check:
+              page_type: str | None = None, render: bool = False, wait_for: str | None = None,
+              structured_data: bool = False) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -68,6 +70,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         render: open the page in a headless browser first, as an executor started with
             ``--render`` does (:class:`gridcrawl.executor.render.Renderer`; the browser's
             requests go through the same fetcher); ``wait_for``: a CSS selector it waits for.
+        structured_data: read the page as a semantic crawl does (RDF documents, JSON-LD,
+            microdata, RDFa, Open Graph: the page's ``triples`` and ``structured``).
 
     Returns:
         A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
@@ -98,6 +102,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     applying = specs_for(items, canonical, page_type)
     if applying:
         instruction["items"] = [spec_to_wire(spec) for spec in applying]
+    if structured_data:
+        instruction["semantic"] = True
     if render:
         instruction["render"] = True
         if wait_for:

@@ -821,6 +821,8 @@ def fetch_command(
     render: bool = typer.Option(False, "--render", help="render the page in a headless browser first, as an "
                                 "executor started with --render does (pip install 'gridcrawl[render]')"),
     wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for", metavar="CSS"),
+    structured_data: bool = typer.Option(False, "--structured-data", help="show the RDF triples a semantic crawl "
+                                         "reads here (RDF documents, JSON-LD, microdata, RDFa, Open Graph)"),
     links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
     json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
 ) -> None:
@@ -839,7 +841,8 @@ def fetch_command(
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
-                          rules=rule_list, page_type=page_type, render=render, wait_for=wait_for)
+                          rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
+                          structured_data=structured_data)
     except (InvalidURL, ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
@@ -914,6 +917,12 @@ def _print_check(check, shown) -> None:
             console.print(f"  [yellow]miss[/yellow] {escape(item_type)} #{position}: required field {escape(name)} is empty")
         for item_type, message in page.item_errors:
             console.print(f"  [red]error[/red] {escape(item_type)}: {escape(message)}")
+    if page.triples or (page.structured or {}).get("errors"):
+        console.print(f"triples ({len(page.triples)}):")
+        for subject, predicate, value, *_ in shown(page.triples):
+            console.print(f"  {escape(str(subject))}  {escape(str(predicate))}  {escape(str(value)[:100])}")
+        for error in (page.structured or {}).get("errors", []):
+            console.print(f"  [red]error[/red] {escape(str(error))}")
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

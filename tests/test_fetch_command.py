@@ -147,3 +147,18 @@ def test_fetch_with_render_sees_the_links_javascript_makes():
         assert found["page"]["render_seconds"] > 0
     missing = _fetch("http://127.0.0.1:9/", "--render", "--browser-path", "/nonexistent/chromium")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr[-2000:]
+
+
+def test_fetch_shows_the_triples_a_semantic_crawl_reads():
+    body = ('<html><head><title>Shop</title><meta property="og:type" content="product">'
+            '<script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product", '
+            '"@id": "http://shop.example/nest-box", "name": "Nest box"}</script></head><body></body></html>')
+    with SiteServer(Site(pages={"/": body.encode()})) as server:
+        plain = json.loads(_fetch(server.url("/"), "--json").stdout)
+        assert plain["page"].get("triples", []) == []
+        found = json.loads(_fetch(server.url("/"), "--structured-data", "--json").stdout)["page"]
+        triples = {tuple(t[:3]) for t in found["triples"]}
+        assert ("http://shop.example/nest-box", "http://schema.org/name", "Nest box") in triples, triples
+        assert (server.url("/"), "http://ogp.me/ns#type", "product") in triples
+        table = _fetch(server.url("/"), "--structured-data")
+        assert f"triples ({len(found['triples'])}):" in table.stdout and "Nest box" in table.stdout, table.stdout
