@@ -28,7 +28,7 @@ class Check:
     """What :func:`check_url` found.
 
     ``page``: the :class:`~gridcrawl.protocol.PageResult` an executor would send (``content``
-    left out); ``route``: how the fetch went (``"directly"`` or ``"through the proxy URL"``,
+    left out unless asked for); ``route``: how the fetch went (``"directly"`` or ``"through the proxy URL"``,
     password masked); ``scope``: the allowed domains; ``followed`` and ``outside``: the page's
     links as ``[canonical URL, anchor text]`` (with keep/follow rules ``[URL, anchor, to_type]``
     of the links their follow rules match), those a crawl from the URL would queue at depth 1
@@ -51,7 +51,7 @@ class Check:
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
               allow_private: Iterable[str] = (), items: Sequence = (), rules: Sequence = (),
               page_type: str | None = None, render: bool = False, wait_for: str | None = None,
-              structured_data: bool = False) -> Check:
+              structured_data: bool = False, body: bool = False) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -72,6 +72,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
             requests go through the same fetcher); ``wait_for``: a CSS selector it waits for.
         structured_data: read the page as a semantic crawl does (RDF documents, JSON-LD,
             microdata, RDFa, Open Graph: the page's ``triples`` and ``structured``).
+        body: keep the page's body in ``page.content`` (the decoded text an executor parsed,
+            the rendered DOM with ``render``); left out otherwise.
 
     Returns:
         A :class:`Check`. A page that fails is a result (``page.error_kind``), not an exception.
@@ -96,7 +98,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     scope = Scope(domains, settings.max_depth)
     scope.follow_nofollow = settings.follow_nofollow
     page_type = page_type or BASE
-    instruction = {**scope.instruction(), "content": False}
+    instruction = {**scope.instruction(), "content": body}
     if rules:
         instruction.update(instruction_for(page_type, canonical, rules))
     applying = specs_for(items, canonical, page_type)

@@ -823,6 +823,8 @@ def fetch_command(
     wait_for: str = typer.Option(None, help="with --render: a CSS selector the browser waits for", metavar="CSS"),
     structured_data: bool = typer.Option(False, "--structured-data", help="show the RDF triples a semantic crawl "
                                          "reads here (RDF documents, JSON-LD, microdata, RDFa, Open Graph)"),
+    body: bool = typer.Option(False, "--body", help="print the page's body as the executor parsed it (decoded; "
+                              "the rendered DOM with --render) instead of the summary, as scrapy fetch does"),
     links: int = typer.Option(20, help="links of each kind to list (0: none, -1: all)"),
     json_output: bool = typer.Option(False, "--json", help="print the result as one JSON object (every link)"),
 ) -> None:
@@ -842,11 +844,18 @@ def fetch_command(
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
                           rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
-                          structured_data=structured_data)
+                          structured_data=structured_data, body=body)
     except (InvalidURL, ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
-    if json_output:
+    if body:
+        content = check.page.content
+        if isinstance(content, str):
+            typer.echo(content, nl=not content.endswith("\n"))
+        else:
+            typer.echo(f"{check.page.error_kind or 'no body'}: {check.page.error or 'not HTML (nothing parsed)'}",
+                       err=True)
+    elif json_output:
         import json
         import msgspec
         typer.echo(json.dumps({"page": msgspec.to_builtins(check.page), "route": check.route, "scope": check.scope,

@@ -162,3 +162,13 @@ def test_fetch_shows_the_triples_a_semantic_crawl_reads():
         assert (server.url("/"), "http://ogp.me/ns#type", "product") in triples
         table = _fetch(server.url("/"), "--structured-data")
         assert f"triples ({len(found['triples'])}):" in table.stdout and "Nest box" in table.stdout, table.stdout
+
+
+def test_fetch_body_prints_what_the_executor_parsed():
+    page = "<html><head><meta charset='iso-8859-1'><title>Caf\xe9</title></head><body>cr\xe8me</body></html>"
+    site = Site(pages={"/": page.encode("iso-8859-1")}, types={"/": "text/html"})
+    with SiteServer(site) as server:
+        done = _fetch(server.url("/"), "--body")
+        assert done.returncode == 0 and done.stdout == page + "\n", done.stdout  # decoded from Latin-1
+        missing = _fetch(server.url("/nope.html"), "--body")
+        assert missing.returncode == 1 and missing.stdout == "" and "http_status" in missing.stderr
