@@ -391,7 +391,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting))
-    errors = store.error_summary() if counts["errors"] else []
+    groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
+    errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = db.split("?", 1)[0]
     report_db = manager_db or "<the manager's --db URL>"
@@ -405,7 +406,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                       f"gridcrawl fetch {errors[0].url}"),
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
-    view.summary(counts, errors, [("crawl database", shown), *files], commands)
+    view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.strategy.items:  # the items section: per type, per field (misses of required values)
         from gridcrawl.client.items import item_summary
         figures = item_summary(store.engine, store.strategy.items)

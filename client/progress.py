@@ -62,10 +62,11 @@ class ProgressView:
     def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
                 commands: list[tuple[str, str]] = ()) -> None:
         """Print the end-of-crawl summary on stderr, within 80 columns: the figures of ``counts``
-        (application id, pages this run, documents, visited, errors, to visit, seconds, pages/s),
-        then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind, count, one example
-        URL and its reason), the ``files`` written (what, path) and the next ``commands`` (what
-        for, command line)."""
+        (application id, pages this run, documents, visited, errors, set aside, to visit,
+        seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
+        count, one example URL and its reason) in two tables, the failures and the URLs the
+        crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
+        and the next ``commands`` (what for, command line)."""
         table = Table(title="gridcrawl: crawl summary", show_header=False, title_justify="left")
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
@@ -74,6 +75,8 @@ class ProgressView:
         table.add_row("documents stored", str(counts["documents"]))
         table.add_row("URLs visited", str(counts["visited"]))
         table.add_row("errors", str(counts["errors"]))
+        if counts.get("set_aside"):
+            table.add_row("set aside", f"{counts['set_aside']} (duplicates, traps, noindex: not errors)")
         table.add_row("left to visit", str(counts["to_visit"]))
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
@@ -83,12 +86,16 @@ class ProgressView:
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])
-        if errors:
-            kinds = Table(title="errors by kind (one example each)", title_justify="left")
+        for title, failed in (("errors by kind (one example each)", True),
+                              ("set aside by the crawl's rules (one example each)", False)):
+            groups = [group for group in errors if group.failed is failed]
+            if not groups:
+                continue
+            kinds = Table(title=title, title_justify="left")
             kinds.add_column("kind", no_wrap=True)
             kinds.add_column("count", justify="right")
             kinds.add_column("example", overflow="fold")
-            for group in errors:
+            for group in groups:
                 reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
                 kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
             self.console.print(kinds)

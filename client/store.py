@@ -418,7 +418,7 @@ class CrawlStore:
                         batch_urls[pend.fingerprint] = pend.url
                         if page.digest:
                             batch_digests.setdefault(page.digest, pend.url)
-            if kind:
+            if kind and kind not in DECISIONS:
                 errors += 1
             visits.append({"url": pend.url, "fingerprint": pend.fingerprint, "depth": pend.depth, "status": status,
                            "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now})
@@ -1193,9 +1193,10 @@ class CrawlStore:
     # ------------------------------------------------------------------ figures
 
     def error_summary(self, limit: int = 20) -> list["ErrorGroup"]:
-        """The failed visited URLs grouped by ``error_kind`` (``http_status`` also by status, so
-        404s and 500s are apart), most frequent first, at most ``limit`` groups, each with one
-        example URL and its error message (the first one recorded)."""
+        """The visited URLs with an ``error_kind`` (failures and the crawl's decisions, told apart
+        by :attr:`ErrorGroup.failed`) grouped by kind (``http_status`` also by status, so 404s and
+        500s are apart), most frequent first, at most ``limit`` groups, each with one example URL
+        and its error message (the first one recorded)."""
         v = visited.c
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(v.error_kind, v.status, sa.func.count().label("n"),
@@ -1248,19 +1249,23 @@ class CrawlStore:
                 t.join(d, d.c.fingerprint == t.c.fingerprint))).scalar() or 0)
 
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors``, ``kept``,
-        ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``."""
+        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors`` (visited URLs
+        that failed), ``set_aside`` (visited URLs the crawl's rules left out: :data:`DECISIONS`),
+        ``kept``, ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and
+        ``triples``."""
+        kind = visited.c.error_kind
         with self.engine.connect() as conn:
             count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
             return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, visited.c.error_kind.is_not(None)), "kept": count(kept_link),
+                    "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
+                    "set_aside": count(visited, kind.in_(DECISIONS)), "kept": count(kept_link),
                     "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
                     "triples": count(triple)}
 
 
 @dataclass(frozen=True)
 class ErrorGroup:
-    """Failed visited URLs of one kind (:meth:`CrawlStore.error_summary`): ``kind`` (the stored
+    """Visited URLs of one error kind (:meth:`CrawlStore.error_summary`): ``kind`` (the stored
     ``error_kind``), ``status`` (the HTTP status for ``http_status``, else None), ``count``, and
     one example ``url`` with its ``error`` message."""
 
@@ -1269,6 +1274,12 @@ class ErrorGroup:
     count: int
     url: str
     error: str
+
+    @property
+    def failed(self) -> bool:
+        """True for a failure; False for a decision of the crawl's on a page (:data:`DECISIONS`:
+        a duplicate, a trap, noindex), which retrying would not change."""
+        return self.kind not in DECISIONS
 
     @property
     def label(self) -> str:

@@ -1055,8 +1055,9 @@ def spark_command(
     counts = store.counts()
     typer.echo(f"{result.pages} pages in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
                f"{len(result.layers)} layers; tables: {counts['documents']} documents, {counts['visited']} visited, "
-               f"{counts['to_visit']} to visit, {counts['errors']} errors")
-    errors = store.error_summary() if counts["errors"] else []
+               f"{counts['to_visit']} to visit, {counts['errors']} errors, {counts['set_aside']} set aside "
+               "(duplicates, traps, noindex)")
+    errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
     exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers),
                  "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
 

@@ -353,8 +353,15 @@ class ActiveManager:
         return self.expires_at > _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
 
     def describe(self) -> str:
-        """One line for people: who, whether live, epoch, since when (UTC)."""
-        state = "active" if self.live else f"lease not renewed since {self.expires_at:%Y-%m-%d %H:%M:%S} UTC"
+        """One line for people: who, whether live (running; stopped, having released its lease;
+        or gone without releasing it: killed, or its host lost), epoch, since when (UTC)."""
+        from gridcrawl.manager.lease import RELEASED
+        if self.live:
+            state = "active"
+        elif self.expires_at == RELEASED:
+            state = "stopped (lease released)"
+        else:
+            state = f"not running (lease expired at {self.expires_at:%Y-%m-%d %H:%M:%S} UTC, not released)"
         since = f", since {self.since:%Y-%m-%d %H:%M:%S} UTC" if self.since else ""
         return f"manager {self.address or self.holder}: {state}, lease epoch {self.epoch}{since}"
 

@@ -50,6 +50,8 @@ log = logging.getLogger("gridcrawl.manager.lease")
 
 LEASE_NAME = "manager"
 _EPOCH = _dt.datetime(1970, 1, 1)
+#: ``expires_at`` of a lease its holder released on a clean stop (:meth:`Lease.release`).
+RELEASED = _EPOCH
 
 
 @dataclass(frozen=True)
@@ -266,7 +268,7 @@ class Lease:
         try:
             with self.engine.begin() as conn:
                 conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.holder == self.holder,
-                                              t.c.epoch == self.epoch).values(expires_at=_EPOCH))
+                                              t.c.epoch == self.epoch).values(expires_at=RELEASED))
         except Exception as exc:
             log.warning("could not release the manager lease (%s); it expires in %.0f s",
                         str(exc).splitlines()[0], self.seconds)

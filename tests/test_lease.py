@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from gridcrawl.db import init_schema, open_database
 from gridcrawl import models
+from gridcrawl.report import active_manager
 from gridcrawl.manager.lease import Lease, LeaseHeld, LeaseLost, LeaseRow, decide, holder_name, local_holder_alive
 from grid import Grid, wait_for
 
@@ -65,8 +66,14 @@ def test_one_holder_at_a_time_take_over_after_expiry_and_the_old_holder_is_fence
     with pytest.raises(LeaseLost):                # the old holder wakes up: fenced by the epoch
         first.renew(now=1020.0)
     assert first.lost.is_set()
+    expired = active_manager(lease_db)            # as `gridcrawl report --db` tells it
+    assert not expired.live and "not running (lease expired at 1970-01-01 00:17:09 UTC" in expired.describe()
     second.release()                              # a clean stop lets the next one in at once
-    assert Lease(lease_db, "manager-3", alive=alive).acquire(now=1021.0) == 3
+    assert "manager-2: stopped (lease released), lease epoch 2" in active_manager(lease_db).describe()
+    third = Lease(lease_db, "manager-3", alive=alive)
+    assert third.acquire() == 3
+    assert "manager-3: active, lease epoch 3" in active_manager(lease_db).describe()
+    third.release()
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])  # SQLite: docs/reliability.md, "Failover …"

@@ -11,6 +11,7 @@ import os
 import pty
 from pathlib import Path
 import re
+import sqlite3
 import subprocess
 import sys
 import time
@@ -198,3 +199,32 @@ def test_ci_script_installs_the_readmes_packages_starts_both_servers_and_require
     command = tests_section.split("```sh\n", 1)[1].split("```", 1)[0].strip().splitlines()[-1]
     assert command.startswith("python -m pytest -q"), command
     assert script.rstrip().endswith("\n" + command)
+
+
+@pytest.mark.e2e
+def test_summary_keeps_duplicates_apart_from_errors(tmp_path, site_server):
+    """A duplicate page is the crawl's decision, not a failure: the summary counts it apart
+    ("set aside", a table of its own), and the next commands name only the failures (a
+    duplicate fetched again would be a duplicate again)."""
+    from sites import Site, status_page
+    same = b"<html><head><title>Twin</title></head><body><p>the same words on two pages</p></body></html>"
+    site = Site(pages={"/": b'<html><body><a href="/a.html">a</a> <a href="/b.html">b</a> '
+                            b'<a href="/gone.html">gone</a></body></html>',
+                       "/a.html": same, "/b.html": same})
+    site.extra["/gone.html"] = status_page(404)
+    server = site_server(site)
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--workdir", str(tmp_path), "--no-progress", "--no-sitemaps"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stderr
+    assert re.search(r"│ errors\s+│ 1\s+│", out) and re.search(r"│ set aside\s+│ 1 \(duplicates", out), out
+    failures, _, set_aside = out.partition("set aside by the crawl's rules")
+    failures = failures[failures.index("errors by kind"):]
+    assert "http 404" in failures and "duplicate" not in failures, out
+    assert "duplicate" in set_aside and "same body" in set_aside and "http 404" not in set_aside, out
+    assert f"gridcrawl fetch {server.url('/gone.html')}" in out
+    assert re.search(r"--retry-failed http_status\s*$", out, re.MULTILINE), out
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        kinds = sorted(k for (k,) in conn.execute("SELECT error_kind FROM visited_url WHERE error_kind IS NOT NULL"))
+    assert kinds == ["duplicate", "http_status"]
