@@ -4,7 +4,7 @@ operator, pause, resume or cancel an application (``gridcrawl-client --manager M
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 import typer
 
@@ -21,6 +21,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
 
 RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', or error kinds, "
               "e.g. blocked,timeout (the summary lists them)")
+SEEDS_FILE_HELP = "file of seed URLs, one per line (# comments and blank lines skipped; - for standard input)"
 
 
 #: The sections of ``--help`` the options generated from Settings go to (by their group).
@@ -68,6 +69,7 @@ def crawl(
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items the executors extract "
                                 "from the pages; stored in the crawl database for a resume",
                                 rich_help_panel="Strategy and limits"),
+    seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     recrawl: bool = typer.Option(False, "--recrawl", help="visit again the stored documents whose next visit is "
                                  "due (conditional requests; docs/recrawl.md), then the new links they bring",
@@ -105,8 +107,9 @@ def crawl(
         settings = configured_settings(ctx, **given).validate()
     except ValueError as exc:
         fail(str(exc))
+    seeds = seed_list(seeds or [], seeds_file)
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
-    counts = run_crawl(settings, manager, db, seeds or [], allow_domain or [], name=name, show_progress=progress,
+    counts = run_crawl(settings, manager, db, seeds, allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
                        rerun=f"gridcrawl-client --manager {','.join(manager)} --db {db.split('?', 1)[0]}",
@@ -283,6 +286,45 @@ def _check_retry_kinds(store, kinds: list[str]) -> None:
         fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))})")
 
 
+def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
+    """A command's seed URLs: ``seeds`` (its arguments), then the lines of ``seeds_file`` (one
+    URL per line, UTF-8; blank lines and lines starting with ``#`` skipped; ``"-"`` reads
+    standard input), each once, in order. Every one is checked as the crawl will queue it
+    (:func:`gridcrawl.client.store.check_seed`), so a bad line stops the command before any
+    process starts: exit status 2 with one message naming the first five bad seeds (and their
+    line numbers), a URL without a scheme with the ``http://`` form it may have meant. Also
+    exits 2 when ``seeds_file`` cannot be read or holds no URL."""
+    from gridcrawl.client.store import check_seed
+    from gridcrawl.urls import InvalidURL
+    given = [(None, seed) for seed in seeds]
+    if seeds_file is not None:
+        try:
+            if seeds_file == "-":
+                import sys
+                text = sys.stdin.read()
+            else:
+                text = Path(seeds_file).read_text(encoding="utf-8-sig")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read --seeds-file {seeds_file}: {exc}")
+        lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
+        lines = [(n, line) for n, line in lines if line and not line.startswith("#")]
+        if not lines:
+            fail(f"--seeds-file {seeds_file} holds no URL (one per line)")
+        given += lines
+    bad = []
+    for line, seed in given:
+        try:
+            check_seed(seed)
+        except InvalidURL as exc:
+            where = f"{seeds_file} line {line}: " if line is not None else ""
+            hint = f" (did you mean http://{seed.strip()}?)" if "://" not in seed and seed.strip() else ""
+            bad.append(f"{where}{exc}{hint}")
+    if bad:
+        more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
+        fail(f"invalid seed URL{'s' if len(bad) > 1 else ''}: {'; '.join(bad[:5])}{more}")
+    return list(dict.fromkeys(seed for _, seed in given))
+
+
 def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: list[str], *,
                rules: str | None = None, focus: str | None = None, min_relevance: float | None = None,
                order: str | None = None, retry_failed: list[str] | None = None, recrawl: bool = False,
@@ -295,14 +337,9 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     ``gridcrawl spark``). Returns ``(store, scope)``. Exits with status 2 (one-line error) on
     an invalid seed, invalid rules, an unusable database, or no seeds and no crawl to resume."""
     from gridcrawl.db import open_database
-    from gridcrawl.client.store import CrawlStore, check_seed
-    from gridcrawl.urls import InvalidURL
+    from gridcrawl.client.store import CrawlStore
 
-    try:
-        for seed in seeds:
-            check_seed(seed)
-    except InvalidURL as exc:
-        fail(f"invalid seed URL: {exc}")
+    seeds = seed_list(seeds)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),

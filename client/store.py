@@ -35,7 +35,7 @@ from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
-from gridcrawl.urls import InvalidURL, canonical_url, fingerprint, in_scope, path_trap, url_host
+from gridcrawl.urls import Domains, InvalidURL, canonical_url, domain_keys, fingerprint, in_scope, path_trap, url_host
 from gridcrawl.client.traps import TrapDetector
 
 log = logging.getLogger("gridcrawl.client")
@@ -115,12 +115,17 @@ class Scope:
     follow_nofollow: bool = False
     trap_near_duplicates: int = 8
     trap_distance: int = 3
+    #: ``allowed_domains`` as :func:`gridcrawl.urls.in_scope` checks them fast (set at creation)
+    domains: Domains = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.domains = domain_keys(self.allowed_domains)
 
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
         if self.max_depth >= 0 and depth > self.max_depth:
             return False
-        if not in_scope(url_host(url), self.allowed_domains):
+        if not in_scope(url_host(url), self.domains):
             return False
         return path_trap(url) is None
 
@@ -1068,7 +1073,7 @@ class CrawlStore:
                 url = canonical_url(url)
             except InvalidURL:
                 continue
-            if len(url) > models.URL_LENGTH or not in_scope(url_host(url), scope.allowed_domains):
+            if len(url) > models.URL_LENGTH or not in_scope(url_host(url), scope.domains):
                 continue
             row = {"url": url, "fingerprint": fingerprint(url), "depth": pend.depth, "priority": 5,
                    "discovered_from": pend.url[:models.URL_LENGTH], "in_flight": False,

@@ -22,7 +22,7 @@ from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, 
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
-from gridcrawl.client.cli import RETRY_HELP
+from gridcrawl.client.cli import RETRY_HELP, SEEDS_FILE_HELP
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="gridcrawl: a grid web crawler (manager, executors, client).")
@@ -103,6 +103,7 @@ def run(
     allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
+    seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
     render: bool = typer.Option(False, "--render", help="render every page in a headless browser: the executors "
                                 "start one each (pip install 'gridcrawl[render]' and Chromium)",
@@ -139,15 +140,8 @@ def run(
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
-    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl
-    from gridcrawl.client.store import check_seed
-    from gridcrawl.urls import InvalidURL
-    seeds = seeds or []
-    try:
-        for seed in seeds:
-            check_seed(seed)
-    except InvalidURL as exc:
-        fail(f"invalid seed URL: {exc}")
+    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl, seed_list
+    seeds = seed_list(seeds or [], seeds_file)
     crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     resumed = (workdir / "crawl.db").exists()  # (a new crawl need not load the database layer here)
     rendering = render or (resumed and _stored_render(crawl_db))
@@ -398,30 +392,39 @@ def _stored_render(crawl_db: str) -> bool:
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     """The ``--allow-private`` values for the executors of ``gridcrawl run``: every address of
     the seeds' hosts (URLs or bare host names) that the SSRF guard would refuse (loopback,
-    private ...), as a /32 or /128, plus ``extra`` CIDRs. A local crawl of
+    private ...), adjacent ones merged into one CIDR (``ipaddress.collapse_addresses``: no
+    address that is not a seed's joins them), plus ``extra`` CIDRs. A local crawl of
     ``http://127.0.0.1:8088/`` thus works while links to other private addresses stay refused.
-    Raises ``ValueError`` on a bad CIDR in ``extra``."""
+    Each host is resolved once, up to 16 at a time (a seed list of many hosts). Raises
+    ``ValueError`` on a bad CIDR in ``extra``."""
+    import ipaddress
+    from concurrent.futures import ThreadPoolExecutor
     from urllib.parse import urlsplit
     from gridcrawl.executor.ssrf import classify, parse_networks, parse_host, system_resolver
     networks = [str(n) for n in parse_networks(extra)]
+    hosts = []
     for item in urls_or_hosts:
         try:
             host = urlsplit(item).hostname if "://" in item else item.strip().strip(".")
         except ValueError:
             continue
-        if not host:
-            continue
+        if host:
+            hosts.append(host)
+
+    def addresses(host: str) -> list:
         literal = parse_host(host)
         try:
-            addresses = [str(literal)] if literal is not None else system_resolver(host, 80)
+            found = [literal] if literal is not None else [parse_host(a) for a in system_resolver(host, 80)]
         except (OSError, UnicodeError):
-            continue
-        for text in addresses:
-            address = parse_host(text)
-            if address is not None and classify(address) is not None:
-                cidr = f"{address}/{address.max_prefixlen}"
-                if cidr not in networks:
-                    networks.append(cidr)
+            return []
+        return [a for a in found if a is not None and classify(a) is not None]
+    unique = list(dict.fromkeys(hosts))
+    with ThreadPoolExecutor(min(16, max(1, len(unique)))) as pool:
+        refused = {a for found in pool.map(addresses, unique) for a in found}
+    for version in (4, 6):
+        for net in ipaddress.collapse_addresses(sorted(a for a in refused if a.version == version)):
+            if str(net) not in networks:
+                networks.append(str(net))
     return networks
 
 
@@ -997,6 +1000,7 @@ def spark_command(
     structured_data: bool = typer.Option(False, "--structured-data", help="semantic crawl: read RDF documents and "
                                          "the structured data of pages into the triple table",
                                          rich_help_panel="Strategy"),
+    seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
 ) -> None:
     """Crawl SEEDS on Apache Spark, layer by layer (ParaCA): the frontier partitioned by host,
@@ -1005,27 +1009,22 @@ def spark_command(
     (gridcrawl run / gridcrawl-client) continues the same tables. Needs gridcrawl[spark]."""
     setup_logging(log_level)
     from gridcrawl import spark as gs
+    from gridcrawl.client.cli import seed_list
+    seeds = seed_list(seeds or [], seeds_file)
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
         db = _absolute_sqlite(db)
-        private = _private_networks([*(seeds or []), *(allow_domain or [])], allow_private or [])
+        private = _private_networks([*seeds, *(allow_domain or [])], allow_private or [])
     except ValueError as exc:
         fail(str(exc))
-    from gridcrawl.client.store import check_seed
-    from gridcrawl.urls import InvalidURL
-    try:
-        for seed in seeds or []:
-            check_seed(seed)
-    except InvalidURL as exc:
-        fail(f"invalid seed URL: {exc}")
     if db.startswith("sqlite") and not gs.is_local(master):
         fail(f"--master {master} runs tasks on other machines: use a database they all reach "
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
     if reason := gs.spark_unavailable():
         fail(reason)
     from gridcrawl.client.cli import exit_status, open_crawl, parse_retry_kinds
-    store, scope = open_crawl(settings, db, seeds or [], allow_domain or [], rules=rules, focus=focus,
+    store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
                               extract=extract, structured_data=structured_data)
     if revisits := store.queued_revisits():

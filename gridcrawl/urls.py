@@ -55,7 +55,9 @@ __all__ = [
     "MAX_URL_LENGTH",
     "SESSION_PARAMS",
     "InvalidURL",
+    "Domains",
     "canonical_url",
+    "domain_keys",
     "fingerprint",
     "in_scope",
     "path_trap",
@@ -459,6 +461,22 @@ def _domain_key(domain: str) -> str:
     return domain
 
 
+class Domains(frozenset):
+    """Allowed domains in the form :func:`in_scope` compares them (lower case, IDNA, no outer
+    dots), made by :func:`domain_keys`: checking a host against it costs one set look-up per
+    label of the host, however many domains it holds (a crawl of many seed hosts)."""
+
+    __slots__ = ()
+
+
+def domain_keys(domains: Iterable[str]) -> Domains:
+    """``domains`` (names such as ``"example.com"``) as a :class:`Domains` set, for
+    :func:`in_scope` to use many times; a :class:`Domains` is returned as it is."""
+    if isinstance(domains, Domains):
+        return domains
+    return Domains(key for key in map(_domain_key, domains) if key)
+
+
 def in_scope(host: str, allowed_domains: Iterable[str]) -> bool:
     """Tell whether ``host`` is one of ``allowed_domains`` or a subdomain of one.
 
@@ -469,7 +487,9 @@ def in_scope(host: str, allowed_domains: Iterable[str]) -> bool:
 
     Args:
         host: a host name without port, e.g. from :func:`url_host`.
-        allowed_domains: domain names such as ``"example.com"``.
+        allowed_domains: domain names such as ``"example.com"``, or the :class:`Domains` that
+            :func:`domain_keys` made of them (then a check costs one set look-up per label of
+            ``host``; otherwise the names are read first).
 
     Returns:
         True when the host is in scope.
@@ -477,6 +497,15 @@ def in_scope(host: str, allowed_domains: Iterable[str]) -> bool:
     host = host.strip().rstrip(".").lower()
     if not host:
         return False
+    if not host.isascii():
+        host = _encode_host(host) or host
+    keys = domain_keys(allowed_domains)
+    while host not in keys:  # the host, then each parent domain: a.b.example.com, b.example.com ...
+        dot = host.find(".")
+        if dot == -1:
+            return False
+        host = host[dot + 1:]
+    return True
     if not host.isascii():
         host = _encode_host(host) or host
     for domain in allowed_domains:

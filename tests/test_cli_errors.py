@@ -12,9 +12,9 @@ import pytest
 from grid import free_port
 
 
-def run(*args: str, timeout: float = 30) -> tuple[int, str, float]:
+def run(*args: str, timeout: float = 30, cwd=None) -> tuple[int, str, float]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
     return proc.returncode, proc.stderr + proc.stdout, time.monotonic() - started
 
 
@@ -41,6 +41,32 @@ def test_invalid_seed_url(tmp_path, seed):
 def test_run_with_invalid_seed(tmp_path):
     rc, out, _ = run("gridcrawl", "run", "not a url", "--workdir", str(tmp_path))
     assert_user_error(rc, out, "invalid seed URL")
+
+
+def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
+    rc, out, _ = run("gridcrawl", "run", "example.org/docs", "--workdir", str(tmp_path))
+    assert_user_error(rc, out, "invalid seed URL", "did you mean http://example.org/docs?")
+    assert not (tmp_path / "crawl.db").exists()
+
+
+@pytest.mark.parametrize("program", [("gridcrawl", "run"), ("gridcrawl", "spark", "--db", "sqlite:///x.db"),
+                                     ("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", "sqlite:///x.db")])
+def test_a_seeds_file_with_bad_lines_names_each_with_its_line_number(tmp_path, program):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("# intranet sites\nhttp://wiki.corp.test/\n\nwww.corp.test\nftp://files.corp.test/\n"
+                     + "".join(f"bad {n}\n" for n in range(6)))
+    rc, out, _ = run(*program, "--seeds-file", str(seeds), cwd=tmp_path)
+    assert_user_error(rc, out, "invalid seed URLs:", f"{seeds} line 4:", "did you mean http://www.corp.test?",
+                      f"{seeds} line 5:", "and 3 more")
+    assert "line 2" not in out and not (tmp_path / "x.db").exists()
+
+
+def test_a_seeds_file_that_is_missing_or_empty_is_a_user_error(tmp_path):
+    rc, out, _ = run("gridcrawl", "run", "--seeds-file", str(tmp_path / "nope.txt"), "--workdir", str(tmp_path))
+    assert_user_error(rc, out, f"cannot read --seeds-file {tmp_path / 'nope.txt'}", "No such file")
+    (tmp_path / "empty.txt").write_text("# nothing yet\n\n")
+    rc, out, _ = run("gridcrawl", "run", "--seeds-file", str(tmp_path / "empty.txt"), "--workdir", str(tmp_path))
+    assert_user_error(rc, out, "holds no URL")
 
 
 def test_client_fails_clearly_when_no_manager_answers(tmp_path):

@@ -228,3 +228,24 @@ def test_summary_keeps_duplicates_apart_from_errors(tmp_path, site_server):
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
         kinds = sorted(k for (k,) in conn.execute("SELECT error_kind FROM visited_url WHERE error_kind IS NOT NULL"))
     assert kinds == ["duplicate", "http_status"]
+
+
+@pytest.mark.e2e
+def test_gridcrawl_run_takes_its_seeds_from_a_file(tmp_path, site_server):
+    """An organisation's list of sites: ``--seeds-file`` (comments, blank lines, a seed given
+    twice) beside a seed argument; every seed's host is in scope and, being loopback here,
+    allowed by the executors' SSRF guard."""
+    from sites import reachable
+    first, second = generate_site(5, links_per_page=2, seed=1), generate_site(4, links_per_page=2, seed=2)
+    one, two = site_server(first), site_server(second, host="127.0.0.2")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text(f"# the two intranet sites\n{two.url('/')}\n\n  {one.url('/')}  \n{two.url('/')}\n")
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "run", one.url("/"), "--seeds-file", str(seeds),
+                           "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress", "--no-sitemaps"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "w" / "crawl.db") as conn:
+        stored = {url for (url,) in conn.execute("SELECT url FROM document")}
+        failed = conn.execute("SELECT count(*) FROM visited_url WHERE error_kind IS NOT NULL").fetchone()[0]
+    assert stored == {one.url(p) for p in reachable(first)} | {two.url(p) for p in reachable(second)}
+    assert failed == 0

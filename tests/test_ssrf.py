@@ -254,10 +254,13 @@ def test_gridcrawl_run_allows_exactly_the_seeds_private_addresses():
     from gridcrawl.cli import _private_networks
     networks = _private_networks(["http://127.0.0.1:8088/index.html", "http://[::1]:9000/", "http://93.184.216.34/",
                                   "10.1.2.3", "http://127.0.0.1:9/other"], ["192.168.0.0/16"])
-    assert networks == ["192.168.0.0/16", "127.0.0.1/32", "::1/128", "10.1.2.3/32"]
+    assert networks == ["192.168.0.0/16", "10.1.2.3/32", "127.0.0.1/32", "::1/128"]
     guard = SSRFGuard(networks, resolver=fake_resolver(DNS))
     assert guard.check("http://127.0.0.1:8088/x") is None
     assert guard.check("http://127.0.0.2:8088/x") is not None  # only the seed's own address
+    # many seed hosts (a --seeds-file): adjacent addresses merge, and nothing else joins them
+    seeds = [f"http://127.0.{n // 256}.{n % 256}/" for n in range(4, 12)] + ["http://127.0.0.13/"]
+    assert _private_networks(seeds, []) == ["127.0.0.4/30", "127.0.0.8/30", "127.0.0.13/32"]
 
 
 def test_dns_rebinding_is_caught_at_the_connected_address():

@@ -15,6 +15,7 @@ from gridcrawl.urls import (
     InvalidURL,
     canonical_url,
     fingerprint,
+    domain_keys,
     in_scope,
     url_host,
 )
@@ -405,6 +406,23 @@ def test_url_host(url: str, host: str) -> None:
 )
 def test_in_scope(host: str, domains: list[str], expected: bool) -> None:
     assert in_scope(host, domains) is expected
+    assert in_scope(host, domain_keys(domains)) is expected  # the set a Scope checks links with
+
+
+def test_in_scope_with_many_domains_agrees_with_comparing_each_suffix() -> None:
+    """Checked against a Domains set (one look-up per label), a host gets the answer of the
+    rule stated plainly: equal to a domain, or ending in "." + a domain."""
+    import random
+    rng = random.Random(7)
+    labels = ["a", "b", "ex", "example", "com", "org", "0", "127", "xn--bcher-kva"]
+    name = lambda: ".".join(rng.choice(labels) for _ in range(rng.randint(1, 4)))  # noqa: E731
+    domains = [name() for _ in range(3000)]
+    keys = domain_keys(domains)
+    for _ in range(3000):
+        host = name()
+        plain = any(host == d or host.endswith("." + d) for d in domains)
+        assert in_scope(host, keys) is plain, (host, plain)
+    assert domain_keys(keys) is keys
 
 
 def test_in_scope_accepts_any_iterable() -> None:
