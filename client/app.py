@@ -50,7 +50,7 @@ from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
-from gridcrawl.errors import ManagerUnreachable, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
+from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
 
@@ -169,7 +169,8 @@ def base_instruction(scope: Scope, settings: Settings, strategy) -> dict:
 
 def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_wire,
                        sitemaps: bool = False) -> tuple[dict, list | None]:
-    """The instruction of ``pend``'s URL (``instruction`` from :func:`base_instruction`): for a
+    """The instruction of ``pend``'s URL over ``instruction`` (:func:`base_instruction`'s; the
+    grid client passes ``{}``, its application instruction travelling apart): for a
     sitemap to read (``pend.kind``), ``"sitemap": true`` only; else its page type's keep/follow
     rules, ``"sitemaps": true`` for a seed whose host's sitemaps are wanted (``sitemaps``; not
     with keep/follow rules or a focus, which decide themselves what is followed), a recrawl's
@@ -247,8 +248,11 @@ class CrawlApplication:
         return self.link.managers.current
 
     def _hello(self) -> p.OpenApplication:
-        """The hello of every connection: open (or reattach to) this crawl's application."""
-        return p.OpenApplication(self.name, self.user, self.application_id, self.password)
+        """The hello of every connection: open (or reattach to) this crawl's application, with
+        the instruction all its grid threads share (:func:`base_instruction`: sent once per
+        connection, not with each thread)."""
+        return p.OpenApplication(self.name, self.user, self.application_id, self.password,
+                                 base_instruction(self.scope, self.settings, self.store.strategy))
 
     def _opened(self, message: p.ApplicationOpened) -> None:
         """The manager opened the application: keep its id, and submit again what is in flight
@@ -270,20 +274,20 @@ class CrawlApplication:
 
     def _submit(self, pendings: list[Pending]) -> None:
         strategy = self.store.strategy
-        instruction = base_instruction(self.scope, self.settings, strategy)
         specs = []
         for x in pendings:
-            mine, items = thread_instruction(instruction, strategy, x, self._wire, sitemaps=self.settings.sitemaps)
+            # the thread's own keys: the application's instruction (the hello's) is read under them
+            mine, items = thread_instruction({}, strategy, x, self._wire, sitemaps=self.settings.sitemaps)
             if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
-                specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine, []))
+                specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine or None, []))
                 continue
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
-                                      x.priority if strategy.order == "priority" else 5, mine,
+                                      x.priority if strategy.order == "priority" else 5, mine or None,
                                       self._needs(x, items)))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
-        for start in range(0, len(specs), 1000):
+        for start in range(0, len(specs), 1000):  # (one over max_message_bytes goes in halves)
             self.link.send(p.Submit(self.application_id, specs[start:start + 1000]))
 
     def _needs(self, pend: Pending, items: list | None = None) -> list[str]:

@@ -399,7 +399,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts, or None); see :func:`exit_status` for the crawl's exit status.
     """
     import sqlalchemy as sa
-    from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, Refused
+    from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, MessageTooLarge, Refused
     from gridcrawl.db import describe_error
     from gridcrawl.client.progress import ProgressView
 
@@ -415,7 +415,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     with view:
         try:
             final = application.run(stop or stop_on_signals())
-        except (ManagerUnreachable, CrawlDatabaseError) as exc:
+        except (ManagerUnreachable, MessageTooLarge, CrawlDatabaseError) as exc:
             fail(str(exc))
         except Refused as exc:
             fail(f"the manager refused the application: {exc}")

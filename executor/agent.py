@@ -20,6 +20,7 @@ Threads of the process:
 
 from __future__ import annotations
 
+import collections
 import getpass
 import logging
 import os
@@ -55,6 +56,10 @@ log = logging.getLogger("gridcrawl.executor")
 #: The loop passes at least every 0.1 s, so a longer attempt is reported 0.1-0.2 s after its
 #: start, with the seconds it has run (the manager's records keep its true start).
 START_REPORT_AFTER = 0.1
+
+#: Applications whose instruction an executor keeps (Job.application_instruction): more than
+#: one desktop ever serves at once.
+APPLICATION_INSTRUCTIONS = 1000
 
 
 def login_name() -> str:
@@ -178,6 +183,8 @@ class ExecutorAgent:
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
+        # application id -> its instruction (Job.application_instruction), the most recently used last
+        self.application_instructions: collections.OrderedDict[str, dict] = collections.OrderedDict()
         # attempts the workers run, until finished: attempt id -> (generation, monotonic start,
         # start reported to the manager); written by the workers and the main loop
         self._starts: dict[int, tuple[int, float, bool]] = {}
@@ -347,6 +354,8 @@ class ExecutorAgent:
             if not self.accepting:  # the manager takes a new registration as accepting
                 self.link.send(p.Availability(False))
         elif isinstance(message, p.Assign):
+            for job in message.jobs:  # (a job handed back may bring its application's instruction too)
+                job.instruction = self._instruction_of(job)
             if self.accepting:
                 for job in message.jobs:
                     self.jobs.put((self.generation, job))
@@ -354,6 +363,22 @@ class ExecutorAgent:
                 self.link.send(p.Availability(False, [job.attempt_id for job in message.jobs]))
         elif isinstance(message, p.Cancel):
             self.cancelled.add(message.attempt_id)
+
+    def _instruction_of(self, job: p.Job) -> dict | None:
+        """``job``'s whole instruction: its own keys read over its application's instruction,
+        which came with this job or an earlier one (the manager sends it once per executor
+        registration; the last :data:`APPLICATION_INSTRUCTIONS` applications are kept)."""
+        kept = self.application_instructions
+        if job.application_instruction is not None:
+            kept[job.application_id] = job.application_instruction
+            job.application_instruction = None
+            while len(kept) > APPLICATION_INSTRUCTIONS:
+                kept.popitem(last=False)
+        shared = kept.get(job.application_id)
+        if shared is None:
+            return job.instruction
+        kept.move_to_end(job.application_id)
+        return {**shared, **job.instruction} if job.instruction else shared
 
     def _check_idle(self, welcomed: bool) -> None:
         """Idle-only executors: sample the desktop; when the owner comes back, stop taking work,

@@ -28,6 +28,7 @@ The tree::
           - RDFLimit         parsing stopped at a bound (size, triples, time)
       x LinkError (RuntimeError): the link to the manager                         (gridcrawl.link)
         + ManagerUnreachable no manager answered within connect_timeout
+        + MessageTooLarge    a message over max_message_bytes that cannot be split (gridcrawl.transport)
         + Refused            the manager refused this peer (credentials, permission, CURVE key)
       x DatabaseError (RuntimeError): a database cannot be used
         + DatabaseUnavailable bad URL, missing driver, server not answering      (gridcrawl.db)
@@ -54,7 +55,7 @@ __all__ = [
     "AuthError", "ConfigError", "ControlError", "CrawlDatabaseError", "DashboardError", "DatabaseError",
     "DatabaseUnavailable", "ExportError", "GridcrawlError", "IllegalTransition", "InputError", "InvalidURL",
     "ItemExportError", "ItemSpecError", "KeyFileError", "LeaseHeld", "LeaseLost", "LinkError",
-    "ManagerUnreachable", "OntologyError", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
+    "ManagerUnreachable", "MessageTooLarge", "OntologyError", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
     "ReportError", "RuleError", "SchemaTooNew", "SitemapError", "SparkUnavailable", "Unavailable",
     "UnsupportedDialect",
 ]
@@ -157,6 +158,11 @@ class LinkError(GridcrawlError, RuntimeError):
 class ManagerUnreachable(LinkError):
     """No manager answered the first request (registration, application, control) within
     ``connect_timeout`` seconds."""
+
+
+class MessageTooLarge(LinkError):
+    """A message is larger than ``max_message_bytes``: the manager would drop the connection
+    (ZeroMQ's ``MAXMSGSIZE``) and the sender would connect and send it again for ever."""
 
 
 class Refused(LinkError):

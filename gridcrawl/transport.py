@@ -16,9 +16,11 @@ once that the manager refused its key.
 
 from __future__ import annotations
 
+import msgspec
 import zmq
 
 from gridcrawl import protocol
+from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 
 HWM = 10_000
@@ -54,8 +56,23 @@ _MORE_NOBLOCK = int(zmq.SNDMORE) | _NOBLOCK
 
 def send(sock: zmq.Socket, message: protocol.Message, peer: bytes | None = None) -> bool:
     """Send ``message`` (to ``peer`` through a ROUTER). Returns False if the peer is gone or the
-    socket's queue is full (the caller's liveness logic deals with that peer)."""
+    socket's queue is full (the caller's liveness logic deals with that peer).
+
+    A message over the socket's ``MAXMSGSIZE`` (``max_message_bytes``, which every program is
+    assumed to share) would make the receiver drop the connection, and the sender would connect
+    and send it again for ever: a batched message (``BATCH``: jobs, results, threads ...) goes
+    in halves instead, and a message that cannot be split raises
+    :class:`~gridcrawl.errors.MessageTooLarge`."""
     version, kind, body = protocol.encode(message)
+    if len(body) > 1 << 20 and len(body) > (limit := sock.getsockopt(zmq.MAXMSGSIZE)) >= 0:
+        items = getattr(message, message.BATCH) if message.BATCH else ()
+        if len(items) < 2:
+            raise MessageTooLarge(f"the {kind.decode()} message ({len(body) / 2**20:.1f} MiB) is larger than "
+                                  f"max_message_bytes ({limit / 2**20:.1f} MiB), which the manager refuses: "
+                                  "raise max_message_bytes on every program")
+        half = len(items) // 2
+        first = send(sock, msgspec.structs.replace(message, **{message.BATCH: items[:half]}), peer)
+        return send(sock, msgspec.structs.replace(message, **{message.BATCH: items[half:]}), peer) and first
     try:
         if peer is not None:
             _SEND(sock, peer, _MORE_NOBLOCK)

@@ -214,6 +214,9 @@ class Executor:
     quarantines: int = 0              # times quarantined (the back-off doubles each time)
     capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
     progress: float = float("-inf")   # POSIX s of its latest start or result of an attempt it held
+    # application id -> the application instruction sent to it (for this registration: a new TCP
+    # connection is a new ZeroMQ identity, which the manager answers "register" until it does)
+    instructed: dict = field(default_factory=dict)
 
     def can_run(self, needs: tuple) -> bool:
         """True if this executor has every capability of ``needs``."""
@@ -270,20 +273,7 @@ class Application:
     time_completed: float | None = None
     first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
     last_finished: float | None = None
-    scope: list | None = None  # the last long instruction scope submitted: its threads share this one list
-
-    def share_scope(self, instruction: dict | None) -> dict | None:
-        """``instruction`` (a thread's, as decoded) with a long ``scope`` list equal to the one
-        an earlier thread of this application carried replaced by that list: every grid thread
-        carries the crawl's allowed domains, and a crawl of thousands of seed hosts would
-        otherwise hold a copy per queued thread (16.7 MB for 256 threads of 1,000 domains)."""
-        scope = instruction.get("scope") if isinstance(instruction, dict) else None
-        if type(scope) is list and len(scope) >= 16:
-            if scope == self.scope:
-                instruction["scope"] = self.scope
-            else:
-                self.scope = scope
-        return instruction
+    instruction: dict | None = None  # the instruction all its threads share (OpenApplication.instruction)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -710,7 +700,7 @@ class ManagerCore:
         resumed = app is not None
         if app is None:
             app_id = self.new_id()  # never a client-chosen id: it could name a stopped application of another user
-            app = Application(app_id, m.name, m.user, peer, now, last_seen=now)
+            app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction)
             self.applications[app_id] = app
             actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
@@ -718,6 +708,8 @@ class ManagerCore:
                 self.peers.pop(app.peer, None)
             app.peer = peer
             app.last_seen = now
+            if m.instruction != app.instruction:  # a resumed crawl may have widened its scope
+                app.instruction = m.instruction
             if app.state == ApplicationState.STOPPED:
                 app.state = ApplicationState.READY
                 actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
@@ -750,12 +742,12 @@ class ManagerCore:
                     actions += self._deliver(existing)
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
-                    existing.instruction, existing.priority = app.share_scope(spec.instruction), spec.priority
+                    existing.instruction, existing.priority = spec.instruction, spec.priority
                     existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
-                           spec.priority, app.share_scope(spec.instruction), now, host=url_host(spec.url),
+                           spec.priority, spec.instruction, now, host=url_host(spec.url),
                            needs=tuple(sorted(set(spec.needs))))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
@@ -795,6 +787,9 @@ class ManagerCore:
         app.state = ApplicationState.STOPPED
         app.paused = False
         app.time_completed = now
+        app.instruction = None
+        for ex in self.executors.values():
+            ex.instructed.pop(app.application_id, None)
         actions.append(ev.ApplicationStopped(app.application_id, now))
         log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
         return actions
@@ -1068,6 +1063,9 @@ class ManagerCore:
         self._attempts[attempt_id] = t
         job = p.Job(attempt_id, t.application_id, t.thread_id, t.url, t.depth, t.instruction,
                     delay=self.queue.delay_of(t.host), needs=list(t.needs))
+        shared = self.applications[t.application_id].instruction
+        if shared is not None and ex.instructed.get(t.application_id) is not shared:
+            job.application_instruction = ex.instructed[t.application_id] = shared  # once per executor
         executor_jobs = jobs.get(ex)
         if executor_jobs is None:
             jobs[ex] = [job]

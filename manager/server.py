@@ -30,6 +30,7 @@ import zmq
 
 from gridcrawl import models, protocol
 from gridcrawl.db import init_schema
+from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, receive, send
@@ -263,8 +264,11 @@ class ManagerServer:
         for peer, messages in outbox.items():
             sent_at[peer] = now
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):
-                if not send(self.socket, message, peer):
-                    log.debug("peer %r gone; dropped %s", peer, message.TYPE)
+                try:
+                    if not send(self.socket, message, peer):
+                        log.debug("peer %r gone; dropped %s", peer, message.TYPE)
+                except MessageTooLarge as exc:  # one job or page alone: its thread times out, is retried
+                    log.error("not sent to peer %r: %s", peer, exc)
 
     def serve(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set; then say goodbye to peers and flush the records.

@@ -254,29 +254,6 @@ def test_a_start_reported_late_is_recorded_when_it_began_within_the_attempt():
     assert [e.time for e in actions if isinstance(e, ev.ThreadStarted)] == [pytest.approx(11.6), 10.0]
 
 
-def test_threads_of_a_crawl_of_many_hosts_share_one_scope_list_and_are_sent_it_whole():
-    """Every grid thread carries the crawl's allowed domains; queued threads of one application
-    hold one list (not a copy each), and the executor still gets every domain. A short scope,
-    and a scope of another shape (a hostile client's), are kept as they came."""
-    core = make_core()
-    app = open_app(core)
-    domains = [f"host{i}.test" for i in range(1000)]
-    specs = [p.ThreadSpec(i, f"http://host{i}.test/", instruction={"scope": list(domains), "sitemaps": i == 0})
-             for i in range(3)]
-    specs += [p.ThreadSpec(3, "http://a.test/", instruction={"scope": ["a.test"]}),
-              p.ThreadSpec(4, "http://b.test/", instruction={"scope": [{"x": 1}] * 20}),
-              p.ThreadSpec(5, "http://c.test/", instruction={"scope": "c.test"})]
-    core.handle(b"client", p.Submit(app, specs), 0.0)
-    threads = core.applications[app].threads
-    assert threads[0].instruction["scope"] is threads[1].instruction["scope"] is threads[2].instruction["scope"]
-    assert threads[0].instruction == {"scope": domains, "sitemaps": True}
-    assert threads[1].instruction == {"scope": domains, "sitemaps": False}
-    assert threads[3].instruction == {"scope": ["a.test"]} and threads[5].instruction == {"scope": "c.test"}
-    actions = core.handle(b"e", p.Register(name="e", host="h", user="u", threads=8), 0.1)
-    jobs = {job.thread_id: job for _, job in assigned(actions + core.dispatch(0.2))}
-    assert jobs[2].instruction["scope"] == domains and jobs[4].instruction["scope"] == [{"x": 1}] * 20
-
-
 def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     core = make_core()
     register(core, b"a", 2, now=0.0)
