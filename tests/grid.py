@@ -121,3 +121,34 @@ def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "c
             return
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+
+
+@contextlib.contextmanager
+def agent_with_router(settings, name: str = "ex"):
+    """An :class:`~gridcrawl.executor.agent.ExecutorAgent` run in a thread of this process,
+    registered with a ROUTER socket on 127.0.0.1 that the test drives as its manager (it may
+    fetch loopback sites). Yields ``(router, peer)`` once the agent's ``register`` has been
+    answered with ``welcome``; stops the agent and closes the socket at the end."""
+    import threading
+    import zmq
+    from gridcrawl import protocol as p
+    from gridcrawl.executor.agent import ExecutorAgent
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    agent = ExecutorAgent(settings, f"tcp://127.0.0.1:{port}", name=name, allow_private=["127.0.0.0/8"])
+    stop = threading.Event()
+    runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        assert router.poll(20_000), "no registration"
+        peer, *frames = router.recv_multipart()
+        assert isinstance(p.decode(frames), p.Register)
+        router.send_multipart([peer, *p.encode(p.Welcome("e1", 1.0, 3))])
+        yield router, peer
+    finally:
+        stop.set()
+        runner.join(20)
+        router.close()
+        context.term()

@@ -6,7 +6,6 @@ it. A crawl of 20,000 seed hosts has a scope of 250 KB, which every thread used 
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 import zmq
@@ -14,6 +13,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.settings import Settings
+from grid import agent_with_router
 from sites import Site, SiteServer, redirect
 
 SETTINGS = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0)
@@ -75,44 +75,27 @@ def test_the_executor_reads_each_jobs_keys_over_its_applications_instruction():
     instruction (a scope of one host, no body wanted); the second job, without it, is still
     refused a redirect out of that scope and still sends no body; a job of another application,
     which has none, follows the same redirect and sends its body."""
-    from gridcrawl.executor.agent import ExecutorAgent
-
     site = Site(pages={"/page.html": b"<html><title>page</title><body>text</body></html>"})
     server = SiteServer(site).start()
     site.extra["/away.html"] = redirect(server.url("/page.html").replace("127.0.0.1", "localhost"))
-    context = zmq.Context()
-    manager = context.socket(zmq.ROUTER)
-    manager.setsockopt(zmq.LINGER, 0)
-    port = manager.bind_to_random_port("tcp://127.0.0.1")
     settings = Settings(obey_robots=False, sitemaps=False, threads=1)
-    agent = ExecutorAgent(settings, f"tcp://127.0.0.1:{port}", name="ex", allow_private=["127.0.0.0/8"])
-    stop = threading.Event()
-    runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
-    runner.start()
     try:
-        assert manager.poll(20_000), "no registration"
-        peer, *frames = manager.recv_multipart()
-        assert isinstance(p.decode(frames), p.Register)
-        manager.send_multipart([peer, *p.encode(p.Welcome("e1", 1.0, 3))])
-        shared = {"scope": ["127.0.0.1"], "content": False}
-        manager.send_multipart([peer, *p.encode(p.Assign([
-            p.Job(1, "app", 0, server.url("/page.html"), application_instruction=shared),
-            p.Job(2, "app", 1, server.url("/away.html"), instruction={"follow_nofollow": True}),
-            p.Job(3, "other", 0, server.url("/away.html"))]))])
-        pages: dict[int, p.PageResult] = {}
-        deadline = time.monotonic() + 20
-        while len(pages) < 3:
-            assert time.monotonic() < deadline, f"only {pages} within 20 s"
-            if manager.poll(200):
-                _, *frames = manager.recv_multipart()
-                message = p.decode(frames)
-                if isinstance(message, p.Results):
-                    pages.update((r.attempt_id, r.page) for r in message.results)
+        with agent_with_router(settings) as (manager, peer):
+            shared = {"scope": ["127.0.0.1"], "content": False}
+            manager.send_multipart([peer, *p.encode(p.Assign([
+                p.Job(1, "app", 0, server.url("/page.html"), application_instruction=shared),
+                p.Job(2, "app", 1, server.url("/away.html"), instruction={"follow_nofollow": True}),
+                p.Job(3, "other", 0, server.url("/away.html"))]))])
+            pages: dict[int, p.PageResult] = {}
+            deadline = time.monotonic() + 20
+            while len(pages) < 3:
+                assert time.monotonic() < deadline, f"only {pages} within 20 s"
+                if manager.poll(200):
+                    _, *frames = manager.recv_multipart()
+                    message = p.decode(frames)
+                    if isinstance(message, p.Results):
+                        pages.update((r.attempt_id, r.page) for r in message.results)
     finally:
-        stop.set()
-        runner.join(20)
-        manager.close()
-        context.term()
         server.stop()
     assert pages[1].status == 200 and pages[1].content is None
     assert pages[2].error_kind == "out_of_scope" and "localhost" in pages[2].error

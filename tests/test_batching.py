@@ -10,7 +10,7 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from grid import Grid, wait_for
+from grid import Grid, agent_with_router, wait_for
 from sites import Site, SiteServer, slow_page
 
 THREADS = 60
@@ -180,47 +180,32 @@ def test_an_executor_reports_the_start_of_a_page_only_once_it_has_run_a_while():
     its result alone (``ran`` says how long it ran, no ``started``); a page that takes 0.8 s is
     reported ``started`` while it runs, with the seconds it has run, and its result has no
     ``ran``."""
-    from gridcrawl.executor.agent import START_REPORT_AFTER, ExecutorAgent
+    from gridcrawl.executor.agent import START_REPORT_AFTER
 
     site = Site(pages={"/fast.html": b"<html><title>fast</title></html>"},
                 extra={"/slow.html": slow_page(0.8, b"<html><title>slow</title></html>")})
     server = SiteServer(site).start()
-    context = zmq.Context()
-    manager = context.socket(zmq.ROUTER)
-    manager.setsockopt(zmq.LINGER, 0)
-    port = manager.bind_to_random_port("tcp://127.0.0.1")
     settings = Settings(obey_robots=False, sitemaps=False, threads=2)
-    agent = ExecutorAgent(settings, f"tcp://127.0.0.1:{port}", name="ex", allow_private=["127.0.0.0/8"])
-    stop = threading.Event()
-    runner = threading.Thread(target=agent.run, args=(stop,), daemon=True)
-    runner.start()
     try:
-        assert manager.poll(20_000), "no registration"
-        peer, *frames = manager.recv_multipart()
-        assert isinstance(p.decode(frames), p.Register)
-        manager.send_multipart([peer, *p.encode(p.Welcome("e1", 1.0, 3))])
-        manager.send_multipart([peer, *p.encode(p.Assign([p.Job(1, "app", 0, server.url("/fast.html")),
-                                                          p.Job(2, "app", 1, server.url("/slow.html"))]))])
-        got: list[p.Message] = []
-        deadline = time.monotonic() + 20
-        while {r.attempt_id for m in got if isinstance(m, p.Results) for r in m.results} != {1, 2}:
-            assert time.monotonic() < deadline, f"only {got} within 20 s"
-            if manager.poll(200):
-                _, *frames = manager.recv_multipart()
-                message = p.decode(frames)
-                if isinstance(message, (p.Started, p.Results)):
-                    got.append(message)
-        started = [m for m in got if isinstance(m, p.Started)]
-        assert [a for m in started for a in m.attempt_ids] == [2], started
-        assert START_REPORT_AFTER <= started[0].running[0] < 0.8
-        results = {r.attempt_id: (i, r) for i, m in enumerate(got) if isinstance(m, p.Results) for r in m.results}
-        assert results[1][1].ran is not None and 0 <= results[1][1].ran < 0.8
-        assert results[2][1].ran is None and results[2][0] > got.index(started[0])
+        with agent_with_router(settings) as (manager, peer):
+            manager.send_multipart([peer, *p.encode(p.Assign([p.Job(1, "app", 0, server.url("/fast.html")),
+                                                              p.Job(2, "app", 1, server.url("/slow.html"))]))])
+            got: list[p.Message] = []
+            deadline = time.monotonic() + 20
+            while {r.attempt_id for m in got if isinstance(m, p.Results) for r in m.results} != {1, 2}:
+                assert time.monotonic() < deadline, f"only {got} within 20 s"
+                if manager.poll(200):
+                    _, *frames = manager.recv_multipart()
+                    message = p.decode(frames)
+                    if isinstance(message, (p.Started, p.Results)):
+                        got.append(message)
+            started = [m for m in got if isinstance(m, p.Started)]
+            assert [a for m in started for a in m.attempt_ids] == [2], started
+            assert START_REPORT_AFTER <= started[0].running[0] < 0.8
+            results = {r.attempt_id: (i, r) for i, m in enumerate(got) if isinstance(m, p.Results) for r in m.results}
+            assert results[1][1].ran is not None and 0 <= results[1][1].ran < 0.8
+            assert results[2][1].ran is None and results[2][0] > got.index(started[0])
     finally:
-        stop.set()
-        runner.join(10)
-        manager.close()
-        context.term()
         server.stop()
 
 
