@@ -57,6 +57,9 @@ log = logging.getLogger("gridcrawl.executor")
 #: start, with the seconds it has run (the manager's records keep its true start).
 START_REPORT_AFTER = 0.1
 
+#: Bytes of a ``results`` message besides its one page (the envelope, the attempt id, ``ran``).
+RESULT_OVERHEAD = 1024
+
 #: Applications whose instruction an executor keeps (Job.application_instruction): more than
 #: one desktop ever serves at once.
 APPLICATION_INSTRUCTIONS = 1000
@@ -460,10 +463,13 @@ class ExecutorAgent:
                 log.info("dropped the result of a job received on an earlier connection "
                          "(the manager took its attempt back)")
                 continue
+            page = msgspec.Raw(frames[3])
+            if len(page) > self.settings.max_message_bytes - RESULT_OVERHEAD:
+                page = self._too_large(page)
             if start is not None and start[2]:  # its start was reported
-                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3])))
+                results.append(p.AttemptResult(attempt_id, page))
             else:  # finished before its start was reported: the result says when it started
-                results.append(p.AttemptResult(attempt_id, msgspec.Raw(frames[3]), float(frames[2])))
+                results.append(p.AttemptResult(attempt_id, page, float(frames[2])))
         dealer = self.link.socket
         try:
             limit, batch, size = self.settings.max_message_bytes // 2, [], 0
@@ -477,6 +483,21 @@ class ExecutorAgent:
                 dealer.send_multipart(p.encode(p.Results(batch)), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("manager queue full; a message was dropped (the manager will reassign)")
+
+    def _too_large(self, page: msgspec.Raw) -> msgspec.Raw:
+        """A page whose result would be over ``max_message_bytes`` (``max_body_bytes`` set near
+        it, or a page of very many links), which the manager would answer by dropping the
+        connection, the thread then coming back for ever: the page as a ``too_large`` failure,
+        its URL, status and size kept, its body and links left out."""
+        whole = msgspec.msgpack.decode(page, type=p.PageResult)
+        log.warning("the result for %s is %d bytes, over max_message_bytes (%d): sent as too_large",
+                    whole.url, len(page), self.settings.max_message_bytes)
+        return p.encode_page(p.PageResult(
+            url=whole.url, final_url=whole.final_url, status=whole.status, content_type=whole.content_type,
+            size=whole.size, fetch_seconds=whole.fetch_seconds, parse_seconds=whole.parse_seconds,
+            error_kind=p.ErrorKind.TOO_LARGE.value,
+            error=f"its result ({len(page)} bytes: body, links, items) is over max_message_bytes "
+                  f"({self.settings.max_message_bytes}); raise it on every program, or lower max_body_bytes"))
 
     def _shutdown(self) -> None:
         self._hand_back_queued()  # not started: the manager takes them back

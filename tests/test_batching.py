@@ -248,3 +248,30 @@ def test_results_are_applied_at_once_while_the_frontier_is_empty(tmp_path, site_
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
         assert conn.execute("SELECT count(*) FROM visited_url").fetchone()[0] == 7  # /, /slow, /c1…/c5
     assert slow_saw == [True], "the chain reached /c5 only after /slow had answered"
+
+
+def test_a_page_whose_result_is_over_max_message_bytes_comes_back_as_too_large():
+    """A result the manager would refuse (it drops the connection, and the thread would come back
+    for ever) is sent as a ``too_large`` failure, URL, status and size kept; the next page of the
+    same executor comes back as usual."""
+    big = b"<html><title>big</title><body>" + b"<p>words words words</p>" * 120_000 + b"</body></html>"
+    site = Site(pages={"/big.html": big, "/small.html": b"<html><title>small</title></html>"})
+    server = SiteServer(site).start()
+    settings = Settings(obey_robots=False, sitemaps=False, threads=1, max_message_bytes=2_000_000)
+    try:
+        with agent_with_router(settings) as (manager, peer):
+            manager.send_multipart([peer, *p.encode(p.Assign([p.Job(1, "app", 0, server.url("/big.html")),
+                                                              p.Job(2, "app", 1, server.url("/small.html"))]))])
+            pages: dict[int, p.PageResult] = {}
+            deadline = time.monotonic() + 20
+            while len(pages) < 2:
+                assert time.monotonic() < deadline, f"only {pages} within 20 s"
+                if manager.poll(200):
+                    message = p.decode(manager.recv_multipart()[1:])
+                    if isinstance(message, p.Results):
+                        pages.update((r.attempt_id, r.page) for r in message.results)
+    finally:
+        server.stop()
+    assert pages[1].error_kind == "too_large" and pages[1].status == 200 and pages[1].size == len(big)
+    assert "over max_message_bytes (2000000)" in pages[1].error and pages[1].content is None
+    assert pages[2].error_kind is None and pages[2].title == "small"
