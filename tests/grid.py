@@ -152,3 +152,19 @@ def agent_with_router(settings, name: str = "ex"):
         runner.join(20)
         router.close()
         context.term()
+
+
+def collect_results(router, count: int, timeout: float = 20.0) -> dict:
+    """Read ``results`` messages on ``router`` (from :func:`agent_with_router`) until ``count``
+    attempts have come back; return attempt id -> :class:`~gridcrawl.protocol.PageResult`.
+    Fails the test after ``timeout`` seconds."""
+    from gridcrawl import protocol as p
+    pages: dict = {}
+    deadline = time.monotonic() + timeout
+    while len(pages) < count:
+        assert time.monotonic() < deadline, f"only {sorted(pages)} of {count} results within {timeout} s"
+        if router.poll(200):
+            message = p.decode(router.recv_multipart()[1:])
+            if isinstance(message, p.Results):
+                pages.update((r.attempt_id, r.page) for r in message.results)
+    return pages

@@ -6,14 +6,13 @@ it. A crawl of 20,000 seed hosts has a scope of 250 KB, which every thread used 
 from __future__ import annotations
 
 import os
-import time
 
 import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.settings import Settings
-from grid import agent_with_router
+from grid import agent_with_router, collect_results
 from sites import Site, SiteServer, redirect
 
 SETTINGS = Settings(heartbeat_interval=1.0, heartbeat_liveness=3, thread_timeout=10.0, max_attempts=3, prefetch=0)
@@ -86,15 +85,7 @@ def test_the_executor_reads_each_jobs_keys_over_its_applications_instruction():
                 p.Job(1, "app", 0, server.url("/page.html"), application_instruction=shared),
                 p.Job(2, "app", 1, server.url("/away.html"), instruction={"follow_nofollow": True}),
                 p.Job(3, "other", 0, server.url("/away.html"))]))])
-            pages: dict[int, p.PageResult] = {}
-            deadline = time.monotonic() + 20
-            while len(pages) < 3:
-                assert time.monotonic() < deadline, f"only {pages} within 20 s"
-                if manager.poll(200):
-                    _, *frames = manager.recv_multipart()
-                    message = p.decode(frames)
-                    if isinstance(message, p.Results):
-                        pages.update((r.attempt_id, r.page) for r in message.results)
+            pages = collect_results(manager, 3)
     finally:
         server.stop()
     assert pages[1].status == 200 and pages[1].content is None

@@ -10,7 +10,7 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from grid import Grid, agent_with_router, wait_for
+from grid import Grid, agent_with_router, collect_results, wait_for
 from sites import Site, SiteServer, slow_page
 
 THREADS = 60
@@ -262,14 +262,7 @@ def test_a_page_whose_result_is_over_max_message_bytes_comes_back_as_too_large()
         with agent_with_router(settings) as (manager, peer):
             manager.send_multipart([peer, *p.encode(p.Assign([p.Job(1, "app", 0, server.url("/big.html")),
                                                               p.Job(2, "app", 1, server.url("/small.html"))]))])
-            pages: dict[int, p.PageResult] = {}
-            deadline = time.monotonic() + 20
-            while len(pages) < 2:
-                assert time.monotonic() < deadline, f"only {pages} within 20 s"
-                if manager.poll(200):
-                    message = p.decode(manager.recv_multipart()[1:])
-                    if isinstance(message, p.Results):
-                        pages.update((r.attempt_id, r.page) for r in message.results)
+            pages = collect_results(manager, 2)
     finally:
         server.stop()
     assert pages[1].error_kind == "too_large" and pages[1].status == 200 and pages[1].size == len(big)
