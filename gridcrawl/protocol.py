@@ -351,7 +351,7 @@ class Job(Wire):
     redirect hops). ``needs``: the capabilities the thread needs (:class:`ThreadSpec`), all of
     which this executor declared. ``application_instruction``: the application's own
     instruction (:class:`OpenApplication`), on the first job of the application this executor
-    gets on this registration (and again when the application's changes); the executor keeps
+    gets on this registration (and again when that instruction changes); the executor keeps
     it and reads each job's own ``instruction`` over it."""
 
     attempt_id: int
