@@ -2,6 +2,9 @@
 
 :class:`Grid` starts ``python -m gridcrawl.manager`` / ``.executor`` / ``.client`` with logs in a
 temporary folder, and stops every process it started at teardown (SIGTERM, then SIGKILL).
+Smaller parts, in this process: an executor agent driven by a raw manager socket
+(:func:`agent_with_router`, :func:`collect_results`) and one fetch as an executor makes it
+(:func:`fetch_once`).
 """
 
 from __future__ import annotations
@@ -168,3 +171,15 @@ def collect_results(router, count: int, timeout: float = 20.0) -> dict:
             if isinstance(message, p.Results):
                 pages.update((r.attempt_id, r.page) for r in message.results)
     return pages
+
+
+def fetch_once(url: str, **kwargs):
+    """``url`` fetched by a new :class:`~gridcrawl.executor.fetch.Fetcher` (user agent
+    ``gridcrawl-test``, a 10 s deadline, ``kwargs`` for the rest), closed afterwards; returns
+    its result."""
+    from gridcrawl.executor.fetch import Fetcher
+    fetcher = Fetcher(user_agent="gridcrawl-test", deadline=10, **kwargs)
+    try:
+        return fetcher.fetch(url)
+    finally:
+        fetcher.close()

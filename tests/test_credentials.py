@@ -15,7 +15,7 @@ import pytest
 from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.settings import Settings
-from grid import Grid
+from grid import Grid, fetch_once
 from sites import Site, SiteServer, generate_site, login_page, reachable, redirect
 
 LOGIN, PASSWORD = "crawler", "s3cret pass"
@@ -31,14 +31,6 @@ def _netrc(tmp_path, text: str, mode: int = 0o600) -> str:
     path.write_text(text)
     path.chmod(mode)
     return str(path)
-
-
-def _fetch(url: str, **kwargs):
-    fetcher = Fetcher(user_agent="gridcrawl-test", deadline=10, **kwargs)
-    try:
-        return fetcher.fetch(url)
-    finally:
-        fetcher.close()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -80,20 +72,20 @@ def test_credentials_go_to_their_host_on_every_hop_and_never_to_another_host():
                            "/back": redirect("/private")})
         with SiteServer(site) as server:
             credentials = {"127.0.0.1": (LOGIN, PASSWORD)}
-            ok = _fetch(server.url("/private"), credentials=credentials)
+            ok = fetch_once(server.url("/private"), credentials=credentials)
             assert ok.error_kind is None and ok.body == b"<html>private</html>", ok
-            assert _fetch(server.url("/back"), credentials=credentials).status == 200  # a hop on the same host
+            assert fetch_once(server.url("/back"), credentials=credentials).status == 200  # a hop on the same host
             assert seen[-1][1] is not None and [path for path, _ in seen] == ["/private", "/private"]
 
-            away = _fetch(server.url("/away"), credentials=credentials)  # the site sends us to another host
+            away = fetch_once(server.url("/away"), credentials=credentials)  # the site sends us to another host
             assert away.error_kind == ErrorKind.HTTP_STATUS and away.status == 401, away
             assert elsewhere == [("/landing", None)]  # it got no credentials
             assert "give credentials for 127.0.0.2 in --netrc FILE" in away.error
             assert 'Basic realm="Intranet"' in away.error
 
-            refused = _fetch(server.url("/private"), credentials={"127.0.0.1": (LOGIN, "wrong")})
+            refused = fetch_once(server.url("/private"), credentials={"127.0.0.1": (LOGIN, "wrong")})
             assert refused.status == 401 and "the credentials --netrc gives for 127.0.0.1 were refused" in refused.error
-            none = _fetch(server.url("/private"))
+            none = fetch_once(server.url("/private"))
             assert none.status == 401 and "--netrc FILE" in none.error and seen[-1] == ("/private", None)
             derived = Fetcher(user_agent="gridcrawl-test", credentials=credentials).derive(keep_non_html=True)
             assert derived.credentials == credentials  # robots.txt and sitemaps log in too

@@ -22,7 +22,7 @@ from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopRefusal
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.settings import Settings
-from grid import Grid, free_port, wait_for
+from grid import Grid, fetch_once, free_port, wait_for
 from proxy import ForwardProxy
 from sites import Site, SiteServer, generate_site, reachable, status_page
 
@@ -33,14 +33,6 @@ PAGES = {"/": b"<html><body><a href='/a.html'>a</a></body></html>", "/a.html": b
 def _url(server: SiteServer, path: str = "/", scheme: str = "http") -> str:
     """``server``'s page ``path`` under the name only the proxy resolves."""
     return f"{scheme}://{NAME}:{server.port}{path}"
-
-
-def _fetch(url: str, **kwargs):
-    fetcher = Fetcher(user_agent="gridcrawl-test", deadline=10, **kwargs)
-    try:
-        return fetcher.fetch(url)
-    finally:
-        fetcher.close()
 
 
 @pytest.fixture
@@ -102,16 +94,16 @@ def test_no_proxy_names_hosts_domains_addresses_networks_and_ports_as_curl_reads
 def test_a_site_only_the_proxy_reaches_is_fetched_through_it_and_no_proxy_hosts_directly(site):
     with ForwardProxy(hosts={NAME: "127.0.0.1"}) as proxy:
         route = ProxyRoute.parse(proxy.url, "127.0.0.1")
-        result = _fetch(_url(site, "/"), proxy=route)
+        result = fetch_once(_url(site, "/"), proxy=route)
         assert result.error_kind is None and result.status == 200 and result.body == PAGES["/"], result
         assert proxy.records == [("GET", _url(site, "/"))]  # absolute form, to the proxy
         assert [r.path for r in site.requests] == ["/"]
 
-        direct = _fetch(site.url("/a.html"), proxy=route)  # 127.0.0.1 is in no_proxy
+        direct = fetch_once(site.url("/a.html"), proxy=route)  # 127.0.0.1 is in no_proxy
         assert direct.status == 200 and len(proxy.records) == 1
         assert [r.path for r in site.requests] == ["/", "/a.html"]
 
-    unreachable = _fetch(_url(site, "/"))  # without the proxy the name does not resolve
+    unreachable = fetch_once(_url(site, "/"))  # without the proxy the name does not resolve
     assert unreachable.error_kind == ErrorKind.CONNECTION, unreachable
 
 
@@ -125,11 +117,11 @@ def test_https_is_tunnelled_with_connect_and_the_site_certificate_still_checked(
     with SiteServer(Site(pages=dict(PAGES), extra={"/trickle": _trickle}), tls=context) as server, \
             ForwardProxy(hosts={NAME: "127.0.0.1"}) as proxy:
         route = ProxyRoute.parse(proxy.url)
-        result = _fetch(_url(server, "/a.html", "https"), proxy=route, verify=str(ca_pem))
+        result = fetch_once(_url(server, "/a.html", "https"), proxy=route, verify=str(ca_pem))
         assert result.error_kind is None and result.body == PAGES["/a.html"], result
         assert proxy.records == [("CONNECT", f"{NAME}:{server.port}")]  # the proxy saw no path
 
-        untrusted = _fetch(_url(server, "/", "https"), proxy=route)  # certifi's CAs: the site's own cert fails
+        untrusted = fetch_once(_url(server, "/", "https"), proxy=route)  # certifi's CAs: the site's own cert fails
         assert untrusted.error_kind == ErrorKind.CONNECTION and "CERTIFICATE_VERIFY_FAILED" in untrusted.error
 
         # the fetch's deadline holds through the tunnel (its connections are watched as direct ones)
@@ -168,10 +160,10 @@ def _trickle(handler) -> None:
 def test_proxy_credentials_are_sent_and_a_407_says_which_option_helps(site):
     with ForwardProxy(hosts={NAME: "127.0.0.1"}, credentials=("crawler", "hunter2")) as proxy:
         good = ProxyRoute.parse(f"http://crawler:hunter2@127.0.0.1:{proxy.port}")
-        assert _fetch(_url(site, "/"), proxy=good).status == 200
+        assert fetch_once(_url(site, "/"), proxy=good).status == 200
         for url in (_url(site, "/"), _url(site, "/", "https")):  # 407 to a request, and to a CONNECT
             for route in (ProxyRoute.parse(proxy.url), ProxyRoute.parse(f"http://crawler:wrong-pass@127.0.0.1:{proxy.port}")):
-                result = _fetch(url, proxy=route)
+                result = fetch_once(url, proxy=route)
                 assert result.error_kind == ErrorKind.CONNECTION, (url, result)
                 assert "407" in result.error and "--proxy http://user:password@host:port" in result.error, result.error
                 assert "wrong-pass" not in result.error
@@ -187,16 +179,16 @@ def test_a_proxy_that_cannot_reach_the_site_is_a_connection_error_and_the_sites_
     site = Site(pages=dict(PAGES), extra={"/busy": status_page(503)})
     with SiteServer(site) as server, ForwardProxy(hosts={NAME: "127.0.0.1"}) as proxy:
         route = ProxyRoute.parse(proxy.url)
-        lost = _fetch(f"http://elsewhere.intranet.test:{server.port}/", proxy=route)  # the proxy knows no such host
+        lost = fetch_once(f"http://elsewhere.intranet.test:{server.port}/", proxy=route)  # the proxy knows no such host
         assert lost.error_kind == ErrorKind.CONNECTION, lost
         assert lost.error == f"the proxy {proxy.url} could not reach the site: HTTP 502 error=destination_not_found"
-        busy = _fetch(_url(server, "/busy"), proxy=route)  # the site's own 503, passed on by the proxy
+        busy = fetch_once(_url(server, "/busy"), proxy=route)  # the site's own 503, passed on by the proxy
         assert busy.error_kind == ErrorKind.HTTP_STATUS and busy.status == 503, busy
 
 
 def test_a_proxy_that_does_not_answer_fails_the_page_as_a_connection_error_naming_it(site):
     dead = f"http://crawler:hunter2@127.0.0.1:{free_port()}"
-    result = _fetch(_url(site, "/"), proxy=ProxyRoute.parse(dead))
+    result = fetch_once(_url(site, "/"), proxy=ProxyRoute.parse(dead))
     assert result.error_kind == ErrorKind.CONNECTION, result
     assert result.error.startswith("cannot connect to the proxy http://crawler:***@127.0.0.1:"), result.error
     assert "Connection refused" in result.error and "hunter2" not in result.error
@@ -215,9 +207,9 @@ def test_the_ssrf_guard_leaves_names_it_cannot_resolve_to_the_proxy_and_still_ju
         assert isinstance(refusal, HopRefusal) and refusal.kind == ErrorKind.CONNECTION
 
         # the connection to the proxy (on loopback) is not judged as a page's address would be
-        result = _fetch(_url(site, "/"), proxy=route, hop_check=guard.check, peer_check=guard.check_peer)
+        result = fetch_once(_url(site, "/"), proxy=route, hop_check=guard.check, peer_check=guard.check_peer)
         assert result.status == 200, result
-        refused = _fetch(site.url("/"), proxy=route, hop_check=guard.check, peer_check=guard.check_peer)
+        refused = fetch_once(site.url("/"), proxy=route, hop_check=guard.check, peer_check=guard.check_peer)
         assert refused.error_kind == ErrorKind.BLOCKED and proxy.records == [("GET", _url(site, "/"))]
 
 
