@@ -536,6 +536,64 @@ def _proxy_failure(shown: str, message: str) -> str:
     return f"through the proxy {shown}: {message}"
 
 
+_POOL_PREFIX_RE = re.compile(r"^\w*HTTPS?Connection(?:Pool)?\(host=[^)]*\): ")
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it wraps, outermost first: requests keeps urllib3's error in
+    ``args[0]``, urllib3's ``MaxRetryError`` its cause in ``reason``, ``ProtocolError`` the
+    socket's or http.client's error in ``args[1]``; then ``__cause__`` / ``__context__``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        inner = getattr(current, "reason", None)
+        if not isinstance(inner, BaseException):
+            inner = next((a for a in reversed(current.args) if isinstance(a, BaseException)), None)
+        current = inner or current.__cause__ or current.__context__
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed fetch's exception (requests, urllib3, http.client, ssl or socket) said in a few
+    words for a user, from the innermost error it wraps: e.g. ``"connection refused"``,
+    ``"connection reset by the server"``, ``"the server closed the connection without a
+    response"``, ``"the response ended early (9 bytes read, 991 more expected)"``, ``"not an HTTP
+    response: it began 'HELLO THERE'"``, ``"TLS certificate not trusted: self-signed
+    certificate"``, ``"Network is unreachable [errno 101]"``. An error it does not know keeps its
+    class name and text, without urllib3's connection-pool prefix."""
+    import http.client
+    import ssl
+
+    causes = list(_causes(exc))
+    for error in reversed(causes):  # innermost first
+        if isinstance(error, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(error, ConnectionResetError):
+            return "connection reset by the server"
+        if isinstance(error, http.client.RemoteDisconnected):
+            return "the server closed the connection without a response"
+        if isinstance(error, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
+            detail = str(error)
+            detail = detail[len("IncompleteRead("):-1] if detail.startswith("IncompleteRead(") else detail
+            return f"the response ended early ({detail})"
+        if isinstance(error, http.client.BadStatusLine):
+            line = str(getattr(error, "line", "") or error).strip()
+            return f"not an HTTP response: it began {line[:60]!r}"
+        if isinstance(error, ssl.SSLCertVerificationError):
+            return f"TLS certificate not trusted: {error.verify_message or error.reason}"
+        if isinstance(error, ssl.SSLError):
+            return f"TLS error: {error.reason or error}"
+        if isinstance(error, OSError) and error.errno is not None and error.strerror and not isinstance(
+                error, (socket.gaierror, TimeoutError)):
+            return f"{error.strerror} [errno {error.errno}]"
+    innermost = causes[-1]
+    if isinstance(innermost, urllib3.exceptions.ProtocolError) and "ended prematurely" in str(innermost):
+        return "the response ended early (its chunked body stopped)"
+    text = _POOL_PREFIX_RE.sub("", str(innermost)) or type(innermost).__name__
+    return f"{type(innermost).__name__}: {text}"
+
+
 def _host(url: str) -> str:
     """The lower-case host name of an absolute URL ('' when it has none)."""
     return (urlsplit(url).hostname or "").rstrip(".")
@@ -891,11 +949,13 @@ class Fetcher:
             return self._timeout_failure()
         if isinstance(exc, _Failure):  # the connected address was refused (peer_check)
             return exc
-        message = f"{type(exc).__name__}: {exc}"
+        raw = f"{type(exc).__name__}: {exc}"
         if isinstance(exc, requests.exceptions.ProxyError) and self.proxy is not None:
-            message = self.proxy.mask(_proxy_failure(self.proxy.shown, message))
+            message = self.proxy.mask(_proxy_failure(self.proxy.shown, raw))
             if "407" in message:
                 message += f"; {_PROXY_HINT}"
+        else:
+            message = failure_reason(exc)
         if isinstance(
             exc,
             (
@@ -904,7 +964,9 @@ class Fetcher:
                 socket.timeout,
             ),
         ):
-            return _Failure(ErrorKind.TIMEOUT, message)
+            if isinstance(exc, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
+                return _Failure(ErrorKind.TIMEOUT, f"no connection within {self.connect_timeout:g} s")
+            return _Failure(ErrorKind.TIMEOUT, f"no data from the server for {self.read_timeout:g} s")
         if isinstance(
             exc,
             (
@@ -917,7 +979,7 @@ class Fetcher:
             ),
         ):
             return _Failure(ErrorKind.INVALID_URL, message)
-        if "CERTIFICATE_VERIFY_FAILED" in message:
+        if "CERTIFICATE_VERIFY_FAILED" in raw:
             message += f"; {_TLS_HINT}"
         if isinstance(
             exc,

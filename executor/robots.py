@@ -205,10 +205,10 @@ class RobotsCache:
             if rules.allow_all:
                 return RobotsDecision(True, rules.crawl_delay)
             if rules.no_connection:
-                return RobotsDecision(False, None, f"cannot connect to {origin} ({rules.note})",
+                return RobotsDecision(False, None, f"cannot connect to {origin}: {rules.note}",
                                       unreachable=True, no_connection=True)
             wait = max(0.0, rules.expires - self.clock())
-            return RobotsDecision(False, None, f"robots.txt unreachable ({rules.note}); disallowed for now",
+            return RobotsDecision(False, None, f"robots.txt unreachable, so disallowed for now: {rules.note}",
                                   unreachable=True, retry_after=wait)
         if urlsplit(url).path == "/robots.txt" or rules.parser.can_fetch(url, self.token):
             return RobotsDecision(True, rules.crawl_delay)

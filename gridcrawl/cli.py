@@ -165,7 +165,12 @@ def run(
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.exists() and not workdir.is_dir():
+        fail(f"--workdir {workdir} is a file, not a directory")
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
     hosts = [*seeds, *(allow_domain or []), *(_stored_hosts(crawl_db) if resumed else [])]
     if rules is not None:
         hosts += [r.base_url for r in load_rules(rules)]

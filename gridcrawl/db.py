@@ -164,6 +164,10 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
                     f"the ODBC driver for {shown} is not installed ({reason}); `odbcinst -q -d` lists the "
                     "installed ones; for SQL Server install Microsoft ODBC Driver 18 for SQL Server "
                     "(package msodbcsql18) and name it in the URL: ?driver=ODBC+Driver+18+for+SQL+Server") from None
+            if parsed.get_backend_name() == "sqlite" and parsed.database and not parsed.database.startswith("file:"):
+                folder = os.path.dirname(os.path.abspath(parsed.database))
+                if not os.path.isdir(folder):
+                    reason += f" (its folder {folder} does not exist)"
             raise DatabaseUnavailable(f"cannot reach database {shown}: {reason}") from None
     return engine
 

@@ -111,6 +111,16 @@ def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
     assert earlier.read_text() == "kept\n"
 
 
+def test_a_workdir_that_cannot_be_a_directory_is_a_user_error(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file))
+    assert_user_error(rc, out, f"--workdir {a_file} is a file, not a directory")
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file / "crawl-1"))
+    assert_user_error(rc, out, f"cannot use --workdir {a_file / 'crawl-1'}: Not a directory")
+    assert a_file.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_run_and_client_without_seeds_create_nothing(tmp_path):
     rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "crawl-1"))
     assert_user_error(rc, out, "no seed URLs given")
@@ -140,6 +150,7 @@ def test_manager_warns_once_when_listening_without_curve():
     ("not-a-database-url", "not a database URL"),
     ("nosuchdb://x/y", "unknown database kind"),
     ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot reach database"),
+    ("sqlite:///no-such-folder-here/c.db", "no-such-folder-here does not exist)"),
 ])
 def test_invalid_database_url(db, needle):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",

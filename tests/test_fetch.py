@@ -132,6 +132,17 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/unavailable-date":
                 when = formatdate(time.time() + 120, usegmt=True)
                 self._send(503, b"", ctype="text/plain", extra={"Retry-After": when})
+            elif path == "/hang-up":  # closes the connection without a word
+                self.close_connection = True
+            elif path == "/not-http":
+                self.wfile.write(b"HELLO THERE\r\n\r\n")
+                self.close_connection = True
+            elif path == "/short-body":
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<html>abc")
+                self.close_connection = True
+            elif path == "/silent":  # headers never come
+                time.sleep(3)
+                self.close_connection = True
             elif path == "/hop/start":
                 self._redirect("/hop/secret")
             elif path == "/hop/secret":
@@ -364,6 +375,23 @@ def test_connection_refused(server):
     r = _fetcher().fetch(f"http://127.0.0.1:{port}/")
     assert r.error_kind is ErrorKind.CONNECTION, (r.error_kind, r.error)
     assert r.status is None
+    assert r.error == "connection refused"
+
+
+@pytest.mark.parametrize("path, kind, expected", [
+    ("/hang-up", ErrorKind.CONNECTION, ("the server closed the connection without a response",
+                                        "connection reset by the server")),
+    ("/not-http", ErrorKind.CONNECTION, ("not an HTTP response: it began 'HELLO THERE'",)),
+    ("/short-body", ErrorKind.CONNECTION, ("the response ended early (9 bytes read, 991 more expected)",)),
+    ("/silent", ErrorKind.TIMEOUT, ("no data from the server for 1 s",)),
+])
+def test_a_broken_server_is_named_in_plain_words(server, path, kind, expected):
+    """A server that breaks the exchange gets a few plain words as the page's error, not the
+    wrapped requests/urllib3 exception text (which named internal classes and pools)."""
+    base, _ = server
+    r = _fetcher(read_timeout=1).fetch(base + path)
+    assert r.error_kind is kind, (r.error_kind, r.error)
+    assert r.error in expected, r.error
 
 
 def test_hop_check_blocks_second_hop_before_sending(server):
