@@ -181,16 +181,35 @@ def manager_endpoints(values: str | list[str]) -> list[str]:
 PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 
 
+def ask_password(prompt: str) -> str:
+    """A password typed on the terminal without echo (``getpass``). Raises ``EOFError`` when
+    there is no terminal to ask on (a service, a pipe, cron), rather than reading it from
+    standard input with echo, as ``getpass`` falls back to doing with a warning."""
+    import getpass
+    import os
+    import sys
+    if os.name == "nt":
+        terminal = sys.stdin is not None and sys.stdin.isatty()
+    else:
+        try:
+            with open("/dev/tty"):
+                terminal = True
+        except OSError:
+            terminal = False
+    if not terminal:
+        raise EOFError("no terminal")
+    return getpass.getpass(prompt)
+
+
 def login_password(user: str | None) -> str | None:
     """The password an executor or client logs in with: ``$GRIDCRAWL_PASSWORD`` if set, else,
     when ``user`` was given, asked on the terminal without echo; else None (no login).
-    Raises ``EOFError`` when it must be asked but there is no input."""
+    Raises ``EOFError`` when it must be asked but there is no terminal."""
     import os
     password = os.environ.get(PASSWORD_ENV)
     if password is not None or user is None:
         return password
-    import getpass
-    return getpass.getpass(f"password for {user}: ")
+    return ask_password(f"password for {user}: ")
 
 
 def peer_credentials(user: str | None, curve_secret, curve_server_key):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from gridcrawl.cli_common import PASSWORD_ENV, SETTING_OPTIONS, fail, setting_options, setup_logging, stop_on_signals
+from gridcrawl.cli_common import PASSWORD_ENV, SETTING_OPTIONS, ask_password, fail, setting_options, setup_logging, stop_on_signals
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 
@@ -144,8 +144,14 @@ def _new_password(name: str) -> str:
     """The password from $GRIDCRAWL_PASSWORD, else asked twice on the terminal (never an argument,
     which other users could read in the process list and the shell history)."""
     password = os.environ.get(PASSWORD_ENV)
-    if password is None:
-        password = typer.prompt(f"password for {name}", hide_input=True, confirmation_prompt=True)
+    if password is not None:
+        return password
+    try:
+        password = ask_password(f"password for {name}: ")
+        if ask_password("the same password again: ") != password:
+            fail("the two passwords differ; nothing changed")
+    except (EOFError, KeyboardInterrupt):
+        fail(f"no password for {name}: set {PASSWORD_ENV} or run on a terminal")
     return password
 
 

@@ -263,19 +263,63 @@ def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
 # ----------------------------------------------------------------------------------------------
 # The real programs
 
+def _environment(env: dict | None) -> dict:
+    return {**{k: v for k, v in os.environ.items() if k != "GRIDCRAWL_PASSWORD"}, **(env or {})}
+
+
 def manager_cli(*args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k != "GRIDCRAWL_PASSWORD"}
+    """The manager program run with no terminal (a session of its own: no /dev/tty to ask on)."""
     return subprocess.run([sys.executable, "-m", "gridcrawl.manager", *args], capture_output=True, text=True,
-                          timeout=60, env={**base, **(env or {})}, input=input or "")
+                          timeout=60, env=_environment(env), input=input or "", start_new_session=True)
+
+
+def on_a_terminal(module: str, *args: str, answers: list[str], timeout: float = 60) -> tuple[int, str]:
+    """Run ``python -m module args`` on a pseudo-terminal of its own (its controlling terminal,
+    as a user's shell gives it), typing each of ``answers`` at the next prompt ending in ': '.
+    Returns (exit status, everything it wrote to the terminal)."""
+    import pty
+    import select
+    import time
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once (no Python code of the test runs here)
+        os.execve(sys.executable, [sys.executable, "-m", module, *args], _environment(None))
+    output, answered, deadline = b"", 0, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: the program closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+                if answered < len(answers) and output.rstrip(b" ").endswith(b":"):
+                    os.write(fd, answers[answered].encode() + b"\n")
+                    answered += 1
+        else:
+            os.kill(pid, 9)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
 
 
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
     out = manager_cli("users", "add", "alice", "--group", "Users", "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
     assert out.returncode == 0, out.stderr
-    out = manager_cli("users", "add", "bob", "--group", "Executors", "--db", db, input=f"{PASSWORD}\n{PASSWORD}\n")
-    assert out.returncode == 0, out.stderr
-    assert PASSWORD not in out.stdout
+    rc, shown = on_a_terminal("gridcrawl.manager", "users", "add", "bob", "--group", "Executors", "--db", db,
+                              answers=[PASSWORD, PASSWORD])
+    assert rc == 0, shown
+    assert "password for bob:" in shown and "again:" in shown and PASSWORD not in shown  # asked twice, no echo
+    rc, shown = on_a_terminal("gridcrawl.manager", "users", "add", "dan", "--group", "Users", "--db", db,
+                              answers=[PASSWORD, PASSWORD + "!"])
+    assert rc == 2 and "the two passwords differ" in shown, shown
+    # no terminal to ask on (a service, a pipe): one line, exit 2, nothing read from stdin with echo
+    out = manager_cli("users", "add", "erin", "--group", "Users", "--db", db, input=f"{PASSWORD}\n{PASSWORD}\n")
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "error: no password for erin: set GRIDCRAWL_PASSWORD or run on a terminal", out.stderr
     listed = manager_cli("users", "list", "--db", db).stdout
     assert "alice\tUsers\tManageOwnApp" in listed and "bob\tExecutors\tExecuteThread" in listed
     out = manager_cli("users", "add", "carl", "--group", "Users", "--password", PASSWORD, "--db", db)
@@ -283,6 +327,18 @@ def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_
     with sa.create_engine(db).connect() as conn:
         hashes = conn.execute(sa.text("SELECT password_hash || salt FROM usr")).scalars().all()
     assert len(hashes) == 2 and not any(PASSWORD in h for h in hashes)
+
+
+@pytest.mark.parametrize("module, extra", [("gridcrawl.executor", []),
+                                           ("gridcrawl.client", ["--db", "sqlite:///{tmp}/c.db", "http://127.0.0.1:9/"])])
+def test_a_login_with_no_password_and_no_terminal_is_one_line(tmp_path, module, extra):
+    """Started by a service or a script (no terminal) with --user and no $GRIDCRAWL_PASSWORD:
+    exit 2 with one line, no getpass warning, nothing read from standard input with echo."""
+    out = subprocess.run([sys.executable, "-m", module, "--manager", "tcp://127.0.0.1:9", "--user", "worker",
+                          *[a.format(tmp=tmp_path) for a in extra]], capture_output=True, text=True, timeout=60,
+                         env=_environment(None), input="typed-in-clear\n", start_new_session=True)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "error: no password for worker: set GRIDCRAWL_PASSWORD or run on a terminal", out.stderr
 
 
 @pytest.mark.e2e
