@@ -112,7 +112,7 @@ def crawl(
     counts = run_crawl(settings, manager, db, seeds, allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
-                       rerun=f"gridcrawl-client --manager {','.join(manager)} --db {db.split('?', 1)[0]}",
+                       rerun=rerun_command(manager, db, user, curve_secret, curve_server_key, config),
                        files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
                        structured_data=structured_data, focus_ontology=focus_ontology,
                        render=render, wait_for=wait_for)
@@ -400,7 +400,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     """
     import sqlalchemy as sa
     from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, MessageTooLarge, Refused
-    from gridcrawl.db import describe_error
+    from gridcrawl.db import describe_error, shown_url
     from gridcrawl.client.progress import ProgressView
 
     store, scope = open_crawl(settings, db, seeds, allow_domains, rules=rules, focus=focus,
@@ -431,7 +431,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
-    shown = db.split("?", 1)[0]
+    shown = shown_url(db)
     report_db = manager_db or "<the manager's --db URL>"
     commands = [("the threads per executor",
                  f"gridcrawl report --db {report_db} --application {final.application_id[:8]}"),
@@ -452,6 +452,20 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if store.strategy.structured_data:
         view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown}")
     return counts
+
+
+def rerun_command(manager: list[str], db: str, user: str | None, curve_secret: Path | None,
+                  curve_server_key: Path | None, config: Path | None) -> str:
+    """The ``gridcrawl-client`` command line that reaches the same manager and crawl database
+    again, with the same login, CURVE key files and configuration file (the summary's next
+    commands add to it). The database's password shows as ``***``; the login's is never on it."""
+    import shlex
+    from gridcrawl.db import shown_url
+    argv = ["gridcrawl-client", "--manager", ",".join(manager), "--db", shown_url(db)]
+    argv += ["--user", user] if user else []
+    argv += ["--curve-secret", str(curve_secret), "--curve-server-key", str(curve_server_key)] if curve_secret else []
+    argv += ["--config", str(config)] if config else []
+    return shlex.join(argv)
 
 
 def exit_status(counts: dict) -> None:

@@ -509,7 +509,7 @@ def _print_application_summary(rows, wide: bool = False) -> None:
 def _print_semantic(crawl_db: str) -> None:
     """``gridcrawl report --crawl-db``: the semantic crawl's section, when the crawl was one
     (``--structured-data``) or holds triples; exit 2 when it is no crawl database."""
-    from gridcrawl.db import open_database
+    from gridcrawl.db import open_database, shown_url
     import sqlalchemy as sa
     from gridcrawl import models
     from gridcrawl.report import semantic_summary
@@ -522,7 +522,7 @@ def _print_semantic(crawl_db: str) -> None:
     except DatabaseUnavailable as exc:
         fail(str(exc))
     except sa.exc.DBAPIError as exc:
-        fail(f"{crawl_db} is not a gridcrawl crawl database with a triple table: {str(exc.orig).splitlines()[0]}")
+        fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database with a triple table: {str(exc.orig).splitlines()[0]}")
     if flag == "1" or summary.triples:
         _print_semantic_summary(summary)
 
@@ -574,7 +574,7 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    from gridcrawl.db import open_database
+    from gridcrawl.db import open_database, shown_url
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
@@ -601,7 +601,7 @@ def report(
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
                 typer.echo(f"timeline of {drawn} threads drawn to {plot}")
         except sa.exc.DBAPIError as exc:
-            fail(f"{db} is not a gridcrawl manager database, or its views are missing "
+            fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
         except (rep.ReportError, OSError) as exc:
             fail(str(exc))
@@ -611,7 +611,7 @@ def report(
         except DatabaseUnavailable as exc:
             fail(str(exc))
         except sa.exc.DBAPIError as exc:
-            fail(f"{crawl_db} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
+            fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_recrawl_runs(rows, wide)
         _print_items(crawl_db)
         _print_semantic(crawl_db)
@@ -640,7 +640,7 @@ def _print_recrawl_runs(rows, wide: bool = False) -> None:
 def _print_items(crawl_db: str) -> None:
     """``gridcrawl report --crawl-db``: the items section, when the crawl has an item spec or
     items (exit 2 when it is no crawl database)."""
-    from gridcrawl.db import open_database
+    from gridcrawl.db import open_database, shown_url
     import sqlalchemy as sa
     from gridcrawl.client.items import item_summary, stored_spec
     from gridcrawl.client.progress import ProgressView
@@ -648,7 +648,7 @@ def _print_items(crawl_db: str) -> None:
     try:
         engine = open_database(crawl_db, existing=True)
         if not sa.inspect(engine).has_table("item"):
-            fail(f"{crawl_db} has no item table: not a gridcrawl crawl database")
+            fail(f"{shown_url(crawl_db)} has no item table: not a gridcrawl crawl database")
         try:
             specs = stored_spec(engine)
         except ItemSpecError:
@@ -659,7 +659,7 @@ def _print_items(crawl_db: str) -> None:
     except DatabaseUnavailable as exc:
         fail(str(exc))
     except sa.exc.DBAPIError as exc:
-        fail(f"{crawl_db}: {str(exc.orig).splitlines()[0]}")
+        fail(f"{shown_url(crawl_db)}: {str(exc.orig).splitlines()[0]}")
     view = ProgressView(enabled=False)
     view.console = _console()
     view.item_summary(figures)

@@ -110,6 +110,18 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def shown_url(url: str) -> str:
+    """A database URL as a program may print it: its password replaced by ``***`` and its query
+    (driver options, which may hold an ODBC ``PWD=``) left out. A string SQLAlchemy cannot
+    parse is shown up to its ``?``."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        return make_url(url).set(query={}).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return url.split("?", 1)[0]
+
+
 def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
     ``existing``: the database must exist already (a SQLite file is not created: commands that

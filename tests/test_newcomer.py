@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import pty
-from pathlib import Path
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +250,22 @@ def test_gridcrawl_run_takes_its_seeds_from_a_file(tmp_path, site_server):
         failed = conn.execute("SELECT count(*) FROM visited_url WHERE error_kind IS NOT NULL").fetchone()[0]
     assert stored == {one.url(p) for p in reachable(first)} | {two.url(p) for p in reachable(second)}
     assert failed == 0
+
+
+def test_the_next_commands_keep_the_login_and_hide_passwords():
+    """The summary's "fetch the failed URLs again" command reaches the same grid the same way
+    (login, CURVE key files, configuration file); a database password never shows."""
+    from gridcrawl.client.cli import rerun_command
+    from gridcrawl.db import shown_url
+    command = rerun_command(["tcp://m1:9000", "tcp://m2:9000"],
+                            "postgresql+psycopg://crawler:s3cret@db.corp/crawl?sslmode=require", "alice",
+                            Path("keys/alice.key_secret"), Path("keys/manager.key"), Path("my config.toml"))
+    assert "s3cret" not in command
+    assert shlex.split(command) == [
+        "gridcrawl-client", "--manager", "tcp://m1:9000,tcp://m2:9000", "--db", "postgresql+psycopg://crawler:***@db.corp/crawl",
+        "--user", "alice", "--curve-secret", "keys/alice.key_secret", "--curve-server-key", "keys/manager.key",
+        "--config", "my config.toml"]
+    assert shlex.split(rerun_command(["tcp://m:9000"], "sqlite:///crawl.db", None, None, None, None)) == [
+        "gridcrawl-client", "--manager", "tcp://m:9000", "--db", "sqlite:///crawl.db"]
+    assert shown_url("mssql+pyodbc://sa:pw@sql/crawl?driver=ODBC+Driver+18+for+SQL+Server") == "mssql+pyodbc://sa:***@sql/crawl"
+    assert shown_url("not a database url?PWD=x") == "not a database url"
