@@ -189,7 +189,10 @@ def resolve(program: str, option_names: set[str], path: str | Path | None = None
                 elif program_section and section != program:
                     continue  # another program's option: checked when that program reads the file
                 else:
-                    raise ConfigError(f"{where}: unknown setting {raw_key!r}")
+                    import difflib
+                    near = difflib.get_close_matches(key, [*_FIELDS, *LOGGING_KEYS, *known_options], n=1)
+                    raise ConfigError(f"{where}: unknown setting {raw_key!r}"
+                                      + (f" (did you mean {near[0]!r}?)" if near else ""))
 
         flat = {k: v for k, v in data.items() if not isinstance(v, dict)}
         take(None, flat, False)
