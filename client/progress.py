@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
@@ -86,19 +87,7 @@ class ProgressView:
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])
-        for title, failed in (("errors by kind (one example each)", True),
-                              ("set aside by the crawl's rules (one example each)", False)):
-            groups = [group for group in errors if group.failed is failed]
-            if not groups:
-                continue
-            kinds = Table(title=title, title_justify="left")
-            kinds.add_column("kind", no_wrap=True)
-            kinds.add_column("count", justify="right")
-            kinds.add_column("example", overflow="fold")
-            for group in groups:
-                reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
-                kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
-            self.console.print(kinds)
+        print_error_groups(self.console, errors)
         for what, path in files:
             self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
         for what, command in commands:
@@ -137,3 +126,22 @@ class ProgressView:
             for f in t.fields.values():
                 table.add_row("", f.name, "", str(f.filled), str(f.missed), "never matched" if f.filled == 0 else "")
         self.console.print(table)
+
+
+def print_error_groups(console: Console, errors: Sequence) -> None:
+    """Print ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`) on ``console`` in two
+    tables, the failures and the URLs the crawl's rules set aside (duplicates, traps, noindex):
+    kind, count, one example URL and its reason (cut at 240 characters)."""
+    for title, failed in (("errors by kind (one example each)", True),
+                          ("set aside by the crawl's rules (one example each)", False)):
+        groups = [group for group in errors if group.failed is failed]
+        if not groups:
+            continue
+        kinds = Table(title=title, title_justify="left")
+        kinds.add_column("kind", no_wrap=True)
+        kinds.add_column("count", justify="right")
+        kinds.add_column("example", overflow="fold")
+        for group in groups:
+            reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
+            kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
+        console.print(kinds)

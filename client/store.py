@@ -1198,26 +1198,8 @@ class CrawlStore:
     # ------------------------------------------------------------------ figures
 
     def error_summary(self, limit: int = 20) -> list["ErrorGroup"]:
-        """The visited URLs with an ``error_kind`` (failures and the crawl's decisions, told apart
-        by :attr:`ErrorGroup.failed`) grouped by kind (``http_status`` also by status, so 404s and
-        500s are apart), most frequent first, at most ``limit`` groups, each with one example URL
-        and its error message (the first one recorded)."""
-        v = visited.c
-        with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(v.error_kind, v.status, sa.func.count().label("n"),
-                                          sa.func.min(v.id).label("first"))
-                                .where(v.error_kind.is_not(None)).group_by(v.error_kind, v.status)).all()
-            groups: dict[tuple, list] = {}
-            for r in rows:
-                key = (r.error_kind, r.status if r.error_kind == "http_status" else None)
-                group = groups.setdefault(key, [0, r.first])
-                group[0] += r.n
-                group[1] = min(group[1], r.first)
-            ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1] or 0))[:limit]
-            examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error).where(
-                v.id.in_([first for _, (_, first) in ranked])))} if ranked else {}
-        return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "")
-                for (kind, status), (n, first) in ranked]
+        """:func:`error_groups` of this crawl database."""
+        return error_groups(self.engine, limit)
 
     def retry_failed(self, kinds: Sequence[str] = ()) -> int:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
@@ -1254,18 +1236,47 @@ class CrawlStore:
                 t.join(d, d.c.fingerprint == t.c.fingerprint))).scalar() or 0)
 
     def counts(self) -> dict:
-        """Rows in each table: ``documents``, ``visited``, ``to_visit``, ``errors`` (visited URLs
-        that failed), ``set_aside`` (visited URLs the crawl's rules left out: :data:`DECISIONS`),
-        ``kept``, ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and
-        ``triples``."""
-        kind = visited.c.error_kind
-        with self.engine.connect() as conn:
-            count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
-            return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
-                    "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
-                    "set_aside": count(visited, kind.in_(DECISIONS)), "kept": count(kept_link),
-                    "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
-                    "triples": count(triple)}
+        """:func:`crawl_counts` of this crawl database."""
+        return crawl_counts(self.engine)
+
+
+def crawl_counts(engine: Engine) -> dict:
+    """Rows in each table of the crawl database ``engine``: ``documents``, ``visited``,
+    ``to_visit``, ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
+    rules left out: :data:`DECISIONS`), ``kept``, ``gone`` (documents marked gone), ``versions``
+    (``document_version`` rows) and ``triples``. Raises SQLAlchemy's ``DBAPIError`` when it is
+    not a crawl database."""
+    kind = visited.c.error_kind
+    with engine.connect() as conn:
+        count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
+        return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
+                "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
+                "set_aside": count(visited, kind.in_(DECISIONS)), "kept": count(kept_link),
+                "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
+                "triples": count(triple)}
+
+
+def error_groups(engine: Engine, limit: int = 20) -> list["ErrorGroup"]:
+    """The visited URLs of the crawl database ``engine`` with an ``error_kind`` (failures and
+    the crawl's decisions, told apart by :attr:`ErrorGroup.failed`) grouped by kind
+    (``http_status`` also by status, so 404s and 500s are apart), most frequent first, at most
+    ``limit`` groups, each with one example URL and its error message (the first recorded)."""
+    v = visited.c
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(v.error_kind, v.status, sa.func.count().label("n"),
+                                      sa.func.min(v.id).label("first"))
+                            .where(v.error_kind.is_not(None)).group_by(v.error_kind, v.status)).all()
+        groups: dict[tuple, list] = {}
+        for r in rows:
+            key = (r.error_kind, r.status if r.error_kind == "http_status" else None)
+            group = groups.setdefault(key, [0, r.first])
+            group[0] += r.n
+            group[1] = min(group[1], r.first)
+        ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1] or 0))[:limit]
+        examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error).where(
+            v.id.in_([first for _, (_, first) in ranked])))} if ranked else {}
+    return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "")
+            for (kind, status), (n, first) in ranked]
 
 
 @dataclass(frozen=True)

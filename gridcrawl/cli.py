@@ -559,7 +559,8 @@ def report(
     plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
     wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
                               "by default the tables fit 80 columns"),
-    crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its recrawl runs "
+    crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its tables' counts "
+                                 "and errors by kind, its recrawl runs "
                                  "(due, fetched, 304, unchanged, changed, gone, revived, errors, new) "
                                  "and its items (per type; misses of each required field), and its semantic "
                                  "crawl (triples, RDF documents, top predicates, RDF errors, triples/s)"),
@@ -568,7 +569,8 @@ def report(
     application_summary; with --application, that application's threads per executor), the
     threads that wait because no connected executor has a capability they need, and, with
     --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
-    --crawl-db, the counts of that crawl's recrawl runs, its items (per type; per field:
+    --crawl-db, that crawl's counts (documents, visited URLs, errors, set aside, left to visit)
+    and errors by kind with one example each, the counts of its recrawl runs (if any), its items (per type; per field:
     items with a value, misses of a required value, fields that never matched) and its semantic
     crawl (when it was one: --structured-data).
 
@@ -606,15 +608,40 @@ def report(
         except (rep.ReportError, OSError) as exc:
             fail(str(exc))
     if crawl_db is not None:
+        from gridcrawl.client.store import crawl_counts, error_groups
         try:
-            rows = rep.recrawl_runs(open_database(crawl_db, existing=True))
+            crawl_engine = open_database(crawl_db, existing=True)
+            counts, groups = crawl_counts(crawl_engine), error_groups(crawl_engine)
+            rows = rep.recrawl_runs(crawl_engine)
         except DatabaseUnavailable as exc:
             fail(str(exc))
         except sa.exc.DBAPIError as exc:
             fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
-        _print_recrawl_runs(rows, wide)
+        _print_crawl(counts, groups)
+        if rows:
+            _print_recrawl_runs(rows, wide)
         _print_items(crawl_db)
         _print_semantic(crawl_db)
+
+
+def _print_crawl(counts: dict, groups) -> None:
+    """``gridcrawl report --crawl-db``: the crawl's tables (documents, visited URLs, errors, set
+    aside, left to visit; gone documents, old versions and triples when there are any), then its
+    errors and set-aside URLs by kind with one example each (as the client's summary)."""
+    from rich.table import Table
+    from gridcrawl.client.progress import print_error_groups
+    table = Table(title="gridcrawl: crawl", show_header=False,
+                  title_justify="left")
+    table.add_column(no_wrap=True)
+    table.add_column(justify="right")
+    for label, key in (("documents stored", "documents"), ("URLs visited", "visited"), ("errors", "errors"),
+                       ("set aside (duplicates, traps, noindex)", "set_aside"), ("left to visit", "to_visit"),
+                       ("documents gone", "gone"), ("old versions", "versions"), ("triples", "triples")):
+        if counts[key] or key in ("documents", "visited", "errors", "to_visit"):
+            table.add_row(label, f"{counts[key]:,}")
+    console = _console()
+    console.print(table)
+    print_error_groups(console, groups)
 
 
 def _print_recrawl_runs(rows, wide: bool = False) -> None:

@@ -94,6 +94,11 @@ def test_items_equal_the_truth_after_a_kill_and_reextraction_agrees(tmp_path, si
     assert ["product", "", str(len(products)), "", "", ""] in cells
     # product's name: every stored item has one, and the nameless pages are its misses
     assert ["", "name", "", str(len(products)), str(len(shop.misses)), ""] in cells
+    # and the crawl's own counts, as the database has them; no recrawl run, so no recrawl table
+    ((documents, visited),) = grid.query("crawl", "SELECT (SELECT count(*) FROM document), "
+                                                  "(SELECT count(*) FROM visited_url)")
+    assert ["documents stored", f"{documents:,}"] in cells and ["URLs visited", f"{visited:,}"] in cells
+    assert "recrawls" not in report.stdout
 
     # export --items: every item, CSV with one column per field
     out = tmp_path / "product.csv"
