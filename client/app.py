@@ -69,7 +69,6 @@ class Progress:
     documents: int = 0
     errors: int = 0
     in_flight: int = 0
-    to_visit: int = 0
     first_submitted: float | None = None  # time.monotonic() of the first submit of this run
     last_result: float | None = None      # time.monotonic() of the last applied result
     application_id: str = ""
