@@ -1089,6 +1089,9 @@ def spark_command(
                f"{counts['to_visit']} to visit, {counts['errors']} errors, {counts['set_aside']} set aside "
                "(duplicates, traps, noindex)")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
+    if counts["errors"] or counts["set_aside"]:
+        from gridcrawl.db import shown_url
+        typer.echo(f"errors by kind, one example each: gridcrawl report --crawl-db {shown_url(db)}")
     exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers),
                  "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
 

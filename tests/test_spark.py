@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -366,6 +367,12 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     assert "every page of this crawl failed (1: connection 1)" in proc.stderr, proc.stderr[-2000:]
     assert "layer 1 (depth 0): 1 URLs, 1 pages, 1 errors" in proc.stdout
     assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
+    # where the errors are told by kind, and that command tells them
+    command = re.search(r"errors by kind, one example each: (gridcrawl report --crawl-db \S+)", proc.stdout).group(1)
+    report = subprocess.run([sys.executable, "-m", *command.split()], capture_output=True,
+                            text=True, timeout=60)
+    flat = re.sub(r"[\s│]+", "", report.stdout)  # the table's cells fold long reasons over lines
+    assert report.returncode == 0 and "connectionrefused" in flat and seed in flat, report.stdout
 
 
 def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
