@@ -33,7 +33,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.errors import LinkError, ManagerUnreachable, Refused
 from gridcrawl.settings import Settings
-from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, receive, send
+from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, receive, send, why_unreachable
 
 log = logging.getLogger("gridcrawl.link")
 
@@ -377,9 +377,13 @@ class ManagerLink:
     def _carry_out(self, actions: list[Action]) -> None:
         for action in actions:
             if isinstance(action, Fail):
-                if isinstance(action.error, ManagerUnreachable) and self._watch is not None \
-                        and (hint := self._watch.hint()) is not None:
-                    raise ManagerUnreachable(f"{action.error}; {hint}")
+                if isinstance(action.error, ManagerUnreachable):
+                    hints = [hint for endpoint in self.state.managers.endpoints
+                             if (hint := why_unreachable(endpoint)) is not None]
+                    if not hints and self._watch is not None and (hint := self._watch.hint()) is not None:
+                        hints = [hint]
+                    if hints:
+                        raise ManagerUnreachable("; ".join([str(action.error), *hints]))
                 raise action.error
             if isinstance(action, Beat):
                 self.send(self.heartbeat())

@@ -111,6 +111,50 @@ def check_endpoint(endpoint: str) -> str:
     return endpoint
 
 
+def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
+    """Why a ``tcp://HOST:PORT`` manager endpoint may not have answered, found by asking the
+    network directly (for the one-line error of a program that gave up on its manager): the host
+    does not resolve, nothing listens at the port (connection refused), the port does not answer
+    within ``timeout`` seconds (a firewall, a host that is down), or what listens there does not
+    speak ZeroMQ (a ZMTP peer sends its greeting, which starts with byte 0xFF, as soon as a
+    connection opens: ZeroMQ RFC 23; silence for a second, or another first byte, is not one).
+    None when a ZeroMQ peer answers or the connection is closed at once (the manager was busy,
+    or cut the handshake: :class:`HandshakeWatch` tells) and for ``ipc://`` / ``inproc://``."""
+    import socket
+    if not endpoint.startswith("tcp://"):
+        return None
+    host, _, port = endpoint[6:].rpartition(":")
+    host = host.strip("[]")
+    try:
+        addresses = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:
+        return f"the host {host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})"
+    family, kind, proto, _, address = addresses[0]
+    probe = socket.socket(family, kind, proto)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(address)
+    except ConnectionRefusedError:
+        return f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        probe.close()
+        return f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is down or a firewall drops it)"
+    try:
+        probe.settimeout(min(timeout, 1.0))
+        greeting = probe.recv(1)
+    except TimeoutError:
+        greeting = None  # silent, as a web server waiting for a request
+    except OSError:
+        greeting = b""
+    finally:
+        probe.close()
+    if greeting in (b"\xff", b""):  # a ZeroMQ peer, or one that closed at once (a CURVE manager, a proxy)
+        return None
+    return (f"what listens at {host}:{port} does not speak ZeroMQ: not a gridcrawl manager (a web server? "
+            "check the port of the manager's --bind)")
+
+
 # ----------------------------------------------------------------------------------------------
 # CURVE (encryption and key authentication; keys from gridcrawl.keys)
 

@@ -73,16 +73,40 @@ def test_client_fails_clearly_when_no_manager_answers(tmp_path):
     rc, out, elapsed = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
                            "--db", f"sqlite:///{tmp_path}/c.db", "--connect-timeout", "1", "--no-progress",
                            "http://127.0.0.1:9/")
-    assert_user_error(rc, out, "no answer from the manager")
+    assert_user_error(rc, out, "no answer from the manager", "(connection refused): is the manager running there?")
     assert elapsed < 20
 
 
 def test_executor_fails_clearly_when_no_manager_answers():
-    rc, out, elapsed = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{free_port()}",
+    port = free_port()
+    rc, out, elapsed = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}",
                            "--connect-timeout", "1")
-    assert_user_error(rc, out, "no answer from the manager")
+    assert_user_error(rc, out, "no answer from the manager", f"nothing listens at 127.0.0.1:{port} (connection refused)")
     assert len(out.strip().splitlines()) == 1, out  # the error alone (issue 21: two INFO lines came first)
     assert elapsed < 20
+
+
+def test_a_manager_address_where_something_else_listens_is_named():
+    """--manager pointed at a port where another kind of server listens (a web server): the
+    error says that what answers there does not speak ZeroMQ, not that a handshake failed."""
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as server:  # accepts, then says nothing (as HTTP does)
+        port = server.getsockname()[1]
+        rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "1")
+    assert_user_error(rc, out, f"what listens at 127.0.0.1:{port} does not speak ZeroMQ: not a gridcrawl manager")
+    assert "handshake" not in out
+
+
+def test_why_a_manager_is_unreachable_names_a_host_that_does_not_resolve(monkeypatch):
+    import socket
+    from gridcrawl.transport import why_unreachable
+
+    def no_such_host(host, *args, **kwargs):  # no DNS query leaves this machine in a test
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
+    assert why_unreachable("tcp://manager.corp.test:9000") == \
+        "the host 'manager.corp.test' does not resolve (Name or service not known)"
+    assert why_unreachable("ipc:///tmp/gridcrawl.sock") is None
 
 
 # ------------------------------------------------------------------ failed commands leave no files
