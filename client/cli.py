@@ -434,8 +434,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     shown = shown_url(db)
     report_db = manager_db or "<the manager's --db URL>"
     commands = [("the threads per executor",
-                 f"gridcrawl report --db {report_db} --application {final.application_id[:8]}"),
-                ("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl")]
+                 f"gridcrawl report --db {report_db} --application {final.application_id[:8]}")] if final.pages else []
+    commands.append(("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl"))
     if errors:
         commands += [("every visited URL with its error kind and reason",
                       f"gridcrawl export --db {shown} --format csv visited.csv"),
@@ -444,6 +444,10 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
+    if not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
+        view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
+                           "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "
+                           "new seeds add to it)", soft_wrap=True, highlight=False)
     if store.strategy.items:  # the items section: per type, per field (misses of required values)
         from gridcrawl.client.items import item_summary
         figures = item_summary(store.engine, store.strategy.items)

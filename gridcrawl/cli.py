@@ -219,7 +219,9 @@ def run(
     if watch_children.failure:
         fail(watch_children.failure)
     from gridcrawl.report import executor_timings
-    _print_timings(executor_timings(open_database(manager_db), counts.get("application_id")))
+    timings = executor_timings(open_database(manager_db), counts.get("application_id"))
+    if timings:
+        _print_timings(timings)
     exit_status(counts)
 
 

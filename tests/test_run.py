@@ -42,6 +42,10 @@ def test_run_starts_crawling_once_every_executor_has_registered(tmp_path, site_s
                             "--workdir", str(tmp_path), "--no-progress"], capture_output=True, text=True, timeout=180)
     assert again.returncode == 0, again.stderr[-2000:]
     assert grid.query("manager", "SELECT count(*), count(DISTINCT name) FROM executor") == [(3, 3)]
+    # and it says there was nothing left, without an empty table of threads per executor
+    assert "nothing was left to visit: every URL of this crawl was visited by an earlier run" in again.stderr
+    assert "threads per executor" not in again.stdout + again.stderr
+    assert "threads per executor" in done.stdout  # the first run's table
 
 
 def _kill_children_named(parent_pid: int, prefix: str, deadline: float) -> int:
