@@ -444,7 +444,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
-    if not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
+    if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
+        view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
+                           f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left",
+                           soft_wrap=True, highlight=False)
+    elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
                            "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "
                            "new seeds add to it)", soft_wrap=True, highlight=False)
