@@ -76,7 +76,7 @@ RUN_PANELS = {"scope": "Scope and politeness", "politeness": "Scope and politene
               "recrawl": "Recrawl"}
 
 
-@app.command()
+@app.command(short_help="Crawl SEEDS with a manager, executors and a client on this machine.")
 @setting_options("run", RUN_PANELS)
 def run(
     ctx: typer.Context,
@@ -554,7 +554,7 @@ def _print_semantic_summary(s) -> None:
         _console().print(top)
 
 
-@app.command()
+@app.command(short_help="Print the grid's records (--db) or a crawl's figures (--crawl-db).")
 def report(
     db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
@@ -757,7 +757,7 @@ def keys_new(
     typer.echo(f"public key: {public}\nsecret key: {secret} (mode 0600: keep it on this machine)")
 
 
-@app.command("export")
+@app.command("export", short_help="Export a crawl's pages (JSON lines, CSV, WARC), items or triples.")
 def export_command(
     out: str = typer.Argument(..., help="output file (- for standard output); .warc.gz compresses the WARC"),
     db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
@@ -798,7 +798,7 @@ def export_command(
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
 
 
-@app.command("extract")
+@app.command("extract", short_help="Extract the items again from the stored pages, fetching nothing.")
 @setting_options("extract")
 def extract_command(
     db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
@@ -839,7 +839,7 @@ def extract_command(
     ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 
-@app.command("fetch")
+@app.command("fetch", short_help="Fetch and parse one URL as an executor would; store nothing.")
 @setting_options("fetch")
 def fetch_command(
     ctx: typer.Context,
@@ -1006,7 +1006,7 @@ def config_show(
 
 # ---------------------------------------------------------------- gridcrawl spark (issue 18)
 
-@app.command("spark")
+@app.command("spark", short_help="Crawl SEEDS on Apache Spark, layer by layer (ParaCA).")
 @setting_options("spark", RUN_PANELS)
 def spark_command(
     ctx: typer.Context,
