@@ -888,11 +888,12 @@ class Fetcher:
                 raise _Failure(ErrorKind.INVALID_URL, problem + where)
             if hop_check is not None:
                 refusal = hop_check(current)
+                where = "" if current == url else f"redirected to {current}: "
                 if isinstance(refusal, HopRefusal):
                     result.retry_after = refusal.retry_after
-                    raise _Failure(ErrorKind(refusal.kind), refusal.reason)
+                    raise _Failure(ErrorKind(refusal.kind), where + refusal.reason)
                 if refusal is not None:
-                    raise _Failure(ErrorKind.BLOCKED, str(refusal))
+                    raise _Failure(ErrorKind.BLOCKED, where + str(refusal))
             self._pace(current, watch)
             remaining = self._remaining(start)
             if remaining <= 0:

@@ -76,7 +76,8 @@ def scope_check(domains: list[str]) -> HopCheck:
         host = url_host(url)
         if in_scope(host, domains):
             return None
-        return HopRefusal(ErrorKind.OUT_OF_SCOPE, f"{host or url!r} is outside the crawl's scope")
+        return HopRefusal(ErrorKind.OUT_OF_SCOPE, f"{host or url!r} is outside the crawl's scope"
+                          + (f" (--allow-domain {host} adds it)" if host else ""))
 
     return check
 

@@ -406,7 +406,7 @@ def test_hop_check_blocks_second_hop_before_sending(server):
         srv.seen.clear()
     r = _fetcher(hop_check=hop_check).fetch(base + "/hop/start")
     assert r.error_kind is ErrorKind.BLOCKED
-    assert r.error == "disallowed by robots.txt"
+    assert r.error == f"redirected to {base}/hop/secret: disallowed by robots.txt"  # the hop is named
     assert checked == [base + "/hop/start", base + "/hop/secret"]
     assert r.final_url == base + "/hop/secret"
     with srv.lock:

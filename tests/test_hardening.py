@@ -129,7 +129,8 @@ def test_hop_refusal_kinds_and_per_fetch_checks(site_server):
     server = site_server(adversarial_site())
     fetcher = make_fetcher(hop_check=lambda url: "private" if "/private/" in url else None)
     result = fetcher.fetch(server.url("/go-private"))
-    assert result.error_kind == ErrorKind.BLOCKED and result.error == "private"
+    assert result.error_kind == ErrorKind.BLOCKED
+    assert result.error == f"redirected to {server.url('/private/moved.html')}: private"
     refusal = HopRefusal(ErrorKind.ROBOTS_UNREACHABLE, "later", 7.0)
     result = fetcher.fetch(server.url("/go-public"), hop_check=lambda url: refusal)
     assert (result.error_kind, result.error, result.retry_after) == (ErrorKind.ROBOTS_UNREACHABLE, "later", 7.0)
