@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import getpass
+import json
 import logging
 import math
 import queue
@@ -50,6 +51,7 @@ from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
+from gridcrawl.urls import url_host
 from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
@@ -238,6 +240,7 @@ class CrawlApplication:
         self.visited_before = 0
         self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
         self._wired: dict[str, dict] = {}
+        self._scope_widened = False  # a seed's redirect widened the scope: the next submit says so
 
     # ------------------------------------------------------------------ connection
 
@@ -280,6 +283,8 @@ class CrawlApplication:
             if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
                 specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine or None, []))
                 continue
+            if x.depth == 0 and not self.recrawl:  # a seed: its redirect may widen the scope (_seed_result)
+                mine = {**mine, "seed": True}
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
                                       x.priority if strategy.order == "priority" else 5, mine or None,
@@ -287,7 +292,23 @@ class CrawlApplication:
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):  # (one over max_message_bytes goes in halves)
-            self.link.send(p.Submit(self.application_id, specs[start:start + 1000]))
+            widened, self._scope_widened = self._scope_widened, False
+            self.link.send(p.Submit(self.application_id, specs[start:start + 1000],
+                                    self._hello().instruction if widened else None))
+
+    def _seed_result(self, pend: Pending, page: p.PageResult | None) -> None:
+        """(I/O loop, as a result arrives.) A seed that redirected to a host outside the scope
+        and got an answer there widens the scope by that host, as Heritrix's
+        ``seedsRedirectNewSeeds``: the crawl database keeps it for a resume, the page's links
+        there are followed, and the next ``submit`` carries the application's new instruction,
+        so that executors let the host's grid threads through."""
+        if pend.depth or page is None or page.status is None or not page.redirects:
+            return
+        host = url_host(page.final_url)
+        if self.scope.widen(host):
+            self.store.set_meta("allowed_domains", json.dumps(self.scope.allowed_domains))
+            self._scope_widened = True
+            log.info("seed %s redirects to %s: %s joins the crawl's scope", pend.url, page.final_url, host)
 
     def _needs(self, pend: Pending, items: list | None = None) -> list[str]:
         """The capabilities grid thread ``pend`` needs: ``plugin:...`` for the extractor plugins
@@ -376,6 +397,7 @@ class CrawlApplication:
                                     continue  # sent again after a reattach: already waiting to be applied
                                 pend = self.in_flight.get(done.thread_id) or self._adopt(done.thread_id)
                                 if pend is not None:
+                                    self._seed_result(pend, done.page)
                                     self._waiting.add(done.thread_id)
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
                                                                 done.attempts, done.failed))

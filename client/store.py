@@ -121,6 +121,14 @@ class Scope:
     def __post_init__(self) -> None:
         self.domains = domain_keys(self.allowed_domains)
 
+    def widen(self, host: str) -> bool:
+        """Add ``host`` to the allowed domains (a seed redirected there); False if it was in scope."""
+        if not host or in_scope(host, self.domains):
+            return False
+        self.allowed_domains.append(host)
+        self.domains = domain_keys(self.allowed_domains)
+        return True
+
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
         if self.max_depth >= 0 and depth > self.max_depth:

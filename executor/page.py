@@ -153,7 +153,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     instruction = Instruction.read(instruction)
     if not instruction.content:  # the application does not store bodies
         store_content = False
-    checks = [scope_check(instruction.scope) if instruction.scope is not None else None]
+    # a seed's redirects may leave the scope: the client adds their host to it (Instruction.seed)
+    checks = [scope_check(instruction.scope) if instruction.scope is not None and not instruction.seed else None]
     crawl_delay = None
     pacer = fetcher.pacer
     if pacer is not None and robots is None:

@@ -110,6 +110,9 @@ class Instruction(msgspec.Struct, omit_defaults=True):
     the recrawl validators, the item specs and the page type's rendering).
 
     * ``scope``: allowed domains; a hop outside fails as ``out_of_scope`` (``None``: no check).
+    * ``seed``: the thread is a seed, whose redirects may leave the scope (SSRF guard and
+      robots.txt still checked); the client then adds the redirect target's host to the crawl's
+      scope (Heritrix's ``seedsRedirectNewSeeds``).
     * ``follow_nofollow``: report ``rel="nofollow"`` links too.
     * ``content``: False leaves the body out of the result (nobody stores it).
     * ``semantic``: a semantic crawl (RDF documents, structured data; :mod:`gridcrawl.semantic`).
@@ -131,6 +134,7 @@ class Instruction(msgspec.Struct, omit_defaults=True):
     """
 
     scope: list[str] | None = None
+    seed: bool = False
     follow_nofollow: bool = False
     content: bool = True
     semantic: bool = False
@@ -478,12 +482,17 @@ class ApplicationOpened(Message):
 
 
 class Submit(Message):
-    """Client → manager: queue these grid threads of ``application_id``."""
+    """Client → manager: queue these grid threads of ``application_id`` (and set its new ``instruction``).
+
+    ``instruction``, when given, replaces the application's shared instruction before the
+    threads are queued (its scope widened by a seed's redirect); each executor gets it with its
+    next job of the application."""
 
     TYPE: ClassVar[bytes] = b"submit"
     BATCH: ClassVar[str] = "threads"
     application_id: str
     threads: list[ThreadSpec]
+    instruction: dict | None = None
 
 
 class FinishedThread(Wire):

@@ -726,7 +726,8 @@ class ManagerCore:
 
     def on_submit(self, peer: bytes, m: p.Submit, now: float) -> list[Action]:
         """Queue grid threads. A thread id the application already has is not queued twice (a
-        restarted client resubmits what it had in flight); if its result is waiting, it is sent."""
+        restarted client resubmits what it had in flight); if its result is waiting, it is sent.
+        A new application instruction (``m.instruction``) replaces the old one first."""
         app = self._application_of(peer, m.application_id)
         if app is None:
             return [Send(peer, p.Refuse(f"application {m.application_id} is not open on this connection"))]
@@ -735,6 +736,8 @@ class ManagerCore:
             bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
             if bad:
                 return [Send(peer, p.Refuse(bad))]
+        if m.instruction is not None and m.instruction != app.instruction:
+            app.instruction = m.instruction  # a new object: each executor is sent it with its next job
         for spec in m.threads:
             existing = app.threads.get(spec.thread_id)
             if existing is not None:

@@ -69,6 +69,27 @@ def test_the_manager_sends_an_applications_instruction_once_per_executor_registr
     assert all(app not in ex.instructed for ex in core.executors.values())
 
 
+def test_a_submit_with_a_new_instruction_reaches_every_executor_with_its_next_job():
+    """A seed redirected out of the scope: the client's next ``submit`` carries the application's
+    widened instruction; executors already told the old one get the new one, once each."""
+    core = _core()
+    shared = {"scope": ["a.test"]}
+    app = _open(core, shared)
+    core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://h{i}.a.test/") for i in range(4)]), 0.0)
+    first = _register(core, b"e1", 0.1)
+    assert [job.application_instruction for _, job in first] == [shared, None]
+
+    wider = {"scope": ["a.test", "b.test"]}
+    core.handle(b"client", p.Submit(app, [p.ThreadSpec(9, "http://b.test/")], wider), 0.2)
+    assert core.applications[app].instruction == wider
+    results = [p.AttemptResult(job.attempt_id, p.PageResult(url=job.url, status=200)) for _, job in first]
+    more = _jobs(core.handle(b"e1", p.Results(results), 0.3))
+    assert [job.application_instruction for _, job in more] == [wider, None]
+    # the same instruction again (a submit split in halves carries it twice) changes nothing
+    core.handle(b"client", p.Submit(app, [p.ThreadSpec(10, "http://b.test/x")], dict(wider)), 0.4)
+    assert core.applications[app].instruction is wider
+
+
 def test_the_executor_reads_each_jobs_keys_over_its_applications_instruction():
     """Real sockets: a ROUTER plays the manager. The first job brings the application's
     instruction (a scope of one host, no body wanted); the second job, without it, is still

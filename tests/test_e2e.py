@@ -7,7 +7,7 @@ import pytest
 
 from gridcrawl.urls import canonical_url, fingerprint
 from grid import Grid
-from sites import generate_site, reachable
+from sites import Site, generate_site, reachable, redirect
 
 pytestmark = pytest.mark.e2e
 
@@ -83,3 +83,30 @@ def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
     counts = server.per_path_counts()
     counts.pop("/robots.txt", None)  # each new executor connection may ask for it again
     assert set(counts.values()) == {1}, "a resumed crawl fetched a page again"
+
+
+def test_a_seed_that_redirects_to_another_host_brings_that_host_into_the_scope(tmp_path, site_server):
+    """``http://wiki/`` answering 301 to ``http://wiki.corp.example/``: the redirect target's host
+    joins the crawl's scope (Heritrix's seedsRedirectNewSeeds), the whole site behind it is
+    crawled, and the crawl database keeps it for a resume. Here the seed's host is 127.0.0.2
+    and the site's 127.0.0.1 (not a subdomain of it)."""
+    site = generate_site(30, links_per_page=4, seed=31)
+    server = site_server(site)
+    front = Site(pages={"/elsewhere.html": b"<html><body>nothing</body></html>"})
+    front.extra["/"] = redirect(server.url("/"), 301)
+    door = site_server(front, host="127.0.0.2")
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "4")
+        client = grid.start_client(door.url("/"))
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert expected - {canonical_url(server.url("/"))} <= stored  # "/" is stored as the seed's page
+    assert canonical_url(door.url("/")) in stored
+    assert "127.0.0.1" in grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'allowed_domains'")[0][0]
+    assert "joins the crawl's scope" in grid.log("client.log")
+    assert server.count("/p/1.html") == 1  # fetched once, by the executor that had the new scope
