@@ -302,8 +302,9 @@ class CrawlApplication:
         ``seedsRedirectNewSeeds``: the crawl database keeps it for a resume, the page's links
         there are followed, and the next ``submit`` carries the application's new instruction,
         so that executors let the host's grid threads through."""
-        if pend.depth or page is None or page.status is None or not page.redirects:
-            return
+        if pend.depth or pend.kind is not None or page is None or not page.redirects \
+                or page.error_kind not in (None, p.ErrorKind.HTTP_STATUS.value):
+            return  # not a seed, or no answer from the redirect's target (a hop refused, a timeout)
         host = url_host(page.final_url)
         if self.scope.widen(host):
             self.store.set_meta("allowed_domains", json.dumps(self.scope.allowed_domains))

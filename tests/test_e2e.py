@@ -94,12 +94,13 @@ def test_a_seed_that_redirects_to_another_host_brings_that_host_into_the_scope(t
     server = site_server(site)
     front = Site(pages={"/elsewhere.html": b"<html><body>nothing</body></html>"})
     front.extra["/"] = redirect(server.url("/"), 301)
+    front.extra["/odd"] = redirect("ftp://127.0.0.4/file.txt", 302)  # a target that never answers
     door = site_server(front, host="127.0.0.2")
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "4")
-        client = grid.start_client(door.url("/"))
+        client = grid.start_client(door.url("/"), door.url("/odd"))
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
         grid.stop()
@@ -107,6 +108,7 @@ def test_a_seed_that_redirects_to_another_host_brings_that_host_into_the_scope(t
     stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
     assert expected - {canonical_url(server.url("/"))} <= stored  # "/" is stored as the seed's page
     assert canonical_url(door.url("/")) in stored
-    assert "127.0.0.1" in grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'allowed_domains'")[0][0]
+    scope = grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'allowed_domains'")[0][0]
+    assert "127.0.0.1" in scope and "127.0.0.4" not in scope, scope
     assert "joins the crawl's scope" in grid.log("client.log")
     assert server.count("/p/1.html") == 1  # fetched once, by the executor that had the new scope
