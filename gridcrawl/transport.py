@@ -130,25 +130,23 @@ def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
     except (OSError, UnicodeError, ValueError) as exc:
         return f"the host {host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})"
     family, kind, proto, _, address = addresses[0]
-    probe = socket.socket(family, kind, proto)
-    probe.settimeout(timeout)
-    try:
-        probe.connect(address)
-    except ConnectionRefusedError:
-        return f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
-    except OSError as exc:
-        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-        probe.close()
-        return f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is down or a firewall drops it)"
-    try:
+    with socket.socket(family, kind, proto) as probe:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(address)
+        except ConnectionRefusedError:
+            return f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
+        except OSError as exc:
+            reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            return (f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is down or a "
+                    "firewall drops it)")
         probe.settimeout(min(timeout, 1.0))
-        greeting = probe.recv(1)
-    except TimeoutError:
-        greeting = None  # silent, as a web server waiting for a request
-    except OSError:
-        greeting = b""
-    finally:
-        probe.close()
+        try:
+            greeting = probe.recv(1)
+        except TimeoutError:
+            greeting = None  # silent, as a web server waiting for a request
+        except OSError:
+            greeting = b""
     if greeting in (b"\xff", b""):  # a ZeroMQ peer, or one that closed at once (a CURVE manager, a proxy)
         return None
     return (f"what listens at {host}:{port} does not speak ZeroMQ: not a gridcrawl manager (a web server? "
