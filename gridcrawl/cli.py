@@ -572,9 +572,9 @@ def report(
     threads that wait because no connected executor has a capability they need, and, with
     --plot, draw the per-executor timeline of threads (needs gridcrawl[report]); with
     --crawl-db, that crawl's counts (documents, visited URLs, errors, set aside, left to visit)
-    and errors by kind with one example each, the counts of its recrawl runs (if any), its items (per type; per field:
-    items with a value, misses of a required value, fields that never matched) and its semantic
-    crawl (when it was one: --structured-data).
+    and errors by kind with one example each, the counts of its recrawl runs (if any), its
+    items (per type; per field: items with a value, misses of a required value, fields that
+    never matched) and its semantic crawl (when it was one: --structured-data).
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
@@ -632,8 +632,7 @@ def _print_crawl(counts: dict, groups) -> None:
     errors and set-aside URLs by kind with one example each (as the client's summary)."""
     from rich.table import Table
     from gridcrawl.client.progress import print_error_groups
-    table = Table(title="gridcrawl: crawl", show_header=False,
-                  title_justify="left")
+    table = Table(title="gridcrawl: crawl", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(justify="right")
     for label, key in (("documents stored", "documents"), ("URLs visited", "visited"), ("errors", "errors"),
