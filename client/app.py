@@ -51,7 +51,6 @@ from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
-from gridcrawl.urls import url_host
 from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
@@ -169,12 +168,13 @@ def base_instruction(scope: Scope, settings: Settings, strategy) -> dict:
 
 
 def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_wire,
-                       sitemaps: bool = False) -> tuple[dict, list | None]:
+                       sitemaps: bool = False, seeds: bool = False) -> tuple[dict, list | None]:
     """The instruction of ``pend``'s URL over ``instruction`` (:func:`base_instruction`'s; the
     grid client passes ``{}``, its application instruction travelling apart): for a
     sitemap to read (``pend.kind``), ``"sitemap": true`` only; else its page type's keep/follow
     rules, ``"sitemaps": true`` for a seed whose host's sitemaps are wanted (``sitemaps``; not
-    with keep/follow rules or a focus, which decide themselves what is followed), a recrawl's
+    with keep/follow rules or a focus, which decide themselves what is followed), ``"seed":
+    true`` for a seed whose redirects may widen the scope (``seeds``), a recrawl's
     validators, the item specs that apply to it (``wire(spec)``: a spec's instruction entry) and
     the rendering they ask for. Returns it and those item specs (None when the crawl has none).
     Shared by the grid client and the Spark crawl (:mod:`gridcrawl.spark`, which reads no
@@ -185,6 +185,8 @@ def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_
         else instruction
     if sitemaps and pend.depth == 0 and not strategy.rules and strategy.focus is None:
         mine = {**mine, "sitemaps": True}
+    if seeds and pend.depth == 0:  # its redirect may widen the scope (Scope.redirected_seed)
+        mine = {**mine, "seed": True}
     mine = _validators(mine, pend)
     items = specs_for(strategy.items, pend.url, pend.page_type) if strategy.items else None
     if items:  # the item specs that apply to the page travel with it; plugins are needs
@@ -279,12 +281,11 @@ class CrawlApplication:
         specs = []
         for x in pendings:
             # the thread's own keys: the application's instruction (the hello's) is read under them
-            mine, items = thread_instruction({}, strategy, x, self._wire, sitemaps=self.settings.sitemaps)
+            mine, items = thread_instruction({}, strategy, x, self._wire, sitemaps=self.settings.sitemaps,
+                                             seeds=not self.recrawl)
             if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
                 specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine or None, []))
                 continue
-            if x.depth == 0 and not self.recrawl:  # a seed: its redirect may widen the scope (_seed_result)
-                mine = {**mine, "seed": True}
             specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
                                       # the manager keeps the claim order unless the crawl orders by priority
                                       x.priority if strategy.order == "priority" else 5, mine or None,
@@ -302,11 +303,8 @@ class CrawlApplication:
         ``seedsRedirectNewSeeds``: the crawl database keeps it for a resume, the page's links
         there are followed, and the next ``submit`` carries the application's new instruction,
         so that executors let the host's grid threads through."""
-        if pend.depth or pend.kind is not None or page is None or not page.redirects \
-                or page.error_kind not in (None, p.ErrorKind.HTTP_STATUS.value):
-            return  # not a seed, or no answer from the redirect's target (a hop refused, a timeout)
-        host = url_host(page.final_url)
-        if self.scope.widen(host):
+        host = self.scope.redirected_seed(pend, page)
+        if host is not None:
             self.store.set_meta("allowed_domains", json.dumps(self.scope.allowed_domains))
             self._scope_widened = True
             log.info("seed %s redirects to %s: %s joins the crawl's scope", pend.url, page.final_url, host)

@@ -129,6 +129,17 @@ class Scope:
         self.domains = domain_keys(self.allowed_domains)
         return True
 
+    def redirected_seed(self, pend: "Pending", page: PageResult | None) -> str | None:
+        """The host a seed's redirect brought into the crawl, added to the scope (as Heritrix's
+        ``seedsRedirectNewSeeds``), or None: ``pend`` is a seed (depth 0, not a sitemap) whose
+        ``page`` followed a redirect to a host outside the scope that answered (no error, or an
+        HTTP status; a refused or failed hop widens nothing)."""
+        if pend.depth or pend.kind is not None or page is None or not page.redirects \
+                or page.error_kind not in (None, ErrorKind.HTTP_STATUS.value):
+            return None
+        host = url_host(page.final_url)
+        return host if self.widen(host) else None
+
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
         if self.max_depth >= 0 and depth > self.max_depth:

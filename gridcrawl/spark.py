@@ -45,6 +45,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
+import json
+import logging
 import os
 import queue as queue_mod
 import re
@@ -63,6 +65,8 @@ import sqlalchemy as sa
 from gridcrawl import models
 from gridcrawl.settings import Settings
 from gridcrawl.errors import SparkUnavailable  # noqa: F401 (re-exported)
+
+log = logging.getLogger("gridcrawl.spark")
 
 #: What to install when pyspark or Java is missing.
 INSTALL_HINT = "pip install 'gridcrawl[spark]' (pyspark) and a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
@@ -276,7 +280,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                     wake = ready.next_wakeup()
                     lock.wait(timeout=max(0.01, min(0.5, wake - now)) if wake is not None else 0.5)
             pend = job.pending
-            mine, _ = thread_instruction(instruction, strategy, pend)  # plugin needs: the task's own plugins
+            mine, _ = thread_instruction(instruction, strategy, pend, seeds=True)  # plugin needs: the task's own
             try:
                 page = visit(fetcher, pend.url, instruction=mine, robots=robots, semantic_limits=limits,
                              plugins=plugins, plugin_timeout=s.plugin_timeout)
@@ -311,6 +315,9 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                 raise RuntimeError(f"a download worker of partition {index} failed: {broken[0]!r}") from broken[0]
             received += 1
             batch.append(item)
+            host = config.scope.redirected_seed(item.pending, item.page)  # this task's copy: its links follow
+            if host is not None:
+                figures.setdefault("scope_hosts", []).append(host)
             if len(batch) >= s.apply_batch or received == total:
                 yield from _write_batch(store, config, batch, figures)
                 if fail_on and any(fail_on in o.pending.url for o in batch):
@@ -551,6 +558,10 @@ class SparkCrawl:
                 figures.write_seconds += st["write_seconds"]
                 figures.peak_worker_rss = max(figures.peak_worker_rss, st["peak_rss"])
                 new_politeness.update(st["hosts"])
+                for host in st.get("scope_hosts", ()):  # a seed redirected there: the scope takes it in
+                    if config.scope.widen(host):
+                        self.store.set_meta("allowed_domains", json.dumps(config.scope.allowed_domains))
+                        log.info("a seed redirects to %s: it joins the crawl's scope", host)
 
             t = time.monotonic()
             fresh = (downloaded.filter(lambda r: r[0] == "l").map(lambda r: (r[1], r[2]))

@@ -40,7 +40,7 @@ from gridcrawl.client.cli import open_crawl  # noqa: E402
 from gridcrawl.executor.parse import parse_page  # noqa: E402
 from gridcrawl.settings import Settings  # noqa: E402
 from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context  # noqa: E402
-from sites import Site, SiteServer, generate_site, login_page, reachable  # noqa: E402
+from sites import Site, SiteServer, generate_site, login_page, reachable, redirect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ROBOTS = "/robots.txt"
@@ -241,6 +241,25 @@ def test_spark_crawl_stores_what_the_grid_stores(sc, three_hosts, tmp_path):
     exported = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "-", "--db", f"sqlite:///{spark_db}",
                                "--no-content"], capture_output=True, text=True, timeout=60)
     assert exported.returncode == 0 and len(exported.stdout.splitlines()) == len(expected)  # export works on it
+
+
+def test_a_seed_redirect_brings_its_host_into_the_scope_as_on_the_grid(sc, tmp_path):
+    """A seed on 127.0.0.4 answering 301 with a site on 127.0.0.1: the Spark crawl takes that
+    host into the scope (in the task that fetched the seed, so its links are followed, and in
+    the crawl database for the next layers and a resume), as the grid does."""
+    site = generate_site(14, links_per_page=3, seed=23)
+    door_site = Site()
+    with SiteServer(site) as server:
+        door_site.extra["/"] = redirect(server.url("/"), 301)
+        with SiteServer(door_site, host="127.0.0.4") as door:
+            db = f"sqlite:///{tmp_path / 'spark.db'}"
+            s = Settings(spark_partitions=2).validate()
+            store, scope = open_crawl(s, db, [door.url("/")], [])
+            SparkCrawl(sc, store, db, s, scope, allow_private=["127.0.0.0/8"]).run()
+    stored = set(_documents(tmp_path / "spark.db"))
+    expected = {server.url(path) for path in reachable(site)} - {server.url("/")}  # "/" is the seed's page
+    assert expected <= stored and door.url("/") in stored, sorted(expected - stored)
+    assert "127.0.0.1" in _one(tmp_path / "spark.db", "SELECT value FROM crawl_meta WHERE name = 'allowed_domains'")
 
 
 def test_politeness_per_host_across_layers(sc, tmp_path):
