@@ -183,3 +183,36 @@ def fetch_once(url: str, **kwargs):
         return fetcher.fetch(url)
     finally:
         fetcher.close()
+
+
+def on_a_terminal(argv: list[str], answers: list[str] = (), env: dict | None = None,
+                  timeout: float = 60) -> tuple[int, str]:
+    """Run ``argv`` on a pseudo-terminal of its own (its controlling terminal, as a user's shell
+    gives it: ``/dev/tty`` is that terminal), typing each of ``answers`` at the next prompt ending
+    in ':'. Returns (exit status, everything it wrote to the terminal); killed after ``timeout``."""
+    import pty
+    import select
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: exec at once (no Python code of the test runs here)
+        os.execve(argv[0], argv, env if env is not None else dict(os.environ))
+    output, answered, deadline = b"", 0, time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(fd, 4096)
+                except OSError:  # EIO: the program closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+                if answered < len(answers) and output.rstrip(b" ").endswith(b":"):
+                    os.write(fd, answers[answered].encode() + b"\n")
+                    answered += 1
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+

@@ -20,7 +20,7 @@ from gridcrawl.cli_common import login_password
 from gridcrawl.db import open_database
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.settings import Settings
-from grid import Grid
+from grid import Grid, on_a_terminal
 from sites import generate_site, reachable
 from gridcrawl.urls import canonical_url
 
@@ -273,48 +273,16 @@ def manager_cli(*args: str, env: dict | None = None, input: str | None = None) -
                           timeout=60, env=_environment(env), input=input or "", start_new_session=True)
 
 
-def on_a_terminal(module: str, *args: str, answers: list[str], timeout: float = 60) -> tuple[int, str]:
-    """Run ``python -m module args`` on a pseudo-terminal of its own (its controlling terminal,
-    as a user's shell gives it), typing each of ``answers`` at the next prompt ending in ': '.
-    Returns (exit status, everything it wrote to the terminal)."""
-    import pty
-    import select
-    import time
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: exec at once (no Python code of the test runs here)
-        os.execve(sys.executable, [sys.executable, "-m", module, *args], _environment(None))
-    output, answered, deadline = b"", 0, time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            if select.select([fd], [], [], 0.5)[0]:
-                try:
-                    chunk = os.read(fd, 4096)
-                except OSError:  # EIO: the program closed the terminal
-                    break
-                if not chunk:
-                    break
-                output += chunk
-                if answered < len(answers) and output.rstrip(b" ").endswith(b":"):
-                    os.write(fd, answers[answered].encode() + b"\n")
-                    answered += 1
-        else:
-            os.kill(pid, 9)
-    finally:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
-
-
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
     out = manager_cli("users", "add", "alice", "--group", "Users", "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
     assert out.returncode == 0, out.stderr
-    rc, shown = on_a_terminal("gridcrawl.manager", "users", "add", "bob", "--group", "Executors", "--db", db,
-                              answers=[PASSWORD, PASSWORD])
+    rc, shown = on_a_terminal([sys.executable, "-m", "gridcrawl.manager", "users", "add", "bob", "--group",
+                               "Executors", "--db", db], answers=[PASSWORD, PASSWORD], env=_environment(None))
     assert rc == 0, shown
     assert "password for bob:" in shown and "again:" in shown and PASSWORD not in shown  # asked twice, no echo
-    rc, shown = on_a_terminal("gridcrawl.manager", "users", "add", "dan", "--group", "Users", "--db", db,
-                              answers=[PASSWORD, PASSWORD + "!"])
+    rc, shown = on_a_terminal([sys.executable, "-m", "gridcrawl.manager", "users", "add", "dan", "--group", "Users",
+                               "--db", db], answers=[PASSWORD, PASSWORD + "!"], env=_environment(None))
     assert rc == 2 and "the two passwords differ" in shown, shown
     # no terminal to ask on (a service, a pipe): one line, exit 2, nothing read from stdin with echo
     out = manager_cli("users", "add", "erin", "--group", "Users", "--db", db, input=f"{PASSWORD}\n{PASSWORD}\n")

@@ -8,7 +8,6 @@ exit status, and ``--retry-failed`` once the cause is fixed.
 from __future__ import annotations
 
 import os
-import pty
 import re
 import shlex
 import sqlite3
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grid import Grid
+from grid import Grid, on_a_terminal
 from sites import generate_site
 
 
@@ -42,22 +41,10 @@ with ProgressView(total=10) as view:
 def test_log_lines_are_not_glued_onto_the_progress_bar():
     """On a terminal (a pseudo-terminal here), a log line written while the bar is shown starts
     a line of its own (issue 21: it was appended to the bar's line)."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", PROGRESS_AND_LOG], stdin=follower, stdout=follower,
-                            stderr=follower, env={**os.environ, "TERM": "xterm", "COLUMNS": "100"})
-    os.close(follower)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        output += chunk
-    os.close(leader)
-    assert proc.wait(30) == 0, output
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output.decode(errors="replace"))  # drop terminal controls
+    rc, output = on_a_terminal([sys.executable, "-c", PROGRESS_AND_LOG],
+                               env={**os.environ, "TERM": "xterm", "COLUMNS": "100"}, timeout=30)
+    assert rc == 0, output
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)  # drop terminal controls
     lines = [line for line in re.split(r"[\r\n]", text) if "crawl complete" in line]
     assert lines and all(re.match(r"\d{4}-\d\d-\d\d ", line) for line in lines), lines
     assert "3 pages" in text  # the bar was drawn
@@ -124,7 +111,6 @@ def _commands():
 
 def _help(words: list[str], columns: int = 80) -> str:
     from typer.testing import CliRunner
-    import typer
     from gridcrawl import cli
     from gridcrawl.client import cli as client_cli
     from gridcrawl.executor import cli as executor_cli
