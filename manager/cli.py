@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from gridcrawl.cli_common import PASSWORD_ENV, SETTING_OPTIONS, ask_password, fail, setting_options, setup_logging, stop_on_signals
+from gridcrawl.cli_common import (PASSWORD_ENV, SETTING_OPTIONS, ask_password, fail, setting_options, setup_logging,
+                                   stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 
