@@ -186,6 +186,8 @@ def run(
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
         *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
+    if http:
+        typer.echo(f"dashboard: http://{http}/ (while the crawl runs)", err=True)
     watch_children = None
     try:
         # the manager starts (database, lease, bind) while this process imports the executors' modules

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from grid import Grid
+from grid import Grid, free_port
 from sites import generate_site, reachable
 
 
@@ -92,3 +92,14 @@ def test_run_stops_with_an_error_when_its_manager_or_every_executor_dies(tmp_pat
     grid = Grid(tmp_path)
     ((visited,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
     assert 0 < visited < 61
+
+
+def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server):
+    server = site_server(generate_site(3, links_per_page=2, seed=5))
+    port = free_port()
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--http", f"127.0.0.1:{port}", "--workdir", str(tmp_path), "--no-progress"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"dashboard: http://127.0.0.1:{port}/ (while the crawl runs)" in done.stderr
+    assert f"dashboard on http://127.0.0.1:{port}/" in (tmp_path / "manager.log").read_text()  # it was served
