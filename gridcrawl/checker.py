@@ -83,7 +83,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         ValueError: a setting cannot work (proxy, netrc, CA bundle, a bad CIDR).
         gridcrawl.errors.RenderUnavailable: ``render`` without Playwright or a browser.
     """
-    from gridcrawl.client.store import Scope
+    from gridcrawl.client.store import Pending, Scope
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
@@ -91,14 +91,14 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     from gridcrawl.plugins import installed_plugins
     from gridcrawl.rules import BASE, instruction_for
     from gridcrawl.semantic import Limits
-    from gridcrawl.urls import canonical_url, url_host
+    from gridcrawl.urls import canonical_url, fingerprint, url_host
 
     canonical = canonical_url(url)
     domains = list(dict.fromkeys([url_host(canonical), *(d.lower().strip(".") for d in allow_domains)]))
     scope = Scope(domains, settings.max_depth)
     scope.follow_nofollow = settings.follow_nofollow
     page_type = page_type or BASE
-    instruction = {**scope.instruction(), "content": body}
+    instruction = {**scope.instruction(), "content": body, "seed": True}  # as a crawl's seed
     if rules:
         instruction.update(instruction_for(page_type, canonical, rules))
     applying = specs_for(items, canonical, page_type)
@@ -131,8 +131,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         fetcher.close()
         if robots is not None:
             robots.fetcher.close()
+    scope.redirected_seed(Pending(0, canonical, fingerprint(canonical), 0), page)  # a redirect's host joins
     check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
-                  else f"through the proxy {proxy.shown}", domains)
+                  else f"through the proxy {proxy.shown}", scope.allowed_domains)
     for link in page.links:
         (check.followed if scope.allows(link[0], 1) else check.outside).append(list(link))
     return check

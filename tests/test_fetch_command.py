@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from proxy import ForwardProxy
-from sites import Site, SiteServer, generate_site, login_page
+from sites import Site, SiteServer, generate_site, login_page, redirect
 
 
 def _fetch(*args: str) -> subprocess.CompletedProcess:
@@ -33,6 +33,21 @@ def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
         table = _fetch(server.url("/"), "--links", "1")
         assert table.returncode == 0, table.stderr
         assert f"followed (1 of {len(site.links['/'])}):" in table.stdout and "status" in table.stdout
+
+
+def test_fetch_follows_a_seeds_redirect_to_another_host_as_a_crawl_would():
+    """The URL is a crawl's seed: its redirect to another host is followed and that host joins
+    the scope the links are judged by, as on the grid."""
+    site = generate_site(4, links_per_page=2, seed=12)
+    with SiteServer(site) as server:
+        door = Site()
+        door.extra["/"] = redirect(server.url("/"), 301)
+        with SiteServer(door, host="127.0.0.2") as front:
+            done = _fetch(front.url("/"), "--json", "--allow-private", "127.0.0.0/8")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["page"]["final_url"] == server.url("/") and found["scope"] == ["127.0.0.2", "127.0.0.1"]
+    assert {url for url, _ in found["followed"]} == {server.url(path) for path in site.links["/"]}
 
 
 def test_fetch_of_a_page_that_fails_says_why_and_exits_1():
