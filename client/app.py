@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import collections
 import getpass
-import json
 import logging
 import math
 import queue
@@ -305,7 +304,7 @@ class CrawlApplication:
         so that executors let the host's grid threads through."""
         host = self.scope.redirected_seed(pend, page)
         if host is not None:
-            self.store.set_meta("allowed_domains", json.dumps(self.scope.allowed_domains))
+            self.store.keep_scope(self.scope.allowed_domains)
             self._scope_widened = True
             log.info("seed %s redirects to %s: %s joins the crawl's scope", pend.url, page.final_url, host)
 

@@ -286,8 +286,12 @@ class CrawlStore:
         earlier run stored (so a resumed crawl keeps its scope), with the depth and per-host caps."""
         stored = json.loads(self.get_meta("allowed_domains", "[]"))
         domains = list(dict.fromkeys([*stored, *(url_host(u) for u in seeds), *(d.lower().strip(".") for d in allow_domains)]))
-        self.set_meta("allowed_domains", json.dumps(domains))
+        self.keep_scope(domains)
         return Scope(domains, max_depth, max_pages_per_host)
+
+    def keep_scope(self, domains: Sequence[str]) -> None:
+        """Store the crawl's allowed domains (``crawl_meta.allowed_domains``) for a resume."""
+        self.set_meta("allowed_domains", json.dumps(list(domains)))
 
     # ------------------------------------------------------------------ frontier
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.util
-import json
 import logging
 import os
 import queue as queue_mod
@@ -560,7 +559,7 @@ class SparkCrawl:
                 new_politeness.update(st["hosts"])
                 for host in st.get("scope_hosts", ()):  # a seed redirected there: the scope takes it in
                     if config.scope.widen(host):
-                        self.store.set_meta("allowed_domains", json.dumps(config.scope.allowed_domains))
+                        self.store.keep_scope(config.scope.allowed_domains)
                         log.info("a seed redirects to %s: it joins the crawl's scope", host)
 
             t = time.monotonic()

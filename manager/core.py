@@ -506,8 +506,8 @@ class ManagerCore:
         self.executor_owners[executor_id] = m.user
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
-        log.info("executor %s (%s) registered: %s@%s, %d threads%s", executor_id[:8], m.name, m.user, m.host, m.threads,
-                 f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
+        log.info("executor %s (%s) registered: %s@%s, %d threads%s", executor_id[:8], m.name, m.user, m.host,
+                 m.threads, f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
                                              m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
