@@ -180,6 +180,25 @@ def test_work_spreads_by_idle_workers_not_by_the_slow_start_windows_results_have
     assert sorted(got) == [b"first"] * 3 + [b"later"] * 3, got
 
 
+
+def test_one_thread_at_a_time_goes_to_each_idle_executor_in_turn():
+    """With a crawl delay one thread is in flight at a time, so every executor has all its
+    workers idle at each dispatch: they take turns, whatever their windows. (Ranked by free slots
+    after idle workers, the executor whose window the results had grown took all 529 threads of
+    a `gridcrawl run --download-delay 0.05` and the other none.)"""
+    core = make_core(S.replace(prefetch=6, start_window=8))
+    core.queue.note_answered("h0.test")
+    register(core, b"a", 8)
+    register(core, b"b", 8)
+    app = open_app(core)
+    got = []
+    for i, now in zip(range(0, 30, 3), itertools.count(1.0)):  # host h0.test only
+        ((peer, job),) = assigned(submit(core, app, [i], now=now))
+        got.append(peer)
+        core.handle(peer, p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), now + 0.5)
+        core.handle(b"client", p.Ack(app, [i]), now + 0.6)
+    assert max(ex.window for ex in core.executors.values()) > 8  # the results did grow a window
+    assert got.count(b"a") == got.count(b"b") == 5, got
 def test_a_thread_is_timed_out_from_its_start_and_a_buffered_one_after_the_rounds_ahead_of_it():
     core = make_core(S.replace(prefetch=1))  # thread_timeout 10 s; 1 worker + 1 buffered: 2 rounds
     register(core, b"a", 1)
