@@ -171,6 +171,7 @@ def run(
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
+    lock = _lock_workdir(workdir)  # held, by this process and the children it forks, until they end
     hosts = [*seeds, *(allow_domain or []), *(_stored_hosts(crawl_db) if resumed else [])]
     if rules is not None:
         hosts += [r.base_url for r in load_rules(rules)]
@@ -218,6 +219,8 @@ def run(
         if watch_children is not None:
             watch_children.close()
         _stop(processes)
+        if lock is not None:
+            lock.close()
     if watch_children.failure:
         fail(watch_children.failure)
     from gridcrawl.report import executor_timings
@@ -270,6 +273,62 @@ class _ChildrenWatch(threading.Thread):
         self._closed.set()
         if self.is_alive():
             self.join()
+
+
+def _lock_workdir(workdir: Path):
+    """Take ``WORKDIR/run.lock`` for this run: an exclusive ``flock`` that the kernel releases when
+    the run and the children it forked have all ended (``kill -9`` included). A second
+    ``gridcrawl run`` on the same WORKDIR exits with status 2 before it touches the crawl, naming
+    the running one's pid and start (rather than meeting its manager's database lease after its
+    client has opened the crawl database, and writing its executors' lines into the same logs).
+    When the run that holds the lock no longer runs (killed: its children are ending), waits up to
+    ``LOCK_WAIT`` seconds for them. Returns the open lock file, to keep open; None where ``fcntl``
+    does not exist (Windows: the manager's lease still refuses a second manager on the database)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        lock = open(workdir / "run.lock", "a+", encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
+    deadline = None
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            lock.seek(0)
+            holder = lock.read().strip()
+            if deadline is None:
+                deadline = time.monotonic() + (0.0 if _holder_runs(holder) else LOCK_WAIT)
+            if time.monotonic() >= deadline:
+                lock.close()
+                fail(f"another gridcrawl run is crawling in {workdir} ({holder or 'starting'}): wait for it "
+                     f"to end, or give another --workdir")
+            time.sleep(0.05)
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    lock.flush()
+    return lock
+
+
+#: Seconds ``gridcrawl run`` waits for the children of a killed run to release its WORKDIR.
+LOCK_WAIT = 10.0
+
+
+def _holder_runs(holder: str) -> bool:
+    """Whether the process named by a ``run.lock``'s text (``pid N, since ...``) still runs (a
+    zombie does not); True when the text names none (a run that is starting)."""
+    import psutil
+    try:
+        pid = int(holder.split()[1].rstrip(","))
+    except (IndexError, ValueError):
+        return True
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _check_fetching(settings: Settings) -> None:

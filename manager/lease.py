@@ -85,9 +85,22 @@ def holder_name(endpoint: str = "", pid: int | None = None) -> str:
     return f"{socket.gethostname()} pid {pid} started {started:.2f} {endpoint}".strip()[:255]
 
 
+def describe_holder(holder: str) -> str:
+    """A lease ``holder`` (see :func:`holder_name`) in words: ``pid 17611 on HOST since
+    2026-11-28 14:36:57 UTC, at tcp://...``; the text as it is when it is not in that form."""
+    parts = holder.split()
+    try:
+        host, pid, started = parts[0], int(parts[2]), float(parts[4])
+    except (IndexError, ValueError):
+        return holder
+    since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"pid {pid} on {host} since {since}" + (f", at {' '.join(parts[5:])}" if parts[5:] else "")
+
+
 def local_holder_alive(holder: str) -> bool | None:
     """Whether the process named by ``holder`` (see :func:`holder_name`) still runs: True or
-    False for a holder on this host, None for another host's (unknowable from here)."""
+    False for a holder on this host (a zombie, ended but not yet reaped, does not run), None for
+    another host's (unknowable from here)."""
     parts = holder.split()
     try:
         host, pid, started = parts[0], int(parts[2]), float(parts[4])
@@ -96,7 +109,8 @@ def local_holder_alive(holder: str) -> bool | None:
     if host != socket.gethostname():
         return None
     try:
-        return abs(psutil.Process(pid).create_time() - started) < 0.02
+        process = psutil.Process(pid)
+        return abs(process.create_time() - started) < 0.02 and process.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
@@ -116,7 +130,8 @@ def decide(row: LeaseRow | None, me: str, now: float, holder_alive: bool | None 
     if row.expires_at <= now or holder_alive is False:
         return Decision("take", row.epoch + 1)
     return Decision("refuse", row.epoch,
-                    f"held by {row.holder} (epoch {row.epoch}, expires in {row.expires_at - now:.0f} s)")
+                    f"held by the manager {describe_holder(row.holder)} (lease epoch {row.epoch}, "
+                    f"expires in {row.expires_at - now:.0f} s unless renewed)")
 
 
 def _seconds(value: _dt.datetime) -> float:

@@ -5,18 +5,21 @@ taken over by the next one at once (its holder process is gone)."""
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 import threading
 import time
 
+import psutil
 import pytest
 import sqlalchemy as sa
 
 from gridcrawl.db import init_schema, open_database
 from gridcrawl import models
 from gridcrawl.report import active_manager
-from gridcrawl.manager.lease import Lease, LeaseHeld, LeaseLost, LeaseRow, decide, holder_name, local_holder_alive
+from gridcrawl.manager.lease import (Lease, LeaseHeld, LeaseLost, LeaseRow, decide, describe_holder, holder_name,
+                                     local_holder_alive)
 from grid import Grid, wait_for
 
 
@@ -39,6 +42,24 @@ def test_local_holder_alive_knows_this_process_and_a_dead_one():
     proc.wait()
     assert local_holder_alive(name) is False
     assert local_holder_alive("elsewhere pid 1 started 0.00") is None
+    # a child that has exited but is not reaped yet (a zombie: what a manager forked by a
+    # `gridcrawl run` killed with -9 is for a moment) does not run either
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    name = holder_name(pid=proc.pid)
+    deadline = time.monotonic() + 30
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert local_holder_alive(name) is False
+    proc.wait()
+
+
+def test_a_refusal_names_the_holder_in_words():
+    started = datetime.datetime(2026, 11, 28, 14, 36, 57, tzinfo=datetime.timezone.utc).timestamp()
+    row = LeaseRow(f"vm pid 17611 started {started:.2f} tcp://127.0.0.1:47175", 1, 103.0)
+    assert decide(row, "me", 100.0).reason == (
+        "held by the manager pid 17611 on vm since 2026-11-28 14:36:57 UTC, at tcp://127.0.0.1:47175 "
+        "(lease epoch 1, expires in 3 s unless renewed)")
+    assert describe_holder("a name of another form") == "a name of another form"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -103,3 +103,44 @@ def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server):
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"dashboard: http://127.0.0.1:{port}/ (while the crawl runs)" in done.stderr
     assert f"dashboard on http://127.0.0.1:{port}/" in (tmp_path / "manager.log").read_text()  # it was served
+
+
+def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(tmp_path, site_server):
+    """WORKDIR/run.lock: a second `gridcrawl run` on the WORKDIR of one that runs exits 2 at once,
+    naming it, before it opens the crawl or writes a log line (it used to meet the manager's
+    database lease only after its client had opened the crawl database, and its executors wrote
+    "signal 15: stopping" into the running crawl's logs). Once the first is killed with -9, a run
+    started at once waits for its children to end and resumes the crawl to the end."""
+    site = generate_site(60, links_per_page=4, seed=31)
+    server = site_server(site, latency=0.2)
+    command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "2", "--threads", "2",
+               "--workdir", str(tmp_path), "--no-progress"]
+    first = subprocess.Popen([*command, server.url("/")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (tmp_path / "executor-2.log").exists():
+            time.sleep(0.05)
+        assert f"pid {first.pid}, since " in (tmp_path / "run.lock").read_text()
+        logs = {path.name: path.read_text() for path in tmp_path.glob("*.log")}
+        second = subprocess.run([*command, server.url("/")], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert second.stderr.startswith(f"error: another gridcrawl run is crawling in {tmp_path} "
+                                        f"(pid {first.pid}, since "), second.stderr
+        assert "manager" not in second.stderr
+        # the first run's logs hold only its own lines: what they held, and maybe more of the same
+        for name, text in logs.items():
+            assert (tmp_path / name).read_text().startswith(text)
+        assert "signal 15" not in (tmp_path / "executor-1.log").read_text()
+        assert first.poll() is None  # the first run goes on
+        time.sleep(0.5)
+        first.kill()
+        first.wait()
+    finally:
+        first.kill()
+        first.communicate()
+    grid = Grid(tmp_path)
+    ((before,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ((after,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
+    assert before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
