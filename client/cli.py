@@ -408,7 +408,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                               structured_data=structured_data, focus_ontology=focus_ontology, extract=extract,
                               render=render, wait_for=wait_for)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
-    application = CrawlApplication(settings, manager, store, scope, name=name, on_progress=view.update,
+    application = CrawlApplication(settings, manager, store, scope, name=name,
+                                   on_progress=view.update if view.enabled else None,
                                    user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()

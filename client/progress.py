@@ -13,9 +13,12 @@ from rich.table import Table
 
 
 class ProgressView:
-    """A live progress bar updated from :class:`gridcrawl.client.app.Progress` figures.
+    """A live progress bar updated from :class:`gridcrawl.client.app.Progress` figures: pages,
+    errors, URLs to visit (the frontier, in flight included), in flight, pages/s, time.
 
-    ``total`` is the page limit (``None``: unknown, the bar pulses). Disabled views (off, or
+    ``total`` is the page limit; without one (``None``) the bar's end is the pages done plus the
+    URLs left to visit once the frontier has been counted (it moves away as pages bring new
+    links), and it pulses before. Disabled views (off, or
     stderr not a terminal) print only the summary and do not import ``rich.progress`` (about
     9 ms of a command's start-up, issue 23).
     """
@@ -29,10 +32,13 @@ class ProgressView:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             self.bar = Progress(
                 TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed} pages"),
-                TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[in_flight]} in flight"),
+                TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[to_visit]} to visit"),
+                TextColumn("{task.fields[in_flight]} in flight"),
                 TextColumn("{task.fields[rate]:.1f} pages/s"), TimeElapsedColumn(),
                 TextColumn("[bold red]{task.fields[note]}"), console=self.console)
-            self.task = self.bar.add_task("crawl", total=total, errors=0, in_flight=0, rate=0.0, note="")
+            self.task = self.bar.add_task("crawl", total=total, errors=0, to_visit="?", in_flight=0, rate=0.0,
+                                          note="")
+            self.limit = total
 
     def __enter__(self) -> "ProgressView":
         if self.bar is None:
@@ -56,9 +62,12 @@ class ProgressView:
         """Show the figures of ``progress`` (a :class:`gridcrawl.client.app.Progress`), and its note
         ("database unavailable, retrying") when it has one."""
         if self.bar is not None:
-            self.bar.update(self.task, completed=progress.pages, errors=progress.errors,
-                            in_flight=progress.in_flight, rate=progress.pages_per_second,
-                            note=getattr(progress, "note", ""))
+            to_visit = progress.to_visit  # counted now and then: never fewer than those in flight
+            to_visit = None if to_visit is None else max(to_visit, progress.in_flight)
+            total = self.limit or (progress.pages + to_visit if to_visit is not None else None)
+            self.bar.update(self.task, completed=progress.pages, total=total, errors=progress.errors,
+                            to_visit="?" if to_visit is None else to_visit, in_flight=progress.in_flight,
+                            rate=progress.pages_per_second, note=getattr(progress, "note", ""))
 
     def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
                 commands: list[tuple[str, str]] = ()) -> None:

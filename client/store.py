@@ -1258,6 +1258,11 @@ class CrawlStore:
             return int(conn.execute(sa.select(sa.func.count()).select_from(
                 t.join(d, d.c.fingerprint == t.c.fingerprint))).scalar() or 0)
 
+    def to_visit_count(self) -> int:
+        """Rows of ``to_visit_url``: the frontier's size, the URLs in flight included."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(to_visit)).scalar()
+
     def counts(self) -> dict:
         """:func:`crawl_counts` of this crawl database."""
         return crawl_counts(self.engine)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -144,3 +145,22 @@ def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     ((after,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
     assert before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
+
+
+def test_the_progress_bar_shows_the_frontier_and_ends_at_zero_to_visit(tmp_path, site_server):
+    """On a terminal the bar shows the URLs left to visit (the frontier, counted now and then),
+    and its last frame, drawn after a final count, says none is left when the crawl is done."""
+    from grid import on_a_terminal
+    site = generate_site(80, links_per_page=4, seed=37)
+    server = site_server(site, latency=0.05)
+    rc, output = on_a_terminal([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                                "--threads", "2", "--workdir", str(tmp_path)],
+                               env={**os.environ, "TERM": "xterm", "COLUMNS": "140"}, timeout=180)
+    assert rc == 0, output[-3000:]
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)
+    frames = [tuple(map(int, m)) for m in re.findall(r"(\d+) pages \d+ errors (\d+) to visit (\d+) in flight", text)]
+    assert frames, text[-3000:]
+    assert any(to_visit > 0 for _, to_visit, _ in frames), frames
+    assert all(to_visit >= in_flight for _, to_visit, in_flight in frames), frames
+    pages = len(reachable(site)) + 1  # and /sitemap.xml
+    assert frames[-1] == (pages, 0, 0), frames[-5:]
