@@ -189,7 +189,8 @@ SELECT e.executor_id, e.name AS executor_name, e.host, e.is_connected,
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     s.mean_run_seconds, s.min_run_seconds, s.max_run_seconds, s.mean_queue_wait_seconds,
     s.first_started, s.last_finished,
-    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, g.first_submitted, g.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second
+    s.pages / NULLIF((CAST(DATEDIFF_BIG(microsecond, g.first_submitted, g.last_finished) AS FLOAT) / 1000000.0), 0) AS pages_per_second,
+    e.accepting
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,

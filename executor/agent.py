@@ -355,6 +355,7 @@ class ExecutorAgent:
             self.executor_id = message.executor_id
             log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
             if not self.accepting:  # the manager takes a new registration as accepting
+                log.info("not taking grid threads yet (%s)", self.idle.reason)
                 self.link.send(p.Availability(False))
         elif isinstance(message, p.Assign):
             for job in message.jobs:  # (a job handed back may bring its application's instruction too)
@@ -392,7 +393,7 @@ class ExecutorAgent:
             return
         self.accepting = accepting
         if accepting:
-            log.info("taking grid threads again (%s)", self.idle.reason)
+            log.info("taking grid threads (%s)", self.idle.reason)
             if welcomed:
                 self.link.send(p.Availability(True))
             return

@@ -117,7 +117,10 @@ class IdlePolicy:
         self.idle_seconds = idle_seconds
         self.busy_seconds = busy_seconds
         self.accepting = False
-        self.reason = "starting: waiting for an idle desktop"
+        window = "" if hours is None else (f", between {hours.start // 60:02d}:{hours.start % 60:02d} and "
+                                           f"{hours.end // 60:02d}:{hours.end % 60:02d}")
+        self.reason = (f"waiting for an idle desktop: other processes under {threshold:.0f}% of the CPU "
+                       f"for {idle_seconds:.0f} s{window} (--cpu-threshold, --idle-seconds, --hours)")
         self._samples: deque[tuple[float, float]] = deque()
         self._quiet_since: float | None = None
 

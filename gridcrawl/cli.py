@@ -545,9 +545,14 @@ def _print_executor_summary(rows, wide: bool = False) -> None:
     for r in rows:
         more = [r.host, _seconds(r.min_run_seconds), _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
                 str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}", f"{r.cpu_totalusage:.1f}"]
-        table.add_row(r.executor_name, "yes" if r.is_connected else "no", str(r.threads), str(r.pages),
+        up = ("yes" if r.accepting else "waiting") if r.is_connected else "no"
+        table.add_row(r.executor_name, up, str(r.threads), str(r.pages),
                       str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    if any(r.is_connected and not r.accepting for r in rows):
+        console.print("waiting: an --idle-only executor, connected, that takes no grid thread until its "
+                      "desktop is idle (its log says since when)")
 
 
 def _print_application_summary(rows, wide: bool = False) -> None:

@@ -171,6 +171,7 @@ class ExecutorSummary:
     max_run_seconds: float | None
     mean_queue_wait_seconds: float | None
     pages_per_second: float | None
+    accepting: bool = True  # False: an --idle-only executor waiting for its desktop to be idle
 
 
 def executor_summary(engine: Engine) -> list[ExecutorSummary]:
@@ -186,7 +187,7 @@ def executor_summary(engine: Engine) -> list[ExecutorSummary]:
         threads=int(r["threads"]), pages=int(r["pages"]), failed=int(r["failed"]),
         mean_run_seconds=_float(r["mean_run_seconds"]), min_run_seconds=_float(r["min_run_seconds"]),
         max_run_seconds=_float(r["max_run_seconds"]), mean_queue_wait_seconds=_float(r["mean_queue_wait_seconds"]),
-        pages_per_second=_float(r["pages_per_second"])) for r in rows]
+        pages_per_second=_float(r["pages_per_second"]), accepting=bool(r["accepting"])) for r in rows]
     return sorted(out, key=lambda x: (x.executor_name, x.executor_id))
 
 

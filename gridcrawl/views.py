@@ -83,7 +83,8 @@ def _executor_summary(d: str) -> str:
     COALESCE(s.threads, 0) AS threads, COALESCE(s.pages, 0) AS pages, COALESCE(s.failed, 0) AS failed,
     s.mean_run_seconds, s.min_run_seconds, s.max_run_seconds, s.mean_queue_wait_seconds,
     s.first_started, s.last_finished,
-    s.pages / NULLIF({span}, 0) AS pages_per_second
+    s.pages / NULLIF({span}, 0) AS pages_per_second,
+    e.accepting
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,

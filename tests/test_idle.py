@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import os
+import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -21,7 +25,7 @@ from gridcrawl.executor.idle import (CpuSampler, HoursWindow, IdleMonitor, IdleP
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.settings import Settings
 from gridcrawl.states import ThreadState
-from grid import wait_for
+from grid import Grid, wait_for
 from sites import Site, SiteServer
 
 # ---------------------------------------------------------------------------------- hours
@@ -323,3 +327,34 @@ def test_a_stopping_executor_flushes_its_goodbye_without_waiting_for_a_busy_work
         server.stop()
     worker.join(10)
     assert not worker.is_alive() and set(server.per_path_counts()) == {"/g/0.html"}  # 1 and 2 never run
+
+
+def test_an_idle_only_executor_says_it_waits_and_the_report_shows_it_waiting(tmp_path):
+    """Real programs: an --idle-only executor that has registered but not yet seen its quiet
+    time logs why it takes no work and what would change that; `gridcrawl report` lists it as
+    "waiting" (connected, not accepting) rather than "yes", and explains the word."""
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("desk", "--idle-only", "--idle-seconds", "3600", "--hours", "00:00-24:00")
+        grid.start_executor("server")
+        def executors():
+            try:
+                return grid.query("manager", "SELECT name, accepting FROM executor ORDER BY name")
+            except sqlite3.OperationalError:  # the manager has not created its tables yet
+                return None
+        wait_for(lambda: executors() == [("desk", 0), ("server", 1)], 60, message="the desk registered, not accepting")
+        assert grid.query("manager", "SELECT executor_name, accepting FROM executor_summary ORDER BY 1") \
+            == [("desk", 0), ("server", 1)]
+        assert ("not taking grid threads yet (waiting for an idle desktop: other processes under 25% of the CPU "
+                "for 3600 s, between 00:00 and 24:00 (--cpu-threshold, --idle-seconds, --hours))") in grid.log("desk.log")
+        report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
+                                capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    finally:
+        grid.stop()
+    assert report.returncode == 0, report.stderr
+    rows = {line.split()[1]: line.split()[3] for line in report.stdout.splitlines()
+            if line.startswith("│") and line.split()[1] in ("desk", "server")}
+    assert rows == {"desk": "waiting", "server": "yes"}, report.stdout
+    assert "waiting: an --idle-only executor, connected, that takes no grid thread until its desktop is idle" \
+        in " ".join(report.stdout.split())
