@@ -826,8 +826,9 @@ def keys_new(
 def export_command(
     out: str = typer.Argument(..., help="output file (- for standard output); .warc.gz compresses the WARC"),
     db: str = typer.Option(..., help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db"),
-    format: str = typer.Option("jsonl", "--format", help="jsonl (one document per line), csv (visited URLs) "
-                               "or warc (WARC 1.1 request and response records)"),
+    format: str = typer.Option(None, "--format", help="jsonl (one document per line), csv (visited URLs) "
+                               "or warc (WARC 1.1 request and response records); default: what OUT's "
+                               "ending says (.warc, .warc.gz, .csv, .nt), else jsonl"),
     content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
     triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
                                  "--format nt (N-Triples) or jsonl"),
@@ -838,13 +839,17 @@ def export_command(
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
     triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
     from gridcrawl.db import open_database
-    from gridcrawl.export import ExportError, export
+    from gridcrawl.export import ExportError, export, format_for
     if items and triples:
         fail("--items and --triples exclude each other")
+    try:
+        format = format_for(out, format, triples=triples, items=items)
+    except ExportError as exc:
+        fail(str(exc))
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:
-            written = export_items(open_database(db, existing=True), out, format.lower(), type)
+            written = export_items(open_database(db, existing=True), out, format, type)
         except (DatabaseUnavailable, ItemExportError, OSError) as exc:
             fail(str(exc))
         typer.echo(f"exported {written} items to {out}", err=True)
@@ -856,7 +861,7 @@ def export_command(
         result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
-    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format.lower()]
+    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format]
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")

@@ -364,6 +364,30 @@ def _open_output(path: str, binary: bool):
         raise
 
 
+#: Output file name endings and the format each one means (the longest ending that matches wins).
+SUFFIX_FORMATS = {".warc": "warc", ".warc.gz": "warc", ".csv": "csv", ".nt": "nt", ".jsonl": "jsonl",
+                  ".ndjson": "jsonl"}
+
+
+def format_for(path: str, fmt: str | None, *, triples: bool = False, items: bool = False) -> str:
+    """The format to write ``path`` in: ``fmt`` when given (lower-cased), else the one its name's
+    ending means (:data:`SUFFIX_FORMATS`; ``-`` and other names: ``jsonl``). Raises
+    :class:`ExportError` when the ending means a format this export does not write (a WARC of
+    triples or items, N-Triples of pages or items), instead of writing another format under
+    that name."""
+    if fmt is not None:
+        return fmt.lower()
+    name = path.lower()
+    ending = max((e for e in SUFFIX_FORMATS if name.endswith(e)), key=len, default=None)
+    chosen = SUFFIX_FORMATS.get(ending, "jsonl")
+    allowed = ("jsonl", "csv") if items else TRIPLE_FORMATS if triples else FORMATS
+    if chosen not in allowed:
+        what = "items" if items else "triples" if triples else "pages"
+        raise ExportError(f"{path}: a {ending} file holds {chosen}, which {what} are not exported as "
+                          f"(--format {' or '.join(allowed)}, or another file name)")
+    return chosen
+
+
 def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: bool | None = None,
            triples: bool = False) -> ExportResult:
     """Export the crawl in ``engine`` as ``fmt`` (``jsonl``, ``warc`` or ``csv``; with
@@ -389,5 +413,6 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         return export_csv(engine, out)
 
 
-__all__ = ["FORMATS", "TRIPLE_FORMATS", "ExportError", "ExportResult", "export", "export_jsonl", "export_csv",
+__all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for",
+           "export_jsonl", "export_csv",
            "export_warc", "export_triples"]

@@ -188,6 +188,31 @@ def test_the_export_command_line(crawl, tmp_path):
     assert unknown.returncode == 2 and "unknown format 'pdf'" in unknown.stderr
 
 
+def test_without_format_the_output_files_name_chooses_it(crawl, tmp_path):
+    """`gridcrawl export --db DB pages.warc.gz` writes a WARC, `visited.csv` a CSV: a file is
+    never given one format's name and another's content (it wrote JSON lines into both)."""
+    def export(name, *extra):
+        return subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], *extra,
+                               str(tmp_path / name)], capture_output=True, text=True, timeout=60)
+    assert export("pages.warc.gz").returncode == 0
+    with gzip.open(tmp_path / "pages.warc.gz", "rb") as fh:
+        assert fh.read(8) == b"WARC/1.1"
+    assert export("pages.WARC").returncode == 0
+    assert (tmp_path / "pages.WARC").read_bytes().startswith(b"WARC/1.1")
+    assert export("visited.csv").returncode == 0
+    assert (tmp_path / "visited.csv").read_text().startswith("id,url,fingerprint,")
+    assert export("pages.jsonl").returncode == 0
+    assert json.loads((tmp_path / "pages.jsonl").read_text().splitlines()[0])["url"].startswith("http://")
+    assert export("pages.csv", "--format", "jsonl").returncode == 0  # a format given is obeyed
+    assert (tmp_path / "pages.csv").read_text().startswith("{")
+    # a name whose format cannot hold what is exported: one line, exit 2, no file
+    refused = export("items.warc", "--items")
+    assert refused.returncode == 2 and not (tmp_path / "items.warc").exists()
+    assert refused.stderr == (f"error: {tmp_path / 'items.warc'}: a .warc file holds warc, which items are not "
+                              "exported as (--format jsonl or csv, or another file name)\n")
+    assert "which pages are not exported as (--format jsonl or warc or csv" in export("pages.nt").stderr
+
+
 def test_pages_crawled_without_content_are_left_out_of_a_warc(tmp_path):
     store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
     url = canonical_url("http://127.0.0.1:1/a.html")
