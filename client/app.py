@@ -33,6 +33,7 @@ import getpass
 import logging
 import math
 import queue
+import secrets
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -234,6 +235,7 @@ class CrawlApplication:
         self.user = user or getpass.getuser()
         self.password = password
         self.on_progress = on_progress
+        self.client_token = secrets.token_hex(8)  # this run's: its reconnects get the application back
         self.context = zmq.Context()
         # the link to the manager (gridcrawl.link; several managers: hot standbys)
         self.link = ManagerLink(self.context, settings, manager, self._hello, (p.ApplicationOpened,), curve=curve,
@@ -266,7 +268,8 @@ class CrawlApplication:
         the instruction all its grid threads share (:func:`base_instruction`: sent once per
         connection, not with each thread)."""
         return p.OpenApplication(self.name, self.user, self.application_id, self.password,
-                                 base_instruction(self.scope, self.settings, self.store.strategy))
+                                 base_instruction(self.scope, self.settings, self.store.strategy),
+                                 client=self.client_token)
 
     def _opened(self, message: p.ApplicationOpened) -> None:
         """The manager opened the application: keep its id, and submit again what is in flight

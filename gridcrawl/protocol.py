@@ -457,6 +457,10 @@ class Availability(Message):
 class OpenApplication(Message):
     """Client → manager: create an application, or reattach to ``application_id`` after a restart.
 
+    ``client``: a token of this client process (random, made once per crawl run): a reconnect of
+    the same client always gets its application back; another client is refused it while the
+    one holding it is alive (one client drives a crawl at a time).
+
     ``instruction``: the crawling instruction every grid thread of the application shares (an
     :class:`Instruction`'s map: the crawl's scope, ``content``, ``semantic`` ...), sent once per
     connection rather than with each thread, which carries only its own keys; the manager hands
@@ -469,6 +473,7 @@ class OpenApplication(Message):
     application_id: str | None = None
     password: str | None = None
     instruction: dict | None = None
+    client: str = ""
 
 
 class ApplicationOpened(Message):

@@ -88,6 +88,26 @@ def send(sock: zmq.Socket, message: protocol.Message, peer: bytes | None = None)
         raise
 
 
+def reachable(sock: zmq.Socket, peer: bytes) -> bool:
+    """Whether the ``ROUTER_MANDATORY`` socket ``sock`` still has a connection to ``peer``: a
+    heartbeat sent to it is queued, or waits behind a full queue (True), or fails with
+    ``EHOSTUNREACH`` (False: the peer is gone, e.g. its process was killed and the kernel closed
+    its connection)."""
+    version, kind, body = protocol.encode(protocol.Heartbeat())
+    try:
+        _SEND(sock, peer, _MORE_NOBLOCK)
+    except zmq.Again:
+        return True
+    except zmq.ZMQError as exc:
+        if exc.errno == zmq.EHOSTUNREACH:
+            return False
+        raise
+    _SEND(sock, version, _MORE_NOBLOCK)  # the routing frame went: the rest of the message follows it
+    _SEND(sock, kind, _MORE_NOBLOCK)
+    _SEND(sock, body, _NOBLOCK)
+    return True
+
+
 def receive(sock: zmq.Socket) -> list[bytes]:
     """The frames of the next message waiting on ``sock`` (``recv_multipart(zmq.NOBLOCK)``, as
     bytes, without pyzmq's per-frame Python wrappers). Raises ``zmq.Again`` if none is waiting."""

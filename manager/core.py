@@ -276,6 +276,7 @@ class Application:
     first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
     last_finished: float | None = None
     instruction: dict | None = None  # the instruction all its threads share (OpenApplication.instruction)
+    client: str = ""  # the token of the client process that holds it (OpenApplication.client)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -292,11 +293,15 @@ class ManagerCore:
 
     def __init__(self, settings: Settings, *, new_id: Callable[[], str] | None = None,
                  next_internal_id: int = 1, new_attempt_id: Callable[[], int] | None = None,
-                 authenticate: Callable[[str, str | None, str], str | None] | None = None) -> None:
+                 authenticate: Callable[[str, str | None, str], str | None] | None = None,
+                 peer_present: Callable[[bytes], bool] | None = None) -> None:
         self.settings = settings
         # authenticate(user, password, permission) -> None if allowed, else the refusal reason
         # (gridcrawl.auth.UserStore.authenticate, injected by the server); None: an open grid.
         self.authenticate = authenticate
+        # peer_present(routing id) -> whether a connection to that peer still exists (the server
+        # probes its socket); None: assume it does (a silent peer is then judged by liveness only)
+        self.peer_present = peer_present or (lambda peer: True)
         self.new_id = new_id or (lambda: uuid.uuid4().hex)
         self.executors: dict[str, Executor] = {}
         # executor id -> user who registered it, from the database after a restart (an id is
@@ -700,15 +705,19 @@ class ManagerCore:
                 log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
                 return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
         resumed = app is not None
+        if app is not None and (held := self._held_by_another(app, peer, m.client, now)):
+            log.warning("application %s: a second client refused (%s)", app.application_id[:8], held)
+            return [Send(peer, p.Refuse(held))]
         if app is None:
             app_id = self.new_id()  # never a client-chosen id: it could name a stopped application of another user
-            app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction)
+            app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction,
+                              client=m.client)
             self.applications[app_id] = app
             actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
             if app.peer is not None and app.peer != peer:
                 self.peers.pop(app.peer, None)
-            app.peer = peer
+            app.peer, app.client = peer, m.client
             app.last_seen = now
             if m.instruction != app.instruction:  # a resumed crawl may have widened its scope
                 app.instruction = m.instruction
@@ -725,6 +734,21 @@ class ManagerCore:
             if t.state == ThreadState.FINISHED:
                 actions += self._deliver(t)
         return actions
+
+    def _held_by_another(self, app: Application, peer: bytes, client: str, now: float) -> str | None:
+        """Why a client (``client`` token, on connection ``peer``) may not reattach to ``app``
+        now, or None. Another client holds it while that client is alive: its connection still
+        exists (:attr:`peer_present`) and it was heard within the liveness. A reconnect of the
+        same client (same token), a client whose process is gone (its connection closed: ``kill
+        -9`` and restart) or silent past its liveness, and a client without a token (an older
+        release) take it over."""
+        if app.peer is None or app.peer == peer or not client or client == app.client:
+            return None
+        silent = now - app.last_seen
+        if silent > self.settings.peer_timeout or not self.peer_present(app.peer):
+            return None
+        return (f"application {app.application_id[:8]} is in use by another client, heard from {silent:.1f} s "
+                f"ago: one client crawls a crawl database at a time (wait for it to end, or stop it)")
 
     def on_submit(self, peer: bytes, m: p.Submit, now: float) -> list[Action]:
         """Queue grid threads. A thread id the application already has is not queued twice (a

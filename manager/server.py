@@ -33,7 +33,7 @@ from gridcrawl.db import init_schema
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
-from gridcrawl.transport import apply_curve_server, make_socket, receive, send
+from gridcrawl.transport import apply_curve_server, make_socket, reachable, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
@@ -201,7 +201,8 @@ class ManagerServer:
             owners = {r.executor_id: r.usr_name for r in known}
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
-        core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate)
+        core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate,
+                           peer_present=lambda peer: reachable(self.socket, peer))
         core.defer_dispatch = True  # refills once per flush of the outbox (see _flush)
         core.executor_owners.update(owners)
         core.executor_names.update({(r.name, r.host, r.usr_name): r.executor_id for r in known})

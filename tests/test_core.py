@@ -412,6 +412,40 @@ def test_client_restart_reattaches_and_gets_waiting_results():
     assert assigned(actions) == [] and len(sends(actions, p.ThreadDone)) == 1
 
 
+def test_a_second_client_is_refused_the_application_while_the_first_is_alive():
+    """One client drives a crawl at a time: a client with another token is refused the
+    application while its holder's connection exists and was heard within the liveness (two
+    gridcrawl-client on one crawl database took it from each other at every message). The same
+    client reconnecting, a holder whose connection is gone (kill -9) or silent past the liveness,
+    and a client without a token take it over."""
+    present = {b"a1": True}
+    core = ManagerCore(S, new_id=lambda: "app1", peer_present=lambda peer: present.get(peer, False))
+
+    def open_as(peer, token, now):
+        return core.handle(peer, p.OpenApplication("crawl", "u", "app1" if core.applications else None,
+                                                   client=token), now)
+    assert sends(open_as(b"a1", "A", 0.0), p.ApplicationOpened)
+    (refused,) = sends(open_as(b"b1", "B", 1.0), p.Refuse)
+    assert refused.peer == b"b1" and refused.message.reason == (
+        "application app1 is in use by another client, heard from 1.0 s ago: one client crawls a crawl "
+        "database at a time (wait for it to end, or stop it)")
+    assert core.applications["app1"].peer == b"a1"
+    assert sends(submit(core, "app1", [1], peer=b"a1", now=1.1), p.Refuse) == []  # the holder goes on
+    # the holder reconnects on a new connection: its own token gets the application back at once
+    present[b"a2"] = True
+    assert sends(open_as(b"a2", "A", 1.5), p.ApplicationOpened) and core.applications["app1"].peer == b"a2"
+    # its process is killed: the connection is gone, so a new client takes over at once
+    present[b"a2"] = False
+    assert sends(open_as(b"b1", "B", 1.6), p.ApplicationOpened) and core.applications["app1"].peer == b"b1"
+    # a holder silent past the liveness (3 s) is taken over even if its connection lingers
+    present[b"b1"] = True
+    assert sends(open_as(b"c1", "C", 4.0), p.Refuse)
+    assert sends(open_as(b"c1", "C", 4.7), p.ApplicationOpened)
+    # a client of an older release (no token) takes over as before
+    present[b"c1"] = True
+    assert sends(open_as(b"d1", "", 4.8), p.ApplicationOpened)
+
+
 def test_executor_bye_hands_work_back_without_counting_an_attempt():
     core = make_core()
     register(core, b"a", 1)

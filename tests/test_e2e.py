@@ -3,10 +3,14 @@ generated site served by a real HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
 
 from gridcrawl.urls import canonical_url, fingerprint
-from grid import Grid
+from grid import FAST, Grid, wait_for
 from sites import Site, generate_site, reachable, redirect
 
 pytestmark = pytest.mark.e2e
@@ -83,6 +87,38 @@ def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
     counts = server.per_path_counts()
     counts.pop("/robots.txt", None)  # each new executor connection may ask for it again
     assert set(counts.values()) == {1}, "a resumed crawl fetched a page again"
+
+
+def test_a_second_client_on_a_crawl_database_in_use_is_refused_and_the_first_goes_on(tmp_path, site_server):
+    """Two gridcrawl-client on one crawl database used to take its application from each other
+    at every message ("is not open on this connection; connecting again", hundreds of times), and
+    the second released the rows the first had in flight. The second is now refused at once, with
+    one line; the first crawls on undisturbed, every page fetched once."""
+    site = generate_site(60, links_per_page=4, seed=41)
+    server = site_server(site, latency=0.1)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        first = grid.start_client(server.url("/"))
+        wait_for(lambda: "application" in grid.log("client.log") and "opened" in grid.log("client.log"), 60,
+                 message="the first client's application opened")
+        second = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
+                                 "--db", grid.crawl_db, "--no-progress", *FAST],
+                                capture_output=True, text=True, timeout=60)
+        assert first.poll() is None, "the first crawl ended before the second client came"
+        assert first.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    assert second.returncode == 2
+    assert re.fullmatch(r"error: the manager refused the application: application \w{8} is in use by another "
+                        r"client, heard from [\d.]+ s ago: one client crawls a crawl database at a time \(wait "
+                        r"for it to end, or stop it\)\n", second.stderr), second.stderr
+    assert "is not open on this connection" not in grid.log("client.log")
+    assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(len(reachable(site)),)]
+    counts = server.per_path_counts()
+    counts.pop("/robots.txt", None)
+    assert set(counts.values()) == {1}, "a page was fetched twice"
 
 
 def test_a_seed_that_redirects_to_another_host_brings_that_host_into_the_scope(tmp_path, site_server):
