@@ -275,6 +275,10 @@ class _ChildrenWatch(threading.Thread):
             self.join()
 
 
+#: Seconds ``gridcrawl run`` waits for the children of a killed run to release its WORKDIR.
+LOCK_WAIT = 10.0
+
+
 def _lock_workdir(workdir: Path):
     """Take ``WORKDIR/run.lock`` for this run: an exclusive ``flock`` that the kernel releases when
     the run and the children it forked have all ended (``kill -9`` included). A second
@@ -311,10 +315,6 @@ def _lock_workdir(workdir: Path):
     lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
     lock.flush()
     return lock
-
-
-#: Seconds ``gridcrawl run`` waits for the children of a killed run to release its WORKDIR.
-LOCK_WAIT = 10.0
 
 
 def _holder_runs(holder: str) -> bool:
