@@ -237,14 +237,16 @@ class Executor:
         loaded: Alchemi's and MCMTCrawler's rule) — a thread it gets starts at once instead of
         waiting in a buffer while counting against its host's politeness budget, and work
         spreads over the executors — then, once none has an idle worker, the most free slots
-        in a local buffer. Executors with as many idle workers tie (dispatch takes them in
-        turn), whatever their free slots: free slots also count an executor's slow-start
-        window, which grows with every result it returns, and would gather the work on the
-        executors that answered first (with a crawl delay, one thread in flight at a time, on
-        one executor of many)."""
+        in a local buffer. Among executors with as many idle workers, the one holding the
+        fewest threads comes first (room in its buffer: ``capacity`` less what it holds), and
+        equals take turns. Not its free slots: they also count its slow-start window, which
+        grows with every result it returns, and would gather the work on the executors that
+        answered first (with a crawl delay, one thread in flight at a time, on one executor of
+        many)."""
         free = self.free
-        idle = self.workers - len(self.running)
-        return idle << 32 if free > 0 and idle > 0 else free
+        held = len(self.running)
+        idle = self.workers - held
+        return (idle << 32) + self.capacity - held if free > 0 and idle > 0 else free
 
     @property
     def refill(self) -> int:
