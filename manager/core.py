@@ -741,10 +741,10 @@ class ManagerCore:
         """Why a client (``client`` token, on connection ``peer``) may not reattach to ``app``
         now, or None. Another client holds it while that client is alive: its connection still
         exists (:attr:`peer_present`) and it was heard within the liveness. A reconnect of the
-        same client (same token), a client whose process is gone (its connection closed: ``kill
-        -9`` and restart) or silent past its liveness, and a client without a token (an older
-        release) take it over."""
-        if app.peer is None or app.peer == peer or not client or client == app.client:
+        same client (same token), and any client once the holder's process is gone (its
+        connection closed: ``kill -9`` and restart) or silent past its liveness, take it over. A
+        client without a token (an older release) counts as another client."""
+        if app.peer is None or app.peer == peer or client == app.client:
             return None
         silent = now - app.last_seen
         if silent > self.settings.peer_timeout or not self.peer_present(app.peer):
