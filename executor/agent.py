@@ -301,7 +301,8 @@ class ExecutorAgent:
             name=self.name, host=socket.gethostname(), user=self.user, threads=self.settings.threads,
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
-            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities)
+            executor_id=self.executor_id, password=self.password, capabilities=self.capabilities,
+            accepting=self.accepting)
 
     def _connected(self) -> None:
         # A new connection is a new generation: the jobs not started are handed back (the manager
@@ -354,9 +355,8 @@ class ExecutorAgent:
         if isinstance(message, p.Welcome):
             self.executor_id = message.executor_id
             log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
-            if not self.accepting:  # the manager takes a new registration as accepting
+            if not self.accepting:  # (the registration said so: the manager assigns it nothing)
                 log.info("not taking grid threads yet (%s)", self.idle.reason)
-                self.link.send(p.Availability(False))
         elif isinstance(message, p.Assign):
             for job in message.jobs:  # (a job handed back may bring its application's instruction too)
                 job.instruction = self._instruction_of(job)

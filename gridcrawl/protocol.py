@@ -309,6 +309,8 @@ class Register(Message):
     ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
     ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
     matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
+    ``accepting``: False for an idle-only executor whose desktop is not idle yet: it gets no
+    work until it says otherwise (``availability``).
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -325,6 +327,7 @@ class Register(Message):
     executor_id: str | None = None
     password: str | None = None
     capabilities: list[str] = field(default_factory=list)
+    accepting: bool = True
 
 
 class Welcome(Message):

@@ -507,7 +507,7 @@ class ManagerCore:
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
                       workers=workers, capacity=capacity, dedicated=m.dedicated, last_seen=now,
                       window=min(capacity, self.settings.start_window), quarantined_until=quarantined_until,
-                      quarantines=quarantines)
+                      quarantines=quarantines, accepting=m.accepting)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
@@ -518,7 +518,8 @@ class ManagerCore:
         log.info("executor %s (%s) registered: %s@%s, %d threads%s", executor_id[:8], m.name, m.user, m.host,
                  m.threads, f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
-                                             m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now))
+                                             m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now,
+                                             m.accepting))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
                                             self.settings.heartbeat_liveness)))
         actions += self.dispatch(now)

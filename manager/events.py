@@ -42,6 +42,7 @@ class ExecutorRegistered(_Event):
     arch: str
     capabilities: tuple
     time: float
+    accepting: bool = True
 
 
 class ExecutorHeartbeat(_Event):

@@ -133,7 +133,7 @@ def _heartbeat(e: ev.ExecutorHeartbeat) -> dict:
 _ROWS = {
     ev.ExecutorRegistered: lambda e: [("executor", "upsert", e.executor_id, {
         "executor_id": e.executor_id, "name": e.name, "is_dedicated": e.dedicated, "is_connected": True,
-        "accepting": True, "ping_time": e.time, "time_registered": e.time,
+        "accepting": e.accepting, "ping_time": e.time, "time_registered": e.time,
         "host": e.host, "usr_name": e.user, "threads": e.workers, "cpu_max": e.cpu_max, "num_cpus": e.num_cpus,
         "mem_max": e.mem_max, "os": e.os[:64], "arch": e.arch[:64], "capabilities": " ".join(e.capabilities) or None})],
     ev.ExecutorHeartbeat: lambda e: [("executor", "update", e.executor_id, _heartbeat(e))],
