@@ -413,9 +413,10 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                                    user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()
+    stop = stop or stop_on_signals()
     with view:
         try:
-            final = application.run(stop or stop_on_signals())
+            final = application.run(stop)
         except (ManagerUnreachable, MessageTooLarge, CrawlDatabaseError) as exc:
             fail(str(exc))
         except Refused as exc:
@@ -449,6 +450,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
                            f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left",
                            soft_wrap=True, highlight=False)
+    elif counts["to_visit"] and (final.state == "cancelled" or stop.is_set()):
+        why = ("cancelled by an operator (gridcrawl-client cancel)" if final.state == "cancelled"
+               else f"stopped before the end ({getattr(stop, 'reason', '') or 'asked to stop'})")
+        view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: the same command resumes the "
+                           f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
                            "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "

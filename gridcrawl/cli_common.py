@@ -405,7 +405,7 @@ def _watch_parent(stop: threading.Event) -> None:
         except (OSError, ValueError):
             pass
         logging.getLogger("gridcrawl").warning("the parent process is gone: stopping")
-        stop.set()
+        stop.set("the parent process is gone")
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -414,16 +414,19 @@ class StopEvent(threading.Event):
     """A :class:`threading.Event` that a poller can wait on with the sockets it serves:
     :meth:`fileno` is a socket that becomes readable when the event is set, so that a loop
     polling ZeroMQ sockets (``zmq.Poller().register(stop, zmq.POLLIN)``) wakes at once on a
-    stop instead of at its next timeout."""
+    stop instead of at its next timeout. :attr:`reason` says why it was set (the first reason
+    given: ``"SIGINT"``, ``"the parent process is gone"`` ...; empty when none was)."""
 
     def __init__(self) -> None:
         import socket
         super().__init__()
+        self.reason = ""
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)
 
-    def set(self) -> None:
-        """Set the event and make :meth:`fileno` readable."""
+    def set(self, reason: str = "") -> None:
+        """Set the event (``reason``: why, kept if it is the first) and make :meth:`fileno` readable."""
+        self.reason = self.reason or reason
         super().set()
         try:
             self._writer.send(b"x")
@@ -446,7 +449,7 @@ def stop_on_signals() -> StopEvent:
         if stop.is_set():
             os._exit(130)
         logging.getLogger("gridcrawl").info("signal %d: stopping (again to exit at once)", signum)
-        stop.set()
+        stop.set({signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}"))
 
     signal.signal(signal.SIGINT, handler)
     for name in ("SIGTERM", "SIGBREAK"):  # SIGBREAK: Ctrl-Break, Windows only
