@@ -73,6 +73,12 @@ def send(sock: zmq.Socket, message: protocol.Message, peer: bytes | None = None)
         half = len(items) // 2
         first = send(sock, msgspec.structs.replace(message, **{message.BATCH: items[:half]}), peer)
         return send(sock, msgspec.structs.replace(message, **{message.BATCH: items[half:]}), peer) and first
+    return _frames_out(sock, peer, version, kind, body) is True
+
+
+def _frames_out(sock: zmq.Socket, peer: bytes | None, version: bytes, kind: bytes, body: bytes) -> bool | None:
+    """Put one message's frames on ``sock`` without blocking: True when queued, False when the
+    queue is full, None when ``peer`` is gone (``ROUTER_MANDATORY``'s ``EHOSTUNREACH``)."""
     try:
         if peer is not None:
             _SEND(sock, peer, _MORE_NOBLOCK)
@@ -84,7 +90,7 @@ def send(sock: zmq.Socket, message: protocol.Message, peer: bytes | None = None)
         return False
     except zmq.ZMQError as exc:
         if exc.errno == zmq.EHOSTUNREACH:
-            return False
+            return None
         raise
 
 
@@ -93,19 +99,7 @@ def reachable(sock: zmq.Socket, peer: bytes) -> bool:
     heartbeat sent to it is queued, or waits behind a full queue (True), or fails with
     ``EHOSTUNREACH`` (False: the peer is gone, e.g. its process was killed and the kernel closed
     its connection)."""
-    version, kind, body = protocol.encode(protocol.Heartbeat())
-    try:
-        _SEND(sock, peer, _MORE_NOBLOCK)
-    except zmq.Again:
-        return True
-    except zmq.ZMQError as exc:
-        if exc.errno == zmq.EHOSTUNREACH:
-            return False
-        raise
-    _SEND(sock, version, _MORE_NOBLOCK)  # the routing frame went: the rest of the message follows it
-    _SEND(sock, kind, _MORE_NOBLOCK)
-    _SEND(sock, body, _NOBLOCK)
-    return True
+    return _frames_out(sock, peer, *protocol.encode(protocol.Heartbeat())) is not None
 
 
 def receive(sock: zmq.Socket) -> list[bytes]:

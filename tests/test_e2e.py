@@ -91,7 +91,7 @@ def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
 
 def test_a_second_client_on_a_crawl_database_in_use_is_refused_and_the_first_goes_on(tmp_path, site_server):
     """Two gridcrawl-client on one crawl database used to take its application from each other
-    at every message ("is not open on this connection; connecting again", hundreds of times), and
+    at every message ("is not open on this connection; connecting again", several times a second), and
     the second released the rows the first had in flight. The second is now refused at once, with
     one line; the first crawls on undisturbed, every page fetched once."""
     site = generate_site(60, links_per_page=4, seed=41)
