@@ -415,7 +415,7 @@ class StopEvent(threading.Event):
     :meth:`fileno` is a socket that becomes readable when the event is set, so that a loop
     polling ZeroMQ sockets (``zmq.Poller().register(stop, zmq.POLLIN)``) wakes at once on a
     stop instead of at its next timeout. :attr:`reason` says why it was set (the first reason
-    given: ``"SIGINT"``, ``"the parent process is gone"`` ...; empty when none was)."""
+    given: ``"Ctrl-C"``, ``"SIGTERM"``, ``"the parent process is gone"`` ...; empty when none was)."""
 
     def __init__(self) -> None:
         import socket

@@ -414,5 +414,4 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
 
 
 __all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for",
-           "export_jsonl", "export_csv",
-           "export_warc", "export_triples"]
+           "export_jsonl", "export_csv", "export_warc", "export_triples"]
