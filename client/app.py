@@ -634,7 +634,8 @@ class CrawlApplication:
             pr.pages += done["pages"]
             pr.documents += done["documents"]
             pr.errors += done["errors"]
-            pr.to_visit = done.get("to_visit") if done.get("to_visit") is not None else pr.to_visit
+            if done.get("to_visit") is not None:
+                pr.to_visit = done["to_visit"]
             acked = True
         if acked:
             pr.last_result = time.monotonic()

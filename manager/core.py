@@ -12,8 +12,9 @@ carries the actions out.
 Scheduling (Alchemi's dispatcher, made exact): a READY thread goes to the connected, accepting
 executor with the most idle workers (least loaded), among those the one holding the fewest
 threads; when none has an idle worker, to the one with the most free slots in its local buffer
-(``prefetch`` threads beyond its workers); ties go round robin (:attr:`Executor.rank`). So a thread waits in a buffer, counting against its host's politeness
-budget without being fetched, only while every executor able to run it is busy. An executor
+(``prefetch`` threads beyond its workers); ties go round robin (:attr:`Executor.rank`). So a
+thread waits in a buffer, counting against its host's politeness budget without being fetched,
+only while every executor able to run it is busy. An executor
 that holds work is refilled once it has ``prefetch`` free slots (:attr:`Executor.refill`), so
 it still holds a thread for each worker, and its refills travel ``prefetch`` to an ``assign``.
 Capability-based dispatch: an executor declares its ``capabilities`` when it registers

@@ -85,27 +85,35 @@ def holder_name(endpoint: str = "", pid: int | None = None) -> str:
     return f"{socket.gethostname()} pid {pid} started {started:.2f} {endpoint}".strip()[:255]
 
 
+def _parse_holder(holder: str) -> tuple[str, int, float, str] | None:
+    """A lease ``holder`` (see :func:`holder_name`) as ``(host, pid, started, endpoint)``; None
+    when it is not in that form."""
+    parts = holder.split()
+    try:
+        return parts[0], int(parts[2]), float(parts[4]), " ".join(parts[5:])
+    except (IndexError, ValueError):
+        return None
+
+
 def describe_holder(holder: str) -> str:
     """A lease ``holder`` (see :func:`holder_name`) in words: ``pid 17611 on HOST since
     2026-11-28 14:36:57 UTC, at tcp://...``; the text as it is when it is not in that form."""
-    parts = holder.split()
-    try:
-        host, pid, started = parts[0], int(parts[2]), float(parts[4])
-    except (IndexError, ValueError):
+    parsed = _parse_holder(holder)
+    if parsed is None:
         return holder
+    host, pid, started, endpoint = parsed
     since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"pid {pid} on {host} since {since}" + (f", at {' '.join(parts[5:])}" if parts[5:] else "")
+    return f"pid {pid} on {host} since {since}" + (f", at {endpoint}" if endpoint else "")
 
 
 def local_holder_alive(holder: str) -> bool | None:
     """Whether the process named by ``holder`` (see :func:`holder_name`) still runs: True or
     False for a holder on this host (a zombie, ended but not yet reaped, does not run), None for
     another host's (unknowable from here)."""
-    parts = holder.split()
-    try:
-        host, pid, started = parts[0], int(parts[2]), float(parts[4])
-    except (IndexError, ValueError):
+    parsed = _parse_holder(holder)
+    if parsed is None:
         return None
+    host, pid, started, _ = parsed
     if host != socket.gethostname():
         return None
     try:
