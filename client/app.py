@@ -255,6 +255,8 @@ class CrawlApplication:
         self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
         self._wired: dict[str, dict] = {}
         self._scope_widened = False  # a seed's redirect widened the scope: the next submit says so
+        self._taken_over = False  # the manager opened the application and the frontier is in hand (_take_over)
+        self._next_look_at = math.inf  # --watch: monotonic s of the next look for documents due
 
     # ------------------------------------------------------------------ connection
 
@@ -272,8 +274,11 @@ class CrawlApplication:
                                  client=self.client_token)
 
     def _opened(self, message: p.ApplicationOpened) -> None:
-        """The manager opened the application: keep its id, and submit again what is in flight
-        (after a reconnect the manager may have lost them; it ignores duplicates)."""
+        """The manager opened the application: keep its id, take the crawl database in hand the
+        first time (:meth:`_take_over`), and submit again what is in flight (after a reconnect
+        the manager may have lost them; it ignores duplicates)."""
+        if not self._taken_over:
+            self._take_over()
         if message.application_id != self.application_id:
             self.application_id = message.application_id
             self.store.set_meta("application_id", message.application_id)
@@ -281,6 +286,28 @@ class CrawlApplication:
         log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
         if self.in_flight:
             self._submit(list(self.in_flight.values()))
+
+    def _take_over(self) -> None:
+        """This client's first writes to the crawl's frontier, made only once the manager has
+        opened the application to it, so that a client refused the application (another one is
+        crawling this database) changes nothing of the other's: release what an earlier client
+        left in flight (it is submitted again), and for a recrawl queue the documents due and
+        record the recrawl."""
+        self._taken_over = True
+        self.store.release_all()
+        if not self.recrawl:
+            return
+        self.store.recrawl_since = utcnow()
+        due = self.store.queue_due(every=self.recrawl == "all")
+        maps = self.store.queue_sitemaps(every=True) if self.settings.sitemaps else 0
+        if maps:
+            log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)
+        mode = "watch" if self.watch else self.recrawl
+        self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
+        self.recrawl_id = self.store.start_recrawl(mode, due)
+        log.info("recrawl (%s): %d documents due", mode, due)
+        if self.watch:
+            self._next_look_at = self._next_look()
 
     def _wire(self, spec) -> dict:
         """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""
@@ -366,21 +393,9 @@ class CrawlApplication:
         """
         stop = stop or threading.Event()
         s = self.settings
-        self.store.release_all()
         # a recrawl's --max-pages bounds the pages of this run (its documents are visited already)
         self.visited_before = 0 if self.recrawl else self.store.counts()["visited"]
-        next_look = math.inf
-        if self.recrawl:
-            self.store.recrawl_since = utcnow()
-            due = self.store.queue_due(every=self.recrawl == "all")
-            maps = self.store.queue_sitemaps(every=True) if s.sitemaps else 0
-            if maps:
-                log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)
-            mode = "watch" if self.watch else self.recrawl
-            self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
-            self.recrawl_id = self.store.start_recrawl(mode, due)
-            log.info("recrawl (%s): %d documents due", mode, due)
-            next_look = self._next_look() if self.watch else math.inf
+        self._next_look_at = math.inf
         if self.on_progress is not None:
             self.progress.to_visit = self._frontier_size()
         last_check = last_result = time.monotonic()
@@ -437,7 +452,7 @@ class CrawlApplication:
                     last_check = now
                     if self.link.up and self.in_flight and not self.results:
                         self._check_waiting(now, last_result)
-                if now >= next_look and self._applying is None and self._db_available(now):
+                if now >= self._next_look_at and self._applying is None and self._db_available(now):
                     # --watch: queue what has come due since the last look
                     try:
                         due = self.store.queue_due()
@@ -451,7 +466,7 @@ class CrawlApplication:
                         self.store.update_recrawl(self.recrawl_id, self.progress.recrawl)
                         log.info("recrawl: %d more documents due", due)
                         exhausted = False
-                    next_look = self._next_look()
+                    self._next_look_at = self._next_look()
                 limit = bool(s.max_pages) and self.visited_before + self.progress.pages >= s.max_pages
                 if (self.link.up and exhausted and not self.in_flight and not self.results and self._applying is None
                         and (not self.watch or limit)):
