@@ -24,6 +24,7 @@ between attempts, kept by :class:`LinkState`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -36,6 +37,10 @@ from gridcrawl.settings import Settings
 from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, receive, send, why_unreachable
 
 log = logging.getLogger("gridcrawl.link")
+
+#: Seconds between two log lines about malformed messages from the manager (the first is
+#: logged at once, later ones counted): a broken peer must not flood the log.
+MALFORMED_LOG_EVERY = 10.0
 
 
 def split_endpoints(values: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -314,6 +319,8 @@ class ManagerLink:
         self.on_connect, self.clock, self.log = on_connect, clock, logger
         self.socket: zmq.Socket | None = None
         self._watch: HandshakeWatch | None = None
+        self._probed = False  # the network was asked what sent a malformed message (_malformed)
+        self._malformed_count, self._malformed_said = 0, -math.inf
 
     @property
     def managers(self) -> ManagerEndpoints:
@@ -342,10 +349,33 @@ class ManagerLink:
             try:
                 message = p.decode(frames)
             except p.ProtocolError as exc:
-                self.log.warning("dropped a malformed message from the manager: %s", exc)
+                self._malformed(exc)
                 continue
             self._carry_out(self.state.received(self.clock(), message))
             yield message
+
+    def _malformed(self, exc: p.ProtocolError) -> None:
+        """A message from the manager that does not decode (``exc`` says why). Before any
+        manager has answered, the network is asked what listens there (:func:`why_unreachable`,
+        once): a web server's answer to ZeroMQ's greeting reads as ZeroMQ 1.0 frames, and one
+        comes with every reconnect (about a hundred a second), so such a peer ends the link at
+        once with :class:`~gridcrawl.errors.ManagerUnreachable` naming it. Otherwise the message
+        is logged and dropped: the first one, then one line with the count every
+        :data:`MALFORMED_LOG_EVERY` seconds."""
+        if not self.state.ever_up and not self._probed:
+            self._probed = True
+            endpoint = self.managers.current
+            hint = why_unreachable(endpoint)
+            if hint is not None:
+                raise ManagerUnreachable(f"the manager at {endpoint} answered in a form gridcrawl cannot read ({exc}): "
+                                         f"{hint}")
+        now = self.clock()
+        self._malformed_count += 1
+        if now - self._malformed_said >= MALFORMED_LOG_EVERY:
+            more = (f" ({self._malformed_count} in the last {now - self._malformed_said:.0f} s)"
+                    if self._malformed_count > 1 else "")
+            self.log.warning("dropped a malformed message from the manager%s: %s", more, exc)
+            self._malformed_said, self._malformed_count = now, 0
 
     def tick(self) -> None:
         """Check the handshake and the time: give up, reconnect or beat as due."""

@@ -97,6 +97,49 @@ def test_a_manager_address_where_something_else_listens_is_named():
     assert "handshake" not in out
 
 
+#: nginx 1.22's whole answer to ZeroMQ's greeting (its body completes the frames libzmq reads)
+NGINX_400 = (b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\nDate: Sat, 28 Nov 2026 16:33:24 GMT\r\n"
+             b"Content-Type: text/html\r\nContent-Length: 150\r\nConnection: close\r\n\r\n"
+             b"<html>\r\n<head><title>400 Bad Request</title></head>\r\n<body>\r\n"
+             b"<center><h1>400 Bad Request</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+
+
+@pytest.mark.parametrize("program", [("gridcrawl.executor",),
+                                     ("gridcrawl.client", "--db", "sqlite:///c.db", "--no-progress", "http://127.0.0.1:9/")])
+def test_a_manager_address_where_a_web_server_answers_fails_at_once_without_flooding_the_log(tmp_path, program):
+    """--manager pointed at a web server that answers ZeroMQ's greeting with "400 Bad Request"
+    and closes, as nginx does: libzmq reads that answer as ZeroMQ 1.0 frames, one malformed
+    message per reconnect (about a hundred a second). The program says what listens there and
+    exits at once, instead of logging each message until its connect timeout (before: a
+    thousand warnings in ten seconds; here the timeout is 120 s, the run's limit 60 s)."""
+    import socket
+    import threading
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer_like_a_web_server():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2)
+                try:
+                    conn.recv(64)
+                    conn.sendall(NGINX_400)
+                except OSError:
+                    pass
+    threading.Thread(target=answer_like_a_web_server, daemon=True).start()
+    try:
+        rc, out, _ = run(program[0], "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "120",
+                         *program[1:], timeout=60, cwd=tmp_path)
+    finally:
+        server.close()
+    assert_user_error(rc, out, f"what listens at 127.0.0.1:{port} does not speak ZeroMQ: not a gridcrawl manager")
+    assert "malformed" not in out and len(out.strip().splitlines()) == 1, out
+
+
 def test_why_a_manager_is_unreachable_names_a_host_that_does_not_resolve(monkeypatch):
     import socket
     from gridcrawl.transport import why_unreachable

@@ -1,7 +1,8 @@
 """The link of a peer to the manager (:mod:`gridcrawl.link`), without sockets: the manager
 endpoints of a grid with hot-standby managers, the comma-separated form of ``--manager`` in the
 configuration and environment, and the Paranoid Pirate decisions of :class:`LinkState` (events and
-times in, actions out) that executor, client and operator command share."""
+times in, actions out) that executor, client and operator command share; and, with a real ROUTER
+socket on 127.0.0.1, what the socket-owning :class:`ManagerLink` logs of malformed messages."""
 
 from __future__ import annotations
 
@@ -190,3 +191,58 @@ def test_a_failed_handshake_is_final_before_the_first_answer_and_logged_after():
     assert isinstance(fail.error, Refused)
     state = up(link(A))
     assert state.handshake_failed(1.0, "the manager refused this program's CURVE key") == []
+
+
+def test_a_manager_sending_malformed_messages_after_it_answered_is_logged_once_per_interval(caplog):
+    """Once the manager has answered, malformed messages from it are dropped and logged: the
+    first at once, then one line with their count per ``MALFORMED_LOG_EVERY`` seconds, not a
+    line each (a broken peer must not flood the log). A real ROUTER socket on 127.0.0.1 plays
+    the manager; the link's clock is the test's."""
+    import logging
+    import time as _time
+
+    import zmq
+
+    from gridcrawl.link import MALFORMED_LOG_EVERY, ManagerLink
+    from gridcrawl.transport import receive, send
+
+    now = [100.0]
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    link = ManagerLink(context, Settings(), f"tcp://127.0.0.1:{port}", lambda: p.Heartbeat(), (p.Welcome,),
+                       clock=lambda: now[0])
+
+    def drain() -> list[p.Message]:
+        """Read until the manager's next sentinel heartbeat (messages on one connection keep order)."""
+        send(router, p.Heartbeat(), peer)
+        got: list[p.Message] = []
+        deadline = _time.monotonic() + 10
+        while not any(isinstance(m, p.Heartbeat) for m in got) and _time.monotonic() < deadline:
+            if link.socket.poll(50):
+                got += link.receive()
+        return got
+    try:
+        link.start()
+        assert router.poll(5000)
+        peer = receive(router)[0]
+        send(router, p.Welcome("e1", 1.0, 3), peer)
+        drain()
+        assert link.up
+        with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+            for _ in range(50):
+                router.send_multipart([peer, b"junk"])
+            assert drain() == [p.Heartbeat()]
+            assert [r.getMessage() for r in caplog.records] == [
+                "dropped a malformed message from the manager: expected 3 frames, got 1"]
+            now[0] += MALFORMED_LOG_EVERY
+            router.send_multipart([peer, b"junk"])
+            drain()
+        lines = [r.getMessage() for r in caplog.records]
+        assert lines[1:] == [f"dropped a malformed message from the manager (50 in the last "
+                             f"{MALFORMED_LOG_EVERY:.0f} s): expected 3 frames, got 1"]
+        assert link.up  # dropped, not taken for the manager's answer nor its loss
+    finally:
+        link.close(linger=0)
+        router.close(linger=0)
+        context.term()
