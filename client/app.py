@@ -395,7 +395,6 @@ class CrawlApplication:
         s = self.settings
         # a recrawl's --max-pages bounds the pages of this run (its documents are visited already)
         self.visited_before = 0 if self.recrawl else self.store.counts()["visited"]
-        self._next_look_at = math.inf
         if self.on_progress is not None:
             self.progress.to_visit = self._frontier_size()
         last_check = last_result = time.monotonic()
