@@ -98,7 +98,9 @@ def serve(
         server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,
                                standby=standby, advertise=advertise, record_process=True)
     except zmq.ZMQError as exc:
-        fail(f"cannot listen on {bind}: {exc}")
+        why = ("another program listens there (another gridcrawl-manager? a web server?): stop it, or give "
+               "another --bind port" if exc.errno == zmq.EADDRINUSE else str(exc).split(" (addr=")[0])
+        fail(f"cannot listen on {bind}: {why}")
     except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:

@@ -140,6 +140,16 @@ def test_a_manager_address_where_a_web_server_answers_fails_at_once_without_floo
     assert "malformed" not in out and len(out.strip().splitlines()) == 1, out
 
 
+def test_a_manager_bound_where_another_program_listens_says_so(tmp_path):
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        rc, out, _ = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{port}", "--db", f"sqlite:///{tmp_path}/m.db")
+    assert_user_error(rc, out, f"cannot listen on tcp://127.0.0.1:{port}: another program listens there "
+                               "(another gridcrawl-manager? a web server?): stop it, or give another --bind port")
+    assert "addr=" not in out
+
+
 def test_why_a_manager_is_unreachable_names_a_host_that_does_not_resolve(monkeypatch):
     import socket
     from gridcrawl.transport import why_unreachable
