@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -145,33 +144,3 @@ def test_a_page_with_200000_links_does_not_make_the_client_look_dead(tmp_path, s
           f"crawl seconds={seconds:.1f}, client detached by the manager {detached} times (liveness 3 s)")
     assert status == 0 and queued == 200_000 and detached == 0, grid.log("client.log")[-2000:]
     assert apply_seconds >= 1.0  # the apply was long (logged); the loop heartbeated meanwhile
-
-
-def test_a_client_refused_the_application_leaves_the_crawling_clients_frontier_alone(tmp_path, site_server):
-    """A second client started on a crawl database that another client is crawling is refused
-    by the manager, and has changed nothing of the first's frontier: the grid threads the first
-    submitted are still in flight (before, the second released them at start, so that the first
-    claimed and submitted them twice)."""
-    site = generate_site(20, links_per_page=3, seed=7)
-    server = site_server(site)
-    grid = Grid(tmp_path)
-    try:
-        grid.start_manager()  # no executor: the first client's threads stay in flight
-        first = grid.start_client(server.url("/"))
-
-        def in_flight() -> list[tuple]:
-            try:
-                return grid.query("crawl", "SELECT url FROM to_visit_url WHERE in_flight = 1")
-            except Exception:
-                return []
-        wait_for(lambda: in_flight(), 20, message="the first client's seed in flight")
-        before = sorted(in_flight())
-        second = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
-                                 "--db", grid.crawl_db, "--no-progress"], capture_output=True, text=True, timeout=60)
-        assert second.returncode == 2, second.stderr
-        assert "in use by another client" in second.stderr
-        assert sorted(in_flight()) == before
-        assert first.poll() is None  # the first goes on
-    finally:
-        grid.stop()
-

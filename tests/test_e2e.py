@@ -121,6 +121,35 @@ def test_a_second_client_on_a_crawl_database_in_use_is_refused_and_the_first_goe
     assert set(counts.values()) == {1}, "a page was fetched twice"
 
 
+def test_a_client_refused_the_application_leaves_the_crawling_clients_frontier_alone(tmp_path, site_server):
+    """A second client started on a crawl database that another client is crawling is refused
+    by the manager, and has changed nothing of the first's frontier: the grid threads the first
+    submitted are still in flight (before, the second released them at start, so that the first
+    claimed and submitted them twice)."""
+    site = generate_site(20, links_per_page=3, seed=7)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()  # no executor: the first client's threads stay in flight
+        first = grid.start_client(server.url("/"))
+
+        def in_flight() -> list[tuple]:
+            try:
+                return grid.query("crawl", "SELECT url FROM to_visit_url WHERE in_flight = 1")
+            except Exception:
+                return []
+        wait_for(lambda: in_flight(), 20, message="the first client's seed in flight")
+        before = sorted(in_flight())
+        second = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
+                                 "--db", grid.crawl_db, "--no-progress"], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second.stderr
+        assert "in use by another client" in second.stderr
+        assert sorted(in_flight()) == before
+        assert first.poll() is None  # the first goes on
+    finally:
+        grid.stop()
+
+
 def test_a_seed_that_redirects_to_another_host_brings_that_host_into_the_scope(tmp_path, site_server):
     """``http://wiki/`` answering 301 to ``http://wiki.corp.example/``: the redirect target's host
     joins the crawl's scope (Heritrix's seedsRedirectNewSeeds), the whole site behind it is
