@@ -49,6 +49,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
+from gridcrawl.urls import url_host
 from gridcrawl.rules import instruction_for
 from gridcrawl.schedule import VERDICTS
 from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
@@ -144,6 +145,8 @@ FRONTIER_COUNT_SHARE = 0.05
 #: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
 WAIT_BEATS = 5
 WAIT_REPEAT = 60.0
+#: Hosts named, at most, when the client says that no result has come for a while.
+SILENT_HOSTS = 3
 
 
 def _links(outcome: Outcome) -> int:
@@ -362,23 +365,46 @@ class CrawlApplication:
         return sorted(needs)
 
     def _check_waiting(self, now: float, last_result: float) -> None:
-        """Say so when no result has come for ``WAIT_BEATS`` heartbeat intervals and threads in
-        flight need a capability: they wait for an executor that has it (the manager holds them
-        until one connects), rather than the crawl hanging silently."""
-        if now - last_result < WAIT_BEATS * self.settings.heartbeat_interval:
+        """Say why no result has come for a while rather than let the crawl look hung (again
+        every ``WAIT_REPEAT`` seconds while nothing changes).
+
+        After ``WAIT_BEATS`` heartbeat intervals, threads in flight that need a capability are
+        named by need: they wait for an executor that has it (the manager holds them until one
+        connects). After twice ``download_timeout`` (the longest one attempt may take: robots.txt's
+        fetch, then the page's), the threads in flight are named by host: a host that accepts
+        connections but does not answer costs each attempt the whole deadline, and an unreachable
+        robots.txt keeps its host disallowed for ``robots_retry`` seconds before each of
+        ``retry_times`` retries (about 3.5 minutes with the defaults)."""
+        s = self.settings
+        silent = now - last_result
+        if silent < WAIT_BEATS * s.heartbeat_interval:
             return
         counts: dict[str, int] = {}
         for pend in self.in_flight.values():
             for need in self._needs(pend):
                 counts[need] = counts.get(need, 0) + 1
-        if not counts or (counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT):
+        if not counts and silent < 2 * s.download_timeout:
+            return
+        if counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT:
             return
         self.progress.waiting = counts
         self._waiting_said = now
-        what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
-        log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
-                    "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
-                    "waiting threads", now - last_result, len(self.in_flight), what)
+        if counts:
+            what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
+            log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
+                        "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
+                        "waiting threads", silent, len(self.in_flight), what)
+        else:
+            hosts = collections.Counter(url_host(pend.url) for pend in self.in_flight.values())
+            named = ", ".join(f"{host} ({n})" for host, n in hosts.most_common(SILENT_HOSTS))
+            if len(hosts) > SILENT_HOSTS:
+                named += f" and {len(hosts) - SILENT_HOSTS} more hosts"
+            n = len(self.in_flight)
+            log.warning("no result for %.0f s from %d grid thread%s in flight, on %s: a host that accepts "
+                        "connections but never answers costs each attempt up to %g s (download_timeout), and "
+                        "one whose robots.txt is unreachable is tried again %d times, %g s apart (retry_times, "
+                        "robots_retry); the manager's log names each retry",
+                        silent, n, "" if n == 1 else "s", named, s.download_timeout, s.retry_times, s.robots_retry)
         if self.on_progress:
             self.on_progress(self.progress)
 

@@ -238,6 +238,42 @@ def test_gridcrawl_run_takes_its_seeds_from_a_file(tmp_path, site_server):
     assert failed == 0
 
 
+def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp_path):
+    """A seed whose server accepts connections and never answers: each attempt's robots.txt runs
+    into the deadline, and the host stays disallowed for ``robots_retry`` before each retry
+    (about 3.5 minutes with the defaults). Meanwhile the crawl says what it waits for instead of
+    printing nothing; then it ends with the error. Deadline 1 s and robots_retry 2 s here."""
+    import socket
+    import threading
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    held = []
+
+    def accept_and_never_answer():
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+    threading.Thread(target=accept_and_never_answer, daemon=True).start()
+    env = {**os.environ, "GRIDCRAWL_DOWNLOAD_TIMEOUT": "1", "GRIDCRAWL_ROBOTS_RETRY": "2"}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "run", f"http://127.0.0.1:{port}/",
+                               "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
+                              capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    waited = [line for line in proc.stderr.splitlines() if "no result for" in line]
+    assert waited, proc.stderr[-3000:]
+    assert "WARNING" in waited[0] and "from 1 grid thread in flight, on 127.0.0.1 (1):" in waited[0]
+    assert "never answers" in waited[0] and "tried again 2 times, 2 s apart" in waited[0]
+    assert "robots_unreachable" in proc.stderr and "every page of this crawl failed" in proc.stderr
+    assert len(held) == 3  # robots.txt asked once per attempt: the first and retry_times (2) retries
+
+
 def test_the_next_commands_keep_the_login_and_hide_passwords():
     """The summary's "fetch the failed URLs again" command reaches the same grid the same way
     (login, CURVE key files, configuration file); a database password never shows."""
