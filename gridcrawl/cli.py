@@ -233,8 +233,8 @@ def run(
 class _ChildrenWatch(threading.Thread):
     """Ends ``gridcrawl run``'s crawl when its own manager exits, or every executor has, while the
     crawl runs: logs why, sets ``stop`` and keeps the one-line reason in :attr:`failure` (the
-    command then exits with status 2). Once ``stop`` is set otherwise (Ctrl-C, which the children
-    get too), it watches no more. A standalone client waits for a manager that is gone to
+    command then exits with status 2). Once ``stop`` is set otherwise (Ctrl-C, SIGTERM), it
+    watches no more: the children are being stopped on purpose. A standalone client waits for a manager that is gone to
     come back (it may be failing over); the manager ``gridcrawl run`` forked will not, and without
     executors no thread would ever run. One executor that exits is only logged: the crawl goes on
     with the others (its threads are run again elsewhere, after its liveness).
@@ -254,7 +254,7 @@ class _ChildrenWatch(threading.Thread):
         manager, *executors = self.processes
         gone: set[int] = set()
         while not self._closed.wait(self.interval):
-            if self.stop.is_set():  # stopping on purpose (Ctrl-C reaches the children too): they may exit first
+            if self.stop.is_set():  # stopping on purpose (a SIGTERM to the group reaches the children too)
                 return
             if manager.poll() is not None:
                 self.failure = (f"the manager exited with status {manager.returncode} during the crawl; "

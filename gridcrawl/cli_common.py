@@ -371,6 +371,10 @@ def _forked_main(main, module: str, args: list[str], pipe: tuple[int, int]) -> N
     os.dup2(read_end, 0)
     os.close(read_end)
     sys.stdin = open(0, closefd=False)
+    # Ctrl-C at a terminal signals the whole process group: the parent alone takes it, stops its
+    # own work first (a client stores what it holds while its manager still answers), then stops
+    # this child with SIGTERM (stop_on_signals keeps an ignored SIGINT ignored)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent()
     role = args[args.index("--name") + 1] if "--name" in args else module.rsplit(".", 1)[-1]
     name_process(f"gc-{role}")  # what ps, top and psutil's name() show: its command line is the parent's
@@ -441,7 +445,11 @@ class StopEvent(threading.Event):
 def stop_on_signals() -> StopEvent:
     """An event set by the first SIGINT/SIGTERM (graceful stop), or when the parent that started
     this program with a :class:`ChildWatch` dies; a second signal exits at once. Loops that
-    poll may register it with their poller (:class:`StopEvent`)."""
+    poll may register it with their poller (:class:`StopEvent`).
+
+    A SIGINT that is ignored when this is called stays ignored, as the Unix convention for
+    programs started so (a non-interactive shell's background job; a child of ``gridcrawl run``,
+    whose parent takes Ctrl-C and stops it with SIGTERM once its own work is stopped)."""
     stop = StopEvent()
     _watch_parent(stop)
 
@@ -451,7 +459,8 @@ def stop_on_signals() -> StopEvent:
         logging.getLogger("gridcrawl").info("signal %d: stopping (again to exit at once)", signum)
         stop.set({signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}"))
 
-    signal.signal(signal.SIGINT, handler)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, handler)
     for name in ("SIGTERM", "SIGBREAK"):  # SIGBREAK: Ctrl-Break, Windows only
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), handler)
