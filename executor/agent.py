@@ -338,6 +338,8 @@ class ExecutorAgent:
                 events = dict(poller.poll(min(100, s.heartbeat_interval * 250)))
                 if self.results in events:
                     self._forward_results()
+                if stop.is_set():
+                    break  # stopping: the manager's own goodbye, if it came too, is not news
                 self._report_starts()
                 if polled in events:
                     for message in self.link.receive():

@@ -56,9 +56,10 @@ def _free_port() -> int:
 
 
 def _stop(processes: list, timeout: float = 5.0) -> None:
-    """SIGTERM every process (:class:`subprocess.Popen` or :class:`ForkedChild`), wait up to
-    ``timeout`` seconds for their exit, then SIGKILL what is left."""
-    for proc in processes:
+    """SIGTERM every process (:class:`subprocess.Popen` or :class:`ForkedChild`), the last
+    started first (the executors say goodbye to a manager that still listens, rather than
+    hearing it leave), wait up to ``timeout`` seconds for their exit, then SIGKILL what is left."""
+    for proc in reversed(processes):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
