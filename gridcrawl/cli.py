@@ -125,7 +125,8 @@ def run(
     """Run a manager, EXECUTORS executor processes and a client on this machine and crawl SEEDS.
 
     Databases: WORKDIR/manager.db (thread timings) and WORKDIR/crawl.db (documents); logs:
-    WORKDIR/*.log. Running it again with the same WORKDIR resumes the crawl.
+    WORKDIR/*.log. Running it again with the same WORKDIR resumes the crawl; seeds of another
+    site are refused in the default WORKDIR's crawl, added to a given WORKDIR's.
     """
     from gridcrawl.db import open_database
     setup_logging(log_level)
@@ -166,6 +167,12 @@ def run(
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
     if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
+    if seeds and resumed and getattr(ctx.get_parameter_source("workdir"), "name", "") == "DEFAULT":
+        other = _another_crawl(crawl_db, seeds)
+        if other:
+            fail(f"{workdir} (the default --workdir) holds another crawl (of {other}), which none of the seeds "
+                 f"is part of: give --workdir DIR for a crawl of their own, or --workdir {workdir} to add "
+                 f"them to that one")
     if workdir.exists() and not workdir.is_dir():
         fail(f"--workdir {workdir} is a file, not a directory")
     try:
@@ -419,6 +426,38 @@ def _stored_meta(crawl_db: str) -> dict[str, str]:
         return {}
     finally:
         engine.dispose()
+
+
+def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
+    """What the crawl database at URL ``crawl_db`` holds (``"127.0.0.1: 5 URLs visited, 109 left
+    to visit"``) when it holds a crawl and none of ``seeds`` (valid seed URLs) is a URL of it,
+    visited or to visit; else ``""``. A user who runs ``gridcrawl run OTHER-SITE`` in the folder
+    of an earlier crawl without ``--workdir`` means a new crawl, not to add a site to that one."""
+    from gridcrawl.db import open_database
+    import sqlalchemy as sa
+    from gridcrawl import models
+    from gridcrawl.urls import canonical_url, fingerprint
+    keys = [fingerprint(canonical_url(seed)) for seed in seeds]
+    try:
+        engine = open_database(crawl_db, existing=True)
+    except DatabaseUnavailable:
+        return ""
+    try:
+        with engine.connect() as conn:
+            counts = []
+            for table in (models.visited_url, models.to_visit_url):
+                if conn.execute(sa.select(table.c.fingerprint).where(table.c.fingerprint.in_(keys)).limit(1)).first():
+                    return ""
+                counts.append(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
+    except sa.exc.DBAPIError:
+        return ""
+    finally:
+        engine.dispose()
+    if not any(counts):
+        return ""
+    hosts = _stored_hosts(crawl_db)
+    shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    return f"{shown or 'its seeds'}: {counts[0]} URLs visited, {counts[1]} left to visit"
 
 
 def _stored_hosts(crawl_db: str) -> list[str]:

@@ -147,6 +147,36 @@ def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(
     assert before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
 
 
+def test_a_new_site_in_the_default_workdir_of_another_crawl_is_refused_not_mixed_in(tmp_path, site_server):
+    """Without --workdir every `gridcrawl run` in a folder uses ./gridcrawl-run. A run whose seeds
+    are none of the URLs of the crawl there (another site) exits 2 and changes nothing, naming
+    that crawl and both ways on (before: its seed joined the other crawl, whose --max-pages,
+    reached already, then visited nothing); the same seed again resumes; an explicit --workdir
+    adds the other site to the crawl."""
+    first, second = generate_site(12, links_per_page=3, seed=5), generate_site(6, links_per_page=2, seed=6)
+    one, two = site_server(first), site_server(second, host="127.0.0.2")
+    command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "1", "--no-progress", "--no-sitemaps"]
+
+    def run(*args):
+        return subprocess.run([*command, *args], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert run(one.url("/"), "--max-pages", "4").returncode == 0
+    grid = Grid(tmp_path / "gridcrawl-run")
+    count = "SELECT (SELECT count(*) FROM visited_url), (SELECT count(*) FROM to_visit_url)"
+    before = grid.query("crawl", count)
+    other = run(two.url("/"))
+    assert other.returncode == 2, other.stderr[-2000:]
+    assert other.stderr.strip() == (
+        f"error: gridcrawl-run (the default --workdir) holds another crawl (of 127.0.0.1: {before[0][0]} URLs "
+        f"visited, {before[0][1]} left to visit), which none of the seeds is part of: give --workdir DIR for a "
+        "crawl of their own, or --workdir gridcrawl-run to add them to that one")
+    assert grid.query("crawl", count) == before
+    assert run(one.url("/")).returncode == 0  # the same seed: resumed to the end
+    added = run(two.url("/"), "--workdir", "gridcrawl-run")
+    assert added.returncode == 0, added.stderr[-2000:]
+    stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert stored == {one.url(p) for p in reachable(first)} | {two.url(p) for p in reachable(second)}
+
+
 def test_the_progress_bar_shows_the_frontier_and_ends_at_zero_to_visit(tmp_path, site_server):
     """On a terminal the bar shows the URLs left to visit (the frontier, counted now and then),
     and its last frame, drawn after a final count, says none is left when the crawl is done."""
