@@ -255,7 +255,9 @@ class CrawlApplication:
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
         self.visited_before = 0
-        self._waiting_said = float("-inf")  # when threads waiting for a capability were last reported
+        self._waiting_said = float("-inf")  # when the client last said why no result comes (_check_waiting)
+        self._waiting_reason: object = None  # and the reason it gave
+        self._executors: int | None = None  # executors taking grid threads, by the manager's last heartbeat
         self._wired: dict[str, dict] = {}
         self._scope_widened = False  # a seed's redirect widened the scope: the next submit says so
         self._taken_over = False  # the manager opened the application and the frontier is in hand (_take_over)
@@ -366,15 +368,17 @@ class CrawlApplication:
 
     def _check_waiting(self, now: float, last_result: float) -> None:
         """Say why no result has come for a while rather than let the crawl look hung (again
-        every ``WAIT_REPEAT`` seconds while nothing changes).
+        every ``WAIT_REPEAT`` seconds while the reason stays the same).
 
-        After ``WAIT_BEATS`` heartbeat intervals, threads in flight that need a capability are
-        named by need: they wait for an executor that has it (the manager holds them until one
-        connects). After twice ``download_timeout`` (the longest one attempt may take: robots.txt's
-        fetch, then the page's), the threads in flight are named by host: a host that accepts
-        connections but does not answer costs each attempt the whole deadline, and an unreachable
-        robots.txt keeps its host disallowed for ``robots_retry`` seconds before each of
-        ``retry_times`` retries (about 3.5 minutes with the defaults)."""
+        After ``WAIT_BEATS`` heartbeat intervals: when the manager's heartbeat says no executor
+        takes grid threads (none connected; each an ``--idle-only`` one whose desktop is in use,
+        or quarantined), that; else the threads in flight that need a capability, by need: they
+        wait for an executor that has it (the manager holds them until one connects). After
+        twice ``download_timeout`` (the longest one attempt may take: robots.txt's fetch, then
+        the page's), the threads in flight by host: a host that accepts connections but does
+        not answer costs each attempt the whole deadline, and an unreachable robots.txt keeps
+        its host disallowed for ``robots_retry`` seconds before each of ``retry_times`` retries
+        (about 3.5 minutes with the defaults)."""
         s = self.settings
         silent = now - last_result
         if silent < WAIT_BEATS * s.heartbeat_interval:
@@ -383,28 +387,41 @@ class CrawlApplication:
         for pend in self.in_flight.values():
             for need in self._needs(pend):
                 counts[need] = counts.get(need, 0) + 1
-        if not counts and silent < 2 * s.download_timeout:
+        if self._executors == 0:
+            reason = "no executor"
+        elif counts:
+            reason = counts
+        elif silent >= 2 * s.download_timeout:
+            reason = "silent"
+        else:
             return
-        if counts == self.progress.waiting and now - self._waiting_said < WAIT_REPEAT:
+        if reason == self._waiting_reason and now - self._waiting_said < WAIT_REPEAT:
             return
+        self._waiting_reason, self._waiting_said = reason, now
         self.progress.waiting = counts
-        self._waiting_said = now
-        if counts:
+        n = len(self.in_flight)
+        threads = f"{n} grid thread{'' if n == 1 else 's'} in flight"
+        if reason == "no executor":
+            log.warning("no result for %.0f s: no executor takes grid threads now (none is connected to the "
+                        "manager at %s, or each is an --idle-only one whose desktop is in use); the %s %s "
+                        "at the manager until one does (gridcrawl-executor --manager %s)", silent,
+                        self.link.state.managers.current, threads, "waits" if n == 1 else "wait",
+                        self.link.state.managers.current)
+        elif counts:
             what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
             log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
                         "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
-                        "waiting threads", silent, len(self.in_flight), what)
+                        "waiting threads", silent, n, what)
         else:
             hosts = collections.Counter(url_host(pend.url) for pend in self.in_flight.values())
             named = ", ".join(f"{host} ({n})" for host, n in hosts.most_common(SILENT_HOSTS))
             if len(hosts) > SILENT_HOSTS:
                 named += f" and {len(hosts) - SILENT_HOSTS} more hosts"
-            n = len(self.in_flight)
-            log.warning("no result for %.0f s from %d grid thread%s in flight, on %s: a host that accepts "
-                        "connections but never answers costs each attempt up to %g s (download_timeout), and "
-                        "one whose robots.txt is unreachable is tried again %d times, %g s apart (retry_times, "
-                        "robots_retry); the manager's log names each retry",
-                        silent, n, "" if n == 1 else "s", named, s.download_timeout, s.retry_times, s.robots_retry)
+            log.warning("no result for %.0f s from %s, on %s: a host that accepts connections but never "
+                        "answers costs each attempt up to %g s (download_timeout), and one whose robots.txt is "
+                        "unreachable is tried again %d times, %g s apart (retry_times, robots_retry); the "
+                        "manager's log names each retry",
+                        silent, threads, named, s.download_timeout, s.retry_times, s.robots_retry)
         if self.on_progress:
             self.on_progress(self.progress)
 
@@ -456,6 +473,9 @@ class CrawlApplication:
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
                                                                 done.attempts, done.failed))
                                     oldest_result = oldest_result or time.monotonic()
+                        elif isinstance(message, p.Heartbeat):
+                            if message.executors is not None:
+                                self._executors = message.executors
                         elif isinstance(message, p.ApplicationOpened):
                             self._opened(message)
                         elif isinstance(message, p.Controlled) and message.application_id == self.application_id:

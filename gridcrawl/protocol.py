@@ -340,14 +340,17 @@ class Welcome(Message):
 
 
 class Heartbeat(Message):
-    """Any peer → any peer: I am alive (an executor adds its CPU and memory figures).
+    """Any peer → any peer: I am alive (an executor adds its CPU and memory figures; the manager tells a client how many executors take work).
 
     Figures are Alchemi's CPU columns: ``cpu_usage``/``cpu_avail`` in %, ``cpu_totalusage`` in
     CPU-seconds, plus ``mem_usage`` bytes, ``running`` threads and ``pages_per_second``.
+    ``executors`` (manager → client only): the executors that take grid threads now (connected,
+    accepting, not quarantined), so that a client whose threads get no result can say why.
     """
 
     TYPE: ClassVar[bytes] = b"heartbeat"
     figures: dict | None = None
+    executors: int | None = None
 
 
 class Job(Wire):

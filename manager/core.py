@@ -386,7 +386,10 @@ class ManagerCore:
         if now - self._last_heartbeat >= s.heartbeat_interval:
             self._last_heartbeat = now
             beat = p.Heartbeat()
-            actions.extend(Send(peer, beat) for peer in self.peers)
+            if any(kind == "client" for kind, _ in self.peers.values()):
+                to_client = p.Heartbeat(executors=sum(1 for ex in self.executors.values() if ex.connected
+                                                      and ex.accepting and ex.quarantined_until is None))
+            actions.extend(Send(peer, to_client if kind == "client" else beat) for peer, (kind, _) in self.peers.items())
         for ex in list(self.executors.values()):
             if ex.connected and judged - ex.last_seen > s.peer_timeout:
                 log.warning("executor %s (%s) silent for %.1f s: declared dead", ex.executor_id[:8],

@@ -291,6 +291,27 @@ def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     assert records and records[0][3] == {"is_connected": False}
 
 
+def test_the_heartbeat_to_a_client_counts_the_executors_that_take_work():
+    """A client learns from the manager's heartbeat how many executors take grid threads now
+    (connected, accepting, not quarantined), so that one whose threads get no result can say
+    that none does; executors get the plain heartbeat."""
+    core = make_core()
+    open_app(core)
+
+    def beats(now):
+        return {a.peer: a.message for a in sends(core.tick(now), p.Heartbeat)}
+    assert beats(1.0)[b"client"].executors == 0
+    register(core, b"a", 2, now=1.5)
+    register(core, b"b", 2, now=1.5)
+    got = beats(2.5)
+    assert got[b"client"].executors == 2
+    assert got[b"a"].executors is None and got[b"b"].executors is None
+    core.handle(b"a", p.Availability(accepting=False), 3.0)  # an idle-only desktop in use
+    core.handle(b"b", p.Bye("stopping"), 3.0)
+    core.handle(b"client", p.Heartbeat(), 3.0)
+    assert beats(3.5)[b"client"].executors == 0
+
+
 def test_a_stalled_manager_does_not_declare_dead_the_peers_whose_heartbeats_wait_unread():
     """The loop read everything up to t=2 (heard_all), then was stalled (a big submit, a slow
     pass) until t=10 while the peers went on heartbeating into its socket: nobody is dead at the

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grid import Grid, on_a_terminal
-from sites import generate_site
+from sites import generate_site, reachable
 
 
 PROGRESS_AND_LOG = """
@@ -272,6 +272,32 @@ def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp
     assert "never answers" in waited[0] and "tried again 2 times, 2 s apart" in waited[0]
     assert "robots_unreachable" in proc.stderr and "every page of this crawl failed" in proc.stderr
     assert len(held) == 3  # robots.txt asked once per attempt: the first and retry_times (2) retries
+
+
+@pytest.mark.e2e
+def test_a_client_whose_manager_has_no_executor_says_so_then_crawls_when_one_comes(tmp_path, site_server):
+    """The README's grid of several machines, started in the order a newcomer might: the
+    manager, then the client, and no executor yet. The client says within a few heartbeats that
+    no executor takes grid threads, naming the command that starts one (before: nothing, for as
+    long as none came); once one registers the crawl runs to the end."""
+    from grid import wait_for
+    site = generate_site(6, links_per_page=2, seed=8)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        client = grid.start_client(server.url("/"), "--no-sitemaps")
+        wait_for(lambda: "no executor takes grid threads now" in grid.log("client.log"), 60,
+                 message="the client saying that no executor takes work")
+        line = next(x for x in grid.log("client.log").splitlines() if "no executor takes" in x)
+        assert "WARNING" in line and f"(gridcrawl-executor --manager {grid.endpoint})" in line, line
+        assert "1 grid thread in flight waits at the manager" in line, line
+        grid.start_executor("late")
+        assert client.wait(timeout=90) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert stored == {server.url(p) for p in reachable(site)}
 
 
 def test_the_next_commands_keep_the_login_and_hide_passwords():
