@@ -403,7 +403,8 @@ class CrawlApplication:
         threads = f"{n} grid thread{'' if n == 1 else 's'} in flight"
         if reason == "no executor":
             log.warning("no result for %.0f s: no executor takes grid threads now (none is connected to the "
-                        "manager at %s, or each is an --idle-only one whose desktop is in use); the %s %s "
+                        "manager at %s, or each is an --idle-only one whose desktop is in use or is "
+                        "quarantined after timed-out attempts); the %s %s "
                         "at the manager until one does (gridcrawl-executor --manager %s)", silent,
                         self.link.state.managers.current, threads, "waits" if n == 1 else "wait",
                         self.link.state.managers.current)
