@@ -418,10 +418,11 @@ class CrawlApplication:
             named = ", ".join(f"{host} ({n})" for host, n in hosts.most_common(SILENT_HOSTS))
             if len(hosts) > SILENT_HOSTS:
                 named += f" and {len(hosts) - SILENT_HOSTS} more hosts"
-            log.warning("no result for %.0f s from %s, on %s: a host that accepts connections but never "
-                        "answers costs each attempt up to %g s (download_timeout), and one whose robots.txt is "
-                        "unreachable is tried again %d times, %g s apart (retry_times, robots_retry); the "
-                        "manager's log names each retry",
+            log.warning("no result for %.0f s from %s, on %s: they wait for their hosts — a fetch from a host "
+                        "that accepts connections but never answers runs to the deadline (%g s, "
+                        "download_timeout), a host whose robots.txt is unreachable is tried again %d times, %g s "
+                        "apart (retry_times, robots_retry), and a crawl delay or a Retry-After holds a host's "
+                        "threads at the manager; the manager's log names each retry",
                         silent, threads, named, s.download_timeout, s.retry_times, s.robots_retry)
         if self.on_progress:
             self.on_progress(self.progress)
