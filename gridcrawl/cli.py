@@ -242,9 +242,9 @@ class _ChildrenWatch(threading.Thread):
     """Ends ``gridcrawl run``'s crawl when its own manager exits, or every executor has, while the
     crawl runs: logs why, sets ``stop`` and keeps the one-line reason in :attr:`failure` (the
     command then exits with status 2). Once ``stop`` is set otherwise (Ctrl-C, SIGTERM), it
-    watches no more: the children are being stopped on purpose. A standalone client waits for a manager that is gone to
-    come back (it may be failing over); the manager ``gridcrawl run`` forked will not, and without
-    executors no thread would ever run. One executor that exits is only logged: the crawl goes on
+    watches no more: the children are being stopped on purpose. A standalone client waits for a
+    manager that is gone to come back (it may be failing over); the manager ``gridcrawl run``
+    forked will not, and without executors no thread would ever run. One executor that exits is only logged: the crawl goes on
     with the others (its threads are run again elsewhere, after its liveness).
 
     ``processes``: the manager, then the executors (:meth:`gridcrawl.cli_common.ChildWatch.start`'s
@@ -433,11 +433,10 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
     to visit"``) when it holds a crawl and none of ``seeds`` (valid seed URLs) is a URL of it,
     visited or to visit; else ``""``. A user who runs ``gridcrawl run OTHER-SITE`` in the folder
     of an earlier crawl without ``--workdir`` means a new crawl, not to add a site to that one."""
-    from gridcrawl.db import open_database
+    from gridcrawl.db import chunks, open_database
     import sqlalchemy as sa
     from gridcrawl import models
     from gridcrawl.urls import canonical_url, fingerprint
-    from gridcrawl.db import chunks
     keys = [fingerprint(canonical_url(seed)) for seed in seeds]
     try:
         engine = open_database(crawl_db, existing=True)

@@ -385,8 +385,8 @@ class ManagerCore:
         judged = now if heard_all is None else min(now, heard_all)
         if now - self._last_heartbeat >= s.heartbeat_interval:
             self._last_heartbeat = now
-            beat = p.Heartbeat()
-            if any(kind == "client" for kind, _ in self.peers.values()):
+            beat = to_client = p.Heartbeat()
+            if any(kind == "client" for kind, _ in self.peers.values()):  # clients learn how many executors take work
                 to_client = p.Heartbeat(executors=sum(1 for ex in self.executors.values() if ex.connected
                                                       and ex.accepting and ex.quarantined_until is None))
             actions.extend(Send(peer, to_client if kind == "client" else beat) for peer, (kind, _) in self.peers.items())
