@@ -262,6 +262,7 @@ class ExecutorAgent:
                         self._starts[job.attempt_id] = (generation, began, False)
                     try:
                         page = visit(self.fetcher, job.url, store_content=self.settings.store_content,
+                                     max_links=self.settings.max_links_per_page,
                                      instruction=job.instruction, robots=self.robots, parse_gate=self.parse_gate,
                                      delay=job.delay, max_crawl_delay=self.settings.max_crawl_delay,
                                      sitemap_fetcher=self.sitemap_fetcher,

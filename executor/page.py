@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import threading
 import time
 from functools import lru_cache
@@ -57,8 +58,11 @@ from gridcrawl.rules import apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
                                 triple_links, wants_body)
 
+log = logging.getLogger("gridcrawl.executor")
+
 if TYPE_CHECKING:  # Playwright is imported only by executors started with --render
     from gridcrawl.executor.render import Renderer
+
 
 @lru_cache(maxsize=8)
 def _scope_keys(domains: tuple[str, ...]) -> Domains:
@@ -100,7 +104,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
           robots: RobotsCache | None = None, parse_gate: threading.Semaphore | None = None,
           semantic_limits: Limits | None = None, plugins: dict | None = None,
           plugin_timeout: float = 10.0, renderer: Renderer | None = None,
-          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None) -> PageResult:
+          delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
+          max_links: int = 10_000) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -139,6 +144,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         plugins: the extractor plugins installed on this executor, by name
             (:func:`gridcrawl.plugins.installed_plugins`), for item specs that name one.
         plugin_timeout: seconds a plugin may spend on one page before its items fail.
+        max_links: links of the page reported, at most: the first in document order (setting
+            ``max_links_per_page``; a page that has more is logged at INFO).
 
     Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
     run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
@@ -237,7 +244,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()
         page = parse_page(body, result.final_url, content_type,
-                          skip_nofollow=not instruction.follow_nofollow)
+                          skip_nofollow=not instruction.follow_nofollow, max_links=max_links)
+        if len(page.links) >= max_links:
+            log.info("%s: the first %d links are followed, no more (max_links_per_page)", url, max_links)
         result.title = page.title
         result.encoding = page.encoding
         robots_tags |= meta_robots(page.document, token, page.metas)
@@ -249,7 +258,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         elif instruction.has_rules:
             # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
             follow, keep = apply_instruction(page.document, result.final_url, page.links,
-                                             {"keepRules": instruction.keep_rules, "followRules": instruction.follow_rules})
+                                             {"keepRules": instruction.keep_rules, "followRules": instruction.follow_rules},
+                                             max_links)
             result.links = [[url, text, to_type] for url, text, to_type in follow]
             result.kept = [[url, rule] for url, rule in keep]
         else:
@@ -263,6 +273,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             if not result.nofollow and not instruction.has_rules:
                 known = {link[0] for link in result.links}
                 result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
+                del result.links[max_links:]
         if store_content:
             result.content = text
         result.parse_seconds = time.perf_counter() - started

@@ -351,6 +351,7 @@ def extract_links(
     within: Iterable[lxml.html.HtmlElement] | None = None,
     skip_nofollow: bool = False,
     metas: list | None = None,
+    limit: int | None = None,
 ) -> list[Link]:
     """Extract the links of a page: ``<a href>`` and ``<area href>`` elements, the ``src`` of
     ``<frame>`` and ``<iframe>`` elements (a frameset's pages: old intranets, Javadoc), and the
@@ -377,6 +378,8 @@ def extract_links(
         metas: a list to which the ``<meta>`` elements of the searched subtrees are appended,
             in document order, by the same walk (a second walk of a Python docs page for its
             ``<meta name="robots">`` cost about 250 µs, a fifth of parsing it).
+        limit: at most this many links (the first); past it the walk only gathers ``metas``.
+            ``None``: every link.
 
     Returns:
         The distinct links, in order of first occurrence (a frame's text: its ``title``; a
@@ -397,7 +400,7 @@ def extract_links(
                 href = element.get("href")
             else:
                 href = element.get("src")
-            if href is None or href in hrefs:
+            if href is None or href in hrefs or (limit is not None and len(links) >= limit):
                 continue
             if skip_nofollow:
                 rel = element.get("rel")
@@ -479,7 +482,8 @@ def _parse_document(text: str) -> lxml.html.HtmlElement:
         return lxml.html.Element("html")
 
 
-def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nofollow: bool = False) -> ParsedPage:
+def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nofollow: bool = False,
+               max_links: int | None = None) -> ParsedPage:
     """Parse a fetched HTML page: decode it, build the lxml document, find title and links.
 
     Never raises on bad markup: an empty or unparsable body gives a page
@@ -491,6 +495,7 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
             fallback base URL for relative links.
         content_type: the ``Content-Type`` header value, or None.
         skip_nofollow: leave out ``rel="nofollow"`` links (:func:`extract_links`).
+        max_links: keep at most this many links, the first in document order (``None``: all).
 
     Returns:
         A :class:`ParsedPage`; links are resolved against ``<base href>``
@@ -504,7 +509,7 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
     title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
     base_url = document_base(root, page_url)
     metas: list = []
-    links = extract_links(root, base_url, skip_nofollow=skip_nofollow, metas=metas)
+    links = extract_links(root, base_url, skip_nofollow=skip_nofollow, metas=metas, limit=max_links)
     return ParsedPage(title=title, links=links, encoding=encoding, document=root, base_url=base_url,
                       decoded=decoded, metas=metas)
 

@@ -124,7 +124,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
                                             deadline=settings.rdf_parse_deadline),
                      delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay,
                      plugins=installed_plugins() if applying else None, plugin_timeout=settings.plugin_timeout,
-                     renderer=renderer)
+                     renderer=renderer, max_links=settings.max_links_per_page)
     finally:
         if renderer is not None:
             renderer.close()

@@ -428,7 +428,7 @@ def _matcher(pattern):
     return lambda url: compiled.search(url) is not None
 
 
-def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
+def apply_instruction(root, page_url: str, links: Iterable, instruction: dict, max_links: int | None = None
                       ) -> tuple[list[tuple[str, str, str]], list[tuple[str, int]]]:
     """Apply a crawling instruction to a parsed page (executor side; one parse, every rule).
 
@@ -439,6 +439,8 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
         links: every link of the page, as :class:`gridcrawl.executor.parse.Link` objects or
             ``[url, text]`` pairs (used for rules without a DOM restriction).
         instruction: a dict from :func:`instruction_for`.
+        max_links: links a DOM-scoped rule reads from its elements, at most, and the length of
+            ``follow`` and of ``keep``, at most (``None``: no bound).
 
     Returns:
         ``(follow, keep)``: ``follow`` lists ``(url, anchor_text, to_type)`` once per URL (the
@@ -458,7 +460,7 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
             return all_links
         if base is None:
             base = document_base(root, page_url)
-        return [(link.url, link.text) for link in extract_links(root, base, within=elements)]
+        return [(link.url, link.text) for link in extract_links(root, base, within=elements, limit=max_links)]
 
     follow: list[tuple[str, str, str]] = []
     followed: set[str] = set()
@@ -478,4 +480,6 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict
             if (url, number) not in kept and matches(url):
                 kept.add((url, number))
                 keep.append((url, number))
+    if max_links is not None:  # each rule's links are bounded; so is what all of them make
+        del follow[max_links:], keep[max_links:]
     return follow, keep

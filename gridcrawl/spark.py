@@ -282,7 +282,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
             mine, _ = thread_instruction(instruction, strategy, pend, seeds=True)  # plugin needs: the task's own
             try:
                 page = visit(fetcher, pend.url, instruction=mine, robots=robots, semantic_limits=limits,
-                             plugins=plugins, plugin_timeout=s.plugin_timeout)
+                             plugins=plugins, plugin_timeout=s.plugin_timeout, max_links=s.max_links_per_page)
             except Exception as exc:  # visit never raises for what the web sends; keep the task alive
                 page = PageResult(url=pend.url, final_url=pend.url, error_kind="crash", error=repr(exc)[:1000])
             with lock:

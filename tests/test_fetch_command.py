@@ -35,6 +35,28 @@ def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
         assert f"followed (1 of {len(site.links['/'])}):" in table.stdout and "status" in table.stdout
 
 
+def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_more(tmp_path):
+    """A hostile page of 12,000 distinct links: an executor reports the first 10,000
+    (max_links_per_page, its default), or what the option says, and a crawl's frontier gets
+    no more from it (before: all of them, and a page of 455,000 links cost an executor 400 MB)."""
+    anchors = "".join(f'<a href="/x{i}">.</a>' for i in range(12_000))
+    site = Site(pages={"/": f"<html><body>{anchors}</body></html>".encode()})
+    with SiteServer(site) as server:
+        default = _fetch(server.url("/"), "--json")
+        fewer = _fetch(server.url("/"), "--json", "--max-links-per-page", "300")
+        crawl = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--max-pages", "1",
+                                "--executors", "1", "--no-sitemaps", "--no-progress", "--workdir", str(tmp_path)],
+                               capture_output=True, text=True, timeout=180)
+    assert default.returncode == 0 and fewer.returncode == 0, default.stderr + fewer.stderr
+    followed = [url for url, _ in json.loads(default.stdout)["followed"]]
+    assert followed == [server.url(f"/x{i}") for i in range(10_000)]
+    assert len(json.loads(fewer.stdout)["followed"]) == 300
+    assert crawl.returncode == 0, crawl.stderr[-2000:]
+    import sqlite3
+    with sqlite3.connect(tmp_path / "crawl.db") as conn:
+        assert conn.execute("SELECT count(*) FROM to_visit_url").fetchone()[0] == 10_000
+    assert "the first 10000 links are followed, no more (max_links_per_page)" in (tmp_path / "executor-1.log").read_text()
+
 def test_fetch_follows_a_seeds_redirect_to_another_host_as_a_crawl_would():
     """The URL is a crawl's seed: its redirect to another host is followed and that host joins
     the scope the links are judged by, as on the grid."""

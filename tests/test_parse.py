@@ -297,6 +297,17 @@ def test_empty_or_unparsable_body_gives_no_links(body: bytes) -> None:
 
 
 # --------------------------------------------------------------------------
+def test_a_page_gives_at_most_max_links_and_its_later_metas_still_count() -> None:
+    """``max_links``: the first links in document order; the walk goes on past them for the
+    ``<meta>`` elements (a robots meta tag after a flood of links is still read)."""
+    anchors = "".join(f'<a href="/p{i}">{i}</a>' for i in range(50))
+    body = f'<html><body>{anchors}<meta name="robots" content="noindex"></body></html>'.encode()
+    page = parse_page(body, PAGE, "text/html", max_links=7)
+    assert [link.url for link in page.links] == [f"http://example.com/p{i}" for i in range(7)]
+    assert [m.get("content") for m in page.metas] == ["noindex"]
+    assert len(parse_page(body, PAGE, "text/html").links) == 50
+
+
 # parse_page: title, encoding, document, repr
 # --------------------------------------------------------------------------
 

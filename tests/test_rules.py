@@ -256,6 +256,21 @@ def test_links_as_pairs_and_invalid_pattern_in_an_instruction():
         apply_instruction(page.document, BASE, pairs, instruction)
 
 
+def test_rules_follow_and_keep_at_most_max_links():
+    """Each DOM-scoped rule reads at most ``max_links`` links, and follow and keep hold at most
+    that many in all (two rules over two lists would otherwise add up past the bound)."""
+    lists = "".join(f'<div id="{kind}">' + "".join(f'<a href="/{kind}{i}.html">{i}</a>' for i in range(20)) + "</div>"
+                    for kind in ("one", "two"))
+    page = parsed(f"<html><body>{lists}</body></html>")
+    rules = validate_rules([rule(1, "follow", "base", "a", element_id="one"),
+                            rule(2, "follow", "base", "b", element_id="two"),
+                            rule(3, "keep", "base", element_id="two")])
+    follow, keep = apply_instruction(page.document, BASE, page.links, instruction_for("base", BASE, rules), 25)
+    assert [url for url, _, _ in follow] == [BASE + f"one{i}.html" for i in range(20)] + [BASE + f"two{i}.html" for i in range(5)]
+    assert keep == [(BASE + f"two{i}.html", 3) for i in range(20)]
+    few, kept = apply_instruction(page.document, BASE, page.links, instruction_for("base", BASE, rules), 8)
+    assert len(few) == 8 and kept == [(BASE + f"two{i}.html", 3) for i in range(8)]
+
 def test_executor_visit_applies_the_instruction_to_one_fetch(site_server):
     site = Site(pages={"/": PAGE.encode()})
     server = site_server(site)
