@@ -52,9 +52,8 @@ def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_mor
     assert followed == [server.url(f"/x{i}") for i in range(10_000)]
     assert len(json.loads(fewer.stdout)["followed"]) == 300
     assert crawl.returncode == 0, crawl.stderr[-2000:]
-    import sqlite3
-    with sqlite3.connect(tmp_path / "crawl.db") as conn:
-        assert conn.execute("SELECT count(*) FROM to_visit_url").fetchone()[0] == 10_000
+    from grid import Grid
+    assert Grid(tmp_path).query("crawl", "SELECT count(*) FROM to_visit_url") == [(10_000,)]
     assert "the first 10000 links are followed, no more (max_links_per_page)" in (tmp_path / "executor-1.log").read_text()
 
 def test_fetch_follows_a_seeds_redirect_to_another_host_as_a_crawl_would():
