@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gridcrawl.protocol import Instruction, PageResult
+from gridcrawl.settings import Settings
 from gridcrawl.urls import Domains, domain_keys, in_scope, url_host, url_shape
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
@@ -105,7 +106,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
           semantic_limits: Limits | None = None, plugins: dict | None = None,
           plugin_timeout: float = 10.0, renderer: Renderer | None = None,
           delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
-          max_links: int = 10_000) -> PageResult:
+          max_links: int = Settings.max_links_per_page) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
