@@ -710,7 +710,8 @@ def report(
             _print_application_summary(rep.application_summary(engine, application), wide)
             waiting = rep.waiting_for_capabilities(engine)
             for needs, count in sorted(waiting.items()):
-                typer.echo(f"{count} threads wait: no connected executor has {needs}")
+                typer.echo(f"{count} threads wait: " + (f"no connected executor has {needs}" if needs
+                                                         else "no executor is connected"))
             if plot is not None:
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
                 typer.echo(f"timeline of {drawn} threads drawn to {plot}")

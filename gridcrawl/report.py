@@ -440,7 +440,8 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
 def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
     """Capability-based dispatch: READY grid threads of live applications that no connected
     executor can run, per need set (``{"plugin:shop": 12}``; needs space-separated, as the
-    ``thread.needs`` column holds them), judged from the ``executor.capabilities`` of the
+    ``thread.needs`` column holds them; ``""`` for threads that need nothing, which wait only
+    while no executor is connected), judged from the ``executor.capabilities`` of the
     executors recorded as connected. Empty when every waiting thread has an executor."""
     from gridcrawl import models
     from gridcrawl.states import ApplicationState, ThreadState
@@ -451,13 +452,12 @@ def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
         rows = conn.execute(
             sa.select(t.c.needs, sa.func.count().label("n"))
             .select_from(t.join(a, a.c.application_id == t.c.application_id))
-            .where(t.c.state == int(ThreadState.READY), t.c.needs.is_not(None),
-                   a.c.state != int(ApplicationState.STOPPED))
+            .where(t.c.state == int(ThreadState.READY), a.c.state != int(ApplicationState.STOPPED))
             .group_by(t.c.needs)).all()
     waiting: dict[str, int] = {}
     for row in rows:
-        needs = frozenset(row.needs.split())
-        if needs and not any(needs <= c for c in caps):
+        needs = frozenset((row.needs or "").split())
+        if not any(needs <= c for c in caps):
             key = " ".join(sorted(needs))
             waiting[key] = waiting.get(key, 0) + int(row.n)
     return waiting

@@ -279,7 +279,8 @@ def test_a_client_whose_manager_has_no_executor_says_so_then_crawls_when_one_com
     """The README's grid of several machines, started in the order a newcomer might: the
     manager, then the client, and no executor yet. The client says within a few heartbeats that
     no executor takes grid threads, naming the command that starts one (before: nothing, for as
-    long as none came); once one registers the crawl runs to the end."""
+    long as none came), and so does `gridcrawl report`; once one registers the crawl runs to
+    the end."""
     from grid import wait_for
     site = generate_site(6, links_per_page=2, seed=8)
     server = site_server(site)
@@ -292,6 +293,9 @@ def test_a_client_whose_manager_has_no_executor_says_so_then_crawls_when_one_com
         line = next(x for x in grid.log("client.log").splitlines() if "no executor takes" in x)
         assert "WARNING" in line and f"(gridcrawl-executor --manager {grid.endpoint})" in line, line
         assert "1 grid thread in flight waits at the manager" in line, line
+        report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
+                                capture_output=True, text=True, timeout=60)
+        assert "1 threads wait: no executor is connected" in report.stdout, report.stdout + report.stderr
         grid.start_executor("late")
         assert client.wait(timeout=90) == 0, grid.log("client.log")
     finally:
