@@ -1289,8 +1289,9 @@ class ManagerCore:
 
     def unrunnable(self) -> dict[str, int]:
         """Queued threads that no connected executor can run (capability-based dispatch), per
-        missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces); empty when
-        every queued thread has an executor that can run it."""
+        missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces; ``""``: threads
+        that need nothing, while no executor is connected); empty when every queued thread has
+        an executor that can run it."""
         connected = [ex for ex in self.executors.values() if ex.connected]
         return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
-                if needs and not any(ex.can_run(needs) for ex in connected)}
+                if not any(ex.can_run(needs) for ex in connected)}

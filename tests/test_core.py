@@ -312,6 +312,17 @@ def test_the_heartbeat_to_a_client_counts_the_executors_that_take_work():
     assert beats(3.5)[b"client"].executors == 0
 
 
+def test_threads_queued_while_no_executor_is_connected_are_unrunnable_until_one_is():
+    """The dashboard's "threads no executor can run" and ``gridcrawl report`` count the threads
+    that need nothing too while no executor is connected (key ``""``)."""
+    core = make_core()
+    app = open_app(core)
+    submit(core, app, [1, 2, 3])
+    assert core.unrunnable() == {"": 3} and snapshot(core, 0.0)["summary"]["unrunnable"] == {"": 3}
+    register(core, b"a", 1, now=1.0)
+    assert core.unrunnable() == {}
+
+
 def test_a_stalled_manager_does_not_declare_dead_the_peers_whose_heartbeats_wait_unread():
     """The loop read everything up to t=2 (heard_all), then was stalled (a big submit, a slow
     pass) until t=10 while the peers went on heartbeating into its socket: nobody is dead at the

@@ -88,7 +88,8 @@
       card(Object.values(sum.unrunnable || {}).reduce((a, n) => a + n, 0), "threads no executor can run"));
     summary.querySelectorAll(".card")[3].id = "running-count";
     summary.querySelectorAll(".card")[4].id = "finished-count";
-    const waiting = Object.entries(sum.unrunnable || {}).map(([needs, n]) => n + " need " + needs);
+    const waiting = Object.entries(sum.unrunnable || {}).map(
+      ([needs, n]) => needs ? n + " need " + needs : n + " wait for an executor to connect");
     summary.querySelectorAll(".card")[6].id = "unrunnable-count";
     summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
 
