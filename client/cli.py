@@ -3,6 +3,7 @@ operator, pause, resume or cancel an application (``gridcrawl-client --manager M
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import List, Sequence
 
@@ -317,12 +318,33 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
             check_seed(seed)
         except InvalidURL as exc:
             where = f"{seeds_file} line {line}: " if line is not None else ""
-            hint = f" (did you mean http://{seed.strip()}?)" if "://" not in seed and seed.strip() else ""
-            bad.append(f"{where}{exc}{hint}")
+            bad.append(f"{where}{exc}{_seed_hint(seed.strip())}")
     if bad:
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         fail(f"invalid seed URL{'s' if len(bad) > 1 else ''}: {'; '.join(bad[:5])}{more}")
     return list(dict.fromkeys(seed for _, seed in given))
+
+
+def _seed_hint(seed: str) -> str:
+    """What an invalid ``seed`` may have meant, as a parenthesised clause ("" when nothing
+    fits). For a file on this machine (a ``file:`` URL, a path starting ``/``, ``./``, ``../``,
+    ``~`` or ``C:\\``, or the name of a file that exists): the command that serves its folder
+    over HTTP on 127.0.0.1 and the URL to crawl there, as executors fetch over HTTP(S) only. For
+    a URL written without a scheme: its ``http://`` form."""
+    import shlex
+    from urllib.parse import quote, unquote, urlsplit
+    if seed.lower().startswith("file:"):
+        path = unquote(urlsplit(seed).path)
+    elif (seed.startswith(("/", "./", "../", "~")) or re.match(r"[A-Za-z]:[\\/]", seed)
+          or ("://" not in seed and Path(seed).is_file())):
+        path = seed
+    else:
+        return f" (did you mean http://{seed}?)" if "://" not in seed and seed else ""
+    file = Path(path).expanduser()
+    folder, name = (file, "") if file.is_dir() else (file.parent, file.name)
+    return (f" (a file, not a web address: executors fetch over HTTP, so serve its folder with "
+            f"`python3 -m http.server 8000 --bind 127.0.0.1 --directory {shlex.quote(str(folder))}` "
+            f"and crawl http://127.0.0.1:8000/{quote(name)})")
 
 
 def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: list[str], *,

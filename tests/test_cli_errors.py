@@ -49,6 +49,20 @@ def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
     assert not (tmp_path / "crawl.db").exists()
 
 
+@pytest.mark.parametrize("form", ["path", "file-url", "name"])
+def test_a_seed_that_is_a_file_gets_the_command_that_serves_it(tmp_path, form):
+    site = tmp_path / "my docs"
+    site.mkdir()
+    (site / "index.html").write_text("<a href=a.html>a</a>")
+    seed = {"path": str(site / "index.html"), "file-url": (site / "index.html").as_uri(), "name": "index.html"}[form]
+    rc, out, _ = run("gridcrawl", "run", seed, "--workdir", str(tmp_path / "w"), cwd=site)
+    assert_user_error(rc, out, "invalid seed URL", "a file, not a web address",
+                      f"python3 -m http.server 8000 --bind 127.0.0.1 --directory "
+                      f"{'.' if form == 'name' else repr(str(site))}",
+                      "crawl http://127.0.0.1:8000/index.html")
+    assert "did you mean" not in out and not (tmp_path / "w" / "crawl.db").exists()
+
+
 @pytest.mark.parametrize("program", [("gridcrawl", "run"), ("gridcrawl", "spark", "--db", "sqlite:///x.db"),
                                      ("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", "sqlite:///x.db")])
 def test_a_seeds_file_with_bad_lines_names_each_with_its_line_number(tmp_path, program):
