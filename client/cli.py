@@ -451,7 +451,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
     counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
-                  waiting=dict(final.waiting))
+                  waiting=dict(final.waiting), capped=dict(store.capped),
+                  max_pages_per_host=settings.max_pages_per_host)
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
@@ -468,6 +469,10 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
+    if store.capped:
+        view.console.print(f"the links above were not queued: their hosts had {settings.max_pages_per_host} URLs "
+                           "queued or visited (--max-pages-per-host, the cap that ends a link maze); a site that "
+                           "large takes a new --workdir and a larger cap (0: none)", soft_wrap=True, highlight=False)
     if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
         view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
                            f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left",

@@ -239,6 +239,9 @@ class CrawlStore:
         self.keep_versions = keep_versions
         self.recrawl_since: datetime | None = None
         self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
+        #: Links this store did not queue because their host had reached ``max_pages_per_host``,
+        #: per host name (committed transactions only).
+        self.capped: collections.Counter[str] = collections.Counter()
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
         # cleared when full, so memory does not grow with the frontier (the tables decide).
@@ -581,6 +584,7 @@ class CrawlStore:
         item_types = {spec.type for spec in self.strategy.items}
         found: dict = {}
         added: list = []
+        capped: list = []
         late: dict = {}
 
         def work(conn) -> None:
@@ -596,7 +600,7 @@ class CrawlStore:
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
             self._record_traps(conn, rows.traps)
-            added[:] = self._queue(conn, list(links.values()), scope)
+            added[:], capped[:] = self._queue(conn, list(links.values()), scope)
             insert_ignore(conn, kept_link, rows.kept)
             if item_types and stored:  # a page visited again with a body: its new items replace the old
                 self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
@@ -616,7 +620,7 @@ class CrawlStore:
         self._known.update(hash(row["url"]) for row in links.values())
         self._known.update(hash(o.pending.url) for o in outcomes)
         self._known.update(hash(row["url"]) for row in rows.traps)
-        self._count_hosts(added)
+        self._count_hosts(added, capped)
         return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
                 "triples": len(rows.triples), **found}
@@ -649,12 +653,13 @@ class CrawlStore:
         already, or by another writer meanwhile, is stored once); return how many rows were
         offered after the visited check and the cap."""
         added: list = []
+        capped: list = []
         offered: list = []
 
         def work(conn) -> None:
-            added[:] = self._queue(conn, list(links), scope, offered)
+            added[:], capped[:] = self._queue(conn, list(links), scope, offered)
         run_transaction(self.engine, work)
-        self._count_hosts(added)
+        self._count_hosts(added, capped)
         return len(offered)
 
     @staticmethod
@@ -672,12 +677,13 @@ class CrawlStore:
         for ids in chunks(sorted(thread_ids), 500):
             conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
 
-    def _queue(self, conn, links: list[dict], scope: Scope, offered: list | None = None) -> list[str]:
+    def _queue(self, conn, links: list[dict], scope: Scope,
+               offered: list | None = None) -> tuple[list[str], list[str]]:
         """Insert the link rows not yet visited (and within the per-host cap) into
-        ``to_visit_url``; return the hosts of the rows the cap counted (to add once committed).
-        ``offered``, when given, receives the rows inserted-if-absent."""
+        ``to_visit_url``; return the hosts of the rows the cap counted and of those it left out
+        (to count once committed). ``offered``, when given, receives the rows inserted-if-absent."""
         if not links:
-            return []
+            return [], []
         pages = [row for row in links if row.get("kind") is None]
         maps = [row for row in links if row.get("kind") is not None]
         if self.recrawl_since is None:
@@ -696,8 +702,9 @@ class CrawlStore:
                     again.append({**row, "etag": old.etag, "last_modified": old.last_modified})
             maps = again
         added: list[str] = []
+        capped: list[str] = []
         if scope.max_pages_per_host > 0:
-            rows, added = self._cap_per_host(conn, rows, scope.max_pages_per_host)
+            rows, added, capped = self._cap_per_host(conn, rows, scope.max_pages_per_host)
         insert_ignore(conn, to_visit, rows)
         insert_ignore(conn, to_visit, maps)
         rows = rows + maps
@@ -705,11 +712,14 @@ class CrawlStore:
             self._raise_relevance(conn, rows)
         if offered is not None:
             offered[:] = rows
-        return added
+        return added, capped
 
-    def _count_hosts(self, added: list[str]) -> None:
-        for host in added:  # committed: count them (a retried transaction recomputed ``added``)
+    def _count_hosts(self, added: list[str], capped: list[str]) -> None:
+        """Count the hosts of a committed transaction's queued and capped links (a retried
+        transaction recomputed both)."""
+        for host in added:
             self._host_counts[host] += 1
+        self.capped.update(capped)
 
     def _extracted(self, o: Outcome) -> bool:
         """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
@@ -1185,10 +1195,10 @@ class CrawlStore:
         with self.engine.connect() as conn:
             return rules_from_table(conn)
 
-    def _cap_per_host(self, conn, rows: list[dict], cap: int) -> tuple[list[dict], list[str]]:
+    def _cap_per_host(self, conn, rows: list[dict], cap: int) -> tuple[list[dict], list[str], list[str]]:
         """Keep the rows whose host has fewer than ``cap`` URLs queued or visited, counting the
-        rows kept; return them and the host of each new one. Rows already queued pass (they are
-        counted already and insert-if-absent skips them)."""
+        rows kept; return them, the host of each new one and the host of each row left out.
+        Rows already queued pass (they are counted already and insert-if-absent skips them)."""
         if self._host_counts is None:
             self._host_counts = self._load_host_counts(conn)
         queued: set[str] = set()
@@ -1196,17 +1206,18 @@ class CrawlStore:
             queued.update(conn.execute(sa.select(to_visit.c.fingerprint)
                                        .where(to_visit.c.fingerprint.in_(part))).scalars())
         pending: dict[str, int] = {}
-        kept, added = [], []
+        kept, added, capped = [], [], []
         for row in rows:
             if row["fingerprint"] in queued:
                 continue
             host = url_host(row["url"])
             if self._host_counts[host] + pending.get(host, 0) >= cap:
+                capped.append(host)
                 continue
             pending[host] = pending.get(host, 0) + 1
             kept.append(row)
             added.append(host)
-        return kept, added
+        return kept, added, capped
 
     @staticmethod
     def _load_host_counts(conn) -> "collections.Counter[str]":

@@ -410,3 +410,39 @@ def polite_site(delay: float = POLITE_DELAY) -> Site:
     for name in "abc":
         site.pages[f"/{name}.html"] = _html(f"Polite {name}", ["/"])
     return site
+
+
+#: Words of :func:`maze_site`'s paths and babble (no digit: its URLs have no template shape).
+MAZE_WORDS = ("amber basin cedar delta ember fjord glade heron inlet juniper kelp larch meadow nectar "
+              "orchid pebble quartz reed sorrel thistle umber violet willow yarrow zephyr brook cliff "
+              "dune fern grove hollow isle jetty knoll lagoon marsh notch oasis prairie ridge "
+              "summit tundra vale wharf").split()
+#: Words in a maze page's path: ``len(MAZE_WORDS) ** MAZE_DEPTH`` pages (3.7 million).
+MAZE_DEPTH = 4
+
+
+def maze_path(rng: random.Random) -> str:
+    """A maze page's path: ``/maze/`` and :data:`MAZE_DEPTH` random words (``/maze/cedar-kelp-dune-reed``)."""
+    return "/maze/" + "-".join(rng.choice(MAZE_WORDS) for _ in range(MAZE_DEPTH))
+
+
+def _maze(h) -> None:
+    """A page of the link maze: random prose and eight links to other random maze pages, all
+    drawn from a generator seeded by the path, so a path always gets the same page."""
+    path = h.path.partition("?")[0]
+    rng = random.Random(path)
+    prose = " ".join(rng.choice(MAZE_WORDS) for _ in range(300))
+    h.respond(200, _html(path.rsplit("/", 1)[-1].replace("-", " "), [maze_path(rng) for _ in range(8)],
+                         f"<p>{prose}</p>"))
+
+
+def maze_site() -> Site:
+    """A link maze, as the tar pits built against crawlers serve (Nepenthes, Iocaine): every
+    path under ``/maze/`` is a page of random prose linking eight more random paths, so it
+    never ends. Its 3.7 million pages are digit-free and unlike one another, so neither the
+    template-trap rule (URL shape + SimHash) nor the path-repetition rule stops it, and from
+    ``/`` at depth 20 the hop limit stops nothing either: only a per-host cap ends a crawl of it."""
+    site = Site()
+    site.pages["/"] = _html("Maze", [maze_path(random.Random(f"/{i}")) for i in range(8)])
+    site.extra["/maze/*"] = _maze
+    return site

@@ -1,7 +1,7 @@
 """End to end on the adversarial site (tests/adversarial.py): the real manager, two executors and
 a client as separate processes crawl traps and hostile responses on 127.0.0.1.
 
-Two tests:
+Three tests:
 
 * ``test_adversarial_site_is_crawled_safely`` — with default settings (issue 14): the crawl ends
   (the endless calendar, list and id family are stopped as template traps), every good page is
@@ -16,10 +16,13 @@ Two tests:
   side: per-host queues, Crawl-delay, concurrent_requests_per_host, retries with back-off)**:
   no host sees more concurrent requests than its limit or two requests closer than its
   Crawl-delay, 503s and a 429 are retried until they succeed.
+* ``test_a_link_maze_ends_at_the_per_host_cap`` — a maze of endless distinct pages, which no
+  trap rule catches, ends at ``max_pages_per_host`` (100,000 by default; 300 here).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -27,7 +30,7 @@ import psutil
 import pytest
 
 from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, NEVER, PDF_BYTES, POLITE_DELAY, POLITE_GOOD,
-                         SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, polite_site)
+                         SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, maze_site, polite_site)
 from grid import Grid
 from gridcrawl.settings import Settings
 from gridcrawl.urls import canonical_url, path_trap
@@ -254,3 +257,31 @@ def test_grid_politeness_per_host(tmp_path, site_server):
     # the busy host never saw more than LIMIT requests at once
     assert _peak_concurrency(records_b) <= LIMIT
     assert len(records_b) == len(reachable(busy_host))
+
+
+#: The per-host cap given to the maze crawl: small enough for a test, the same code as the default's.
+MAZE_CAP = 300
+
+
+def test_a_link_maze_ends_at_the_per_host_cap(tmp_path, site_server):
+    """A link maze (adversarial.maze_site: endless distinct pages no trap rule catches) is
+    crawled by ``gridcrawl run`` until its host has ``max_pages_per_host`` URLs: the crawl ends
+    with every queued URL visited, no maze page beyond them is requested, and the summary says
+    how many links the cap left out and which option moves it."""
+    import subprocess
+    import sys
+    server = site_server(maze_site())
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
+                           "--threads", "4", "--max-pages-per-host", str(MAZE_CAP), "--workdir", str(tmp_path),
+                           "--no-progress"], capture_output=True, text=True, timeout=CRAWL_BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    grid = Grid(tmp_path)  # only to read the databases the run left
+    visited = {url for (url,) in grid.query("crawl", "SELECT url FROM visited_url")}
+    assert len(visited) == MAZE_CAP  # "/", /sitemap.xml (a 404) and the maze pages
+    assert grid.query("crawl", "SELECT count(*) FROM to_visit_url") == [(0,)]
+    with server.lock:
+        asked = {canonical_url(server.url(r.path)) for r in server.requests if r.path != "/robots.txt"}
+    assert asked == visited
+    left_out = int(re.search(r"not queued\s*│\s*(\d+) links", done.stderr).group(1))
+    assert left_out > MAZE_CAP  # eight links a page, nearly all new
+    assert f"their hosts had {MAZE_CAP} URLs queued or visited (--max-pages-per-host" in done.stderr

@@ -82,11 +82,13 @@ def test_max_pages_per_host_caps_queued_urls(tmp_path):
     store.apply([_outcome(a_seed, links_a + ["http://b.example/1"])], scope)
     assert _queued(store) == ["http://a.example/0", "http://a.example/1", "http://a.example/2",
                               "http://b.example/", "http://b.example/1"]
+    assert store.capped == {"a.example": 7}  # the links left out, for the summary
     # the same links again, and more: nothing new for a.example; b.example gets up to its cap
     store.apply([_outcome(b_seed, links_a + [f"http://b.example/{i}" for i in range(1, 9)])], scope)
     queued = _queued(store)
     assert [u for u in queued if "a.example" in u] == ["http://a.example/0", "http://a.example/1", "http://a.example/2"]
     assert [u for u in queued if "b.example" in u] == ["http://b.example/1", "http://b.example/2", "http://b.example/3"]
+    assert store.capped == {"a.example": 7, "b.example": 5}  # a link left out once is not counted again
     # a new client on the same database counts what is there
     again = CrawlStore(store.engine)
     more = again.claim(10)
@@ -94,9 +96,9 @@ def test_max_pages_per_host_caps_queued_urls(tmp_path):
     assert "http://a.example/new" not in _queued(again) and "http://b.example/new" not in _queued(again)
 
 
-def test_no_cap_by_default(tmp_path):
+def test_a_scope_without_a_cap_queues_every_link(tmp_path):
     store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
     store.add_seeds(["http://a.example/"])
     [seed] = store.claim(1)
     store.apply([_outcome(seed, [f"http://a.example/{i}" for i in range(50)])], Scope(["a.example"]))
-    assert len(_queued(store)) == 50
+    assert len(_queued(store)) == 50 and not store.capped
