@@ -244,6 +244,9 @@ class CrawlApplication:
         self.link = ManagerLink(self.context, settings, manager, self._hello, (p.ApplicationOpened,), curve=curve,
                                 logger=log)
         self.in_flight: dict[int, Pending] = {}
+        #: grid threads kept submitted and not yet acknowledged, at most: ``max_in_flight``, or
+        #: less if the manager keeps fewer of an application (ApplicationOpened.max_threads)
+        self.max_in_flight = settings.max_in_flight
         self.results: list[Outcome] = []
         self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
         self._applier = ThreadPoolExecutor(1, thread_name_prefix="apply")
@@ -289,6 +292,10 @@ class CrawlApplication:
             self.store.set_meta("application_id", message.application_id)
         self.progress.application_id = message.application_id
         log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
+        if message.max_threads is not None and message.max_threads < self.max_in_flight:
+            log.warning("the manager keeps at most %d grid threads of an application (max_threads_per_application): "
+                        "max_in_flight %d lowered to that", message.max_threads, self.max_in_flight)
+            self.max_in_flight = message.max_threads
         if self.in_flight:
             self._submit(list(self.in_flight.values()))
 
@@ -594,13 +601,13 @@ class CrawlApplication:
         """Submit more grid threads if there is room; True when the frontier has nothing more
         to give (empty, or ``max_pages`` reached)."""
         s = self.settings
-        room = s.max_in_flight - len(self.in_flight) - len(self.results)
+        room = self.max_in_flight - len(self.in_flight) - len(self.results)
         if s.max_pages:
             room = min(room, s.max_pages - self.visited_before - self.progress.pages - len(self.in_flight)
                        - len(self.results))
             if room <= 0 and not self.in_flight and not self.results:
                 return True
-        if room <= 0 or (self.in_flight and room < s.max_in_flight // 4):
+        if room <= 0 or (self.in_flight and room < self.max_in_flight // 4):
             return False
         try:
             claimed = self.store.claim(room)

@@ -483,13 +483,17 @@ class OpenApplication(Message):
 
 
 class ApplicationOpened(Message):
-    """Manager → client: the application is ready; ``resumed`` when it existed already."""
+    """Manager → client: the application is ready; ``resumed`` when it existed already.
+    ``max_threads``: the grid threads the manager keeps for one application at most (its
+    ``max_threads_per_application``; ``None``: no limit given): a client keeps no more than
+    that submitted and not yet acknowledged, as the manager refuses a submit beyond it."""
 
     TYPE: ClassVar[bytes] = b"opened"
     application_id: str
     resumed: bool
     heartbeat_interval: float
     heartbeat_liveness: int
+    max_threads: int | None = None
 
 
 class Submit(Message):

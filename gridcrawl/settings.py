@@ -112,6 +112,8 @@ class Settings:
     start_window: int = _doc(8, "grid threads a new executor may hold unanswered; grows by one per result returned up to threads + prefetch (TCP slow start), halves on a timed-out attempt")
     quarantine_after: int = _doc(3, "timed-out attempts in a row after which an executor is quarantined (gets no new work)")
     quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
+    max_threads_per_application: int = _doc(100_000, "grid threads one application may have at the manager (queued, running, or finished and not yet acknowledged); a submit beyond is refused (a client keeps max_in_flight)")
+    max_unacked_bytes: int = _doc(256 * 1024 * 1024, "bytes of results (as the executors sent them) the manager holds for one application until its client acknowledges them; beyond, the application's threads wait at the manager until the client acknowledges half")
 
     # --- manager: per-peer limits against floods and malformed input (manager.server.PeerGuard) ---
     peer_rate: float = _doc(5000.0, "messages per second one peer may send on average; more are dropped (a token bucket)")
@@ -254,7 +256,7 @@ class Settings:
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
                      "max_triples", "render_pages", "render_restart", "spark_layer_urls", "peer_max_strikes",
-                     "max_links_per_page"):
+                     "max_links_per_page", "max_threads_per_application", "max_unacked_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):

@@ -103,6 +103,19 @@ def _bad_names(names: list[str], what: str) -> str | None:
     return None
 
 
+def result_bytes(page: "p.RelayedPage | p.PageResult | None") -> int:
+    """Bytes of memory, about, that ``page`` takes while the manager holds it until its client
+    acknowledges it: the length of a relayed page's msgpack bytes (as the executor sent them)
+    plus 200 for the object; for a decoded :class:`~gridcrawl.protocol.PageResult` (tests, an
+    in-process core), its content's length plus 200 per link. 0 for None (a poison thread)."""
+    if page is None:
+        return 0
+    raw = getattr(page, "raw", None)
+    if raw is not None:
+        return 200 + len(raw)
+    return 200 + len(page.content or "") + 200 * len(page.links)
+
+
 def _random_ids(chunk: int = 512) -> Callable[[], int]:
     """A function returning random 63-bit numbers from the OS's CSPRNG (``os.urandom``, as
     :mod:`secrets` uses), read ``chunk`` numbers at a time: one system call per 512 attempt ids
@@ -176,7 +189,7 @@ class GridThread:
     retries: int = 0
     held: bool = False
     failed: bool = False
-    result: p.PageResult | None = None
+    result: p.RelayedPage | p.PageResult | None = None
     queue_seq: int | None = None
     tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
     needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
@@ -273,6 +286,8 @@ class Application:
     last_seen: float = 0.0
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
+    unacked_bytes: int = 0               # result_bytes() of its FINISHED threads, held until acknowledged
+    throttled: bool = False              # unacked_bytes reached max_unacked_bytes: READY threads not dispatched
     done: int = 0                        # threads finished (results received, failed ones included)
     errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
     time_completed: float | None = None
@@ -736,7 +751,8 @@ class ManagerCore:
                  m.user, m.name)
         actions.append(Send(peer, p.ApplicationOpened(app.application_id, resumed,
                                                       self.settings.heartbeat_interval,
-                                                      self.settings.heartbeat_liveness)))
+                                                      self.settings.heartbeat_liveness,
+                                                      self.settings.max_threads_per_application)))
         for t in app.threads.values():
             if t.state == ThreadState.FINISHED:
                 actions += self._deliver(t)
@@ -769,6 +785,14 @@ class ManagerCore:
             bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
             if bad:
                 return [Send(peer, p.Refuse(bad))]
+        cap = self.settings.max_threads_per_application
+        new = sum(1 for spec in m.threads if spec.thread_id not in app.threads)
+        if len(app.threads) + new > cap:
+            log.warning("application %s refused %d more grid threads: it has %d, max_threads_per_application is %d",
+                        app.application_id[:8], new, len(app.threads), cap)
+            return [Send(peer, p.Refuse(f"application {app.application_id[:8]} has {len(app.threads)} grid threads "
+                                        f"at the manager; {new} more would pass its max_threads_per_application "
+                                        f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)"))]
         if m.instruction is not None and m.instruction != app.instruction:
             app.instruction = m.instruction  # a new object: each executor is sent it with its next job
         for spec in m.threads:
@@ -807,7 +831,14 @@ class ManagerCore:
                 continue
             self._move(t, ThreadState.DEAD)
             del app.threads[thread_id]
+            app.unacked_bytes -= result_bytes(t.result)
             actions.append(ev.ThreadDead(t.internal_id))
+        if app.throttled and app.unacked_bytes <= self.settings.max_unacked_bytes // 2:
+            app.throttled = False
+            log.info("application %s: its client acknowledged its results; its threads are dispatched again",
+                     app.application_id[:8])
+            self._requeue(app)
+            actions += self.dispatch(now)
         return actions
 
     def on_close(self, peer: bytes, m: p.CloseApplication, now: float) -> list[Action]:
@@ -887,15 +918,11 @@ class ManagerCore:
         actions: list[Action] = []
         if action == "pause" and not app.paused:
             app.paused = True
-            for t in app.threads.values():
-                if t.state == ThreadState.READY:
-                    self.queue.discard(t)
+            self._unqueue(app)
             actions.append(ev.ApplicationChanged(app.application_id, int(ApplicationState.PAUSED)))
         elif action == "resume" and app.paused:
             app.paused = False
-            for t in app.threads.values():
-                if t.state == ThreadState.READY and t.queue_seq is None and not t.held:
-                    self.queue.push(t)
+            self._requeue(app)
             actions.append(ev.ApplicationChanged(app.application_id, int(app.state)))
             actions += self.dispatch(now)
         elif action == "cancel":
@@ -914,10 +941,26 @@ class ManagerCore:
             return "stopped"
         return "paused" if app.paused else "running"
 
+    def _unqueue(self, app: Application) -> None:
+        """Take ``app``'s READY threads out of the queue (paused, or throttled)."""
+        for t in app.threads.values():
+            if t.state == ThreadState.READY:
+                self.queue.discard(t)
+
+    def _requeue(self, app: Application) -> None:
+        """Queue again the READY threads :meth:`_unqueue` took out, unless ``app`` is still
+        paused or throttled."""
+        if app.paused or app.throttled:
+            return
+        for t in app.threads.values():
+            if t.state == ThreadState.READY and t.queue_seq is None and not t.held:
+                self.queue.push(t)
+
     def _enqueue(self, t: GridThread, not_before: float = 0.0) -> None:
-        """Queue READY ``t`` unless its application is paused (then it waits for ``resume``)."""
+        """Queue READY ``t`` unless its application is paused or throttled (then it waits for
+        ``resume``, or for its client's acknowledgements)."""
         app = self.applications.get(t.application_id)
-        if app is not None and app.paused:
+        if app is not None and (app.paused or app.throttled):
             return
         if not_before:
             self.queue.push(t, not_before=not_before)
@@ -932,6 +975,15 @@ class ManagerCore:
             app.done += 1
             app.errors += 1 if t.failed or page is None or page.error_kind else 0
             app.last_finished = t.time_finished
+            app.unacked_bytes += result_bytes(page)
+            if app.unacked_bytes >= self.settings.max_unacked_bytes and not app.throttled:
+                app.throttled = True
+                self._unqueue(app)
+                log.warning("application %s: its client has not acknowledged %d results (about %.1f MB, "
+                            "max_unacked_bytes); its threads wait until it acknowledges half",
+                            app.application_id[:8], sum(1 for x in app.threads.values()
+                                                        if x.state == ThreadState.FINISHED),
+                            app.unacked_bytes / 1e6)
         self.recent.append((t, executor_name))
 
     def on_bye(self, peer: bytes, m: p.Bye, now: float) -> list[Action]:
@@ -1220,6 +1272,7 @@ class ManagerCore:
             self._move(t, ThreadState.DEAD)
             actions.append(ev.ThreadDead(t.internal_id))
         app.threads.clear()
+        app.unacked_bytes, app.throttled = 0, False
         return actions
 
     # -------------------------------------------------------------------------- restart

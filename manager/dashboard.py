@@ -174,6 +174,7 @@ def snapshot(core, now: float) -> dict:
         applications.append({
             "application_id": app.application_id, "name": app.name, "owner": app.user,
             "state": ManagerCore.application_state(app), "attached": app.peer is not None, "threads": by_state,
+            "throttled": app.throttled, "unacked_bytes": app.unacked_bytes,
             "done": app.done, "errors": app.errors, "elapsed": elapsed,
             "pages_per_second": app.done / elapsed if elapsed > 0 else 0.0, "time_created": app.time_created})
 

@@ -239,6 +239,60 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
 
 
+def test_an_application_may_not_hold_more_than_max_threads_per_application():
+    core = make_core(S.replace(max_threads_per_application=5))
+    app = open_app(core)
+    submit(core, app, range(4))
+    (refused,) = sends(submit(core, app, range(4, 6)), p.Refuse)  # 4 + 2 > 5: none of the two queued
+    assert "has 4 grid threads at the manager; 2 more would pass its max_threads_per_application (5)" \
+        in refused.message.reason
+    assert sorted(core.applications[app].threads) == [0, 1, 2, 3]
+    assert not sends(submit(core, app, range(5)), p.Refuse)  # a resubmitted id is no new thread
+    assert sends(submit(core, app, [9]), p.Refuse)
+    other = open_app(core, peer=b"other")  # another application has its own count
+    assert not sends(submit(core, other, range(5), peer=b"other"), p.Refuse)
+
+
+def _page(n: int) -> p.PageResult:
+    return p.PageResult(url="x", status=200, content="x" * n)
+
+
+def test_an_application_whose_client_does_not_acknowledge_waits_once_its_results_pass_max_unacked_bytes():
+    """A client that stops acknowledging costs the manager max_unacked_bytes of results, not
+    its memory: its threads wait (other applications' are dispatched) until it acknowledges
+    half."""
+    core = make_core(S.replace(max_unacked_bytes=10_000))
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    register(core, b"e", 1)
+    app = open_app(core)
+    other = open_app(core, peer=b"other")
+    submit(core, app, range(100))
+    submit(core, other, range(1000, 1010), peer=b"other")
+    ex = core.executors[core.peers[b"e"][1]]
+    ran = []
+    for step in range(30):
+        if not ex.running:
+            break
+        (attempt_id, t), = ex.running.items()
+        ran.append(t.application_id)
+        core.handle(b"e", p.Result(attempt_id, _page(3_000)), 1.0 + step)
+        if t.application_id == other:  # the other client acknowledges every result
+            core.handle(b"other", p.Ack(other, [t.thread_id]), 1.0 + step)
+    # about 3,200 bytes a result: the 4th passes 10,000 and the application waits; the other
+    # application's ten threads run, then nothing is left to dispatch
+    assert ran.count(app) == 4 and ran.count(other) == 10 and not ex.running
+    assert core.applications[app].throttled
+    shown = {a["application_id"]: a for a in snapshot(core, 40.0)["applications"]}  # the dashboard says so
+    assert shown[app]["throttled"] and shown[app]["unacked_bytes"] == 4 * 3_200 and not shown[other]["throttled"]
+    finished = sorted(i for i, t in core.applications[app].threads.items() if t.state == ThreadState.FINISHED)
+    core.handle(b"client", p.Ack(app, finished[:1]), 40.0)  # 9,600 bytes held: still over half
+    assert not ex.running
+    got = assigned(core.handle(b"client", p.Ack(app, finished[1:]), 41.0))  # none held: dispatched again
+    assert [m.application_id for _, m in got] == [app] and not core.applications[app].throttled
+    assert core.applications[app].unacked_bytes == 0
+
+
 def test_an_executor_that_does_nothing_has_its_buffered_threads_taken_back_after_one_timeout():
     """Buffered threads may wait a timeout per round of workers only while their executor
     reports starts or results; one that reports nothing loses them after one timeout."""

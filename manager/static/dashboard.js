@@ -105,7 +105,8 @@
 
     fill("applications", data.applications || [], a => [
       a.application_id.slice(0, 8), a.name, a.owner,
-      [pill(a.state, a.state === "running" ? "ok" : a.state === "paused" ? "warn" : "muted")],
+      [pill(a.throttled ? "waits for its client" : a.state,
+            a.state === "running" && !a.throttled ? "ok" : a.state === "stopped" ? "muted" : "warn")],
       [a.threads.READY, "num"], [a.threads.SCHEDULED, "num"], [a.threads.STARTED, "num"],
       [a.threads.FINISHED, "num"], [a.done, "num"], [a.errors ?? 0, a.errors ? "num bad" : "num"],
       [seconds(a.elapsed), "num"],
