@@ -133,7 +133,8 @@ def test_a_page_with_200000_links_does_not_make_the_client_look_dead(tmp_path, s
         started = time.monotonic()
         client = grid.start_client(server.url("/"), "--max-pages", "1", "--log-level", "INFO",
                                    "--heartbeat-interval", "0.5", "--heartbeat-liveness", "6",
-                                   "--no-sitemaps")  # the 200,000 links only in the frontier
+                                   "--no-sitemaps",  # the 200,000 links only in the frontier
+                                   "--max-pages-per-host", "0")  # all of them (the default cap is 100,000)
         status = client.wait(timeout=120)
         seconds = time.monotonic() - started
     finally:
