@@ -222,7 +222,8 @@ def run(executors: int, processes: int, workers: int, threads: int, tmp: Path) -
     log = tmp / f"manager-{executors}.log"
     manager = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", endpoint, "--db", f"sqlite:///{db}",
                                 "--log-level", "WARNING", "--log-file", str(log), "--http", f"127.0.0.1:{http}",
-                                "--concurrent-requests-per-host", "100000"])
+                                "--concurrent-requests-per-host", "100000"],
+                               env={**os.environ, "GRIDCRAWL_MAX_THREADS_PER_APPLICATION": str(max(threads, 100_000))})
     procs, stop = [], multiprocessing.Event()
     counts = multiprocessing.Queue()
     welcomes = multiprocessing.Value("i", 0)

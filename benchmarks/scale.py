@@ -42,10 +42,13 @@ seconds per process, the visited count (must be exactly ``--pages``), and the pr
 of the pages (elapsed time, pages/s within that tenth, frontier size, client and manager RSS),
 which shows whether the crawl slows down or grows as it goes.
 
-Every run uses gridcrawl's default settings unless ``--setting NAME=VALUE`` (repeatable) gives
+Every run uses gridcrawl's default settings, but for the template-trap rule (off:
+``trap_near_duplicates=0``, as the synthetic pages are alike by design), the per-host cap
+(``--max-pages-per-host 0``: each site is one host larger than the default cap) and sitemaps
+(``--no-sitemaps``: the sites have none), unless ``--setting NAME=VALUE`` (repeatable) gives
 one to every run as a ``GRIDCRAWL_NAME`` environment variable; the WARNING and ERROR lines of
-the manager's log and of the ``gridcrawl run`` output are counted and quoted in the results
-(a client detached by the manager, a blocked peer ...).
+the manager's log and of the ``gridcrawl run`` output are counted and quoted in the results (a
+client detached by the manager, a blocked peer ...).
 
 Output: rich tables on the terminal and the same in Markdown in
 ``benchmarks/results/<date>-scale-<full|quick>[-only].md``, headed by run.py's machine
@@ -130,12 +133,13 @@ class Config:
         return -(-self.frontier // self.fanout)
 
     def env(self, **more: str) -> tuple[dict[str, str] | None, list[str]]:
-        """The environment of a run (None: inherit this one) with :attr:`settings` and ``more``
-        (``GRIDCRAWL_<NAME>`` values) set, and those assignments as ``NAME=value`` words to show
-        before the command."""
-        values = {f"GRIDCRAWL_{k.upper()}": str(v) for k, v in {**self.settings, **more}.items()}
-        if not values:
-            return None, []
+        """The environment of a run with :attr:`settings` and ``more`` (``GRIDCRAWL_<NAME>``
+        values) set, and those assignments as ``NAME=value`` words to show before the command.
+        The template-trap rule is off (``trap_near_duplicates=0``) unless a setting turns it on:
+        the synthetic sites' pages are alike by design, and the rule would stop the frontier
+        site's hubs."""
+        values = {f"GRIDCRAWL_{k.upper()}": str(v)
+                  for k, v in {"trap_near_duplicates": "0", **self.settings, **more}.items()}
         return {**os.environ, **values}, [f"{k}={v}" for k, v in values.items()]
 
 
@@ -310,9 +314,12 @@ def query(db: Path, sql: str) -> int | None:
 
 def gridcrawl_cmd(seed: str, workdir: Path, executors: int, threads: int, *extra: str) -> list[str]:
     """``python -m gridcrawl run SEED --executors E --threads T --workdir W --no-progress
-    --no-content`` plus ``extra`` options."""
+    --no-content --max-pages-per-host 0 --no-sitemaps`` plus ``extra`` options (the sites are
+    one host of ours, larger than the default cap of 100,000 URLs per host, with no sitemap: a
+    look for ``/sitemap.xml`` would take one of ``--max-pages``)."""
     return [sys.executable, "-m", "gridcrawl", "run", seed, "--executors", str(executors), "--threads",
-            str(threads), "--workdir", str(workdir), "--no-progress", "--no-content", *extra]
+            str(threads), "--workdir", str(workdir), "--no-progress", "--no-content", "--max-pages-per-host", "0",
+            "--no-sitemaps", *extra]
 
 
 def log_warnings(workdir: Path, names: tuple[str, ...] = ("manager.log", "run.out")) -> list[str]:
@@ -503,7 +510,8 @@ def _quartiles(timeline: list[Sample], final: int) -> Table:
 
 def run_queue(cfg: Config, base: str, workdir: Path, section: Section) -> RunResult:
     """The queue run (see the module docstring) on the frontier run's ``workdir``: a fresh
-    manager.db, ``GRIDCRAWL_MAX_IN_FLIGHT`` = queued + 1,000, one polite host; stopped with
+    manager.db, ``GRIDCRAWL_MAX_IN_FLIGHT`` (and the manager's ``MAX_THREADS_PER_APPLICATION``)
+    = queued + 1,000, one polite host; stopped with
     SIGTERM ``cfg.hold`` seconds after ``cfg.queued`` READY threads are counted in manager.db."""
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
@@ -513,7 +521,7 @@ def run_queue(cfg: Config, base: str, workdir: Path, section: Section) -> RunRes
     in_flight = cfg.queued + 1000
     cmd = gridcrawl_cmd(base + "/index.html", workdir, 1, cfg.memory_threads, "--concurrent-requests-per-host", "1",
                         "--download-delay", f"{cfg.queue_delay:g}")
-    env, words = cfg.env(max_in_flight=str(in_flight))
+    env, words = cfg.env(max_in_flight=str(in_flight), max_threads_per_application=str(in_flight))
     res = RunResult(f"queue: gridcrawl 1×{cfg.memory_threads}", "gridcrawl", 1, cfg.memory_threads,
                     command=[*words, "python", *cmd[1:]])
     manager_db = workdir / "manager.db"
