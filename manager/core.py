@@ -288,6 +288,7 @@ class Application:
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     unacked_bytes: int = 0               # result_bytes() of its FINISHED threads, held until acknowledged
     throttled: bool = False              # unacked_bytes reached max_unacked_bytes: READY threads not dispatched
+    throttles: int = 0                   # times it was throttled (the first is logged as a WARNING)
     done: int = 0                        # threads finished (results received, failed ones included)
     errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
     time_completed: float | None = None
@@ -978,12 +979,13 @@ class ManagerCore:
             app.unacked_bytes += result_bytes(page)
             if app.unacked_bytes >= self.settings.max_unacked_bytes and not app.throttled:
                 app.throttled = True
+                app.throttles += 1
                 self._unqueue(app)
-                log.warning("application %s: its client has not acknowledged %d results (about %.1f MB, "
-                            "max_unacked_bytes); its threads wait until it acknowledges half",
-                            app.application_id[:8], sum(1 for x in app.threads.values()
-                                                        if x.state == ThreadState.FINISHED),
-                            app.unacked_bytes / 1e6)
+                log.log(logging.WARNING if app.throttles == 1 else logging.INFO,
+                        "application %s: its client has not acknowledged %d results (about %.1f MB, "
+                        "max_unacked_bytes); its threads wait until it acknowledges half",
+                        app.application_id[:8], sum(1 for x in app.threads.values() if x.state == ThreadState.FINISHED),
+                        app.unacked_bytes / 1e6)
         self.recent.append((t, executor_name))
 
     def on_bye(self, peer: bytes, m: p.Bye, now: float) -> list[Action]:

@@ -290,7 +290,7 @@ def test_an_application_whose_client_does_not_acknowledge_waits_once_its_results
     assert not ex.running
     got = assigned(core.handle(b"client", p.Ack(app, finished[1:]), 41.0))  # none held: dispatched again
     assert [m.application_id for _, m in got] == [app] and not core.applications[app].throttled
-    assert core.applications[app].unacked_bytes == 0
+    assert core.applications[app].unacked_bytes == 0 and core.applications[app].throttles == 1
 
 
 def test_an_executor_that_does_nothing_has_its_buffered_threads_taken_back_after_one_timeout():
