@@ -21,7 +21,7 @@ app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
 
 
 RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', or error kinds, "
-              "e.g. blocked,timeout (the summary lists them)")
+              "e.g. blocked,timeout,http_503 (the summary lists them)")
 SEEDS_FILE_HELP = "file of seed URLs, one per line (# comments and blank lines skipped; - for standard input)"
 
 
@@ -265,26 +265,30 @@ CRAWL_FAILED = 1
 
 def parse_retry_kinds(value: str | None) -> list[str] | None:
     """``--retry-failed``'s value: None (option not given), ``[]`` (every failed URL: ``all``)
-    or the error kinds named, comma-separated (``blocked,timeout``)."""
+    or the error kinds named, comma-separated (``blocked,timeout,http_503``; the summary's
+    ``http 503`` is taken as ``http_503``)."""
     if value is None:
         return None
-    kinds = [k.strip() for k in value.split(",") if k.strip()]
+    kinds = [k.strip().replace(" ", "_") for k in value.split(",") if k.strip()]  # "http 503": the summary's label
     return [] if kinds in ([], ["all"]) else kinds
 
 
 
 def _check_retry_kinds(store, kinds: list[str]) -> None:
-    """Refuse (exit 2) an error kind that is neither one gridcrawl records nor in the database."""
+    """Refuse (exit 2) an error kind that is neither one gridcrawl records, nor in the database,
+    nor ``http_NNN`` (one HTTP status's failures)."""
     from gridcrawl.executor.fetch import ErrorKind
+    from gridcrawl.client.store import http_status_kind
     import sqlalchemy as sa
     from gridcrawl import models
     with store.engine.connect() as conn:
         stored = set(conn.scalars(sa.select(models.visited_url.c.error_kind).distinct()
                                   .where(models.visited_url.c.error_kind.is_not(None))))
     known = {k.value for k in ErrorKind} | {"poison", "lost"} | stored
-    unknown = [k for k in kinds if k not in known]
+    unknown = [k for k in kinds if k not in known and not http_status_kind(k)]
     if unknown:
-        fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))})")
+        fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))}, "
+             f"or http_NNN for one HTTP status, as http_503)")
 
 
 def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
@@ -467,7 +471,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      ("one of them fetched as an executor does (with the executors' options)",
                       f"gridcrawl fetch {errors[0].url}"),
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
-                      f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(sorted({g.kind for g in errors}))}")]
+                      f"{rerun or 'gridcrawl-client ...'} --retry-failed "
+                      f"{','.join(sorted({g.retry_kind for g in errors}))}")]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:
         view.console.print(f"the links above were not queued: their hosts had {settings.max_pages_per_host} URLs "

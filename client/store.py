@@ -1237,8 +1237,9 @@ class CrawlStore:
 
     def retry_failed(self, kinds: Sequence[str] = ()) -> int:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
-        ``kinds``, if given; without kinds, not the crawl's own decisions on pages that were
-        fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each leaves
+        ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
+        as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
+        were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each leaves
         ``visited_url`` and goes back to ``to_visit_url`` at its depth. Returns how many. Run
         before a crawl starts (``--retry-failed``)."""
         v = visited.c
@@ -1246,7 +1247,10 @@ class CrawlStore:
         def work(conn) -> int:
             query = sa.select(v.id, v.url, v.fingerprint, v.depth).where(v.error_kind.is_not(None))
             if kinds:
-                query = query.where(v.error_kind.in_(list(kinds)))
+                statuses = [int(k[5:]) for k in kinds if http_status_kind(k)]
+                plain = [k for k in kinds if not http_status_kind(k)]
+                query = query.where(sa.or_(v.error_kind.in_(plain), sa.and_(
+                    v.error_kind == ErrorKind.HTTP_STATUS.value, v.status.in_(statuses))))
             else:
                 query = query.where(v.error_kind.not_in(DECISIONS))
             rows = conn.execute(query).all()
@@ -1340,6 +1344,18 @@ class ErrorGroup:
     def label(self) -> str:
         """``"http 404"`` for an HTTP status, else the kind (``"blocked"``, ``"timeout"`` ...)."""
         return f"http {self.status}" if self.kind == "http_status" and self.status else self.kind
+
+    @property
+    def retry_kind(self) -> str:
+        """The kind ``--retry-failed`` takes for this group: ``"http_404"`` for an HTTP status
+        (:func:`http_status_kind`), else the kind."""
+        return f"http_{self.status}" if self.kind == "http_status" and self.status else self.kind
+
+
+def http_status_kind(kind: str) -> bool:
+    """True if ``kind`` names the ``http_status`` failures of one status, ``http_`` and three
+    digits (``"http_503"``), as ``--retry-failed`` takes them."""
+    return len(kind) == 8 and kind.startswith("http_") and kind[5:].isdigit()
 
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
@@ -1448,4 +1464,4 @@ def check_seed(url: str) -> str:
     return canonical_url(url)
 
 
-__all__ = ["CrawlStore", "ErrorGroup", "ORDERS", "Outcome", "Pending", "Rows", "Scope", "Strategy", "InvalidURL", "check_seed"]
+__all__ = ["CrawlStore", "ErrorGroup", "ORDERS", "Outcome", "Pending", "Rows", "Scope", "Strategy", "InvalidURL", "check_seed", "http_status_kind"]

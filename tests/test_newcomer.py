@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from grid import Grid, on_a_terminal
-from sites import generate_site, reachable
+from sites import generate_site, reachable, status_page
 
 
 PROGRESS_AND_LOG = """
@@ -87,6 +87,31 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
     failed = grid.query("crawl", "SELECT count(*) FROM visited_url WHERE error_kind IS NOT NULL")[0][0]
     assert documents == 8 and failed == 0
     assert "1 failed URL queued again" in grid.log("client.log")
+
+
+def test_the_summary_names_failed_statuses_one_by_one_and_retry_failed_takes_them(tmp_path, site_server):
+    """A 404 and a 503 are both ``http_status`` failures; the summary's retry command names
+    them one by one (``http_404,http_503``) and ``--retry-failed "http 503"`` (the summary's
+    label) fetches the 503 again and not the 404."""
+    site = generate_site(6, links_per_page=2, seed=29)
+    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/gone.html">g</a><a href="/down.html">d</a></body>')
+    site.extra["/down.html"] = status_page(503)
+    server = site_server(site)
+    run = [sys.executable, "-m", "gridcrawl", "run", "--workdir", str(tmp_path), "--no-progress",
+           "--executors", "1", "--threads", "2"]
+    first = subprocess.run([*run, server.url("/")], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "--executors 1 --retry-failed http_404,http_503\n" in first.stderr
+    again = subprocess.run([*run, "--retry-failed", "http 503"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+    assert again.returncode == 1, again.stderr[-3000:]  # the one page of this run failed again
+    assert "1 failed URL queued again" in again.stderr
+    with server.lock:
+        asked = [r.path for r in server.requests]
+    assert asked.count("/down.html") == 2 and asked.count("/gone.html") == 1
+    bad = subprocess.run([*run, "--retry-failed", "http_5xx"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "or http_NNN for one HTTP status" in bad.stderr
 
 
 # ------------------------------------------------------------------ 80 columns
@@ -211,7 +236,7 @@ def test_summary_keeps_duplicates_apart_from_errors(tmp_path, site_server):
     assert "http 404" in failures and "duplicate" not in failures, out
     assert "duplicate" in set_aside and "same body" in set_aside and "http 404" not in set_aside, out
     assert f"gridcrawl fetch {server.url('/gone.html')}" in out
-    assert re.search(r"--retry-failed http_status\s*$", out, re.MULTILINE), out
+    assert re.search(r"--retry-failed http_404\s*$", out, re.MULTILINE), out
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
         kinds = sorted(k for (k,) in conn.execute("SELECT error_kind FROM visited_url WHERE error_kind IS NOT NULL"))
     assert kinds == ["duplicate", "http_status"]

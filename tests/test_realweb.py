@@ -561,6 +561,25 @@ def test_retry_failed_leaves_the_crawls_decisions_alone(store):
     assert store.retry_failed(["noindex"]) == 1  # named: retried
 
 
+def test_retry_failed_takes_one_http_status(store):
+    """``http_503`` retries the 503s and leaves the 404s (``http_status`` retries both), as the
+    summary's next command names them."""
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", links=[[f"{H}/gone", ""], [f"{H}/busy", ""], [f"{H}/slow", ""]])],
+                scope)
+    p = _claim_all(store)
+    store.apply([_outcome(p[f"{H}/gone"], status=404, error_kind="http_status", error="HTTP 404"),
+                 _outcome(p[f"{H}/busy"], status=503, error_kind="http_status", error="HTTP 503"),
+                 _outcome(p[f"{H}/slow"], error_kind="timeout", error="no data for 30 s")], scope)
+    assert sorted(g.retry_kind for g in store.error_summary()) == ["http_404", "http_503", "timeout"]
+    assert store.retry_failed(["http_503"]) == 1
+    assert set(_claim_all(store)) == {f"{H}/busy"}
+    assert store.retry_failed(["http_500", "timeout"]) == 1  # no 500 here; the timeout
+    assert store.retry_failed(["http_status"]) == 1  # the 404 left
+
+
 def test_a_crawl_computes_the_simhash_only_where_it_is_read(tmp_path, site_server):
     """The SimHash's readers are the trap detector (URLs with a shape: digits in path or query)
     and a recrawl comparing SimHashes: a crawl stores it for the generated site's ``/p/N.html``
