@@ -16,6 +16,7 @@ protocol on a real socket. Each test prints its figures (``pytest -s``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -28,6 +29,20 @@ from grid import Grid, wait_for
 from sites import generate_site, reachable
 
 pytestmark = pytest.mark.e2e
+
+
+@contextlib.contextmanager
+def dealer(endpoint: str):
+    """A DEALER socket connected to ``endpoint`` (closed, with its context, on leaving)."""
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    try:
+        yield sock
+    finally:
+        sock.close()
+        context.term()
 
 
 class Rogue(threading.Thread):
@@ -43,14 +58,11 @@ class Rogue(threading.Thread):
         self.refused = 0
 
     def run(self) -> None:
-        context = zmq.Context()
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.endpoint)
-        if self.register:
-            sock.send_multipart(p.encode(p.Register(name="rogue", host="rogue", user="rogue", threads=self.threads)))
-        last_beat = 0.0
-        try:
+        with dealer(self.endpoint) as sock:
+            if self.register:
+                sock.send_multipart(p.encode(p.Register(name="rogue", host="rogue", user="rogue",
+                                                        threads=self.threads)))
+            last_beat = 0.0
             while not self.stop.is_set():
                 if sock.poll(50):
                     while True:
@@ -69,9 +81,6 @@ class Rogue(threading.Thread):
                     for attempt_id in self.forge():
                         sock.send_multipart(p.encode(p.Result(attempt_id, p.PageResult(url="http://forged.test/"))))
                         self.sent += 1
-        finally:
-            sock.close()
-            context.term()
 
 
 def stored(grid: Grid) -> list[str]:
@@ -166,16 +175,11 @@ class Unacknowledging(threading.Thread):
         self.endpoint, self.urls = endpoint, urls
         self.stop, self.ack = threading.Event(), threading.Event()
         self.results: set[int] = set()
-        self.acked = 0
 
     def run(self) -> None:
-        context = zmq.Context()
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.endpoint)
-        sock.send_multipart(p.encode(p.OpenApplication(name="broken", user="broken", client="broken-1")))
-        app, held, last_beat = None, [], 0.0
-        try:
+        with dealer(self.endpoint) as sock:
+            sock.send_multipart(p.encode(p.OpenApplication(name="broken", user="broken", client="broken-1")))
+            app, held, last_beat = None, [], 0.0
             while not self.stop.is_set():
                 if sock.poll(50):
                     message = p.decode(sock.recv_multipart())
@@ -189,14 +193,10 @@ class Unacknowledging(threading.Thread):
                         held += done
                 if app is not None and self.ack.is_set() and held:
                     sock.send_multipart(p.encode(p.Ack(app, held)))
-                    self.acked += len(held)
                     held = []
                 if time.monotonic() - last_beat > 0.25:
                     last_beat = time.monotonic()
                     sock.send_multipart(p.encode(p.Heartbeat()))
-        finally:
-            sock.close()
-            context.term()
 
 
 def test_a_client_that_does_not_acknowledge_costs_the_manager_a_bounded_memory_and_stalls_no_other(
