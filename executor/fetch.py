@@ -50,6 +50,7 @@ from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
+from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
            "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
@@ -606,9 +607,12 @@ def _media_type(content_type: str | None) -> str | None:
 
 
 def _check_url(url: str) -> str | None:
-    """Return why ``url`` cannot be fetched, or None when it is an http(s) URL with a host."""
+    """Return why ``url`` cannot be fetched, or None when it is an http(s) URL with a host of at
+    most :data:`~gridcrawl.urls.MAX_URL_LENGTH` (2,083) characters, the longest a crawl keeps."""
     if not isinstance(url, str) or not url:
         return "empty URL"
+    if len(url) > MAX_URL_LENGTH:
+        return f"URL longer than {MAX_URL_LENGTH} characters"
     if any(ch in url for ch in "\r\n\x00"):
         return "URL contains control characters"
     try:
@@ -918,7 +922,7 @@ class Fetcher:
                             ErrorKind.TOO_MANY_REDIRECTS,
                             f"more than {self.max_redirects} redirects",
                         )
-                    target = urldefrag(urljoin(current, location.strip()))[0]
+                    target = urldefrag(urljoin(current, location.strip()))[0]  # parsed by requests already
                     if target in seen:
                         raise _Failure(ErrorKind.REDIRECT_LOOP, f"redirect loop back to {target}")
                     seen.add(target)
@@ -980,6 +984,10 @@ class Fetcher:
             ),
         ):
             return _Failure(ErrorKind.INVALID_URL, message)
+        if isinstance(exc, ValueError) and not isinstance(exc, requests.exceptions.RequestException):
+            # requests resolves a redirect's Location even when it does not follow it
+            # (Session.send's ``r._next``): one urlsplit cannot parse ("http://[::1") raises there
+            return _Failure(ErrorKind.INVALID_URL, f"the redirect target (Location) is no URL: {exc}")
         if "CERTIFICATE_VERIFY_FAILED" in raw:
             message += f"; {_TLS_HINT}"
         if isinstance(

@@ -85,6 +85,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._redirect("/loop/b")
             elif path == "/loop/b":
                 self._redirect(f"http://127.0.0.1:{srv.server_port}/loop/a")
+            elif path == "/to-bad-ipv6":  # a Location urljoin cannot parse
+                self._redirect("http://[::1")
+            elif path == "/to-long":  # a Location longer than any URL a crawl keeps
+                self._redirect("/" + "a" * 3000)
             elif path == "/trickle":
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
@@ -275,6 +279,20 @@ def test_redirect_loop(server):
     assert r.error_kind is ErrorKind.REDIRECT_LOOP
     assert r.redirects == [base + "/loop/b"]
     assert "/loop/a" in r.error
+
+
+@pytest.mark.parametrize("path, reason", [
+    ("/to-bad-ipv6", "the redirect target (Location) is no URL: Invalid IPv6 URL"),
+    ("/to-long", "URL longer than 2083 characters (redirect target"),
+])
+def test_a_redirect_to_an_invalid_url_fails_as_invalid_url(server, path, reason):
+    """Before: a Location urljoin could not parse escaped as a crash (``ValueError``), and one
+    of 3,000 characters was followed, its URL then cut to the crawl tables' 2,083."""
+    base, srv = server
+    r = _fetcher().fetch(base + path)
+    assert r.error_kind is ErrorKind.INVALID_URL and reason in r.error, (r.error_kind, r.error)
+    with srv.lock:
+        assert not any(seen.startswith("/aaa") for seen in srv.seen)  # never requested
 
 
 def test_trickling_body_is_cut_at_the_deadline(server):
