@@ -1032,6 +1032,10 @@ class Fetcher:
                 message += self._login_hint(result.final_url, resp.headers.get("WWW-Authenticate"))
             raise _Failure(ErrorKind.HTTP_STATUS, message)
         if status == 304:  # Not Modified: no content (RFC 9110 §15.4.5); nothing to read
+            asked = resp.request.headers if resp.request is not None else {}
+            if "If-None-Match" not in asked and "If-Modified-Since" not in asked:  # §15.4.5: only to those
+                raise _Failure(ErrorKind.HTTP_STATUS, "HTTP 304 Not Modified to a request that asked for no "
+                                                      "validation (no If-None-Match, no If-Modified-Since)")
             return
         media = _media_type(result.content_type)
         wanted = (media is None or media in HTML_TYPES or self.keep_non_html

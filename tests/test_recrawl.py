@@ -16,7 +16,7 @@ from gridcrawl import models, protocol as p
 from gridcrawl.client.app import _validators
 from gridcrawl.client.store import CrawlStore, Outcome, Scope
 from gridcrawl.db import open_database
-from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.executor.page import conditional_headers, visit
 from gridcrawl.schedule import AdaptiveSchedule, verdict
 from gridcrawl.settings import Settings
@@ -152,6 +152,23 @@ def test_fetcher_sends_validators_and_takes_a_304_without_a_body(site_server):
     statuses = [(r.path, r.status, r.body_bytes) for r in server.requests]
     assert [s for s in statuses if s[1] == 304] == [("/e.html", 304, 0), ("/m.html", 304, 0)]
     fetcher.close()
+
+
+def test_a_304_to_a_request_without_validators_is_a_failure_not_a_page(site_server):
+    """A server that answers 304 to a plain GET (RFC 9110 §15.4.5 allows it only for a
+    conditional one) gave a first visit a document of status 304 and no content."""
+    site = conditional_site()
+    site.extra["/always-304.html"] = lambda h: h.respond(304)
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        plain = fetcher.fetch(server.url("/always-304.html"))
+        asked = fetcher.fetch(server.url("/always-304.html"), headers={"If-None-Match": '"v1"'})
+    finally:
+        fetcher.close()
+    assert plain.status == 304 and plain.error_kind is ErrorKind.HTTP_STATUS
+    assert "asked for no validation" in plain.error
+    assert asked.ok and asked.status == 304  # a recrawl's conditional request: not modified, as before
 
 
 def test_visit_digests_bodies_and_does_not_parse_a_304(site_server):
