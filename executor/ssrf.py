@@ -202,7 +202,11 @@ Resolver = Callable[[str, int], list[str]]
 
 def system_resolver(host: str, port: int) -> list[str]:
     """Every address the system resolver gives for ``host`` (TCP), as strings; raises
-    ``OSError`` (``socket.gaierror``) when it does not resolve."""
+    ``OSError`` (``socket.gaierror``) when it does not resolve. A name under ``.invalid`` gets
+    that answer at once, without a DNS query, as RFC 6761 §6.4 asks of resolution libraries
+    (glibc asks the DNS server)."""
+    if host.rstrip(".").rpartition(".")[2].lower() == "invalid":
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known (.invalid never resolves: RFC 6761 §6.4)")
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
     return [info[4][0] for info in infos]
 

@@ -1,10 +1,11 @@
 """A real HTTP forward proxy on 127.0.0.1 for the tests, standing in for an organisation's Squid.
 
-``ForwardProxy(hosts={"docs.intranet.test": "127.0.0.1"})`` listens on a free port of
+``ForwardProxy(hosts={"docs.intranet.invalid": "127.0.0.1"})`` listens on a free port of
 127.0.0.1. It forwards absolute-form requests (``GET http://host:port/path HTTP/1.1``) and
 tunnels ``CONNECT host:port`` (HTTPS), reaching a host only by the address ``hosts`` gives for
 its name (or an IP literal of 127.0.0.0/8): a name nobody else can resolve is reachable through
-this proxy only, as an outside name is from a desktop behind a real one. With ``credentials``
+this proxy only, as an outside name is from a desktop behind a real one. A name written
+``*.maze.test`` stands for every subdomain of ``maze.test``, as a wildcard DNS record does. With ``credentials``
 (``("user", "password")``) a request without the matching ``Proxy-Authorization: Basic`` gets
 ``407``. ``records`` lists ``(method, target)`` of every request the proxy received.
 """
@@ -50,9 +51,15 @@ class _ProxyHandler(http.server.BaseHTTPRequestHandler):
         return False
 
     def _address(self, host: str) -> str | None:
-        mapped = self.proxy.hosts.get(host.lower())
+        host = host.lower()
+        mapped = self.proxy.hosts.get(host)
         if mapped is not None:
             return mapped
+        parent = host
+        while "." in parent:
+            parent = parent.split(".", 1)[1]
+            if f"*.{parent}" in self.proxy.hosts:
+                return self.proxy.hosts[f"*.{parent}"]
         try:
             return host if ipaddress.ip_address(host) in ipaddress.ip_network("127.0.0.0/8") else None
         except ValueError:
@@ -143,6 +150,7 @@ class ForwardProxy:
         self.records: list[tuple[str, str]] = []
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ProxyHandler)
         self._server.daemon_threads = True
+        self._server.handle_error = lambda request, address: None  # a client hanging up is no test failure
         self._server.forward_proxy = self  # type: ignore[attr-defined]
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(target=self._server.serve_forever, name="test-proxy", daemon=True)

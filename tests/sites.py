@@ -39,6 +39,7 @@ import http.server
 import random
 import socket
 import ssl
+import socketserver
 import threading
 import time
 from dataclasses import dataclass, field
@@ -502,6 +503,13 @@ class _Server(http.server.ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024
     site_server: "SiteServer"
+
+    def server_bind(self) -> None:
+        """Bind without http.server's ``socket.getfqdn`` of the address: for any loopback
+        address but 127.0.0.1 (which /etc/hosts names) that is a reverse DNS query to the
+        machine's DNS server, off this host."""
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
 
     def handle_error(self, request, client_address) -> None:
         """Keep errors (usually a client hanging up) off stderr; count them instead."""

@@ -97,10 +97,10 @@ def test_fetch_goes_through_the_proxy_with_the_netrc_login(tmp_path):
     site = Site(extra={"/": login_page(b"<html><head><title>Wiki</title></head><body></body></html>",
                                        "crawler", "s3cret", seen)})
     netrc = tmp_path / "netrc"
-    netrc.write_text("machine wiki.intranet.test login crawler password s3cret\n")
+    netrc.write_text("machine wiki.intranet.invalid login crawler password s3cret\n")
     netrc.chmod(0o600)
-    with SiteServer(site) as server, ForwardProxy(hosts={"wiki.intranet.test": "127.0.0.1"}) as proxy:
-        url = f"http://wiki.intranet.test:{server.port}/"
+    with SiteServer(site) as server, ForwardProxy(hosts={"wiki.intranet.invalid": "127.0.0.1"}) as proxy:
+        url = f"http://wiki.intranet.invalid:{server.port}/"
         done = _fetch(url, "--proxy", proxy.url, "--netrc", str(netrc), "--ignore-robots", "--json")
         assert done.returncode == 0, done.stdout + done.stderr
         found = json.loads(done.stdout)

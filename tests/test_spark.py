@@ -158,15 +158,15 @@ def test_a_task_fetches_through_the_proxy_with_the_netrc_logins(tmp_path):
     from proxy import ForwardProxy
     seen: list = []
     site = Site(extra={"/": login_page(b"<html><body>behind a login</body></html>", "crawler", "s3cret", seen)})
-    with SiteServer(site) as srv, ForwardProxy(hosts={"wiki.intranet.test": "127.0.0.1"}) as proxy:
-        (tmp_path / "netrc").write_text("machine wiki.intranet.test login crawler password s3cret\n")
+    with SiteServer(site) as srv, ForwardProxy(hosts={"wiki.intranet.invalid": "127.0.0.1"}) as proxy:
+        (tmp_path / "netrc").write_text("machine wiki.intranet.invalid login crawler password s3cret\n")
         (tmp_path / "netrc").chmod(0o600)
-        seed = f"http://wiki.intranet.test:{srv.port}/"
+        seed = f"http://wiki.intranet.invalid:{srv.port}/"
         s = Settings(proxy=proxy.url, netrc=str(tmp_path / "netrc"), obey_robots=False).validate()
         db = f"sqlite:///{tmp_path / 'stage.db'}"
         store, scope = open_crawl(s, db, [seed], [])
         config = TaskConfig(db, s, scope, store.strategy, [], token="proxy")
-        records = list(download_partition(config, {}, 0, [("wiki.intranet.test", dataclasses.astuple(p))
+        records = list(download_partition(config, {}, 0, [("wiki.intranet.invalid", dataclasses.astuple(p))
                                                           for p in store.claim(10)]))
         figures = records[-1][1]
         assert figures["pages"] == 1 and figures["errors"] == 0, figures

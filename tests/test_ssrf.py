@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopRefusal
-from gridcrawl.executor.ssrf import SSRFGuard, classify, parse_host, parse_networks
+from gridcrawl.executor.ssrf import SSRFGuard, classify, parse_host, parse_networks, system_resolver
 from grid import Grid
 from sites import Site, SiteServer, redirect
 
@@ -123,6 +123,22 @@ DNS = {"public.test": ["93.184.216.34"], "intranet.test": ["10.1.2.3"], "both.te
 def test_guard_refuses(url, needle):
     reason = SSRFGuard(resolver=fake_resolver(DNS)).check(url)
     assert reason is not None and needle in reason, reason
+
+
+def test_an_invalid_name_is_answered_at_once_without_asking_the_dns_server(monkeypatch):
+    """RFC 6761 §6.4: ``.invalid`` names never resolve, and glibc would send the query to the
+    machine's DNS server (off this host); the resolver answers itself."""
+    asked = []
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: asked.append(host) or real(host, *a, **k))
+    for host in ("docs.intranet.invalid", "INVALID.", "a.b.Invalid"):
+        with pytest.raises(socket.gaierror, match="RFC 6761"):
+            system_resolver(host, 80)
+    assert asked == []
+    assert system_resolver("127.0.0.1", 80) == ["127.0.0.1"] and asked == ["127.0.0.1"]
+    refusal = SSRFGuard().check("http://docs.intranet.invalid/")
+    assert isinstance(refusal, HopRefusal) and refusal.kind == ErrorKind.CONNECTION
+    assert "cannot resolve host 'docs.intranet.invalid'" in refusal.reason and asked == ["127.0.0.1"]
 
 
 def test_a_host_that_does_not_resolve_is_refused_as_a_connection_error():
