@@ -476,7 +476,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:
         view.console.print(f"the links above were not queued: their hosts had {settings.max_pages_per_host} URLs "
-                           "queued or visited (--max-pages-per-host, the cap that ends a link maze); a site that "
+                           "queued or visited, a seed's subdomains counted with it (--max-pages-per-host, the cap "
+                           "that ends a link maze, over one host or endless subdomains); a site that "
                            "large takes a new --workdir and a larger cap (0: none)", soft_wrap=True, highlight=False)
     if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
         view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "

@@ -73,7 +73,8 @@ class ProgressView:
                 commands: list[tuple[str, str]] = ()) -> None:
         """Print the end-of-crawl summary on stderr, within 80 columns: the figures of ``counts``
         (application id, pages this run, documents, visited, errors, set aside, to visit, links
-        not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links),
+        not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
+        a seed's subdomains counted under it),
         seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
@@ -93,9 +94,10 @@ class ProgressView:
         if capped:
             hosts = sorted(capped.items(), key=lambda kv: (-kv[1], kv[0]))
             named = ", ".join(f"{host} ({n})" for host, n in hosts[:3])
-            more = f" and {len(hosts) - 3} more hosts" if len(hosts) > 3 else ""
+            more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
             table.add_row("not queued", f"{sum(capped.values())} links of hosts at the per-host cap of "
-                          f"{counts.get('max_pages_per_host')} URLs: {named}{more}")
+                          f"{counts.get('max_pages_per_host')} URLs (a seed's subdomains counted with it): "
+                          f"{named}{more}")
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         for need, n in sorted((counts.get("waiting") or {}).items()):

@@ -35,7 +35,8 @@ from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
-from gridcrawl.urls import Domains, InvalidURL, canonical_url, domain_keys, fingerprint, in_scope, path_trap, url_host
+from gridcrawl.urls import (Domains, InvalidURL, canonical_url, domain_keys, fingerprint, in_scope, path_trap,
+                            scope_domain, url_host)
 from gridcrawl.client.traps import TrapDetector
 
 log = logging.getLogger("gridcrawl.client")
@@ -100,7 +101,7 @@ class Rows:
 class Scope:
     """Which links are followed: hosts in ``allowed_domains`` (and their subdomains), depth at
     most ``max_depth`` (-1: unlimited), paths that are no crawler trap (no segment three times,
-    :func:`gridcrawl.urls.path_trap`), and at most ``max_pages_per_host`` URLs per host name
+    :func:`gridcrawl.urls.path_trap`), and at most ``max_pages_per_host`` URLs per :meth:`site`
     (0: unlimited; counted by :meth:`CrawlStore.apply`). URLs longer than 2,083 characters never
     get here: :func:`gridcrawl.urls.canonical_url` refuses them.
 
@@ -139,6 +140,15 @@ class Scope:
             return None
         host = url_host(page.final_url)
         return host if self.widen(host) else None
+
+    def site(self, url: str) -> str:
+        """What the per-host cap counts ``url`` under: the allowed domain its host falls under
+        (a seed's host, counting its subdomains with it, or an ``--allow-domain``; the most
+        specific wins, :func:`gridcrawl.urls.scope_domain`), else its host name. Counting a
+        seed's subdomains with it is what ends a maze spread over endless host names (a
+        wildcard DNS record), whose every host has one page."""
+        host = url_host(url)
+        return scope_domain(host, self.domains) or host
 
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
@@ -238,9 +248,10 @@ class CrawlStore:
         self.schedule = schedule or AdaptiveSchedule()
         self.keep_versions = keep_versions
         self.recrawl_since: datetime | None = None
-        self._host_counts: collections.Counter[str] | None = None  # URLs per host, for max_pages_per_host
-        #: Links this store did not queue because their host had reached ``max_pages_per_host``,
-        #: per host name (committed transactions only).
+        self._site_counts: collections.Counter[str] | None = None  # URLs per Scope.site, for max_pages_per_host
+        #: Links this store did not queue because their site (:meth:`Scope.site`: a seed's host
+        #: with its subdomains) had reached ``max_pages_per_host``, per site (committed
+        #: transactions only).
         self.capped: collections.Counter[str] = collections.Counter()
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
@@ -620,7 +631,7 @@ class CrawlStore:
         self._known.update(hash(row["url"]) for row in links.values())
         self._known.update(hash(o.pending.url) for o in outcomes)
         self._known.update(hash(row["url"]) for row in rows.traps)
-        self._count_hosts(added, capped)
+        self._count_sites(added, capped)
         return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
                 "triples": len(rows.triples), **found}
@@ -659,7 +670,7 @@ class CrawlStore:
         def work(conn) -> None:
             added[:], capped[:] = self._queue(conn, list(links), scope, offered)
         run_transaction(self.engine, work)
-        self._count_hosts(added, capped)
+        self._count_sites(added, capped)
         return len(offered)
 
     @staticmethod
@@ -704,7 +715,7 @@ class CrawlStore:
         added: list[str] = []
         capped: list[str] = []
         if scope.max_pages_per_host > 0:
-            rows, added, capped = self._cap_per_host(conn, rows, scope.max_pages_per_host)
+            rows, added, capped = self._cap_per_site(conn, rows, scope)
         insert_ignore(conn, to_visit, rows)
         insert_ignore(conn, to_visit, maps)
         rows = rows + maps
@@ -714,11 +725,11 @@ class CrawlStore:
             offered[:] = rows
         return added, capped
 
-    def _count_hosts(self, added: list[str], capped: list[str]) -> None:
-        """Count the hosts of a committed transaction's queued and capped links (a retried
-        transaction recomputed both)."""
-        for host in added:
-            self._host_counts[host] += 1
+    def _count_sites(self, added: list[str], capped: list[str]) -> None:
+        """Count the sites (:meth:`Scope.site`) of a committed transaction's queued and capped
+        links (a retried transaction recomputed both)."""
+        for site in added:
+            self._site_counts[site] += 1
         self.capped.update(capped)
 
     def _extracted(self, o: Outcome) -> bool:
@@ -1195,38 +1206,41 @@ class CrawlStore:
         with self.engine.connect() as conn:
             return rules_from_table(conn)
 
-    def _cap_per_host(self, conn, rows: list[dict], cap: int) -> tuple[list[dict], list[str], list[str]]:
-        """Keep the rows whose host has fewer than ``cap`` URLs queued or visited, counting the
-        rows kept; return them, the host of each new one and the host of each row left out.
-        Rows already queued pass (they are counted already and insert-if-absent skips them)."""
-        if self._host_counts is None:
-            self._host_counts = self._load_host_counts(conn)
+    def _cap_per_site(self, conn, rows: list[dict], scope: Scope) -> tuple[list[dict], list[str], list[str]]:
+        """Keep the rows whose site (:meth:`Scope.site`) has fewer than ``scope.max_pages_per_host``
+        URLs queued or visited, counting the rows kept; return them, the site of each new one and
+        the site of each row left out. Rows already queued pass (they are counted already and
+        insert-if-absent skips them)."""
+        if self._site_counts is None:
+            self._site_counts = self._load_site_counts(conn, scope)
         queued: set[str] = set()
         for part in chunks([r["fingerprint"] for r in rows], 500):
             queued.update(conn.execute(sa.select(to_visit.c.fingerprint)
                                        .where(to_visit.c.fingerprint.in_(part))).scalars())
+        cap = scope.max_pages_per_host
         pending: dict[str, int] = {}
         kept, added, capped = [], [], []
         for row in rows:
             if row["fingerprint"] in queued:
                 continue
-            host = url_host(row["url"])
-            if self._host_counts[host] + pending.get(host, 0) >= cap:
-                capped.append(host)
+            site = scope.site(row["url"])
+            if self._site_counts[site] + pending.get(site, 0) >= cap:
+                capped.append(site)
                 continue
-            pending[host] = pending.get(host, 0) + 1
+            pending[site] = pending.get(site, 0) + 1
             kept.append(row)
-            added.append(host)
+            added.append(site)
         return kept, added, capped
 
     @staticmethod
-    def _load_host_counts(conn) -> "collections.Counter[str]":
-        """URLs per host name in ``visited_url`` and ``to_visit_url`` (read once per client;
-        several clients on one database each count what they see, so the cap is approximate)."""
+    def _load_site_counts(conn, scope: Scope) -> "collections.Counter[str]":
+        """URLs per site (:meth:`Scope.site`) in ``visited_url`` and ``to_visit_url`` (read once
+        per client; several clients on one database each count what they see, so the cap is
+        approximate)."""
         counts: collections.Counter[str] = collections.Counter()
         for table in (visited, to_visit):
             for url in conn.execute(sa.select(table.c.url)).scalars():
-                counts[url_host(url)] += 1
+                counts[scope.site(url)] += 1
         return counts
 
     # ------------------------------------------------------------------ figures

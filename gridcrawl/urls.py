@@ -61,6 +61,7 @@ __all__ = [
     "fingerprint",
     "in_scope",
     "path_trap",
+    "scope_domain",
     "url_host",
     "url_shape",
 ]
@@ -494,24 +495,25 @@ def in_scope(host: str, allowed_domains: Iterable[str]) -> bool:
     Returns:
         True when the host is in scope.
     """
+    return scope_domain(host, allowed_domains) is not None
+
+
+def scope_domain(host: str, allowed_domains: Iterable[str]) -> str | None:
+    """The allowed domain ``host`` falls under, as :func:`in_scope` compares them, or None.
+
+    The most specific one wins: with ``example.com`` and ``docs.example.com`` allowed,
+    ``a.docs.example.com`` falls under ``docs.example.com`` and ``www.example.com`` under
+    ``example.com``. Returns the domain in its compared form (lower case, IDNA, no outer
+    dots), the key the per-host cap counts a seed's subdomains under."""
     host = host.strip().rstrip(".").lower()
     if not host:
-        return False
+        return None
     if not host.isascii():
         host = _encode_host(host) or host
     keys = domain_keys(allowed_domains)
     while host not in keys:  # the host, then each parent domain: a.b.example.com, b.example.com ...
         dot = host.find(".")
         if dot == -1:
-            return False
+            return None
         host = host[dot + 1:]
-    return True
-    if not host.isascii():
-        host = _encode_host(host) or host
-    for domain in allowed_domains:
-        key = _domain_key(domain)
-        if not key:
-            continue
-        if host == key or (host.endswith(key) and host[-len(key) - 1] == "."):
-            return True
-    return False
+    return host

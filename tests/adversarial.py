@@ -446,3 +446,27 @@ def maze_site() -> Site:
     site.pages["/"] = _html("Maze", [maze_path(random.Random(f"/{i}")) for i in range(8)])
     site.extra["/maze/*"] = _maze
     return site
+
+
+#: The domain of :func:`subdomain_maze_site`: its hosts are reached through the test proxy only
+#: (``tests/proxy.py``, ``*.maze.invalid``: RFC 6761 names no DNS server is asked about), as a wildcard DNS record would serve them.
+MAZE_DOMAIN = "maze.invalid"
+
+
+def _subdomain_maze(h) -> None:
+    """A page of the subdomain maze: the host's own random prose and eight links to the home
+    pages of other random subdomains, drawn from a generator seeded by the host name."""
+    host, _, port = h.headers.get("Host", "").partition(":")
+    rng = random.Random(host)
+    prose = " ".join(rng.choice(MAZE_WORDS) for _ in range(300))
+    links = [f"http://{maze_path(rng)[6:]}.{MAZE_DOMAIN}:{port}/" for _ in range(8)]
+    h.respond(200, _html(host.split(".", 1)[0].replace("-", " "), links, f"<p>{prose}</p>"))
+
+
+def subdomain_maze_site() -> Site:
+    """A link maze spread over endless host names, as a tar pit behind a wildcard DNS record
+    serves it: the home page ``/`` of every host under :data:`MAZE_DOMAIN` is random prose
+    linking the home pages of eight more random subdomains (``http://cedar-kelp-dune-reed.maze.invalid:PORT/``).
+    Each host has one page, so a cap counted per host name never stops it: only a cap that
+    counts a seed's subdomains with it does."""
+    return Site(extra={"/": _subdomain_maze})

@@ -18,6 +18,9 @@ Three tests:
   Crawl-delay, 503s and a 429 are retried until they succeed.
 * ``test_a_link_maze_ends_at_the_per_host_cap`` — a maze of endless distinct pages, which no
   trap rule catches, ends at ``max_pages_per_host`` (100,000 by default; 300 here).
+* ``test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap`` — the same over endless host
+  names, one page each (a wildcard DNS record, served here through the test proxy): the cap
+  counts a seed's subdomains with it.
 """
 
 from __future__ import annotations
@@ -29,9 +32,11 @@ import time
 import psutil
 import pytest
 
-from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, NEVER, PDF_BYTES, POLITE_DELAY, POLITE_GOOD,
-                         SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, maze_site, polite_site)
+from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, MAZE_DOMAIN, NEVER, PDF_BYTES, POLITE_DELAY,
+                         POLITE_GOOD, SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, maze_site,
+                         polite_site, subdomain_maze_site)
 from grid import Grid
+from proxy import ForwardProxy
 from gridcrawl.settings import Settings
 from gridcrawl.urls import canonical_url, path_trap
 from sites import generate_site, reachable
@@ -284,4 +289,32 @@ def test_a_link_maze_ends_at_the_per_host_cap(tmp_path, site_server):
     assert asked == visited
     left_out = int(re.search(r"not queued\s*│\s*(\d+) links", done.stderr).group(1))
     assert left_out > MAZE_CAP  # eight links a page, nearly all new
-    assert f"their hosts had {MAZE_CAP} URLs queued or visited (--max-pages-per-host" in done.stderr
+    assert f"their hosts had {MAZE_CAP} URLs queued or visited, a seed's subdomains counted with it" in done.stderr
+
+
+def test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap(tmp_path, site_server):
+    """A maze whose every page is the home page of a new random subdomain of the seed's host
+    (adversarial.subdomain_maze_site, reached through the test proxy as a wildcard DNS record
+    would serve it) gives no host name a second page, so a cap per host name never stops it:
+    ``max_pages_per_host`` counts the seed's subdomains with it, and the crawl ends there with
+    every queued URL visited, nothing beyond them requested, and the summary naming the seed."""
+    import subprocess
+    import sys
+    server = site_server(subdomain_maze_site())
+    seed = f"http://{MAZE_DOMAIN}:{server.port}/"
+    with ForwardProxy(hosts={MAZE_DOMAIN: "127.0.0.1", f"*.{MAZE_DOMAIN}": "127.0.0.1"}) as proxy:
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", seed, "--proxy", proxy.url,
+                               "--executors", "2", "--threads", "4", "--max-pages-per-host", str(MAZE_CAP),
+                               "--workdir", str(tmp_path), "--no-progress"],
+                              capture_output=True, text=True, timeout=CRAWL_BOUND)
+        asked = {canonical_url(target) for method, target in proxy.records if not target.endswith("/robots.txt")}
+    assert done.returncode == 0, done.stderr[-3000:]
+    grid = Grid(tmp_path)  # only to read the databases the run left
+    visited = {url for (url,) in grid.query("crawl", "SELECT url FROM visited_url")}
+    assert len(visited) == MAZE_CAP  # the seed, its /sitemap.xml (a 404) and 298 subdomains' home pages
+    assert len({u.split("/")[2] for u in visited}) == MAZE_CAP - 1  # one page per host name
+    assert grid.query("crawl", "SELECT count(*) FROM to_visit_url") == [(0,)]
+    assert asked == visited
+    row = re.search(r"not queued\s*│\s*(\d+) links", done.stderr)
+    assert row and int(row.group(1)) > MAZE_CAP, done.stderr[-3000:]  # eight links a page, nearly all new
+    assert f"{MAZE_DOMAIN} ({row.group(1)})" in re.sub(r"\s*│\s*", " ", done.stderr)

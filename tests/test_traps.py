@@ -8,7 +8,7 @@ import pytest
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
 from gridcrawl.db import open_database
 from gridcrawl.protocol import PageResult
-from gridcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonical_url, fingerprint, path_trap
+from gridcrawl.urls import MAX_URL_LENGTH, InvalidURL, canonical_url, fingerprint, path_trap, scope_domain
 
 
 @pytest.mark.parametrize("url,segment", [
@@ -57,6 +57,21 @@ def test_scope_allows():
     assert scope.instruction() == {"scope": ["h.example"]}
 
 
+def test_scope_domain_is_the_most_specific_allowed_domain_a_host_falls_under():
+    allowed = ["example.com", "docs.example.com", "127.0.0.1"]
+    assert scope_domain("a.b.docs.example.com", allowed) == "docs.example.com"
+    assert scope_domain("WWW.Example.COM.", allowed) == "example.com"
+    assert scope_domain("example.com", allowed) == "example.com"
+    assert scope_domain("badexample.com", allowed) is None
+    assert scope_domain("127.0.0.1", allowed) == "127.0.0.1"
+    assert scope_domain("", allowed) is None
+    assert scope_domain("bücher.example.com", ["BÜCHER.example.com"]) == "xn--bcher-kva.example.com"
+    scope = Scope(["example.com", "docs.example.com"])
+    assert scope.site("http://x.y.example.com:8080/p") == "example.com"
+    assert scope.site("http://a.docs.example.com/") == "docs.example.com"
+    assert scope.site("http://elsewhere.example/") == "elsewhere.example"  # outside the scope: its host
+
+
 def _outcome(store_row: Pending, links: list[str]) -> Outcome:
     page = PageResult(url=store_row.url, final_url=store_row.url, status=200, content_type="text/html",
                       links=[[u, ""] for u in links])
@@ -94,6 +109,28 @@ def test_max_pages_per_host_caps_queued_urls(tmp_path):
     more = again.claim(10)
     again.apply([_outcome(more[0], ["http://a.example/new", "http://b.example/new"])], scope)
     assert "http://a.example/new" not in _queued(again) and "http://b.example/new" not in _queued(again)
+
+
+def test_the_cap_counts_a_seeds_subdomains_with_it(tmp_path):
+    """A maze over endless host names (one page each) is capped as one site: the seed's."""
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.add_seeds(["http://maze.example/", "http://docs.maze.example/"])
+    scope = Scope(["maze.example", "docs.maze.example"], -1, max_pages_per_host=5)
+    seed = next(p for p in store.claim(10) if p.url == "http://maze.example/")
+    subdomains = [f"http://h{i}.maze.example/" for i in range(10)]
+    store.apply([_outcome(seed, subdomains + ["http://a.docs.maze.example/", "http://b.docs.maze.example/"])], scope)
+    queued = _queued(store)
+    # maze.example: its seed (now visited) and four subdomains fill its 5; docs.maze.example, a seed
+    # itself, counts on its own
+    assert [u for u in queued if "docs" not in u] == subdomains[:4]
+    assert [u for u in queued if "docs" in u] == ["http://a.docs.maze.example/", "http://b.docs.maze.example/",
+                                                  "http://docs.maze.example/"]
+    assert store.capped == {"maze.example": 6}
+    # a new client on the same database counts the sites from the tables
+    again = CrawlStore(store.engine)
+    more = again.claim(20)
+    again.apply([_outcome(more[0], ["http://new.maze.example/", "http://c.docs.maze.example/"])], scope)
+    assert "http://new.maze.example/" not in _queued(again) and "http://c.docs.maze.example/" in _queued(again)
 
 
 def test_a_scope_without_a_cap_queues_every_link(tmp_path):
