@@ -475,10 +475,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                       f"{','.join(sorted({g.retry_kind for g in errors}))}")]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:
-        view.console.print(f"the links above were not queued: their hosts had {settings.max_pages_per_host} URLs "
-                           "queued or visited, a seed's subdomains counted with it (--max-pages-per-host, the cap "
-                           "that ends a link maze, over one host or endless subdomains); a site that "
-                           "large takes a new --workdir and a larger cap (0: none)", soft_wrap=True, highlight=False)
+        view.console.print(f"the links above {capped_note(settings.max_pages_per_host)}", soft_wrap=True,
+                           highlight=False)
     if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
         view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
                            f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left",
@@ -514,6 +512,15 @@ def rerun_command(manager: list[str], db: str, user: str | None, curve_secret: P
     argv += ["--curve-secret", str(curve_secret), "--curve-server-key", str(curve_server_key)] if curve_secret else []
     argv += ["--config", str(config)] if config else []
     return shlex.join(argv)
+
+
+def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
+    """The end of the sentence a crawl's summary prints when the per-host cap (``cap`` URLs,
+    ``--max-pages-per-host``) left links out: why, and what to do about it (``new_crawl``: how
+    a crawl starts afresh, since the links left out are not recorded)."""
+    return (f"were not queued: their hosts had {cap} URLs queued or visited, a seed's subdomains counted "
+            "with it (--max-pages-per-host, the cap that ends a link maze, over one host or endless "
+            f"subdomains); a site that large takes {new_crawl} and a larger cap (0: none)")
 
 
 def exit_status(counts: dict) -> None:

@@ -21,7 +21,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -661,17 +661,16 @@ class CrawlStore:
     def queue_links(self, links: Sequence[dict], scope: Scope) -> int:
         """Queue ``to_visit_url`` rows (from :meth:`rows`) whose fingerprint is not visited,
         within the scope's per-host cap, in one transaction (insert-if-absent: a row queued
-        already, or by another writer meanwhile, is stored once); return how many rows were
-        offered after the visited check and the cap."""
+        already, or by another writer meanwhile, is stored once); return how many rows the cap
+        left out (also counted in :attr:`capped`)."""
         added: list = []
         capped: list = []
-        offered: list = []
 
         def work(conn) -> None:
-            added[:], capped[:] = self._queue(conn, list(links), scope, offered)
+            added[:], capped[:] = self._queue(conn, list(links), scope)
         run_transaction(self.engine, work)
         self._count_sites(added, capped)
-        return len(offered)
+        return len(capped)
 
     @staticmethod
     def _record_traps(conn, trap_rows: list[dict]) -> None:
@@ -688,11 +687,10 @@ class CrawlStore:
         for ids in chunks(sorted(thread_ids), 500):
             conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
 
-    def _queue(self, conn, links: list[dict], scope: Scope,
-               offered: list | None = None) -> tuple[list[str], list[str]]:
+    def _queue(self, conn, links: list[dict], scope: Scope) -> tuple[list[str], list[str]]:
         """Insert the link rows not yet visited (and within the per-host cap) into
-        ``to_visit_url``; return the hosts of the rows the cap counted and of those it left out
-        (to count once committed). ``offered``, when given, receives the rows inserted-if-absent."""
+        ``to_visit_url``; return the sites (:meth:`Scope.site`) of the rows the cap counted and of
+        those it left out (to count once committed)."""
         if not links:
             return [], []
         pages = [row for row in links if row.get("kind") is None]
@@ -721,8 +719,6 @@ class CrawlStore:
         rows = rows + maps
         if self.strategy.focus is not None:
             self._raise_relevance(conn, rows)
-        if offered is not None:
-            offered[:] = rows
         return added, capped
 
     def _count_sites(self, added: list[str], capped: list[str]) -> None:
@@ -1231,6 +1227,18 @@ class CrawlStore:
             kept.append(row)
             added.append(site)
         return kept, added, capped
+
+    def site_counts(self, scope: Scope) -> "collections.Counter[str]":
+        """URLs queued or visited per site (:meth:`Scope.site`), read from the tables now: what
+        the per-host cap counts against (a Spark layer's driver reads it once and hands it to the
+        tasks that queue the layer's links, :meth:`start_site_counts`)."""
+        with self.engine.connect() as conn:
+            return self._load_site_counts(conn, scope)
+
+    def start_site_counts(self, counts: Mapping[str, int]) -> None:
+        """Count the per-host cap from ``counts`` (site -> URLs, from :meth:`site_counts`) instead
+        of what this store counted or would read from the tables."""
+        self._site_counts = collections.Counter(counts)
 
     @staticmethod
     def _load_site_counts(conn, scope: Scope) -> "collections.Counter[str]":

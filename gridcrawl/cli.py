@@ -1172,7 +1172,7 @@ def spark_command(
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
     if reason := gs.spark_unavailable():
         fail(reason)
-    from gridcrawl.client.cli import exit_status, open_crawl, parse_retry_kinds
+    from gridcrawl.client.cli import capped_note, exit_status, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
                               extract=extract, structured_data=structured_data)
@@ -1188,7 +1188,7 @@ def spark_command(
 
     def report_layer(f, total) -> None:
         typer.echo(f"layer {f.layer} (depth {f.depth}): {f.urls} URLs, {f.pages} pages, {f.errors} errors, "
-                   f"{f.queued} new links | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
+                   f"{f.queued} new links{f' ({f.capped} over the per-host cap)' if f.capped else ''} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
@@ -1205,6 +1205,8 @@ def spark_command(
                f"{len(result.layers)} layers; tables: {counts['documents']} documents, {counts['visited']} visited, "
                f"{counts['to_visit']} to visit, {counts['errors']} errors, {counts['set_aside']} set aside "
                "(duplicates, traps, noindex)")
+    if capped := sum(f.capped for f in result.layers):
+        typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
     if counts["errors"] or counts["set_aside"]:
         from gridcrawl.db import shown_url

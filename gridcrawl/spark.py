@@ -366,23 +366,32 @@ def better_link(a: dict, b: dict) -> dict:
     return b if (b.get("relevance") or 0.0) > (a.get("relevance") or 0.0) else a
 
 
-def queue_partition(config: TaskConfig, pairs: Iterable) -> Iterator[tuple]:
+def queue_partition(config: TaskConfig, capped, sites, pairs: Iterable) -> Iterator[tuple]:
     """The optimise stage's write: queue one partition's new ``(fingerprint, to_visit_row)``
-    pairs in batches of 1,000 with :meth:`CrawlStore.queue_links`; yield ``(fingerprint,
-    None)`` for every row offered (the fingerprints now known)."""
+    pairs in batches of 1,000 with :meth:`CrawlStore.queue_links`, adding the
+    links the per-host cap left out to ``capped`` (a Spark accumulator of ints, or None); yield
+    ``(fingerprint, None)`` for every row offered (the fingerprints now known).
+
+    ``sites`` (a broadcast of :meth:`CrawlStore.site_counts`, read by the driver before the
+    stage, or None) is what the cap counts from; the pairs are partitioned by site
+    (:meth:`Scope.site`), so one task owns each site's new links and the cap is exact."""
     store = _task_store(config)
+    if sites is not None:
+        store.start_site_counts(sites.value)
     batch: list = []
     for pair in pairs:
         batch.append(pair)
         if len(batch) >= 1000:
-            yield from _queue_batch(store, config, batch)
+            yield from _queue_batch(store, config, capped, batch)
             batch = []
     if batch:
-        yield from _queue_batch(store, config, batch)
+        yield from _queue_batch(store, config, capped, batch)
 
 
-def _queue_batch(store, config: TaskConfig, batch: list) -> Iterator[tuple]:
-    store.queue_links([row for _, row in batch], config.scope)
+def _queue_batch(store, config: TaskConfig, capped, batch: list) -> Iterator[tuple]:
+    left_out = store.queue_links([row for _, row in batch], config.scope)
+    if left_out and capped is not None:
+        capped.add(left_out)
     for fp, _ in batch:
         yield (fp, None)
 
@@ -411,7 +420,8 @@ def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[st
 @dataclass
 class LayerFigures:
     """What one layer did: its number and depth, URLs, pages fetched (errors included), new
-    links queued, seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
+    links queued, new links the per-host cap left out (``capped``: each worker process counts
+    the sites it queued to, so the cap holds per process), seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
     summed over the tasks), and the largest peak RSS of the Python workers that ran its
     download tasks (bytes)."""
 
@@ -421,6 +431,7 @@ class LayerFigures:
     pages: int = 0
     errors: int = 0
     queued: int = 0
+    capped: int = 0
     download_seconds: float = 0.0
     optimise_seconds: float = 0.0
     commit_seconds: float = 0.0
@@ -563,14 +574,26 @@ class SparkCrawl:
                         log.info("a seed redirects to %s: it joins the crawl's scope", host)
 
             t = time.monotonic()
+            capped, sites = sc.accumulator(0), None
             fresh = (downloaded.filter(lambda r: r[0] == "l").map(lambda r: (r[1], r[2]))
                      .reduceByKey(better_link, parts)
-                     .subtractByKey(known, parts)
-                     .mapPartitions(functools.partial(queue_partition, config), preservesPartitioning=True))
+                     .subtractByKey(known, parts))
+            if config.scope.max_pages_per_host:  # one task owns each site's links, counted from the tables
+                sites = sc.broadcast(dict(self.store.site_counts(config.scope)))
+                fresh = (fresh.map(functools.partial(_by_site, config.scope))
+                         .partitionBy(parts, host_partition).values()
+                         .mapPartitions(functools.partial(queue_partition, config, capped, sites))
+                         .partitionBy(parts))
+            else:
+                fresh = fresh.mapPartitions(functools.partial(queue_partition, config, capped, None),
+                                            preservesPartitioning=True)
             grown = known.union(fresh)
             grown.localCheckpoint()
             total = grown.count()
             figures.queued = total - self._known_total
+            figures.capped = capped.value
+            if sites is not None:
+                sites.unpersist()
             figures.optimise_seconds = time.monotonic() - t
 
             t = time.monotonic()
@@ -583,6 +606,12 @@ class SparkCrawl:
         self._known_total = total
         return grown, new_politeness
 
+
+
+def _by_site(scope, pair: tuple) -> tuple:
+    """``(fingerprint, to_visit_row)`` keyed by the row's site for the per-host cap:
+    ``(site, (fingerprint, row))``."""
+    return (scope.site(pair[1]["url"]), pair)
 
 
 def _known_slice(config: TaskConfig, parts: int, part: int) -> Iterator[str]:

@@ -398,11 +398,29 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     assert report.returncode == 0 and "connectionrefused" in flat and seed in flat, report.stdout
 
 
+def test_spark_command_says_how_many_links_the_per_host_cap_left_out(tmp_path):
+    """``gridcrawl spark`` on a link maze (endless distinct pages, eight links each) with
+    ``--max-pages-per-host 50``: the crawl ends at exactly 50 URLs, however many tasks and
+    worker processes queue a layer's links (each site's new links go to one task, counting from
+    the tables), and each layer and the summary say how many links the cap left out and which
+    option moves it, as ``gridcrawl run`` does."""
+    from adversarial import maze_site
+    with SiteServer(maze_site()) as srv:
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
+                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[2]", "--partitions", "3",
+                               "--max-pages-per-host", "50"], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM visited_url") == 50  # 1 + 8 + 41
+    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url") == 0
+    over = [int(n) for n in re.findall(r"new links \((\d+) over the per-host cap\)", proc.stdout)]
+    summary = re.search(r"^(\d+) links were not queued: their hosts had 50 URLs queued or visited", proc.stdout, re.M)
+    assert over and summary and int(summary.group(1)) == sum(over) > 0, proc.stdout
+    assert "a site that large takes a new --db and a larger cap" in proc.stdout
+
+
 def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
     """A recrawl's visits (conditional requests, versions) belong to the grid: gridcrawl spark
     stops before starting Spark, with one line, and fetches nothing."""
-    import sqlalchemy as sa
-
     from gridcrawl import models
     from gridcrawl.client.store import CrawlStore
     from gridcrawl.db import open_database, utcnow
