@@ -125,6 +125,48 @@ def test_guard_refuses(url, needle):
     assert reason is not None and needle in reason, reason
 
 
+def test_the_guard_keeps_a_hosts_addresses_for_a_minute_and_a_proxied_failure_as_long():
+    """One look-up per host a minute, not one per page; a failure is asked again at once
+    unless the proxy resolves the URL; the least recently used host goes first when full."""
+    from gridcrawl.executor import ssrf
+    from gridcrawl.executor.proxy import ProxyRoute
+    asked: list[str] = []
+    table = dict(DNS)
+
+    def counting(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return fake_resolver(table)(host, port)
+    now = [1000.0]
+    guard = SSRFGuard(resolver=counting, clock=lambda: now[0])
+    for path in range(50):
+        assert guard.check(f"http://public.test/{path}") is None
+        assert "private" in guard.check(f"http://INTRANET.test/{path}")
+    assert asked == ["public.test", "intranet.test"]
+    table["public.test"] = ["10.9.9.9"]  # the host moves: seen once the entry is a minute old
+    now[0] += ssrf.DNS_CACHE_SECONDS - 1
+    assert guard.check("http://public.test/") is None and len(asked) == 2
+    now[0] += 2
+    assert "private" in guard.check("http://public.test/") and asked[-1] == "public.test"
+
+    for _ in range(3):  # a DNS failure is not kept: the manager's retry must ask again
+        assert isinstance(guard.check("http://unknown.test/"), HopRefusal)
+    assert asked.count("unknown.test") == 3
+    proxied = SSRFGuard(resolver=counting, proxy=ProxyRoute.parse("http://127.0.0.1:3128"), clock=lambda: now[0])
+    for _ in range(3):  # behind the proxy the same failure is "allowed: the proxy resolves it", kept
+        assert proxied.check("http://outside.test/") is None
+    assert asked.count("outside.test") == 1
+
+    small = SSRFGuard(resolver=counting, clock=lambda: now[0])
+    hosts = [f"h{i}.public.test" for i in range(ssrf.DNS_CACHE_SIZE + 1)]
+    table.update({h: ["93.184.216.34"] for h in hosts})
+    for host in hosts:
+        small.resolve(host, 80)
+    before = len(asked)
+    small.resolve(hosts[-1], 80)  # kept
+    small.resolve(hosts[0], 80)  # the least recently used: dropped, asked again
+    assert asked[before:] == [hosts[0]]
+
+
 def test_an_invalid_name_is_answered_at_once_without_asking_the_dns_server(monkeypatch):
     """RFC 6761 §6.4: ``.invalid`` names never resolve, and glibc would send the query to the
     machine's DNS server (off this host); the resolver answers itself."""
