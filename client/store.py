@@ -118,6 +118,8 @@ class Scope:
     trap_distance: int = 3
     #: ``allowed_domains`` as :func:`gridcrawl.urls.in_scope` checks them fast (set at creation)
     domains: Domains = field(init=False, repr=False, compare=False)
+    #: host -> :meth:`site`, for the hosts seen lately (emptied when the scope widens or it fills)
+    _sites: dict = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.domains = domain_keys(self.allowed_domains)
@@ -128,6 +130,7 @@ class Scope:
             return False
         self.allowed_domains.append(host)
         self.domains = domain_keys(self.allowed_domains)
+        self._sites.clear()
         return True
 
     def redirected_seed(self, pend: "Pending", page: PageResult | None) -> str | None:
@@ -148,7 +151,12 @@ class Scope:
         seed's subdomains with it is what ends a maze spread over endless host names (a
         wildcard DNS record), whose every host has one page."""
         host = url_host(url)
-        return scope_domain(host, self.domains) or host
+        site = self._sites.get(host)
+        if site is None:
+            if len(self._sites) >= 100_000:
+                self._sites.clear()
+            site = self._sites[host] = scope_domain(host, self.domains) or host
+        return site
 
     def allows(self, url: str, depth: int) -> bool:
         """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""

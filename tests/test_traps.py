@@ -70,6 +70,9 @@ def test_scope_domain_is_the_most_specific_allowed_domain_a_host_falls_under():
     assert scope.site("http://x.y.example.com:8080/p") == "example.com"
     assert scope.site("http://a.docs.example.com/") == "docs.example.com"
     assert scope.site("http://elsewhere.example/") == "elsewhere.example"  # outside the scope: its host
+    assert scope.site("http://a.elsewhere.example/") == "a.elsewhere.example"
+    assert scope.widen("elsewhere.example")  # a seed redirected there: its subdomains now count with it
+    assert scope.site("http://a.elsewhere.example/") == "elsewhere.example"
 
 
 def _outcome(store_row: Pending, links: list[str]) -> Outcome:
