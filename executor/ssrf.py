@@ -264,36 +264,39 @@ class SSRFGuard:
         self.proxy = proxy
         self.warned = False
         self.clock = clock
-        self._cache: collections.OrderedDict[str, tuple[float, list[str] | BaseException]] = collections.OrderedDict()
+        self._cache: collections.OrderedDict[str, tuple[float, list[str] | None]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def resolve(self, host: str, port: int, keep_failure: bool = False) -> list[str]:
         """``host``'s addresses from the cache, else from ``resolver`` (then kept for
-        :data:`DNS_CACHE_SECONDS`); raises what the resolver raised (``OSError`` ...), which is
-        kept too when ``keep_failure`` (a URL the proxy resolves)."""
+        :data:`DNS_CACHE_SECONDS`); raises what the resolver raised (``OSError`` ...). With
+        ``keep_failure`` (a URL the proxy resolves) a failure is kept too, and a kept one is
+        raised as ``socket.gaierror`` without asking; without it a kept failure is asked again."""
         key = host.lower()
         now = self.clock()
         with self._lock:
             hit = self._cache.get(key)
-            if hit is not None and hit[0] > now:
+            if hit is not None and hit[0] > now and (hit[1] is not None or keep_failure):
                 self._cache.move_to_end(key)
-                if isinstance(hit[1], BaseException):
-                    raise hit[1].with_traceback(None)  # not the last raise's frames, again and again
+                if hit[1] is None:
+                    raise socket.gaierror(socket.EAI_NONAME, f"{host} did not resolve a moment ago")
                 return hit[1]
         try:
-            found: list[str] | BaseException = list(self.resolver(host, port))
-        except (OSError, UnicodeError, ValueError) as exc:
-            if not keep_failure:
-                raise
-            found = exc
+            found = list(self.resolver(host, port))
+        except (OSError, UnicodeError, ValueError):
+            if keep_failure:
+                self._keep(key, now, None)
+            raise
+        self._keep(key, now, found)
+        return found
+
+    def _keep(self, key: str, now: float, addresses: list[str] | None) -> None:
+        """Cache ``addresses`` (None: did not resolve) of host ``key`` from ``now``."""
         with self._lock:
-            self._cache[key] = (now + DNS_CACHE_SECONDS, found)
+            self._cache[key] = (now + DNS_CACHE_SECONDS, addresses)
             self._cache.move_to_end(key)
             while len(self._cache) > DNS_CACHE_SIZE:
                 self._cache.popitem(last=False)
-        if isinstance(found, BaseException):
-            raise found
-        return found
 
     def allowed(self, address: IPAddress) -> bool:
         """True if ``address`` (or the IPv4 address it carries) is inside an allowed network."""

@@ -151,10 +151,13 @@ def test_the_guard_keeps_a_hosts_addresses_for_a_minute_and_a_proxied_failure_as
     for _ in range(3):  # a DNS failure is not kept: the manager's retry must ask again
         assert isinstance(guard.check("http://unknown.test/"), HopRefusal)
     assert asked.count("unknown.test") == 3
-    proxied = SSRFGuard(resolver=counting, proxy=ProxyRoute.parse("http://127.0.0.1:3128"), clock=lambda: now[0])
+    route = ProxyRoute.parse("http://127.0.0.1:3128", "outside.test:8080")
+    proxied = SSRFGuard(resolver=counting, proxy=route, clock=lambda: now[0])
     for _ in range(3):  # behind the proxy the same failure is "allowed: the proxy resolves it", kept
         assert proxied.check("http://outside.test/") is None
     assert asked.count("outside.test") == 1
+    direct = proxied.check("http://outside.test:8080/")  # no_proxy: fetched directly, so asked again
+    assert isinstance(direct, HopRefusal) and asked.count("outside.test") == 2
 
     small = SSRFGuard(resolver=counting, clock=lambda: now[0])
     hosts = [f"h{i}.public.test" for i in range(ssrf.DNS_CACHE_SIZE + 1)]
