@@ -368,9 +368,9 @@ def better_link(a: dict, b: dict) -> dict:
 
 def queue_partition(config: TaskConfig, capped, sites, pairs: Iterable) -> Iterator[tuple]:
     """The optimise stage's write: queue one partition's new ``(fingerprint, to_visit_row)``
-    pairs in batches of 1,000 with :meth:`CrawlStore.queue_links`, adding the
-    links the per-host cap left out to ``capped`` (a Spark accumulator of ints, or None); yield
-    ``(fingerprint, None)`` for every row offered (the fingerprints now known).
+    pairs in batches of 1,000 with :meth:`CrawlStore.queue_links`, adding the links the
+    per-host cap left out to ``capped`` (a Spark accumulator of ints); yield ``(fingerprint,
+    None)`` for every row offered (the fingerprints now known).
 
     ``sites`` (a broadcast of :meth:`CrawlStore.site_counts`, read by the driver before the
     stage, or None) is what the cap counts from; the pairs are partitioned by site
@@ -390,7 +390,7 @@ def queue_partition(config: TaskConfig, capped, sites, pairs: Iterable) -> Itera
 
 def _queue_batch(store, config: TaskConfig, capped, batch: list) -> Iterator[tuple]:
     left_out = store.queue_links([row for _, row in batch], config.scope)
-    if left_out and capped is not None:
+    if left_out:
         capped.add(left_out)
     for fp, _ in batch:
         yield (fp, None)
@@ -420,8 +420,8 @@ def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[st
 @dataclass
 class LayerFigures:
     """What one layer did: its number and depth, URLs, pages fetched (errors included), new
-    links queued, new links the per-host cap left out (``capped``: each worker process counts
-    the sites it queued to, so the cap holds per process), seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
+    links (those the per-host cap left out included), new links the per-host cap left out
+    (``capped``), seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
     summed over the tasks), and the largest peak RSS of the Python workers that ran its
     download tasks (bytes)."""
 
