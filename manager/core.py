@@ -331,6 +331,11 @@ class ManagerCore:
         self.executor_names: dict[tuple[str, str, str], str] = {}
         self.applications: dict[str, Application] = {}
         self.peers: dict[bytes, tuple[str, str]] = {}  # routing id -> ("executor"|"client", id)
+        # ids of executors that left and of applications that stopped, gone longest first: at most
+        # settings.keep_departed of each are kept (:meth:`_forget_departed`), so that a manager
+        # that sees endless executors and crawls come and go stays bounded in memory
+        self._departed: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # -> (name, host, user)
+        self._stopped: OrderedDict[str, None] = OrderedDict()
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
                                 settings.max_crawl_delay)
         self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
@@ -418,8 +423,7 @@ class ManagerCore:
                 else:
                     log.warning("application %s: client silent, detached (its threads go on)",
                                 app.application_id[:8])
-                self.peers.pop(app.peer, None)
-                app.peer = None
+                self._detach(app)
         for ex in self.executors.values():
             if ex.quarantined_until is not None and now >= ex.quarantined_until:
                 log.warning("executor %s (%s): quarantine over, it gets work again", ex.executor_id[:8], ex.name)
@@ -510,6 +514,8 @@ class ManagerCore:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
                         (claimed_id or "")[:8], owner)
             ex, claimed_id = None, None
+        elif owner is None:  # an id never given, or forgotten (keep_departed): never one a peer chose
+            claimed_id = None
         if ex is not None:
             # A re-registration means the executor started afresh: what it held is gone (not the
             # threads' fault, so it does not count towards max_attempts).
@@ -531,6 +537,7 @@ class ManagerCore:
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = ex
+        self._departed.pop(executor_id, None)
         self._has_room(ex)
         self.executor_owners[executor_id] = m.user
         self.executor_names[(m.name, m.host, m.user)] = executor_id
@@ -731,6 +738,8 @@ class ManagerCore:
         if app is not None and (held := self._held_by_another(app, peer, m.client, now)):
             log.warning("application %s: a second client refused (%s)", app.application_id[:8], held)
             return [Send(peer, p.Refuse(held))]
+        if old is not None and old[1] != (app.application_id if app else None):
+            self._detach(self.applications.get(old[1]))  # this connection drove another application before
         if app is None:
             app_id = self.new_id()  # never a client-chosen id: it could name a stopped application of another user
             app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction,
@@ -738,13 +747,14 @@ class ManagerCore:
             self.applications[app_id] = app
             actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
-            if app.peer is not None and app.peer != peer:
-                self.peers.pop(app.peer, None)
+            if app.peer != peer:
+                self._detach(app)
             app.peer, app.client = peer, m.client
             app.last_seen = now
             if m.instruction != app.instruction:  # a resumed crawl may have widened its scope
                 app.instruction = m.instruction
             if app.state == ApplicationState.STOPPED:
+                self._stopped.pop(app.application_id, None)
                 app.state = ApplicationState.READY
                 actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
         self.peers[peer] = ("client", app.application_id)
@@ -859,6 +869,9 @@ class ManagerCore:
         for ex in self.executors.values():
             ex.instructed.pop(app.application_id, None)
         actions.append(ev.ApplicationStopped(app.application_id, now))
+        self._stopped[app.application_id] = None
+        self._stopped.move_to_end(app.application_id)
+        self._forget_departed()
         log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
         return actions
 
@@ -1002,6 +1015,16 @@ class ManagerCore:
             if app is not None and app.peer == peer:
                 app.peer = None
         return []
+
+    def _detach(self, app: Application | None) -> None:
+        """Let ``app``'s client connection go: the application keeps its threads and waits for a
+        client to reattach. The connection's own entry is dropped only while it still names
+        ``app``, so that a connection that went on to open another application keeps that one."""
+        if app is None or app.peer is None:
+            return
+        if self.peers.get(app.peer) == ("client", app.application_id):
+            del self.peers[app.peer]
+        app.peer = None
 
     # -------------------------------------------------------------------------- dispatch
 
@@ -1217,7 +1240,43 @@ class ManagerCore:
             ex.unrecorded = None
         if record:
             actions.append(ev.ExecutorDisconnected(ex.executor_id))
+        self._departed[ex.executor_id] = (ex.name, ex.host, ex.user)
+        self._departed.move_to_end(ex.executor_id)
+        self._forget_departed()
         return actions
+
+    def remember_executors(self, known: list[tuple[str, str, str, str]]) -> None:
+        """Executors recorded by an earlier manager (after a restart or a failover), oldest first:
+        ``(executor_id, user, name, host)`` tuples. The latest ``keep_departed`` are kept, so that
+        an executor that registers again keeps its id, only its own user may reclaim it, and one
+        started again under its name, host and user is the same executor."""
+        for executor_id, user, name, host in known[max(0, len(known) - self.settings.keep_departed):]:
+            self.executor_owners[executor_id] = user
+            self.executor_names[(name, host, user)] = executor_id
+            self._departed[executor_id] = (name, host, user)
+
+    def _forget_departed(self) -> None:
+        """Forget the executors gone longest, and the applications stopped longest, beyond
+        ``settings.keep_departed`` of each. Their rows stay in SQL; a forgotten executor that
+        registers again, or a forgotten application a client reopens, gets a new id."""
+        keep = self.settings.keep_departed
+        while len(self._departed) > keep:
+            executor_id, key = self._departed.popitem(last=False)
+            ex = self.executors.get(executor_id)
+            if ex is not None and ex.connected:  # registered again meanwhile
+                continue
+            self.executors.pop(executor_id, None)
+            self._room.pop(executor_id, None)
+            self.executor_owners.pop(executor_id, None)
+            if self.executor_names.get(key) == executor_id:
+                del self.executor_names[key]
+        while len(self._stopped) > keep:
+            application_id, _ = self._stopped.popitem(last=False)
+            app = self.applications.get(application_id)
+            if app is None or app.state != ApplicationState.STOPPED:
+                continue
+            self._detach(app)
+            del self.applications[application_id]
 
     def _take_back(self, t: GridThread, now: float, outcome: str, *, count: bool = True) -> list[Action]:
         """Take an attempt back from its executor: READY again, or failed after ``max_attempts``."""

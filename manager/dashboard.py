@@ -37,6 +37,7 @@ from another thread — both are well kept (Pallets; Pylons Project).
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 import logging
 import select
@@ -115,6 +116,7 @@ def is_loopback(host: str) -> bool:
 SNAPSHOT_HOSTS = 50         # hosts listed (most queued + in flight first)
 SNAPSHOT_APPLICATIONS = 50  # applications listed (newest first)
 SNAPSHOT_RUNNING = 100      # running threads listed (newest first), before the recent finished ones
+SNAPSHOT_DEPARTED = 50      # executors that left listed (last heard first), after every connected one
 
 
 def snapshot(core, now: float) -> dict:
@@ -122,7 +124,9 @@ def snapshot(core, now: float) -> dict:
     for the dashboard: plain dicts, lists, numbers and strings, JSON-ready, safe to hand to another
     thread. Call it from the thread that drives the core (the server loop).
 
-    Keys: ``time`` (``now``, POSIX s), ``summary`` (:meth:`ManagerCore.stats`), ``executors``,
+    Keys: ``time`` (``now``, POSIX s), ``summary`` (:meth:`ManagerCore.stats`), ``executors``
+    (every connected one, then at most 50 that left, last heard first; ``executors_total``: all
+    the manager keeps),
     ``applications`` (newest first, at most 50), ``threads`` (running ones, then the latest
     finished, newest first), ``hosts`` (per-host politeness: queued, in flight, next allowed start
     as seconds from now — ``None`` when it may start now, ``"busy"`` while a delayed host has a
@@ -135,8 +139,11 @@ def snapshot(core, now: float) -> dict:
 
     started_state, live_states = ThreadState.STARTED, (ThreadState.SCHEDULED, ThreadState.STARTED)
     names = {ex.executor_id: ex.name for ex in core.executors.values()}
+    connected = [ex for ex in core.executors.values() if ex.connected]
+    departed = heapq.nlargest(SNAPSHOT_DEPARTED, (ex for ex in core.executors.values() if not ex.connected),
+                              key=lambda ex: ex.last_seen)
     executors, live = [], []
-    for ex in core.executors.values():
+    for ex in connected + departed:
         started = 0
         for t in ex.running.values():
             live.append(t)
@@ -157,6 +164,8 @@ def snapshot(core, now: float) -> dict:
 
     applications, totals = [], {s.name: 0 for s in ThreadState}
     for app in sorted(core.applications.values(), key=lambda a: a.time_created, reverse=True):
+        if not app.threads and len(applications) >= SNAPSHOT_APPLICATIONS:
+            continue  # nothing to count (a stopped application's threads are gone) and not listed
         counts = dict.fromkeys(ThreadState, 0)
         for t in app.threads.values():
             counts[t.state] += 1
@@ -203,8 +212,9 @@ def snapshot(core, now: float) -> dict:
                       "next_start": ("busy" if start == float("inf") else (start - now if start > now else None))})
     hosts.sort(key=lambda h: (-(h["queued"] + h["in_flight"]), h["host"]))
     summary = core.stats(by_state=totals)
-    return {"time": now, "summary": summary, "executors": executors, "applications": applications,
-            "threads": threads, "hosts": hosts[:SNAPSHOT_HOSTS], "hosts_total": len(hosts)}
+    return {"time": now, "summary": summary, "executors": executors, "executors_total": len(core.executors),
+            "applications": applications, "threads": threads, "hosts": hosts[:SNAPSHOT_HOSTS],
+            "hosts_total": len(hosts)}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,7 +294,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
 
     def snapshot() -> dict:
         return source.latest_snapshot() or {"time": None, "age": None, "summary": {}, "executors": [],
-                                            "applications": [], "threads": [], "hosts": [], "hosts_total": 0}
+                                            "executors_total": 0, "applications": [], "threads": [], "hosts": [], "hosts_total": 0}
 
     html = asset("dashboard.html").replace("{refresh_ms}", str(int(refresh * 1000)))
     css, js = asset("dashboard.css"), asset("dashboard.js")

@@ -196,16 +196,14 @@ class ManagerServer:
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))
                 .order_by(t.c.internal_thread_id))]
             e = models.executor.c
-            known = conn.execute(sa.select(e.executor_id, e.usr_name, e.name, e.host)
-                                 .order_by(e.time_registered)).all()
-            owners = {r.executor_id: r.usr_name for r in known}
+            known = conn.execute(sa.select(e.executor_id, e.usr_name, e.name, e.host)  # the latest, newest first
+                                 .order_by(e.time_registered.desc()).limit(self.settings.keep_departed)).all()[::-1]
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
         core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate,
                            peer_present=lambda peer: reachable(self.socket, peer))
         core.defer_dispatch = True  # refills once per flush of the outbox (see _flush)
-        core.executor_owners.update(owners)
-        core.executor_names.update({(r.name, r.host, r.usr_name): r.executor_id for r in known})
+        core.remember_executors([(r.executor_id, r.usr_name, r.name, r.host) for r in known])
         self._carry_out(core.restore(apps, threads, time.time(), running))
         return core
 

@@ -623,6 +623,103 @@ def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
     assert w.message.executor_id == "old-id"
 
 
+def test_an_executor_id_the_manager_never_gave_is_not_taken():
+    core = make_core()
+    (w,) = sends(core.handle(b"x", p.Register(name="x", host="h", user="u", threads=1, executor_id="chosen"), 0.0), p.Welcome)
+    assert w.message.executor_id != "chosen" and "chosen" not in core.executors
+
+
+def test_a_connection_that_opens_a_second_application_keeps_it_when_the_first_ones_client_times_out():
+    # the first application keeps no claim on the connection: before, the liveness sweep saw its
+    # last_seen go stale and dropped the connection, and the second application's submits were refused
+    core = make_core()
+    register(core, b"e", 2)
+    first = open_app(core, b"c")
+    core.handle(b"c", p.CloseApplication(first), 0.1)
+    second = open_app(core, b"c", now=0.2)
+    for now in (1.5, 3.0, 4.5, 6.0):  # the client heartbeats; the first application hears nothing
+        core.handle(b"c", p.Heartbeat(), now)
+        core.handle(b"e", p.Heartbeat(), now)
+        core.tick(now)
+    assert core.peers[b"c"] == ("client", second) and core.applications[second].peer == b"c"
+    assert core.applications[first].peer is None
+    assert not sends(submit(core, second, [1], peer=b"c", now=6.1), p.Refuse)
+    assert core.applications[second].threads
+
+
+def test_the_manager_keeps_at_most_keep_departed_stopped_applications():
+    core = make_core(S.replace(keep_departed=2))
+    ids = []
+    for i in range(5):
+        peer = f"c{i}".encode()
+        ids.append(open_app(core, peer, now=i))
+        core.handle(peer, p.CloseApplication(ids[-1]), i + 0.5)
+    assert sorted(core.applications) == sorted(ids[-2:])  # the three stopped longest are forgotten
+    assert core._stopped and len(core._stopped) == 2
+    running = open_app(core, b"live", now=10.0)  # a running application is never forgotten
+    assert running in core.applications
+    # a kept application reopens under its id; a forgotten one gets a new id, as after a restart
+    (kept,) = sends(core.handle(b"c4", p.OpenApplication("crawl", "u", ids[4]), 11.0), p.ApplicationOpened)
+    assert kept.message.resumed and kept.message.application_id == ids[4]
+    (gone,) = sends(core.handle(b"c0", p.OpenApplication("crawl", "u", ids[0]), 12.0), p.ApplicationOpened)
+    assert not gone.message.resumed and gone.message.application_id not in ids
+
+
+def test_the_manager_keeps_at_most_keep_departed_executors_that_left():
+    core = make_core(S.replace(keep_departed=2))
+    left = []
+    for i in range(5):
+        peer = f"pod{i}".encode()
+        left.append(register(core, peer, 2, now=i))
+        core.handle(peer, p.Bye("scaled down"), i + 0.5)
+    staying = register(core, b"desk", 2, now=9.0)
+    assert sorted(core.executors) == sorted(left[-2:] + [staying])
+    assert set(core.executor_owners) == set(core.executors)
+    assert sorted(core.executor_names.values()) == sorted(core.executors)
+    # a kept executor that registers again keeps its id, a forgotten one gets a new id
+    (w,) = sends(core.handle(b"pod4b", p.Register(name="pod4", host="h", user="u", threads=2, executor_id=left[4]), 10.0), p.Welcome)
+    assert w.message.executor_id == left[4]
+    (w,) = sends(core.handle(b"pod0b", p.Register(name="pod0", host="h", user="u", threads=2, executor_id=left[0]), 11.0), p.Welcome)
+    assert w.message.executor_id not in left
+    # connected executors are never forgotten, however many
+    core = make_core(S.replace(keep_departed=0))
+    connected = {f"e{i}".encode(): register(core, f"e{i}".encode(), 1) for i in range(4)}
+    core.handle(b"e0", p.Bye(), 1.0)
+    assert set(core.executors) == {connected[b"e1"], connected[b"e2"], connected[b"e3"]}
+
+
+def test_the_snapshot_lists_every_connected_executor_and_the_50_that_left_last():
+    core = make_core()
+    for i in range(60):
+        peer = f"gone{i:02d}".encode()
+        register(core, peer, 1, now=float(i))
+        core.handle(peer, p.Bye(), float(i))
+    here = {register(core, b"desk1", 1, now=70.0), register(core, b"desk2", 1, now=70.0)}
+    for i in range(60):  # stopped applications beyond the 50 listed are still counted
+        app = open_app(core, f"c{i}".encode(), now=float(i))
+        core.handle(f"c{i}".encode(), p.CloseApplication(app), float(i))
+    snap = snapshot(core, 80.0)
+    listed = snap["executors"]
+    assert {e["executor_id"] for e in listed if e["connected"]} == here
+    assert sorted(e["name"] for e in listed if not e["connected"]) == [f"gone{i:02d}" for i in range(10, 60)]
+    assert snap["executors_total"] == 62 and snap["summary"]["applications"] == 60
+    assert len(snap["applications"]) == 50
+
+
+def test_a_restarted_manager_remembers_the_latest_keep_departed_executors():
+    core = make_core(S.replace(keep_departed=2))
+    core.remember_executors([(f"x{i}", "alice", f"pod{i}", "h") for i in range(5)])  # oldest first
+    assert core.executor_owners == {"x3": "alice", "x4": "alice"}
+    (w,) = sends(core.handle(b"a", p.Register(name="pod4", host="h", user="alice", threads=1), 0.0), p.Welcome)
+    assert w.message.executor_id == "x4"  # the same executor, started again
+    (w,) = sends(core.handle(b"b", p.Register(name="other", host="h", user="alice", threads=1, executor_id="x0"), 0.0), p.Welcome)
+    assert w.message.executor_id != "x0"  # forgotten: a new id, never one the peer names
+    other = w.message.executor_id
+    core.handle(b"a", p.Bye(), 1.0)
+    core.handle(b"b", p.Bye(), 1.0)  # three gone now: x3 (never seen since the restart), x4, other
+    assert set(core.executor_owners) == set(core.executors) == {"x4", other}
+
+
 def test_a_new_host_gets_one_job_and_later_jobs_carry_its_crawl_delay():
     core = make_core(S.replace(max_crawl_delay=5.0))
     register(core, b"e", 4)

@@ -10,6 +10,7 @@ import time
 
 import msgpack
 import pytest
+import requests
 import sqlalchemy as sa
 import zmq
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
@@ -19,7 +20,7 @@ from gridcrawl import protocol as p
 from gridcrawl.db import open_database
 from gridcrawl.manager.server import PeerGuard, check_limits, is_loopback_endpoint
 from gridcrawl.urls import InvalidURL, canonical_url, fingerprint
-from grid import Grid
+from grid import Grid, free_port, wait_for
 from sites import generate_site, reachable
 
 # ----------------------------------------------------------------------------------------------
@@ -220,6 +221,97 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
     log = grid.log("manager.log")
     assert "dropped a malformed message" in log
     assert "blocked for" in log  # the noisy and the flooding peers were blocked
+
+
+def _answer(sock: zmq.Socket, *kinds) -> p.Message:
+    """The next message of one of ``kinds`` on ``sock`` (heartbeats skipped), within 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if sock.poll(200):
+            message = p.decode(sock.recv_multipart())
+            if isinstance(message, kinds):
+                return message
+    raise AssertionError(f"no {kinds} within 10 s")
+
+
+@pytest.mark.e2e
+def test_executors_and_crawls_that_come_and_go_without_end_leave_the_manager_bounded(tmp_path):
+    grid = Grid(tmp_path)
+    http = f"http://127.0.0.1:{free_port()}"
+    context = zmq.Context()
+    sockets = []
+
+    def dealer() -> zmq.Socket:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sockets.append(sock)
+        return sock
+
+    def snapshot() -> dict:
+        return requests.get(http + "/api/snapshot", timeout=5).json()
+
+    def up() -> bool:
+        try:
+            return snapshot()["time"] is not None
+        except requests.RequestException:
+            return False
+
+    env = {"GRIDCRAWL_KEEP_DEPARTED": "5"}
+    try:
+        grid.start_manager("--http", http.removeprefix("http://"), env=env)
+        wait_for(up, 60, message="the manager's dashboard answering")
+        # one connection opens and closes 40 applications, one after another
+        client = dealer()
+        for i in range(40):
+            client.send_multipart(p.encode(p.OpenApplication(f"crawl-{i}", "u", client="c")))
+            opened = _answer(client, p.ApplicationOpened, p.Refuse)
+            assert isinstance(opened, p.ApplicationOpened), opened
+            client.send_multipart(p.encode(p.CloseApplication(opened.application_id)))
+        # 30 executors register, each on its own connection under its own name, and leave
+        ids = []
+        for i in range(30):
+            sock = dealer()
+            sock.send_multipart(p.encode(p.Register(name=f"pod-{i}", host=f"pod-{i}", user="u", threads=2)))
+            ids.append(_answer(sock, p.Welcome).executor_id)
+            sock.send_multipart(p.encode(p.Bye("scaled down")))
+        # the connection's 41st application outlives the liveness of the 40 before it
+        client.send_multipart(p.encode(p.OpenApplication("last", "u", client="c")))
+        last = _answer(client, p.ApplicationOpened).application_id
+        for _ in range(8):  # 2 s: past the manager's 0.75 s liveness (FAST)
+            client.send_multipart(p.encode(p.Heartbeat()))
+            time.sleep(0.25)
+        # accepted, not refused: the snapshot below shows it queued (no executor is connected)
+        client.send_multipart(p.encode(p.Submit(last, [p.ThreadSpec(1, "http://127.0.0.1:9/")])))
+
+        def bounded() -> bool:
+            snap = snapshot()
+            apps = {a["name"]: a for a in snap["applications"]}
+            return (snap["summary"]["applications"] == 6 and snap["executors_total"] == 5
+                    and apps.get("last", {}).get("threads", {}).get("READY") == 1)
+        wait_for(bounded, 10, message="5 departed executors, 5 stopped applications and the running one")
+        snap = snapshot()
+        assert {e["name"] for e in snap["executors"]} == {f"pod-{i}" for i in range(25, 30)}
+        assert "crawl-39" in {a["name"] for a in snap["applications"]}
+        assert "crawl-0" not in {a["name"] for a in snap["applications"]}
+
+        # a restarted manager remembers the 5 executors registered last: pod-29 keeps its id,
+        # pod-0 gets a new one
+        grid.stop()
+        wait_for(lambda: "manager stopped" in grid.log("manager.log"), 10, message="the manager stopping")
+        grid.start_manager("--http", http.removeprefix("http://"), env=env)
+        wait_for(up, 60, message="the restarted manager's dashboard answering")
+        for name, old, same in (("pod-29", ids[29], True), ("pod-0", ids[0], False)):
+            sock = dealer()
+            sock.send_multipart(p.encode(p.Register(name=name, host=name, user="u", threads=2, executor_id=old)))
+            assert (_answer(sock, p.Welcome).executor_id == old) is same, name
+    finally:
+        for sock in sockets:
+            sock.close(linger=0)
+        context.term()
+        grid.stop()
+    rows = grid.query("manager", "SELECT COUNT(*) FROM executor")
+    assert rows[0][0] == 31  # every executor stays in the records: 30, and pod-0 again under a new id
 
 
 # ----------------------------------------------------------------------------------------------

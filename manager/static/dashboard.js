@@ -93,6 +93,9 @@
     summary.querySelectorAll(".card")[6].id = "unrunnable-count";
     summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
 
+    document.getElementById("executors-total").textContent =
+      data.executors_total > (data.executors || []).length
+        ? "(" + data.executors.length + " of " + data.executors_total + ": the rest left earlier)" : "";
     fill("executors", data.executors || [], e => [
       e.name, e.host, e.user, e.dedicated ? "yes" : "no (idle-only)",
       [!e.connected ? pill("disconnected", "bad") : !e.accepting ? pill("owner back", "warn")
