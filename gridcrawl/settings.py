@@ -114,6 +114,7 @@ class Settings:
     quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
     max_threads_per_application: int = _doc(100_000, "grid threads one application may have at the manager (queued, running, or finished and not yet acknowledged); a submit beyond is refused (a client keeps max_in_flight)")
     max_unacked_bytes: int = _doc(256 * 1024 * 1024, "bytes of results (as the executors sent them) the manager holds for one application until its client acknowledges them; beyond, the application's threads wait at the manager until the client acknowledges half")
+    detached_timeout: float = _doc(7 * 86_400.0, "seconds an application may stay without a client (detached) before the manager cancels it, dropping its queued threads and the results it holds; a client that comes back later reopens it and submits again what it had in flight (0: never)")
     keep_departed: int = _doc(10_000, "executors that left, and applications that stopped, the manager keeps in memory, of each (one that returns keeps its id); beyond, those gone longest are forgotten: their records stay in SQL, and one that returns gets a new id")
 
     # --- manager: per-peer limits against floods and malformed input (manager.server.PeerGuard) ---
@@ -264,7 +265,7 @@ class Settings:
             raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay",
                      "max_crawl_delay", "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
-                     "render_idle", "spark_partitions", "keep_departed"):
+                     "render_idle", "spark_partitions", "keep_departed", "detached_timeout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
         if self.proxy or self.no_proxy:

@@ -389,7 +389,8 @@ class ManagerCore:
         return handler(peer, message, now)
 
     def tick(self, now: float, heard_all: float | None = None) -> list[Action]:
-        """Periodic work: heartbeats to every peer, dead peers, threads past ``thread_timeout``.
+        """Periodic work: heartbeats to every peer, dead peers, threads past ``thread_timeout``,
+        applications without a client past ``detached_timeout`` (cancelled).
 
         ``heard_all`` (POSIX s, at most ``now``; None: ``now``) is the last time the manager had
         read every message waiting for it (the server found its socket empty). Silence is
@@ -416,7 +417,7 @@ class ManagerCore:
                 log.warning("executor %s (%s) silent for %.1f s: declared dead", ex.executor_id[:8],
                             ex.name, judged - ex.last_seen)
                 actions += self._lose_executor(ex, now, "lost")
-        for app in self.applications.values():
+        for app in list(self.applications.values()):
             if app.peer is not None and judged - app.last_seen > s.peer_timeout:
                 if app.state == ApplicationState.STOPPED:  # a finished crawl's client has simply left
                     log.debug("application %s: its client left after the crawl", app.application_id[:8])
@@ -424,6 +425,12 @@ class ManagerCore:
                     log.warning("application %s: client silent, detached (its threads go on)",
                                 app.application_id[:8])
                 self._detach(app)
+            elif (app.peer is None and s.detached_timeout and app.state != ApplicationState.STOPPED
+                  and judged - app.last_seen > s.detached_timeout):
+                log.warning("application %s: no client for %.0f s (detached_timeout): cancelled, %d grid threads "
+                            "dropped; a client that comes back submits again what it had in flight",
+                            app.application_id[:8], judged - app.last_seen, len(app.threads))
+                actions += self._stop_application(app, now, cancel=True)
         for ex in self.executors.values():
             if ex.quarantined_until is not None and now >= ex.quarantined_until:
                 log.warning("executor %s (%s): quarantine over, it gets work again", ex.executor_id[:8], ex.name)

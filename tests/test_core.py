@@ -12,7 +12,7 @@ import pytest
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
-from gridcrawl.states import IllegalTransition, ThreadState, check_transition
+from gridcrawl.states import ApplicationState, IllegalTransition, ThreadState, check_transition
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.core import ManagerCore, Send
 from gridcrawl.manager.dashboard import snapshot
@@ -645,6 +645,34 @@ def test_a_connection_that_opens_a_second_application_keeps_it_when_the_first_on
     assert core.applications[first].peer is None
     assert not sends(submit(core, second, [1], peer=b"c", now=6.1), p.Refuse)
     assert core.applications[second].threads
+
+
+def test_an_application_without_a_client_past_detached_timeout_is_cancelled_and_can_be_reopened():
+    core = make_core(S.replace(detached_timeout=100.0, thread_timeout=1000.0))
+    register(core, b"e", 1)
+    app = open_app(core, b"c")
+    ((_, job),) = assigned(submit(core, app, [1, 2, 3], peer=b"c"))  # one runs, two wait
+    cancels = []
+    for now in range(1, 101):  # the client is gone; the executor heartbeats
+        core.handle(b"e", p.Heartbeat(), float(now))
+        cancels += sends(core.tick(float(now)), p.Cancel)
+    assert core.applications[app].peer is None  # detached after its liveness
+    assert core.applications[app].state != ApplicationState.STOPPED and len(core.applications[app].threads) == 3
+    assert not cancels
+    core.handle(b"e", p.Heartbeat(), 101.0)
+    actions = core.tick(101.0)
+    assert [c.message.attempt_id for c in sends(actions, p.Cancel)] == [job.attempt_id]
+    assert ev.ApplicationStopped(app, 101.0) in actions
+    assert core.applications[app].state == ApplicationState.STOPPED and not core.applications[app].threads
+    # the client comes back: the same application, and what it submits again runs
+    (opened,) = sends(core.handle(b"c2", p.OpenApplication("crawl", "u", app), 102.0), p.ApplicationOpened)
+    assert opened.message.resumed and opened.message.application_id == app
+    assert len(assigned(submit(core, app, [1, 2, 3], peer=b"c2", now=102.0))) == 1
+    # detached_timeout 0: never
+    core = make_core(S.replace(detached_timeout=0.0))
+    app = open_app(core, b"c")
+    core.tick(10.0 ** 9)
+    assert core.applications[app].state != ApplicationState.STOPPED
 
 
 def test_the_manager_keeps_at_most_keep_departed_stopped_applications():

@@ -17,6 +17,7 @@ import time
 import psutil
 import pytest
 
+from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.urls import canonical_url
 from grid import Grid, wait_for
 from netcut import CuttableLink
@@ -56,11 +57,12 @@ def check_complete(grid: Grid, server, site, label: str, **figures) -> dict:
     return figures
 
 
-def start_crawl(tmp_path, site_server, *, pages=150, latency=0.05, seed=11, manager_args=(), executors=None):
+def start_crawl(tmp_path, site_server, *, pages=150, latency=0.05, seed=11, manager_args=(), executors=None,
+                manager_env=None):
     site = generate_site(pages, links_per_page=5, seed=seed)
     server = site_server(site, latency=latency)
     grid = Grid(tmp_path)
-    grid.start_manager(*manager_args)
+    grid.start_manager(*manager_args, env=manager_env)
     procs = {}
     for name, threads in (executors or {"victim": 4, "survivor": 2}).items():
         procs[name] = grid.start_executor(name, "--threads", str(threads))
@@ -160,6 +162,32 @@ def test_kill_9_client_and_start_a_new_one(tmp_path, site_server):
     check_complete(grid, server, site, "kill -9 client", finish_after_kill_s=finished)
     apps = grid.query("manager", "SELECT COUNT(*) FROM application")
     assert apps == [(1,)], "the new client must reattach to the same application"
+
+
+def test_kill_9_client_past_the_detached_timeout_and_start_a_new_one(tmp_path, site_server):
+    """The client stays away longer than the manager's detached_timeout: the manager cancels its
+    application and drops what it held; the new client reopens it, submits again what it had in
+    flight, and loses nothing."""
+    site, server, grid, procs, client, started = start_crawl(
+        tmp_path, site_server, pages=200, manager_env={"GRIDCRAWL_DETACHED_TIMEOUT": "2"})
+    try:
+        wait_for(lambda: visited(grid) >= 30, 60, message="30 pages")
+        client.kill()
+        client.wait()
+        killed = time.monotonic()
+        wait_for(lambda: "(detached_timeout): cancelled" in grid.log("manager.log"), 20,
+                 message="the manager cancelling the application")
+        wait_for(lambda: grid.query("manager", "SELECT state FROM application") == [(int(ApplicationState.STOPPED),)],
+                 10, message="the application recorded stopped")
+        assert grid.query("manager", "SELECT COUNT(*) FROM thread WHERE state != ?", int(ThreadState.DEAD)) == [(0,)]
+        second = grid.start_client()
+        assert second.wait(timeout=120) == 0, grid.log("client.log")
+        finished = time.monotonic() - killed
+    finally:
+        grid.stop()
+    check_complete(grid, server, site, "kill -9 client past detached_timeout", finish_after_kill_s=finished)
+    assert grid.query("manager", "SELECT COUNT(*) FROM application") == [(1,)], "reopened, not a new application"
+    assert "reattached" in grid.log("client.log")
 
 
 def test_url_that_crashes_executors_is_failed_as_poison(tmp_path, site_server):
