@@ -323,6 +323,9 @@ class ManagerCore:
         self.peer_present = peer_present or (lambda peer: True)
         self.new_id = new_id or (lambda: uuid.uuid4().hex)
         self.executors: dict[str, Executor] = {}
+        # the connected ones among them: what dispatch, the host-hash ring and the heartbeat's
+        # count look at, however many that left the manager still keeps (keep_departed)
+        self.connected: dict[str, Executor] = {}
         # executor id -> user who registered it, from the database after a restart (an id is
         # reclaimed only by its own user, even when the manager has not seen it since starting)
         self.executor_owners: dict[str, str] = {}
@@ -409,11 +412,11 @@ class ManagerCore:
             self._last_heartbeat = now
             beat = to_client = p.Heartbeat()
             if any(kind == "client" for kind, _ in self.peers.values()):  # clients learn how many executors take work
-                to_client = p.Heartbeat(executors=sum(1 for ex in self.executors.values() if ex.connected
-                                                      and ex.accepting and ex.quarantined_until is None))
+                to_client = p.Heartbeat(executors=sum(1 for ex in self.connected.values()
+                                                      if ex.accepting and ex.quarantined_until is None))
             actions.extend(Send(peer, to_client if kind == "client" else beat) for peer, (kind, _) in self.peers.items())
-        for ex in list(self.executors.values()):
-            if ex.connected and judged - ex.last_seen > s.peer_timeout:
+        for ex in list(self.connected.values()):
+            if judged - ex.last_seen > s.peer_timeout:
                 log.warning("executor %s (%s) silent for %.1f s: declared dead", ex.executor_id[:8],
                             ex.name, judged - ex.last_seen)
                 actions += self._lose_executor(ex, now, "lost")
@@ -431,7 +434,7 @@ class ManagerCore:
                             "dropped; a client that comes back submits again what it had in flight",
                             app.application_id[:8], judged - app.last_seen, len(app.threads))
                 actions += self._stop_application(app, now, cancel=True)
-        for ex in self.executors.values():
+        for ex in list(self.connected.values()):  # (one that left holds nothing; its quarantine waits for its return)
             if ex.quarantined_until is not None and now >= ex.quarantined_until:
                 log.warning("executor %s (%s): quarantine over, it gets work again", ex.executor_id[:8], ex.name)
                 ex.quarantined_until, ex.timeouts = None, 0
@@ -543,7 +546,7 @@ class ManagerCore:
                       quarantines=quarantines, accepting=m.accepting)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
-        self.executors[executor_id] = ex
+        self.executors[executor_id] = self.connected[executor_id] = ex
         self._departed.pop(executor_id, None)
         self._has_room(ex)
         self.executor_owners[executor_id] = m.user
@@ -1059,12 +1062,7 @@ class ManagerCore:
         jobs: dict[Executor, list[p.Job]] = {}
         events: list[Action] = []
         if self.settings.dispatch == "host-hash":
-            def owner_has_room(host: str, needs: tuple) -> bool:
-                owner = self.owner(host, needs)
-                return owner is not None and owner.free > 0
-            while (t := self.queue.pop(now, owner_has_room)) is not None:
-                self._assign(t, self.owner(t.host, t.needs), now, jobs, events)
-            return self._assigned(jobs, events)
+            return self._dispatch_by_host(now, jobs, events)
         room = self._room
         for executor_id in [executor_id for executor_id, ex in room.items() if ex.free < ex.refill]:
             del room[executor_id]  # full, gone, not accepting, or busy enough: back when it has room again
@@ -1147,25 +1145,69 @@ class ManagerCore:
         if self.settings.dispatch == "host-hash":
             return False
         tried = t.tried or ()
-        return any(ex.connected and ex.accepting and ex.quarantined_until is None and ex.executor_id not in tried
-                   and ex.can_run(t.needs) for ex in self.executors.values())
+        return any(ex.accepting and ex.quarantined_until is None and ex.executor_id not in tried
+                   and ex.can_run(t.needs) for ex in self.connected.values())
 
     def owner(self, host: str, needs: tuple = ()) -> Executor | None:
         """The executor that runs ``host``'s threads (those that need ``needs``) under host-hash
         dispatch: consistent hashing (Karger et al., STOC 1997) of the host onto a ring of 64
         points per connected, accepting executor able to run them, so an executor that joins or
         leaves moves only its own share of hosts."""
-        members = frozenset(ex.executor_id for ex in self.executors.values()
-                            if ex.connected and ex.accepting and ex.quarantined_until is None and ex.can_run(needs))
+        return self._owner_on(self._ring(needs), host)
+
+    def _ring(self, needs: tuple) -> list[tuple[int, str]]:
+        """The consistent-hash ring of the executors that may run threads needing ``needs``:
+        sorted (point, executor id) pairs, made again only when those executors change."""
+        members = frozenset(ex.executor_id for ex in self.connected.values()
+                            if ex.accepting and ex.quarantined_until is None and ex.can_run(needs))
         cached = self._rings.get(needs)
         if cached is None or cached[0] != members:
             cached = self._rings[needs] = (members, sorted((_hash(f"{executor_id}#{i}"), executor_id)
                                                            for executor_id in members for i in range(64)))
-        ring = cached[1]
+        return cached[1]
+
+    def _owner_on(self, ring: list[tuple[int, str]], host: str) -> Executor | None:
         if not ring:
             return None
         index = bisect.bisect(ring, (_hash(host), ""))
         return self.executors[ring[index % len(ring)][1]]
+
+    def _dispatch_by_host(self, now: float, jobs: dict[Executor, list[p.Job]], events: list[Action]) -> list[Action]:
+        """Host-hash dispatch: each READY thread that may start goes to its host's owner
+        (:meth:`owner`) while that one has a free slot. One pass looks at each eligible host once
+        and works out each ring and owner once (nothing changes them within a pass), and it ends
+        as soon as no owner has room: a pass used to work out the owner of every eligible host
+        again for each thread assigned (20,000 threads over 2,000 hosts to 4 executors: 58 s
+        of manager CPU)."""
+        open_ = {executor_id for executor_id, ex in self.connected.items() if ex.free > 0}
+        if not open_:
+            return []
+        rings: dict[tuple, list] = {}
+        owners: dict[tuple[str, tuple], Executor | None] = {}
+
+        def owner_of(host: str, needs: tuple) -> Executor | None:
+            key = (host, needs)
+            if key not in owners:
+                ring = rings.get(needs)
+                if ring is None:
+                    ring = rings[needs] = self._ring(needs)
+                owners[key] = self._owner_on(ring, host)
+            return owners[key]
+
+        def owner_has_room(host: str, needs: tuple) -> bool:
+            ex = owner_of(host, needs)
+            return ex is not None and ex.executor_id in open_
+
+        refused: list = []
+        try:
+            while open_ and (t := self.queue.pop(now, owner_has_room, refused=refused)) is not None:
+                ex = owner_of(t.host, t.needs)
+                self._assign(t, ex, now, jobs, events)
+                if ex.free <= 0:
+                    open_.discard(ex.executor_id)
+        finally:
+            self.queue.refile(refused, now)
+        return self._assigned(jobs, events)
 
     def _assign(self, t: GridThread, ex: Executor, now: float, jobs: dict[Executor, list[p.Job]],
                 events: list[Action]) -> None:
@@ -1237,6 +1279,7 @@ class ManagerCore:
         """Disconnect ``ex``; its attempts are taken back (``outcome`` recorded on each)."""
         actions: list[Action] = []
         ex.connected = False
+        self.connected.pop(ex.executor_id, None)
         if ex.peer is not None:
             self.peers.pop(ex.peer, None)
         for attempt_id, t in list(ex.running.items()):
@@ -1269,8 +1312,7 @@ class ManagerCore:
         keep = self.settings.keep_departed
         while len(self._departed) > keep:
             executor_id, key = self._departed.popitem(last=False)
-            ex = self.executors.get(executor_id)
-            if ex is not None and ex.connected:  # registered again meanwhile
+            if executor_id in self.connected:  # registered again meanwhile
                 continue
             self.executors.pop(executor_id, None)
             self._room.pop(executor_id, None)
@@ -1387,13 +1429,14 @@ class ManagerCore:
         """The manager is stopping: no executor stays connected to it (records only; the
         threads stay as they are, for the next start to restore)."""
         actions: list[Action] = []
-        for ex in self.executors.values():
+        for ex in self.connected.values():
             if ex.connected:
                 ex.connected = False
                 if ex.unrecorded is not None:
                     actions.append(ex.unrecorded)
                     ex.unrecorded = None
                 actions.append(ev.ExecutorDisconnected(ex.executor_id))
+        self.connected.clear()
         return actions
 
     def stats(self, by_state: dict[str, int] | None = None) -> dict:
@@ -1404,7 +1447,7 @@ class ManagerCore:
             for app in self.applications.values():
                 for t in app.threads.values():
                     by_state[t.state.name] += 1
-        return {"executors": sum(ex.connected for ex in self.executors.values()),
+        return {"executors": len(self.connected),
                 "applications": len(self.applications), "queued": len(self.queue), "threads": by_state,
                 "fenced": self.fenced, "unrunnable": self.unrunnable()}
 
@@ -1413,6 +1456,5 @@ class ManagerCore:
         missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces; ``""``: threads
         that need nothing, while no executor is connected); empty when every queued thread has
         an executor that can run it."""
-        connected = [ex for ex in self.executors.values() if ex.connected]
         return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
-                if not any(ex.can_run(needs) for ex in connected)}
+                if not any(ex.can_run(needs) for ex in self.connected.values())}

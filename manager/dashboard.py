@@ -138,8 +138,8 @@ def snapshot(core, now: float) -> dict:
     from gridcrawl.states import ThreadState
 
     started_state, live_states = ThreadState.STARTED, (ThreadState.SCHEDULED, ThreadState.STARTED)
-    names = {ex.executor_id: ex.name for ex in core.executors.values()}
-    connected = [ex for ex in core.executors.values() if ex.connected]
+    connected = list(core.connected.values())
+    names = {ex.executor_id: ex.name for ex in connected}  # (the executors of running threads)
     departed = heapq.nlargest(SNAPSHOT_DEPARTED, (ex for ex in core.executors.values() if not ex.connected),
                               key=lambda ex: ex.last_seen)
     executors, live = [], []

@@ -209,17 +209,19 @@ class ReadyQueue:
                 self._schedule(host, now)
 
     def pop(self, now: float, accept: Callable[[str, tuple], bool] | None = None,
-            runnable: Callable[[tuple], bool] | None = None) -> "GridThread | None":
+            runnable: Callable[[tuple], bool] | None = None, refused: list | None = None) -> "GridThread | None":
         """The next thread that may start at ``now`` (POSIX s), or None. Marks it in flight.
 
         ``runnable(needs)`` says whether some executor with a free slot can run threads that need
         ``needs`` (None: every thread is runnable); lanes it refuses are not looked at, so they
         cost nothing and block nobody. ``accept(host, needs)`` may refuse a host's lane for this
         call (host-partitioned dispatch whose executor is full); refused hosts are filed again
-        before returning.
+        before returning, unless the caller passes its own ``refused`` list: then they stay out,
+        appended to it, until the caller files them again with :meth:`refile` (so that a pass of
+        many pops looks at each refused host once).
         """
         self._promote(now)
-        refused = []
+        keep_out, refused = refused is not None, refused if refused is not None else []
         keys = [needs for needs in self._eligible if runnable is None or runnable(needs)]
         try:
             while True:
@@ -256,8 +258,14 @@ class ReadyQueue:
                 self._schedule(host, now)
                 return thread
         finally:
-            for host in refused:
-                self._schedule(host, now)
+            if not keep_out:
+                self.refile(refused, now)
+
+    def refile(self, hosts: list, now: float) -> None:
+        """File again the hosts :meth:`pop` refused (``hosts``: what it appended to the caller's
+        ``refused`` list)."""
+        for host in hosts:
+            self._schedule(host, now)
 
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
                 retry_after: float | None = None, crawl_delay: float | None = None,

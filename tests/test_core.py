@@ -734,6 +734,27 @@ def test_the_snapshot_lists_every_connected_executor_and_the_50_that_left_last()
     assert len(snap["applications"]) == 50
 
 
+def test_host_hash_dispatch_and_the_heartbeat_count_only_connected_executors():
+    core = make_core(S.replace(dispatch="host-hash"))
+    for i in range(50):  # executors that left, kept (keep_departed)
+        register(core, f"gone{i}".encode(), 4)
+        core.handle(f"gone{i}".encode(), p.Bye(), 0.0)
+    here = {register(core, b"a", 4), register(core, b"b", 4)}
+    assert set(core.connected) == here and len(core.executors) == 52
+    app = open_app(core)
+    owners = {core.owner(f"h{i}.test").executor_id for i in range(40)}
+    assert owners == here  # the ring is made of connected executors only
+    beats = sends(core.tick(1.0), p.Heartbeat)
+    assert {b.message.executors for b in beats if b.peer == b"client"} == {2}
+    assert core.stats()["executors"] == 2
+    # one that leaves is out of the ring at once
+    a_id = core.peers[b"a"][1]
+    core.handle(b"b", p.Bye(), 1.1)
+    assert set(core.connected) == {a_id}
+    assert {core.owner(f"h{i}.test").executor_id for i in range(40)} == {a_id}
+    assert app in core.applications
+
+
 def test_a_restarted_manager_remembers_the_latest_keep_departed_executors():
     core = make_core(S.replace(keep_departed=2))
     core.remember_executors([(f"x{i}", "alice", f"pod{i}", "h") for i in range(5)])  # oldest first

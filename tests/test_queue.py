@@ -170,6 +170,38 @@ def test_host_hash_sends_each_host_to_one_executor_and_moves_only_the_lost_share
     assert moved == {h for h in hosts if before[h] == gone}
 
 
+def test_hosts_refused_into_the_callers_list_stay_out_until_filed_again():
+    q = answered(ReadyQueue(concurrency=4), "a.test", "b.test")
+    for host in ("a.test", "a.test", "b.test"):
+        q.push(thread(host))
+    refused: list = []
+    first = q.pop(0.0, accept=lambda host, needs: host != "a.test", refused=refused)
+    assert first.host == "b.test" and [h.host for h in refused] == ["a.test"]
+    assert q.pop(0.0, refused=refused) is None  # a.test is out until the caller files it again
+    q.refile(refused, 0.0)
+    assert [t.host for t in drain(q, 0.0)] == ["a.test", "a.test"]
+
+
+def test_a_host_hash_pass_works_out_each_hosts_owner_once(monkeypatch):
+    from gridcrawl.manager import core as core_module
+    core = core_with(4, "host-hash")
+    for ex in core.executors.values():
+        ex.window = 10  # room for 40 of the 2,000 threads in all
+    (opened,) = [a for a in core.handle(b"c", p.OpenApplication("x", "u"), 0.0) if isinstance(getattr(a, "message", None), p.ApplicationOpened)]
+    core.owner("warm.test")  # the ring is made once
+    hashed = []
+    real = core_module._hash
+    monkeypatch.setattr(core_module, "_hash", lambda text: hashed.append(text) or real(text))
+    specs = [p.ThreadSpec(i, f"http://site{i % 200}.test/{i}") for i in range(2000)]
+    actions = core.handle(b"c", p.Submit(opened.message.application_id, specs), 0.0)
+    jobs = [job for a in actions if isinstance(getattr(a, "message", None), p.Assign) for job in a.message.jobs]
+    assert len(jobs) == 40
+    assert all(core.owner(job.url.split("/")[2]).peer == a.peer for a in actions
+               if isinstance(getattr(a, "message", None), p.Assign) for job in a.message.jobs)
+    # one hash per host looked at (200 hosts), not one per host per thread assigned (before: 414)
+    assert len(hashed) <= 200, len(hashed)
+
+
 def test_discarding_every_queued_thread_is_linear_and_keeps_counts():
     """Pause or cancel of a big application discards each queued thread (O(1) each since it stopped
     scanning its host's heap): the per-host counts stay right for queued and retrying threads."""
