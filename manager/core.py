@@ -876,7 +876,7 @@ class ManagerCore:
         app.paused = False
         app.time_completed = now
         app.instruction = None
-        for ex in self.executors.values():
+        for ex in self.connected.values():  # (one that registers again starts with none)
             ex.instructed.pop(app.application_id, None)
         actions.append(ev.ApplicationStopped(app.application_id, now))
         self._stopped[app.application_id] = None
@@ -1430,12 +1430,11 @@ class ManagerCore:
         threads stay as they are, for the next start to restore)."""
         actions: list[Action] = []
         for ex in self.connected.values():
-            if ex.connected:
-                ex.connected = False
-                if ex.unrecorded is not None:
-                    actions.append(ex.unrecorded)
-                    ex.unrecorded = None
-                actions.append(ev.ExecutorDisconnected(ex.executor_id))
+            ex.connected = False
+            if ex.unrecorded is not None:
+                actions.append(ex.unrecorded)
+                ex.unrecorded = None
+            actions.append(ev.ExecutorDisconnected(ex.executor_id))
         self.connected.clear()
         return actions
 
