@@ -102,8 +102,13 @@ class ReadyQueue:
         self.hosts: dict[str, HostState] = {}
         self._seq = itertools.count()
         self._stamps = itertools.count()  # eligible entries: valid while their host's lane files this stamp
-        # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now
+        # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now; with a
+        # partition, (needs, partition(host, needs)) -> such a heap
         self._eligible: dict[tuple, list] = {}
+        # partition(host, needs) -> a key (host-hash dispatch: the owner's executor id), or None:
+        # eligible hosts are filed apart by it, so that a pop can look at the partitions whose
+        # executor has room and nothing else (see :meth:`pop`)
+        self.partition: Callable[[str, tuple], object] | None = None
         self._waiting: list = []    # (time, version, host): hosts that may start at time
         self._later: list = []      # (time, seq, thread): retries waiting out their back-off
         self._later_seqs: set[int] = set()  # queue_seq of the threads in _later (not in a host heap)
@@ -191,7 +196,8 @@ class ReadyQueue:
                 continue  # this head is filed already
             stamp = next(self._stamps)
             host.filed[needs] = (stamp, head[0], head[1])
-            heapq.heappush(self._eligible.setdefault(needs, []), (head[0], head[1], stamp, host.host))
+            key = needs if self.partition is None else (needs, self.partition(host.host, needs))
+            heapq.heappush(self._eligible.setdefault(key, []), (head[0], head[1], stamp, host.host))
 
     def _limit(self, host: HostState) -> int:
         return 1 if host.delay > 0 or not host.answered else self.concurrency
@@ -209,7 +215,8 @@ class ReadyQueue:
                 self._schedule(host, now)
 
     def pop(self, now: float, accept: Callable[[str, tuple], bool] | None = None,
-            runnable: Callable[[tuple], bool] | None = None, refused: list | None = None) -> "GridThread | None":
+            runnable: Callable[[tuple], bool] | None = None, refused: list | None = None,
+            keys: list | None = None) -> "GridThread | None":
         """The next thread that may start at ``now`` (POSIX s), or None. Marks it in flight.
 
         ``runnable(needs)`` says whether some executor with a free slot can run threads that need
@@ -219,47 +226,62 @@ class ReadyQueue:
         before returning, unless the caller passes its own ``refused`` list: then they stay out,
         appended to it, until the caller files them again with :meth:`refile` (so that a pass of
         many pops looks at each refused host once).
+
+        With a :attr:`partition`, eligible hosts are filed under ``(needs, partition)`` keys, and
+        ``keys`` names those to look at (None: every key ``runnable`` accepts). A host whose
+        partition changed since it was filed (the executors did) is filed again under its new
+        one when a pop meets it.
         """
         self._promote(now)
         keep_out, refused = refused is not None, refused if refused is not None else []
-        keys = [needs for needs in self._eligible if runnable is None or runnable(needs)]
+        if keys is None:
+            keys = [key for key in self._eligible if runnable is None or runnable(key)]
         try:
             while True:
                 best = None
-                for needs in keys:  # the best entry over the runnable lanes (few distinct needs)
-                    heap = self._eligible.get(needs)
+                for key in keys:  # the best entry over the lanes looked at (few distinct needs)
+                    heap = self._eligible.get(key)
                     if heap and (best is None or heap[0] < self._eligible[best][0]):
-                        best = needs
+                        best = key
                 if best is None:
                     return None
                 heap = self._eligible[best]
                 _, _, stamp, name = heapq.heappop(heap)
                 if not heap:
                     del self._eligible[best]
+                lane = best if self.partition is None else best[0]
                 host = self.hosts.get(name)
-                if host is None or host.filed.get(best, (None,))[0] != stamp:
+                if host is None or host.filed.get(lane, (None,))[0] != stamp:
                     continue  # stale: the lane was filed again since
-                del host.filed[best]
+                del host.filed[lane]
                 if host.in_flight >= self._limit(host) or host.next_start > now:
                     continue  # blocked since it was filed: filed again when it may start
-                if accept is not None and not accept(name, best):
+                if self.partition is not None and self.partition(name, lane) != best[1]:
+                    self._schedule(host, now)  # its partition changed: filed under the new one
+                    continue
+                if accept is not None and not accept(name, lane):
                     refused.append(host)
                     continue
-                head = host.head(best)
+                head = host.head(lane)
                 if head is None:
                     continue
-                heapq.heappop(host.lanes[best])
+                heapq.heappop(host.lanes[lane])
                 thread = head[2]
                 thread.queue_seq = None
                 host.queued -= 1
                 self._live -= 1
-                self._uncount(best)
+                self._uncount(lane)
                 host.in_flight += 1
                 self._schedule(host, now)
                 return thread
         finally:
             if not keep_out:
                 self.refile(refused, now)
+
+    def eligible_keys(self) -> list:
+        """The keys eligible hosts are filed under now: needs tuples, or with a
+        :attr:`partition` ``(needs, partition)`` pairs."""
+        return list(self._eligible)
 
     def refile(self, hosts: list, now: float) -> None:
         """File again the hosts :meth:`pop` refused (``hosts``: what it appended to the caller's

@@ -182,24 +182,30 @@ def test_hosts_refused_into_the_callers_list_stay_out_until_filed_again():
     assert [t.host for t in drain(q, 0.0)] == ["a.test", "a.test"]
 
 
-def test_a_host_hash_pass_works_out_each_hosts_owner_once(monkeypatch):
-    from gridcrawl.manager import core as core_module
+def test_a_host_hash_pass_pops_only_hosts_whose_owner_has_room(monkeypatch):
     core = core_with(4, "host-hash")
     for ex in core.executors.values():
         ex.window = 10  # room for 40 of the 2,000 threads in all
     (opened,) = [a for a in core.handle(b"c", p.OpenApplication("x", "u"), 0.0) if isinstance(getattr(a, "message", None), p.ApplicationOpened)]
-    core.owner("warm.test")  # the ring is made once
-    hashed = []
-    real = core_module._hash
-    monkeypatch.setattr(core_module, "_hash", lambda text: hashed.append(text) or real(text))
+    refused = []
+    real = ReadyQueue.refile
+    monkeypatch.setattr(ReadyQueue, "refile", lambda self, hosts, now: refused.extend(hosts) or real(self, hosts, now))
     specs = [p.ThreadSpec(i, f"http://site{i % 200}.test/{i}") for i in range(2000)]
     actions = core.handle(b"c", p.Submit(opened.message.application_id, specs), 0.0)
-    jobs = [job for a in actions if isinstance(getattr(a, "message", None), p.Assign) for job in a.message.jobs]
-    assert len(jobs) == 40
-    assert all(core.owner(job.url.split("/")[2]).peer == a.peer for a in actions
-               if isinstance(getattr(a, "message", None), p.Assign) for job in a.message.jobs)
-    # one hash per host looked at (200 hosts), not one per host per thread assigned (before: 414)
-    assert len(hashed) <= 200, len(hashed)
+    assigns = [a for a in actions if isinstance(getattr(a, "message", None), p.Assign)]
+    assert sum(len(a.message.jobs) for a in assigns) == 40
+    assert all(core.owner(job.url.split("/")[2]).peer == a.peer for a in assigns for job in a.message.jobs)
+    # the queue files eligible hosts by owner: no host of a full owner is looked at (before: 21)
+    assert refused == []
+    # an executor leaves: its hosts move to the others' files when a pass meets them
+    gone = assigns[0].peer
+    core.handle(gone, p.Bye(), 1.0)
+    for a in assigns[1:]:  # the others answer, which gives them room again
+        results = [p.AttemptResult(job.attempt_id, p.PageResult(url=job.url, status=200), 0.01) for job in a.message.jobs]
+        actions = core.handle(a.peer, p.Results(results), 2.0)
+        for b in actions:
+            if isinstance(getattr(b, "message", None), p.Assign):
+                assert b.peer != gone and all(core.owner(job.url.split("/")[2]).peer == b.peer for job in b.message.jobs)
 
 
 def test_discarding_every_queued_thread_is_linear_and_keeps_counts():
