@@ -113,6 +113,7 @@ class Settings:
     quarantine_after: int = _doc(3, "timed-out attempts in a row after which an executor is quarantined (gets no new work)")
     quarantine_seconds: float = _doc(60.0, "seconds of an executor's first quarantine; each further one doubles it, up to 16 times")
     max_threads_per_application: int = _doc(100_000, "grid threads one application may have at the manager (queued, running, or finished and not yet acknowledged); a submit beyond is refused (a client keeps max_in_flight)")
+    max_applications_per_user: int = _doc(16, "applications of one user open at the manager at once (created or reopened and not yet completed or cancelled, detached ones included); one more cancels the one without a client longest, if silent past the liveness, or else is refused (with max_threads_per_application and max_unacked_bytes, a bound on what one user's crawls hold in the manager's memory)")
     max_unacked_bytes: int = _doc(256 * 1024 * 1024, "bytes of results (as the executors sent them) the manager holds for one application until its client acknowledges them; beyond, the application's threads wait at the manager until the client acknowledges half")
     detached_timeout: float = _doc(7 * 86_400.0, "seconds an application may stay without a client (detached) before the manager cancels it, dropping its queued threads and the results it holds; a client that comes back later reopens it and submits again what it had in flight (0: never)")
     keep_departed: int = _doc(10_000, "executors that left, and applications that stopped, the manager keeps in memory, of each (one that returns keeps its id); beyond, those gone longest are forgotten: their records stay in SQL, and one that returns gets a new id")
@@ -258,7 +259,8 @@ class Settings:
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
                      "max_triples", "render_pages", "render_restart", "spark_layer_urls", "peer_max_strikes",
-                     "max_links_per_page", "max_threads_per_application", "max_unacked_bytes"):
+                     "max_links_per_page", "max_threads_per_application", "max_unacked_bytes",
+                     "max_applications_per_user"):
             if getattr(self, name) < 1:
                 raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):

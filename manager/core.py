@@ -339,6 +339,9 @@ class ManagerCore:
         # that sees endless executors and crawls come and go stays bounded in memory
         self._departed: OrderedDict[str, tuple[str, str, str]] = OrderedDict()  # -> (name, host, user)
         self._stopped: OrderedDict[str, None] = OrderedDict()
+        # user -> ids of their applications that are not stopped, oldest first: at most
+        # settings.max_applications_per_user each (:meth:`_room_for_another`)
+        self._open_by_user: dict[str, dict[str, None]] = {}
         self.queue = ReadyQueue(settings.concurrent_requests_per_host, settings.download_delay,
                                 settings.max_crawl_delay)
         self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
@@ -750,6 +753,11 @@ class ManagerCore:
         if app is not None and (held := self._held_by_another(app, peer, m.client, now)):
             log.warning("application %s: a second client refused (%s)", app.application_id[:8], held)
             return [Send(peer, p.Refuse(held))]
+        if app is None or app.state == ApplicationState.STOPPED:
+            made_room, too_many = self._room_for_another(app.user if app else m.user, now)
+            if too_many:
+                return [Send(peer, p.Refuse(too_many))]
+            actions += made_room
         if old is not None and old[1] != (app.application_id if app else None):
             self._detach(self.applications.get(old[1]))  # this connection drove another application before
         if app is None:
@@ -757,6 +765,7 @@ class ManagerCore:
             app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction,
                               client=m.client)
             self.applications[app_id] = app
+            self._open_by_user.setdefault(app.user, {})[app_id] = None
             actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
             if app.peer != peer:
@@ -767,6 +776,7 @@ class ManagerCore:
                 app.instruction = m.instruction
             if app.state == ApplicationState.STOPPED:
                 self._stopped.pop(app.application_id, None)
+                self._open_by_user.setdefault(app.user, {})[app.application_id] = None
                 app.state = ApplicationState.READY
                 actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
         self.peers[peer] = ("client", app.application_id)
@@ -780,6 +790,37 @@ class ManagerCore:
             if t.state == ThreadState.FINISHED:
                 actions += self._deliver(t)
         return actions
+
+    def _room_for_another(self, user: str, now: float) -> tuple[list[Action], str | None]:
+        """Make room for one more application of ``user``: ``(actions, None)``, or ``([], why
+        not)``. A user may have ``settings.max_applications_per_user`` applications open
+        (created or reopened, and not completed or cancelled; detached ones count): each may
+        hold ``max_threads_per_application`` grid threads and ``max_unacked_bytes`` of results,
+        so the bound caps what one user's crawls hold in the manager's memory. At the bound,
+        the one of them without a client for longest, if it has been silent past the peer
+        liveness (``peer_timeout``), is cancelled to make room, as ``detached_timeout`` would
+        cancel it later (its crawl database keeps its frontier; a client that comes back
+        reopens it and submits again what it had in flight); when each has a client (or was
+        heard within the liveness), the new one is refused, naming the oldest."""
+        held = self._open_by_user.get(user, {})
+        cap = self.settings.max_applications_per_user
+        if len(held) < cap:
+            return [], None
+        apps = [self.applications[application_id] for application_id in held]
+        silent = [app for app in apps if app.peer is None and now - app.last_seen > self.settings.peer_timeout]
+        if silent:
+            victim = min(silent, key=lambda app: app.last_seen)
+            log.warning("application %s of user %s: no client for %.0f s, cancelled to make room for a new one "
+                        "(%d open, max_applications_per_user); a client that comes back reopens it",
+                        victim.application_id[:8], user, now - victim.last_seen, len(held))
+            return self._stop_application(victim, now, cancel=True), None
+        oldest = [f"{app.application_id[:8]} ({app.name}, {'detached' if app.peer is None else 'with a client'}, "
+                  f"opened {now - app.time_created:.0f} s ago)" for app in apps[:3]]
+        log.warning("user %s refused another application: %d open, max_applications_per_user is %d, none "
+                    "without a client past the liveness", user, len(held), cap)
+        return [], (f"user {user} has {len(held)} applications open at the manager, its max_applications_per_user "
+                    f"({cap}), none without a client past the liveness: let one end, or cancel one no longer "
+                    f"wanted (gridcrawl-client --manager ENDPOINT cancel ID; the oldest: {', '.join(oldest)})")
 
     def _held_by_another(self, app: Application, peer: bytes, client: str, now: float) -> str | None:
         """Why a client (``client`` token, on connection ``peer``) may not reattach to ``app``
@@ -877,6 +918,10 @@ class ManagerCore:
         app.state = ApplicationState.STOPPED
         app.paused = False
         app.time_completed = now
+        held = self._open_by_user.get(app.user, {})
+        held.pop(app.application_id, None)
+        if not held:
+            self._open_by_user.pop(app.user, None)
         app.instruction = None
         for ex in self.connected.values():  # (one that registers again starts with none)
             ex.instructed.pop(app.application_id, None)
@@ -1417,6 +1462,8 @@ class ManagerCore:
             if app.state == ApplicationState.PAUSED:  # the pause outlives a manager restart
                 app.state, app.paused = ApplicationState.READY, True
             self.applications[app.application_id] = app
+            if app.state != ApplicationState.STOPPED:
+                self._open_by_user.setdefault(app.user, {})[app.application_id] = None
         for row in threads:
             app = self.applications.get(row["application_id"])
             if app is None:

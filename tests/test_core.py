@@ -253,6 +253,47 @@ def test_an_application_may_not_hold_more_than_max_threads_per_application():
     assert not sends(submit(core, other, range(5), peer=b"other"), p.Refuse)
 
 
+def test_a_user_may_not_have_more_than_max_applications_per_user_open():
+    """Each open application may hold max_threads_per_application threads and max_unacked_bytes
+    of results: without a bound on their number, one user (or a client opening applications in
+    a loop, each detaching the last) held the manager's memory without end. At the bound, the
+    application without a client for longest makes room; with none such, the new one is refused."""
+    core = make_core(S.replace(max_applications_per_user=2))  # peer liveness: 3 s
+    first = open_app(core, peer=b"c1", now=0.0)
+    second = open_app(core, peer=b"c2", now=5.0)
+    (refused,) = sends(core.handle(b"c3", p.OpenApplication("crawl", "u"), 6.0), p.Refuse)
+    reason = refused.message.reason
+    assert ("user u has 2 applications open at the manager, its max_applications_per_user (2), none without "
+            "a client past the liveness") in reason and "cancel ID" in reason
+    assert f"{first[:8]} (crawl, with a client, opened 6 s ago), {second[:8]} (crawl, with a client, opened 1 s ago)" \
+        in reason
+    assert len(core.applications) == 2 and b"c3" not in core.peers
+    for peer in (b"o1", b"o2"):  # another user has a count of their own
+        assert sends(core.handle(peer, p.OpenApplication("crawl", "v"), 6.0), p.ApplicationOpened)
+    core.handle(b"c1", p.Heartbeat(), 7.0)
+    core.handle(b"c1", p.Bye(), 7.0)  # detached: its threads go on; it may come back within the liveness
+    assert sends(core.handle(b"c3", p.OpenApplication("crawl", "u"), 9.0), p.Refuse)
+    actions = core.handle(b"c3", p.OpenApplication("crawl", "u"), 10.5)  # 3.5 s without a client: it makes room
+    (opened,) = sends(actions, p.ApplicationOpened)
+    third = opened.message.application_id
+    assert ev.ApplicationStopped(first, 10.5) in actions and core.applications[first].state == ApplicationState.STOPPED
+    assert third not in (first, second) and core.applications[second].state != ApplicationState.STOPPED
+    # reopening a stopped application opens one more: refused while the two open have clients
+    assert sends(core.handle(b"c1", p.OpenApplication("crawl", "u", first), 11.0), p.Refuse)
+    core.handle(b"c2", p.CloseApplication(second), 12.0)  # completed: no longer counted
+    (reopened,) = sends(core.handle(b"c1", p.OpenApplication("crawl", "u", first), 13.0), p.ApplicationOpened)
+    assert reopened.message.application_id == first and reopened.message.resumed
+    (reattached,) = sends(core.handle(b"c3", p.OpenApplication("crawl", "u", third), 14.0), p.ApplicationOpened)
+    assert reattached.message.resumed  # reattaching to an open application opens nothing more
+    assert sends(core.handle(b"c4", p.OpenApplication("crawl", "u"), 14.0), p.Refuse)
+    # a restarted manager counts the applications it restores (and gives their clients the liveness to return)
+    restarted = make_core(S.replace(max_applications_per_user=2))
+    restarted.restore([{"application_id": a, "application_name": "crawl", "usr_name": "u", "state": 1}
+                       for a in (first, third)], [], 20.0)
+    assert sends(restarted.handle(b"c5", p.OpenApplication("crawl", "u"), 21.0), p.Refuse)
+    assert sends(restarted.handle(b"c5", p.OpenApplication("crawl", "u", third), 21.0), p.ApplicationOpened)
+
+
 def _page(n: int) -> p.PageResult:
     return p.PageResult(url="x", status=200, content="x" * n)
 

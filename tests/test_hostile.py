@@ -314,6 +314,64 @@ def test_executors_and_crawls_that_come_and_go_without_end_leave_the_manager_bou
     assert rows[0][0] == 31  # every executor stays in the records: 30, and pod-0 again under a new id
 
 
+@pytest.mark.e2e
+def test_a_client_opening_applications_in_a_loop_is_refused_and_the_user_told_which_to_cancel(tmp_path, site_server):
+    """One connection opens application after application (each new one detaches the last,
+    which stays open): the manager holds at most max_applications_per_user of them, refuses
+    the rest while none has been without a client past the liveness (10 s here), and blocks
+    the peer that keeps trying; the real client of the same user is refused with one line
+    naming them, and crawls once one is cancelled. (That a silent one makes room once past
+    the liveness: tests/test_core.py.)"""
+    import getpass
+    import subprocess
+    import sys
+    site = generate_site(20, links_per_page=3, seed=23)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    user = getpass.getuser()  # whom a client without --user claims to be on an open grid
+    context = zmq.Context()
+    hostile = context.socket(zmq.DEALER)
+    hostile.setsockopt(zmq.LINGER, 0)
+    env = {"GRIDCRAWL_MAX_APPLICATIONS_PER_USER": "3"}
+    try:
+        grid.start_manager("--heartbeat-liveness", "40", env=env)
+        grid.start_executor("ex1")
+        hostile.connect(grid.endpoint)
+        opened, refused = [], []
+        for i in range(23):
+            hostile.send_multipart(p.encode(p.OpenApplication(f"loop-{i}", user, client="hostile")))
+            answer = _answer(hostile, p.ApplicationOpened, p.Refuse)
+            (opened if isinstance(answer, p.ApplicationOpened) else refused).append(answer)
+        assert len(opened) == 3 and len(refused) == 20
+        # blocked after peer_max_strikes (20) refusals: its next open is not even answered
+        hostile.send_multipart(p.encode(p.OpenApplication("loop-23", user, client="hostile")))
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            if hostile.poll(100):
+                assert not isinstance(p.decode(hostile.recv_multipart()), (p.ApplicationOpened, p.Refuse))
+        assert f"user {user} has 3 applications open at the manager" in refused[0].reason
+        # the user's real client is refused with one line naming the open applications
+        client = grid.start_client(server.url("/"), env=env)
+        assert client.wait(timeout=60) == 2
+        lines = [line for line in grid.log("client.log").splitlines() if "refused" in line]
+        assert lines and "Traceback" not in grid.log("client.log")
+        assert f"the manager refused the application: user {user} has 3 applications open" in lines[-1]
+        assert opened[0].application_id[:8] in lines[-1] and "cancel ID" in lines[-1]
+        # the user cancels the oldest with the client's command, and crawls
+        done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
+                               "cancel", opened[0].application_id[:8]], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        client = grid.start_client(server.url("/"), env=env)
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+        assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(len(reachable(site)),)]
+    finally:
+        hostile.close(linger=0)
+        context.term()
+        grid.stop()
+    states = dict(grid.query("manager", "SELECT application_name, state FROM application"))
+    assert len(states) == 4 and "loop-3" not in states  # 3 of the loop's, and the real crawl
+
+
 # ----------------------------------------------------------------------------------------------
 # Quotes, NUL characters and 10,000-character values in the crawl store
 
