@@ -1244,22 +1244,15 @@ class ManagerCore:
         moved = [key for key in self.queue.eligible_keys()  # filed under an owner that is one no more
                  if members.get(key[0]) and key[1] not in members[key[0]]]
 
-        def owner_has_room(host: str, needs: tuple) -> bool:
-            return self._owner_on(rings[needs], host) in open_
-
-        refused: list = []
-        try:
-            while open_:
-                keys = [(needs, executor_id) for needs in rings for executor_id in open_] + moved
-                t = self.queue.pop(now, owner_has_room, refused=refused, keys=keys)
-                if t is None:
-                    break
-                ex = self.executors[self._owner_on(rings[t.needs], t.host)]
-                self._assign(t, ex, now, jobs, events)
-                if ex.free <= 0:
-                    open_.discard(ex.executor_id)
-        finally:
-            self.queue.refile(refused, now)
+        while open_:
+            keys = [(needs, executor_id) for needs in rings for executor_id in open_] + moved
+            t = self.queue.pop(now, keys=keys)
+            if t is None:
+                break
+            ex = self.executors[self._owner_on(rings[t.needs], t.host)]
+            self._assign(t, ex, now, jobs, events)
+            if ex.free <= 0:
+                open_.discard(ex.executor_id)
         return self._assigned(jobs, events)
 
     def _assign(self, t: GridThread, ex: Executor, now: float, jobs: dict[Executor, list[p.Job]],

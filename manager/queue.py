@@ -214,80 +214,62 @@ class ReadyQueue:
             if host is not None and host.version == version:
                 self._schedule(host, now)
 
-    def pop(self, now: float, accept: Callable[[str, tuple], bool] | None = None,
-            runnable: Callable[[tuple], bool] | None = None, refused: list | None = None,
+    def pop(self, now: float, runnable: Callable[[tuple], bool] | None = None,
             keys: list | None = None) -> "GridThread | None":
         """The next thread that may start at ``now`` (POSIX s), or None. Marks it in flight.
 
         ``runnable(needs)`` says whether some executor with a free slot can run threads that need
         ``needs`` (None: every thread is runnable); lanes it refuses are not looked at, so they
-        cost nothing and block nobody. ``accept(host, needs)`` may refuse a host's lane for this
-        call (host-partitioned dispatch whose executor is full); refused hosts are filed again
-        before returning, unless the caller passes its own ``refused`` list: then they stay out,
-        appended to it, until the caller files them again with :meth:`refile` (so that a pass of
-        many pops looks at each refused host once).
+        cost nothing and block nobody.
 
         With a :attr:`partition`, eligible hosts are filed under ``(needs, partition)`` keys, and
-        ``keys`` names those to look at (None: every key ``runnable`` accepts). A host whose
-        partition changed since it was filed (the executors did) is filed again under its new
-        one when a pop meets it.
+        ``keys`` names those to look at (None: every key ``runnable`` accepts): host-hash
+        dispatch names the files of the executors with a free slot, so it never meets a host
+        whose owner is full. A host whose partition changed since it was filed (the executors
+        did) is filed again under its new one when a pop meets it.
         """
         self._promote(now)
-        keep_out, refused = refused is not None, refused if refused is not None else []
         if keys is None:
             keys = [key for key in self._eligible if runnable is None or runnable(key)]
-        try:
-            while True:
-                best = None
-                for key in keys:  # the best entry over the lanes looked at (few distinct needs)
-                    heap = self._eligible.get(key)
-                    if heap and (best is None or heap[0] < self._eligible[best][0]):
-                        best = key
-                if best is None:
-                    return None
-                heap = self._eligible[best]
-                _, _, stamp, name = heapq.heappop(heap)
-                if not heap:
-                    del self._eligible[best]
-                lane = best if self.partition is None else best[0]
-                host = self.hosts.get(name)
-                if host is None or host.filed.get(lane, (None,))[0] != stamp:
-                    continue  # stale: the lane was filed again since
-                del host.filed[lane]
-                if host.in_flight >= self._limit(host) or host.next_start > now:
-                    continue  # blocked since it was filed: filed again when it may start
-                if self.partition is not None and self.partition(name, lane) != best[1]:
-                    self._schedule(host, now)  # its partition changed: filed under the new one
-                    continue
-                if accept is not None and not accept(name, lane):
-                    refused.append(host)
-                    continue
-                head = host.head(lane)
-                if head is None:
-                    continue
-                heapq.heappop(host.lanes[lane])
-                thread = head[2]
-                thread.queue_seq = None
-                host.queued -= 1
-                self._live -= 1
-                self._uncount(lane)
-                host.in_flight += 1
-                self._schedule(host, now)
-                return thread
-        finally:
-            if not keep_out:
-                self.refile(refused, now)
+        while True:
+            best = None
+            for key in keys:  # the best entry over the lanes looked at (few distinct needs)
+                heap = self._eligible.get(key)
+                if heap and (best is None or heap[0] < self._eligible[best][0]):
+                    best = key
+            if best is None:
+                return None
+            heap = self._eligible[best]
+            _, _, stamp, name = heapq.heappop(heap)
+            if not heap:
+                del self._eligible[best]
+            lane = best if self.partition is None else best[0]
+            host = self.hosts.get(name)
+            if host is None or host.filed.get(lane, (None,))[0] != stamp:
+                continue  # stale: the lane was filed again since
+            del host.filed[lane]
+            if host.in_flight >= self._limit(host) or host.next_start > now:
+                continue  # blocked since it was filed: filed again when it may start
+            if self.partition is not None and self.partition(name, lane) != best[1]:
+                self._schedule(host, now)  # its partition changed: filed under the new one
+                continue
+            head = host.head(lane)
+            if head is None:
+                continue
+            heapq.heappop(host.lanes[lane])
+            thread = head[2]
+            thread.queue_seq = None
+            host.queued -= 1
+            self._live -= 1
+            self._uncount(lane)
+            host.in_flight += 1
+            self._schedule(host, now)
+            return thread
 
     def eligible_keys(self) -> list:
         """The keys eligible hosts are filed under now: needs tuples, or with a
         :attr:`partition` ``(needs, partition)`` pairs."""
         return list(self._eligible)
-
-    def refile(self, hosts: list, now: float) -> None:
-        """File again the hosts :meth:`pop` refused (``hosts``: what it appended to the caller's
-        ``refused`` list)."""
-        for host in hosts:
-            self._schedule(host, now)
 
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
                 retry_after: float | None = None, crawl_delay: float | None = None,

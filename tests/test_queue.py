@@ -170,33 +170,18 @@ def test_host_hash_sends_each_host_to_one_executor_and_moves_only_the_lost_share
     assert moved == {h for h in hosts if before[h] == gone}
 
 
-def test_hosts_refused_into_the_callers_list_stay_out_until_filed_again():
-    q = answered(ReadyQueue(concurrency=4), "a.test", "b.test")
-    for host in ("a.test", "a.test", "b.test"):
-        q.push(thread(host))
-    refused: list = []
-    first = q.pop(0.0, accept=lambda host, needs: host != "a.test", refused=refused)
-    assert first.host == "b.test" and [h.host for h in refused] == ["a.test"]
-    assert q.pop(0.0, refused=refused) is None  # a.test is out until the caller files it again
-    q.refile(refused, 0.0)
-    assert [t.host for t in drain(q, 0.0)] == ["a.test", "a.test"]
-
-
-def test_a_host_hash_pass_pops_only_hosts_whose_owner_has_room(monkeypatch):
+def test_a_host_hash_pass_pops_only_hosts_whose_owner_has_room():
     core = core_with(4, "host-hash")
     for ex in core.executors.values():
         ex.window = 10  # room for 40 of the 2,000 threads in all
     (opened,) = [a for a in core.handle(b"c", p.OpenApplication("x", "u"), 0.0) if isinstance(getattr(a, "message", None), p.ApplicationOpened)]
-    refused = []
-    real = ReadyQueue.refile
-    monkeypatch.setattr(ReadyQueue, "refile", lambda self, hosts, now: refused.extend(hosts) or real(self, hosts, now))
     specs = [p.ThreadSpec(i, f"http://site{i % 200}.test/{i}") for i in range(2000)]
     actions = core.handle(b"c", p.Submit(opened.message.application_id, specs), 0.0)
     assigns = [a for a in actions if isinstance(getattr(a, "message", None), p.Assign)]
     assert sum(len(a.message.jobs) for a in assigns) == 40
     assert all(core.owner(job.url.split("/")[2]).peer == a.peer for a in assigns for job in a.message.jobs)
-    # the queue files eligible hosts by owner: no host of a full owner is looked at (before: 21)
-    assert refused == []
+    # the queue files eligible hosts by owner: the other 1,960 stay filed under their full owners
+    assert len(core.queue) == 1960 and {key[1] for key in core.queue.eligible_keys()} == set(core.executors)
     # an executor leaves: its hosts move to the others' files when a pass meets them
     gone = assigns[0].peer
     core.handle(gone, p.Bye(), 1.0)
