@@ -545,7 +545,9 @@ class CrawlApplication:
                 log.error("%s", exc)
             finally:
                 self._applier.shutdown(wait=True)
-                self.link.close(linger=1000)
+                # a manager that answers is told at once (else it detaches the application only
+                # after the liveness, logging a silent client as a WARNING)
+                self.link.close(bye="client stopping" if self.link.up else None, linger=1000)
                 self.context.term()
         return self.progress
 

@@ -1071,6 +1071,9 @@ class ManagerCore:
             app = self.applications.get(kind[1])
             if app is not None and app.peer == peer:
                 app.peer = None
+                if app.state != ApplicationState.STOPPED:
+                    log.info("application %s: its client left (%s), detached (its threads go on)",
+                             app.application_id[:8], m.reason or "no reason given")
         return []
 
     def _detach(self, app: Application | None) -> None:

@@ -669,6 +669,8 @@ def check_limits(message: protocol.Message) -> str | None:
         checks += [_bad_text(m.user, 64, "user", control=True), _bad_text(m.password, MAX_PASSWORD, "password"),
                    _bad_text(m.application_id, 36, "application id", control=True),
                    _bad_text(m.action, 16, "action", control=True)]
+    elif isinstance(m, protocol.Bye):  # its reason is logged
+        checks.append(_bad_text(m.reason, 255, "reason", control=True))
     elif isinstance(m, protocol.Availability):
         if len(m.handed_back) > 100_000:
             return "more than 100000 attempts handed back at once"

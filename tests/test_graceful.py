@@ -150,6 +150,9 @@ def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, 
                in " ".join(grid.log("client.log").split())
         # every result the client applied is acknowledged (Dead at the manager, once the records are written)
         wait_for(lambda: dead() == applied, 10, 0.05, "every applied result acknowledged")
+        # the client said goodbye: detached at once, not after the liveness as a silent client (a WARNING)
+        wait_for(lambda: "its client left (client stopping), detached" in grid.log("manager.log"), 10,
+                 message="the manager logging the client's goodbye")
         second = grid.start_client()
         second_status = second.wait(timeout=120)
     finally:
@@ -160,3 +163,4 @@ def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, 
           f"duplicates={len(urls) - len(set(urls))}")
     assert first_status == 0 and second_status == 0
     assert set(urls) == expected and len(urls) == len(expected)
+    assert "client silent" not in grid.log("manager.log")

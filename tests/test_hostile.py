@@ -97,6 +97,8 @@ def _register(**kw) -> p.Register:
     (p.Started([1, 2], [0.5]), "one figure per attempt id"),
     (p.Started([1], [math.inf]), "not a finite number"),
     (p.Started([1], [-0.5]), "running seconds is out of range"),
+    (p.Bye("x" * 256), "reason is longer than 255"),
+    (p.Bye("leaving\x1b[2J"), "reason contains control characters"),
 ])
 def test_check_limits_refuses_what_does_not_fit(message, needle):
     reason = check_limits(message)
@@ -108,6 +110,7 @@ def test_check_limits_accepts_ordinary_messages():
     assert check_limits(p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/it's%20\"quoted\"")])) is None
     assert check_limits(p.Heartbeat({"cpu_usage": 12.5, "mem_usage": 2 ** 40})) is None
     assert check_limits(p.Started([1, 2], [0.25, 3.5])) is None and check_limits(p.Started([1])) is None
+    assert check_limits(p.Bye("client stopping")) is None and check_limits(p.Bye()) is None
     assert check_limits(p.Result(3, p.PageResult("http://a.test/", title="\x00" * 10, content="x\x00y"))) is None
 
 
