@@ -15,7 +15,13 @@ from importlib import import_module
 
 def _run(module: str) -> None:
     gc.disable()  # back on in gridcrawl.config.tune_gc
-    import_module(module).main()
+    try:
+        import_module(module).main()
+    except KeyboardInterrupt:
+        # Ctrl-C while the program's modules load, before its command line is read (later, typer
+        # turns it into exit status 130 and the programs take SIGINT themselves): the same status,
+        # without a traceback
+        raise SystemExit(130) from None
 
 
 def gridcrawl() -> None:

@@ -339,3 +339,21 @@ def test_spark_bad_input(tmp_path, args, needle):
     """``gridcrawl spark`` refuses bad input before it starts Spark (so also without pyspark)."""
     rc, out, _ = run("gridcrawl", "spark", *args, "--db", f"sqlite:///{tmp_path}/c.db")
     assert_user_error(rc, out, needle)
+
+
+@pytest.mark.parametrize("program", ["gridcrawl", "manager", "executor", "client"])
+def test_ctrl_c_while_a_program_loads_exits_130_without_a_traceback(program):
+    """A real SIGINT delivered while the program's modules are imported (the first third of a
+    second of every command, before typer and the programs' own handlers take it) ends it with
+    status 130, as a Ctrl-C later does, and no traceback."""
+    code = ("import importlib, os, signal\n"
+            "from gridcrawl import entry\n"
+            "real = importlib.import_module\n"
+            "def interrupted(name):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C at the terminal, while importing\n"
+            "    return real(name)\n"
+            "entry.import_module = interrupted\n"
+            f"entry.{program}()\n")
+    proc = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stdout == ""  # stopped before it printed its help
