@@ -765,7 +765,7 @@ class ManagerCore:
             app = Application(app_id, m.name, m.user, peer, now, last_seen=now, instruction=m.instruction,
                               client=m.client)
             self.applications[app_id] = app
-            self._open_by_user.setdefault(app.user, {})[app_id] = None
+            self._count_open(app)
             actions.append(ev.ApplicationCreated(app_id, m.name, m.user, int(app.state), now))
         else:
             if app.peer != peer:
@@ -776,7 +776,7 @@ class ManagerCore:
                 app.instruction = m.instruction
             if app.state == ApplicationState.STOPPED:
                 self._stopped.pop(app.application_id, None)
-                self._open_by_user.setdefault(app.user, {})[app.application_id] = None
+                self._count_open(app)
                 app.state = ApplicationState.READY
                 actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
         self.peers[peer] = ("client", app.application_id)
@@ -790,6 +790,11 @@ class ManagerCore:
             if t.state == ThreadState.FINISHED:
                 actions += self._deliver(t)
         return actions
+
+    def _count_open(self, app: Application) -> None:
+        """Count ``app`` (created, reopened or restored) among its user's open applications
+        (:meth:`_room_for_another`; :meth:`_stop_application` uncounts it)."""
+        self._open_by_user.setdefault(app.user, {})[app.application_id] = None
 
     def _room_for_another(self, user: str, now: float) -> tuple[list[Action], str | None]:
         """Make room for one more application of ``user``: ``(actions, None)``, or ``([], why
@@ -1459,7 +1464,7 @@ class ManagerCore:
                 app.state, app.paused = ApplicationState.READY, True
             self.applications[app.application_id] = app
             if app.state != ApplicationState.STOPPED:
-                self._open_by_user.setdefault(app.user, {})[app.application_id] = None
+                self._count_open(app)
         for row in threads:
             app = self.applications.get(row["application_id"])
             if app is None:
