@@ -199,12 +199,15 @@ def test_an_executor_reports_the_start_of_a_page_only_once_it_has_run_a_while():
                     message = p.decode(frames)
                     if isinstance(message, (p.Started, p.Results)):
                         got.append(message)
-            started = [m for m in got if isinstance(m, p.Started)]
-            assert [a for m in started for a in m.attempt_ids] == [2], started
-            assert START_REPORT_AFTER <= started[0].running[0] < 0.8
+            started = {a: (i, running) for i, m in enumerate(got) if isinstance(m, p.Started)
+                       for a, running in zip(m.attempt_ids, m.running)}
             results = {r.attempt_id: (i, r) for i, m in enumerate(got) if isinstance(m, p.Results) for r in m.results}
-            assert results[1][1].ran is not None and 0 <= results[1][1].ran < 0.8
-            assert results[2][1].ran is None and results[2][0] > got.index(started[0])
+            assert 2 in started and START_REPORT_AFTER <= started[2][1] < 0.8, got
+            assert results[2][1].ran is None and results[2][0] > started[2][0]
+            if 1 in started:  # a loaded machine (the suite's other worker) took the fast page past the bar
+                assert started[1][1] >= START_REPORT_AFTER and results[1][1].ran is None, got
+            else:
+                assert results[1][1].ran is not None and 0 <= results[1][1].ran < 0.8
     finally:
         server.stop()
 
