@@ -181,16 +181,18 @@ def _task_store(config: TaskConfig):
 
 class _Job:
     """One URL of a download task inside the manager's ReadyQueue (it needs ``host``,
-    ``priority``, ``needs`` and ``queue_seq``; a task runs every URL it owns, so ``needs`` is
-    empty: an item spec's plugin missing here is the page's item error, as on an executor)."""
+    ``priority``, ``needs``, ``application_id`` and ``queue_seq``; a task runs every URL it
+    owns, so ``needs`` is empty: an item spec's plugin missing here is the page's item error, as
+    on an executor; and all of them are of one crawl, one application)."""
 
-    __slots__ = ("pending", "host", "priority", "queue_seq", "retries", "needs")
+    __slots__ = ("pending", "host", "priority", "queue_seq", "retries", "needs", "application_id")
 
     def __init__(self, pending, host: str, priority: int) -> None:
         self.pending, self.host, self.priority = pending, host, priority
         self.queue_seq = None
         self.retries = 0
         self.needs: tuple = ()
+        self.application_id = ""
 
 
 class _InjectedFailure(RuntimeError):

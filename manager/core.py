@@ -22,7 +22,8 @@ Capability-based dispatch: an executor declares its ``capabilities`` when it reg
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
 to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
-priority (higher first), then in submission order, under the grid-wide per-host politeness of
+priority (higher first), then with applications in turn (start-time fair queuing), each in its
+submission order, under the grid-wide per-host politeness of
 :mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
 with exponential back-off, as new attempts.
 
@@ -927,6 +928,7 @@ class ManagerCore:
         held.pop(app.application_id, None)
         if not held:
             self._open_by_user.pop(app.user, None)
+        self.queue.forget_application(app.application_id)
         app.instruction = None
         for ex in self.connected.values():  # (one that registers again starts with none)
             ex.instructed.pop(app.application_id, None)

@@ -15,9 +15,13 @@ for the whole grid (design.md §3):
 * ``429``/``503`` with ``Retry-After`` pause the host until then; without it the host backs off
   exponentially (1 s doubling to 60 s), reset by the next success.
 
-Across hosts, threads leave by priority (higher first), then submission order. A host that waits
-out its delay never blocks the others: only hosts that may start now are considered.
-Retried threads wait in a delay heap until their back-off has passed.
+Across hosts, threads leave by priority (higher first), then in turn across applications:
+each thread gets a start tag by start-time fair queuing (Goyal, Vin and Cheng, SIGCOMM 1996;
+every thread of unit length and every application of equal weight), so applications that
+submit at the same priority share the grid thread by thread, whatever each has queued, and
+each one's threads leave in submission order. A host that waits out its delay never blocks the
+others: only hosts that may start now are considered. Retried threads wait in a delay heap until
+their back-off has passed.
 
 Capability-based dispatch: a thread may name what it ``needs`` of an executor (``"render"``,
 ``"plugin:NAME"``; a sorted tuple, empty for most threads). Each host keeps one *lane* (a
@@ -41,6 +45,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Hosts remembered as having answered once their queue state is dropped (least recent forgotten).
 ANSWERED_HOSTS = 100_000
 BACKOFF_START = 1.0
+#: Bits of a thread's ``queue_seq`` below its fair-queuing start tag: the order of pushes.
+SEQ_BITS = 64
 BACKOFF_MAX = 60.0
 
 
@@ -101,6 +107,12 @@ class ReadyQueue:
         self.max_crawl_delay = max_crawl_delay
         self.hosts: dict[str, HostState] = {}
         self._seq = itertools.count()
+        # start-time fair queuing across applications: the virtual time (the start tag of the
+        # thread popped last) and, per application with threads queued since it was last
+        # forgotten, the finish tag of its latest thread (its next start tag, unless the virtual
+        # time has passed it)
+        self._virtual_time = 0
+        self._finish: dict[str, int] = {}
         self._stamps = itertools.count()  # eligible entries: valid while their host's lane files this stamp
         # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now; with a
         # partition, (needs, partition(host, needs)) -> such a heap
@@ -122,7 +134,10 @@ class ReadyQueue:
         """Queue READY ``thread``; with ``not_before`` (POSIX s) it waits until then (retries)."""
         if thread.queue_seq is not None:
             self.discard(thread)
-        thread.queue_seq = next(self._seq)
+        start = max(self._virtual_time, self._finish.get(thread.application_id, 0))
+        self._finish[thread.application_id] = start + 1
+        # the start tag, then the order of pushes: unique, and ordered as the queue serves them
+        thread.queue_seq = (start << SEQ_BITS) + next(self._seq)
         self._live += 1
         self._by_needs[thread.needs] = self._by_needs.get(thread.needs, 0) + 1
         if not_before:
@@ -258,6 +273,7 @@ class ReadyQueue:
                 continue
             heapq.heappop(host.lanes[lane])
             thread = head[2]
+            self._virtual_time = max(self._virtual_time, thread.queue_seq >> SEQ_BITS)
             thread.queue_seq = None
             host.queued -= 1
             self._live -= 1
@@ -265,6 +281,11 @@ class ReadyQueue:
             host.in_flight += 1
             self._schedule(host, now)
             return thread
+
+    def forget_application(self, application_id: str) -> None:
+        """Drop the fair-queuing state of an application that stopped (its threads are gone
+        from the queue); one that is reopened starts again at the virtual time."""
+        self._finish.pop(application_id, None)
 
     def eligible_keys(self) -> list:
         """The keys eligible hosts are filed under now: needs tuples, or with a

@@ -90,6 +90,43 @@ def test_ties_are_broken_round_robin():
     assert sorted(peers) == [b"a", b"b", b"c"]
 
 
+def test_applications_at_one_priority_share_the_grid_thread_by_thread_whatever_each_has_queued():
+    """An application that submits 2,000 grid threads at once (as an Alchemi application
+    submits all of its threads) used to hold back every application that came after it until
+    its last thread had left: the queue served submission order across applications. Start-time
+    fair queuing now serves applications of one priority in turn, each in its own order; a
+    higher priority still goes first, across applications as within one."""
+    core = make_core(S.replace(thread_timeout=100.0))
+    hosts = [f"a{i}.test" for i in range(50)] + ["b.test"]
+    for host in hosts:
+        core.queue.note_answered(host)
+    register(core, b"e", 1)
+    big, small = open_app(core, peer=b"big"), open_app(core, peer=b"small")
+
+    def run(specs_big, specs_small) -> list:
+        core.handle(b"big", p.Submit(big, specs_big), 0.0)
+        core.handle(b"small", p.Submit(small, specs_small), 0.1)
+        ex, served, now = core.executors[core.peers[b"e"][1]], [], 1.0
+        while ex.running or len(core.queue):
+            (attempt_id, t), = ex.running.items()
+            served.append((t.application_id, t.thread_id))
+            core.handle(b"e", p.Result(attempt_id, p.PageResult(url=t.url, status=200)), now)
+            now += 0.01
+        return served
+
+    served = run([p.ThreadSpec(i, f"http://a{i % 50}.test/{i}") for i in range(2000)],
+                 [p.ThreadSpec(i, f"http://b.test/{i}") for i in range(10)])
+    # the big one's first thread was running when the small one submitted; then they take turns
+    assert [i for i, (app, _) in enumerate(served) if app == small] == list(range(1, 20, 2))
+    assert [tid for app, tid in served if app == big] == list(range(2000))    # each in its own order
+    assert [tid for app, tid in served if app == small] == list(range(10))
+    served = run([p.ThreadSpec(i, f"http://a{i % 50}.test/{i}", priority=9) for i in range(3000, 3020)],
+                 [p.ThreadSpec(i, f"http://b.test/{i}", priority=1) for i in range(20, 25)])
+    assert [app for app, _ in served] == [big] * 20 + [small] * 5  # priority before turn
+    core.handle(b"big", p.CloseApplication(big), 2.0)  # a stopped application's tag is forgotten
+    assert big not in core.queue._finish and small in core.queue._finish
+
+
 def test_priority_first_then_fifo():
     core = make_core()
     app = open_app(core)
