@@ -45,9 +45,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Hosts remembered as having answered once their queue state is dropped (least recent forgotten).
 ANSWERED_HOSTS = 100_000
 BACKOFF_START = 1.0
+BACKOFF_MAX = 60.0
 #: Bits of a thread's ``queue_seq`` below its fair-queuing start tag: the order of pushes.
 SEQ_BITS = 64
-BACKOFF_MAX = 60.0
 
 
 @dataclass(eq=False)
