@@ -189,9 +189,9 @@ def test_the_writer_ends_when_the_manager_dies(tmp_path):
         manager.stdout.close()
 
 
-def test_an_in_memory_database_gets_no_writer_process():
+def test_an_in_memory_database_gets_no_writer_process(tmp_path):
     assert not WriterProcess.possible(open_database("sqlite://"))
-    assert WriterProcess.possible(open_database("sqlite:////tmp/x.db")) == sys.platform.startswith("linux")
+    assert WriterProcess.possible(open_database(f"sqlite:///{tmp_path / 'x.db'}")) == sys.platform.startswith("linux")
 
 
 @pytest.mark.e2e
