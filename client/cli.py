@@ -12,6 +12,7 @@ import typer
 from gridcrawl.cli_common import (SETTING_OPTIONS, fail, manager_endpoints, peer_credentials, setting_options,
                                   setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
+from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 
@@ -453,7 +454,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         counts = store.counts()
     except sa.exc.DBAPIError as exc:
         fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
-    counts.update(seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
+    counts.update(signal=getattr(stop, "signum", None),
+                  seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   max_pages_per_host=settings.max_pages_per_host)
@@ -524,9 +526,14 @@ def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
 
 
 def exit_status(counts: dict) -> None:
-    """End a command whose crawl (``counts`` from :func:`run_crawl`) failed every page of this
-    run: one line on stderr naming the most frequent error kind, exit status
-    :data:`CRAWL_FAILED`. Returns when at least one page was stored, or nothing was to do."""
+    """End a crawl command once its summary is printed (``counts`` from :func:`run_crawl`):
+    by the signal that stopped the crawl (``counts["signal"]``: Ctrl-C, SIGTERM), so that the
+    shell sees it interrupted (:func:`gridcrawl.entry.exit_by_signal`: status 130 or 143, and
+    a script's loop stops); else, when every page of this run failed, with one line on stderr
+    naming the error kinds and exit status :data:`CRAWL_FAILED`. Returns when at least one page
+    was stored, or nothing was to do."""
+    if counts.get("signal"):
+        exit_by_signal(counts["signal"])
     if counts["pages"] and counts["run_errors"] >= counts["pages"]:
         kinds = ", ".join(f"{label} {n}" for label, n in counts["error_kinds"].items())
         typer.echo(f"error: every page of this crawl failed ({counts['pages']}: {kinds}); "

@@ -1194,9 +1194,10 @@ def spark_command(
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
     from gridcrawl.cli_common import stop_on_signals
+    stop = stop_on_signals()
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
-                               on_layer=report_layer).run(stop_on_signals())
+                               on_layer=report_layer).run(stop)
     except Exception as exc:  # a job whose task failed every attempt: the tables keep what is committed
         fail(f"the Spark crawl stopped: {str(exc).strip().splitlines()[0][:300]} (run again to resume)")
     finally:
@@ -1212,7 +1213,7 @@ def spark_command(
     if counts["errors"] or counts["set_aside"]:
         from gridcrawl.db import shown_url
         typer.echo(f"errors by kind, one example each: gridcrawl report --crawl-db {shown_url(db)}")
-    exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers),
+    exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers), "signal": stop.signum,
                  "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
 
 

@@ -27,6 +27,7 @@ from typing import NoReturn
 
 import typer
 
+from gridcrawl.entry import exit_by_signal
 from gridcrawl.settings import Settings
 
 USER_ERROR = 2
@@ -419,18 +420,22 @@ class StopEvent(threading.Event):
     :meth:`fileno` is a socket that becomes readable when the event is set, so that a loop
     polling ZeroMQ sockets (``zmq.Poller().register(stop, zmq.POLLIN)``) wakes at once on a
     stop instead of at its next timeout. :attr:`reason` says why it was set (the first reason
-    given: ``"Ctrl-C"``, ``"SIGTERM"``, ``"the parent process is gone"`` ...; empty when none was)."""
+    given: ``"Ctrl-C"``, ``"SIGTERM"``, ``"the parent process is gone"`` ...; empty when none was)
+    and :attr:`signum` which signal set it, when one did first (else None)."""
 
     def __init__(self) -> None:
         import socket
         super().__init__()
         self.reason = ""
+        self.signum: int | None = None
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)
 
-    def set(self, reason: str = "") -> None:
-        """Set the event (``reason``: why, kept if it is the first) and make :meth:`fileno` readable."""
-        self.reason = self.reason or reason
+    def set(self, reason: str = "", signum: int | None = None) -> None:
+        """Set the event (``reason``: why, and ``signum``: the signal that set it, if any; both
+        kept only if this is the first time) and make :meth:`fileno` readable."""
+        if not self.is_set():
+            self.reason, self.signum = self.reason or reason, signum
         super().set()
         try:
             self._writer.send(b"x")
@@ -444,8 +449,9 @@ class StopEvent(threading.Event):
 
 def stop_on_signals() -> StopEvent:
     """An event set by the first SIGINT/SIGTERM (graceful stop), or when the parent that started
-    this program with a :class:`ChildWatch` dies; a second signal exits at once. Loops that
-    poll may register it with their poller (:class:`StopEvent`).
+    this program with a :class:`ChildWatch` dies; a second signal ends the program at once, by
+    that signal (:func:`gridcrawl.entry.exit_by_signal`). Loops that poll may register it with
+    their poller (:class:`StopEvent`).
 
     A SIGINT that is ignored when this is called stays ignored, as the Unix convention for
     programs started so (a non-interactive shell's background job; a child of ``gridcrawl run``,
@@ -455,9 +461,9 @@ def stop_on_signals() -> StopEvent:
 
     def handler(signum, _frame):
         if stop.is_set():
-            os._exit(130)
+            exit_by_signal(signum, flush=False)  # the interrupted code may be writing to them
         logging.getLogger("gridcrawl").info("signal %d: stopping (again to exit at once)", signum)
-        stop.set({signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}"))
+        stop.set({signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}.get(signum, f"signal {signum}"), signum)
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, handler)

@@ -6,11 +6,48 @@ turns the collector back on, tuned, once its modules are imported
 (:func:`gridcrawl.config.tune_gc`). Importing allocates a great many objects and almost no
 garbage cycles, so the collections it triggers find nothing: with the collector on, importing
 what ``gridcrawl run`` needs cost about 270 ms of CPU instead of 230 (issue 23). This module
-imports nothing else, so that nothing is imported before the collector is off.
+imports nothing else (but the interpreter's built-in ``os``, ``signal`` and ``sys``), so that
+nothing is imported before the collector is off.
+
+It also owns how a program ends on a signal (:func:`exit_by_signal`).
 """
 
 import gc
+import os
+import signal
+import sys
 from importlib import import_module
+
+
+def exit_by_signal(signum: int, *, flush: bool = True) -> None:
+    """End this process by signal ``signum`` (``signal.SIGINT``, ``signal.SIGTERM`` ...) with the
+    signal's default action, after flushing standard output, standard error and the log handlers
+    (unless ``flush`` is False: inside a signal handler, where the interrupted code may be
+    writing to them). Does not return.
+
+    A program that takes a signal to stop gracefully and then exits normally tells its caller
+    that it finished: bash, running a script, then goes on to the script's next command
+    (bash(1), "SIGNALS": a command that handles SIGINT and exits normally is taken to have used
+    it for itself). Ending by the signal itself gives the shell status 128 + ``signum`` (130
+    for Ctrl-C, 143 for SIGTERM; ``subprocess`` reports ``-signum``) and stops a script's loop
+    too — what CPython itself does for an unhandled ``KeyboardInterrupt`` since 3.8, and the
+    convention described in "Proper handling of SIGINT/SIGQUIT" (M. Cracauer). Where the signal
+    does not end the process (Windows), exits with status 128 + ``signum``.
+    """
+    if flush:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError, AttributeError):  # closed, a broken pipe, or none
+                pass
+        if "logging" in sys.modules:
+            sys.modules["logging"].shutdown()
+    try:
+        signal.signal(signum, signal.SIG_DFL)
+        signal.raise_signal(signum)  # to this thread: taken before it returns
+    except (OSError, ValueError):  # not the main thread, or no such signal here
+        pass
+    os._exit(128 + signum)
 
 
 def _run(module: str) -> None:
@@ -18,10 +55,9 @@ def _run(module: str) -> None:
     try:
         import_module(module).main()
     except KeyboardInterrupt:
-        # Ctrl-C while the program's modules load, before its command line is read (later, typer
-        # turns it into exit status 130 and the programs take SIGINT themselves): the same status,
-        # without a traceback
-        raise SystemExit(130) from None
+        # Ctrl-C while the program's modules load, before its command line is read and the
+        # programs take SIGINT themselves: ended by it, without a traceback
+        exit_by_signal(signal.SIGINT)
 
 
 def gridcrawl() -> None:

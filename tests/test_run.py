@@ -200,8 +200,9 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
     """Ctrl-C on a terminal signals the whole process group: the run, its manager and its
     executors. The run alone takes it (its children ignore SIGINT): it applies what it holds,
     prints its summary and the note that the same command resumes, stops its manager and
-    executors, and exits 0 — without a warning that its manager left (before: "manager left
-    (manager shutting down); reconnecting in 1.0 s", each time, as the manager stopped first)."""
+    executors, and ends by SIGINT (the shell's status 130) — without a warning that its manager
+    left (before: "manager left (manager shutting down); reconnecting in 1.0 s", each time, as
+    the manager stopped first)."""
     import signal
     server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
@@ -217,10 +218,40 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 0, stderr[-2000:]
+    assert proc.returncode == -signal.SIGINT, stderr[-2000:]
     assert "error:" not in stderr, stderr[-2000:]
     assert "WARNING" not in stderr, stderr[-2000:]  # e.g. "manager left (manager shutting down); reconnecting"
     left = Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
     assert left > 0
     assert (f"stopped before the end (Ctrl-C) with {left} URLs left to visit: the same command resumes the crawl "
             f"(gridcrawl run --workdir {tmp_path})") in " ".join(stderr.split())
+
+
+def test_ctrl_c_of_a_run_in_a_shell_loop_stops_the_loop(tmp_path, site_server):
+    """A script that crawls site after site (``for ...; do gridcrawl run ...; done``) stops at
+    Ctrl-C: the run stops gracefully (its summary printed, what it fetched stored) and then ends
+    by SIGINT, so bash ends the loop. Before, the run exited 0 after its graceful stop, and bash
+    (which takes a command that handled SIGINT and exited normally to have used it for itself)
+    went on to the next crawl."""
+    import signal
+    server = site_server(generate_site(400, links_per_page=6, seed=47), latency=0.05)
+    runs = [tmp_path / f"crawl-{i}" for i in (1, 2)]
+    script = ("for w in " + " ".join(str(w) for w in runs) + "; do "
+              f"{sys.executable} -m gridcrawl run {server.url('/')} --executors 1 --threads 4 --workdir $w "
+              "--no-progress 2>$w.err; done; echo finished > " + str(tmp_path / "loop-end"))
+    # a process group of its own, as a terminal's foreground job: Ctrl-C reaches bash and the run
+    loop = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    try:
+        log = runs[0] / "executor-1.log"
+        wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the first run's executor")
+        time.sleep(0.5)  # pages being fetched
+        os.killpg(loop.pid, signal.SIGINT)  # Ctrl-C at the terminal: the whole foreground group
+        loop.wait(timeout=60)
+    finally:
+        if loop.poll() is None:
+            os.killpg(loop.pid, signal.SIGKILL)
+            loop.wait()
+    assert "stopped before the end (Ctrl-C)" in " ".join((tmp_path / "crawl-1.err").read_text().split())
+    assert not runs[1].exists(), "the loop went on to the second crawl"
+    assert not (tmp_path / "loop-end").exists()
+    assert loop.returncode != 0
