@@ -308,14 +308,16 @@ class ManagerCore:
     ``settings`` supplies heartbeat, liveness, timeout, attempt and prefetch figures.
     ``new_id`` makes executor and application ids (uuid4 hex by default; tests pass their own);
     ``new_attempt_id`` makes attempt ids (random 63-bit numbers by default: a peer cannot guess
-    another executor's attempt).
+    another executor's attempt). ``address`` is the endpoint peers reach this manager at
+    (``tcp://host:9000``), named in the commands its refusals suggest.
     """
 
     def __init__(self, settings: Settings, *, new_id: Callable[[], str] | None = None,
                  next_internal_id: int = 1, new_attempt_id: Callable[[], int] | None = None,
                  authenticate: Callable[[str, str | None, str], str | None] | None = None,
-                 peer_present: Callable[[bytes], bool] | None = None) -> None:
+                 peer_present: Callable[[bytes], bool] | None = None, address: str = "ENDPOINT") -> None:
         self.settings = settings
+        self.address = address  # the endpoint peers reach this manager at, for commands in refusals
         # authenticate(user, password, permission) -> None if allowed, else the refusal reason
         # (gridcrawl.auth.UserStore.authenticate, injected by the server); None: an open grid.
         self.authenticate = authenticate
@@ -826,7 +828,7 @@ class ManagerCore:
                     "without a client past the liveness", user, len(held), cap)
         return [], (f"user {user} has {len(held)} applications open at the manager, its max_applications_per_user "
                     f"({cap}), none without a client past the liveness: let one end, or cancel one no longer "
-                    f"wanted (gridcrawl-client --manager ENDPOINT cancel ID; the oldest: {', '.join(oldest)})")
+                    f"wanted (gridcrawl-client --manager {self.address} cancel ID; the oldest: {', '.join(oldest)})")
 
     def _held_by_another(self, app: Application, peer: bytes, client: str, now: float) -> str | None:
         """Why a client (``client`` token, on connection ``peer``) may not reattach to ``app``

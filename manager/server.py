@@ -201,7 +201,7 @@ class ManagerServer:
             conn.execute(models.executor.update().values(is_connected=False))
             conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
         core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate,
-                           peer_present=lambda peer: reachable(self.socket, peer))
+                           peer_present=lambda peer: reachable(self.socket, peer), address=self.address)
         core.defer_dispatch = True  # refills once per flush of the outbox (see _flush)
         core.remember_executors([(r.executor_id, r.usr_name, r.name, r.host) for r in known])
         self._carry_out(core.restore(apps, threads, time.time(), running))

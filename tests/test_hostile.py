@@ -359,7 +359,8 @@ def test_a_client_opening_applications_in_a_loop_is_refused_and_the_user_told_wh
         lines = [line for line in grid.log("client.log").splitlines() if "refused" in line]
         assert lines and "Traceback" not in grid.log("client.log")
         assert f"the manager refused the application: user {user} has 3 applications open" in lines[-1]
-        assert opened[0].application_id[:8] in lines[-1] and "cancel ID" in lines[-1]
+        assert opened[0].application_id[:8] in lines[-1]
+        assert f"gridcrawl-client --manager {grid.endpoint} cancel ID" in lines[-1]  # the command, whole
         # the user cancels the oldest with the client's command, and crawls
         done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
                                "cancel", opened[0].application_id[:8]], capture_output=True, text=True, timeout=60)
