@@ -166,3 +166,21 @@ def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, 
     assert first_status == -signal.SIGTERM and second_status == 0
     assert set(urls) == expected and len(urls) == len(expected)
     assert "client silent" not in grid.log("manager.log")
+
+
+def test_the_first_signal_asks_for_a_stop_and_the_second_ends_the_program_by_it():
+    """``stop_on_signals``: the first SIGTERM sets the stop event (with the signal's number, which
+    a crawl command ends by once it has stopped); a second one ends the program at once, by
+    SIGTERM itself (status 143 in a shell), whatever it was doing."""
+    code = ("import os, signal, sys, time\n"
+            "from gridcrawl.cli_common import stop_on_signals\n"
+            "stop = stop_on_signals()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(0.2)\n"
+            "print(stop.is_set(), stop.reason, stop.signum == signal.SIGTERM, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(5)\n"
+            "print('still running', flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout == "True SIGTERM True\n", proc.stdout + proc.stderr
+    assert proc.returncode == -signal.SIGTERM, proc.stderr
