@@ -183,6 +183,7 @@ def run(
     hosts = [*seeds, *(allow_domain or []), *(_stored_hosts(crawl_db) if resumed else [])]
     if rules is not None:
         hosts += [r.base_url for r in load_rules(rules)]
+    _warn_anonymous(settings, hosts)
     try:
         private = _private_networks(hosts, allow_private or [])
     except ValueError as exc:
@@ -351,6 +352,36 @@ def _check_fetching(settings: Settings) -> None:
         tls_verify(settings.tls_verify, settings.ca_bundle)
     for warning in settings.warnings(os.environ):
         logging.getLogger("gridcrawl.run").warning("%s", warning)
+
+
+def _warn_anonymous(settings: Settings, urls_or_hosts: list[str]) -> None:
+    """Log a WARNING when a crawl would fetch a host other than this machine (one of
+    ``urls_or_hosts``, URLs or bare host names, not ``localhost`` or a loopback address) with
+    the default ``user_agent``, which names no one: site operators tell crawlers apart, and
+    robots.txt rules address them, by that header, and a crawler they cannot identify or reach
+    is one they block (Heritrix will not start without an operator's contact URL in it)."""
+    if settings.user_agent != Settings.user_agent:
+        return
+    import ipaddress
+    from urllib.parse import urlsplit
+    for item in urls_or_hosts:
+        try:
+            host = (urlsplit(item).hostname if "://" in item else item.strip().lower()) or ""
+        except ValueError:
+            continue
+        host = host.rstrip(".")
+        if host == "localhost" or host.endswith(".localhost"):
+            continue
+        try:
+            if ipaddress.ip_address(host).is_loopback:
+                continue
+        except ValueError:
+            pass
+        logging.getLogger("gridcrawl.run").warning(
+            "%s is fetched with the default User-Agent (%s), which names neither your crawler nor a way to "
+            "reach you: give it yours, --user-agent 'NAME/1.0 (+https://your.site/about-this-crawler)' "
+            "(or user_agent in the configuration file)", host, settings.user_agent)
+        return
 
 
 def _prefork(*modules: str) -> None:
@@ -1165,6 +1196,7 @@ def spark_command(
         _check_fetching(settings)
         db = _absolute_sqlite(db)
         private = _private_networks([*seeds, *(allow_domain or [])], allow_private or [])
+        _warn_anonymous(settings, [*seeds, *(allow_domain or [])])
     except ValueError as exc:
         fail(str(exc))
     if db.startswith("sqlite") and not gs.is_local(master):

@@ -68,6 +68,8 @@ def setting_fields(program: str) -> list[tuple[dataclasses.Field, object]]:
             if "cli" in f.metadata and program in f.metadata["cli"].programs]
 
 
+#: Characters of a text default beyond which ``--help`` does not show it (the option's help says it).
+LONG_DEFAULT = 32
 #: The types of the Settings fields that are options (their annotations are text).
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
@@ -78,8 +80,10 @@ def _option_parameter(f: dataclasses.Field, cli, program: str, panels: dict[str,
     field's, its help text and ``--help`` section as the metadata and ``panels`` say."""
     hint = _TYPES[f.type] if isinstance(f.type, str) else f.type
     name, default = (cli.inverse, not f.default) if cli.inverse else (f.name, f.default)
+    # a long text default (the User-Agent) would be cut in a narrow help column: its help names it
+    long_text = isinstance(default, str) and len(default) > LONG_DEFAULT
     option = typer.Option(default, cli.flag or "--" + name.replace("_", "-"), help=cli.help_of(program),
-                          rich_help_panel=panels.get(cli.group) if cli.group else None)
+                          rich_help_panel=panels.get(cli.group) if cli.group else None, show_default=not long_text)
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=option, annotation=hint)
 
 

@@ -145,8 +145,11 @@ class Settings:
                 help="worker threads (grid threads run at once)",
                 help_for={R: "worker threads per executor", S: "fetching threads per Spark task"})
     parse_threads: int = _doc(1, "worker threads of one executor that parse a page at once (parsing is CPU work, mostly under Python's GIL: more hold more page trees in memory for little speed)")
-    user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch",
-                cli=(E, F), group="fetching", help="User-Agent header of every fetch")
+    user_agent: str = _doc("gridcrawl/0.1 (+https://example.invalid/gridcrawl)", "User-Agent header sent with every fetch: "
+                           "give it your crawler's name and a way to reach you, 'NAME/VERSION (+URL)' (the default names "
+                           "no one; gridcrawl run and gridcrawl spark warn when they fetch other hosts than this machine "
+                           "with it); robots.txt rules apply to its first word",
+                cli=(E, R, S, F), group="fetching", help="User-Agent header of every fetch: 'NAME/VERSION (+URL of a page about your crawler)' [default: gridcrawl/0.1, naming no one]")
     fetch_connect_timeout: float = _doc(10.0, "TCP connect timeout of one fetch, seconds")
     fetch_read_timeout: float = _doc(30.0, "socket read timeout of one fetch, seconds")
     download_timeout: float = _doc(30.0, "wall-clock deadline of one fetch including redirects, seconds",

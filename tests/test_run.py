@@ -255,3 +255,42 @@ def test_ctrl_c_of_a_run_in_a_shell_loop_stops_the_loop(tmp_path, site_server):
     assert not runs[1].exists(), "the loop went on to the second crawl"
     assert not (tmp_path / "loop-end").exists()
     assert loop.returncode != 0
+
+
+def test_a_crawl_of_another_host_with_the_default_user_agent_is_warned_of_and_user_agent_reaches_every_fetch(
+        tmp_path, site_server):
+    """The default User-Agent names no one: a crawl that would fetch a host other than this
+    machine with it says so on stderr, naming ``--user-agent``; the crawl of this machine's own
+    site does not, and the User-Agent given to ``gridcrawl run`` is the one its executors send,
+    robots.txt and pages alike. (``site.invalid`` never resolves, RFC 6761: nothing leaves the
+    machine.)"""
+    from sites import Site
+    env = {**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"}
+    command = [sys.executable, "-m", "gridcrawl", "run", "--no-progress", "--no-sitemaps"]
+    anonymous = subprocess.run([*command, "http://site.invalid/", "--workdir", str(tmp_path / "a")],
+                               capture_output=True, text=True, timeout=120, env=env)
+    assert "site.invalid is fetched with the default User-Agent" in anonymous.stderr, anonymous.stderr[-2000:]
+    assert "--user-agent 'NAME/1.0" in anonymous.stderr
+    agents = []
+
+    def home(h) -> None:
+        agents.append((h.path, h.headers.get("User-Agent")))
+        h.respond(200, b"<html><head><title>home</title></head><body>home</body></html>")
+
+    def robots(h) -> None:
+        agents.append((h.path, h.headers.get("User-Agent")))
+        h.respond(200, b"User-agent: *\nDisallow: /private/\n", content_type="text/plain")
+    site = Site()
+    site.extra["/"] = home
+    site.extra["/robots.txt"] = robots
+    server = site_server(site)
+    named = subprocess.run([*command, server.url("/"), "--workdir", str(tmp_path / "b"),
+                            "--user-agent", "testbot/1.0 (+mailto:ops@example.org)"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert named.returncode == 0, named.stderr[-2000:]
+    assert "default User-Agent" not in named.stderr
+    assert agents == [("/robots.txt", "testbot/1.0 (+mailto:ops@example.org)"),
+                      ("/", "testbot/1.0 (+mailto:ops@example.org)")]
+    local = subprocess.run([*command, server.url("/"), "--workdir", str(tmp_path / "c")],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert local.returncode == 0 and "default User-Agent" not in local.stderr, local.stderr[-2000:]
