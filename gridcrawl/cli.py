@@ -363,13 +363,7 @@ def _warn_anonymous(settings: Settings, urls_or_hosts: list[str]) -> None:
     if settings.user_agent != Settings.user_agent:
         return
     import ipaddress
-    from urllib.parse import urlsplit
-    for item in urls_or_hosts:
-        try:
-            host = (urlsplit(item).hostname if "://" in item else item.strip().lower()) or ""
-        except ValueError:
-            continue
-        host = host.rstrip(".")
+    for host in filter(None, map(_host_of, urls_or_hosts)):
         if host == "localhost" or host.endswith(".localhost"):
             continue
         try:
@@ -532,6 +526,17 @@ def _stored_render(crawl_db: str) -> bool:
         engine.dispose()
 
 
+def _host_of(url_or_host: str) -> str | None:
+    """The host name of a URL, or a bare host name, lower-cased, without a trailing dot; None
+    for a URL that cannot be split."""
+    from urllib.parse import urlsplit
+    try:
+        host = urlsplit(url_or_host).hostname if "://" in url_or_host else url_or_host.strip().lower()
+    except ValueError:
+        return None
+    return (host or "").strip(".") or None
+
+
 def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     """The ``--allow-private`` values for the executors of ``gridcrawl run``: every address of
     the seeds' hosts (URLs or bare host names) that the SSRF guard would refuse (loopback,
@@ -542,17 +547,9 @@ def _private_networks(urls_or_hosts: list[str], extra: list[str]) -> list[str]:
     ``ValueError`` on a bad CIDR in ``extra``."""
     import ipaddress
     from concurrent.futures import ThreadPoolExecutor
-    from urllib.parse import urlsplit
     from gridcrawl.executor.ssrf import classify, parse_networks, parse_host, system_resolver
     networks = [str(n) for n in parse_networks(extra)]
-    hosts = []
-    for item in urls_or_hosts:
-        try:
-            host = urlsplit(item).hostname if "://" in item else item.strip().strip(".")
-        except ValueError:
-            continue
-        if host:
-            hosts.append(host)
+    hosts = [host for host in map(_host_of, urls_or_hosts) if host]
 
     def addresses(host: str) -> list:
         literal = parse_host(host)
