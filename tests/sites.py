@@ -197,7 +197,7 @@ def _render(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{title}</title>\n</head>\n<body>\n<h1 id=\"top\">{title}</h1>\n"
         + (f'<p id="s0">{topic}</p>\n' if topic else "") +
-        f'<h2 id="s1">Links</h2>\n<ul>\n' + "\n".join(items) + "\n</ul>\n"
+        '<h2 id="s1">Links</h2>\n<ul>\n' + "\n".join(items) + "\n</ul>\n"
         f'<p id="s2">{" ".join(extras)}</p>\n'
     )
     tail = '</body>\n</html>\n'

@@ -8,7 +8,6 @@ Run with ``pytest -s`` to see the take-over times.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import signal
 import subprocess
 import sys
