@@ -273,16 +273,14 @@ def test_a_crawl_of_another_host_with_the_default_user_agent_is_warned_of_and_us
     assert "--user-agent 'NAME/1.0" in anonymous.stderr
     agents = []
 
-    def home(h) -> None:
-        agents.append((h.path, h.headers.get("User-Agent")))
-        h.respond(200, b"<html><head><title>home</title></head><body>home</body></html>")
-
-    def robots(h) -> None:
-        agents.append((h.path, h.headers.get("User-Agent")))
-        h.respond(200, b"User-agent: *\nDisallow: /private/\n", content_type="text/plain")
+    def recorded(body: bytes, content_type: str):
+        def answer(h) -> None:  # notes the request's User-Agent, then answers
+            agents.append((h.path, h.headers.get("User-Agent")))
+            h.respond(200, body, content_type=content_type)
+        return answer
     site = Site()
-    site.extra["/"] = home
-    site.extra["/robots.txt"] = robots
+    site.extra["/"] = recorded(b"<html><head><title>home</title></head><body>home</body></html>", "text/html")
+    site.extra["/robots.txt"] = recorded(b"User-agent: *\nDisallow: /private/\n", "text/plain")
     server = site_server(site)
     named = subprocess.run([*command, server.url("/"), "--workdir", str(tmp_path / "b"),
                             "--user-agent", "testbot/1.0 (+mailto:ops@example.org)"],
