@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -176,39 +175,37 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     """Write the items (of type ``kind`` only, if given) to the file ``out`` (``-``: standard
     output) as JSON lines (``{"type", "url", "position", "extracted_at", "fields": {...}}``) or
     CSV (columns type, url, position, extracted_at, then one per field, in first-seen order;
-    lists and maps as JSON). Returns the items written. Raises :class:`ItemExportError`."""
+    lists and maps as JSON). Returns the items written. Raises :class:`ItemExportError`, or
+    :class:`~gridcrawl.errors.ExportError` when ``out`` cannot be written (nothing is left there
+    then: :func:`gridcrawl.export.open_output`)."""
+    from gridcrawl.export import open_output
     if format not in ("jsonl", "csv"):
         raise ItemExportError(f"--format must be jsonl or csv for items, not {format!r}")
     if not sa.inspect(engine).has_table("item"):
         raise ItemExportError("this crawl database has no item table (the crawl ran without --extract)")
-    stream = sys.stdout if out == "-" else open(out, "w", encoding="utf-8", newline="")
     count = 0
-    try:
-        with engine.connect() as conn:
-            if format == "jsonl":
-                for row in conn.execute(_item_query(kind)):
-                    stream.write(json.dumps({"type": row.type, "url": row.url, "position": row.position,
-                                             "extracted_at": row.extracted_at.isoformat() if row.extracted_at else None,
-                                             "fields": json.loads(row.fields)}, ensure_ascii=False) + "\n")
-                    count += 1
-                return count
-            columns: dict[str, None] = {}
-            for (text,) in conn.execute(sa.select(item.c.fields).where(item.c.type == kind) if kind
-                                        else sa.select(item.c.fields)):
-                columns.update(dict.fromkeys(json.loads(text)))
-            writer = csv.writer(stream)
-            writer.writerow(["type", "url", "position", "extracted_at", *columns])
+    with open_output(out, binary=False) as stream, engine.connect() as conn:
+        if format == "jsonl":
             for row in conn.execute(_item_query(kind)):
-                values = json.loads(row.fields)
-                cells = [v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
-                         for v in (values.get(c) for c in columns)]
-                writer.writerow([row.type, row.url, row.position,
-                                 row.extracted_at.isoformat() if row.extracted_at else "", *cells])
+                stream.write(json.dumps({"type": row.type, "url": row.url, "position": row.position,
+                                         "extracted_at": row.extracted_at.isoformat() if row.extracted_at else None,
+                                         "fields": json.loads(row.fields)}, ensure_ascii=False) + "\n")
                 count += 1
             return count
-    finally:
-        if stream is not sys.stdout:
-            stream.close()
+        columns: dict[str, None] = {}
+        for (text,) in conn.execute(sa.select(item.c.fields).where(item.c.type == kind) if kind
+                                    else sa.select(item.c.fields)):
+            columns.update(dict.fromkeys(json.loads(text)))
+        writer = csv.writer(stream)
+        writer.writerow(["type", "url", "position", "extracted_at", *columns])
+        for row in conn.execute(_item_query(kind)):
+            values = json.loads(row.fields)
+            cells = [v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
+                     for v in (values.get(c) for c in columns)]
+            writer.writerow([row.type, row.url, row.position,
+                             row.extracted_at.isoformat() if row.extracted_at else "", *cells])
+            count += 1
+        return count
 
 
 # ----------------------------------------------------------------------------------------------

@@ -923,7 +923,7 @@ def export_command(
         from gridcrawl.client.items import ItemExportError, export_items
         try:
             written = export_items(open_database(db, existing=True), out, format, type)
-        except (DatabaseUnavailable, ItemExportError, OSError) as exc:
+        except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
             fail(str(exc))
         typer.echo(f"exported {written} items to {out}", err=True)
         return

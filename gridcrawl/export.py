@@ -341,14 +341,18 @@ def _chain(first, rest):
 
 
 @contextmanager
-def _open_output(path: str, binary: bool):
+def open_output(path: str, binary: bool):
     """``path`` opened for writing (``-``: standard output). The data goes to ``path.part``
     first, renamed to ``path`` when the export succeeded and deleted when it failed, so a failed
     export leaves no (empty or partial) output and never clobbers an earlier one. Raises
-    :class:`ExportError`."""
+    :class:`ExportError` before anything is written when ``path`` is a folder or ``path.part``
+    cannot be created (no such folder, no permission)."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
+    if os.path.isdir(path):
+        raise ExportError(f"cannot write {path}: it is a folder (name a file in it, e.g. "
+                          f"{os.path.join(path, 'crawl.jsonl')})")
     part = f"{path}.part"
     try:
         fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")
@@ -399,19 +403,20 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
     if triples:
         if fmt not in TRIPLE_FORMATS:
             raise ExportError(f"unknown triple format {fmt!r} (use nt or jsonl)")
-        with _open_output(path, binary=False) as out:
+        with open_output(path, binary=False) as out:
             return export_triples(engine, out, fmt)
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")
     if fmt == "warc":
-        with _open_output(path, binary=True) as out:
+        with open_output(path, binary=True) as out:
             return export_warc(engine, out, gzip=path.endswith(".gz") if gzip is None else gzip,
                                filename=Path(path).name if path != "-" else None)
-    with _open_output(path, binary=False) as out:
+    with open_output(path, binary=False) as out:
         if fmt == "jsonl":
             return export_jsonl(engine, out, content=content)
         return export_csv(engine, out)
 
 
 __all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for",
+           "open_output",
            "export_jsonl", "export_csv", "export_warc", "export_triples"]

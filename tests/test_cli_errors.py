@@ -203,6 +203,34 @@ def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
     assert earlier.read_text() == "kept\n"
 
 
+def test_an_export_to_a_folder_is_a_user_error_before_anything_is_written(tmp_path):
+    db = f"sqlite:///{tmp_path}/c.db"
+    rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", "crawl")
+    assert rc == 0, out
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    for args in ([str(folder)], ["--format", "csv", str(folder)], ["--items", str(folder)], ["--format", "csv", "."]):
+        rc, out, _ = run("gridcrawl", "export", "--db", db, *args, cwd=folder)
+        assert_user_error(rc, out, f"cannot write {args[-1]}: it is a folder")
+    assert list(folder.iterdir()) == [], "nothing may be left in the folder or beside it"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "exports"]
+
+
+def test_a_failed_item_export_keeps_an_earlier_file(tmp_path):
+    import sqlite3
+    db = tmp_path / "c.db"
+    rc, out, _ = run("gridcrawl", "db", "init", "--db", f"sqlite:///{db}", "--kind", "crawl")
+    assert rc == 0, out
+    with sqlite3.connect(db) as conn:  # an item whose fields are not JSON: the export fails midway
+        conn.execute("INSERT INTO item (fingerprint, url, type, position, fields, extracted_at) "
+                     "VALUES ('f', 'http://x/', 't', 0, '{', '2026-11-29 00:00:00')")
+    earlier = tmp_path / "items.jsonl"
+    earlier.write_text("kept\n")
+    rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{db}", "--items", str(earlier))
+    assert rc != 0
+    assert earlier.read_text() == "kept\n" and not (tmp_path / "items.jsonl.part").exists()
+
+
 def test_a_workdir_that_cannot_be_a_directory_is_a_user_error(tmp_path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine\n")
