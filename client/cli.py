@@ -4,6 +4,7 @@ operator, pause, resume or cancel an application (``gridcrawl-client --manager M
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import List, Sequence
 
@@ -114,7 +115,7 @@ def crawl(
     counts = run_crawl(settings, manager, db, seeds, allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
-                       rerun=rerun_command(manager, db, user, curve_secret, curve_server_key, config),
+                       rerun=rerun_command("gridcrawl-client"),
                        files=[("log", log_file)] if log_file else [], recrawl=mode, watch=watch, extract=extract,
                        structured_data=structured_data, focus_ontology=focus_ontology,
                        render=render, wait_for=wait_for)
@@ -502,18 +503,48 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     return counts
 
 
-def rerun_command(manager: list[str], db: str, user: str | None, curve_secret: Path | None,
-                  curve_server_key: Path | None, config: Path | None) -> str:
-    """The ``gridcrawl-client`` command line that reaches the same manager and crawl database
-    again, with the same login, CURVE key files and configuration file (the summary's next
-    commands add to it). The database's password shows as ``***``; the login's is never on it."""
+def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
+    """The command line that runs this crawl again as it was started: ``program``
+    (``gridcrawl`` or ``gridcrawl-client``) and its arguments as given (``argv``, default
+    ``sys.argv[1:]``). Every option is kept — a crawl's fetch settings (delays, User-Agent,
+    robots.txt, limits) are not stored with it, so a shorter command would resume it with other
+    ones — but ``--retry-failed`` and its value (the summary's next commands add their own).
+    A password in a URL shows as ``***``, and a URL whose query holds an ODBC ``PWD=`` is shown
+    without its query (:func:`gridcrawl.db.shown_url`); the login's password is never on it."""
     import shlex
-    from gridcrawl.db import shown_url
-    argv = ["gridcrawl-client", "--manager", ",".join(manager), "--db", shown_url(db)]
-    argv += ["--user", user] if user else []
-    argv += ["--curve-secret", str(curve_secret), "--curve-server-key", str(curve_server_key)] if curve_secret else []
-    argv += ["--config", str(config)] if config else []
-    return shlex.join(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    shown: list[str] = [program]
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--retry-failed":
+            i += 1  # and its value
+        elif not arg.startswith("--retry-failed="):
+            shown.append(_without_password(arg))
+    return shlex.join(shown)
+
+
+def _without_password(arg: str) -> str:
+    """``arg`` (``--name=VALUE`` or a value) with a URL's password as ``***`` and a query that
+    holds ``PWD=`` left out."""
+    from urllib.parse import urlsplit
+    prefix, value = (arg.split("=", 1)[0] + "=", arg.split("=", 1)[1]) if arg.startswith("--") and "=" in arg \
+        else ("", arg)
+    if "://" not in value:
+        return arg
+    try:
+        url = urlsplit(value)
+        password = url.password
+    except ValueError:
+        return arg
+    if password is None and "pwd=" not in url.query.lower():
+        return arg
+    if password is not None:
+        url = url._replace(netloc=f"{url.username}:***@{url.netloc.rpartition('@')[2]}")
+    if "pwd=" in url.query.lower():
+        url = url._replace(query="")
+    return prefix + url.geturl()
 
 
 def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:

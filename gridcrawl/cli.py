@@ -142,7 +142,7 @@ def run(
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
-    from gridcrawl.client.cli import exit_status, parse_retry_kinds, run_crawl, seed_list
+    from gridcrawl.client.cli import exit_status, parse_retry_kinds, rerun_command, run_crawl, seed_list
     seeds = seed_list(seeds or [], seeds_file)
     crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     resumed = (workdir / "crawl.db").exists()  # (a new crawl need not load the database layer here)
@@ -209,7 +209,8 @@ def run(
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--render"] if rendering else [])]))
         stop = stop_on_signals()  # after the forks: the children set up their own
-        watch_children = _ChildrenWatch(processes, stop, workdir)  # started once the executors have registered
+        rerun = rerun_command("gridcrawl")
+        watch_children = _ChildrenWatch(processes, stop, workdir, rerun)  # started once the executors have registered
         counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
@@ -220,8 +221,7 @@ def run(
                                                                      settings.connect_timeout, workdir),
                                                  watch_children.start()),
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
-                           rerun=f"gridcrawl run --workdir {workdir}" + (f" --executors {executors}" if executors != 2
-                                                                          else ""),
+                           rerun=rerun,
                            files=[("manager database", manager_db),
                                   ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
@@ -250,11 +250,13 @@ class _ChildrenWatch(threading.Thread):
 
     ``processes``: the manager, then the executors (:meth:`gridcrawl.cli_common.ChildWatch.start`'s
     objects); looked at every ``interval`` seconds from :meth:`start` until :meth:`close`.
+    ``rerun``: the command that resumes the crawl, for the reason.
     """
 
-    def __init__(self, processes: list, stop: StopEvent, workdir: Path, interval: float = 0.2) -> None:
+    def __init__(self, processes: list, stop: StopEvent, workdir: Path, rerun: str, interval: float = 0.2) -> None:
         super().__init__(name="children-watch", daemon=True)
         self.processes, self.stop, self.workdir, self.interval = processes, stop, workdir, interval
+        self.rerun = rerun
         self.failure = ""
         self._closed = threading.Event()
 
@@ -267,7 +269,7 @@ class _ChildrenWatch(threading.Thread):
                 return
             if manager.poll() is not None:
                 self.failure = (f"the manager exited with status {manager.returncode} during the crawl; "
-                                f"see {self.workdir / 'manager.log'}; gridcrawl run --workdir {self.workdir} resumes the crawl")
+                                f"see {self.workdir / 'manager.log'}; {self.rerun} resumes the crawl")
             for i, proc in enumerate(executors, 1):
                 if i not in gone and proc.poll() is not None:
                     gone.add(i)

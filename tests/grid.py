@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import sqlite3
@@ -77,8 +78,13 @@ class Grid:
     def start_client(self, *args: str, env: dict | None = None) -> subprocess.Popen:
         """Start the client with ``args`` (seeds and options) on :attr:`crawl_db`, with ``env``
         added to its environment (e.g. ``GRIDCRAWL_*`` settings)."""
-        return self._spawn("gridcrawl.client", ["--manager", self.endpoint, "--db", self.crawl_db,
-                                                "--no-progress", *FAST, *args], "client.log", env)
+        self.client_args = ["--manager", self.endpoint, "--db", self.crawl_db, "--no-progress", *FAST, *args]
+        return self._spawn("gridcrawl.client", self.client_args, "client.log", env)
+
+    def client_command(self) -> str:
+        """The command line of the last client started, as the client's summary shows it
+        (``gridcrawl-client`` and its arguments, e.g. in "the same command resumes the crawl")."""
+        return shlex.join(["gridcrawl-client", *self.client_args])
 
     def log(self, name: str) -> str:
         """The text of log ``name`` (e.g. ``"manager.log"``)."""

@@ -232,7 +232,7 @@ def test_cancel_from_the_client_command_stops_the_crawl(dash):
     left = dash.grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
     assert left > 0
     assert (f"cancelled by an operator (gridcrawl-client cancel) with {left} URLs left to visit: the same command "
-            f"resumes the crawl (gridcrawl-client --manager {dash.grid.endpoint} --db {dash.grid.crawl_db})") \
+            f"resumes the crawl ({dash.grid.client_command()})") \
         in " ".join(dash.grid.log("client.log").split())
     # the dashboard's snapshot is refreshed every 0.5 s: wait for the one after the cancel
     wait_for(lambda: dash.application()["state"] == "stopped", 10, message="a snapshot of the stopped application")

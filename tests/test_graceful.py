@@ -147,8 +147,7 @@ def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, 
         applied = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")[0][0]
         left = grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
         assert f"stopped before the end (SIGTERM) with {left} URLs left to visit: the same command resumes the " \
-               f"crawl (gridcrawl-client --manager {grid.endpoint} --db {grid.crawl_db})" \
-               in " ".join(grid.log("client.log").split())
+               f"crawl ({grid.client_command()})" in " ".join(grid.log("client.log").split())
         # every result the client applied is acknowledged (Dead at the manager, once the records are written)
         wait_for(lambda: dead() == applied, 10, 0.05, "every applied result acknowledged")
         # the client said goodbye: detached at once, not after the liveness as a silent client (a WARNING)

@@ -68,7 +68,7 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         assert "every page of this crawl failed" in out
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
-        assert f"gridcrawl-client --manager {grid.endpoint} --db {grid.crawl_db} --retry-failed blocked" in out
+        assert f"{grid.client_command()} --retry-failed blocked" in out
         assert f"crawl database: {grid.crawl_db}" in out and "gridcrawl report --db" in out
         # the executor said so once, as a WARNING, with the option to use
         warnings = [line for line in grid.log("private.log").splitlines() if "SSRF guard" in line]
@@ -102,7 +102,7 @@ def test_the_summary_names_failed_statuses_one_by_one_and_retry_failed_takes_the
     first = subprocess.run([*run, server.url("/")], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "--executors 1 --retry-failed http_404,http_503\n" in first.stderr
+    assert f"--threads 2 {server.url('/')} --retry-failed http_404,http_503\n" in first.stderr
     again = subprocess.run([*run, "--retry-failed", "http 503"], capture_output=True, text=True, timeout=120,
                            env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
     assert again.returncode == 1, again.stderr[-3000:]  # the one page of this run failed again
@@ -329,20 +329,25 @@ def test_a_client_whose_manager_has_no_executor_says_so_then_crawls_when_one_com
     assert stored == {server.url(p) for p in reachable(site)}
 
 
-def test_the_next_commands_keep_the_login_and_hide_passwords():
-    """The summary's "fetch the failed URLs again" command reaches the same grid the same way
-    (login, CURVE key files, configuration file); a database password never shows."""
+def test_the_next_commands_are_the_command_as_given_without_passwords():
+    """The summary's "the same command resumes" and "fetch the failed URLs again" commands are
+    the command as it was given — every option: a crawl's fetch settings are not stored with
+    it — without its own --retry-failed, and no password shows."""
     from gridcrawl.client.cli import rerun_command
     from gridcrawl.db import shown_url
-    command = rerun_command(["tcp://m1:9000", "tcp://m2:9000"],
-                            "postgresql+psycopg://crawler:s3cret@db.corp/crawl?sslmode=require", "alice",
-                            Path("keys/alice.key_secret"), Path("keys/manager.key"), Path("my config.toml"))
-    assert "s3cret" not in command
+    argv = ["--manager", "tcp://m1:9000,tcp://m2:9000", "--db", "postgresql+psycopg://crawler:s3cret@db.corp/crawl",
+            "--user", "alice", "--curve-secret", "keys/alice.key_secret", "--config", "my config.toml",
+            "--retry-failed", "blocked", "--download-delay", "2", "--proxy=http://me:pr0xy@proxy.corp:3128",
+            "--retry-failed=timeout", "http://site.test/search?q=a&page=2",
+            "--db", "mssql+pyodbc://sql/crawl?driver=ODBC+Driver+18&PWD=x"]
+    command = rerun_command("gridcrawl-client", argv)
+    assert "s3cret" not in command and "pr0xy" not in command and "PWD" not in command
     assert shlex.split(command) == [
         "gridcrawl-client", "--manager", "tcp://m1:9000,tcp://m2:9000", "--db", "postgresql+psycopg://crawler:***@db.corp/crawl",
-        "--user", "alice", "--curve-secret", "keys/alice.key_secret", "--curve-server-key", "keys/manager.key",
-        "--config", "my config.toml"]
-    assert shlex.split(rerun_command(["tcp://m:9000"], "sqlite:///crawl.db", None, None, None, None)) == [
-        "gridcrawl-client", "--manager", "tcp://m:9000", "--db", "sqlite:///crawl.db"]
+        "--user", "alice", "--curve-secret", "keys/alice.key_secret", "--config", "my config.toml",
+        "--download-delay", "2", "--proxy=http://me:***@proxy.corp:3128", "http://site.test/search?q=a&page=2",
+        "--db", "mssql+pyodbc://sql/crawl"]
+    assert rerun_command("gridcrawl", ["run", "http://127.0.0.1:8000/", "--workdir", "crawl 1"]) == \
+        "gridcrawl run http://127.0.0.1:8000/ --workdir 'crawl 1'"
     assert shown_url("mssql+pyodbc://sa:pw@sql/crawl?driver=ODBC+Driver+18+for+SQL+Server") == "mssql+pyodbc://sa:***@sql/crawl"
     assert shown_url("not a database url?PWD=x") == "not a database url"

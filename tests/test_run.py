@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -205,8 +206,9 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
     the manager stopped first)."""
     import signal
     server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
-    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
-                             "--threads", "8", "--workdir", str(tmp_path), "--no-progress"],
+    args = ["run", server.url("/"), "--executors", "2", "--threads", "8", "--workdir", str(tmp_path), "--no-progress",
+            "--download-delay", "0.01"]
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         log = tmp_path / "executor-2.log"
@@ -223,8 +225,9 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
     assert "WARNING" not in stderr, stderr[-2000:]  # e.g. "manager left (manager shutting down); reconnecting"
     left = Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
     assert left > 0
+    # the command as given: the crawl's fetch settings (--download-delay) are not stored with it
     assert (f"stopped before the end (Ctrl-C) with {left} URLs left to visit: the same command resumes the crawl "
-            f"(gridcrawl run --workdir {tmp_path})") in " ".join(stderr.split())
+            f"({shlex.join(['gridcrawl', *args])})") in " ".join(stderr.split())
 
 
 def test_ctrl_c_of_a_run_in_a_shell_loop_stops_the_loop(tmp_path, site_server):
