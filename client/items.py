@@ -182,7 +182,9 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     if format not in ("jsonl", "csv"):
         raise ItemExportError(f"--format must be jsonl or csv for items, not {format!r}")
     if not sa.inspect(engine).has_table("item"):
-        raise ItemExportError("this crawl database has no item table (the crawl ran without --extract)")
+        from gridcrawl.db import wrong_kind
+        raise ItemExportError(f"{other}: export takes the crawl database" if (other := wrong_kind(engine, "crawl"))
+                              else "this crawl database has no item table (the crawl ran without --extract)")
     count = 0
     with open_output(out, binary=False) as stream, engine.connect() as conn:
         if format == "jsonl":

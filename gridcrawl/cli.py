@@ -718,7 +718,7 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    from gridcrawl.db import open_database, shown_url
+    from gridcrawl.db import open_database, shown_url, wrong_kind
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
@@ -746,6 +746,8 @@ def report(
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
                 typer.echo(f"timeline of {drawn} threads drawn to {plot}")
         except sa.exc.DBAPIError as exc:
+            if other := wrong_kind(engine, "manager"):
+                fail(f"{other}: give it with --crawl-db")
             fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
         except (rep.ReportError, OSError) as exc:
@@ -759,6 +761,8 @@ def report(
         except DatabaseUnavailable as exc:
             fail(str(exc))
         except sa.exc.DBAPIError as exc:
+            if other := wrong_kind(crawl_engine, "crawl"):
+                fail(f"{other}: give it with --db")
             fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_crawl(counts, groups)
         if rows:

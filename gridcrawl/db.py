@@ -122,6 +122,30 @@ def shown_url(url: str) -> str:
         return url.split("?", 1)[0]
 
 
+def database_kind(engine: Engine) -> str | None:
+    """Which gridcrawl database ``engine`` holds, by its tables: ``"manager"`` (a ``thread``
+    table: the manager's records), ``"crawl"`` (a ``to_visit_url`` table: a crawl's frontier
+    and documents), or None (neither, or the database cannot be read). Never raises; for the
+    error a command gives when handed the other kind (``--db`` for ``--crawl-db``)."""
+    try:
+        tables = set(sa.inspect(engine).get_table_names())
+    except Exception:  # unreachable, or not a database at all: the caller's own error stands
+        return None
+    return "manager" if "thread" in tables else "crawl" if "to_visit_url" in tables else None
+
+
+def wrong_kind(engine: Engine, wanted: str) -> str:
+    """The sentence for a command given the other kind of gridcrawl database than ``wanted``
+    (``"manager"`` or ``"crawl"``), e.g. ``"... is a crawl database (WORKDIR/crawl.db), not a
+    manager database (WORKDIR/manager.db)"``; empty when ``engine`` holds neither kind or the
+    one wanted (:func:`database_kind`)."""
+    found = database_kind(engine)
+    if found is None or found == wanted:
+        return ""
+    return (f"{engine.url.render_as_string(hide_password=True)} is a {found} database (WORKDIR/{found}.db), "
+            f"not a {wanted} database (WORKDIR/{wanted}.db)")
+
+
 def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
     ``existing``: the database must exist already (a SQLite file is not created: commands that

@@ -203,6 +203,23 @@ def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
     assert earlier.read_text() == "kept\n"
 
 
+def test_the_other_kind_of_database_is_named_with_the_option_that_takes_it(tmp_path):
+    manager_db, crawl_db = f"sqlite:///{tmp_path}/manager.db", f"sqlite:///{tmp_path}/crawl.db"
+    for kind, db in (("manager", manager_db), ("crawl", crawl_db)):
+        rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", kind)
+        assert rc == 0, out
+    rc, out, _ = run("gridcrawl", "report", "--db", crawl_db)
+    assert_user_error(rc, out, f"{crawl_db} is a crawl database (WORKDIR/crawl.db), not a manager database "
+                               "(WORKDIR/manager.db): give it with --crawl-db")
+    rc, out, _ = run("gridcrawl", "report", "--crawl-db", manager_db)
+    assert_user_error(rc, out, f"{manager_db} is a manager database (WORKDIR/manager.db), not a crawl database "
+                               "(WORKDIR/crawl.db): give it with --db")
+    for extra in ([], ["--items"], ["--format", "warc"]):
+        rc, out, _ = run("gridcrawl", "export", "--db", manager_db, *extra, str(tmp_path / "out"))
+        assert_user_error(rc, out, f"{manager_db} is a manager database", "export takes the crawl database")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.db", "manager.db"]
+
+
 def test_an_export_to_a_folder_is_a_user_error_before_anything_is_written(tmp_path):
     db = f"sqlite:///{tmp_path}/c.db"
     rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", "crawl")
