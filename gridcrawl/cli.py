@@ -196,8 +196,6 @@ def run(
     processes = [children.start("gridcrawl.manager", [
         "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
         *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
-    if http:
-        typer.echo(f"dashboard: http://{http}/ (while the crawl runs)", err=True)
     watch_children = None
     try:
         # the manager starts (database, lease, bind) while this process imports the executors' modules
@@ -210,16 +208,21 @@ def run(
                 *(["--render"] if rendering else [])]))
         stop = stop_on_signals()  # after the forks: the children set up their own
         rerun = rerun_command("gridcrawl")
-        watch_children = _ChildrenWatch(processes, stop, workdir, rerun)  # started once the executors have registered
+        watch_children = _ChildrenWatch(processes, stop, workdir, rerun)
+
+        def before_crawl() -> None:  # the database and seeds are ready: wait for the whole grid
+            _wait_for_executors(processes, manager_db, executors, settings.connect_timeout, workdir)
+            watch_children.start()
+            if http:  # the manager serves it by now (a port taken has ended the manager, and the wait)
+                typer.echo(f"dashboard: http://{http}/ (while the crawl runs)", err=True)
+
         counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,
                            rules=rules, focus=focus, min_relevance=min_relevance, order=order,
                            render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
                            structured_data=structured_data, focus_ontology=focus_ontology, stop=stop,
-                           before_crawl=lambda: (_wait_for_executors(processes, manager_db, executors,
-                                                                     settings.connect_timeout, workdir),
-                                                 watch_children.start()),
+                           before_crawl=before_crawl,
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
                            rerun=rerun,
                            files=[("manager database", manager_db),

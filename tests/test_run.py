@@ -105,6 +105,18 @@ def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server):
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"dashboard: http://127.0.0.1:{port}/ (while the crawl runs)" in done.stderr
     assert f"dashboard on http://127.0.0.1:{port}/" in (tmp_path / "manager.log").read_text()  # it was served
+    # a port another program holds: no line pointing at that program's server, one error, status 2
+    import socket
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                               "--http", f"127.0.0.1:{busy}", "--workdir", str(tmp_path / "busy"), "--no-progress"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"cannot serve the dashboard on 127.0.0.1:{busy}" in done.stderr
+    assert "dashboard: http://" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(tmp_path, site_server):
