@@ -371,6 +371,8 @@ def open_output(path: str, binary: bool):
         raise
 
 
+#: each format's name for people, in messages
+FORMAT_NAMES = {"warc": "WARC", "csv": "CSV", "nt": "N-Triples", "jsonl": "JSON lines"}
 #: Output file name endings and the format each one means (the longest ending that matches wins).
 SUFFIX_FORMATS = {".warc": "warc", ".warc.gz": "warc", ".csv": "csv", ".nt": "nt", ".jsonl": "jsonl",
                   ".ndjson": "jsonl"}
@@ -390,8 +392,10 @@ def format_for(path: str, fmt: str | None, *, triples: bool = False, items: bool
     allowed = ("jsonl", "csv") if items else TRIPLE_FORMATS if triples else FORMATS
     if chosen not in allowed:
         what = "items" if items else "triples" if triples else "pages"
-        raise ExportError(f"{path}: a {ending} file holds {chosen}, which {what} are not exported as "
-                          f"(--format {' or '.join(allowed)}, or another file name)")
+        triples_hint = "; --triples exports the crawl's triples as N-Triples" if chosen in TRIPLE_FORMATS \
+            and not triples and not items else ""
+        raise ExportError(f"{path}: a {ending} file is {FORMAT_NAMES[chosen]}, which the {what} are not exported as: "
+                          f"give --format {' or '.join(allowed)}, or another file name{triples_hint}")
     return chosen
 
 
@@ -409,7 +413,8 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         with open_output(path, binary=False) as out:
             return export_triples(engine, out, fmt)
     if fmt not in FORMATS:
-        raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv)")
+        raise ExportError(f"unknown format {fmt!r} (use jsonl, warc or csv"
+                          f"{'; nt goes with --triples' if fmt in TRIPLE_FORMATS else ''})")
     if fmt == "warc":
         with open_output(path, binary=True) as out:
             return export_warc(engine, out, gzip=path.endswith(".gz") if gzip is None else gzip,

@@ -181,7 +181,8 @@ def test_the_export_command_line(crawl, tmp_path):
     # the manager's database is no crawl database: one line, exit status 2
     bad = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["grid"].manager_db,
                           "--format", "csv", str(tmp_path / "x.csv")], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "not a gridcrawl crawl database" in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+    assert "is a manager database (WORKDIR/manager.db), not a crawl database" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     unknown = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], "--format", "pdf",
                               str(tmp_path / "x.pdf")], capture_output=True, text=True, timeout=60)
@@ -208,9 +209,13 @@ def test_without_format_the_output_files_name_chooses_it(crawl, tmp_path):
     # a name whose format cannot hold what is exported: one line, exit 2, no file
     refused = export("items.warc", "--items")
     assert refused.returncode == 2 and not (tmp_path / "items.warc").exists()
-    assert refused.stderr == (f"error: {tmp_path / 'items.warc'}: a .warc file holds warc, which items are not "
-                              "exported as (--format jsonl or csv, or another file name)\n")
-    assert "which pages are not exported as (--format jsonl or warc or csv" in export("pages.nt").stderr
+    assert refused.stderr == (f"error: {tmp_path / 'items.warc'}: a .warc file is WARC, which the items are not "
+                              "exported as: give --format jsonl or csv, or another file name\n")
+    assert export("pages.nt").stderr == (f"error: {tmp_path / 'pages.nt'}: a .nt file is N-Triples, which the pages are "
+                                         "not exported as: give --format jsonl or warc or csv, or another file name; "
+                                         "--triples exports the crawl's triples as N-Triples\n")
+    assert "unknown format 'nt' (use jsonl, warc or csv; nt goes with --triples)" in \
+        export("pages.x", "--format", "nt").stderr
 
 
 def test_pages_crawled_without_content_are_left_out_of_a_warc(tmp_path):
