@@ -248,7 +248,9 @@ class Settings:
         return dataclasses.replace(self, **changes)
 
     def validate(self) -> "Settings":
-        """Check values that cannot work; return self. Raises ``ValueError`` naming the setting."""
+        """Check values that cannot work; return self. Raises ``ValueError`` naming the setting
+        and its option (:func:`_named`): it may come from the command line, the environment or
+        the file."""
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
                     "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds",
                     "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",
@@ -257,7 +259,7 @@ class Settings:
                     "peer_block_seconds")
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ValueError(f"setting {name} must be > 0, not {getattr(self, name)!r}")
+                raise ValueError(f"{_named(name)} must be > 0, not {getattr(self, name)!r}")
         for name in ("heartbeat_liveness", "max_attempts", "max_threads_per_executor", "start_window",
                      "quarantine_after", "threads", "parse_threads", "max_in_flight", "apply_batch",
                      "max_message_bytes", "max_body_bytes", "concurrent_requests_per_host", "rdf_max_bytes",
@@ -265,14 +267,14 @@ class Settings:
                      "max_links_per_page", "max_threads_per_application", "max_unacked_bytes",
                      "max_applications_per_user"):
             if getattr(self, name) < 1:
-                raise ValueError(f"setting {name} must be >= 1, not {getattr(self, name)!r}")
+                raise ValueError(f"{_named(name)} must be >= 1, not {getattr(self, name)!r}")
         if self.dispatch not in ("least-loaded", "host-hash"):
-            raise ValueError(f"setting dispatch must be least-loaded or host-hash, not {self.dispatch!r}")
+            raise ValueError(f"{_named('dispatch')} must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay",
                      "max_crawl_delay", "retry_times", "retry_backoff", "trap_near_duplicates", "trap_distance",
                      "render_idle", "spark_partitions", "keep_departed", "detached_timeout"):
             if getattr(self, name) < 0:
-                raise ValueError(f"setting {name} must be >= 0, not {getattr(self, name)!r}")
+                raise ValueError(f"{_named(name)} must be >= 0, not {getattr(self, name)!r}")
         if self.proxy or self.no_proxy:
             from gridcrawl.executor.proxy import ProxyRoute  # the standard library only
             ProxyRoute.parse(self.proxy, self.no_proxy)
@@ -280,15 +282,15 @@ class Settings:
             from gridcrawl.executor.credentials import read_netrc  # the standard library only
             read_netrc(self.netrc)
         if self.recrawl_min_interval > self.recrawl_max_interval:
-            raise ValueError(f"setting recrawl_min_interval ({self.recrawl_min_interval!r}) must not exceed "
-                             f"recrawl_max_interval ({self.recrawl_max_interval!r})")
+            raise ValueError(f"{_named('recrawl_min_interval')} ({self.recrawl_min_interval!r}) must not exceed "
+                             f"{_named('recrawl_max_interval')} ({self.recrawl_max_interval!r})")
         if self.recrawl_inc_rate < 0:
-            raise ValueError(f"setting recrawl_inc_rate must be >= 0, not {self.recrawl_inc_rate!r}")
+            raise ValueError(f"{_named('recrawl_inc_rate')} must be >= 0, not {self.recrawl_inc_rate!r}")
         if not -1 <= self.recrawl_simhash_distance <= 64:
-            raise ValueError(f"setting recrawl_simhash_distance must be -1 (off) or 0 to 64, "
+            raise ValueError(f"{_named('recrawl_simhash_distance')} must be -1 (off) or 0 to 64, "
                              f"not {self.recrawl_simhash_distance!r}")
         if not 0 <= self.recrawl_dec_rate < 1:
-            raise ValueError(f"setting recrawl_dec_rate must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
+            raise ValueError(f"{_named('recrawl_dec_rate')} must be >= 0 and < 1, not {self.recrawl_dec_rate!r}")
         return self
 
     def warnings(self, environ: Mapping[str, str]) -> list[str]:
@@ -312,6 +314,16 @@ class Settings:
     def documented(cls) -> list[tuple[str, object, str]]:
         """(name, default, description) of every setting, in declaration order."""
         return [(f.name, f.default, f.metadata.get("doc", "")) for f in dataclasses.fields(cls)]
+
+
+def _named(name: str) -> str:
+    """How an error names setting ``name``: ``setting threads (--threads)``, its option as the
+    command lines declare it; the setting's name alone when no program has an option for it
+    (it is set in the environment, ``GRIDCRAWL_<NAME>``, or the configuration file)."""
+    cli = Settings.__dataclass_fields__[name].metadata.get("cli")
+    if cli is None:
+        return f"setting {name}"
+    return f"setting {name} ({(cli.flag or '--' + (cli.inverse or name).replace('_', '-')).split('/')[0]})"
 
 
 del M, E, C, R, S, X

@@ -316,7 +316,9 @@ def test_manager_port_in_use(tmp_path):
 
 def test_invalid_settings(tmp_path):
     rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9000", "--threads", "0")
-    assert_user_error(rc, out, "threads must be >= 1")
+    assert_user_error(rc, out, "setting threads (--threads) must be >= 1, not 0")
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--dispatch", "fastest", "--workdir", str(tmp_path / "w"))
+    assert_user_error(rc, out, "setting dispatch (--dispatch) must be least-loaded or host-hash, not 'fastest'")
 
 
 def test_report_on_a_database_without_gridcrawl_tables(tmp_path):
@@ -379,7 +381,7 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
 @pytest.mark.parametrize("args, needle", [
     (["not a url"], "invalid seed URL"),
     (["http://127.0.0.1:9/", "--master", "spark://127.0.0.1:7077"], "not SQLite"),
-    (["http://127.0.0.1:9/", "--partitions", "-1"], "spark_partitions must be >= 0"),
+    (["http://127.0.0.1:9/", "--partitions", "-1"], "setting spark_partitions (--partitions) must be >= 0"),
 ])
 def test_spark_bad_input(tmp_path, args, needle):
     """``gridcrawl spark`` refuses bad input before it starts Spark (so also without pyspark)."""
