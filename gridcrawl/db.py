@@ -181,7 +181,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
                 connect_args[timeout_arg] = CONNECT_TIMEOUT
             engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     except NoSuchModuleError:
-        raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r}") from None
+        raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r} (use sqlite:///FILE, "
+                                  "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)") from None
     except ModuleNotFoundError as exc:
         hint = _DRIVER_HINTS.get(exc.name or "", f"pip install {exc.name}")
         raise DatabaseUnavailable(f"the driver for {parsed.drivername} is not installed: {hint}") from None

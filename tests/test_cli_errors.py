@@ -286,6 +286,8 @@ def test_manager_warns_once_when_listening_without_curve():
 @pytest.mark.parametrize("db, needle", [
     ("not-a-database-url", "not a database URL"),
     ("nosuchdb://x/y", "unknown database kind"),
+    ("postgres://crawler@127.0.0.1/crawl", "unknown database kind in 'postgres' (use sqlite:///FILE, "
+                                           "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)"),
     ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot reach database"),
     ("sqlite:///no-such-folder-here/c.db", "no-such-folder-here does not exist)"),
 ])
