@@ -468,11 +468,14 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     commands = [("the threads per executor",
                  f"gridcrawl report --db {report_db} --application {final.application_id[:8]}")] if final.pages else []
     commands.append(("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl"))
+    # gridcrawl fetch lets a URL reach its own private address: it would not show the SSRF guard's block
+    from gridcrawl.protocol import ErrorKind
+    fetchable = [g for g in errors if g.retry_kind != ErrorKind.BLOCKED.value]
     if errors:
         commands += [("every visited URL with its error kind and reason",
                       f"gridcrawl export --db {shown} --format csv visited.csv"),
-                     ("one of them fetched as an executor does (with the executors' options)",
-                      f"gridcrawl fetch {errors[0].url}"),
+                     *([("one of them fetched as an executor does (with the executors' options)",
+                         f"gridcrawl fetch {fetchable[0].url}")] if fetchable else []),
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed "
                       f"{','.join(sorted({g.retry_kind for g in errors}))}")]

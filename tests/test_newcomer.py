@@ -69,6 +69,8 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
         assert f"{grid.client_command()} --retry-failed blocked" in out
+        # not gridcrawl fetch, which lets a URL reach its own private address: it would not show the block
+        assert "gridcrawl fetch" not in out
         assert f"crawl database: {grid.crawl_db}" in out and "gridcrawl report --db" in out
         # the executor said so once, as a WARNING, with the option to use
         warnings = [line for line in grid.log("private.log").splitlines() if "SSRF guard" in line]
