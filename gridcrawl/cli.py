@@ -459,8 +459,10 @@ def _stored_meta(crawl_db: str) -> dict[str, str]:
 
 
 def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
-    """What the crawl database at URL ``crawl_db`` holds (``"127.0.0.1: 5 URLs visited, 109 left
-    to visit"``) when it holds a crawl and none of ``seeds`` (valid seed URLs) is a URL of it,
+    """What the crawl database at URL ``crawl_db`` holds (``"127.0.0.1, first
+    http://127.0.0.1:8000/: 5 URLs visited, 109 left to visit"``: its allowed domains and its
+    first URL, whose port tells two sites of one host apart) when it holds a crawl and none of
+    ``seeds`` (valid seed URLs) is a URL of it,
     visited or to visit; else ``""``. A user who runs ``gridcrawl run OTHER-SITE`` in the folder
     of an earlier crawl without ``--workdir`` means a new crawl, not to add a site to that one."""
     from gridcrawl.db import chunks, open_database
@@ -480,6 +482,9 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
                     if conn.execute(sa.select(table.c.fingerprint).where(table.c.fingerprint.in_(part)).limit(1)).first():
                         return ""
                 counts.append(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
+            first = (conn.execute(sa.select(models.visited_url.c.url).order_by(models.visited_url.c.id).limit(1)).scalar()
+                     or conn.execute(sa.select(models.to_visit_url.c.url).order_by(models.to_visit_url.c.id)
+                                     .limit(1)).scalar())
     except sa.exc.DBAPIError:
         return ""
     finally:
@@ -488,6 +493,7 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
         return ""
     hosts = _stored_hosts(crawl_db)
     shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
+    shown = ", ".join(filter(None, [shown, first and f"first {first}"]))
     return f"{shown or 'its seeds'}: {counts[0]} URLs visited, {counts[1]} left to visit"
 
 

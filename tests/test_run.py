@@ -179,7 +179,8 @@ def test_a_new_site_in_the_default_workdir_of_another_crawl_is_refused_not_mixed
     other = run(two.url("/"))
     assert other.returncode == 2, other.stderr[-2000:]
     assert other.stderr.strip() == (
-        f"error: gridcrawl-run (the default --workdir) holds another crawl (of 127.0.0.1: {before[0][0]} URLs "
+        f"error: gridcrawl-run (the default --workdir) holds another crawl (of 127.0.0.1, first {one.url('/')}: "
+        f"{before[0][0]} URLs "
         f"visited, {before[0][1]} left to visit), which none of the seeds is part of: give --workdir DIR for a "
         "crawl of their own, or --workdir gridcrawl-run to add them to that one")
     assert grid.query("crawl", count) == before
