@@ -24,15 +24,15 @@ from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.client.cli import RETRY_HELP, SEEDS_FILE_HELP
 
-app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,
                   help="gridcrawl: a grid web crawler (manager, executors, client).")
-db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+db_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,
                      help="Database set-up.")
 app.add_typer(db_app, name="db")
-keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+keys_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,
                        help="CURVE key pairs for encrypted connections (docs/security.md).")
 app.add_typer(keys_app, name="keys")
-config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,
                          help="The configuration: TOML file (--config), GRIDCRAWL_* "
                          "variables, command-line options (docs/operations.md).")
 app.add_typer(config_app, name="config")
@@ -482,9 +482,8 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
                     if conn.execute(sa.select(table.c.fingerprint).where(table.c.fingerprint.in_(part)).limit(1)).first():
                         return ""
                 counts.append(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
-            first = (conn.execute(sa.select(models.visited_url.c.url).order_by(models.visited_url.c.id).limit(1)).scalar()
-                     or conn.execute(sa.select(models.to_visit_url.c.url).order_by(models.to_visit_url.c.id)
-                                     .limit(1)).scalar())
+            first = next(filter(None, (conn.execute(sa.select(t.c.url).order_by(t.c.id).limit(1)).scalar()
+                                       for t in (models.visited_url, models.to_visit_url))), None)
     except sa.exc.DBAPIError:
         return ""
     finally:

@@ -203,8 +203,9 @@ class Settings:
                 cli=(E,), group="idle")
 
     # --- client: the crawl ---
-    max_pages: int = _doc(0, "pages to visit before the crawl stops (0: no limit)",
-                cli=(C, R, S), help="stop after this many pages (0: no limit)")
+    max_pages: int = _doc(0, "URLs to visit before the crawl stops, its earlier runs included (0: no limit)",
+                cli=(C, R, S), help="stop once the crawl has visited this many URLs in all, its earlier runs "
+                "included (0: no limit)")
     max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)",
                 cli=(C, R, S), group="scope", help="largest link depth (hops) from a seed (-1: no limit)")
     max_pages_per_host: int = _doc(100_000, "URLs of one host queued or visited at most, a seed's subdomains (or an --allow-domain's) counted with it: the cap that ends a link maze, over one host or endless subdomains (0: no limit)",

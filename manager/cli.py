@@ -18,7 +18,7 @@ DEFAULT_DB = "sqlite:///gridcrawl-manager.db"
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="The gridcrawl manager: executors register with it, "
                   "applications submit grid threads to it, and it records both in SQL.")
-users_app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
+users_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,
                         help="Users who may join the grid (groups Administrators, "
                         "Executors, Users). Once one user exists, every executor and client must log in.")
 app.add_typer(users_app, name="users")

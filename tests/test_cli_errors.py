@@ -32,6 +32,13 @@ def test_help(module):
     assert rc == 0 and "Usage" in out
 
 
+@pytest.mark.parametrize("args", [["gridcrawl"], ["gridcrawl", "db"], ["gridcrawl", "keys"], ["gridcrawl", "config"],
+                                  ["gridcrawl.manager", "users"]])
+def test_a_command_group_without_a_command_shows_its_help(args):
+    rc, out, _ = run(*args)
+    assert rc == 2 and "Usage" in out and "Commands" in out and "Missing command" not in out, out
+
+
 @pytest.mark.parametrize("seed", ["ht!tp://x", "ftp://example.test/", "http://", "javascript:alert(1)"])
 def test_invalid_seed_url(tmp_path, seed):
     rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
