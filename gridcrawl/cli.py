@@ -653,7 +653,12 @@ def _print_application_summary(rows, wide: bool = False) -> None:
         table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, state,
                       *[str(r.threads)] * wide, str(r.pages), str(r.failed), *[str(r.executors)] * wide,
                       _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    console.print("failed: grid threads given up as poison (--max-attempts); a page that failed (404, blocked) "
+                  "is a thread that finished: gridcrawl report --crawl-db counts those. crawl s: from the first "
+                  "thread submitted to the last finished, the pauses between runs of a resumed crawl included.",
+                  highlight=False)
 
 
 def _print_semantic(crawl_db: str) -> None:

@@ -184,7 +184,7 @@ def test_report_fits_80_columns_and_wide_shows_every_column(tmp_path):
     assert narrow.exit_code == 0, narrow.output
     assert all(len(line) <= 80 for line in narrow.output.splitlines())
     assert "…" not in narrow.output
-    for text in ("ex-1", "ex-2", "ex-3", "known timings", "pages/s", "crawl s"):
+    for text in ("ex-1", "ex-2", "ex-3", "known timings", "pages/s", "crawl s", "failed: grid threads given up"):
         assert text in narrow.output
     wide = CliRunner().invoke(app, ["report", "--db", url, "--wide"], env={"COLUMNS": "160"})
     assert wide.exit_code == 0 and "…" not in wide.output
