@@ -134,11 +134,14 @@ def default_journal(log_file: str | None, engine) -> Path:
     return Path("gridcrawl-manager.journal")
 
 
-def _users(db: str):
+def _users(db: str, existing: bool = True):
+    """The users of the manager database at URL ``db``; ``existing``: it must exist already
+    (listing, changing or removing users of a SQLite file that is not there creates nothing).
+    Exits with status 2 (one line) when it cannot be opened."""
     from gridcrawl.db import open_database
     from gridcrawl.auth import UserStore
     try:
-        return UserStore(open_database(db))
+        return UserStore(open_database(db, existing=existing))
     except DatabaseUnavailable as exc:
         fail(str(exc))
 
@@ -166,7 +169,7 @@ def users_add(
 ) -> None:
     """Create a user. The password comes from $GRIDCRAWL_PASSWORD or a hidden prompt."""
     from gridcrawl.auth import AuthError
-    store = _users(db)
+    store = _users(db, existing=False)  # users may be added before the manager first starts
     try:
         store.add(name, _new_password(name), group)
     except AuthError as exc:

@@ -275,6 +275,11 @@ def manager_cli(*args: str, env: dict | None = None, input: str | None = None) -
 
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
+    # listing, changing or removing the users of a database that is not there creates none
+    for command in (["list"], ["remove", "alice"], ["passwd", "alice"]):
+        out = manager_cli("users", *command, "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
+        assert out.returncode == 2 and out.stderr.strip() == f"error: no database file {tmp_path / 'm.db'} (from {db})"
+    assert not (tmp_path / "m.db").exists()
     out = manager_cli("users", "add", "alice", "--group", "Users", "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
     assert out.returncode == 0, out.stderr
     rc, shown = on_a_terminal([sys.executable, "-m", "gridcrawl.manager", "users", "add", "bob", "--group",
