@@ -220,7 +220,7 @@ class Lease:
         self.epoch = decision.epoch
         if decision.action == "take":
             log.info("manager lease taken (epoch %d)%s", self.epoch,
-                     f"; previous holder: {row.holder}" if row is not None and row.holder else "")
+                     f"; previous holder: {describe_holder(row.holder)}" if row is not None and row.holder else "")
         return Decision(decision.action, self.epoch)
 
     def _end_expired_holder(self, row: LeaseRow) -> None:

@@ -36,7 +36,8 @@ from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, reachable, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
-from gridcrawl.manager.lease import Lease, LeaseHeld, holder_name  # noqa: F401  (LeaseHeld: for the CLI)
+from gridcrawl.manager.lease import (Lease, LeaseHeld, describe_holder,  # noqa: F401  (LeaseHeld: for the CLI)
+                                     holder_name)
 from gridcrawl.manager.recorder import Recorder, WriterProcess
 from gridcrawl.auth import UserStore
 from gridcrawl.keys import AllowList, ServerKeys, start_authenticator
@@ -364,7 +365,8 @@ class ManagerServer:
                     decision = None
                 if decision is not None and decision.action != "refuse":
                     log.warning("taking over as the active manager (lease epoch %d; previous holder: %s)",
-                                self.lease.epoch, self.lease.previous.holder if self.lease.previous else "none")
+                                self.lease.epoch,
+                                describe_holder(self.lease.previous.holder) if self.lease.previous else "none")
                     self._activate()
                     return True
                 row = self.lease.previous

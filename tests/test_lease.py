@@ -6,6 +6,7 @@ taken over by the next one at once (its holder process is gone)."""
 from __future__ import annotations
 
 import datetime
+import re
 import subprocess
 import sys
 import threading
@@ -182,6 +183,9 @@ def test_a_second_manager_on_the_same_database_refuses_and_a_killed_one_is_taken
         wait_for(lambda: grid.log("manager.log").count("manager listening") == 2, 30, 0.05, "the restarted manager")
         took = time.monotonic() - killed
         print(f"[two managers, {backend}] lease of a kill -9'd manager taken over after {took:.2f} s")
-        assert "manager lease taken (epoch 2)" in grid.log("manager.log")
+        # the previous holder in words (its start as a UTC time, not POSIX seconds)
+        assert f"manager lease taken (epoch 2); previous holder: pid {first.pid} on " in grid.log("manager.log")
+        assert re.search(r"previous holder: pid \d+ on \S+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, at tcp://",
+                         grid.log("manager.log"))
     finally:
         grid.stop()
