@@ -128,7 +128,7 @@ def run(
     WORKDIR/*.log. Running it again with the same WORKDIR resumes the crawl; seeds of another
     site are refused in the default WORKDIR's crawl, added to a given WORKDIR's.
     """
-    from gridcrawl.db import open_database
+    from gridcrawl.db import open_database, utcnow
     setup_logging(log_level)
     if executors < 1:
         fail("--executors must be at least 1")
@@ -210,9 +210,13 @@ def run(
         rerun = rerun_command("gridcrawl")
         watch_children = _ChildrenWatch(processes, stop, workdir, rerun)
 
+        run_started: list = []  # when this run's first thread is about to go: its table counts the threads
+        # finished from there (a resumed crawl's application, and its threads left running, live on)
+
         def before_crawl() -> None:  # the database and seeds are ready: wait for the whole grid
             _wait_for_executors(processes, manager_db, executors, settings.connect_timeout, workdir)
             watch_children.start()
+            run_started.append(utcnow())
             if http:  # the manager serves it by now (a port taken has ended the manager, and the wait)
                 typer.echo(f"dashboard: http://{http}/ (while the crawl runs)", err=True)
 
@@ -236,7 +240,9 @@ def run(
     if watch_children.failure:
         fail(watch_children.failure)
     from gridcrawl.report import executor_timings
-    timings = executor_timings(open_database(manager_db), counts.get("application_id"))
+    # this run's threads, as the summary's "pages this run" (an application lives on when resumed)
+    timings = executor_timings(open_database(manager_db), counts.get("application_id"),
+                               since=run_started[0] if run_started else None)
     if timings:
         _print_timings(timings)
     exit_status(counts)

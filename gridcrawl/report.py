@@ -117,10 +117,14 @@ class ExecutorTimings:
     pages_per_second: float
 
 
-def executor_timings(engine: Engine, application_id: str | None = None) -> list[ExecutorTimings]:
+def executor_timings(engine: Engine, application_id: str | None = None,
+                     since: _dt.datetime | None = None) -> list[ExecutorTimings]:
     """One :class:`ExecutorTimings` per executor that finished pages (of ``application_id``
-    only, if given), by executor name; aggregated in SQL from the ``thread_timing`` view.
-    Raises ``sqlalchemy.exc.DBAPIError`` if the database has no such view."""
+    only, if given; with ``since``, a naive UTC datetime, only threads finished then or later,
+    their pages/s over the seconds from ``since``: one run of a resumed crawl, whose threads
+    left running by the run before keep their submission time), by executor name; aggregated
+    in SQL from the ``thread_timing`` view. Raises ``sqlalchemy.exc.DBAPIError`` if the
+    database has no such view."""
     tt = _thread_timing.c
     query = (sa.select(tt.executor_id, tt.executor_name, tt.executor_host, sa.func.count().label("threads"),
                        sa.func.avg(tt.run_seconds).label("mean"), sa.func.min(tt.run_seconds).label("min"),
@@ -132,9 +136,13 @@ def executor_timings(engine: Engine, application_id: str | None = None) -> list[
     if application_id:
         query = query.where(tt.application_id == application_id)
         span_query = span_query.where(tt.application_id == application_id)
+    if since is not None:
+        query = query.where(tt.time_finished >= since)
+        span_query = span_query.where(tt.time_finished >= since)
     out = []
     with engine.connect() as conn:
         first, last = conn.execute(span_query).one()
+        first = since if since is not None else first
         span = (last - first).total_seconds() if first is not None and last is not None else 0.0
         for r in conn.execute(query):
             out.append(ExecutorTimings(r.executor_id, r.executor_name or "", r.executor_host or "", int(r.threads),

@@ -160,6 +160,51 @@ def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(
     assert before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
 
 
+def test_a_resumed_run_tables_its_own_threads_per_executor(tmp_path, site_server):
+    """The table of threads per executor that ends a run counts the threads finished in that run,
+    as the summary's "pages this run" counts its pages. A crawl stopped by a signal keeps its
+    application, and its threads left running are run again by the next run under their first
+    submission time: before, the next run's table showed the first run's threads too (70 threads
+    for 26 pages)."""
+    import signal
+    site = generate_site(120, links_per_page=4, seed=17)
+    server = site_server(site, latency=0.1)
+    command = [sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2", "--threads", "2",
+               "--workdir", str(tmp_path), "--no-progress", "--no-sitemaps"]
+
+    def figures(done) -> tuple[int, int]:
+        this_run = int(re.search(r"pages this run\s*│\s*(\d+)", done.stderr).group(1))
+        table = done.stdout[done.stdout.index("threads per executor"):]
+        return this_run, sum(int(n) for n in re.findall(r"│ executor-\d+\s*│\s*(\d+) │", table))
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "COLUMNS": "120"})
+    grid = Grid(tmp_path)
+
+    def finished() -> int:
+        try:
+            return grid.query("manager", "SELECT count(*) FROM thread WHERE time_finished IS NOT NULL")[0][0]
+        except Exception:  # not created yet
+            return 0
+    try:
+        wait_for(lambda: finished() >= 8, 60, 0.05, "8 pages crawled")
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+    finally:
+        first.kill()
+        first.wait()
+    assert first.returncode == -signal.SIGTERM, err[-2000:]
+    pages, tabled = figures(subprocess.CompletedProcess(first.args, first.returncode, out, err))
+    assert tabled >= pages >= 8  # (results finished at the manager but not yet applied are the next run's)
+    again = subprocess.run(command, capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "120"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert grid.query("manager", "SELECT count(DISTINCT application_id) FROM thread") == [(1,)]  # resumed
+    pages_again, tabled_again = figures(again)
+    assert pages + pages_again == len(reachable(site))
+    # each run tables the threads finished in it (before: the second run's table held the first's too);
+    # a thread whose result the stopped run never took runs again in the next, and counts in both
+    assert tabled_again <= pages_again and tabled + tabled_again >= finished()
+
+
 def test_a_new_site_in_the_default_workdir_of_another_crawl_is_refused_not_mixed_in(tmp_path, site_server):
     """Without --workdir every `gridcrawl run` in a folder uses ./gridcrawl-run. A run whose seeds
     are none of the URLs of the crawl there (another site) exits 2 and changes nothing, naming
