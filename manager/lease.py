@@ -95,14 +95,18 @@ def _parse_holder(holder: str) -> tuple[str, int, float, str] | None:
         return None
 
 
-def describe_holder(holder: str) -> str:
+def describe_holder(holder: str | None) -> str:
     """A lease ``holder`` (see :func:`holder_name`) in words: ``pid 17611 on HOST since
-    2026-11-28 14:36:57 UTC, at tcp://...``; the text as it is when it is not in that form."""
-    parsed = _parse_holder(holder)
+    2026-11-28 14:36:57 UTC, at tcp://...``; the text as it is when it is not in that form,
+    ``"none"`` for no holder (a released lease)."""
+    parsed = _parse_holder(holder) if holder else None
     if parsed is None:
-        return holder
+        return holder or "none"
     host, pid, started, endpoint = parsed
-    since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    try:
+        since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, OSError, ValueError):  # not a time this machine can show
+        return holder
     return f"pid {pid} on {host} since {since}" + (f", at {endpoint}" if endpoint else "")
 
 

@@ -366,7 +366,7 @@ class ManagerServer:
                 if decision is not None and decision.action != "refuse":
                     log.warning("taking over as the active manager (lease epoch %d; previous holder: %s)",
                                 self.lease.epoch,
-                                describe_holder(self.lease.previous.holder) if self.lease.previous else "none")
+                                describe_holder(self.lease.previous.holder if self.lease.previous else None))
                     self._activate()
                     return True
                 row = self.lease.previous

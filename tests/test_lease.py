@@ -61,6 +61,8 @@ def test_a_refusal_names_the_holder_in_words():
         "held by the manager pid 17611 on vm since 2026-11-28 14:36:57 UTC, at tcp://127.0.0.1:47175 "
         "(lease epoch 1, expires in 3 s unless renewed)")
     assert describe_holder("a name of another form") == "a name of another form"
+    assert describe_holder(None) == describe_holder("") == "none"  # a released lease
+    assert describe_holder("vm pid 1 started 1e300 tcp://x") == "vm pid 1 started 1e300 tcp://x"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
