@@ -160,20 +160,24 @@ def read_file(path: str | Path) -> dict:
 
 
 def resolve(program: str, option_names: set[str], path: str | Path | None = None,
-            environ: typing.Mapping[str, str] | None = None) -> Resolution:
+            environ: typing.Mapping[str, str] | None = None, *, section_options: set[str] | None = None) -> Resolution:
     """File and environment values for ``program`` (one of :data:`PROGRAM_SECTIONS`), whose
     command has the options ``option_names``.
 
     ``path``: the TOML file (None: ``GRIDCRAWL_CONFIG`` if set, else no file); ``environ``:
-    the environment (default ``os.environ``). Raises :class:`ConfigError` for an unknown key or
-    section, a value of the wrong type, or an unreadable file.
+    the environment (default ``os.environ``); ``section_options``: the options of every command
+    that reads ``program``'s section (default ``option_names``): a key of the section that is
+    one of them is no error (``[manager] bind`` for ``gridcrawl-manager users``, which reads
+    the manager's section but has no ``--bind``). Raises :class:`ConfigError` for an unknown key
+    or section, a value of the wrong type, or an unreadable file.
     """
     environ = os.environ if environ is None else environ
     path = path or environ.get(CONFIG_ENV) or None
     res = Resolution(program, Path(path) if path else None)
     if res.path is not None:
         data = read_file(res.path)
-        known_options = set(option_names) | set(LOGGING_KEYS)
+        known_options = set(option_names if section_options is None else section_options | option_names) \
+            | set(LOGGING_KEYS)
 
         def take(section: str | None, items: dict, program_section: bool) -> None:
             where_section = f" [{section}]" if section else ""
@@ -227,12 +231,17 @@ def resolve(program: str, option_names: set[str], path: str | Path | None = None
 # Running a program with its configuration
 
 
+def _params(command) -> set[str]:
+    return {p.name for p in command.params if p.name}
+
+
 def _option_names(command) -> dict[str, set[str]]:
     """Option names of a click/typer command: ``{"": names}`` for a plain command or a group's
-    own options, plus ``{sub: names}`` for each subcommand (one level deep: ``db init`` → ``db``)."""
-    names = {"": {p.name for p in command.params if p.name}}
+    own options, plus ``{sub: names}`` for each subcommand, a group's with those of its own
+    subcommands (``gridcrawl-manager users`` with ``users list``'s ``--db``)."""
+    names = {"": _params(command)}
     for sub_name, sub in getattr(command, "commands", {}).items():
-        names[sub_name] = {p.name for p in sub.params if p.name}
+        names[sub_name] = _params(sub).union(*(_params(leaf) for leaf in getattr(sub, "commands", {}).values()))
     return names
 
 
@@ -277,17 +286,25 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
         argv = stripped
     command = typer.main.get_command(app)
     names = _option_names(command)
+    top_names = names.pop("")
+    # a subcommand with a section of its own reads it (gridcrawl export: [export]); the others
+    # read the program's (gridcrawl-manager users: [manager]), whose keys are any of their options
+    section_of = {sub: sub if sub in PROGRAM_SECTIONS else program for sub in names}
+    section_options: dict[str, set[str]] = {program: set(top_names)}
+    for sub, sub_names in names.items():
+        section_options.setdefault(section_of[sub], set()).update(sub_names)
     try:
-        top_names = names.pop("")
-        top = resolve(program, top_names, path)
+        top = resolve(program, top_names, path, section_options=section_options[program])
         default_map: dict = top.default_map(top_names)
         obj: Resolution | dict = top
         if names:  # a group with subcommands: one resolution each, found by ctx.info_name
             obj = {"": top}
             for sub, sub_names in names.items():
-                sub_res = resolve(sub if sub in PROGRAM_SECTIONS else program, sub_names, path)
+                sub_res = resolve(section_of[sub], sub_names, path, section_options=section_options[section_of[sub]])
                 obj[sub] = sub_res
-                default_map[sub] = sub_res.default_map(sub_names)
+                default_map[sub] = sub_res.default_map(_params(command.commands[sub]))
+                for leaf_name, leaf in getattr(command.commands[sub], "commands", {}).items():
+                    default_map[sub][leaf_name] = sub_res.default_map(_params(leaf))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -162,6 +162,33 @@ def test_the_executor_program_takes_its_manager_from_file_env_or_command_line(tm
     assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "not valid TOML" in broken.stderr
 
 
+def test_a_program_section_holds_the_options_of_every_command_that_reads_it(tmp_path):
+    """[manager] holds gridcrawl-manager's options (bind, db, http) and is read by its users
+    commands too; [run] holds gridcrawl run's (workdir, executors) and is read by gridcrawl's
+    other commands: each key is checked against every command that reads the section, not the
+    one running. Before, the documented example stopped every such program with "unknown setting"."""
+    path = write(tmp_path, f'[manager]\nbind = "tcp://127.0.0.1:{free_port()}"\ndb = "sqlite:///{tmp_path}/m.db"\n'
+                           f'http = "127.0.0.1:{free_port()}"\n[run]\nworkdir = "{tmp_path}/w"\nexecutors = 3\n')
+
+    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60,
+                              env={**CLEAN_ENV, **(env or {})})
+    users = run("gridcrawl.manager", "--config", str(path), "users", "list")  # its --db from [manager]
+    assert users.returncode == 2 and users.stderr.strip() == f"error: no database file {tmp_path}/m.db " \
+                                                             f"(from sqlite:///{tmp_path}/m.db)", users.stderr
+    users = run("gridcrawl.manager", "users", "list", env={"GRIDCRAWL_DB": f"sqlite:///{tmp_path}/e.db"})
+    assert users.returncode == 2 and f"no database file {tmp_path}/e.db" in users.stderr, users.stderr
+    report = run("gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/none.db", env={"GRIDCRAWL_CONFIG": str(path)})
+    assert report.returncode == 2 and "no database file" in report.stderr and "unknown" not in report.stderr
+    shown = run("gridcrawl", "--config", str(path), "config", "show", "--program", "manager", env={"COLUMNS": "200"})
+    assert shown.returncode == 0 and "manager.bind" in shown.stdout, shown.stderr
+    # a key no command of the section has is still refused, by every program that reads it
+    typo = write(tmp_path, '[manager]\nbnd = "tcp://127.0.0.1:1"\n')
+    for args in (["gridcrawl.manager", "--config", str(typo), "users", "list"], ["gridcrawl.manager", "--config", str(typo)]):
+        done = run(*args)
+        assert done.returncode == 2 and "[manager]: unknown setting 'bnd' (did you mean 'bind'?)" in done.stderr
+
+
 def test_config_show_prints_every_setting_with_its_source(tmp_path):
     path = write(tmp_path, "heartbeat_interval = 0.5\n[executor]\nthreads = 3\n")
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
