@@ -309,6 +309,15 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     _split_lists(command, default_map)
+    try:
+        _check_values(command, default_map, top)
+        for sub, sub_command in getattr(command, "commands", {}).items():
+            _check_values(sub_command, default_map.get(sub, {}), obj[sub])
+            for leaf_name, leaf in getattr(sub_command, "commands", {}).items():
+                _check_values(leaf, default_map.get(sub, {}).get(leaf_name, {}), obj[sub])
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     if path:
         os.environ[CONFIG_ENV] = str(Path(path).resolve())
     tune_gc()
@@ -326,6 +335,27 @@ def _split_lists(command, default_map: dict) -> None:
     for name, sub in getattr(command, "commands", {}).items():
         if isinstance(default_map.get(name), dict):
             _split_lists(sub, default_map[name])
+
+
+def _check_values(command, default_map: dict, res: Resolution) -> None:
+    """Convert each value ``default_map`` gives an option of ``command`` as the command line
+    would (its click type), so that a wrong one is a :class:`ConfigError` naming where it came
+    from (``gridcrawl.toml [executor] manager``) rather than click's error about an option the
+    user did not type, or a traceback (an integer for a repeatable option)."""
+    for param in getattr(command, "params", []):
+        if param.name not in default_map or isinstance(default_map[param.name], dict):
+            continue
+        value = default_map[param.name]
+        found = res.options.get(param.name) or res.settings.get(param.name) \
+            or res.settings.get(INVERSE_OPTIONS.get(param.name, ""))
+        where = found.source.removeprefix("file ").removeprefix("env ") if found else "the configuration"
+        if getattr(param, "multiple", False) and not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: {param.name} must be text or a list of texts, not {value!r}")
+        for item in value if getattr(param, "multiple", False) else [value]:
+            try:
+                param.type.convert(item, param, None)
+            except Exception as exc:  # click's BadParameter (typer's own copy of click), or a TypeError
+                raise ConfigError(f"{where}: {param.name}: {getattr(exc, 'message', None) or exc}") from None
 
 
 def tune_gc() -> None:
@@ -375,8 +405,9 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
     """
     option_names = _option_names(command)[""] - {"config", "help"}
     res = resolve(program, option_names, path, environ)
-    ctx = command.make_context(program, list(args), default_map=res.default_map(option_names), obj=res,
-                               resilient_parsing=True)
+    default_map = res.default_map(option_names)
+    _split_lists(command, default_map)  # (manager = "tcp://a,tcp://b": as the program takes it)
+    ctx = command.make_context(program, list(args), default_map=default_map, obj=res, resilient_parsing=True)
     rows: list[tuple[str, str, str]] = []
     given = {}
     for name in sorted(option_names):

@@ -189,6 +189,24 @@ def test_a_program_section_holds_the_options_of_every_command_that_reads_it(tmp_
         assert done.returncode == 2 and "[manager]: unknown setting 'bnd' (did you mean 'bind'?)" in done.stderr
 
 
+@pytest.mark.parametrize("text, message", [
+    ("[executor]\nmanager = 8400\n", "[executor]: manager must be text or a list of texts, not 8400"),
+    ("[executor]\nidle_only = 'maybe'\n", "[executor]: idle_only: 'maybe' is not a valid boolean"),
+    ("[executor]\nallow_private = 5\n", "[executor]: allow_private must be text or a list of texts, not 5"),
+])
+def test_a_wrong_value_of_a_program_option_in_the_file_is_one_line_naming_the_file_and_key(tmp_path, text, message):
+    """Options that are not settings (an executor's --manager, --idle-only) are checked as the
+    command line checks them, naming the file: before, a traceback (an integer for a repeatable
+    option) or click's error about an option the user never typed."""
+    path = write(tmp_path, text)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl.executor", "--config", str(path), "--manager",
+                           "tcp://127.0.0.1:1"] if "manager =" not in text else
+                          [sys.executable, "-m", "gridcrawl.executor", "--config", str(path)],
+                          capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {path} {message}"), done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def test_config_show_prints_every_setting_with_its_source(tmp_path):
     path = write(tmp_path, "heartbeat_interval = 0.5\n[executor]\nthreads = 3\n")
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
@@ -207,6 +225,12 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
     assert rows["max_body_bytes"] == ("1000", "command line")
     assert rows["max_redirects"] == (repr(Settings.max_redirects), "default")
     assert rows["executor.idle_only"] == ("False", "default")
+    # a repeatable option the file gives as text (comma-separated) shows as the program takes it
+    text = write(tmp_path, '[executor]\nmanager = "tcp://127.0.0.1:8400,tcp://127.0.0.1:8401"\n')
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(text), "config", "show",
+                           "--program", "executor"], capture_output=True, text=True, timeout=60,
+                          env={**CLEAN_ENV, "COLUMNS": "200"})
+    assert "('tcp://127.0.0.1:8400', 'tcp://127.0.0.1:8401')" in done.stdout, done.stdout + done.stderr
     assert len([name for name in rows if "." not in name and name != "setting"]) == len(Settings.documented())
 
 
