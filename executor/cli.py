@@ -44,8 +44,9 @@ def run(
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),
     log_file: str = typer.Option(None, help="write the log to this file instead of stderr", rich_help_panel="Logs"),
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
-    idle_only: bool = typer.Option(False, "--idle-only", help="a non-dedicated desktop: take grid threads only "
-                                   "while other programs leave the CPU idle (and within --hours)"),
+    idle_only: bool = typer.Option(False, "--idle-only/--dedicated", help="a non-dedicated desktop: take grid "
+                                   "threads only while other programs leave the CPU idle (and within --hours); "
+                                   "--dedicated: whenever it runs, whatever the configuration file says"),
     hours: str = typer.Option(None, help="with --idle-only: local hours to work, HH:MM-HH:MM (may wrap "
                               "midnight, e.g. 18:00-08:00)", rich_help_panel="Idle desktop (with --idle-only)"),
     render: bool = typer.Option(False, "--render", help="start a headless browser (Playwright driving an installed "
@@ -65,8 +66,8 @@ def run(
                                           idle_seconds=given["idle_seconds"]))
         except ValueError as exc:
             fail(str(exc))
-    elif hours:
-        fail("--hours needs --idle-only")
+    elif hours and getattr(ctx.get_parameter_source("hours"), "name", "") == "COMMANDLINE":
+        fail("--hours needs --idle-only")  # (hours of a file's [executor] section beside idle_only: unused)
     try:
         manager = manager_endpoints(manager)
         settings = configured_settings(ctx, **given).validate()

@@ -204,6 +204,7 @@ def run(
             processes.append(children.start("gridcrawl.executor", [
                 "--manager", endpoint, *setting_argv(settings, "executor"),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
+                "--dedicated",  # this machine's crawl: not an [executor] idle_only of the configuration file
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--render"] if rendering else [])]))
         stop = stop_on_signals()  # after the forks: the children set up their own

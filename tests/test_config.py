@@ -70,6 +70,25 @@ def test_config_path_from_the_environment(tmp_path):
     assert res.path == path and res.settings["prefetch"].value == 6
 
 
+def test_a_dedicated_executor_and_gridcrawl_runs_own_from_a_file_made_for_idle_desktops(tmp_path, site_server):
+    """A configuration file shared by a building's desktops says idle_only and hours; an executor
+    started with --dedicated, and the executors gridcrawl run starts, take work whenever they run
+    (before: "--hours needs --idle-only" for an option never typed, and gridcrawl run's executors
+    waited for an idle desktop)."""
+    from sites import generate_site
+    path = write(tmp_path, '[executor]\nidle_only = true\nhours = "00:00-00:01"\nidle_seconds = 600\n')
+    done = _executor(["--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                      "--connect-timeout", "0.3"])
+    assert done.returncode == 2 and "no answer from the manager" in done.stderr, done.stderr
+    typed = _executor(["--hours", "18:00-08:00", "--manager", "tcp://127.0.0.1:1"])
+    assert typed.returncode == 2 and "--hours needs --idle-only" in typed.stderr
+    server = site_server(generate_site(5, links_per_page=2, seed=3))
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "run", server.url("/"),
+                          "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
+                         capture_output=True, text=True, timeout=120, env=CLEAN_ENV)
+    assert run.returncode == 0 and "pages this run" in run.stderr, run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("text, message", [
     ("nosuch = 1\n", "unknown setting 'nosuch'$"),
     ("max_pagez = 5\n", "unknown setting 'max_pagez' (did you mean 'max_pages'?)"),
