@@ -164,7 +164,9 @@ class LinkState:
       ``reconnect_max``; an answer resets it.
     * **refusal** (``refuse``): a standby names the active manager — go there at once if it is
       one of ours, else to the next (:meth:`ManagerEndpoints.follow`); a standby naming itself
-      (it is taking over) is asked again after a moment. A refusal naming nobody, while not up,
+      (it is taking over), or another manager while it is the only one, is asked again after a
+      moment (logged once), and the final error of a peer never answered names the active manager
+      to add to its ``--manager`` list. A refusal naming nobody, while not up,
       moves on to the next manager when there are several; with one manager it answers the hello
       and is final (``Refused``). While up, it means the manager forgot this peer (it restarted):
       say hello again at once.
@@ -190,7 +192,9 @@ class LinkState:
         self.last_sent = self.last_beat = float("-inf")  # any message to the manager; a heartbeat
         self.backoff = self.initial
         self.reconnect_at: float | None = None
-        self.refusal: str | None = None  # the last refusal naming nobody, before the first answer
+        # the last refusal naming nobody, or an active manager not ours, before the first answer
+        self.refusal: str | None = None
+        self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
 
     def silence(self, now: float) -> float:
@@ -209,7 +213,7 @@ class LinkState:
         self.last_heard = now
         if isinstance(message, self.answers):
             self.up = self.ever_up = True
-            self.backoff, self.refusal = self.initial, None
+            self.backoff, self.refusal, self._refusal_said = self.initial, None, None
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
@@ -262,8 +266,14 @@ class LinkState:
             moved = self.managers.follow(active)  # a standby: go where it points, or to the next
             if active is None:
                 self.refusal = reason
-            self.log.warning("manager refused (%s); connecting to %s%s", reason, self.managers.current,
-                             "" if moved else " again shortly")
+            elif active not in self.managers.endpoints:  # never followed: a peer goes only where it was told
+                self.refusal = (f"{reason}; {active} is not one of the managers given to this program "
+                                f"({self.managers}): add --manager {active}")
+            # the same refusal again (a standby asked every quarter interval) is worth a line once
+            level = logging.WARNING if (reason, active) != self._refusal_said else logging.DEBUG
+            self._refusal_said = (reason, active)
+            self.log.log(level, "manager refused (%s); connecting to %s%s", reason, self.managers.current,
+                         "" if moved else " again shortly")
             self._reconnect(now if moved else now + min(self.backoff, self.interval / 4))
         elif self.up:  # the manager forgot us (it restarted): hello again
             self.log.warning("manager says: %s; connecting again", reason)

@@ -148,6 +148,28 @@ def test_a_standby_refusal_moves_to_the_named_manager_at_once_or_waits_when_it_n
     assert state.tick(0.3) == [] and state.tick(0.45) == [Connect(B)]  # again after min(back-off, interval / 4)
 
 
+def test_a_standby_naming_a_manager_not_given_is_asked_again_and_the_final_error_names_it(caplog):
+    """Given only a standby's address, a peer does not go where the standby points (a hostile
+    answer must not send it elsewhere), asks again, logs the refusal once, and its final error
+    names the active manager to add — not "no answer", since the manager did answer."""
+    import logging
+    state = link(A)
+    state.start(0.0)
+    refusal = p.Refuse(f"standby manager; the active manager is {B}", active=B)
+    with caplog.at_level(logging.DEBUG, logger="gridcrawl.link"):
+        now = 0.1
+        while now < 3.0:
+            state.received(now, refusal)
+            now = max(now + 0.05, (state.reconnect_at or now) + 0.01)
+            state.tick(now)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and len([r for r in caplog.records if "manager refused" in r.getMessage()]) > 5
+    (fail,) = state.tick(10.1)
+    assert isinstance(fail.error, Refused) and str(fail.error) == (
+        f"standby manager; the active manager is {B}; {B} is not one of the managers given to this program "
+        f"({A}): add --manager {B}")
+
+
 def test_a_refusal_of_the_hello_by_the_one_manager_is_final():
     state = link(A)
     state.start(0.0)
