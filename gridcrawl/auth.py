@@ -316,10 +316,15 @@ class UserStore:
         (a name of :data:`PERMISSIONS`), else the reason to send in a ``refuse`` message.
 
         While no user exists and ``require_login`` is off, everyone may do everything (an open,
-        local grid). The reason does not tell an unknown user from a wrong password.
+        local grid). The reason does not tell an unknown user from a wrong password; a peer that
+        gave no password (started without ``--user``) is told to give one.
         """
         if not self.require_login and not self.has_users():
             return None
+        if not password:  # decided before any look-up: says nothing of whether the user exists
+            log.warning("login refused for user %r: no password given", user)
+            return (f"this manager requires a login and {user!r} gave no password: give --user NAME, "
+                    "with its password in GRIDCRAWL_PASSWORD or at the prompt")
         found = self.verify(user, password)
         if found is None:
             log.warning("login refused for user %r: unknown user or wrong password", user)

@@ -96,16 +96,20 @@ def test_a_user_is_added_once(store):
 def test_everyone_is_let_in_while_no_user_exists_unless_login_is_required(store, tmp_path):
     assert store.authenticate("anyone", None, "ExecuteThread") is None
     strict = UserStore(open_database(f"sqlite:///{tmp_path / 'strict.db'}"), require_login=True)
-    assert "authentication failed" in strict.authenticate("anyone", None, "ExecuteThread")
+    assert "authentication failed" in strict.authenticate("anyone", "a guess", "ExecuteThread")
+    assert strict.authenticate("anyone", None, "ExecuteThread") == (
+        "this manager requires a login and 'anyone' gave no password: give --user NAME, with its password in "
+        "GRIDCRAWL_PASSWORD or at the prompt")
 
 
 def test_wrong_password_and_unknown_user_are_refused_alike(store):
     store.add("alice", PASSWORD, "Users")
     wrong = store.authenticate("alice", PASSWORD + "!", "ManageOwnApp")
     unknown = store.authenticate("mallory", PASSWORD, "ManageOwnApp")
-    missing = store.authenticate("alice", None, "ManageOwnApp")
+    missing, nobody = store.authenticate("alice", None, "ManageOwnApp"), store.authenticate("mallory", "", "ManageOwnApp")
     assert wrong and unknown and missing
-    assert wrong.replace("alice", "X") == unknown.replace("mallory", "X") == missing.replace("alice", "X")
+    assert wrong.replace("alice", "X") == unknown.replace("mallory", "X")
+    assert missing.replace("alice", "X") == nobody.replace("mallory", "X") and "gave no password" in missing
     assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None
 
 
@@ -163,7 +167,7 @@ def test_another_process_s_user_changes_count_within_the_read_ttl(tmp_path, monk
     command.add("alice", PASSWORD, "Users")
     assert manager.authenticate("anyone", None, "ExecuteThread") is None  # not read again yet
     monkeypatch.setattr(auth, "READ_TTL", 0.0)  # the time is up
-    assert "authentication failed" in manager.authenticate("anyone", None, "ExecuteThread")
+    assert "gave no password" in manager.authenticate("anyone", None, "ExecuteThread")
     assert manager.authenticate("alice", PASSWORD, "ManageOwnApp") is None
     monkeypatch.setattr(auth, "READ_TTL", 3600.0)
     command.set_password("alice", "another password")
@@ -331,12 +335,13 @@ def test_logins_at_a_running_manager(tmp_path, site_server):
         for proc in (wrong, anonymous, no_execute):
             assert proc.wait(timeout=30) == 2
         assert "authentication failed" in grid.log("wrong.log")
-        assert "authentication failed" in grid.log("anonymous.log")
+        assert "this manager requires a login and" in grid.log("anonymous.log")  # (no --user: the login name,
+        assert "gave no password: give --user NAME" in grid.log("anonymous.log")  # no password)
         assert "ExecuteThread" in grid.log("noexec.log")
         grid.start_executor("good", "--user", "worker", "--threads", "3", env={"GRIDCRAWL_PASSWORD": PASSWORD})
         anonymous_client = grid.start_client(server.url("/"))
         assert anonymous_client.wait(timeout=30) == 2
-        assert "authentication failed" in grid.log("client.log")
+        assert "gave no password: give --user NAME" in grid.log("client.log")
         client = grid._spawn("gridcrawl.client", ["--manager", grid.endpoint, "--db", grid.crawl_db, "--no-progress",
                                                   "--heartbeat-interval", "0.25", "--user", "crawler",
                                                   server.url("/")], "client2.log", {"GRIDCRAWL_PASSWORD": PASSWORD})
