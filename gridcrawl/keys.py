@@ -117,13 +117,16 @@ def load_secret(path: str | os.PathLike) -> tuple[bytes, bytes]:
         mode = file.stat().st_mode
     except OSError as exc:
         raise KeyFileError(f"cannot read secret key file {file}: {exc.strerror}") from None
-    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise KeyFileError(f"secret key file {file} is accessible by others (mode {stat.S_IMODE(mode):04o}); "
-                           f"run: chmod 600 {file}")
     try:
         public, secret = zmq.auth.load_certificate(file)
     except (OSError, ValueError) as exc:
         raise KeyFileError(f"{file} is not a CURVE key file: {exc}") from None
+    if public and not secret:  # the public half of a pair: no chmod makes it a secret key
+        raise KeyFileError(f"{file} is a public key file, with no secret key in it: give the pair's "
+                           f"{file.name.removesuffix(PUBLIC_SUFFIX)}{SECRET_SUFFIX}")
+    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise KeyFileError(f"secret key file {file} is accessible by others (mode {stat.S_IMODE(mode):04o}); "
+                           f"run: chmod 600 {file}")
     return _check_z85_key(public, file, "public"), _check_z85_key(secret, file, "secret")
 
 
@@ -140,9 +143,19 @@ def load_public(path: str | os.PathLike) -> bytes:
 
 def client_keys(secret_file: str | os.PathLike, server_key_file: str | os.PathLike) -> ClientKeys:
     """An executor's or client's :class:`ClientKeys` from its secret key file and the manager's
-    public key file. Raises :class:`KeyFileError`."""
+    public key file. Raises :class:`KeyFileError`, also when the manager's file holds its
+    secret key (copied to a desktop, it lets anyone who reads it pose as the manager)."""
     public, secret = load_secret(secret_file)
-    return ClientKeys(public, secret, load_public(server_key_file))
+    server = Path(server_key_file)
+    try:
+        _, server_secret = zmq.auth.load_certificate(server)
+    except (OSError, ValueError):
+        server_secret = None  # load_public says what is wrong with it
+    if server_secret:
+        raise KeyFileError(f"{server} holds the manager's secret key: give its public key file "
+                           f"({server.name.removesuffix(SECRET_SUFFIX)}{PUBLIC_SUFFIX}) and keep the secret one "
+                           "on the manager alone")
+    return ClientKeys(public, secret, load_public(server))
 
 
 def server_keys(secret_file: str | os.PathLike, allow_dir: str | os.PathLike) -> ServerKeys:

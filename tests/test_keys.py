@@ -85,6 +85,22 @@ def test_malformed_key_files_are_refused(tmp_path):
         load_secret(public)  # a public key file has no secret key
 
 
+def test_the_wrong_half_of_a_pair_is_named_with_the_file_to_give(tmp_path):
+    """A public key given as the secret one is named so (it used to be "chmod 600", then "no valid
+    secret key"); a manager's secret key given as its public one is refused: on a desktop it lets
+    whoever reads it pose as the manager."""
+    public, secret = new_key_pair("carol", tmp_path)
+    manager_public, manager_secret = new_key_pair("manager", tmp_path)
+    with pytest.raises(KeyFileError) as refused:
+        load_secret(public)  # (mode 0644)
+    assert str(refused.value) == f"{public} is a public key file, with no secret key in it: give the pair's carol.key_secret"
+    with pytest.raises(KeyFileError) as refused:
+        client_keys(secret, manager_secret)
+    assert str(refused.value) == (f"{manager_secret} holds the manager's secret key: give its public key file "
+                                  "(manager.key) and keep the secret one on the manager alone")
+    assert client_keys(secret, manager_public).server_public == load_public(manager_public)
+
+
 def test_allow_list_names_keys_and_sees_changes(tmp_path):
     allow = tmp_path / "allow"
     allow.mkdir()
