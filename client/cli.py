@@ -532,8 +532,9 @@ def _without_password(arg: str) -> str:
     """``arg`` (``--name=VALUE`` or a value) with a URL's password as ``***`` and a query that
     holds ``PWD=`` left out."""
     from urllib.parse import urlsplit
-    prefix, value = (arg.split("=", 1)[0] + "=", arg.split("=", 1)[1]) if arg.startswith("--") and "=" in arg \
-        else ("", arg)
+    name, eq, value = arg.partition("=")
+    if not (arg.startswith("--") and eq):  # a value, not --name=VALUE
+        name, eq, value = "", "", arg
     if "://" not in value:
         return arg
     try:
@@ -547,7 +548,7 @@ def _without_password(arg: str) -> str:
         url = url._replace(netloc=f"{url.username}:***@{url.netloc.rpartition('@')[2]}")
     if "pwd=" in url.query.lower():
         url = url._replace(query="")
-    return prefix + url.geturl()
+    return name + eq + url.geturl()
 
 
 def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:

@@ -305,16 +305,12 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
                 default_map[sub] = sub_res.default_map(_params(command.commands[sub]))
                 for leaf_name, leaf in getattr(command.commands[sub], "commands", {}).items():
                     default_map[sub][leaf_name] = sub_res.default_map(_params(leaf))
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    _split_lists(command, default_map)
-    try:
+        _split_lists(command, default_map)
         _check_values(command, default_map, top)
         for sub, sub_command in getattr(command, "commands", {}).items():
-            _check_values(sub_command, default_map.get(sub, {}), obj[sub])
+            _check_values(sub_command, default_map[sub], obj[sub])
             for leaf_name, leaf in getattr(sub_command, "commands", {}).items():
-                _check_values(leaf, default_map.get(sub, {}).get(leaf_name, {}), obj[sub])
+                _check_values(leaf, default_map[sub][leaf_name], obj[sub])
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
