@@ -1213,8 +1213,8 @@ class CrawlStore:
     def _cap_per_site(self, conn, rows: list[dict], scope: Scope) -> tuple[list[dict], list[str], list[str]]:
         """Keep the rows whose site (:meth:`Scope.site`) has fewer than ``scope.max_pages_per_host``
         URLs queued or visited, counting the rows kept; return them, the site of each new one and
-        the site of each row left out. Rows already queued pass (they are counted already and
-        insert-if-absent skips them)."""
+        the site of each row left out. Rows already queued pass uncounted (they are counted
+        already, insert-if-absent skips them, and a focused crawl raises their score)."""
         if self._site_counts is None:
             self._site_counts = self._load_site_counts(conn, scope)
         queued: set[str] = set()
@@ -1226,6 +1226,7 @@ class CrawlStore:
         kept, added, capped = [], [], []
         for row in rows:
             if row["fingerprint"] in queued:
+                kept.append(row)
                 continue
             site = scope.site(row["url"])
             if self._site_counts[site] + pending.get(site, 0) >= cap:

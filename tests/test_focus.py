@@ -84,17 +84,18 @@ def test_store_queues_by_relevance_and_drops_links_below_the_threshold(tmp_path)
         assert conn.execute(sa.text("SELECT COUNT(*) FROM to_visit_url")).scalar() == 2
 
 
-def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path):
+@pytest.mark.parametrize("max_pages_per_host", [0, 100_000])  # no cap; the default cap
+def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path, max_pages_per_host):
+    scope = Scope(["127.0.0.1"], max_pages_per_host=max_pages_per_host)
     store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"),
                        Strategy(order="priority", focus=FOCUS))
     store.add_seeds([BASE, BASE + "topic.html"])
     home, topic = store.claim(5)
     target = BASE + "target.html"
-    store.apply([Outcome(home, page(BASE, "Home", "welcome", [[target, "more"]]), "ex", 1, False)],
-                Scope(["127.0.0.1"]))
+    store.apply([Outcome(home, page(BASE, "Home", "welcome", [[target, "more"]]), "ex", 1, False)], scope)
     with store.engine.connect() as conn:
         low = conn.execute(sa.text("SELECT relevance FROM to_visit_url WHERE url = :u"), {"u": target}).scalar()
     store.apply([Outcome(topic, page(topic.url, "Crawler politeness", "", [[target, "more"]]), "ex", 1, False)],
-                Scope(["127.0.0.1"]))
+                scope)
     (again,) = store.claim(5)
     assert low == pytest.approx(0.125) and again.relevance == pytest.approx(0.25) and again.priority == 250
