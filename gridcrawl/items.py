@@ -29,7 +29,8 @@ regular expression; its first group if it has groups; a value without a match is
 parsed by Zyte's price-parser: ``1.234,50 €`` is 1234.5); ``date`` (ISO 8601 in, else dateutil's parser; ISO 8601
 out: ``2024-03-05``, or with the time when it has one; ``dayfirst = true`` reads 03/04 as 3
 April); ``url`` (resolved against the document's base URL and made canonical by
-:func:`gridcrawl.urls.canonical_url`). Values that do not convert are dropped.
+:func:`gridcrawl.urls.canonical_url`). Values that do not convert are dropped (a number needs a
+digit: ``"free"`` is dropped, not 0).
 
 A ``jsonld`` field reads the page's structured data instead of its markup: a JMESPath
 expression (parsel's own JSON query language; a leading ``$.`` as JSONPath writes it is
@@ -54,6 +55,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import math
 import re
 import threading
 import tomllib
@@ -462,11 +464,26 @@ def _strings(results, normalize: bool) -> list[str]:
 
 
 def _number(text: str, integral: bool):
+    """``text`` as an ``int`` (``integral``) or a ``float``, or None when it is no number: a plain
+    number as Python reads it (so ``"1.234"`` is 1.234, and as an int it is dropped), else an
+    amount in any common format by price-parser (``"1.234,50 €"`` is 1234.5); text without a
+    digit (``"free"``, which price-parser reads as 0) is no number."""
     cleaned = text.strip()
+    if integral:
+        try:
+            return int(cleaned)
+        except ValueError:
+            pass
     try:
-        return int(cleaned) if integral else float(cleaned)
+        plain = float(cleaned)
     except ValueError:
         pass
+    else:
+        if not math.isfinite(plain):
+            return None
+        return (int(plain) if plain.is_integer() else None) if integral else plain
+    if not any(ch.isdigit() for ch in cleaned):
+        return None
     from price_parser import Price
     amount = Price.fromstring(cleaned).amount_float
     if amount is None:

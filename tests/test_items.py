@@ -233,3 +233,16 @@ def test_plugin_calls_past_their_deadline_are_bounded(plugin, monkeypatch):
     assert "TimeoutError" in extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
     refused = extract(specs, slow, plugins=plugin, plugin_timeout=0.05).errors[0][1]
     assert "RuntimeError" in refused and "still run past their deadline; not started" in refused
+
+
+@pytest.mark.parametrize("text, as_int, as_float", [
+    ("12", 12, 12.0), (" -3 ", -3, -3.0), ("1.5", None, 1.5),
+    ("1.234", None, 1.234),              # a plain number is read as Python reads it, for both types
+    ("1.234,50 €", None, 1234.5), ("$7", 7, 7.0), ("-€2", -2, -2.0),
+    ("free", None, None), ("Free shipping", None, None), ("n/a", None, None),   # no digit: no number
+    ("inf", None, None), ("nan", None, None),
+])
+def test_numbers_convert_alike_as_int_and_float_and_words_are_dropped(text, as_int, as_float):
+    from gridcrawl.items import _number
+    assert _number(text, True) == as_int and _number(text, False) == as_float
+    assert type(_number(text, False)) in (float, type(None))
