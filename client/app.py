@@ -416,10 +416,11 @@ class CrawlApplication:
                         self.link.state.managers.current, threads, "waits" if n == 1 else "wait",
                         self.link.state.managers.current)
         elif counts:
+            from gridcrawl.plugins import how_to_provide
             what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))
+            hints = "; ".join(f"{need}: {how_to_provide(need)}" for need in sorted(counts))
             log.warning("no result for %.0f s: of %d grid threads in flight, %s; they wait until an executor "
-                        "that has it connects (render: gridcrawl-executor --render); gridcrawl report lists "
-                        "waiting threads", silent, n, what)
+                        "that has it connects (%s); gridcrawl report lists waiting threads", silent, n, what, hints)
         else:
             hosts = collections.Counter(url_host(pend.url) for pend in self.in_flight.values())
             named = ", ".join(f"{host} ({n})" for host, n in hosts.most_common(SILENT_HOSTS))

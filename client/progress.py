@@ -101,8 +101,9 @@ class ProgressView:
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         for need, n in sorted((counts.get("waiting") or {}).items()):
+            from gridcrawl.plugins import how_to_provide
             table.add_row(f"waiting for {need}", f"{n} threads: no executor with {need} answered "
-                          f"(render: start gridcrawl-executor --render)")
+                          f"({how_to_provide(need)})")
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])

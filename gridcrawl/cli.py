@@ -154,9 +154,14 @@ def run(
             rendering = rendering or any(t.render for t in load_page_types(rules, rule_list).values())
         except RuleError as exc:
             fail(f"invalid rules: {exc}")
+    specs = []
     if extract is not None:  # refuse a bad item spec before any process starts
         from gridcrawl.client.cli import check_item_spec
-        rendering = any(spec.render for spec in check_item_spec(extract)) or rendering
+        specs = check_item_spec(extract)
+    elif resumed:
+        specs = _stored_specs(crawl_db)
+    rendering = any(spec.render for spec in specs) or rendering
+    _refuse_missing_plugins(specs)
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
         try:
@@ -515,32 +520,48 @@ def _stored_hosts(crawl_db: str) -> list[str]:
 
 def _stored_render(crawl_db: str) -> bool:
     """True when a resumed crawl's database (URL ``crawl_db``) says some of its pages are
-    rendered (``--render`` or a page type with ``render = true`` stored in ``crawl_meta``, or an
-    item spec with ``render = true`` stored in ``item_spec``)."""
-    from gridcrawl.db import open_database
+    rendered (``--render`` or a page type with ``render = true`` stored in ``crawl_meta``)."""
     import json
+    meta = _stored_meta(crawl_db)
+    try:
+        return bool(meta) and (meta.get("render") == "1" or any(
+            bool(v.get("render")) for v in json.loads(meta.get("page_types") or "{}").values()))
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def _stored_specs(crawl_db: str) -> list:
+    """The item specs a resumed crawl's database (URL ``crawl_db``) stored (``item_spec``);
+    empty when it has none or they cannot be read (the client says why when it reads them)."""
+    from gridcrawl.db import open_database
     import sqlalchemy as sa
     from gridcrawl.client.items import stored_spec
     from gridcrawl.items import ItemSpecError
-    meta = _stored_meta(crawl_db)
-    if not meta:
-        return False
-    try:
-        if meta.get("render") == "1" or any(
-                bool(v.get("render")) for v in json.loads(meta.get("page_types") or "{}").values()):
-            return True
-    except (ValueError, TypeError, AttributeError):
-        return False
     try:
         engine = open_database(crawl_db, existing=True)
     except DatabaseUnavailable:
-        return False
+        return []
     try:
-        return any(spec.render for spec in stored_spec(engine))
+        return stored_spec(engine)
     except (sa.exc.DBAPIError, ItemSpecError):
-        return False
+        return []
     finally:
         engine.dispose()
+
+
+def _refuse_missing_plugins(specs: list) -> None:
+    """Exit with status 2 when an item spec of ``specs`` names an extractor plugin that this
+    Python environment does not provide: ``gridcrawl run``'s executors are forked here and
+    only they take its grid threads, which would otherwise wait for ever."""
+    from gridcrawl.plugins import installed_plugins, missing
+    references = sorted({spec.plugin for spec in specs if spec.plugin is not None})
+    if not references:
+        return
+    plugins = installed_plugins()
+    whys = [why for ref in references if (why := missing(ref, plugins, " in this Python environment"))]
+    if whys:
+        fail(f"{'; '.join(whys)}: the executors gridcrawl run starts could not run it (install the plugin's "
+             f"package here, or crawl with gridcrawl-manager and executors that have it)")
 
 
 def _host_of(url_or_host: str) -> str | None:

@@ -670,12 +670,12 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
     base = page.base_url or page.final_url or page.url
     for spec in specs:
         if spec.plugin is not None:
-            from gridcrawl.plugins import split_reference
-            name, version = split_reference(spec.plugin)
-            plugin = (plugins or {}).get(name)
-            if plugin is None or (version is not None and plugin.version != version):
-                out.errors.append([spec.type, f"plugin {spec.plugin!r} is not installed on this executor"])
+            from gridcrawl.plugins import missing, split_reference
+            why = missing(spec.plugin, plugins or {}, " on this executor")
+            if why is not None:
+                out.errors.append([spec.type, why])
                 continue
+            plugin = (plugins or {})[split_reference(spec.plugin)[0]]
             try:
                 produced = _run_plugin(plugin.load(), page, plugin_timeout)
             except BaseException as exc:  # noqa: BLE001 - a plugin's failure fails its items only

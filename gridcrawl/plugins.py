@@ -61,6 +61,32 @@ def need(reference: str) -> str:
     return PREFIX + reference
 
 
+def missing(reference: str, plugins: dict[str, Plugin], where: str = "") -> str | None:
+    """None when ``plugins`` (:func:`installed_plugins`) provide plugin ``reference`` (``NAME``
+    or ``NAME@VERSION``); else why not, in words naming what is installed, ``where`` after "not
+    installed": ``"plugin 'shop@2.0' is not installed here (shop 1.2 is)"``."""
+    name, version = split_reference(reference)
+    plugin = plugins.get(name)
+    if plugin is not None and (version is None or plugin.version == version):
+        return None
+    if plugin is not None:
+        return f"plugin {reference!r} is not installed{where} ({plugin.name} {plugin.version} is)"
+    others = ", ".join(f"{p.name} {p.version}" for p in sorted(plugins.values(), key=lambda p: p.name))
+    return f"plugin {reference!r} is not installed{where} (installed: {others or 'none'})"
+
+
+def how_to_provide(need: str) -> str:
+    """What gives an executor capability ``need`` (``render`` or ``plugin:REFERENCE``), in words
+    for a user whose grid threads wait for one."""
+    if need == "render":
+        return "start gridcrawl-executor --render (pip install 'gridcrawl[render]' and Chromium)"
+    if need.startswith(PREFIX):
+        name, version = split_reference(need[len(PREFIX):])
+        return (f"install the package of extractor plugin {name!r}{f' version {version}' if version else ''} "
+                f"where gridcrawl-executor runs, then restart it")
+    return f"start an executor that has {need!r}"
+
+
 def split_reference(reference: str) -> tuple[str, str | None]:
     """``"NAME@VERSION"`` -> ``("NAME", "VERSION")``; ``"NAME"`` -> ``("NAME", None)``."""
     name, _, version = reference.partition("@")

@@ -360,6 +360,16 @@ def test_a_bad_item_spec_is_refused_before_the_crawl_starts(tmp_path):
     assert_user_error(rc, out, "cannot read the item spec")
 
 
+def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
+    # gridcrawl run's executors are its own children: a thread needing a plugin none has would wait for ever
+    spec = tmp_path / "plug.toml"
+    spec.write_text('[[item]]\ntype = "product"\nplugin = "gridcrawl-no-such-plugin@2.0"\n')
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
+    assert_user_error(rc, out, "plugin 'gridcrawl-no-such-plugin@2.0' is not installed in this Python environment",
+                      "install the plugin's package here")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+
+
 def test_item_commands_refuse_what_they_cannot_do(tmp_path):
     db = f"sqlite:///{tmp_path}/c.db"
     rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", "crawl")

@@ -214,10 +214,10 @@ def test_a_plugin_that_raises_runs_late_or_is_missing_fails_only_the_items(plugi
     slow = extract(specs, page(PRODUCT, "http://shop.test/slow.html"), plugins=plugin, plugin_timeout=0.2)
     assert slow.errors == [["p", "plugin testshop: TimeoutError: ran past its deadline of 0.2 s"]]
     missing = extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins={})
-    assert missing.errors == [["p", "plugin 'testshop' is not installed on this executor"]]
+    assert missing.errors == [["p", "plugin 'testshop' is not installed on this executor (installed: none)"]]
     wrong = extract(parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}@9"'),
                     page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin)
-    assert wrong.errors == [["p", "plugin 'testshop@9' is not installed on this executor"]]
+    assert wrong.errors == [["p", f"plugin 'testshop@9' is not installed on this executor ({PLUGIN_NAME} {PLUGIN_VERSION} is)"]]
 
 
 def test_plugin_items_pass_through_where(plugin):

@@ -89,6 +89,7 @@ def test_rendering_threads_run_only_on_the_executor_with_a_browser(tmp_path, sit
         client = grid.start_client("--rules", str(rules))
         # no executor can render yet: the seed waits, visibly, instead of the crawl hanging
         wait_for(lambda: "need 'render'" in grid.log("client.log"), 60, message="the client saying threads wait")
+        assert "render: start gridcrawl-executor --render" in grid.log("client.log")  # and what gives it
         report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
                                 capture_output=True, text=True, timeout=60)
         assert "threads wait: no connected executor has render" in report.stdout, report.stdout + report.stderr
