@@ -211,7 +211,7 @@ class Settings:
     max_pages_per_host: int = _doc(100_000, "URLs of one host queued or visited at most, a seed's subdomains (or an --allow-domain's) counted with it: the cap that ends a link maze, over one host or endless subdomains (0: no limit)",
                 cli=(C, R, S), group="scope", help="URLs of one host queued or visited at most (a seed's subdomains counted with it), the end of a link maze (0: no limit)")
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once",
-                cli=(C,), group="strategy", help="grid threads submitted at once")
+                cli=(C, R), group="strategy", help="grid threads submitted at once (1: the exact --order)")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back, or half of them while the frontier has nothing more to submit)")
     store_content: bool = _doc(True, "store page bodies in the document table",

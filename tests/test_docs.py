@@ -60,3 +60,53 @@ def test_every_option_the_docs_name_exists():
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
         named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", page.read_text()))
         assert not named - known, (page.name, sorted(named - known))
+
+
+def _command_options() -> dict[tuple[str, ...], set[str]]:
+    """Each command of the four programs (``("gridcrawl", "run")``, ``("gridcrawl-manager",)``,
+    ``("gridcrawl-manager", "users", "add")`` ...) with its own options."""
+    import typer
+    from gridcrawl import cli
+    from gridcrawl.client import cli as client_cli
+    from gridcrawl.executor import cli as executor_cli
+    from gridcrawl.manager import cli as manager_cli
+    found: dict[tuple[str, ...], set[str]] = {}
+
+    def walk(path: tuple[str, ...], command) -> None:
+        found[path] = {"--help", *(o for p in command.params for o in p.opts + p.secondary_opts)}
+        for name, sub in getattr(command, "commands", {}).items():
+            walk(path + (name,), sub)
+    for program, module in (("gridcrawl", cli), ("gridcrawl-manager", manager_cli),
+                            ("gridcrawl-executor", executor_cli), ("gridcrawl-client", client_cli)):
+        walk((program,), typer.main.get_command(module.app))
+    return found
+
+
+def test_every_command_line_in_the_docs_takes_its_options():
+    """A command line the README or docs/*.md show (in a code span or a code block) gives its
+    command only options that command has: ``gridcrawl run --max-in-flight 1`` is refused if
+    only ``gridcrawl-client`` has ``--max-in-flight``."""
+    commands = _command_options()
+    wrong = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        pieces = re.findall(r"```[a-z]*\n(.*?)```", text, re.S) + re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
+        for piece in pieces:
+            for line in piece.replace("\\\n", " ").splitlines():
+                for part in re.split(r"\||&&|;|\$\(", line):
+                    words = part.split()
+                    start = next((i for i, w in enumerate(words) if (w,) in commands), None)
+                    if start is None:
+                        continue
+                    path = (words[start],)
+                    for word in words[start + 1:]:
+                        if word == "--":  # what follows is not this command's
+                            break
+                        if path + (word,) in commands:
+                            path += (word,)
+                            continue
+                        option = word.split("=", 1)[0]
+                        if (re.fullmatch(r"--[a-z][a-z0-9-]*", option) and option not in commands[path]
+                                and option != "--config"):  # read by every command, wherever it stands
+                            wrong.append((page.name, " ".join(path), option))
+    assert not wrong, sorted(set(wrong))
