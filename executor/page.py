@@ -123,8 +123,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             applied to the parsed page: ``links`` holds only the followed links as
             ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
             ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
-            sent as conditional request headers: a ``304 Not Modified`` comes back with no
-            body, nothing parsed; ``"semantic": true`` makes it a semantic crawl (see the module
+            sent as conditional request headers (not for a page to render: its scripts may
+            load what changed): a ``304 Not Modified`` comes back with no body, nothing
+            parsed; ``"semantic": true`` makes it a semantic crawl (see the module
             docstring).
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
@@ -154,7 +155,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
-    decompression; ``None`` without a body), ``error_kind`` set when the fetch failed or was
+    decompression; of the rendered DOM for a rendered page; ``None`` without a body), ``error_kind`` set when the fetch failed or was
     refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
     delay in seconds (or ``None``). Never raises for anything the web sends.
     """
@@ -186,7 +187,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
                               url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None,
                               headers=conditional_headers(instruction))
     semantic = instruction.semantic
-    headers = conditional_headers(instruction)
+    # a page to render is asked for in full: an unchanged shell says nothing of what its scripts load
+    headers = None if instruction.render else conditional_headers(instruction)
     if semantic:  # RDF documents too, asked for by content negotiation
         headers = {**(headers or {}), "Accept": RDF_ACCEPT}
     fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=headers,
@@ -241,6 +243,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.final_url = rendered.final_url
         body, content_type = rendered.html.encode("utf-8"), "text/html; charset=utf-8"
         result.size = len(body)
+        result.digest = hashlib.sha256(body).hexdigest()  # of the document stored: the rendered DOM
         del rendered
     with parse_gate if parse_gate is not None else contextlib.nullcontext():
         started = time.perf_counter()

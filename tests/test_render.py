@@ -263,6 +263,22 @@ link = { css = "a::attr(href)", type = "url" }
 """
 
 
+def test_a_recrawl_renders_a_page_whose_shell_is_unchanged_and_digests_the_rendered_dom(server, visitor):
+    """The shell answers 304 to its stored ETag, but what its scripts load may have changed: a
+    page to render is asked for in full, and its digest (what a recrawl compares and duplicates
+    are found by) is the rendered DOM's, which two pages of one shell do not share."""
+    import hashlib
+    server.site.etags["/list/1.html"] = '"shell-1"'
+    shell = visitor.visit(server.url("/list/1.html"), render=False, ifNoneMatch='"shell-1"')
+    assert shell.status == 304  # the server honours the validator
+    page = visitor.visit(server.url("/list/1.html"), ifNoneMatch='"shell-1"', waitFor="li.item")
+    assert page.error_kind is None and page.status == 200, (page.status, page.error)
+    assert paths(page.links) >= {f"/item/{n}.html" for n in range(1, 5)}
+    assert page.digest == hashlib.sha256(page.content.encode("utf-8")).hexdigest()
+    plain = visitor.visit(server.url("/list/1.html"), render=False)
+    assert plain.digest != page.digest
+
+
 def test_items_of_an_item_spec_with_render_come_from_the_rendered_dom(server, visitor):
     from gridcrawl.client.store import Strategy
     from gridcrawl.items import parse_spec, spec_to_wire, specs_for
