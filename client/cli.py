@@ -236,6 +236,20 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     return strategy, seeds
 
 
+def fetch_command(group, strategy) -> str:
+    """``gridcrawl fetch URL`` for the example URL of error group ``group`` (a
+    :class:`~gridcrawl.client.store.ErrorGroup`), rendered as the crawl renders it: with
+    ``--render`` (and the crawl's ``--wait-for``) when the crawl renders every page or the
+    failure is the browser's (``render``)."""
+    import shlex
+    command = f"gridcrawl fetch {shlex.quote(group.url)}"
+    if strategy.render or group.kind == "render":
+        command += " --render"
+        if strategy.wait_for:
+            command += f" --wait-for {shlex.quote(strategy.wait_for)}"
+    return command
+
+
 def check_item_spec(path: str) -> list:
     """The validated item specs of file ``path``; exits with status 2 (one line naming the
     file, the item and the field) when it is invalid."""
@@ -475,7 +489,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         commands += [("every visited URL with its error kind and reason",
                       f"gridcrawl export --db {shown} --format csv visited.csv"),
                      *([("one of them fetched as an executor does (with the executors' options)",
-                         f"gridcrawl fetch {fetchable[0].url}")] if fetchable else []),
+                         fetch_command(fetchable[0], store.strategy))] if fetchable else []),
                      ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
                       f"{rerun or 'gridcrawl-client ...'} --retry-failed "
                       f"{','.join(sorted({g.retry_kind for g in errors}))}")]

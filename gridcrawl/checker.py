@@ -33,7 +33,8 @@ class Check:
     links as ``[canonical URL, anchor text]`` (with keep/follow rules ``[URL, anchor, to_type]``
     of the links their follow rules match), those a crawl from the URL would queue at depth 1
     and the others (another host, a crawler-trap path, or past ``max_depth``). The links the
-    keep rules match are ``page.kept`` (``[URL, rule number]``).
+    keep rules match are ``page.kept`` (``[URL, rule number]``). ``item_types``: the types of
+    the item specs that applied to the page (None when no spec was given).
     """
 
     page: PageResult
@@ -41,6 +42,7 @@ class Check:
     scope: list[str]
     followed: list[list] = field(default_factory=list)
     outside: list[list] = field(default_factory=list)
+    item_types: list[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -51,7 +53,7 @@ class Check:
 def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = (),
               allow_private: Iterable[str] = (), items: Sequence = (), rules: Sequence = (),
               page_type: str | None = None, render: bool = False, wait_for: str | None = None,
-              structured_data: bool = False, body: bool = False) -> Check:
+              page_types: dict | None = None, structured_data: bool = False, body: bool = False) -> Check:
     """Fetch and parse ``url`` as an executor of a crawl seeded with it would.
 
     Args:
@@ -70,6 +72,11 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         render: open the page in a headless browser first, as an executor started with
             ``--render`` does (:class:`gridcrawl.executor.render.Renderer`; the browser's
             requests go through the same fetcher); ``wait_for``: a CSS selector it waits for.
+        page_types: the rules file's page type options (``{NAME: PageType}``,
+            :func:`gridcrawl.rules.load_page_types`). The page is rendered as a crawl would
+            render it (:meth:`gridcrawl.client.store.Strategy.render_instruction`): with
+            ``render``, when ``page_type`` says ``render = true``, or when an item spec that
+            applies to it does, waiting for the page type's, the spec's or ``wait_for``'s selector.
         structured_data: read the page as a semantic crawl does (RDF documents, JSON-LD,
             microdata, RDFa, Open Graph: the page's ``triples`` and ``structured``).
         body: keep the page's body in ``page.content`` (the decoded text an executor parsed,
@@ -83,7 +90,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         ValueError: a setting cannot work (proxy, netrc, CA bundle, a bad CIDR).
         gridcrawl.errors.RenderUnavailable: ``render`` without Playwright or a browser.
     """
-    from gridcrawl.client.store import Pending, Scope
+    from gridcrawl.client.store import Pending, Scope, Strategy
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
@@ -106,10 +113,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         instruction["items"] = [spec_to_wire(spec) for spec in applying]
     if structured_data:
         instruction["semantic"] = True
-    if render:
-        instruction["render"] = True
-        if wait_for:
-            instruction["waitFor"] = wait_for
+    instruction.update(Strategy(render=render, wait_for=wait_for, page_types=page_types or {})
+                       .render_instruction(page_type, applying))
+    render = bool(instruction.get("render"))
     fetcher = Fetcher.from_settings(settings, allow_private)
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
@@ -133,7 +139,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
             robots.fetcher.close()
     scope.redirected_seed(Pending(0, canonical, fingerprint(canonical), 0), page)  # a redirect's host joins
     check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
-                  else f"through the proxy {proxy.shown}", scope.allowed_domains)
+                  else f"through the proxy {proxy.shown}", scope.allowed_domains,
+                  item_types=[spec.type for spec in applying] if items else None)
     for link in page.links:
         (check.followed if scope.allows(link[0], 1) else check.outside).append(list(link))
     return check

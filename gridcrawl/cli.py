@@ -1065,13 +1065,14 @@ def fetch_command(
     setup_logging("WARNING")
     specs = check_item_spec(extract) if extract else []
     rule_list = _load_rules(rules) if rules else []
+    page_types = _load_page_types(rules, rule_list) if rules else {}
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
                           rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
-                          structured_data=structured_data, body=body)
+                          page_types=page_types, structured_data=structured_data, body=body)
     except (InvalidURL, ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
@@ -1098,6 +1099,16 @@ def _load_rules(path: str) -> list:
     from gridcrawl.rules import RuleError, load_rules
     try:
         return load_rules(path)
+    except RuleError as exc:
+        fail(f"invalid rules: {exc}")
+
+
+def _load_page_types(path: str, rule_list: list) -> dict:
+    """The page type options (``[page_type.NAME]``) of rules file ``path``; exits with status 2
+    (one line) when they are invalid, as ``gridcrawl run`` does."""
+    from gridcrawl.rules import RuleError, load_page_types
+    try:
+        return load_page_types(path, rule_list)
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
 
@@ -1153,6 +1164,10 @@ def _print_check(check, shown) -> None:
             console.print(f"  [yellow]miss[/yellow] {escape(item_type)} #{position}: required field {escape(name)} is empty")
         for item_type, message in page.item_errors:
             console.print(f"  [red]error[/red] {escape(item_type)}: {escape(message)}")
+    elif check.item_types is not None and page.error_kind is None:
+        console.print("items (0): " + (f"the specs of {', '.join(map(repr, check.item_types))} found nothing here"
+                                       if check.item_types else "no item spec applies to this URL and page type"),
+                      soft_wrap=True, highlight=False)
     if page.triples or (page.structured or {}).get("errors"):
         console.print(f"triples ({len(page.triples)}):")
         for subject, predicate, value, *_ in shown(page.triples):

@@ -131,6 +131,15 @@ def test_fetch_shows_the_items_an_extract_spec_finds_and_misses(tmp_path):
 
         table = _fetch(server.url(listing), "--extract", str(spec), "--links", "0")
         assert table.returncode == 0 and "items (7):" in table.stdout and "listing #0:" in table.stdout, table.stdout
+        # a spec that applies and finds nothing says so; so does a spec that does not apply
+        empty = tmp_path / "empty.toml"
+        empty.write_text('[[item]]\ntype = "gadget"\neach = ".no-such"\n[item.fields]\nname = { css = "::text" }\n'
+                         '[[item]]\ntype = "elsewhere"\nurl = "/nowhere/"\n[item.fields]\nname = { css = "h1::text" }\n')
+        nothing = _fetch(server.url(listing), "--extract", str(empty), "--links", "0")
+        assert "items (0): the specs of 'gadget' found nothing here" in nothing.stdout, nothing.stdout
+        empty.write_text('[[item]]\ntype = "elsewhere"\nurl = "/nowhere/"\n[item.fields]\nname = { css = "h1::text" }\n')
+        nothing = _fetch(server.url(listing), "--extract", str(empty), "--links", "0")
+        assert "items (0): no item spec applies to this URL and page type" in nothing.stdout, nothing.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text("[[item]]\ntype = 1\n")
     refused = _fetch("http://127.0.0.1:9/", "--extract", str(bad))
@@ -169,7 +178,7 @@ def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path)
         assert bad.returncode == 2 and "invalid rules" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
-def test_fetch_with_render_sees_the_links_javascript_makes():
+def test_fetch_with_render_sees_the_links_javascript_makes(tmp_path):
     from jssite import browser_or_skip, js_site
     browser = browser_or_skip()
     site = js_site()
@@ -181,6 +190,23 @@ def test_fetch_with_render_sees_the_links_javascript_makes():
         found = json.loads(rendered.stdout)
         assert {link[0] for link in found["followed"]} == {server.url(path) for path in site.links["/"]}
         assert found["page"]["render_seconds"] > 0
+        # an item spec (or a rules file's page type) that asks for rendering is rendered, as in a crawl
+        spec = tmp_path / "list.toml"
+        spec.write_text('[[item]]\ntype = "entry"\nurl = "/list/"\nrender = true\nwait_for = "li.item"\n'
+                        'each = "li.item"\n[item.fields]\nname = { css = "a::text", required = true }\n')
+        listed = _fetch(server.url("/list/1.html"), "--extract", str(spec), "--browser-path", browser, "--json")
+        assert listed.returncode == 0, listed.stderr[-2000:]
+        names = [item["fields"]["name"] for item in json.loads(listed.stdout)["page"]["items"]]
+        assert names == [f"Item {n}" for n in range(1, 5)]
+        rules = tmp_path / "rules.toml"
+        rules.write_text(f'base_url = "{server.url("/")}"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
+                         'to_type = "list"\npattern = "/list/"\n[page_type.list]\nrender = true\nwait_for = "li.item"\n')
+        typed = json.loads(_fetch(server.url("/list/1.html"), "--rules", str(rules), "--page-type", "list",
+                                  "--browser-path", browser, "--json").stdout)
+        assert typed["page"]["render_seconds"] > 0
+        rules.write_text(rules.read_text().replace("render = true", "render = 'yes'"))
+        refused = _fetch(server.url("/list/1.html"), "--rules", str(rules), "--page-type", "list")
+        assert refused.returncode == 2 and "render must be true or false" in refused.stderr, refused.stderr
     missing = _fetch("http://127.0.0.1:9/", "--render", "--browser-path", "/nonexistent/chromium")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr, missing.stderr[-2000:]
 

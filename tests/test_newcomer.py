@@ -353,3 +353,19 @@ def test_the_next_commands_are_the_command_as_given_without_passwords():
         "gridcrawl run http://127.0.0.1:8000/ --workdir 'crawl 1'"
     assert shown_url("mssql+pyodbc://sa:pw@sql/crawl?driver=ODBC+Driver+18+for+SQL+Server") == "mssql+pyodbc://sa:***@sql/crawl"
     assert shown_url("not a database url?PWD=x") == "not a database url"
+
+
+def test_the_fetch_command_of_a_failed_page_renders_it_as_the_crawl_did():
+    """The summary's "one of them fetched as an executor does" renders the page when the crawl
+    renders every page (with its --wait-for) or the failure is the browser's, else fetches it
+    plainly; a URL the shell would split is quoted."""
+    from gridcrawl.client.cli import fetch_command
+    from gridcrawl.client.store import ErrorGroup, Strategy
+    render = ErrorGroup("render", None, 3, "http://127.0.0.1:8000/list?a=1&b=2", "selector not found")
+    timeout = ErrorGroup("timeout", None, 1, "http://127.0.0.1:8000/slow.html", "read timed out")
+    rendering = Strategy(render=True, wait_for="li.item > a")
+    assert shlex.split(fetch_command(render, rendering)) == [
+        "gridcrawl", "fetch", "http://127.0.0.1:8000/list?a=1&b=2", "--render", "--wait-for", "li.item > a"]
+    assert fetch_command(timeout, rendering) == "gridcrawl fetch http://127.0.0.1:8000/slow.html --render --wait-for 'li.item > a'"
+    assert fetch_command(timeout, Strategy()) == "gridcrawl fetch http://127.0.0.1:8000/slow.html"
+    assert fetch_command(render, Strategy()) == "gridcrawl fetch 'http://127.0.0.1:8000/list?a=1&b=2' --render"
