@@ -232,6 +232,8 @@ class Strategy:
         return {"render": True, "waitFor": wait_for} if wait_for else {"render": True}
 
     def __post_init__(self) -> None:
+        from gridcrawl.items import check_page_types
+        check_page_types(self.items, self.rules)  # ItemSpecError is a ValueError
         if self.order not in ORDERS:
             raise ValueError(f"--order must be one of {', '.join(ORDERS)}, not {self.order!r}")
         if not 0.0 <= self.min_relevance <= 1.0:

@@ -162,6 +162,8 @@ def run(
         specs = _stored_specs(crawl_db)
     rendering = any(spec.render for spec in specs) or rendering
     _refuse_missing_plugins(specs)
+    if rules is not None and extract is not None:
+        _refuse_unknown_page_types(extract, specs, rule_list)
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
         try:
@@ -547,6 +549,16 @@ def _stored_specs(crawl_db: str) -> list:
         return []
     finally:
         engine.dispose()
+
+
+def _refuse_unknown_page_types(extract: str, specs: list, rule_list: list) -> None:
+    """Exit with status 2 when an item spec of file ``extract`` names a ``page_type`` the
+    keep/follow rules ``rule_list`` never give a page (its items would never be extracted)."""
+    from gridcrawl.items import ItemSpecError, check_page_types
+    try:
+        check_page_types(specs, rule_list)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {extract}: {exc}")
 
 
 def _refuse_missing_plugins(specs: list) -> None:
@@ -1066,6 +1078,13 @@ def fetch_command(
     specs = check_item_spec(extract) if extract else []
     rule_list = _load_rules(rules) if rules else []
     page_types = _load_page_types(rules, rule_list) if rules else {}
+    if rules and page_type is not None:
+        from gridcrawl.rules import unknown_page_type
+        why = unknown_page_type(page_type, rule_list)
+        if why is not None:
+            fail(f"--page-type {why}")
+    if rules and extract:
+        _refuse_unknown_page_types(extract, specs, rule_list)
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)

@@ -387,6 +387,19 @@ def specs_for(specs: Sequence[ItemSpec], url: str, page_type: str | None) -> lis
     return [s for s in specs if s.applies_to(url, page_type)]
 
 
+def check_page_types(specs: Iterable[ItemSpec], rules: Sequence) -> None:
+    """Raise :class:`ItemSpecError` when a spec's ``page_type`` is no page type the keep/follow
+    ``rules`` (:class:`gridcrawl.rules.Rule`) give a page (``base``, a seed's, or a follow
+    rule's ``to_type``): its items would never be extracted. Nothing to check without rules."""
+    if not rules:
+        return
+    from gridcrawl.rules import unknown_page_type
+    for spec in specs:
+        why = unknown_page_type(spec.page_type, rules) if spec.page_type is not None else None
+        if why is not None:
+            raise ItemSpecError(f"{spec.label}: page_type {why}")
+
+
 def needs_of(specs: Iterable[ItemSpec]) -> list[str]:
     """The capabilities a thread carrying ``specs`` needs: ``plugin:REFERENCE`` per plugin."""
     from gridcrawl.plugins import need

@@ -44,6 +44,7 @@ and a base URL without a follow rule from ``base``.
 from __future__ import annotations
 
 import csv
+import difflib
 import re
 import tomllib
 from dataclasses import dataclass, replace
@@ -199,6 +200,17 @@ class PageType:
     def as_dict(self) -> dict:
         """JSON-ready form (stored in ``crawl_meta`` for a resume)."""
         return {"render": self.render, "wait_for": self.wait_for}
+
+
+def unknown_page_type(name: str, rules: Sequence[Rule]) -> str | None:
+    """None when ``name`` is a page type ``rules`` give a page (``base``, a seed's, or a follow
+    rule's ``to_type``); else why not, naming the page types (and the likeliest one meant)."""
+    known = sorted({BASE} | {r.to_type for r in rules if r.to_type})
+    if name in known:
+        return None
+    alike = [k for k in known if k.lower() == name.lower()] or difflib.get_close_matches(name, known, n=1)
+    return (f"{name!r} is no page type of the rules ({', '.join(known)})"
+            + (f": did you mean {alike[0]!r}?" if alike else ""))
 
 
 def parse_page_types(text: str, name: str = "rules.toml", rules: Sequence[Rule] = ()) -> dict[str, PageType]:

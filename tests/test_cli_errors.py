@@ -360,6 +360,25 @@ def test_a_bad_item_spec_is_refused_before_the_crawl_starts(tmp_path):
     assert_user_error(rc, out, "cannot read the item spec")
 
 
+def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
+    rules = tmp_path / "rules.csv"
+    rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+                     "http://127.0.0.1:1/,follow,base,topLevel,/c/,all,all,all\n")
+    spec = tmp_path / "items.toml"
+    spec.write_text('[[item]]\ntype = "doc"\npage_type = "toplevel"\n[item.fields]\ntitle = { css = "title::text" }\n')
+    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules), "--extract", str(spec))
+    assert_user_error(rc, out, "invalid item spec", str(spec), "item 1 (doc): page_type 'toplevel' is no page type "
+                      "of the rules (base, topLevel): did you mean 'topLevel'?")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.items import load_spec
+    from gridcrawl.rules import load_rules
+    with pytest.raises(ValueError, match="did you mean 'topLevel'"):  # gridcrawl-client, a resumed crawl
+        Strategy(rules=load_rules(rules), items=load_spec(spec))
+    spec.write_text(spec.read_text().replace("toplevel", "topLevel"))
+    assert Strategy(rules=load_rules(rules), items=load_spec(spec)).items
+
+
 def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     # gridcrawl run's executors are its own children: a thread needing a plugin none has would wait for ever
     spec = tmp_path / "plug.toml"

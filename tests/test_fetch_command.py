@@ -172,6 +172,9 @@ def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path)
 
         table = _fetch(server.url("/c/tax-international.html"), "--rules", str(rules), "--page-type", "topLevel")
         assert "kept (2):" in table.stdout and "-> secondLevel" in table.stdout, table.stdout
+        typo = _fetch(server.url("/c/tax-international.html"), "--rules", str(rules), "--page-type", "toplevel")
+        assert typo.returncode == 2 and "--page-type 'toplevel' is no page type of the rules (base, secondLevel, " \
+            "topLevel): did you mean 'topLevel'?" in typo.stderr, typo.stderr
 
         rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\nnot a url,follow,base,,x,all,all,all\n")
         bad = _fetch(server.url("/"), "--rules", str(rules))
