@@ -24,7 +24,7 @@ from sqlalchemy.engine import Engine
 
 from gridcrawl import models
 from gridcrawl.db import init_schema, insert_ignore, run_transaction, utcnow
-from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, extract, page_for, parse_spec, specs_for
+from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, ItemSpecError, extract, page_for, parse_spec, specs_for
 from gridcrawl.errors import ItemExportError  # noqa: F401 (re-exported)
 
 item, item_issue, item_spec = models.item, models.item_issue, models.item_spec
@@ -174,8 +174,9 @@ def _item_query(kind: str | None):
 def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | None = None) -> int:
     """Write the items (of type ``kind`` only, if given) to the file ``out`` (``-``: standard
     output) as JSON lines (``{"type", "url", "position", "extracted_at", "fields": {...}}``) or
-    CSV (columns type, url, position, extracted_at, then one per field, in first-seen order;
-    lists and maps as JSON). Returns the items written. Raises :class:`ItemExportError`, or
+    CSV (columns type, url, position, extracted_at, then one per field: the stored spec's in its
+    order, then any other (a plugin's) in first-seen order; lists and maps as JSON). A ``kind``
+    the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items written. Raises :class:`ItemExportError`, or
     :class:`~gridcrawl.errors.ExportError` when ``out`` cannot be written (nothing is left there
     then: :func:`gridcrawl.export.open_output`)."""
     from gridcrawl.export import open_output
@@ -185,6 +186,16 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         from gridcrawl.db import wrong_kind
         raise ItemExportError(f"{other}: export takes the crawl database" if (other := wrong_kind(engine, "crawl"))
                               else "this crawl database has no item table (the crawl ran without --extract)")
+    try:
+        specs = stored_spec(engine)
+    except ItemSpecError:
+        specs = []
+    if kind is not None:
+        with engine.connect() as conn:
+            types = set(conn.execute(sa.select(item.c.type).distinct()).scalars()) | {s.type for s in specs}
+        if kind not in types:
+            raise ItemExportError(f"--type {kind!r}: this crawl has no items of that type (its types: "
+                                  f"{', '.join(sorted(types)) or 'none'})")
     count = 0
     with open_output(out, binary=False) as stream, engine.connect() as conn:
         if format == "jsonl":
@@ -194,7 +205,9 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
                                          "fields": json.loads(row.fields)}, ensure_ascii=False) + "\n")
                 count += 1
             return count
-        columns: dict[str, None] = {}
+        # the spec's fields in its order (a crawl's and a re-extraction's rows alike), then any other
+        columns: dict[str, None] = {f.name: None for spec in specs if kind is None or spec.type == kind
+                                    for f in spec.fields}
         for (text,) in conn.execute(sa.select(item.c.fields).where(item.c.type == kind) if kind
                                     else sa.select(item.c.fields)):
             columns.update(dict.fromkeys(json.loads(text)))

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from gridcrawl import protocol as p
-from gridcrawl.client.items import export_items, item_summary, save_spec, stored_spec
+from gridcrawl.client.items import ItemExportError, export_items, item_summary, save_spec, stored_spec
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope, Strategy
 from gridcrawl.db import open_database
 from gridcrawl.items import parse_spec
@@ -44,7 +44,8 @@ def outcome(thread_id: int, url: str, items=(), misses=(), errors=()) -> Outcome
 
 
 def product(position: int, name: str, price: float) -> dict:
-    return {"type": "product", "position": position, "fields": {"name": name, "price": price, "colour": None}}
+    # in the keys' order, as a crawl's results deliver them: the CSV's columns follow the spec's order
+    return {"type": "product", "position": position, "fields": {"colour": None, "name": name, "price": price}}
 
 
 def fill(store: CrawlStore) -> None:
@@ -97,6 +98,7 @@ def test_the_spec_is_kept_for_a_resume(store):
 
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
+    save_spec(store.engine, "shop.toml", SPEC)
     assert export_items(store.engine, str(tmp_path / "all.jsonl")) == 4
     lines = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
     (sql,) = [line for line in lines if line["type"] == "sql_command"]
@@ -106,6 +108,10 @@ def test_export_jsonl_and_csv(store, tmp_path):
     assert header == "type,url,position,extracted_at,name,price,colour"
     (kettle,) = [row for row in rows if ",Kettle," in row]
     assert kettle.startswith("product,http://shop.test/list/1.html,0,") and kettle.endswith(",Kettle,24.5,")
+    with pytest.raises(ItemExportError, match=r"--type 'prodcut': this crawl has no items of that type "
+                                              r"\(its types: product, sql_command\)"):
+        export_items(store.engine, str(tmp_path / "typo.csv"), "csv", "prodcut")
+    assert not (tmp_path / "typo.csv").exists()
 
 
 def doc_queries(dialect: str) -> list[str]:
