@@ -125,6 +125,9 @@ def crawl(
 def recrawl_mode(recrawl: bool, recrawl_all: bool, watch: bool) -> str | None:
     """The recrawl mode of the options: ``"all"`` (``--recrawl-all``), ``"due"``
     (``--recrawl``) or ``None``. Exits with status 2 when ``--watch`` comes without a recrawl."""
+    if recrawl and recrawl_all:
+        fail("--recrawl and --recrawl-all exclude each other: --recrawl visits the stored pages that are due, "
+             "--recrawl-all every one")
     mode = "all" if recrawl_all else "due" if recrawl else None
     if watch and mode is None:
         fail("--watch needs --recrawl (or --recrawl-all)")
@@ -506,6 +509,12 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                else f"stopped before the end ({getattr(stop, 'reason', '') or 'asked to stop'})")
         view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: the same command resumes the "
                            f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
+    elif recrawl == "due" and not (final.recrawl or {}).get("due") and not counts["to_visit"]:
+        first = store.next_due(sitemaps=False)
+        view.console.print("no stored page was due for a visit" + (
+            f": the first is due at {first:%Y-%m-%d %H:%M} UTC (a page is visited again recrawl_interval, "
+            f"{settings.recrawl_interval / 86400:g} days, after its visit at first, then adaptively)" if first else "")
+            + "; --recrawl-all visits every stored page now", soft_wrap=True, highlight=False)
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
                            "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "

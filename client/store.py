@@ -882,12 +882,13 @@ class CrawlStore:
             return _queue_absent(conn, [_revisit_row(r, kind=r.kind) for r in rows])
         return run_transaction(self.engine, work)
 
-    def next_due(self):
-        """When the earliest stored document or read sitemap is due again (naive UTC), or None
-        if none has a schedule (``--recrawl --watch`` sleeps until then)."""
+    def next_due(self, sitemaps: bool = True):
+        """When the earliest stored document or read sitemap (not with ``sitemaps`` false: a
+        recrawl reads every one at its start) is due again (naive UTC), or None if none has a
+        schedule (``--recrawl --watch`` sleeps until then)."""
         with self.engine.connect() as conn:
             times = [conn.execute(sa.select(sa.func.min(table.c.next_fetch_at))).scalar()
-                     for table in (document, sitemap_table)]
+                     for table in ((document, sitemap_table) if sitemaps else (document,))]
         times = [t for t in times if t is not None]
         return min(times) if times else None
 

@@ -350,12 +350,33 @@ def test_watch_with_a_hostile_sitemap_does_not_loop(tmp_path, site_server):
     assert counts["/sitemap.xml"] <= elapsed / 1.0 + 1, (counts, elapsed)
 
 
+def test_a_recrawl_with_nothing_due_says_when_the_first_page_is_due(tmp_path, site_server):
+    server = site_server(recrawl_site())
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        visited = grid.query("crawl", "SELECT min(visited_at) FROM document")[0][0]
+        assert grid.start_client("--recrawl").wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    log = grid.log("client.log")
+    assert "no stored page was due for a visit: the first is due at " in log, log
+    due = log.split("the first is due at ", 1)[1][:16]
+    (first,) = grid.query("crawl", "SELECT min(next_fetch_at) FROM document")[0]
+    assert due == str(first)[:16] and str(first) > str(visited), (due, first, visited)
+    assert "recrawl_interval, 30 days" in log and "--recrawl-all visits every stored page now" in log
+
+
 def test_recrawl_options_refuse_bad_use(tmp_path):
     db = f"sqlite:///{tmp_path / 'crawl.db'}"
     base = [sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "--no-progress"]
     watch = subprocess.run(base + ["--watch"], capture_output=True, text=True, timeout=60)
     assert watch.returncode == 2 and "--watch needs --recrawl" in watch.stderr
     assert "Traceback" not in watch.stderr
+    both = subprocess.run(base + ["--recrawl", "--recrawl-all"], capture_output=True, text=True, timeout=60)
+    assert both.returncode == 2 and "--recrawl and --recrawl-all exclude each other" in both.stderr, both.stderr
     empty = subprocess.run(base + ["--recrawl"], capture_output=True, text=True, timeout=60)
     assert empty.returncode == 2 and "nothing to recrawl" in empty.stderr
     assert "Traceback" not in empty.stderr
