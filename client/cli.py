@@ -203,6 +203,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
     items = resolve_items(store, extract)
+    wait_for_given = wait_for is not None
     if render is None:
         render = stored.get("render") == "1"
     if wait_for is None:
@@ -234,6 +235,9 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                             page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
+    if wait_for_given and not (render or any(t.render for t in page_types.values())
+                                           or any(spec.render for spec in items)):
+        fail("--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered")
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
                                   "structured_data": "1" if strategy.structured_data else "0"})
     return strategy, seeds

@@ -116,6 +116,9 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     instruction.update(Strategy(render=render, wait_for=wait_for, page_types=page_types or {})
                        .render_instruction(page_type, applying))
     render = bool(instruction.get("render"))
+    if wait_for and not render:
+        raise ValueError("--wait-for goes with --render (or a page type or item spec with render = true): "
+                         "this page is not rendered")
     fetcher = Fetcher.from_settings(settings, allow_private)
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None

@@ -379,6 +379,17 @@ def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
     assert Strategy(rules=load_rules(rules), items=load_spec(spec)).items
 
 
+def test_wait_for_without_rendering_is_refused(tmp_path):
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--wait-for", "li")
+    assert_user_error(rc, out, "--wait-for goes with --render")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    rc, out, _ = run("gridcrawl", "fetch", "http://127.0.0.1:1/", "--wait-for", "li")
+    assert_user_error(rc, out, "--wait-for goes with --render")
+    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
+                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--wait-for", "li", "http://127.0.0.1:1/")
+    assert_user_error(rc, out, "--wait-for goes with --render")
+
+
 def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     # gridcrawl run's executors are its own children: a thread needing a plugin none has would wait for ever
     spec = tmp_path / "plug.toml"
