@@ -274,6 +274,18 @@ def resolve_items(store, extract: str | None) -> list:
     from gridcrawl.items import ItemSpecError
     if extract is not None:
         specs = check_item_spec(extract)
+        try:
+            before = stored_spec(store.engine)
+        except ItemSpecError:
+            before = None
+        if before and before != specs and (items := store.item_count()):
+            import logging
+            from gridcrawl.db import shown_url
+            logging.getLogger("gridcrawl.client").warning(
+                "the item spec %s differs from the one this crawl's %d items were extracted with: pages not "
+                "visited again (or answering 304 Not Modified to a recrawl) keep their old items; gridcrawl "
+                "extract --db %s --extract %s applies it to every stored page", extract, items,
+                shown_url(str(store.engine.url)), extract)
         save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
         return specs
     try:

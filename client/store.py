@@ -1312,6 +1312,11 @@ class CrawlStore:
         with self.engine.connect() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(to_visit)).scalar()
 
+    def item_count(self) -> int:
+        """Items stored (``item`` rows)."""
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(models.item)).scalar() or 0
+
     def counts(self) -> dict:
         """:func:`crawl_counts` of this crawl database."""
         return crawl_counts(self.engine)

@@ -165,3 +165,19 @@ def test_a_page_visited_again_gets_its_new_items_and_a_304_keeps_the_old(store):
         issues = conn.execute(sa.text("SELECT position, field FROM item_issue")).all()
     assert [(r.position, json.loads(r.fields)["name"]) for r in rows] == [(0, "Teapot")]
     assert [tuple(i) for i in issues] == [(1, "name")]
+
+
+def test_a_changed_spec_on_a_crawl_with_items_warns_that_old_items_stay(store, tmp_path, caplog):
+    from gridcrawl.client.cli import resolve_items
+    fill(store)
+    spec = tmp_path / "shop.toml"
+    spec.write_text(SPEC)
+    assert resolve_items(store, str(spec)) == parse_spec(SPEC)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # the first spec, or the same again
+    assert resolve_items(store, str(spec)) == parse_spec(SPEC)
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    spec.write_text(SPEC.replace('colour = { css = "u::text" }', 'colour = { css = "s::text" }'))
+    resolve_items(store, str(spec))
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"the item spec {spec} differs from the one this crawl's 4 items were extracted with" in warning
+    assert f"gridcrawl extract --db sqlite:///{tmp_path}" in warning and f"--extract {spec}" in warning
