@@ -986,7 +986,7 @@ def export_command(
             written = export_items(open_database(db, existing=True), out, format, type)
         except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
             fail(str(exc))
-        typer.echo(f"exported {written} items to {out}", err=True)
+        typer.echo(f"exported {written} item{'' if written == 1 else 's'} to {out}", err=True)
         return
     if type is not None:
         fail("--type goes with --items")
@@ -995,7 +995,8 @@ def export_command(
         result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
-    what = "triples" if triples else {"jsonl": "documents", "csv": "visited URLs", "warc": "pages"}[format]
+    what = "triple" if triples else {"jsonl": "document", "csv": "visited URL", "warc": "page"}[format]
+    what += "" if result.records == 1 else "s"
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")

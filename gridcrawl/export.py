@@ -380,16 +380,22 @@ SUFFIX_FORMATS = {".warc": "warc", ".warc.gz": "warc", ".csv": "csv", ".nt": "nt
 
 def format_for(path: str, fmt: str | None, *, triples: bool = False, items: bool = False) -> str:
     """The format to write ``path`` in: ``fmt`` when given (lower-cased), else the one its name's
-    ending means (:data:`SUFFIX_FORMATS`; ``-`` and other names: ``jsonl``). Raises
+    ending means (:data:`SUFFIX_FORMATS`; ``-`` and names without an ending: ``jsonl``). Raises
     :class:`ExportError` when the ending means a format this export does not write (a WARC of
-    triples or items, N-Triples of pages or items), instead of writing another format under
-    that name."""
+    triples or items, N-Triples of pages or items) or one it does not know (``.ttl``,
+    ``.json``), instead of writing another format under that name."""
     if fmt is not None:
         return fmt.lower()
     name = path.lower()
     ending = max((e for e in SUFFIX_FORMATS if name.endswith(e)), key=len, default=None)
     chosen = SUFFIX_FORMATS.get(ending, "jsonl")
     allowed = ("jsonl", "csv") if items else TRIPLE_FORMATS if triples else FORMATS
+    other = Path(name).suffix if path != "-" else ""
+    if ending is None and other:  # .ttl, .xml, .json ...: not written as JSON lines under that name
+        known = ", ".join(e for e in SUFFIX_FORMATS if SUFFIX_FORMATS[e] in allowed)
+        raise ExportError(f"{path}: the {'items' if items else 'triples' if triples else 'pages'} are exported as "
+                          f"{' or '.join(FORMAT_NAMES[f] for f in allowed)}, none of them a {other} file: give a "
+                          f"name ending in {known}, or --format {' or '.join(allowed)}")
     if chosen not in allowed:
         what = "items" if items else "triples" if triples else "pages"
         triples_hint = "; --triples exports the crawl's triples as N-Triples" if chosen in TRIPLE_FORMATS \

@@ -410,6 +410,14 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
     assert_user_error(rc, out, "--format must be jsonl or csv for items")
     rc, out, _ = run("gridcrawl", "export", "--db", db, "--type", "t", str(tmp_path / "x"))
     assert_user_error(rc, out, "--type goes with --items")
+    for args, name, needle in (([], "pages.ttl", "the pages are exported as JSON lines or WARC or CSV, none of "
+                                 "them a .ttl file: give a name ending in .warc, .warc.gz, .csv, .jsonl, .ndjson"),
+                               (["--triples"], "t.ttl", "the triples are exported as N-Triples or JSON lines, none "
+                                "of them a .ttl file: give a name ending in .nt, .jsonl, .ndjson, or --format nt or jsonl"),
+                               (["--items"], "items.json", "none of them a .json file")):
+        rc, out, _ = run("gridcrawl", "export", "--db", db, *args, str(tmp_path / name))
+        assert_user_error(rc, out, needle)
+        assert not (tmp_path / name).exists()
     rc, out, _ = run("gridcrawl", "report")
     assert_user_error(rc, out, "give --db")
     rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/missing.db")
