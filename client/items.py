@@ -179,7 +179,7 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items written. Raises :class:`ItemExportError`, or
     :class:`~gridcrawl.errors.ExportError` when ``out`` cannot be written (nothing is left there
     then: :func:`gridcrawl.export.open_output`)."""
-    from gridcrawl.export import open_output
+    from gridcrawl.export import iso_utc, open_output
     if format not in ("jsonl", "csv"):
         raise ItemExportError(f"--format must be jsonl or csv for items, not {format!r}")
     if not sa.inspect(engine).has_table("item"):
@@ -201,7 +201,7 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         if format == "jsonl":
             for row in conn.execute(_item_query(kind)):
                 stream.write(json.dumps({"type": row.type, "url": row.url, "position": row.position,
-                                         "extracted_at": row.extracted_at.isoformat() if row.extracted_at else None,
+                                         "extracted_at": iso_utc(row.extracted_at),
                                          "fields": json.loads(row.fields)}, ensure_ascii=False) + "\n")
                 count += 1
             return count
@@ -218,7 +218,7 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
             cells = [v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
                      for v in (values.get(c) for c in columns)]
             writer.writerow([row.type, row.url, row.position,
-                             row.extracted_at.isoformat() if row.extracted_at else "", *cells])
+                             iso_utc(row.extracted_at) or "", *cells])
             count += 1
         return count
 

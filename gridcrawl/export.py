@@ -74,8 +74,8 @@ class ExportResult:
     versions: int = 0
 
 
-def _iso(value: _dt.datetime | None) -> str | None:
-    """A naive-UTC datetime of the tables as ISO 8601 with ``Z``."""
+def iso_utc(value: _dt.datetime | None) -> str | None:
+    """A naive-UTC datetime of the tables as ISO 8601 with ``Z`` (None for None)."""
     if value is None:
         return None
     if value.tzinfo is not None:
@@ -129,7 +129,7 @@ def export_jsonl(engine: Engine, out: io.TextIOBase, *, content: bool = True) ->
             if key == "headers":
                 record["headers"] = _headers(row) or None
             elif isinstance(value, _dt.datetime):
-                record[key] = _iso(value)
+                record[key] = iso_utc(value)
             elif isinstance(value, (bytes, bytearray, memoryview)):
                 record[f"{key}_base64"] = base64.b64encode(bytes(value)).decode("ascii")
             else:
@@ -146,7 +146,7 @@ def export_csv(engine: Engine, out: io.TextIOBase) -> ExportResult:
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow([c.name for c in models.visited_url.columns])
     for row in _rows(engine, models.visited_url, models.visited_url.c.id):
-        writer.writerow(["" if v is None else _iso(v) if isinstance(v, _dt.datetime) else v for v in row.values()])
+        writer.writerow(["" if v is None else iso_utc(v) if isinstance(v, _dt.datetime) else v for v in row.values()])
         result.records += 1
     return result
 
@@ -431,6 +431,6 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         return export_csv(engine, out)
 
 
-__all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for",
+__all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for", "iso_utc",
            "open_output",
            "export_jsonl", "export_csv", "export_warc", "export_triples"]
