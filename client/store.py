@@ -722,13 +722,13 @@ class CrawlStore:
             maps = again
         added: list[str] = []
         capped: list[str] = []
+        unvisited = rows
         if scope.max_pages_per_host > 0:
             rows, added, capped = self._cap_per_site(conn, rows, scope)
         insert_ignore(conn, to_visit, rows)
         insert_ignore(conn, to_visit, maps)
-        rows = rows + maps
-        if self.strategy.focus is not None:
-            self._raise_relevance(conn, rows)
+        if self.strategy.focus is not None:  # a queued link found again: the cap left it out, its score may rise
+            self._raise_relevance(conn, unvisited + maps)
         return added, capped
 
     def _count_sites(self, added: list[str], capped: list[str]) -> None:
@@ -1216,8 +1216,8 @@ class CrawlStore:
     def _cap_per_site(self, conn, rows: list[dict], scope: Scope) -> tuple[list[dict], list[str], list[str]]:
         """Keep the rows whose site (:meth:`Scope.site`) has fewer than ``scope.max_pages_per_host``
         URLs queued or visited, counting the rows kept; return them, the site of each new one and
-        the site of each row left out. Rows already queued pass uncounted (they are counted
-        already, insert-if-absent skips them, and a focused crawl raises their score)."""
+        the site of each row left out. Rows already queued are left out uncounted (they are
+        counted already)."""
         if self._site_counts is None:
             self._site_counts = self._load_site_counts(conn, scope)
         queued: set[str] = set()
@@ -1229,7 +1229,6 @@ class CrawlStore:
         kept, added, capped = [], [], []
         for row in rows:
             if row["fingerprint"] in queued:
-                kept.append(row)
                 continue
             site = scope.site(row["url"])
             if self._site_counts[site] + pending.get(site, 0) >= cap:
