@@ -10,7 +10,7 @@ from typing import List, Sequence
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, fail, manager_endpoints, peer_credentials, setting_options,
+from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints, peer_credentials, setting_options,
                                   setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
@@ -208,8 +208,8 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
         render = stored.get("render") == "1"
     if wait_for is None:
         wait_for = stored.get("wait_for") or None
-    elif not wait_for.strip():
-        fail("--wait-for needs a CSS selector")
+    else:
+        check_wait_for(wait_for)
     store_meta.update(render="1" if render else "0", wait_for=wait_for or "")
     try:
         if focus is not None and focus_ontology is not None:

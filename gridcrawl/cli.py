@@ -17,8 +17,8 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, fail, secret_environment, setting_argv, setting_options,
-                                  setup_logging, stop_on_signals)
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, check_wait_for, fail,
+                                  secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
@@ -164,6 +164,7 @@ def run(
     _refuse_missing_plugins(specs)
     if rules is not None and extract is not None:
         _refuse_unknown_page_types(extract, specs, rule_list)
+    check_wait_for(wait_for)
     if wait_for is not None and not rendering:
         fail("--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered")
     if rendering:  # refuse --render before any process starts when this machine cannot render
@@ -1078,6 +1079,7 @@ def fetch_command(
     from gridcrawl.errors import RenderUnavailable
     from gridcrawl.urls import InvalidURL
     setup_logging("WARNING")
+    check_wait_for(wait_for)
     specs = check_item_spec(extract) if extract else []
     rule_list = _load_rules(rules) if rules else []
     page_types = _load_page_types(rules, rule_list) if rules else {}

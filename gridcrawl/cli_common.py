@@ -171,6 +171,16 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
+def check_wait_for(value: str | None) -> None:
+    """Exit with status 2 (one line) when ``--wait-for VALUE`` cannot be a selector for the
+    browser (:func:`gridcrawl.rules.wait_for_error`); None passes."""
+    if value is not None:
+        from gridcrawl.rules import wait_for_error
+        why = wait_for_error(value)
+        if why is not None:
+            fail(f"--{why.replace('_', '-')}")
+
+
 def manager_endpoints(values: str | list[str]) -> list[str]:
     """The manager endpoints of a ``--manager`` option (:func:`gridcrawl.link.split_endpoints`:
     repeated or comma-separated, duplicates dropped), each checked

@@ -284,8 +284,9 @@ def _item(data, number: int, source: str) -> ItemSpec:
     if not isinstance(render, bool):
         raise ItemSpecError(f"{where}: render must be true or false")
     wait_for = data.get("wait_for")
-    if wait_for is not None and (not isinstance(wait_for, str) or not wait_for.strip()):
-        raise ItemSpecError(f"{where}: wait_for must be a CSS selector")
+    from gridcrawl.rules import wait_for_error
+    if wait_for is not None and (why := wait_for_error(wait_for)):
+        raise ItemSpecError(f"{where}: {why}")
     plugin = data.get("plugin")
     if plugin is not None:
         if not isinstance(plugin, str) or not PLUGIN_REFERENCE.match(plugin):

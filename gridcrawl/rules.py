@@ -202,6 +202,25 @@ class PageType:
         return {"render": self.render, "wait_for": self.wait_for}
 
 
+def wait_for_error(selector: str) -> str | None:
+    """Why ``selector`` cannot be a ``wait_for`` (the CSS selector a browser waits for before
+    taking a rendered page's DOM), or None. Standard CSS is parsed (cssselect), so ``li[`` is
+    refused at start instead of failing every page in the browser; Playwright's own forms pass
+    as they are, checked by the browser: ``>>`` chains, an engine prefix (``text=``,
+    ``xpath=``), XPath (``//li``), pseudo-classes such as ``:has-text()``."""
+    if not isinstance(selector, str) or not selector.strip():
+        return "wait_for must be a CSS selector"
+    text = selector.strip()
+    if ">>" in text or re.match(r"[a-z][a-z0-9_-]*=", text) or text.startswith(("/", "..", "(")):
+        return None
+    import cssselect
+    try:
+        cssselect.parse(text)
+    except cssselect.SelectorError as exc:
+        return f"wait_for {selector!r} is not a CSS selector: {exc}"
+    return None
+
+
 def unknown_page_type(name: str, rules: Sequence[Rule]) -> str | None:
     """None when ``name`` is a page type ``rules`` give a page (``base``, a seed's, or a follow
     rule's ``to_type``); else why not, naming the page types (and the likeliest one meant)."""
@@ -240,8 +259,8 @@ def parse_page_types(text: str, name: str = "rules.toml", rules: Sequence[Rule] 
         wait_for = options.get("wait_for")
         if not isinstance(render, bool):
             raise RuleError(f"{where}: render must be true or false")
-        if wait_for is not None and (not isinstance(wait_for, str) or not wait_for.strip()):
-            raise RuleError(f"{where}: wait_for must be a CSS selector")
+        if wait_for is not None and (why := wait_for_error(wait_for)):
+            raise RuleError(f"{where}: {why}")
         if rules and type_name not in known:
             raise RuleError(f"{where}: no rule gives pages the type {type_name!r}")
         types[str(type_name)[:64]] = PageType(render, wait_for.strip() if wait_for else None)

@@ -390,6 +390,25 @@ def test_wait_for_without_rendering_is_refused(tmp_path):
     assert_user_error(rc, out, "--wait-for goes with --render")
 
 
+def test_a_wait_for_that_is_no_css_selector_is_refused_at_start(tmp_path):
+    """``li[`` used to fail every page in the browser; Playwright's own selector forms pass."""
+    from gridcrawl.rules import wait_for_error
+    for given in (["gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w")],
+                  ["gridcrawl", "fetch", "http://127.0.0.1:1/"],
+                  ["gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
+                   "--no-progress", "http://127.0.0.1:1/"]):
+        rc, out, _ = run(*given, "--render", "--wait-for", "li[")
+        assert_user_error(rc, out, "--wait-for 'li[' is not a CSS selector: Expected ident or '*'")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    rules = tmp_path / "rules.toml"
+    rules.write_text('base_url = "http://127.0.0.1:1/"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
+                     'to_type = "list"\npattern = "/list/"\n[page_type.base]\nrender = true\nwait_for = "ul >"\n')
+    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules))
+    assert_user_error(rc, out, "invalid rules", "[page_type.base]: wait_for 'ul >' is not a CSS selector")
+    assert [s for s in ("li.item", "li:has-text('Item')", "li:visible", "#list >> li", "text=Loaded", "//li",
+                        "xpath=//li", "a[href*=item]") if wait_for_error(s)] == []
+
+
 def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     # gridcrawl run's executors are its own children: a thread needing a plugin none has would wait for ever
     spec = tmp_path / "plug.toml"
