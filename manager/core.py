@@ -67,7 +67,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
 from gridcrawl.manager import events as ev
-from gridcrawl.manager.queue import ReadyQueue
+from gridcrawl.manager.queue import MAX_RETRY_AFTER, ReadyQueue
 from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
@@ -679,7 +679,10 @@ class ManagerCore:
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
                            answered=True)
         if self._retryable(page) and t.retries < self.settings.retry_times:
-            return self._retry(t, r.attempt_id, now, page.retry_after or 0.0)
+            if (page.retry_after or 0.0) <= MAX_RETRY_AFTER:
+                return self._retry(t, r.attempt_id, now, page.retry_after or 0.0)
+            page.error = (f"{page.error or 'retry later'}; the site asks to come back in {page.retry_after:.0f} s, "
+                          f"longer than a crawl waits ({MAX_RETRY_AFTER:.0f} s): not retried in this run")[:2000]
         if t.time_started is None:
             # no ``started`` came (it rode with the result): ``ran`` seconds before now, within
             # the attempt's lifetime at this manager (a finite ran >= 0 is checked at the door)

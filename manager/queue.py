@@ -46,6 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 ANSWERED_HOSTS = 100_000
 BACKOFF_START = 1.0
 BACKOFF_MAX = 60.0
+#: Longest Retry-After honoured, seconds: the longest a 429/503 pauses its host, and past which
+#: its URL is not retried in this crawl (a Retry-After of a day must not keep a crawl open).
+MAX_RETRY_AFTER = 600.0
 #: Bits of a thread's ``queue_seq`` below its fair-queuing start tag: the order of pushes.
 SEQ_BITS = 64
 
@@ -314,7 +317,7 @@ class ReadyQueue:
             host.delay = max(self.download_delay, min(crawl_delay, self.max_crawl_delay))
         if status in (429, 503):
             if retry_after is not None:
-                pause = min(max(retry_after, 0.0), BACKOFF_MAX * 10)
+                pause = min(max(retry_after, 0.0), MAX_RETRY_AFTER)
             else:
                 host.backoff = min(BACKOFF_MAX, max(BACKOFF_START, host.backoff * 2))
                 pause = host.backoff

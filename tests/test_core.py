@@ -276,6 +276,30 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
 
 
+@pytest.mark.parametrize("retry_after, retried", [(30.0, True), (600.0, True), (86_400.0, False)])
+def test_a_retry_after_past_the_longest_wait_is_not_retried_in_this_crawl(retry_after, retried):
+    """A 429 whose Retry-After is a day used to be retried a day later, the crawl open till then:
+    the host is paused the longest (600 s) and the URL ends, failed, saying why."""
+    core = make_core(S.replace(retry_times=2))
+    register(core, b"e", 1)
+    app = open_app(core)
+    ((_, assign),) = assigned(submit(core, app, [7]))
+    page = p.PageResult(url=assign.url, status=429, error_kind=p.ErrorKind.HTTP_STATUS.value,
+                        error="HTTP 429 Too Many Requests", retry_after=retry_after)
+    actions = core.handle(b"e", p.Result(assign.attempt_id, page), 1.0)
+    t = core.applications[app].threads.get(7)
+    host = core.queue.hosts[t.host] if t is not None and t.host in core.queue.hosts else None
+    if retried:
+        assert t.state == ThreadState.READY and t.retries == 1 and not sends(actions, p.ThreadDone)
+        assert host.paused_until == 1.0 + retry_after
+    else:
+        (done,) = sends(actions, p.ThreadDone)
+        assert done.message.page.status == 429 and done.message.page.error == (
+            "HTTP 429 Too Many Requests; the site asks to come back in 86400 s, longer than a crawl waits "
+            "(600 s): not retried in this run")
+        assert core.queue.hosts[t.host].paused_until == 601.0  # the host still waits, the longest
+
+
 def test_an_application_may_not_hold_more_than_max_threads_per_application():
     core = make_core(S.replace(max_threads_per_application=5))
     app = open_app(core)
