@@ -12,6 +12,7 @@ to the programs it starts (:func:`gridcrawl.cli_common.setting_argv`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -252,6 +253,12 @@ class Settings:
         """Check values that cannot work; return self. Raises ``ValueError`` naming the setting
         and its option (:func:`_named`): it may come from the command line, the environment or
         the file."""
+        for f in dataclasses.fields(self):  # NaN passes every comparison below; inf is no setting either
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"{_named(f.name)} must be a finite number, not {value!r}")
+        if self.max_depth < -1:
+            raise ValueError(f"{_named('max_depth')} must be -1 (no limit) or >= 0, not {self.max_depth!r}")
         positive = ("heartbeat_interval", "reconnect_initial", "reconnect_max", "connect_timeout", "robots_retry",
                     "plugin_timeout", "thread_timeout", "record_interval", "quarantine_seconds",
                     "fetch_connect_timeout", "fetch_read_timeout", "download_timeout", "apply_interval",

@@ -3,6 +3,7 @@ or a hang. Each program is run as a real process."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -13,9 +14,10 @@ import pytest
 from grid import free_port
 
 
-def run(*args: str, timeout: float = 30, cwd=None) -> tuple[int, str, float]:
+def run(*args: str, timeout: float = 30, cwd=None, env: dict | None = None) -> tuple[int, str, float]:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **env} if env else None)
     return proc.returncode, proc.stderr + proc.stdout, time.monotonic() - started
 
 
@@ -328,6 +330,22 @@ def test_invalid_settings(tmp_path):
     assert_user_error(rc, out, "setting threads (--threads) must be >= 1, not 0")
     rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--dispatch", "fastest", "--workdir", str(tmp_path / "w"))
     assert_user_error(rc, out, "setting dispatch (--dispatch) must be least-loaded or host-hash, not 'fastest'")
+    # NaN passed every "must be > 0" check and hung a crawl (a NaN delay), an infinite one failed every page
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--download-delay", "nan", "--workdir", str(tmp_path / "w"))
+    assert_user_error(rc, out, "setting download_delay (--download-delay) must be a finite number, not nan")
+    for program, extra in (("gridcrawl.executor", ["--manager", "tcp://127.0.0.1:9000"]),
+                           ("gridcrawl.manager", ["--db", f"sqlite:///{tmp_path}/m.db"]),
+                           ("gridcrawl.client", ["--manager", "tcp://127.0.0.1:9000", "--db", f"sqlite:///{tmp_path}/c.db",
+                                                 "http://127.0.0.1:9/"])):
+        rc, out, _ = run(program, *extra, env={"GRIDCRAWL_DOWNLOAD_TIMEOUT": "inf", "GRIDCRAWL_HEARTBEAT_INTERVAL": "nan"})
+        assert_user_error(rc, out, "must be a finite number")
+    config = tmp_path / "nan.toml"
+    config.write_text("[executor]\ndownload_delay = nan\n")
+    rc, out, _ = run("gridcrawl.executor", "--config", str(config), "--manager", "tcp://127.0.0.1:9000")
+    assert_user_error(rc, out, "download_delay", "must be a finite number, not nan")
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--max-depth", "-2", "--workdir", str(tmp_path / "w"))
+    assert_user_error(rc, out, "setting max_depth (--max-depth) must be -1 (no limit) or >= 0, not -2")
+    assert not (tmp_path / "w").exists() and not (tmp_path / "m.db").exists() and not (tmp_path / "c.db").exists()
 
 
 def test_report_on_a_database_without_gridcrawl_tables(tmp_path):
