@@ -57,7 +57,10 @@ from gridcrawl.errors import ExportError  # noqa: F401 (re-exported)
 
 FORMATS = ("jsonl", "warc", "csv")
 TRIPLE_FORMATS = ("nt", "jsonl")
+#: Rows read from the database at a time; rows with page bodies (up to max_body_bytes, 10 MiB,
+#: each) BODY_BATCH at a time, so that an export's memory stays near one batch of bodies.
 BATCH = 500
+BODY_BATCH = 8
 # Hop-by-hop or no longer true of the stored (decompressed, whole) body.
 _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "connection", "keep-alive"}
 
@@ -84,11 +87,13 @@ def iso_utc(value: _dt.datetime | None) -> str | None:
 
 
 def _rows(engine: Engine, table: sa.Table, order) -> Iterator[dict]:
-    """Every row of ``table`` in ``order``, streamed in batches. Raises :class:`ExportError`
-    if the table is missing (not a crawl database)."""
+    """Every row of ``table`` in ``order``, streamed in batches (:data:`BODY_BATCH` rows of a
+    table with page bodies). Raises :class:`ExportError` if the table is missing (not a crawl
+    database)."""
+    batch = BODY_BATCH if "content" in table.c else BATCH
     try:
         with engine.connect() as conn:
-            result = conn.execution_options(yield_per=BATCH).execute(sa.select(table).order_by(order))
+            result = conn.execution_options(yield_per=batch).execute(sa.select(table).order_by(order))
             for row in result:
                 yield dict(row._mapping)
     except sa.exc.DBAPIError as exc:

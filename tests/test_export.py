@@ -262,3 +262,27 @@ def test_every_warc_date_parses_back_and_another_reader_replays_the_file(crawl, 
             types.append(record.record_type)
             assert record.record_date is not None and record.verify_block_digest()
     assert types.count(fastwarc.WarcRecordType.response) == 3 and types.count(fastwarc.WarcRecordType.request) == 3
+
+
+def test_an_export_of_large_pages_holds_a_few_of_them_in_memory_not_hundreds(tmp_path):
+    """120 pages of 2 MB (a hostile site's pages near the 10 MiB body cap are worse): the export
+    process's peak memory stays near a few pages, where batches of 500 rows held all 240 MB."""
+    import os
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
+    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(120)]
+    store.add_seeds(urls)
+    body = "<p>" + "x" * (2 << 20) + "</p>"
+    for pending in store.claim(len(urls)):
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
+                          size=len(body), title="big", content=body[:-5] + f"{pending.url}</p>")
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    for fmt, name in (("jsonl", "pages.jsonl"), ("warc", "pages.warc")):
+        proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+                                 "--format", fmt, str(tmp_path / name)], stderr=subprocess.PIPE, text=True)
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, whatever other children took
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 0 and "exported 120 " in stderr, stderr
+        peak_mb = usage.ru_maxrss / 1024  # KiB on Linux
+        assert peak_mb < 200, f"the {fmt} export took {peak_mb:.0f} MB"
+    assert (tmp_path / "pages.jsonl").stat().st_size > 120 * (2 << 20)
