@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import re
 import shlex
@@ -50,6 +52,18 @@ def test_run_starts_crawling_once_every_executor_has_registered(tmp_path, site_s
     assert "threads per executor" in done.stdout  # the first run's table
 
 
+def _visited(workdir) -> int:
+    """URLs the crawl in ``workdir`` has visited so far (0 before its database has the table)."""
+    import sqlite3
+    if not (workdir / "crawl.db").exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{workdir / 'crawl.db'}?mode=ro", uri=True, timeout=1)) as db:
+            return db.execute("SELECT count(*) FROM visited_url").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def _kill_children_named(parent_pid: int, prefix: str, deadline: float) -> int:
     """kill -9 the children of ``parent_pid`` whose process name starts with ``prefix`` (the names
     ``gridcrawl run`` gives the programs it forks: gc-manager, gc-executor-N) once they exist;
@@ -80,9 +94,8 @@ def test_run_stops_with_an_error_when_its_manager_or_every_executor_dies(tmp_pat
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (tmp_path / "crawl.db").exists():
-            time.sleep(0.05)
-        time.sleep(1.5)  # the crawl is under way (its executors registered, pages being fetched)
+        while time.monotonic() < deadline and not _visited(tmp_path):
+            time.sleep(0.05)  # until the crawl is under way: a page visited (a loaded machine takes longer)
         assert _kill_children_named(proc.pid, victim, deadline) >= 1
         _, stderr = proc.communicate(timeout=60)
     finally:
