@@ -360,7 +360,7 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
-    fails as ``bad_sitemap``; entries ignored (past 50,000, not http(s)) are counted in
+    fails as ``bad_sitemap``, unless it is an HTML page (a "soft 404": no failure, as a 404); entries ignored (past 50,000, not http(s)) are counted in
     ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
     failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
     ``headers``: a recrawl's conditional request headers (:func:`conditional_headers`); a
@@ -387,6 +387,10 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     try:
         parsed = parse_sitemap(fetched.body)
     except SitemapError as exc:
+        if (is_html(fetched.content_type) if fetched.content_type else sniff_html(fetched.body)):
+            # a "soft 404": a site's HTML page (its home, a "not found" page) answering for /sitemap.xml
+            result.error = f"no sitemap here (an HTML page, HTTP {fetched.status})"
+            return result
         result.error_kind, result.error = ErrorKind.BAD_SITEMAP.value, str(exc)
         return result
     if parsed.index:

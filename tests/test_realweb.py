@@ -535,17 +535,26 @@ def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
     site = Site()
     site.extra["/gone.xml"] = lambda h: h.respond(410, b"gone", content_type="text/plain")
     site.extra["/down.xml"] = lambda h: h.respond(500, b"oops", content_type="text/plain")
+    site.extra["/soft.xml"] = lambda h: h.respond(200, b"<!DOCTYPE html><html><body>Not found</body></html>",
+                                                  content_type="text/html")
+    site.extra["/broken.xml"] = lambda h: h.respond(200, b"<rss><channel/></rss>", content_type="application/xml")
     server = site_server(site)
     fetcher = Fetcher(user_agent=UA)
     try:
         missing = visit(fetcher, server.url("/sitemap.xml"), instruction={"sitemap": True})
         gone = visit(fetcher, server.url("/gone.xml"), instruction={"sitemap": True})
         down = visit(fetcher, server.url("/down.xml"), instruction={"sitemap": True})
+        soft = visit(fetcher, server.url("/soft.xml"), instruction={"sitemap": True})
+        broken = visit(fetcher, server.url("/broken.xml"), instruction={"sitemap": True})
     finally:
         fetcher.close()
     assert (missing.status, missing.error_kind, missing.error) == (404, None, "no sitemap here (HTTP 404)")
     assert (gone.status, gone.error_kind, gone.sitemap_pages) == (410, None, [])
     assert (down.status, down.error_kind) == (500, "http_status")  # retried by the manager like any 5xx
+    # a "soft 404" (the site's HTML page answering 200 for a sitemap) is no failure; a broken sitemap is
+    assert (soft.status, soft.error_kind, soft.error, soft.sitemap_pages) == (
+        200, None, "no sitemap here (an HTML page, HTTP 200)", [])
+    assert (broken.status, broken.error_kind) == (200, "bad_sitemap")
 
 
 def test_retry_failed_leaves_the_crawls_decisions_alone(store):
