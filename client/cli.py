@@ -10,8 +10,8 @@ from typing import List, Sequence
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints, peer_credentials, setting_options,
-                                  setup_logging, stop_on_signals)
+from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints, peer_credentials,
+                                  setting_options, setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
@@ -203,13 +203,11 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     except RuleError as exc:
         fail(f"invalid rules: {exc}")
     items = resolve_items(store, extract)
-    wait_for_given = wait_for is not None
+    given_wait_for = wait_for
     if render is None:
         render = stored.get("render") == "1"
     if wait_for is None:
         wait_for = stored.get("wait_for") or None
-    else:
-        check_wait_for(wait_for)
     store_meta.update(render="1" if render else "0", wait_for=wait_for or "")
     try:
         if focus is not None and focus_ontology is not None:
@@ -235,9 +233,8 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                             page_types=page_types)
     except ValueError as exc:
         fail(str(exc))
-    if wait_for_given and not (render or any(t.render for t in page_types.values())
-                                           or any(spec.render for spec in items)):
-        fail("--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered")
+    check_wait_for(given_wait_for, render or any(t.render for t in page_types.values())
+                   or any(spec.render for spec in items))
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
                                   "structured_data": "1" if strategy.structured_data else "0"})
     return strategy, seeds

@@ -176,9 +176,9 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     output) as JSON lines (``{"type", "url", "position", "extracted_at", "fields": {...}}``) or
     CSV (columns type, url, position, extracted_at, then one per field: the stored spec's in its
     order, then any other (a plugin's) in first-seen order; lists and maps as JSON). A ``kind``
-    the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items written. Raises :class:`ItemExportError`, or
-    :class:`~gridcrawl.errors.ExportError` when ``out`` cannot be written (nothing is left there
-    then: :func:`gridcrawl.export.open_output`)."""
+    the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items
+    written. Raises :class:`ItemExportError`, or :class:`~gridcrawl.errors.ExportError` when
+    ``out`` cannot be written (nothing is left there then: :func:`gridcrawl.export.open_output`)."""
     from gridcrawl.export import iso_utc, open_output
     if format not in ("jsonl", "csv"):
         raise ItemExportError(f"--format must be jsonl or csv for items, not {format!r}")

@@ -155,9 +155,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
-    decompression; of the rendered DOM for a rendered page; ``None`` without a body), ``error_kind`` set when the fetch failed or was
-    refused (``robots``: disallowed, not fetched), ``crawl_delay`` the URL's host's robots.txt
-    delay in seconds (or ``None``). Never raises for anything the web sends.
+    decompression; of the rendered DOM for a rendered page; ``None`` without a body),
+    ``error_kind`` set when the fetch failed or was refused (``robots``: disallowed, not
+    fetched), ``crawl_delay`` the URL's host's robots.txt delay in seconds (or ``None``). Never
+    raises for anything the web sends.
     """
     instruction = Instruction.read(instruction)
     if not instruction.content:  # the application does not store bodies
@@ -360,8 +361,9 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
-    fails as ``bad_sitemap``, unless it is an HTML page (a "soft 404": no failure, as a 404); entries ignored (past 50,000, not http(s)) are counted in
-    ``error`` of an otherwise successful visit. A sitemap that is not there (404, 410) is no
+    fails as ``bad_sitemap``, unless it is an HTML page (a "soft 404": no failure, as a 404);
+    entries ignored (past 50,000, not http(s)) are counted in ``error`` of an otherwise
+    successful visit. A sitemap that is not there (404, 410) is no
     failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
     ``headers``: a recrawl's conditional request headers (:func:`conditional_headers`); a
     ``304 Not Modified`` is returned as it is (no body, nothing read). The response headers are

@@ -117,8 +117,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
                        .render_instruction(page_type, applying))
     render = bool(instruction.get("render"))
     if wait_for and not render:
-        raise ValueError("--wait-for goes with --render (or a page type or item spec with render = true): "
-                         "this page is not rendered")
+        from gridcrawl.rules import WAIT_FOR_UNUSED
+        raise ValueError(WAIT_FOR_UNUSED)
     fetcher = Fetcher.from_settings(settings, allow_private)
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None

@@ -164,9 +164,7 @@ def run(
     _refuse_missing_plugins(specs)
     if rules is not None and extract is not None:
         _refuse_unknown_page_types(extract, specs, rule_list)
-    check_wait_for(wait_for)
-    if wait_for is not None and not rendering:
-        fail("--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered")
+    check_wait_for(wait_for, rendering)
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
         try:

@@ -171,14 +171,17 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
-def check_wait_for(value: str | None) -> None:
+def check_wait_for(value: str | None, rendering: bool = True) -> None:
     """Exit with status 2 (one line) when ``--wait-for VALUE`` cannot be a selector for the
-    browser (:func:`gridcrawl.rules.wait_for_error`); None passes."""
+    browser (:func:`gridcrawl.rules.wait_for_error`) or, ``rendering`` false, no page is
+    rendered to wait in; None passes."""
     if value is not None:
-        from gridcrawl.rules import wait_for_error
+        from gridcrawl.rules import WAIT_FOR_UNUSED, wait_for_error
         why = wait_for_error(value)
         if why is not None:
             fail(f"--{why.replace('_', '-')}")
+        if not rendering:
+            fail(WAIT_FOR_UNUSED)
 
 
 def manager_endpoints(values: str | list[str]) -> list[str]:

@@ -436,6 +436,6 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
         return export_csv(engine, out)
 
 
-__all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for", "iso_utc",
-           "open_output",
+__all__ = ["FORMATS", "TRIPLE_FORMATS", "SUFFIX_FORMATS", "ExportError", "ExportResult", "export", "format_for",
+           "iso_utc", "open_output",
            "export_jsonl", "export_csv", "export_warc", "export_triples"]

@@ -202,6 +202,10 @@ class PageType:
         return {"render": self.render, "wait_for": self.wait_for}
 
 
+#: Why a --wait-for given for a crawl or a fetch that renders no page is refused.
+WAIT_FOR_UNUSED = "--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered"
+
+
 def wait_for_error(selector: str) -> str | None:
     """Why ``selector`` cannot be a ``wait_for`` (the CSS selector a browser waits for before
     taking a rendered page's DOM), or None. Standard CSS is parsed (cssselect), so ``li[`` is
