@@ -178,7 +178,8 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     ontology, structured data, order, item spec and rendering), and the seeds plus the rules'
     base URLs. Stores the options given. Exits with status 2 (one-line error naming the rule, or
     the item spec's file, item and field) on an invalid rules file, item spec, focus, ontology,
-    threshold or order.
+    threshold or order, and on ``--min-relevance`` or ``--order priority`` without a focus (given
+    or stored), where they would change nothing.
 
     Returns ``(strategy, seeds)``.
     """
@@ -224,6 +225,11 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             focused = Focus.parse(stored["focus"]) if stored.get("focus") else None
         structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
                            or stored.get("structured_data") == "1")
+        if focused is None and (min_relevance is not None or order == "priority"):
+            raise ValueError(f"{'--min-relevance' if min_relevance is not None else '--order priority'} "
+                             "works on a focused crawl's relevance scores, and this crawl has no focus "
+                             "(without one every URL scores alike): give --focus KEYWORDS or --focus-ontology "
+                             "FILE with it, or leave it out")
         if min_relevance is None:
             min_relevance = float(stored.get("min_relevance", "0"))
         if order is None:

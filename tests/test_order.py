@@ -194,3 +194,27 @@ def test_a_resumed_crawl_keeps_the_strategy_it_stored(tmp_path):
         resolve_strategy(store, [], focus="other words", focus_ontology=str(tmp_path / "o.ttl"), render=False)
     assert refused.value.exit_code == 2
     assert store.metas() == stored
+
+
+@pytest.mark.parametrize("options, named", [({"min_relevance": 0.3}, "--min-relevance"),
+                                            ({"order": "priority"}, "--order priority")])
+def test_focus_only_options_without_a_focus_are_refused(tmp_path, capsys, options, named):
+    """``--min-relevance`` and ``--order priority`` act on a focused crawl's relevance scores;
+    without a focus (given or stored) every URL scores alike and they would change nothing,
+    so the crawl refuses them (status 2, one line) and stores nothing. With the focus stored
+    by an earlier run, a resumed crawl takes them."""
+    import typer
+    from gridcrawl.client.cli import resolve_strategy
+
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    before = store.metas()
+    with pytest.raises(typer.Exit) as refused:
+        resolve_strategy(store, [BASE + "/"], **options)
+    assert refused.value.exit_code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {named} works on a focused crawl's relevance scores") and "--focus" in err
+    assert store.metas() == before
+    resolve_strategy(store, [BASE + "/"], focus="crawler politeness")
+    resumed, _ = resolve_strategy(store, [], **options)
+    assert resumed.focus is not None and (resumed.order, resumed.min_relevance) == (
+        "priority", options.get("min_relevance", 0.0))
