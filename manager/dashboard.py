@@ -337,6 +337,10 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return jsonify({"error": f"unknown action {action!r} (use pause, resume or cancel)"}), 404
         if not request.is_json:
             return jsonify({"error": "send Content-Type: application/json"}), 415
+        manager = snapshot().get("manager") or {}
+        if manager.get("role") == "standby":
+            return jsonify({"error": f"this manager is a standby; the active manager is {manager['active'] or 'unknown'}"
+                                     ": pause, resume and cancel there"}), 503
         user = current_user()
         if users is not None and (users.require_login or users.has_users()):
             if user is None:

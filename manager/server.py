@@ -181,6 +181,7 @@ class ManagerServer:
         self.recorder.lease = self.lease  # every batch of records: WHERE epoch = mine
         self.core = self._restore()
         self.active_since = time.time()
+        self.snapshot = None  # a standby's (the loop builds the active one when it is read)
         log.info("manager active at %s (lease epoch %d)", self.address, self.lease.epoch)
 
     def _restore(self) -> ManagerCore:
@@ -372,6 +373,7 @@ class ManagerServer:
                 row = self.lease.previous
                 # an expired lease is about to be ours: peers wait here rather than go elsewhere
                 active = self.address if row is None or row.expires_at <= now else row.address
+                self.snapshot = self._standby_snapshot(now, active)
             if not self.socket.poll(100):
                 continue
             while True:
@@ -411,11 +413,19 @@ class ManagerServer:
         if (waiting or time.monotonic() - self._snapshot_read < SNAPSHOT_READERS) and \
                 (self.snapshot is None or now - self.snapshot["time"] >= SNAPSHOT_INTERVAL):
             snapshot = dashboard.snapshot(self.core, now)
-            snapshot["manager"] = {"address": self.address, "epoch": self.lease.epoch, "since": self.active_since,
-                                   "standby": self.standby}
+            snapshot["manager"] = {"address": self.address, "role": "active", "epoch": self.lease.epoch,
+                                   "since": self.active_since, "active": self.address}
             self.snapshot = snapshot
         for event in waiting:
             event.set()
+
+    def _standby_snapshot(self, now: float, active: str | None) -> dict:
+        """What the dashboard of a standby shows: an empty grid (a standby keeps no grid state)
+        whose ``manager`` says so and names the ``active`` manager's address (None: unknown)."""
+        return {"time": now, "summary": {}, "executors": [], "executors_total": 0, "applications": [],
+                "threads": [], "hosts": [], "hosts_total": 0,
+                "manager": {"address": self.address, "role": "standby", "epoch": None, "since": None,
+                            "active": active}}
 
     def latest_snapshot(self, wait: float = 2.0) -> dict | None:
         """The newest snapshot of the core with its ``age`` (seconds since it was taken; any
@@ -428,7 +438,8 @@ class ManagerServer:
         """
         self._snapshot_read = time.monotonic()
         snapshot = self.snapshot
-        if snapshot is None or time.time() - snapshot["time"] >= SNAPSHOT_INTERVAL:
+        standby = snapshot is not None and snapshot["manager"]["role"] == "standby"  # refreshed by its own loop
+        if not standby and (snapshot is None or time.time() - snapshot["time"] >= SNAPSHOT_INTERVAL):
             built = threading.Event()
             self._snapshot_wanted.put(built)
             built.wait(wait)

@@ -330,6 +330,49 @@ def test_first_read_gets_a_fresh_snapshot_with_its_age_and_executors_get_no_dash
     assert executor.status_code == 403 and "no dashboard access" in executor.json()["error"]
 
 
+def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path):
+    """Two managers on one database: the standby's dashboard answers at once (it waited 2 s for
+    a snapshot its loop never builds, then showed an empty grid as if it were the whole grid),
+    with ``manager.role`` ``standby`` and the active manager's address; a control request gets
+    503 naming the active manager (it waited 7 s for "did not answer in time"). The active
+    manager's snapshot says ``role`` ``active`` (it said ``standby: true``, its --standby flag)."""
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard
+    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.settings import Settings
+
+    db = f"sqlite:///{tmp_path / 'manager.db'}"
+    settings = Settings(heartbeat_interval=0.2)
+    active = ManagerServer(settings, "tcp://127.0.0.1:0", open_database(db), standby=True)
+    standby = ManagerServer(settings, "tcp://127.0.0.1:0", open_database(db), standby=True)
+    stop = threading.Event()
+    loops = [threading.Thread(target=server.serve, args=(stop,), daemon=True) for server in (active, standby)]
+    for loop in loops:
+        loop.start()
+    boards = [Dashboard(server, "127.0.0.1", 0).start() for server in (active, standby)]
+    try:
+        wait_for(lambda: standby.snapshot is not None, 10, 0.05, "the standby's first lease check")
+        url = f"http://127.0.0.1:{boards[1].port}/api/snapshot"
+        seen = requests.get(url, timeout=10).json()
+        asked = standby._snapshot_wanted.qsize()  # requests for a snapshot its loop never builds
+        control = requests.post(f"http://127.0.0.1:{boards[1].port}/api/applications/abcd/pause", json={}, timeout=10)
+        mine = requests.get(f"http://127.0.0.1:{boards[0].port}/api/snapshot", timeout=10).json()
+    finally:
+        for board in boards:
+            board.stop()
+        stop.set()
+        for loop in loops:
+            loop.join(10)
+    print(f"\n[standby dashboard] {seen['manager']}; control: HTTP {control.status_code}")
+    assert seen["manager"] == {"address": standby.address, "role": "standby", "epoch": None, "since": None,
+                               "active": active.address}
+    assert seen["executors"] == [] and seen["time"] is not None and asked == 0
+    assert control.status_code == 503 and control.json()["error"].startswith(
+        f"this manager is a standby; the active manager is {active.address}")
+    assert mine["manager"]["role"] == "active" and mine["manager"]["active"] == active.address
+    assert mine["manager"]["epoch"] == 1 and "standby" not in mine["manager"]
+
+
 class _FixedSource:
     """A :class:`gridcrawl.manager.dashboard.SnapshotSource` whose snapshot is a fixed dict."""
 

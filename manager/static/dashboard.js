@@ -142,7 +142,9 @@
       failures = 0;
       statusLine.className = "status";
       const m = data.manager;
-      statusLine.textContent = (m ? "active manager " + m.address + " · lease epoch " + m.epoch + " since " +
+      statusLine.textContent = (m && m.role === "standby" ? "standby manager " + m.address +
+        " (it keeps no grid state): the active manager is " + (m.active || "unknown") + " · "
+        : m ? "active manager " + m.address + " · lease epoch " + m.epoch + " since " +
         new Date(m.since * 1000).toLocaleTimeString() + " · " : "") +
         "updated " + new Date().toLocaleTimeString() + " · every " + refresh / 1000 + " s";
     } catch (err) {
