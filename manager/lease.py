@@ -275,7 +275,7 @@ class Lease:
                 try:
                     self.renew()
                 except LeaseLost as exc:
-                    log.error("%s; this manager stops", exc)
+                    log.error("%s: this manager is no longer the active one", exc)
                     return
                 except Exception as exc:  # database down: the lease runs on until it answers
                     log.warning("renewing the manager lease failed (%s); will retry", str(exc).splitlines()[0])

@@ -264,6 +264,7 @@ class Recorder:
         self.lease = None
         self.epoch: int | None = None
         self.fenced = threading.Event()
+        self.dropped = 0  # records dropped by abandon(), this manager was fenced out
         self._inodes: set[int] = set()  # the journal files this recorder opened (see abandon)
 
     def start(self) -> "Recorder":
@@ -395,8 +396,9 @@ class Recorder:
             due = time.monotonic() + self.interval
             try:
                 self.flush()
-            except LeaseLost as exc:
-                log.error("%s: %d records of this manager are dropped", exc, self.abandon())
+            except LeaseLost as exc:  # the manager's step-down logs what was dropped (:attr:`dropped`)
+                log.debug("%s", exc)
+                self.abandon()
                 return
             except Exception as exc:  # database down: keep the batch, try again
                 self.failures += 1
@@ -452,7 +454,8 @@ class Recorder:
         records must never land); returns how many were dropped. Stops the flusher. Journal
         files are deleted only if this recorder wrote them (a manager that took over on this host
         may have replayed ours and written its own at the same path), or all of them with
-        ``stale`` (a journal found at start that belongs to a lost epoch)."""
+        ``stale`` (a journal found at start that belongs to a lost epoch). :attr:`dropped` counts
+        every record dropped so far, by any call."""
         self.fenced.set()
         self._stop.set()
         self._wake.set()
@@ -469,6 +472,7 @@ class Recorder:
                         path.unlink()
                 except FileNotFoundError:
                     pass
+            self.dropped += dropped
         return dropped
 
     def journal_epoch(self) -> int | None:

@@ -340,9 +340,10 @@ class ManagerServer:
         they next speak."""
         self.lease.lost.set()
         self.lease.release()  # stops the renewal thread; the row is the new holder's
-        dropped = self.recorder.abandon()
+        self.recorder.abandon()  # (its flusher may have dropped them already, on finding the lease gone)
         log.error("fenced out: another manager took the lease over (this manager's epoch %s); %d unwritten "
-                  "records dropped%s", self.lease.epoch, dropped, "; now a standby" if self.standby else "")
+                  "records dropped; %s", self.lease.epoch, self.recorder.dropped,
+                  "now a standby" if self.standby else "stopping (no --standby)")
         self.core, self.recorder, self.active_since, self._outbox, self.snapshot = None, None, None, {}, None
         self.lease = Lease(self.engine, self.lease.holder, self.lease.seconds, address=self.address)
 

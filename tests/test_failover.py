@@ -170,6 +170,11 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
         wait_for(lambda: "fenced out" in grid.log(log), 30, 0.05, "the paused manager fenced")
         wait_for(lambda: "standby manager" in grid.log(log).split("fenced out")[-1], 30, 0.05,
                  "the paused manager a standby again")
+        # one account of what was dropped, and no word of stopping (its log said "this manager
+        # stops", "20 records ... dropped" and "0 unwritten records dropped" in turn)
+        dropped = [line for line in grid.log(log).splitlines() if "dropped" in line]
+        assert len(dropped) == 1 and "unwritten records dropped; now a standby" in dropped[0], dropped
+        assert "stops" not in grid.log(log).split("manager active")[-1]
         _check_complete(grid, site, client, "SIGSTOP active manager past its lease")
         # nothing manager A tried to write after the take-over landed: every attempt of epoch 1 was
         # assigned before B took over, and A holds no lease
