@@ -917,25 +917,34 @@ def db_init(
 @db_app.command("upgrade")
 def db_upgrade(
     db: str = typer.Option(..., help="SQLAlchemy URL of the database"),
-    kind: str = typer.Option("both", help="manager, crawl or both: which tables to upgrade"),
+    kind: str = typer.Option(None, help="manager, crawl or both: which tables to upgrade, or create "
+                             "[the kinds DB holds]"),
 ) -> None:
     """Upgrade gridcrawl's tables in DB to this release's schema (Alembic migrations in
     gridcrawl/migrations; programs do it by themselves when they open an older database) and
-    print each schema's revision before and after."""
+    print each schema's revision before and after. Without --kind, the kinds of tables DB
+    holds (a crawl database is not given the manager's tables); a database that holds none is
+    refused unless --kind says what to create."""
+    from sqlalchemy import inspect as sa_inspect
     from gridcrawl.db import init_schema, open_database
     from gridcrawl import migrations, models
-    if kind not in ("manager", "crawl", "both"):
+    if kind not in (None, "manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
-    chosen = [k for k in ("manager", "crawl") if kind in (k, "both")]
     metadata = {"manager": (models.manager_metadata, models.manager_meta),
                 "crawl": (models.crawl_metadata, models.crawl_meta)}
     try:
-        engine = open_database(db)
-        for name in chosen:
-            with engine.connect() as conn:
-                before = migrations.current(conn, name)
+        engine = open_database(db, existing=kind is None)
+        with engine.connect() as conn:
+            before = {name: migrations.current(conn, name) for name in metadata}
+            inspector = sa_inspect(conn)
+            held = [name for name, (tables, _) in metadata.items()
+                    if before[name] is not None or any(inspector.has_table(t.name) for t in tables.sorted_tables)]
+        if kind is None and not held:
+            fail(f"{engine.url.render_as_string(hide_password=True)} holds no gridcrawl tables: give --kind "
+                 "manager, crawl or both to create them")
+        for name in held if kind is None else [k for k in metadata if kind in (k, "both")]:
             init_schema(engine, *metadata[name])
-            typer.echo(f"{name} schema: revision {before or '(none)'} -> {migrations.head(name)}")
+            typer.echo(f"{name} schema: revision {before[name] or '(none)'} -> {migrations.head(name)}")
     except DatabaseUnavailable as exc:
         fail(str(exc))
 

@@ -4,6 +4,7 @@ database — on SQLite, PostgreSQL and MariaDB, and then crawled into by the rea
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +121,33 @@ def test_db_upgrade_command_then_a_crawl_into_the_upgraded_databases(tmp_path, s
     assert grid.query("crawl", "SELECT version_num FROM gridcrawl_crawl_version") == [(migrations.head("crawl"),)]
     assert grid.query("manager", "SELECT count(*) FROM thread WHERE executor_id IS NOT NULL") == \
         [(len(reachable(site)) + 1,)]
+
+
+def test_db_upgrade_upgrades_the_kinds_of_tables_a_database_holds_and_creates_none(tmp_path):
+    """``gridcrawl db upgrade --db CRAWL_DB`` (no --kind) upgraded the crawl tables and created
+    every manager table in the crawl database; now it upgrades what the database holds, refuses
+    a database holding no gridcrawl table (creating no SQLite file) and creates what --kind names."""
+    def upgrade(path, *args):
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "db", "upgrade", "--db", f"sqlite:///{path}", *args],
+                              capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout, done.stderr
+
+    crawl = tmp_path / "crawl.db"
+    init_schema(open_database(f"sqlite:///{crawl}"), models.crawl_metadata, models.crawl_meta)
+    manager_tables = {t.name for t in models.manager_metadata.sorted_tables}
+    rc, out, err = upgrade(crawl)
+    assert rc == 0, err
+    head = migrations.head("crawl")
+    assert out.splitlines() == [f"crawl schema: revision {head} -> {head}"]
+    assert not manager_tables & set(sa.inspect(open_database(f"sqlite:///{crawl}")).get_table_names())
+    rc, out, err = upgrade(tmp_path / "typo.db")
+    assert rc == 2 and "typo.db" in err and "Traceback" not in err, err
+    assert not (tmp_path / "typo.db").exists()
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()
+    rc, out, err = upgrade(empty)
+    assert rc == 2 and err.strip().endswith("holds no gridcrawl tables: give --kind manager, crawl or both to "
+                                            "create them"), err
+    rc, out, err = upgrade(empty, "--kind", "manager")
+    assert rc == 0 and out.splitlines() == [f"manager schema: revision (none) -> {migrations.head('manager')}"]
+    assert manager_tables <= set(sa.inspect(open_database(f"sqlite:///{empty}")).get_table_names())
