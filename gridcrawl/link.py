@@ -269,8 +269,11 @@ class LinkState:
             elif active not in self.managers.endpoints:  # never followed: a peer goes only where it was told
                 self.refusal = (f"{reason}; {active} is not one of the managers given to this program "
                                 f"({self.managers}): add --manager {active}")
-            # the same refusal again (a standby asked every quarter interval) is worth a line once
-            level = logging.WARNING if (reason, active) != self._refusal_said else logging.DEBUG
+            # the same refusal again (a standby asked every quarter interval) is worth a line once;
+            # a standby naming an active manager we know is how hot standbys work, not a warning
+            routine = active is not None and moved and active in self.managers.endpoints
+            level = (logging.DEBUG if (reason, active) == self._refusal_said
+                     else logging.INFO if routine else logging.WARNING)
             self._refusal_said = (reason, active)
             self.log.log(level, "manager refused (%s); connecting to %s%s", reason, self.managers.current,
                          "" if moved else " again shortly")

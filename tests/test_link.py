@@ -140,10 +140,15 @@ def test_with_several_managers_silence_moves_to_the_next_at_once_even_before_the
     assert state.tick(7.1) == [Connect(A)]  # B silent: round the list
 
 
-def test_a_standby_refusal_moves_to_the_named_manager_at_once_or_waits_when_it_names_itself():
+def test_a_standby_refusal_moves_to_the_named_manager_at_once_or_waits_when_it_names_itself(caplog):
+    """A standby naming an active manager the peer was given is hot standbys at work: logged
+    as information, not as a warning (every client of a standby setup warned at each start)."""
+    import logging
     state = link(A, B)
     state.start(0.0)
-    assert state.received(0.1, p.Refuse("standby manager; the active manager is B", active=B)) == [Connect(B)]
+    with caplog.at_level(logging.INFO, logger="gridcrawl.link"):
+        assert state.received(0.1, p.Refuse("standby manager; the active manager is B", active=B)) == [Connect(B)]
+    assert [r.levelno for r in caplog.records if "manager refused" in r.getMessage()] == [logging.INFO]
     assert state.received(0.2, p.Refuse("standby manager; taking over", active=B)) == []
     assert state.tick(0.3) == [] and state.tick(0.45) == [Connect(B)]  # again after min(back-off, interval / 4)
 
