@@ -792,10 +792,8 @@ def report(
             else:
                 _print_executor_summary(rep.executor_summary(engine), wide)
             _print_application_summary(rep.application_summary(engine, application), wide)
-            waiting = rep.waiting_for_capabilities(engine)
-            for needs, count in sorted(waiting.items()):
-                typer.echo(f"{count} threads wait: " + (f"no connected executor has {needs}" if needs
-                                                         else "no executor is connected"))
+            for _needs, count, why in rep.waiting_for_capabilities(engine):
+                typer.echo(f"{count} threads wait: {why}")
             if plot is not None:
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
                 typer.echo(f"timeline of {drawn} threads drawn to {plot}")

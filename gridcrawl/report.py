@@ -445,18 +445,21 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
                            [(p, int(n)) for p, n in top], {str(k): int(n) for k, n in errors.items()}, rate, relevance)
 
 
-def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
-    """Capability-based dispatch: READY grid threads of live applications that no connected
-    executor can run, per need set (``{"plugin:shop": 12}``; needs space-separated, as the
-    ``thread.needs`` column holds them; ``""`` for threads that need nothing, which wait only
-    while no executor is connected), judged from the ``executor.capabilities`` of the
-    executors recorded as connected. Empty when every waiting thread has an executor."""
+def waiting_for_capabilities(engine: Engine) -> list[tuple[str, int, str]]:
+    """READY grid threads of live applications that no connected executor takes now, per need
+    set, as ``(needs, count, why)`` sorted by needs: ``needs`` space-separated as the
+    ``thread.needs`` column holds them (``""``: threads that need nothing), ``why`` one
+    phrase — no executor is connected, no connected executor has the needs, or those that
+    have them take no work now (``executor.accepting`` false: idle-only desktops in use or
+    outside their hours). Judged from the executors recorded as connected. Empty when every
+    waiting thread has an executor that takes it."""
     from gridcrawl import models
     from gridcrawl.states import ApplicationState, ThreadState
     t, e, a = models.thread, models.executor, models.application
     with engine.connect() as conn:
-        caps = [frozenset((row.capabilities or "").split())
-                for row in conn.execute(sa.select(e.c.capabilities).where(e.c.is_connected == sa.true()))]
+        executors = [(frozenset((row.capabilities or "").split()), bool(row.accepting))
+                     for row in conn.execute(sa.select(e.c.capabilities, e.c.accepting)
+                                             .where(e.c.is_connected == sa.true()))]
         rows = conn.execute(
             sa.select(t.c.needs, sa.func.count().label("n"))
             .select_from(t.join(a, a.c.application_id == t.c.application_id))
@@ -465,10 +468,21 @@ def waiting_for_capabilities(engine: Engine) -> dict[str, int]:
     waiting: dict[str, int] = {}
     for row in rows:
         needs = frozenset((row.needs or "").split())
-        if not any(needs <= c for c in caps):
+        if not any(needs <= caps and accepting for caps, accepting in executors):
             key = " ".join(sorted(needs))
             waiting[key] = waiting.get(key, 0) + int(row.n)
-    return waiting
+    result = []
+    for key, count in sorted(waiting.items()):
+        needs = frozenset(key.split())
+        if not executors:
+            why = "no executor is connected"
+        elif not any(needs <= caps for caps, _ in executors):
+            why = f"no connected executor has {key}"
+        else:
+            able = "the connected executors" if not key else f"the connected executors that have {key}"
+            why = f"{able} take no work now (idle-only ones whose desktop is in use or outside their hours)"
+        result.append((key, count, why))
+    return result
 
 
 def connected_executors(engine: Engine) -> int:

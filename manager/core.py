@@ -1514,9 +1514,11 @@ class ManagerCore:
                 "fenced": self.fenced, "unrunnable": self.unrunnable()}
 
     def unrunnable(self) -> dict[str, int]:
-        """Queued threads that no connected executor can run (capability-based dispatch), per
-        missing need set: ``{"plugin:shop render": 12}`` (needs joined by spaces; ``""``: threads
-        that need nothing, while no executor is connected); empty when every queued thread has
-        an executor that can run it."""
+        """Queued threads that no connected executor able to run them (capability-based
+        dispatch) takes work from now, per need set: ``{"plugin:shop render": 12}`` (needs
+        joined by spaces; ``""``: threads that need nothing). Executors that do not take work
+        now are an idle-only one whose desktop is in use or outside its hours, and a quarantined
+        one. Empty when every queued thread has an executor that takes it."""
+        taking = [ex for ex in self.connected.values() if ex.accepting and ex.quarantined_until is None]
         return {" ".join(needs): count for needs, count in self.queue.queued_by_needs().items()
-                if not any(ex.can_run(needs) for ex in self.connected.values())}
+                if not any(ex.can_run(needs) for ex in taking)}

@@ -479,6 +479,19 @@ def test_threads_queued_while_no_executor_is_connected_are_unrunnable_until_one_
     assert core.unrunnable() == {}
 
 
+def test_threads_queued_while_every_executor_takes_no_work_are_unrunnable_until_one_does():
+    """An idle-only executor whose desktop is in use is connected but takes no work: the threads
+    wait, and the dashboard and the report count them (they counted only while no executor was
+    connected, so a grid of busy desktops showed nothing waiting)."""
+    core = make_core()
+    core.handle(b"a", p.Register(name="a", host="h", user="u", threads=2, accepting=False), 0.0)
+    app = open_app(core)
+    assert assigned(submit(core, app, [1, 2, 3])) == []
+    assert core.unrunnable() == {"": 3}
+    got = assigned(core.handle(b"a", p.Availability(accepting=True), 1.0))
+    assert len(got) == 2 and core.unrunnable() == {}
+
+
 def test_a_stalled_manager_does_not_declare_dead_the_peers_whose_heartbeats_wait_unread():
     """The loop read everything up to t=2 (heard_all), then was stalled (a big submit, a slow
     pass) until t=10 while the peers went on heartbeating into its socket: nobody is dead at the

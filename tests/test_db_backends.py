@@ -238,6 +238,37 @@ def test_report_prints_the_summaries_and_draws_the_timeline(db_url, tmp_path):
     assert "threads per executor" in result.output and "ex-3" not in result.output
 
 
+def test_report_says_why_queued_threads_wait(sqlite_url):
+    """``gridcrawl report``'s "N threads wait" lines: no executor connected, none with the needs,
+    or those able to run them take no work (idle-only desktops in use; they said nothing of it
+    and the report listed no waiting thread while a busy desktop's executor was connected)."""
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)  # thread 5 is READY; executors e1 and e2 connected and accepting
+    e, t = models.executor, models.thread
+    with engine.begin() as conn:
+        conn.execute(models.application.update().values(state=1, time_completed=None))
+    assert report.waiting_for_capabilities(engine) == []
+    with engine.begin() as conn:
+        conn.execute(e.update().values(accepting=False))
+    assert report.waiting_for_capabilities(engine) == [
+        ("", 1, "the connected executors take no work now (idle-only ones whose desktop is in use or outside "
+                "their hours)")]
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "1 threads wait: the connected executors take no work now" in result.output
+    with engine.begin() as conn:
+        conn.execute(t.update().where(t.c.thread_id == 5).values(needs="render"))
+        conn.execute(e.update().where(e.c.executor_id == "e1").values(capabilities="render"))
+    assert report.waiting_for_capabilities(engine)[0][2] == (
+        "the connected executors that have render take no work now (idle-only ones whose desktop is in use or "
+        "outside their hours)")
+    with engine.begin() as conn:
+        conn.execute(e.update().values(accepting=True, capabilities=None))
+    assert report.waiting_for_capabilities(engine) == [("render", 1, "no connected executor has render")]
+    with engine.begin() as conn:
+        conn.execute(e.update().values(is_connected=False))
+    assert report.waiting_for_capabilities(engine) == [("render", 1, "no executor is connected")]
+
+
 def test_report_accepts_a_unique_application_id_prefix_and_refuses_others(sqlite_url):
     """The client's summary shows 8 characters of the application id: ``report --application``
     takes that prefix (issue 21: it printed empty tables, exit 0); ambiguous, too short or unknown

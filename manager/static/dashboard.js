@@ -89,7 +89,8 @@
     summary.querySelectorAll(".card")[3].id = "running-count";
     summary.querySelectorAll(".card")[4].id = "finished-count";
     const waiting = Object.entries(sum.unrunnable || {}).map(
-      ([needs, n]) => needs ? n + " need " + needs : n + " wait for an executor to connect");
+      ([needs, n]) => n + (needs ? " need " + needs + ": no connected executor that has it" : " wait: no executor")
+        + " takes work now (none connected, or idle-only desktops in use)");
     summary.querySelectorAll(".card")[6].id = "unrunnable-count";
     summary.querySelectorAll(".card")[6].title = waiting.join("; ") || "every queued thread has an executor that can run it";
 
