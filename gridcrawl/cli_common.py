@@ -166,8 +166,11 @@ def secret_environment(settings: Settings, program: str, parent: str = "run") ->
 
 
 def fail(message: str) -> NoReturn:
-    """Print ``error: message`` on stderr and exit with status 2."""
+    """Print ``error: message`` on stderr and exit with status 2; a program logging to a file
+    (``--log-file``) logs it there too, so that its log ends with why it stopped."""
     typer.echo(f"error: {message}", err=True)
+    if any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers):
+        logging.getLogger("gridcrawl").error("stopping: %s", message)
     raise typer.Exit(USER_ERROR)
 
 

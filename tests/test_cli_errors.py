@@ -110,6 +110,19 @@ def test_executor_fails_clearly_when_no_manager_answers():
     assert elapsed < 20
 
 
+def test_a_program_logging_to_a_file_ends_its_log_with_why_it_stopped(tmp_path):
+    """An executor run as a service (``--log-file``) that gives up: the reason is on stderr and
+    is the last line of its log too (it was only on stderr, which a service manager may drop)."""
+    port = free_port()
+    log = tmp_path / "executor.log"
+    rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "1",
+                     "--log-file", str(log))
+    assert_user_error(rc, out, "no answer from the manager")
+    (error,) = [line for line in out.splitlines() if line.startswith("error: ")]
+    last = log.read_text().splitlines()[-1]
+    assert " ERROR gridcrawl: stopping: " in last and last.endswith(error[len("error: "):]), last
+
+
 def test_a_manager_address_where_something_else_listens_is_named():
     """--manager pointed at a port where another kind of server listens (a web server): the
     error says that what answers there does not speak ZeroMQ, not that a handshake failed."""
