@@ -34,7 +34,8 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.errors import LinkError, ManagerUnreachable, Refused
 from gridcrawl.settings import Settings
-from gridcrawl.transport import HandshakeWatch, apply_curve_client, make_socket, receive, send, why_unreachable
+from gridcrawl.transport import (HandshakeWatch, apply_curve_client, make_socket, probe_endpoint, receive, send,
+                                 why_unreachable)
 
 log = logging.getLogger("gridcrawl.link")
 
@@ -308,6 +309,11 @@ class LinkState:
 # The shell: one DEALER socket to the manager
 
 
+#: Seconds without an answer from any manager before :meth:`ManagerLink.tick` asks the network
+#: what listens at the endpoints (a manager's greeting comes at once, from ZeroMQ's I/O thread).
+PROBE_AFTER = 2.0
+
+
 class ManagerLink:
     """The socket side of :class:`LinkState`: one DEALER socket to the current manager, made anew
     at every :class:`Connect`, with CURVE and a handshake watch when keys are given.
@@ -332,7 +338,7 @@ class ManagerLink:
         self.on_connect, self.clock, self.log = on_connect, clock, logger
         self.socket: zmq.Socket | None = None
         self._watch: HandshakeWatch | None = None
-        self._probed = False  # the network was asked what sent a malformed message (_malformed)
+        self._probed = False  # the network was asked what listens there (tick, _malformed)
         self._malformed_count, self._malformed_said = 0, -math.inf
 
     @property
@@ -391,8 +397,19 @@ class ManagerLink:
             self._malformed_said, self._malformed_count = now, 0
 
     def tick(self) -> None:
-        """Check the handshake and the time: give up, reconnect or beat as due."""
+        """Check the handshake and the time: give up, reconnect or beat as due. Before any
+        manager has answered, :data:`PROBE_AFTER` seconds in, the network is asked once what
+        listens at each endpoint: when every one is something that does not speak ZeroMQ (a web
+        server, the manager's own dashboard port), the link ends at once with
+        :class:`~gridcrawl.errors.ManagerUnreachable` naming it, instead of at the connect
+        timeout. A port where nothing listens yet is waited for (the manager may be starting)."""
         now = self.clock()
+        if not self.state.ever_up and not self._probed and now - self.state.started >= PROBE_AFTER:
+            self._probed = True
+            found = [probe_endpoint(endpoint) for endpoint in self.state.managers.endpoints]
+            if all(f is not None and f[0] == "not_zeromq" for f in found):
+                raise ManagerUnreachable(f"no answer from the manager at {self.state.managers}: "
+                                         + "; ".join(reason for _, reason in found))
         failure = self._watch.failure() if self._watch is not None else None
         if failure is not None:
             self._carry_out(self.state.handshake_failed(now, failure))

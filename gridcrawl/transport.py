@@ -134,6 +134,14 @@ def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
     connection opens: ZeroMQ RFC 23; silence for a second, or another first byte, is not one).
     None when a ZeroMQ peer answers or the connection is closed at once (the manager was busy,
     or cut the handshake: :class:`HandshakeWatch` tells) and for ``ipc://`` / ``inproc://``."""
+    found = probe_endpoint(endpoint, timeout)
+    return found[1] if found is not None else None
+
+
+def probe_endpoint(endpoint: str, timeout: float = 2.0) -> tuple[str, str] | None:
+    """:func:`why_unreachable`'s finding as ``(kind, reason)``: ``kind`` is ``"resolve"``,
+    ``"refused"``, ``"unreachable"`` or ``"not_zeromq"`` (only that one is sure to last: a
+    manager may yet start, or its host come up); None as there."""
     import socket
     if not endpoint.startswith("tcp://"):
         return None
@@ -142,18 +150,18 @@ def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
     try:
         addresses = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
     except (OSError, UnicodeError, ValueError) as exc:
-        return f"the host {host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})"
+        return "resolve", f"the host {host!r} does not resolve ({getattr(exc, 'strerror', None) or exc})"
     family, kind, proto, _, address = addresses[0]
     with socket.socket(family, kind, proto) as probe:
         probe.settimeout(timeout)
         try:
             probe.connect(address)
         except ConnectionRefusedError:
-            return f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
+            return "refused", f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
         except OSError as exc:
             reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            return (f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is down or a "
-                    "firewall drops it)")
+            return "unreachable", (f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is "
+                                   "down or a firewall drops it)")
         probe.settimeout(min(timeout, 1.0))
         try:
             greeting = probe.recv(1)
@@ -163,8 +171,8 @@ def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
             greeting = b""
     if greeting in (b"\xff", b""):  # a ZeroMQ peer, or one that closed at once (a CURVE manager, a proxy)
         return None
-    return (f"what listens at {host}:{port} does not speak ZeroMQ: not a gridcrawl manager (a web server? "
-            "check the port of the manager's --bind)")
+    return "not_zeromq", (f"what listens at {host}:{port} does not speak ZeroMQ: not a gridcrawl manager (a web "
+                          "server? check the port of the manager's --bind)")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -134,6 +134,22 @@ def test_a_manager_address_where_something_else_listens_is_named():
     assert "handshake" not in out
 
 
+@pytest.mark.parametrize("program", ["gridcrawl.executor", "gridcrawl.client"])
+def test_a_silent_web_server_given_as_the_manager_is_named_before_the_connect_timeout(tmp_path, program):
+    """The dashboard's port (or any HTTP server that waits for a request) given as --manager: the
+    program names it after a couple of seconds, not at the end of a 300 s connect timeout
+    (the walkthrough waited 12.5 s with the default 10 s; nginx, which answers, was named at once)."""
+    import socket
+    args = ["--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", "http://127.0.0.1:9/"] \
+        if program == "gridcrawl.client" else []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        rc, out, _ = run(program, "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "300", *args,
+                         timeout=60)
+    assert_user_error(rc, out, f"no answer from the manager at tcp://127.0.0.1:{port}: what listens at "
+                               f"127.0.0.1:{port} does not speak ZeroMQ")
+
+
 #: nginx 1.22's whole answer to ZeroMQ's greeting (its body completes the frames libzmq reads)
 NGINX_400 = (b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\nDate: Sat, 28 Nov 2026 16:33:24 GMT\r\n"
              b"Content-Type: text/html\r\nContent-Length: 150\r\nConnection: close\r\n\r\n"
