@@ -49,7 +49,7 @@ from requests.adapters import HTTPAdapter
 from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
-from gridcrawl.protocol import ErrorKind  # the protocol's one list of error kinds (re-exported here)
+from gridcrawl.protocol import MAX_RETRY_AFTER, ErrorKind  # the protocol's one list of error kinds (re-exported here)
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -1030,6 +1030,9 @@ class Fetcher:
             message = f"HTTP {status} {resp.reason or ''}".rstrip()
             if status == 401:
                 message += self._login_hint(result.final_url, resp.headers.get("WWW-Authenticate"))
+            if (result.retry_after or 0.0) > MAX_RETRY_AFTER:  # the grid's rule (manager.core.retry_wait)
+                message += (f"; the site asks to come back in {result.retry_after:.0f} s, longer than a crawl "
+                            f"waits ({MAX_RETRY_AFTER:.0f} s): not retried in this run")
             raise _Failure(ErrorKind.HTTP_STATUS, message)
         if status == 304:  # Not Modified: no content (RFC 9110 §15.4.5); nothing to read
             asked = resp.request.headers if resp.request is not None else {}

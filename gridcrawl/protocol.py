@@ -45,6 +45,11 @@ from gridcrawl.errors import ProtocolError  # noqa: F401 (re-exported)
 
 PROTOCOL_VERSION = b"GC1"
 
+#: Longest Retry-After (a page's ``retry_after``) the grid honours, seconds: the longest a 429/503
+#: pauses its host, and past which its URL is not retried in this crawl (a Retry-After of a day
+#: must not keep a crawl open); the executor says so in the page's error.
+MAX_RETRY_AFTER = 600.0
+
 log = logging.getLogger("gridcrawl.protocol")
 
 

@@ -21,7 +21,7 @@ One layer (all ``to_visit_url`` rows at the lowest depth, at most ``spark_layer_
    executor produces. Politeness per host is the manager's own
    :class:`~gridcrawl.manager.queue.ReadyQueue` run inside the task (concurrency per host,
    ``download_delay``/``Crawl-delay`` measured from the previous fetch's end, 429/503 back-off),
-   with the manager's retries (:meth:`ManagerCore._retryable`). Documents (the bodies) are
+   with the manager's retries (:func:`~gridcrawl.manager.core.retry_wait`). Documents (the bodies) are
    written from the task in batches of ``apply_batch`` (insert-if-absent on the fingerprint);
    the task passes on only small records: the visited rows and the link rows.
 3. **Optimise**: the link rows keyed by fingerprint, ``reduceByKey`` (distinct; the best
@@ -217,7 +217,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
-    from gridcrawl.manager.core import ManagerCore
+    from gridcrawl.manager.core import retry_wait
     from gridcrawl.manager.queue import ReadyQueue
     from gridcrawl.protocol import PageResult
     from gridcrawl.client.app import base_instruction, thread_instruction
@@ -291,8 +291,8 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                 now = time.time()
                 ready.release(job, now, status=page.status, retry_after=page.retry_after,
                               crawl_delay=page.crawl_delay)
-                if ManagerCore._retryable(page) and job.retries < s.retry_times:
-                    wait = max(page.retry_after or 0.0, s.retry_backoff * (2 ** job.retries))
+                wait = retry_wait(page, job.retries, s)
+                if wait is not None:
                     job.retries += 1
                     ready.push(job, not_before=now + wait)
                 else:

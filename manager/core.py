@@ -67,7 +67,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host
 from gridcrawl.manager import events as ev
-from gridcrawl.manager.queue import MAX_RETRY_AFTER, ReadyQueue
+from gridcrawl.manager.queue import ReadyQueue
 from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
@@ -82,6 +82,20 @@ HEARTBEAT_RECORD_EVERY = 5.0
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
+
+
+def retry_wait(page: "p.PageResult | p.RelayedPage", retries: int, settings: Settings) -> float | None:
+    """Seconds before the next attempt of a grid thread whose attempt ``retries`` + 1 gave
+    ``page``, or None when it is not tried again: its failure is not one that is retried
+    (:meth:`ManagerCore._retryable`), it was retried ``retry_times`` times already, or the site
+    asks to come back after more than :data:`~gridcrawl.protocol.MAX_RETRY_AFTER` seconds (the
+    executor's error says so). Otherwise ``retry_backoff × 2^retries``, at least the page's
+    Retry-After. The one rule of the grid (:meth:`ManagerCore._finish`) and of Spark's tasks."""
+    if not ManagerCore._retryable(page) or retries >= settings.retry_times:
+        return None
+    if (page.retry_after or 0.0) > p.MAX_RETRY_AFTER:
+        return None
+    return max(page.retry_after or 0.0, settings.retry_backoff * (2 ** retries))
 
 
 def _thread_log(t: "GridThread") -> dict:
@@ -678,11 +692,9 @@ class ManagerCore:
         page = r.page
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
                            answered=True)
-        if self._retryable(page) and t.retries < self.settings.retry_times:
-            if (page.retry_after or 0.0) <= MAX_RETRY_AFTER:
-                return self._retry(t, r.attempt_id, now, page.retry_after or 0.0)
-            page.error = (f"{page.error or 'retry later'}; the site asks to come back in {page.retry_after:.0f} s, "
-                          f"longer than a crawl waits ({MAX_RETRY_AFTER:.0f} s): not retried in this run")[:2000]
+        wait = retry_wait(page, t.retries, self.settings)
+        if wait is not None:
+            return self._retry(t, r.attempt_id, now, wait)
         if t.time_started is None:
             # no ``started`` came (it rode with the result): ``ran`` seconds before now, within
             # the attempt's lifetime at this manager (a finite ran >= 0 is checked at the door)
@@ -721,10 +733,8 @@ class ManagerCore:
         return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None
                 and (page.status >= 500 or page.status == 429))
 
-    def _retry(self, t: GridThread, attempt_id: int, now: float, at_least: float = 0.0) -> list[Action]:
-        """Queue ``t`` again after ``retry_backoff × 2^retries`` seconds (at least ``at_least``,
-        e.g. a Retry-After), as a new attempt."""
-        delay = max(at_least, self.settings.retry_backoff * (2 ** t.retries))
+    def _retry(self, t: GridThread, attempt_id: int, now: float, delay: float) -> list[Action]:
+        """Queue ``t`` again ``delay`` seconds from ``now`` (:func:`retry_wait`), as a new attempt."""
         t.retries += 1
         self._move(t, ThreadState.READY)
         t.executor_id = None

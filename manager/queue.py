@@ -39,6 +39,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from gridcrawl.protocol import MAX_RETRY_AFTER  # noqa: F401 (the longest host pause; re-exported)
+
 if TYPE_CHECKING:  # pragma: no cover
     from gridcrawl.manager.core import GridThread
 
@@ -46,9 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
 ANSWERED_HOSTS = 100_000
 BACKOFF_START = 1.0
 BACKOFF_MAX = 60.0
-#: Longest Retry-After honoured, seconds: the longest a 429/503 pauses its host, and past which
-#: its URL is not retried in this crawl (a Retry-After of a day must not keep a crawl open).
-MAX_RETRY_AFTER = 600.0
 #: Bits of a thread's ``queue_seq`` below its fair-queuing start tag: the order of pushes.
 SEQ_BITS = 64
 

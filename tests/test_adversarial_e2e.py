@@ -264,6 +264,32 @@ def test_grid_politeness_per_host(tmp_path, site_server):
     assert len(records_b) == len(reachable(busy_host))
 
 
+def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site_server):
+    """``gridcrawl run`` (real programs, the manager relaying pages undecoded) against a site
+    whose one page answers 429 with ``Retry-After: 86400``: the crawl ends, the URL failed with
+    the reason, the seed stored. The manager's core wrote the reason into the relayed page,
+    which has no such field: the thread was lost and the crawl never ended. (The host stays
+    paused for 600 s, the longest: here no other page of it waits.)"""
+    import subprocess
+    import sys
+    site = generate_site(1, links_per_page=0, seed=3)
+    site.extra["/later.html"] = lambda h: h.respond(429, b"come back tomorrow", content_type="text/plain",
+                                                    headers={"Retry-After": "86400"})
+    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/later.html">later</a></body>')
+    server = site_server(site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--threads", "2", "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"],
+                          capture_output=True, text=True, timeout=CRAWL_BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]  # the crawl ran (exit 1 only when every page failed)
+    grid = Grid(tmp_path)
+    assert grid.query("crawl", "SELECT status, error_kind, error FROM visited_url WHERE url LIKE '%/later.html'") == [
+        (429, "http_status", "HTTP 429 Too Many Requests; the site asks to come back in 86400 s, longer than a "
+                             "crawl waits (600 s): not retried in this run")]
+    assert grid.query("crawl", "SELECT count(*) FROM document") == [(len(reachable(site)),)]
+    assert server.count("/later.html") == 1
+    assert "Traceback" not in grid.log("manager.log")
+
+
 #: The per-host cap given to the maze crawl: small enough for a test, the same code as the default's.
 MAZE_CAP = 300
 

@@ -276,17 +276,24 @@ def test_result_is_delivered_and_ack_makes_thread_dead():
     assert t.state == ThreadState.DEAD and 42 not in core.applications[app].threads
 
 
+@pytest.mark.parametrize("relayed", [False, True], ids=["decoded", "relayed"])
 @pytest.mark.parametrize("retry_after, retried", [(30.0, True), (600.0, True), (86_400.0, False)])
-def test_a_retry_after_past_the_longest_wait_is_not_retried_in_this_crawl(retry_after, retried):
+def test_a_retry_after_past_the_longest_wait_is_not_retried_in_this_crawl(retry_after, retried, relayed):
     """A 429 whose Retry-After is a day used to be retried a day later, the crawl open till then:
-    the host is paused the longest (600 s) and the URL ends, failed, saying why."""
+    the host is paused the longest (600 s) and the URL ends, failed, with the page as the
+    executor sent it (whose error says why). The manager's server relays pages undecoded
+    (``relayed``): the core wrote the reason into the page, which a relayed page cannot take,
+    and the thread was lost (an AttributeError), the crawl open for ever."""
     core = make_core(S.replace(retry_times=2))
     register(core, b"e", 1)
     app = open_app(core)
     ((_, assign),) = assigned(submit(core, app, [7]))
     page = p.PageResult(url=assign.url, status=429, error_kind=p.ErrorKind.HTTP_STATUS.value,
                         error="HTTP 429 Too Many Requests", retry_after=retry_after)
-    actions = core.handle(b"e", p.Result(assign.attempt_id, page), 1.0)
+    result = p.Result(assign.attempt_id, page)
+    if relayed:  # as the manager's server loop decodes an executor's message
+        result = p.decode(list(p.encode(result)), relay=True)
+    actions = core.handle(b"e", result, 1.0)
     t = core.applications[app].threads.get(7)
     host = core.queue.hosts[t.host] if t is not None and t.host in core.queue.hosts else None
     if retried:
@@ -294,9 +301,12 @@ def test_a_retry_after_past_the_longest_wait_is_not_retried_in_this_crawl(retry_
         assert host.paused_until == 1.0 + retry_after
     else:
         (done,) = sends(actions, p.ThreadDone)
-        assert done.message.page.status == 429 and done.message.page.error == (
-            "HTTP 429 Too Many Requests; the site asks to come back in 86400 s, longer than a crawl waits "
-            "(600 s): not retried in this run")
+        assert t.state == ThreadState.FINISHED and done.message.page.status == 429
+        if relayed:  # as the client decodes it
+            (delivered,) = p.decode(p.encode(p.ThreadDone(app, [done.message]))).threads
+        else:
+            delivered = done.message
+        assert delivered.page.error == "HTTP 429 Too Many Requests"
         assert core.queue.hosts[t.host].paused_until == 601.0  # the host still waits, the longest
 
 

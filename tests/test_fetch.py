@@ -133,6 +133,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, BINARY, ctype="text/html")
             elif path == "/busy":
                 self._send(429, b"slow down", ctype="text/plain", extra={"Retry-After": "3"})
+            elif path == "/busy-for-a-day":
+                self._send(429, b"come back tomorrow", ctype="text/plain", extra={"Retry-After": "86400"})
             elif path == "/unavailable-date":
                 when = formatdate(time.time() + 120, usegmt=True)
                 self._send(503, b"", ctype="text/plain", extra={"Retry-After": when})
@@ -460,6 +462,18 @@ def test_429_with_retry_after(server):
     assert r.error_kind is ErrorKind.HTTP_STATUS
     assert r.status == 429
     assert r.retry_after == 3.0
+
+
+def test_a_retry_after_longer_than_a_crawl_waits_is_said_in_the_error(server):
+    """The grid does not retry a URL whose Retry-After is past MAX_RETRY_AFTER (600 s): the
+    executor's error says why, as the URL's stored error (the manager relays the page as sent)."""
+    base, _ = server
+    busy = _fetcher().fetch(base + "/busy")
+    assert busy.error == "HTTP 429 Too Many Requests"
+    r = _fetcher().fetch(base + "/busy-for-a-day")
+    assert r.status == 429 and r.retry_after == 86400.0
+    assert r.error == ("HTTP 429 Too Many Requests; the site asks to come back in 86400 s, longer than a crawl "
+                       "waits (600 s): not retried in this run")
 
 
 def test_503_with_http_date_retry_after(server):
