@@ -215,6 +215,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     crawl_delay)}`` of the hosts with a delay)."""
     from gridcrawl.client.store import Outcome, Pending
     from gridcrawl.executor.fetch import Fetcher
+    from gridcrawl.executor.pacing import HostPacer
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache
     from gridcrawl.manager.core import retry_wait
@@ -249,7 +250,8 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                      "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}})
         return
 
-    fetcher = Fetcher.from_settings(s, config.allow_private)
+    # as an executor's (executor/agent.py): robots.txt and redirect hops spaced by the host's delay
+    fetcher = Fetcher.from_settings(s, config.allow_private, pacer=HostPacer(), max_wait=s.thread_timeout / 2)
     robots = RobotsCache.for_fetcher(fetcher, retry_after=s.robots_retry) if s.obey_robots else None
     instruction = base_instruction(config.scope, s, strategy)
     # as an executor (executor/agent.py): the semantic parse's bounds, the extractor plugins installed here
@@ -277,6 +279,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                     now = time.time()
                     job = ready.pop(now)
                     if job is not None:
+                        delay = ready.delay_of(job.host)  # as a grid thread's job carries it
                         break
                     wake = ready.next_wakeup()
                     lock.wait(timeout=max(0.01, min(0.5, wake - now)) if wake is not None else 0.5)
@@ -284,13 +287,14 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
             mine, _ = thread_instruction(instruction, strategy, pend, seeds=True)  # plugin needs: the task's own
             try:
                 page = visit(fetcher, pend.url, instruction=mine, robots=robots, semantic_limits=limits,
-                             plugins=plugins, plugin_timeout=s.plugin_timeout, max_links=s.max_links_per_page)
+                             plugins=plugins, plugin_timeout=s.plugin_timeout, max_links=s.max_links_per_page,
+                             delay=delay, max_crawl_delay=s.max_crawl_delay)
             except Exception as exc:  # visit never raises for what the web sends; keep the task alive
                 page = PageResult(url=pend.url, final_url=pend.url, error_kind="crash", error=repr(exc)[:1000])
             with lock:
                 now = time.time()
                 ready.release(job, now, status=page.status, retry_after=page.retry_after,
-                              crawl_delay=page.crawl_delay)
+                              crawl_delay=page.crawl_delay, answered=True)  # the host may have its concurrency
                 wait = retry_wait(page, job.retries, s)
                 if wait is not None:
                     job.retries += 1

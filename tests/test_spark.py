@@ -267,6 +267,9 @@ def test_a_seed_redirect_brings_its_host_into_the_scope_as_on_the_grid(sc, tmp_p
 
 
 def test_politeness_per_host_across_layers(sc, tmp_path):
+    """No two requests to a host closer than its delay, its robots.txt fetches (one per host
+    per layer) included: a task fetched the page right after robots.txt (the executor's pacer
+    was missing from Spark's tasks)."""
     delay = 0.25
     sites = [generate_site(8, links_per_page=3, seed=5), generate_site(8, links_per_page=3, seed=6)]
     servers = [SiteServer(site, host=f"127.0.0.{i + 1}").start() for i, site in enumerate(sites)]
@@ -276,8 +279,9 @@ def test_politeness_per_host_across_layers(sc, tmp_path):
                         download_delay=delay, concurrent_requests_per_host=8, threads=8)
         assert result.pages == 16
         for srv in servers:
-            records = sorted((r for r in srv.requests if r.path != ROBOTS), key=lambda r: r.started)
-            assert len(records) == 8
+            records = sorted(srv.requests, key=lambda r: r.started)
+            assert len([r for r in records if r.path != ROBOTS]) == 8
+            assert len(records) > 8  # robots.txt too
             gaps = [b.started - a.finished for a, b in zip(records, records[1:])]
             # Heritrix's rule: the next fetch starts no sooner than the delay after the previous ended
             assert min(gaps) >= delay - 0.01, gaps
@@ -285,6 +289,21 @@ def test_politeness_per_host_across_layers(sc, tmp_path):
     finally:
         for srv in servers:
             srv.stop()
+
+
+def test_a_host_without_a_delay_gets_its_concurrency_in_a_task(sc, tmp_path):
+    """``concurrent_requests_per_host`` runs inside the task as on the grid: a host that has
+    answered may have that many requests in flight (a task kept every host at one: its results
+    never lifted the new-host rule)."""
+    site = generate_site(24, links_per_page=23, seed=8)
+    srv = SiteServer(site, latency=0.2).start()
+    try:
+        result = _crawl(sc, f"sqlite:///{tmp_path / 'wide.db'}", [srv.url("/")], [],
+                        concurrent_requests_per_host=3, threads=8)
+        assert result.pages == 24
+        assert srv.max_concurrency() == 3
+    finally:
+        srv.stop()
 
 
 def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
