@@ -471,6 +471,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                               min_relevance=min_relevance, order=order, retry_failed=retry_failed, recrawl=recrawl,
                               structured_data=structured_data, focus_ontology=focus_ontology, extract=extract,
                               render=render, wait_for=wait_for)
+    if deeper := deeper_note(store, settings):
+        typer.echo(f"warning: {deeper}", err=True)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name,
                                    on_progress=view.update if view.enabled else None,
@@ -495,7 +497,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
-                  max_pages_per_host=settings.max_pages_per_host)
+                  max_pages_per_host=settings.max_pages_per_host,
+                  beyond_depth=len(store.beyond_depth), max_depth=settings.max_depth)
+    if store.beyond_depth:  # not recorded: a later run with a larger --max-depth is told so
+        store.set_metas({"links_beyond_depth": str(len(store.beyond_depth)),
+                         "links_beyond_max_depth": str(settings.max_depth)})
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
@@ -537,7 +543,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
                            "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "
-                           "new seeds add to it)", soft_wrap=True, highlight=False)
+                           "new seeds add to it)" + ("; the warning above says why a larger --max-depth "
+                                                     "found nothing" if deeper else ""),
+                           soft_wrap=True, highlight=False)
     if store.strategy.items:  # the items section: per type, per field (misses of required values)
         from gridcrawl.client.items import item_summary
         figures = item_summary(store.engine, store.strategy.items)
@@ -591,6 +599,18 @@ def _without_password(arg: str) -> str:
     if "pwd=" in url.query.lower():
         url = url._replace(query="")
     return name + eq + url.geturl()
+
+
+def deeper_note(store, settings) -> str | None:
+    """What to tell a run whose ``--max-depth`` is larger (or none) than the one with which an
+    earlier run of the crawl left links out (crawl meta ``links_beyond_depth``): those links
+    were not recorded, so this crawl cannot reach them; None when nothing was left out so."""
+    metas = store.metas()
+    left, old = int(metas.get("links_beyond_depth") or 0), int(metas.get("links_beyond_max_depth") or -1)
+    if not left or not (settings.max_depth < 0 or settings.max_depth > old >= 0):
+        return None
+    return (f"an earlier run left out {left} links deeper than its --max-depth {old}; links left out are not "
+            "recorded, so a larger --max-depth reaches them only in a crawl into a new --workdir (or --db)")
 
 
 def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:

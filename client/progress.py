@@ -74,7 +74,8 @@ class ProgressView:
         """Print the end-of-crawl summary on stderr, within 80 columns: the figures of ``counts``
         (application id, pages this run, documents, visited, errors, set aside, to visit, links
         not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
-        a seed's subdomains counted under it),
+        a seed's subdomains counted under it), links of pages at ``max_depth`` not followed
+        (``beyond_depth``),
         seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
@@ -98,6 +99,10 @@ class ProgressView:
             table.add_row("not queued", f"{sum(capped.values())} links of hosts at the per-host cap of "
                           f"{counts.get('max_pages_per_host')} URLs (a seed's subdomains counted with it): "
                           f"{named}{more}")
+        if counts.get("beyond_depth"):
+            table.add_row("not followed", f"{counts['beyond_depth']} links of pages at --max-depth "
+                          f"{counts.get('max_depth')} (the hop limit against traps; -1: none); not recorded: "
+                          "a deeper crawl takes a new --workdir")
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         for need, n in sorted((counts.get("waiting") or {}).items()):

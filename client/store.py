@@ -263,6 +263,9 @@ class CrawlStore:
         #: with its subdomains) had reached ``max_pages_per_host``, per site (committed
         #: transactions only).
         self.capped: collections.Counter[str] = collections.Counter()
+        #: In-scope links found on pages at ``max_depth`` and not followed (the hop limit), as
+        #: hashes of their URLs (bounded like the cache below: ``len`` is at least the count).
+        self.beyond_depth: set[int] = set()
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
         # cleared when full, so memory does not grow with the frontier (the tables decide).
@@ -523,7 +526,12 @@ class CrawlStore:
             known = self._known if self.strategy.focus is None else ()
             for link in page.links:
                 url = link[0]
-                if hash(url) in known or len(url) > models.URL_LENGTH or not scope.allows(url, depth):
+                if hash(url) in known or len(url) > models.URL_LENGTH:
+                    continue
+                if not scope.allows(url, depth):
+                    if (0 <= scope.max_depth < depth and len(self.beyond_depth) < KNOWN_CACHE
+                            and scope.allows(url, scope.max_depth)):
+                        self.beyond_depth.add(hash(url))
                     continue
                 shape = detector.trapped(url) if detector is not None else None
                 if shape is not None:

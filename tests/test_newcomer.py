@@ -265,6 +265,45 @@ def test_gridcrawl_run_takes_its_seeds_from_a_file(tmp_path, site_server):
     assert failed == 0
 
 
+def _depth(site, start: str = "/") -> dict[str, int]:
+    """Hops from ``start`` to each page of ``site`` (breadth-first)."""
+    depth, frontier = {start: 0}, [start]
+    while frontier:
+        nxt = []
+        for page in frontier:
+            for link in site.links.get(page, []):
+                if link not in depth:
+                    depth[link] = depth[page] + 1
+                    nxt.append(link)
+        frontier = nxt
+    return depth
+
+
+def test_links_left_at_the_depth_limit_are_counted_and_a_deeper_rerun_is_told_why_it_finds_none(tmp_path,
+                                                                                                 site_server):
+    """``--max-depth 1`` said nothing of the links it did not follow, and a second run with
+    ``--max-depth 3`` said "every URL of this crawl was visited by an earlier run", though most
+    of the site never was: the summary now counts the links not followed, and the deeper rerun
+    warns that they were not recorded (a new --workdir reaches them)."""
+    site = generate_site(40, links_per_page=2, seed=9)
+    depth = _depth(site)
+    server = site_server(site)
+    run = [sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+           "--workdir", str(tmp_path / "w"), "--no-progress", "--no-sitemaps"]
+    first = subprocess.run([*run, "--max-depth", "1"], capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    beyond = {page for page, hops in depth.items() if hops == 2}
+    shown = re.search(r"not followed +│ (\d+) links of pages at --max-depth 1", first.stderr)
+    assert shown and int(shown.group(1)) == len(beyond), first.stderr
+    again = subprocess.run([*run, "--max-depth", "3"], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (f"warning: an earlier run left out {len(beyond)} links deeper than its --max-depth 1; links left out "
+            "are not recorded") in again.stderr
+    assert "the warning above says why a larger --max-depth found nothing" in " ".join(again.stderr.split())
+    same = subprocess.run([*run, "--max-depth", "1"], capture_output=True, text=True, timeout=300)
+    assert same.returncode == 0 and "warning: an earlier run left out" not in same.stderr
+
+
 def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp_path):
     """A seed whose server accepts connections and never answers: each attempt's robots.txt runs
     into the deadline, and the host stays disallowed for ``robots_retry`` before each retry
