@@ -498,7 +498,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   max_pages_per_host=settings.max_pages_per_host,
-                  beyond_depth=len(store.beyond_depth), max_depth=settings.max_depth)
+                  beyond_depth=len(store.beyond_depth), max_depth=settings.max_depth,
+                  below_relevance=len(store.below_relevance), min_relevance=store.strategy.min_relevance,
+                  best_below=store.best_below)
     if store.beyond_depth:  # not recorded: a later run with a larger --max-depth is told so
         store.set_metas({"links_beyond_depth": str(len(store.beyond_depth)),
                          "links_beyond_max_depth": str(settings.max_depth)})

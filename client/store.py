@@ -266,6 +266,9 @@ class CrawlStore:
         #: In-scope links found on pages at ``max_depth`` and not followed (the hop limit), as
         #: hashes of their URLs (bounded like the cache below: ``len`` is at least the count).
         self.beyond_depth: set[int] = set()
+        #: Links a focused crawl scored below ``min_relevance`` and did not queue (hashes, bounded).
+        self.below_relevance: set[int] = set()
+        self.best_below = 0.0  # the highest score among them
         # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
         # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
         # cleared when full, so memory does not grow with the frontier (the tables decide).
@@ -1178,6 +1181,9 @@ class CrawlStore:
         if strategy.focus is not None:
             relevance = strategy.focus.link_score(link[1], url, parent_score or 0.0)
             if relevance < strategy.min_relevance:
+                if len(self.below_relevance) < KNOWN_CACHE:
+                    self.below_relevance.add(hash(url))
+                self.best_below = max(self.best_below, relevance)
                 return None
             priority = focus_priority(relevance)
         return {"url": url, "fingerprint": fingerprint(url), "depth": depth, "priority": priority,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import random
+import re
 import subprocess
 import sys
 
@@ -274,6 +275,10 @@ def test_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_path, site_s
     assert len(rows) == len(got) and all(r is not None for _, r in rows)
     assert all(r == 1.0 for url, r in rows if url.startswith(server.url("/research/")))
     assert grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'order'") == [("priority",)]
+    # the summary says how many links the threshold left out, and the best score among them
+    shown = re.search(r"(\d+) links scoring below --min-relevance 0.3, the best of them (\d\.\d\d)",
+                      " ".join(grid.log("client.log").replace("│", " ").split()))
+    assert shown and int(shown.group(1)) > 0 and float(shown.group(2)) < 0.3, grid.log("client.log")[-2000:]
 
 
 # ------------------------------------------------------------------------------------ user errors
