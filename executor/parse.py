@@ -190,6 +190,11 @@ def _codec_for_label(label: str) -> str | None:
     return _SUPERSETS.get(name, name)
 
 
+#: A character that is neither ASCII nor U+FFFD: a body decoded as UTF-8 with replacement that
+#: holds one had at least one valid multi-byte sequence.
+_NOT_ASCII_RE = re.compile("[^\x00-\x7f\ufffd]")
+
+
 def detect_charset(body: bytes, content_type: str | None) -> str:
     """Find the character encoding of an HTML body; return a Python codec name.
 
@@ -213,6 +218,12 @@ def detect_charset(body: bytes, content_type: str | None) -> str:
         A codec name that ``bytes.decode`` accepts, e.g. ``"utf-8"``,
         ``"cp1251"``, ``"utf-16-le"``.
     """
+    return _declared_charset(body, content_type) or "utf-8"
+
+
+def _declared_charset(body: bytes, content_type: str | None) -> str | None:
+    """:func:`detect_charset`'s codec when a byte order mark, the header or a ``<meta>`` names
+    one, else None (the page declares nothing)."""
     for bom, name in _BOMS:
         if body.startswith(bom):
             return name
@@ -226,14 +237,18 @@ def detect_charset(body: bytes, content_type: str | None) -> str:
         name = _codec_for_label(match.group(1).decode("ascii"))
         if name is not None:
             return "utf-8" if name.startswith("utf-16") else name
-    return "utf-8"
+    return None
 
 
 def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
     """Decode an HTML body to text.
 
     Uses :func:`detect_charset`; undecodable bytes become U+FFFD
-    (``errors="replace"``) and a leading byte order mark is removed.
+    (``errors="replace"``) and a leading byte order mark is removed. A page that declares no
+    encoding and is not UTF-8 — not one valid multi-byte sequence — is decoded as windows-1252,
+    the HTML Standard's default for legacy pages (section 13.2.3.3, "the user's locale": the
+    Western one), as browsers and Scrapy (w3lib's fallback) do; a UTF-8 page with a few bad
+    bytes stays UTF-8.
 
     Returns:
         ``(text, encoding)``: the decoded text and the codec name used.
@@ -243,15 +258,21 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 
 def _decoded(body: bytes, content_type: str | None) -> tuple[str, str]:
-    """``(text, encoding)``: ``body`` decoded with :func:`detect_charset`'s codec, undecodable
-    bytes as U+FFFD, a leading byte order mark kept. A body that is valid UTF-8 gives a
+    """``(text, encoding)``: ``body`` decoded with :func:`detect_charset`'s codec (an undeclared
+    body that is no UTF-8 as windows-1252: :func:`decode_html`), undecodable bytes as U+FFFD, a
+    leading byte order mark kept. A body that is valid UTF-8 gives a
     :class:`~gridcrawl.protocol.Utf8Text` (a ``str`` that keeps ``body`` for the wire)."""
-    encoding = detect_charset(body, content_type)
+    declared = _declared_charset(body, content_type)
+    encoding = declared or "utf-8"
     if encoding == "utf-8":
         try:  # valid UTF-8, as most pages are: the text keeps its bytes for the wire (Utf8Text)
             return Utf8Text.decode(body), encoding
         except UnicodeDecodeError:
             pass
+        text = body.decode(encoding, errors="replace")
+        if declared is not None or _NOT_ASCII_RE.search(text):  # declared, or UTF-8 with a few bad bytes
+            return text, encoding
+        encoding = "cp1252"  # undeclared, and not one UTF-8 sequence: a legacy page (WHATWG's default)
     return body.decode(encoding, errors="replace"), encoding
 
 

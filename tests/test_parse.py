@@ -134,8 +134,12 @@ def test_detect_charset(body: bytes, content_type: str | None, expected: str) ->
         (codecs.BOM_UTF8 + b"<p>x", None, "<p>x", "utf-8"),
         (codecs.BOM_UTF16_LE + "<p>é".encode("utf-16-le"), None, "<p>é", "utf-16-le"),
         ("Привет".encode("cp1251"), "text/html; charset=windows-1251", "Привет", "cp1251"),
-        # truncated multi-byte sequence at the end
-        ("ok é".encode("utf-8")[:-1], None, "ok \ufffd", "utf-8"),
+        # truncated multi-byte sequence at the end of a UTF-8 page
+        ("é ok é".encode("utf-8")[:-1], None, "é ok \ufffd", "utf-8"),
+        # no declaration and not UTF-8: windows-1252, as browsers read legacy pages (was "Smart \ufffdquotes\ufffd")
+        (b"Smart \x93quotes\x94 \x96 dash", "text/html", "Smart \u201cquotes\u201d \u2013 dash", "cp1252"),
+        # declared UTF-8 stays UTF-8 whatever the bytes
+        (b"Smart \x93quotes\x94", "text/html; charset=utf-8", "Smart \ufffdquotes\ufffd", "utf-8"),
     ],
 )
 def test_decode_html(body: bytes, content_type: str | None, text: str, encoding: str) -> None:
