@@ -622,6 +622,8 @@ class CrawlApplication:
         if claimed:
             self._submit(claimed)
         self.progress.in_flight = len(self.in_flight)
+        if claimed and self.on_progress is not None:  # the bar shows them at once, not at the first result
+            self.on_progress(self.progress)
         return not claimed
 
     def _apply(self) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from grid import Grid, on_a_terminal
+from grid import Grid, on_a_terminal, wait_for
 from sites import generate_site, reachable, status_page
 
 
@@ -408,3 +408,47 @@ def test_the_fetch_command_of_a_failed_page_renders_it_as_the_crawl_did():
     assert fetch_command(timeout, rendering) == "gridcrawl fetch http://127.0.0.1:8000/slow.html --render --wait-for 'li.item > a'"
     assert fetch_command(timeout, Strategy()) == "gridcrawl fetch http://127.0.0.1:8000/slow.html"
     assert fetch_command(render, Strategy()) == "gridcrawl fetch 'http://127.0.0.1:8000/list?a=1&b=2' --render"
+
+
+def test_the_progress_bar_shows_the_threads_in_flight_as_soon_as_they_are_submitted(tmp_path):
+    """The bar read "? to visit 0 in flight" for the first minute of a crawl whose seed took that
+    long (it was redrawn only by a result or by the "no result" warning): the client now calls
+    its progress callback once it has submitted threads, before any result or warning."""
+    import logging
+    import threading
+    from gridcrawl.client.app import CrawlApplication
+    from gridcrawl.client.store import CrawlStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.settings import Settings
+
+    settings = Settings(heartbeat_interval=0.2, record_interval=0.1)
+    manager = ManagerServer(settings, "tcp://127.0.0.1:0", open_database(f"sqlite:///{tmp_path / 'manager.db'}"))
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    seed = "http://127.0.0.1:9/"  # no executor connects: the thread stays in flight
+    store.add_seeds([seed])
+    warned = threading.Event()
+
+    class Warnings(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warned.set()
+
+    seen: list[tuple[int, object, bool]] = []
+    stop = threading.Event()
+    crawl = CrawlApplication(settings, manager.endpoint, store, store.scope([seed], [], -1),
+                             on_progress=lambda pr: seen.append((pr.in_flight, pr.to_visit, warned.is_set())))
+    handler = Warnings()
+    logging.getLogger("gridcrawl.client").addHandler(handler)
+    loops = [threading.Thread(target=manager.serve, args=(stop,), daemon=True),
+             threading.Thread(target=crawl.run, args=(stop,), daemon=True)]
+    try:
+        for loop in loops:
+            loop.start()
+        wait_for(lambda: seen, 30, 0.02, "the first progress callback")
+    finally:
+        stop.set()
+        for loop in loops:
+            loop.join(10)
+        logging.getLogger("gridcrawl.client").removeHandler(handler)
+    assert seen[0] == (1, 1, False), seen[:3]
