@@ -367,8 +367,8 @@ class SSRFGuard:
             reason = self.check_address(address)
             if reason is not None:
                 shown = host if str(address) == host else f"{host} ({address})"
-                refusal = (f"{shown} is refused by the SSRF guard: {reason} — start executors with "
-                           f"--allow-private {suggested_network(address)}")
+                refusal = (f"{shown} is refused by the SSRF guard: {reason} — allow it with --allow-private "
+                           f"{suggested_network(address)} (gridcrawl run, gridcrawl-executor)")
                 if not self.warned:
                     self.warned = True
                     log.warning("%s (logged once; every such page fails as 'blocked')", refusal)

@@ -64,7 +64,8 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         out = grid.log("client.log")
         # the summary: errors by kind with a count and one example that says what to do
         assert "errors by kind" in out and "blocked" in out
-        assert "--allow-private 127.0.0.0/8" in out and server.url("/") in out
+        assert "--allow-private 127.0.0.0/8 (gridcrawl run, gridcrawl-executor)" in " ".join(
+            out.replace("│", " ").split()) and server.url("/") in out  # the programs that take it
         assert "every page of this crawl failed" in out
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
