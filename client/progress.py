@@ -146,14 +146,21 @@ class ProgressView:
     def item_summary(self, figures) -> None:
         """Print the items section: items per type and, per field, items with a value and misses
         of a required value (``figures``: :func:`gridcrawl.client.items.item_summary`); fields
-        that never matched are flagged (a broken selector, usually)."""
+        of stored items that never matched are flagged (a broken selector, usually). A type with
+        no item stored because a required field missed says so, and flags only that field (the
+        others' selectors may match: an item without a required value is not stored)."""
         table = Table(title="gridcrawl: items")
         for column in ("type", "field", "items", "with a value", "required misses", "note"):
             table.add_column(column, justify="left" if column in ("type", "field", "note") else "right")
         for t in figures:
-            table.add_row(t.type, "", str(t.items), "", "", f"{t.errors} pages failed" if t.errors else "")
+            missed = not t.items and any(f.missed for f in t.fields.values())
+            notes = [f"{t.errors} pages failed" if t.errors else "",
+                     "none stored: a required field missed" if missed else ""]
+            table.add_row(t.type, "", str(t.items), "", "", "; ".join(n for n in notes if n))
             for f in t.fields.values():
-                table.add_row("", f.name, "", str(f.filled), str(f.missed), "never matched" if f.filled == 0 else "")
+                note = ("never matched" if t.items and f.filled == 0
+                        else "required, missed: no item without it" if missed and f.missed else "")
+                table.add_row("", f.name, "", str(f.filled), str(f.missed), note)
         self.console.print(table)
 
 

@@ -453,3 +453,25 @@ def test_the_progress_bar_shows_the_threads_in_flight_as_soon_as_they_are_submit
             loop.join(10)
         logging.getLogger("gridcrawl.client").removeHandler(handler)
     assert seen[0] == (1, 1, False), seen[:3]
+
+
+def test_the_items_summary_blames_the_required_field_that_missed_not_the_selectors_that_matched(capsys,
+                                                                                                monkeypatch):
+    """No ``product`` stored because ``sku`` (required) missed on every candidate: the summary
+    said "never matched" of ``name`` and ``price`` too, whose selectors matched, sending the user
+    to fix the wrong fields. A type with stored items still flags a field that never matched."""
+    from gridcrawl.client.items import FieldFigures, TypeFigures
+    from gridcrawl.client.progress import ProgressView
+
+    product = TypeFigures("product", fields={"name": FieldFigures("name"), "price": FieldFigures("price"),
+                                             "sku": FieldFigures("sku", missed=3)})
+    post = TypeFigures("post", items=2, fields={"title": FieldFigures("title", filled=2),
+                                                "author": FieldFigures("author")})
+    monkeypatch.setenv("COLUMNS", "200")  # one line a row, to read them back
+    ProgressView(enabled=False).item_summary([product, post])
+    rows = {tuple(cell.strip() for cell in line.split("│")[1:-1]) for line in capsys.readouterr().err.splitlines()
+            if line.startswith("│")}
+    assert ("product", "", "0", "", "", "none stored: a required field missed") in rows
+    assert ("", "name", "", "0", "0", "") in rows and ("", "price", "", "0", "0", "") in rows
+    assert ("", "sku", "", "0", "3", "required, missed: no item without it") in rows
+    assert ("", "author", "", "0", "0", "never matched") in rows and ("", "title", "", "2", "0", "") in rows
