@@ -227,7 +227,10 @@ def run(
             watch_children.start()
             run_started.append(utcnow())
             if http:  # the manager serves it by now (a port taken has ended the manager, and the wait)
-                typer.echo(f"dashboard: http://{http}/ (while the crawl runs)", err=True)
+                from gridcrawl.manager.dashboard import parse_address  # valid: the manager serves it
+                host, port = parse_address(http)
+                typer.echo(f"dashboard: http://{f'[{host}]' if ':' in host else host}:{port}/ (while the crawl runs)",
+                           err=True)
 
         counts = run_crawl(settings, endpoint, crawl_db, seeds,
                            allow_domain or [], name="gridcrawl run", show_progress=progress,

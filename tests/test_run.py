@@ -109,11 +109,14 @@ def test_run_stops_with_an_error_when_its_manager_or_every_executor_dies(tmp_pat
     assert 0 < visited < 61
 
 
-def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server):
+@pytest.mark.parametrize("given", ["127.0.0.1:{port}", "{port}"])
+def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server, given):
+    """``--http HOST:PORT``, or a bare port (loopback), is named as the address it is served
+    at (a bare port printed "http://8363/")."""
     server = site_server(generate_site(3, links_per_page=2, seed=5))
     port = free_port()
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
-                           "--http", f"127.0.0.1:{port}", "--workdir", str(tmp_path), "--no-progress"],
+                           "--http", given.format(port=port), "--workdir", str(tmp_path), "--no-progress"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"dashboard: http://127.0.0.1:{port}/ (while the crawl runs)" in done.stderr
