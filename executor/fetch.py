@@ -584,7 +584,9 @@ def failure_reason(exc: BaseException) -> str:
         if isinstance(error, ssl.SSLCertVerificationError):
             return f"TLS certificate not trusted: {error.verify_message or error.reason}"
         if isinstance(error, ssl.SSLError):
-            return f"TLS error: {error.reason or error}"
+            hint = (" (the server answered in plain HTTP, not TLS: an https:// URL for an http:// site?)"
+                    if error.reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST") else "")
+            return f"TLS error: {error.reason or error}{hint}"
         if isinstance(error, OSError) and error.errno is not None and error.strerror and not isinstance(
                 error, (socket.gaierror, TimeoutError)):
             return f"{error.strerror} [errno {error.errno}]"

@@ -476,6 +476,16 @@ def test_a_retry_after_longer_than_a_crawl_waits_is_said_in_the_error(server):
                        "waits (600 s): not retried in this run")
 
 
+def test_an_https_url_of_a_plain_http_server_says_so(server):
+    """``https://`` to a port that speaks plain HTTP: "TLS error: WRONG_VERSION_NUMBER" (or
+    HTTP_REQUEST) alone did not say what was wrong."""
+    base, _ = server
+    r = _fetcher().fetch(base.replace("http://", "https://") + "/")
+    assert r.error_kind is ErrorKind.CONNECTION
+    assert r.error.startswith("TLS error: ") and r.error.endswith(
+        "(the server answered in plain HTTP, not TLS: an https:// URL for an http:// site?)"), r.error
+
+
 def test_503_with_http_date_retry_after(server):
     base, _ = server
     r = _fetcher().fetch(base + "/unavailable-date")
