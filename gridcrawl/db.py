@@ -153,7 +153,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
 
     Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
     ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
-    ``mysql+pymysql://user@host/db``. SQLite files get WAL journaling, a 30 s busy timeout,
+    ``mysql+pymysql://user@host/db``; so does the path of an existing SQLite file
+    (``crawl-1/crawl.db``). SQLite files get WAL journaling, a 30 s busy timeout,
     ``BEGIN IMMEDIATE`` transactions and, when new, 16 KB pages (:data:`SQLITE_PAGE_SIZE`);
     servers a :data:`CONNECT_TIMEOUT` (seconds) and a liveness check of pooled connections.
 
@@ -161,10 +162,13 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     kind, Python driver not installed (naming the pip extra), ODBC driver not installed (naming
     Microsoft's ODBC Driver 18 for SQL Server), or server not answering.
     """
+    if "://" not in url and os.path.isfile(url):  # a SQLite file's path, as a crawl's --workdir holds them
+        url = f"sqlite:///{os.path.abspath(url)}"
     try:
         parsed = sa.engine.make_url(url)
     except ArgumentError:
-        raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. sqlite:///crawl.db)") from None
+        example = f"sqlite:///{os.path.abspath(url)}" if "://" not in url and url.strip() else "sqlite:///crawl.db"
+        raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. {example})") from None
     shown = parsed.render_as_string(hide_password=True)
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):

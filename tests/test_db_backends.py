@@ -34,9 +34,20 @@ def one_line_error(url: str) -> str:
 # Opening databases
 
 
-def test_not_a_url_and_unknown_kind():
-    assert "not a database URL" in one_line_error("crawl.db")
+def test_not_a_url_and_unknown_kind(tmp_path, monkeypatch):
+    """A path that is no file is not a URL (the error gives the URL it would be); the path of an
+    existing SQLite file opens it (``gridcrawl report --crawl-db crawl-1/crawl.db`` was refused)."""
+    monkeypatch.chdir(tmp_path)
+    assert one_line_error("crawl.db") == (f"not a database URL: 'crawl.db' (expected e.g. "
+                                          f"sqlite:///{tmp_path / 'crawl.db'})")
     assert "unknown database kind" in one_line_error("nosuchdb://x/y")
+    (tmp_path / "crawl-1").mkdir()
+    init_schema(open_database(f"sqlite:///{tmp_path / 'crawl-1' / 'crawl.db'}"), models.crawl_metadata,
+                models.crawl_meta)
+    engine = open_database("crawl-1/crawl.db", existing=True)
+    assert engine.url.database == str(tmp_path / "crawl-1" / "crawl.db")
+    result = CliRunner().invoke(app, ["report", "--crawl-db", "crawl-1/crawl.db"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0 and "documents" in result.output, result.output
 
 
 @pytest.mark.parametrize("url", ["postgresql+psycopg://postgres@127.0.0.1:1/none",
