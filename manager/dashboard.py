@@ -274,7 +274,8 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return None
         user = current_user()
         if user is None:
-            return challenge("login required: HTTP Basic with a user of the manager")
+            return challenge("wrong user name or password" if request.authorization is not None
+                             else "login required: HTTP Basic with a user of the manager")
         if not user.permissions & DASHBOARD_PERMISSIONS:  # the Executors group: its password is on every desktop
             response = jsonify({"error": f"user {user.name!r} (group {user.group}) has no dashboard access"})
             response.status_code = 403
@@ -344,7 +345,8 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         user = current_user()
         if users is not None and (users.require_login or users.has_users()):
             if user is None:
-                return challenge("login required to control applications")
+                return challenge("wrong user name or password" if request.authorization is not None
+                                 else "login required to control applications")
             owner = next((a["owner"] for a in snapshot()["applications"]
                           if a["application_id"].startswith(application_id)), None)
             allowed = MANAGE_ALL_APPS in user.permissions or (MANAGE_OWN_APP in user.permissions and owner == user.name)

@@ -283,7 +283,9 @@ def test_off_loopback_the_dashboard_requires_a_user_of_the_manager(tmp_path):
         anonymous = requests.get(url + "/api/snapshot", timeout=5)
         assert anonymous.status_code == 401 and anonymous.headers["WWW-Authenticate"].startswith("Basic")
         assert requests.get(url + "/", timeout=5).status_code == 401
-        assert requests.get(url + "/api/snapshot", auth=("operator", "wrong password"), timeout=5).status_code == 401
+        wrong = requests.get(url + "/api/snapshot", auth=("operator", "wrong password"), timeout=5)
+        assert wrong.status_code == 401 and wrong.json()["error"] == "wrong user name or password"
+        assert anonymous.json()["error"].startswith("login required")
         assert requests.get(url + "/api/snapshot", auth=("nobody", "correct horse battery"), timeout=5).status_code == 401
         ok = requests.get(url + "/api/snapshot", auth=("operator", "correct horse battery"), timeout=5)
         assert ok.status_code == 200 and ok.json()["executors"] == []
