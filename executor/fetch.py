@@ -50,6 +50,9 @@ from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.protocol import MAX_RETRY_AFTER, ErrorKind  # the protocol's one list of error kinds (re-exported here)
+
+#: The longest wait a page reports, seconds (the protocol's ``Seconds``): a site's Retry-After past it is cut to it.
+MAX_SECONDS = 1e9
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -180,8 +183,8 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         now: the current time in seconds since the epoch for HTTP-dates; ``time.time()`` if None.
 
     Returns:
-        Seconds (float, >= 0; a date in the past gives 0.0), or ``None`` when the value is
-        missing, negative, not finite or unparseable. Never raises.
+        Seconds (float, >= 0; a date in the past gives 0.0; at most :data:`MAX_SECONDS`), or
+        ``None`` when the value is missing, negative, not finite or unparseable. Never raises.
     """
     if value is None:
         return None
@@ -194,7 +197,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         pass
     else:
         if math.isfinite(seconds) and seconds >= 0:
-            return seconds
+            return min(seconds, MAX_SECONDS)
         return None
     try:
         when = email.utils.parsedate_to_datetime(text)
@@ -205,7 +208,7 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     if when.tzinfo is None:  # RFC 9110 dates are GMT; treat a naive date as UTC
         when = when.replace(tzinfo=timezone.utc)
     reference = time.time() if now is None else now
-    return max(0.0, when.timestamp() - reference)
+    return min(max(0.0, when.timestamp() - reference), MAX_SECONDS)
 
 
 # ---------------------------------------------------------------------------------------------

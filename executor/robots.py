@@ -32,6 +32,7 @@ request, else ``None``; capping it is the manager's job (``max_crawl_delay``).
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import time
@@ -42,7 +43,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from gridcrawl.executor.fetch import ErrorKind, FetchResult, HopRefusal
+from gridcrawl.executor.fetch import MAX_SECONDS, ErrorKind, FetchResult, HopRefusal
 
 __all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES"]
 
@@ -301,10 +302,12 @@ class RobotsCache:
         return _Rules(None, True, None, expires, note=f"HTTP {status}" if status else (kind.value if kind else "no status"))
 
     def _delay(self, parser: Protego) -> float | None:
+        """The group's Crawl-delay (or Request-rate as seconds per request): finite, 0 or more,
+        at most ``MAX_SECONDS`` (a page reports no more), else None."""
         delay = parser.crawl_delay(self.token)
-        if delay is not None:
-            return float(delay)
-        rate = parser.request_rate(self.token)
-        if rate is not None and rate.requests > 0:
-            return rate.seconds / rate.requests
-        return None
+        if delay is None:
+            rate = parser.request_rate(self.token)
+            delay = rate.seconds / rate.requests if rate is not None and rate.requests > 0 else None
+        if delay is None or not math.isfinite(float(delay)) or float(delay) < 0:
+            return None
+        return min(float(delay), MAX_SECONDS)

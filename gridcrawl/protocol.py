@@ -90,6 +90,17 @@ ErrorKindName = Literal[tuple(kind.value for kind in ErrorKind)]  # type: ignore
 #: A link found on a page: ``[canonical_url, anchor_text]``, or, when the thread's instruction
 #: carried keep/follow rules (:mod:`gridcrawl.rules`), ``[canonical_url, anchor_text, to_type]``.
 Link = Annotated[list[str], Meta(min_length=2, max_length=3)]
+
+#: Seconds a page reports (fetch, parse, render and extract times, a site's Retry-After and
+#: Crawl-delay): finite, 0 or more, at most 10^9 (about 32 years; the executor caps a site's
+#: values there), so that a broken or hostile executor's NaN, infinity or negative time reaches
+#: neither a crawl table's NOT NULL column (SQLite stores NaN as NULL) nor the manager's
+#: politeness arithmetic: the page does not decode, and its thread fails saying why.
+Seconds = Annotated[float, Meta(ge=0, le=1e9)]
+#: A byte count a page reports (``size``).
+ByteCount = Annotated[int, Meta(ge=0, le=2**63 - 1)]
+#: An HTTP status code a page reports (``status``).
+HttpStatus = Annotated[int, Meta(ge=0, le=999)]
 #: A link a keep rule matched: ``[canonical_url, rule_number]``.
 KeptLink = tuple[str, int]
 
@@ -253,15 +264,15 @@ class PageResult(Wire):
 
     url: str
     final_url: str = ""
-    status: int | None = None
+    status: HttpStatus | None = None
     content_type: str | None = None
-    size: int = 0
-    fetch_seconds: float = 0.0
-    parse_seconds: float = 0.0
+    size: ByteCount = 0
+    fetch_seconds: Seconds = 0.0
+    parse_seconds: Seconds = 0.0
     error_kind: ErrorKindName | None = None
     error: str | None = None
-    retry_after: float | None = None
-    crawl_delay: float | None = None
+    retry_after: Seconds | None = None
+    crawl_delay: Seconds | None = None
     title: str = ""
     encoding: str | None = None
     content: Any = None  # str, bytes or None (checked by __post_init__: msgspec has no str | bytes)
@@ -276,7 +287,7 @@ class PageResult(Wire):
     nofollow: bool = False  # ... says nofollow: ``links`` is empty
     sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
     sitemaps: list[str] = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
-    render_seconds: float | None = None  # seconds the page was open in the browser; None: not rendered
+    render_seconds: Seconds | None = None  # seconds the page was open in the browser; None: not rendered
     refused_requests: list = field(default_factory=list)  # rendered page: [url, error_kind, reason] refused
     # semantic crawl (gridcrawl.semantic): [subject, predicate, object, kind, datatype, language] lists
     triples: list = field(default_factory=list)
@@ -284,7 +295,7 @@ class PageResult(Wire):
     items: list = field(default_factory=list)
     item_misses: list = field(default_factory=list)
     item_errors: list = field(default_factory=list)
-    extract_seconds: float = 0.0
+    extract_seconds: Seconds = 0.0
 
     def __post_init__(self) -> None:
         if self.content is not None and type(self.content) is not str and type(self.content) is not bytes:
@@ -669,11 +680,11 @@ class _PageSummary(msgspec.Struct):
     """What the manager reads of a page it relays (other fields are skipped, checked at the client)."""
 
     url: str
-    status: int | None = None
-    size: int = 0
+    status: HttpStatus | None = None
+    size: ByteCount = 0
     error_kind: ErrorKindName | None = None
-    retry_after: float | None = None
-    crawl_delay: float | None = None
+    retry_after: Seconds | None = None
+    crawl_delay: Seconds | None = None
 
 
 class _RelayedResult(Wire):
@@ -836,9 +847,11 @@ def _decode_done(body: bytes) -> ThreadDone:
         try:
             page = _checked(_PAGE.decode, o.page, f"done.threads.page (thread {o.thread_id})")
             failed = o.failed
-        except ProtocolError as exc:
+        except ProtocolError as exc:  # a broken or hostile executor's page: failed, saying why (visited_url.error)
             log.warning("%s: the thread counts as failed", exc)
-            page, failed = None, True
+            page = PageResult(url="", error_kind=ErrorKind.POISON.value,
+                              error=f"the result of executor {str(o.executor_id)[:8]} does not decode: {exc}"[:1000])
+            failed = True
         threads.append(FinishedThread(o.thread_id, o.executor_id, o.attempts, failed, page))
     return ThreadDone(m.application_id, threads)
 

@@ -238,6 +238,39 @@ def _answer(sock: zmq.Socket, *kinds) -> p.Message:
 
 
 @pytest.mark.e2e
+def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, site_server):
+    """A hostile executor answers the seed with a page whose ``fetch_seconds`` is NaN (and says
+    bye). The manager relayed it and the client stored it: SQLite keeps NaN as NULL, the NOT NULL
+    column refused it, and every run of the client died with "the crawl database failed" as the
+    manager delivered the page again. Now the page does not decode at the client: the seed fails
+    saying why, and the crawl ends normally (every page failed: status 1)."""
+    server = site_server(generate_site(3, links_per_page=2, seed=4))
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    liar = context.socket(zmq.DEALER)
+    liar.setsockopt(zmq.LINGER, 0)
+    try:
+        grid.start_manager()
+        liar.connect(grid.endpoint)
+        liar.send_multipart(p.encode(p.Register(name="liar", host="h", user="u", threads=64)))
+        _answer(liar, p.Welcome)
+        client = grid.start_client(server.url("/"), "--no-sitemaps")
+        (job, *_) = _answer(liar, p.Assign).jobs
+        page = p.PageResult(url=job.url, final_url=job.url, status=200, content="<html></html>",
+                            fetch_seconds=float("nan"))
+        liar.send_multipart(p.encode(p.Result(job.attempt_id, page)))
+        liar.send_multipart(p.encode(p.Bye("done lying")))
+        assert client.wait(timeout=60) == 1, grid.log("client.log")
+    finally:
+        liar.close(linger=0)
+        context.term()
+        grid.stop()
+    assert "the crawl database failed" not in grid.log("client.log")
+    ((kind, error),) = grid.query("crawl", "SELECT error_kind, error FROM visited_url")
+    assert kind == "poison" and "does not decode" in error and "fetch_seconds" in error, error
+
+
+@pytest.mark.e2e
 def test_executors_and_crawls_that_come_and_go_without_end_leave_the_manager_bounded(tmp_path):
     grid = Grid(tmp_path)
     http = f"http://127.0.0.1:{free_port()}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgpack
+import msgspec
 import pytest
 
 from gridcrawl import protocol as p
@@ -129,7 +130,30 @@ def test_a_relayed_page_that_does_not_decode_fails_its_thread_only():
     good = p.decode(p.encode(p.Result(1, PAGE)), relay=True)
     done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(1, "ex", 1, False, good.page),
                                                   p.FinishedThread(2, "ex", 1, False, relayed.page)])))
-    assert [(t.thread_id, t.failed, t.page) for t in done.threads] == [(1, False, PAGE), (2, True, None)]
+    assert [(t.thread_id, t.failed) for t in done.threads] == [(1, False), (2, True)] and done.threads[0].page == PAGE
+    failed = done.threads[1].page  # the reason, for visited_url.error (it was None: a poison row saying nothing)
+    assert failed.error_kind == "poison" and failed.error.startswith(
+        "the result of executor ex does not decode: done.threads.page (thread 2).links: expected a list")
+
+
+@pytest.mark.parametrize("field, value", [("fetch_seconds", float("nan")), ("parse_seconds", -1e308),
+                                          ("size", -5), ("retry_after", float("inf")), ("crawl_delay", -1.0),
+                                          ("status", 1000), ("render_seconds", float("nan"))])
+def test_a_page_with_an_absurd_number_fails_its_thread_saying_why(field, value):
+    """A hostile executor's NaN fetch_seconds reached the crawl table's NOT NULL column (SQLite
+    stores NaN as NULL): the client failed "the crawl database failed" on every resume, as the
+    manager kept delivering it. Numbers a page reports are checked at the door: the manager
+    refuses a relayed page whose envelope is absurd (a strike), the client fails the thread."""
+    good = p.PageResult(url="http://a.test/", status=200, content="<html></html>")
+    raw = msgpack.packb({"attempt_id": 3, "page": {**msgspec.to_builtins(good), field: value}}, use_bin_type=True)
+    if field in ("size", "retry_after", "crawl_delay", "status"):  # the manager reads these
+        with pytest.raises(p.ProtocolError, match=field):
+            p.decode([p.PROTOCOL_VERSION, b"result", raw], relay=True)
+    else:
+        relayed = p.decode([p.PROTOCOL_VERSION, b"result", raw], relay=True)
+        done = p.decode(p.encode(p.ThreadDone("app", [p.FinishedThread(3, "ex", 1, False, relayed.page)])))
+        (thread,) = done.threads
+        assert thread.failed and field in thread.page.error
     with pytest.raises(p.ProtocolError, match="expected str"):   # the envelope's fields are checked
         p.decode(frames(b"result", {"attempt_id": 1, "page": {"url": 5}}), relay=True)
     with pytest.raises(p.ProtocolError, match="error_kind"):     # error kinds are the protocol's
