@@ -205,6 +205,7 @@ class GridThread:
     held: bool = False
     failed: bool = False
     result: p.RelayedPage | p.PageResult | None = None
+    delivered_to: bytes | None = None  # the client connection its result was last sent to
     queue_seq: int | None = None
     tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
     needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
@@ -803,7 +804,7 @@ class ManagerCore:
                                                       self.settings.heartbeat_liveness,
                                                       self.settings.max_threads_per_application)))
         for t in app.threads.values():
-            if t.state == ThreadState.FINISHED:
+            if t.state == ThreadState.FINISHED and t.delivered_to != peer:  # (an open in a loop: no copies)
                 actions += self._deliver(t)
         return actions
 
@@ -860,7 +861,9 @@ class ManagerCore:
 
     def on_submit(self, peer: bytes, m: p.Submit, now: float) -> list[Action]:
         """Queue grid threads. A thread id the application already has is not queued twice (a
-        restarted client resubmits what it had in flight); if its result is waiting, it is sent.
+        restarted client resubmits what it had in flight); if its result is waiting, it is sent,
+        unless it was sent on this connection already (a client resubmitting a finished thread
+        in a loop, never reading, made the manager queue a copy of the page each time: 5 GB).
         A new application instruction (``m.instruction``) replaces the old one first."""
         app = self._application_of(peer, m.application_id)
         if app is None:
@@ -883,8 +886,8 @@ class ManagerCore:
         for spec in m.threads:
             existing = app.threads.get(spec.thread_id)
             if existing is not None:
-                if existing.state == ThreadState.FINISHED:
-                    actions += self._deliver(existing)
+                if existing.state == ThreadState.FINISHED and existing.delivered_to != app.peer:
+                    actions += self._deliver(existing)  # once per connection: a resubmit loop gets no copies
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
@@ -1339,9 +1342,12 @@ class ManagerCore:
         return self.applications.get(application_id)
 
     def _deliver(self, t: GridThread) -> list[Action]:
+        """Send finished ``t``'s result to its application's client (nothing while it has none);
+        :attr:`GridThread.delivered_to` remembers the connection."""
         app = self.applications.get(t.application_id)
         if app is None or app.peer is None:
             return []
+        t.delivered_to = app.peer
         return [Send(app.peer, p.ThreadDone(t.application_id, [p.FinishedThread(t.thread_id, t.executor_id, t.attempts,
                                                                           t.failed, t.result)]))]
 

@@ -618,9 +618,16 @@ def test_client_restart_reattaches_and_gets_waiting_results():
     assert opened.message.resumed
     (done,) = sends(actions, p.ThreadDone)
     assert done.peer == b"c2" and done.message.thread_id == 5
-    # resubmitting the same thread id does not queue it twice; it re-sends the waiting result.
-    actions = submit(core, app, [5], peer=b"c2", now=2.1)
-    assert assigned(actions) == [] and len(sends(actions, p.ThreadDone)) == 1
+    # resubmitting the same thread id does not queue it twice, nor send the result again on the
+    # connection that has it (a client resubmitting in a loop, never reading, made the manager
+    # queue a copy of the page each time: 5 GB in 15 s); nor does an open again on it
+    for i in range(3):
+        actions = submit(core, app, [5], peer=b"c2", now=2.1 + i)
+        assert assigned(actions) == [] and sends(actions, p.ThreadDone) == []
+    assert sends(core.handle(b"c2", p.OpenApplication("crawl", "u", app), 6.0), p.ThreadDone) == []
+    # a client on a new connection gets it, once
+    (done,) = sends(core.handle(b"c3", p.OpenApplication("crawl", "u", app), 7.0), p.ThreadDone)
+    assert done.peer == b"c3" and sends(submit(core, app, [5], peer=b"c3", now=7.1), p.ThreadDone) == []
 
 
 def test_a_second_client_is_refused_the_application_while_the_first_is_alive():
