@@ -29,6 +29,7 @@ SQL Server script (usr/grp/prm tables and the groups' permissions).
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import hmac
 import logging
@@ -137,6 +138,18 @@ class User:
     created: datetime | None
 
 
+#: Failed password checks (each one scrypt run) a manager makes in :data:`LOGIN_WINDOW` seconds,
+#: at most; beyond, a login its cache cannot answer is refused at once with :data:`LOGINS_BUSY`
+#: (the peer tries again shortly). A flood of wrong passwords from fresh connections froze the
+#: manager's loop (about 45 ms a check: 38 a second made a 3.5 s crawl take 45 s). A user who
+#: logged in before is answered from the cache and never waits.
+LOGIN_FAILURES = 10
+LOGIN_WINDOW = 5.0
+#: The refusal of a login beyond the budget (the manager core makes it a "try again" refusal).
+LOGINS_BUSY = (f"too many failed logins at this manager (over {LOGIN_FAILURES} in {LOGIN_WINDOW:g} s): "
+               "trying again shortly")
+
+
 class UserStore:
     """Users, groups and permissions in the manager database ``engine``.
 
@@ -166,6 +179,7 @@ class UserStore:
         self._any_user: tuple[float, bool] | None = None
         self._read: dict[str, tuple[float, list]] = {}
         self._lock = threading.Lock()
+        self._failures: collections.deque[float] = collections.deque()  # monotonic times of failed checks
         # an unknown user's password is checked against this (never matching) hash, so that it
         # costs one scrypt run like a real check; random digits: no scrypt run at start-up
         self._dummy_salt = secrets.token_bytes(SALT_BYTES)
@@ -283,33 +297,45 @@ class UserStore:
 
     def verify(self, name: str, password: str | None) -> User | None:
         """The user ``name`` if ``password`` is its password, else None (unknown user and wrong
-        password alike; both cost one scrypt run)."""
+        password alike; both cost one scrypt run). Raises :class:`LoginsThrottled` instead of
+        running scrypt when :data:`LOGIN_FAILURES` checks failed in the last
+        :data:`LOGIN_WINDOW` seconds (a password the cache knows is answered all the same)."""
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > MAX_PASSWORD:
             return None
         rows = self._login_rows(name) if _NAME.match(name) else []
-        if not rows:
-            verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
-            return None
-        row = rows[0]
         tag = hmac.new(self._key, password.encode("utf-8"), hashlib.sha256).digest()
+        row = rows[0] if rows else None
         with self._lock:
-            cached = self._verified.get(name)
-        if cached is not None and cached[1] == row.password_hash and hmac.compare_digest(cached[0], tag):
-            ok = True
+            cached = self._verified.get(name) if row is not None else None
+            if cached is not None and cached[1] == row.password_hash and hmac.compare_digest(cached[0], tag):
+                return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
+            now = time.monotonic()
+            while self._failures and now - self._failures[0] > LOGIN_WINDOW:
+                self._failures.popleft()
+            if len(self._failures) >= LOGIN_FAILURES:
+                raise LoginsThrottled(LOGINS_BUSY)
+        if row is None:
+            verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
+            ok = False
         else:
             try:
-                salt = bytes.fromhex(row.salt)
+                ok = verify_password(password, bytes.fromhex(row.salt), row.password_hash)
             except ValueError:
+                ok = False
+        with self._lock:
+            if not ok:
+                self._failures.append(time.monotonic())
                 return None
-            ok = verify_password(password, salt, row.password_hash)
-            if ok:
-                with self._lock:
-                    if len(self._verified) >= 4096:
-                        self._verified.clear()
-                    self._verified[name] = (tag, row.password_hash)
-        if not ok:
-            return None
+            if len(self._verified) >= 4096:
+                self._verified.clear()
+            self._verified[name] = (tag, row.password_hash)
         return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
+
+    def throttled(self) -> bool:
+        """Whether the budget of failed password checks is spent now (:meth:`verify` refuses)."""
+        with self._lock:
+            now = time.monotonic()
+            return sum(1 for t in self._failures if now - t <= LOGIN_WINDOW) >= LOGIN_FAILURES
 
     def authenticate(self, user: str, password: str | None, permission: str) -> str | None:
         """The manager core's check: None if ``user`` with ``password`` may use ``permission``
@@ -317,7 +343,8 @@ class UserStore:
 
         While no user exists and ``require_login`` is off, everyone may do everything (an open,
         local grid). The reason does not tell an unknown user from a wrong password; a peer that
-        gave no password (started without ``--user``) is told to give one.
+        gave no password (started without ``--user``) is told to give one; beyond the budget of
+        failed checks the reason is :data:`LOGINS_BUSY`.
         """
         if not self.require_login and not self.has_users():
             return None
@@ -325,7 +352,10 @@ class UserStore:
             log.warning("login refused for user %r: no password given", user)
             return (f"this manager requires a login and {user!r} gave no password: give --user NAME, "
                     "with its password in GRIDCRAWL_PASSWORD or at the prompt")
-        found = self.verify(user, password)
+        try:
+            found = self.verify(user, password)
+        except LoginsThrottled as exc:
+            return str(exc)
         if found is None:
             log.warning("login refused for user %r: unknown user or wrong password", user)
             return f"authentication failed for user {user!r}: unknown user or wrong password"
@@ -335,6 +365,10 @@ class UserStore:
         return None
 
 
-__all__ = ["AuthError", "User", "UserStore", "hash_password", "verify_password", "check_name", "check_password",
+class LoginsThrottled(Exception):
+    """Raised by :meth:`UserStore.verify` when the budget of failed password checks is spent."""
+
+
+__all__ = ["AuthError", "LoginsThrottled", "LOGINS_BUSY", "User", "UserStore", "hash_password", "verify_password", "check_name", "check_password",
            "PERMISSIONS", "GROUPS", "GROUP_PERMISSIONS", "EXECUTE_THREAD", "MANAGE_OWN_APP", "MANAGE_ALL_APPS",
            "MANAGE_USERS"]

@@ -218,7 +218,7 @@ class LinkState:
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
-            return self._refused(now, message.reason, message.active)
+            return self._refused(now, message.reason, message.active, message.retry)
         elif isinstance(message, p.Bye) and self.reconnect_at is None:
             self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
             self._reconnect(now + self.backoff)
@@ -262,7 +262,13 @@ class LinkState:
                 actions.append(Beat())
         return actions
 
-    def _refused(self, now: float, reason: str, active: str | None) -> list[Action]:
+    def _refused(self, now: float, reason: str, active: str | None, retry: bool = False) -> list[Action]:
+        if retry:  # for now (a manager busy with failed logins): ask again shortly, until the timeout
+            if reason != self.refusal:
+                self.log.warning("manager refused (%s)", reason)
+            self.refusal = reason
+            self._reconnect(now + min(self.backoff, self.interval / 4))
+            return self._due(now)
         if active is not None or (self.managers.several and not self.up):
             moved = self.managers.follow(active)  # a standby: go where it points, or to the next
             if active is None:

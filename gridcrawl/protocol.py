@@ -569,12 +569,15 @@ class Refuse(Message):
     """Manager → peer: your request is refused (bad credentials, unknown application ...).
 
     A standby manager refuses everything, naming the ``active`` manager's endpoint (hot standbys:
-    the peer moves there at once, see :mod:`gridcrawl.link`); ``None`` otherwise.
+    the peer moves there at once, see :mod:`gridcrawl.link`); ``None`` otherwise. ``retry``: the
+    refusal is for now (a manager over its budget of failed logins): the peer asks again shortly,
+    until its connect timeout.
     """
 
     TYPE: ClassVar[bytes] = b"refuse"
     reason: str
     active: str | None = None
+    retry: bool = False
 
 
 class Bye(Message):

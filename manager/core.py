@@ -84,6 +84,13 @@ CONTROL_ACTIONS = ("pause", "resume", "cancel")
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
 
 
+def _login_refusal(reason: str) -> p.Refuse:
+    """The refusal of a login: one to ask again shortly when the manager is over its budget of
+    failed password checks (:data:`gridcrawl.auth.LOGINS_BUSY`), else a final one."""
+    from gridcrawl.auth import LOGINS_BUSY
+    return p.Refuse(reason, retry=reason == LOGINS_BUSY)
+
+
 def retry_wait(page: "p.PageResult | p.RelayedPage", retries: int, settings: Settings) -> float | None:
     """Seconds before the next attempt of a grid thread whose attempt ``retries`` + 1 gave
     ``page``, or None when it is not tried again: its failure is not one that is retried
@@ -529,7 +536,7 @@ class ManagerCore:
         if self.authenticate is not None:
             reason = self.authenticate(m.user, m.password, EXECUTE_THREAD)
             if reason is not None:
-                return [Send(peer, p.Refuse(reason))]
+                return [Send(peer, _login_refusal(reason))]
         claimed_id = m.executor_id
         ex = self.executors.get(m.executor_id or "") if m.executor_id else None
         if ex is None and old is not None:
@@ -759,7 +766,7 @@ class ManagerCore:
         if self.authenticate is not None:
             reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
             if reason is not None:
-                return [Send(peer, p.Refuse(reason))]
+                return [Send(peer, _login_refusal(reason))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
         if app is not None and app.user != m.user and self.authenticate is not None:
@@ -971,7 +978,7 @@ class ManagerCore:
                 owner = self.find_application(m.application_id).user
                 reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
                 if reason is not None:
-                    return [Send(peer, p.Refuse(reason))]
+                    return [Send(peer, _login_refusal(reason))]
             actions, result = self.control(m.application_id, m.action, now, user=m.user)
         except ControlError as exc:
             return [Send(peer, p.Refuse(str(exc)))]

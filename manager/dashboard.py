@@ -231,6 +231,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
     """
     import msgspec
     from flask import Flask, Response, jsonify, request
+    from gridcrawl.auth import LOGINS_BUSY, LoginsThrottled
     from flask.json.provider import JSONProvider
 
     class MsgspecJSON(JSONProvider):
@@ -262,11 +263,21 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         return response
 
     def current_user():
-        """The verified user of this request, or None (no or wrong credentials, or no store)."""
+        """The verified user of this request, or None (no or wrong credentials, or no store, or
+        the manager over its budget of failed logins: :func:`login_failed` says which)."""
         auth = request.authorization
         if users is None or auth is None or auth.type != "basic":
             return None
-        return users.verify(auth.username or "", auth.password or "")
+        try:
+            return users.verify(auth.username or "", auth.password or "")
+        except LoginsThrottled:
+            return None
+
+    def login_failed() -> str:
+        """Why the credentials of this request gave no user (call after :func:`current_user`)."""
+        if request.authorization is None:
+            return ""
+        return LOGINS_BUSY if users is not None and users.throttled() else "wrong user name or password"
 
     @app.before_request
     def check_login():
@@ -274,8 +285,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return None
         user = current_user()
         if user is None:
-            return challenge("wrong user name or password" if request.authorization is not None
-                             else "login required: HTTP Basic with a user of the manager")
+            return challenge(login_failed() or "login required: HTTP Basic with a user of the manager")
         if not user.permissions & DASHBOARD_PERMISSIONS:  # the Executors group: its password is on every desktop
             response = jsonify({"error": f"user {user.name!r} (group {user.group}) has no dashboard access"})
             response.status_code = 403
@@ -345,8 +355,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         user = current_user()
         if users is not None and (users.require_login or users.has_users()):
             if user is None:
-                return challenge("wrong user name or password" if request.authorization is not None
-                                 else "login required to control applications")
+                return challenge(login_failed() or "login required to control applications")
             owner = next((a["owner"] for a in snapshot()["applications"]
                           if a["application_id"].startswith(application_id)), None)
             allowed = MANAGE_ALL_APPS in user.permissions or (MANAGE_OWN_APP in user.permissions and owner == user.name)

@@ -113,6 +113,34 @@ def test_wrong_password_and_unknown_user_are_refused_alike(store):
     assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None
 
 
+def test_failed_logins_past_the_budget_are_refused_without_a_password_check(store, monkeypatch):
+    """Wrong passwords from fresh connections each cost the manager's loop one scrypt run (about
+    45 ms): a flood froze it. Past LOGIN_FAILURES failed checks in LOGIN_WINDOW seconds, a login
+    the cache cannot answer is refused at once, as "for now" (the core's refusal says retry);
+    a user who logged in before is answered from the cache all along; the budget comes back."""
+    import time as _time
+    from gridcrawl import auth
+    runs = []
+    real = auth.verify_password
+    monkeypatch.setattr(auth, "verify_password", lambda *a: runs.append(1) or real(*a))
+    monkeypatch.setattr(auth, "LOGIN_WINDOW", 0.5)
+    store.add("alice", PASSWORD, "Users")
+    store.add("bob", PASSWORD, "Users")
+    assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None  # cached from now on
+    for i in range(auth.LOGIN_FAILURES):
+        assert "authentication failed" in store.authenticate("mallory", f"guess-{i}", "ManageOwnApp")
+    assert len(runs) == 1 + auth.LOGIN_FAILURES and store.throttled()
+    assert store.authenticate("mallory", "one more", "ManageOwnApp") == auth.LOGINS_BUSY
+    assert store.authenticate("bob", PASSWORD, "ManageOwnApp") == auth.LOGINS_BUSY  # not cached: waits its turn
+    assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None            # cached: answered
+    assert len(runs) == 1 + auth.LOGIN_FAILURES                                      # no scrypt past the budget
+    core = ManagerCore(Settings(), authenticate=store.authenticate)
+    (refused,) = core.handle(b"x", p.Register(name="x", host="h", user="bob", threads=1, password=PASSWORD), 0.0)
+    assert refused.message == p.Refuse(auth.LOGINS_BUSY, retry=True)
+    _time.sleep(0.6)
+    assert not store.throttled() and store.authenticate("bob", PASSWORD, "ManageOwnApp") is None
+
+
 def test_permissions_follow_the_group(store):
     store.add("alice", PASSWORD, "Users")
     store.add("root", PASSWORD, "Administrators")

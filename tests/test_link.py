@@ -273,3 +273,17 @@ def test_a_manager_sending_malformed_messages_after_it_answered_is_logged_once_p
         link.close(linger=0)
         router.close(linger=0)
         context.term()
+
+
+def test_a_refusal_for_now_is_asked_again_shortly_and_named_at_the_timeout():
+    """A manager over its budget of failed logins refuses with ``retry``: the peer does not give
+    up (a final refusal ends it at once), it connects again shortly, and the timeout's error
+    names that refusal rather than "no answer"."""
+    state = link(A)
+    assert state.start(0.0) == [Connect(A)]
+    busy = p.Refuse("too many failed logins at this manager: trying again shortly", retry=True)
+    assert state.received(0.1, busy) == []
+    assert state.tick(0.2) == [] and state.tick(0.4) == [Connect(A)]  # min(back-off, interval / 4) later
+    assert state.received(0.5, busy) == [] and not state.up
+    (fail,) = state.tick(SETTINGS.connect_timeout + 0.1)
+    assert isinstance(fail.error, Refused) and str(fail.error) == busy.reason
