@@ -556,6 +556,17 @@ class ManagerCore:
             ex, claimed_id = None, None
         elif owner is None:  # an id never given, or forgotten (keep_departed): never one a peer chose
             claimed_id = None
+        if (ex is not None and ex.connected and ex.peer not in (None, peer) and self.peer_present(ex.peer)
+                and now - ex.last_seen <= self.settings.peer_timeout):
+            # alive on another connection: a second process (or a desktop sharing the account) may
+            # not take its id, its attempts and its records over
+            if m.executor_id == ex.executor_id:
+                log.warning("executor %s (%s) is connected on another connection: a registration with its id "
+                            "refused", ex.executor_id[:8], ex.name)
+                return [Send(peer, p.Refuse(f"executor {ex.executor_id[:8]} ({ex.name}) is connected on another "
+                                            f"connection, heard {now - ex.last_seen:.1f} s ago: one process per "
+                                            "executor id; trying again shortly", retry=True))]
+            ex, claimed_id = None, None  # the same name on a live connection: an executor of its own
         if ex is not None:
             # A re-registration means the executor started afresh: what it held is gone (not the
             # threads' fault, so it does not count towards max_attempts).

@@ -261,6 +261,30 @@ def test_an_executor_id_is_reclaimed_only_by_its_own_user():
     assert stolen != first and core.executors[first].peer == b"e1"
 
 
+def test_a_connected_executors_id_is_not_taken_by_another_connection_of_its_user():
+    """With a shared executor account, a hostile desktop registered every 2 s with a connected
+    executor's id: the id flapped, the honest executor's results were fenced and the intruder's
+    dropped attempts were recorded under its id. While the executor is alive on its connection
+    (present, heard within the liveness), its id is refused to another one (for now: the owner
+    reconnecting after a network cut gets it once the old connection is gone or silent), and the
+    same name on another connection gets an id of its own."""
+    present = {b"e1": True}
+    ids = (f"id{i}" for i in itertools.count(1))
+    core = ManagerCore(Settings(prefetch=0), new_id=lambda: next(ids), authenticate=table_auth,
+                       peer_present=lambda peer: present.get(peer, False))
+    first = only(core.handle(b"e1", p.Register("ex", "h", "exec", 2, password="pw"), 0.0), p.Welcome).executor_id
+    refused = only(core.handle(b"e2", p.Register("ex", "h", "exec", 2, password="pw", executor_id=first), 1.0),
+                   p.Refuse)
+    assert refused.retry and refused.reason.startswith(f"executor {first[:8]} (ex) is connected on another connection")
+    assert core.executors[first].peer == b"e1" and core.peers.get(b"e2") is None
+    same_name = only(core.handle(b"e3", p.Register("ex", "h", "exec", 2, password="pw"), 1.5), p.Welcome).executor_id
+    assert same_name != first and core.executors[first].peer == b"e1"
+    present[b"e1"] = False  # the owner's old connection is gone (it reconnects after a cut)
+    again = only(core.handle(b"e4", p.Register("ex", "h", "exec", 2, password="pw", executor_id=first), 2.0),
+                 p.Welcome).executor_id
+    assert again == first and core.executors[first].peer == b"e4"
+
+
 def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
     core = make_core()
     core.handle(b"e", p.Register("ex", "h", "exec", 1, password="pw"), 0.0)
