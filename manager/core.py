@@ -238,6 +238,7 @@ class Executor:
     accepting: bool = True
     connected: bool = True
     last_seen: float = 0.0
+    registered: float = 0.0           # POSIX s of this registration
     running: dict[int, GridThread] = field(default_factory=dict)
     finished: int = 0
     info: dict = field(default_factory=dict)      # registration figures: os, arch, cpu_max, num_cpus, mem_max
@@ -582,7 +583,7 @@ class ManagerCore:
                         executor_id[:8], m.threads, workers)
         capacity = workers + self.settings.prefetch
         ex = Executor(executor_id=executor_id, peer=peer, name=m.name, host=m.host, user=m.user,
-                      workers=workers, capacity=capacity, dedicated=m.dedicated, last_seen=now,
+                      workers=workers, capacity=capacity, dedicated=m.dedicated, last_seen=now, registered=now,
                       window=min(capacity, self.settings.start_window), quarantined_until=quarantined_until,
                       quarantines=quarantines, accepting=m.accepting)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
@@ -1219,13 +1220,17 @@ class ManagerCore:
     def _choose(self, executors: list[Executor], t: GridThread) -> Executor | None:
         """The first executor for ``t`` in :attr:`Executor.rank` order (the most idle workers, then
         the most free slots); ties broken round robin. Executors
-        ``t`` was taken back from are left out while another can take it (None: wait for it)."""
+        ``t`` was taken back from are left out while another can take it (None: wait for it),
+        and a thread taken back goes to an executor that has returned results since it
+        registered, else to the one registered longest: executors that register, take a thread
+        and vanish (new identities cost nothing) cannot take its every attempt and make it poison."""
         if t.tried:
             fresh = [ex for ex in executors if ex.executor_id not in t.tried]
             if fresh:
                 executors = fresh
             elif self._alternative(t):
                 return None
+            executors = [ex for ex in executors if ex.finished] or [min(executors, key=lambda ex: ex.registered)]
         best = max(ex.rank for ex in executors)
         tied = [ex for ex in executors if ex.rank == best]
         self._round_robin += 1

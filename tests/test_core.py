@@ -605,6 +605,26 @@ def test_poison_thread_fails_after_max_attempts():
     assert done.message.failed and done.message.page is None and done.message.attempts == 2
 
 
+def test_a_thread_taken_back_goes_to_a_proven_executor_not_to_the_next_newcomer():
+    """Executors that register with many workers, take a thread and vanish, each a new identity,
+    made the seed poison in 4.5 s (every attempt went to the newest, most idle of them). A
+    thread taken back goes to an executor that has returned results, else to the one
+    registered longest."""
+    core = make_core(S.replace(max_attempts=3))
+    register(core, b"honest", 1, now=0.0)
+    app = open_app(core)
+    core.handle(b"storm-0", p.Register(name="storm-0", host="s", user="u", threads=64), 0.5)
+    ((peer, job),) = assigned(submit(core, app, [1], now=0.6))
+    assert peer == b"storm-0"  # the most idle: least-loaded dispatch at work
+    core.handle(b"storm-1", p.Register(name="storm-1", host="s", user="u", threads=64), 3.4)
+    for peer in (b"honest", b"client", b"storm-1"):
+        core.handle(peer, p.Heartbeat(), 3.5)
+    actions = core.tick(4.0)  # storm-0 vanished without a word: declared dead, its attempt lost
+    assert [peer for peer, _ in assigned(actions)] == [b"honest"]  # not storm-1, the most idle
+    t = core.applications[app].threads[1]
+    assert t.state == ThreadState.SCHEDULED and core.executors[t.executor_id].name == "honest"
+
+
 def test_client_restart_reattaches_and_gets_waiting_results():
     core = make_core()
     register(core, b"e", 1)
