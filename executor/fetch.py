@@ -49,10 +49,9 @@ from requests.adapters import HTTPAdapter
 from gridcrawl.executor.credentials import read_netrc
 from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
-from gridcrawl.protocol import MAX_RETRY_AFTER, ErrorKind  # the protocol's one list of error kinds (re-exported here)
-
-#: The longest wait a page reports, seconds (the protocol's ``Seconds``): a site's Retry-After past it is cut to it.
-MAX_SECONDS = 1e9
+# the protocol's one list of error kinds (re-exported here); the longest Retry-After the grid waits
+# for, and the longest wait a page reports (a site's Retry-After past it is cut to it)
+from gridcrawl.protocol import MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",

@@ -43,7 +43,8 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from gridcrawl.executor.fetch import MAX_SECONDS, ErrorKind, FetchResult, HopRefusal
+from gridcrawl.executor.fetch import ErrorKind, FetchResult, HopRefusal
+from gridcrawl.protocol import MAX_SECONDS
 
 __all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES"]
 

@@ -309,10 +309,7 @@ class UserStore:
             cached = self._verified.get(name) if row is not None else None
             if cached is not None and cached[1] == row.password_hash and hmac.compare_digest(cached[0], tag):
                 return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
-            now = time.monotonic()
-            while self._failures and now - self._failures[0] > LOGIN_WINDOW:
-                self._failures.popleft()
-            if len(self._failures) >= LOGIN_FAILURES:
+            if self._budget_spent():
                 raise LoginsThrottled(LOGINS_BUSY)
         if row is None:
             verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
@@ -334,8 +331,15 @@ class UserStore:
     def throttled(self) -> bool:
         """Whether the budget of failed password checks is spent now (:meth:`verify` refuses)."""
         with self._lock:
-            now = time.monotonic()
-            return sum(1 for t in self._failures if now - t <= LOGIN_WINDOW) >= LOGIN_FAILURES
+            return self._budget_spent()
+
+    def _budget_spent(self) -> bool:
+        """Forget failed checks older than :data:`LOGIN_WINDOW`; whether :data:`LOGIN_FAILURES`
+        remain (call with the lock held)."""
+        now = time.monotonic()
+        while self._failures and now - self._failures[0] > LOGIN_WINDOW:
+            self._failures.popleft()
+        return len(self._failures) >= LOGIN_FAILURES
 
     def authenticate(self, user: str, password: str | None, permission: str) -> str | None:
         """The manager core's check: None if ``user`` with ``password`` may use ``permission``
@@ -369,6 +373,6 @@ class LoginsThrottled(Exception):
     """Raised by :meth:`UserStore.verify` when the budget of failed password checks is spent."""
 
 
-__all__ = ["AuthError", "LoginsThrottled", "LOGINS_BUSY", "User", "UserStore", "hash_password", "verify_password", "check_name", "check_password",
-           "PERMISSIONS", "GROUPS", "GROUP_PERMISSIONS", "EXECUTE_THREAD", "MANAGE_OWN_APP", "MANAGE_ALL_APPS",
+__all__ = ["AuthError", "LoginsThrottled", "LOGINS_BUSY", "User", "UserStore", "hash_password", "verify_password",
+           "check_name", "check_password", "PERMISSIONS", "GROUPS", "GROUP_PERMISSIONS", "EXECUTE_THREAD", "MANAGE_OWN_APP", "MANAGE_ALL_APPS",
            "MANAGE_USERS"]

@@ -96,7 +96,8 @@ Link = Annotated[list[str], Meta(min_length=2, max_length=3)]
 #: values there), so that a broken or hostile executor's NaN, infinity or negative time reaches
 #: neither a crawl table's NOT NULL column (SQLite stores NaN as NULL) nor the manager's
 #: politeness arithmetic: the page does not decode, and its thread fails saying why.
-Seconds = Annotated[float, Meta(ge=0, le=1e9)]
+MAX_SECONDS = 1e9
+Seconds = Annotated[float, Meta(ge=0, le=MAX_SECONDS)]
 #: A byte count a page reports (``size``).
 ByteCount = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 #: An HTTP status code a page reports (``status``).
