@@ -681,12 +681,24 @@ class ManagerCore:
         A result for an attempt that was taken back (executor declared dead, timeout, cancel) is
         fenced out: recorded as ``fenced`` and otherwise ignored. A result with ``ran`` (no
         ``started`` was sent for it) records the thread as started ``ran`` seconds before ``now``.
+        A result whose handling raises (a bug) is logged and its attempt taken back as ``error``
+        (counted like a lost one), so that its thread runs again instead of staying assigned
+        for ever, and the batch's other results are handled.
         """
         ex = self._executor_of(peer)
         actions: list[Action] = []
         finished = ex.finished if ex is not None else 0
         for r in m.results:
-            actions += self._finish(peer, ex, r, now)
+            t = ex.running.get(r.attempt_id) if ex is not None else None
+            try:
+                actions += self._finish(peer, ex, r, now)
+            except Exception:  # a bug of ours: the thread runs again, the batch's other results count
+                log.exception("the result of attempt %d failed to be handled; its thread is queued again",
+                              r.attempt_id)
+                if t is not None and t.attempt_id == r.attempt_id and t.state in (ThreadState.SCHEDULED,
+                                                                                   ThreadState.STARTED):
+                    ex.running.pop(r.attempt_id, None)
+                    actions += self._take_back(t, now, "error")
         if ex is None:  # one refusal per message, not per result
             return actions + [Send(peer, p.Refuse("unknown executor: register again"))]
         if ex.finished == finished:

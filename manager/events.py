@@ -172,7 +172,8 @@ class ThreadDead(_Event):
 
 class AttemptEnded(_Event):
     """An attempt ended other than by its result: ``outcome`` is ``lost``, ``timeout``,
-    ``handed_back``, ``retry``, ``cancelled`` or ``fenced`` (a late result of one taken back)."""
+    ``handed_back``, ``retry``, ``cancelled``, ``fenced`` (a late result of one taken back) or
+    ``error`` (its result could not be handled: a bug, logged)."""
 
     attempt_id: int
     outcome: str

@@ -625,6 +625,35 @@ def test_a_thread_taken_back_goes_to_a_proven_executor_not_to_the_next_newcomer(
     assert t.state == ThreadState.SCHEDULED and core.executors[t.executor_id].name == "honest"
 
 
+def test_a_result_whose_handling_fails_puts_its_thread_back_and_the_batch_goes_on(caplog):
+    """A bug while handling one result (the Retry-After one: the thread was already off its
+    executor's list, so no timeout ever recovered it, and the crawl never ended) is logged, its
+    attempt taken back as ``error`` so the thread runs again, and the batch's other results are
+    handled. The bug is injected: the queue's release fails once."""
+    core = make_core()
+    register(core, b"e", 2)
+    app = open_app(core)
+    jobs = {job.thread_id: job for _, job in assigned(submit(core, app, [1, 2]))}
+    release, calls = core.queue.release, []
+
+    def failing_once(*args, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("injected bug")
+        return release(*args, **kw)
+
+    core.queue.release = failing_once
+    results = p.Results([p.AttemptResult(jobs[1].attempt_id, p.PageResult(url=jobs[1].url, status=200)),
+                         p.AttemptResult(jobs[2].attempt_id, p.PageResult(url=jobs[2].url, status=200))])
+    actions = core.handle(b"e", results, 1.0)
+    threads = core.applications[app].threads
+    assert [done.message.thread_id for done in sends(actions, p.ThreadDone)] == [2]
+    assert threads[2].state == ThreadState.FINISHED
+    assert threads[1].state in (ThreadState.READY, ThreadState.SCHEDULED) and threads[1].attempt_id != jobs[1].attempt_id
+    assert [a.outcome for a in actions if isinstance(a, ev.AttemptEnded)] == ["error"]
+    assert "failed to be handled; its thread is queued again" in caplog.text
+
+
 def test_client_restart_reattaches_and_gets_waiting_results():
     core = make_core()
     register(core, b"e", 1)
