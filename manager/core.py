@@ -557,8 +557,7 @@ class ManagerCore:
             ex, claimed_id = None, None
         elif owner is None:  # an id never given, or forgotten (keep_departed): never one a peer chose
             claimed_id = None
-        if (ex is not None and ex.connected and ex.peer not in (None, peer) and self.peer_present(ex.peer)
-                and now - ex.last_seen <= self.settings.peer_timeout):
+        if ex is not None and ex.connected and self._alive_elsewhere(ex.peer, ex.last_seen, peer, now):
             # alive on another connection: a second process (or a desktop sharing the account) may
             # not take its id, its attempts and its records over
             if m.executor_id == ex.executor_id:
@@ -875,6 +874,12 @@ class ManagerCore:
                     f"({cap}), none without a client past the liveness: let one end, or cancel one no longer "
                     f"wanted (gridcrawl-client --manager {self.address} cancel ID; the oldest: {', '.join(oldest)})")
 
+    def _alive_elsewhere(self, holder: bytes | None, last_seen: float, peer: bytes, now: float) -> bool:
+        """Whether connection ``holder`` (an application's client, an executor), not ``peer``,
+        is alive: it still exists (:attr:`peer_present`) and was heard within the liveness."""
+        return (holder is not None and holder != peer and now - last_seen <= self.settings.peer_timeout
+                and self.peer_present(holder))
+
     def _held_by_another(self, app: Application, peer: bytes, client: str, now: float) -> str | None:
         """Why a client (``client`` token, on connection ``peer``) may not reattach to ``app``
         now, or None. Another client holds it while that client is alive: its connection still
@@ -882,11 +887,9 @@ class ManagerCore:
         same client (same token), and any client once the holder's process is gone (its
         connection closed: ``kill -9`` and restart) or silent past its liveness, take it over. A
         client without a token (an older release) counts as another client."""
-        if app.peer is None or app.peer == peer or client == app.client:
+        if client == app.client or not self._alive_elsewhere(app.peer, app.last_seen, peer, now):
             return None
         silent = now - app.last_seen
-        if silent > self.settings.peer_timeout or not self.peer_present(app.peer):
-            return None
         return (f"application {app.application_id[:8]} is in use by another client, heard from {silent:.1f} s "
                 f"ago: one client crawls a crawl database at a time (wait for it to end, or stop it)")
 

@@ -119,6 +119,14 @@ SNAPSHOT_RUNNING = 100      # running threads listed (newest first), before the 
 SNAPSHOT_DEPARTED = 50      # executors that left listed (last heard first), after every connected one
 
 
+def empty_snapshot(now: float | None, manager: dict | None = None) -> dict:
+    """A snapshot of an empty grid taken at ``now`` (None: no snapshot yet), with ``manager``
+    when given (a standby's: it keeps no grid state)."""
+    empty = {"time": now, "summary": {}, "executors": [], "executors_total": 0, "applications": [],
+             "threads": [], "hosts": [], "hosts_total": 0}
+    return empty if manager is None else {**empty, "manager": manager}
+
+
 def snapshot(core, now: float) -> dict:
     """A self-contained copy of ``core``'s state (a :class:`~gridcrawl.manager.core.ManagerCore`)
     for the dashboard: plain dicts, lists, numbers and strings, JSON-ready, safe to hand to another
@@ -304,8 +312,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         return response
 
     def snapshot() -> dict:
-        return source.latest_snapshot() or {"time": None, "age": None, "summary": {}, "executors": [],
-                                            "executors_total": 0, "applications": [], "threads": [], "hosts": [], "hosts_total": 0}
+        return source.latest_snapshot() or {**empty_snapshot(None), "age": None}
 
     html = asset("dashboard.html").replace("{refresh_ms}", str(int(refresh * 1000)))
     css, js = asset("dashboard.css"), asset("dashboard.js")
@@ -348,7 +355,8 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return jsonify({"error": f"unknown action {action!r} (use pause, resume or cancel)"}), 404
         if not request.is_json:
             return jsonify({"error": "send Content-Type: application/json"}), 415
-        manager = snapshot().get("manager") or {}
+        data = snapshot()  # once: the standby check and the owner below
+        manager = data.get("manager") or {}
         if manager.get("role") == "standby":
             return jsonify({"error": f"this manager is a standby; the active manager is {manager['active'] or 'unknown'}"
                                      ": pause, resume and cancel there"}), 503
@@ -356,7 +364,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         if users is not None and (users.require_login or users.has_users()):
             if user is None:
                 return challenge(login_failed() or "login required to control applications")
-            owner = next((a["owner"] for a in snapshot()["applications"]
+            owner = next((a["owner"] for a in data["applications"]
                           if a["application_id"].startswith(application_id)), None)
             allowed = MANAGE_ALL_APPS in user.permissions or (MANAGE_OWN_APP in user.permissions and owner == user.name)
             if not allowed:

@@ -423,10 +423,8 @@ class ManagerServer:
     def _standby_snapshot(self, now: float, active: str | None) -> dict:
         """What the dashboard of a standby shows: an empty grid (a standby keeps no grid state)
         whose ``manager`` says so and names the ``active`` manager's address (None: unknown)."""
-        return {"time": now, "summary": {}, "executors": [], "executors_total": 0, "applications": [],
-                "threads": [], "hosts": [], "hosts_total": 0,
-                "manager": {"address": self.address, "role": "standby", "epoch": None, "since": None,
-                            "active": active}}
+        return dashboard.empty_snapshot(now, {"address": self.address, "role": "standby", "epoch": None,
+                                              "since": None, "active": active})
 
     def latest_snapshot(self, wait: float = 2.0) -> dict | None:
         """The newest snapshot of the core with its ``age`` (seconds since it was taken; any
