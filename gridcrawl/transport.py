@@ -125,6 +125,35 @@ def check_endpoint(endpoint: str) -> str:
     return endpoint
 
 
+def listen_problem(endpoint: str) -> str | None:
+    """Why a manager could not listen at the ``tcp://HOST:PORT`` endpoint it is to bind, found by
+    binding a plain socket there for a moment (as ZeroMQ does: ``SO_REUSEADDR``, ``*`` for every
+    IPv4 address), so that a manager refuses to start before it creates or touches its database;
+    None when the port is free, and for ``ipc://`` / ``inproc://``. A one-line reason: another
+    program listens there, the host is not one of this machine's addresses, or the port needs
+    privileges (below 1024)."""
+    import errno
+    import socket
+    if not endpoint.startswith("tcp://"):
+        return None
+    host, _, port = endpoint[6:].rpartition(":")
+    host = "" if host == "*" else host.strip("[]")
+    try:
+        family = socket.getaddrinfo(host or None, int(port), type=socket.SOCK_STREAM)[0][0] if host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, int(port)))
+    except (OSError, UnicodeError, ValueError) as exc:
+        code = getattr(exc, "errno", None)
+        if code == errno.EADDRINUSE:
+            return ("another program listens there (another gridcrawl-manager? a web server?): stop it, or give "
+                    "another --bind port")
+        if code == errno.EADDRNOTAVAIL:
+            return f"{host!r} is not an address of this machine (use * for all of them)"
+        return getattr(exc, "strerror", None) or str(exc)
+    return None
+
+
 def why_unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
     """Why a ``tcp://HOST:PORT`` manager endpoint may not have answered, found by asking the
     network directly (for the one-line error of a program that gave up on its manager): the host

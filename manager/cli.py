@@ -70,11 +70,13 @@ def serve(
         return
     import zmq
     from gridcrawl.db import open_database
-    from gridcrawl.transport import check_endpoint
+    from gridcrawl.transport import check_endpoint, listen_problem
     setup_logging(log_level, log_file, log_json)
     try:
         check_endpoint(bind)
         settings = configured_settings(ctx, **given).validate()
+        if why := listen_problem(bind):  # before the database is created or touched
+            fail(f"cannot listen on {bind}: {why}")
         engine = open_database(db)
     except (ValueError, DatabaseUnavailable) as exc:
         fail(str(exc))
@@ -98,9 +100,7 @@ def serve(
         server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,
                                standby=standby, advertise=advertise, record_process=True)
     except zmq.ZMQError as exc:
-        why = ("another program listens there (another gridcrawl-manager? a web server?): stop it, or give "
-               "another --bind port" if exc.errno == zmq.EADDRINUSE else str(exc).split(" (addr=")[0])
-        fail(f"cannot listen on {bind}: {why}")
+        fail(f"cannot listen on {bind}: {listen_problem(bind) or str(exc).split(' (addr=')[0]}")
     except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:
