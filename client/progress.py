@@ -86,7 +86,7 @@ class ProgressView:
         table.add_row("application", str(counts.get("application_id", ""))[:8])
         table.add_row("pages this run", str(counts["pages"]))
         table.add_row("documents stored", str(counts["documents"]))
-        table.add_row("URLs visited", str(counts["visited"]))
+        table.add_row("URLs visited", visited_label(counts))
         table.add_row("errors", str(counts["errors"]))
         if counts.get("set_aside"):
             table.add_row("set aside", f"{counts['set_aside']} (duplicates, traps, noindex: not errors)")
@@ -162,6 +162,17 @@ class ProgressView:
                         else "required, missed: no item without it" if missed and f.missed else "")
                 table.add_row("", f.name, "", str(f.filled), str(f.missed), note)
         self.console.print(table)
+
+
+def visited_label(counts: dict) -> str:
+    """The "URLs visited" figure of :func:`gridcrawl.client.store.crawl_counts`' ``counts``, naming
+    the sitemaps among them (read for their links, or a host's ``/sitemap.xml`` not found: no
+    document), so that documents, errors, set-aside URLs and sitemaps add up to it:
+    ``"529 (1 sitemap URL: no document)"``."""
+    n = counts.get("sitemaps") or 0
+    if not n:
+        return f"{counts['visited']:,}"
+    return f"{counts['visited']:,} ({n:,} sitemap URL{'s' if n > 1 else ''}: no document)"
 
 
 def print_error_groups(console: Console, errors: Sequence) -> None:

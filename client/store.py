@@ -1338,15 +1338,17 @@ class CrawlStore:
 def crawl_counts(engine: Engine) -> dict:
     """Rows in each table of the crawl database ``engine``: ``documents``, ``visited``,
     ``to_visit``, ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
-    rules left out: :data:`DECISIONS`), ``kept``, ``gone`` (documents marked gone), ``versions``
-    (``document_version`` rows) and ``triples``. Raises SQLAlchemy's ``DBAPIError`` when it is
+    rules left out: :data:`DECISIONS`), ``sitemaps`` (visited URLs that were sitemaps, or a
+    host's ``/sitemap.xml`` probed and not found: read for their links, no document), ``kept``,
+    ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``. Raises SQLAlchemy's ``DBAPIError`` when it is
     not a crawl database."""
     kind = visited.c.error_kind
     with engine.connect() as conn:
         count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
         return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
                 "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
-                "set_aside": count(visited, kind.in_(DECISIONS)), "kept": count(kept_link),
+                "set_aside": count(visited, kind.in_(DECISIONS)), "sitemaps": count(sitemap_table),
+                "kept": count(kept_link),
                 "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
                 "triples": count(triple)}
 

@@ -831,7 +831,7 @@ def _print_crawl(counts: dict, groups) -> None:
     aside, left to visit; gone documents, old versions and triples when there are any), then its
     errors and set-aside URLs by kind with one example each (as the client's summary)."""
     from rich.table import Table
-    from gridcrawl.client.progress import print_error_groups
+    from gridcrawl.client.progress import print_error_groups, visited_label
     table = Table(title="gridcrawl: crawl", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(justify="right")
@@ -839,7 +839,7 @@ def _print_crawl(counts: dict, groups) -> None:
                        ("set aside (duplicates, traps, noindex)", "set_aside"), ("left to visit", "to_visit"),
                        ("documents gone", "gone"), ("old versions", "versions"), ("triples", "triples")):
         if counts[key] or key in ("documents", "visited", "errors", "to_visit"):
-            table.add_row(label, f"{counts[key]:,}")
+            table.add_row(label, visited_label(counts) if key == "visited" else f"{counts[key]:,}")
     console = _console()
     console.print(table)
     print_error_groups(console, groups)

@@ -47,6 +47,11 @@ def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server, re
     sitemap = canonical_url(server.url("/sitemap.xml"))
     assert grid.query("crawl", f"SELECT status, error_kind, error FROM visited_url WHERE url = '{sitemap}'") == [
         (404, None, "no sitemap here (HTTP 404)")]
+    # the summary names that probe, so that its figures add up (documents + errors + sitemaps)
+    summary = [[c.strip() for c in line.split("│")[1:-1]] for line in grid.log("client.log").splitlines()
+               if line.startswith("│")]
+    assert ["URLs visited", f"{len(expected) + 1} (1 sitemap URL: no document)"] in summary, summary
+    assert ["documents stored", str(len(expected))] in summary and ["errors", "0"] in summary, summary
     # no page was fetched twice, and nothing outside the reachable set was asked for
     counts = server.per_path_counts()
     assert 1 <= counts.pop("/robots.txt", 0) <= 2, "robots.txt is fetched once per executor"

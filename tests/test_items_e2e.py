@@ -95,9 +95,11 @@ def test_items_equal_the_truth_after_a_kill_and_reextraction_agrees(tmp_path, si
     # product's name: every stored item has one, and the nameless pages are its misses
     assert ["", "name", "", str(len(products)), str(len(shop.misses)), ""] in cells
     # and the crawl's own counts, as the database has them; no recrawl run, so no recrawl table
-    ((documents, visited),) = grid.query("crawl", "SELECT (SELECT count(*) FROM document), "
-                                                  "(SELECT count(*) FROM visited_url)")
-    assert ["documents stored", f"{documents:,}"] in cells and ["URLs visited", f"{visited:,}"] in cells
+    ((documents, visited, sitemaps),) = grid.query("crawl", "SELECT (SELECT count(*) FROM document), "
+                                                  "(SELECT count(*) FROM visited_url), (SELECT count(*) FROM sitemap)")
+    assert sitemaps == 1  # the host's /sitemap.xml, a 404
+    assert ["documents stored", f"{documents:,}"] in cells
+    assert ["URLs visited", f"{visited:,} (1 sitemap URL: no document)"] in cells
     assert "recrawls" not in report.stdout
 
     # export --items: every item, CSV with one column per field
