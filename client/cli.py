@@ -404,6 +404,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     from gridcrawl.client.store import CrawlStore
 
     seeds = seed_list(seeds)
+    _check_files_first(rules, extract)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),
@@ -428,6 +429,35 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     scope.follow_nofollow = settings.follow_nofollow
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     return store, scope
+
+
+def _check_files_first(rules: str | None, extract: str | None) -> None:
+    """Exit with status 2 (one line) on an invalid rules file or item spec, or a spec's
+    ``page_type`` the rules never give, before the crawl database is created or touched (they are
+    read again, with what the database stored, by :func:`resolve_strategy`)."""
+    from gridcrawl.rules import RuleError, load_page_types, load_rules
+    rule_list = []
+    if rules is not None:
+        try:
+            rule_list = load_rules(rules)
+            load_page_types(rules, rule_list)
+        except RuleError as exc:
+            fail(f"invalid rules: {exc}")
+    if extract is not None:
+        specs = check_item_spec(extract)
+        if rules is not None:
+            refuse_unknown_page_types(extract, specs, rule_list)
+
+
+def refuse_unknown_page_types(extract: str, specs: list, rule_list: list) -> None:
+    """Exit with status 2 when an item spec of file ``extract`` names a ``page_type`` the
+    keep/follow rules ``rule_list`` never give a page (its items would never be extracted;
+    without rules only the seeds have a page type, ``base``)."""
+    from gridcrawl.items import ItemSpecError, check_page_types
+    try:
+        check_page_types(specs, rule_list)
+    except ItemSpecError as exc:
+        fail(f"invalid item spec: {extract}: {exc}")
 
 
 def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow_domains: list[str], *,

@@ -55,7 +55,10 @@ def item_rows(found_items: list, misses: list, errors: list, fingerprint: str, u
         kind, position, fields = _name(entry.get("type"), 64), _position(entry.get("position")), entry.get("fields")
         if kind not in types or position is None or not isinstance(fields, dict):
             continue
-        text = json.dumps(fields, ensure_ascii=False, default=str)
+        try:  # strict JSON (RFC 8259): a broken or hostile executor's NaN drops its item, not the batch
+            text = json.dumps(fields, ensure_ascii=False, default=str, allow_nan=False)
+        except (TypeError, ValueError):
+            continue
         if len(text) > MAX_FIELDS_JSON:
             continue
         items.append({"type": kind, "fingerprint": fingerprint, "url": url, "position": position,

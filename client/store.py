@@ -1482,12 +1482,12 @@ def _queue_absent(conn, rows: list[dict]) -> int:
 
 
 def _json_or_none(value) -> str | None:
-    """``value`` as JSON text, or None when it is empty or not JSON-able (a hostile executor's
-    bytes keys must not fail the batch)."""
+    """``value`` as strict JSON text (RFC 8259: no NaN), or None when it is empty or not JSON-able
+    (a hostile executor's bytes keys or NaN must not fail the batch)."""
     if not value:
         return None
     try:
-        return json.dumps(value, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError):
         return None
 

@@ -272,7 +272,13 @@ class ExecutorAgent:
                     except Exception as exc:  # a bug must cost one page, not the executor
                         log.exception("thread %d (%s) crashed", job.thread_id, job.url)
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
-                    encoded = p.encode_page(page)  # here, not in the main loop: it only batches
+                    try:
+                        encoded = p.encode_page(page)  # here, not in the main loop: it only batches
+                    except Exception as exc:  # a value the wire cannot carry: the page fails, the worker lives
+                        log.exception("thread %d (%s): its result cannot be encoded", job.thread_id, job.url)
+                        page = p.PageResult(url=job.url, error_kind="crash",
+                                            error=f"its result cannot be encoded: {type(exc).__name__}: {exc}")
+                        encoded = p.encode_page(page)
                     try:
                         push.send_multipart([tag, attempt, repr(time.monotonic() - began).encode(), encoded])
                     except zmq.ContextTerminated:  # the executor stopped while this page ran

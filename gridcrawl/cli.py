@@ -156,14 +156,14 @@ def run(
             fail(f"invalid rules: {exc}")
     specs = []
     if extract is not None:  # refuse a bad item spec before any process starts
-        from gridcrawl.client.cli import check_item_spec
+        from gridcrawl.client.cli import check_item_spec, refuse_unknown_page_types
         specs = check_item_spec(extract)
+        if rules is not None or not resumed:  # a resumed crawl's stored rules are checked by the client
+            refuse_unknown_page_types(extract, specs, rule_list if rules is not None else [])
     elif resumed:
         specs = _stored_specs(crawl_db)
     rendering = any(spec.render for spec in specs) or rendering
     _refuse_missing_plugins(specs)
-    if rules is not None and extract is not None:
-        _refuse_unknown_page_types(extract, specs, rule_list)
     check_wait_for(wait_for, rendering)
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
@@ -553,16 +553,6 @@ def _stored_specs(crawl_db: str) -> list:
         return []
     finally:
         engine.dispose()
-
-
-def _refuse_unknown_page_types(extract: str, specs: list, rule_list: list) -> None:
-    """Exit with status 2 when an item spec of file ``extract`` names a ``page_type`` the
-    keep/follow rules ``rule_list`` never give a page (its items would never be extracted)."""
-    from gridcrawl.items import ItemSpecError, check_page_types
-    try:
-        check_page_types(specs, rule_list)
-    except ItemSpecError as exc:
-        fail(f"invalid item spec: {extract}: {exc}")
 
 
 def _refuse_missing_plugins(specs: list) -> None:
@@ -1097,7 +1087,8 @@ def fetch_command(
         if why is not None:
             fail(f"--page-type {why}")
     if rules and extract:
-        _refuse_unknown_page_types(extract, specs, rule_list)
+        from gridcrawl.client.cli import refuse_unknown_page_types
+        refuse_unknown_page_types(extract, specs, rule_list)
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
@@ -1175,15 +1166,20 @@ def _print_check(check, shown) -> None:
         table.add_row(name, escape(str(value)))
     console = _console()
     console.print(table)
+
+    def heading(title: str, listed: list, found: list) -> None:  # "kept (20 of 51):" when --links cuts it
+        count = f"{len(listed)} of {len(found)}" if len(listed) < len(found) else f"{len(found)}"
+        console.print(f"{title} ({count}{', --links lists more' if len(listed) < len(found) else ''}):")
+
     for title, found in (("followed", check.followed), ("not followed", check.outside)):
         listed = shown(found)
         if listed:
-            console.print(f"{title} ({len(listed)} of {len(found)}):")
+            heading(title, listed, found)
             for target, anchor, *to_type in listed:
                 console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else "")
                               + (f"  -> {escape(str(to_type[0]))}" if to_type and to_type[0] else ""))
     if page.kept:
-        console.print(f"kept ({len(page.kept)}):")
+        heading("kept", shown(page.kept), page.kept)
         for target, number in shown(page.kept):
             console.print(f"  {escape(target)}  [dim]rule {number}[/dim]")
     if page.items or page.item_misses or page.item_errors:
@@ -1201,7 +1197,7 @@ def _print_check(check, shown) -> None:
                                        if check.item_types else "no item spec applies to this URL and page type"),
                       soft_wrap=True, highlight=False)
     if page.triples or (page.structured or {}).get("errors"):
-        console.print(f"triples ({len(page.triples)}):")
+        heading("triples", shown(page.triples), page.triples)
         for subject, predicate, value, *_ in shown(page.triples):
             console.print(f"  {escape(str(subject))}  {escape(str(predicate))}  {escape(str(value)[:100])}")
         for error in (page.structured or {}).get("errors", []):

@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
+from gridcrawl.protocol import INT64, json_safe
 
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
            "specs_for", "needs_of", "extract", "spec_to_wire", "specs_from_wire"]
@@ -391,12 +392,19 @@ def specs_for(specs: Sequence[ItemSpec], url: str, page_type: str | None) -> lis
 def check_page_types(specs: Iterable[ItemSpec], rules: Sequence) -> None:
     """Raise :class:`ItemSpecError` when a spec's ``page_type`` is no page type the keep/follow
     ``rules`` (:class:`gridcrawl.rules.Rule`) give a page (``base``, a seed's, or a follow
-    rule's ``to_type``): its items would never be extracted. Nothing to check without rules."""
-    if not rules:
-        return
-    from gridcrawl.rules import unknown_page_type
+    rule's ``to_type``): its items would never be extracted. Without rules only the seeds have a
+    page type, ``base``."""
+    from gridcrawl.rules import BASE, unknown_page_type
     for spec in specs:
-        why = unknown_page_type(spec.page_type, rules) if spec.page_type is not None else None
+        if spec.page_type is None:
+            continue
+        if not rules:
+            if spec.page_type != BASE:
+                raise ItemSpecError(f"{spec.label}: page_type {spec.page_type!r} is no page type of this crawl: "
+                                    f"page types come from keep/follow rules (--rules), and without them only the "
+                                    f"seeds have one, {BASE!r}")
+            continue
+        why = unknown_page_type(spec.page_type, rules)
         if why is not None:
             raise ItemSpecError(f"{spec.label}: page_type {why}")
 
@@ -453,7 +461,7 @@ class Extraction:
     """The items of one page: ``items`` as ``{"type", "position", "fields"}`` dicts, ``misses``
     as ``[type, position, field]`` for each candidate item a required field left empty, and
     ``errors`` as ``[type, message]`` for each spec that failed on the page (a plugin that raised
-    or ran past its deadline)."""
+    or ran past its deadline) or gave more than :data:`MAX_ITEMS_PER_PAGE` items (the rest cut)."""
 
     items: list = field(default_factory=list)
     misses: list = field(default_factory=list)
@@ -468,9 +476,12 @@ def _strings(results, normalize: bool) -> list[str]:
     out = []
     for sel in results:
         root = sel.root
-        value = root if isinstance(root, str) else sel.xpath("string()").get() or ""
-        if not isinstance(value, str):  # an XPath number or boolean
-            value = str(value)
+        if isinstance(root, bool):  # an XPath boolean (boolean(//h1)): its XPath string value
+            value = "true" if root else "false"
+        elif isinstance(root, float):  # an XPath number (count(//pre)): "33", not "33.0"
+            value = str(int(root)) if root.is_integer() else str(root)
+        else:
+            value = root if isinstance(root, str) else sel.xpath("string()").get() or ""
         value = _collapse(value) if normalize else value
         if value.strip():
             out.append(value)
@@ -485,9 +496,11 @@ def _number(text: str, integral: bool):
     cleaned = text.strip()
     if integral:
         try:
-            return int(cleaned)
+            number = int(cleaned)
         except ValueError:
             pass
+        else:
+            return number if -INT64 - 1 <= number <= INT64 else None
     try:
         plain = float(cleaned)
     except ValueError:
@@ -495,7 +508,7 @@ def _number(text: str, integral: bool):
     else:
         if not math.isfinite(plain):
             return None
-        return (int(plain) if plain.is_integer() else None) if integral else plain
+        return (int(plain) if plain.is_integer() and abs(plain) <= INT64 else None) if integral else plain
     if not any(ch.isdigit() for ch in cleaned):
         return None
     from price_parser import Price
@@ -504,8 +517,10 @@ def _number(text: str, integral: bool):
         return None
     if cleaned.lstrip().startswith("-"):
         amount = -amount
+    if not math.isfinite(amount):
+        return None
     if integral:
-        return int(amount) if float(amount).is_integer() else None
+        return int(amount) if float(amount).is_integer() and abs(amount) <= INT64 else None
     return amount
 
 
@@ -614,9 +629,10 @@ def _passes(fields: dict, where, today: _dt.date) -> bool:
 
 
 def _jsonable(value, depth: int = 0):
-    """A plugin's value made JSON- and msgpack-safe (other objects become their ``str``)."""
+    """A plugin's value made JSON- and msgpack-safe (:func:`gridcrawl.protocol.json_safe`: an
+    integer beyond 64 bits, NaN and infinities become their ``str``, as other objects do)."""
     if value is None or isinstance(value, (bool, int, float)):
-        return value
+        return json_safe(value)
     if isinstance(value, str):
         return value[:MAX_VALUE_CHARS]
     if isinstance(value, (_dt.date, _dt.datetime)):
@@ -695,6 +711,9 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
             except BaseException as exc:  # noqa: BLE001 - a plugin's failure fails its items only
                 out.errors.append([spec.type, f"plugin {spec.plugin}: {type(exc).__name__}: {exc}"[:1000]])
                 continue
+            if len(produced) > MAX_ITEMS_PER_PAGE:
+                out.errors.append([spec.type, f"plugin {spec.plugin}: kept its first {MAX_ITEMS_PER_PAGE} items, "
+                                              f"it yielded more (at most {MAX_ITEMS_PER_PAGE} a page and type)"])
             position = 0
             for item in produced[:MAX_ITEMS_PER_PAGE]:
                 if not isinstance(item, dict):
@@ -708,6 +727,9 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
             continue
         contexts = [page.selector] if spec.each is None else \
             (page.selector.css(spec.each[1]) if spec.each[0] == "css" else page.selector.xpath(spec.each[1]))
+        if len(contexts) > MAX_ITEMS_PER_PAGE:
+            out.errors.append([spec.type, f"kept the first {MAX_ITEMS_PER_PAGE} of the {len(contexts)} matches of "
+                                          f"its 'each' (at most {MAX_ITEMS_PER_PAGE} a page and type)"])
         for position, context in enumerate(contexts[:MAX_ITEMS_PER_PAGE]):
             fields = {f.name: _field_value(context, f, base, page) for f in spec.fields}
             missing = [f.name for f in spec.fields if f.required and _empty(fields[f.name])]

@@ -105,6 +105,28 @@ HttpStatus = Annotated[int, Meta(ge=0, le=999)]
 #: A link a keep rule matched: ``[canonical_url, rule_number]``.
 KeptLink = tuple[str, int]
 
+#: The integers msgpack and the crawl tables' JSON carry: signed 64-bit.
+INT64 = 2**63 - 1
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` (JSON-shaped: a page's items or structured data, as a page or a plugin gave them)
+    with what neither msgpack nor strict JSON (RFC 8259) can hold made a string: an integer
+    beyond signed 64 bits (``"123456789012345678901234567890"``), NaN and infinities (``"nan"``,
+    ``"inf"``); dict keys become strings. Lists and dicts are copied, other values returned as
+    they are. A page's value must cost at most its own field, never the page's result."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return value if -INT64 - 1 <= value <= INT64 else str(value)
+    if isinstance(value, float):
+        return value if value - value == 0.0 else str(value)  # NaN and ±inf: inf - inf is NaN
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): json_safe(v) for k, v in value.items()}
+    return value
+
 
 class Wire(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Base of every typed part of the protocol: unknown fields are refused, defaults are not sent."""

@@ -56,6 +56,7 @@ from typing import Any
 from urllib.parse import urljoin
 
 from gridcrawl.errors import RDFError, RDFLimit  # noqa: F401 (re-exported)
+from gridcrawl.protocol import json_safe
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
@@ -493,6 +494,10 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
                 continue
             data["json-ld"].extend(items)
             for item in items:
+                context = item.get("@context") if isinstance(item, dict) else None
+                if context is not None and not isinstance(context, (str, dict, list)):
+                    errors.append(f"json-ld: @context must be an IRI, an object or a list, not {context!r:.50}")
+                    continue
                 attempt("json-ld", lambda item=item: _jsonld_into(graph, item, url))
 
     def microdata() -> None:
@@ -516,9 +521,13 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         from extruct.utils import parse_xmldom_html
         from pyRdfa import Options, pyRdfa
         from rdflib import Graph
+        from pyRdfa.host import HostLanguage
         options = Options(output_processor_graph=False, embedded_rdf=False, space_preserve=True,
                           vocab_expansion=False, vocab_cache=False, vocab_cache_report=False,
                           refresh_vocab_cache=False, check_lite=False)
+        # HTML+RDFa 1.1 (W3C, 2015), not RDFa Core: <time datetime> gives a typed literal, as
+        # the HTML+RDFa rules say ("2026-03-03"^^xsd:date, not the element's text)
+        options.host_language = HostLanguage.html5
         dom = parse_xmldom_html(text.encode("utf-8"), encoding="utf-8")
         before = len(bound.order)
         pyRdfa(options, base=url).graph_from_DOM(dom, graph=graph, pgraph=Graph())
@@ -528,7 +537,8 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         attempt(name, work)
     writer = _Writer()
     writer.add_all(bound.order)
-    return Structured(data, writer.triples, errors)
+    # what msgpack and strict JSON cannot carry (an integer past 64 bits, 1e400) made strings
+    return Structured(json_safe(data), writer.triples, errors)
 
 
 # RDFa attributes (RDFa Core 1.1 section 5): a page without any of them has no RDFa triples

@@ -401,6 +401,7 @@ def test_a_bad_item_spec_is_refused_before_the_crawl_starts(tmp_path):
     rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
                      f"sqlite:///{tmp_path}/c.db", "--no-progress", "--extract", str(spec), "http://127.0.0.1:1/")
     assert_user_error(rc, out, "invalid item spec", "item 1 (product)", "field 'price'")
+    assert not (tmp_path / "c.db").exists(), "a refused spec leaves no crawl database behind"
     rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"),
                      "--extract", str(tmp_path / "missing.toml"))
     assert_user_error(rc, out, "cannot read the item spec")
@@ -421,6 +422,17 @@ def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
     from gridcrawl.rules import load_rules
     with pytest.raises(ValueError, match="did you mean 'topLevel'"):  # gridcrawl-client, a resumed crawl
         Strategy(rules=load_rules(rules), items=load_spec(spec))
+    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
+                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--rules", str(rules), "--extract", str(spec))
+    assert_user_error(rc, out, "invalid item spec", "did you mean 'topLevel'?")
+    assert not (tmp_path / "c.db").exists(), "a refused spec leaves no crawl database behind"
+    # without rules only the seeds have a page type, 'base': a spec for another never applies
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
+    assert_user_error(rc, out, "item 1 (doc): page_type 'toplevel' is no page type of this crawl: page types come "
+                      "from keep/follow rules (--rules), and without them only the seeds have one, 'base'")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    with pytest.raises(ValueError, match="without them only the seeds have one"):  # gridcrawl-client
+        Strategy(items=load_spec(spec))
     spec.write_text(spec.read_text().replace("toplevel", "topLevel"))
     assert Strategy(rules=load_rules(rules), items=load_spec(spec)).items
 

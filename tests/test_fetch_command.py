@@ -32,7 +32,7 @@ def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
 
         table = _fetch(server.url("/"), "--links", "1")
         assert table.returncode == 0, table.stderr
-        assert f"followed (1 of {len(site.links['/'])}):" in table.stdout and "status" in table.stdout
+        assert f"followed (1 of {len(site.links['/'])}, --links lists more):" in table.stdout and "status" in table.stdout
 
 
 def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_more(tmp_path):
@@ -227,6 +227,8 @@ def test_fetch_shows_the_triples_a_semantic_crawl_reads():
         assert (server.url("/"), "http://ogp.me/ns#type", "product") in triples
         table = _fetch(server.url("/"), "--structured-data")
         assert f"triples ({len(found['triples'])}):" in table.stdout and "Nest box" in table.stdout, table.stdout
+        cut = _fetch(server.url("/"), "--structured-data", "--links", "1")
+        assert f"triples (1 of {len(found['triples'])}, --links lists more):" in cut.stdout, cut.stdout
 
 
 def test_fetch_body_prints_what_the_executor_parsed():

@@ -235,12 +235,60 @@ def test_plugin_calls_past_their_deadline_are_bounded(plugin, monkeypatch):
     assert "RuntimeError" in refused and "still run past their deadline; not started" in refused
 
 
+def test_plugin_values_json_cannot_hold_become_strings_and_extra_items_are_cut_saying_so(plugin):
+    import json
+    from gridcrawl import protocol
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"')
+    odd = extract(specs, page(PRODUCT, "http://shop.test/odd.html"), plugins=plugin)
+    assert odd.items == [{"type": "p", "position": 0,
+                          "fields": {"big": str(2**70), "nan": "nan", "inf": "-inf", "fine": 2**62}}]
+    json.dumps(odd.items, allow_nan=False)  # strict JSON, as the crawl tables and exports hold it
+    protocol.encode_page(protocol.PageResult(url="http://shop.test/odd.html", items=odd.items))  # and the wire
+    many = extract(specs, page(PRODUCT, "http://shop.test/many.html"), plugins=plugin)
+    assert [i["fields"]["n"] for i in many.items] == list(range(1000))
+    assert many.errors == [["p", "plugin testshop: kept its first 1000 items, it yielded more (at most 1000 a page "
+                                 "and type)"]]
+
+
+def test_each_matches_past_the_per_page_limit_are_cut_saying_so():
+    html = "<ul>" + "".join(f"<li>{n}</li>" for n in range(1003)) + "</ul>"
+    found = run('[[item]]\ntype = "e"\neach = "li"\n[item.fields]\nn = { css = "::text", type = "int" }', html)
+    assert [i["fields"]["n"] for i in found.items] == list(range(1000))
+    assert found.errors == [["e", "kept the first 1000 of the 1003 matches of its 'each' (at most 1000 a page "
+                                  "and type)"]]
+
+
+def test_xpath_numbers_and_booleans_give_their_xpath_string_values():
+    found = run("""
+[[item]]
+type = "page"
+[item.fields]
+products = { xpath = "count(//li[@class='product'])", type = "int" }
+products_text = { xpath = "count(//li[@class='product'])" }
+half = { xpath = "count(//li) div 2", type = "float" }
+has_h1 = { xpath = "boolean(//h1)" }
+has_h5 = { xpath = "boolean(//h5)" }
+""")
+    assert found.items[0]["fields"] == {"products": 3, "products_text": "3", "half": 1.5, "has_h1": "true",
+                                        "has_h5": "false"}
+
+
+def test_json_safe_keeps_what_json_and_msgpack_hold_and_makes_the_rest_strings():
+    from gridcrawl.protocol import json_safe
+    value = {"a": [1, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 1.5, float("nan"), float("inf")], 3: {"t": True},
+             "s": "x", "n": None}
+    assert json_safe(value) == {"a": [1, 2**63 - 1, -2**63, str(2**63), str(-2**63 - 1), 1.5, "nan", "inf"],
+                                "3": {"t": True}, "s": "x", "n": None}
+
+
 @pytest.mark.parametrize("text, as_int, as_float", [
     ("12", 12, 12.0), (" -3 ", -3, -3.0), ("1.5", None, 1.5),
     ("1.234", None, 1.234),              # a plain number is read as Python reads it, for both types
     ("1.234,50 €", None, 1234.5), ("$7", 7, 7.0), ("-€2", -2, -2.0),
     ("free", None, None), ("Free shipping", None, None), ("n/a", None, None),   # no digit: no number
     ("inf", None, None), ("nan", None, None),
+    ("123456789012345678901234567890", None, 1.2345678901234568e29),   # past 64 bits: no int
+    ("9223372036854775807", 2**63 - 1, 9.223372036854776e18), ("1e400", None, None),
 ])
 def test_numbers_convert_alike_as_int_and_float_and_words_are_dropped(text, as_int, as_float):
     from gridcrawl.items import _number

@@ -28,6 +28,7 @@ from sites import Site
 
 BASE = "http://127.0.0.1:8200/"
 SDO = "http://schema.org/"
+XSD = "http://www.w3.org/2001/XMLSchema#"
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
 
@@ -195,6 +196,24 @@ def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
     assert len({tuple(t) for t in found.triples}) == len(found.triples)
 
 
+def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_named():
+    from gridcrawl import protocol
+    html = """<html><head>
+    <script type="application/ld+json">{"@context": "https://schema.org", "@type": "Product", "name": "x",
+      "sku": 123456789012345678901234567890, "weight": 1e400, "count": 3}</script>
+    <script type="application/ld+json">{"@context": 5, "@type": "Thing", "name": "y"}</script></head>
+    <body><div vocab="http://schema.org/" typeof="Event" resource="http://a/ev">
+      <time property="startDate" datetime="2026-03-03">3 March</time></div></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "odd.html")
+    product = found.data["json-ld"][0]
+    assert (product["sku"], product["weight"], product["count"]) == ("123456789012345678901234567890", "inf", 3)
+    protocol.encode_page(PageResult(url=BASE + "odd.html", structured=found.data))  # the wire carries it
+    json.dumps(found.data, allow_nan=False)  # and strict JSON
+    assert found.errors == ["json-ld: @context must be an IRI, an object or a list, not 5"]
+    # HTML+RDFa 1.1: <time datetime> is the value, typed by its form
+    assert ["http://a/ev", SDO + "startDate", "2026-03-03", "literal", XSD + "date", None] in found.triples
+
+
 # ------------------------------------------------------------------------------------------ hostile RDF
 
 
@@ -306,12 +325,13 @@ def test_triples_are_stored_once_per_page_and_exported(tmp_path, db_url):
     assert {"subject", "predicate", "object", "object_kind", "datatype", "language", "fingerprint"} <= set(lines[0])
 
 
-def test_a_hostile_executors_structured_data_and_triples_cannot_fail_the_batch(tmp_path):
+@pytest.mark.parametrize("structured", [{b"bytes key": 1}, {"nan": float("nan")}], ids=["bytes-key", "nan"])
+def test_a_hostile_executors_structured_data_and_triples_cannot_fail_the_batch(tmp_path, structured):
     store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(structured_data=True))
     store.add_seeds([BASE])
     (seed,) = store.claim(1)
     page = PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html", title="x",
-                      structured={b"bytes key": 1}, triples=[["s", "p", "o", "weird", None, None], "x",
+                      structured=structured, triples=[["s", "p", "o", "weird", None, None], "x",
                                                              ["http://a/s", "http://a/p", "\x00o", "literal", None, "en"]])
     done = store.apply([Outcome(seed, page, "ex", 1, False)], Scope(["127.0.0.1"]))
     assert done["documents"] == 1 and done["triples"] == 1

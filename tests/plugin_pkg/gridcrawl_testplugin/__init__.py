@@ -2,7 +2,8 @@
 ``testshop``): one item per product page of the generated shop (tests/shop.py), with the
 product's SKU, its name upper-cased (something the declarative selectors cannot say) and the
 number of links on the page. Pages whose URL contains ``/boom`` make it raise, ``/slow`` makes
-it sleep past any sane deadline."""
+it sleep past any sane deadline, ``/odd`` makes it yield numbers JSON cannot hold (an integer past
+64 bits, NaN, infinity), ``/many`` makes it yield 1,500 items."""
 
 from __future__ import annotations
 
@@ -15,6 +16,12 @@ def extract(page):
         raise RuntimeError("the test plugin blew up")
     if "/slow" in page.url:
         time.sleep(30)
+    if "/odd" in page.url:
+        yield {"big": 2**70, "nan": float("nan"), "inf": float("-inf"), "fine": 2**62}
+        return
+    if "/many" in page.url:
+        yield from ({"n": n} for n in range(1500))
+        return
     sku = page.selector.css(".product::attr(data-sku)").get()
     if sku is None:
         return
