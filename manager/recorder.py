@@ -352,17 +352,34 @@ class Recorder:
 
     def _rotate(self) -> None:
         """(Under the lock.) The journal so far becomes (or joins) the segment being flushed
-        (fsynced after, by :meth:`_sync_segment`); a new, empty journal takes the next records."""
+        (fsynced after, by :meth:`_sync_segment`); a new, empty journal takes the next records.
+        A journal that vanished (deleted or moved by another program) is started afresh, with a
+        warning: the manager goes on. Raises :class:`LeaseLost`, touching nothing, when the
+        journal is another manager's now (:meth:`_superseded`)."""
+        if (theirs := self._superseded()) is not None:
+            raise LeaseLost(f"the journal {self.journal} is written by the manager of lease epoch {theirs} now")
         self._write_lines()
         self._file.close()
-        if self.segment.exists():
-            with open(self.segment, "ab") as out, open(self.journal, "rb") as f:
-                out.write(f.read())
-            self.journal.unlink()
-        else:
-            os.replace(self.journal, self.segment)
-        self._file = open(self.journal, "ab")
-        self._inodes.add(os.fstat(self._file.fileno()).st_ino)
+        self._file = None
+        try:
+            if self.segment.exists():
+                with open(self.segment, "ab") as out, open(self.journal, "rb") as f:
+                    out.write(f.read())
+                self.journal.unlink()
+            else:
+                os.replace(self.journal, self.segment)
+        except FileNotFoundError:
+            log.warning("the journal %s vanished (deleted or moved by another program): a new one is started; "
+                        "records written to it since the last flush may be lost", self.journal)
+        finally:
+            self._open_journal()
+
+    def _superseded(self) -> int | None:
+        """The lease epoch of another manager that took this journal over (its ``.epoch`` file
+        names it: a standby on this host that shares the path took the lease while this manager
+        was paused), else None. Such a manager is fenced out and must not touch the files."""
+        theirs = self.journal_epoch()
+        return theirs if self.epoch is not None and theirs is not None and theirs != self.epoch else None
 
     def _sync_segment(self) -> None:
         """fsync the segment (outside the lock: the server loop's :meth:`add` and
@@ -436,7 +453,20 @@ class Recorder:
             batch, self._pending = self._pending, []
             if not batch and not self._segment_failed:
                 return 0
-            self._rotate()
+            try:
+                self._rotate()
+            except LeaseLost:
+                self._pending = batch + self._pending  # for abandon()'s count of what is dropped
+                raise
+        if not self.segment.exists():  # the journal had vanished (_rotate): this batch is only in memory
+            self._segment_failed = False
+            try:
+                rows = self._write_batch(batch, None, careful=True)
+            except Exception:
+                self._put_back(batch)
+                raise
+            self.flushed_rows += rows
+            return rows
         self._sync_segment()  # the segment is on disk before its records are written to SQL
         try:  # after a failure, the whole segment: it holds older records too
             rows = self._write_batch(None if self._segment_failed else batch, self.segment,
@@ -466,6 +496,11 @@ class Recorder:
                 self._file = None
             if stale:
                 dropped += len(journal_events(self.segment)) + len(journal_events(self.journal)) if self.journal else 0
+            elif self._superseded() is not None:
+                # another manager writes at these paths now: its files (an inode number may have
+                # been reused for them) are none of ours to delete
+                self.dropped += dropped
+                return dropped
             for path in (self.journal, self.segment):
                 try:
                     if path is not None and (stale or path.stat().st_ino in self._inodes):

@@ -29,8 +29,9 @@ class Managers:
     """Two (or more) managers sharing :attr:`grid`'s manager database, each with its own endpoint,
     journal and log (``manager-A.log`` ...)."""
 
-    def __init__(self, grid: Grid) -> None:
+    def __init__(self, grid: Grid, shared_journal: bool = False) -> None:
         self.grid = grid
+        self.shared_journal = shared_journal  # one journal path for all, as two standbys beside one SQLite file
         self.endpoints = {name: f"tcp://127.0.0.1:{free_port()}" for name in "AB"}
         self.procs: dict[str, object] = {}
 
@@ -39,7 +40,7 @@ class Managers:
         # loaded test machine is not taken over while it runs; a dead holder on this host is seen
         # at once anyway
         args = ["--bind", self.endpoints[name], "--db", self.grid.manager_db, *FAST, "--lease-seconds", "1.5",
-                "--journal", str(self.grid.workdir / f"manager-{name}.journal")]
+                "--journal", str(self.grid.workdir / f"manager-{'' if self.shared_journal else name}.journal")]
         proc = self.grid._spawn("gridcrawl.manager", args + (["--standby"] if standby else []), f"manager-{name}.log",
                                 {"GRIDCRAWL_TEST_PAUSE": str(self.pause_flag(name))})
         self.procs[name] = proc
@@ -87,11 +88,11 @@ def _utc_seconds(value) -> float:
     return value.replace(tzinfo=dt.timezone.utc).timestamp()
 
 
-def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04):
+def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04, shared_journal=False):
     site = generate_site(pages, links_per_page=4, seed=31)
     server = site_server(site, latency=latency)
     grid = Grid(tmp_path, manager_db=manager_db)
-    managers = Managers(grid)
+    managers = Managers(grid, shared_journal)
     managers.start("A")
     wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
     managers.start("B")
@@ -181,6 +182,33 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
         last_old = grid.query("manager", f"SELECT MAX(time_assigned) FROM attempt WHERE epoch <= {epoch}")[0][0]
         assert _utc_seconds(last_old) < taken
         assert managers.active() not in (None, victim) and a.poll() is None
+    finally:
+        grid.stop()
+
+
+def test_a_paused_manager_that_shares_the_journal_path_leaves_the_new_one_alone(tmp_path, site_server):
+    """Two standbys beside one SQLite file share its journal by default: the paused old manager,
+    woken, must not move or delete the journal of the manager that took over (it once renamed
+    it, and the new active manager died on its next flush)."""
+    site, _server, grid, managers, client = _start(tmp_path, site_server, pages=200, shared_journal=True)
+    try:
+        wait_for(lambda: _visited(grid) >= 20, 60, 0.05, "the crawl under way")
+        victim, epoch = managers.active(), managers.epoch()
+        other = "B" if victim == "A" else "A"
+        a = managers.procs[victim]
+        managers.pause(victim, "between-transactions")
+        try:
+            wait_for(lambda: managers.epoch() == epoch + 1, 30, 0.05, "the standby taking the lease")
+            wait_for(lambda: _visited(grid) >= 60, 60, 0.05, "the crawl going on under the other manager")
+        finally:
+            for process in [psutil.Process(a.pid), *psutil.Process(a.pid).children()]:
+                process.send_signal(signal.SIGCONT)
+        wait_for(lambda: "fenced out" in grid.log(f"manager-{victim}.log"), 30, 0.05, "the paused manager fenced")
+        _check_complete(grid, site, client, "SIGSTOP active manager, one journal path")
+        assert managers.procs[other].poll() is None, grid.log(f"manager-{other}.log")[-3000:]
+        assert managers.active() == other
+        for name in (victim, other):
+            assert "Traceback" not in grid.log(f"manager-{name}.log"), grid.log(f"manager-{name}.log")[-3000:]
     finally:
         grid.stop()
 

@@ -186,6 +186,35 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
     assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62
 
 
+def test_a_journal_deleted_under_the_manager_is_started_afresh_and_its_records_written(tmp_path, caplog):
+    """No sockets: ``rm manager.journal`` under a running recorder (an operator, another program)
+    once left its file closed, and the manager's loop died on its next write ("write to closed
+    file"). Now the flush warns, writes the batch it holds, and a new journal takes what comes."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager import events as ev
+    from gridcrawl.manager.recorder import Recorder, journal_passes
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    journal = tmp_path / "manager.journal"
+    recorder = Recorder(engine, 60.0, journal)
+    recorder._open_journal()  # what start() does, without the flusher thread: flush() is called here
+    recorder.add(ev.ApplicationCreated("a1", "x", "u", 1, 1.0))
+    recorder.sync_journal()
+    journal.unlink()
+    with caplog.at_level("WARNING", logger="gridcrawl.manager.recorder"):
+        assert recorder.flush() == 1
+    assert "vanished" in caplog.text and journal.exists()
+    recorder.add(ev.ApplicationCreated("a2", "y", "u", 1, 2.0))
+    recorder.sync_journal()  # the loop's next write: into the new journal
+    assert [len(events) for events in journal_passes(journal)] == [1]
+    assert recorder.flush() == 1
+    with engine.connect() as conn:
+        assert sorted(conn.execute(sa.select(models.application.c.application_id)).scalars()) == ["a1", "a2"]
+    recorder.close()
+
+
 def test_times_written_as_sqlite_text_read_back_as_the_datetimes_they_were(tmp_path):
     """The recorder hands SQLite its times as text itself (sqlite_time, not sqlite3's adapter):
     SQLAlchemy reads back, to the microsecond, the datetime each POSIX time is, on the fast
