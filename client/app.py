@@ -310,7 +310,10 @@ class CrawlApplication:
         if not self.recrawl:
             return
         self.store.recrawl_since = utcnow()
-        due = self.store.queue_due(every=self.recrawl == "all")
+        # what an interrupted recrawl queued and did not visit is due too (queue_due skips URLs
+        # queued already): "due" counts every document this run visits again
+        due = self.store.queued_revisits()
+        due += self.store.queue_due(every=self.recrawl == "all")
         maps = self.store.queue_sitemaps(every=True) if self.settings.sitemaps else 0
         if maps:
             log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)

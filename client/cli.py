@@ -550,9 +550,10 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                       f"gridcrawl export --db {shown} --format csv visited.csv"),
                      *([("one of them fetched as an executor does (with the executors' options)",
                          fetch_command(fetchable[0], store.strategy))] if fetchable else []),
-                     ("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
-                      f"{rerun or 'gridcrawl-client ...'} --retry-failed "
-                      f"{','.join(sorted({g.retry_kind for g in errors}))}")]
+                     # gone pages need no retry: a recrawl visits them again on their schedule
+                     *([("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
+                         f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(retried)}")]
+                       if (retried := sorted({g.retry_kind for g in errors} - {ErrorKind.GONE.value})) else [])]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:
         view.console.print(f"the links above {capped_note(settings.max_pages_per_host)}", soft_wrap=True,
@@ -564,8 +565,14 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     elif counts["to_visit"] and (final.state == "cancelled" or stop.is_set()):
         why = ("cancelled by an operator (gridcrawl-client cancel)" if final.state == "cancelled"
                else f"stopped before the end ({getattr(stop, 'reason', '') or 'asked to stop'})")
-        view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: the same command resumes the "
-                           f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
+        if recrawl == "all":  # the same command would queue again the pages this run visited
+            resume = rerun.replace(" --recrawl-all", " --recrawl", 1)
+            view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: --recrawl instead of "
+                               f"--recrawl-all resumes the recrawl{f' ({resume})' if rerun else ''} (--recrawl-all "
+                               "would visit again the pages this run visited)", soft_wrap=True, highlight=False)
+        else:
+            view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: the same command resumes the "
+                               f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
     elif recrawl == "due" and not (final.recrawl or {}).get("due") and not counts["to_visit"]:
         first = store.next_due(sitemaps=False)
         view.console.print("no stored page was due for a visit" + (

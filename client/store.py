@@ -1286,9 +1286,10 @@ class CrawlStore:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
-        were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each leaves
-        ``visited_url`` and goes back to ``to_visit_url`` at its depth. Returns how many. Run
-        before a crawl starts (``--retry-failed``)."""
+        were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each goes
+        back to ``to_visit_url`` at its depth and leaves ``visited_url``, except a stored
+        document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
+        its row. Returns how many. Run before a crawl starts (``--retry-failed``)."""
         v = visited.c
 
         def work(conn) -> int:
@@ -1307,7 +1308,11 @@ class CrawlStore:
                  "priority": focus_priority(1.0) if focused else 5, "in_flight": False,
                  "page_type": BASE if r.depth == 0 else None, "relevance": 1.0 if focused else None}
                 for r in rows])
-            for ids in chunks([r.id for r in rows], 500):
+            stored: set[str] = set()
+            for part in chunks([r.fingerprint for r in rows], 500):
+                stored.update(conn.execute(sa.select(document.c.fingerprint)
+                                           .where(document.c.fingerprint.in_(part))).scalars())
+            for ids in chunks([r.id for r in rows if r.fingerprint not in stored], 500):
                 conn.execute(visited.delete().where(v.id.in_(ids)))
             return len(rows)
         return run_transaction(self.engine, work)

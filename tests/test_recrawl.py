@@ -269,6 +269,18 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_s
     out.seek(0)
     bodies = [r.content_stream().read() for r in ArchiveIterator(out) if r.rec_type == "response"]
     assert sum(b"edited" in b for b in bodies) == 1 and len(bodies) == 3
+
+    # --retry-failed gone (the page back): its visit is a revisit, and its visited_url row stays
+    # (it was deleted, and never written again: the URL vanished from visited_url and exports)
+    site.pages["/m.html"] = b"<html><body>back</body></html>"
+    assert store.retry_failed(["gone"]) == 1
+    assert store.counts()["visited"] == 2
+    outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False)
+                for x in store.claim(10)]
+    assert store.apply(outcomes, scope)["revived"] == 1
+    counts = store.counts()
+    assert (counts["visited"], counts["gone"], counts["errors"]) == (2, 0, 0)
+
     fetcher.close()
 
 

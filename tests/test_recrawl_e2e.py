@@ -282,6 +282,40 @@ def test_gone_page_is_revived_and_export_holds_revisits(tmp_path, site_server):
     assert "recrawls" in report.stdout and "revived" in report.stdout
 
 
+def test_an_interrupted_recrawl_resumes_without_visiting_a_page_twice(tmp_path, site_server):
+    """A --recrawl-all stopped half-way: its summary names --recrawl as the command that resumes
+    it (--recrawl-all again queued every page again, and fetched the recrawled ones twice), and the
+    resumed run counts the leftovers it visits as due (it said due 148 against 400 visits)."""
+    site = Site()
+    paths = [f"/p{i}.html" for i in range(40)]
+    site.pages["/"] = page("home", *paths)
+    for path in paths:
+        site.pages[path] = page(path.strip("/"))
+        site.etags[path] = f'"{path}"'
+    server = site_server(site, latency=0.1)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), "--no-sitemaps").wait(timeout=120) == 0, grid.log("client.log")
+        before = len(server.requests)
+        first = grid.start_client("--recrawl-all", "--no-sitemaps")
+        wait_for(lambda: len(server.requests) >= before + 10, 60, message="the recrawl under way")
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == -signal.SIGTERM, grid.log("client.log")
+        stopped = grid.log("client.log")
+        assert "--recrawl instead of --recrawl-all resumes the recrawl (gridcrawl-client" in stopped, stopped[-2000:]
+        assert grid.start_client("--recrawl", "--no-sitemaps").wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    recrawled = [r.path for r in server.requests[before:] if r.path != "/robots.txt"]
+    assert sorted(recrawled) == sorted(["/", *paths]), "every page visited again once, none twice"
+    (interrupted, resumed) = grid.query("crawl", "SELECT mode, due, not_modified + unchanged FROM recrawl "
+                                                 "ORDER BY recrawl_id")
+    assert interrupted[0] == "all" and interrupted[1] == 41
+    assert resumed[0] == "due" and resumed[1] == resumed[2] == 41 - interrupted[2] > 0, (interrupted, resumed)
+
+
 def test_watch_keeps_recrawling_as_documents_come_due(tmp_path, site_server):
     site = recrawl_site()
     server = site_server(site)
