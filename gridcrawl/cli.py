@@ -20,6 +20,7 @@ import typer
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, check_wait_for, fail,
                                   secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
+from gridcrawl.entry import how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.client.cli import RETRY_HELP, SEEDS_FILE_HELP
@@ -289,12 +290,12 @@ class _ChildrenWatch(threading.Thread):
             if self.stop.is_set():  # stopping on purpose (a SIGTERM to the group reaches the children too)
                 return
             if manager.poll() is not None:
-                self.failure = (f"the manager exited with status {manager.returncode} during the crawl; "
+                self.failure = (f"the manager {how_it_ended(manager.returncode)} during the crawl; "
                                 f"see {self.workdir / 'manager.log'}; {self.rerun} resumes the crawl")
             for i, proc in enumerate(executors, 1):
                 if i not in gone and proc.poll() is not None:
                     gone.add(i)
-                    log.warning("executor-%d exited with status %s; see %s", i, proc.returncode,
+                    log.warning("executor-%d %s; see %s", i, how_it_ended(proc.returncode),
                                 self.workdir / f"executor-{i}.log")
             if not self.failure and len(gone) == len(executors):
                 self.failure = f"every executor exited during the crawl; see {self.workdir}/executor-*.log"
@@ -440,7 +441,7 @@ def _wait_for_executors(processes: list[subprocess.Popen], manager_db: str, want
             for i, proc in enumerate(processes):
                 if proc.poll() is not None:
                     role = "the manager" if i == 0 else f"executor-{i}"
-                    fail(f"{role} exited with status {proc.returncode} before the crawl started; "
+                    fail(f"{role} {how_it_ended(proc.returncode)} before the crawl started; "
                          f"see its log in {workdir}")
             try:
                 engine = engine or open_database(manager_db, existing=True)

@@ -19,6 +19,18 @@ import sys
 from importlib import import_module
 
 
+def how_it_ended(returncode: int) -> str:
+    """How a child process ended, in words, from its ``subprocess`` return code (negative: the
+    signal that ended it): ``"exited with status 2"``, ``"was killed by signal 9 (SIGKILL)"``."""
+    if returncode >= 0:
+        return f"exited with status {returncode}"
+    try:
+        name = f" ({signal.Signals(-returncode).name})"
+    except ValueError:
+        name = ""
+    return f"was killed by signal {-returncode}{name}"
+
+
 def exit_by_signal(signum: int, *, flush: bool = True) -> None:
     """End this process by signal ``signum`` (``signal.SIGINT``, ``signal.SIGTERM`` ...) with the
     signal's default action, after flushing standard output, standard error and the log handlers

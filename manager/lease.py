@@ -96,8 +96,9 @@ def _parse_holder(holder: str) -> tuple[str, int, float, str] | None:
 
 
 def describe_holder(holder: str | None) -> str:
-    """A lease ``holder`` (see :func:`holder_name`) in words: ``pid 17611 on HOST since
-    2026-11-28 14:36:57 UTC, at tcp://...``; the text as it is when it is not in that form,
+    """A lease ``holder`` (see :func:`holder_name`) in words: ``pid 17611 on HOST (started
+    2026-11-28 14:36:57 UTC), at tcp://...`` (when the process started, not when it took the
+    lease); the text as it is when it is not in that form,
     ``"none"`` for no holder (a released lease)."""
     parsed = _parse_holder(holder) if holder else None
     if parsed is None:
@@ -107,7 +108,7 @@ def describe_holder(holder: str | None) -> str:
         since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, OSError, ValueError):  # not a time this machine can show
         return holder
-    return f"pid {pid} on {host} since {since}" + (f", at {endpoint}" if endpoint else "")
+    return f"pid {pid} on {host} (started {since})" + (f", at {endpoint}" if endpoint else "")
 
 
 def local_holder_alive(holder: str) -> bool | None:

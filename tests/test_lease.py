@@ -58,7 +58,7 @@ def test_a_refusal_names_the_holder_in_words():
     started = datetime.datetime(2026, 11, 28, 14, 36, 57, tzinfo=datetime.timezone.utc).timestamp()
     row = LeaseRow(f"vm pid 17611 started {started:.2f} tcp://127.0.0.1:47175", 1, 103.0)
     assert decide(row, "me", 100.0).reason == (
-        "held by the manager pid 17611 on vm since 2026-11-28 14:36:57 UTC, at tcp://127.0.0.1:47175 "
+        "held by the manager pid 17611 on vm (started 2026-11-28 14:36:57 UTC), at tcp://127.0.0.1:47175 "
         "(lease epoch 1, expires in 3 s unless renewed)")
     assert describe_holder("a name of another form") == "a name of another form"
     assert describe_holder(None) == describe_holder("") == "none"  # a released lease
@@ -187,7 +187,7 @@ def test_a_second_manager_on_the_same_database_refuses_and_a_killed_one_is_taken
         print(f"[two managers, {backend}] lease of a kill -9'd manager taken over after {took:.2f} s")
         # the previous holder in words (its start as a UTC time, not POSIX seconds)
         assert f"manager lease taken (epoch 2); previous holder: pid {first.pid} on " in grid.log("manager.log")
-        assert re.search(r"previous holder: pid \d+ on \S+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, at tcp://",
+        assert re.search(r"previous holder: pid \d+ on \S+ \(started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\), at tcp://",
                          grid.log("manager.log"))
     finally:
         grid.stop()

@@ -82,7 +82,7 @@ def _kill_children_named(parent_pid: int, prefix: str, deadline: float) -> int:
     return 0
 
 
-@pytest.mark.parametrize("victim, says", [("gc-manager", "the manager exited with status -9 during the crawl"),
+@pytest.mark.parametrize("victim, says", [("gc-manager", "the manager was killed by signal 9 (SIGKILL) during the crawl"),
                                           ("gc-executor-", "every executor exited during the crawl")])
 def test_run_stops_with_an_error_when_its_manager_or_every_executor_dies(tmp_path, site_server, victim, says):
     # 0.2 s per request: the crawl of 60 pages by 2 × 2 threads lasts several seconds, and the
