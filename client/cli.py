@@ -601,8 +601,8 @@ def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
     ``sys.argv[1:]``). Every option is kept — a crawl's fetch settings (delays, User-Agent,
     robots.txt, limits) are not stored with it, so a shorter command would resume it with other
     ones — but ``--retry-failed`` and its value (the summary's next commands add their own).
-    A password in a URL shows as ``***``, and a URL whose query holds an ODBC ``PWD=`` is shown
-    without its query (:func:`gridcrawl.db.shown_url`); the login's password is never on it."""
+    A password in a URL shows as ``***`` (:func:`gridcrawl.db.shown_url`: an ODBC ``PWD=`` in its
+    query too); the login's password is never on it."""
     import shlex
     args = list(sys.argv[1:] if argv is None else argv)
     shown: list[str] = [program]
@@ -618,26 +618,13 @@ def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
 
 
 def _without_password(arg: str) -> str:
-    """``arg`` (``--name=VALUE`` or a value) with a URL's password as ``***`` and a query that
-    holds ``PWD=`` left out."""
-    from urllib.parse import urlsplit
+    """``arg`` (``--name=VALUE`` or a value) with the passwords of a URL in it as ``***``
+    (:func:`gridcrawl.db.shown_url`: the user's, and an ODBC ``PWD=`` in its query)."""
+    from gridcrawl.db import holds_secret, shown_url
     name, eq, value = arg.partition("=")
     if not (arg.startswith("--") and eq):  # a value, not --name=VALUE
         name, eq, value = "", "", arg
-    if "://" not in value:
-        return arg
-    try:
-        url = urlsplit(value)
-        password = url.password
-    except ValueError:
-        return arg
-    if password is None and "pwd=" not in url.query.lower():
-        return arg
-    if password is not None:
-        url = url._replace(netloc=f"{url.username}:***@{url.netloc.rpartition('@')[2]}")
-    if "pwd=" in url.query.lower():
-        url = url._replace(query="")
-    return name + eq + url.geturl()
+    return name + eq + shown_url(value) if "://" in value and holds_secret(value) else arg
 
 
 def deeper_note(store, settings) -> str | None:

@@ -766,7 +766,7 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    from gridcrawl.db import open_database, shown_url, wrong_kind
+    from gridcrawl.db import older_schema, open_database, shown_url, wrong_kind
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
@@ -794,6 +794,8 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(engine, "manager"):
                 fail(f"{other}: give it with --crawl-db")
+            if old := older_schema(engine, "manager"):
+                fail(old)
             fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
         except (rep.ReportError, OSError) as exc:
@@ -809,6 +811,8 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(crawl_engine, "crawl"):
                 fail(f"{other}: give it with --db")
+            if old := older_schema(crawl_engine, "crawl"):
+                fail(old)
             fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_crawl(counts, groups)
         if rows:
@@ -891,7 +895,7 @@ def db_init(
 ) -> None:
     """Create gridcrawl's tables and views in DB if they are missing, and record the schema
     version (idempotent; several programs may run it at once)."""
-    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.db import init_schema, open_database, shown_url
     from gridcrawl import models
     if kind not in ("manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
@@ -903,7 +907,7 @@ def db_init(
             init_schema(engine, models.crawl_metadata, models.crawl_meta)
     except DatabaseUnavailable as exc:
         fail(str(exc))
-    typer.echo(f"schema ready in {engine.url.render_as_string(hide_password=True)}")
+    typer.echo(f"schema ready in {shown_url(engine.url)}")
 
 
 @db_app.command("upgrade")
@@ -918,7 +922,7 @@ def db_upgrade(
     holds (a crawl database is not given the manager's tables); a database that holds none is
     refused unless --kind says what to create."""
     from sqlalchemy import inspect as sa_inspect
-    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.db import init_schema, open_database, shown_url
     from gridcrawl import migrations, models
     if kind not in (None, "manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
@@ -932,7 +936,7 @@ def db_upgrade(
             held = [name for name, (tables, _) in metadata.items()
                     if before[name] is not None or any(inspector.has_table(t.name) for t in tables.sorted_tables)]
         if kind is None and not held:
-            fail(f"{engine.url.render_as_string(hide_password=True)} holds no gridcrawl tables: give --kind "
+            fail(f"{shown_url(engine.url)} holds no gridcrawl tables: give --kind "
                  "manager, crawl or both to create them")
         for name in held if kind is None else [k for k in metadata if kind in (k, "both")]:
             init_schema(engine, *metadata[name])

@@ -286,6 +286,9 @@ def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(numeric)
+    # Alembic's INFO lines (its plugins, each migration step) only at DEBUG: gridcrawl says
+    # itself that it upgraded a database (gridcrawl.db.init_schema)
+    logging.getLogger("alembic").setLevel(numeric if numeric <= logging.DEBUG else max(numeric, logging.WARNING))
 
 
 PARENT_PIPE_ENV = "GRIDCRAWL_PARENT_PIPE"

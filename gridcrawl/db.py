@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import random
+import re
 import sqlite3
 import time
 import zlib
@@ -110,28 +111,90 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def shown_url(url: str) -> str:
-    """A database URL as a program may print it: its password replaced by ``***`` and its query
-    (driver options, which may hold an ODBC ``PWD=``) left out. A string SQLAlchemy cannot
-    parse is shown up to its ``?``."""
+def _no_read_timeout(dbapi_connection, _record) -> None:
+    """A PyMySQL connection, once connected, reads without a time limit (``read_timeout`` was
+    for the server's greeting only)."""
+    if hasattr(dbapi_connection, "_read_timeout"):
+        dbapi_connection._read_timeout = None
+
+
+def shown_url(url) -> str:
+    """A database URL (a string or SQLAlchemy ``URL``) as a program may print it: its password
+    replaced by ``***``, and so are, in its query, a ``password``/``pwd`` value and the ``PWD``
+    or ``Password`` of an ODBC connection string (``odbc_connect``, URL-encoded or not); the rest
+    of the query (the ODBC driver, a schema option) is kept, so that a command printed with it
+    works once its password is filled in. A string SQLAlchemy cannot parse is shown up to its
+    ``?``."""
+    from sqlalchemy.engine import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+    try:
+        parsed = url if isinstance(url, URL) else make_url(url)
+        query = {key: tuple(_masked(key, v) for v in value) if isinstance(value, tuple) else _masked(key, value)
+                 for key, value in parsed.query.items()}
+        return parsed.set(query=query).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return str(url).split("?", 1)[0]
+
+
+def holds_secret(url: str) -> bool:
+    """True when :func:`shown_url` hides something of ``url``: a password, or one in its query."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
     try:
-        return make_url(url).set(query={}).render_as_string(hide_password=True)
+        parsed = make_url(url)
     except (ArgumentError, ValueError):
-        return url.split("?", 1)[0]
+        return False
+    return parsed.password is not None or any(
+        any(_masked(key, v) != v for v in (value if isinstance(value, tuple) else (value,)))
+        for key, value in parsed.query.items())
+
+
+_ODBC_SECRET = re.compile(r"(?i)((?:^|;)\s*(?:pwd|password)\s*=\s*)(\{(?:[^}]|\}\})*\}|[^;]*)")
+
+
+def _masked(key: str, value: str) -> str:
+    """A URL query ``value`` of ``key`` with any password in it as ``***``."""
+    if key.lower() in ("password", "pwd", "passwd"):
+        return "***"
+    if key.lower() == "odbc_connect":
+        return _ODBC_SECRET.sub(lambda m: m.group(1) + "***", value)
+    return value
 
 
 def database_kind(engine: Engine) -> str | None:
     """Which gridcrawl database ``engine`` holds, by its tables: ``"manager"`` (a ``thread``
     table: the manager's records), ``"crawl"`` (a ``to_visit_url`` table: a crawl's frontier
-    and documents), or None (neither, or the database cannot be read). Never raises; for the
+    and documents), ``"both"``, or None (neither, or the database cannot be read). Never raises; for the
     error a command gives when handed the other kind (``--db`` for ``--crawl-db``)."""
     try:
         tables = set(sa.inspect(engine).get_table_names())
     except Exception:  # unreachable, or not a database at all: the caller's own error stands
         return None
+    if "thread" in tables and "to_visit_url" in tables:
+        return "both"  # one database for both (gridcrawl db init --kind both)
     return "manager" if "thread" in tables else "crawl" if "to_visit_url" in tables else None
+
+
+def older_schema(engine: Engine, kind: str) -> str:
+    """The sentence for a ``kind`` (``"manager"`` or ``"crawl"``) database at an older schema
+    revision than this gridcrawl's, which a reading command (``report``, ``export``) does not
+    upgrade: ``"... is a crawl database at schema revision 0002, older than this gridcrawl's
+    0008: gridcrawl db upgrade --db URL upgrades it"``; empty when it is not one, or is current."""
+    from gridcrawl import migrations
+    if database_kind(engine) not in (kind, "both"):
+        return ""
+    try:
+        with engine.connect() as conn:
+            now = migrations.current(conn, kind)
+    except Exception:
+        return ""
+    newest = migrations.head(kind)
+    if now is not None and now >= newest:
+        return ""
+    shown = shown_url(engine.url)
+    return (f"{shown} is a {kind} database at schema revision {now or '(none: an early release)'}, older than this "
+            f"gridcrawl's {newest}: gridcrawl db upgrade --db {shown} upgrades it (the crawl's programs do so "
+            "when they open it)")
 
 
 def wrong_kind(engine: Engine, wanted: str) -> str:
@@ -140,9 +203,9 @@ def wrong_kind(engine: Engine, wanted: str) -> str:
     manager database (WORKDIR/manager.db)"``; empty when ``engine`` holds neither kind or the
     one wanted (:func:`database_kind`)."""
     found = database_kind(engine)
-    if found is None or found == wanted:
+    if found in (None, wanted, "both"):
         return ""
-    return (f"{engine.url.render_as_string(hide_password=True)} is a {found} database (WORKDIR/{found}.db), "
+    return (f"{shown_url(engine.url)} is a {found} database (WORKDIR/{found}.db), "
             f"not a {wanted} database (WORKDIR/{wanted}.db)")
 
 
@@ -169,7 +232,7 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     except ArgumentError:
         example = f"sqlite:///{os.path.abspath(url)}" if "://" not in url and url.strip() else "sqlite:///crawl.db"
         raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. {example})") from None
-    shown = parsed.render_as_string(hide_password=True)
+    shown = shown_url(parsed)
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
         raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")
@@ -183,7 +246,15 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
             timeout_arg = _TIMEOUT_ARGS.get(parsed.get_driver_name())
             if timeout_arg and timeout_arg not in parsed.query and "odbc_connect" not in parsed.query:
                 connect_args[timeout_arg] = CONNECT_TIMEOUT
+            greeting_timeout = parsed.get_driver_name() == "pymysql" and "read_timeout" not in parsed.query
+            if greeting_timeout:
+                # PyMySQL's connect_timeout bounds the TCP connect only: a server that accepts and
+                # never sends its greeting hung every program. Reads get CONNECT_TIMEOUT while
+                # connecting, and no limit once connected (a long report, a lock wait)
+                connect_args["read_timeout"] = CONNECT_TIMEOUT
             engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+            if greeting_timeout:
+                event.listen(engine, "connect", _no_read_timeout)
     except NoSuchModuleError:
         raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r} (use sqlite:///FILE, "
                                   "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)") from None
@@ -201,14 +272,22 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
             engine.dispose()
             reason = _reason(exc)
             if parsed.get_driver_name() == "pyodbc" and any(s in reason for s in _ODBC_DRIVER_MISSING):
+                mssql = parsed.get_backend_name() == "mssql"
                 raise DatabaseUnavailable(
                     f"the ODBC driver for {shown} is not installed ({reason}); `odbcinst -q -d` lists the "
-                    "installed ones; for SQL Server install Microsoft ODBC Driver 18 for SQL Server "
-                    "(package msodbcsql18) and name it in the URL: ?driver=ODBC+Driver+18+for+SQL+Server") from None
+                    "installed ones" + ("; for SQL Server install Microsoft ODBC Driver 18 for SQL Server "
+                                        "(package msodbcsql18) and name it in the URL: "
+                                        "?driver=ODBC+Driver+18+for+SQL+Server" if mssql else
+                                        ": name one of them, spelt as it lists it")) from None
             if parsed.get_backend_name() == "sqlite" and parsed.database and not parsed.database.startswith("file:"):
                 folder = os.path.dirname(os.path.abspath(parsed.database))
                 if not os.path.isdir(folder):
                     reason += f" (its folder {folder} does not exist)"
+                elif not os.access(folder, os.W_OK):
+                    reason += (f" (its folder {folder} is read-only, and SQLite writes its -wal and -shm files "
+                               f"beside it: copy the file elsewhere, or read it as sqlite:///file:"
+                               f"{os.path.abspath(parsed.database)}?mode=ro&immutable=1&uri=true)")
+                raise DatabaseUnavailable(f"cannot open the SQLite database {shown}: {reason}") from None
             raise DatabaseUnavailable(f"cannot reach database {shown}: {reason}") from None
     return engine
 
@@ -542,7 +621,7 @@ def transient_error(exc: BaseException) -> bool:
 def describe_error(exc: BaseException, engine: Engine | None = None) -> str:
     """One line about database error ``exc``: the driver's first line, and the database (its
     URL without password). Never the SQL statement or its parameters (they may hold page bodies)."""
-    where = f" (database {engine.url.render_as_string(hide_password=True)})" if engine is not None else ""
+    where = f" (database {shown_url(engine.url)})" if engine is not None else ""
     return f"{_reason(exc)}{where}"
 
 

@@ -97,11 +97,13 @@ def _rows(engine: Engine, table: sa.Table, order) -> Iterator[dict]:
             for row in result:
                 yield dict(row._mapping)
     except sa.exc.DBAPIError as exc:
-        from gridcrawl.db import wrong_kind
+        from gridcrawl.db import older_schema, shown_url, wrong_kind
         if other := wrong_kind(engine, "crawl"):
             raise ExportError(f"{other}: export takes the crawl database") from None
+        if old := older_schema(engine, "crawl"):
+            raise ExportError(old) from None
         first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
-        raise ExportError(f"{engine.url.render_as_string(hide_password=True)} is not a gridcrawl crawl "
+        raise ExportError(f"{shown_url(engine.url)} is not a gridcrawl crawl "
                           f"database ({table.name}: {first})") from None
 
 

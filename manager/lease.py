@@ -43,7 +43,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from gridcrawl import models
 from gridcrawl.db import (end_row_lock_holders, from_timestamp, insert_ignore, is_lock_timeout, limit_idle_transaction,
-                          lock_wait)
+                          lock_wait, shown_url)
 from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager.lease")
@@ -246,7 +246,7 @@ class Lease:
         """Take the lease or raise :class:`LeaseHeld` naming its holder; returns the epoch."""
         decision = self.try_acquire(now)
         if decision.action == "refuse":
-            url = self.engine.url.render_as_string(hide_password=True)
+            url = shown_url(self.engine.url)
             raise LeaseHeld(f"another manager runs on the database {url}: its lease is {decision.reason}")
         return decision.epoch
 

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 import zmq
 
 from gridcrawl import models, protocol
-from gridcrawl.db import init_schema
+from gridcrawl.db import init_schema, shown_url
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
@@ -149,7 +149,7 @@ class ManagerServer:
             if decision.action != "refuse":
                 self._activate()
             elif not standby:
-                url = engine.url.render_as_string(hide_password=True)
+                url = shown_url(engine.url)
                 raise LeaseHeld(f"another manager runs on the database {url}: its lease is {decision.reason}")
         except BaseException:
             self._close_sockets()

@@ -346,6 +346,22 @@ def test_invalid_database_url(db, needle):
     assert_user_error(rc, out, needle)
 
 
+def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang():
+    """A port that accepts connections and says nothing (a hung server, a wrong service): the
+    connection gives up after CONNECT_TIMEOUT (10 s). PyMySQL waited for MySQL's greeting for
+    ever (psycopg's connect_timeout already covered it)."""
+    kind = "mysql+pymysql"
+    import socket
+    import threading
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        held = []
+        threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)], daemon=True).start()
+        url = f"{kind}://root@127.0.0.1:{server.getsockname()[1]}/walk"
+        rc, out, seconds = run("gridcrawl", "db", "init", "--db", url, timeout=60)
+    assert_user_error(rc, out, "cannot reach database", url)
+    print(f"\n[{kind}, a server that never answers] error after {seconds:.1f} s")
+
+
 def test_invalid_endpoints():
     rc, out, _ = run("gridcrawl.manager", "--bind", "localhost:9000")
     assert_user_error(rc, out, "not a ZeroMQ endpoint")

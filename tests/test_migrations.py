@@ -123,6 +123,31 @@ def test_db_upgrade_command_then_a_crawl_into_the_upgraded_databases(tmp_path, s
         [(len(reachable(site)) + 1,)]
 
 
+def test_reading_commands_name_an_older_schema_and_the_upgrade_command(tmp_path):
+    """``report`` and ``export`` do not upgrade a database: on a first-release one (both kinds of
+    tables in one file) they said "no such table: kept_link", "its views are missing" or, wrongly,
+    "is a manager database"; now they name its revision and ``gridcrawl db upgrade``."""
+    path = tmp_path / "old.db"
+    _load_first_release(open_database(f"sqlite:///{path}"))
+    url = f"sqlite:///{path}"
+
+    def gridcrawl(*args):
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", *args], capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stderr.strip()
+
+    for kind, args in (("crawl", ("report", "--crawl-db", url)), ("manager", ("report", "--db", url)),
+                       ("crawl", ("export", "--db", url, "--format", "jsonl", str(tmp_path / "out.jsonl")))):
+        rc, err = gridcrawl(*args)
+        assert rc == 2 and "Traceback" not in err, err
+        assert err.endswith(f"{url} is a {kind} database at schema revision (none: an early release), older than "
+                            f"this gridcrawl's {migrations.head(kind)}: gridcrawl db upgrade --db {url} upgrades it "
+                            "(the crawl's programs do so when they open it)"), err
+    rc, err = gridcrawl("db", "upgrade", "--db", url)
+    assert rc == 0, err
+    rc, err = gridcrawl("report", "--crawl-db", url)
+    assert rc == 0, err  # one database of both kinds is a crawl database too
+
+
 def test_db_upgrade_upgrades_the_kinds_of_tables_a_database_holds_and_creates_none(tmp_path):
     """``gridcrawl db upgrade --db CRAWL_DB`` (no --kind) upgraded the crawl tables and created
     every manager table in the crawl database; now it upgrades what the database holds, refuses
