@@ -434,10 +434,13 @@ class Recorder:
             return self._flush_journaled()
         with self._lock:
             batch, self._pending = self._pending, []
-        if not batch:
-            return 0
+        return self._write_from_memory(batch, careful=False) if batch else 0
+
+    def _write_from_memory(self, batch: list, careful: bool) -> int:
+        """Write ``batch``, held only in memory; on failure put it back in front of newer records
+        and re-raise. Returns the rows written."""
         try:
-            rows = self._write_batch(batch, None, careful=False)
+            rows = self._write_batch(batch, None, careful=careful)
         except Exception:
             self._put_back(batch)
             raise
@@ -460,13 +463,7 @@ class Recorder:
                 raise
         if not self.segment.exists():  # the journal had vanished (_rotate): this batch is only in memory
             self._segment_failed = False
-            try:
-                rows = self._write_batch(batch, None, careful=True)
-            except Exception:
-                self._put_back(batch)
-                raise
-            self.flushed_rows += rows
-            return rows
+            return self._write_from_memory(batch, careful=True)
         self._sync_segment()  # the segment is on disk before its records are written to SQL
         try:  # after a failure, the whole segment: it holds older records too
             rows = self._write_batch(None if self._segment_failed else batch, self.segment,
