@@ -874,10 +874,14 @@ class Fetcher:
             # the next wait could pass the budget: refuse before sleeping through it
             raise _Failure(ErrorKind.TIMEOUT, f"politeness waits of this redirect chain would pass "
                                               f"{self.max_wait:g} s (host delay {delay:g} s)")
+        # the deadline moves before the sleep: a wait as long as the time left (a Crawl-delay of
+        # download_timeout or more) once let the deadline fire during it, failing every redirect
+        ahead = self.pacer.pending(url)
+        watch.postpone(ahead)
         slept = self.pacer.wait(url)
         if slept > 0:
             self._local.waited = self._waited() + slept
-            watch.postpone(slept)
+            watch.postpone(slept - ahead)
 
     def _timeout_failure(self) -> _Failure:
         return _Failure(ErrorKind.TIMEOUT, f"deadline of {self.deadline:g} s exceeded")

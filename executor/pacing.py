@@ -72,12 +72,15 @@ class HostPacer:
             entry = self._hosts.get(url_host(url))
             return entry[0] if entry is not None else 0.0
 
+    def pending(self, url: str) -> float:
+        """Seconds until a request to ``url``'s host may start (0.0: now)."""
+        with self._lock:
+            delay, last = self._entry(url_host(url))
+            return max(0.0, last + delay - self.clock())
+
     def wait(self, url: str) -> float:
         """Sleep until a request to ``url``'s host may start; return the seconds slept."""
-        host = url_host(url)
-        with self._lock:
-            delay, last = self._entry(host)
-            pause = last + delay - self.clock()
+        pause = self.pending(url)
         if pause <= 0:
             return 0.0
         self.sleep(pause)

@@ -300,7 +300,9 @@ class ReadyQueue:
         """A thread of ``thread.host`` is no longer in flight (finished, lost or taken back).
 
         ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
-        (without Retry-After: back-off doubling from 1 s to 60 s, reset by a success);
+        (without Retry-After, or with one over :data:`MAX_RETRY_AFTER`, whose page fails rather
+        than wait: back-off doubling from 1 s to 60 s, reset by a success — one answer that
+        asks for a day must not hold the host's other pages for the longest pause);
         ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped; ``answered``
         (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host.
         """
@@ -315,8 +317,8 @@ class ReadyQueue:
             host.crawl_delay = crawl_delay
             host.delay = max(self.download_delay, min(crawl_delay, self.max_crawl_delay))
         if status in (429, 503):
-            if retry_after is not None:
-                pause = min(max(retry_after, 0.0), MAX_RETRY_AFTER)
+            if retry_after is not None and retry_after <= MAX_RETRY_AFTER:
+                pause = max(retry_after, 0.0)
             else:
                 host.backoff = min(BACKOFF_MAX, max(BACKOFF_START, host.backoff * 2))
                 pause = host.backoff

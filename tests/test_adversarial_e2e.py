@@ -268,14 +268,21 @@ def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site
     """``gridcrawl run`` (real programs, the manager relaying pages undecoded) against a site
     whose one page answers 429 with ``Retry-After: 86400``: the crawl ends, the URL failed with
     the reason, the seed stored. The manager's core wrote the reason into the relayed page,
-    which has no such field: the thread was lost and the crawl never ended. (The host stays
-    paused for 600 s, the longest: here no other page of it waits.)"""
+    which has no such field: the thread was lost and the crawl never ended. The host's other
+    pages do not wait for it (they waited 600 s, the longest pause, behind the failed page): a
+    slow hub page answers after that 429 and links more pages, fetched at once."""
     import subprocess
     import sys
+    from sites import slow_page
     site = generate_site(1, links_per_page=0, seed=3)
     site.extra["/later.html"] = lambda h: h.respond(429, b"come back tomorrow", content_type="text/plain",
                                                     headers={"Retry-After": "86400"})
-    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/later.html">later</a></body>')
+    site.extra["/hub.html"] = slow_page(1.0, b"<html><body>" + b"".join(
+        b'<a href="/p%d.html">p</a>' % i for i in range(3)) + b"</body></html>")
+    for i in range(3):
+        site.pages[f"/p{i}.html"] = b"<html><title>p</title><body>p</body></html>"
+    site.pages["/"] = site.pages["/"].replace(b"</body>", b'<a href="/later.html">later</a>'
+                                                          b'<a href="/hub.html">hub</a></body>')
     server = site_server(site)
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
                            "--threads", "2", "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"],
@@ -285,8 +292,11 @@ def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site
     assert grid.query("crawl", "SELECT status, error_kind, error FROM visited_url WHERE url LIKE '%/later.html'") == [
         (429, "http_status", "HTTP 429 Too Many Requests; the site asks to come back in 86400 s, longer than a "
                              "crawl waits (600 s): not retried in this run")]
-    assert grid.query("crawl", "SELECT count(*) FROM document") == [(len(reachable(site)),)]
+    assert grid.query("crawl", "SELECT count(*) FROM document") == [(len(reachable(site)) + 4,)]  # hub, p0-p2
     assert server.count("/later.html") == 1
+    with server.lock:
+        started = {r.path: r.started for r in server.requests}
+    assert max(started[f"/p{i}.html"] for i in range(3)) - started["/later.html"] < 30, started
     assert "Traceback" not in grid.log("manager.log")
 
 

@@ -92,6 +92,14 @@ def test_retry_after_pauses_the_host_and_backoff_doubles():
     q2.release(t, 1.0, status=503)          # back-off 2 s
     assert drain(q2, 2.9) == []
     assert len(drain(q2, 3.0)) == 1
+    # a Retry-After past MAX_RETRY_AFTER fails its page (manager.core.retry_wait): the host gets the
+    # back-off, not the longest pause for the page that will not come back
+    q3 = ReadyQueue(concurrency=1)
+    for _ in range(2):
+        q3.push(thread("c"))
+    (t,) = drain(q3, 0.0)
+    q3.release(t, 0.0, status=503, retry_after=86400.0)
+    assert drain(q3, 0.9) == [] and len(drain(q3, 1.0)) == 1
 
 
 def test_crawl_delay_from_robots_is_capped():

@@ -388,6 +388,22 @@ def test_redirect_hops_and_robots_txt_wait_out_the_crawl_delay(site_server):
     assert min(gaps) >= 0.25, gaps
 
 
+def test_a_crawl_delay_as_long_as_the_deadline_does_not_fail_the_redirect(site_server):
+    """A Crawl-delay of at least the fetch's deadline (30 s and 30 s by default): the deadline
+    fired during the politeness sleep before each hop, and every redirect of such a host failed
+    as a timeout. Here: 0.6 s of delay, a 0.5 s deadline."""
+    server = site_server(_chain_site(2, 0.6))
+    fetcher = Fetcher(user_agent=UA, deadline=0.5, pacer=HostPacer())
+    robots = RobotsCache.for_fetcher(fetcher)
+    try:
+        page = visit(fetcher, server.url("/hop/0"), robots=robots)
+    finally:
+        fetcher.close()
+        robots.fetcher.close()
+    assert page.error_kind is None, page.error
+    assert page.final_url == server.url("/hop/2") and len(page.redirects) == 2
+
+
 def test_the_manager_delay_spaces_hops_too_and_waits_are_bounded(site_server):
     server = site_server(_chain_site(3, None))
     fetcher = Fetcher(user_agent=UA, pacer=HostPacer(), max_wait=0.7)
