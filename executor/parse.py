@@ -476,10 +476,14 @@ def _html_parser() -> lxml.etree.HTMLParser:
     find_class, ...) chosen by lxml's C-level default class lookup, which is
     markedly faster than ``lxml.html``'s per-tag Python lookup (form and
     input elements therefore lack ``lxml.html``'s form helpers).
+
+    ``huge_tree``: libxml2 stops a document at 256 open elements by default, and drops the rest
+    without an error a crawl would see (an old page of 300 unclosed ``<font>`` tags lost its
+    later links and text); with it, 2,048 levels. The body is bounded anyway (``max_body_bytes``).
     """
     parser = getattr(_thread_state, "parser", None)
     if parser is None:
-        parser = lxml.etree.HTMLParser()
+        parser = lxml.etree.HTMLParser(huge_tree=True)
         parser.set_element_class_lookup(
             lxml.etree.ElementDefaultClassLookup(
                 element=lxml.html.HtmlElement,
