@@ -40,6 +40,7 @@ from __future__ import annotations
 import heapq
 import ipaddress
 import logging
+import time
 import select
 import sys
 import threading
@@ -98,6 +99,24 @@ def asset(name: str) -> str:
     ``gridcrawl.manager`` under ``static/`` (pyproject.toml ``package-data``). Raises
     ``FileNotFoundError`` if the installation lacks it."""
     return (resources.files("gridcrawl.manager") / "static" / name).read_text(encoding="utf-8")
+
+
+def _hostname(host_header: str) -> str:
+    """The host name of an HTTP ``Host`` value (``127.0.0.1:9080`` -> ``127.0.0.1``,
+    ``[::1]:9080`` -> ``::1``)."""
+    if host_header.startswith("["):
+        return host_header[1:].partition("]")[0]
+    return host_header.rpartition(":")[0] if host_header.count(":") == 1 else host_header
+
+
+def _origin_host(origin: str) -> str:
+    """The ``host[:port]`` of an ``Origin`` header (``http://127.0.0.1:9080``), lower case; ``""``
+    for ``null`` or anything that is no URL."""
+    from urllib.parse import urlsplit
+    try:
+        return urlsplit(origin).netloc.lower()
+    except ValueError:
+        return ""
 
 
 def is_loopback(host: str) -> bool:
@@ -287,12 +306,48 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return ""
         return LOGINS_BUSY if users is not None and users.throttled() else "wrong user name or password"
 
+    refused_logins = [0.0, 0]  # time.monotonic() of the last line logged, refusals not logged since
+
+    def note_refused_login() -> None:
+        """Log a refused dashboard login (user name, address, why): at most one line a second,
+        counting those it did not log, so that a password guesser shows without flooding."""
+        now = time.monotonic()
+        if now - refused_logins[0] < 1.0:
+            refused_logins[1] += 1
+            return
+        more = f"; {refused_logins[1]} more refused in the last {now - refused_logins[0]:.0f} s" \
+            if refused_logins[1] else ""
+        refused_logins[:] = [now, 0]
+        log.warning("dashboard: login refused for %r from %s (%s)%s", request.authorization.username,
+                    request.remote_addr, login_failed(), more)
+
+    def refuse(status: int, reason: str) -> Response:
+        response = jsonify({"error": reason})
+        response.status_code = status
+        return response
+
+    @app.before_request
+    def check_origin():
+        # DNS rebinding: a web page of attacker.example, its name re-pointed at 127.0.0.1, is
+        # same-origin with a loopback dashboard and would read it (and, without users, control
+        # it). A loopback dashboard answers only to a loopback Host; a POST from a page of
+        # another origin is refused wherever the dashboard listens.
+        if not login_required and not is_loopback(_hostname(request.host)):
+            return refuse(403, f"Host {request.host!r} is not this loopback dashboard's (open it as "
+                               "http://127.0.0.1:PORT/ or http://localhost:PORT/)")
+        origin = request.headers.get("Origin")
+        if request.method == "POST" and origin is not None and _origin_host(origin) != request.host.lower():
+            return refuse(403, f"a request from the page of {origin!r} (another origin) is refused")
+        return None
+
     @app.before_request
     def check_login():
         if not login_required:
             return None
         user = current_user()
         if user is None:
+            if request.authorization is not None:
+                note_refused_login()
             return challenge(login_failed() or "login required: HTTP Basic with a user of the manager")
         if not user.permissions & DASHBOARD_PERMISSIONS:  # the Executors group: its password is on every desktop
             response = jsonify({"error": f"user {user.name!r} (group {user.group}) has no dashboard access"})
@@ -363,6 +418,8 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         user = current_user()
         if users is not None and (users.require_login or users.has_users()):
             if user is None:
+                if request.authorization is not None:
+                    note_refused_login()
                 return challenge(login_failed() or "login required to control applications")
             owner = next((a["owner"] for a in data["applications"]
                           if a["application_id"].startswith(application_id)), None)

@@ -294,6 +294,54 @@ def test_off_loopback_the_dashboard_requires_a_user_of_the_manager(tmp_path):
         dashboard.stop()
 
 
+def test_dns_rebinding_and_cross_origin_posts_are_refused_and_refused_logins_logged(tmp_path, caplog):
+    """A web page whose name was re-pointed at 127.0.0.1 (DNS rebinding) is same-origin with a
+    loopback dashboard: it read every URL and, on a manager without users (every gridcrawl
+    run), cancelled crawls. A loopback dashboard now answers only a loopback Host, and a POST
+    whose Origin is another site's is refused. Refused logins are logged (they were not)."""
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard
+
+    controlled = []
+
+    class Source:
+        def latest_snapshot(self):
+            return None
+
+        def request_control(self, application_id, action, user=None, timeout=5.0):
+            controlled.append((application_id, action))
+            raise AssertionError("a forged request must not reach the manager")
+
+    loopback = Dashboard(Source(), "127.0.0.1", 0).start()
+    try:
+        url = f"http://127.0.0.1:{loopback.port}"
+        assert requests.get(url + "/api/summary", timeout=5).status_code == 200
+        assert requests.get(url + "/api/summary", headers={"Host": f"localhost:{loopback.port}"}, timeout=5).ok
+        rebound = requests.get(url + "/api/applications", headers={"Host": f"attacker.example:{loopback.port}"},
+                               timeout=5)
+        assert rebound.status_code == 403 and "is not this loopback dashboard's" in rebound.json()["error"]
+        forged = requests.post(url + "/api/applications/abcd/cancel", json={}, timeout=5,
+                               headers={"Origin": "http://attacker.example:8000"})
+        assert forged.status_code == 403 and "another origin" in forged.json()["error"]
+        assert controlled == []
+    finally:
+        loopback.stop()
+
+    users = UserStore(open_database(f"sqlite:///{tmp_path / 'm.db'}"))
+    users.add("operator", "correct horse battery", "Administrators")
+    public = Dashboard(Source(), "0.0.0.0", 0, users=users).start()
+    try:
+        url = f"http://127.0.0.1:{public.port}"
+        with caplog.at_level("WARNING", logger="gridcrawl.manager.dashboard"):
+            for i in range(5):
+                assert requests.get(url + "/api/summary", auth=("operator", f"guess {i}"), timeout=5).status_code == 401
+        lines = [r.getMessage() for r in caplog.records if "login refused" in r.getMessage()]
+        assert 1 <= len(lines) <= 2 and "'operator' from 127.0.0.1 (wrong user name or password)" in lines[0], lines
+    finally:
+        public.stop()
+
+
 def test_first_read_gets_a_fresh_snapshot_with_its_age_and_executors_get_no_dashboard(tmp_path):
     """Before: the first API read returned ``{"time": null}`` and a read after 30 s without
     readers got a snapshot up to 30 s old; the Executors group could read every URL."""
