@@ -128,12 +128,19 @@ def convert_setting(name: str, value: object, where: str) -> object:
                 raise ValueError
             return hint(text)
         except ValueError:
-            raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {value!r}") from None
+            raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {_shown(value)}") from None
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
-        raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {value!r}")
+        raise ConfigError(f"{where}: {name} must be {hint.__name__}, not {_shown(value)}")
     return value
+
+
+def _shown(value: object) -> str:
+    """``repr(value)`` with the passwords of URLs in it as ``***`` (a database URL, a proxy):
+    what an error or ``gridcrawl config show`` prints of a setting."""
+    from gridcrawl.db import hide_passwords
+    return hide_passwords(repr(value))
 
 
 def _convert_option(value: object) -> object:
@@ -346,7 +353,7 @@ def _check_values(command, default_map: dict, res: Resolution) -> None:
             or res.settings.get(INVERSE_OPTIONS.get(param.name, ""))
         where = found.source.removeprefix("file ").removeprefix("env ") if found else "the configuration"
         if getattr(param, "multiple", False) and not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: {param.name} must be text or a list of texts, not {value!r}")
+            raise ConfigError(f"{where}: {param.name} must be text or a list of texts, not {_shown(value)}")
         for item in value if getattr(param, "multiple", False) else [value]:
             try:
                 param.type.convert(item, param, None)
@@ -434,9 +441,9 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
         if f.metadata["secret"] and value:  # a URL whose password is never shown
             from gridcrawl.executor.proxy import masked
             value = masked(str(value))
-        rows.append((f.name, repr(value), where))
+        rows.append((f.name, _shown(value), where))
     for name, (value, where) in sorted(given.items()):
-        rows.append((f"{program}.{name}", repr(value), where))
+        rows.append((f"{program}.{name}", _shown(value), where))
     return rows
 
 

@@ -100,6 +100,8 @@ def _sqlite_begin(conn) -> None:
 
 # Seconds to wait for a server to accept a connection, per driver, unless the URL says otherwise.
 CONNECT_TIMEOUT = 10
+#: The form of a database server's URL, as messages show it.
+SERVER_URL_FORM = "dialect+driver://user:password@host:PORT/database"
 _TIMEOUT_ARGS = {"psycopg": "connect_timeout", "psycopg2": "connect_timeout", "pymysql": "connect_timeout",
                  "mysqldb": "connect_timeout", "pyodbc": "timeout"}
 _ODBC_DRIVER_MISSING = ("Can't open lib", "Data source name not found", "IM002", "file not found")
@@ -147,6 +149,18 @@ def holds_secret(url: str) -> bool:
     return parsed.password is not None or any(
         any(_masked(key, v) != v for v in (value if isinstance(value, tuple) else (value,)))
         for key, value in parsed.query.items())
+
+
+_USERINFO_SECRET = re.compile(r"(?P<user>[^\s:/@'\"\[\]]+):(?P<secret>[^\s@/'\"]+)@")
+_ODBC_SECRET_TEXT = re.compile(r"(?i)(^|[;&?\s'\"{]|%3B)(pwd|password)(=|%3D)(?:[^;&\s'\"%]|%(?!3B))*")
+
+
+def hide_passwords(text: str) -> str:
+    """``text`` (a message, a setting's value) with every password a URL or an ODBC connection
+    string in it may carry as ``***``: ``user:secret@`` (a scheme forgotten included) and
+    ``PWD=secret`` (URL-encoded too). For what is shown of a value that is no parsed URL."""
+    text = _USERINFO_SECRET.sub(lambda m: f"{m['user']}:***@", text)
+    return _ODBC_SECRET_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3)}***", text)
 
 
 _ODBC_SECRET = re.compile(r"(?i)((?:^|;)\s*(?:pwd|password)\s*=\s*)(\{(?:[^}]|\}\})*\}|[^;]*)")
@@ -230,8 +244,12 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     try:
         parsed = sa.engine.make_url(url)
     except ArgumentError:
-        example = f"sqlite:///{os.path.abspath(url)}" if "://" not in url and url.strip() else "sqlite:///crawl.db"
-        raise DatabaseUnavailable(f"not a database URL: {url!r} (expected e.g. {example})") from None
+        example = (SERVER_URL_FORM if "@" in url else f"sqlite:///{os.path.abspath(url)}"
+                   if "://" not in url and url.strip() else "sqlite:///crawl.db")
+        raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} (expected e.g. {example})") from None
+    except ValueError:  # a port that is no number
+        raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} (its port is no number: "
+                                  f"{SERVER_URL_FORM})") from None
     shown = shown_url(parsed)
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):

@@ -337,6 +337,11 @@ def test_manager_warns_once_when_listening_without_curve():
                                            "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)"),
     ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot reach database"),
     ("sqlite:///no-such-folder-here/c.db", "no-such-folder-here does not exist)"),
+    # a port that is no number (a traceback), a scheme forgotten (the password shown)
+    ("postgresql+psycopg://grid:S3cret@127.0.0.1:notaport/x", "not a database URL: "
+     "'postgresql+psycopg://grid:***@127.0.0.1:notaport/x' (its port is no number"),
+    ("grid:S3cret@db-host/gridcrawl", "not a database URL: 'grid:***@db-host/gridcrawl' (expected e.g. "
+                                      "dialect+driver://user:password@host:PORT/database)"),
 ])
 def test_invalid_database_url(db, needle):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
@@ -344,6 +349,8 @@ def test_invalid_database_url(db, needle):
     assert_user_error(rc, out, needle)
     rc, out, _ = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}", "--db", db)
     assert_user_error(rc, out, needle)
+    rc, out, _ = run("gridcrawl", "report", "--db", db)
+    assert rc == 2 and "Traceback" not in out and "S3cret" not in out, out
 
 
 def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang():

@@ -260,6 +260,16 @@ def test_show_rows_with_the_real_manager_command(tmp_path):
             show_rows("manager", typer.main.get_command(app), ["--prefetch", "7"], str(path), {})}
     assert rows["manager.http"] == ("'127.0.0.1:9999'", f"file {path} [manager]")
     assert rows["prefetch"] == ("7", "command line")
+    # a program option's password (the database's) shows as *** (only proxy's was hidden)
+    secret = write(tmp_path, '[manager]\ndb = "postgresql+psycopg://grid:DbSecret-4455@db.corp/grid"\n')
+    rows = {name: value for name, value, _ in show_rows("manager", typer.main.get_command(app), [], str(secret), {})}
+    assert rows["manager.db"] == "'postgresql+psycopg://grid:***@db.corp/grid'"
+    # and so does one in a setting of the wrong type
+    wrong = write(tmp_path, '[executor]\nproxy = ["http://crawler:ProxySecret-991@proxy.corp:3128"]\n')
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(wrong), "config", "show",
+                           "--program", "executor"], capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    assert done.returncode == 2 and "ProxySecret" not in done.stderr and "crawler:***@proxy.corp" in done.stderr, \
+        done.stderr
 
 
 # ------------------------------------------------------------------------------ logs
