@@ -174,6 +174,17 @@ def run(
             fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if http:  # before any process starts: an address the run's manager cannot serve
+        from gridcrawl.manager.dashboard import DashboardError, is_loopback, parse_address
+        try:
+            host, _ = parse_address(http)
+        except DashboardError as exc:
+            fail(str(exc))
+        if not is_loopback(host):
+            fail(f"--http {http}: gridcrawl run's dashboard serves on loopback only (127.0.0.1:PORT): its "
+                 "manager has no users to log in with. For a dashboard other hosts reach, run "
+                 "gridcrawl-manager with users and --http (docs/operations.md), or reach this one "
+                 "through an SSH tunnel")
     if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     if seeds and resumed and getattr(ctx.get_parameter_source("workdir"), "name", "") == "DEFAULT":

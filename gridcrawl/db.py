@@ -62,6 +62,16 @@ def from_timestamp(seconds: float) -> _dt.datetime:
     return _dt.datetime.fromtimestamp(seconds, _dt.timezone.utc).replace(tzinfo=None)
 
 
+def to_timestamp(value: "_dt.datetime | str | None") -> float | None:
+    """A naive UTC ``datetime`` read back from a table (or SQLite's text of one) as POSIX
+    seconds; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = _dt.datetime.fromisoformat(value)
+    return value.replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
 SQLITE_BUSY_MS = 30000  # how long a SQLite connection waits for another's write lock
 # Page size, bytes, of a new SQLite file (an existing one keeps its own). A crawl stores page
 # bodies of tens of KB: with SQLite's default 4 KB each takes a chain of overflow pages, each

@@ -127,13 +127,20 @@ def load_secret(path: str | os.PathLike) -> tuple[bytes, bytes]:
     if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise KeyFileError(f"secret key file {file} is accessible by others (mode {stat.S_IMODE(mode):04o}); "
                            f"run: chmod 600 {file}")
-    return _check_z85_key(public, file, "public"), _check_z85_key(secret, file, "secret")
+    public, secret = _check_z85_key(public, file, "public"), _check_z85_key(secret, file, "secret")
+    if zmq.curve_public(secret) != public:  # halves of two pairs: the manager would refuse it unexplained
+        raise KeyFileError(f"{file}: its public key is not the one its secret key makes (the halves of two "
+                           "key pairs?): make a new pair with gridcrawl keys new")
+    return public, secret
 
 
 def load_public(path: str | os.PathLike) -> bytes:
     """The z85 public key in ``path`` (a ``.key`` file, or a ``.key_secret`` file's public
     part). Raises :class:`KeyFileError` if it is missing or malformed."""
     file = Path(path)
+    if not file.is_file():
+        raise KeyFileError(f"cannot read public key file {file}: "
+                           f"{'it is a directory' if file.is_dir() else 'no such file'}")
     try:
         public, _ = zmq.auth.load_certificate(file)
     except (OSError, ValueError) as exc:
@@ -180,17 +187,27 @@ class AllowList:
     def __init__(self, directory: str | os.PathLike) -> None:
         self.directory = Path(directory)
         if not self.directory.is_dir():
-            raise KeyFileError(f"allow-list directory {self.directory} does not exist")
+            what = "is a file, not a directory" if self.directory.exists() else "does not exist"
+            raise KeyFileError(f"allow-list directory {self.directory} {what} (--curve-allow names the directory "
+                               "of the allowed peers' .key files)")
         self._refused: dict[str, int] = {}
+        self._unreadable: dict[Path, float] = {}  # file -> its mtime when its warning was logged
 
     def keys(self) -> dict[bytes, str]:
-        """z85 public key -> name (the file name without ``.key``) of every allowed key."""
+        """z85 public key -> name (the file name without ``.key``) of every allowed key. A file
+        that does not parse is warned about once (again when it changes), not at every connection."""
         found: dict[bytes, str] = {}
         for file in sorted(self.directory.glob(f"*{PUBLIC_SUFFIX}")):
             try:
                 found.setdefault(load_public(file), file.name[: -len(PUBLIC_SUFFIX)])
             except KeyFileError as exc:
-                log.warning("allow-list: %s", exc)
+                try:
+                    changed = file.stat().st_mtime
+                except OSError:
+                    changed = 0.0
+                if self._unreadable.get(file) != changed:
+                    self._unreadable[file] = changed
+                    log.warning("allow-list: %s (skipped until it changes)", exc)
         return found
 
     def name_of(self, z85_key: bytes) -> str | None:

@@ -229,9 +229,15 @@ class LinkState:
         self.last_sent = now
 
     def handshake_failed(self, now: float, reason: str) -> list[Action]:
-        """The security handshake with the manager failed (``reason``: one line)."""
+        """The security handshake with the manager failed (``reason``: one line): final with one
+        manager, even after it answered once (its key was revoked, or the manager's keys changed:
+        retrying would only say "manager silent" for ever); with hot standbys, logged, and the
+        others tried as they come due (one may not have this key yet)."""
         if not self.ever_up:
             return [Fail(Refused(reason))]
+        if not self.managers.several:
+            return [Fail(Refused(f"{reason} (it was accepted before: the key was revoked, or the manager's "
+                                 "keys changed)"))]
         if now - self._failure_said >= self.FAILURE_LOG_EVERY:
             self._failure_said = now
             self.log.warning("%s", reason)

@@ -29,7 +29,7 @@ import sqlalchemy as sa
 import zmq
 
 from gridcrawl import models, protocol
-from gridcrawl.db import init_schema, shown_url
+from gridcrawl.db import init_schema, shown_url, to_timestamp
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
@@ -193,6 +193,23 @@ class ManagerServer:
                 sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome == "running"))]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
+            # each one's figures so far (the dashboard's done, errors and crawl seconds): threads
+            # done are the DEAD ones that finished (the others run again, and count when they end)
+            dead = t.c.state == int(ThreadState.DEAD)
+            figures = {r.application_id: r for r in conn.execute(
+                sa.select(t.c.application_id,
+                          sa.func.sum(sa.case((sa.and_(dead, t.c.time_finished.is_not(None)), 1), else_=0))
+                          .label("done"),
+                          sa.func.sum(sa.case((sa.and_(dead, t.c.failed == sa.true()), 1), else_=0)).label("errors"),
+                          sa.func.min(t.c.time_submitted).label("first_submitted"),
+                          sa.func.max(t.c.time_finished).label("last_finished"))
+                .where(t.c.application_id.in_([r["application_id"] for r in apps]))
+                .group_by(t.c.application_id))} if apps else {}
+            for row in apps:
+                got = figures.get(row["application_id"])
+                row.update(done=int(got.done or 0) if got else 0, errors=int(got.errors or 0) if got else 0,
+                           first_submitted=to_timestamp(got.first_submitted) if got else None,
+                           last_finished=to_timestamp(got.last_finished) if got else None)
             threads = [dict(r._mapping) for r in conn.execute(
                 sa.select(t).join(a, a.c.application_id == t.c.application_id)
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))

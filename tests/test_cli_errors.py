@@ -369,6 +369,19 @@ def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang
     print(f"\n[{kind}, a server that never answers] error after {seconds:.1f} s")
 
 
+@pytest.mark.parametrize("given, says", [
+    ("192.0.2.7:9080", "--http 192.0.2.7:9080: gridcrawl run's dashboard serves on loopback only"),
+    ("vm", "--http 'vm': the port must be a number"),
+])
+def test_run_refuses_a_dashboard_address_it_cannot_serve_before_anything_starts(tmp_path, given, says):
+    """Off loopback a dashboard needs users, which gridcrawl run's manager has none of: the run
+    used to start its manager and executors, fail, and advise adding a user, which then made
+    every later run of the workdir refused (gridcrawl run cannot log in)."""
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--http", given, "--workdir", str(tmp_path / "w"))
+    assert_user_error(rc, out, says)
+    assert not (tmp_path / "w").exists(), "nothing may start"
+
+
 def test_invalid_endpoints():
     rc, out, _ = run("gridcrawl.manager", "--bind", "localhost:9000")
     assert_user_error(rc, out, "not a ZeroMQ endpoint")

@@ -78,11 +78,20 @@ def test_malformed_key_files_are_refused(tmp_path):
     bad.write_text('curve\n    public-key = "short"\n')
     with pytest.raises(KeyFileError):
         load_public(bad)
-    with pytest.raises(KeyFileError):
+    with pytest.raises(KeyFileError, match="missing.key: no such file"):  # (was "Invalid certificate file")
         load_public(tmp_path / "missing.key")
-    public, _ = new_key_pair("dave", tmp_path)
+    public, secret = new_key_pair("dave", tmp_path)
     with pytest.raises(KeyFileError):
         load_secret(public)  # a public key file has no secret key
+    # the secret half of another pair pasted in: refused at once, not "no answer from the manager"
+    _, other = new_key_pair("erin", tmp_path)
+    mixed = tmp_path / "mixed.key_secret"
+    lines = secret.read_text().splitlines()
+    stolen = next(line for line in other.read_text().splitlines() if "secret-key" in line)
+    mixed.write_text("\n".join(stolen if "secret-key" in line else line for line in lines) + "\n")
+    mixed.chmod(0o600)
+    with pytest.raises(KeyFileError, match="is not the one its secret key makes"):
+        load_secret(mixed)
 
 
 def test_the_wrong_half_of_a_pair_is_named_with_the_file_to_give(tmp_path):
@@ -101,7 +110,7 @@ def test_the_wrong_half_of_a_pair_is_named_with_the_file_to_give(tmp_path):
     assert client_keys(secret, manager_public).server_public == load_public(manager_public)
 
 
-def test_allow_list_names_keys_and_sees_changes(tmp_path):
+def test_allow_list_names_keys_and_sees_changes(tmp_path, caplog):
     allow = tmp_path / "allow"
     allow.mkdir()
     keys = tmp_path / "keys"
@@ -110,14 +119,19 @@ def test_allow_list_names_keys_and_sees_changes(tmp_path):
     (allow / "alice.key").write_bytes(a_pub.read_bytes())
     (allow / "junk.key").write_text("not a key")
     allowed = AllowList(allow)
-    assert allowed.name_of(load_public(a_pub)) == "alice"
+    with caplog.at_level("WARNING", logger="gridcrawl.keys"):
+        for _ in range(5):  # five connections: the unreadable file is named once (it was twice each)
+            assert allowed.name_of(load_public(a_pub)) == "alice"
+    assert sum("junk.key" in r.getMessage() for r in caplog.records) == 1
     assert allowed.callback("*", load_public(a_pub)) and not allowed.callback("*", load_public(b_pub))
     (allow / "bob.key").write_bytes(b_pub.read_bytes())  # read again at the next check
     assert allowed.name_of(load_public(b_pub)) == "bob"
     (allow / "alice.key").unlink()
     assert not allowed.callback("*", load_public(a_pub))
-    with pytest.raises(KeyFileError):
+    with pytest.raises(KeyFileError, match="does not exist"):
         AllowList(tmp_path / "nowhere")
+    with pytest.raises(KeyFileError, match="is a file, not a directory"):
+        AllowList(a_pub)
     with pytest.raises(KeyFileError):
         server_keys(keys / "alice.key_secret", tmp_path / "nowhere")
 

@@ -211,12 +211,17 @@ def test_a_goodbye_reconnects_after_the_backoff():
     assert state.tick(1.9) == [] and state.tick(2.0) == [Connect(A)]
 
 
-def test_a_failed_handshake_is_final_before_the_first_answer_and_logged_after():
+def test_a_failed_handshake_is_final_with_one_manager_and_logged_with_standbys():
     state = link(A)
     state.start(0.0)
     (fail,) = state.handshake_failed(0.1, "the manager refused this program's CURVE key")
     assert isinstance(fail.error, Refused)
+    # once answered too: a key revoked while connected said "manager silent" for ever
     state = up(link(A))
+    (fail,) = state.handshake_failed(1.0, "the manager refused this program's CURVE key")
+    assert isinstance(fail.error, Refused) and "it was accepted before: the key was revoked" in str(fail.error)
+    # with hot standbys another manager may still take the key: logged, the link goes on
+    state = up(link(A, B))
     assert state.handshake_failed(1.0, "the manager refused this program's CURVE key") == []
 
 
