@@ -620,7 +620,7 @@ def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
 def _without_password(arg: str) -> str:
     """``arg`` (``--name=VALUE`` or a value) with the passwords of a URL in it as ``***``
     (:func:`gridcrawl.db.shown_url`: the user's, and an ODBC ``PWD=`` in its query)."""
-    from gridcrawl.db import holds_secret, shown_url
+    from gridcrawl.redact import holds_secret, shown_url
     name, eq, value = arg.partition("=")
     if not (arg.startswith("--") and eq):  # a value, not --name=VALUE
         name, eq, value = "", "", arg

@@ -139,7 +139,7 @@ def convert_setting(name: str, value: object, where: str) -> object:
 def _shown(value: object) -> str:
     """``repr(value)`` with the passwords of URLs in it as ``***`` (a database URL, a proxy):
     what an error or ``gridcrawl config show`` prints of a setting."""
-    from gridcrawl.db import hide_passwords
+    from gridcrawl.redact import hide_passwords
     return hide_passwords(repr(value))
 
 

@@ -263,6 +263,13 @@ link = { css = "a::attr(href)", type = "url" }
 """
 
 
+def shop_rules() -> list:
+    """Follow rules that give the page types the item spec names (list, item)."""
+    from gridcrawl.rules import Rule
+    return [Rule("http://shop.test/", "follow", "base", "list", number=1),
+            Rule("http://shop.test/", "follow", "list", "item", number=2)]
+
+
 def test_a_recrawl_renders_a_page_whose_shell_is_unchanged_and_digests_the_rendered_dom(server, visitor):
     """The shell answers 304 to its stored ETag, but what its scripts load may have changed: a
     page to render is asked for in full, and its digest (what a recrawl compares and duplicates
@@ -285,9 +292,9 @@ def test_items_of_an_item_spec_with_render_come_from_the_rendered_dom(server, vi
     specs = parse_spec(ITEM_SPEC)
     url = server.url("/list/1.html")
     mine = specs_for(specs, url, "list")
-    render = Strategy(items=specs).render_instruction("list", mine)
+    render = Strategy(items=specs, rules=shop_rules()).render_instruction("list", mine)
     assert render == {"render": True, "waitFor": "li.item"}  # the spec asks for it
-    assert Strategy(items=specs).render_instruction("item", specs_for(specs, url, "item")) == {}
+    assert Strategy(items=specs, rules=shop_rules()).render_instruction("item", specs_for(specs, url, "item")) == {}
     wire = [spec_to_wire(s) for s in mine]
     page = visit(visitor.fetcher, url, instruction={"items": wire, **render}, robots=visitor.robots,
                  renderer=visitor.renderer)
@@ -312,7 +319,8 @@ def test_threads_of_pages_to_render_need_the_render_capability(tmp_path):
     from gridcrawl.rules import PageType
     from gridcrawl.settings import Settings
     store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
-    store.strategy = Strategy(items=parse_spec(ITEM_SPEC), page_types={"base": PageType(render=True)})
+    store.strategy = Strategy(items=parse_spec(ITEM_SPEC), rules=shop_rules(),
+                              page_types={"base": PageType(render=True)})
     app = CrawlApplication(Settings(), "tcp://127.0.0.1:1", store, Scope(["shop.test"]))
     try:
         def needs(page_type):
