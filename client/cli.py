@@ -232,8 +232,9 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                              "FILE with it, or leave it out")
         if min_relevance is None:
             min_relevance = float(stored.get("min_relevance", "0"))
-        if order is None:
-            order = stored.get("order") or ("priority" if focused else "bfs")
+        if order is None:  # a focus given now implies priority order (a resumed plain crawl stored bfs)
+            order = ("priority" if focus is not None or focus_ontology is not None
+                     else stored.get("order") or ("priority" if focused else "bfs"))
         strategy = Strategy(order=order, rules=rule_list, focus=focused, min_relevance=min_relevance,
                             structured_data=structured_data, items=items, render=render, wait_for=wait_for,
                             page_types=page_types)

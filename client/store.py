@@ -269,10 +269,11 @@ class CrawlStore:
         #: Links a focused crawl scored below ``min_relevance`` and did not queue (hashes, bounded).
         self.below_relevance: set[int] = set()
         self.best_below = 0.0  # the highest score among them
-        # Fingerprints (first 64 bits) known to be queued or visited: most links of a page were
-        # seen before, and this skips their scope checks and SQL. A bounded cache, not the truth:
-        # cleared when full, so memory does not grow with the frontier (the tables decide).
-        self._known: set[int] = set()
+        # URLs known to be queued or visited (their hash) with the shallowest depth known: most
+        # links of a page were seen before, and this skips their scope checks and SQL unless they
+        # are found by a shorter path now. A bounded cache, not the truth: cleared when full, so
+        # memory does not grow with the frontier (the tables decide).
+        self._known: dict[int, int] = {}
         # A sitemap's lastmod for pages that were in flight when it was read (their Pending was
         # claimed without it): fingerprint -> lastmod, until their result is applied.
         self._late_lastmods: dict[str, datetime] = {}
@@ -526,11 +527,11 @@ class CrawlStore:
                 items += new_items
                 issues += new_issues
             depth = pend.depth + 1
-            known = self._known if self.strategy.focus is None else ()
+            known = self._known if self.strategy.focus is None else {}
             for link in page.links:
                 url = link[0]
-                if hash(url) in known or len(url) > models.URL_LENGTH:
-                    continue
+                if known.get(hash(url), depth + 1) <= depth or len(url) > models.URL_LENGTH:
+                    continue  # queued or visited already, no deeper than this (found shallower: its depth drops)
                 if not scope.allows(url, depth):
                     if (0 <= scope.max_depth < depth and len(self.beyond_depth) < KNOWN_CACHE
                             and scope.allows(url, scope.max_depth)):
@@ -549,6 +550,10 @@ class CrawlStore:
                 old = links.get(row["fingerprint"])
                 if old is None or (row["relevance"] or 0.0) > (old["relevance"] or 0.0):
                     links[row["fingerprint"]] = row
+                    if old is not None:
+                        row["depth"] = min(row["depth"], old["depth"])
+                elif row["depth"] < old["depth"]:  # linked again in this batch, by a shorter path
+                    old["depth"] = row["depth"]
         for fp in traps:
             links.pop(fp, None)
 
@@ -649,9 +654,12 @@ class CrawlStore:
         self._late_lastmods.update(late)
         if len(self._known) > KNOWN_CACHE:
             self._known.clear()
-        self._known.update(hash(row["url"]) for row in links.values())
-        self._known.update(hash(o.pending.url) for o in outcomes)
-        self._known.update(hash(row["url"]) for row in rows.traps)
+        known = self._known
+        for url, depth in [*((row["url"], row["depth"]) for row in links.values()),
+                           *((o.pending.url, o.pending.depth) for o in outcomes),
+                           *((row["url"], row["depth"]) for row in rows.traps)]:
+            if known.get(hash(url), depth + 1) > depth:
+                known[hash(url)] = depth
         self._count_sites(added, capped)
         return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
@@ -738,9 +746,25 @@ class CrawlStore:
             rows, added, capped = self._cap_per_site(conn, rows, scope)
         insert_ignore(conn, to_visit, rows)
         insert_ignore(conn, to_visit, maps)
+        self._lower_depth(conn, unvisited)
         if self.strategy.focus is not None:  # a queued link found again: the cap left it out, its score may rise
             self._raise_relevance(conn, unvisited + maps)
         return added, capped
+
+    @staticmethod
+    def _lower_depth(conn, rows: list[dict]) -> None:
+        """A queued link found again by a shorter path (a large page whose result came late, a
+        depth-first crawl) takes the shorter path's depth while it waits, so that ``depth`` is
+        the hops from a seed and ``--max-depth`` does not leave out what is within it. One
+        UPDATE per depth (a batch's links share few), by fingerprint."""
+        by_depth: dict[int, list[str]] = collections.defaultdict(list)
+        for row in rows:
+            by_depth[row["depth"]].append(row["fingerprint"])
+        c = to_visit.c
+        for depth, fingerprints in sorted(by_depth.items()):
+            for part in chunks(sorted(fingerprints), 500):
+                conn.execute(to_visit.update().where(c.fingerprint.in_(part), c.depth > depth,
+                                                     c.in_flight == sa.false()).values(depth=depth))
 
     def _count_sites(self, added: list[str], capped: list[str]) -> None:
         """Count the sites (:meth:`Scope.site`) of a committed transaction's queued and capped

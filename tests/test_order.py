@@ -95,6 +95,41 @@ def store_crawl(tmp_path, order: str, batch: int = 1) -> list[int]:
     return visited
 
 
+@pytest.mark.parametrize("order", ["bfs", "dfs"])
+def test_a_link_found_again_by_a_shorter_path_takes_its_depth(tmp_path, order):
+    """Two seeds: / links /a, /a links /b, /b links /c and /deep; /two links /deep too. The
+    result of /two comes back last (a large page, or depth-first order), after /deep was queued
+    at depth 3 through /b: /deep kept depth 3, and a --max-depth 3 crawl left out its link to
+    /end, 2 hops from the seed /two. Now /deep takes depth 1."""
+    links = {"/": ["/a"], "/a": ["/b"], "/b": ["/c", "/deep"], "/two": ["/deep"], "/c": [], "/deep": ["/end"],
+             "/end": []}
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"), Strategy(order=order))
+    store.add_seeds([BASE + "/", BASE + "/two"])
+    scope = Scope(["127.0.0.1"], max_depth=3)
+
+    def page(pend):
+        paths = links[pend.url[len(BASE):]]
+        return Outcome(pend, PageResult(url=pend.url, final_url=pend.url, status=200,
+                                        links=[[BASE + p, p] for p in paths]), "ex", 1, False)
+
+    def depth_of(table, path):
+        with store.engine.connect() as conn:
+            return conn.execute(sa.text(f"SELECT depth FROM {table} WHERE url = :u"), {"u": BASE + path}).scalar()
+
+    seeds = {p.url[len(BASE):]: p for p in store.claim(10)}
+    store.apply([page(seeds["/"])], scope)
+    for path in ("/a", "/b"):
+        (pend,) = store.claim(10)
+        assert pend.url == BASE + path
+        store.apply([page(pend)], scope)
+    assert depth_of("to_visit_url", "/deep") == 3
+    store.apply([page(seeds["/two"])], scope)  # the late result
+    assert depth_of("to_visit_url", "/deep") == 1
+    while claimed := store.claim(10):
+        store.apply([page(p) for p in claimed], scope)
+    assert (depth_of("visited_url", "/deep"), depth_of("visited_url", "/end")) == (1, 2)
+
+
 def test_store_claims_breadth_first(tmp_path):
     order = store_crawl(tmp_path, "bfs")
     assert is_breadth_first(order), order
@@ -194,6 +229,12 @@ def test_a_resumed_crawl_keeps_the_strategy_it_stored(tmp_path):
         resolve_strategy(store, [], focus="other words", focus_ontology=str(tmp_path / "o.ttl"), render=False)
     assert refused.value.exit_code == 2
     assert store.metas() == stored
+    # a plain crawl resumed with --focus becomes a priority crawl (it kept its stored bfs, unfocused in order)
+    plain = CrawlStore(open_database(f"sqlite:///{tmp_path / 'plain.db'}"))
+    assert resolve_strategy(plain, [BASE + "/"])[0].order == "bfs"
+    focused, _ = resolve_strategy(plain, [], focus="asyncio event loop")
+    assert focused.order == "priority" and plain.metas()["order"] == "priority"
+    assert resolve_strategy(plain, [], focus="asyncio", order="dfs")[0].order == "dfs"  # unless --order says
 
 
 @pytest.mark.parametrize("options, named", [({"min_relevance": 0.3}, "--min-relevance"),
