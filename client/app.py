@@ -261,6 +261,7 @@ class CrawlApplication:
         self._waiting_said = float("-inf")  # when the client last said why no result comes (_check_waiting)
         self._waiting_reason: object = None  # and the reason it gave
         self._executors: int | None = None  # executors taking grid threads, by the manager's last heartbeat
+        self._offered: set[str] | None = None  # the capabilities those executors offer (None: not told)
         self._wired: dict[str, dict] = {}
         self._scope_widened = False  # a seed's redirect widened the scope: the next submit says so
         self._taken_over = False  # the manager opened the application and the frontier is in hand (_take_over)
@@ -382,8 +383,9 @@ class CrawlApplication:
 
         After ``WAIT_BEATS`` heartbeat intervals: when the manager's heartbeat says no executor
         takes grid threads (none connected; each an ``--idle-only`` one whose desktop is in use,
-        or quarantined), that; else the threads in flight that need a capability, by need: they
-        wait for an executor that has it (the manager holds them until one connects). After
+        or quarantined), that; else the threads in flight that need a capability no executor
+        taking work offers (the heartbeat says which are offered), by need: they wait for an
+        executor that has it (the manager holds them until one connects). After
         twice ``download_timeout`` (the longest one attempt may take: robots.txt's fetch, then
         the page's), the threads in flight by host: a host that accepts connections but does
         not answer costs each attempt the whole deadline, and an unreachable robots.txt keeps
@@ -393,10 +395,11 @@ class CrawlApplication:
         silent = now - last_result
         if silent < WAIT_BEATS * s.heartbeat_interval:
             return
-        counts: dict[str, int] = {}
+        counts: dict[str, int] = {}  # needs no executor taking work offers (a render taking long is no wait)
         for pend in self.in_flight.values():
             for need in self._needs(pend):
-                counts[need] = counts.get(need, 0) + 1
+                if self._offered is None or need not in self._offered:
+                    counts[need] = counts.get(need, 0) + 1
         if self._executors == 0:
             reason = "no executor"
         elif counts:
@@ -489,6 +492,7 @@ class CrawlApplication:
                         elif isinstance(message, p.Heartbeat):
                             if message.executors is not None:
                                 self._executors = message.executors
+                                self._offered = None if message.capabilities is None else set(message.capabilities)
                         elif isinstance(message, p.ApplicationOpened):
                             self._opened(message)
                         elif isinstance(message, p.Controlled) and message.application_id == self.application_id:

@@ -384,12 +384,14 @@ class Heartbeat(Message):
     Figures are Alchemi's CPU columns: ``cpu_usage``/``cpu_avail`` in %, ``cpu_totalusage`` in
     CPU-seconds, plus ``mem_usage`` bytes, ``running`` threads and ``pages_per_second``.
     ``executors`` (manager → client only): the executors that take grid threads now (connected,
-    accepting, not quarantined), so that a client whose threads get no result can say why.
+    accepting, not quarantined), and ``capabilities`` what they offer between them (``render``,
+    ``plugin:NAME`` ...), so that a client whose threads get no result can say why.
     """
 
     TYPE: ClassVar[bytes] = b"heartbeat"
     figures: dict | None = None
     executors: int | None = None
+    capabilities: Annotated[list[str], Meta(max_length=1000)] | None = None
 
 
 class Job(Wire):

@@ -442,9 +442,10 @@ class ManagerCore:
         if now - self._last_heartbeat >= s.heartbeat_interval:
             self._last_heartbeat = now
             beat = to_client = p.Heartbeat()
-            if any(kind == "client" for kind, _ in self.peers.values()):  # clients learn how many executors take work
-                to_client = p.Heartbeat(executors=sum(1 for ex in self.connected.values()
-                                                      if ex.accepting and ex.quarantined_until is None))
+            if any(kind == "client" for kind, _ in self.peers.values()):  # clients learn which executors take work
+                taking = [ex for ex in self.connected.values() if ex.accepting and ex.quarantined_until is None]
+                to_client = p.Heartbeat(executors=len(taking),
+                                        capabilities=sorted(set().union(*(ex.capabilities for ex in taking)))[:1000])
             actions.extend(Send(peer, to_client if kind == "client" else beat) for peer, (kind, _) in self.peers.items())
         for ex in list(self.connected.values()):
             if judged - ex.last_seen > s.peer_timeout:

@@ -482,13 +482,16 @@ def test_the_heartbeat_to_a_client_counts_the_executors_that_take_work():
     assert beats(1.0)[b"client"].executors == 0
     register(core, b"a", 2, now=1.5)
     register(core, b"b", 2, now=1.5)
+    core.handle(b"r", p.Register(name="r", host="h", user="u", threads=2, capabilities=["render"]), 1.5)
     got = beats(2.5)
-    assert got[b"client"].executors == 2
+    # and what they offer: a client whose render takes long is not told to start a render executor
+    assert got[b"client"].executors == 3 and got[b"client"].capabilities == ["render"]
     assert got[b"a"].executors is None and got[b"b"].executors is None
     core.handle(b"a", p.Availability(accepting=False), 3.0)  # an idle-only desktop in use
     core.handle(b"b", p.Bye("stopping"), 3.0)
+    core.handle(b"r", p.Availability(accepting=False), 3.0)
     core.handle(b"client", p.Heartbeat(), 3.0)
-    assert beats(3.5)[b"client"].executors == 0
+    assert beats(3.5)[b"client"].executors == 0 and beats(4.5)[b"client"].capabilities == []
 
 
 def test_threads_queued_while_no_executor_is_connected_are_unrunnable_until_one_is():
