@@ -40,6 +40,7 @@ from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plu
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
+from gridcrawl.executor.idle import own_cpu_seconds
 from gridcrawl.executor.pacing import HostPacer
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES
 from gridcrawl.executor.page import visit
@@ -79,11 +80,11 @@ class Figures:
 
     def __init__(self) -> None:
         self.process = psutil.Process()
-        self.process.cpu_percent(None)
         psutil.cpu_percent(None)
         self.pages = 0
         self._last_pages = 0
         self._last_time = time.monotonic()
+        self._last_cpu = own_cpu_seconds(self.process)
         # MCMTCrawler's local buffer, measured: per worker thread, [seconds, waits] spent waiting
         # on the local job queue between finishing one page and starting the next
         self.idle: dict[str, list] = {}
@@ -116,20 +117,22 @@ class Figures:
         return {"cpu_max": float(mhz * cpus), "num_cpus": cpus, "mem_max": psutil.virtual_memory().total}
 
     def sample(self, running: int) -> dict:
-        """Figures for a heartbeat: cpu_usage (% of one machine, this process), cpu_avail (% of
+        """Figures for a heartbeat: cpu_usage (% of the machine: this process and its children,
+        a browser included, since the previous sample), cpu_avail (% of
         the machine idle), cpu_totalusage (CPU-seconds), mem_usage (bytes RSS), running,
         pages_per_second (since the previous sample), worker_idle_seconds (seconds the worker
         threads waited on the local queue between two pages, summed over threads, since start)
         and worker_waits (how many such waits)."""
         now = time.monotonic()
-        times = self.process.cpu_times()
+        cpu = own_cpu_seconds(self.process)  # its browser and driver included (--render)
         elapsed = max(1e-6, now - self._last_time)
         rate = (self.pages - self._last_pages) / elapsed
-        self._last_pages, self._last_time = self.pages, now
+        usage = max(0.0, cpu - self._last_cpu) / elapsed * 100.0
+        self._last_pages, self._last_time, self._last_cpu = self.pages, now, cpu
         cpus = psutil.cpu_count() or 1
-        return {"cpu_usage": self.process.cpu_percent(None) / cpus,
+        return {"cpu_usage": usage / cpus,
                 "cpu_avail": max(0.0, 100.0 - psutil.cpu_percent(None)),
-                "cpu_totalusage": times.user + times.system,
+                "cpu_totalusage": cpu,
                 "mem_usage": self.process.memory_info().rss,
                 "running": running, "pages_per_second": rate,
                 "worker_idle_seconds": sum(e[0] for e in list(self.idle.values())),

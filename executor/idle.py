@@ -154,10 +154,33 @@ class IdlePolicy:
         return self.accepting
 
 
+def own_cpu_seconds(process) -> float:
+    """CPU-seconds (user + system) of psutil ``process`` and of its descendants: those running
+    (the headless browser of ``--render`` and its driver) and those ended and waited for (each
+    one's ``children_*`` times), so that a process's own load includes what it started. A
+    descendant that ends between two readings moves from the first sum to its parent's
+    ``children_*``: the total does not jump."""
+    import psutil
+    total = 0.0
+    try:
+        family = [process, *process.children(recursive=True)]
+    except psutil.Error:
+        family = [process]
+    for member in family:
+        try:
+            t = member.cpu_times()
+        except psutil.Error:  # ended meanwhile
+            continue
+        total += t.user + t.system + getattr(t, "children_user", 0.0) + getattr(t, "children_system", 0.0)
+    return total
+
+
 class CpuSampler:
     """Reads the machine's and this process's CPU times with psutil and returns the load of
-    other processes since the previous call (:func:`other_cpu_percent`). Its own readings of
-    the machine's times, so other ``psutil.cpu_percent`` callers do not disturb it."""
+    other processes since the previous call (:func:`other_cpu_percent`). This process's own
+    load includes its children (:func:`own_cpu_seconds`: a browser it renders with is not the
+    desktop's owner coming back). Its own readings of the machine's times, so other
+    ``psutil.cpu_percent`` callers do not disturb it."""
 
     def __init__(self) -> None:
         import psutil
@@ -170,8 +193,7 @@ class CpuSampler:
         t = self._psutil.cpu_times()
         total = sum(t) - getattr(t, "guest", 0.0) - getattr(t, "guest_nice", 0.0)  # Linux counts guest in user
         idle = t.idle + getattr(t, "iowait", 0.0)
-        own = self._process.cpu_times()
-        return time.monotonic(), total - idle, total, own.user + own.system
+        return time.monotonic(), total - idle, total, own_cpu_seconds(self._process)
 
     def other_percent(self) -> float:
         """Percent of the machine used by other processes since the previous call."""

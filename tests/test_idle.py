@@ -88,6 +88,26 @@ def test_the_executors_own_cpu_is_not_the_owner_coming_back():
     assert other_cpu_percent(30.0, 1.0, 0.0, 4) == pytest.approx(30.0)   # no interval: the raw figure
 
 
+def test_the_executors_own_cpu_includes_its_children_running_and_ended():
+    """A browser an --idle-only --render executor starts is its own load, not the desktop's
+    owner coming back (psutil's process times leave live children out)."""
+    import subprocess
+    import sys
+    import psutil
+    from gridcrawl.executor.idle import own_cpu_seconds
+    me = psutil.Process()
+    before = own_cpu_seconds(me)
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile time.process_time() < 0.3: pass\n"
+                              "print('spun', flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "spun"
+        assert own_cpu_seconds(me) - before >= 0.25  # running (/proc counts in ticks: a little behind)
+    finally:
+        child.kill()
+        child.wait()
+    assert own_cpu_seconds(me) - before >= 0.25  # ended and waited for: in this process's children_* times
+
+
 def test_cpu_sampler_reads_this_machine():
     sampler = CpuSampler()
     time.sleep(0.05)
