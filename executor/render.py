@@ -151,6 +151,54 @@ class Rendered:
         return self.error_kind is None
 
 
+class _DaemonPool(concurrent.futures.Executor):
+    """``workers`` daemon threads running the page's requests (``run_in_executor``). Unlike a
+    ``ThreadPoolExecutor``, whose threads the interpreter joins at exit, a fetch that never
+    answers (a script's request to a server that holds it) does not keep the program alive
+    after its renderer closed: ``gridcrawl fetch --render`` of such a page ended 30 s late."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        import queue
+        self._jobs: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._workers = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True) for i in range(workers)]
+        for worker in self._workers:
+            worker.start()
+
+    def submit(self, fn, /, *args, **kwargs) -> concurrent.futures.Future:
+        """Run ``fn(*args, **kwargs)`` on a worker; its future."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put((future, fn, args, kwargs))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop the workers once they are free (``wait``: join them); ``cancel_futures``: drop
+        what has not started."""
+        if cancel_futures:
+            import queue
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        for _ in self._workers:
+            self._jobs.put(None)
+        if wait:
+            for worker in self._workers:
+                worker.join()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, fn, args, kwargs = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # the caller's to see
+                future.set_exception(exc)
+
+
 class _Page:
     """What one render knows while its page is open: the document to serve and the checks."""
 
@@ -163,6 +211,7 @@ class _Page:
         self.outcome = Rendered(final_url=url)
         self.landed: dict[str, str] = {}  # navigation URL -> URL its fetch ended at (HTTP redirects)
         self.left: tuple[ErrorKind, str] | None = None  # a refused navigation of the page itself
+        self.has_left: asyncio.Event | None = None  # set once ``left`` is (made on the browser's loop)
         self.closed = False
 
     def refuse(self, url: str, kind: str, reason: str) -> None:
@@ -227,8 +276,7 @@ class Renderer:
         self.browser_pid: int | None = None  #: the current browser's main process id, when known
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=4 * self.max_pages,
-                                                           thread_name_prefix="render-fetch")
+        self._pool = _DaemonPool(4 * self.max_pages, "render-fetch")
         self._playwright = None
         self._browser = None
         self._browser_pages = 0
@@ -330,6 +378,13 @@ class Renderer:
             except Exception:
                 pass
             self._playwright = None
+        # what still runs (a route handler waiting on a fetch that never answers) ends here, so
+        # that stopping the loop leaves no "Task was destroyed but it is pending!" on stderr
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=2.0)
 
     # ------------------------------------------------------------------ rendering
 
@@ -379,9 +434,12 @@ class Renderer:
             await asyncio.wait_for(self._render_on(slot, job, wait_for), self.deadline)
             failed = False
         except asyncio.TimeoutError:
-            out.error_kind = ErrorKind.TIMEOUT
-            out.error = f"render deadline of {self.deadline:g} s passed" + (
-                f" waiting for {wait_for!r}" if wait_for else "")
+            if job.left is not None:  # it tried to leave for a refused place: that is why
+                out.error_kind, out.error = job.left
+            else:
+                out.error_kind = ErrorKind.TIMEOUT
+                out.error = f"render deadline of {self.deadline:g} s passed" + (
+                    f" waiting for {wait_for!r}" if wait_for else "")
         except self._error_class as exc:
             out.error_kind, out.error = ErrorKind.RENDER, f"browser: {_one_line(exc)}"
         except Exception as exc:  # a bug must cost one page, not the browser thread
@@ -411,10 +469,18 @@ class Renderer:
             slot.page = await slot.context.new_page()
             slot.page.on("download", functools.partial(self._download, slot))
         slot.job = job
+        job.has_left = asyncio.Event()
         page = slot.page
         await page.goto(job.url, wait_until="load", timeout=0)
-        if wait_for:
-            await page.wait_for_selector(wait_for, state="attached", timeout=0)
+        if wait_for:  # until the selector is there, or the page tried to go where it may not
+            waits = [asyncio.ensure_future(page.wait_for_selector(wait_for, state="attached", timeout=0)),
+                     asyncio.ensure_future(job.has_left.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for waiting in waits:
+                    waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)  # (retrieved: no "never retrieved" lines)
         elif self.idle_timeout > 0:
             try:
                 await page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000)
@@ -533,6 +599,8 @@ class Renderer:
                 if navigation and request.frame.parent_frame is None:
                     job.left = (fetched.error_kind, f"client-side navigation to {fetched.final_url or url}: "
                                                     f"{fetched.error}")
+                    if job.has_left is not None:
+                        job.has_left.set()
                 await route.abort("blockedbyclient")
             elif fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status:
                 await route.fulfill(status=fetched.status, body=b"")

@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -141,6 +142,27 @@ def test_client_side_redirect_out_of_scope_is_refused(server, visitor):
     assert page.error_kind == "out_of_scope"  # as an HTTP redirect out of scope
     assert "client-side navigation to http://localhost:1/" in page.error
     assert [kind for _u, kind, _r in page.refused_requests] == ["out_of_scope"]
+    # waiting for a selector the page never shows (it tried to leave): the same error at once, not
+    # "render deadline ... passed waiting for 'a'" after the whole deadline (10 s here)
+    began = time.monotonic()
+    page = visitor.visit(server.url("/away.html"), scope=["127.0.0.1"], waitFor="a")
+    assert page.error_kind == "out_of_scope" and "client-side navigation to http://localhost:1/" in page.error
+    print(f"\n[refused navigation while waiting for a selector] failed after {time.monotonic() - began:.2f} s")
+
+
+def test_fetch_render_of_a_page_whose_request_never_answers_ends_quietly(server):
+    """``gridcrawl fetch --render`` of a page whose script waits on a request that never answers
+    printed "ERROR asyncio: Task was destroyed but it is pending!" as it ended, and ended only
+    when that request's fetch gave up (30 s; the server here holds it 20 s): its thread pool was
+    joined at exit."""
+    import subprocess
+    server.gate.clear()
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", server.url("/slow.html"), "--render",
+                           "--allow-private", "127.0.0.0/8", "--browser-path", browser_or_skip(),
+                           "--wait-for", "body"], capture_output=True, text=True, timeout=15,
+                          env={**os.environ, "GRIDCRAWL_RENDER_IDLE": "0.5"})
+    assert done.returncode == 0, done.stderr
+    assert "Task was destroyed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_wait_for_a_css_selector(server, visitor):
