@@ -227,14 +227,15 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
 
 
 def _answer(sock: zmq.Socket, *kinds) -> p.Message:
-    """The next message of one of ``kinds`` on ``sock`` (heartbeats skipped), within 10 s."""
-    deadline = time.monotonic() + 10
+    """The next message of one of ``kinds`` on ``sock`` (heartbeats skipped), within 60 s (a
+    client process started on a loaded two-core machine took more than 10 s to submit)."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if sock.poll(200):
             message = p.decode(sock.recv_multipart())
             if isinstance(message, kinds):
                 return message
-    raise AssertionError(f"no {kinds} within 10 s")
+    raise AssertionError(f"no {kinds} within 60 s")
 
 
 @pytest.mark.e2e
