@@ -31,6 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
+from gridcrawl.charsets import errors_for
 from gridcrawl.executor.fetch import HTML_TYPES
 from gridcrawl.protocol import Utf8Text
 from gridcrawl.urls import InvalidURL, canonical_url
@@ -273,7 +274,7 @@ def _decoded(body: bytes, content_type: str | None) -> tuple[str, str]:
         if declared is not None or _NOT_ASCII_RE.search(text):  # declared, or UTF-8 with a few bad bytes
             return text, encoding
         encoding = "cp1252"  # undeclared, and not one UTF-8 sequence: a legacy page (WHATWG's default)
-    return body.decode(encoding, errors="replace"), encoding
+    return body.decode(encoding, errors=errors_for(encoding)), encoding  # (cp1252: WHATWG's, all 256 bytes)
 
 
 @dataclass(slots=True)

@@ -1013,6 +1013,10 @@ def export_command(
     what = "triple" if triples else {"jsonl": "document", "csv": "visited URL", "warc": "page"}[format]
     what += "" if result.records == 1 else "s"
     skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
+    if result.altered:
+        skipped += (f"; {result.altered} page{'s' if result.altered > 1 else ''} not byte for byte as served: the "
+                    "stored text does not encode back to those bytes (malformed bytes, or characters with two "
+                    "encodings in the page's charset)")
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)

@@ -8,7 +8,8 @@ This module owns the three export formats of a crawl's tables:
 * **CSV** — the ``visited_url`` table (every URL visited, with status, error and attempts), one
   row per URL with a header row (RFC 4180, UTF-8).
 * **WARC 1.1** (ISO 28500:2017) — for every stored page a ``request`` record (the GET as the
-  executor sent it: method, path, ``Host``, ``User-Agent``) and a ``response`` record (status
+  executor sent it: method, path, ``Host``; ``User-Agent`` only when given, as the crawl does not
+  record it) and a ``response`` record (status
   line, the response headers stored in ``document.headers``, the body), linked by
   ``WARC-Concurrent-To``, after one ``warcinfo`` record; written with warcio, gzip-compressed per
   record when OUT ends in ``.gz``. A recrawled page whose last visit found the stored body
@@ -17,7 +18,8 @@ This module owns the three export formats of a crawl's tables:
   versions a recrawl replaced are written as ``request``/``response`` pairs of their own, dated
   when they were fetched, when their bodies were kept (``--keep-versions``). Bodies are stored decompressed, and HTML as decoded text, so
   the payload is the stored page (HTML re-encoded in its detected charset, byte-identical unless
-  the page had malformed bytes), ``Content-Encoding``/``Transfer-Encoding`` are dropped and
+  the page had malformed bytes or characters its charset encodes two ways: counted in
+  :attr:`ExportResult.altered`), ``Content-Encoding``/``Transfer-Encoding`` are dropped and
   ``Content-Length`` is the payload's length. Pages crawled with ``--no-content`` have no body and
   are left out of the WARC (counted in the result).
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as _dt
+import hashlib
 import io
 import json
 import os
@@ -69,12 +72,15 @@ _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "
 class ExportResult:
     """What an export wrote: ``records`` (lines, rows, or pages for WARC), ``skipped``
     (documents left out of a WARC because no body was stored), and for a WARC ``revisits``
-    (revisit records) and ``versions`` (replaced versions written with their bodies)."""
+    (revisit records), ``versions`` (replaced versions written with their bodies) and
+    ``altered`` (pages whose payload is not the bytes served: their stored text does not encode
+    back to them — malformed bytes, or a character with two encodings in the page's charset)."""
 
     records: int = 0
     skipped: int = 0
     revisits: int = 0
     versions: int = 0
+    altered: int = 0  # WARC payloads that are not the bytes served (their digest is not content_digest)
 
 
 def iso_utc(value: _dt.datetime | None) -> str | None:
@@ -218,8 +224,9 @@ def _payload(row: dict) -> bytes | None:
     if text is None:
         return None
     encoding = row.get("encoding") or "utf-8"
+    from gridcrawl.charsets import errors_for
     try:
-        return text.encode(encoding, errors="replace")
+        return text.encode(encoding, errors=errors_for(encoding))
     except LookupError:
         return text.encode("utf-8", errors="replace")
 
@@ -229,12 +236,10 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
     """Write the crawl in ``engine`` to binary stream ``out`` as WARC 1.1: a ``warcinfo``
     record, then a ``request`` and a ``response`` record per stored page (see the module
     documentation). ``gzip``: compress each record (``.warc.gz``); ``user_agent``: the
-    User-Agent shown in request records (default: the Settings default)."""
+    User-Agent the executors sent, shown in request records (None: not shown — the crawl
+    database does not record it, and a request record must not claim one never sent)."""
     from warcio.warcwriter import WARCWriter
 
-    from gridcrawl.settings import Settings
-
-    user_agent = user_agent or Settings.user_agent
     writer = WARCWriter(out, gzip=gzip, warc_version="1.1")
     result = ExportResult()
     rows = _rows(engine, models.document, models.document.c.doc_id)
@@ -248,6 +253,8 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         if body is None:
             result.skipped += 1
             continue
+        if row.get("content_digest") and row.get("body") is None and hashlib.sha256(body).hexdigest() != row["content_digest"]:
+            result.altered += 1
         response = _write_exchange(writer, row, body, user_agent)
         revisit = _revisit_record(writer, row, response)
         if revisit is not None:
@@ -291,12 +298,12 @@ def _write_exchange(writer, row: dict, body: bytes, user_agent: str):
         warc_headers_dict={"WARC-Date": date})
     parts = urlsplit(uri)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.netloc.rpartition("@")[2]  # never a URL's user:password
+    request_headers = [("Host", host), *([("User-Agent", user_agent)] if user_agent else []),
+                       ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")]
     request = writer.create_warc_record(
         uri, "request", payload=io.BytesIO(b""), length=0,
-        http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1",
-                                      [("Host", parts.netloc), ("User-Agent", user_agent),
-                                       ("Accept", "*/*"), ("Accept-Encoding", "gzip, deflate")],
-                                      is_http_request=True),
+        http_headers=StatusAndHeaders(f"GET {path} HTTP/1.1", request_headers, is_http_request=True),
         warc_headers_dict={"WARC-Date": date,
                            "WARC-Concurrent-To": response.rec_headers.get_header("WARC-Record-ID")})
     writer.ensure_digest(response, block=False, payload=True)
@@ -355,14 +362,27 @@ def open_output(path: str, binary: bool):
     """``path`` opened for writing (``-``: standard output). The data goes to ``path.part``
     first, renamed to ``path`` when the export succeeded and deleted when it failed, so a failed
     export leaves no (empty or partial) output and never clobbers an earlier one. Raises
-    :class:`ExportError` before anything is written when ``path`` is a folder or ``path.part``
-    cannot be created (no such folder, no permission)."""
+    :class:`ExportError` before anything is written when ``path`` is a folder, a SQLite database
+    (the crawl's own, named as OUT with ``--format``, was replaced by its export), a ``.gz`` name
+    for text (``binary`` False: written plain, it was no gzip file) or ``path.part`` cannot be
+    created (no such folder, no permission)."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
     if os.path.isdir(path):
         raise ExportError(f"cannot write {path}: it is a folder (name a file in it, e.g. "
                           f"{os.path.join(path, 'crawl.jsonl')})")
+    if not binary and path.lower().endswith(".gz"):  # (a WARC is compressed record by record)
+        raise ExportError(f"cannot write {path}: this export is plain text, not gzip; name it without .gz, "
+                          f"or write it to - and pipe it through gzip")
+    try:
+        with open(path, "rb") as existing:
+            is_database = existing.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        is_database = False
+    if is_database:  # an OUT naming the crawl database itself (with --format) replaced it with the export
+        raise ExportError(f"cannot write {path}: it is a SQLite database (a crawl's?), which an export never "
+                          "replaces; name another file")
     part = f"{path}.part"
     try:
         fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")

@@ -24,7 +24,9 @@ from grid import Grid
 from sites import Site
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(range(256))
-LATIN = "<html><head><title>caf\xe9</title></head><body>na\xefve cr\xe8me</body></html>".encode("iso-8859-1")
+# with two of the five bytes Python's cp1252 leaves undefined (WHATWG's windows-1252: U+0081, U+009D):
+# they were stored as U+FFFD and archived as "?"
+LATIN = "<html><head><title>caf\xe9</title></head><body>na\xefve cr\xe8me \x81\x9d</body></html>".encode("iso-8859-1")
 
 
 def make_site() -> Site:
@@ -72,7 +74,7 @@ def test_warc_has_request_and_response_records_with_headers_and_the_served_bodie
     engine = open_database(crawl["db"])
     out = crawl["tmp"] / "crawl.warc.gz"
     result = export(engine, "warc", str(out))
-    assert (result.records, result.skipped) == (3, 0)
+    assert (result.records, result.skipped, result.altered) == (3, 0, 0)
     with open(out, "rb") as fh:
         assert fh.read(2) == b"\x1f\x8b"  # gzip, per record
     with open(out, "rb") as fh:
@@ -91,6 +93,7 @@ def test_warc_has_request_and_response_records_with_headers_and_the_served_bodie
         assert req["uri"] == response["uri"]
         assert req["http_line"].startswith("GET /") and req["http_line"].endswith(" HTTP/1.1")
         assert req["http_headers"]["host"] == base("/").split("//")[1].rstrip("/")
+        assert "user-agent" not in req["http_headers"]  # not recorded by the crawl: not made up
     home = responses[canonical_url(base("/"))]
     assert home["status"] == "200" and home["http_line"] == "HTTP/1.1 200 OK"
     assert home["http_headers"]["x-gridcrawl-test"] == "yes"
@@ -124,6 +127,18 @@ def _records(fh):
             import hashlib
             rec["digest_ok"] = digest == "sha1:" + base64.b32encode(hashlib.sha1(payload).digest()).decode()
         yield rec
+
+
+def test_a_warc_request_records_host_never_carries_a_urls_credentials():
+    import io
+    from warcio.warcwriter import WARCWriter
+    from gridcrawl.export import _write_exchange
+    out = io.BytesIO()
+    writer = WARCWriter(out, gzip=False, warc_version="1.1")
+    _write_exchange(writer, {"url": "http://user:secret@127.0.0.1:8301/m.html", "status": 200}, b"<html></html>", None)
+    out.seek(0)
+    (request,) = [r for r in _records(out) if r["type"] == "request"]
+    assert request["http_headers"]["host"] == "127.0.0.1:8301"  # was "user:secret@127.0.0.1:8301"
 
 
 def test_uncompressed_warc_reads_back_too(crawl, tmp_path):
@@ -240,6 +255,12 @@ def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
         export(engine, "xml", str(tmp_path / "x"))
     with pytest.raises(ExportError, match="cannot write"):
         export(engine, "jsonl", str(tmp_path / "no-such-dir" / "x.jsonl"))
+    # the crawl database itself named as OUT (with --format) was replaced by its export
+    with pytest.raises(ExportError, match="it is a SQLite database .* which an export never replaces"):
+        export(engine, "jsonl", str(tmp_path / "c.db"))
+    assert open_database(f"sqlite:///{tmp_path / 'c.db'}", existing=True)  # still a database
+    with pytest.raises(ExportError, match="plain text, not gzip"):  # (was plain text under a .gz name)
+        export(engine, "jsonl", str(tmp_path / "pages.jsonl.gz"))
 
 
 def test_every_warc_date_parses_back_and_another_reader_replays_the_file(crawl, tmp_path):
