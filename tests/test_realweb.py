@@ -368,18 +368,23 @@ def _chain_site(hops: int, delay: float | None) -> Site:
     return site
 
 
+def _paced_visit(url: str, deadline: float):
+    """``url`` visited as an executor does: its pacer, robots.txt (whose Crawl-delay it obeys)."""
+    fetcher = Fetcher(user_agent=UA, deadline=deadline, pacer=HostPacer())
+    robots = RobotsCache.for_fetcher(fetcher)
+    try:
+        return visit(fetcher, url, robots=robots)
+    finally:
+        fetcher.close()
+        robots.fetcher.close()
+
+
 def test_redirect_hops_and_robots_txt_wait_out_the_crawl_delay(site_server):
     """Server-side arrival times: robots.txt, then 4 hops and the page, each at least the host's
     Crawl-delay after the previous response ended; the waits do not count against the 1 s
     deadline of the fetch (5 × 0.25 s of waiting)."""
     server = site_server(_chain_site(4, 0.25))
-    fetcher = Fetcher(user_agent=UA, deadline=1.0, pacer=HostPacer())
-    robots = RobotsCache.for_fetcher(fetcher)
-    try:
-        page = visit(fetcher, server.url("/hop/0"), robots=robots)
-    finally:
-        fetcher.close()
-        robots.fetcher.close()
+    page = _paced_visit(server.url("/hop/0"), deadline=1.0)
     assert page.error_kind is None and page.final_url == server.url("/hop/4") and len(page.redirects) == 4
     with server.lock:
         records = sorted(server.requests, key=lambda r: r.started)
@@ -393,13 +398,7 @@ def test_a_crawl_delay_as_long_as_the_deadline_does_not_fail_the_redirect(site_s
     fired during the politeness sleep before each hop, and every redirect of such a host failed
     as a timeout. Here: 0.6 s of delay, a 0.5 s deadline."""
     server = site_server(_chain_site(2, 0.6))
-    fetcher = Fetcher(user_agent=UA, deadline=0.5, pacer=HostPacer())
-    robots = RobotsCache.for_fetcher(fetcher)
-    try:
-        page = visit(fetcher, server.url("/hop/0"), robots=robots)
-    finally:
-        fetcher.close()
-        robots.fetcher.close()
+    page = _paced_visit(server.url("/hop/0"), deadline=0.5)
     assert page.error_kind is None, page.error
     assert page.final_url == server.url("/hop/2") and len(page.redirects) == 2
 
