@@ -524,17 +524,21 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         counts = store.counts()
     except sa.exc.DBAPIError as exc:
         fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
+    beyond = len(store.beyond_depth)
+    if beyond:  # not recorded: a later run with a larger --max-depth is told so; earlier runs' added
+        metas = store.metas()
+        if metas.get("links_beyond_max_depth") == str(settings.max_depth):
+            beyond += int(metas.get("links_beyond_depth") or 0)
+        store.set_metas({"links_beyond_depth": str(beyond), "links_beyond_max_depth": str(settings.max_depth)})
+    new_crawl = "a new --workdir" if name == "gridcrawl run" else "a new --db"
     counts.update(signal=getattr(stop, "signum", None),
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   max_pages_per_host=settings.max_pages_per_host,
-                  beyond_depth=len(store.beyond_depth), max_depth=settings.max_depth,
+                  beyond_depth=beyond, max_depth=settings.max_depth, new_crawl=new_crawl,
                   below_relevance=len(store.below_relevance), min_relevance=store.strategy.min_relevance,
                   best_below=store.best_below)
-    if store.beyond_depth:  # not recorded: a later run with a larger --max-depth is told so
-        store.set_metas({"links_beyond_depth": str(len(store.beyond_depth)),
-                         "links_beyond_max_depth": str(settings.max_depth)})
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
@@ -557,7 +561,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                        if (retried := sorted({g.retry_kind for g in errors} - {ErrorKind.GONE.value})) else [])]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:
-        view.console.print(f"the links above {capped_note(settings.max_pages_per_host)}", soft_wrap=True,
+        view.console.print(f"the links above {capped_note(settings.max_pages_per_host, new_crawl)}", soft_wrap=True,
                            highlight=False)
     if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
         view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "

@@ -75,7 +75,8 @@ class ProgressView:
         (application id, pages this run, documents, visited, errors, set aside, to visit, links
         not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
         a seed's subdomains counted under it), links of pages at ``max_depth`` not followed
-        (``beyond_depth``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
+        (``beyond_depth``, this crawl's runs together; ``new_crawl``: how a crawl starts afresh,
+        ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
         seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
@@ -101,8 +102,8 @@ class ProgressView:
                           f"{named}{more}")
         if counts.get("beyond_depth"):
             table.add_row("not followed", f"{counts['beyond_depth']} links of pages at --max-depth "
-                          f"{counts.get('max_depth')} (the hop limit against traps; -1: none); not recorded: "
-                          "a deeper crawl takes a new --workdir")
+                          f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "
+                          f"together); not recorded: a deeper crawl takes {counts.get('new_crawl', 'a new --workdir')}")
         if counts.get("below_relevance"):
             table.add_row("not queued", f"{counts['below_relevance']} links scoring below --min-relevance "
                           f"{counts.get('min_relevance'):g}, the best of them {counts.get('best_below', 0.0):.2f} "

@@ -1515,8 +1515,8 @@ class ManagerCore:
         until its application reattaches and submits it again: the crawling instruction it
         carries lives only in the application. Executors are not restored: they register again
         when they notice the new manager. ``running``: ``(attempt_id, executor_id)`` of the
-        attempts that were running when the previous manager stopped; their late results are
-        fenced rather than counted as forgeries.
+        attempts that were running when the previous manager stopped, or that it had taken back
+        (``lost``), oldest first; their late results are fenced rather than counted as forgeries.
         """
         actions: list[Action] = []
         for attempt_id, executor_id in running:

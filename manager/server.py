@@ -35,7 +35,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, reachable, receive, send
 from gridcrawl.manager import dashboard
-from gridcrawl.manager.core import ControlError, ManagerCore, Send, Strike
+from gridcrawl.manager.core import LATE_ATTEMPTS, ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import (Lease, LeaseHeld, describe_holder,  # noqa: F401  (LeaseHeld: for the CLI)
                                      holder_name)
 from gridcrawl.manager.recorder import Recorder, WriterProcess
@@ -189,8 +189,12 @@ class ManagerServer:
         t, a, x = models.thread, models.application, models.attempt
         with self.engine.begin() as conn:
             next_internal = (conn.execute(sa.select(sa.func.max(t.c.internal_thread_id))).scalar() or 0) + 1
+            # attempts whose late result is fenced, not struck as a forgery: those running when the
+            # previous manager stopped, and the latest it had taken back (an executor paused
+            # across the restart sends their results then)
             running = [tuple(r) for r in conn.execute(
-                sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome == "running"))]
+                sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome.in_(("running", "lost")))
+                .order_by(x.c.time_assigned.desc()).limit(LATE_ATTEMPTS))][::-1]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
             # each one's figures so far (the dashboard's done, errors and crawl seconds): threads

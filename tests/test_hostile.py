@@ -272,6 +272,44 @@ def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, sit
 
 
 @pytest.mark.e2e
+def test_a_late_result_of_an_attempt_the_previous_manager_took_back_is_fenced_not_struck(tmp_path, site_server):
+    """An executor paused across a manager restart sends, when it wakes, the result of an attempt
+    the previous manager had already taken back (declared it dead: outcome ``lost``). The new
+    manager did not know that attempt: it logged the honest desktop as hostile, struck it and,
+    after a few such results, blocked it for 60 s. Now it fences the result, as the previous
+    manager would have."""
+    server = site_server(generate_site(3, links_per_page=2, seed=4))
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    paused = context.socket(zmq.DEALER)
+    paused.setsockopt(zmq.LINGER, 0)
+    try:
+        grid.start_manager()
+        paused.connect(grid.endpoint)
+        paused.send_multipart(p.encode(p.Register(name="paused", host="h", user="u", threads=4)))
+        _answer(paused, p.Welcome)
+        grid.start_client(server.url("/"), "--no-sitemaps")
+        (job, *_) = _answer(paused, p.Assign).jobs
+        # no heartbeat from it: declared dead, its attempt taken back (recorded as lost)
+        wait_for(lambda: grid.query("manager", "SELECT outcome FROM attempt WHERE attempt_id = ?", job.attempt_id)
+                 == [("lost",)], 30, 0.05, "the attempt taken back")
+        grid.manager.terminate()
+        assert grid.manager.wait(30) == 0
+        grid.start_manager()
+        wait_for(lambda: grid.log("manager.log").count("manager listening") >= 2, 30, 0.05, "the manager back")
+        page = p.PageResult(url=job.url, final_url=job.url, status=200, content="<html></html>")
+        paused.send_multipart(p.encode(p.Result(job.attempt_id, page)))  # it wakes and sends its result
+        wait_for(lambda: grid.query("manager", "SELECT outcome FROM attempt WHERE attempt_id = ?", job.attempt_id)
+                 == [("fenced",)], 30, 0.05, "the late result fenced")
+    finally:
+        paused.close(linger=0)
+        context.term()
+        grid.stop()
+    log = grid.log("manager.log")
+    assert "hostile" not in log and "blocked for" not in log, log[-3000:]
+
+
+@pytest.mark.e2e
 def test_executors_and_crawls_that_come_and_go_without_end_leave_the_manager_bounded(tmp_path):
     grid = Grid(tmp_path)
     http = f"http://127.0.0.1:{free_port()}"
