@@ -190,6 +190,8 @@ class LinkState:
         self.up = False           # the current connection's manager answered the hello
         self.ever_up = False      # some manager answered once: from then on the link never gives up
         self.started = self.connected_at = self.last_heard = self.next_beat = 0.0
+        self.last_tick: float | None = None  # the previous tick: a long gap is this program's own pause
+        self.heard_any = 0.0  # the last sign of life of any manager (for "no answer for N s")
         self.last_sent = self.last_beat = float("-inf")  # any message to the manager; a heartbeat
         self.backoff = self.initial
         self.reconnect_at: float | None = None
@@ -205,13 +207,13 @@ class LinkState:
 
     def start(self, now: float) -> list[Action]:
         """Connect to the first manager and say hello."""
-        self.started = now
+        self.started = self.heard_any = now
         return [self._connect(now)]
 
     def received(self, now: float, message) -> list[Action]:
         """A message from the manager (``protocol.Message``): a sign of life; an answer to the
         hello, a refusal or a goodbye move the link (see the class's rules)."""
-        self.last_heard = now
+        self.last_heard = self.heard_any = now
         if isinstance(message, self.answers):
             self.up = self.ever_up = True
             self.backoff, self.refusal, self._refusal_said = self.initial, None, None
@@ -244,7 +246,16 @@ class LinkState:
         return []
 
     def tick(self, now: float) -> list[Action]:
-        """Time passes: give up, count the manager dead, reconnect, or beat, as due."""
+        """Time passes: give up, count the manager dead, reconnect, or beat, as due. A tick more
+        than ``peer_timeout`` after the previous one means this program itself was stopped
+        (SIGSTOP, a laptop asleep): the manager's silence over that time is not its own, so it
+        gets a fresh ``peer_timeout`` instead of being counted dead at once."""
+        paused = self.last_tick is not None and now - self.last_tick > self.peer_timeout
+        self.last_tick = now
+        if paused and self.up:
+            self.log.info("this program was paused for %.1f s: the manager is given %.1f s to be heard again",
+                          now - self.last_heard, self.peer_timeout)
+            self.last_heard = now
         if not self.ever_up and now - self.started > self.connect_timeout:
             if self.refusal is not None:
                 return [Fail(Refused(self.refusal))]
@@ -257,7 +268,9 @@ class LinkState:
                 self.log.warning("manager silent for %.1f s; trying %s", silent, self.managers.current)
                 self._reconnect(now)
             else:
-                self.log.warning("manager silent for %.1f s; reconnecting in %.1f s", silent, self.backoff)
+                gone = now - self.heard_any
+                self.log.warning("manager silent for %.1f s%s; reconnecting in %.1f s", silent,
+                                 f" (no manager heard for {gone:.0f} s)" if gone > silent + 1 else "", self.backoff)
                 self._reconnect(now + self.backoff)
         actions = self._due(now)
         if self.up and now >= self.next_beat:

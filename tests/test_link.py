@@ -129,7 +129,21 @@ def test_a_silent_manager_is_reconnected_with_a_new_socket_after_a_doubling_back
     assert state.tick(13.3) == [] and state.tick(17.3) == [Connect(A)]  # 4 s, the maximum
     assert state.tick(20.4) == [] and state.tick(24.4) == [Connect(A)]  # still 4 s
     assert state.received(25.0, WELCOME) == [] and state.up and state.backoff == SETTINGS.reconnect_initial
-    assert state.tick(1000.0) == [] and state.tick(1001.0) == [Connect(A)]  # once up: never gives up
+    connects = [t / 10 for t in range(251, 10_000) if Connect(A) in state.tick(t / 10)]
+    assert connects[0] == 29.1 and connects[-1] > 990  # silent again: reconnected, and once up: never gives up
+
+
+def test_a_program_that_was_itself_paused_gives_its_manager_a_fresh_timeout(caplog):
+    """After SIGSTOP/SIGCONT of the program (or a laptop's sleep) its loop ticks again long after
+    the previous tick: the manager's silence over that time is not its own. It was counted dead
+    at once ("manager silent for 20.1 s") and the link torn down."""
+    state = up(link(A))
+    assert state.tick(0.5) == []
+    with caplog.at_level("INFO", logger="gridcrawl.link"):
+        assert Connect(A) not in state.tick(20.6) and state.up  # 20 s stopped: no reconnect
+    assert "this program was paused for 20.6 s" in caplog.text
+    assert state.tick(23.0) in ([], [Beat()]) and state.up
+    assert state.tick(23.7) == [] and not state.up  # then silent for real: counted dead as ever
 
 
 def test_with_several_managers_silence_moves_to_the_next_at_once_even_before_the_first_answer():
@@ -137,6 +151,7 @@ def test_with_several_managers_silence_moves_to_the_next_at_once_even_before_the
     assert state.start(0.0) == [Connect(A)]
     assert state.tick(3.0) == [] and state.tick(3.1) == [Connect(B)]
     assert state.received(4.0, WELCOME) == [] and state.up
+    assert all(state.tick(t) in ([], [Beat()]) for t in (5.0, 6.0, 7.0))  # (a program ticks often)
     assert state.tick(7.1) == [Connect(A)]  # B silent: round the list
 
 
