@@ -226,6 +226,18 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
     assert "blocked for" in log  # the noisy and the flooding peers were blocked
 
 
+def _raw_executor(context: zmq.Context, grid: Grid, name: str, threads: int) -> zmq.Socket:
+    """Start ``grid``'s manager and register a DEALER socket with it as executor ``name`` (a peer
+    this test drives by hand); return the socket, welcomed."""
+    grid.start_manager()
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(grid.endpoint)
+    sock.send_multipart(p.encode(p.Register(name=name, host="h", user="u", threads=threads)))
+    _answer(sock, p.Welcome)
+    return sock
+
+
 def _answer(sock: zmq.Socket, *kinds) -> p.Message:
     """The next message of one of ``kinds`` on ``sock`` (heartbeats skipped), within 60 s (a
     client process started on a loaded two-core machine took more than 10 s to submit)."""
@@ -248,13 +260,8 @@ def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, sit
     server = site_server(generate_site(3, links_per_page=2, seed=4))
     grid = Grid(tmp_path)
     context = zmq.Context()
-    liar = context.socket(zmq.DEALER)
-    liar.setsockopt(zmq.LINGER, 0)
+    liar = _raw_executor(context, grid, "liar", 64)
     try:
-        grid.start_manager()
-        liar.connect(grid.endpoint)
-        liar.send_multipart(p.encode(p.Register(name="liar", host="h", user="u", threads=64)))
-        _answer(liar, p.Welcome)
         client = grid.start_client(server.url("/"), "--no-sitemaps")
         (job, *_) = _answer(liar, p.Assign).jobs
         page = p.PageResult(url=job.url, final_url=job.url, status=200, content="<html></html>",
@@ -281,13 +288,8 @@ def test_a_late_result_of_an_attempt_the_previous_manager_took_back_is_fenced_no
     server = site_server(generate_site(3, links_per_page=2, seed=4))
     grid = Grid(tmp_path)
     context = zmq.Context()
-    paused = context.socket(zmq.DEALER)
-    paused.setsockopt(zmq.LINGER, 0)
+    paused = _raw_executor(context, grid, "paused", 4)
     try:
-        grid.start_manager()
-        paused.connect(grid.endpoint)
-        paused.send_multipart(p.encode(p.Register(name="paused", host="h", user="u", threads=4)))
-        _answer(paused, p.Welcome)
         grid.start_client(server.url("/"), "--no-sitemaps")
         (job, *_) = _answer(paused, p.Assign).jobs
         # no heartbeat from it: declared dead, its attempt taken back (recorded as lost)
