@@ -1369,8 +1369,8 @@ def crawl_counts(engine: Engine) -> dict:
     ``to_visit``, ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
     rules left out: :data:`DECISIONS`), ``sitemaps`` (visited URLs that were sitemaps, or a
     host's ``/sitemap.xml`` probed and not found: read for their links, no document), ``kept``,
-    ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``. Raises SQLAlchemy's ``DBAPIError`` when it is
-    not a crawl database."""
+    ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``.
+    Raises SQLAlchemy's ``DBAPIError`` when it is not a crawl database."""
     kind = visited.c.error_kind
     with engine.connect() as conn:
         count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
