@@ -922,6 +922,9 @@ class Fetcher:
                                    f"(407 Proxy Authentication Required): {_PROXY_HINT}")
                 result.status = resp.status_code
                 result.headers = {k.lower(): v for k, v in resp.headers.items()}
+                cookies = resp.raw.headers.getlist("set-cookie") if hasattr(resp.raw, "headers") else []
+                if len(cookies) > 1:  # one line each (RFC 6265 §3 forbids folding them into one)
+                    result.headers["set-cookie"] = "\n".join(cookies)
                 result.content_type = resp.headers.get("Content-Type")
                 location = resp.headers.get("Location")
                 if resp.status_code in REDIRECT_CODES and location:

@@ -287,7 +287,9 @@ def _write_exchange(writer, row: dict, body: bytes, user_agent: str):
     from warcio.statusandheaders import StatusAndHeaders
     uri = row.get("final_url") or row["url"]
     status = row.get("status") or 200
-    headers = [(k, str(v)) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS]
+    # a header the fetcher kept one line per value (Set-Cookie: "\n"-separated) is one line each again
+    headers = [(k, line) for k, v in _headers(row).items() if k.lower() not in _DROPPED_HEADERS
+               for line in str(v).split("\n")]
     if not any(k.lower() == "content-type" for k, _ in headers) and row.get("content_type"):
         headers.append(("content-type", row["content_type"]))
     headers.append(("content-length", str(len(body))))

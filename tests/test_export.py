@@ -37,7 +37,13 @@ def make_site() -> Site:
                       '</body></html>').encode("utf-8")
 
     def home(h) -> None:
-        h.respond(200, site.pages["/"], headers={"X-Gridcrawl-Test": "yes", "Cache-Control": "max-age=60"})
+        h.send_response(200)  # two Set-Cookie headers: one line each in the WARC (not folded into one)
+        for name, value in (("Content-Type", "text/html; charset=utf-8"), ("X-Gridcrawl-Test", "yes"),
+                            ("Cache-Control", "max-age=60"), ("Set-Cookie", "a=1; Path=/"),
+                            ("Set-Cookie", "b=2; Path=/"), ("Content-Length", str(len(site.pages["/"])))):
+            h.send_header(name, value)
+        h.end_headers()
+        h.wfile.write(site.pages["/"])
 
     site.extra["/"] = home
     site.pages["/latin.html"] = LATIN
@@ -98,6 +104,7 @@ def test_warc_has_request_and_response_records_with_headers_and_the_served_bodie
     assert home["status"] == "200" and home["http_line"] == "HTTP/1.1 200 OK"
     assert home["http_headers"]["x-gridcrawl-test"] == "yes"
     assert home["http_headers"]["cache-control"] == "max-age=60"
+    assert home["set_cookies"] == ["a=1; Path=/", "b=2; Path=/"]
     assert home["http_headers"]["content-type"] == "text/html; charset=utf-8"
     assert home["payload"] == served(crawl, "/")
     latin = responses[canonical_url(base("/latin.html"))]
@@ -120,6 +127,7 @@ def _records(fh):
             rec["http_line"] = f"{record.http_headers.protocol} {record.http_headers.statusline}"
             rec["status"] = record.http_headers.get_statuscode()
             rec["http_headers"] = {k.lower(): v for k, v in record.http_headers.headers}
+            rec["set_cookies"] = [v for k, v in record.http_headers.headers if k.lower() == "set-cookie"]
         payload = record.content_stream().read()
         rec["payload"] = payload
         digest = record.rec_headers.get_header("WARC-Payload-Digest")
