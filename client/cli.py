@@ -606,7 +606,7 @@ def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
     ``sys.argv[1:]``). Every option is kept — a crawl's fetch settings (delays, User-Agent,
     robots.txt, limits) are not stored with it, so a shorter command would resume it with other
     ones — but ``--retry-failed`` and its value (the summary's next commands add their own).
-    A password in a URL shows as ``***`` (:func:`gridcrawl.db.shown_url`: an ODBC ``PWD=`` in its
+    A password in a URL shows as ``***`` (:func:`gridcrawl.redact.shown_url`: an ODBC ``PWD=`` in its
     query too); the login's password is never on it."""
     import shlex
     args = list(sys.argv[1:] if argv is None else argv)
@@ -624,7 +624,7 @@ def rerun_command(program: str, argv: Sequence[str] | None = None) -> str:
 
 def _without_password(arg: str) -> str:
     """``arg`` (``--name=VALUE`` or a value) with the passwords of a URL in it as ``***``
-    (:func:`gridcrawl.db.shown_url`: the user's, and an ODBC ``PWD=`` in its query)."""
+    (:func:`gridcrawl.redact.shown_url`: the user's, and an ODBC ``PWD=`` in its query)."""
     from gridcrawl.redact import holds_secret, shown_url
     name, eq, value = arg.partition("=")
     if not (arg.startswith("--") and eq):  # a value, not --name=VALUE

@@ -211,9 +211,10 @@ class ManagerServer:
                 .group_by(t.c.application_id))} if apps else {}
             for row in apps:
                 got = figures.get(row["application_id"])
-                row.update(done=int(got.done or 0) if got else 0, errors=int(got.errors or 0) if got else 0,
-                           first_submitted=to_timestamp(got.first_submitted) if got else None,
-                           last_finished=to_timestamp(got.last_finished) if got else None)
+                if got is not None:  # (an application without threads keeps Application's defaults)
+                    row.update(done=int(got.done or 0), errors=int(got.errors or 0),
+                               first_submitted=to_timestamp(got.first_submitted),
+                               last_finished=to_timestamp(got.last_finished))
             threads = [dict(r._mapping) for r in conn.execute(
                 sa.select(t).join(a, a.c.application_id == t.c.application_id)
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))
