@@ -173,15 +173,17 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         # the first URL is checked here (scope first: no robots.txt fetch for a foreign host),
         # every redirect hop by the fetcher through robots.hop_check
         refusal = checks[0](url) if checks[0] is not None else None
+        requested = False  # a request to the host: robots.txt fetched now
         if refusal is None:
             decision = robots.decide(url)
-            crawl_delay = decision.crawl_delay
+            crawl_delay, requested = decision.crawl_delay, decision.fetched
             refusal = decision.refusal()
             if pacer is not None:
                 pacer.set_delay(url, max(delay, min(crawl_delay or 0.0, max_crawl_delay)))
         if refusal is not None:
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
-                              error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay)
+                              error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay,
+                              requested=requested)
         checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
     if instruction.sitemap:
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),

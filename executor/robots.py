@@ -108,6 +108,8 @@ class RobotsDecision:
         unreachable: True when refused only because robots.txt could not be fetched (429, 5xx,
             no answer): the refusal lifts after ``retry_after`` seconds.
         retry_after: seconds until robots.txt is fetched again (only when ``unreachable``).
+        fetched: True when this decision fetched robots.txt (a request to the host was made),
+            False when it came from the cache.
     """
 
     allowed: bool
@@ -116,6 +118,7 @@ class RobotsDecision:
     unreachable: bool = False
     retry_after: float | None = None
     no_connection: bool = False  # the origin refused the connection: the page cannot be fetched either
+    fetched: bool = False
 
     def refusal(self) -> HopRefusal | None:
         """This decision as a Fetcher hop-check answer: ``None`` if allowed, else a
@@ -202,19 +205,19 @@ class RobotsCache:
         origin = origin_of(url)
         if origin is None:
             return RobotsDecision(True)
-        rules = self._rules_for(origin)
+        rules, fetched = self._rules_for(origin)
         if rules.parser is None:
             if rules.allow_all:
-                return RobotsDecision(True, rules.crawl_delay)
+                return RobotsDecision(True, rules.crawl_delay, fetched=fetched)
             if rules.no_connection:
                 return RobotsDecision(False, None, f"cannot connect to {origin}: {rules.note}",
-                                      unreachable=True, no_connection=True)
+                                      unreachable=True, no_connection=True, fetched=fetched)
             wait = max(0.0, rules.expires - self.clock())
             return RobotsDecision(False, None, f"robots.txt unreachable, so disallowed for now: {rules.note}",
-                                  unreachable=True, retry_after=wait)
+                                  unreachable=True, retry_after=wait, fetched=fetched)
         if urlsplit(url).path == "/robots.txt" or rules.parser.can_fetch(url, self.token):
-            return RobotsDecision(True, rules.crawl_delay)
-        return RobotsDecision(False, rules.crawl_delay, "disallowed by robots.txt")
+            return RobotsDecision(True, rules.crawl_delay, fetched=fetched)
+        return RobotsDecision(False, rules.crawl_delay, "disallowed by robots.txt", fetched=fetched)
 
     def sitemaps(self, url: str) -> list[str]:
         """The ``Sitemap:`` URLs of the robots.txt of ``url``'s origin (fetched if needed), in
@@ -222,7 +225,7 @@ class RobotsCache:
         origin = origin_of(url)
         if origin is None:
             return []
-        rules = self._rules_for(origin)
+        rules, _ = self._rules_for(origin)
         if rules.parser is None:
             return []
         found: list[str] = []
@@ -240,13 +243,15 @@ class RobotsCache:
 
     # ------------------------------------------------------------------ cache
 
-    def _rules_for(self, origin: str) -> _Rules:
+    def _rules_for(self, origin: str) -> tuple[_Rules, bool]:
+        """The rules of ``origin`` and whether this call fetched them (False: from the cache,
+        or fetched by another thread while this one waited)."""
         while True:
             with self._lock:
                 rules = self._rules.get(origin)
                 if rules is not None and self.clock() < rules.expires:
                     self._rules.move_to_end(origin)
-                    return rules
+                    return rules, False
                 event = self._pending.get(origin)
                 if event is None:
                     event = self._pending[origin] = threading.Event()
@@ -270,7 +275,7 @@ class RobotsCache:
                         self._rules.popitem(last=False)
                     self._pending.pop(origin, None)
                 event.set()
-            return rules
+            return rules, True
 
     def _unreachable(self, note: str) -> _Rules:
         return _Rules(None, False, None, self.clock() + self.retry_after, unreachable=True, note=note)

@@ -257,7 +257,10 @@ class PageResult(Wire):
     (:mod:`gridcrawl.rules`) it holds only the links its follow rules matched, as
     ``[canonical_url, anchor_text, to_type]`` triples, and ``kept`` the links its keep rules
     matched, as :data:`KeptLink` ``[canonical_url, rule_number]`` pairs. ``retry_after`` (from a 429/503) and ``crawl_delay``
-    (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness.
+    (the host's robots.txt Crawl-delay) are seconds the manager uses for the host's politeness;
+    ``requested`` is False when the thread sent no request to its host (refused by the scope, or
+    by robots.txt rules the executor already held): the manager frees the host's slot without
+    starting its delay, so a page's disallowed links do not each cost a crawl delay.
     ``error_kind`` is ``None`` on success, else one of :class:`ErrorKind`'s values. ``content`` is the decoded HTML text, or
     raw bytes of a kept non-HTML body, or ``None``. ``digest`` is the hex SHA-256 of the body
     bytes after decompression (``None`` when no body was read: errors, 304 Not Modified,
@@ -296,6 +299,7 @@ class PageResult(Wire):
     error: str | None = None
     retry_after: Seconds | None = None
     crawl_delay: Seconds | None = None
+    requested: bool = True
     title: str = ""
     encoding: str | None = None
     content: Any = None  # str, bytes or None (checked by __post_init__: msgspec has no str | bytes)
@@ -655,15 +659,16 @@ MESSAGES: dict[bytes, type[Message]] = {
 class RelayedPage:
     """A :class:`PageResult` as the manager holds it: msgpack bytes it forwards as they came
     (``raw``), with the few fields it schedules and records by decoded and checked (``url``,
-    ``status``, ``size``, ``error_kind``, ``retry_after``, ``crawl_delay``; as in
+    ``status``, ``size``, ``error_kind``, ``retry_after``, ``crawl_delay``, ``requested``; as in
     :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes."""
 
-    __slots__ = ("raw", "url", "status", "size", "error_kind", "retry_after", "crawl_delay")
+    __slots__ = ("raw", "url", "status", "size", "error_kind", "retry_after", "crawl_delay", "requested")
 
     def __init__(self, raw: msgspec.Raw, summary: _PageSummary) -> None:
         self.raw = raw
         self.url, self.status, self.size = summary.url, summary.status, summary.size
         self.error_kind, self.retry_after, self.crawl_delay = summary.error_kind, summary.retry_after, summary.crawl_delay
+        self.requested = summary.requested
 
     def __eq__(self, other) -> bool:
         return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
@@ -713,6 +718,7 @@ class _PageSummary(msgspec.Struct):
     error_kind: ErrorKindName | None = None
     retry_after: Seconds | None = None
     crawl_delay: Seconds | None = None
+    requested: bool = True
 
 
 class _RelayedResult(Wire):

@@ -723,7 +723,7 @@ class ManagerCore:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = r.page
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
-                           answered=True)
+                           answered=True, requested=page.requested)
         wait = retry_wait(page, t.retries, self.settings)
         if wait is not None:
             return self._retry(t, r.attempt_id, now, wait)

@@ -296,7 +296,7 @@ class ReadyQueue:
 
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
                 retry_after: float | None = None, crawl_delay: float | None = None,
-                answered: bool = False) -> None:
+                answered: bool = False, requested: bool = True) -> None:
         """A thread of ``thread.host`` is no longer in flight (finished, lost or taken back).
 
         ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
@@ -304,13 +304,16 @@ class ReadyQueue:
         than wait: back-off doubling from 1 s to 60 s, reset by a success — one answer that
         asks for a day must not hold the host's other pages for the longest pause);
         ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped; ``answered``
-        (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host.
+        (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host;
+        ``requested`` False (the thread sent the host no request: robots.txt rules the executor
+        held refused it) frees the slot without starting the host's delay.
         """
         host = self.hosts.get(thread.host)
         if host is None:
             return
         host.in_flight = max(0, host.in_flight - 1)
-        host.last_finish = now
+        if requested:
+            host.last_finish = now
         if answered and not host.answered:
             self.note_answered(host.host)
         if crawl_delay is not None and crawl_delay != host.crawl_delay:

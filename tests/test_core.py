@@ -984,6 +984,34 @@ def test_a_new_host_gets_one_job_and_later_jobs_carry_its_crawl_delay():
     assert nxt.delay == 5.0  # the executor spaces this thread's own requests (redirect hops) by it
 
 
+@pytest.mark.parametrize("relayed", [False, True], ids=["decoded", "relayed"])
+def test_a_link_robots_txt_disallows_costs_its_host_no_crawl_delay(relayed):
+    """An executor refuses a disallowed URL from the robots.txt rules it holds, sending the host
+    nothing: the next thread of the host starts at once, not a Crawl-delay later (a page of 100
+    disallowed links cost 100 delays)."""
+    core = make_core(S.replace(max_crawl_delay=5.0))
+    register(core, b"e", 4)
+    app = open_app(core)
+    specs = [p.ThreadSpec(i, f"http://d.test/{i}") for i in range(3)]
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))
+
+    def result(job, page, now):
+        message = p.Result(job.attempt_id, page)
+        if relayed:  # as the manager's server loop decodes an executor's message
+            message = p.decode(list(p.encode(message)), relay=True)
+        return assigned(core.handle(b"e", message, now))
+
+    assert result(job, p.PageResult(url=job.url, status=200, crawl_delay=5.0), 1.0) == []
+    for now in (3.0, 5.5):  # both peers stay alive
+        core.handle(b"e", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    ((_, job),) = assigned(core.tick(6.0))
+    refused = p.PageResult(url=job.url, error_kind="robots", error="disallowed by robots.txt",
+                           crawl_delay=5.0, requested=False)
+    ((_, job),) = result(job, refused, 6.1)  # at once
+    assert result(job, p.PageResult(url=job.url, status=200, crawl_delay=5.0), 6.2) == []
+
+
 def test_an_executor_started_again_under_its_name_keeps_its_id():
     """gridcrawl run names its executors executor-1 ...: after a re-run (new processes, new
     connections, no id given) each keeps its id, so the records and the dashboard list it once

@@ -114,6 +114,23 @@ def test_crawl_delay_from_robots_is_capped():
     assert len(drain(q, 6.0)) == 1
 
 
+def test_a_thread_that_sent_no_request_frees_the_slot_without_the_delay():
+    """A link robots.txt disallows (refused from the executor's cached rules) costs the host no
+    crawl delay: the next thread may start at once; one that made a request starts the delay."""
+    q = answered(ReadyQueue(concurrency=8, download_delay=10.0), "a")
+    for _ in range(3):
+        q.push(thread("a"))
+    (t1,) = drain(q, 0.0)
+    q.release(t1, 1.0, status=200, answered=True)
+    assert drain(q, 10.9) == []
+    (t2,) = drain(q, 11.0)
+    q.release(t2, 11.5, answered=True, requested=False)
+    (t3,) = drain(q, 11.5)             # not 21.5: the disallowed URL sent nothing
+    q.release(t3, 12.0, status=200, answered=True)
+    q.push(thread("a"))
+    assert drain(q, 21.9) == [] and len(drain(q, 22.0)) == 1
+
+
 def test_a_new_host_has_one_thread_in_flight_until_it_answers():
     q = ReadyQueue(concurrency=8)
     for _ in range(4):

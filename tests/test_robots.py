@@ -303,9 +303,14 @@ def test_visit_does_not_fetch_a_disallowed_url(site_server):
     page = visit(fetcher, server.url("/private/page.html"), robots=cache)
     assert (page.error_kind, page.error, page.crawl_delay) == ("robots", "disallowed by robots.txt", 1.5)
     assert page.status is None and page.links == []
+    assert page.requested  # robots.txt was fetched for it: the host's delay starts from here
     ok = visit(fetcher, server.url("/page.html"), robots=cache)
     assert ok.error_kind is None and ok.status == 200 and ok.crawl_delay == 1.5
     assert server.count("/private/page.html") == 0 and server.count("/page.html") == 1
+    # a second disallowed URL is refused from the cached rules: no request, no delay to start
+    again = visit(fetcher, server.url("/private/other.html"), robots=cache)
+    assert again.error_kind == "robots" and not again.requested
+    assert server.count("/robots.txt") == 1
 
 
 def test_visit_checks_every_redirect_hop(site_server):
