@@ -138,16 +138,20 @@ class User:
     created: datetime | None
 
 
-#: Failed password checks (each one scrypt run) a manager makes in :data:`LOGIN_WINDOW` seconds,
-#: at most; beyond, a login its cache cannot answer is refused at once with :data:`LOGINS_BUSY`
-#: (the peer tries again shortly). A flood of wrong passwords from fresh connections froze the
-#: manager's loop (about 45 ms a check: 38 a second made a 3.5 s crawl take 45 s). A user who
-#: logged in before is answered from the cache and never waits.
-LOGIN_FAILURES = 10
+#: Seconds of failed password checks (scrypt runs) a manager spends in :data:`LOGIN_WINDOW`
+#: seconds, at most (a tenth of its loop); beyond, a login its cache cannot answer is refused at
+#: once with :data:`LOGINS_BUSY` (the peer tries again shortly). A flood of wrong passwords from
+#: fresh connections froze the manager's loop (about 45 ms a check: 38 a second made a 3.5 s
+#: crawl take 45 s); a budget of checks (10 in 5 s) still let a loaded machine, where a check
+#: took 0.6 s, spend its whole loop on them. The first :data:`LOGIN_MIN_FAILURES` failures of a
+#: window are always checked (a user who mistypes twice is not told to wait). A user who logged
+#: in before is answered from the cache and never waits.
+LOGIN_SECONDS = 0.5
+LOGIN_MIN_FAILURES = 3
 LOGIN_WINDOW = 5.0
 #: The refusal of a login beyond the budget (the manager core makes it a "try again" refusal).
-LOGINS_BUSY = (f"too many failed logins at this manager (over {LOGIN_FAILURES} in {LOGIN_WINDOW:g} s): "
-               "trying again shortly")
+LOGINS_BUSY = (f"too many failed logins at this manager (over {LOGIN_SECONDS:g} s of password checks in "
+               f"{LOGIN_WINDOW:g} s): trying again shortly")
 
 
 class UserStore:
@@ -179,7 +183,9 @@ class UserStore:
         self._any_user: tuple[float, bool] | None = None
         self._read: dict[str, tuple[float, list]] = {}
         self._lock = threading.Lock()
-        self._failures: collections.deque[float] = collections.deque()  # monotonic times of failed checks
+        # failed checks: (monotonic time, seconds the check took); their seconds summed
+        self._failures: collections.deque[tuple[float, float]] = collections.deque()
+        self._failure_seconds = 0.0
         # an unknown user's password is checked against this (never matching) hash, so that it
         # costs one scrypt run like a real check; random digits: no scrypt run at start-up
         self._dummy_salt = secrets.token_bytes(SALT_BYTES)
@@ -298,7 +304,7 @@ class UserStore:
     def verify(self, name: str, password: str | None) -> User | None:
         """The user ``name`` if ``password`` is its password, else None (unknown user and wrong
         password alike; both cost one scrypt run). Raises :class:`LoginsThrottled` instead of
-        running scrypt when :data:`LOGIN_FAILURES` checks failed in the last
+        running scrypt when failed checks took :data:`LOGIN_SECONDS` in the last
         :data:`LOGIN_WINDOW` seconds (a password the cache knows is answered all the same)."""
         if not isinstance(name, str) or not isinstance(password, str) or len(password) > MAX_PASSWORD:
             return None
@@ -311,6 +317,7 @@ class UserStore:
                 return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
             if self._budget_spent():
                 raise LoginsThrottled(LOGINS_BUSY)
+        began = time.monotonic()
         if row is None:
             verify_password(password, self._dummy_salt, self._dummy_hash)  # same cost as a real check
             ok = False
@@ -321,7 +328,9 @@ class UserStore:
                 ok = False
         with self._lock:
             if not ok:
-                self._failures.append(time.monotonic())
+                ended = time.monotonic()
+                self._failures.append((ended, ended - began))
+                self._failure_seconds += ended - began
                 return None
             if len(self._verified) >= 4096:
                 self._verified.clear()
@@ -334,12 +343,15 @@ class UserStore:
             return self._budget_spent()
 
     def _budget_spent(self) -> bool:
-        """Forget failed checks older than :data:`LOGIN_WINDOW`; whether :data:`LOGIN_FAILURES`
-        remain (call with the lock held)."""
+        """Forget failed checks older than :data:`LOGIN_WINDOW`; whether those left, at least
+        :data:`LOGIN_MIN_FAILURES` of them, took :data:`LOGIN_SECONDS` or more (call with the
+        lock held)."""
         now = time.monotonic()
-        while self._failures and now - self._failures[0] > LOGIN_WINDOW:
-            self._failures.popleft()
-        return len(self._failures) >= LOGIN_FAILURES
+        while self._failures and now - self._failures[0][0] > LOGIN_WINDOW:
+            self._failure_seconds -= self._failures.popleft()[1]
+        if not self._failures:
+            self._failure_seconds = 0.0  # no drift from summing floats
+        return len(self._failures) >= LOGIN_MIN_FAILURES and self._failure_seconds >= LOGIN_SECONDS
 
     def authenticate(self, user: str, password: str | None, permission: str) -> str | None:
         """The manager core's check: None if ``user`` with ``password`` may use ``permission``

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
+from collections.abc import Collection
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
@@ -837,17 +838,20 @@ def _checked(decoder, body: bytes, where: str):
         raise ProtocolError(_problem(exc, where)) from None
     except msgspec.DecodeError as exc:
         raise ProtocolError(f"{where} body is not msgpack: {exc}") from None
+    except RecursionError:  # maps or lists nested ~1,000 deep: a 3 KB message (a hostile peer's)
+        raise ProtocolError(f"{where} body is nested too deeply") from None
 
 
-def decode(frames: list[bytes], *, relay: bool = False) -> Message:
+def decode(frames: list[bytes], *, relay: bool = False, only: Collection[bytes] | None = None) -> Message:
     """Decode ``[version, type, body]`` frames into a message.
 
     Raises :class:`ProtocolError` on a wrong frame count, another protocol version, an unknown
-    type, a body that is not msgpack, unknown or missing fields, or fields of the wrong type.
+    type (or one not in ``only``, the types the receiver accepts: its body is not read), a body
+    that is not msgpack or is nested too deeply, unknown or missing fields, or fields of the wrong type.
     With ``relay`` (the manager), the page of a :class:`Result` (and of each :class:`AttemptResult`
     of a :class:`Results`) is a :class:`RelayedPage`: only its envelope fields are checked. A :class:`ThreadDone`'s pages are checked one by one: an
-    outcome whose page does not decode becomes a failed thread without a page (logged), so one
-    broken executor cannot make a client refuse the other threads of a batch.
+    outcome whose page does not decode becomes a failed thread without a page (logged once per
+    message), so one broken executor cannot make a client refuse the other threads of a batch.
     """
     if len(frames) != 3:
         raise ProtocolError(f"expected 3 frames, got {len(frames)}")
@@ -857,6 +861,8 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
     decoder = _DECODERS.get(kind)
     if decoder is None:
         raise ProtocolError(f"unknown message type {kind[:32]!r}")
+    if only is not None and kind not in only:
+        raise ProtocolError(f"this peer does not accept {kind.decode()!r}")
     if kind == b"done":
         return _decode_done(body)
     if relay and kind == b"result":
@@ -867,7 +873,7 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
         summary = _SUMMARY.decode
         try:
             return Results([AttemptResult(r.attempt_id, RelayedPage(r.page, summary(r.page)), r.ran) for r in m.results])
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             for i, r in enumerate(m.results):  # which page: the error names it
                 _checked(summary, r.page, f"results.results[{i}].page")
             raise
@@ -877,16 +883,20 @@ def decode(frames: list[bytes], *, relay: bool = False) -> Message:
 def _decode_done(body: bytes) -> ThreadDone:
     m = _checked(_RELAYED_DONE.decode, body, "done")
     threads = []
+    broken = []
     for o in m.threads:
         try:
             page = _checked(_PAGE.decode, o.page, f"done.threads.page (thread {o.thread_id})")
             failed = o.failed
         except ProtocolError as exc:  # a broken or hostile executor's page: failed, saying why (visited_url.error)
-            log.warning("%s: the thread counts as failed", exc)
+            broken.append(exc)
             page = PageResult(url="", error_kind=ErrorKind.POISON.value,
                               error=f"the result of executor {str(o.executor_id)[:8]} does not decode: {exc}"[:1000])
             failed = True
         threads.append(FinishedThread(o.thread_id, o.executor_id, o.attempts, failed, page))
+    if broken:
+        log.warning("%s: the thread counts as failed%s", broken[0],
+                    f" (and {len(broken) - 1} more pages of this message that do not decode)" if len(broken) > 1 else "")
     return ThreadDone(m.application_id, threads)
 
 

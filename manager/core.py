@@ -407,6 +407,8 @@ class ManagerCore:
             p.Bye: self.on_bye,
             p.Control: self.on_control,
         }
+        #: the message types a manager accepts: others are dropped before their body is decoded
+        self.accepted = frozenset(kind.TYPE for kind in self.handlers)
 
     # -------------------------------------------------------------------------- entry points
 

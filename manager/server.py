@@ -49,6 +49,8 @@ SEND_EVERY = 64  # messages handled between two sends of the outbox (batched per
 SNAPSHOT_INTERVAL = 0.5  # seconds between dashboard snapshots of the core
 SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last read
 HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hostile messages
+BAD_PEER_LOG_LINES = 20  # log lines about bad or hostile messages, all peers together, ...
+BAD_PEER_LOG_WINDOW = 60.0  # ... per this many seconds (a storm of fresh connections is one peer each)
 BEHIND_LOG_EVERY = 10.0  # seconds between two log lines about the loop lagging behind its input
 
 
@@ -130,6 +132,7 @@ class ManagerServer:
         self._outbox: dict[bytes, list[protocol.Message]] = {}  # messages waiting to be sent, per peer
         self._sent_at: dict[bytes, float] = {}  # peer -> time.time() of the last message sent to it
         self.malformed: dict[bytes, int] = {}
+        self._bad_peer_log = [float("-inf"), 0, 0]  # see _may_log_bad_peer
         self._hostile_log: dict[bytes, list] = {}  # peer -> [time of the last log line, count since]
         # time.time() when the loop last found its socket empty (had read every message sent
         # before): peers' silence is judged up to then (ManagerCore.tick's heard_all)
@@ -479,6 +482,23 @@ class ManagerServer:
         request.done.wait(timeout)
         return request
 
+    def _may_log_bad_peer(self, now: float) -> bool:
+        """Whether one more line about a bad or hostile message may be logged: at most
+        ``BAD_PEER_LOG_LINES`` per ``BAD_PEER_LOG_WINDOW`` seconds over all peers (each peer's
+        own limits count per connection, and a storm of fresh connections is a new peer each);
+        the first line of a window says how many the previous one left out."""
+        budget = self._bad_peer_log  # [window start, lines logged, lines left out]
+        if now - budget[0] >= BAD_PEER_LOG_WINDOW:
+            if budget[2]:
+                log.warning("%d more lines about bad or hostile messages were not logged in %.0f s",
+                            budget[2], BAD_PEER_LOG_WINDOW)
+            budget[:] = [now, 0, 0]
+        if budget[1] >= BAD_PEER_LOG_LINES:
+            budget[2] += 1
+            return False
+        budget[1] += 1
+        return True
+
     def _hostile(self, peer: bytes, why: str) -> None:
         """A peer sent something only a hostile or broken peer sends (a result for an attempt not
         its own): a strike, logged at most once per peer per ``HOSTILE_LOG_EVERY`` seconds with
@@ -490,7 +510,7 @@ class ManagerServer:
                 self._hostile_log.clear()
             entry = self._hostile_log[peer] = [float("-inf"), 0]
         entry[1] += 1
-        if now - entry[0] >= HOSTILE_LOG_EVERY:
+        if now - entry[0] >= HOSTILE_LOG_EVERY and self._may_log_bad_peer(now):
             log.warning("peer %s: %d hostile messages dropped (last: %s)", peer.hex(), entry[1], why)
             entry[0], entry[1] = now, 0
         self._strike(peer, why)
@@ -576,15 +596,17 @@ class ManagerServer:
         if not self.guard.admit(peer, now):
             return True
         try:
-            message = protocol.decode(frames[1:], relay=True)
+            message = protocol.decode(frames[1:], relay=True, only=core.accepted)
             problem = check_limits(message)
             if problem is not None:
                 raise protocol.ProtocolError(problem)
-        except protocol.ProtocolError as exc:
+        except Exception as exc:  # malformed, or a bug of ours in decoding: dropped, the grid goes on
+            if not isinstance(exc, protocol.ProtocolError):
+                log.exception("decoding a message from peer %s failed", peer.hex())
             count = self.malformed[peer] = self.malformed.get(peer, 0) + 1
             if len(self.malformed) > 10_000:
                 self.malformed.clear()
-            if count <= 3 or count % 1000 == 0:
+            if (count <= 3 or count % 1000 == 0) and self._may_log_bad_peer(now):
                 log.warning("dropped a malformed message from peer %s (%d so far): %s", peer.hex(), count, exc)
             self._strike(peer, str(exc))
             return True

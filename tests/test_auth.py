@@ -115,30 +115,48 @@ def test_wrong_password_and_unknown_user_are_refused_alike(store):
 
 def test_failed_logins_past_the_budget_are_refused_without_a_password_check(store, monkeypatch):
     """Wrong passwords from fresh connections each cost the manager's loop one scrypt run (about
-    45 ms): a flood froze it. Past LOGIN_FAILURES failed checks in LOGIN_WINDOW seconds, a login
-    the cache cannot answer is refused at once, as "for now" (the core's refusal says retry);
-    a user who logged in before is answered from the cache all along; the budget comes back."""
-    import time as _time
+    45 ms): a flood froze it. Once failed checks took LOGIN_SECONDS in LOGIN_WINDOW seconds, a
+    login the cache cannot answer is refused at once, as "for now" (the core's refusal says
+    retry); a user who logged in before is answered from the cache all along; the budget comes
+    back. The budget is seconds, not checks: on a loaded machine one check took 0.6 s, and ten
+    a window took the whole loop."""
+    import types
     from gridcrawl import auth
+    clock = [1000.0]
+    monkeypatch.setattr(auth, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
     runs = []
     real = auth.verify_password
-    monkeypatch.setattr(auth, "verify_password", lambda *a: runs.append(1) or real(*a))
-    monkeypatch.setattr(auth, "LOGIN_WINDOW", 0.5)
+    check_seconds = [0.1]
+
+    def timed_check(*args):
+        runs.append(1)
+        clock[0] += check_seconds[0]  # what the check took
+        return real(*args)
+
+    monkeypatch.setattr(auth, "verify_password", timed_check)
     store.add("alice", PASSWORD, "Users")
     store.add("bob", PASSWORD, "Users")
     assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None  # cached from now on
-    for i in range(auth.LOGIN_FAILURES):
+    budget = round(auth.LOGIN_SECONDS / 0.1)
+    for i in range(budget):
+        assert not store.throttled()
         assert "authentication failed" in store.authenticate("mallory", f"guess-{i}", "ManageOwnApp")
-    assert len(runs) == 1 + auth.LOGIN_FAILURES and store.throttled()
+    assert len(runs) == 1 + budget and store.throttled()
     assert store.authenticate("mallory", "one more", "ManageOwnApp") == auth.LOGINS_BUSY
     assert store.authenticate("bob", PASSWORD, "ManageOwnApp") == auth.LOGINS_BUSY  # not cached: waits its turn
     assert store.authenticate("alice", PASSWORD, "ManageOwnApp") is None            # cached: answered
-    assert len(runs) == 1 + auth.LOGIN_FAILURES                                      # no scrypt past the budget
+    assert len(runs) == 1 + budget                                                  # no scrypt past the budget
     core = ManagerCore(Settings(), authenticate=store.authenticate)
     (refused,) = core.handle(b"x", p.Register(name="x", host="h", user="bob", threads=1, password=PASSWORD), 0.0)
     assert refused.message == p.Refuse(auth.LOGINS_BUSY, retry=True)
-    _time.sleep(0.6)
+    clock[0] += auth.LOGIN_WINDOW + 0.1
     assert not store.throttled() and store.authenticate("bob", PASSWORD, "ManageOwnApp") is None
+    # a slow machine: failed checks that each take longer than the budget spend it at the
+    # fewest failures that are always checked
+    check_seconds[0] = 0.6
+    for i in range(auth.LOGIN_MIN_FAILURES):
+        assert "authentication failed" in store.authenticate("mallory", f"slow guess {i}", "ManageOwnApp")
+    assert store.authenticate("mallory", "next guess", "ManageOwnApp") == auth.LOGINS_BUSY
 
 
 def test_permissions_follow_the_group(store):

@@ -168,6 +168,19 @@ def _garbage() -> list[list[bytes]]:
     ]
 
 
+def _stallers() -> list[list[bytes]]:
+    """Messages that killed or stalled the manager (sent once each, from a peer of its own)."""
+    return [
+        # maps nested 1,000 deep (3 KB): msgspec's RecursionError killed the manager
+        [b"GC1", b"heartbeat", b"\x81\xa7figures" + b"\x81\xa1a" * 1000 + b"\x00"],
+        [b"GC1", b"result", b"\x82\xaaattempt_id\x01\xa4page\x82\xa3url\xa1u\xa7headers"
+         + b"\x81\xa1a" * 1000 + b"\x00"],
+        # a message only a client takes, of 1,000 broken pages: decoded page by page, a log line each
+        [b"GC1", b"done", msgpack.packb({"application_id": "a", "threads": [
+            {"thread_id": 1, "executor_id": None, "attempts": 1, "failed": False, "page": "x"}] * 1000})],
+    ]
+
+
 @pytest.mark.e2e
 def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, site_server):
     site = generate_site(40, links_per_page=4, seed=11)
@@ -191,6 +204,10 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
         for _ in range(10):
             for frames in _garbage():
                 noisy.send_multipart(frames)
+        for frames in _stallers():
+            staller = dealer()
+            staller.connect(grid.endpoint)
+            staller.send_multipart(frames)
         # 2. a message over --max-message-bytes: ZeroMQ drops that peer's connection
         big = dealer()
         monitor = big.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
@@ -211,6 +228,12 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
         for _ in range(30_000):
             flood.send_multipart(beat)
 
+        # 4. a storm of fresh connections, one malformed message each (a new peer each time)
+        for _ in range(100):
+            storm = dealer()
+            storm.connect(grid.endpoint)
+            storm.send_multipart([b"GC1", b"register", b"\xc1"])
+
         client = grid.start_client(server.url("/"))
         assert client.wait(timeout=120) == 0, grid.log("client.log")
         assert grid.manager.poll() is None, "the manager died"
@@ -223,7 +246,11 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
     log = grid.log("manager.log")
     assert "dropped a malformed message" in log
+    assert "nested too deeply" in log and "does not accept 'done'" in log
+    assert "the thread counts as failed" not in log  # the done's pages were never decoded
     assert "blocked for" in log  # the noisy and the flooding peers were blocked
+    # the storm's 100 peers: the log says so within its budget, not once a connection
+    assert log.count("dropped a malformed message") <= 20
 
 
 def _raw_executor(context: zmq.Context, grid: Grid, name: str, threads: int) -> zmq.Socket:

@@ -74,6 +74,40 @@ def test_decode_refuses_bad_frames(bad, reason):
         p.decode(bad)
 
 
+NESTED = b"\x81\xa1a" * 1000 + b"\x00"  # maps nested 1,000 deep: 3 KB
+
+
+@pytest.mark.parametrize("relay", [False, True])
+@pytest.mark.parametrize("bad", [
+    [p.PROTOCOL_VERSION, b"heartbeat", b"\x81\xa7figures" + NESTED],
+    [p.PROTOCOL_VERSION, b"open", b"\x82\xa4user\xa1u\xabinstruction" + NESTED],
+    [p.PROTOCOL_VERSION, b"result", b"\x82\xaaattempt_id\x01\xa4page\x82\xa3url\xa1u\xa7headers" + NESTED],
+    [p.PROTOCOL_VERSION, b"results", b"\x81\xa7results\x91\x82\xaaattempt_id\x01\xa4page"
+                                     b"\x82\xa3url\xa1u\xa7headers" + NESTED],
+], ids=["heartbeat", "open", "result", "results"])
+def test_a_body_nested_too_deeply_is_a_protocol_error_not_a_crash(bad, relay):
+    """msgspec raises RecursionError on maps nested ~1,000 deep: one 3 KB message from any peer
+    that could connect killed the manager. (Such a page never reaches a client: the manager,
+    skipping over the page it relays, refuses the result.)"""
+    with pytest.raises(p.ProtocolError, match="nested too deeply"):
+        p.decode(bad, relay=relay)
+
+
+def test_a_type_the_receiver_does_not_accept_is_refused_before_its_body_is_read(caplog):
+    """A manager takes no ``done``: one of 20,000 broken pages was decoded page by page, a
+    WARNING each, stalling the manager's loop for seconds, before it was refused."""
+    outcome = {"thread_id": 1, "executor_id": None, "attempts": 1, "failed": False, "page": "x"}
+    frames = [p.PROTOCOL_VERSION, b"done", msgpack.packb({"application_id": "a", "threads": [outcome] * 20_000})]
+    with pytest.raises(p.ProtocolError, match="does not accept 'done'"):
+        p.decode(frames, relay=True, only={b"heartbeat", b"results"})
+    assert caplog.records == []
+    with caplog.at_level("WARNING", logger="gridcrawl.protocol"):  # a client takes it: one line, not 20,000
+        done = p.decode(frames)
+    assert len(done.threads) == 20_000 and all(t.failed for t in done.threads)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "and 19999 more pages of this message that do not decode" in line
+
+
 def test_message_table_lists_every_type():
     table = p.message_table()
     for kind in p.MESSAGES:
