@@ -162,7 +162,7 @@ class LinkState:
       executor sends results every pass: a thousand of them sent the manager a heartbeat each
       second on top, one message in three (issue 23).
     * **back-off**: reconnecting waits ``reconnect_initial`` s, doubling at every reconnect up to
-      ``reconnect_max``; an answer resets it.
+      ``reconnect_max``; an answer to the hello resets it and cancels a reconnect still pending.
     * **refusal** (``refuse``): a standby names the active manager — go there at once if it is
       one of ours, else to the next (:meth:`ManagerEndpoints.follow`); a standby naming itself
       (it is taking over), or another manager while it is the only one, is asked again after a
@@ -216,6 +216,7 @@ class LinkState:
         self.last_heard = self.heard_any = now
         if isinstance(message, self.answers):
             self.up = self.ever_up = True
+            self.reconnect_at = None  # a reconnect the silence before this answer scheduled: not needed
             self.backoff, self.refusal, self._refusal_said = self.initial, None, None
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
