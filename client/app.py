@@ -293,6 +293,7 @@ class CrawlApplication:
             self.store.set_meta("application_id", message.application_id)
         self.progress.application_id = message.application_id
         log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
+        self._opened_at = time.monotonic()  # a wait for results counts from here, not from before an outage
         if message.max_threads is not None and message.max_threads < self.max_in_flight:
             log.warning("the manager keeps at most %d grid threads of an application (max_threads_per_application): "
                         "max_in_flight %d lowered to that", message.max_threads, self.max_in_flight)
@@ -390,7 +391,9 @@ class CrawlApplication:
         the page's), the threads in flight by host: a host that accepts connections but does
         not answer costs each attempt the whole deadline, and an unreachable robots.txt keeps
         its host disallowed for ``robots_retry`` seconds before each of ``retry_times`` retries
-        (about 3.5 minutes with the defaults)."""
+        (about 3.5 minutes with the defaults). ``last_result``: monotonic seconds of the last
+        result, or of the last (re)opening of the application when later: the time the manager
+        was out of reach is not the hosts'."""
         s = self.settings
         silent = now - last_result
         if silent < WAIT_BEATS * s.heartbeat_interval:
@@ -458,6 +461,7 @@ class CrawlApplication:
             self.progress.to_visit = self._frontier_size()
         last_check = last_result = time.monotonic()
         self._waiting_said = float("-inf")
+        self._opened_at = float("-inf")
         exhausted = False
         oldest_result = None
         try:
@@ -513,7 +517,7 @@ class CrawlApplication:
                 if now - last_check >= s.heartbeat_interval:
                     last_check = now
                     if self.link.up and self.in_flight and not self.results:
-                        self._check_waiting(now, last_result)
+                        self._check_waiting(now, max(last_result, self._opened_at))
                 if now >= self._next_look_at and self._applying is None and self._db_available(now):
                     # --watch: queue what has come due since the last look
                     try:

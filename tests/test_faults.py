@@ -321,3 +321,34 @@ def test_kill_9_of_gridcrawl_run_takes_its_manager_and_executors_with_it(tmp_pat
                 child.kill()
     print(f"\n[kill -9 gridcrawl run] children={len(children)}, gone after {elapsed:.2f} s, orphans={len(alive)}")
     assert names == ["gc-executor-1", "gc-executor-2", "gc-manager", "gc-recorder"] and not alive, [p.pid for p in alive]
+
+
+def test_a_manager_out_of_reach_is_not_blamed_on_the_hosts_after_the_client_reattaches(tmp_path, site_server):
+    """After the manager was out of reach (stopped here past every peer's liveness), the client
+    reattached and at once warned "no result for N s … they wait for their hosts": the silence
+    it measured was the manager's, not the hosts'. It counts from the reattach now. (Pages take
+    3 s from the outage on, so no result comes in the first seconds after the reattach.)"""
+    env = {"GRIDCRAWL_DOWNLOAD_TIMEOUT": "5"}  # the hosts are blamed after 2 × 5 s without results
+    site = generate_site(60, links_per_page=5, seed=5)
+    server = site_server(site, latency=0.2)
+    grid = Grid(tmp_path)
+    manager = grid.start_manager()
+    grid.start_executor("ex", "--threads", "4", env=env)
+    client = grid.start_client(server.url("/"), env=env)
+    try:
+        wait_for(lambda: visited(grid) >= 10, 60, message="10 pages")
+        manager.send_signal(signal.SIGSTOP)
+        server.latency = 3.0
+        time.sleep(11)
+        manager.send_signal(signal.SIGCONT)
+        wait_for(lambda: "reattached" in grid.log("client.log"), 30, 0.1, "the client reattached")
+        time.sleep(4)
+        server.latency = 0.02
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        manager.send_signal(signal.SIGCONT)
+        grid.stop()
+    check_complete(grid, server, site, "SIGSTOP manager 11 s")
+    log = grid.log("client.log")
+    assert "manager silent" in log, log[-3000:]
+    assert "they wait for their hosts" not in log, log[-3000:]
