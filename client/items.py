@@ -86,10 +86,12 @@ def item_rows(found_items: list, misses: list, errors: list, fingerprint: str, u
 
 def save_spec(engine: Engine, source: str, text: str) -> None:
     """Keep the item spec ``text`` (read from file ``source``) in ``item_spec``, replacing it."""
-    def work(conn) -> None:
-        conn.execute(item_spec.delete())
-        conn.execute(item_spec.insert().values(id=1, source=source[:1024], text=text, stored_at=utcnow()))
-    run_transaction(engine, work)
+    run_transaction(engine, lambda conn: _store_spec(conn, source, text))
+
+
+def _store_spec(conn, source: str, text: str) -> None:
+    conn.execute(item_spec.delete())
+    conn.execute(item_spec.insert().values(id=1, source=source[:1024], text=text, stored_at=utcnow()))
 
 
 def stored_spec(engine: Engine) -> list[ItemSpec]:
@@ -178,7 +180,9 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     """Write the items (of type ``kind`` only, if given) to the file ``out`` (``-``: standard
     output) as JSON lines (``{"type", "url", "position", "extracted_at", "fields": {...}}``) or
     CSV (columns type, url, position, extracted_at, then one per field: the stored spec's in its
-    order, then any other (a plugin's) in first-seen order; lists and maps as JSON). A ``kind``
+    order, then any other (a plugin's) in first-seen order; lists and maps as JSON; a field
+    named as one of the first four columns, or starting ``field.``, gets the column
+    ``field.NAME``, so that no two columns share a name). A ``kind``
     the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items
     written. Raises :class:`ItemExportError`, or :class:`~gridcrawl.errors.ExportError` when
     ``out`` cannot be written (nothing is left there then: :func:`gridcrawl.export.open_output`)."""
@@ -215,7 +219,8 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
                                     else sa.select(item.c.fields)):
             columns.update(dict.fromkeys(json.loads(text)))
         writer = csv.writer(stream)
-        writer.writerow(["type", "url", "position", "extracted_at", *columns])
+        fixed = ("type", "url", "position", "extracted_at")  # a field of one of these names: "field.url"
+        writer.writerow([*fixed, *(f"field.{c}" if c in fixed or c.startswith("field.") else c for c in columns)])
         for row in conn.execute(_item_query(kind)):
             values = json.loads(row.fields)
             cells = [v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
@@ -244,12 +249,15 @@ class Reextraction:
 
 def reextract(engine: Engine, specs: Sequence[ItemSpec], *, plugins: dict | None = None,
               plugin_timeout: float = 10.0, batch: int = 200,
-              on_progress: Callable[[int, int], None] | None = None) -> Reextraction:
+              on_progress: Callable[[int, int], None] | None = None,
+              spec: tuple[str, str] | None = None) -> Reextraction:
     """Extract every item again from the pages stored in ``document`` (their ``content``),
     fetching nothing, with ``specs`` (plugins: those installed here). The ``item`` and
-    ``item_issue`` tables are replaced (the new spec is the truth) and the spec is kept as the
-    crawl's. ``on_progress(done, total)`` is called after each batch of ``batch`` pages.
-    Raises :class:`ItemExportError` when no page body was stored."""
+    ``item_issue`` tables are replaced (the new spec is the truth) and ``spec``, ``(source
+    file, text)``, is kept as the crawl's, all in one transaction: a run interrupted (Ctrl-C, a
+    crash, a database error) leaves the crawl's items and spec as they were (it deleted them
+    first, then wrote batch by batch). ``on_progress(done, total)`` is called after each batch
+    of ``batch`` pages. Raises :class:`ItemExportError` when no page body was stored."""
     from gridcrawl.executor.parse import parse_page
     document = models.document
     init_schema(engine, models.crawl_metadata, models.crawl_meta)
@@ -262,46 +270,46 @@ def reextract(engine: Engine, specs: Sequence[ItemSpec], *, plugins: dict | None
                               "nothing to extract from")
     types = {s.type for s in specs}
     done = Reextraction()
-    run_transaction(engine, lambda conn: (conn.execute(item.delete()), conn.execute(item_issue.delete())))
-    last_id = None
-    while True:
-        query = (sa.select(document.c.doc_id, document.c.url, document.c.fingerprint, document.c.final_url,
-                           document.c.status, document.c.content, document.c.headers, document.c.page_type)
-                 .order_by(document.c.doc_id).limit(batch))
-        if last_id is not None:
-            query = query.where(document.c.doc_id > last_id)
-        with engine.connect() as conn:
+    with engine.begin() as conn:  # one transaction (see above)
+        conn.execute(item.delete())
+        conn.execute(item_issue.delete())
+        last_id = None
+        while True:
+            query = (sa.select(document.c.doc_id, document.c.url, document.c.fingerprint, document.c.final_url,
+                               document.c.status, document.c.content, document.c.headers, document.c.page_type)
+                     .order_by(document.c.doc_id).limit(batch))
+            if last_id is not None:
+                query = query.where(document.c.doc_id > last_id)
             rows = conn.execute(query).all()
-        if not rows:
-            break
-        last_id = rows[-1].doc_id
-        items, issues = [], []
-        now = utcnow()
-        for row in rows:
-            done.pages += 1
-            mine = specs_for(specs, row.url, row.page_type)
-            if not mine:
-                continue
-            if row.content is None:
-                done.skipped += 1
-                continue
-            parsed = parse_page(row.content.encode("utf-8"), row.final_url or row.url, "text/html; charset=utf-8")
-            headers = json.loads(row.headers) if row.headers else {}
-            view = page_for(row.url, row.final_url, row.status, headers, parsed.document, row.content,
-                            [[link.url, link.text] for link in parsed.links], parsed.base_url)
-            found = extract(mine, view, plugins=plugins, plugin_timeout=plugin_timeout)
-            new_items, new_issues = item_rows(found.items, found.misses, found.errors, row.fingerprint, row.url,
-                                              types, now)
-            items += new_items
-            issues += new_issues
-            done.items += len(new_items)
-            done.misses += sum(1 for i in new_issues if i["kind"] == "missing")
-            done.errors += sum(1 for i in new_issues if i["kind"] == "error")
-
-        def work(conn, items=items, issues=issues) -> None:
+            if not rows:
+                break
+            last_id = rows[-1].doc_id
+            items, issues = [], []
+            now = utcnow()
+            for row in rows:
+                done.pages += 1
+                mine = specs_for(specs, row.url, row.page_type)
+                if not mine:
+                    continue
+                if row.content is None:
+                    done.skipped += 1
+                    continue
+                parsed = parse_page(row.content.encode("utf-8"), row.final_url or row.url, "text/html; charset=utf-8")
+                headers = json.loads(row.headers) if row.headers else {}
+                view = page_for(row.url, row.final_url, row.status, headers, parsed.document, row.content,
+                                [[link.url, link.text] for link in parsed.links], parsed.base_url)
+                found = extract(mine, view, plugins=plugins, plugin_timeout=plugin_timeout)
+                new_items, new_issues = item_rows(found.items, found.misses, found.errors, row.fingerprint, row.url,
+                                                  types, now)
+                items += new_items
+                issues += new_issues
+                done.items += len(new_items)
+                done.misses += sum(1 for i in new_issues if i["kind"] == "missing")
+                done.errors += sum(1 for i in new_issues if i["kind"] == "error")
             insert_ignore(conn, item, items)
             insert_ignore(conn, item_issue, issues)
-        run_transaction(engine, work)
-        if on_progress is not None:
-            on_progress(done.pages, total)
+            if on_progress is not None:
+                on_progress(done.pages, total)
+        if spec is not None:
+            _store_spec(conn, *spec)
     return done

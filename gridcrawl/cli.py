@@ -1037,7 +1037,7 @@ def extract_command(
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from gridcrawl.client.cli import check_item_spec
-    from gridcrawl.client.items import ItemExportError, item_summary, reextract, save_spec
+    from gridcrawl.client.items import ItemExportError, item_summary, reextract
     from gridcrawl.client.progress import ProgressView
     from gridcrawl.plugins import installed_plugins
     specs = check_item_spec(extract)
@@ -1054,10 +1054,13 @@ def extract_command(
         task = bar.add_task("extract", total=None)
         try:
             done = reextract(engine, specs, plugins=installed_plugins(), plugin_timeout=plugin_timeout,
-                             on_progress=lambda n, total: bar.update(task, completed=n, total=total))
+                             on_progress=lambda n, total: bar.update(task, completed=n, total=total),
+                             spec=(extract, _Path(extract).read_text(encoding="utf-8")))
         except ItemExportError as exc:
             fail(str(exc))
-    save_spec(engine, extract, _Path(extract).read_text(encoding="utf-8"))
+        except KeyboardInterrupt:
+            typer.echo("interrupted: the crawl's items and item spec are as they were", err=True)
+            raise typer.Exit(130) from None
     typer.echo(f"{done.items} items from {done.pages} pages; {done.misses} misses of required fields, "
                f"{done.errors} pages whose items failed, {done.skipped} pages without a stored body", err=True)
     ProgressView(enabled=False).item_summary(item_summary(engine, specs))

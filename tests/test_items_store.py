@@ -96,6 +96,35 @@ def test_the_spec_is_kept_for_a_resume(store):
     assert stored_spec(store.engine) == parse_spec(SPEC)
 
 
+def test_an_interrupted_reextraction_leaves_the_items_and_the_spec_as_they_were(store):
+    """gridcrawl extract deleted every item first, then wrote batch by batch: a Ctrl-C, a crash
+    or a hanging plugin mid-run left the crawl with no items (and the old spec). One
+    transaction now: interrupted, nothing changed; finished, the new items and spec."""
+    from gridcrawl.client.items import reextract
+    fill(store)
+    save_spec(store.engine, "shop.toml", SPEC)
+    query = "SELECT type, url, position, fields FROM item ORDER BY url, type, position"
+    with store.engine.connect() as conn:
+        before = conn.execute(sa.text(query)).all()
+        issues_before = conn.execute(sa.text("SELECT COUNT(*) FROM item_issue")).scalar()
+    assert before and issues_before
+    other = '[[item]]\ntype = "heading"\n[item.fields]\ntext = { css = "title::text" }\n'
+
+    def interrupt(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        reextract(store.engine, parse_spec(other), batch=1, on_progress=interrupt, spec=("other.toml", other))
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text(query)).all() == before
+        assert conn.execute(sa.text("SELECT COUNT(*) FROM item_issue")).scalar() == issues_before
+    assert stored_spec(store.engine) == parse_spec(SPEC)
+    done = reextract(store.engine, parse_spec(other), batch=1, spec=("other.toml", other))
+    assert done.pages == 3 and stored_spec(store.engine) == parse_spec(other)
+    with store.engine.connect() as conn:
+        assert {r.type for r in conn.execute(sa.text(query)).all()} <= {"heading"}
+
+
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
     save_spec(store.engine, "shop.toml", SPEC)
@@ -113,6 +142,17 @@ def test_export_jsonl_and_csv(store, tmp_path):
                                               r"\(its types: product, sql_command\)"):
         export_items(store.engine, str(tmp_path / "typo.csv"), "csv", "prodcut")
     assert not (tmp_path / "typo.csv").exists()
+    # a field named as a fixed column (a plugin's "url") gets a column of its own
+    store.apply([outcome(9, "http://shop.test/p/9.html", [{"type": "product", "position": 0,
+                                                           "fields": {"name": "Pan", "url": "/p/9"}}])],
+                Scope(["shop.test"]))
+    export_items(store.engine, str(tmp_path / "clash.csv"), "csv", "product")
+    import csv
+    with open(tmp_path / "clash.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert list(table[0]) == ["type", "url", "position", "extracted_at", "name", "price", "colour", "field.url"]
+    (pan,) = [row for row in table if row["name"] == "Pan"]
+    assert (pan["url"], pan["field.url"]) == ("http://shop.test/p/9.html", "/p/9")
 
 
 def doc_queries(dialect: str) -> list[str]:
