@@ -130,7 +130,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         robots: the executor's robots.txt cache, or ``None`` to ignore robots.txt.
         parse_gate: a semaphore held while the page is parsed (the executor's
             ``parse_threads``): it bounds the page trees alive at once, so an executor's memory
-            does not grow with its fetching threads. ``None``: no bound.
+            does not grow with its fetching threads. ``None``: no bound. It is let go before
+            an extractor plugin runs (one that waited out its ``plugin_timeout`` held every
+            other page of the executor back): a page waiting on a plugin holds its tree, so
+            the trees alive are then bounded by the executor's threads.
         semantic_limits: the bounds of one page's RDF or structured-data parse (the executor's
             ``rdf_max_bytes``, ``max_triples``, ``rdf_parse_deadline``); defaults of
             :class:`gridcrawl.semantic.Limits` when ``None``.
@@ -248,7 +251,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.size = len(body)
         result.digest = hashlib.sha256(body).hexdigest()  # of the document stored: the rendered DOM
         del rendered
-    with parse_gate if parse_gate is not None else contextlib.nullcontext():
+    with contextlib.ExitStack() as gate:
+        if parse_gate is not None:
+            gate.enter_context(parse_gate)
         started = time.perf_counter()
         page = parse_page(body, result.final_url, content_type,
                           skip_nofollow=not instruction.follow_nofollow, max_links=max_links)
@@ -285,6 +290,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             result.content = text
         result.parse_seconds = time.perf_counter() - started
         if instruction.items:
+            if any(isinstance(entry, dict) and "plugin" in entry for entry in instruction.items):
+                gate.close()  # a plugin is user code that may wait up to plugin_timeout: not holding the gate
             extract_items(result, page, text, instruction.items, plugins, plugin_timeout)
         if instruction.simhash_every_page or url_shape(url) is not None:  # its only readers
             started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
