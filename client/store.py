@@ -813,7 +813,7 @@ class CrawlStore:
             live.update(conn.execute(sa.select(to_visit.c.id).where(to_visit.c.id.in_(ids))).scalars())
         new_rows = {d["fingerprint"]: d for d in docs}
         visit_rows = {v["fingerprint"]: v for v in visits}
-        updates, versions, visited_updates = [], [], []
+        updates, versions, visited_updates, visits_absent = [], [], [], []
         for o in outcomes:
             old = stored.get(o.pending.fingerprint)
             if old is None or o.pending.thread_id not in live:
@@ -853,12 +853,15 @@ class CrawlStore:
             if found_now == "revived":
                 values["gone_at"] = None
             updates.append(values)
+            visits_absent.append(visit_rows[o.pending.fingerprint])
             visit = dict(visit_rows[o.pending.fingerprint])
             if found_now == "gone":
                 visit["error_kind"] = ErrorKind.GONE.value
             visited_updates.append({"b_fp": visit.pop("fingerprint"), **{k: visit[k] for k in
                                     ("status", "error_kind", "error", "attempts", "visited_at")}})
         _execute_grouped(conn, document, document.c.fingerprint, updates)
+        # a document without a visit (a Spark layer cut off before its commit stage) gets one
+        insert_ignore(conn, visited, visits_absent)
         _execute_grouped(conn, visited, visited.c.fingerprint, visited_updates)
         insert_ignore(conn, document_version, _fit(document_version, versions))
         return set(stored)
@@ -1342,12 +1345,14 @@ class CrawlStore:
         return run_transaction(self.engine, work)
 
     def queued_revisits(self) -> int:
-        """URLs waiting in ``to_visit_url`` that are stored documents: visits a recrawl
-        (``--recrawl``) queued and has not made yet."""
-        t, d = models.to_visit_url, models.document
+        """URLs waiting in ``to_visit_url`` that are stored and visited documents: visits a
+        recrawl (``--recrawl``) queued and has not made yet. (A document without a visit is a
+        Spark layer's cut off between its download and its commit stage: the layer runs again.)"""
+        t, d, v = models.to_visit_url, models.document, models.visited_url
         with self.engine.connect() as conn:
             return int(conn.execute(sa.select(sa.func.count()).select_from(
-                t.join(d, d.c.fingerprint == t.c.fingerprint))).scalar() or 0)
+                t.join(d, d.c.fingerprint == t.c.fingerprint).join(v, v.c.fingerprint == t.c.fingerprint))
+            ).scalar() or 0)
 
     def to_visit_count(self) -> int:
         """Rows of ``to_visit_url``: the frontier's size, the URLs in flight included."""

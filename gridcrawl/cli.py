@@ -1323,7 +1323,16 @@ def spark_command(
         fail(f"{revisits} recrawl visits are queued in this crawl database (gridcrawl-client --recrawl): "
              "finish them on the grid (gridcrawl run / gridcrawl-client) before running gridcrawl spark on it")
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
-    sc = gs.spark_context(master, ui=ui)
+    from gridcrawl.cli_common import stop_on_signals
+    starting = stop_on_signals()  # a Ctrl-C while the JVM starts (20-60 s) waits for it, then ends the run
+    try:
+        sc = gs.spark_context(master, ui=ui)
+    except Exception as exc:  # a Java that cannot run Spark, a --master it cannot use
+        fail(f"Spark did not start (--master {master}): {str(exc).strip().splitlines()[0][:300]}")
+    if starting.is_set():
+        sc.stop()
+        typer.echo("interrupted while Spark started: nothing was fetched", err=True)
+        raise typer.Exit(130)
     if sc.uiWebUrl:
         typer.echo(f"Spark UI: {sc.uiWebUrl}")
     typer.echo(f"Spark master {sc.master}, {settings.spark_partitions or 2 * sc.defaultParallelism} partitions")
@@ -1335,8 +1344,7 @@ def spark_command(
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
-    from gridcrawl.cli_common import stop_on_signals
-    stop = stop_on_signals()
+    stop = stop_on_signals()  # again: SparkContext put its own SIGINT handler in place
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
                                on_layer=report_layer).run(stop)
@@ -1351,6 +1359,11 @@ def spark_command(
                "(duplicates, traps, noindex)")
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
+    if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
+        typer.echo(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
+                   f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left")
+    elif counts["to_visit"] and stop.is_set():
+        typer.echo(f"interrupted with {counts['to_visit']} URLs left to visit: the same command resumes the crawl")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
     if counts["errors"] or counts["set_aside"]:
         from gridcrawl.db import shown_url

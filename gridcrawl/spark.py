@@ -496,8 +496,8 @@ class SparkCrawl:
         self.on_layer = on_layer
 
     def run(self, stop: threading.Event | None = None) -> SparkResult:
-        """Crawl layer by layer until the frontier is empty, ``max_pages`` pages were visited,
-        or ``stop`` is set (checked between layers). Claimed rows of an unfinished layer are
+        """Crawl layer by layer until the frontier is empty, ``max_pages`` URLs were visited by
+        the whole crawl (earlier runs included), or ``stop`` is set (checked between layers). Claimed rows of an unfinished layer are
         handed back (not in flight) on the way out. Raises what Spark raises when a task fails
         all its attempts (the tables keep everything committed; run again to resume)."""
         from pyspark import StorageLevel
@@ -505,6 +505,8 @@ class SparkCrawl:
         result = SparkResult()
         started = time.monotonic()
         self.store.release_all()  # rows an interrupted run (Spark or grid) had claimed
+        # max_pages bounds the whole crawl, earlier runs included (as on the grid)
+        visited_before = self.store.counts()["visited"] if self.settings.max_pages else 0
         known = (sc.parallelize(range(parts), parts)
                  .flatMap(functools.partial(_known_slice, config, parts))
                  .map(lambda fp: (fp, None)).partitionBy(parts))
@@ -515,7 +517,7 @@ class SparkCrawl:
         claimed: list[int] = []
         try:
             while not (stop is not None and stop.is_set()):
-                budget = self.settings.max_pages - result.pages if self.settings.max_pages else None
+                budget = (self.settings.max_pages - visited_before - result.pages) if self.settings.max_pages else None
                 if budget is not None and budget <= 0:
                     break
                 depth = self._next_depth()

@@ -345,3 +345,26 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     assert [(r.path, r.status) for r in server.requests] == [("/sitemap.xml", 304)]
     assert store.next_due() is not None
     fetcher.close()
+
+
+def test_a_spark_layer_cut_off_before_its_commit_is_resumed_not_taken_for_a_recrawl(tmp_path, site_server):
+    """A Spark layer's download stage writes documents, its commit stage their visits: killed
+    between the two, `gridcrawl spark` refused to resume ("N recrawl visits are queued") and a
+    grid resume took the pages for recrawl visits, updating visited rows that did not exist
+    (30 URLs of 260 lost their visit). The documents' URLs are still queued: a resume visits them
+    again and records their visits."""
+    site = conditional_site()
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/c.db"))
+    scope = store.scope([server.url("/e.html")], [], -1)
+    store.add_seeds([server.url("/e.html")])
+    pendings = store.claim(10)
+    outcomes = [Outcome(x, visit(fetcher, x.url), "ex", 1, False) for x in pendings]
+    store.write_documents(store.rows(outcomes, scope))  # the download stage; the driver dies here
+    assert store.counts()["documents"] == 1 and store.counts()["visited"] == 0
+    assert store.queued_revisits() == 0
+    store.release_all()
+    totals = crawl_once(store, fetcher, scope)  # the grid resumes it
+    counts = store.counts()
+    assert totals["pages"] == 2 and counts["visited"] == counts["documents"] == 2 and counts["to_visit"] == 0

@@ -363,8 +363,11 @@ def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tm
 
     for srv in servers:
         srv.latency = 0.0
-    resumed = _crawl(sc, db, [], [], max_pages=10)  # resume on Spark: no seeds, the stored scope
+    visited = _one(db_path, "SELECT COUNT(*) FROM visited_url")
+    # resume on Spark: no seeds, the stored scope; --max-pages bounds the whole crawl
+    resumed = _crawl(sc, db, [], [], max_pages=visited + 10)
     assert resumed.pages == 10
+    assert _crawl(sc, db, [], [], max_pages=visited + 10).pages == 0  # reached: it stops where it stands
     grid = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--executors", "2", "--workdir", str(work),
                            "--no-progress"], capture_output=True, text=True, timeout=120)
     assert grid.returncode == 0, grid.stderr[-2000:]
@@ -461,3 +464,17 @@ def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM to_visit_url WHERE fingerprint = ?",
                             (fingerprint(url),)).fetchone()[0] == 1
         assert conn.execute("SELECT COUNT(*) FROM visited_url").fetchone()[0] == 0
+
+
+def test_a_java_that_cannot_start_spark_is_one_line_not_a_traceback(tmp_path):
+    """A Java that answers ``-version`` but cannot run Spark (or a --master Spark cannot use)
+    ended in a boxed traceback, exit 1."""
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2"\' >&2\n')
+    java.chmod(0o755)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
+                           f"sqlite:///{tmp_path}/c.db", "--master", "local[1]"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "JAVA_HOME": str(tmp_path / "jdk")})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: Spark did not start (--master local[1]): " in done.stderr and "Traceback" not in done.stderr
