@@ -161,15 +161,26 @@ def _new_password(name: str) -> str:
     return password
 
 
+USERS_DB_HELP = f"SQLAlchemy URL of the manager database [the --db given before users, else {DEFAULT_DB}]"
+
+
+def _users_db(ctx: typer.Context, db: str | None) -> str:
+    """The manager database of a ``users`` command: its own ``--db``, else the one given before
+    ``users`` (``gridcrawl-manager --db X users add ...``: it went to the default database,
+    leaving the manager on X without users, open to anyone), else ``--config``'s or the default."""
+    return db or (ctx.find_root().params.get("db") if ctx.find_root() is not ctx else None) or DEFAULT_DB
+
+
 @users_app.command("add")
 def users_add(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="the user's name"),
     group: str = typer.Option(..., help="Administrators, Executors (may run executors) or Users (may crawl)"),
-    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help=USERS_DB_HELP),
 ) -> None:
     """Create a user. The password comes from $GRIDCRAWL_PASSWORD or a hidden prompt."""
     from gridcrawl.auth import AuthError
-    store = _users(db, existing=False)  # users may be added before the manager first starts
+    store = _users(_users_db(ctx, db), existing=False)  # users may be added before the manager first starts
     try:
         store.add(name, _new_password(name), group)
     except AuthError as exc:
@@ -179,12 +190,13 @@ def users_add(
 
 @users_app.command("passwd")
 def users_passwd(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="the user's name"),
-    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help=USERS_DB_HELP),
 ) -> None:
     """Set a user's password ($GRIDCRAWL_PASSWORD or a hidden prompt)."""
     from gridcrawl.auth import AuthError
-    store = _users(db)
+    store = _users(_users_db(ctx, db))
     try:
         store.set_password(name, _new_password(name))
     except AuthError as exc:
@@ -194,19 +206,20 @@ def users_passwd(
 
 @users_app.command("remove")
 def users_remove(
+    ctx: typer.Context,
     name: str = typer.Argument(..., help="the user's name"),
-    db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database"),
+    db: str = typer.Option(None, help=USERS_DB_HELP),
 ) -> None:
     """Delete a user."""
-    if not _users(db).remove(name):
+    if not _users(_users_db(ctx, db)).remove(name):
         fail(f"no user {name!r}")
     typer.echo(f"user {name} removed")
 
 
 @users_app.command("list")
-def users_list(db: str = typer.Option(DEFAULT_DB, help="SQLAlchemy URL of the manager database")) -> None:
+def users_list(ctx: typer.Context, db: str = typer.Option(None, help=USERS_DB_HELP)) -> None:
     """List users with their group and permissions."""
-    users = _users(db).list()
+    users = _users(_users_db(ctx, db)).list()
     if not users:
         typer.echo("no users: the grid is open to anyone who can connect (see docs/security.md)")
     for user in users:

@@ -341,10 +341,10 @@ def _environment(env: dict | None) -> dict:
     return {**{k: v for k, v in os.environ.items() if k != "GRIDCRAWL_PASSWORD"}, **(env or {})}
 
 
-def manager_cli(*args: str, env: dict | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+def manager_cli(*args: str, env: dict | None = None, input: str | None = None, cwd=None) -> subprocess.CompletedProcess:
     """The manager program run with no terminal (a session of its own: no /dev/tty to ask on)."""
     return subprocess.run([sys.executable, "-m", "gridcrawl.manager", *args], capture_output=True, text=True,
-                          timeout=60, env=_environment(env), input=input or "", start_new_session=True)
+                          timeout=60, env=_environment(env), input=input or "", start_new_session=True, cwd=cwd)
 
 
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
@@ -374,6 +374,13 @@ def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_
     with sa.create_engine(db).connect() as conn:
         hashes = conn.execute(sa.text("SELECT password_hash || salt FROM usr")).scalars().all()
     assert len(hashes) == 2 and not any(PASSWORD in h for h in hashes)
+    # --db before "users" (where gridcrawl-manager --help lists it) is the database used: it
+    # went to ./gridcrawl-manager.db, leaving the manager on --db without users, open to anyone
+    out = manager_cli("--db", db, "users", "add", "fay", "--group", "Users", env={"GRIDCRAWL_PASSWORD": PASSWORD},
+                      cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert not (tmp_path / "gridcrawl-manager.db").exists()
+    assert "fay\tUsers" in manager_cli("--db", db, "users", "list", cwd=tmp_path).stdout
 
 
 @pytest.mark.parametrize("module, extra", [("gridcrawl.executor", []),
