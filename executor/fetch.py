@@ -824,7 +824,8 @@ class Fetcher:
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
-            why not. The body is kept only for HTML (or any type with ``keep_non_html``) with
+            why not. Cookies the site sets are sent on the later hops of this fetch's redirect
+            chain only, never on another fetch. The body is kept only for HTML (or any type with ``keep_non_html``) with
             a status below 400. A ``304 Not Modified`` is a success with no body read
             (``body`` None, ``size`` 0): the client keeps the copy it has (RFC 9110 §15.4.5).
         """
@@ -835,6 +836,8 @@ class Fetcher:
         watch = _Watch(self.deadline)
         watch.peer_check = self.peer_check
         previous = getattr(_active, "watch", None)
+        if previous is None:  # cookies live for one fetch's redirect chain (a nested robots.txt fetch shares it):
+            self._session().cookies.clear()  # kept, they grew without end and went to other applications' pages
         _active.watch = watch
         watch.start()
         try:

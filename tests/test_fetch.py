@@ -585,3 +585,34 @@ def test_hop_check_may_fetch_with_the_same_fetcher(server):
     assert r.ok and r.body == PAGE and len(r.redirects) == 2
     assert len(inner) == 3 and all(i.ok and i.size == len(PDF) for i in inner)
     fetcher.close()
+
+
+def test_cookies_live_for_one_fetchs_redirect_chain_only(site_server):
+    """Each worker's session kept every cookie for the executor's life: a site setting new ones
+    on every page made each request carry megabytes of them, and one application's login cookie
+    went out on another application's crawl. A redirect chain still gets its own cookies (a
+    cookie check that redirects)."""
+    from sites import Site
+
+    seen = []
+
+    def login(handler):
+        handler.respond(200, b"<p>in</p>", headers={"Set-Cookie": "session=ALICE; Path=/"})
+
+    def page(handler):
+        seen.append(handler.headers.get("Cookie"))
+        handler.respond(200, b"<p>page</p>")
+
+    def check(handler):  # sets a cookie and sends the browser on to where it is asked for
+        handler.respond(302, b"", headers={"Set-Cookie": "probe=1; Path=/", "Location": "/needs-cookie"})
+
+    def needs_cookie(handler):
+        ok = "probe=1" in (handler.headers.get("Cookie") or "")
+        handler.respond(200 if ok else 403, b"<p>checked</p>")
+
+    server = site_server(Site(extra={"/login": login, "/page": page, "/check": check, "/needs-cookie": needs_cookie}))
+    fetcher = _fetcher()
+    assert fetcher.fetch(server.url("/login")).status == 200
+    assert fetcher.fetch(server.url("/page")).status == 200
+    assert seen == [None]  # the next page, whoever asked for it, carries no cookie of another
+    assert fetcher.fetch(server.url("/check")).status == 200
