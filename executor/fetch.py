@@ -293,6 +293,11 @@ class _Watch:
         self._deadline = time.monotonic() + self._seconds
         _WATCHDOG.add(self._deadline, self)
 
+    def used_up(self, margin: float = 0.25) -> bool:
+        """Whether the deadline has passed, or will within ``margin`` seconds (a socket timeout
+        set to the time left fires just before the watchdog does)."""
+        return self.fired or time.monotonic() >= self._deadline - margin
+
     def postpone(self, seconds: float) -> None:
         """Move the deadline ``seconds`` later (a politeness wait does not count against it)."""
         with self._lock:
@@ -495,9 +500,19 @@ def _raw_chunks(resp: requests.Response) -> Iterator[bytes]:
         yield data
 
 
+#: Content codings one response may list, at most (urllib3 and curl stop at 5 too): a decoder each,
+#: nested; a header listing 2,000 of them ended the fetch in a RecursionError.
+MAX_CODINGS = 5
+
+
 def _decoded_chunks(resp: requests.Response) -> Iterator[bytes]:
-    """Yield the body decoded per its Content-Encoding, in bounded pieces."""
+    """Yield the body decoded per its Content-Encoding, in bounded pieces. Raises
+    :class:`_Failure` (``connection``, as for any body that does not decode) when the header
+    lists more than :data:`MAX_CODINGS` codings."""
     codings = _codings(resp.headers.get("Content-Encoding"))
+    if len(codings) > MAX_CODINGS:
+        raise _Failure(ErrorKind.CONNECTION, f"the response lists {len(codings)} content codings "
+                                             f"(at most {MAX_CODINGS} are decoded)")
     if all(c in ("gzip", "x-gzip", "deflate") for c in codings):
         stream: Iterable[bytes] = _raw_chunks(resp)
         for coding in reversed(codings):  # codings are listed in the order they were applied
@@ -985,6 +1000,8 @@ class Fetcher:
         ):
             if isinstance(exc, (requests.exceptions.ConnectTimeout, urllib3.exceptions.ConnectTimeoutError)):
                 return _Failure(ErrorKind.TIMEOUT, f"no connection within {self.connect_timeout:g} s")
+            if watch.used_up():  # the read timeout was the time left: a server trickling bytes, not a silent one
+                return self._timeout_failure()
             return _Failure(ErrorKind.TIMEOUT, f"no data from the server for {self.read_timeout:g} s")
         if isinstance(
             exc,

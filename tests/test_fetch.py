@@ -616,3 +616,55 @@ def test_cookies_live_for_one_fetchs_redirect_chain_only(site_server):
     assert fetcher.fetch(server.url("/page")).status == 200
     assert seen == [None]  # the next page, whoever asked for it, carries no cookie of another
     assert fetcher.fetch(server.url("/check")).status == 200
+
+
+def test_a_response_listing_too_many_content_codings_fails_saying_so(site_server):
+    """``Content-Encoding: gzip, gzip, ...`` 2,000 times ended the fetch (and a host's robots.txt)
+    in a RecursionError; two real layers still decode."""
+    from sites import Site
+
+    def many(handler):
+        handler.respond(200, b"junk", headers={"Content-Encoding": ", ".join(["gzip"] * 2000)})
+
+    def two(handler):
+        handler.respond(200, gzip.compress(gzip.compress(b"<p>twice</p>")), headers={"Content-Encoding": "gzip, gzip"})
+
+    server = site_server(Site(extra={"/many": many, "/two": two}))
+    fetcher = _fetcher()
+    failed = fetcher.fetch(server.url("/many"))
+    assert (failed.error_kind, failed.error) == (ErrorKind.CONNECTION,
+                                                 "the response lists 2000 content codings (at most 5 are decoded)")
+    assert fetcher.fetch(server.url("/two")).body == b"<p>twice</p>"
+
+
+def test_a_server_trickling_bytes_past_the_deadline_is_named_by_the_deadline(site_server):
+    """One byte a second: the socket timeout, shrunk to the time left, fired just before the
+    watchdog, and the page failed as "no data from the server for 30 s", which it never was."""
+    from sites import Site
+
+    def drip(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/html")
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        try:
+            for _ in range(1000):
+                handler.wfile.write(b"x")
+                handler.wfile.flush()
+                time.sleep(1.0)
+        except OSError:
+            pass
+
+    server = site_server(Site(extra={"/drip": drip}))
+    result = _fetcher(read_timeout=5, deadline=2.5).fetch(server.url("/drip"))
+    assert (result.error_kind, result.error) == (ErrorKind.TIMEOUT, "deadline of 2.5 s exceeded")
+    # the race the watchdog lost on a loaded machine: the socket's timeout (the time left) fired
+    # first, the watchdog not yet; the deadline is what ran out all the same
+    from gridcrawl.executor.fetch import _Watch
+    fetcher = _fetcher(read_timeout=30, deadline=30)
+    watch = _Watch(30)
+    watch._deadline = time.monotonic() + 0.01  # as started 30 s ago, not fired yet
+    failure = fetcher._classify(socket.timeout("timed out"), watch)
+    assert (failure.kind, failure.message) == (ErrorKind.TIMEOUT, "deadline of 30 s exceeded")
+    watch._deadline = time.monotonic() + 20  # a server silent for the read timeout, with time left
+    assert fetcher._classify(socket.timeout("timed out"), watch).message == "no data from the server for 30 s"
