@@ -17,7 +17,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, ChildWatch, StopEvent, check_wait_for, fail,
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, fail,
                                   secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
@@ -213,11 +213,16 @@ def run(
     children = ChildWatch()  # they stop when this process dies, even by kill -9
     os.environ.update(secret_environment(settings, "executor"))  # the proxy's password: not on a command line
     _prefork("manager.cli", "manager.server")
-    processes = [children.start("gridcrawl.manager", [
-        "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
-        *setting_argv(settings, "manager"), *(["--http", http] if http else [])])]
+    # a Ctrl-C during the forks waits for stop_on_signals below: as a KeyboardInterrupt inside
+    # os.fork's after-fork hook it was swallowed ("Exception ignored"), leaving the logging lock
+    # held, and the run hung after its summary
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS) if FORK else None
+    processes: list = []
     watch_children = None
     try:
+        processes.append(children.start("gridcrawl.manager", [
+            "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
+            *setting_argv(settings, "manager"), *(["--http", http] if http else [])]))
         # the manager starts (database, lease, bind) while this process imports the executors' modules
         _prefork("executor.cli", "executor.agent")
         for i in range(executors):
@@ -228,6 +233,9 @@ def run(
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),
                 *(["--render"] if rendering else [])]))
         stop = stop_on_signals()  # after the forks: the children set up their own
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal held meanwhile reaches the handler now
+            held = None
         rerun = rerun_command("gridcrawl")
         watch_children = _ChildrenWatch(processes, stop, workdir, rerun)
 
@@ -256,6 +264,8 @@ def run(
                            files=[("manager database", manager_db),
                                   ("logs", str(workdir / "manager.log") + ", " + str(workdir / "executor-*.log"))])
     finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         if watch_children is not None:
             watch_children.close()
         _stop(processes)

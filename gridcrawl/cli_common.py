@@ -347,6 +347,8 @@ class ChildWatch:
 
 
 FORK = sys.platform.startswith("linux")
+#: The signals that stop a program (:func:`stop_on_signals`).
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 """Whether :meth:`ChildWatch.start` forks (Linux) rather than starting a fresh interpreter."""
 
 
@@ -399,6 +401,7 @@ def _forked_main(main, module: str, args: list[str], pipe: tuple[int, int]) -> N
     # own work first (a client stores what it holds while its manager still answers), then stops
     # this child with SIGTERM (stop_on_signals keeps an ignored SIGINT ignored)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # the parent held them while it forked
     _die_with_parent()
     role = args[args.index("--name") + 1] if "--name" in args else module.rsplit(".", 1)[-1]
     name_process(f"gc-{role}")  # what ps, top and psutil's name() show: its command line is the parent's

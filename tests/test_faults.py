@@ -296,6 +296,31 @@ def test_gridcrawl_run_exits_on_sigterm_without_orphans(tmp_path, site_server):
     assert elapsed < 5
 
 
+def test_a_ctrl_c_while_gridcrawl_run_forks_its_executors_stops_the_run(tmp_path, site_server):
+    """A SIGINT that landed in os.fork's after-fork hook was swallowed as an "Exception ignored"
+    KeyboardInterrupt: the crawl went on to its end, and once the logging lock it left held hung
+    the run after its summary. Held during the forks, it stops the run once they are done."""
+    site = generate_site(200, links_per_page=5, seed=23)
+    server = site_server(site, latency=0.2)
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "24",
+                             "--workdir", str(tmp_path), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # the moment the forks are under way: the manager is up, executors are being forked
+        wait_for(lambda: len(psutil.Process(proc.pid).children()) >= 4, 30, 0.005, "the forks under way")
+        children = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (130, -signal.SIGINT), stderr[-3000:]  # ended by the Ctrl-C
+    assert "Exception ignored" not in stderr and "Traceback" not in stderr, stderr[-3000:]
+    assert len(server.requests or []) < len(site.pages), "the crawl ran to its end"
+    gone, alive = psutil.wait_procs(children, timeout=5)
+    assert not alive, [p.pid for p in alive]
+
+
 def test_kill_9_of_gridcrawl_run_takes_its_manager_and_executors_with_it(tmp_path, site_server):
     """Before: the manager and executors of a ``kill -9``'d ``gridcrawl run`` ran for ever (and
     the next run started a second manager on the same manager.db)."""
