@@ -506,7 +506,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         typer.echo(f"warning: {deeper}", err=True)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)
     application = CrawlApplication(settings, manager, store, scope, name=name,
-                                   on_progress=view.update if view.enabled else None,
+                                   on_progress=view.update if view.enabled or view.plain else None,
                                    user=user, password=password, curve=curve, recrawl=recrawl, watch=watch)
     if before_crawl is not None:
         before_crawl()

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+
+#: Seconds between two plain progress lines when stderr is no terminal (see :class:`ProgressView`).
+PLAIN_EVERY = 60.0
 
 
 class ProgressView:
@@ -20,12 +25,16 @@ class ProgressView:
     URLs left to visit once the frontier has been counted (it moves away as pages bring new
     links), and it pulses before. Disabled views (off, or
     stderr not a terminal) print only the summary and do not import ``rich.progress`` (about
-    9 ms of a command's start-up, issue 23).
+    9 ms of a command's start-up, issue 23); a view that is on but whose stderr is no terminal
+    (a log file, ``nohup``) prints the same figures as one plain line every
+    :data:`PLAIN_EVERY` seconds instead (it printed nothing for hours on a site with no end).
     """
 
     def __init__(self, *, enabled: bool = True, total: int | None = None) -> None:
         self.console = Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
+        self.plain = enabled and not self.enabled  # on, without a terminal: a line now and then
+        self._plain_said = time.monotonic()
         self._moved = []
         self.bar = None
         if self.enabled:
@@ -61,6 +70,14 @@ class ProgressView:
     def update(self, progress) -> None:
         """Show the figures of ``progress`` (a :class:`gridcrawl.client.app.Progress`), and its note
         ("database unavailable, retrying") when it has one."""
+        if self.plain and time.monotonic() - self._plain_said >= PLAIN_EVERY:
+            self._plain_said = time.monotonic()
+            to_visit = progress.to_visit
+            note = getattr(progress, "note", "")
+            self.console.print(f"crawl: {progress.pages:,} pages, {progress.errors:,} errors, "
+                               f"{'?' if to_visit is None else f'{max(to_visit, progress.in_flight):,}'} to visit, "
+                               f"{progress.in_flight:,} in flight, {progress.pages_per_second:.1f} pages/s"
+                               + (f" ({note})" if note else ""), markup=False, highlight=False, soft_wrap=True)
         if self.bar is not None:
             to_visit = progress.to_visit  # counted now and then: never fewer than those in flight
             to_visit = None if to_visit is None else max(to_visit, progress.in_flight)

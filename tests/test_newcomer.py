@@ -51,6 +51,23 @@ def test_log_lines_are_not_glued_onto_the_progress_bar():
     assert "3 pages" in text  # the bar was drawn
 
 
+def test_without_a_terminal_the_progress_is_a_plain_line_now_and_then():
+    """``gridcrawl run`` under nohup or into a log file printed nothing for the whole crawl (22
+    minutes on a site with no end): the same figures come as one plain line every PLAIN_EVERY
+    seconds (0.2 s here); --no-progress still prints none."""
+    script = PROGRESS_AND_LOG.replace("import logging, time", "import logging, time\nimport gridcrawl.client.progress as "
+                                      "gp\ngp.PLAIN_EVERY = 0.2").replace("    view.update(progress)\n    time.sleep(0.3)",
+                                      "    time.sleep(0.3)\n    view.update(progress)")
+    shown = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    (line,) = [line for line in shown.stderr.splitlines() if line.startswith("crawl: ")]
+    assert line == "crawl: 3 pages, 0 errors, ? to visit, 0 in flight, 0.0 pages/s" and "\x1b" not in shown.stderr
+    off = subprocess.run([sys.executable, "-c", script.replace("ProgressView(total=10)",
+                                                               "ProgressView(enabled=False, total=10)")],
+                         capture_output=True, text=True, timeout=60)
+    assert off.returncode == 0 and "crawl: " not in off.stderr, off.stderr
+
+
 @pytest.mark.e2e
 
 def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(tmp_path, site_server):
