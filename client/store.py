@@ -1314,7 +1314,7 @@ class CrawlStore:
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
         were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each goes
-        back to ``to_visit_url`` at its depth and leaves ``visited_url``, except a stored
+        back to ``to_visit_url`` at its depth (a sitemap as a sitemap) and leaves ``visited_url``, except a stored
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
         its row. Returns how many. Run before a crawl starts (``--retry-failed``)."""
         v = visited.c
@@ -1330,10 +1330,16 @@ class CrawlStore:
                 query = query.where(v.error_kind.not_in(DECISIONS))
             rows = conn.execute(query).all()
             focused = self.strategy.focus is not None
+            sitemaps: dict[str, str] = {}  # a sitemap goes back as one (not as a page whose 404 is an error)
+            for part in chunks([r.fingerprint for r in rows], 500):
+                sitemaps.update(conn.execute(sa.select(sitemap_table.c.fingerprint, sitemap_table.c.kind)
+                                             .where(sitemap_table.c.fingerprint.in_(part))).all())
             insert_ignore(conn, to_visit, [
                 {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
-                 "priority": focus_priority(1.0) if focused else 5, "in_flight": False,
-                 "page_type": BASE if r.depth == 0 else None, "relevance": 1.0 if focused else None}
+                 "priority": focus_priority(1.0) if focused and r.fingerprint not in sitemaps else 5,
+                 "in_flight": False, "kind": sitemaps.get(r.fingerprint),
+                 "page_type": BASE if r.depth == 0 and r.fingerprint not in sitemaps else None,
+                 "relevance": 1.0 if focused and r.fingerprint not in sitemaps else None}
                 for r in rows])
             stored: set[str] = set()
             for part in chunks([r.fingerprint for r in rows], 500):

@@ -586,6 +586,21 @@ def test_retry_failed_leaves_the_crawls_decisions_alone(store):
     assert store.retry_failed(["noindex"]) == 1  # named: retried
 
 
+def test_retry_failed_queues_a_sitemap_again_as_a_sitemap(store):
+    """A host's /sitemap.xml whose visit failed (blocked, say) went back to the frontier as a
+    page: fetched again, its 404 counted as an error of the crawl, where a sitemap's is none."""
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", sitemaps=[f"{H}/sitemap.xml"])], scope)
+    (probe,) = _claim_all(store).values()
+    assert probe.kind == "sitemap"
+    store.apply([_outcome(probe, status=None, error_kind="blocked", error="a private address")], scope)
+    assert store.retry_failed(["blocked"]) == 1
+    (again,) = _claim_all(store).values()
+    assert (again.url, again.kind) == (f"{H}/sitemap.xml", "sitemap")
+
+
 def test_retry_failed_takes_one_http_status(store):
     """``http_503`` retries the 503s and leaves the 404s (``http_status`` retries both), as the
     summary's next command names them."""
