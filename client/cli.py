@@ -3,8 +3,10 @@ operator, pause, resume or cancel an application (``gridcrawl-client --manager M
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import List, Sequence
 
@@ -406,6 +408,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
 
     seeds = seed_list(seeds)
     _check_files_first(rules, extract)
+    lock = _lock_crawl_file(db)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),
@@ -429,7 +432,43 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
     scope.follow_nofollow = settings.follow_nofollow
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
+    store.lock = lock  # held while the store lives
     return store, scope
+
+
+def _lock_crawl_file(db: str):
+    """Take ``FILE.lock`` beside an SQLite crawl database ``FILE``, for as long as this process
+    (and the children it forks) keeps the returned file open: a second crawler on the same file
+    (a ``gridcrawl-client`` beside a ``gridcrawl run``, a ``gridcrawl spark``) exits with status 2
+    naming the first's pid. It handed the first's URLs in flight back to the frontier at its start
+    and fetched them again (227 pages of 529 twice). None for other databases (their crawlers
+    share the frontier by claims; a second one's start still hands back the URLs in flight) and
+    where ``fcntl`` does not exist."""
+    import sqlalchemy as sa
+    try:
+        import fcntl
+        url = sa.engine.make_url(db)
+    except (ImportError, sa.exc.ArgumentError):
+        return None
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    path = os.path.abspath(url.database)
+    try:
+        lock = open(path + ".lock", "a+", encoding="utf-8")
+    except OSError:
+        return None  # a folder we may not write to: open_database says what is wrong
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip() or "starting"
+        lock.close()
+        fail(f"another crawler is crawling into {path} ({holder}): two on one crawl database fetch the "
+             "same URLs twice; wait for it to end, or give another --db")
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    lock.flush()
+    return lock
 
 
 def _check_files_first(rules: str | None, extract: str | None) -> None:

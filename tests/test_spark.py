@@ -86,7 +86,11 @@ def _crawl(sc, db: str, seeds: list[str], allow: list[str], **settings) -> objec
     s = Settings(**{"spark_partitions": 2, **settings}).validate()
     store, scope = open_crawl(s, db, seeds, allow, extract=extract)
     private = _private_networks([*seeds, *scope.allowed_domains], [])
-    return SparkCrawl(sc, store, db, s, scope, allow_private=private, fail_first_attempt_on=hook).run()
+    try:
+        return SparkCrawl(sc, store, db, s, scope, allow_private=private, fail_first_attempt_on=hook).run()
+    finally:
+        if store.lock is not None:  # the crawler's end, as the command's exit
+            store.lock.close()
 
 
 def _documents(path) -> dict[str, tuple]:
@@ -453,6 +457,8 @@ def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
     with store.engine.begin() as conn:
         conn.execute(models.document.insert().values(url=url, fingerprint=fingerprint(url), final_url=url, size=0,
                                                      depth=0, fetched_at=utcnow(), fetch_seconds=0, parse_seconds=0))
+        conn.execute(models.visited_url.insert().values(url=url, fingerprint=fingerprint(url), depth=0,
+                                                        status=200, visited_at=utcnow()))
         conn.execute(models.to_visit_url.insert().values(url=url, fingerprint=fingerprint(url), depth=0, priority=5,
                                                          in_flight=False))
     assert store.queued_revisits() == 1
@@ -463,7 +469,7 @@ def test_spark_refuses_a_database_with_queued_recrawl_visits(tmp_path):
     with sqlite3.connect(db) as conn:  # the queued visit waits for the grid; nothing was fetched
         assert conn.execute("SELECT COUNT(*) FROM to_visit_url WHERE fingerprint = ?",
                             (fingerprint(url),)).fetchone()[0] == 1
-        assert conn.execute("SELECT COUNT(*) FROM visited_url").fetchone()[0] == 0
+        assert conn.execute("SELECT COUNT(*) FROM visited_url").fetchone()[0] == 1
 
 
 def test_a_java_that_cannot_start_spark_is_one_line_not_a_traceback(tmp_path):
