@@ -522,7 +522,9 @@ class CrawlStore:
                                 refused_requests=json.dumps(page.refused_requests) if page.refused_requests else None)
                 triples.update(self._triple_rows(page, pend))
             kept.extend(self._kept_rows(page, pend, now))
-            if item_types:
+            # a page set aside (a duplicate of a stored one, noindex) stores no items, as a
+            # re-extraction, which reads the stored bodies, finds none there: the original's count
+            if item_types and kind != "noindex" and (duplicate_of is None or store_duplicates):
                 new_items, new_issues = item_rows(page.items, page.item_misses, page.item_errors, pend.fingerprint,
                                                   pend.url, item_types, now)
                 items += new_items

@@ -222,3 +222,24 @@ def test_a_changed_spec_on_a_crawl_with_items_warns_that_old_items_stay(store, t
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert f"the item spec {spec} differs from the one this crawl's 4 items were extracted with" in warning
     assert f"gridcrawl extract --db sqlite:///{tmp_path}" in warning and f"--extract {spec}" in warning
+
+
+def test_a_page_set_aside_as_a_duplicate_or_noindex_stores_no_items(store):
+    """The same list under two URLs: the second is a duplicate (same body digest) and stored its
+    items too, so products counted twice, and a re-extraction from the stored bodies (the
+    duplicate keeps none) gave other counts than the crawl."""
+    def page(thread_id, url, **extra):
+        result = p.PageResult(url=url, final_url=url, status=200, content="<html></html>", digest="d1",
+                              items=[product(0, "Kettle", 24.5)], **extra)
+        return Outcome(Pending(thread_id, url, fingerprint(url), 0), result, "ex", 1, False)
+
+    scope = Scope(["shop.test"])
+    store.apply([page(1, "http://shop.test/list/0.html")], scope)
+    store.apply([page(2, "http://shop.test/list/0.html?from=side"),
+                 page(3, "http://shop.test/hidden.html", noindex=True)], scope)
+    with store.engine.connect() as conn:
+        urls = conn.execute(sa.text("SELECT url FROM item")).scalars().all()
+        kinds = dict(conn.execute(sa.text("SELECT url, error_kind FROM visited_url")).all())
+    assert kinds["http://shop.test/list/0.html?from=side"] == "duplicate"
+    assert kinds["http://shop.test/hidden.html"] == "noindex"
+    assert urls == ["http://shop.test/list/0.html"]
