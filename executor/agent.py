@@ -36,7 +36,7 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
-from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins
+from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins, loadable
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
@@ -178,7 +178,9 @@ class ExecutorAgent:
         self.accepting = idle is None
         self.password = password
         self.curve = curve
-        self.plugins = installed_plugins()
+        self.plugins, problems = loadable(installed_plugins())
+        for problem in problems:  # not offered: its threads wait for an executor where it loads
+            log.warning("%s: not offered to the manager", problem)
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         # two contexts: the network one holds only the link to the manager, so that terminating it
         # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to

@@ -579,14 +579,17 @@ def _stored_specs(crawl_db: str) -> list:
 
 def _refuse_missing_plugins(specs: list) -> None:
     """Exit with status 2 when an item spec of ``specs`` names an extractor plugin that this
-    Python environment does not provide: ``gridcrawl run``'s executors are forked here and
+    Python environment does not provide, or that does not load here (its import fails, or its
+    entry point names no function): ``gridcrawl run``'s executors are forked here and
     only they take its grid threads, which would otherwise wait for ever."""
-    from gridcrawl.plugins import installed_plugins, missing
+    from gridcrawl.plugins import installed_plugins, loadable, missing, split_reference
     references = sorted({spec.plugin for spec in specs if spec.plugin is not None})
     if not references:
         return
     plugins = installed_plugins()
     whys = [why for ref in references if (why := missing(ref, plugins, " in this Python environment"))]
+    if not whys:  # installed: each must also import (an executor does not offer one that does not)
+        _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})
     if whys:
         fail(f"{'; '.join(whys)}: the executors gridcrawl run starts could not run it (install the plugin's "
              f"package here, or crawl with gridcrawl-manager and executors that have it)")

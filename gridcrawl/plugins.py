@@ -49,6 +49,27 @@ def installed_plugins() -> dict[str, Plugin]:
     return found
 
 
+def loadable(plugins: dict[str, Plugin]) -> tuple[dict[str, Plugin], list[str]]:
+    """Of ``plugins``, those whose entry point imports and names something callable, and one
+    line for each other (``plugin NAME cannot load: ImportError: ...``): an executor offers
+    only the first as capabilities (one whose install is broken took the threads a working one
+    would have run, and failed every page's items). Imports every plugin's module."""
+    ok: dict[str, Plugin] = {}
+    problems: list[str] = []
+    for name, plugin in plugins.items():
+        try:
+            function = plugin.load()
+        except BaseException as exc:  # noqa: BLE001 - a plugin's import may raise anything, SystemExit too
+            problems.append(f"plugin {name} cannot load: {type(exc).__name__}: {exc}"[:500])
+            continue
+        if not callable(function):
+            problems.append(f"plugin {name} cannot load: its entry point names a {type(function).__name__}, "
+                            "not a function")
+            continue
+        ok[name] = plugin
+    return ok, problems
+
+
 def capabilities(plugins: dict[str, Plugin]) -> list[str]:
     """The capabilities ``plugins`` give an executor: ``plugin:NAME`` and ``plugin:NAME@VERSION``
     for each, sorted."""

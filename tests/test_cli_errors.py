@@ -511,6 +511,17 @@ def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     assert_user_error(rc, out, "plugin 'gridcrawl-no-such-plugin@2.0' is not installed in this Python environment",
                       "install the plugin's package here")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
+    # installed, but its module does not import: refused the same way, saying why
+    info = tmp_path / "broken-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nbroken = gridcrawl_no_such_module:extract\n")
+    spec.write_text('[[item]]\ntype = "product"\nplugin = "broken"\n')
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec),
+                     env={"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
+    assert_user_error(rc, out, "plugin broken cannot load: ModuleNotFoundError: No module named "
+                      "'gridcrawl_no_such_module'", "install the plugin's package here")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
 
 
 def test_item_commands_refuse_what_they_cannot_do(tmp_path):

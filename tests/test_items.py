@@ -338,3 +338,23 @@ def test_a_plugin_running_late_does_not_hold_the_other_pages_of_its_executor(plu
     pages = dict(finished)
     assert pages["/p/1.html"].items[0]["fields"]["sku"] == "Z9"
     assert "TimeoutError" in pages["/slow.html"].item_errors[0][1]
+
+
+def test_a_plugin_that_does_not_load_is_not_offered(plugin, tmp_path, monkeypatch):
+    """An entry point whose module fails to import, or that names no function, was declared as
+    ``plugin:NAME``: threads went to that executor and failed every page's items instead of
+    waiting for one where the plugin works."""
+    from gridcrawl.plugins import loadable
+    info = tmp_path / "broken-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nbadimport = gridcrawl_no_such_module:extract\n"
+                                           "notcallable = gridcrawl_testplugin:__name__\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = installed_plugins()
+    assert {"testshop", "badimport", "notcallable"} <= set(found)
+    ok, problems = loadable(found)
+    assert set(ok) == {"testshop"} and capabilities(ok) == [f"plugin:{PLUGIN_NAME}", f"plugin:{PLUGIN_NAME}@{PLUGIN_VERSION}"]
+    assert sorted(problems) == [
+        "plugin badimport cannot load: ModuleNotFoundError: No module named 'gridcrawl_no_such_module'",
+        "plugin notcallable cannot load: its entry point names a str, not a function"]
