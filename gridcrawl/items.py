@@ -628,20 +628,50 @@ def _passes(fields: dict, where, today: _dt.date) -> bool:
     return True
 
 
-def _jsonable(value, depth: int = 0):
+#: What one plugin value may hold: maps and lists nested this deep (deeper: their ``str``), keys
+#: per map and characters per key.
+MAX_VALUE_DEPTH, MAX_KEYS, MAX_KEY_CHARS = 4, 200, 200
+
+
+def _jsonable(value, cut: set, depth: int = 0):
     """A plugin's value made JSON- and msgpack-safe (:func:`gridcrawl.protocol.json_safe`: an
-    integer beyond 64 bits, NaN and infinities become their ``str``, as other objects do)."""
+    integer beyond 64 bits, NaN and infinities become their ``str``, as other objects do) and
+    bounded: text at :data:`MAX_VALUE_CHARS`, lists at :data:`MAX_ITEMS_PER_PAGE` entries, maps
+    at :data:`MAX_KEYS` keys of :data:`MAX_KEY_CHARS`, nesting past :data:`MAX_VALUE_DEPTH` as
+    text; what was cut is added to ``cut`` (the page's items record it as an error)."""
     if value is None or isinstance(value, (bool, int, float)):
         return json_safe(value)
     if isinstance(value, str):
+        if len(value) > MAX_VALUE_CHARS:
+            cut.add(f"text past {MAX_VALUE_CHARS:,} characters")
         return value[:MAX_VALUE_CHARS]
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.isoformat()
-    if depth < 4 and isinstance(value, (list, tuple)):
-        return [_jsonable(v, depth + 1) for v in list(value)[:MAX_ITEMS_PER_PAGE]]
-    if depth < 4 and isinstance(value, dict):
-        return {str(k)[:200]: _jsonable(v, depth + 1) for k, v in list(value.items())[:200]}
-    return str(value)[:MAX_VALUE_CHARS]
+    if isinstance(value, (list, tuple, dict)) and depth >= MAX_VALUE_DEPTH:
+        cut.add(f"lists and maps nested past {MAX_VALUE_DEPTH} levels (kept as text)")
+    elif isinstance(value, (list, tuple)):
+        if len(value) > MAX_ITEMS_PER_PAGE:
+            cut.add(f"lists past {MAX_ITEMS_PER_PAGE:,} entries")
+        return [_jsonable(v, cut, depth + 1) for v in list(value)[:MAX_ITEMS_PER_PAGE]]
+    elif isinstance(value, dict):
+        return _fields(value, cut, depth + 1)
+    text = str(value)
+    if len(text) > MAX_VALUE_CHARS:
+        cut.add(f"text past {MAX_VALUE_CHARS:,} characters")
+    return text[:MAX_VALUE_CHARS]
+
+
+def _fields(values: dict, cut: set, depth: int = 0) -> dict:
+    """A plugin's map (an item's fields, or a value) as :func:`_jsonable` bounds it."""
+    if len(values) > MAX_KEYS:
+        cut.add(f"maps past {MAX_KEYS} keys")
+    out = {}
+    for k, v in list(values.items())[:MAX_KEYS]:
+        key = str(k)
+        if len(key) > MAX_KEY_CHARS:
+            cut.add(f"keys past {MAX_KEY_CHARS} characters")
+        out[key[:MAX_KEY_CHARS]] = _jsonable(v, cut, depth)
+    return out
 
 
 #: Plugin calls past their deadline that may still be running at once; beyond it, plugin items
@@ -715,15 +745,18 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
                 out.errors.append([spec.type, f"plugin {spec.plugin}: kept its first {MAX_ITEMS_PER_PAGE} items, "
                                               f"it yielded more (at most {MAX_ITEMS_PER_PAGE} a page and type)"])
             position = 0
+            cut: set = set()
             for item in produced[:MAX_ITEMS_PER_PAGE]:
                 if not isinstance(item, dict):
                     out.errors.append([spec.type, f"plugin {spec.plugin}: yielded a {type(item).__name__}, "
                                                   "not a dict"])
                     break
-                fields = {str(k)[:200]: _jsonable(v) for k, v in item.items()}
+                fields = _fields(item, cut)
                 if _passes(fields, spec.where, today):
                     out.items.append({"type": spec.type, "position": position, "fields": fields})
                 position += 1
+            if cut:  # the items are kept, cut; the page's issues say what was cut
+                out.errors.append([spec.type, f"plugin {spec.plugin}: values cut to fit: {', '.join(sorted(cut))}"])
             continue
         contexts = [page.selector] if spec.each is None else \
             (page.selector.css(spec.each[1]) if spec.each[0] == "css" else page.selector.xpath(spec.each[1]))

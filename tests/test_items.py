@@ -244,6 +244,15 @@ def test_plugin_values_json_cannot_hold_become_strings_and_extra_items_are_cut_s
                           "fields": {"big": str(2**70), "nan": "nan", "inf": "-inf", "fine": 2**62}}]
     json.dumps(odd.items, allow_nan=False)  # strict JSON, as the crawl tables and exports hold it
     protocol.encode_page(protocol.PageResult(url="http://shop.test/odd.html", items=odd.items))  # and the wire
+    deep = extract(specs, page(PRODUCT, "http://shop.test/deep.html"), plugins=plugin)
+    (item,) = deep.items
+    fields = item["fields"]
+    assert fields["deep"] == {"l5": {"l4": {"l3": {"l2": "{'l1': {'l0': {'leaf': 1}}}"}}}}
+    assert len(fields["wide"]) == 200 and fields["long"] == list(range(1000)) and len(fields["text"]) == 100_000
+    assert "k" * 200 in fields
+    assert deep.errors == [["p", "plugin testshop: values cut to fit: keys past 200 characters, lists and maps "
+                                 "nested past 4 levels (kept as text), lists past 1,000 entries, maps past 200 "
+                                 "keys, text past 100,000 characters"]]
     many = extract(specs, page(PRODUCT, "http://shop.test/many.html"), plugins=plugin)
     assert [i["fields"]["n"] for i in many.items] == list(range(1000))
     assert many.errors == [["p", "plugin testshop: kept its first 1000 items, it yielded more (at most 1000 a page "

@@ -3,7 +3,8 @@
 product's SKU, its name upper-cased (something the declarative selectors cannot say) and the
 number of links on the page. Pages whose URL contains ``/boom`` make it raise, ``/slow`` makes
 it sleep past any sane deadline, ``/odd`` makes it yield numbers JSON cannot hold (an integer past
-64 bits, NaN, infinity), ``/many`` makes it yield 1,500 items."""
+64 bits, NaN, infinity), ``/many`` makes it yield 1,500 items, ``/deep`` one
+with values past every bound of an item."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ def extract(page):
         time.sleep(30)
     if "/odd" in page.url:
         yield {"big": 2**70, "nan": float("nan"), "inf": float("-inf"), "fine": 2**62}
+        return
+    if "/deep" in page.url:  # more than an item may hold: cut, and the cut recorded
+        nested = {"leaf": 1}
+        for level in range(6):
+            nested = {f"l{level}": nested}
+        yield {"deep": nested, "wide": {f"k{i}": i for i in range(300)}, "long": list(range(1500)),
+               "text": "x" * 100_001, "k" * 250 + "1": 1}
         return
     if "/many" in page.url:
         yield from ({"n": n} for n in range(1500))
