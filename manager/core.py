@@ -1005,7 +1005,10 @@ class ManagerCore:
         """
         try:
             if self.authenticate is not None:
-                owner = self.find_application(m.application_id).user
+                try:
+                    owner = self.find_application(m.application_id).user
+                except ControlError:  # the login first: an answer must not tell a stranger which ids exist
+                    owner = m.user
                 reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
                 if reason is not None:
                     return [Send(peer, _login_refusal(reason))]

@@ -303,6 +303,19 @@ def test_a_connected_executors_id_is_not_taken_by_another_connection_of_its_user
     assert again == first and core.executors[first].peer == b"e4"
 
 
+def test_a_control_without_a_login_does_not_tell_which_application_ids_exist():
+    """``pause`` of an unknown id answered "no application ..." before checking the login, and
+    a login refusal for an id that exists: anyone could list a manager's applications by prefix."""
+    core = make_core()
+    app = only(core.handle(b"alice", p.OpenApplication("a", "alice", password="pw"), 0.0),
+               p.ApplicationOpened).application_id
+    known = only(core.handle(b"x", p.Control(app[:6], "pause", "", None), 0.1), p.Refuse).reason
+    unknown = only(core.handle(b"x", p.Control("ffff00", "pause", "", None), 0.1), p.Refuse).reason
+    assert known == unknown == "authentication failed"
+    assert "no application" in only(core.handle(b"alice", p.Control("ffff00", "pause", "alice", "pw"), 0.2),
+                                    p.Refuse).reason  # told once logged in
+
+
 def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
     core = make_core()
     core.handle(b"e", p.Register("ex", "h", "exec", 1, password="pw"), 0.0)
