@@ -55,6 +55,7 @@ import bisect
 import hashlib
 import heapq
 import logging
+import math
 import os
 import uuid
 from collections import OrderedDict, deque
@@ -79,6 +80,8 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 #: SQL readers see them at most this many seconds old (1,000 executors heartbeating every second
 #: were 1,000 row updates a second).
 HEARTBEAT_RECORD_EVERY = 5.0
+#: Heartbeat figures that are percentages (at most 100; every figure is 0 or more).
+PERCENT_FIGURES = {"cpu_usage": 100.0, "cpu_avail": 100.0}
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
@@ -616,9 +619,13 @@ class ManagerCore:
             ex = self.executors.get(kind[1])
             if ex is None:
                 return []
-            ex.figures = {k: v for k, v in f.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            # what a broken or hostile executor says is kept within what its figures can be
+            # (0 or more; percentages at most 100), not recorded and shown as it came
+            ex.figures = {k: min(max(v, 0), PERCENT_FIGURES.get(k, math.inf)) for k, v in f.items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
             ex.last_heartbeat = now
-            figures = [float(f[name]) if isinstance(f.get(name), (int, float)) else None
+            f = ex.figures
+            figures = [float(f[name]) if name in f else None
                        for name in ("cpu_usage", "cpu_avail", "cpu_totalusage", "pages_per_second")]
             mem_usage = f.get("mem_usage")
             beat = ev.ExecutorHeartbeat(kind[1], now, *figures, mem_usage if isinstance(mem_usage, int) else None)

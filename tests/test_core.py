@@ -1171,3 +1171,14 @@ def test_heartbeat_figures_are_recorded_at_most_every_few_seconds_and_the_last_w
     assert beat(2.0 + EVERY, 50.0) == []
     left = core.handle(b"e", p.Bye(), 3.0 + EVERY)                   # leaving writes the last one
     assert [(e.cpu_usage, e.time) for e in left if isinstance(e, ev.ExecutorHeartbeat)] == [(50.0, 2.0 + EVERY)]
+
+
+def test_absurd_heartbeat_figures_are_kept_within_what_they_can_be():
+    """A CPU percentage of -5e18 and a memory of -2^62 bytes were recorded and shown as sent."""
+    core = make_core()
+    register(core, b"e", 1)
+    (beat,) = [a for a in core.handle(b"e", p.Heartbeat({"cpu_usage": -5e18, "cpu_avail": 9e18, "mem_usage": -2**62,
+                                                         "pages_per_second": 1e18, "running": -3}), 1.0)
+               if isinstance(a, ev.ExecutorHeartbeat)]
+    assert (beat.cpu_usage, beat.cpu_avail, beat.mem_usage, beat.pages_per_second) == (0.0, 100.0, 0, 1e18)
+    assert core.executors["id1"].figures["running"] == 0 and core.executors["id1"].figures["cpu_avail"] == 100.0
