@@ -452,7 +452,7 @@ def test_a_start_reported_late_is_recorded_when_it_began_within_the_attempt():
     assert [e.time for e in actions if isinstance(e, ev.ThreadStarted)] == [pytest.approx(11.6), 10.0]
 
 
-def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
+def test_silent_executor_is_declared_dead_and_its_threads_reassigned(caplog):
     core = make_core()
     register(core, b"a", 2, now=0.0)
     app = open_app(core)
@@ -462,8 +462,11 @@ def test_silent_executor_is_declared_dead_and_its_threads_reassigned():
     for now in (1.0, 2.0, 3.0):
         core.handle(b"b", p.Heartbeat(), now)
         core.handle(b"client", p.Heartbeat(), now)
-    actions = core.tick(3.5)
+    with caplog.at_level("WARNING", logger="gridcrawl.manager"):
+        actions = core.tick(3.5)
     assert [peer for peer, _ in assigned(actions)] == [b"b", b"b"]
+    (said,) = [r.getMessage() for r in caplog.records if "declared dead" in r.getMessage()]
+    assert said.endswith("silent for 3.5 s: declared dead, its 2 grid threads queued again"), said
     lost = core.executors[core.peers[b"b"][1]]
     assert all(t.lost == 1 and t.attempts == 2 for t in lost.running.values())
     records = [r for a in actions if type(a) in ev.EVENTS.values() for r in rows(a) if r[0] == "executor"]
