@@ -408,7 +408,6 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
 
     seeds = seed_list(seeds)
     _check_files_first(rules, extract)
-    lock = _lock_crawl_file(db)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),
@@ -416,6 +415,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     except DatabaseUnavailable as exc:
         fail(str(exc) if seeds or rules is not None else
              f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
+    lock = _lock_crawl_file(db)  # before anything of the crawl is read or written
     if recrawl and not store.counts()["documents"]:
         fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
@@ -448,7 +448,7 @@ def _lock_crawl_file(db: str):
     try:
         import fcntl
         url = sa.engine.make_url(db)
-    except (ImportError, sa.exc.ArgumentError):
+    except (ImportError, ValueError, sa.exc.ArgumentError):
         return None
     if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
         return None
