@@ -265,11 +265,15 @@ def _raw_executor(context: zmq.Context, grid: Grid, name: str, threads: int) -> 
     return sock
 
 
-def _answer(sock: zmq.Socket, *kinds) -> p.Message:
+def _answer(sock: zmq.Socket, *kinds, beat: bool = False) -> p.Message:
     """The next message of one of ``kinds`` on ``sock`` (heartbeats skipped), within 60 s (a
-    client process started on a loaded two-core machine took more than 10 s to submit)."""
+    client process started on a loaded two-core machine took more than 10 s to submit); with
+    ``beat``, the socket heartbeats meanwhile (a registered executor waiting for work: silent,
+    it was declared dead before a slow client's first thread came)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        if beat:
+            sock.send_multipart(p.encode(p.Heartbeat()))
         if sock.poll(200):
             message = p.decode(sock.recv_multipart())
             if isinstance(message, kinds):
@@ -290,7 +294,7 @@ def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, sit
     liar = _raw_executor(context, grid, "liar", 64)
     try:
         client = grid.start_client(server.url("/"), "--no-sitemaps")
-        (job, *_) = _answer(liar, p.Assign).jobs
+        (job, *_) = _answer(liar, p.Assign, beat=True).jobs
         page = p.PageResult(url=job.url, final_url=job.url, status=200, content="<html></html>",
                             fetch_seconds=float("nan"))
         liar.send_multipart(p.encode(p.Result(job.attempt_id, page)))
@@ -318,7 +322,7 @@ def test_a_late_result_of_an_attempt_the_previous_manager_took_back_is_fenced_no
     paused = _raw_executor(context, grid, "paused", 4)
     try:
         grid.start_client(server.url("/"), "--no-sitemaps")
-        (job, *_) = _answer(paused, p.Assign).jobs
+        (job, *_) = _answer(paused, p.Assign, beat=True).jobs
         # no heartbeat from it: declared dead, its attempt taken back (recorded as lost)
         wait_for(lambda: grid.query("manager", "SELECT outcome FROM attempt WHERE attempt_id = ?", job.attempt_id)
                  == [("lost",)], 30, 0.05, "the attempt taken back")
