@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 from pathlib import Path
 from typing import List, Sequence
 
 import typer
 
 from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints, peer_credentials,
-                                  setting_options, setup_logging, stop_on_signals)
+                                  setting_options, setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
@@ -446,7 +445,7 @@ def _lock_crawl_file(db: str):
     where ``fcntl`` does not exist."""
     import sqlalchemy as sa
     try:
-        import fcntl
+        import fcntl  # noqa: F401 - take_lock's: POSIX only
         url = sa.engine.make_url(db)
     except (ImportError, ValueError, sa.exc.ArgumentError):
         return None
@@ -457,17 +456,10 @@ def _lock_crawl_file(db: str):
         lock = open(path + ".lock", "a+", encoding="utf-8")
     except OSError:
         return None  # a folder we may not write to: open_database says what is wrong
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        lock.seek(0)
-        holder = lock.read().strip() or "starting"
+    if (holder := take_lock(lock)) is not None:
         lock.close()
         fail(f"another crawler is crawling into {path} ({holder}): two on one crawl database fetch the "
              "same URLs twice; wait for it to end, or give another --db")
-    lock.truncate(0)
-    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    lock.flush()
     return lock
 
 
@@ -602,10 +594,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if store.capped:
         view.console.print(f"the links above {capped_note(settings.max_pages_per_host, new_crawl)}", soft_wrap=True,
                            highlight=False)
-    if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
-        view.console.print(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
-                           f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left",
-                           soft_wrap=True, highlight=False)
+    if reached := max_pages_note(settings.max_pages, counts):
+        view.console.print(reached, soft_wrap=True, highlight=False)
     elif counts["to_visit"] and (final.state == "cancelled" or stop.is_set()):
         why = ("cancelled by an operator (gridcrawl-client cancel)" if final.state == "cancelled"
                else f"stopped before the end ({getattr(stop, 'reason', '') or 'asked to stop'})")
@@ -690,6 +680,16 @@ def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
     return (f"were not queued: their hosts had {cap} URLs queued or visited, a seed's subdomains counted "
             "with it (--max-pages-per-host, the cap that ends a link maze, over one host or endless "
             f"subdomains); a site that large takes {new_crawl} and a larger cap (0: none)")
+
+
+def max_pages_note(max_pages: int, counts: dict) -> str | None:
+    """The line a crawl's summary ends with when ``--max-pages`` (URLs visited by the whole
+    crawl) stopped it with URLs left (``counts`` of :func:`~gridcrawl.client.store.crawl_counts`),
+    else None."""
+    if not (max_pages and counts["visited"] >= max_pages and counts["to_visit"]):
+        return None
+    return (f"stopped at --max-pages {max_pages}, a limit on the whole crawl ({counts['visited']} URLs visited "
+            f"in all): a larger --max-pages, or none, visits the {counts['to_visit']} left")
 
 
 def exit_status(counts: dict) -> None:

@@ -18,7 +18,8 @@ from typing import List
 import typer
 
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, fail,
-                                  secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals)
+                                  secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals,
+                                  take_lock)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
@@ -346,7 +347,7 @@ def _lock_workdir(workdir: Path):
     ``LOCK_WAIT`` seconds for them. Returns the open lock file, to keep open; None where ``fcntl``
     does not exist (Windows: the manager's lease still refuses a second manager on the database)."""
     try:
-        import fcntl
+        import fcntl  # noqa: F401 - take_lock's: POSIX only
     except ImportError:
         return None
     try:
@@ -354,23 +355,14 @@ def _lock_workdir(workdir: Path):
     except OSError as exc:
         fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
     deadline = None
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except OSError:
-            lock.seek(0)
-            holder = lock.read().strip()
-            if deadline is None:
-                deadline = time.monotonic() + (0.0 if _holder_runs(holder) else LOCK_WAIT)
-            if time.monotonic() >= deadline:
-                lock.close()
-                fail(f"another gridcrawl run is crawling in {workdir} ({holder or 'starting'}): wait for it "
-                     f"to end, or give another --workdir")
-            time.sleep(0.05)
-    lock.truncate(0)
-    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    lock.flush()
+    while (holder := take_lock(lock)) is not None:
+        if deadline is None:
+            deadline = time.monotonic() + (0.0 if _holder_runs(holder) else LOCK_WAIT)
+        if time.monotonic() >= deadline:
+            lock.close()
+            fail(f"another gridcrawl run is crawling in {workdir} ({holder}): wait for it "
+                 f"to end, or give another --workdir")
+        time.sleep(0.05)
     return lock
 
 
@@ -1327,7 +1319,7 @@ def spark_command(
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
     if reason := gs.spark_unavailable():
         fail(reason)
-    from gridcrawl.client.cli import capped_note, exit_status, open_crawl, parse_retry_kinds
+    from gridcrawl.client.cli import capped_note, exit_status, max_pages_note, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
                               extract=extract, structured_data=structured_data)
@@ -1372,9 +1364,8 @@ def spark_command(
                "(duplicates, traps, noindex)")
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
-    if settings.max_pages and counts["visited"] >= settings.max_pages and counts["to_visit"]:
-        typer.echo(f"stopped at --max-pages {settings.max_pages}, a limit on the whole crawl ({counts['visited']} "
-                   f"URLs visited in all): a larger --max-pages, or none, visits the {counts['to_visit']} left")
+    if reached := max_pages_note(settings.max_pages, counts):
+        typer.echo(reached)
     elif counts["to_visit"] and stop.is_set():
         typer.echo(f"interrupted with {counts['to_visit']} URLs left to visit: the same command resumes the crawl")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import NoReturn
 
 import typer
@@ -471,6 +472,23 @@ class StopEvent(threading.Event):
     def fileno(self) -> int:
         """The file descriptor (a socket) that is readable once the event is set."""
         return self._reader.fileno()
+
+
+def take_lock(lock) -> str | None:
+    """Take an exclusive ``flock`` on the open file ``lock`` (POSIX) without waiting, and write
+    this process's pid and start into it: None. When another process holds it: what that one
+    wrote there (``pid N, since ...``), or ``starting``. The kernel lets go when every process
+    holding the file open (this one and the children it forks) has ended, ``kill -9`` included."""
+    import fcntl
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        return lock.read().strip() or "starting"
+    lock.truncate(0)
+    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    lock.flush()
+    return None
 
 
 def stop_on_signals() -> StopEvent:
