@@ -840,7 +840,8 @@ class Fetcher:
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
             why not. Cookies the site sets are sent on the later hops of this fetch's redirect
-            chain only, never on another fetch. The body is kept only for HTML (or any type with ``keep_non_html``) with
+            chain only, never on another fetch. The body is kept only for HTML (or any type
+            with ``keep_non_html``) with
             a status below 400. A ``304 Not Modified`` is a success with no body read
             (``body`` None, ``size`` 0): the client keeps the copy it has (RFC 9110 §15.4.5).
         """
