@@ -383,7 +383,12 @@ def _seed_hint(seed: str) -> str:
           or ("://" not in seed and Path(seed).is_file())):
         path = seed
     else:
-        return f" (did you mean http://{seed}?)" if "://" not in seed and seed else ""
+        if "://" in seed or not seed:
+            return ""
+        # a scheme written wrong (http:/host, https//host, http:host): the scheme it named, mended
+        mended = re.match(r"(?i)(https?)(?::/?|//|:)(?!/)(.+)", seed)
+        return f" (did you mean {mended.group(1).lower()}://{mended.group(2)}?)" if mended else \
+            f" (did you mean http://{seed}?)"
     file = Path(path).expanduser()
     folder, name = (file, "") if file.is_dir() else (file.parent, file.name)
     return (f" (a file, not a web address: executors fetch over HTTP, so serve its folder with "

@@ -88,7 +88,8 @@ class ProgressView:
 
     def summary(self, counts: dict, errors: list = (), files: list[tuple[str, str]] = (),
                 commands: list[tuple[str, str]] = ()) -> None:
-        """Print the end-of-crawl summary on stderr, within 80 columns: the figures of ``counts``
+        """Print the end-of-crawl summary on stderr, within 80 columns (counts with thousands
+        separators, as ``URLs visited``): the figures of ``counts``
         (application id, pages this run, documents, visited, errors, set aside, to visit, links
         not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
         a seed's subdomains counted under it), links of pages at ``max_depth`` not followed
@@ -102,27 +103,27 @@ class ProgressView:
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
         table.add_row("application", str(counts.get("application_id", ""))[:8])
-        table.add_row("pages this run", str(counts["pages"]))
-        table.add_row("documents stored", str(counts["documents"]))
+        table.add_row("pages this run", f"{counts['pages']:,}")
+        table.add_row("documents stored", f"{counts['documents']:,}")
         table.add_row("URLs visited", visited_label(counts))
-        table.add_row("errors", str(counts["errors"]))
+        table.add_row("errors", f"{counts['errors']:,}")
         if counts.get("set_aside"):
-            table.add_row("set aside", f"{counts['set_aside']} (duplicates, traps, noindex: not errors)")
-        table.add_row("left to visit", str(counts["to_visit"]))
+            table.add_row("set aside", f"{counts['set_aside']:,} (duplicates, traps, noindex: not errors)")
+        table.add_row("left to visit", f"{counts['to_visit']:,}")
         capped = counts.get("capped") or {}
         if capped:
             hosts = sorted(capped.items(), key=lambda kv: (-kv[1], kv[0]))
-            named = ", ".join(f"{host} ({n})" for host, n in hosts[:3])
+            named = ", ".join(f"{host} ({n:,})" for host, n in hosts[:3])
             more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
-            table.add_row("not queued", f"{sum(capped.values())} links of hosts at the per-host cap of "
-                          f"{counts.get('max_pages_per_host')} URLs (a seed's subdomains counted with it): "
+            table.add_row("not queued", f"{sum(capped.values()):,} links of hosts at the per-host cap of "
+                          f"{counts.get('max_pages_per_host') or 0:,} URLs (a seed's subdomains counted with it): "
                           f"{named}{more}")
         if counts.get("beyond_depth"):
-            table.add_row("not followed", f"{counts['beyond_depth']} links of pages at --max-depth "
+            table.add_row("not followed", f"{counts['beyond_depth']:,} links of pages at --max-depth "
                           f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "
                           f"together); not recorded: a deeper crawl takes {counts.get('new_crawl', 'a new --workdir')}")
         if counts.get("below_relevance"):
-            table.add_row("not queued", f"{counts['below_relevance']} links scoring below --min-relevance "
+            table.add_row("not queued", f"{counts['below_relevance']:,} links scoring below --min-relevance "
                           f"{counts.get('min_relevance'):g}, the best of them {counts.get('best_below', 0.0):.2f} "
                           "(a lower --min-relevance follows more)")
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")

@@ -59,6 +59,16 @@ def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
     assert not (tmp_path / "crawl.db").exists()
 
 
+@pytest.mark.parametrize("seed, meant", [("http:/127.0.0.1:8300/", "http://127.0.0.1:8300/"),
+                                         ("https//docs.test/a", "https://docs.test/a"),
+                                         ("http:docs.test", "http://docs.test"),
+                                         ("httpbin.test/x", "http://httpbin.test/x")])
+def test_a_scheme_written_wrong_gets_the_url_it_named(seed, meant):
+    """``http:/host`` was answered "did you mean http://http:/host?"."""
+    from gridcrawl.client.cli import _seed_hint
+    assert _seed_hint(seed) == f" (did you mean {meant}?)"
+
+
 @pytest.mark.parametrize("form", ["path", "file-url", "name"])
 def test_a_seed_that_is_a_file_gets_the_command_that_serves_it(tmp_path, form):
     site = tmp_path / "my docs"

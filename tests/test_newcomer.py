@@ -503,3 +503,17 @@ def test_the_items_summary_blames_the_required_field_that_missed_not_the_selecto
     assert ("", "name", "", "0", "0", "") in rows and ("", "price", "", "0", "0", "") in rows
     assert ("", "sku", "", "0", "3", "required, missed: no item without it") in rows
     assert ("", "author", "", "0", "0", "never matched") in rows and ("", "title", "", "2", "0", "") in rows
+
+
+def test_the_summarys_counts_all_have_thousands_separators(capsys):
+    """``URLs visited 32,207`` stood beside ``pages this run 32207`` and ``left to visit 67793``."""
+    from gridcrawl.client.progress import ProgressView
+    counts = {"application_id": "abcdef12", "pages": 32207, "documents": 32000, "visited": 32207, "errors": 1207,
+              "set_aside": 1500, "to_visit": 67793, "capped": {"maze.test": 6341202}, "max_pages_per_host": 100000,
+              "beyond_depth": 2500, "max_depth": 20, "seconds": 1.0, "pages_per_second": 1.0}
+    ProgressView(enabled=False).summary(counts)
+    text = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    for shown in ("pages this run 32,207", "documents stored 32,000", "URLs visited 32,207", "errors 1,207",
+                  "set aside 1,500 (", "left to visit 67,793", "not queued 6,341,202 links of hosts at the per-host "
+                  "cap of 100,000 URLs", "maze.test (6,341,202)", "not followed 2,500 links"):
+        assert shown in text, (shown, text)
