@@ -1343,9 +1343,9 @@ def spark_command(
     typer.echo(f"Spark master {sc.master}, {settings.spark_partitions or 2 * sc.defaultParallelism} partitions")
 
     def report_layer(f, total) -> None:
-        capped = f" ({f.capped} over the per-host cap)" if f.capped else ""
+        capped = f" (and {f.capped} more left out: over the per-host cap)" if f.capped else ""
         typer.echo(f"layer {f.layer} (depth {f.depth}): {f.urls} URLs, {f.pages} pages, {f.errors} errors, "
-                   f"{f.queued} new links{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
+                   f"{max(0, f.queued - f.capped)} new links queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
