@@ -104,6 +104,10 @@ def crawl(
         control(ctx, seeds[0], seeds[1:], manager, user, curve_secret, curve_server_key, given["connect_timeout"])
         return
     if db is None:
+        if seeds and "://" not in seeds[0] and "." not in seeds[0] and "/" not in seeds[0]:
+            # a word, not a URL: an action mistyped ("stop APP_ID") rather than a crawl without --db
+            fail(f"{seeds[0]!r} is no action: give pause, resume or cancel APPLICATION_ID; or, to crawl, seed "
+                 "URLs and --db (the crawl database, e.g. sqlite:///crawl.db)")
         fail("--db is required to crawl (the crawl database, e.g. sqlite:///crawl.db)")
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:

@@ -59,6 +59,14 @@ def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
     assert not (tmp_path / "crawl.db").exists()
 
 
+def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
+    """``gridcrawl-client --manager M stop APPID`` answered "--db is required to crawl"."""
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0")
+    assert_user_error(rc, out, "'stop' is no action: give pause, resume or cancel APPLICATION_ID")
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "http://127.0.0.1:9/")
+    assert_user_error(rc, out, "--db is required to crawl")
+
+
 @pytest.mark.parametrize("seed, meant", [("http:/127.0.0.1:8300/", "http://127.0.0.1:8300/"),
                                          ("https//docs.test/a", "https://docs.test/a"),
                                          ("http:docs.test", "http://docs.test"),
