@@ -1337,13 +1337,15 @@ class CrawlStore:
             for part in chunks([r.fingerprint for r in rows], 500):
                 sitemaps.update(conn.execute(sa.select(sitemap_table.c.fingerprint, sitemap_table.c.kind)
                                              .where(sitemap_table.c.fingerprint.in_(part))).all())
-            insert_ignore(conn, to_visit, [
-                {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
-                 "priority": focus_priority(1.0) if focused and r.fingerprint not in sitemaps else 5,
-                 "in_flight": False, "kind": sitemaps.get(r.fingerprint),
-                 "page_type": BASE if r.depth == 0 and r.fingerprint not in sitemaps else None,
-                 "relevance": 1.0 if focused and r.fingerprint not in sitemaps else None}
-                for r in rows])
+
+            def again(r) -> dict:
+                scored = focused and r.fingerprint not in sitemaps  # a page of a focused crawl
+                return {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
+                        "priority": focus_priority(1.0) if scored else 5, "in_flight": False,
+                        "kind": sitemaps.get(r.fingerprint),
+                        "page_type": BASE if r.depth == 0 and r.fingerprint not in sitemaps else None,
+                        "relevance": 1.0 if scored else None}
+            insert_ignore(conn, to_visit, [again(r) for r in rows])
             stored: set[str] = set()
             for part in chunks([r.fingerprint for r in rows], 500):
                 stored.update(conn.execute(sa.select(document.c.fingerprint)

@@ -497,9 +497,10 @@ class SparkCrawl:
 
     def run(self, stop: threading.Event | None = None) -> SparkResult:
         """Crawl layer by layer until the frontier is empty, ``max_pages`` URLs were visited by
-        the whole crawl (earlier runs included), or ``stop`` is set (checked between layers). Claimed rows of an unfinished layer are
-        handed back (not in flight) on the way out. Raises what Spark raises when a task fails
-        all its attempts (the tables keep everything committed; run again to resume)."""
+        the whole crawl (earlier runs included), or ``stop`` is set (checked between layers).
+        Claimed rows of an unfinished layer are handed back (not in flight) on the way out.
+        Raises what Spark raises when a task fails all its attempts (the tables keep everything
+        committed; run again to resume)."""
         from pyspark import StorageLevel
         sc, config, parts = self.sc, self.config, self.partitions
         result = SparkResult()
