@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import List, Sequence
 
@@ -423,7 +424,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     except DatabaseUnavailable as exc:
         fail(str(exc) if seeds or rules is not None else
              f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
-    lock = _lock_crawl_file(db)  # before anything of the crawl is read or written
+    lock = _lock_crawl(db, store)  # before anything of the crawl is read or written
     if recrawl and not store.counts()["documents"]:
         fail("nothing to recrawl: the crawl database has no documents (crawl first)")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
@@ -444,15 +445,30 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     return store, scope
 
 
-def _lock_crawl_file(db: str):
-    """Take ``FILE.lock`` beside an SQLite crawl database ``FILE``, for as long as this process
-    (and the children it forks) keeps the returned file open: a second crawler on the same file
-    (a ``gridcrawl-client`` beside a ``gridcrawl run``, a ``gridcrawl spark``) exits with status 2
-    naming the first's pid. It handed the first's URLs in flight back to the frontier at its start
-    and fetched them again (227 pages of 529 twice). None for other databases (their crawlers
-    share the frontier by claims; a second one's start still hands back the URLs in flight) and
-    where ``fcntl`` does not exist."""
+def _lock_crawl(db: str, store):
+    """Take the crawl database's crawler lock for as long as this process (and the children it
+    forks) lives: a second crawler on the same crawl database (a ``gridcrawl-client`` beside a
+    ``gridcrawl run``, a ``gridcrawl spark``) exits with status 2 naming the first. It handed
+    the first's URLs in flight back to the frontier at its start and fetched them again (227
+    pages of 529 twice). SQLite: ``FILE.lock`` beside the file ``FILE`` (:func:`take_lock`;
+    none where ``fcntl`` does not exist); PostgreSQL, MariaDB and SQL Server: the server's own
+    lock (:class:`~gridcrawl.db.CrawlerLock`), the holder named by the ``crawler`` meta row each
+    writes once it holds the lock. Returns what holds the lock (its ``close`` lets go), or None."""
+    import socket
     import sqlalchemy as sa
+    from gridcrawl.db import CrawlerLock, describe_error, shown_url
+    if CrawlerLock.supported(store.engine):
+        lock = CrawlerLock(store.engine)
+        try:
+            if not lock.take():
+                fail(f"another crawler is crawling into {shown_url(store.engine.url)} "
+                     f"({store.get_meta('crawler') or 'host and pid not recorded'}): two on one crawl database "
+                     "fetch the same URLs twice; wait for it to end, or give another --db")
+            store.set_meta("crawler", f"pid {os.getpid()} on {socket.gethostname()}, since "
+                                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+        except sa.exc.DBAPIError as exc:
+            fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
+        return lock
     try:
         import fcntl  # noqa: F401 - take_lock's: POSIX only
         url = sa.engine.make_url(db)

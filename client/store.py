@@ -258,7 +258,7 @@ class CrawlStore:
         self.schedule = schedule or AdaptiveSchedule()
         self.keep_versions = keep_versions
         self.recrawl_since: datetime | None = None
-        self.lock = None  # the open file holding an SQLite crawl database's lock (client.cli.open_crawl)
+        self.lock = None  # what holds the crawl database's crawler lock (client.cli.open_crawl)
         self._site_counts: collections.Counter[str] | None = None  # URLs per Scope.site, for max_pages_per_host
         #: Links this store did not queue because their site (:meth:`Scope.site`: a seed's host
         #: with its subdomains) had reached ``max_pages_per_host``, per site (committed

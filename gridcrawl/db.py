@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import hashlib
 import logging
 import math
 import os
 import random
 import sqlite3
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -619,3 +621,111 @@ def chunks(items: Sequence, size: int) -> Iterable[Sequence]:
     """``items`` in consecutive slices of at most ``size`` (bounded SQL ``IN`` lists)."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+class CrawlerLock:
+    """The database server's lock that one crawler holds on a crawl database for as long as it
+    crawls into it: the server's own lock, held by one connection of ``engine`` and let go when
+    that connection closes (the crawler ending, ``kill -9`` and a lost host included), as the
+    ``flock`` beside an SQLite crawl database is by the kernel.
+
+    PostgreSQL: a session advisory lock (``pg_try_advisory_lock``) keyed by the database and
+    the schema the crawl tables are in; MariaDB/MySQL: ``GET_LOCK`` named after the database
+    (its locks are server-wide); SQL Server: ``sp_getapplock`` owned by the session, named after
+    the schema. :meth:`take` does not wait. While held, a daemon thread runs ``SELECT 1`` on
+    the connection every ``KEEP_SECONDS`` (MariaDB closes a connection idle for
+    ``wait_timeout``, 8 hours by default, and its lock with it) and takes the lock again on a
+    new connection if the old one was lost; if another crawler has it by then, that is logged
+    as an ERROR (both now crawl the same frontier)."""
+
+    KEEP_SECONDS = 300.0
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._conn: Connection | None = None
+        self._stop: threading.Event | None = None
+        self._guard = threading.Lock()  # the connection: taken by the keeping thread and close()
+
+    @staticmethod
+    def supported(engine: Engine) -> bool:
+        """Whether ``engine``'s back end has such a lock (not SQLite, which uses a file's)."""
+        return engine.dialect.name in ("postgresql", "mysql", "mariadb", "mssql")
+
+    def _try(self, conn: Connection) -> bool:
+        name = conn.dialect.name
+        if name == "postgresql":
+            where = conn.execute(sa.text("SELECT current_database() || '.' || current_schema()")).scalar()
+            key = int.from_bytes(hashlib.blake2b(f"gridcrawl crawl {where}".encode(), digest_size=8).digest(),
+                                 "big", signed=True)
+            taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+        elif name in ("mysql", "mariadb"):
+            where = conn.execute(sa.text("SELECT DATABASE()")).scalar() or ""
+            # names are server-wide and at most 64 characters
+            lock = f"gridcrawl crawl {hashlib.blake2b(where.encode(), digest_size=8).hexdigest()}"
+            taken = conn.execute(sa.text("SELECT GET_LOCK(:n, 0)"), {"n": lock}).scalar() == 1
+        else:
+            status = conn.execute(sa.text(
+                "SET NOCOUNT ON; DECLARE @status int; DECLARE @name nvarchar(255) = 'gridcrawl crawl ' + "
+                "SCHEMA_NAME(); EXEC @status = sp_getapplock @Resource = @name, @LockMode = 'Exclusive', "
+                "@LockOwner = 'Session', @LockTimeout = 0; SELECT @status")).scalar()
+            taken = status is not None and status >= 0
+        conn.commit()  # the lock is the session's: it outlives the transaction
+        return bool(taken)
+
+    def take(self) -> bool:
+        """Take the lock without waiting: True, and it is kept until :meth:`close`; False when
+        another connection holds it. Raises what SQLAlchemy raises when the server fails."""
+        with self._guard:
+            if not self._take():
+                return False
+        if self._stop is None:
+            self._stop = threading.Event()
+            threading.Thread(target=self._keep, name="gridcrawl-crawler-lock", daemon=True).start()
+        return True
+
+    def _take(self) -> bool:
+        conn = self.engine.connect()
+        try:
+            taken = self._try(conn)
+        except BaseException:
+            conn.close()
+            raise
+        if not taken:
+            conn.close()
+            return False
+        self._conn = conn
+        return True
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self.KEEP_SECONDS):
+            with self._guard:
+                if self._stop.is_set():
+                    return
+                if self._conn is not None:
+                    try:
+                        self._conn.execute(sa.text("SELECT 1"))
+                        self._conn.commit()
+                        continue
+                    except sa.exc.DBAPIError:
+                        self._conn.invalidate()
+                        self._conn.close()
+                        self._conn = None
+                try:
+                    if not self._take():
+                        log.error("the crawl database's connection holding this crawler's lock was lost, and "
+                                  "another crawler holds the lock now: both fetch the same URLs; stop one")
+                        return
+                    log.warning("the crawl database's connection holding this crawler's lock was lost; "
+                                "the lock is taken again")
+                except sa.exc.DBAPIError as exc:
+                    log.warning("the crawl database's lock could not be taken again (%s); trying again in %.0f s",
+                                _reason(exc), self.KEEP_SECONDS)
+
+    def close(self) -> None:
+        """Let the lock go (its connection closes; the server lets go of the lock with it)."""
+        if self._stop is not None:
+            self._stop.set()
+        with self._guard:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

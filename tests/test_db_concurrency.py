@@ -6,6 +6,9 @@ MariaDB (each writer with its own engine, as separate programs would have; serve
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -15,9 +18,10 @@ import sqlalchemy as sa
 
 from gridcrawl import models
 from gridcrawl.client.store import CrawlStore, Outcome, Scope
-from gridcrawl.db import init_schema, insert_ignore, insert_ignore_savepoints, open_database, run_transaction
+from gridcrawl.db import CrawlerLock, init_schema, insert_ignore, insert_ignore_savepoints, open_database, run_transaction
 from gridcrawl.protocol import PageResult
 from gridcrawl.urls import canonical_url, fingerprint
+from grid import wait_for
 
 CLAIMERS = 8
 URLS = [f"http://127.0.0.1:9/p/{i}" for i in range(400)]
@@ -200,3 +204,81 @@ def test_a_new_sqlite_file_gets_16_kb_pages_and_an_existing_one_keeps_its_own(tm
         assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 4096
         assert conn.exec_driver_sql("SELECT x FROM kept").scalar() == "row"
     old.dispose()
+
+
+def _client(db: str, seed: str, connect_timeout: int) -> subprocess.Popen:
+    """A real ``gridcrawl-client`` on crawl database ``db`` whose manager never answers: it holds
+    the crawl database's crawler lock while it waits ``connect_timeout`` seconds for one."""
+    return subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9",
+                             "--db", db, "--no-progress", "--connect-timeout", str(connect_timeout), seed],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _queued(db: str) -> list[str] | None:
+    """The URLs queued in crawl database ``db``; None while it has no crawl tables."""
+    engine = open_database(db)
+    try:
+        with engine.connect() as conn:
+            return sorted(conn.execute(sa.select(models.to_visit_url.c.url)).scalars())
+    except sa.exc.DBAPIError:
+        return None
+    finally:
+        engine.dispose()
+
+
+def test_a_second_crawler_on_one_crawl_database_is_refused_until_the_first_ends(db_url):
+    """One crawler at a time on a crawl database, on every back end: a second is refused with one
+    line naming the first, and queues nothing (before, on PostgreSQL and MariaDB its start handed
+    the first's URLs in flight back to the frontier, and both fetched them); once the first is
+    killed with ``kill -9`` the server has let its lock go and the next one crawls."""
+    first = _client(db_url, "http://127.0.0.1:9/first", 120)
+    try:
+        wait_for(lambda: _queued(db_url) == ["http://127.0.0.1:9/first"], 60, message="the first client's seed")
+        second = _client(db_url, "http://127.0.0.1:9/second", 1)
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2, err
+        assert re.fullmatch(rf"error: another crawler is crawling into \S+ \(pid {first.pid}(, | on \S+, )since "
+                            r"[\d: -]+\): two on one crawl database fetch the same URLs twice; wait for it to end, "
+                            r"or give another --db\n", err), err
+        assert _queued(db_url) == ["http://127.0.0.1:9/first"]
+        assert first.poll() is None
+    finally:
+        first.kill()
+        first.communicate()
+    third = _client(db_url, "http://127.0.0.1:9/third", 1)
+    _, err = third.communicate(timeout=60)
+    assert "another crawler" not in err
+    assert "no answer from the manager" in err
+    assert _queued(db_url) == ["http://127.0.0.1:9/first", "http://127.0.0.1:9/third"]
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mariadb"])
+def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, server):
+    """The connection holding a crawler's lock on a server is ended (a server restart, a network
+    cut, MariaDB's ``wait_timeout``): within its keeping interval the crawler takes the lock again
+    on a new connection, so a second crawler is still refused."""
+    url = request.getfixturevalue({"postgresql": "postgres_url", "mariadb": "mariadb_url"}[server])
+    engine, other_engine = open_database(url), open_database(url)
+    held, other = CrawlerLock(engine), CrawlerLock(other_engine)
+    held.KEEP_SECONDS = 0.2
+    try:
+        assert held.take()
+        assert not other.take()
+        first = held._conn
+        session = first.execute(sa.text("SELECT pg_backend_pid()" if server == "postgresql"
+                                        else "SELECT CONNECTION_ID()")).scalar()
+        first.commit()
+        with other_engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:s)" if server == "postgresql" else f"KILL {int(session)}"),
+                         {"s": session})
+            conn.commit()
+        wait_for(lambda: held._conn is not None and held._conn is not first, 30,
+                 message="the lock taken again on a new connection")
+        assert not other.take()
+    finally:
+        held.close()
+        other.close()
+        engine.dispose()
+        other_engine.dispose()
+    assert other.take()
+    other.close()

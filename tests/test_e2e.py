@@ -116,8 +116,8 @@ def test_a_second_client_on_a_crawl_database_in_use_is_refused_and_the_first_goe
     finally:
         grid.stop()
     assert second.returncode == 2
-    # the crawl database's lock refuses it first (SQLite); on other databases the manager does,
-    # with "application ... is in use by another client, heard from N s ago ..."
+    # the crawl database's crawler lock refuses it before the manager could ("application ... is
+    # in use by another client"); test_db_concurrency: the lock on every back end
     assert re.fullmatch(r"error: another crawler is crawling into \S+crawl\.db \(pid \d+, since [\d: -]+\): two "
                         r"on one crawl database fetch the same URLs twice; wait for it to end, or give another "
                         r"--db\n", second.stderr), second.stderr
