@@ -40,6 +40,12 @@ config_app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_a
 app.add_typer(config_app, name="config")
 
 
+#: Under the options of the commands that take settings: ``--config`` is read from anywhere on
+#: the command line, but declared only on ``gridcrawl`` itself.
+SETTINGS_EPILOG = ("Settings also come from a TOML file: --config FILE, before or after the command, or "
+                   "$GRIDCRAWL_CONFIG; then GRIDCRAWL_* variables; then these options (docs/operations.md).")
+
+
 @app.callback()
 def _options(
     config_file: Path = typer.Option(None, "--config", show_default=False,
@@ -79,7 +85,7 @@ RUN_PANELS = {"scope": "Scope and politeness", "politeness": "Scope and politene
               "recrawl": "Recrawl"}
 
 
-@app.command(short_help="Crawl SEEDS with a manager, executors and a client on this machine.")
+@app.command(short_help="Crawl SEEDS with a manager, executors and a client on this machine.", epilog=SETTINGS_EPILOG)
 @setting_options("run", RUN_PANELS)
 def run(
     ctx: typer.Context,
@@ -1071,7 +1077,7 @@ def extract_command(
     ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 
-@app.command("fetch", short_help="Fetch and parse one URL as an executor would; store nothing.")
+@app.command("fetch", short_help="Fetch and parse one URL as an executor would; store nothing.", epilog=SETTINGS_EPILOG)
 @setting_options("fetch")
 def fetch_command(
     ctx: typer.Context,
@@ -1267,7 +1273,7 @@ def config_show(
 
 # ---------------------------------------------------------------- gridcrawl spark (issue 18)
 
-@app.command("spark", short_help="Crawl SEEDS on Apache Spark, layer by layer (ParaCA).")
+@app.command("spark", short_help="Crawl SEEDS on Apache Spark, layer by layer (ParaCA).", epilog=SETTINGS_EPILOG)
 @setting_options("spark", RUN_PANELS)
 def spark_command(
     ctx: typer.Context,

@@ -3,6 +3,7 @@ its users (``gridcrawl-manager users add|list|remove|passwd``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -114,7 +115,10 @@ def serve(
         except (DashboardError, OSError) as exc:
             server.socket.close(linger=0)
             server.context.term()
-            fail(f"cannot serve the dashboard on {http}: {exc}")
+            why = (str(exc) if not isinstance(exc, OSError) or not exc.strerror else
+                   "another program listens there; give another --http port" if exc.errno == errno.EADDRINUSE
+                   else exc.strerror[0].lower() + exc.strerror[1:])
+            fail(f"cannot serve the dashboard on {http}: {why}")
     try:
         server.serve(stop_on_signals())
     finally:

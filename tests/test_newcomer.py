@@ -186,6 +186,8 @@ def test_every_help_screen_fits_80_columns_with_whole_option_names():
     assert "gridcrawl[report]" in _help(["gridcrawl", "report"])
     top = _help(["gridcrawl"])
     assert "--config" in top
+    for command in ("run", "fetch", "spark"):  # it works after the command too: say so there
+        assert "--config FILE, before or after the command" in " ".join(_help(["gridcrawl", command]).split())
     client = _help(["gridcrawl-client"])  # the common options first, the rest in groups
     assert client.index("--manager") < client.index("Connection and login") < client.index("--heartbeat-interval")
 

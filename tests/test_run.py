@@ -131,7 +131,8 @@ def test_run_with_a_dashboard_says_where_it_is(tmp_path, site_server, given):
                                "--http", f"127.0.0.1:{busy}", "--workdir", str(tmp_path / "busy"), "--no-progress"],
                               capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr[-2000:]
-    assert f"cannot serve the dashboard on 127.0.0.1:{busy}" in done.stderr
+    assert (f"error: cannot serve the dashboard on 127.0.0.1:{busy}: another program listens there; give another "
+            "--http port\n") in done.stderr  # not "[Errno 98] Address already in use"
     assert "dashboard: http://" not in done.stderr and "Traceback" not in done.stderr
 
 
