@@ -9,8 +9,9 @@ import time
 from typing import Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+
+from gridcrawl.redact import terminal_text
 
 
 #: Seconds between two plain progress lines when stderr is no terminal (see :class:`ProgressView`).
@@ -130,16 +131,17 @@ class ProgressView:
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")
         for need, n in sorted((counts.get("waiting") or {}).items()):
             from gridcrawl.plugins import how_to_provide
-            table.add_row(f"waiting for {need}", f"{n} threads: no executor with {need} answered "
-                          f"({how_to_provide(need)})")
+            table.add_row(terminal_text(f"waiting for {need}"),
+                          terminal_text(f"{n:,} grid thread{'s' if n != 1 else ''}: no executor with {need} "
+                                        f"answered ({how_to_provide(need)})"))
         self.console.print(table)
         if counts.get("recrawl"):
             self.recrawl_summary(counts["recrawl"])
         print_error_groups(self.console, errors)
         for what, path in files:
-            self.console.print(f"{what}: {escape(path)}", soft_wrap=True, highlight=False)
+            self.console.print(f"{what}: {terminal_text(path)}", soft_wrap=True, highlight=False)
         for what, command in commands:
-            self.console.print(f"{what}:\n  {escape(command)}", soft_wrap=True, highlight=False)
+            self.console.print(f"{what}:\n  {terminal_text(command)}", soft_wrap=True, highlight=False)
 
     def semantic_summary(self, counts: dict, command: str) -> None:
         """Print the semantic crawl's own small section (``--structured-data``): the triples
@@ -149,7 +151,7 @@ class ProgressView:
         table.add_column(overflow="fold")
         table.add_row("triples stored", str(counts.get("triples", 0)))
         self.console.print(table)
-        self.console.print(f"triples, RDF documents and errors:\n  {escape(command)}", soft_wrap=True,
+        self.console.print(f"triples, RDF documents and errors:\n  {terminal_text(command)}", soft_wrap=True,
                            highlight=False)
 
     def recrawl_summary(self, recrawl: dict) -> None:
@@ -209,5 +211,5 @@ def print_error_groups(console: Console, errors: Sequence) -> None:
         kinds.add_column("example", overflow="fold")
         for group in groups:
             reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
-            kinds.add_row(group.label, str(group.count), escape(f"{group.url}\n{reason}".strip()))
+            kinds.add_row(group.label, str(group.count), terminal_text(f"{group.url}\n{reason}".strip()))
         console.print(kinds)

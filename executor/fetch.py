@@ -54,7 +54,7 @@ from gridcrawl.executor.ssrf import SSRFGuard
 from gridcrawl.protocol import MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
 from gridcrawl.urls import MAX_URL_LENGTH
 
-__all__ = ["ErrorKind", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
+__all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
            "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
@@ -280,6 +280,7 @@ class _Watch:
         self._conn: object | None = None
         self._done = False
         self.fired = False
+        self.cut_short = False  # fired by FetchCancel, not by the deadline
         self._seconds = max(0.0, seconds)
         self._deadline = float("inf")
         self.peer_check: Callable[[str], str | None] | None = None  # the fetcher's, for this fetch
@@ -325,6 +326,16 @@ class _Watch:
         if conn is not None:
             _shutdown_socket(conn)
 
+    def cut(self) -> None:
+        """End the fetch now, as if its deadline had passed (:class:`FetchCancel`)."""
+        with self._lock:
+            if self._done:
+                return
+            self.fired = self.cut_short = True
+            conn = self._conn
+        if conn is not None:
+            _shutdown_socket(conn)
+
     def set_read_timeout(self, seconds: float) -> None:
         sock = getattr(self._conn, "sock", None)
         if sock is not None:
@@ -343,6 +354,37 @@ def _attach_current(conn: object) -> None:
     watch = getattr(_active, "watch", None)
     if watch is not None:
         watch.attach(conn)
+
+
+class FetchCancel:
+    """Ends the fetches made with it (``Fetcher.fetch(url, cancel=...)``) when :meth:`cancel` is
+    called: their sockets are shut at once, and they return as ``TIMEOUT`` ("cancelled"); one
+    started after that returns so without a request. A rendered page cancels its requests when
+    it closes: a request that hung held its worker thread until its own deadline, and the next
+    pages' requests queued behind it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: set[_Watch] = set()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        """End every fetch made with this handle, now and later."""
+        with self._lock:
+            self.cancelled = True
+            watches, self._watches = self._watches, set()
+        for watch in watches:
+            watch.cut()
+
+    def _add(self, watch: _Watch) -> bool:
+        with self._lock:
+            if not self.cancelled:
+                self._watches.add(watch)
+            return not self.cancelled
+
+    def _discard(self, watch: _Watch) -> None:
+        with self._lock:
+            self._watches.discard(watch)
 
 
 class _WatchedConnectionMixin:
@@ -825,7 +867,8 @@ class Fetcher:
 
     def fetch(self, url: str, *, hop_check: HopCheck | None = None,
               headers: dict[str, str] | None = None,
-              body_wanted: Callable[[str, str | None], bool] | None = None) -> FetchResult:
+              body_wanted: Callable[[str, str | None], bool] | None = None,
+              cancel: FetchCancel | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
 
         Args:
@@ -836,6 +879,7 @@ class Fetcher:
                 ``If-None-Match`` / ``If-Modified-Since`` of a recrawl (RFC 9110 §13.1).
             body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
                 whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
+            cancel: a :class:`FetchCancel` that ends this fetch when cancelled.
 
         Returns:
             A :class:`FetchResult`; ``result.ok`` tells success, ``error_kind`` and ``error``
@@ -857,18 +901,25 @@ class Fetcher:
         _active.watch = watch
         watch.start()
         try:
+            if cancel is not None and not cancel._add(watch):
+                watch.cut()
+                raise _Failure(ErrorKind.TIMEOUT, "cancelled")
             self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), headers,
                         body_wanted)
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message
+            if watch.cut_short:
+                result.error_kind, result.error = ErrorKind.TIMEOUT, "cancelled"
         except Exception as exc:  # every failure becomes a result
             if watch.fired:
                 result.error_kind = ErrorKind.TIMEOUT
-                result.error = f"deadline of {self.deadline:g} s exceeded"
+                result.error = "cancelled" if watch.cut_short else f"deadline of {self.deadline:g} s exceeded"
             else:
                 result.error_kind = ErrorKind.CRASH
                 result.error = f"{type(exc).__name__}: {exc}"
         finally:
+            if cancel is not None:
+                cancel._discard(watch)
             watch.stop()
             _active.watch = previous
             self._local.waited = waited_before

@@ -59,7 +59,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck
+from gridcrawl.executor.fetch import ErrorKind, FetchCancel, Fetcher, HopCheck
 from gridcrawl.errors import RenderUnavailable  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.executor.render")
@@ -73,12 +73,25 @@ REFUSALS = frozenset({ErrorKind.BLOCKED, ErrorKind.ROBOTS, ErrorKind.ROBOTS_UNRE
                       ErrorKind.OUT_OF_SCOPE, ErrorKind.INVALID_URL})
 #: Refused requests kept per page (the rest are counted, not listed).
 MAX_REFUSED = 50
+#: Requests of one page fetched at once (a browser's six connections per host); the others wait.
+PAGE_FETCHES = 6
 #: The proxy every browser request that escapes interception is sent to: a closed loopback port.
 DEAD_PROXY = "http://127.0.0.1:9"
+#: A page's JavaScript heap, at most (MB): past it, its renderer dies and the page fails as ``RENDER``.
+JS_HEAP_MB = 512
+#: A renderer process's resident memory, at most (MB): the heap cap leaves out array buffers (a
+#: script filling ``Uint8Array`` s took 2.5 GB in 2 s), so a renderer past this is killed, checked
+#: every :data:`MEMORY_CHECK_SECONDS` while pages are open; its page fails as ``RENDER``.
+RENDERER_MB = 1024
+MEMORY_CHECK_SECONDS = 0.25
 #: Chromium flags for a closed network: no GPU, no QUIC, no background or component traffic.
 BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-dev-shm-usage", f"--proxy-server={DEAD_PROXY}", "--proxy-bypass-list=<-loopback>")
+                "--disable-dev-shm-usage", f"--proxy-server={DEAD_PROXY}", "--proxy-bypass-list=<-loopback>",
+                # a page's JavaScript heap: V8's own limit (about 4 GB) let one page take 3.4 GB
+                f"--js-flags=--max-old-space-size={JS_HEAP_MB}",
+                # no crash reports in the user's home, and no crashpad handlers outliving the browser
+                "--disable-breakpad", "--disable-crash-reporter")
 #: What a user must install to render (the one line printed when --render cannot start).
 INSTALL_HINT = ("pip install 'gridcrawl[render]' and a Chromium (Debian/Ubuntu: apt-get install chromium; "
                 "Windows/macOS: install Google Chrome or run 'playwright install chromium'), "
@@ -212,7 +225,16 @@ class _Page:
         self.landed: dict[str, str] = {}  # navigation URL -> URL its fetch ended at (HTTP redirects)
         self.left: tuple[ErrorKind, str] | None = None  # a refused navigation of the page itself
         self.has_left: asyncio.Event | None = None  # set once ``left`` is (made on the browser's loop)
+        self.fetching: asyncio.Semaphore | None = None  # PAGE_FETCHES at once (made on the browser's loop)
+        self.requests = FetchCancel()  # what is fetched for the page ends when it closes
         self.closed = False
+
+    def close(self) -> None:
+        """The page is done: its requests still fetching end now, and later ones are not made.
+        A request that hung held its worker until its own deadline, after the page had closed,
+        and the next pages' requests queued behind it (9 of 21 pages stored as empty shells)."""
+        self.closed = True
+        self.requests.cancel()
 
     def refuse(self, url: str, kind: str, reason: str) -> None:
         out = self.outcome
@@ -273,10 +295,11 @@ class Renderer:
         self.launches = 0       #: browsers launched since start (restarts included)
         self.open_pages = 0     #: pages open right now
         self.peak_open_pages = 0
+        self.memory_kills = 0   #: renderer processes killed for passing RENDERER_MB
         self.browser_pid: int | None = None  #: the current browser's main process id, when known
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool = _DaemonPool(4 * self.max_pages, "render-fetch")
+        self._pool = _DaemonPool(PAGE_FETCHES * self.max_pages, "render-fetch")
         self._playwright = None
         self._browser = None
         self._browser_pages = 0
@@ -332,6 +355,27 @@ class Renderer:
         except PlaywrightError as exc:
             where = self.browser_path or "Playwright's own Chromium"
             raise RenderUnavailable(f"cannot start the browser ({where}): {_one_line(exc)}; {INSTALL_HINT}") from None
+        asyncio.ensure_future(self._memory_guard())
+
+    async def _memory_guard(self) -> None:
+        """Kill a renderer process of the browser whose resident memory passes
+        :data:`RENDERER_MB` (checked while pages are open; ended with the loop's other tasks)."""
+        import psutil
+        while True:
+            await asyncio.sleep(MEMORY_CHECK_SECONDS)
+            if not self.open_pages:
+                continue
+            for pid in self.browser_pids()[1:]:
+                try:
+                    proc = psutil.Process(pid)
+                    rss = proc.memory_info().rss
+                    if rss > RENDERER_MB * 2**20 and "--type=renderer" in proc.cmdline():
+                        proc.kill()
+                        self.memory_kills += 1
+                        log.warning("a page's renderer process took %d MB (more than %d): killed, its page fails",
+                                    rss // 2**20, RENDERER_MB)
+                except psutil.Error:
+                    pass
 
     async def _launch(self):
         before = _descendants()
@@ -446,7 +490,7 @@ class Renderer:
             log.exception("render of %s crashed", job.url)
             out.error_kind, out.error = ErrorKind.RENDER, f"{type(exc).__name__}: {_one_line(exc)}"
         finally:
-            job.closed = True
+            job.close()
             slot.job = None
             out.seconds = time.monotonic() - started
             if out.error_kind is not None:
@@ -468,8 +512,10 @@ class Renderer:
             await slot.context.route("**/*", functools.partial(self._route_slot, slot))
             slot.page = await slot.context.new_page()
             slot.page.on("download", functools.partial(self._download, slot))
+            slot.context.on("page", functools.partial(self._popup, slot))  # (after new_page: not this one)
         slot.job = job
         job.has_left = asyncio.Event()
+        job.fetching = asyncio.Semaphore(PAGE_FETCHES)
         page = slot.page
         await page.goto(job.url, wait_until="load", timeout=0)
         if wait_for:  # until the selector is there, or the page tried to go where it may not
@@ -503,7 +549,7 @@ class Renderer:
             job.outcome.error_kind, job.outcome.error = job.left
         # ready for the next page: this document's scripts stop, its cookies go
         slot.job = None
-        job.closed = True
+        job.close()
         await page.goto("about:blank", timeout=0)
         await slot.context.clear_cookies()
 
@@ -550,9 +596,26 @@ class Renderer:
         if slot.job is not None:
             slot.job.refuse(download.url, "download", "downloads are refused while rendering")
 
+    async def _popup(self, slot: "_Slot", page) -> None:
+        """A page the slot's page opened (``window.open``, ``target=_blank``): closed at once.
+        Left open, popups piled up in the context (31 after 10 renders, 15 MB each), and one
+        navigating later failed the next page as having left for a refused host."""
+        if page is slot.page:
+            return
+        if slot.job is not None:
+            slot.job.refuse(page.url, "popup", "pages a page opens are closed while rendering")
+        try:
+            await page.close()
+        except Exception:
+            pass
+
     async def _route_slot(self, slot: "_Slot", route) -> None:
         job = slot.job
-        if job is None:  # between pages (about:blank, a late timer of the previous page)
+        try:
+            own = route.request.frame.page is slot.page
+        except Exception:  # a request of no frame (a worker's)
+            own = False
+        if job is None or not own:  # between pages (about:blank, a late timer of the previous page), a popup
             try:
                 await route.abort("blockedbyclient")
             except Exception:
@@ -590,8 +653,11 @@ class Renderer:
                 return
             job.outcome.requests += 1
             check = job.navigation_check if navigation else job.resource_check
-            fetched = await asyncio.get_running_loop().run_in_executor(
-                self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check))
+            async with job.fetching:  # one page cannot take every worker
+                if job.closed:
+                    return
+                fetched = await asyncio.get_running_loop().run_in_executor(
+                    self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check, cancel=job.requests))
             if job.closed:
                 return
             if fetched.error_kind in REFUSALS:

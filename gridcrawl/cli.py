@@ -1173,10 +1173,10 @@ def _load_page_types(path: str, rule_list: list) -> dict:
 def _print_check(check, shown) -> None:
     """The table of ``gridcrawl fetch`` (a :class:`gridcrawl.checker.Check`), then the links
     ``shown(list)`` keeps of each kind."""
-    from rich.markup import escape
+    from gridcrawl.redact import terminal_text
     from rich.table import Table
     page = check.page
-    table = Table(title=f"gridcrawl fetch {escape(page.url)}", show_header=False)
+    table = Table(title=f"gridcrawl fetch {terminal_text(page.url)}", show_header=False)
     table.add_column(no_wrap=True)
     table.add_column(overflow="fold")
     rows = [("fetched", check.route if page.status is not None or page.error_kind is None else "-"),
@@ -1197,7 +1197,7 @@ def _print_check(check, shown) -> None:
     if page.crawl_delay:
         rows.append(("crawl delay", f"{page.crawl_delay:g} s (robots.txt)"))
     for name, value in rows:
-        table.add_row(name, escape(str(value)))
+        table.add_row(name, terminal_text(str(value)))
     console = _console()
     console.print(table)
 
@@ -1210,22 +1210,22 @@ def _print_check(check, shown) -> None:
         if listed:
             heading(title, listed, found)
             for target, anchor, *to_type in listed:
-                console.print(f"  {escape(target)}" + (f"  [dim]{escape(anchor[:60])}[/dim]" if anchor else "")
-                              + (f"  -> {escape(str(to_type[0]))}" if to_type and to_type[0] else ""))
+                console.print(f"  {terminal_text(target)}" + (f"  [dim]{terminal_text(anchor[:60])}[/dim]" if anchor else "")
+                              + (f"  -> {terminal_text(str(to_type[0]))}" if to_type and to_type[0] else ""))
     if page.kept:
         heading("kept", shown(page.kept), page.kept)
         for target, number in shown(page.kept):
-            console.print(f"  {escape(target)}  [dim]rule {number}[/dim]")
+            console.print(f"  {terminal_text(target)}  [dim]rule {number}[/dim]")
     if page.items or page.item_misses or page.item_errors:
         import json
         console.print(f"items ({len(page.items)}):")
         for item in page.items:
-            console.print(f"  {escape(item['type'])} #{item['position']}: "
-                          f"{escape(json.dumps(item['fields'], ensure_ascii=False, default=str))}", soft_wrap=True)
+            console.print(f"  {terminal_text(item['type'])} #{item['position']}: "
+                          f"{terminal_text(json.dumps(item['fields'], ensure_ascii=False, default=str))}", soft_wrap=True)
         for item_type, position, name in page.item_misses:
-            console.print(f"  [yellow]miss[/yellow] {escape(item_type)} #{position}: required field {escape(name)} is empty")
+            console.print(f"  [yellow]miss[/yellow] {terminal_text(item_type)} #{position}: required field {terminal_text(name)} is empty")
         for item_type, message in page.item_errors:
-            console.print(f"  [red]error[/red] {escape(item_type)}: {escape(message)}")
+            console.print(f"  [red]error[/red] {terminal_text(item_type)}: {terminal_text(message)}")
     elif check.item_types is not None and page.error_kind is None:
         console.print("items (0): " + (f"the specs of {', '.join(map(repr, check.item_types))} found nothing here"
                                        if check.item_types else "no item spec applies to this URL and page type"),
@@ -1233,9 +1233,9 @@ def _print_check(check, shown) -> None:
     if page.triples or (page.structured or {}).get("errors"):
         heading("triples", shown(page.triples), page.triples)
         for subject, predicate, value, *_ in shown(page.triples):
-            console.print(f"  {escape(str(subject))}  {escape(str(predicate))}  {escape(str(value)[:100])}")
+            console.print(f"  {terminal_text(str(subject))}  {terminal_text(str(predicate))}  {terminal_text(str(value)[:100])}")
         for error in (page.structured or {}).get("errors", []):
-            console.print(f"  [red]error[/red] {escape(str(error))}")
+            console.print(f"  [red]error[/red] {terminal_text(str(error))}")
 
 
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -1249,7 +1249,7 @@ def config_show(
     command line, e.g. ``gridcrawl --config g.toml config show --program executor -- --threads 4``.
     """
     import importlib
-    from rich.markup import escape
+    from gridcrawl.redact import terminal_text
     from rich.table import Table
     from gridcrawl.config import CONFIG_ENV, ConfigError, show_rows
     modules = {"manager": "gridcrawl.manager.cli", "executor": "gridcrawl.executor.cli",
@@ -1267,7 +1267,7 @@ def config_show(
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")
     for name, value, source in rows:
-        table.add_row(escape(name), escape(value), escape(source), style=None if source == "default" else "bold")
+        table.add_row(terminal_text(name), terminal_text(value), terminal_text(source), style=None if source == "default" else "bold")
     _console().print(table)
 
 

@@ -62,3 +62,16 @@ def _masked(key: str, value: str) -> str:
     if key.lower() == "odbc_connect":
         return _ODBC_SECRET.sub(lambda m: m.group(1) + "***", value)
     return value
+
+
+# C0 and C1 control characters but tab and newline: a server's reason phrase, a page's title
+# or an anchor may hold ESC sequences that set a terminal's title or clear its screen
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """``text`` as a program prints it on a terminal with rich: its control characters shown as
+    ``\\xNN`` (a server's ``ESC]0;...`` would set the terminal's title, ``ESC[2J`` clear the
+    screen) and its rich markup escaped (``[render]`` printed, not read as a style)."""
+    from rich.markup import escape
+    return escape(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))

@@ -414,6 +414,23 @@ def test_a_broken_server_is_named_in_plain_words(server, path, kind, expected):
     assert r.error in expected, r.error
 
 
+def test_a_cancelled_fetch_ends_at_once_and_a_later_one_is_not_made(server):
+    """FetchCancel (a rendered page's requests when the page closes): a fetch waiting on a server
+    that never answers ends when cancelled, not at its 60 s timeouts; one made after the cancel
+    ends without a request."""
+    from gridcrawl.executor.fetch import FetchCancel
+    base, _ = server
+    fetcher, cancel = _fetcher(read_timeout=60, deadline=60), FetchCancel()
+    timer = threading.Timer(0.5, cancel.cancel)
+    timer.start()
+    r = fetcher.fetch(base + "/silent", cancel=cancel)
+    assert (r.error_kind, r.error) == (ErrorKind.TIMEOUT, "cancelled")
+    assert r.seconds < 30
+    later = fetcher.fetch(base + "/page", cancel=cancel)
+    assert (later.error_kind, later.error, later.status) == (ErrorKind.TIMEOUT, "cancelled", None)
+    assert fetcher.fetch(base + "/page").ok  # the fetcher itself goes on
+
+
 def test_hop_check_blocks_second_hop_before_sending(server):
     base, srv = server
     checked = []

@@ -239,3 +239,24 @@ def test_fetch_body_prints_what_the_executor_parsed():
         assert done.returncode == 0 and done.stdout == page + "\n", done.stdout  # decoded from Latin-1
         missing = _fetch(server.url("/nope.html"), "--body")
         assert missing.returncode == 1 and missing.stdout == "" and "http_status" in missing.stderr
+
+
+def test_a_servers_control_characters_and_markup_reach_no_terminal(tmp_path):
+    """A reason phrase with ESC sequences (set the terminal's title, clear the screen) and rich
+    markup: `gridcrawl fetch` and the summary of `gridcrawl run` show them as text (``\\x1b``,
+    ``[bold]``). Before, both printed the raw ESC sequences."""
+    reason = "\x1b]0;pwned\x07\x1b[2J [bold]loud[/bold]"
+
+    def hostile(h):
+        h.send_response(500, reason)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+    site = Site(pages={"/": b"<html><body><a href='/bad'>bad</a></body></html>"}, extra={"/bad": hostile})
+    with SiteServer(site) as server:
+        fetched = _fetch(server.url("/bad"))
+        run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                              "--no-sitemaps", "--no-progress", "--workdir", str(tmp_path)],
+                             capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "200"})
+    for shown in (fetched.stdout, run.stdout + run.stderr):
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]loud[/bold]" in shown, shown

@@ -68,10 +68,26 @@ def server():
                                            b".then(() => document.getElementById('p').textContent = 'done')"
                                            b"</script></body></html>")
     site.extra["/api/nap.json"] = slow_page(0.6, b"[]", content_type="application/json")
+    # a page whose script asks, every 100 ms, what the server never answers (until the end)
+    hang = threading.Event()
+    site.extra["/api/hang/*"] = lambda h: (hang.wait(60), h.respond(200, b"[]", content_type="application/json"))
+    site.pages["/hang.html"] = (b"<html><body><p>busy</p><script>let n = 0; setInterval(() => "
+                                b"fetch('/api/hang/' + (n++)).catch(() => 0), 100)</script></body></html>")
+    # popups: two plain ones, and one that goes to a private address 1.2 s after it opened
+    site.pages["/popup.html"] = (b"<html><body><p>opener</p><script>window.open('/item/1.html');"
+                                 b"window.open('/item/2.html', '_blank'); window.open('/away.html')</script>"
+                                 b"</body></html>")
+    site.pages["/away.html"] = (b"<html><body><script>setTimeout(() => location = '" + PRIVATE_URL.encode() +
+                                b"', 1200)</script></body></html>")
+    # a script filling array buffers (outside the JavaScript heap's cap) without end
+    site.pages["/hog.html"] = (b"<html><body><p>hog</p><script>const a = []; setInterval(() => { for (let i = 0; "
+                               b"i < 8; i++) { const b = new Uint8Array(64 << 20); b.fill(1); a.push(b) } }, 50)"
+                               b"</script></body></html>")
     srv = SiteServer(site).start()
     srv.gate, srv.asked = gate, asked
     yield srv
     gate.set()
+    hang.set()
     srv.stop()
 
 
@@ -352,3 +368,53 @@ def test_threads_of_pages_to_render_need_the_render_capability(tmp_path):
         assert needs("item") == []
     finally:
         app.context.term()
+
+
+def test_a_page_whose_requests_hang_does_not_starve_the_pages_after_it(server):
+    """A page's requests that the server never answers end when the page closes. They held the
+    renderer's fetch workers until their own deadline, and the next pages' ``fetch()`` calls
+    queued behind them: those pages were stored as empty shells, no error, no links."""
+    v = Visitor(max_pages=1, idle_timeout=1.0)
+    try:
+        hung = v.visit(server.url("/hang.html"))
+        assert hung.error_kind is None, hung.error  # the DOM is taken when the idle wait passes
+        for _ in range(3):
+            page = v.visit(server.url("/list/2.html"))
+            assert page.error_kind is None, page.error
+            assert paths(page.links) == {f"/item/{n}.html" for n in range(5, 9)}, page.content
+    finally:
+        v.close()
+
+
+def test_popups_are_closed_at_once_and_cannot_fail_the_page_after(server):
+    """Pages a page opens (``window.open``) are closed and recorded as refused. Left open they
+    piled up in the page slot's context, and one that navigated to a refused address later
+    failed the next page, which had done nothing, as "client-side navigation ... refused"."""
+    v = Visitor(max_pages=1, idle_timeout=0.5)
+    try:
+        opener = v.visit(server.url("/popup.html"))
+        assert opener.error_kind is None, opener.error
+        assert [kind for _, kind, _ in opener.refused_requests].count("popup") == 3, opener.refused_requests
+        began = time.monotonic()
+        while time.monotonic() - began < 2.5:  # past the popup's 1.2 s timer
+            page = v.visit(server.url("/list/2.html"))
+            assert page.error_kind is None, page.error
+        assert len(v.renderer._slots[0].context.pages) == 1
+    finally:
+        v.close()
+
+
+def test_a_renderer_past_its_memory_cap_is_killed_and_the_browser_goes_on(server):
+    """A script filling array buffers (which V8's heap cap does not count) took 2.5 GB of the
+    desktop in 2 s. Its renderer is killed past RENDERER_MB, the page fails as ``render`` (a new
+    attempt, maybe elsewhere), and the next page renders in the same browser."""
+    v = Visitor(max_pages=1, idle_timeout=5.0, deadline=20.0)
+    try:
+        hog = v.visit(server.url("/hog.html"))
+        assert hog.error_kind == "render", (hog.error_kind, hog.error)
+        assert v.renderer.memory_kills == 1
+        after = v.visit(server.url("/list/2.html"))
+        assert after.error_kind is None and len(after.links) == 4, after.error
+        assert v.renderer.launches == 1
+    finally:
+        v.close()
