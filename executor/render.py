@@ -84,6 +84,10 @@ JS_HEAP_MB = 512
 #: every :data:`MEMORY_CHECK_SECONDS` while pages are open; its page fails as ``RENDER``.
 RENDERER_MB = 1024
 MEMORY_CHECK_SECONDS = 0.25
+#: Seconds a worker thread waits for one of the ``render_pages`` pages before its page fails as
+#: ``RENDER`` (a new attempt): within the manager's ``thread_timeout`` (300 s), which would take
+#: a thread back that waited on behind a run of slow pages.
+SLOT_WAIT_SECONDS = 120.0
 #: Chromium flags for a closed network: no GPU, no QUIC, no background or component traffic.
 BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -452,7 +456,11 @@ class Renderer:
         loop = self._loop
         if loop is None:
             return Rendered(url, error_kind=ErrorKind.RENDER, error="the renderer is not running")
-        with self.slots:
+        if not self.slots.acquire(timeout=SLOT_WAIT_SECONDS):  # else the manager's thread_timeout takes it back
+            return Rendered(url, error_kind=ErrorKind.RENDER,
+                            error=f"no browser page came free within {SLOT_WAIT_SECONDS:g} s (--render-pages "
+                                  f"{self.max_pages}: more pages, or fewer --threads, wait less)")
+        try:
             job = _Page(url, status or 200, content_type or "text/html", body, navigation_check, resource_check)
             future = asyncio.run_coroutine_threadsafe(self._render(job, wait_for), loop)
             try:
@@ -461,6 +469,8 @@ class Renderer:
                 future.cancel()
                 outcome = job.outcome
                 outcome.error_kind, outcome.error = ErrorKind.RENDER, f"the browser did not answer: {_one_line(exc)}"
+        finally:
+            self.slots.release()
         if outcome.ok and max_bytes is not None and len(outcome.html.encode("utf-8", "replace")) > max_bytes:
             outcome.html = None
             outcome.error_kind = ErrorKind.TOO_LARGE

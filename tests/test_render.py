@@ -418,3 +418,24 @@ def test_a_renderer_past_its_memory_cap_is_killed_and_the_browser_goes_on(server
         assert v.renderer.launches == 1
     finally:
         v.close()
+
+
+def test_a_thread_waits_for_a_browser_page_no_longer_than_slot_wait(server, monkeypatch):
+    """Worker threads wait for one of the render_pages pages at most SLOT_WAIT_SECONDS, then their
+    page fails as ``render`` (a new attempt): behind a run of slow pages they waited without end,
+    past the manager's thread_timeout."""
+    from gridcrawl.executor import render
+    monkeypatch.setattr(render, "SLOT_WAIT_SECONDS", 1.0)
+    v = Visitor(max_pages=1, deadline=5.0, idle_timeout=0.0)
+    try:
+        slow = threading.Thread(target=v.visit, args=(server.url("/loop.html"),))
+        slow.start()
+        time.sleep(0.5)
+        waited = v.visit(server.url("/"))
+        slow.join(30)
+        assert waited.error_kind == "render"
+        assert waited.error == "no browser page came free within 1 s (--render-pages 1: more pages, or fewer " \
+                               "--threads, wait less)"
+        assert v.visit(server.url("/")).error_kind is None
+    finally:
+        v.close()
