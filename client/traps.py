@@ -44,6 +44,8 @@ class _Family:
     pages: int = 0
     near: int = 0
     trapped: bool = False
+    # hashes of the URLs counted (a sample, or a near-duplicate): at most samples + near_duplicates
+    urls: set[int] = field(default_factory=set)
 
 
 class TrapDetector:
@@ -68,7 +70,9 @@ class TrapDetector:
 
     def observe(self, url: str, simhash: int | None) -> str | None:
         """Count the page fetched from ``url`` with text fingerprint ``simhash`` (``None``: not
-        HTML, nothing to compare). Returns the shape when this page made it a trap, else None."""
+        HTML, nothing to compare). Returns the shape when this page made it a trap, else None.
+        A URL counted before is not counted again: revisited eight times by a recrawl, one page
+        made its shape a trap, and new pages of that shape were never fetched."""
         if self.near_duplicates <= 0 or simhash is None:
             return None
         shape = url_shape(url)
@@ -81,11 +85,16 @@ class TrapDetector:
                 self._families.popitem(last=False)
         else:
             self._families.move_to_end(shape)
+        key = hash(url)
+        if key in family.urls:  # the same page again (a recrawl's revisit): one page, not a repeat
+            return None
         family.pages += 1
         if any(hamming(simhash, seen) <= self.distance for seen in family.samples):
             family.near += 1
+            family.urls.add(key)
         elif len(family.samples) < self.samples:
             family.samples.append(simhash)
+            family.urls.add(key)
         if not family.trapped and family.near >= self.near_duplicates:
             family.trapped = True
             return shape

@@ -59,6 +59,8 @@ __all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "Ho
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: Conditional request headers: sent to the fetch's own URL only, never to a redirect's target.
+_VALIDATORS = frozenset({"if-none-match", "if-modified-since"})
 #: Status codes followed as redirects (RFC 9110 §15.4.2-15.4.9).
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
@@ -875,7 +877,8 @@ class Fetcher:
             url: the absolute http(s) URL.
             hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
                 run on every hop after the fetcher's own ``hop_check``.
-            headers: extra request headers sent on every hop, e.g. the conditional
+            headers: extra request headers sent on every hop (the conditional ones,
+                ``If-None-Match`` and ``If-Modified-Since``, on the first only), e.g. the conditional
                 ``If-None-Match`` / ``If-Modified-Since`` of a recrawl (RFC 9110 §13.1).
             body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
                 whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
@@ -981,7 +984,11 @@ class Fetcher:
             if remaining <= 0:
                 raise self._timeout_failure()
             try:
-                resp = self._send(session, current, remaining, watch, headers)
+                # a stored copy's validators belong to its URL, not to a redirect's target: sent on,
+                # a page that had begun to redirect got 304 from the target and looked unchanged
+                resp = self._send(session, current, remaining, watch,
+                                  headers if hops == 0 or not headers else
+                                  {k: v for k, v in headers.items() if k.lower() not in _VALIDATORS})
             except BaseException:
                 if self.pacer is not None:
                     self.pacer.done(current)

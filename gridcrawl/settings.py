@@ -205,7 +205,7 @@ class Settings:
                 cli=(E,), group="idle")
 
     # --- client: the crawl ---
-    max_pages: int = _doc(0, "URLs to visit before the crawl stops, its earlier runs included (0: no limit)",
+    max_pages: int = _doc(0, "URLs to visit before the crawl stops, its earlier runs included; a recrawl: this run's visits (0: no limit)",
                 cli=(C, R, S), help="stop once the crawl has visited this many URLs in all, its earlier runs "
                 "included (0: no limit)")
     max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)",

@@ -118,6 +118,19 @@ def test_a_shape_of_near_identical_pages_becomes_a_trap():
     assert detector.trapped("http://other.example/calendar?month=2024-09") is None  # another host
 
 
+def test_one_page_revisited_many_times_is_no_trap():
+    """A recrawl (``--watch``) visits one page again and again, with small changes: one page,
+    not a repeat of its shape. It made /news/# a trap after 8 visits, and /news/2, new, was set
+    aside as a trap. Distinct near-identical pages still are one."""
+    detector = TrapDetector(near_duplicates=3, distance=3)
+    for n in range(10):
+        assert detector.observe("http://h.example/news/1", simhash(TEXT + f" {n}")) is None
+    assert detector.trapped("http://h.example/news/2") is None
+    assert detector.observe("http://h.example/news/2", simhash(TEXT + " 2")) is None
+    assert detector.observe("http://h.example/news/3", simhash(TEXT + " 3")) is None
+    assert detector.observe("http://h.example/news/4", simhash(TEXT + " 4")) == "h.example/news/#"
+
+
 def test_distinct_pages_of_one_shape_are_no_trap():
     detector = TrapDetector(near_duplicates=2, distance=3)
     texts = [TEXT, "Politeness is per host with a crawl delay.", "Sitemaps list pages with lastmod dates.",

@@ -154,6 +154,26 @@ def test_fetcher_sends_validators_and_takes_a_304_without_a_body(site_server):
     fetcher.close()
 
 
+def test_validators_go_to_the_urls_own_hop_only_not_to_a_redirects_target(site_server):
+    """A stored page that began to redirect: its validators sent on to the target (whose
+    Last-Modified was the same, a static site built at once) got a 304 there, and the recrawl
+    took the page as unchanged for ever. They go to the first hop only; other headers go on."""
+    from sites import redirect
+    site = conditional_site()
+    site.extra["/moved.html"] = redirect("{BASE}/m.html")
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        lm = fetcher.fetch(server.url("/m.html")).headers["last-modified"]
+        moved = fetcher.fetch(server.url("/moved.html"), headers={"If-Modified-Since": lm, "If-None-Match": '"v1"',
+                                                                  "Accept": "text/html"})
+    finally:
+        fetcher.close()
+    assert moved.status == 200 and moved.body == site.pages["/m.html"]
+    assert [(r.path, r.conditional) for r in server.requests[-2:]] == [
+        ("/moved.html", {"if-modified-since": lm, "if-none-match": '"v1"'}), ("/m.html", {})]
+
+
 def test_a_304_to_a_request_without_validators_is_a_failure_not_a_page(site_server):
     """A server that answers 304 to a plain GET (RFC 9110 §15.4.5 allows it only for a
     conditional one) gave a first visit a document of status 304 and no content."""
@@ -281,6 +301,33 @@ def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_s
     counts = store.counts()
     assert (counts["visited"], counts["gone"], counts["errors"]) == (2, 0, 0)
 
+    fetcher.close()
+
+
+def test_a_page_that_turned_noindex_keeps_its_copy_and_interval_and_counts_as_an_error(sqlite_url, site_server):
+    """A stored page now says noindex: its new body is not stored, so the visit keeps the stored
+    copy and its interval, as an error does. It counted as changed, visit after visit, and its
+    interval shrank to the minimum, with no version kept."""
+    site = conditional_site()
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(sqlite_url), keep_versions=True,
+                       schedule=AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0))
+    scope = store.scope([server.url("/m.html")], [], -1)
+    store.add_seeds([server.url("/m.html")])
+    assert crawl_once(store, fetcher, scope)["new"] == 1
+    site.pages["/m.html"] = b"<html><head><meta name=robots content=noindex></head><body>hidden now</body></html>"
+    site.modified.pop("/m.html")
+    for _ in range(2):
+        assert store.queue_due(every=True) == 1
+        found = crawl_once(store, fetcher, scope)
+        assert (found["error"], found["changed"]) == (1, 0)
+    d = models.document.c
+    with store.engine.connect() as conn:
+        content, interval = conn.execute(sa.select(d.content, d.fetch_interval)).one()
+        kind = conn.execute(sa.select(models.visited_url.c.error_kind)).scalar()
+    assert "hidden" not in content and float(interval) == pytest.approx(100.0)
+    assert kind == "noindex" and store.counts()["versions"] == 0
     fetcher.close()
 
 
