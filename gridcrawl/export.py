@@ -44,6 +44,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import sys
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -361,13 +362,15 @@ def _chain(first, rest):
 
 @contextmanager
 def open_output(path: str, binary: bool):
-    """``path`` opened for writing (``-``: standard output). The data goes to ``path.part``
-    first, renamed to ``path`` when the export succeeded and deleted when it failed, so a failed
-    export leaves no (empty or partial) output and never clobbers an earlier one. Raises
-    :class:`ExportError` before anything is written when ``path`` is a folder, a SQLite database
-    (the crawl's own, named as OUT with ``--format``, was replaced by its export), a ``.gz`` name
-    for text (``binary`` False: written plain, it was no gzip file) or ``path.part`` cannot be
-    created (no such folder, no permission)."""
+    """``path`` opened for writing (``-``: standard output). A file's data goes to ``path.part``
+    first (beside the file a symbolic link names), renamed over it when the export succeeded and
+    deleted when it failed, so a failed export leaves no (empty or partial) output and never
+    clobbers an earlier one. What is not a file (a pipe, ``/dev/stdout``, a device) is written
+    as it is. Raises :class:`ExportError` before anything is written when ``path`` is a folder,
+    a SQLite database (the crawl's own, named as OUT with ``--format``, was replaced by its
+    export), a ``.gz`` name for text (``binary`` False: written plain, it was no gzip file) or
+    ``path.part`` cannot be created (no such folder, no permission); and, having written
+    nothing to ``path``, when a write fails (a full disk)."""
     if path == "-":
         yield sys.stdout.buffer if binary else sys.stdout
         return
@@ -378,14 +381,29 @@ def open_output(path: str, binary: bool):
         raise ExportError(f"cannot write {path}: this export is plain text, not gzip; name it without .gz, "
                           f"or write it to - and pipe it through gzip")
     try:
-        with open(path, "rb") as existing:
-            is_database = existing.read(16) == b"SQLite format 3\x00"
+        mode = os.stat(path).st_mode
     except OSError:
-        is_database = False
-    if is_database:  # an OUT naming the crawl database itself (with --format) replaced it with the export
-        raise ExportError(f"cannot write {path}: it is a SQLite database (a crawl's?), which an export never "
-                          "replaces; name another file")
-    part = f"{path}.part"
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        # a pipe, a terminal, a device: written as it is (read first, a pipe hung the export; renamed
+        # over, /dev/full and a link to /dev/stdout became plain files)
+        try:
+            with (open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")) as fh:
+                yield fh
+        except OSError as exc:
+            raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
+    target = os.path.realpath(path)  # a link to a file: the file gets the export, the link stays
+    if mode is not None:
+        try:
+            with open(target, "rb") as existing:
+                is_database = existing.read(16) == b"SQLite format 3\x00"
+        except OSError:
+            is_database = False
+        if is_database:  # an OUT naming the crawl database itself (with --format) replaced it with the export
+            raise ExportError(f"cannot write {path}: it is a SQLite database (a crawl's?), which an export never "
+                              "replaces; name another file")
+    part = f"{target}.part"
     try:
         fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")
     except OSError as exc:
@@ -393,10 +411,12 @@ def open_output(path: str, binary: bool):
     try:
         with fh:
             yield fh
-        os.replace(part, path)
-    except BaseException:
+        os.replace(part, target)
+    except BaseException as exc:
         with suppress(OSError):
             os.remove(part)
+        if isinstance(exc, OSError):  # a full disk, a file size limit: nothing written to path
+            raise ExportError(f"cannot write {path}: {exc.strerror or exc} (nothing written)") from None
         raise
 
 
@@ -452,7 +472,7 @@ def export(engine: Engine, fmt: str, path: str, *, content: bool = True, gzip: b
                           f"{'; nt goes with --triples' if fmt in TRIPLE_FORMATS else ''})")
     if fmt == "warc":
         with open_output(path, binary=True) as out:
-            return export_warc(engine, out, gzip=path.endswith(".gz") if gzip is None else gzip,
+            return export_warc(engine, out, gzip=path.lower().endswith(".gz") if gzip is None else gzip,
                                filename=Path(path).name if path != "-" else None)
     with open_output(path, binary=False) as out:
         if fmt == "jsonl":

@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import re
+import os
 import subprocess
 import sys
 
@@ -269,6 +270,35 @@ def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
     assert open_database(f"sqlite:///{tmp_path / 'c.db'}", existing=True)  # still a database
     with pytest.raises(ExportError, match="plain text, not gzip"):  # (was plain text under a .gz name)
         export(engine, "jsonl", str(tmp_path / "pages.jsonl.gz"))
+
+
+def test_an_export_goes_through_pipes_and_links_and_a_full_disk_is_one_line(crawl, tmp_path):
+    """OUT a pipe (``mkfifo``, ``>(wc -l)``): the export hung, reading 16 bytes of it first. OUT
+    a link (to a file, or to ``/proc/self/fd/1``): the link was replaced by a plain file, and as
+    root ``/dev/full`` was. A write that fails (``/dev/full``, as a full disk): one
+    line, exit 2; it was a 36-line traceback."""
+    import threading
+    cmd = [sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], "--format", "csv"]
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(fifo.read_bytes()))
+    reader.start()
+    done = subprocess.run([*cmd, str(fifo)], capture_output=True, text=True, timeout=60)
+    reader.join(60)
+    assert done.returncode == 0, done.stderr
+    assert read and read[0].startswith(b"id,url,fingerprint,") and fifo.is_fifo()
+    real, link = tmp_path / "real.csv", tmp_path / "link.csv"
+    real.write_text("old")
+    link.symlink_to(real)
+    assert subprocess.run([*cmd, str(link)], capture_output=True, timeout=60).returncode == 0
+    assert link.is_symlink() and real.read_text().startswith("id,url,fingerprint,")
+    full = tmp_path / "full.csv"  # a link to a device whose writes fail, as on a full disk
+    full.symlink_to("/dev/full")
+    failed = subprocess.run([*cmd, str(full)], capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 2, failed.stderr
+    assert failed.stderr == f"error: cannot write {full}: No space left on device\n"
+    assert full.is_symlink() and not list(tmp_path.glob("*.part"))
 
 
 def test_every_warc_date_parses_back_and_another_reader_replays_the_file(crawl, tmp_path):
