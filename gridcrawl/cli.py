@@ -1057,8 +1057,12 @@ def extract_command(
         fail("--plugin-timeout must be > 0")
     try:
         engine = open_database(db, existing=True)
+        kind = database_kind(engine)
     except DatabaseUnavailable as exc:
         fail(str(exc))
+    if kind not in ("crawl", "both"):  # it added the crawl tables to whatever database it was given
+        fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
+             "crawl database (WORKDIR/crawl.db)")
     bar = Progress(TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
                    TimeElapsedColumn(), disable=not progress)
     with bar:

@@ -575,6 +575,12 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
                      "'2026-01-01 00:00:00', 0, 0, 0)")
     rc, out, _ = run("gridcrawl", "extract", "--db", db, "--extract", str(spec), "--no-progress")
     assert_user_error(rc, out, "no page bodies are stored")
+    # a database that holds no crawl: refused and left as it was (the crawl tables were added to it)
+    rc, out, _ = run("gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/empty.db", "--extract", str(spec),
+                     "--no-progress")
+    assert_user_error(rc, out, "holds no crawl: gridcrawl extract takes a crawl database")
+    with sqlite3.connect(tmp_path / "empty.db") as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
 
 
 @pytest.mark.parametrize("args, needle", [
