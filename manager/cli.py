@@ -59,7 +59,7 @@ def serve(
     log_json: bool = typer.Option(False, "--log-json", help="log one JSON object per line", rich_help_panel="Logs"),
     journal: Path = typer.Option(None, help="write-ahead journal of the manager's records, replayed when the "
                                  "database answers again or at the next start [next to --log-file, else "
-                                 "next to an SQLite database, else ./gridcrawl-manager.journal]",
+                                 "next to an SQLite database, else ./gridcrawl-manager-HASH.journal, HASH of the database URL]",
                                  rich_help_panel="Logs"),
     http: str = typer.Option(None, help="serve the live dashboard and its JSON API on HOST:PORT, e.g. "
                              "127.0.0.1:9080 (off loopback it requires a login with the manager's users)"),
@@ -128,14 +128,19 @@ def serve(
 
 def default_journal(log_file: str | None, engine) -> Path:
     """Where the manager's journal goes without ``--journal``: ``LOG.journal`` next to the log
-    file, else ``DB.journal`` next to an SQLite database file, else ``gridcrawl-manager.journal``
-    in the current folder."""
+    file, else ``DB.journal`` next to an SQLite database file, else
+    ``gridcrawl-manager-HASH.journal`` in the current folder, ``HASH`` 8 hex digits of the
+    database URL (its password left out). Without the hash, two managers of two server
+    databases started in one folder shared one journal: one database's records went into the
+    other, or were dropped."""
     if log_file:
         return Path(log_file).with_suffix(".journal")
     database = engine.url.database
     if engine.dialect.name == "sqlite" and database and database != ":memory:":
         return Path(database).with_suffix(".journal")
-    return Path("gridcrawl-manager.journal")
+    import hashlib
+    from gridcrawl.db import shown_url
+    return Path(f"gridcrawl-manager-{hashlib.sha256(shown_url(engine.url).encode()).hexdigest()[:8]}.journal")
 
 
 def _users(db: str, existing: bool = True):

@@ -249,3 +249,19 @@ def test_times_written_as_sqlite_text_read_back_as_the_datetimes_they_were(tmp_p
     for thread, attempt in zip(threads, attempts, strict=True):
         assert (thread["time_submitted"], thread["time_started"], thread["time_finished"]) == (want[0], want[2], want[3])
         assert (attempt["time_assigned"], attempt["time_started"], attempt["time_finished"]) == (want[1], want[2], want[3])
+
+
+def test_managers_of_two_server_databases_get_journals_of_their_own(tmp_path):
+    """Without --journal and --log-file, managers of two server databases started in one folder
+    shared ./gridcrawl-manager.journal: one database's records went into the other, or were
+    dropped as another manager's. Each database URL now names its own (the password aside)."""
+    import sqlalchemy as sa
+    from gridcrawl.manager.cli import default_journal
+    engine = lambda url: sa.create_engine(url)  # noqa: E731 - no connection is made
+    pg = default_journal(None, engine("postgresql+psycopg://crawler:one@db.example/records"))
+    assert pg.name.startswith("gridcrawl-manager-") and pg.suffix == ".journal"
+    assert pg == default_journal(None, engine("postgresql+psycopg://crawler:two@db.example/records"))
+    assert pg != default_journal(None, engine("mysql+pymysql://crawler:one@db.example/records"))
+    assert pg != default_journal(None, engine("postgresql+psycopg://crawler:one@db.example/other"))
+    assert default_journal(None, engine(f"sqlite:///{tmp_path}/m.db")) == tmp_path / "m.journal"
+    assert default_journal(str(tmp_path / "m.log"), engine("postgresql+psycopg://db.example/r")) == tmp_path / "m.journal"
