@@ -296,3 +296,25 @@ def test_a_discarded_thread_leaves_the_needs_counts():
     q.push(needing("shop", ("render",)), not_before=5.0)
     q.discard(t)
     assert q.queued_by_needs() == {("render",): 1}
+
+
+def test_idle_hosts_are_dropped_once_their_delay_passed_and_keep_their_crawl_delay():
+    """A host's politeness state was kept for ever once it had a delay: 300,000 one-page hosts
+    with a Crawl-delay held 229 MB. An idle host is dropped when its delay and pause are over;
+    its Crawl-delay stays known (the answered hosts), so its next thread is paced as before."""
+    q = ReadyQueue(concurrency=8)
+    for i in range(1000):
+        q.push(thread(f"h{i}"))
+    for t in drain(q, 0.0):
+        q.release(t, 1.0, status=200, crawl_delay=2.0, answered=True)
+    assert len(q.hosts) == 1000  # within their delay: kept, a new thread must wait it out
+    q.push(thread("h1"))
+    assert drain(q, 2.9) == []
+    (t,) = drain(q, 3.0)
+    q.release(t, 3.5, status=200, crawl_delay=2.0, answered=True)
+    assert len(q.hosts) == 1  # the others' delay ended at 3.0: dropped
+    for _ in range(3):
+        q.push(thread("h7"))  # dropped, and known: its delay, not one-then-eight of a new host
+    (first,) = drain(q, 3.5)
+    q.release(first, 4.0, status=200, answered=True)
+    assert drain(q, 5.9) == [] and len(drain(q, 6.0)) == 1
