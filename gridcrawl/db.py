@@ -318,6 +318,31 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
     the views skipped (logged). Raises :class:`DatabaseUnavailable` if the database's schema is
     newer than this release knows.
     """
+    try:
+        _init_schema(engine, metadata, meta_table)
+    except sa.exc.DBAPIError as exc:
+        if not _is_permission_error(exc):
+            raise
+        raise DatabaseUnavailable(
+            f"the database user may not create or change gridcrawl's tables ({_reason(exc)}); run "
+            f"gridcrawl db init --db URL as a user who may, then this user needs only to read and write "
+            f"rows (docs/databases.md)") from None
+
+
+def _is_permission_error(exc: sa.exc.DBAPIError) -> bool:
+    """Whether ``exc`` is the server refusing the user a right (PostgreSQL SQLSTATE 42501,
+    MariaDB/MySQL errors 1044 and 1142, SQL Server 262 and 1088)."""
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) == "42501":
+        return True
+    code = getattr(orig, "args", (None,))[0] if getattr(orig, "args", None) else None
+    if code in (1044, 1142):
+        return True
+    text = str(orig)
+    return "(262)" in text or "(1088)" in text or "permission denied" in text.lower()
+
+
+def _init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> None:
     from gridcrawl import migrations
     from gridcrawl.views import UnsupportedDialect, create_views, views_for
     kind = "manager" if meta_table.name == "manager_meta" else "crawl"
@@ -342,10 +367,15 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
             except migrations.SchemaTooNew as exc:
                 raise DatabaseUnavailable(str(exc)) from None
             log.info("upgraded the %s database schema from revision %s to %s", kind, before or "(none)", head)
-        try:
-            create_views(conn, views_for(metadata))
-        except UnsupportedDialect as exc:
-            log.warning("%s: the timing views are not created", exc)
+        views = views_for(metadata)
+        # at the newest revision with every view there, nothing is created: a user who may only
+        # read and write rows can run the programs on a database `gridcrawl db init` prepared
+        # (a release that changes a view changes the revision too)
+        if changed or not {v.name for v in views} <= set(sa.inspect(conn).get_view_names()):
+            try:
+                create_views(conn, views)
+            except UnsupportedDialect as exc:
+                log.warning("%s: the timing views are not created", exc)
         version = {"name": "schema_version", "value": str(int(head))}
         if changed and conn.execute(meta_table.update().where(meta_table.c.name == "schema_version")
                         .values(value=version["value"])).rowcount == 0:

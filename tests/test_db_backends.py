@@ -508,3 +508,49 @@ def test_a_database_user_without_temporary_tables_gets_its_records_row_by_row(ma
             conn.execute(sa.text(f"DROP USER IF EXISTS '{user}'@'%'"))
             conn.commit()
         admin.dispose()
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mariadb"])
+def test_a_user_who_may_only_read_and_write_rows(request, server):
+    """A database user without the right to create tables gets one line saying so and what to
+    run (it was a 300-line traceback). Once `gridcrawl db init` has made the schema as its owner,
+    that user runs the manager and the client: the views are not created again (CREATE OR
+    REPLACE VIEW, on every start, refused it)."""
+    import uuid
+    url = sa.engine.make_url(request.getfixturevalue({"postgresql": "postgres_url", "mariadb": "mariadb_url"}[server]))
+    role = f"gc_rows_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        if server == "postgresql":
+            schema = conn.exec_driver_sql("SELECT current_schema()").scalar()
+            conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN")
+            conn.exec_driver_sql(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+            conn.exec_driver_sql(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT SELECT, INSERT, UPDATE, DELETE "
+                                 f"ON TABLES TO {role}")
+            conn.exec_driver_sql(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT USAGE ON SEQUENCES TO {role}")
+        else:
+            conn.exec_driver_sql(f"CREATE USER '{role}'@'%%' IDENTIFIED BY ''")
+            conn.exec_driver_sql(f"CREATE USER '{role}'@'localhost' IDENTIFIED BY ''")
+            for host in ("%%", "localhost"):
+                conn.exec_driver_sql(f"GRANT SELECT, INSERT, UPDATE, DELETE, CREATE TEMPORARY TABLES ON "
+                                     f"`{url.database}`.* TO '{role}'@'{host}'")
+    rows_only = url.set(username=role, password=None).render_as_string(hide_password=False)
+    try:
+        with pytest.raises(DatabaseUnavailable, match=r"^the database user may not create or change gridcrawl's "
+                           r"tables \(.+\); run gridcrawl db init --db URL as a user who may"):
+            init_schema(open_database(rows_only, check=False), models.manager_metadata, models.manager_meta)
+        owner = url.render_as_string(hide_password=False)
+        for metadata, meta in ((models.manager_metadata, models.manager_meta), (models.crawl_metadata, models.crawl_meta)):
+            init_schema(open_database(owner), metadata, meta)
+            engine = open_database(rows_only)
+            init_schema(engine, metadata, meta)  # nothing to create: no error
+            engine.dispose()
+    finally:
+        with admin.connect() as conn:
+            if server == "postgresql":
+                conn.exec_driver_sql(f"DROP OWNED BY {role}")
+                conn.exec_driver_sql(f"DROP ROLE {role}")
+            else:
+                conn.exec_driver_sql(f"DROP USER '{role}'@'%%'")
+                conn.exec_driver_sql(f"DROP USER '{role}'@'localhost'")
+        admin.dispose()
