@@ -798,6 +798,8 @@ def report(
             engine = open_database(db, existing=True)
         except DatabaseUnavailable as exc:
             fail(str(exc))
+        if old := older_schema(engine, "manager"):  # before reading: its views lack columns (a traceback)
+            fail(old)
         try:
             lease = rep.active_manager(engine)
             if lease is not None:
@@ -826,6 +828,8 @@ def report(
         from gridcrawl.client.store import crawl_counts, error_groups
         try:
             crawl_engine = open_database(crawl_db, existing=True)
+            if old := older_schema(crawl_engine, "crawl"):
+                fail(old)
             counts, groups = crawl_counts(crawl_engine), error_groups(crawl_engine)
             rows = rep.recrawl_runs(crawl_engine)
         except DatabaseUnavailable as exc:

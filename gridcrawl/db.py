@@ -164,8 +164,9 @@ def older_schema(engine: Engine, kind: str) -> str:
         return ""
     shown = shown_url(engine.url)
     return (f"{shown} is a {kind} database at schema revision {now or '(none: an early release)'}, older than this "
-            f"gridcrawl's {newest}: gridcrawl db upgrade --db {shown} upgrades it (the crawl's programs do so "
-            "when they open it)")
+            f"gridcrawl's {newest}: gridcrawl db upgrade --db {shown} upgrades it ("
+            + ("the manager does so when it starts)" if kind == "manager" else
+               "the crawl's programs do so when they open it)"))
 
 
 def wrong_kind(engine: Engine, wanted: str) -> str:

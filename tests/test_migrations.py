@@ -131,17 +131,22 @@ def test_reading_commands_name_an_older_schema_and_the_upgrade_command(tmp_path)
     _load_first_release(open_database(f"sqlite:///{path}"))
     url = f"sqlite:///{path}"
 
+    printed = []
+
     def gridcrawl(*args):
         done = subprocess.run([sys.executable, "-m", "gridcrawl", *args], capture_output=True, text=True, timeout=60)
+        printed.append(done.stdout)
         return done.returncode, done.stderr.strip()
 
     for kind, args in (("crawl", ("report", "--crawl-db", url)), ("manager", ("report", "--db", url)),
                        ("crawl", ("export", "--db", url, "--format", "jsonl", str(tmp_path / "out.jsonl")))):
         rc, err = gridcrawl(*args)
         assert rc == 2 and "Traceback" not in err, err
+        assert printed[-1] == ""  # no tables first (a report of the manager's printed its empty tables)
+        who = "the manager does so when it starts" if kind == "manager" else "the crawl's programs do so when they open it"
         assert err.endswith(f"{url} is a {kind} database at schema revision (none: an early release), older than "
                             f"this gridcrawl's {migrations.head(kind)}: gridcrawl db upgrade --db {url} upgrades it "
-                            "(the crawl's programs do so when they open it)"), err
+                            f"({who})"), err
     rc, err = gridcrawl("db", "upgrade", "--db", url)
     assert rc == 0, err
     rc, err = gridcrawl("report", "--crawl-db", url)
