@@ -44,7 +44,7 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
-from gridcrawl.db import describe_error, transient_error
+from gridcrawl.db import describe_error, shown_url, transient_error
 from gridcrawl.settings import Settings
 from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
@@ -145,6 +145,8 @@ FRONTIER_COUNT_SHARE = 0.05
 #: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
 WAIT_BEATS = 5
 WAIT_REPEAT = 60.0
+#: Seconds storing the last results may take before the client says the crawl database holds it up.
+SLOW_APPLY = 60.0
 #: Hosts named, at most, when the client says that no result has come for a while.
 SILENT_HOSTS = 3
 
@@ -266,6 +268,8 @@ class CrawlApplication:
         self._scope_widened = False  # a seed's redirect widened the scope: the next submit says so
         self._taken_over = False  # the manager opened the application and the frontier is in hand (_take_over)
         self._next_look_at = math.inf  # --watch: monotonic s of the next look for documents due
+        self._applying_since = 0.0  # monotonic s: the running apply began
+        self._slow_apply_said = float("-inf")
 
     # ------------------------------------------------------------------ connection
 
@@ -511,12 +515,15 @@ class CrawlApplication:
                         and (self._apply_now(exhausted) or len(self.results) >= s.apply_batch
                              or now - oldest_result >= s.apply_interval)):
                     self._applying = self._applier.submit(self._apply_batch, self.results)
+                    self._applying_since = now
                     self.results = []
                     oldest_result = None
                     exhausted = False
                 if now - last_check >= s.heartbeat_interval:
                     last_check = now
-                    if self.link.up and self.in_flight and not self.results:
+                    if self._applying is not None:  # the database, not the hosts, holds the crawl up
+                        self._check_applying(now)
+                    elif self.link.up and self.in_flight and not self.results:
                         self._check_waiting(now, max(last_result, self._opened_at))
                 if now >= self._next_look_at and self._applying is None and self._db_available(now):
                     # --watch: queue what has come due since the last look
@@ -562,6 +569,17 @@ class CrawlApplication:
                 self.link.close(bye="client stopping" if self.link.up else None, linger=1000)
                 self.context.term()
         return self.progress
+
+    def _check_applying(self, now: float) -> None:
+        """Log a WARNING when the results being stored have taken :data:`SLOW_APPLY` seconds or
+        more (then again every SLOW_APPLY seconds): a crawl database that stopped answering (a
+        network cut, a server that hangs) left the client silent, then its waiting warning
+        blamed the hosts."""
+        took = now - self._applying_since
+        if took >= SLOW_APPLY and now - self._slow_apply_said >= SLOW_APPLY:
+            self._slow_apply_said = now
+            log.warning("the crawl database has taken %.0f s to store the last results (database %s): it is slow "
+                        "or does not answer; the crawl waits for it", took, shown_url(self.store.engine.url))
 
     def _frontier_size(self) -> int | None:
         """The frontier's size for the progress bar (:meth:`CrawlStore.to_visit_count`), and when
@@ -643,6 +661,7 @@ class CrawlApplication:
         self._collect(wait=True)
         if self.results:
             self._applying = self._applier.submit(self._apply_batch, self.results)
+            self._applying_since = time.monotonic()
             self.results = []
             self._collect(wait=True)
 

@@ -177,3 +177,23 @@ def test_a_crawl_database_another_program_holds_exclusively_is_one_line_not_a_lo
                                    "another program has held it for 10 s\n")
     finally:
         holder.close()
+
+
+def test_a_crawl_database_that_stops_answering_is_said_once_a_minute(caplog):
+    """The results being stored have waited SLOW_APPLY seconds (the crawl database's server
+    hangs, or the network to it is cut): a WARNING names the database, then again every
+    SLOW_APPLY seconds. Before, the client said nothing, then blamed the hosts for the silence."""
+    import logging
+    from types import SimpleNamespace
+    import sqlalchemy as sa
+    from gridcrawl.client.app import SLOW_APPLY, CrawlApplication
+    client = SimpleNamespace(_applying_since=100.0, _slow_apply_said=float("-inf"),
+                             store=SimpleNamespace(engine=SimpleNamespace(
+                                 url=sa.engine.make_url("postgresql+psycopg://crawler:secret@db.example/crawl"))))
+    with caplog.at_level(logging.WARNING, logger="gridcrawl"):
+        for now in (100.0 + SLOW_APPLY - 1, 100.0 + SLOW_APPLY, 100.0 + SLOW_APPLY + 30, 100.0 + 2 * SLOW_APPLY):
+            CrawlApplication._check_applying(client, now)
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [f"the crawl database has taken {took:.0f} s to store the last results (database "
+                    "postgresql+psycopg://crawler:***@db.example/crawl): it is slow or does not answer; the crawl "
+                    "waits for it" for took in (SLOW_APPLY, 2 * SLOW_APPLY)]
