@@ -359,6 +359,12 @@ def _init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) ->
     kind = "manager" if meta_table.name == "manager_meta" else "crawl"
     head = migrations.head(kind)
     with _schema_lock(engine) as conn:
+        if conn.dialect.name in ("mysql", "mariadb"):
+            charset = conn.execute(sa.text("SELECT @@character_set_database")).scalar() or ""
+            if not charset.startswith("utf8mb4"):
+                log.warning("the database %s has the character set %s: characters outside it (emoji, and in %s "
+                            "most scripts) are stored as '?'; create it with CHARACTER SET utf8mb4 "
+                            "(docs/databases.md)", shown_url(engine.url), charset, charset)
         revision = migrations.current(conn, kind)
         changed = revision != head
         if revision is None:

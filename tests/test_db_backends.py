@@ -554,3 +554,27 @@ def test_a_user_who_may_only_read_and_write_rows(request, server):
                 conn.exec_driver_sql(f"DROP USER '{role}'@'%%'")
                 conn.exec_driver_sql(f"DROP USER '{role}'@'localhost'")
         admin.dispose()
+
+
+def test_a_mariadb_database_not_made_for_utf8mb4_is_named_in_a_warning(caplog):
+    """A MariaDB database created with another character set (latin1, a server's default) stored
+    emoji and most scripts as '?', silently, even with ?charset=utf8mb4 in the URL."""
+    import logging
+    import uuid
+    from dbfixtures import MARIADB_ADMIN, _admin_engine
+    admin = _admin_engine("MariaDB", MARIADB_ADMIN)
+    name = f"gridcrawl_test_latin1_{uuid.uuid4().hex[:8]}"
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE `{name}` CHARACTER SET latin1")
+    try:
+        url = sa.engine.make_url(MARIADB_ADMIN).set(database=name).update_query_dict({"charset": "utf8mb4"})
+        engine = open_database(url.render_as_string(hide_password=False))
+        with caplog.at_level(logging.WARNING, logger="gridcrawl.db"):
+            init_schema(engine, models.crawl_metadata, models.crawl_meta)
+        engine.dispose()
+        assert any("has the character set latin1" in r.getMessage() and "CHARACTER SET utf8mb4" in r.getMessage()
+                   for r in caplog.records), caplog.text
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
+        admin.dispose()
