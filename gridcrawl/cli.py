@@ -1048,7 +1048,7 @@ def extract_command(
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
     spec run if installed here. The spec becomes the crawl's (a resumed crawl uses it)."""
-    from gridcrawl.db import open_database
+    from gridcrawl.db import database_kind, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from gridcrawl.client.cli import check_item_spec
