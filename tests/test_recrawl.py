@@ -235,16 +235,24 @@ def crawl_once(store: CrawlStore, fetcher: Fetcher, scope: Scope) -> dict:
     return totals
 
 
-def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_server):
-    """On SQLite, PostgreSQL and MariaDB (servers that do not answer are skipped)."""
+def crawled_once(db_url: str, site_server, seed: str):
+    """:func:`conditional_site` served, crawled once from ``seed`` into a store at ``db_url``
+    that keeps versions (intervals: 100 s first, 10 s to 1000 s). Returns ``(site, server,
+    fetcher, store, scope, found)``, ``found`` what the crawl counted."""
     site = conditional_site()
     server = site_server(site)
     fetcher = Fetcher(user_agent=UA)
     store = CrawlStore(open_database(db_url), keep_versions=True,
                        schedule=AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0))
-    scope = store.scope([server.url("/e.html")], [], -1)
-    store.add_seeds([server.url("/e.html")])
-    assert crawl_once(store, fetcher, scope)["new"] == 2
+    scope = store.scope([server.url(seed)], [], -1)
+    store.add_seeds([server.url(seed)])
+    return site, server, fetcher, store, scope, crawl_once(store, fetcher, scope)
+
+
+def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_server):
+    """On SQLite, PostgreSQL and MariaDB (servers that do not answer are skipped)."""
+    site, server, fetcher, store, scope, found = crawled_once(db_url, site_server, "/e.html")
+    assert found["new"] == 2
     assert store.queue_due() == 0, "nothing is due 100 s ahead of time"
     later = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None) + _dt.timedelta(seconds=101)
     assert store.queue_due(later) == 2
@@ -308,14 +316,8 @@ def test_a_page_that_turned_noindex_keeps_its_copy_and_interval_and_counts_as_an
     """A stored page now says noindex: its new body is not stored, so the visit keeps the stored
     copy and its interval, as an error does. It counted as changed, visit after visit, and its
     interval shrank to the minimum, with no version kept."""
-    site = conditional_site()
-    server = site_server(site)
-    fetcher = Fetcher(user_agent=UA)
-    store = CrawlStore(open_database(sqlite_url), keep_versions=True,
-                       schedule=AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0))
-    scope = store.scope([server.url("/m.html")], [], -1)
-    store.add_seeds([server.url("/m.html")])
-    assert crawl_once(store, fetcher, scope)["new"] == 1
+    site, server, fetcher, store, scope, found = crawled_once(sqlite_url, site_server, "/m.html")
+    assert found["new"] == 1
     site.pages["/m.html"] = b"<html><head><meta name=robots content=noindex></head><body>hidden now</body></html>"
     site.modified.pop("/m.html")
     for _ in range(2):
