@@ -877,9 +877,10 @@ class Fetcher:
             url: the absolute http(s) URL.
             hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
                 run on every hop after the fetcher's own ``hop_check``.
-            headers: extra request headers sent on every hop (the conditional ones,
-                ``If-None-Match`` and ``If-Modified-Since``, on the first only), e.g. the conditional
-                ``If-None-Match`` / ``If-Modified-Since`` of a recrawl (RFC 9110 §13.1).
+            headers: extra request headers sent on every hop (a semantic crawl's ``Accept``),
+                but for a recrawl's conditional ones, ``If-None-Match`` and
+                ``If-Modified-Since`` (RFC 9110 §13.1): the validators of this URL's stored
+                copy go to its own hop only.
             body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
                 whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
             cancel: a :class:`FetchCancel` that ends this fetch when cancelled.
