@@ -25,7 +25,7 @@ CREATE TABLE manager_meta (
 );
 GO
 
--- One row per application (a crawl). state: 0 awaiting manifest, 1 ready, 2 stopped.
+-- One row per application (a crawl). state: 0 awaiting manifest, 1 ready, 2 stopped, 3 paused (by an operator).
 CREATE TABLE application (
     application_id       VARCHAR(36)     NOT NULL,            -- GUID
     state                SMALLINT        NOT NULL,

@@ -40,7 +40,7 @@ HEADER = """\
 TABLE_NOTES = {
     "manager_meta": "Settings and the schema version (a later release migrates from it).",
     "executor": "One row per executor, as its last heartbeat reported it (Alchemi's executor table).",
-    "application": "One row per application (a crawl). state: 0 awaiting manifest, 1 ready, 2 stopped.",
+    "application": "One row per application (a crawl). state: 0 awaiting manifest, 1 ready, 2 stopped, 3 paused (by an operator).",
     "thread": "One row per grid thread (one URL of one application).\n"
               "state: 0 ready, 1 scheduled, 2 started, 3 finished, 4 dead.",
     "attempt": "One row per assignment of a grid thread to an executor (outcome: running, finished, ...).",
