@@ -827,10 +827,10 @@ class CrawlStore:
             was_gone = old.gone_at is not None
             found_now = verdict(status, kind, page.digest if page is not None else None, old.content_digest,
                                 was_gone, page is not None and self.schedule.near_unchanged(page.simhash, old.simhash))
-            if found_now in ("changed", "revived") and o.pending.fingerprint not in new_rows:
-                # a new body this crawl does not store (the page turned noindex): the stored copy
-                # stays and so does its interval, as after an error; counted changed, the
-                # interval shrank to the minimum and no version was kept, visit after visit
+            if found_now in ("changed", "revived") and visit_rows[o.pending.fingerprint]["error_kind"] == "noindex":
+                # a new body this crawl does not store: the stored copy stays and so does its
+                # interval, as after an error; counted changed, the interval shrank to the
+                # minimum and no version was kept, visit after visit
                 found_now = "error"
             found[found_now] += 1
             interval = self.schedule.next_interval(old.fetch_interval, found_now)

@@ -333,6 +333,21 @@ def test_a_page_that_turned_noindex_keeps_its_copy_and_interval_and_counts_as_an
     fetcher.close()
 
 
+def test_a_gone_page_back_unchanged_answers_304_and_is_revived(sqlite_url, site_server):
+    """A gone page that comes back as it was answers the stored validators with a 304: no new
+    body, and it is revived (``gone_at`` cleared), not an error."""
+    site, server, fetcher, store, scope, found = crawled_once(sqlite_url, site_server, "/e.html")
+    body = site.pages.pop("/e.html")
+    assert store.queue_due(every=True) == 2
+    assert crawl_once(store, fetcher, scope)["gone"] == 1
+    site.pages["/e.html"] = body  # its ETag "v1" still stands
+    assert store.queue_due(every=True) == 2
+    again = crawl_once(store, fetcher, scope)
+    assert (again["revived"], again["error"]) == (1, 0)
+    assert store.counts()["gone"] == 0
+    fetcher.close()
+
+
 def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     """On SQLite, PostgreSQL and MariaDB: the ``sitemap`` table keeps a sitemap's validators; a
     recrawl run queues it again with them; a changed sitemap's newer lastmod queues the page at
