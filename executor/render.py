@@ -52,6 +52,7 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import math
 import os
 import shutil
 import sys
@@ -300,6 +301,7 @@ class Renderer:
         self.open_pages = 0     #: pages open right now
         self.peak_open_pages = 0
         self.memory_kills = 0   #: renderer processes killed for passing RENDERER_MB
+        self._killed = (-math.inf, 0)  # the last kill: monotonic s, MB
         self.browser_pid: int | None = None  #: the current browser's main process id, when known
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -365,19 +367,23 @@ class Renderer:
         """Kill a renderer process of the browser whose resident memory passes
         :data:`RENDERER_MB` (checked while pages are open; ended with the loop's other tasks)."""
         import psutil
+        pids, listed = [], -math.inf
         while True:
             await asyncio.sleep(MEMORY_CHECK_SECONDS)
             if not self.open_pages:
                 continue
-            for pid in self.browser_pids()[1:]:
+            if time.monotonic() - listed >= 2.0:  # listing them reads every process of the machine
+                pids, listed = self.browser_pids()[1:], time.monotonic()
+            for pid in pids:
                 try:
                     proc = psutil.Process(pid)
                     rss = proc.memory_info().rss
                     if rss > RENDERER_MB * 2**20 and "--type=renderer" in proc.cmdline():
                         proc.kill()
                         self.memory_kills += 1
-                        log.warning("a page's renderer process took %d MB (more than %d): killed, its page fails",
-                                    rss // 2**20, RENDERER_MB)
+                        self._killed = (time.monotonic(), rss // 2**20)
+                        log.warning("a renderer process took %d MB (more than %d): killed, its page fails (%s)",
+                                    rss // 2**20, RENDERER_MB, ", ".join(s.job.url for s in self._slots if s.job))
                 except psutil.Error:
                     pass
 
@@ -496,6 +502,8 @@ class Renderer:
                     f" waiting for {wait_for!r}" if wait_for else "")
         except self._error_class as exc:
             out.error_kind, out.error = ErrorKind.RENDER, f"browser: {_one_line(exc)}"
+            if self._killed[0] >= started:  # the memory guard killed its renderer: say so, not "Page crashed"
+                out.error = f"its renderer process took {self._killed[1]} MB (more than {RENDERER_MB}) and was killed"
         except Exception as exc:  # a bug must cost one page, not the browser thread
             log.exception("render of %s crashed", job.url)
             out.error_kind, out.error = ErrorKind.RENDER, f"{type(exc).__name__}: {_one_line(exc)}"
@@ -612,9 +620,7 @@ class Renderer:
         navigating later failed the next page as having left for a refused host."""
         if page is slot.page:
             return
-        if slot.job is not None:
-            slot.job.refuse(page.url, "popup", "pages a page opens are closed while rendering")
-        try:
+        try:  # (its navigation was refused and recorded as a popup: _route_slot)
             await page.close()
         except Exception:
             pass
@@ -625,6 +631,8 @@ class Renderer:
             own = route.request.frame.page is slot.page
         except Exception:  # a request of no frame (a worker's)
             own = False
+        if job is not None and not own and route.request.is_navigation_request():
+            job.refuse(route.request.url, "popup", "pages a page opens are closed while rendering")
         if job is None or not own:  # between pages (about:blank, a late timer of the previous page), a popup
             try:
                 await route.abort("blockedbyclient")

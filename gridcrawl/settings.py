@@ -180,9 +180,9 @@ class Settings:
     obey_robots: bool = _doc(True, "obey robots.txt (RFC 9309): disallowed URLs are recorded, not fetched",
                 cli=(E, R, S, F), group="politeness", inverse="ignore_robots", help="do not fetch or obey robots.txt")
     render_pages: int = _doc(2, "pages an executor started with --render has open in its browser at once",
-                cli=(E,), group="rendering", help="with --render: pages open in the browser at once")
+                cli=(E, R), group="rendering", help="with --render: pages open in the browser at once")
     render_timeout: float = _doc(30.0, "wall-clock deadline of one rendered page in the browser, seconds (a script that loops forever is cut there)",
-                cli=(E, F), group="rendering",
+                cli=(E, R, F), group="rendering",
                 help="with --render: wall-clock deadline of one rendered page, seconds")
     render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
     render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")

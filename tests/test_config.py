@@ -394,12 +394,13 @@ def test_run_passes_its_settings_to_its_children_as_their_own_options():
                       concurrent_requests_per_host=2)
     agent = ["--user-agent", Settings.user_agent]
     unset = ["--ca-bundle", "", "--no-proxy", "", "--netrc", ""]
-    assert setting_argv(chosen, "executor") == ["--threads", "3", *agent, *unset, "--ignore-robots"]
-    assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), *agent, *unset]
+    render = ["--render-pages", str(Settings.render_pages), "--render-timeout", str(Settings.render_timeout)]
+    assert setting_argv(chosen, "executor") == ["--threads", "3", *agent, *unset, "--ignore-robots", *render]
+    assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), *agent, *unset, *render]
     assert setting_argv(Settings(tls_verify=False, ca_bundle="/etc/ca.pem", proxy="http://proxy:3128",
                                  no_proxy="corp.example", user_agent="bot/2 (+https://b.example/)"), "executor") == [
         "--threads", str(Settings.threads), "--user-agent", "bot/2 (+https://b.example/)", "--ca-bundle",
-        "/etc/ca.pem", "--no-tls-verify", "--no-proxy", "corp.example", "--netrc", ""]
+        "/etc/ca.pem", "--no-tls-verify", "--no-proxy", "corp.example", "--netrc", "", *render]
     # a secret setting goes to the children in their environment instead, empty included
     assert secret_environment(Settings(proxy="http://u:pw@proxy:3128"), "executor") == {
         "GRIDCRAWL_PROXY": "http://u:pw@proxy:3128"}
