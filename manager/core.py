@@ -85,8 +85,6 @@ PERCENT_FIGURES = {"cpu_usage": 100.0, "cpu_avail": 100.0}
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
-#: Results that carry no answer of the page's host: they do not lift its one-in-flight rule.
-_NO_ANSWER = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.TIMEOUT})
 
 
 def _login_refusal(reason: str) -> p.Refuse:
@@ -733,16 +731,8 @@ class ManagerCore:
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = r.page
-        # no answer from the host (its robots.txt unreachable, no connection, the deadline): it stays at
-        # one thread in flight until one comes, and an unreachable robots.txt, which disallows the whole
-        # host for now (RFC 9309 §2.3.1.4), pauses it for the executor's retry wait. Before, 8 threads of
-        # such a host went out at once, each holding a worker for the 30 s deadline (57 % of the
-        # grid's worker time for 20 hosts of 227)
-        silent = page.error_kind in _NO_ANSWER
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
-                           answered=not silent, requested=page.requested,
-                           pause=(page.retry_after or 0.0) if page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE
-                           else 0.0)
+                           answered=True, requested=page.requested)
         wait = retry_wait(page, t.retries, self.settings)
         if wait is not None:
             return self._retry(t, r.attempt_id, now, wait)

@@ -300,7 +300,7 @@ class ReadyQueue:
 
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
                 retry_after: float | None = None, crawl_delay: float | None = None,
-                answered: bool = False, requested: bool = True, pause: float = 0.0) -> None:
+                answered: bool = False, requested: bool = True) -> None:
         """A thread of ``thread.host`` is no longer in flight (finished, lost or taken back).
 
         ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
@@ -310,8 +310,7 @@ class ReadyQueue:
         ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped; ``answered``
         (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host;
         ``requested`` False (the thread sent the host no request: robots.txt rules the executor
-        held refused it) frees the slot without starting the host's delay; ``pause`` (seconds)
-        holds the host's threads back that long (its robots.txt could not be read).
+        held refused it) frees the slot without starting the host's delay.
         """
         host = self.hosts.get(thread.host)
         if host is None:
@@ -335,8 +334,6 @@ class ReadyQueue:
             host.paused_until = max(host.paused_until, now + pause)
         elif status is not None and status < 400:
             host.backoff = 0.0
-        if pause > 0:
-            host.paused_until = max(host.paused_until, now + min(pause, MAX_RETRY_AFTER))
         self._schedule(host, now)
         if host.queued == 0 and host.in_flight == 0:  # idle: dropped once its delay and pause are over
             if host.next_start <= now:

@@ -1015,37 +1015,6 @@ def test_a_link_robots_txt_disallows_costs_its_host_no_crawl_delay(relayed):
     assert result(job, p.PageResult(url=job.url, status=200, crawl_delay=5.0), 6.2) == []
 
 
-@pytest.mark.parametrize("relayed", [False, True], ids=["decoded", "relayed"])
-def test_a_host_whose_robots_txt_is_unreachable_is_paused_and_kept_at_one_thread(relayed):
-    """A host whose robots.txt never answers: its first result (robots_unreachable, retry in
-    60 s) pauses the host for those 60 s, and no answer lifts its one-in-flight rule. Before,
-    the result lifted the rule and 8 of its threads went out at once to executors whose caches
-    did not know the host, each waiting out the 30 s deadline again."""
-    core = make_core(S.replace(retry_times=5))
-    register(core, b"e", 8)
-    app = open_app(core)
-    specs = [p.ThreadSpec(i, f"http://silent.test/{i}") for i in range(6)]
-    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))  # a new host: one
-
-    def result(job, page, now):
-        message = p.Result(job.attempt_id, page)
-        if relayed:
-            message = p.decode(list(p.encode(message)), relay=True)
-        return assigned(core.handle(b"e", message, now))
-
-    unreachable = p.PageResult(url=job.url, error_kind="robots_unreachable", error="robots.txt: no answer",
-                               retry_after=60.0)
-    assert result(job, unreachable, 30.0) == []
-    for now in (40.0, 50.0, 60.0, 70.0, 80.0, 89.9):  # both peers stay alive; the host waits
-        core.handle(b"e", p.Heartbeat(), now)
-        core.handle(b"client", p.Heartbeat(), now)
-        assert assigned(core.tick(now)) == []
-    ((_, job),) = assigned(core.tick(90.0))  # then one thread again, not eight
-    timeout = p.PageResult(url=job.url, error_kind="timeout", error="deadline of 30 s exceeded")
-    again = result(job, timeout, 120.0)
-    assert len(again) == 1  # the next thread, and only one: still no answer from the host
-
-
 def test_an_executor_started_again_under_its_name_keeps_its_id():
     """gridcrawl run names its executors executor-1 ...: after a re-run (new processes, new
     connections, no id given) each keeps its id, so the records and the dashboard list it once
