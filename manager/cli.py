@@ -95,7 +95,13 @@ def serve(
                     "anyone who reaches the port can connect. Use --curve-secret and --curve-allow "
                     "(see docs/security.md).", err=True, fg="red", bold=True)
     try:
-        journal = journal or default_journal(log_file, engine)
+        if journal is None:
+            journal = default_journal(log_file, engine)
+            old = Path("gridcrawl-manager.journal")  # the default before it was named after the database
+            if journal.name != old.name and old.exists() and old.stat().st_size:
+                typer.secho(f"WARNING: {old.resolve()} holds records an earlier gridcrawl's manager journaled; this "
+                            f"manager journals to {journal}. If they are this database's, start it once with "
+                            f"--journal {old} to write them; else delete that file.", err=True, fg="red", bold=True)
         if advertise:
             check_endpoint(advertise)
         server = ManagerServer(settings, bind, engine, curve=curve, require_login=require_login, journal=journal,

@@ -265,3 +265,30 @@ def test_managers_of_two_server_databases_get_journals_of_their_own(tmp_path):
     assert pg != default_journal(None, engine("postgresql+psycopg://crawler:one@db.example/other"))
     assert default_journal(None, engine(f"sqlite:///{tmp_path}/m.db")) == tmp_path / "m.journal"
     assert default_journal(str(tmp_path / "m.log"), engine("postgresql+psycopg://db.example/r")) == tmp_path / "m.journal"
+
+
+def test_an_earlier_releases_journal_in_the_folder_is_named_at_start(tmp_path, postgres_url):
+    """A manager of a server database upgraded from a release that journaled to
+    ./gridcrawl-manager.journal: records left in that file would not be replayed by the new
+    default name, so the start says where they are and how to write them."""
+    import socket
+    import subprocess
+    import sys
+    (tmp_path / "gridcrawl-manager.journal").write_bytes(b"\x91\x00")  # not empty
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    manager = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{port}",
+                                "--db", postgres_url], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+        for line in manager.stderr:
+            lines.append(line)
+            if "WARNING" in line or "listening" in line or len(lines) > 40:
+                break
+    finally:
+        manager.terminate()
+        manager.wait(30)
+    said = "".join(lines)
+    assert "gridcrawl-manager.journal holds records an earlier gridcrawl's manager journaled" in said, said
+    assert "start it once with --journal gridcrawl-manager.journal" in said
