@@ -20,6 +20,7 @@ import logging
 import math
 import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -274,8 +275,24 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
                                f"beside it: copy the file elsewhere, or read it as sqlite:///file:"
                                f"{os.path.abspath(parsed.database)}?mode=ro&immutable=1&uri=true)")
                 raise DatabaseUnavailable(f"cannot open the SQLite database {shown}: {reason}") from None
-            raise DatabaseUnavailable(f"cannot reach database {shown}: {reason}") from None
+            raise DatabaseUnavailable(f"{_connect_failure(exc)} {shown}: {reason}") from None
     return engine
+
+
+def _connect_failure(exc: sa.exc.DBAPIError) -> str:
+    """What went wrong connecting, for the start of the one line: a server that answered and
+    refused the login, or has no such database, is no server out of reach (PostgreSQL SQLSTATE
+    28P01/28000 and 3D000, MariaDB/MySQL errors 1045 and 1049)."""
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)
+    code = orig.args[0] if getattr(orig, "args", None) else None
+    text = str(orig)  # psycopg gives no SQLSTATE for a failed connection: its message says it
+    if (state in ("28P01", "28000") or code == 1045 or "password authentication failed" in text
+            or re.search(r'role "[^"]*" does not exist', text)):
+        return "the database server refused the login of"
+    if state == "3D000" or code == 1049 or re.search(r'database "[^"]*" does not exist', text):
+        return "no such database on its server:"
+    return "cannot reach database"
 
 
 @contextmanager

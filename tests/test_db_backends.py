@@ -578,3 +578,17 @@ def test_a_mariadb_database_not_made_for_utf8mb4_is_named_in_a_warning(caplog):
         with admin.connect() as conn:
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS `{name}`")
         admin.dispose()
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mariadb"])
+def test_a_server_that_answers_and_refuses_is_not_called_out_of_reach(request, server):
+    """A wrong password or user, or a database name the server does not have: the server was
+    reached, and the one line says what it refused ("cannot reach database" sent users to check
+    a server that was running)."""
+    url = sa.engine.make_url(request.getfixturevalue({"postgresql": "postgres_url", "mariadb": "mariadb_url"}[server]))
+    for changed, expected in ((url.set(username="gc_nobody", password="wrong"), "the database server refused the login of"),
+                              (url.set(database="gc_no_such_database"), "no such database on its server:")):
+        with pytest.raises(DatabaseUnavailable) as caught:
+            open_database(changed.render_as_string(hide_password=False))
+        assert str(caught.value).startswith(expected), str(caught.value)
+        assert "wrong" not in str(caught.value)  # the password stays hidden
