@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import math
 import os
 import socket
 import threading
@@ -49,6 +50,8 @@ from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 log = logging.getLogger("gridcrawl.manager.lease")
 
 LEASE_NAME = "manager"
+#: Seconds between the WARNINGs of a manager lease that keeps failing to renew (the database is down).
+LEASE_FAILURE_REPEAT = 60.0
 _EPOCH = _dt.datetime(1970, 1, 1)
 #: ``expires_at`` of a lease its holder released on a clean stop (:meth:`Lease.release`).
 RELEASED = _EPOCH
@@ -272,6 +275,7 @@ class Lease:
         """Renew the lease every ``seconds / 3`` from a thread of its own (a database that does
         not answer is tried again; a lease taken over sets :attr:`lost` and ends the thread)."""
         def run() -> None:
+            failing_since, said = None, -math.inf  # monotonic s: the first failure, the last WARNING
             while not self._stop.wait(self.seconds / 3):
                 try:
                     self.renew()
@@ -279,7 +283,17 @@ class Lease:
                     log.error("%s: this manager is no longer the active one", exc)
                     return
                 except Exception as exc:  # database down: the lease runs on until it answers
-                    log.warning("renewing the manager lease failed (%s); will retry", str(exc).splitlines()[0])
+                    now = time.monotonic()
+                    failing_since = now if failing_since is None else failing_since
+                    if now - said >= LEASE_FAILURE_REPEAT:  # not every renewal: once a second, for the outage
+                        said = now
+                        log.warning("renewing the manager lease failed for %.0f s (%s); retrying every %.1f s",
+                                    now - failing_since, str(exc).splitlines()[0], self.seconds / 3)
+                    continue
+                if failing_since is not None:
+                    log.warning("the manager database answers again: lease renewed after %.0f s of failures",
+                                time.monotonic() - failing_since)
+                    failing_since, said = None, -math.inf
         self._thread = threading.Thread(target=run, name="lease", daemon=True)
         self._thread.start()
         return self

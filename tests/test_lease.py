@@ -191,3 +191,34 @@ def test_a_second_manager_on_the_same_database_refuses_and_a_killed_one_is_taken
                          grid.log("manager.log"))
     finally:
         grid.stop()
+
+
+def test_a_database_down_is_one_warning_then_one_when_it_answers_again(sqlite_url, caplog, monkeypatch):
+    """While the manager's database is down, the lease thread retries every seconds / 3 (1 s by
+    default) and said so each time: a WARNING a second for the whole outage. Now one, then one
+    a minute, and one line when the database answers again."""
+    import logging
+    engine = open_database(sqlite_url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    lease = Lease(engine, "manager-1", seconds=0.06, alive=lambda holder: True)
+    assert lease.acquire() == 1
+    down = threading.Event()
+    down.set()
+    renew = lease.renew
+
+    def flaky(*args, **kwargs):
+        if down.is_set():
+            raise sa.exc.OperationalError("UPDATE manager_lease", {}, Exception("server closed the connection"))
+        return renew(*args, **kwargs)
+    monkeypatch.setattr(lease, "renew", flaky)
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.manager.lease"):
+        lease.start()
+        time.sleep(0.5)  # about 25 failed renewals
+        down.clear()
+        wait_for(lambda: "answers again" in caplog.text, 10, message="the line when it answers again")
+        lease.release()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert said[0].startswith("renewing the manager lease failed for 0 s (")
+    assert said[1].startswith("the manager database answers again: lease renewed after ")
+    engine.dispose()
