@@ -514,9 +514,7 @@ class CrawlApplication:
                 if (self.results and self._applying is None and self._db_available(now)
                         and (self._apply_now(exhausted) or len(self.results) >= s.apply_batch
                              or now - oldest_result >= s.apply_interval)):
-                    self._applying = self._applier.submit(self._apply_batch, self.results)
-                    self._applying_since = now
-                    self.results = []
+                    self._start_apply()
                     oldest_result = None
                     exhausted = False
                 if now - last_check >= s.heartbeat_interval:
@@ -660,10 +658,14 @@ class CrawlApplication:
         Raises :class:`CrawlDatabaseError` if the database fails for good."""
         self._collect(wait=True)
         if self.results:
-            self._applying = self._applier.submit(self._apply_batch, self.results)
-            self._applying_since = time.monotonic()
-            self.results = []
+            self._start_apply()
             self._collect(wait=True)
+
+    def _start_apply(self) -> None:
+        """Hand every waiting result to the applier thread (:meth:`_apply_batch`)."""
+        self._applying = self._applier.submit(self._apply_batch, self.results)
+        self._applying_since = time.monotonic()
+        self.results = []
 
     def _apply_batch(self, batch: list[Outcome]) -> list[Outcome]:
         """Apply ``batch`` in the applier thread, in transactions of at most :data:`APPLY_LINKS`

@@ -457,13 +457,15 @@ def _lock_crawl(db: str, store):
     import socket
     import sqlalchemy as sa
     from gridcrawl.db import CrawlerLock, describe_error, shown_url
+
+    def refuse(where: str, holder: str):
+        fail(f"another crawler is crawling into {where} ({holder}): two on one crawl database fetch the "
+             "same URLs twice; wait for it to end, or give another --db")
     if CrawlerLock.supported(store.engine):
         lock = CrawlerLock(store.engine)
         try:
             if not lock.take():
-                fail(f"another crawler is crawling into {shown_url(store.engine.url)} "
-                     f"({store.get_meta('crawler') or 'host and pid not recorded'}): two on one crawl database "
-                     "fetch the same URLs twice; wait for it to end, or give another --db")
+                refuse(shown_url(store.engine.url), store.get_meta("crawler") or "host and pid not recorded")
             store.set_meta("crawler", f"pid {os.getpid()} on {socket.gethostname()}, since "
                                       f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
         except sa.exc.DBAPIError as exc:
@@ -483,8 +485,7 @@ def _lock_crawl(db: str, store):
         return None  # a folder we may not write to: open_database says what is wrong
     if (holder := take_lock(lock)) is not None:
         lock.close()
-        fail(f"another crawler is crawling into {path} ({holder}): two on one crawl database fetch the "
-             "same URLs twice; wait for it to end, or give another --db")
+        refuse(path, holder)
     return lock
 
 

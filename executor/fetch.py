@@ -319,24 +319,19 @@ class _Watch:
         if fired:
             _shutdown_socket(conn)
 
-    def _fire(self) -> None:
+    def _fire(self, cut: bool = False) -> None:
         with self._lock:
-            if self._done or time.monotonic() < self._deadline:  # done, or postponed: a later entry fires
+            if self._done or (not cut and time.monotonic() < self._deadline):  # postponed: a later entry fires
                 return
             self.fired = True
+            self.cut_short = self.cut_short or cut
             conn = self._conn
         if conn is not None:
             _shutdown_socket(conn)
 
     def cut(self) -> None:
         """End the fetch now, as if its deadline had passed (:class:`FetchCancel`)."""
-        with self._lock:
-            if self._done:
-                return
-            self.fired = self.cut_short = True
-            conn = self._conn
-        if conn is not None:
-            _shutdown_socket(conn)
+        self._fire(cut=True)
 
     def set_read_timeout(self, seconds: float) -> None:
         sock = getattr(self._conn, "sock", None)

@@ -283,10 +283,7 @@ def _connect_failure(exc: sa.exc.DBAPIError) -> str:
     """What went wrong connecting, for the start of the one line: a server that answered and
     refused the login, or has no such database, is no server out of reach (PostgreSQL SQLSTATE
     28P01/28000 and 3D000, MariaDB/MySQL errors 1045 and 1049)."""
-    orig = exc.orig
-    state = getattr(orig, "sqlstate", None)
-    code = orig.args[0] if getattr(orig, "args", None) else None
-    text = str(orig)  # psycopg gives no SQLSTATE for a failed connection: its message says it
+    state, code, text = _codes(exc)  # psycopg gives no SQLSTATE for a failed connection: its message says it
     if (state in ("28P01", "28000") or code == 1045 or "password authentication failed" in text
             or re.search(r'role "[^"]*" does not exist', text)):
         return "the database server refused the login of"
@@ -360,14 +357,9 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
 def _is_permission_error(exc: sa.exc.DBAPIError) -> bool:
     """Whether ``exc`` is the server refusing the user a right (PostgreSQL SQLSTATE 42501,
     MariaDB/MySQL errors 1044 and 1142, SQL Server 262 and 1088)."""
-    orig = exc.orig
-    if getattr(orig, "sqlstate", None) == "42501":
-        return True
-    code = getattr(orig, "args", (None,))[0] if getattr(orig, "args", None) else None
-    if code in (1044, 1142):
-        return True
-    text = str(orig)
-    return "(262)" in text or "(1088)" in text or "permission denied" in text.lower()
+    state, code, text = _codes(exc)
+    return (state == "42501" or code in (1044, 1142) or "(262)" in text or "(1088)" in text
+            or "permission denied" in text.lower())
 
 
 def _init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> None:
@@ -439,6 +431,17 @@ def _sort_key(columns: list[sa.Column]):
     return lambda row: tuple((row.get(n) is not None, row.get(n) if row.get(n) is not None else 0) for n in names)
 
 
+def _codes(exc: BaseException) -> tuple[str | None, object, str]:
+    """What identifies database error ``exc`` (a SQLAlchemy ``DBAPIError``, or the driver's own):
+    ``(SQLSTATE, first driver argument, driver arguments as text)``: PostgreSQL's SQLSTATE
+    (psycopg's ``sqlstate``, psycopg2's ``pgcode``), MariaDB/MySQL's error number, and the
+    message SQLite's and SQL Server's errors are told by."""
+    orig = getattr(exc, "orig", exc)
+    args = getattr(orig, "args", ())
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    return state, args[0] if args else None, " ".join(str(a) for a in args) or str(orig)
+
+
 def is_unique_violation(exc: BaseException) -> bool:
     """True if ``exc`` (a SQLAlchemy ``IntegrityError``) is a duplicate key, as opposed to
     another integrity failure (a foreign key, a NULL) that must not be hidden.
@@ -446,14 +449,8 @@ def is_unique_violation(exc: BaseException) -> bool:
     Recognises PostgreSQL SQLSTATE 23505, SQL Server errors 2627/2601, MariaDB/MySQL 1062 and
     SQLite's ``UNIQUE constraint failed``.
     """
-    orig = getattr(exc, "orig", exc)
-    if getattr(orig, "sqlstate", None) == "23505" or getattr(orig, "pgcode", None) == "23505":
-        return True
-    args = getattr(orig, "args", ())
-    if args and args[0] == 1062:
-        return True
-    text = " ".join(str(a) for a in args) or str(orig)
-    return ("UNIQUE constraint failed" in text or "(2627)" in text or "(2601)" in text
+    state, code, text = _codes(exc)
+    return (state == "23505" or code == 1062 or "UNIQUE constraint failed" in text or "(2627)" in text or "(2601)" in text
             or "Duplicate entry" in text or "duplicate key" in text)
 
 
@@ -604,14 +601,9 @@ def end_row_lock_holders(conn: Connection, table: sa.Table) -> list[int]:
 def is_lock_timeout(exc: BaseException) -> bool:
     """True if ``exc`` is a lock wait that ran out (see :func:`lock_wait`): PostgreSQL SQLSTATE
     55P03, MariaDB/MySQL 1205, SQL Server 1222, SQLite ``database is locked``."""
-    orig = getattr(exc, "orig", exc)
-    if getattr(orig, "sqlstate", None) == "55P03":
-        return True
-    args = getattr(orig, "args", ())
-    if args and args[0] == 1205:
-        return True
-    text = " ".join(str(a) for a in args)
-    return "database is locked" in text or "(1222)" in text or "Lock request time out" in text
+    state, code, text = _codes(exc)
+    return (state == "55P03" or code == 1205 or "database is locked" in text or "(1222)" in text
+            or "Lock request time out" in text)
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -621,14 +613,9 @@ def is_retryable(exc: BaseException) -> bool:
     PostgreSQL SQLSTATE 40P01/40001/55P03, SQL Server 1205 (SQLSTATE 40001), MariaDB/MySQL
     1213/1205, SQLite ``database is locked``.
     """
-    orig = getattr(exc, "orig", exc)
-    if getattr(orig, "sqlstate", None) in ("40P01", "40001", "55P03"):
-        return True
-    args = getattr(orig, "args", ())
-    if args and args[0] in (1213, 1205, "40001"):
-        return True
-    text = " ".join(str(a) for a in args)
-    return "database is locked" in text or "(1205)" in text or "deadlock" in text.lower()
+    state, code, text = _codes(exc)
+    return (state in ("40P01", "40001", "55P03") or code in (1213, 1205, "40001") or "database is locked" in text
+            or "(1205)" in text or "deadlock" in text.lower())
 
 
 # Driver messages of errors that waiting will not cure (matched lower-case): disk full, no

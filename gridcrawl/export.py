@@ -388,7 +388,7 @@ def open_output(path: str, binary: bool):
         # a pipe, a terminal, a device: written as it is (read first, a pipe hung the export; renamed
         # over, /dev/full and a link to /dev/stdout became plain files)
         try:
-            with (open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")) as fh:
+            with _open(path, binary) as fh:
                 yield fh
         except OSError as exc:
             raise ExportError(f"cannot write {path}: {exc.strerror or exc}") from None
@@ -405,7 +405,7 @@ def open_output(path: str, binary: bool):
                               "replaces; name another file")
     part = f"{target}.part"
     try:
-        fh = open(part, "wb") if binary else open(part, "w", encoding="utf-8", newline="")
+        fh = _open(part, binary)
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror}") from None
     try:
@@ -418,6 +418,11 @@ def open_output(path: str, binary: bool):
         if isinstance(exc, OSError):  # a full disk, a file size limit: nothing written to path
             raise ExportError(f"cannot write {path}: {exc.strerror or exc} (nothing written)") from None
         raise
+
+
+def _open(path: str, binary: bool):
+    """``path`` opened for writing: bytes, or UTF-8 text with newlines as written (CSV)."""
+    return open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")
 
 
 #: each format's name for people, in messages

@@ -365,7 +365,6 @@ class ReadyQueue:
         self._answered.move_to_end(name)
         while len(self._answered) > ANSWERED_HOSTS:
             self._answered.popitem(last=False)
-        host = self.hosts.get(name)
         if host is not None and not host.answered:
             host.answered = True
             self._schedule(host, host.last_finish if host.last_finish > float("-inf") else 0.0)
