@@ -558,7 +558,8 @@ class Submit(Message):
 
 class FinishedThread(Wire):
     """How grid thread ``thread_id`` ended: ``failed`` is True when it failed for good (poison
-    after ``attempts`` tries); ``page`` is the executor's result, or ``None`` for a poison thread.
+    after ``attempts`` tries); ``page`` is the executor's result, or ``None`` for a poison thread
+    (a thread of a host that failed its probes gets the manager's page: its error, no request).
     (Named apart from :class:`gridcrawl.client.store.Outcome`, the client's pairing of its pending
     URL with this report.)"""
 
@@ -660,16 +661,16 @@ MESSAGES: dict[bytes, type[Message]] = {
 class RelayedPage:
     """A :class:`PageResult` as the manager holds it: msgpack bytes it forwards as they came
     (``raw``), with the few fields it schedules and records by decoded and checked (``url``,
-    ``status``, ``size``, ``error_kind``, ``retry_after``, ``crawl_delay``, ``requested``; as in
-    :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes."""
+    ``status``, ``size``, ``error_kind``, ``error``, ``retry_after``, ``crawl_delay``,
+    ``requested``; as in :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes."""
 
-    __slots__ = ("raw", "url", "status", "size", "error_kind", "retry_after", "crawl_delay", "requested")
+    __slots__ = ("raw", "url", "status", "size", "error_kind", "error", "retry_after", "crawl_delay", "requested")
 
     def __init__(self, raw: msgspec.Raw, summary: _PageSummary) -> None:
         self.raw = raw
         self.url, self.status, self.size = summary.url, summary.status, summary.size
         self.error_kind, self.retry_after, self.crawl_delay = summary.error_kind, summary.retry_after, summary.crawl_delay
-        self.requested = summary.requested
+        self.error, self.requested = summary.error, summary.requested
 
     def __eq__(self, other) -> bool:
         return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
@@ -717,6 +718,7 @@ class _PageSummary(msgspec.Struct):
     status: HttpStatus | None = None
     size: ByteCount = 0
     error_kind: ErrorKindName | None = None
+    error: str | None = None
     retry_after: Seconds | None = None
     crawl_delay: Seconds | None = None
     requested: bool = True

@@ -21,6 +21,8 @@ Transitions (anything else raises :class:`IllegalTransition`)::
     SCHEDULED -> FINISHED, STARTED -> FINISHED   result arrives, or the thread is failed as
                                            poison (``max_attempts`` attempts lost): FINISHED
                                            with ``failed`` set, delivered like a result
+    READY     -> FINISHED                  its host is down (failed its probes): failed
+                                           without an attempt, delivered like a result
     FINISHED  -> DEAD                      application acknowledged the result
     FINISHED  -> READY                     manager restarted before delivering (result lost)
     READY/SCHEDULED/STARTED/FINISHED -> DEAD   aborted (application cancelled)
@@ -55,7 +57,7 @@ class ApplicationState(enum.IntEnum):
 
 _S = ThreadState
 TRANSITIONS: dict[ThreadState, frozenset[ThreadState]] = {
-    _S.READY: frozenset({_S.SCHEDULED, _S.DEAD}),
+    _S.READY: frozenset({_S.SCHEDULED, _S.FINISHED, _S.DEAD}),
     _S.SCHEDULED: frozenset({_S.STARTED, _S.READY, _S.FINISHED, _S.DEAD}),
     _S.STARTED: frozenset({_S.READY, _S.FINISHED, _S.DEAD}),
     _S.FINISHED: frozenset({_S.DEAD, _S.READY}),

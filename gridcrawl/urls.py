@@ -429,6 +429,20 @@ def url_shape(url: str) -> str | None:
     return parts.netloc.lower() + shaped
 
 
+def url_origin(url: str) -> str:
+    """The origin of canonical URL ``url`` as written: ``"scheme://host[:port]"`` (everything
+    before its path, query or fragment), lower case; ``url`` itself when it has no ``//``."""
+    start = url.find("//")
+    if start == -1:
+        return url.lower()
+    end = len(url)
+    for mark in "/?#":
+        i = url.find(mark, start + 2, end)
+        if i != -1:
+            end = i
+    return url[:end].lower()
+
+
 def url_host(url: str) -> str:
     """Return the lower-case host name of ``url`` without port or brackets.
 

@@ -66,9 +66,9 @@ from gridcrawl import protocol as p
 from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_APP
 from gridcrawl.settings import Settings
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
-from gridcrawl.urls import url_host
+from gridcrawl.urls import url_host, url_origin
 from gridcrawl.manager import events as ev
-from gridcrawl.manager.queue import ReadyQueue
+from gridcrawl.manager.queue import HOST_DOWN_SECONDS, ReadyQueue
 from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
@@ -112,6 +112,9 @@ def _thread_log(t: "GridThread") -> dict:
     """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
     return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
 
+
+#: Characters of an executor's error text a host's down verdict quotes.
+ERROR_QUOTED = 200
 
 #: At most this many capabilities per executor and needs per thread, each at most NAME_LENGTH chars.
 MAX_NAMES = 64
@@ -731,9 +734,16 @@ class ManagerCore:
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = r.page
+        probe = self._failed_probe(t, page)
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
-                           answered=True, requested=page.requested)
-        wait = retry_wait(page, t.retries, self.settings)
+                           answered=not probe, requested=page.requested)
+        if probe:  # the origin's probes are counted, not the thread's attempts
+            failed = self.queue.probe_failed(t.url)
+            wait = retry_wait(page, failed - 1, self.settings)
+            if wait is not None:
+                self.queue.pause(t.host, now, now + wait)
+        else:
+            wait = retry_wait(page, t.retries, self.settings)
         if wait is not None:
             return self._retry(t, r.attempt_id, now, wait)
         if t.time_started is None:
@@ -744,7 +754,41 @@ class ManagerCore:
         t.time_finished = now
         t.result = page
         self._remember(t, ex.name)
-        return [ev.ThreadFinished(t.internal_id, r.attempt_id, t.time_started, now, page.error_kind), *self._deliver(t)]
+        actions = [ev.ThreadFinished(t.internal_id, r.attempt_id, t.time_started, now, page.error_kind), *self._deliver(t)]
+        if probe:
+            actions += self._origin_down(t.url, page, failed, now)
+        return actions
+
+    def _failed_probe(self, t: GridThread, page: p.PageResult) -> bool:
+        """Whether ``page`` is a failed probe of ``t``'s host: the host has not answered yet and
+        this attempt found no answer either (robots.txt unreachable, or no connection at all)."""
+        no_answer = page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or (
+            page.error_kind == p.ErrorKind.CONNECTION and page.status is None)
+        return no_answer and not self.queue.has_answered(t.host)
+
+    def _origin_down(self, url: str, page: p.PageResult, probes: int, now: float) -> list[Action]:
+        """``url``'s origin failed its last probe (``page``, the ``probes``-th): its queued
+        threads fail together, without a fetch, and so do its new ones for
+        :data:`~gridcrawl.manager.queue.HOST_DOWN_SECONDS` (see :mod:`gridcrawl.manager.queue`)."""
+        origin = url_origin(url)
+        last = (page.error or page.error_kind)[:ERROR_QUOTED]  # an executor's text: bounded
+        error = f"not fetched: {origin} did not answer {probes} probes; the last: {last}"
+        self.queue.mark_down(url, now + HOST_DOWN_SECONDS, page.error_kind, error)
+        taken = self.queue.take_origin(url)
+        log.warning("%s did not answer %d probes (%r): %d queued grid threads of it fail without a fetch, and "
+                    "its new ones for %.0f s", origin, probes, last, len(taken), HOST_DOWN_SECONDS)
+        actions: list[Action] = []
+        for t in taken:
+            actions += self._not_fetched(t, page.error_kind, error, now)
+        return actions
+
+    def _not_fetched(self, t: GridThread, error_kind: str, error: str, now: float) -> list[Action]:
+        """READY ``t`` finishes without an attempt: its origin is down."""
+        self._move(t, ThreadState.FINISHED)
+        t.time_finished = now
+        t.result = p.PageResult(url=t.url, error_kind=error_kind, error=error, requested=False)
+        self._remember(t, None)
+        return [ev.ThreadNotFetched(t.internal_id, now, error_kind), *self._deliver(t)]
 
     def _not_running(self, peer: bytes, ex: Executor | None, attempt_id: int, now: float) -> list[Action]:
         """A result for an attempt ``peer`` (executor ``ex``, None if unregistered) does not hold.
@@ -945,9 +989,13 @@ class ManagerCore:
             app.threads[spec.thread_id] = t
             if app.first_submitted is None:
                 app.first_submitted = now
-            self._enqueue(t)
             actions.append(ev.ThreadSubmitted(t.internal_id, t.application_id, t.thread_id, t.url, t.host, t.depth,
                                               t.priority, t.needs, now))
+            down = self.queue.down(t.url, now)
+            if down is not None:
+                actions += self._not_fetched(t, down[0], down[1], now)
+            else:
+                self._enqueue(t)
         actions += self.dispatch(now)
         return actions
 

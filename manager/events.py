@@ -152,6 +152,15 @@ class ThreadFailed(_Event):
     time: float
 
 
+class ThreadNotFetched(_Event):
+    """The thread finished without an attempt: its host is down (it failed its probes, see
+    :mod:`gridcrawl.manager.queue`); FINISHED, with the probes' ``error_kind``."""
+
+    internal_id: int
+    time: float
+    error_kind: str
+
+
 class ThreadRequeued(_Event):
     """The thread is READY again (taken back, or a retry waiting out its back-off)."""
 
@@ -182,7 +191,7 @@ class AttemptEnded(_Event):
 
 Event = (ExecutorRegistered | ExecutorHeartbeat | ExecutorDisconnected | ExecutorAvailability
          | ExecutorQuarantined | ApplicationCreated | ApplicationChanged | ApplicationStopped
-         | ThreadSubmitted | ThreadAssigned | ThreadStarted | ThreadFinished | ThreadFailed
+         | ThreadSubmitted | ThreadAssigned | ThreadStarted | ThreadFinished | ThreadFailed | ThreadNotFetched
          | ThreadRequeued | ThreadRestored | ThreadDead | AttemptEnded)
 
 #: event class name -> class (the journal's first element of each event)

@@ -13,7 +13,15 @@ for the whole grid (design.md §3):
   ``delay`` seconds after the previous one finished (Heritrix's politeness: the gap is measured
   from completion, so requests are never closer than the delay, whatever the executors buffer);
 * ``429``/``503`` with ``Retry-After`` pause the host until then; without it the host backs off
-  exponentially (1 s doubling to 60 s), reset by the next success.
+  exponentially (1 s doubling to 60 s), reset by the next success;
+* a new host whose first thread finds no answer (robots.txt unreachable, or no connection) is a
+  *probe* that failed: it does not lift the one-in-flight rule, the host pauses for the retry's
+  wait, and its next thread (the same one or another) probes again. When the thread's origin
+  (scheme, host and port: robots.txt's unit) has failed ``retry_times`` + 1 probes, the manager
+  fails the origin's queued threads together (:meth:`ReadyQueue.take_origin`) and the origin is
+  :meth:`down <ReadyQueue.mark_down>` for :data:`HOST_DOWN_SECONDS`: its new threads fail at
+  once. One round of probes, not every URL's attempts, is what a dead host costs the grid
+  (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
 
 Across hosts, threads leave by priority (higher first), then in turn across applications:
 each thread gets a start tag by start-time fair queuing (Goyal, Vin and Cheng, SIGCOMM 1996;
@@ -40,12 +48,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from gridcrawl.protocol import MAX_RETRY_AFTER  # noqa: F401 (the longest host pause; re-exported)
+from gridcrawl.urls import url_host, url_origin
 
 if TYPE_CHECKING:  # pragma: no cover
     from gridcrawl.manager.core import GridThread
 
 #: Hosts remembered as having answered once their queue state is dropped (least recent forgotten).
 ANSWERED_HOSTS = 100_000
+#: Seconds a host that failed its probes stays down (its new threads fail without a fetch);
+#: then its next thread probes it again. Hosts down at once: at most ANSWERED_HOSTS.
+HOST_DOWN_SECONDS = 600.0
 BACKOFF_START = 1.0
 BACKOFF_MAX = 60.0
 #: Bits of a thread's ``queue_seq`` below its fair-queuing start tag: the order of pushes.
@@ -130,6 +142,11 @@ class ReadyQueue:
         # hosts that have answered (bounded), with their Crawl-delay (None: none)
         self._answered: OrderedDict[str, float | None] = OrderedDict()
         self._idle: list = []  # (time, host): hosts with nothing queued or in flight, to drop from then
+        # origins of hosts not answered yet whose probes failed: origin -> how many (kept apart
+        # from the host states, which go while a probe waits out its back-off)
+        self._probes: OrderedDict[str, int] = OrderedDict()
+        # origins that failed their probes: origin -> (POSIX time down until, error kind, error)
+        self._down: OrderedDict[str, tuple[float, str, str]] = OrderedDict()
         self._by_needs: dict[tuple, int] = {}  # queued threads per needs (waiting retries included)
 
     # ---------------------------------------------------------------- threads
@@ -368,6 +385,76 @@ class ReadyQueue:
         if host is not None and not host.answered:
             host.answered = True
             self._schedule(host, host.last_finish if host.last_finish > float("-inf") else 0.0)
+
+    def has_answered(self, name: str) -> bool:
+        """Whether host ``name`` has answered once (its first-contact limit is lifted)."""
+        host = self.hosts.get(name)
+        return host.answered if host is not None else name in self._answered
+
+    def probe_failed(self, url: str) -> int:
+        """A thread of ``url``'s origin (scheme, host, port), whose host has not answered yet,
+        found no answer (robots.txt unreachable, or no connection): count it, and return how
+        many probes the origin has failed. (Origins, not hosts: ``http://h`` may be dead while
+        ``https://h`` answers.)"""
+        origin = url_origin(url)
+        failed = self._probes.pop(origin, 0) + 1
+        self._probes[origin] = failed
+        while len(self._probes) > ANSWERED_HOSTS:
+            self._probes.popitem(last=False)
+        return failed
+
+    def pause(self, name: str, now: float, until: float) -> None:
+        """Start no thread of host ``name`` before ``until`` (POSIX s; ``now`` is the time now):
+        a failed probe's back-off."""
+        host = self.hosts.get(name)
+        if host is not None and until > host.paused_until:
+            host.paused_until = until
+            self._schedule(host, now)
+
+    def take_origin(self, url: str) -> list["GridThread"]:
+        """Take every queued thread of ``url``'s origin out of the queue (retries waiting out
+        their back-off included) and return them, in queue order; threads in flight stay."""
+        origin, name = url_origin(url), url_host(url)
+
+        def ours(thread: "GridThread") -> bool:
+            return thread.host == name and url_origin(thread.url) == origin
+        taken = []
+        host = self.hosts.get(name)
+        if host is not None:
+            for heap in host.lanes.values():
+                taken += [entry[2] for entry in heap if entry[2].queue_seq == entry[1] and ours(entry[2])]
+        taken += [thread for _, seq, thread in self._later if thread.queue_seq == seq and ours(thread)]
+        taken.sort(key=lambda thread: thread.queue_seq)
+        for thread in taken:
+            self.discard(thread)
+        if host is not None:
+            host.version += 1  # its lanes' stale entries are dropped as they come up
+        return taken
+
+    def mark_down(self, url: str, until: float, error_kind: str, error: str) -> None:
+        """``url``'s origin failed its probes: :meth:`down` gives ``(error_kind, error)`` for its
+        URLs until ``until`` (POSIX s); its count of failed probes starts again."""
+        origin = url_origin(url)
+        self._probes.pop(origin, None)
+        self._down[origin] = (until, error_kind, error)
+        self._down.move_to_end(origin)
+        while len(self._down) > ANSWERED_HOSTS:
+            self._down.popitem(last=False)
+
+    def down(self, url: str, now: float) -> tuple[str, str] | None:
+        """``(error_kind, error)`` of the last failed probe of ``url``'s origin while it is down
+        at ``now``, else None: never down, or its :data:`HOST_DOWN_SECONDS` are over (then its
+        next thread probes it again). Free while no origin is down (every submission asks)."""
+        if not self._down:
+            return None
+        origin = url_origin(url)
+        entry = self._down.get(origin)
+        if entry is None:
+            return None
+        if entry[0] <= now:
+            del self._down[origin]
+            return None
+        return entry[1], entry[2]
 
     def delay_of(self, name: str) -> float:
         """The current delay of host ``name`` in seconds (0.0 for a host without one)."""

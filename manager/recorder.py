@@ -167,6 +167,8 @@ _ROWS = {
                                              "time_finished": e.time})],
     ev.ThreadFailed: lambda e: [("thread", "update", e.internal_id, {
         "state": _FINISHED, "failed": True, "time_finished": e.time, "error_kind": ErrorKind.POISON.value})],
+    ev.ThreadNotFetched: lambda e: [("thread", "update", e.internal_id, {
+        "state": _FINISHED, "time_finished": e.time, "error_kind": e.error_kind})],
     ev.ThreadRequeued: lambda e: [("thread", "update", e.internal_id,
                                    {"state": _READY, "executor_id": None, "time_started": None})],
     ev.ThreadRestored: lambda e: [("thread", "update", e.internal_id, {"state": _READY})],

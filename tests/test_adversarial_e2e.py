@@ -300,6 +300,64 @@ def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site
     assert "Traceback" not in grid.log("manager.log")
 
 
+class Blackhole:
+    """A host that accepts TCP connections and never answers (a firewall that lets the SYN in,
+    a server stuck before its first byte), counting the connections it accepted."""
+
+    def __init__(self, host: str = "127.0.0.3") -> None:
+        import socket
+        self.listener = socket.create_server((host, 0))
+        self.host, self.port = host, self.listener.getsockname()[1]
+        self.accepted: list = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # held open, never read nor written
+
+    def close(self) -> None:
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_host_that_never_answers_costs_one_round_of_probes_not_one_per_url(tmp_path, site_server):
+    """Real programs: 12 seeds on a host that accepts connections and never answers, and one
+    live site. Each of its URLs used to cost its own attempts (robots.txt asked, timed out,
+    retried: 3 per URL, up to 8 URLs at once, on 225 loopback sites 57 % of the grid's
+    worker-seconds). Now the host's URLs are probes, one at a time, and after ``retry_times`` + 1
+    unanswered ones every URL of the host fails together: the host sees 3 connections, every
+    one of its URLs is recorded with the reason, and the live site is crawled whole."""
+    site = generate_site(4, links_per_page=2, seed=5)
+    hole = Blackhole()
+    dead = [f"http://{hole.host}:{hole.port}/page{i}.html" for i in range(12)]
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        for name in ("ex1", "ex2"):
+            grid.start_executor(name, "--threads", "4", "--download-timeout", "2", "--robots-retry", "1")
+        client = grid.start_client(*dead, server.url("/"), "--no-sitemaps")
+        assert client.wait(timeout=CRAWL_BOUND) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+        hole.close()
+    assert len(hole.accepted) == 3, f"{len(hole.accepted)} connections to the host that never answers"
+    failed = grid.query("crawl", "SELECT url, error_kind, error FROM visited_url WHERE url LIKE ?", f"%{hole.host}%")
+    assert sorted(url for url, _, _ in failed) == sorted(canonical_url(u) for u in dead)
+    assert {kind for _, kind, _ in failed} == {"robots_unreachable"}
+    not_fetched = [error for _, _, error in failed if error.startswith("not fetched: ")]
+    assert len(not_fetched) >= 12 - 3 and all(f"http://{hole.host}:{hole.port} did not answer 3 probes" in e for e in not_fetched)
+    docs = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(p)) for p in reachable(site)}
+    assert "did not answer 3 probes" in grid.log("manager.log") and "Traceback" not in grid.log("manager.log")
+
+
 #: The per-host cap given to the maze crawl: small enough for a test, the same code as the default's.
 MAZE_CAP = 300
 

@@ -64,7 +64,7 @@ def test_transition_table_refuses_illegal_moves_naming_the_thread():
     with pytest.raises(IllegalTransition, match="t1: DEAD -> READY"):
         check_transition("t1", ThreadState.DEAD, ThreadState.READY)
     with pytest.raises(IllegalTransition):
-        check_transition("t1", ThreadState.READY, ThreadState.FINISHED)
+        check_transition("t1", ThreadState.READY, ThreadState.STARTED)
 
 
 def test_dispatch_goes_to_the_executor_with_most_free_slots():
@@ -794,6 +794,101 @@ def test_5xx_and_connection_errors_are_retried_with_backoff_but_404_is_not():
     actions = core.handle(b"e", p.Result(attempt, p.PageResult(url="x", status=503, error_kind="http_status")), now)
     (done,) = sends(actions, p.ThreadDone)  # retry_times exhausted: the 503 is the result
     assert done.message.page.status == 503 and done.message.attempts == 3 and not done.message.failed
+
+
+@pytest.mark.parametrize("relayed", [False, True])
+@pytest.mark.parametrize("error_kind,status,error,retry_after", [
+    ("robots_unreachable", None, "robots.txt unreachable, so disallowed for now: timed out after 30 s", 60.0),
+    ("connection", None, "cannot connect to http://dead.test: Connection refused", None)])
+def test_a_new_host_that_never_answers_costs_one_probe_round_then_its_threads_fail_together(
+        error_kind, status, error, retry_after, relayed):
+    """A host whose robots.txt never answered used to be opened to 8 threads at once by its
+    first (failed) result, each URL then waiting out its own deadline and retries: on 225
+    loopback sites, 20 such hosts took 57 % of the grid's worker-seconds. Now its threads are
+    probes, one at a time with the retries' back-off between them; after ``retry_times`` + 1
+    failed probes every queued thread of the host fails together, without a fetch, and so does
+    a new one until HOST_DOWN_SECONDS have passed. Other hosts are not held meanwhile."""
+    from gridcrawl.manager.queue import HOST_DOWN_SECONDS
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    core.queue.note_answered("live.test")
+    register(core, b"e", 8)
+    app = open_app(core)
+    specs = [p.ThreadSpec(i, f"http://dead.test/{i}") for i in range(5)] + [p.ThreadSpec(9, "http://live.test/")]
+    got = assigned(core.handle(b"client", p.Submit(app, specs), 0.0))
+    assert sorted(job.url for _, job in got) == ["http://dead.test/0", "http://live.test/"]  # one probe at a time
+
+    def answer(job, now):
+        page = p.PageResult(url=job.url, status=status, error_kind=error_kind, error=error,
+                            retry_after=retry_after, requested=False)
+        result = p.Result(job.attempt_id, page)
+        if relayed:  # as the manager's server loop decodes an executor's message
+            result = p.decode(list(p.encode(result)), relay=True)
+        return core.handle(b"e", result, now)
+
+    probe = next(job for _, job in got if job.url.startswith("http://dead"))
+    now, waits, tried = 1.0, [], [probe.url]
+    for _ in range(2):  # two failed probes: each paused the host for the retry's wait
+        actions = answer(probe, now)
+        assert sends(actions, p.ThreadDone) == [] and assigned(actions) == []
+        wait = max(retry_after or 0.0, 1.0 * 2 ** len(waits))
+        waits.append(wait)
+        assert assigned(core.dispatch(now + wait - 0.01)) == []  # nothing of the host before the wait
+        ((_, probe),) = assigned(core.dispatch(now + wait))
+        tried.append(probe.url)
+        now += wait
+    actions = answer(probe, now)  # the third failed probe: the host is down
+    done = {d.message.thread_id: d.message for d in sends(actions, p.ThreadDone)}
+    assert sorted(done) == [0, 1, 2, 3, 4] and assigned(actions) == []
+    if relayed:
+        done = {d.thread_id: d for d in p.decode(p.encode(p.ThreadDone(app, list(done.values())))).threads}
+    threads = core.applications[app].threads
+    for i in range(5):
+        assert threads[i].state == ThreadState.FINISHED and done[i].page.error_kind == error_kind
+        if done[i].page.url != probe.url:  # not fetched: the manager's page says why
+            assert done[i].page.error == f"not fetched: http://dead.test did not answer 3 probes; the last: {error}"
+            assert done[i].attempts == tried.count(done[i].page.url) and not done[i].failed
+            assert done[i].executor_id is None
+    assert sum(1 for a in actions if isinstance(a, ev.ThreadNotFetched)) == 4
+    ((table, op, key, values),) = rows(ev.ThreadNotFetched(threads[1].internal_id, now, error_kind))
+    assert (table, op, key) == ("thread", "update", threads[1].internal_id)  # FINISHED, not poison
+    assert values["state"] == ThreadState.FINISHED and values["error_kind"] == error_kind and "failed" not in values
+    assert len(core.queue) == 0 and threads[9].state == ThreadState.SCHEDULED  # the live host was never held
+    # a new thread of the down host fails at once; after HOST_DOWN_SECONDS it probes again
+    actions = core.handle(b"client", p.Submit(app, [p.ThreadSpec(20, "http://dead.test/20")]), now + 1)
+    ((_, d),) = [(a.peer, a.message) for a in sends(actions, p.ThreadDone)]
+    assert d.thread_id == 20 and d.page.error_kind == error_kind and assigned(actions) == []
+    later = now + HOST_DOWN_SECONDS + 1
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(21, "http://dead.test/21")]), later))
+    assert job.url == "http://dead.test/21"
+
+
+def test_a_host_that_answered_once_keeps_each_threads_own_retries():
+    """The probes are a new host's: a host that has answered is not failed as a whole by some of
+    its threads' connection errors (the page's own retries apply, its other threads go on)."""
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    core.queue.note_answered("h.test")
+    register(core, b"e", 8)
+    app = open_app(core)
+    got = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://h.test/{i}") for i in range(3)]), 0.0))
+    assert len(got) == 3
+    for _, job in got[:2]:
+        actions = core.handle(b"e", p.Result(job.attempt_id, p.PageResult(
+            url=job.url, error_kind="connection", error="Connection reset")), 1.0)
+        assert sends(actions, p.ThreadDone) == []
+    assert len(assigned(core.dispatch(2.0))) == 2  # both retried after 1 s, the host not paused
+    assert core.queue.down("http://h.test/0", 2.0) is None
+
+
+def test_a_probe_that_answers_opens_the_host_and_forgets_its_failures():
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    register(core, b"e", 8)
+    app = open_app(core)
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://n.test/{i}") for i in range(4)]), 0.0))
+    core.handle(b"e", p.Result(job.attempt_id, p.PageResult(url=job.url, error_kind="connection", error="refused")), 1.0)
+    ((_, job),) = assigned(core.dispatch(2.0))
+    actions = core.handle(b"e", p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 2.5)
+    assert len(assigned(actions)) == 3  # answered: the concurrency cap, not one at a time
+    assert core.queue.has_answered("n.test")
 
 
 def test_restart_restores_a_paused_application_paused_and_holds_threads_until_resubmitted():

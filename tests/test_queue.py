@@ -318,3 +318,29 @@ def test_idle_hosts_are_dropped_once_their_delay_passed_and_keep_their_crawl_del
     (first,) = drain(q, 3.5)
     q.release(first, 4.0, status=200, answered=True)
     assert drain(q, 5.9) == [] and len(drain(q, 6.0)) == 1
+
+
+def test_take_origin_takes_its_queued_threads_and_waiting_retries_and_nothing_else():
+    q = answered(ReadyQueue(concurrency=8), "b")
+    a1, a2, a3, b1 = thread("a"), thread("a"), thread("a"), thread("b")
+    a_https = GridThread(99, "app", 99, "https://a/x", 0, 5, None, 0.0, host="a")  # another origin of host a
+    for t in (a1, a2, b1, a_https):
+        q.push(t)
+    q.push(a3, not_before=50.0)  # a retry waiting out its back-off
+    running = q.pop(0.0)
+    assert running is a1  # in flight: not queued, not taken
+    assert q.take_origin(a1.url) == [a2, a3]
+    assert all(t.queue_seq is None for t in (a2, a3)) and len(q) == 2
+    q.release(a1, 100.0, status=200, answered=True)
+    assert sorted(drain(q, 100.0), key=id) == sorted([b1, a_https], key=id)  # the rest goes on
+
+
+def test_a_down_origin_stays_down_for_its_time_then_is_probed_again():
+    q = ReadyQueue()
+    assert q.probe_failed("http://a/1") == 1 and q.probe_failed("http://a/2?x") == 2
+    assert q.probe_failed("https://a/1") == 1  # another origin of the same host
+    q.mark_down("http://a/1", 600.0, "robots_unreachable", "not fetched: http://a did not answer")
+    assert q.down("http://A/other", 599.0) == ("robots_unreachable", "not fetched: http://a did not answer")
+    assert q.down("https://a/1", 599.0) is None and q.down("http://b/", 599.0) is None
+    assert q.probe_failed("http://a/1") == 1  # marking it down started its count again
+    assert q.down("http://a/1", 600.0) is None and q.down("http://a/1", 1.0) is None  # over: forgotten
