@@ -396,8 +396,8 @@ class Recorder:
         if self.journal is None:
             return 0
         records = journal_events(self.segment) + journal_events(self.journal)
-        if records:
-            self._batches.write(records, True, self.lease, self.epoch)
+        if records:  # attempts of the manager that wrote them: its epoch, not this one's (None yet)
+            self._batches.write(records, True, self.lease, self.journal_epoch())
             self.replayed += len(records)
             log.warning("replayed %d records from the journal %s", len(records), self.journal)
         for path in (self.segment, self.journal):

@@ -36,7 +36,7 @@ from gridcrawl.states import ApplicationState, ThreadState
 from gridcrawl.transport import apply_curve_server, make_socket, reachable, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import LATE_ATTEMPTS, ControlError, ManagerCore, Send, Strike
-from gridcrawl.manager.lease import (Lease, LeaseHeld, describe_holder,  # noqa: F401  (LeaseHeld: for the CLI)
+from gridcrawl.manager.lease import (LEASE_FAILURE_REPEAT, Lease, LeaseHeld, describe_holder,  # noqa: F401  (LeaseHeld: for the CLI)
                                      holder_name)
 from gridcrawl.manager.recorder import Recorder, WriterProcess
 from gridcrawl.auth import UserStore
@@ -378,17 +378,36 @@ class ManagerServer:
         log.info("standby manager at %s: waiting for the lease", self.address)
         active: str | None = None
         next_try = 0.0
+        # the database as this standby sees it: its last answer and until when an expired lease is
+        # left to its holder (POSIX s); the last WARNING of an outage (monotonic s)
+        answered, grace_until, said = time.time(), 0.0, -math.inf
         while not stop.is_set():
             now = time.time()
             if now >= next_try:
                 next_try = now + self.settings.heartbeat_interval / 2
                 try:  # one SELECT while the lease is live; the conditional UPDATE only when it is not
                     row = self.lease.previous = self.lease.read()
-                    live = (row is not None and row.holder and row.expires_at > now
+                    now = time.time()
+                    if now - answered > self.lease.seconds / 2:
+                        # the database did not answer for a while (it failed, or hung): its holder could
+                        # not renew either, so an expiry meanwhile says nothing of whether it runs; it
+                        # gets one lease length to renew (a take-over at the first moment the database
+                        # answered again dropped the work the active manager held: a third of a
+                        # crawl's pages were fetched twice)
+                        grace_until = now + self.lease.seconds
+                        log.warning("standby: the database answers again after %.1f s; the active manager has "
+                                    "%.1f s to renew its lease", now - answered, self.lease.seconds)
+                        said = -math.inf
+                    answered = now
+                    live = (row is not None and row.holder and (row.expires_at > now or now < grace_until)
                             and self.lease.alive(row.holder) is not False)  # a dead holder on this host: now
                     decision = None if live else self.lease.try_acquire(now)
                 except sa.exc.SQLAlchemyError as exc:
-                    log.warning("standby: the database does not answer (%s)", str(exc).splitlines()[0])
+                    mono = time.monotonic()
+                    if mono - said >= LEASE_FAILURE_REPEAT:  # once, then once a minute: not twice a second
+                        said = mono
+                        log.warning("standby: the database does not answer (%s); trying every %.1f s",
+                                    str(exc).splitlines()[0], self.settings.heartbeat_interval / 2)
                     decision = None
                 if decision is not None and decision.action != "refuse":
                     log.warning("taking over as the active manager (lease epoch %d; previous holder: %s)",

@@ -160,6 +160,7 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
     journal = tmp_path / "manager.journal"
     dead = Recorder(engine, 60.0, journal)
     dead._open_journal()  # what start() does, without the flusher thread: it never writes
+    dead.set_journal_epoch(5)  # it held lease epoch 5
     dead.add(ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), 1.0))
     dead.add(ev.ApplicationCreated("a1", "x", "u", 1, 1.0))
     dead.add(ev.ThreadSubmitted(1, "a1", 1, "http://a.test/", "a.test", 0, 0, (), 1.0))
@@ -184,6 +185,7 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
         attempt = conn.execute(models.attempt.select()).mappings().one()
     assert thread["state"] == 4 and thread["executor_id"] == "e1" and thread["time_started"] is not None
     assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62
+    assert attempt["epoch"] == 5  # the epoch of the manager that assigned it (replayed rows had none)
 
 
 def test_a_journal_deleted_under_the_manager_is_started_afresh_and_its_records_written(tmp_path, caplog):
