@@ -194,13 +194,12 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     from gridcrawl.focus import Focus, OntologyFocus
     from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
-    stored = store.metas()  # read once; what changes is written once, at the end
+    stored = store.metas()  # read once; what changes is written once, at the end, if nothing was refused
     store_meta: dict[str, str] = {}
     try:
         if rules is not None:
             rule_list = load_rules(rules)
             page_types = load_page_types(rules, rule_list)
-            store.save_rules(rule_list)
             store_meta["page_types"] = json.dumps({k: v.as_dict() for k, v in page_types.items()})
             seeds = list(dict.fromkeys([*seeds, *(r.base_url for r in rule_list)]))
         else:
@@ -248,9 +247,34 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
         fail(str(exc))
     check_wait_for(given_wait_for, render or any(t.render for t in page_types.values())
                    or any(spec.render for spec in items))
+    # nothing refused: what was given is stored (a refused run used to replace the crawl's rules
+    # first, so that even a resume without options was refused after it)
+    if rules is not None:
+        _warn_changed(store, "rules", rules, [_rule_key(r) for r in store.stored_rules()],
+                      [_rule_key(r) for r in rule_list], store.counts()["visited"], "URLs were visited",
+                      "pages visited already are not visited again (--recrawl-all applies them to every page)")
+        store.save_rules(rule_list)
+    if extract is not None:
+        save_item_spec(store, extract, items)
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
                                   "structured_data": "1" if strategy.structured_data else "0"})
     return strategy, seeds
+
+
+def _rule_key(rule) -> tuple:
+    """What a rule does (its fields but where it was read), to tell whether rules changed."""
+    return (rule.base_url, rule.rule_type, rule.from_type, rule.to_type, rule.pattern, rule.element_id,
+            rule.element_class, rule.element_tag)
+
+
+def _warn_changed(store, what: str, source: str, before: list, after: list, done: int, done_text: str,
+                  remedy: str) -> None:
+    """One WARNING when a resumed crawl is given ``what`` (its rules, its item spec: from file
+    ``source``) that differ from those its ``done`` URLs or items were made with."""
+    if before and before != after and done:
+        import logging
+        logging.getLogger("gridcrawl.client").warning(
+            "the %s in %s changed since this crawl's %d %s; %s", what, source, done, done_text, remedy)
 
 
 def fetch_command(group, strategy) -> str:
@@ -278,30 +302,34 @@ def check_item_spec(path: str) -> list:
 
 
 def resolve_items(store, extract: str | None) -> list:
-    """The crawl's item specs: those of file ``extract`` (validated, then stored in the crawl
-    database), else those a previous run stored (none: no items)."""
-    from gridcrawl.client.items import save_spec, stored_spec
+    """The crawl's item specs: those of file ``extract`` (validated; :func:`save_item_spec`
+    stores them), else those a previous run stored (none: no items)."""
+    from gridcrawl.client.items import stored_spec
     from gridcrawl.items import ItemSpecError
     if extract is not None:
-        specs = check_item_spec(extract)
-        try:
-            before = stored_spec(store.engine)
-        except ItemSpecError:
-            before = None
-        if before and before != specs and (items := store.item_count()):
-            import logging
-            from gridcrawl.db import shown_url
-            logging.getLogger("gridcrawl.client").warning(
-                "the item spec %s differs from the one this crawl's %d items were extracted with: pages not "
-                "visited again (or answering 304 Not Modified to a recrawl) keep their old items; gridcrawl "
-                "extract --db %s --extract %s applies it to every stored page", extract, items,
-                shown_url(str(store.engine.url)), extract)
-        save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
-        return specs
+        return check_item_spec(extract)
     try:
         return stored_spec(store.engine)
     except ItemSpecError as exc:
         fail(f"invalid item spec: {exc}")
+
+
+def save_item_spec(store, extract: str, specs: list) -> None:
+    """Store the item spec of file ``extract`` (``specs``, validated) in the crawl database,
+    with a WARNING when it differs from the one the crawl's items were extracted with."""
+    from gridcrawl.client.items import save_spec, stored_spec
+    from gridcrawl.db import shown_url
+    from gridcrawl.items import ItemSpecError
+    try:
+        before = stored_spec(store.engine)
+    except ItemSpecError:
+        before = None
+    if before and before != specs:
+        _warn_changed(store, "item spec", extract, before, specs, store.item_count(), "items were extracted",
+                      f"pages not visited again (or answering 304 Not Modified to a recrawl) keep their old items; "
+                      f"gridcrawl extract --db {shown_url(str(store.engine.url))} --extract {extract} applies it "
+                      f"to every stored page")
+    save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
 
 
 #: Exit status of a crawl in which every page of the run failed (a user error is 2, cli_common).

@@ -259,3 +259,43 @@ def test_focus_only_options_without_a_focus_are_refused(tmp_path, capsys, option
     resumed, _ = resolve_strategy(store, [], **options)
     assert resumed.focus is not None and (resumed.order, resumed.min_relevance) == (
         "priority", options.get("min_relevance", 0.0))
+
+
+def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_crawl_warn(tmp_path, capsys, caplog):
+    """A run given rules that its stored item spec cannot use (a page type they no longer give)
+    is refused — and used to replace the crawl's rules first, so that even a resume without
+    options was refused after it, the original rules gone. Now nothing is stored until nothing
+    is refused. Rules that differ from those of a crawl with visited URLs are taken, with a
+    WARNING that pages visited already are not visited again under them."""
+    import datetime as dt
+    import typer
+    from gridcrawl import models
+    from gridcrawl.client.cli import _rule_key, resolve_strategy
+
+    header = "baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+    rules_a, rules_b, rules_c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
+    rules_a.write_text(header + f"{BASE}/,follow,base,topLevel,/c/,all,all,all\n"
+                                f"{BASE}/,follow,topLevel,reviews,/r/,all,all,all\n")
+    rules_b.write_text(header + f"{BASE}/,follow,base,topLevel,/c/,all,all,all\n")
+    rules_c.write_text(rules_a.read_text() + f"{BASE}/,keep,reviews,,.pdf,all,all,all\n")
+    spec = tmp_path / "items.toml"
+    spec.write_text('[[item]]\ntype = "review"\npage_type = "reviews"\n[item.fields]\ntitle = { css = "title::text" }\n')
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    resolve_strategy(store, [], rules=str(rules_a), extract=str(spec))
+    rules, metas = [_rule_key(r) for r in store.stored_rules()], store.metas()
+    assert len(rules) == 2
+    with pytest.raises(typer.Exit) as refused:
+        resolve_strategy(store, [], rules=str(rules_b))
+    assert refused.value.exit_code == 2 and "page_type 'reviews' is no page type" in capsys.readouterr().err
+    assert [_rule_key(r) for r in store.stored_rules()] == rules and store.metas() == metas
+    resumed, _ = resolve_strategy(store, [])  # the resume works, with the crawl's own rules
+    assert [_rule_key(r) for r in resumed.rules] == rules
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    with store.engine.begin() as conn:
+        conn.execute(models.visited_url.insert().values(url=BASE + "/", fingerprint="f" * 32, depth=0,
+                                                    visited_at=dt.datetime(2026, 1, 1)))
+    resolve_strategy(store, [], rules=str(rules_c))
+    assert len(store.stored_rules()) == 3
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning.startswith(f"the rules in {rules_c} changed since this crawl's 1 URLs were visited") \
+        and "--recrawl-all" in warning
