@@ -220,6 +220,10 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} (its port is no number: "
                                   f"{SERVER_URL_FORM})") from None
     shown = shown_url(parsed)
+    if parsed.get_backend_name() == "sqlite" and parsed.host:  # sqlite://crawl.db: two slashes, not three
+        path = f"{parsed.host}/{parsed.database}" if parsed.database else parsed.host
+        raise DatabaseUnavailable(f"not a SQLite URL: {hide_passwords(repr(url))} names a host; a file is "
+                                  f"sqlite:///{path} (three slashes; four for an absolute path)")
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
         raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")
@@ -245,6 +249,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     except NoSuchModuleError:
         raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r} (use sqlite:///FILE, "
                                   "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)") from None
+    except ArgumentError as exc:  # a URL SQLAlchemy parses but its dialect refuses
+        raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} ({_reason(exc)})") from None
     except ModuleNotFoundError as exc:
         hint = _DRIVER_HINTS.get(exc.name or "", f"pip install {exc.name}")
         raise DatabaseUnavailable(f"the driver for {parsed.drivername} is not installed: {hint}") from None

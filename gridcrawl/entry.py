@@ -70,6 +70,13 @@ def _run(module: str) -> None:
         # Ctrl-C while the program's modules load, before its command line is read and the
         # programs take SIGINT themselves: ended by it, without a traceback
         exit_by_signal(signal.SIGINT)
+    except SystemExit as exc:
+        if exc.code == 128 + signal.SIGINT:
+            # typer turns a KeyboardInterrupt inside a command (before a crawl takes SIGINT
+            # itself: gridcrawl fetch, export ...) into exit status 130, which a shell's loop
+            # reads as a normal end: ended by the signal instead
+            exit_by_signal(signal.SIGINT)
+        raise
 
 
 def gridcrawl() -> None:

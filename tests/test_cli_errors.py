@@ -360,6 +360,8 @@ def test_manager_warns_once_when_listening_without_curve():
      "'postgresql+psycopg://grid:***@127.0.0.1:notaport/x' (its port is no number"),
     ("grid:S3cret@db-host/gridcrawl", "not a database URL: 'grid:***@db-host/gridcrawl' (expected e.g. "
                                       "dialect+driver://user:password@host:PORT/database)"),
+    # two slashes, not three: SQLAlchemy read crawl.db as a host, and its SQLite dialect raised (a traceback)
+    ("sqlite://crawl.db", "not a SQLite URL: 'sqlite://crawl.db' names a host; a file is sqlite:///crawl.db"),
 ])
 def test_invalid_database_url(db, needle):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
@@ -610,3 +612,20 @@ def test_ctrl_c_while_a_program_loads_ends_it_by_sigint_without_a_traceback(prog
     proc = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == -signal.SIGINT and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stdout == ""  # stopped before it printed its help
+
+
+def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
+    """``gridcrawl fetch`` of a host that accepts and never answers, interrupted by a real SIGINT
+    once it waits: typer turned the KeyboardInterrupt into exit status 130, a normal exit to a
+    shell, whose ``for`` loop then went on to its next command. It ends by SIGINT now."""
+    import socket
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "fetch",
+                                 f"http://127.0.0.1:{server.getsockname()[1]}/", "--allow-private", "127.0.0.0/8"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        server.settimeout(60)
+        conn, _ = server.accept()  # it asks for robots.txt: it waits for the answer now
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        conn.close()
+    assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
