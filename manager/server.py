@@ -16,8 +16,10 @@ peer's key (the message's ``User-Id`` property) is its identity when no login is
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import logging
+import os
 import math
 import queue
 import re
@@ -52,6 +54,19 @@ HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hosti
 BAD_PEER_LOG_LINES = 20  # log lines about bad or hostile messages, all peers together, ...
 BAD_PEER_LOG_WINDOW = 60.0  # ... per this many seconds (a storm of fresh connections is one peer each)
 BEHIND_LOG_EVERY = 10.0  # seconds between two log lines about the loop lagging behind its input
+
+
+
+#: The key of :func:`peer_label` (random per process).
+_PEER_KEY = os.urandom(16)
+
+
+def peer_label(peer: bytes) -> str:
+    """How logs name a peer's ZeroMQ routing id: 8 hex digits of a keyed hash, the same for one
+    peer throughout a manager's run. Not the id itself: the ids the ROUTER socket gives count up
+    from a random start, and a peer that knows the next one can connect under it, which aborts
+    libzmq 4.3 (an assertion in its ROUTER)."""
+    return hashlib.blake2s(peer, key=_PEER_KEY, digest_size=4).hexdigest()
 
 
 class ControlRequest:
@@ -294,7 +309,7 @@ class ManagerServer:
                     if not send(self.socket, message, peer):
                         log.debug("peer %r gone; dropped %s", peer, message.TYPE)
                 except MessageTooLarge as exc:  # one job or page alone: its thread times out, is retried
-                    log.error("not sent to peer %r: %s", peer, exc)
+                    log.error("not sent to peer %s: %s", peer_label(peer), exc)
 
     def serve(self, stop: threading.Event) -> None:
         """Run until ``stop`` is set; then say goodbye to peers and flush the records.
@@ -530,7 +545,7 @@ class ManagerServer:
             entry = self._hostile_log[peer] = [float("-inf"), 0]
         entry[1] += 1
         if now - entry[0] >= HOSTILE_LOG_EVERY and self._may_log_bad_peer(now):
-            log.warning("peer %s: %d hostile messages dropped (last: %s)", peer.hex(), entry[1], why)
+            log.warning("peer %s: %d hostile messages dropped (last: %s)", peer_label(peer), entry[1], why)
             entry[0], entry[1] = now, 0
         self._strike(peer, why)
 
@@ -539,7 +554,7 @@ class ManagerServer:
         now = time.time()
         if self.guard.strike(peer, now):
             log.warning("peer %s blocked for %.0f s: %d bad or refused messages within %.0f s (last: %s)",
-                        peer.hex(), self.guard.block_seconds, self.guard.max_strikes, self.guard.window, why)
+                        peer_label(peer), self.guard.block_seconds, self.guard.max_strikes, self.guard.window, why)
             self._forget(peer, now, "blocked: too many bad messages")
 
     def _forget(self, peer: bytes, now: float, reason: str) -> None:
@@ -548,7 +563,7 @@ class ManagerServer:
             try:
                 self._carry_out(self.core.handle(peer, protocol.Bye(reason), now))
             except Exception:
-                log.exception("forgetting peer %s failed", peer.hex())
+                log.exception("forgetting peer %s failed", peer_label(peer))
         send(self.socket, protocol.Bye(reason), peer)
 
     def _login_required(self) -> bool:
@@ -621,12 +636,12 @@ class ManagerServer:
                 raise protocol.ProtocolError(problem)
         except Exception as exc:  # malformed, or a bug of ours in decoding: dropped, the grid goes on
             if not isinstance(exc, protocol.ProtocolError):
-                log.exception("decoding a message from peer %s failed", peer.hex())
+                log.exception("decoding a message from peer %s failed", peer_label(peer))
             count = self.malformed[peer] = self.malformed.get(peer, 0) + 1
             if len(self.malformed) > 10_000:
                 self.malformed.clear()
             if (count <= 3 or count % 1000 == 0) and self._may_log_bad_peer(now):
-                log.warning("dropped a malformed message from peer %s (%d so far): %s", peer.hex(), count, exc)
+                log.warning("dropped a malformed message from peer %s (%d so far): %s", peer_label(peer), count, exc)
             self._strike(peer, str(exc))
             return True
         if curve and type(message) in _IDENTIFIED:
@@ -640,7 +655,7 @@ class ManagerServer:
         try:
             actions = core.handle(peer, message, time.time())
         except Exception:  # a bug of ours must not take the grid down
-            log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer.hex())
+            log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer_label(peer))
             return True
         # Refusing a login (register, open, control) is a strike: that is how credentials are
         # guessed. Refusing the traffic of a peer the manager has forgotten (the acks of a client
@@ -807,7 +822,7 @@ class PeerGuard:
             self.dropped += 1
             if now - bucket[2] >= 1.0:
                 bucket[2] = now
-                log.warning("peer %s floods the manager (over %.0f messages/s): dropping", peer.hex(), self.rate)
+                log.warning("peer %s floods the manager (over %.0f messages/s): dropping", peer_label(peer), self.rate)
                 self.strike(peer, now)
             return False
         bucket[0] = tokens - 1.0
