@@ -1065,6 +1065,11 @@ class ManagerCore:
                 except ControlError:  # the login first: an answer must not tell a stranger which ids exist
                     owner = m.user
                 reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
+                if reason is not None and m.user != owner \
+                        and self.authenticate(m.user, m.password, MANAGE_OWN_APP) is None:
+                    # a user who manages only their own applications learns nothing of another's:
+                    # the answer of an id that does not exist
+                    return [Send(peer, p.Refuse(f"no application {m.application_id!r} at this manager"))]
                 if reason is not None:
                     return [Send(peer, _login_refusal(reason))]
             actions, result = self.control(m.application_id, m.action, now, user=m.user)

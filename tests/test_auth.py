@@ -314,6 +314,13 @@ def test_a_control_without_a_login_does_not_tell_which_application_ids_exist():
     assert known == unknown == "authentication failed"
     assert "no application" in only(core.handle(b"alice", p.Control("ffff00", "pause", "alice", "pw"), 0.2),
                                     p.Refuse).reason  # told once logged in
+    # logged in, a user who manages only their own applications gets for another's id the
+    # answer of an id that does not exist (it was "no ManageAllApps": ids could be listed)
+    other = only(core.handle(b"bob", p.Control(app[:6], "pause", "bob", "pw"), 0.3), p.Refuse).reason
+    assert other == f"no application {app[:6]!r} at this manager"
+    assert only(core.handle(b"bob", p.Control("ffff00", "pause", "bob", "pw"), 0.3), p.Refuse).reason == \
+        "no application 'ffff00' at this manager"
+    assert not core.applications[app].paused
 
 
 def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
