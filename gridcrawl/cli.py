@@ -195,11 +195,12 @@ def run(
     if not seeds and rules is None and not resumed:
         fail(f"no seed URLs given and no crawl to resume in {workdir} (give a seed: gridcrawl run URL)")
     if seeds and resumed and getattr(ctx.get_parameter_source("workdir"), "name", "") == "DEFAULT":
-        other = _another_crawl(crawl_db, seeds)
+        other, stored = _another_crawl(crawl_db, seeds)
         if other:
             fail(f"{workdir} (the default --workdir) holds another crawl (of {other}), which none of the seeds "
                  f"is part of: give --workdir DIR for a crawl of their own, or --workdir {workdir} to add "
-                 f"them to that one")
+                 f"them to that one" + ("" if stored else f", or remove {workdir} (it stored no page) to "
+                                                          f"start over"))
     if workdir.exists() and not workdir.is_dir():
         fail(f"--workdir {workdir} is a file, not a directory")
     try:
@@ -496,13 +497,14 @@ def _stored_meta(crawl_db: str) -> dict[str, str]:
         engine.dispose()
 
 
-def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
+def _another_crawl(crawl_db: str, seeds: list[str]) -> tuple[str, int]:
     """What the crawl database at URL ``crawl_db`` holds (``"127.0.0.1, first
     http://127.0.0.1:8000/: 5 URLs visited, 109 left to visit"``: its allowed domains and its
     first URL, whose port tells two sites of one host apart) when it holds a crawl and none of
     ``seeds`` (valid seed URLs) is a URL of it,
-    visited or to visit; else ``""``. A user who runs ``gridcrawl run OTHER-SITE`` in the folder
-    of an earlier crawl without ``--workdir`` means a new crawl, not to add a site to that one."""
+    visited or to visit, and the documents it stored; else ``("", 0)``. A user who runs
+    ``gridcrawl run OTHER-SITE`` in the folder of an earlier crawl without ``--workdir`` means a
+    new crawl, not to add a site to that one."""
     from gridcrawl.db import chunks, open_database
     import sqlalchemy as sa
     from gridcrawl import models
@@ -511,27 +513,28 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> str:
     try:
         engine = open_database(crawl_db, existing=True)
     except DatabaseUnavailable:
-        return ""
+        return "", 0
     try:
         with engine.connect() as conn:
             counts = []
             for table in (models.visited_url, models.to_visit_url):
                 for part in chunks(keys, 500):  # (a seeds file of 100,000 sites: under SQLite's 32,766 variables)
                     if conn.execute(sa.select(table.c.fingerprint).where(table.c.fingerprint.in_(part)).limit(1)).first():
-                        return ""
+                        return "", 0
                 counts.append(conn.execute(sa.select(sa.func.count()).select_from(table)).scalar())
             first = next(filter(None, (conn.execute(sa.select(t.c.url).order_by(t.c.id).limit(1)).scalar()
                                        for t in (models.visited_url, models.to_visit_url))), None)
+            stored = conn.execute(sa.select(sa.func.count()).select_from(models.document)).scalar()
     except sa.exc.DBAPIError:
-        return ""
+        return "", 0
     finally:
         engine.dispose()
     if not any(counts):
-        return ""
+        return "", 0
     hosts = _stored_hosts(crawl_db)
     shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
     shown = ", ".join(filter(None, [shown, first and f"first {first}"]))
-    return f"{shown or 'its seeds'}: {counts[0]} URLs visited, {counts[1]} left to visit"
+    return f"{shown or 'its seeds'}: {counts[0]} URLs visited, {counts[1]} left to visit", stored
 
 
 def _stored_hosts(crawl_db: str) -> list[str]:

@@ -253,6 +253,22 @@ def test_a_new_site_in_the_default_workdir_of_another_crawl_is_refused_not_mixed
     assert stored == {one.url(p) for p in reachable(first)} | {two.url(p) for p in reachable(second)}
 
 
+def test_a_failed_first_try_in_the_default_workdir_is_named_with_the_way_to_start_over(tmp_path, site_server):
+    """A newcomer's first `gridcrawl run` with a mistyped port fails every page; the corrected
+    command is then refused as another crawl. The refusal now says that crawl stored nothing and
+    that removing the folder starts over."""
+    from grid import free_port
+    server = site_server(generate_site(3, links_per_page=1, seed=8))
+    command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "1", "--no-progress", "--no-sitemaps"]
+    typo = subprocess.run([*command, f"http://127.0.0.2:{free_port()}/"], capture_output=True, text=True,
+                          timeout=180, cwd=tmp_path)
+    assert typo.returncode == 1, typo.stderr[-2000:]  # every page failed
+    right = subprocess.run([*command, server.url("/")], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert right.returncode == 2 and right.stderr.strip().endswith(
+        "or --workdir gridcrawl-run to add them to that one, or remove gridcrawl-run (it stored no page) to "
+        "start over"), right.stderr[-2000:]
+
+
 def test_the_progress_bar_shows_the_frontier_and_ends_at_zero_to_visit(tmp_path, site_server):
     """On a terminal the bar shows the URLs left to visit (the frontier, counted now and then),
     and its last frame, drawn after a final count, says none is left when the crawl is done."""
