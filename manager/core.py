@@ -62,6 +62,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
+
 from gridcrawl import protocol as p
 from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_APP
 from gridcrawl.settings import Settings
@@ -108,11 +110,44 @@ def retry_wait(page: "p.PageResult | p.RelayedPage", retries: int, settings: Set
     return max(page.retry_after or 0.0, settings.retry_backoff * (2 ** retries))
 
 
+def _instruction_bytes(instruction: dict | None) -> int:
+    """msgpack bytes of a grid thread's instruction (0 for none)."""
+    return len(msgspec.msgpack.encode(instruction)) if instruction else 0
+
+
+def _instructions_too_big(app: "Application", m: p.Submit) -> str | None:
+    """Why submit ``m`` cannot be taken for ``app``: a thread's instruction over
+    :data:`MAX_THREAD_INSTRUCTION`, the application's over :data:`MAX_APPLICATION_INSTRUCTION`,
+    or its threads' together over :data:`MAX_INSTRUCTIONS_PER_APPLICATION`; else None."""
+    if m.instruction is not None and m.instruction != app.instruction:
+        size = _instruction_bytes(m.instruction)
+        if size > MAX_APPLICATION_INSTRUCTION:
+            return f"the application's instruction is {size} bytes, over {MAX_APPLICATION_INSTRUCTION}"
+    total = app.instruction_bytes
+    for spec in m.threads:
+        if spec.instruction and (spec.thread_id not in app.threads or app.threads[spec.thread_id].held):
+            size = _instruction_bytes(spec.instruction)
+            if size > MAX_THREAD_INSTRUCTION:
+                return f"grid thread {spec.thread_id}: its instruction is {size} bytes, over {MAX_THREAD_INSTRUCTION}"
+            total += size
+    if total > MAX_INSTRUCTIONS_PER_APPLICATION:
+        return (f"application {app.application_id[:8]}'s grid threads would hold {total} bytes of instructions at "
+                f"the manager, over {MAX_INSTRUCTIONS_PER_APPLICATION}: submit fewer at once (gridcrawl-client "
+                f"--max-in-flight)")
+    return None
+
+
 def _thread_log(t: "GridThread") -> dict:
     """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
     return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
 
 
+#: Bytes (msgpack) of one grid thread's instruction, and of all those one application holds at the
+#: manager, and of an application's shared instruction: a rogue application's 200 threads of
+#: 4 MB instructions each, never runnable, held 800 MB of the manager's memory for its 7 days.
+MAX_THREAD_INSTRUCTION = 64 * 1024
+MAX_INSTRUCTIONS_PER_APPLICATION = 64 * 1024 * 1024
+MAX_APPLICATION_INSTRUCTION = 4 * 1024 * 1024
 #: Characters of an executor's error text a host's down verdict quotes.
 ERROR_QUOTED = 200
 
@@ -222,6 +257,7 @@ class GridThread:
     queue_seq: int | None = None
     tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
     needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
+    instruction_bytes: int = 0  # msgpack bytes of its instruction (counted in its application's)
 
     @property
     def name(self) -> str:
@@ -317,6 +353,7 @@ class Application:
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     unacked_bytes: int = 0               # result_bytes() of its FINISHED threads, held until acknowledged
+    instruction_bytes: int = 0           # msgpack bytes of its threads' instructions (MAX_INSTRUCTIONS_PER_APPLICATION)
     throttled: bool = False              # unacked_bytes reached max_unacked_bytes: READY threads not dispatched
     throttles: int = 0                   # times it was throttled (the first is logged as a WARNING)
     done: int = 0                        # threads finished (results received, failed ones included)
@@ -844,6 +881,9 @@ class ManagerCore:
             reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
             if reason is not None:
                 return [Send(peer, _login_refusal(reason))]
+        if m.instruction and (size := _instruction_bytes(m.instruction)) > MAX_APPLICATION_INSTRUCTION:
+            return [Send(peer, p.Refuse(f"the application's instruction is {size} bytes, over "
+                                        f"{MAX_APPLICATION_INSTRUCTION}"))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
         if app is not None and app.user != m.user and self.authenticate is not None:
@@ -969,6 +1009,9 @@ class ManagerCore:
             return [Send(peer, p.Refuse(f"application {app.application_id[:8]} has {len(app.threads)} grid threads "
                                         f"at the manager; {new} more would pass its max_threads_per_application "
                                         f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)"))]
+        too_big = _instructions_too_big(app, m)
+        if too_big:
+            return [Send(peer, p.Refuse(too_big))]
         if m.instruction is not None and m.instruction != app.instruction:
             app.instruction = m.instruction  # a new object: each executor is sent it with its next job
         for spec in m.threads:
@@ -979,14 +1022,17 @@ class ManagerCore:
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
+                    existing.instruction_bytes = _instruction_bytes(spec.instruction)
+                    app.instruction_bytes += existing.instruction_bytes
                     existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
                            spec.priority, spec.instruction, now, host=url_host(spec.url),
-                           needs=tuple(sorted(set(spec.needs))))
+                           needs=tuple(sorted(set(spec.needs))), instruction_bytes=_instruction_bytes(spec.instruction))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
+            app.instruction_bytes += t.instruction_bytes
             if app.first_submitted is None:
                 app.first_submitted = now
             actions.append(ev.ThreadSubmitted(t.internal_id, t.application_id, t.thread_id, t.url, t.host, t.depth,
@@ -1012,6 +1058,7 @@ class ManagerCore:
             self._move(t, ThreadState.DEAD)
             del app.threads[thread_id]
             app.unacked_bytes -= result_bytes(t.result)
+            app.instruction_bytes -= t.instruction_bytes
             actions.append(ev.ThreadDead(t.internal_id))
         if app.throttled and app.unacked_bytes <= self.settings.max_unacked_bytes // 2:
             app.throttled = False
@@ -1563,7 +1610,7 @@ class ManagerCore:
             self._move(t, ThreadState.DEAD)
             actions.append(ev.ThreadDead(t.internal_id))
         app.threads.clear()
-        app.unacked_bytes, app.throttled = 0, False
+        app.unacked_bytes, app.throttled, app.instruction_bytes = 0, False, 0
         return actions
 
     # -------------------------------------------------------------------------- restart

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 
 from gridcrawl import protocol as p
@@ -1280,3 +1281,40 @@ def test_absurd_heartbeat_figures_are_kept_within_what_they_can_be():
                if isinstance(a, ev.ExecutorHeartbeat)]
     assert (beat.cpu_usage, beat.cpu_avail, beat.mem_usage, beat.pages_per_second) == (0.0, 100.0, 0, 1e18)
     assert core.executors["id1"].figures["running"] == 0 and core.executors["id1"].figures["cpu_avail"] == 100.0
+
+
+def test_instructions_are_bounded_per_thread_and_per_application():
+    """A rogue application submitted 200 threads with a 4 MB instruction each, needing a
+    capability no executor has: 800 MB of the manager's memory for the application's 7 days.
+    A thread's instruction over MAX_THREAD_INSTRUCTION, an application's over
+    MAX_APPLICATION_INSTRUCTION, and more than MAX_INSTRUCTIONS_PER_APPLICATION held by one
+    application's threads are refused (nothing of the submit queued); acknowledged threads free
+    their share."""
+    from gridcrawl.manager import core as c
+    core = make_core(S.replace(max_threads_per_application=10 ** 6))
+    app = open_app(core)
+    big = {"x": "y" * c.MAX_THREAD_INSTRUCTION}
+    (refused,) = sends(core.handle(b"client", p.Submit(app, [p.ThreadSpec(1, "http://h.test/1", instruction=big)]),
+                                   0.0), p.Refuse)
+    assert refused.message.reason.startswith("grid thread 1: its instruction is") and not core.applications[app].threads
+    (refused,) = sends(core.handle(b"client", p.OpenApplication("crawl", "u", instruction={
+        "x": "y" * c.MAX_APPLICATION_INSTRUCTION}), 0.0), p.Refuse)
+    assert refused.message.reason.startswith("the application's instruction is")
+    each = {"x": "y" * (c.MAX_THREAD_INSTRUCTION - 100)}
+    per_submit = c.MAX_INSTRUCTIONS_PER_APPLICATION // c.MAX_THREAD_INSTRUCTION // 2
+    for n in range(2):  # half the budget each
+        specs = [p.ThreadSpec(n * per_submit + i, f"http://h.test/{n}/{i}", instruction=each) for i in range(per_submit)]
+        assert not sends(core.handle(b"client", p.Submit(app, specs), 0.0), p.Refuse)
+    more = [p.ThreadSpec(10 ** 5 + i, f"http://h.test/z{i}", instruction=each) for i in range(2)]
+    (refused,) = sends(core.handle(b"client", p.Submit(app, more), 0.0), p.Refuse)
+    assert "over 67108864: submit fewer at once" in refused.message.reason
+    held = core.applications[app].instruction_bytes
+    assert held == 2 * per_submit * len(msgspec.msgpack.encode(each))
+    # resubmitting threads it holds adds nothing; finished and acknowledged ones free their share
+    assert not sends(core.handle(b"client", p.Submit(app, specs[:3]), 0.0), p.Refuse)
+    assert core.applications[app].instruction_bytes == held
+    ((peer, job),) = assigned(core.handle(b"e", p.Register(name="e", host="h", user="u", threads=1), 1.0))
+    core.handle(peer, p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 2.0)
+    done = next(t for t in core.applications[app].threads.values() if t.state == ThreadState.FINISHED)
+    core.handle(b"client", p.Ack(app, [done.thread_id]), 3.0)
+    assert core.applications[app].instruction_bytes == held - len(msgspec.msgpack.encode(each))
