@@ -528,7 +528,44 @@ class ManagerCore:
                     actions += self._take_back(t, now, "timeout")
                     actions += self._timed_out(ex, now)
         actions += self.dispatch(now)
+        if s.straggler_seconds:
+            actions += self._steal_stragglers(now, judged)
         return actions
+
+    def _steal_stragglers(self, now: float, judged: float) -> list[Action]:
+        """After a dispatch, executors with idle workers found nothing to run: take back from
+        other executors the attempts they have held longer than ``straggler_seconds`` (oldest
+        first, as many as there are idle workers) and dispatch them again, to executors they
+        were not taken back from (those that have returned results first). An executor that
+        registered, claimed many workers and never answered held a crawl's seed, then its last
+        threads, for ``thread_timeout`` (a 5 s crawl took 601 s) while the honest ones sat idle;
+        this is the end-of-job backup of MapReduce (Dean and Ghemawat, OSDI 2004, §3.6), taken
+        back rather than duplicated: a late result of the straggler is fenced. Counted as a
+        timed-out attempt of its holder (quarantined after ``quarantine_after``)."""
+        idle = sum(min(ex.free, ex.workers - len(ex.running)) for ex in self._room.values()
+                   if ex.free > 0 and ex.workers > len(ex.running))
+        if not idle:
+            return []
+        limit = self.settings.straggler_seconds
+        since = lambda t: t.time_started if t.time_started is not None else t.time_assigned  # noqa: E731
+        stragglers = sorted(((since(t), attempt_id, t, ex)
+                             for ex in self.connected.values() for attempt_id, t in ex.running.items()
+                             if since(t) is not None and judged - since(t) > limit), key=lambda entry: entry[:2])
+        actions: list[Action] = []
+        for held, attempt_id, t, ex in stragglers:
+            if idle <= 0 or not any(other is not ex and other.free > 0 and other.workers > len(other.running)
+                                    and other.can_run(t.needs) for other in self._room.values()):
+                continue
+            log.warning("%s (%s) held %.0f s by executor %s while others sit idle: taken back (straggler)",
+                        t.name, t.url, judged - held, ex.name, extra=_thread_log(t))
+            del ex.running[attempt_id]
+            self._has_room(ex)
+            if ex.peer is not None:
+                actions.append(Send(ex.peer, p.Cancel(attempt_id)))
+            actions += self._take_back(t, now, "straggler")
+            actions += self._timed_out(ex, now)
+            idle -= 1
+        return actions + self.dispatch(now) if actions else actions
 
     def _overdue(self, t: GridThread, ex: Executor, judged: float) -> bool:
         """Whether attempt ``t`` held by ``ex`` has run over ``thread_timeout`` as of ``judged``

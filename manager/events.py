@@ -181,8 +181,9 @@ class ThreadDead(_Event):
 
 class AttemptEnded(_Event):
     """An attempt ended other than by its result: ``outcome`` is ``lost``, ``timeout``,
-    ``handed_back``, ``retry``, ``cancelled``, ``fenced`` (a late result of one taken back) or
-    ``error`` (its result could not be handled: a bug, logged)."""
+    ``straggler`` (taken back for an idle executor), ``handed_back``, ``retry``, ``cancelled``,
+    ``fenced`` (a late result of one taken back) or ``error`` (its result could not be handled:
+    a bug, logged)."""
 
     attempt_id: int
     outcome: str

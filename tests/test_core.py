@@ -1318,3 +1318,47 @@ def test_instructions_are_bounded_per_thread_and_per_application():
     done = next(t for t in core.applications[app].threads.values() if t.state == ThreadState.FINISHED)
     core.handle(b"client", p.Ack(app, [done.thread_id]), 3.0)
     assert core.applications[app].instruction_bytes == held - len(msgspec.msgpack.encode(each))
+
+
+def test_a_straggler_is_taken_back_for_an_idle_executor_and_only_then():
+    """An executor that registers first, takes the seed and never answers (heartbeating all the
+    while) held it for thread_timeout (300 s) while the others sat idle: a 5 s crawl took 601 s.
+    Now, once another executor has an idle worker and nothing to run, an attempt held longer than
+    straggler_seconds is taken back from its holder (cancelled there, recorded ``straggler``)
+    and runs on the idle one. While the idle one has work of its own, nothing is taken."""
+    core = make_core(S.replace(thread_timeout=300.0, straggler_seconds=120.0, quarantine_after=3))
+    register(core, b"rogue", 8)
+    app = open_app(core)
+    ((_, seed),) = assigned(submit(core, app, [0]))
+    good = register(core, b"good", 1, now=1.0)
+    taken = None
+    for now in range(2, 130):
+        for peer in (b"rogue", b"good"):
+            core.handle(peer, p.Heartbeat(), float(now))
+        actions = core.tick(float(now))
+        if assigned(actions):
+            taken = (now, actions)
+            break
+    now, actions = taken
+    assert 120 < now <= 122  # held more than straggler_seconds, not thread_timeout
+    ((peer, job),) = assigned(actions)
+    assert peer == b"good" and job.url == seed.url
+    assert [a.message.attempt_id for a in sends(actions, p.Cancel)] == [seed.attempt_id]  # the holder is told
+    assert [(e.attempt_id, e.outcome) for e in actions if isinstance(e, ev.AttemptEnded)] == [
+        (seed.attempt_id, "straggler")]
+    rogue = next(ex for ex in core.executors.values() if ex.name == "rogue")
+    assert rogue.timeouts == 1 and not rogue.running
+    assert core.executors[good].running  # and its late result would be fenced
+    # the idle executor busy with work of its own: nothing is taken from the other
+    core2 = make_core(S.replace(thread_timeout=300.0, straggler_seconds=120.0))
+    for host in ("h0.test", "h1.test"):
+        core2.queue.note_answered(host)
+    register(core2, b"slow", 1)
+    app2 = open_app(core2)
+    submit(core2, app2, [0])
+    register(core2, b"busy", 1, now=1.0)
+    submit(core2, app2, [1], now=1.0)
+    for now in range(2, 200):
+        for peer in (b"slow", b"busy"):
+            core2.handle(peer, p.Heartbeat(), float(now))
+        assert not [e for e in core2.tick(float(now)) if isinstance(e, ev.AttemptEnded)]

@@ -122,6 +122,34 @@ def test_a_rogue_executor_claiming_50000_threads_cannot_empty_the_crawl(tmp_path
     assert 0 < rogue.assigned <= 8 + 4  # the start window, then a halved one after the quarantine
 
 
+def test_a_silent_executor_that_takes_the_seed_does_not_hold_the_crawl_for_the_thread_timeout(tmp_path, site_server):
+    """Real programs and a scripted executor that registers first, claims many workers, takes
+    the seed and never answers (heartbeating all the while). With the default thread_timeout
+    (300 s) the honest executor sat idle until then: a 5 s crawl took 601 s. The seed is now
+    taken back as a straggler once it is held past straggler_seconds (2 s here) while the honest
+    executor has nothing to run, and the crawl completes well within the thread timeout."""
+    site = generate_site(30, links_per_page=4, seed=32)
+    server = site_server(site)
+    expected = {canonical_url(server.url(path)) for path in reachable(site)}
+    grid = Grid(tmp_path)
+    rogue = Rogue(grid.endpoint, threads=64)
+    try:
+        grid.start_manager("--straggler-seconds", "2")
+        rogue.start()
+        wait_for(lambda: "registered: rogue" in grid.log("manager.log"), 30, 0.05, "the rogue registered")
+        client = grid.start_client(server.url("/"), "--no-sitemaps")
+        wait_for(lambda: rogue.assigned > 0, 30, 0.05, "the rogue holding the seed")
+        grid.start_executor("honest", "--threads", "4")
+        assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]  # thread_timeout is 300 s
+    finally:
+        rogue.stop.set()
+        grid.stop()
+    assert set(stored(grid)) == expected
+    stragglers = grid.query("manager", "SELECT COUNT(*) FROM attempt a JOIN executor e ON e.executor_id = a.executor_id "
+                                       "WHERE a.outcome = 'straggler' AND e.name = 'rogue'")[0][0]
+    assert stragglers >= 1 and "taken back (straggler)" in grid.log("manager.log")
+
+
 def test_forged_results_touch_no_record_and_block_the_forger(tmp_path, site_server):
     site = generate_site(80, links_per_page=4, seed=37)
     server = site_server(site, latency=0.1)
