@@ -353,10 +353,11 @@ class CrawlStore:
             return conn.execute(to_visit.update().where(to_visit.c.in_flight == sa.true())
                                 .values(in_flight=False)).rowcount
 
-    def claim(self, limit: int, depth: int | None = None) -> list[Pending]:
+    def claim(self, limit: int, depth: int | None = None, sitemaps: int | None = None) -> list[Pending]:
         """Take up to ``limit`` to-visit URLs in the strategy's order (:meth:`claim_statement`),
-        only those at ``depth`` when given (a layer of the Spark crawl), and mark them in
-        flight. Returns them as :class:`Pending` grid threads.
+        only those at ``depth`` when given (a layer of the Spark crawl), of which at most
+        ``sitemaps`` sitemaps to read when given, and mark them in flight. Returns them as
+        :class:`Pending` grid threads.
 
         Safe with several clients on one database: no URL is ever handed to two of them (see
         :meth:`claim_statement`). May return fewer than ``limit`` while other clients are
@@ -367,7 +368,15 @@ class CrawlStore:
 
         def work(conn) -> list:
             stmt = self.claim_statement(conn.dialect, limit, self.strategy.order)
-            rows = conn.execute(stmt if depth is None else stmt.where(to_visit.c.depth == depth)).all()
+            if depth is not None:
+                stmt = stmt.where(to_visit.c.depth == depth)
+            if sitemaps is None:
+                rows = conn.execute(stmt).all()
+            else:  # the sitemaps first (at most that many), then pages for the rest
+                rows = conn.execute(stmt.where(to_visit.c.kind.is_not(None)).limit(min(sitemaps, limit))).all() \
+                    if sitemaps > 0 else []
+                if len(rows) < limit:
+                    rows += conn.execute(stmt.where(to_visit.c.kind.is_(None)).limit(limit - len(rows))).all()
             for ids in chunks([r.id for r in rows], 500):
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
             return rows

@@ -412,3 +412,34 @@ def test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap(tmp_path, site_
     row = re.search(r"not queued\s*│\s*([\d,]+) links", done.stderr)
     assert row and int(row.group(1).replace(",", "")) > MAZE_CAP, done.stderr[-3000:]  # eight links a page, nearly all new
     assert f"{MAZE_DOMAIN} ({row.group(1)})" in re.sub(r"\s*│\s*", " ", done.stderr)
+
+
+def test_a_sitemap_flood_does_not_keep_the_crawl_from_its_pages(tmp_path, site_server):
+    """``gridcrawl run`` (real programs) of a site whose robots.txt names a sitemap index of 300
+    sitemaps, each listing 300 URLs of it: the sitemaps, one hop above every page, used to fill
+    the client's window (at 50,000 × 30,000 within sitemaps.org's limits: 3 GB in the client and
+    not one page in 4 minutes). They are now read SITEMAPS_IN_FLIGHT at a time while pages take
+    the rest of the window: of a run's first 120 URLs, many are pages stored (were: the seed)."""
+    import subprocess
+    import sys
+    from gridcrawl.client.app import SITEMAPS_IN_FLIGHT
+    site = generate_site(1, links_per_page=0, seed=4)
+    server = site_server(site)
+    site.pages["/robots.txt"] = f"User-agent: *\nSitemap: {server.url('/index.xml')}\n".encode()
+    site.types["/robots.txt"] = "text/plain"
+    site.pages["/index.xml"] = ("<sitemapindex xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>" + "".join(
+        f"<sitemap><loc>{server.url(f'/s{i}.xml')}</loc></sitemap>" for i in range(300)) + "</sitemapindex>").encode()
+    site.types["/index.xml"] = "application/xml"
+    for i in range(300):
+        site.pages[f"/s{i}.xml"] = ("<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>" + "".join(
+            f"<url><loc>{server.url(f'/p/{i}-{k}.html')}</loc></url>" for k in range(300)) + "</urlset>").encode()
+        site.types[f"/s{i}.xml"] = "application/xml"
+    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>p</body></html>")
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--threads", "4", "--max-pages", "120", "--workdir", str(tmp_path), "--no-progress"],
+                          capture_output=True, text=True, timeout=CRAWL_BOUND)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    grid = Grid(tmp_path)
+    maps = grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE url LIKE '%.xml'")[0][0]
+    documents = grid.query("crawl", "SELECT COUNT(*) FROM document")[0][0]
+    assert documents >= 120 // 3 and maps >= SITEMAPS_IN_FLIGHT, (documents, maps)

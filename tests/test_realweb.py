@@ -538,6 +538,24 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
 
 
+def test_a_sitemap_flood_is_read_a_few_at_a_time(store):
+    """A sitemap index of 50,000 sitemaps of 30,000 URLs each (within sitemaps.org's limits): its
+    sitemaps, one hop above every page, filled the client's window, 3 GB of decoded results,
+    and no page was fetched in 4 minutes. A claim now takes at most ``sitemaps`` of them and
+    pages for the rest (the client keeps SITEMAPS_IN_FLIGHT)."""
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, links=[[f"{H}/page{i}", ""] for i in range(5)], sitemaps=[f"{H}/index.xml"])], scope)
+    (index,) = store.claim(1)  # depth 0, above the pages
+    assert index.kind == "sitemap"
+    store.apply([_outcome(index, sitemaps=[f"{H}/s{i}.xml" for i in range(20)])], scope)
+    claimed = store.claim(10, sitemaps=3)
+    assert sorted(p.kind or "page" for p in claimed) == ["page"] * 5 + ["sitemap-child"] * 3  # 5 pages were left
+    assert store.claim(10, sitemaps=0) == []  # only sitemaps are left, and none may go
+    assert len(store.claim(10)) == 10  # without a limit (a Spark layer): sitemaps too
+
+
 def test_a_sitemaps_lastmod_reaches_pages_queued_or_in_flight_before_it(store):
     """The seed's links queue ``/q`` and ``/f`` before its sitemap is read; ``/f`` is even in
     flight when the sitemap's result is applied. The sitemap's lastmod of each still reaches its
