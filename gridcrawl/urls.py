@@ -406,14 +406,21 @@ def path_trap(url: str, limit: int = PATH_REPEAT_LIMIT) -> str | None:
     return None
 
 
-_DIGITS_RE = re.compile(r"[0-9]+")
+#: What varies in a numbered family: a run of 12+ letters and digits with a digit in it (a
+#: random token), else a run of hex digits with a digit in it (``a3f9c2e1``, a UUID's parts,
+#: plain numbers).
+_VARYING_RE = re.compile(r"[0-9A-Za-z]{12,}|[0-9a-fA-F]+")
 
 
 def url_shape(url: str) -> str | None:
     """The shape of ``url``: ``host/path?query`` (scheme and fragment dropped, host lower case)
     with every run of digits in the path and query replaced by ``#``
-    (``/calendar?month=2024-05`` → ``/calendar?month=#-#``); ``None`` when its path and query
-    hold no digit (such a URL is no member of a numbered family). The port stays as it is.
+    (``/calendar?month=2024-05`` → ``/calendar?month=#-#``), and so every token with a digit
+    in it: a run of hex digits (``?token=a3f9c2e1b7d04f6a`` → ``?token=#``, a UUID → ``#-#-#-#-#``)
+    or of 12 or more letters and digits (``?sid=xK9mQ2pLr7Zt``); ``None`` when its path and
+    query hold no digit (such a URL is no member of a numbered family). The port stays as it is.
+    (Digits only, a session token of hex letters gave every URL a shape of its own: a site's
+    one page under random tokens took the whole per-host cap, 100,000 fetches.)
 
     The client's trap detector groups pages by shape (:mod:`gridcrawl.client.traps`), and the
     executor computes a page's SimHash only when its URL has a shape (or the instruction asks
@@ -423,9 +430,9 @@ def url_shape(url: str) -> str | None:
     except ValueError:
         return None
     tail = parts.path + ("?" + parts.query if parts.query else "")
-    shaped, count = _DIGITS_RE.subn("#", tail)
-    if not count:
+    if not any(c.isdigit() for c in tail):
         return None
+    shaped = _VARYING_RE.sub(lambda m: "#" if any(c.isdigit() for c in m.group()) else m.group(), tail)
     return parts.netloc.lower() + shaped
 
 

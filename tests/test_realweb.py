@@ -100,6 +100,12 @@ def test_simhash_is_its_definition_and_pinned():
     ("http://h.example/list?page=7&sort=date", "h.example/list?page=#&sort=date"),
     ("http://h.example/docs/library/os.html", None),
     ("http://h.example/", None),
+    # tokens with a digit: hex runs, a UUID, 12+ letters and digits; words and hex words without one stay
+    ("http://h.example/sess?token=a3f9c2e1b7d04f6a&r=17", "h.example/sess?token=#&r=#"),
+    ("http://h.example/o/550e8400-e29b-41d4-a716-446655440000", "h.example/o/#-#-#-#-#"),
+    ("http://h.example/s?sid=xK9mQ2pLr7Zt&utm_source=beef", "h.example/s?sid=#&utm_source=beef"),
+    ("http://h.example/index2024.html", "h.example/index#.html"),
+    ("http://h.example/cafe/page", None),
 ])
 def test_url_shape(url, shape):
     assert url_shape(url) == shape
@@ -514,6 +520,25 @@ def test_trapped_shapes_are_recorded_not_followed(store):
     assert _rows(store, "SELECT url, error_kind, error FROM visited_url WHERE error_kind = 'trap'") == [
         (f"{H}/cal?m=5", "trap", "URL shape h.example/cal?m=# repeats near-identical pages")]
     assert _rows(store, "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+
+
+def test_one_page_under_random_session_tokens_becomes_a_trap(store):
+    """A walkthrough's site linked its one page as ``/sess?token=<16 hex>``, a new token on every
+    page: the shapes replaced digits only, so every URL had its own and the crawl fetched the page
+    100,000 times (the per-host cap). Hex tokens are shaped now: the family is a trap."""
+    import random
+    rng = random.Random(5)
+    scope = Scope(["h.example"], trap_near_duplicates=3)
+    store.add_seeds([f"{H}/sess?token={rng.getrandbits(64):016x}"])
+    for visit in range(1, 10):
+        (pend,) = _claim_all(store).values()
+        counts = store.apply([_outcome(pend, simhash=simhash(TEXT),
+                                       links=[[f"{H}/sess?token={rng.getrandbits(64):016x}", ""]])], scope)
+        if counts["traps"]:
+            break
+    assert visit == 4
+    assert _rows(store, "SELECT error FROM visited_url WHERE error_kind = 'trap'") == [
+        ("URL shape h.example/sess?token=# repeats near-identical pages",)]
 
 
 def test_sitemaps_are_queued_with_their_lastmod(store):
