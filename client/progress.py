@@ -96,6 +96,8 @@ class ProgressView:
         a seed's subdomains counted under it), links of pages at ``max_depth`` not followed
         (``beyond_depth``, this crawl's runs together; ``new_crawl``: how a crawl starts afresh,
         ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
+        pages whose links were cut at ``max_links_per_page`` (``links_cut``: their URLs; judged by
+        the client's setting, which the executors share unless configured apart),
         seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
@@ -123,6 +125,12 @@ class ProgressView:
             table.add_row("not followed", f"{counts['beyond_depth']:,} links of pages at --max-depth "
                           f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "
                           f"together); not recorded: a deeper crawl takes {counts.get('new_crawl', 'a new --workdir')}")
+        if counts.get("links_cut"):
+            cut = counts["links_cut"]
+            table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with "
+                          f"{counts.get('max_links_per_page', 0):,} links or more: the first "
+                          f"{counts.get('max_links_per_page', 0):,} of each followed, no more "
+                          f"(max_links_per_page), e.g. {terminal_text(cut[0])}")
         if counts.get("below_relevance"):
             table.add_row("not queued", f"{counts['below_relevance']:,} links scoring below --min-relevance "
                           f"{counts.get('min_relevance'):g}, the best of them {counts.get('best_below', 0.0):.2f} "

@@ -269,6 +269,10 @@ class CrawlStore:
         self.beyond_depth: set[int] = set()
         #: Links a focused crawl scored below ``min_relevance`` and did not queue (hashes, bounded).
         self.below_relevance: set[int] = set()
+        #: Pages whose links reached ``max_links_per_page`` (the executor followed that many, no
+        #: more): their URLs, at most 1,000 kept (``len`` is at least the count).
+        self.max_links_per_page = 10_000
+        self.links_cut: set[str] = set()
         self.best_below = 0.0  # the highest score among them
         # URLs known to be queued or visited (their hash) with the shallowest depth known: most
         # links of a page were seen before, and this skips their scope checks and SQL unless they
@@ -540,6 +544,8 @@ class CrawlStore:
                 issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else {}
+            if len(page.links) >= self.max_links_per_page and len(self.links_cut) < 1000:
+                self.links_cut.add(pend.url)
             for link in page.links:
                 url = link[0]
                 if known.get(hash(url), depth + 1) <= depth or len(url) > models.URL_LENGTH:

@@ -443,3 +443,26 @@ def test_a_sitemap_flood_does_not_keep_the_crawl_from_its_pages(tmp_path, site_s
     maps = grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE url LIKE '%.xml'")[0][0]
     documents = grid.query("crawl", "SELECT COUNT(*) FROM document")[0][0]
     assert documents >= 120 // 3 and maps >= SITEMAPS_IN_FLIGHT, (documents, maps)
+
+
+def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_server):
+    """A page of 100,000 links: the executor follows the first max_links_per_page (10,000) and
+    said so only in its own log, at INFO; the crawl's summary showed 10 % of the site and no
+    word why. It names such pages now (here with the setting at 50, from the environment as
+    every program reads it)."""
+    import os
+    import subprocess
+    import sys
+    site = generate_site(1, links_per_page=0, seed=6)
+    site.pages["/"] = b"<html><body>" + b"".join(b'<a href="/p/%d.html">p</a>' % i for i in range(60)) + b"</body></html>"
+    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>%s</body></html>" % h.path.encode())
+    server = site_server(site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"], capture_output=True,
+                          text=True, timeout=CRAWL_BOUND, env={**os.environ, "GRIDCRAWL_MAX_LINKS_PER_PAGE": "50"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM visited_url") == [(1 + 50,)]
+    summary = " ".join(done.stderr.split())
+    assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary
+    row = summary.split("links cut")[1].split("crawl seconds")[0]
+    assert "(max_links_per_page)" in row and server.url("/") in row, row
