@@ -20,7 +20,7 @@ import typer
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, fail,
                                   secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals,
                                   take_lock)
-from gridcrawl.config import run_program, settings as configured_settings
+from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
@@ -147,6 +147,14 @@ def run(
         _check_fetching(settings)
     except ValueError as exc:
         fail(str(exc))
+    if os.environ.get(CONFIG_ENV):  # the sections of the programs this command starts, before they start
+        from gridcrawl.config import ConfigError, check_program
+        for module, program in (("gridcrawl.manager.cli", "manager"), ("gridcrawl.executor.cli", "executor"),
+                                ("gridcrawl.client.cli", "client")):
+            try:
+                check_program(module, program)
+            except ConfigError as exc:
+                fail(str(exc))
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)

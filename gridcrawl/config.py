@@ -285,12 +285,29 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
     that programs this one starts (``gridcrawl run``) read the same file. A configuration error
     is one line on stderr and exit status 2.
     """
-    import typer
-
     argv = list(sys.argv[1:] if argv is None else argv)
     path, stripped = take_config_argument(argv)
     if not keep_config_option:
         argv = stripped
+    try:
+        default_map, obj = configure(app, program, path)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if path:
+        os.environ[CONFIG_ENV] = str(Path(path).resolve())
+    tune_gc()
+    app(args=argv, default_map=default_map, obj=obj)
+
+
+def configure(app, program: str, path: str | Path | None) -> tuple[dict, "Resolution | dict"]:
+    """What :func:`run_program` hands typer ``app`` run as ``program`` with the configuration
+    file ``path`` (None: ``GRIDCRAWL_CONFIG``, else none) and the environment: ``(default_map,
+    obj)``. Raises :class:`ConfigError` for anything the file or environment gets wrong, so
+    that ``gridcrawl run`` can check the sections of the programs it starts before it starts
+    them (:func:`check_program`)."""
+    import typer
+
     command = typer.main.get_command(app)
     names = _option_names(command)
     top_names = names.pop("")
@@ -300,31 +317,33 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
     section_options: dict[str, set[str]] = {program: set(top_names)}
     for sub, sub_names in names.items():
         section_options.setdefault(section_of[sub], set()).update(sub_names)
-    try:
-        top = resolve(program, top_names, path, section_options=section_options[program])
-        default_map: dict = top.default_map(top_names)
-        obj: Resolution | dict = top
-        if names:  # a group with subcommands: one resolution each, found by ctx.info_name
-            obj = {"": top}
-            for sub, sub_names in names.items():
-                sub_res = resolve(section_of[sub], sub_names, path, section_options=section_options[section_of[sub]])
-                obj[sub] = sub_res
-                default_map[sub] = sub_res.default_map(_params(command.commands[sub]))
-                for leaf_name, leaf in getattr(command.commands[sub], "commands", {}).items():
-                    default_map[sub][leaf_name] = sub_res.default_map(_params(leaf))
-        _split_lists(command, default_map)
-        _check_values(command, default_map, top)
-        for sub, sub_command in getattr(command, "commands", {}).items():
-            _check_values(sub_command, default_map[sub], obj[sub])
-            for leaf_name, leaf in getattr(sub_command, "commands", {}).items():
-                _check_values(leaf, default_map[sub][leaf_name], obj[sub])
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    if path:
-        os.environ[CONFIG_ENV] = str(Path(path).resolve())
-    tune_gc()
-    app(args=argv, default_map=default_map, obj=obj)
+    top = resolve(program, top_names, path, section_options=section_options[program])
+    default_map: dict = top.default_map(top_names)
+    obj: Resolution | dict = top
+    if names:  # a group with subcommands: one resolution each, found by ctx.info_name
+        obj = {"": top}
+        for sub, sub_names in names.items():
+            sub_res = resolve(section_of[sub], sub_names, path, section_options=section_options[section_of[sub]])
+            obj[sub] = sub_res
+            default_map[sub] = sub_res.default_map(_params(command.commands[sub]))
+            for leaf_name, leaf in getattr(command.commands[sub], "commands", {}).items():
+                default_map[sub][leaf_name] = sub_res.default_map(_params(leaf))
+    _split_lists(command, default_map)
+    _check_values(command, default_map, top)
+    for sub, sub_command in getattr(command, "commands", {}).items():
+        _check_values(sub_command, default_map[sub], obj[sub])
+        for leaf_name, leaf in getattr(sub_command, "commands", {}).items():
+            _check_values(leaf, default_map[sub][leaf_name], obj[sub])
+    return default_map, obj
+
+
+def check_program(module: str, program: str) -> None:
+    """Check the configuration (``GRIDCRAWL_CONFIG`` and the environment) of ``program``, whose
+    typer app is ``module.app``, as that program will read it: raises :class:`ConfigError`.
+    ``gridcrawl run`` checks the programs it starts before it starts them (each refused a bad
+    ``[executor]`` key itself, one line per executor, after a manager had started)."""
+    from importlib import import_module
+    configure(import_module(module).app, program, None)
 
 
 def _split_lists(command, default_map: dict) -> None:

@@ -89,6 +89,25 @@ def test_a_dedicated_executor_and_gridcrawl_runs_own_from_a_file_made_for_idle_d
     assert run.returncode == 0 and "pages this run" in run.stderr, run.stderr[-2000:]
 
 
+@pytest.mark.parametrize("text, needle", [
+    ("[executor]\nthread = 8\n", "[executor]: unknown setting 'thread' (did you mean 'threads'?)"),
+    ("[manager]\nlease_second = 3\n", "[manager]: unknown setting 'lease_second'"),
+    ("[client]\nmax_in_flight = 'many'\n", "max_in_flight must be int"),
+])
+def test_gridcrawl_run_checks_the_sections_of_the_programs_it_starts_before_it_starts_them(tmp_path, text, needle):
+    """A bad ``[executor]`` key used to pass ``gridcrawl run``'s own check: a manager started,
+    then each executor refused the file (one line per executor) and the run said "see its log
+    in WORKDIR", where no log was. It is one line now, before any process starts."""
+    path = write(tmp_path, text)
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--config", str(path), "http://127.0.0.1:9/",
+                          "--executors", "3", "--workdir", str(tmp_path / "w"), "--no-progress"],
+                         capture_output=True, text=True, timeout=120, env=CLEAN_ENV)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"error: {path}") and needle in lines[0], \
+        run.stderr
+    assert not (tmp_path / "w").exists()
+
+
 @pytest.mark.parametrize("text, message", [
     ("nosuch = 1\n", "unknown setting 'nosuch'$"),
     ("max_pagez = 5\n", "unknown setting 'max_pagez' (did you mean 'max_pages'?)"),
