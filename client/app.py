@@ -150,6 +150,9 @@ FRONTIER_COUNT_SHARE = 0.05
 #: reported as waiting for an executor that has it (then again every WAIT_REPEAT seconds).
 WAIT_BEATS = 5
 WAIT_REPEAT = 60.0
+#: Seconds between tries of a crawl database that failed, at most (the back-off doubles from 1 s):
+#: at 30 s a crawl resumed up to 16 s after its database answered again.
+DB_RETRY_MAX = 5.0
 #: Seconds storing the last results may take before the client says the crawl database holds it up.
 SLOW_APPLY = 60.0
 #: Hosts named, at most, when the client says that no result has come for a while.
@@ -261,6 +264,7 @@ class CrawlApplication:
         self._committed: queue.SimpleQueue = queue.SimpleQueue()  # (thread ids, counts) committed, to acknowledge
         self._db_retry_at: float | None = None   # monotonic s: the database failed; try again then
         self._db_backoff = 0.0
+        self._db_said = float("-inf")  # monotonic s of the last WARNING of a database outage
         self._frontier_due = -math.inf  # monotonic s: the frontier may be counted again
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
@@ -760,15 +764,21 @@ class CrawlApplication:
                 self.on_progress(pr)
 
     def _database_failed(self, exc: BaseException) -> None:
-        """The crawl database failed: pause and retry later with back-off (1 s doubling to 30 s)
-        if :func:`~gridcrawl.db.transient_error`, else raise :class:`CrawlDatabaseError`."""
+        """The crawl database failed: pause and retry later with back-off (1 s doubling to
+        :data:`DB_RETRY_MAX`) if :func:`~gridcrawl.db.transient_error`, else raise
+        :class:`CrawlDatabaseError`. Logged at each step of the back-off, then once a minute."""
         reason = describe_error(exc, self.store.engine)
         if not transient_error(exc):
             raise CrawlDatabaseError(f"the crawl database failed: {reason}") from None
-        self._db_backoff = min(30.0, max(1.0, self._db_backoff * 2))
-        self._db_retry_at = time.monotonic() + self._db_backoff
+        growing = self._db_backoff < DB_RETRY_MAX
+        self._db_backoff = min(DB_RETRY_MAX, max(1.0, self._db_backoff * 2))
+        now = time.monotonic()
+        self._db_retry_at = now + self._db_backoff
         self.progress.note = "database unavailable, retrying"
-        log.warning("crawl database unavailable (%s); crawl paused, retrying in %.0f s", reason, self._db_backoff)
+        if growing or now - self._db_said >= 60.0:
+            self._db_said = now
+            log.warning("crawl database unavailable (%s); crawl paused, retrying every %.0f s", reason,
+                        self._db_backoff)
         if self.on_progress:
             self.on_progress(self.progress)
 

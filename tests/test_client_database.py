@@ -197,3 +197,24 @@ def test_a_crawl_database_that_stops_answering_is_said_once_a_minute(caplog):
     assert said == [f"the crawl database has taken {took:.0f} s to store the last results (database "
                     "postgresql+psycopg://crawler:***@db.example/crawl): it is slow or does not answer; the crawl "
                     "waits for it" for took in (SLOW_APPLY, 2 * SLOW_APPLY)]
+
+
+def test_a_failed_database_is_tried_again_at_most_every_few_seconds_and_said_once_a_minute(tmp_path, caplog):
+    """The client's back-off after a transient database failure doubled to 30 s: a crawl
+    resumed up to 16 s after its database answered again. It stops at DB_RETRY_MAX (5 s) now,
+    and the WARNING comes at each step of the back-off, then once a minute."""
+    import sqlite3
+    from gridcrawl.client import app as client_app
+    from gridcrawl.client.store import CrawlStore, Scope
+    from gridcrawl.db import open_database
+    from gridcrawl.settings import Settings
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/crawl.db"))
+    crawl = client_app.CrawlApplication(Settings(), "tcp://127.0.0.1:1", store, Scope(["a.test"]))
+    locked = sa.exc.OperationalError("UPDATE", {}, sqlite3.OperationalError("database is locked"))
+    waits = []
+    for _ in range(40):  # 40 failures in a row, as fast as they come
+        crawl._database_failed(locked)
+        waits.append(crawl._db_backoff)
+    assert waits[:4] == [1.0, 2.0, 4.0, client_app.DB_RETRY_MAX] and max(waits) == client_app.DB_RETRY_MAX
+    said = [r for r in caplog.records if "crawl database unavailable" in r.getMessage()]
+    assert len(said) == 4  # 1, 2, 4, 5 s: then not again within the minute
