@@ -113,6 +113,8 @@ class ProgressView:
         if counts.get("set_aside"):
             table.add_row("set aside", f"{counts['set_aside']:,} (duplicates, traps, noindex: not errors)")
         table.add_row("left to visit", f"{counts['to_visit']:,}")
+        if counts.get("kept"):
+            table.add_row("links kept", f"{counts['kept']:,} (the keep rules' matches: table kept_link)")
         capped = counts.get("capped") or {}
         if capped:
             hosts = sorted(capped.items(), key=lambda kv: (-kv[1], kv[0]))

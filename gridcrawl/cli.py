@@ -869,6 +869,7 @@ def _print_crawl(counts: dict, groups) -> None:
     table.add_column(justify="right")
     for label, key in (("documents stored", "documents"), ("URLs visited", "visited"), ("errors", "errors"),
                        ("set aside (duplicates, traps, noindex)", "set_aside"), ("left to visit", "to_visit"),
+                       ("links kept by the rules (kept_link)", "kept"),
                        ("documents gone", "gone"), ("old versions", "versions"), ("triples", "triples")):
         if counts[key] or key in ("documents", "visited", "errors", "to_visit"):
             table.add_row(label, visited_label(counts) if key == "visited" else f"{counts[key]:,}")

@@ -147,6 +147,8 @@ def test_consultation_rules_keep_exactly_the_international_pdfs(tmp_path, site_s
                 4, "secondLevel", server.url(f"/consultation/{short}/international-details.html"))
     kept = grid.query("crawl", "SELECT url, rule, source_page_type, source_url FROM kept_link")
     assert len(kept) == len(expected) + 1, kept
+    summary = " ".join(grid.log("client.log").split())  # the crawl's main output, counted in its summary
+    assert f"links kept │ {len(kept)} (the keep rules' matches: table kept_link)" in summary, summary[-3000:]
     glossary = [row for row in kept if row[0] == server.url("/docs/shared-glossary.pdf")]
     assert [(rule, kind) for _, rule, kind, _ in glossary] == [(4, "secondLevel")]
     assert {url: (rule, kind, source) for url, rule, kind, source in kept if url not in {g[0] for g in glossary}} == expected
