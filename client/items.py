@@ -126,6 +126,7 @@ class TypeFigures:
     pages: int = 0
     errors: int = 0
     fields: dict[str, FieldFigures] = field(default_factory=dict)
+    error_example: tuple[str, str] | None = None  # (url, message) of one page whose items failed
 
     @property
     def never_matched(self) -> list[str]:
@@ -162,6 +163,12 @@ def item_summary(engine: Engine, specs: Sequence[ItemSpec] = ()) -> list[TypeFig
                 t.fields.setdefault(name, FieldFigures(name)).missed += int(count)
             else:
                 t.errors += int(count)
+        for kind, url, message in conn.execute(  # one failed page per type, for the summary to show
+                sa.select(item_issue.c.type, item_issue.c.url, item_issue.c.message)
+                .where(item_issue.c.kind == "error").order_by(item_issue.c.id)):
+            t = figures[kind]
+            if t.error_example is None:
+                t.error_example = (url, message or "")
     for kind, fps in pages.items():
         figures[kind].pages = len(fps)
     return list(figures.values())

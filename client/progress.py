@@ -183,16 +183,25 @@ class ProgressView:
         table = Table(title="gridcrawl: items")
         for column in ("type", "field", "items", "with a value", "required misses", "note"):
             table.add_column(column, justify="left" if column in ("type", "field", "note") else "right")
+        examples = []
         for t in figures:
             missed = not t.items and any(f.missed for f in t.fields.values())
-            notes = [f"{t.errors} pages failed" if t.errors else "",
-                     "none stored: a required field missed" if missed else ""]
+            notes = [f"{t.errors} pages failed (below)" if t.errors else "",
+                     "none stored: a required field missed" if missed else "",
+                     "none found: no page it applies to (its url, page_type), or its each matched nothing"
+                     if not t.items and not missed and not t.errors else ""]
             table.add_row(t.type, "", str(t.items), "", "", "; ".join(n for n in notes if n))
+            if t.error_example:
+                examples.append((t.type, t.errors, *t.error_example))
             for f in t.fields.values():
                 note = ("never matched" if t.items and f.filled == 0
                         else "required, missed: no item without it" if missed and f.missed else "")
                 table.add_row("", f.name, "", str(f.filled), str(f.missed), note)
         self.console.print(table)
+        for kind, count, url, message in examples:  # what failed, and where the rest is
+            self.console.print(terminal_text(f"{kind}: {count} pages' items failed, e.g. {url}: {message} "
+                                             f"(all of them: table item_issue, kind 'error')"),
+                               soft_wrap=True, highlight=False)
 
 
 def visited_label(counts: dict) -> str:

@@ -507,6 +507,28 @@ def test_the_items_summary_blames_the_required_field_that_missed_not_the_selecto
     assert ("", "author", "", "0", "0", "never matched") in rows and ("", "title", "", "2", "0", "") in rows
 
 
+def test_the_items_summary_says_why_a_type_found_nothing_and_shows_a_failure(capsys, monkeypatch):
+    """A type that found nothing (no page it applies to, or an ``each`` that matched nothing)
+    showed ``0`` with an empty note, and a plugin's failures only "3 pages failed": their
+    messages sat in item_issue, which nothing named. The note says why now, and one failure is
+    shown with where the rest are."""
+    from gridcrawl.client.items import FieldFigures, TypeFigures
+    from gridcrawl.client.progress import ProgressView
+
+    offer = TypeFigures("offer", fields={"price": FieldFigures("price")})
+    shout = TypeFigures("shout", items=5, pages=5, errors=3, fields={"x": FieldFigures("x", filled=5)},
+                        error_example=("http://shop.test/p/5", "plugin walkshop: ValueError: cannot parse SKU-005"))
+    monkeypatch.setenv("COLUMNS", "250")
+    ProgressView(enabled=False).item_summary([offer, shout])
+    err = capsys.readouterr().err
+    rows = {tuple(cell.strip() for cell in line.split("│")[1:-1]) for line in err.splitlines() if line.startswith("│")}
+    assert ("offer", "", "0", "", "", "none found: no page it applies to (its url, page_type), or its each "
+            "matched nothing") in rows
+    assert ("shout", "", "5", "", "", "3 pages failed (below)") in rows
+    assert ("shout: 3 pages' items failed, e.g. http://shop.test/p/5: plugin walkshop: ValueError: cannot parse "
+            "SKU-005 (all of them: table item_issue, kind 'error')") in " ".join(err.split())
+
+
 def test_the_summarys_counts_all_have_thousands_separators(capsys):
     """``URLs visited 32,207`` stood beside ``pages this run 32207`` and ``left to visit 67793``."""
     from gridcrawl.client.progress import ProgressView
