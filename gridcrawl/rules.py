@@ -362,7 +362,7 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
             try:
                 re.compile(rule.pattern)
             except re.error as exc:
-                raise RuleError(f"{rule.label}: pattern {rule.pattern!r} is not a valid regular expression: {exc}") from None
+                raise RuleError(f"{rule.label}: pattern '{rule.pattern}' is not a valid regular expression: {exc}") from None
         try:
             base = canonical_url(rule.base_url)
         except InvalidURL as exc:
@@ -459,7 +459,7 @@ def _matcher(pattern):
     try:
         compiled = re.compile(str(pattern))
     except re.error as exc:
-        raise RuleError(f"instruction pattern {pattern!r} is not a valid regular expression: {exc}") from None
+        raise RuleError(f"instruction pattern '{pattern}' is not a valid regular expression: {exc}") from None
     return lambda url: compiled.search(url) is not None
 
 

@@ -149,6 +149,8 @@ GOOD = rule(1, "follow", "base", "list")
      r"rule 2 .*at most one of id, class and tag may be set, not id and class"),
     (rule(2, "keep", "list", element_class="c", element_tag="main"), r"rule 2 .*not class and tag"),
     (rule(2, "keep", "list", pattern="intern(ational"), r"rule 2 .*pattern 'intern\(ational' is not a valid regular expression"),
+    # as the file wrote it: repr() showed a backslash twice
+    (rule(2, "keep", "list", pattern=r"/c/[a-z+/1\.html$"), r"rule 2 .*pattern '/c/\[a-z\+/1\\\.html\$' is not a valid"),
     (rule(2, "skip", "list"), r"rule 2 .*rule_type must be keep or follow, not 'skip'"),
     (rule(2, "keep", "detail"), r"rule 2 .*no follow rule has to_type 'detail'"),
     (rule(2, "keep", "list", base_url="GCC"), r"rule 2 .*base_url 'GCC' is not a crawlable URL"),
