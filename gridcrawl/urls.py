@@ -409,7 +409,8 @@ def path_trap(url: str, limit: int = PATH_REPEAT_LIMIT) -> str | None:
 #: What varies in a numbered family: a run of 12+ letters and digits with a digit in it (a
 #: random token), else a run of hex digits with a digit in it (``a3f9c2e1``, a UUID's parts,
 #: plain numbers).
-_VARYING_RE = re.compile(r"[0-9A-Za-z]{12,}|[0-9a-fA-F]+")
+_VARYING_RE = re.compile(r"[0-9A-Za-z]{12,}|[0-9a-fA-F]*[0-9][0-9a-fA-F]*")
+_DIGIT_RE = re.compile(r"[0-9]")
 
 
 def url_shape(url: str) -> str | None:
@@ -430,10 +431,16 @@ def url_shape(url: str) -> str | None:
     except ValueError:
         return None
     tail = parts.path + ("?" + parts.query if parts.query else "")
-    if not any(c.isdigit() for c in tail):
+    if _DIGIT_RE.search(tail) is None:
         return None
-    shaped = _VARYING_RE.sub(lambda m: "#" if any(c.isdigit() for c in m.group()) else m.group(), tail)
-    return parts.netloc.lower() + shaped
+    return parts.netloc.lower() + _VARYING_RE.sub(_varying, tail)
+
+
+def _varying(match: re.Match) -> str:
+    """``#`` for a token of :data:`_VARYING_RE` with a digit in it (a hex run has one), else
+    the token (a long word)."""
+    token = match.group()
+    return "#" if len(token) < 12 or _DIGIT_RE.search(token) else token
 
 
 def url_origin(url: str) -> str:
