@@ -99,7 +99,7 @@ class Settings:
     # --- manager: scheduling ---
     thread_timeout: float = _doc(300.0, "seconds a grid thread may run before it is taken back and reassigned (counted from its start; a thread waiting in an executor's buffer waits this long for each round of the executor's workers ahead of it, and is taken back sooner when the executor reports no start or result for this long)",
                 cli=(M,), group="scheduling", help="seconds before a running thread is taken back")
-    straggler_seconds: float = _doc(120.0, "seconds after which an attempt is taken back from its executor and given to another while that one's workers would sit idle (nothing else to run): a silent or stuck executor cannot hold a crawl's last threads for thread_timeout (0: never)",
+    straggler_seconds: float = _doc(120.0, "seconds after which an attempt is taken back from its executor and given to another executor whose workers would otherwise sit idle (nothing else to run): a silent or stuck executor cannot hold a crawl's last threads for thread_timeout (0: never)",
                 cli=(M,), group="scheduling", help="seconds before a straggler is given to an idle executor")
     max_attempts: int = _doc(3, "attempts (lost or timed-out executors) before a grid thread is failed as poison",
                 cli=(M,), group="scheduling", help="lost attempts before a thread fails (poison)")

@@ -29,6 +29,9 @@ def test_grid_crawls_every_reachable_page_exactly_once(tmp_path, site_server, re
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "4")
         grid.start_executor("ex2", "--threads", "4")
+        # both registered before the crawl (a 2 s crawl on a loaded machine ended before the second
+        # executor had started, and the check that work spread over both failed)
+        wait_for(lambda: grid.log("manager.log").count("registered:") >= 2, 60, 0.05, "both executors")
         client = grid.start_client(server.url("/"))
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
