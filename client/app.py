@@ -135,6 +135,10 @@ RECRAWL_COUNTS = ("due", "fetched", "not_modified", "unchanged", "changed", "gon
 
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000
+#: Seconds without a result after which the client fills what room its window has, however
+#: little: 250 seeds of hosts that never answer filled 250 of 256 slots for 3.5 minutes while the
+#: client waited for a quarter of the window to be free, and the one live site got nothing.
+REFILL_WAIT = 1.0
 #: Sitemaps to read in flight (submitted, or their result not yet applied), at most; pages fill
 #: the rest of max_in_flight. A sitemap index of 50,000 sitemaps of 30,000 URLs each (within
 #: sitemaps.org's limits) filled the window with sitemaps, one hop above every page: 3 GB of
@@ -265,6 +269,7 @@ class CrawlApplication:
         self._db_retry_at: float | None = None   # monotonic s: the database failed; try again then
         self._db_backoff = 0.0
         self._db_said = float("-inf")  # monotonic s of the last WARNING of a database outage
+        self._last_result_at = time.monotonic()  # of the last ThreadDone (REFILL_WAIT)
         self._frontier_due = -math.inf  # monotonic s: the frontier may be counted again
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
@@ -494,7 +499,7 @@ class CrawlApplication:
                 if self.link.socket.poll(wait * 1000):
                     for message in self.link.receive():
                         if isinstance(message, p.ThreadDone) and message.application_id == self.application_id:
-                            last_result = time.monotonic()
+                            last_result = self._last_result_at = time.monotonic()
                             self.progress.waiting = {}
                             for done in message.threads:
                                 if done.thread_id in self._waiting:
@@ -646,8 +651,9 @@ class CrawlApplication:
                        - len(self.results))
             if room <= 0 and not self.in_flight and not self.results:
                 return True
-        if room <= 0 or (self.in_flight and room < self.max_in_flight // 4):
-            return False
+        if room <= 0 or (self.in_flight and room < self.max_in_flight // 4
+                         and time.monotonic() - self._last_result_at < REFILL_WAIT):
+            return False  # a claim of a quarter of the window at least, while results keep coming
         reading = sum(1 for pend in self.in_flight.values() if pend.kind) + sum(
             1 for outcome in self.results if outcome.pending.kind)
         try:

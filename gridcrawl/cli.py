@@ -18,8 +18,8 @@ from typing import List
 import typer
 
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, fail,
-                                  secret_environment, setting_argv, setting_options, setup_logging, stop_on_signals,
-                                  take_lock)
+                                  secret_environment, set_for, setting_argv, setting_options, setup_logging,
+                                  stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
@@ -155,9 +155,11 @@ def run(
                 check_program(module, program)
             except ConfigError as exc:
                 fail(str(exc))
+    passed = set_for(ctx, "run")  # what the programs it starts are given; the rest they resolve themselves
     if settings.connect_timeout == Settings.connect_timeout:
         # the manager is this command's own child: on a loaded machine it may need longer to start
         settings = settings.replace(connect_timeout=60.0)
+        passed.add("connect_timeout")
     from gridcrawl.client.cli import exit_status, parse_retry_kinds, rerun_command, run_crawl, seed_list
     seeds = seed_list(seeds or [], seeds_file)
     crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
@@ -238,12 +240,12 @@ def run(
     try:
         processes.append(children.start("gridcrawl.manager", [
             "--bind", endpoint, "--db", manager_db, "--log-file", str(workdir / "manager.log"),
-            *setting_argv(settings, "manager"), *(["--http", http] if http else [])]))
+            *setting_argv(settings, "manager", only=passed), *(["--http", http] if http else [])]))
         # the manager starts (database, lease, bind) while this process imports the executors' modules
         _prefork("executor.cli", "executor.agent")
         for i in range(executors):
             processes.append(children.start("gridcrawl.executor", [
-                "--manager", endpoint, *setting_argv(settings, "executor"),
+                "--manager", endpoint, *setting_argv(settings, "executor", only=passed),
                 "--name", f"executor-{i + 1}", "--log-file", str(workdir / f"executor-{i + 1}.log"),
                 "--dedicated",  # this machine's crawl: not an [executor] idle_only of the configuration file
                 *(arg for cidr in private for arg in ("--allow-private", cidr)),

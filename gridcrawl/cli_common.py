@@ -133,15 +133,16 @@ def setting_options(program: str, panels: dict[str, str] | None = None):
     return decorate
 
 
-def setting_argv(settings: Settings, program: str, parent: str = "run") -> list[str]:
+def setting_argv(settings: Settings, program: str, parent: str = "run", only: set[str] | None = None) -> list[str]:
     """The options ``parent`` (``gridcrawl run``) passes to a ``program`` it starts: every
-    setting both show as an option, with its value in ``settings`` (``["--threads", "8",
-    "--ignore-robots"]``). A flag is passed when set (``--no-x`` of a ``--x/--no-x`` pair when
-    unset); a flag that is unset and has no negative form is left out. Secret settings are not
-    passed here (a command line is readable by other users): see :func:`secret_environment`."""
+    setting both show as an option (of ``only``, field names, when given), with its value in
+    ``settings`` (``["--threads", "8", "--ignore-robots"]``). A flag is passed when set (``--no-x``
+    of a ``--x/--no-x`` pair when unset); a flag that is unset and has no negative form is left
+    out. Secret settings are not passed here (a command line is readable by other users): see
+    :func:`secret_environment`."""
     argv: list[str] = []
     for f, cli in setting_fields(program):
-        if parent not in cli.programs or f.metadata["secret"]:
+        if parent not in cli.programs or f.metadata["secret"] or (only is not None and f.name not in only):
             continue
         value = getattr(settings, f.name)
         name = cli.inverse or f.name
@@ -154,6 +155,26 @@ def setting_argv(settings: Settings, program: str, parent: str = "run") -> list[
         else:
             argv += [flags[0], str(value)]
     return argv
+
+
+def set_for(ctx, program: str) -> set[str]:
+    """The settings the running command ``program`` (``run``, a subcommand of ``gridcrawl``) was
+    given on its command line or in its own section of the configuration file (``[run]``):
+    those it hands the programs it starts. The others they resolve as it did — defaults, the
+    file's global part, the environment — but with their own section (``[executor]``) over
+    them: passed on, ``gridcrawl run``'s default ``--threads 8`` overrode ``[executor] threads``."""
+    obj = getattr(ctx, "obj", None)
+    res = obj.get(program) if isinstance(obj, dict) else obj
+    names = set()
+    for f, cli in setting_fields(program):
+        source = getattr(ctx.get_parameter_source(cli.inverse or f.name), "name", "")
+        if source == "COMMANDLINE":
+            names.add(f.name)
+        elif source == "DEFAULT_MAP" and res is not None:
+            value = res.settings.get(f.name)
+            if value is not None and value.source.endswith(f" [{program}]"):
+                names.add(f.name)
+    return names
 
 
 def secret_environment(settings: Settings, program: str, parent: str = "run") -> dict[str, str]:

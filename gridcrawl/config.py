@@ -343,7 +343,13 @@ def check_program(module: str, program: str) -> None:
     ``gridcrawl run`` checks the programs it starts before it starts them (each refused a bad
     ``[executor]`` key itself, one line per executor, after a manager had started)."""
     from importlib import import_module
-    configure(import_module(module).app, program, None)
+    _, obj = configure(import_module(module).app, program, None)
+    res = obj[""] if isinstance(obj, dict) else obj
+    try:
+        Settings(**res.settings_values()).validate()
+    except ValueError as exc:  # a value of the right type out of its range ([executor] download_timeout = -5)
+        sources = ", ".join(sorted({v.source.removeprefix("file ") for v in res.settings.values()}))
+        raise ConfigError(f"{sources}: {exc}") from None
 
 
 def _split_lists(command, default_map: dict) -> None:

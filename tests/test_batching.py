@@ -271,3 +271,37 @@ def test_a_page_whose_result_is_over_max_message_bytes_comes_back_as_too_large()
     assert pages[1].error_kind == "too_large" and pages[1].status == 200 and pages[1].size == len(big)
     assert "over max_message_bytes (2000000)" in pages[1].error and pages[1].content is None
     assert pages[2].error_kind is None and pages[2].title == "small"
+
+
+def test_a_window_held_by_threads_that_do_not_answer_is_refilled_however_little_room_it_has(tmp_path):
+    """250 seeds of hosts that never answer took 250 of the client's 256 slots for 3.5 minutes,
+    and it claimed nothing more until a quarter of its window was free: the one live site got
+    nothing meanwhile. Once no result has come for REFILL_WAIT, what room there is is filled."""
+    from gridcrawl.client import app as client_app
+    from gridcrawl.client.store import CrawlStore, Scope
+    from gridcrawl.db import open_database
+    from gridcrawl.settings import Settings
+
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/crawl.db"))
+    store.add_seeds([f"http://dead{i}.test/" for i in range(250)] + [f"http://live.test/{i}" for i in range(20)])
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    port = manager.bind_to_random_port("tcp://127.0.0.1")
+    crawl = client_app.CrawlApplication(Settings(max_in_flight=256), f"tcp://127.0.0.1:{port}", store,
+                                        Scope(["dead.test", "live.test"]))
+    crawl.link.socket = context.socket(zmq.DEALER)
+    try:
+        crawl.link.socket.connect(f"tcp://127.0.0.1:{port}")
+        crawl.application_id = "app"
+        for pend in store.claim(250):
+            crawl.in_flight[pend.thread_id] = pend
+        crawl._last_result_at = time.monotonic()  # results keep coming: a claim waits for a quarter free
+        crawl._refill()
+        assert len(crawl.in_flight) == 250
+        crawl._last_result_at = time.monotonic() - client_app.REFILL_WAIT - 0.1  # none for a while
+        crawl._refill()
+        assert len(crawl.in_flight) == 256 and sum(1 for p in crawl.in_flight.values() if "live" in p.url) == 6
+    finally:
+        crawl.link.socket.close()
+        manager.close()
+        context.term()

@@ -89,10 +89,33 @@ def test_a_dedicated_executor_and_gridcrawl_runs_own_from_a_file_made_for_idle_d
     assert run.returncode == 0 and "pages this run" in run.stderr, run.stderr[-2000:]
 
 
+@pytest.mark.parametrize("text, args, workers", [
+    ("[executor]\nthreads = 3\n", [], 3),                      # the executors' own section
+    ("[executor]\nthreads = 3\n[run]\nthreads = 5\n", [], 5),  # run's section: for what it starts
+    ("[executor]\nthreads = 3\n", ["--threads", "2"], 2),      # run's command line wins
+])
+def test_gridcrawl_run_gives_its_executors_their_own_section_unless_told_otherwise(tmp_path, site_server, text,
+                                                                                  args, workers):
+    """``gridcrawl run`` passed every setting it shares with the executors on their command
+    line, its defaults included: ``[executor] threads = 3`` was read by them, then overridden by
+    run's default ``--threads 8``. Only what run was given (its command line, its ``[run]``
+    section) is passed on now."""
+    from sites import generate_site
+    path = write(tmp_path, text)
+    server = site_server(generate_site(3, links_per_page=1, seed=3))
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--config", str(path), server.url("/"), *args,
+                          "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
+                         capture_output=True, text=True, timeout=120, env=CLEAN_ENV)
+    assert run.returncode == 0, run.stderr[-2000:]
+    log = (tmp_path / "w" / "manager.log").read_text()
+    assert "registered: " in log and f", {workers} threads" in log, log[-2000:]
+
+
 @pytest.mark.parametrize("text, needle", [
     ("[executor]\nthread = 8\n", "[executor]: unknown setting 'thread' (did you mean 'threads'?)"),
     ("[manager]\nlease_second = 3\n", "[manager]: unknown setting 'lease_second'"),
     ("[client]\nmax_in_flight = 'many'\n", "max_in_flight must be int"),
+    ("[executor]\ndownload_timeout = -5\n", "download_timeout"),  # the right type, out of its range
 ])
 def test_gridcrawl_run_checks_the_sections_of_the_programs_it_starts_before_it_starts_them(tmp_path, text, needle):
     """A bad ``[executor]`` key used to pass ``gridcrawl run``'s own check: a manager started,
