@@ -154,7 +154,7 @@ def _check_selector(kind: str, expression: str) -> str | None:
     try:
         getattr(_probe(), kind)(expression)
     except Exception as exc:  # cssselect raises SelectorError/ExpressionError, lxml ValueError
-        return f"invalid {kind} selector {expression!r}: {exc}"
+        return f"invalid {kind} selector '{expression}': {exc}"
     return None
 
 
@@ -187,7 +187,7 @@ def _check_regex(pattern, where: str) -> None:
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ItemSpecError(f"{where}: invalid regular expression {pattern!r}: {exc}") from None
+        raise ItemSpecError(f"{where}: invalid regular expression '{pattern}': {exc}") from None
 
 
 def _field(name: str, data, where: str) -> FieldSpec:

@@ -162,6 +162,9 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {xpath="//a["}', "item 1 (a) field 'x': invalid xpath selector"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", xpath="//a"}', "field 'x': give exactly one of css, xpath or jsonld"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", re="(["}', "field 'x': invalid regular expression"),
+    # a pattern quoted as the file wrote it (repr showed each backslash twice)
+    ("[[item]]\ntype = 'a'\n[item.fields]\nx = {css='a', re='(\\d+\\.\\d+'}",
+     "field 'x': invalid regular expression '(\\d+\\.\\d+': missing )"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="money"}', "field 'x': type must be one of"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", many="yes"}', "field 'x': many must be true or false"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", colour=1}', "field 'x': unknown keys ['colour']"),
