@@ -244,6 +244,9 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                             structured_data=structured_data, items=items, render=render, wait_for=wait_for,
                             page_types=page_types)
     except ValueError as exc:
+        if extract is None and items and str(exc).startswith("item "):  # the spec stored, not one given
+            fail(f"invalid item spec: the one stored in the crawl database: {exc} (give --extract FILE with a "
+                 f"spec for these rules)")
         fail(str(exc))
     check_wait_for(given_wait_for, render or any(t.render for t in page_types.values())
                    or any(spec.render for spec in items))
