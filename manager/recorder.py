@@ -181,6 +181,8 @@ _WAKE = (ev.ExecutorRegistered, ev.ApplicationCreated)
 #: work costs the server loop nothing): about 2,000 grid threads' lives, a tenth of a second at
 #: 20,000 threads/s; a real crawl's few hundred events a second never reach it
 EAGER_BATCH = 10_000
+#: Seconds between the ERRORs of a recorder whose database keeps failing (it retries every 2.5 s).
+FAILURE_REPEAT = 60.0
 
 
 def journal_passes(path: Path) -> list[list]:
@@ -407,6 +409,7 @@ class Recorder:
 
     def _run(self) -> None:
         due = time.monotonic() + self.interval
+        said = -math.inf  # monotonic s of the last ERROR of a failing database
         while not self._stop.is_set():
             # every ``interval`` seconds from the start of the previous flush (not from its end:
             # a flush of 50,000 records takes a few tenths of a second)
@@ -421,8 +424,16 @@ class Recorder:
                 return
             except Exception as exc:  # database down: keep the batch, try again
                 self.failures += 1
-                log.error("writing records failed (%s); will retry", str(exc).splitlines()[0])
+                now = time.monotonic()
+                if now - said >= FAILURE_REPEAT:  # once, then once a minute: not every 2.5 s of an outage
+                    said = now
+                    log.error("writing records failed (%s); retrying every %.1f s (%d failures so far)",
+                              str(exc).splitlines()[0], min(5.0, self.interval * 5), self.failures)
                 time.sleep(min(5.0, self.interval * 5))
+                continue
+            if said > -math.inf:
+                log.warning("writing records works again after %d failures", self.failures)
+                said = -math.inf
 
     def flush(self) -> int:
         """Write everything pending in one transaction; return the number of rows written.
