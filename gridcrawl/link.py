@@ -221,7 +221,7 @@ class LinkState:
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
-            return self._refused(now, message.reason, message.active, message.retry)
+            return self._refused(now, message.reason, message.active, message.retry, message.final)
         elif isinstance(message, p.Bye) and self.reconnect_at is None:
             self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
             self._reconnect(now + self.backoff)
@@ -282,7 +282,10 @@ class LinkState:
                 actions.append(Beat())
         return actions
 
-    def _refused(self, now: float, reason: str, active: str | None, retry: bool = False) -> list[Action]:
+    def _refused(self, now: float, reason: str, active: str | None, retry: bool = False,
+                 final: bool = False) -> list[Action]:
+        if final:  # the request cannot succeed: sent again after a reconnect, it looped 12,781 times in 2 min
+            return [Fail(Refused(reason))]
         if retry:  # for now (a manager busy with failed logins): ask again shortly, until the timeout
             if reason != self.refusal:
                 self.log.warning("manager refused (%s)", reason)

@@ -602,13 +602,15 @@ class Refuse(Message):
     A standby manager refuses everything, naming the ``active`` manager's endpoint (hot standbys:
     the peer moves there at once, see :mod:`gridcrawl.link`); ``None`` otherwise. ``retry``: the
     refusal is for now (a manager over its budget of failed logins): the peer asks again shortly,
-    until its connect timeout.
+    until its connect timeout. ``final``: the request cannot succeed as sent (a submit over a
+    bound): the peer stops with ``reason`` rather than connect again and send it again.
     """
 
     TYPE: ClassVar[bytes] = b"refuse"
     reason: str
     active: str | None = None
     retry: bool = False
+    final: bool = False
 
 
 class Bye(Message):

@@ -111,8 +111,21 @@ def retry_wait(page: "p.PageResult | p.RelayedPage", retries: int, settings: Set
 
 
 def _instruction_bytes(instruction: dict | None) -> int:
-    """msgpack bytes of a grid thread's instruction (0 for none)."""
-    return len(msgspec.msgpack.encode(instruction)) if instruction else 0
+    """What an instruction holds in the manager's memory, about: its msgpack bytes plus
+    :data:`NODE_BYTES` for each value in it (0 for none). Bytes alone let ``{"items": [{}] *
+    65000}``, 65 KB on the wire, hold 4.5 MB."""
+    if not instruction:
+        return 0
+    nodes, stack = 0, [instruction]
+    while stack:
+        value = stack.pop()
+        nodes += 1
+        if isinstance(value, dict):
+            nodes += len(value)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return len(msgspec.msgpack.encode(instruction)) + NODE_BYTES * nodes
 
 
 def _instructions_too_big(app: "Application", m: p.Submit) -> str | None:
@@ -122,13 +135,15 @@ def _instructions_too_big(app: "Application", m: p.Submit) -> str | None:
     if m.instruction is not None and m.instruction != app.instruction:
         size = _instruction_bytes(m.instruction)
         if size > MAX_APPLICATION_INSTRUCTION:
-            return f"the application's instruction is {size} bytes, over {MAX_APPLICATION_INSTRUCTION}"
+            return (f"the application's instruction would hold about {size} bytes at the manager, over "
+                    f"{MAX_APPLICATION_INSTRUCTION}")
     total = app.instruction_bytes
     for spec in m.threads:
         if spec.instruction and (spec.thread_id not in app.threads or app.threads[spec.thread_id].held):
             size = _instruction_bytes(spec.instruction)
             if size > MAX_THREAD_INSTRUCTION:
-                return f"grid thread {spec.thread_id}: its instruction is {size} bytes, over {MAX_THREAD_INSTRUCTION}"
+                return (f"grid thread {spec.thread_id}: its instruction would hold about {size} bytes at the "
+                        f"manager, over {MAX_THREAD_INSTRUCTION}")
             total += size
     if total > MAX_INSTRUCTIONS_PER_APPLICATION:
         return (f"application {app.application_id[:8]}'s grid threads would hold {total} bytes of instructions at "
@@ -142,12 +157,16 @@ def _thread_log(t: "GridThread") -> dict:
     return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
 
 
-#: Bytes (msgpack) of one grid thread's instruction, and of all those one application holds at the
-#: manager, and of an application's shared instruction: a rogue application's 200 threads of
-#: 4 MB instructions each, never runnable, held 800 MB of the manager's memory for its 7 days.
-MAX_THREAD_INSTRUCTION = 64 * 1024
-MAX_INSTRUCTIONS_PER_APPLICATION = 64 * 1024 * 1024
-MAX_APPLICATION_INSTRUCTION = 4 * 1024 * 1024
+#: Bytes of one grid thread's instruction, of all those one application holds at the manager,
+#: and of an application's shared instruction, as :func:`_instruction_bytes` estimates what they
+#: hold in memory: a rogue application's 200 threads of 4 MB instructions each, never runnable,
+#: held 800 MB of the manager's memory for its 7 days. (A crawl's keep/follow rules travel with
+#: each thread of their page type: 1,200 rules are about 1.4 MB.)
+MAX_THREAD_INSTRUCTION = 4 * 1024 * 1024
+MAX_INSTRUCTIONS_PER_APPLICATION = 256 * 1024 * 1024
+MAX_APPLICATION_INSTRUCTION = 16 * 1024 * 1024
+#: Bytes a decoded value (a dict, list, string or number) costs in Python besides its content, about.
+NODE_BYTES = 64
 #: Characters of an executor's error text a host's down verdict quotes.
 ERROR_QUOTED = 200
 
@@ -556,16 +575,33 @@ class ManagerCore:
             if idle <= 0 or not any(other is not ex and other.free > 0 and other.workers > len(other.running)
                                     and other.can_run(t.needs) for other in self._room.values()):
                 continue
+            if attempt_id not in ex.running:
+                continue  # taken back with the rest of its unproven executor's attempts, below
             log.warning("%s (%s) held %.0f s by executor %s while others sit idle: taken back (straggler)",
                         t.name, t.url, judged - held, ex.name, extra=_thread_log(t))
-            del ex.running[attempt_id]
-            self._has_room(ex)
-            if ex.peer is not None:
-                actions.append(Send(ex.peer, p.Cancel(attempt_id)))
-            actions += self._take_back(t, now, "straggler")
-            actions += self._timed_out(ex, now)
+            actions += self._straggler(t, attempt_id, ex, now)
             idle -= 1
+            if not ex.finished and ex.quarantined_until is None:
+                # it never returned a result: all it holds goes back, and it gets nothing for a while
+                # (it took four more of the seed's links before three take-backs quarantined it)
+                for other_id, other in list(ex.running.items()):
+                    actions += self._straggler(other, other_id, ex, now)
+                ex.timeouts = max(ex.timeouts, self.settings.quarantine_after - 1)
+                actions += self._timed_out(ex, now)
         return actions + self.dispatch(now) if actions else actions
+
+    def _straggler(self, t: GridThread, attempt_id: int, ex: Executor, now: float) -> list[Action]:
+        """Take attempt ``attempt_id`` of ``t`` back from ``ex`` as a straggler: cancelled there,
+        a timed-out attempt of ``ex``, not one that counts towards ``t``'s poison (silent
+        executors taking the seed in turn made it poison), and not run on ``ex`` again."""
+        del ex.running[attempt_id]
+        self._has_room(ex)
+        actions: list[Action] = [Send(ex.peer, p.Cancel(attempt_id))] if ex.peer is not None else []
+        actions += self._take_back(t, now, "straggler", count=False)
+        t.tried = (t.tried or set()) | {ex.executor_id}
+        if ex.quarantined_until is None:
+            actions += self._timed_out(ex, now)
+        return actions
 
     def _overdue(self, t: GridThread, ex: Executor, judged: float) -> bool:
         """Whether attempt ``t`` held by ``ex`` has run over ``thread_timeout`` as of ``judged``
@@ -633,7 +669,7 @@ class ManagerCore:
         owner = ex.user if ex is not None else self.executor_owners.get(claimed_id or "")
         bad = _bad_names(m.capabilities, "capabilities")
         if bad:
-            return [Send(peer, p.Refuse(bad))]
+            return [Send(peer, p.Refuse(bad, final=True))]
         if owner is not None and owner != m.user:
             log.warning("user %s may not take over executor %s of user %s: given a new id", m.user,
                         (claimed_id or "")[:8], owner)
@@ -919,8 +955,8 @@ class ManagerCore:
             if reason is not None:
                 return [Send(peer, _login_refusal(reason))]
         if m.instruction and (size := _instruction_bytes(m.instruction)) > MAX_APPLICATION_INSTRUCTION:
-            return [Send(peer, p.Refuse(f"the application's instruction is {size} bytes, over "
-                                        f"{MAX_APPLICATION_INSTRUCTION}"))]
+            return [Send(peer, p.Refuse(f"the application's instruction would hold about {size} bytes at the "
+                                        f"manager, over {MAX_APPLICATION_INSTRUCTION}", final=True))]
         actions: list[Action] = []
         app = self.applications.get(m.application_id) if m.application_id else None
         if app is not None and app.user != m.user and self.authenticate is not None:
@@ -1037,7 +1073,7 @@ class ManagerCore:
         for spec in m.threads:
             bad = _bad_names(spec.needs, f"thread {spec.thread_id} needs")
             if bad:
-                return [Send(peer, p.Refuse(bad))]
+                return [Send(peer, p.Refuse(bad, final=True))]
         cap = self.settings.max_threads_per_application
         new = sum(1 for spec in m.threads if spec.thread_id not in app.threads)
         if len(app.threads) + new > cap:
@@ -1045,10 +1081,11 @@ class ManagerCore:
                         app.application_id[:8], new, len(app.threads), cap)
             return [Send(peer, p.Refuse(f"application {app.application_id[:8]} has {len(app.threads)} grid threads "
                                         f"at the manager; {new} more would pass its max_threads_per_application "
-                                        f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)"))]
+                                        f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)",
+                                        final=True))]
         too_big = _instructions_too_big(app, m)
         if too_big:
-            return [Send(peer, p.Refuse(too_big))]
+            return [Send(peer, p.Refuse(too_big, final=True))]
         if m.instruction is not None and m.instruction != app.instruction:
             app.instruction = m.instruction  # a new object: each executor is sent it with its next job
         for spec in m.threads:

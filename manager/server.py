@@ -307,7 +307,7 @@ class ManagerServer:
             for message in (protocol.batch(messages) if len(messages) > 1 else messages):
                 try:
                     if not send(self.socket, message, peer):
-                        log.debug("peer %r gone; dropped %s", peer, message.TYPE)
+                        log.debug("peer %s gone; dropped %s", peer_label(peer), message.TYPE)
                 except MessageTooLarge as exc:  # one job or page alone: its thread times out, is retried
                     log.error("not sent to peer %s: %s", peer_label(peer), exc)
 
@@ -403,7 +403,8 @@ class ManagerServer:
                 try:  # one SELECT while the lease is live; the conditional UPDATE only when it is not
                     row = self.lease.previous = self.lease.read()
                     now = time.time()
-                    if now - answered > self.lease.seconds / 2:
+                    alive = self.lease.alive(row.holder) if row is not None and row.holder else None
+                    if now - answered > self.lease.seconds / 2 and alive is not False:
                         # the database did not answer for a while (it failed, or hung): its holder could
                         # not renew either, so an expiry meanwhile says nothing of whether it runs; it
                         # gets one lease length to renew (a take-over at the first moment the database
@@ -415,7 +416,7 @@ class ManagerServer:
                         said = -math.inf
                     answered = now
                     live = (row is not None and row.holder and (row.expires_at > now or now < grace_until)
-                            and self.lease.alive(row.holder) is not False)  # a dead holder on this host: now
+                            and alive is not False)  # a dead holder on this host: now
                     decision = None if live else self.lease.try_acquire(now)
                 except sa.exc.SQLAlchemyError as exc:
                     mono = time.monotonic()

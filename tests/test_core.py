@@ -1288,28 +1288,34 @@ def test_instructions_are_bounded_per_thread_and_per_application():
     capability no executor has: 800 MB of the manager's memory for the application's 7 days.
     A thread's instruction over MAX_THREAD_INSTRUCTION, an application's over
     MAX_APPLICATION_INSTRUCTION, and more than MAX_INSTRUCTIONS_PER_APPLICATION held by one
-    application's threads are refused (nothing of the submit queued); acknowledged threads free
-    their share."""
+    application's threads are refused for good (``final``: the client stops rather than send
+    it again), nothing of the submit queued; the size is what the instruction holds in memory,
+    its values counted (65 KB of ``[{}] * 65000`` held 4.5 MB); acknowledged threads free their
+    share."""
     from gridcrawl.manager import core as c
     core = make_core(S.replace(max_threads_per_application=10 ** 6))
     app = open_app(core)
     big = {"x": "y" * c.MAX_THREAD_INSTRUCTION}
     (refused,) = sends(core.handle(b"client", p.Submit(app, [p.ThreadSpec(1, "http://h.test/1", instruction=big)]),
                                    0.0), p.Refuse)
-    assert refused.message.reason.startswith("grid thread 1: its instruction is") and not core.applications[app].threads
+    assert refused.message.reason.startswith("grid thread 1: its instruction would hold about") and refused.message.final
+    assert not core.applications[app].threads
+    bomb = {"items": [{}] * 65_000}  # 65 KB of msgpack
+    assert len(msgspec.msgpack.encode(bomb)) < 70_000 and c._instruction_bytes(bomb) > 65_000 * c.NODE_BYTES
     (refused,) = sends(core.handle(b"client", p.OpenApplication("crawl", "u", instruction={
         "x": "y" * c.MAX_APPLICATION_INSTRUCTION}), 0.0), p.Refuse)
-    assert refused.message.reason.startswith("the application's instruction is")
-    each = {"x": "y" * (c.MAX_THREAD_INSTRUCTION - 100)}
-    per_submit = c.MAX_INSTRUCTIONS_PER_APPLICATION // c.MAX_THREAD_INSTRUCTION // 2
-    for n in range(2):  # half the budget each
+    assert refused.message.reason.startswith("the application's instruction would hold about") and refused.message.final
+    each = {"x": "y" * (c.MAX_THREAD_INSTRUCTION // 2)}
+    size = c._instruction_bytes(each)
+    per_submit = c.MAX_INSTRUCTIONS_PER_APPLICATION // size // 2
+    for n in range(2):  # about half the budget each
         specs = [p.ThreadSpec(n * per_submit + i, f"http://h.test/{n}/{i}", instruction=each) for i in range(per_submit)]
         assert not sends(core.handle(b"client", p.Submit(app, specs), 0.0), p.Refuse)
     more = [p.ThreadSpec(10 ** 5 + i, f"http://h.test/z{i}", instruction=each) for i in range(2)]
     (refused,) = sends(core.handle(b"client", p.Submit(app, more), 0.0), p.Refuse)
-    assert "over 67108864: submit fewer at once" in refused.message.reason
+    assert f"over {c.MAX_INSTRUCTIONS_PER_APPLICATION}: submit fewer at once" in refused.message.reason
     held = core.applications[app].instruction_bytes
-    assert held == 2 * per_submit * len(msgspec.msgpack.encode(each))
+    assert held == 2 * per_submit * size
     # resubmitting threads it holds adds nothing; finished and acknowledged ones free their share
     assert not sends(core.handle(b"client", p.Submit(app, specs[:3]), 0.0), p.Refuse)
     assert core.applications[app].instruction_bytes == held
@@ -1317,7 +1323,7 @@ def test_instructions_are_bounded_per_thread_and_per_application():
     core.handle(peer, p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 2.0)
     done = next(t for t in core.applications[app].threads.values() if t.state == ThreadState.FINISHED)
     core.handle(b"client", p.Ack(app, [done.thread_id]), 3.0)
-    assert core.applications[app].instruction_bytes == held - len(msgspec.msgpack.encode(each))
+    assert core.applications[app].instruction_bytes == held - size
 
 
 def test_a_straggler_is_taken_back_for_an_idle_executor_and_only_then():
@@ -1347,7 +1353,11 @@ def test_a_straggler_is_taken_back_for_an_idle_executor_and_only_then():
     assert [(e.attempt_id, e.outcome) for e in actions if isinstance(e, ev.AttemptEnded)] == [
         (seed.attempt_id, "straggler")]
     rogue = next(ex for ex in core.executors.values() if ex.name == "rogue")
-    assert rogue.timeouts == 1 and not rogue.running
+    # it never returned a result: quarantined at once, with nothing held; the seed's take-back is
+    # no lost attempt (silent executors taking it in turn made it poison), and not run there again
+    assert rogue.quarantined_until is not None and not rogue.running
+    t = core.applications[app].threads[0]
+    assert t.lost == 0 and t.tried == {rogue.executor_id}
     assert core.executors[good].running  # and its late result would be fenced
     # the idle executor busy with work of its own: nothing is taken from the other
     core2 = make_core(S.replace(thread_timeout=300.0, straggler_seconds=120.0))

@@ -519,3 +519,41 @@ def test_store_keeps_hostile_pages_or_rejects_them_cleanly(db_url):
     assert canonical_url("http://a.test/p'1\"") in queued
     assert not any(len(u) > 2083 for u in queued)
     assert fingerprint(seed) == fingerprint(doc.url)
+
+
+def test_peers_that_claim_the_routing_ids_the_manager_hands_out_next_cannot_abort_it(tmp_path):
+    """libzmq 4.3 numbers a ROUTER's anonymous peers from an unseeded ``rand()``: every process
+    hands out ``00 6b8b4567`` first, then counts up. A real manager, peers that give themselves
+    the next 200 of those ids, then anonymous connections: libzmq handed out an id in use and
+    aborted the manager (``Assertion failed: ok (src/socket_base.cpp:2113)``). The manager seeds
+    ``rand()`` from os.urandom now (transport.seed_routing_ids), and lives."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    try:
+        manager = grid.start_manager()
+        wait_for(lambda: "manager listening" in grid.log("manager.log"), 30, 0.05, "the manager listening")
+        for k in range(200):  # the ids an unseeded manager would hand out next, claimed first
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.ROUTING_ID, b"\x00" + (0x6B8B4567 + k).to_bytes(4, "big"))
+            sock.connect(grid.endpoint)
+            sock.send_multipart(p.encode(p.Heartbeat()))
+            sockets.append(sock)
+        time.sleep(0.5)
+        for _ in range(50):  # anonymous peers: the manager numbers them
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(grid.endpoint)
+            sock.send_multipart(p.encode(p.Heartbeat()))
+            sockets.append(sock)
+        time.sleep(1.0)
+        assert manager.poll() is None, grid.log("manager.log")[-2000:]
+        probe = sockets[-1]
+        probe.send_multipart(p.encode(p.Register(name="late", host="h", user="u", threads=1)))
+        assert probe.poll(10_000), "the manager no longer answers"
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()

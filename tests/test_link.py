@@ -321,3 +321,15 @@ def test_a_refusal_for_now_is_asked_again_shortly_and_named_at_the_timeout():
     assert state.received(0.5, busy) == [] and not state.up
     (fail,) = state.tick(SETTINGS.connect_timeout + 0.1)
     assert isinstance(fail.error, Refused) and str(fail.error) == busy.reason
+
+
+def test_a_final_refusal_stops_the_peer_instead_of_reconnecting_to_send_it_again():
+    """A submit over the manager's instruction bound was refused; the link took any refusal of
+    an up peer for a manager that forgot it, reconnected at once and the client sent the same
+    submit again: 12,781 times in 2 minutes, each a 'reattached' line in the manager's log. A
+    ``final`` refusal now ends the peer with its reason; a plain one still reconnects."""
+    state = up(link(A))
+    (fail,) = state.received(1.0, p.Refuse("grid thread 2: its instruction is 112555 bytes, over 65536", final=True))
+    assert isinstance(fail, Fail) and isinstance(fail.error, Refused) and "112555 bytes" in str(fail.error)
+    again = up(link(A))
+    assert again.received(1.0, p.Refuse("unknown application: open it again")) == [Connect(A)] and not again.up
