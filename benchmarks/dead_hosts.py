@@ -22,42 +22,16 @@ Issue 23's notes and ``docs/politeness.md`` ("First contact") cite its results f
 from __future__ import annotations
 
 import argparse
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from sites import SiteServer, generate_site  # noqa: E402
-
-
-class Blackhole:
-    """A host on ``address`` that accepts connections and never answers; counts them."""
-
-    def __init__(self, address: str) -> None:
-        self.listener = socket.create_server((address, 0))
-        self.address, self.port = address, self.listener.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        """Stop listening and drop every connection held."""
-        self.listener.close()
-        for conn in self.accepted:
-            conn.close()
+from sites import Blackhole, SiteServer, generate_site  # noqa: E402
 
 
 def worker_seconds(manager_db: Path, dead_hosts: set[str]) -> tuple[float, float]:
@@ -83,7 +57,7 @@ def main(argv: list[str]) -> int:
                for i in range(args.live)]
     holes = [Blackhole(f"127.0.2.{i + 1}") for i in range(args.dead)]
     seeds = [server.url("/") for server in servers]
-    seeds += [f"http://{hole.address}:{hole.port}/page{k}.html" for hole in holes for k in range(args.urls)]
+    seeds += [f"http://{hole.host}:{hole.port}/page{k}.html" for hole in holes for k in range(args.urls)]
     try:
         with tempfile.TemporaryDirectory(prefix="gridcrawl-bench-dead-") as work:
             command = [sys.executable, "-m", "gridcrawl", "run", *seeds, "--no-progress", "--workdir", work, *options]
@@ -92,7 +66,7 @@ def main(argv: list[str]) -> int:
             wall = time.monotonic() - started
             with sqlite3.connect(Path(work) / "crawl.db") as db:
                 (stored,), = db.execute("SELECT count(*) FROM document").fetchall()
-            dead_s, live_s = worker_seconds(Path(work) / "manager.db", {hole.address for hole in holes})
+            dead_s, live_s = worker_seconds(Path(work) / "manager.db", {hole.host for hole in holes})
     finally:
         for server in servers:
             server.stop()

@@ -659,3 +659,29 @@ class SiteServer:
     def _closed(self, conn: socket.socket) -> None:
         with self.lock:
             self._conns.discard(conn)
+
+
+class Blackhole:
+    """A host on ``host`` (an address of 127.0.0.0/8) that accepts TCP connections and never
+    answers — a firewall that lets the SYN in, a server stuck before its first byte — keeping
+    each connection open and counting them (``accepted``). ``close()`` stops it."""
+
+    def __init__(self, host: str = "127.0.0.3") -> None:
+        self.listener = socket.create_server((host, 0))
+        self.host, self.port = host, self.listener.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)  # held open, never read nor written
+
+    def close(self) -> None:
+        """Stop listening and drop every connection held."""
+        self.listener.close()
+        for conn in self.accepted:
+            conn.close()

@@ -39,7 +39,7 @@ from grid import Grid
 from proxy import ForwardProxy
 from gridcrawl.settings import Settings
 from gridcrawl.urls import canonical_url, path_trap
-from sites import generate_site, reachable
+from sites import Blackhole, generate_site, reachable
 
 pytestmark = pytest.mark.e2e
 
@@ -298,32 +298,6 @@ def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site
         started = {r.path: r.started for r in server.requests}
     assert max(started[f"/p{i}.html"] for i in range(3)) - started["/later.html"] < 30, started
     assert "Traceback" not in grid.log("manager.log")
-
-
-class Blackhole:
-    """A host that accepts TCP connections and never answers (a firewall that lets the SYN in,
-    a server stuck before its first byte), counting the connections it accepted."""
-
-    def __init__(self, host: str = "127.0.0.3") -> None:
-        import socket
-        self.listener = socket.create_server((host, 0))
-        self.host, self.port = host, self.listener.getsockname()[1]
-        self.accepted: list = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.accepted.append(conn)  # held open, never read nor written
-
-    def close(self) -> None:
-        self.listener.close()
-        for conn in self.accepted:
-            conn.close()
 
 
 def test_a_host_that_never_answers_costs_one_round_of_probes_not_one_per_url(tmp_path, site_server):
