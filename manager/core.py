@@ -128,28 +128,29 @@ def _instruction_bytes(instruction: dict | None) -> int:
     return len(msgspec.msgpack.encode(instruction)) + NODE_BYTES * nodes
 
 
-def _instructions_too_big(app: "Application", m: p.Submit) -> str | None:
-    """Why submit ``m`` cannot be taken for ``app``: a thread's instruction over
+def _instruction_sizes(app: "Application", m: p.Submit) -> tuple[str | None, dict[int, int]]:
+    """The :func:`_instruction_bytes` of submit ``m``'s new (or restored) threads by thread id,
+    and why the submit cannot be taken for ``app`` (None: it can): a thread's instruction over
     :data:`MAX_THREAD_INSTRUCTION`, the application's over :data:`MAX_APPLICATION_INSTRUCTION`,
-    or its threads' together over :data:`MAX_INSTRUCTIONS_PER_APPLICATION`; else None."""
+    or its threads' together over :data:`MAX_INSTRUCTIONS_PER_APPLICATION`."""
     if m.instruction is not None and m.instruction != app.instruction:
         size = _instruction_bytes(m.instruction)
         if size > MAX_APPLICATION_INSTRUCTION:
             return (f"the application's instruction would hold about {size} bytes at the manager, over "
-                    f"{MAX_APPLICATION_INSTRUCTION}")
-    total = app.instruction_bytes
+                    f"{MAX_APPLICATION_INSTRUCTION}"), {}
+    sizes: dict[int, int] = {}
     for spec in m.threads:
         if spec.instruction and (spec.thread_id not in app.threads or app.threads[spec.thread_id].held):
-            size = _instruction_bytes(spec.instruction)
+            size = sizes[spec.thread_id] = _instruction_bytes(spec.instruction)
             if size > MAX_THREAD_INSTRUCTION:
                 return (f"grid thread {spec.thread_id}: its instruction would hold about {size} bytes at the "
-                        f"manager, over {MAX_THREAD_INSTRUCTION}")
-            total += size
+                        f"manager, over {MAX_THREAD_INSTRUCTION}"), sizes
+    total = app.instruction_bytes + sum(sizes.values())
     if total > MAX_INSTRUCTIONS_PER_APPLICATION:
         return (f"application {app.application_id[:8]}'s grid threads would hold {total} bytes of instructions at "
                 f"the manager, over {MAX_INSTRUCTIONS_PER_APPLICATION}: submit fewer at once (gridcrawl-client "
-                f"--max-in-flight)")
-    return None
+                f"--max-in-flight)"), sizes
+    return None, sizes
 
 
 def _thread_log(t: "GridThread") -> dict:
@@ -276,7 +277,7 @@ class GridThread:
     queue_seq: int | None = None
     tried: set[str] | None = None  # executors an attempt of it was lost on or timed out on (None: none yet)
     needs: tuple = ()    # capabilities an executor must have to run it (sorted, distinct)
-    instruction_bytes: int = 0  # msgpack bytes of its instruction (counted in its application's)
+    instruction_bytes: int = 0  # what its instruction holds in memory, about (counted in its application's)
 
     @property
     def name(self) -> str:
@@ -372,7 +373,7 @@ class Application:
     threads: dict[int, GridThread] = field(default_factory=dict)
     paused: bool = False                 # an operator paused it: its READY threads are not dispatched
     unacked_bytes: int = 0               # result_bytes() of its FINISHED threads, held until acknowledged
-    instruction_bytes: int = 0           # msgpack bytes of its threads' instructions (MAX_INSTRUCTIONS_PER_APPLICATION)
+    instruction_bytes: int = 0           # what its threads' instructions hold (MAX_INSTRUCTIONS_PER_APPLICATION)
     throttled: bool = False              # unacked_bytes reached max_unacked_bytes: READY threads not dispatched
     throttles: int = 0                   # times it was throttled (the first is logged as a WARNING)
     done: int = 0                        # threads finished (results received, failed ones included)
@@ -560,7 +561,8 @@ class ManagerCore:
         threads, for ``thread_timeout`` (a 5 s crawl took 601 s) while the honest ones sat idle;
         this is the end-of-job backup of MapReduce (Dean and Ghemawat, OSDI 2004, §3.6), taken
         back rather than duplicated: a late result of the straggler is fenced. Counted as a
-        timed-out attempt of its holder (quarantined after ``quarantine_after``)."""
+        timed-out attempt of its holder (quarantined after ``quarantine_after``; at once, with
+        all it holds taken back, when it has never returned a result)."""
         idle = sum(min(ex.free, ex.workers - len(ex.running)) for ex in self._room.values()
                    if ex.free > 0 and ex.workers > len(ex.running))
         if not idle:
@@ -1083,7 +1085,7 @@ class ManagerCore:
                                         f"at the manager; {new} more would pass its max_threads_per_application "
                                         f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)",
                                         final=True))]
-        too_big = _instructions_too_big(app, m)
+        too_big, sizes = _instruction_sizes(app, m)
         if too_big:
             return [Send(peer, p.Refuse(too_big, final=True))]
         if m.instruction is not None and m.instruction != app.instruction:
@@ -1096,14 +1098,14 @@ class ManagerCore:
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
                     existing.instruction, existing.priority = spec.instruction, spec.priority
-                    existing.instruction_bytes = _instruction_bytes(spec.instruction)
+                    existing.instruction_bytes = sizes.get(spec.thread_id, 0)
                     app.instruction_bytes += existing.instruction_bytes
                     existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
                            spec.priority, spec.instruction, now, host=url_host(spec.url),
-                           needs=tuple(sorted(set(spec.needs))), instruction_bytes=_instruction_bytes(spec.instruction))
+                           needs=tuple(sorted(set(spec.needs))), instruction_bytes=sizes.get(spec.thread_id, 0))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
             app.instruction_bytes += t.instruction_bytes
