@@ -35,6 +35,7 @@ from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
+from gridcrawl.settings import Settings
 from gridcrawl.urls import (Domains, InvalidURL, canonical_url, domain_keys, fingerprint, in_scope, path_trap,
                             scope_domain, url_host)
 from gridcrawl.client.traps import TrapDetector
@@ -271,7 +272,7 @@ class CrawlStore:
         self.below_relevance: set[int] = set()
         #: Pages whose links reached ``max_links_per_page`` (the executor followed that many, no
         #: more): their URLs, at most 1,000 kept (``len`` is at least the count).
-        self.max_links_per_page = 10_000
+        self.max_links_per_page = Settings.max_links_per_page  # the client's setting (cli sets it)
         self.links_cut: set[str] = set()
         self.best_below = 0.0  # the highest score among them
         # URLs known to be queued or visited (their hash) with the shallowest depth known: most

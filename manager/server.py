@@ -63,9 +63,9 @@ _PEER_KEY = os.urandom(16)
 
 def peer_label(peer: bytes) -> str:
     """How logs name a peer's ZeroMQ routing id: 8 hex digits of a keyed hash, the same for one
-    peer throughout a manager's run. Not the id itself: the ids the ROUTER socket gives count up
-    from a random start, and a peer that knows the next one can connect under it, which aborts
-    libzmq 4.3 (an assertion in its ROUTER)."""
+    peer throughout a manager's run. Not the id itself: the ids the ROUTER gives count up from
+    ``rand()`` (seeded at random: :func:`gridcrawl.transport.seed_routing_ids`), and a peer that
+    knows the next one can claim it, which aborts libzmq 4.3 (an assertion in its ROUTER)."""
     return hashlib.blake2s(peer, key=_PEER_KEY, digest_size=4).hexdigest()
 
 
