@@ -851,9 +851,11 @@ class ManagerCore:
                            answered=not probe, requested=page.requested)
         if probe:  # the origin's probes are counted, not the thread's attempts
             failed = self.queue.probe_failed(t.url)
-            wait = retry_wait(page, failed - 1, self.settings)
-            if wait is not None:
-                self.queue.pause(t.host, now, now + wait)
+            down = failed > self.settings.retry_times
+            wait = retry_wait(page, failed - 1, self.settings)  # None for a timeout: not retried
+            pause = wait if wait is not None or down else self.settings.retry_backoff * 2 ** (failed - 1)
+            if pause is not None:
+                self.queue.pause(t.host, now, now + pause)
         else:
             wait = retry_wait(page, t.retries, self.settings)
         if wait is not None:
@@ -867,15 +869,19 @@ class ManagerCore:
         t.result = page
         self._remember(t, ex.name)
         actions = [ev.ThreadFinished(t.internal_id, r.attempt_id, t.time_started, now, page.error_kind), *self._deliver(t)]
-        if probe:
+        if probe and down:
             actions += self._origin_down(t.url, page, failed, now)
         return actions
 
     def _failed_probe(self, t: GridThread, page: p.PageResult) -> bool:
         """Whether ``page`` is a failed probe of ``t``'s host: the host has not answered yet and
-        this attempt found no answer either (robots.txt unreachable, or no connection at all)."""
-        no_answer = page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or (
-            page.error_kind == p.ErrorKind.CONNECTION and page.status is None)
+        this attempt found no answer either (robots.txt unreachable; no connection at all; or,
+        as under ``--ignore-robots`` where no robots.txt is asked, a timeout before any status
+        line — not one the executor cancelled, which says nothing of the host)."""
+        no_status = page.status is None and (
+            page.error_kind == p.ErrorKind.CONNECTION
+            or (page.error_kind == p.ErrorKind.TIMEOUT and page.error != "cancelled"))
+        no_answer = page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or no_status
         return no_answer and not self.queue.has_answered(t.host)
 
     def _origin_down(self, url: str, page: p.PageResult, probes: int, now: float) -> list[Action]:

@@ -863,6 +863,32 @@ def test_a_new_host_that_never_answers_costs_one_probe_round_then_its_threads_fa
     assert job.url == "http://dead.test/21"
 
 
+def test_timeouts_of_a_new_host_are_probes_too_each_thread_failing_once():
+    """Under ``--ignore-robots`` no robots.txt probes a new host: its first pages do. A timeout
+    before any status line is a failed probe, but timeouts are not retried: each probe's thread
+    ends as ``timeout``, the host pauses for the back-off, the next thread probes, and after
+    ``retry_times`` + 1 of them the queued rest fail together without a fetch."""
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    register(core, b"e", 8)
+    app = open_app(core)
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://dead.test/{i}")
+                                                                  for i in range(5)]), 0.0))
+    now = 10.0
+    for wait in (1.0, 2.0):
+        actions = core.handle(b"e", p.Result(job.attempt_id, p.PageResult(
+            url=job.url, error_kind="timeout", error="no connection within 10 s")), now)
+        (done,) = sends(actions, p.ThreadDone)
+        assert done.message.thread_id == int(job.url[-1]) and done.message.page.error_kind == "timeout"
+        assert assigned(actions) == [] and assigned(core.dispatch(now + wait - 0.01)) == []
+        ((_, job),) = assigned(core.dispatch(now + wait))
+        now += wait + 10.0
+    actions = core.handle(b"e", p.Result(job.attempt_id, p.PageResult(
+        url=job.url, error_kind="timeout", error="no connection within 10 s")), now)
+    done = {d.message.thread_id: d.message.page for d in sends(actions, p.ThreadDone)}
+    assert sorted(done) == [2, 3, 4] and done[2].error == "no connection within 10 s"
+    assert done[3].error == "not fetched: http://dead.test did not answer 3 probes; the last: no connection within 10 s"
+
+
 def test_a_host_that_answered_once_keeps_each_threads_own_retries():
     """The probes are a new host's: a host that has answered is not failed as a whole by some of
     its threads' connection errors (the page's own retries apply, its other threads go on)."""
@@ -878,6 +904,23 @@ def test_a_host_that_answered_once_keeps_each_threads_own_retries():
         assert sends(actions, p.ThreadDone) == []
     assert len(assigned(core.dispatch(2.0))) == 2  # both retried after 1 s, the host not paused
     assert core.queue.down("http://h.test/0", 2.0) is None
+
+
+@pytest.mark.parametrize("error,down", [("cancelled", False), ("no connection within 10 s", True)])
+def test_a_fetch_the_executor_cancelled_is_not_a_failed_probe(error, down):
+    """An executor that stops cuts its fetches short as ``timeout`` ("cancelled"): that says
+    nothing of the host, so it is no failed probe and does not put the host down; a timeout
+    without a status line is one (with ``retry_times`` 0, the first puts the host down)."""
+    core = make_core(S.replace(retry_times=0, thread_timeout=1000.0))
+    register(core, b"e", 8)
+    app = open_app(core)
+    ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(0, "http://n.test/0")]), 0.0))
+    actions = core.handle(b"e", p.Result(job.attempt_id, p.PageResult(url=job.url, error_kind="timeout", error=error)), 1.0)
+    (done,) = sends(actions, p.ThreadDone)
+    assert done.message.page.error_kind == "timeout"
+    actions = core.handle(b"client", p.Submit(app, [p.ThreadSpec(1, "http://n.test/1")]), 2.0)
+    assert (core.queue.down("http://n.test/1", 2.0) is not None) == down
+    assert len(assigned(actions)) == (0 if down else 1)
 
 
 def test_a_probe_that_answers_opens_the_host_and_forgets_its_failures():
