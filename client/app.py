@@ -46,7 +46,7 @@ from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
 from gridcrawl.db import describe_error, shown_url, transient_error
 from gridcrawl.settings import Settings
-from gridcrawl.client.store import CrawlStore, Outcome, Pending, Scope
+from gridcrawl.client.store import CrawlStore, HostShare, Outcome, Pending, Scope
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.urls import url_host
@@ -139,6 +139,10 @@ APPLY_LINKS = 20_000
 #: little: 250 seeds of hosts that never answer filled 250 of 256 slots for 3.5 minutes while the
 #: client waited for a quarter of the window to be free, and the one live site got nothing.
 REFILL_WAIT = 1.0
+#: Grid threads of one host in flight that come before any host's more, per request the
+#: manager lets a host have at once (``concurrent_requests_per_host``): enough queued at the
+#: manager to keep the host busy until the next claim (:class:`~gridcrawl.client.store.HostShare`).
+HOST_SHARE_PER_REQUEST = 2
 #: Sitemaps to read in flight (submitted, or their result not yet applied), at most; pages fill
 #: the rest of max_in_flight. A sitemap index of 50,000 sitemaps of 30,000 URLs each (within
 #: sitemaps.org's limits) filled the window with sitemaps, one hop above every page: 3 GB of
@@ -270,6 +274,10 @@ class CrawlApplication:
         self._db_backoff = 0.0
         self._db_said = float("-inf")  # monotonic s of the last WARNING of a database outage
         self._last_result_at = time.monotonic()  # of the last ThreadDone (REFILL_WAIT)
+        self._results_seen = 0  # results received in all
+        #: (results seen, monotonic s) at the last claim that left URLs for their hosts' share
+        #: (:class:`~gridcrawl.client.store.HostShare`), None when the last one left none
+        self._held_back: tuple[int, float] | None = None
         self._frontier_due = -math.inf  # monotonic s: the frontier may be counted again
         self.progress = Progress()
         self.application_id: str | None = store.get_meta("application_id")
@@ -506,6 +514,7 @@ class CrawlApplication:
                                     continue  # sent again after a reattach: already waiting to be applied
                                 pend = self.in_flight.get(done.thread_id) or self._adopt(done.thread_id)
                                 if pend is not None:
+                                    self._results_seen += 1
                                     self._seed_result(pend, done.page)
                                     self._waiting.add(done.thread_id)
                                     self.results.append(Outcome(pend, done.page, done.executor_id,
@@ -654,13 +663,20 @@ class CrawlApplication:
         if room <= 0 or (self.in_flight and room < self.max_in_flight // 4
                          and time.monotonic() - self._last_result_at < REFILL_WAIT):
             return False  # a claim of a quarter of the window at least, while results keep coming
-        reading = sum(1 for pend in self.in_flight.values() if pend.kind) + sum(
-            1 for outcome in self.results if outcome.pending.kind)
+        if self._held_back is not None and self._results_seen - self._held_back[0] < max(1, len(self.in_flight) // 8) \
+                and time.monotonic() - self._held_back[1] < REFILL_WAIT:
+            return False  # the last claim left URLs for their hosts' share: wait for some results first
+        pendings = [*self.in_flight.values(), *(outcome.pending for outcome in self.results)]
+        share = HostShare.of((pend.url for pend in pendings), HOST_SHARE_PER_REQUEST * s.concurrent_requests_per_host)
         try:
-            claimed = self.store.claim(room, sitemaps=max(0, SITEMAPS_IN_FLIGHT - reading))
+            claimed = self.store.claim(room, sitemaps=max(0, SITEMAPS_IN_FLIGHT - sum(1 for pend in pendings if pend.kind)),
+                                       share=share)
         except Exception as exc:
             self._database_failed(exc)
             return False
+        self._held_back = (self._results_seen, time.monotonic()) if share.left else None
+        if share.left and not claimed:
+            return False  # the frontier is not empty: its next URLs wait for their hosts' share
         for pend in claimed:
             self.in_flight[pend.thread_id] = pend
         if claimed:

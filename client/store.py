@@ -48,6 +48,74 @@ sitemap_table = models.sitemap
 triple = models.triple
 
 
+#: A claim with a :class:`HostShare` reads up to this many times its room of the frontier's next
+#: pages, in up to :data:`CLAIM_ROUNDS` rounds, each but the first leaving out the URLs of the
+#: hosts at their share (Frontera's broad-crawling queue, which caps requests per host too,
+#: reads ahead of the batch it returns in the same way).
+CLAIM_SCAN = 4
+CLAIM_ROUNDS = 3
+
+
+@dataclass(slots=True)
+class HostShare:
+    """A claim's rule for sharing an application's window of grid threads among hosts: every
+    host's first ``share`` threads in flight come before any host's more, and the window's rest
+    goes in the frontier's order. One crawl of many sites would otherwise fill its window with
+    the thousands of URLs of one site (its sitemap, an index page), all waiting at the manager
+    for that site's crawl delay, while every other site waited for a free slot. A single site
+    still gets the whole window.
+
+    ``held`` counts the threads in flight by host (:func:`~gridcrawl.urls.url_host`);
+    :meth:`pick` adds what it takes and puts the URL prefixes (``scheme://host:port/``) of the
+    hosts at their share in :attr:`full`; :attr:`left` says a claim left room to spare while
+    other hosts' URLs may lie further on than it read (the caller then waits for results
+    before it claims again).
+    """
+
+    share: int
+    held: collections.Counter = field(default_factory=collections.Counter)
+    full: set[str] = field(default_factory=set)
+    left: bool = False
+
+    @classmethod
+    def of(cls, urls: Iterable[str], share: int) -> "HostShare":
+        """The share of a window whose grid threads in flight are those of ``urls``; the hosts
+        at their share already are :attr:`full` from the start, so a claim's first read leaves
+        their URLs out."""
+        urls = list(urls)
+        held = collections.Counter(url_host(url) for url in urls)
+        return cls(share, held, {_url_prefix(url) for url in urls if held[url_host(url)] >= share})
+
+    def pick(self, rows: Sequence, limit: int) -> list:
+        """Up to ``limit`` of ``rows`` (the frontier's next to-visit rows, in claim order, each
+        with a ``url``), in their order, passing over those of hosts at their share."""
+        taken = []
+        for row in rows:
+            if len(taken) == limit:
+                break
+            host = url_host(row.url)
+            if self.held[host] < self.share:
+                self.held[host] += 1
+                taken.append(row)
+            else:
+                self.full.add(_url_prefix(row.url))
+        return taken
+
+
+def _url_prefix(url: str) -> str:
+    """``url``'s ``scheme://host:port/`` (as written in it), which all its host's URLs of that
+    origin start with."""
+    start = url.find("//") + 2
+    end = url.find("/", start)
+    return url if end < 0 else url[:end + 1]
+
+
+def _mark_in_flight(conn, rows: Sequence) -> None:
+    """Mark the to-visit ``rows`` (each with an ``id``) in flight, in ``conn``'s transaction."""
+    for ids in chunks([r.id for r in rows], 500):
+        conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
+
+
 @dataclass(slots=True)
 class Pending:
     """A URL the application has submitted as a grid thread (``thread_id`` = to_visit row id)."""
@@ -358,11 +426,16 @@ class CrawlStore:
             return conn.execute(to_visit.update().where(to_visit.c.in_flight == sa.true())
                                 .values(in_flight=False)).rowcount
 
-    def claim(self, limit: int, depth: int | None = None, sitemaps: int | None = None) -> list[Pending]:
+    def claim(self, limit: int, depth: int | None = None, sitemaps: int | None = None,
+              share: "HostShare | None" = None) -> list[Pending]:
         """Take up to ``limit`` to-visit URLs in the strategy's order (:meth:`claim_statement`),
         only those at ``depth`` when given (a layer of the Spark crawl), of which at most
         ``sitemaps`` sitemaps to read when given, and mark them in flight. Returns them as
         :class:`Pending` grid threads.
+
+        With ``share`` (:class:`HostShare`), no host gets more than its share of the window: the
+        URLs of a host at its share stay to visit, in their place, for a later claim, and the
+        claim takes the next ones of other hosts (:meth:`_claim_shared`).
 
         Safe with several clients on one database: no URL is ever handed to two of them (see
         :meth:`claim_statement`). May return fewer than ``limit`` while other clients are
@@ -371,23 +444,57 @@ class CrawlStore:
         if limit <= 0:
             return []
 
+        held, full = (collections.Counter(share.held), set(share.full)) if share is not None else (None, None)
+
         def work(conn) -> list:
+            if share is not None:  # as it was before this transaction (run again after a deadlock)
+                share.held, share.full, share.left = collections.Counter(held), set(full), False
             stmt = self.claim_statement(conn.dialect, limit, self.strategy.order)
             if depth is not None:
                 stmt = stmt.where(to_visit.c.depth == depth)
-            if sitemaps is None:
-                rows = conn.execute(stmt).all()
-            else:  # the sitemaps first (at most that many), then pages for the rest
-                rows = conn.execute(stmt.where(to_visit.c.kind.is_not(None)).limit(min(sitemaps, limit))).all() \
-                    if sitemaps > 0 else []
-                if len(rows) < limit:
-                    rows += conn.execute(stmt.where(to_visit.c.kind.is_(None)).limit(limit - len(rows))).all()
-            for ids in chunks([r.id for r in rows], 500):
-                conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=True))
+            rows: list = []
+            if sitemaps is not None:  # the sitemaps first (at most that many), then pages for the rest
+                if sitemaps > 0:
+                    rows = conn.execute(stmt.where(to_visit.c.kind.is_not(None)).limit(min(sitemaps, limit))).all()
+                stmt = stmt.where(to_visit.c.kind.is_(None))
+            if share is None and len(rows) < limit:
+                rows += conn.execute(stmt.limit(limit - len(rows))).all()
+            _mark_in_flight(conn, rows)
+            if share is not None and len(rows) < limit:
+                share.held.update(url_host(r.url) for r in rows)
+                rows += self._claim_shared(conn, stmt, limit - len(rows), share)
             return rows
         rows = run_transaction(self.engine, work)
         return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod,
                         r.etag, r.last_modified) for r in rows]
+
+    @staticmethod
+    def _claim_shared(conn, pages: sa.Select, room: int, share: HostShare) -> list:
+        """Up to ``room`` rows of ``pages`` by ``share``'s rule (:meth:`claim`): up to
+        :data:`CLAIM_ROUNDS` reads of ``CLAIM_SCAN`` × the room left, each leaving out the URLs of
+        the hosts found at their share; when the frontier holds nothing else, its next URLs in
+        order fill what room is left, whatever their hosts. Marked in flight round by round
+        (a later read must not find them again)."""
+        taken: list = []
+        for _ in range(CLAIM_ROUNDS):
+            want = room - len(taken)
+            read = pages
+            if share.full:
+                read = read.where(sa.not_(sa.or_(*(to_visit.c.url.startswith(prefix, autoescape=True)
+                                                   for prefix in sorted(share.full)))))
+            found = conn.execute(read.limit(CLAIM_SCAN * want)).all()
+            more = share.pick(found, want)
+            _mark_in_flight(conn, more)
+            taken += more
+            if len(taken) == room:
+                break
+            if len(found) < CLAIM_SCAN * want:  # the frontier holds nothing else: the rest in order
+                more = conn.execute(pages.limit(room - len(taken))).all()
+                _mark_in_flight(conn, more)
+                share.held.update(url_host(r.url) for r in more)
+                return taken + more
+        share.left = len(taken) < room
+        return taken
 
     @staticmethod
     def claim_statement(dialect: sa.engine.Dialect, limit: int, order: str = "bfs") -> sa.Select:
