@@ -583,7 +583,30 @@ class BatchWriter:
                 return self._write(batch, False, lease, epoch)
             except sa.exc.IntegrityError:
                 pass
-        return self._write(batch, True, lease, epoch)
+        try:
+            return self._write(batch, True, lease, epoch)
+        except sa.exc.IntegrityError:
+            if len(batch) == 1:
+                raise
+        return self._write_each(batch, lease, epoch)
+
+    def _write_each(self, batch: list, lease, epoch: int | None) -> int:
+        """Write the events of ``batch`` one transaction each, insert-if-absent, leaving out
+        those the database still refuses (a key that names no row: a bug of ours), with one
+        ERROR that counts them and names the first. Without this, one such record stopped the
+        writer for good (it retried the batch for ever) and the manager at every start (the
+        journal's replay raised). Returns the rows written."""
+        rows, refused, first = 0, 0, None
+        for item in batch:
+            try:
+                rows += self._write([item], True, lease, epoch)
+            except sa.exc.IntegrityError as exc:
+                refused += 1
+                first = first or f"{item!r:.300} ({str(exc).splitlines()[0]})"
+        if refused:
+            log.error("%d of %d records refused by the database, left out (a bug: please report it); the first: %s",
+                      refused, len(batch), first)
+        return rows
 
     def _write(self, batch: list, careful: bool, lease, epoch: int | None) -> int:
         inserts: dict[str, dict] = defaultdict(dict)   # table -> key -> row

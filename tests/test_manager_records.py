@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import time
 
@@ -186,6 +187,35 @@ def test_the_journal_survives_a_dead_recorder_and_replays_idempotently(tmp_path)
     assert thread["state"] == 4 and thread["executor_id"] == "e1" and thread["time_started"] is not None
     assert attempt["outcome"] == "finished" and attempt["attempt_id"] == 2 ** 62
     assert attempt["epoch"] == 5  # the epoch of the manager that assigned it (replayed rows had none)
+
+
+def test_a_record_the_database_refuses_is_left_out_not_retried_for_ever(postgres_url, caplog):
+    """No sockets: a batch holding a record that breaks a foreign key even when written
+    insert-if-absent (an attempt of a thread that has no row: a cancelled application's thread
+    submitted again under its old id did that) is written event by event, the refused one left
+    out with one ERROR. Before, the writer retried the batch for ever, writing nothing more, and
+    the journal's replay raised at every start of the manager."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager import events as ev
+    from gridcrawl.manager.recorder import BatchWriter
+
+    engine = open_database(postgres_url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    batch = [ev.ExecutorRegistered("e1", "e1", "h", "u", True, 1, 0.0, 1, 0, "", "", (), 1.0),
+             ev.ApplicationCreated("a1", "x", "u", 1, 1.0),
+             ev.ThreadSubmitted(1, "a1", 1, "http://a.test/", "a.test", 0, 0, (), 1.0),
+             ev.ThreadAssigned(1, 7, "e1", 1, 2.0),
+             ev.ThreadAssigned(99, 8, "e1", 1, 2.0),  # no thread 99: the attempt's foreign key breaks
+             ev.ThreadSubmitted(2, "a1", 2, "http://a.test/2", "a.test", 0, 0, (), 3.0)]
+    with caplog.at_level(logging.ERROR, logger="gridcrawl.manager.recorder"):
+        BatchWriter(engine).write(batch)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT internal_thread_id FROM thread ORDER BY 1")).scalars().all() == [1, 2]
+        assert conn.execute(sa.text("SELECT attempt_id FROM attempt")).scalars().all() == [7]
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert error.startswith("1 of 6 records refused by the database, left out") and "ThreadAssigned" in error
+    engine.dispose()
 
 
 def test_a_journal_deleted_under_the_manager_is_started_afresh_and_its_records_written(tmp_path, caplog):
