@@ -383,6 +383,9 @@ class Application:
     last_finished: float | None = None
     instruction: dict | None = None  # the instruction all its threads share (OpenApplication.instruction)
     client: str = ""  # the token of the client process that holds it (OpenApplication.client)
+    #: stopped with grid threads not done (cancelled): their ids are recorded, and its client
+    #: submits them again, so a client that comes back gets a new application (:meth:`ManagerCore.on_open`)
+    aborted: bool = False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -971,6 +974,12 @@ class ManagerCore:
             if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
                 log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
                 return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
+        if app is not None and app.state == ApplicationState.STOPPED and app.aborted:
+            # its threads' rows hold the ids its client submits again (unique per application):
+            # the crawl goes on as a new application, as after a restart of the manager
+            log.info("application %s was cancelled with grid threads not done: its client's crawl goes on as a "
+                     "new application", app.application_id[:8])
+            app = None
         resumed = app is not None
         if app is not None and (held := self._held_by_another(app, peer, m.client, now)):
             log.warning("application %s: a second client refused (%s)", app.application_id[:8], held)
@@ -1691,6 +1700,7 @@ class ManagerCore:
             self.queue.discard(t)
             self._move(t, ThreadState.DEAD)
             actions.append(ev.ThreadDead(t.internal_id))
+        app.aborted = app.aborted or bool(app.threads)
         app.threads.clear()
         app.unacked_bytes, app.throttled, app.instruction_bytes = 0, False, 0
         return actions

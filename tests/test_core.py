@@ -986,7 +986,7 @@ def test_a_connection_that_opens_a_second_application_keeps_it_when_the_first_on
     assert core.applications[second].threads
 
 
-def test_an_application_without_a_client_past_detached_timeout_is_cancelled_and_can_be_reopened():
+def test_an_application_without_a_client_past_detached_timeout_is_cancelled_and_its_client_goes_on_anew():
     core = make_core(S.replace(detached_timeout=100.0, thread_timeout=1000.0))
     register(core, b"e", 1)
     app = open_app(core, b"c")
@@ -1003,10 +1003,15 @@ def test_an_application_without_a_client_past_detached_timeout_is_cancelled_and_
     assert [c.message.attempt_id for c in sends(actions, p.Cancel)] == [job.attempt_id]
     assert ev.ApplicationStopped(app, 101.0) in actions
     assert core.applications[app].state == ApplicationState.STOPPED and not core.applications[app].threads
-    # the client comes back: the same application, and what it submits again runs
+    # the client comes back: a new application (the cancelled one's thread rows hold the ids it
+    # submits again, unique per application), and what it submits again runs
     (opened,) = sends(core.handle(b"c2", p.OpenApplication("crawl", "u", app), 102.0), p.ApplicationOpened)
-    assert opened.message.resumed and opened.message.application_id == app
-    assert len(assigned(submit(core, app, [1, 2, 3], peer=b"c2", now=102.0))) == 1
+    anew = opened.message.application_id
+    assert not opened.message.resumed and anew != app
+    actions = submit(core, anew, [1, 2, 3], peer=b"c2", now=102.0)
+    assert len(assigned(actions)) == 1
+    submitted = [e for e in actions if isinstance(e, ev.ThreadSubmitted)]
+    assert sorted(e.thread_id for e in submitted) == [1, 2, 3] and {e.application_id for e in submitted} == {anew}
     # detached_timeout 0: never
     core = make_core(S.replace(detached_timeout=0.0))
     app = open_app(core, b"c")

@@ -166,8 +166,10 @@ def test_kill_9_client_and_start_a_new_one(tmp_path, site_server):
 
 def test_kill_9_client_past_the_detached_timeout_and_start_a_new_one(tmp_path, site_server):
     """The client stays away longer than the manager's detached_timeout: the manager cancels its
-    application and drops what it held; the new client reopens it, submits again what it had in
-    flight, and loses nothing."""
+    application and drops what it held; the new client goes on as a new application, submits
+    again what it had in flight, and loses nothing — in the crawl database, and in the manager's
+    records (it reopened the cancelled application once: its threads submitted again had the ids
+    of the cancelled ones' rows, whose records were then dropped)."""
     site, server, grid, procs, client, started = start_crawl(
         tmp_path, site_server, pages=200, manager_env={"GRIDCRAWL_DETACHED_TIMEOUT": "2"})
     try:
@@ -186,8 +188,14 @@ def test_kill_9_client_past_the_detached_timeout_and_start_a_new_one(tmp_path, s
     finally:
         grid.stop()
     check_complete(grid, server, site, "kill -9 client past detached_timeout", finish_after_kill_s=finished)
-    assert grid.query("manager", "SELECT COUNT(*) FROM application") == [(1,)], "reopened, not a new application"
-    assert "reattached" in grid.log("client.log")
+    assert grid.query("manager", "SELECT COUNT(*) FROM application") == [(2,)], "a new application"
+    assert "cancelled with grid threads not done" in grid.log("manager.log")
+    # every page the crawl visited has its thread row, each attempt its thread
+    (visits,), = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")
+    (threads,), = grid.query("manager", "SELECT COUNT(DISTINCT url) FROM thread WHERE time_finished IS NOT NULL")
+    assert threads >= visits, (threads, visits)
+    assert grid.query("manager", "SELECT COUNT(*) FROM attempt a LEFT JOIN thread t "
+                      "ON t.internal_thread_id = a.internal_thread_id WHERE t.internal_thread_id IS NULL") == [(0,)]
 
 
 def test_url_that_crashes_executors_is_failed_as_poison(tmp_path, site_server):
