@@ -275,6 +275,7 @@ class CrawlApplication:
         self._db_said = float("-inf")  # monotonic s of the last WARNING of a database outage
         self._last_result_at = time.monotonic()  # of the last ThreadDone (REFILL_WAIT)
         self._results_seen = 0  # results received in all
+        self.lock_lost = False  # the crawl database's crawler lock went to another crawler (CrawlerLock.lost)
         #: (results seen, monotonic s) at the last claim that left URLs for their hosts' share
         #: (:class:`~gridcrawl.client.store.HostShare`), None when the last one left none
         self._held_back: tuple[int, float] | None = None
@@ -478,6 +479,9 @@ class CrawlApplication:
         Raises :class:`~gridcrawl.errors.ManagerUnreachable` if no manager answers at the start,
         and :class:`~gridcrawl.errors.Refused` if the manager refuses the application; a manager
         lost later is reconnected with back-off while the crawl goes on (:mod:`gridcrawl.link`).
+        Raises :class:`CrawlDatabaseError` when the crawl database fails for good, or when its
+        crawler lock (:class:`~gridcrawl.db.CrawlerLock`) went to another crawler (after what
+        had come was stored).
         """
         stop = stop or threading.Event()
         s = self.settings
@@ -542,6 +546,10 @@ class CrawlApplication:
                     exhausted = False
                 if now - last_check >= s.heartbeat_interval:
                     last_check = now
+                    lock = getattr(self.store, "lock", None)
+                    if lock is not None and getattr(lock, "lost", None) is not None and lock.lost.is_set():
+                        self.lock_lost = True
+                        break  # what came is applied below
                     if self._applying is not None:  # the database, not the hosts, holds the crawl up
                         self._check_applying(now)
                     elif self.link.up and self.in_flight and not self.results:
@@ -589,6 +597,10 @@ class CrawlApplication:
                 # after the liveness, logging a silent client as a WARNING)
                 self.link.close(bye="client stopping" if self.link.up else None, linger=1000)
                 self.context.term()
+        if self.lock_lost:
+            raise CrawlDatabaseError("another crawler took this crawl database's lock while the connection holding "
+                                     "it was lost: this crawl stopped, what it fetched stored (two on one crawl "
+                                     "database fetch the same URLs twice); run it again once the other has ended")
         return self.progress
 
     def _check_applying(self, now: float) -> None:

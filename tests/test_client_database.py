@@ -71,6 +71,40 @@ def test_postgresql_down_mid_crawl_pauses_the_client_and_loses_nothing(tmp_path,
     assert set(urls) == expected and len(urls) == len(expected)
 
 
+def test_a_client_whose_crawler_lock_another_crawler_took_stops_with_one_line(tmp_path, site_server, postgres_url):
+    """The connection holding the client's crawler lock is cut (a network blip) and another
+    crawler takes the lock before the client can take it again: the client stops its crawl
+    (what came is stored) with one line, exit status 2, instead of both crawling one frontier
+    (before: an ERROR in the log, 202 URLs fetched by both grids)."""
+    from gridcrawl.db import CrawlerLock, open_database
+    site = generate_site(150, links_per_page=5, seed=43)
+    server = site_server(site, latency=0.1)
+    grid = Grid(tmp_path, crawl_db=postgres_url)
+    other_engine = open_database(postgres_url)
+    other = CrawlerLock(other_engine)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex", "--threads", "2")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: len(documents(grid)) >= 5, 60, 0.05, "5 pages stored")
+        tag = sa.engine.make_url(postgres_url).query["application_name"]  # this test's connections
+        with other_engine.connect() as conn:  # the cut: the backend holding the client's lock ends
+            conn.execute(sa.text("SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_stat_activity a "
+                                 "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND a.application_name = :tag"),
+                         {"tag": tag})
+            conn.commit()
+        wait_for(other.take, 10, 0.01, "the other crawler taking the freed lock")
+        status = client.wait(timeout=60)
+    finally:
+        other.close()
+        other_engine.dispose()
+        grid.stop()
+    stored, err = documents(grid), grid.log("client.log")
+    assert status == 2, err
+    assert "another crawler took this crawl database's lock" in err and "Traceback" not in err
+    assert 5 <= len(stored) < len(reachable(site)) and len(stored) == len(set(stored))
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 2 MiB tmpfs (needs root and mount permission; skips otherwise)."""

@@ -282,3 +282,27 @@ def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, se
         other_engine.dispose()
     assert other.take()
     other.close()
+
+
+def test_a_crawler_lock_another_crawler_took_while_its_connection_was_lost_is_lost(postgres_url):
+    """A network cut ends the connection holding the lock, and a second crawler takes the lock
+    before the first can take it again: the first's lock is :attr:`~CrawlerLock.lost` (its client
+    stops its crawl: both would fetch the same URLs), not an ERROR line while both go on."""
+    engine, other_engine = open_database(postgres_url), open_database(postgres_url)
+    held, other = CrawlerLock(engine), CrawlerLock(other_engine)
+    held.KEEP_SECONDS = 0.5
+    try:
+        assert held.take()
+        with held._guard:  # the cut, and the second crawler's start, between two checks
+            session = held._conn.execute(sa.text("SELECT pg_backend_pid()")).scalar()
+            held._conn.commit()
+            with other_engine.connect() as conn:
+                conn.execute(sa.text("SELECT pg_terminate_backend(:s)"), {"s": session})
+                conn.commit()
+            wait_for(lambda: other.take(), 10, message="the second crawler taking the freed lock")
+        wait_for(held.lost.is_set, 30, message="the first crawler's lock lost")
+    finally:
+        held.close()
+        other.close()
+        engine.dispose()
+        other_engine.dispose()
