@@ -37,7 +37,7 @@ from gridcrawl.items import specs_for
 from gridcrawl.schedule import VERDICTS, AdaptiveSchedule, verdict
 from gridcrawl.settings import Settings
 from gridcrawl.urls import (Domains, InvalidURL, canonical_url, domain_keys, fingerprint, in_scope, path_trap,
-                            scope_domain, url_host)
+                            scope_domain, url_host, url_origin)
 from gridcrawl.client.traps import TrapDetector
 
 log = logging.getLogger("gridcrawl.client")
@@ -84,7 +84,7 @@ class HostShare:
         their URLs out."""
         urls = list(urls)
         held = collections.Counter(url_host(url) for url in urls)
-        return cls(share, held, {_url_prefix(url) for url in urls if held[url_host(url)] >= share})
+        return cls(share, held, {url_origin(url) + "/" for url in urls if held[url_host(url)] >= share})
 
     def pick(self, rows: Sequence, limit: int) -> list:
         """Up to ``limit`` of ``rows`` (the frontier's next to-visit rows, in claim order, each
@@ -98,16 +98,8 @@ class HostShare:
                 self.held[host] += 1
                 taken.append(row)
             else:
-                self.full.add(_url_prefix(row.url))
+                self.full.add(url_origin(row.url) + "/")
         return taken
-
-
-def _url_prefix(url: str) -> str:
-    """``url``'s ``scheme://host:port/`` (as written in it), which all its host's URLs of that
-    origin start with."""
-    start = url.find("//") + 2
-    end = url.find("/", start)
-    return url if end < 0 else url[:end + 1]
 
 
 def _mark_in_flight(conn, rows: Sequence) -> None:
@@ -228,10 +220,13 @@ class Scope:
         return site
 
     def allows(self, url: str, depth: int) -> bool:
-        """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside)."""
+        """True if a link to ``url`` found at ``depth`` is to be crawled (the per-host cap aside).
+        A link that carries credentials (``http://user:password@host/``) is not: a page does
+        not choose what the crawler sends its hosts as a login (``--netrc`` does), and the
+        password would be stored with the URL."""
         if self.max_depth >= 0 and depth > self.max_depth:
             return False
-        if not in_scope(url_host(url), self.domains):
+        if not in_scope(url_host(url), self.domains) or "@" in url_origin(url):
             return False
         return path_trap(url) is None
 

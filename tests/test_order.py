@@ -302,3 +302,16 @@ def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_craw
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warning.startswith(f"the rules in {rules_c} changed since this crawl's 1 URLs were visited") \
         and "--recrawl-all" in warning
+
+
+def test_a_link_with_credentials_is_not_followed(tmp_path):
+    """A page linking ``http://user:pw@host/page`` chose a login the crawler would send (and the
+    password would be stored with the URL, as a page apart from ``http://host/page``): such a
+    link is not queued; the same page linked without credentials is."""
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
+    store.add_seeds([BASE + "/"])
+    (seed,) = store.claim(10)
+    links = [["http://user:pw@127.0.0.1:8000/cred", "with"], [BASE + "/plain", "without"]]
+    store.apply([Outcome(seed, PageResult(url=seed.url, final_url=seed.url, status=200, links=links),
+                         "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert [p.url for p in store.claim(10)] == [BASE + "/plain"]
