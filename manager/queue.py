@@ -13,7 +13,11 @@ for the whole grid (design.md §3):
   ``delay`` seconds after the previous one finished (Heritrix's politeness: the gap is measured
   from completion, so requests are never closer than the delay, whatever the executors buffer);
 * ``429``/``503`` with ``Retry-After`` pause the host until then; without it the host backs off
-  exponentially (1 s doubling to 60 s), reset by the next success;
+  exponentially (1 s doubling to 60 s), reset by the next success; either way the host then has
+  one thread in flight, and one more after each success of a thread sent since (twice as many
+  per round, as TCP's slow start after a loss; Scrapy's AutoThrottle lowers its concurrency
+  likewise), up to its limit: a server that keeps answering 429 got its full concurrency again
+  after every pause;
 * a new host whose first thread finds no answer (robots.txt unreachable, or no connection) is a
   *probe* that failed: it does not lift the one-in-flight rule, the host pauses for the retry's
   wait, and its next thread (the same one or another) probes again. When the thread's origin
@@ -83,6 +87,8 @@ class HostState:
     backoff: float = 0.0
     version: int = 0
     answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
+    ramp: int = 0  # after a 429/503: threads in flight allowed, one more by each success (0: no such limit)
+    ramp_skip: int = 0  # threads in flight when it was set: their answers do not count
     filed: dict = field(default_factory=dict)  # needs -> (stamp, head's -priority, head's seq) filed as eligible
 
     def head(self, needs: tuple = ()):
@@ -238,7 +244,8 @@ class ReadyQueue:
             heapq.heappush(self._eligible.setdefault(key, []), (head[0], head[1], stamp, host.host))
 
     def _limit(self, host: HostState) -> int:
-        return 1 if host.delay > 0 or not host.answered else self.concurrency
+        limit = 1 if host.delay > 0 or not host.answered else self.concurrency
+        return min(limit, host.ramp) if host.ramp else limit
 
     def _promote(self, now: float) -> None:
         while self._later and self._later[0][0] <= now:
@@ -333,6 +340,9 @@ class ReadyQueue:
         if host is None:
             return
         host.in_flight = max(0, host.in_flight - 1)
+        sent_before = host.ramp_skip > 0  # (no thread starts before those are back: the limit is 1)
+        if sent_before:
+            host.ramp_skip -= 1
         if requested:
             host.last_finish = now
         if answered and not host.answered:
@@ -349,8 +359,11 @@ class ReadyQueue:
                 host.backoff = min(BACKOFF_MAX, max(BACKOFF_START, host.backoff * 2))
                 pause = host.backoff
             host.paused_until = max(host.paused_until, now + pause)
+            host.ramp, host.ramp_skip = 1, host.in_flight  # the pause over, one at a time (slow start)
         elif status is not None and status < 400:
             host.backoff = 0.0
+            if host.ramp and not sent_before:
+                host.ramp = 0 if host.ramp + 1 >= self.concurrency else host.ramp + 1
         self._schedule(host, now)
         if host.queued == 0 and host.in_flight == 0:  # idle: dropped once its delay and pause are over
             if host.next_start <= now:

@@ -102,6 +102,38 @@ def test_retry_after_pauses_the_host_and_backoff_doubles():
     assert drain(q3, 0.9) == [] and len(drain(q3, 1.0)) == 1
 
 
+def test_after_a_429_or_503_pause_the_host_starts_again_one_at_a_time_and_ramps_up_on_success():
+    """A server answering 429 got its full concurrency again at the end of every pause (bursts
+    of 8 every second under ``Retry-After: 1``): after the pause the host has one thread in
+    flight, and one more after each success of a thread sent since (the burst's other answers
+    do not count), up to its limit; another 429 starts again at one."""
+    q = answered(ReadyQueue(concurrency=8), "a")
+    for _ in range(40):
+        q.push(thread("a"))
+    burst = drain(q, 0.0)
+    assert len(burst) == 8
+    q.release(burst[0], 0.0, status=429, retry_after=1.0)
+    for t in burst[1:]:  # sent before the 429: their successes lift nothing
+        q.release(t, 0.1, status=200)
+    assert drain(q, 0.5) == []
+    (one,) = drain(q, 1.0)  # the pause over: one at a time
+    q.release(one, 1.1, status=200)
+    two = drain(q, 1.1)
+    assert len(two) == 2
+    for t in two:
+        q.release(t, 1.2, status=200)
+    assert len(drain(q, 1.2)) == 4  # twice as many a round
+    q2 = answered(ReadyQueue(concurrency=8), "b")
+    for _ in range(20):
+        q2.push(thread("b"))
+    first = drain(q2, 0.0)
+    q2.release(first[0], 0.0, status=503)  # back-off 1 s, then one at a time again
+    assert drain(q2, 0.9) == []
+    for t in first[1:]:
+        q2.release(t, 0.5, status=200)
+    assert len(drain(q2, 1.0)) == 1
+
+
 def test_crawl_delay_from_robots_is_capped():
     q = answered(ReadyQueue(concurrency=8, max_crawl_delay=5.0), "a")
     for _ in range(2):
