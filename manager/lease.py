@@ -171,6 +171,8 @@ class Lease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lost = threading.Event()  # set when a renewal finds the lease taken over
+        self.renewed_at = time.monotonic()  # of the last renewal (or the start): :meth:`overdue`
+        self._overdue_said = -math.inf
         # how long try_acquire waits for the row lock of a holder inside a transaction before it
         # answers "refuse" (and is tried again): a standby keeps serving its loop meanwhile
         self.lock_wait = min(1.0, seconds / 3)
@@ -226,6 +228,7 @@ class Lease:
         if changed != 1:
             return Decision("refuse", seen, "taken by another manager at the same moment")
         self.epoch = decision.epoch
+        self.renewed_at = time.monotonic()
         if decision.action == "take":
             log.info("manager lease taken (epoch %d)%s", self.epoch,
                      f"; previous holder: {describe_holder(row.holder)}" if row is not None and row.holder else "")
@@ -270,6 +273,20 @@ class Lease:
         if changed != 1:
             self.lost.set()
             raise LeaseLost(f"the manager lease (epoch {self.epoch}) was taken over by another manager")
+        self.renewed_at = time.monotonic()
+
+    def overdue(self) -> None:
+        """Log a WARNING when the lease has gone unrenewed for longer than it lasts (then once a
+        :data:`LEASE_FAILURE_REPEAT`): a renewal that neither succeeds nor fails — a database
+        that hangs — left the manager silent while its lease ran out and a standby that reaches
+        the database could take over. Called from the manager's loop."""
+        now = time.monotonic()
+        late = now - self.renewed_at
+        if late > self.seconds and now - self._overdue_said >= LEASE_FAILURE_REPEAT and not self.lost.is_set():
+            self._overdue_said = now
+            log.warning("the manager lease has not been renewed for %.0f s (its database does not answer): it has "
+                        "expired, and a standby manager that reaches the database may take over; this one learns "
+                        "it when the database answers", late)
 
     def start(self) -> "Lease":
         """Renew the lease every ``seconds / 3`` from a thread of its own (a database that does

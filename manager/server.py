@@ -369,6 +369,7 @@ class ManagerServer:
                 self._carry_out(self.core.dispatch(now))
             if now >= next_tick:
                 self._note_backlog(now)
+                self.lease.overdue()
                 self._carry_out(self.core.tick(now, self.heard_all))
                 self.guard.prune(now)
                 next_tick = now + tick_every

@@ -222,3 +222,34 @@ def test_a_database_down_is_one_warning_then_one_when_it_answers_again(sqlite_ur
     assert said[0].startswith("renewing the manager lease failed for 0 s (")
     assert said[1].startswith("the manager database answers again: lease renewed after ")
     engine.dispose()
+
+
+def test_a_renewal_that_hangs_is_said_once_the_lease_has_run_out(sqlite_url, caplog, monkeypatch):
+    """A database that hangs (no error) blocked the renewal, and the manager said nothing while its
+    lease ran out and a standby could take over. The manager's loop asks :meth:`Lease.overdue`:
+    nothing while the lease is renewed, one WARNING once it has gone unrenewed for its length."""
+    import logging
+    engine = open_database(sqlite_url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    lease = Lease(engine, "manager-1", seconds=0.3, alive=lambda holder: True)
+    assert lease.acquire() == 1
+    hang = threading.Event()
+    renew = lease.renew
+
+    def hanging(*args, **kwargs):
+        hang.wait()
+        return renew(*args, **kwargs)
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.manager.lease"):
+        lease.start()
+        time.sleep(0.35)
+        lease.overdue()  # renewed every 0.1 s so far: nothing to say
+        assert caplog.records == []
+        monkeypatch.setattr(lease, "renew", hanging)
+        time.sleep(0.5)
+        for _ in range(3):  # the loop asks often: said once
+            lease.overdue()
+        hang.set()
+        lease.release()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("the manager lease has not been renewed for "), said
+    engine.dispose()
