@@ -42,6 +42,8 @@ log = logging.getLogger("gridcrawl.link")
 #: Seconds between two log lines about malformed messages from the manager (the first is
 #: logged at once, later ones counted): a broken peer must not flood the log.
 MALFORMED_LOG_EVERY = 10.0
+#: Seconds between two heartbeats at least, whatever interval a manager asks for.
+MIN_INTERVAL = 0.05
 
 
 def split_endpoints(values: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -215,6 +217,7 @@ class LinkState:
         hello, a refusal or a goodbye move the link (see the class's rules)."""
         self.last_heard = self.heard_any = now
         if isinstance(message, self.answers):
+            self._adopt_interval(getattr(message, "heartbeat_interval", None))
             self.up = self.ever_up = True
             self.reconnect_at = None  # a reconnect the silence before this answer scheduled: not needed
             self.backoff, self.refusal, self._refusal_said = self.initial, None, None
@@ -226,6 +229,18 @@ class LinkState:
             self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
             self._reconnect(now + self.backoff)
         return self._due(now)
+
+    def _adopt_interval(self, interval) -> None:
+        """Beat at least as often as the manager's ``heartbeat_interval`` (its welcome or opened
+        says it): a manager started with a shorter one than this peer's counted the peer dead
+        between two of its heartbeats, and the peer, refused as unknown, connected again, in a
+        loop that named no cause. Never below :data:`MIN_INTERVAL` (a manager cannot make its
+        peers flood it)."""
+        if isinstance(interval, (int, float)) and math.isfinite(interval) and interval < self.interval:
+            interval = max(float(interval), MIN_INTERVAL)
+            self.log.info("heartbeats every %g s, as the manager asks (this program's heartbeat_interval is %g s)",
+                          interval, self.interval)
+            self.interval = interval
 
     def sent(self, now: float) -> None:
         """A message went to the manager: a sign of life to it (see the heartbeat rule)."""

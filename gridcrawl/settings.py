@@ -80,7 +80,7 @@ class Settings:
     """
 
     # --- grid: heartbeats and liveness (the ZeroMQ guide's Paranoid Pirate pattern) ---
-    heartbeat_interval: float = _doc(1.0, "seconds between heartbeats, both ways",
+    heartbeat_interval: float = _doc(1.0, "seconds between heartbeats, both ways (an executor or client beats at least as often as its manager asks in its welcome)",
                 cli=(M, E, C), group="connection", help="seconds between heartbeats")
     heartbeat_liveness: int = _doc(3, "missed heartbeat intervals before a peer counts as dead",
                 cli=(M, E, C), group="connection",

@@ -94,6 +94,26 @@ def test_once_up_a_peer_beats_every_interval_and_only_while_up():
     assert state.tick(3.0) == [Beat()] and state.silence(3.0) == 0.5
 
 
+def test_a_peer_beats_as_often_as_the_manager_asks_never_less_often_and_never_flooding():
+    """A manager with a shorter heartbeat interval than its peer's (0.25 s x 4 against the
+    default 1 s) counted the peer dead between two of its heartbeats, in an endless "unknown
+    peer, connecting again" loop: the peer takes the interval its welcome names when shorter,
+    and never one under MIN_INTERVAL; a longer one changes nothing."""
+    from gridcrawl.link import MIN_INTERVAL
+    state = link(A)
+    state.start(0.0)
+    state.received(0.0, p.Welcome("ex-1", 0.25, 4))
+    assert state.tick(0.25) == [Beat()] and state.tick(0.4) == [] and state.tick(0.5) == [Beat()]
+    slower = link(A)
+    slower.start(0.0)
+    slower.received(0.0, p.Welcome("ex-1", 5.0, 3))
+    assert slower.tick(1.0) == [Beat()]  # its own 1 s
+    flood = link(A)
+    flood.start(0.0)
+    flood.received(0.0, p.Welcome("ex-1", 1e-9, 3))
+    assert flood.interval == MIN_INTERVAL
+
+
 def test_a_busy_peer_skips_heartbeats_but_sends_its_figures_every_five_intervals():
     state = up(link(A))
     beats = []
