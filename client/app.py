@@ -496,8 +496,17 @@ class CrawlApplication:
         oldest_result = None
         try:
             self.link.start()
+            loop_at = time.monotonic()
             while not stop.is_set():
                 now = time.monotonic()
+                if now - loop_at > s.peer_timeout:
+                    # the loop itself stood still: the crawl database's SQL it runs (a claim, the
+                    # take-over of the frontier) hung, or the process was paused — not the hosts
+                    log.warning("this client's loop stood still for %.0f s (a crawl database that did not answer, "
+                                "or the process paused): its heartbeats stopped, so the manager may have detached "
+                                "the application (it is reattached)", now - loop_at)
+                    last_result = self._opened_at = now  # a wait for results counts from here
+                loop_at = now
                 self._collect()
                 if self.results and oldest_result is None:  # put back after the database failed
                     oldest_result = now

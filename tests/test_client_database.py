@@ -105,6 +105,35 @@ def test_a_client_whose_crawler_lock_another_crawler_took_stops_with_one_line(tm
     assert 5 <= len(stored) < len(reachable(site)) and len(stored) == len(set(stored))
 
 
+def test_a_client_held_by_its_crawl_database_says_so_not_that_hosts_are_slow(tmp_path, site_server):
+    """Another program holds the SQLite crawl database exclusively for 4 s mid-crawl: the
+    client's loop stands still in a claim (its heartbeats with it, so the manager detaches the
+    application). It says that it stood still and why it may have, reattaches, and finishes;
+    it does not blame the hosts for the results that did not come meanwhile."""
+    import sqlite3
+    site = generate_site(120, links_per_page=5, seed=44)
+    server = site_server(site, latency=0.05)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex", "--threads", "2")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: len(documents(grid)) >= 10, 60, 0.05, "10 pages stored")
+        holder = sqlite3.connect(tmp_path / "crawl.db", timeout=30, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        time.sleep(4.0)
+        holder.execute("ROLLBACK")
+        holder.close()
+        status = client.wait(timeout=120)
+    finally:
+        grid.stop()
+    log = grid.log("client.log")
+    assert status == 0, log[-3000:]
+    assert re.search(r"this client's loop stood still for \d+ s \(a crawl database that did not answer", log), log
+    assert "wait for their hosts" not in log
+    assert set(documents(grid)) == {canonical_url(server.url(path)) for path in reachable(site)}
+
+
 @pytest.fixture
 def small_disk(tmp_path):
     """A 2 MiB tmpfs (needs root and mount permission; skips otherwise)."""
