@@ -84,9 +84,29 @@ RECENT_THREADS = 100   # finished threads the dashboard lists
 HEARTBEAT_RECORD_EVERY = 5.0
 #: Heartbeat figures that are percentages (at most 100; every figure is 0 or more).
 PERCENT_FIGURES = {"cpu_usage": 100.0, "cpu_avail": 100.0}
+#: The heartbeat figures an executor sends (``Figures.sample`` in executor/agent.py): the manager
+#: keeps these and drops any other name (8 connections whose heartbeats named 60 figures of 1 MB
+#: each took 450 MB of the manager's memory, kept after they were declared dead).
+HEARTBEAT_FIGURES = frozenset({"cpu_usage", "cpu_avail", "cpu_totalusage", "mem_usage", "running",
+                               "pages_per_second", "worker_idle_seconds", "worker_waits"})
 CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
+
+
+def _bounded_figures(figures: dict, ex: "Executor") -> dict:
+    """The heartbeat ``figures`` of executor ``ex`` the manager keeps: the numbers named in
+    :data:`HEARTBEAT_FIGURES` (any other name and any other value are dropped), each within what
+    it can be, not as a broken or hostile executor sent it: 0 or more, percentages at most 100,
+    ``mem_usage`` (bytes resident) at most the ``mem_max`` it registered (the machine's memory;
+    when it gave one), ``running`` (workers busy) at most the threads the manager lets it hold
+    (``ex.capacity``). ``cpu_totalusage``, ``pages_per_second`` and the worker idle figures have
+    no such bound: they are kept as sent (``check_limits`` in manager/server.py has already
+    refused non-finite numbers and integers beyond 64 bits)."""
+    mem_max = ex.info.get("mem_max") or math.inf
+    bounds = {**PERCENT_FIGURES, "mem_usage": mem_max, "running": ex.capacity}
+    return {k: min(max(v, 0), bounds.get(k, math.inf)) for k, v in figures.items()
+            if k in HEARTBEAT_FIGURES and isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _login_refusal(reason: str) -> p.Refuse:
@@ -728,7 +748,8 @@ class ManagerCore:
         return actions
 
     def on_heartbeat(self, peer: bytes, m: p.Heartbeat, now: float) -> list[Action]:
-        """Any peer is alive (already noted); executors' figures are recorded."""
+        """Any peer is alive (already noted); executors' figures are recorded (those of
+        :data:`HEARTBEAT_FIGURES` only, within what they can be: :func:`_bounded_figures`)."""
         kind = self.peers.get(peer)
         if kind is None:
             return [Send(peer, p.Refuse("unknown peer: register or open an application again"))]
@@ -737,10 +758,7 @@ class ManagerCore:
             ex = self.executors.get(kind[1])
             if ex is None:
                 return []
-            # what a broken or hostile executor says is kept within what its figures can be
-            # (0 or more; percentages at most 100), not recorded and shown as it came
-            ex.figures = {k: min(max(v, 0), PERCENT_FIGURES.get(k, math.inf)) for k, v in f.items()
-                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            ex.figures = _bounded_figures(f, ex)
             ex.last_heartbeat = now
             f = ex.figures
             figures = [float(f[name]) if name in f else None
@@ -1607,6 +1625,7 @@ class ManagerCore:
         if ex.unrecorded is not None:  # its last figures, not yet written
             actions.append(ex.unrecorded)
             ex.unrecorded = None
+        ex.figures = {}  # live figures only: a departed executor's are in its SQL row
         if record:
             actions.append(ev.ExecutorDisconnected(ex.executor_id))
         self._departed[ex.executor_id] = (ex.name, ex.host, ex.user)

@@ -702,8 +702,8 @@ def check_limits(message: protocol.Message) -> str | None:
 
     Catches what would break the manager's tables or its loop: NUL and control characters,
     text longer than its column (names 255, users 64, ids 36 of ``[A-Za-z0-9_-]``, URLs
-    ``models.URL_LENGTH``, error kinds 32), numbers outside their column's range or not finite,
-    more than 10,000 grid threads in one submit. Pure.
+    ``models.URL_LENGTH``, error kinds 32, heartbeat figure names 32), numbers outside their
+    column's range or not finite, more than 10,000 grid threads in one submit. Pure.
     """
     m = message
     if type(m) is protocol.Results and len(m.results) <= 100_000:
@@ -733,6 +733,8 @@ def check_limits(message: protocol.Message) -> str | None:
         if len(m.figures) > 64:
             return "too many heartbeat figures"
         for key, value in m.figures.items():
+            if not isinstance(key, str) or len(key) > 32:
+                return "a heartbeat figure's name is not a text of at most 32 characters"
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 checks.append(_bad_number(value, -_INT64, _INT64, f"figure {str(key)[:32]!r}"))
     elif isinstance(m, protocol.Result):

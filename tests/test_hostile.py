@@ -89,6 +89,8 @@ def _register(**kw) -> p.Register:
     (_register(cpu_max=math.inf), "not a finite number"),
     (p.OpenApplication("crawl", "u", application_id="x" * 37), "id must be"),
     (p.Heartbeat({"cpu_usage": math.nan}), "not a finite number"),
+    (p.Heartbeat({"x" * 1_000_000: 1}), "figure's name is not a text of at most 32 characters"),
+    (p.Heartbeat({7: 1}), "figure's name is not a text"),
     (p.Result(1, p.PageResult("http://a.test/", error_kind="k" * 10_000)), "longer than"),
     (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/"), math.nan)]), "not a finite number"),
     (p.Results([p.AttemptResult(1, p.PageResult("http://a.test/"), -1.0)]), "ran is out of range"),
