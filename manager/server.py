@@ -654,16 +654,21 @@ class ManagerServer:
             log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
             if key_name and not self._login_required():  # the key is the only identity there is
                 message = msgspec.structs.replace(message, user=key_name[:64])
+        known = peer in core.peers
         try:
             actions = core.handle(peer, message, time.time())
         except Exception:  # a bug of ours must not take the grid down
             log.exception("handling %s from peer %s failed", message.TYPE.decode(), peer_label(peer))
             return True
-        # Refusing a login (register, open, control) is a strike: that is how credentials are
-        # guessed. Refusing the traffic of a peer the manager has forgotten (the acks of a client
-        # detached while it was busy, the results of an executor after a manager restart) is not:
-        # the refusal makes the peer register or reopen, which is all it needs.
-        self._carry_out(actions, flush=False, strike=type(message) in _IDENTIFIED)
+        # A refusal is a strike when it refuses a login (register, open, control: that is how
+        # credentials are guessed) or a peer the core does not know (one that never logged in,
+        # sending heartbeats, submits, acks, results ...: 13,000 refusals a second went unblocked).
+        # A peer the manager forgot (an executor after a manager restart, a client detached while
+        # it was busy) is not hurt: at its first refusal it says hello again on a new socket
+        # (gridcrawl.link), a new peer with strikes of its own; what the old one sent meanwhile
+        # only blocks that abandoned connection. The refusals of a known peer (an ack for an
+        # application it no longer holds) are not strikes.
+        self._carry_out(actions, flush=False, strike=not known or type(message) in _IDENTIFIED)
         return True
 
 

@@ -559,3 +559,70 @@ def test_peers_that_claim_the_routing_ids_the_manager_hands_out_next_cannot_abor
             sock.close()
         context.term()
         grid.stop()
+
+
+def test_a_peer_that_never_logged_in_is_blocked_after_too_many_refusals_and_a_forgotten_one_comes_back(tmp_path):
+    """A peer that never logged in sent submits, heartbeats, acks, started and availability
+    messages: the manager refused each one (324,332 refusals at 13,000/s), never blocked it and
+    logged nothing, although a peer refused 20 times within 10 s is to be blocked
+    (docs/security.md, "Floods"). Refusing a peer the core does not know is a strike now. A peer
+    the manager forgot (an executor declared dead while it was paused) is not hurt: even when
+    what its old connection sent gets that connection blocked, it registers again on a new one,
+    as gridcrawl.link does at its first refusal, and keeps its executor id."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+
+    def dealer() -> zmq.Socket:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sockets.append(sock)
+        return sock
+
+    def heard(sock: zmq.Socket, seconds: float) -> list[p.Message]:
+        got, deadline = [], time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if sock.poll(50):
+                got.append(p.decode(sock.recv_multipart()))
+        return [m for m in got if not isinstance(m, p.Heartbeat)]
+
+    try:
+        grid.start_manager("--heartbeat-interval", "0.2", "--heartbeat-liveness", "3")
+        stranger = dealer()
+        kinds = [p.Submit("a" * 32, [p.ThreadSpec(1, "http://a.test/")]), p.Heartbeat(), p.Ack("a" * 32, [1]),
+                 p.Started([1]), p.Availability(True)]
+        answers = []
+        for i in range(20):
+            stranger.send_multipart(p.encode(kinds[i % len(kinds)]))
+            answers.append(_answer(stranger, p.Refuse, p.Bye))
+            if isinstance(answers[-1], p.Bye):  # (the goodbye of a block may come before the refusal)
+                answers.append(_answer(stranger, p.Refuse))
+        answers += heard(stranger, 1.0)
+        assert sum(isinstance(m, p.Refuse) for m in answers) == 20
+        assert [m.reason for m in answers if isinstance(m, p.Bye)] == ["blocked: too many bad messages"]
+        for kind in kinds:  # blocked: not even refused
+            stranger.send_multipart(p.encode(kind))
+        assert heard(stranger, 1.0) == []
+        wait_for(lambda: "blocked for 60 s: 20 bad or refused messages" in grid.log("manager.log"), 10, 0.05,
+                 "the block logged")
+
+        # an executor declared dead while it was paused, whose old connection then sends 30 messages
+        old = dealer()
+        old.send_multipart(p.encode(p.Register(name="desk", host="h", user="u", threads=2)))
+        welcome = _answer(old, p.Welcome)
+        wait_for(lambda: "(desk) silent for" in grid.log("manager.log"), 30, 0.05, "the executor declared dead")
+        for _ in range(30):
+            old.send_multipart(p.encode(p.Heartbeat()))
+        first = _answer(old, p.Refuse)
+        assert "register" in first.reason
+        new = dealer()  # what gridcrawl.link does at the first refusal: a hello on a new socket
+        new.send_multipart(p.encode(p.Register(name="desk", host="h", user="u", threads=2,
+                                               executor_id=welcome.executor_id)))
+        again = _answer(new, p.Welcome, p.Refuse)
+        assert isinstance(again, p.Welcome) and again.executor_id == welcome.executor_id
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
