@@ -55,7 +55,7 @@ from gridcrawl.executor.robots import RobotsCache, product_token
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, SitemapError, parse_sitemap
 from gridcrawl.simhash import simhash
 from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
-from gridcrawl.rules import apply_instruction
+from gridcrawl.rules import RuleError, apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
                                 triple_links, wants_body)
 
@@ -121,7 +121,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             store it); with
             ``keepRules``/``followRules`` (:func:`gridcrawl.rules.instruction_for`) the rules are
             applied to the parsed page: ``links`` holds only the followed links as
-            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``;
+            ``[url, anchor_text, to_type]`` and ``kept`` the kept ones as ``[url, rule]``
+            (rules that cannot be applied, such as a pattern that is no regular expression,
+            fail the page as ``bad_instruction``, logged in one line);
             ``ifNoneMatch``/``ifModifiedSince`` (a recrawl, :func:`conditional_headers`) are
             sent as conditional request headers (not for a page to render: its scripts may
             load what changed): a ``304 Not Modified`` comes back with no body, nothing
@@ -269,9 +271,14 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             pass  # the page asks that none of its links be followed: none are reported
         elif instruction.has_rules:
             # keep/follow rules (gridcrawl.rules): every rule applied to this one parse of the page
-            follow, keep = apply_instruction(page.document, result.final_url, page.links,
-                                             {"keepRules": instruction.keep_rules, "followRules": instruction.follow_rules},
-                                             max_links)
+            try:
+                follow, keep = apply_instruction(page.document, result.final_url, page.links,
+                                                 {"keepRules": instruction.keep_rules,
+                                                  "followRules": instruction.follow_rules}, max_links)
+            except RuleError as exc:  # the client's instruction, not the page nor a bug of ours: one line
+                log.warning("%s: %s", url, exc)
+                result.error_kind, result.error = ErrorKind.BAD_INSTRUCTION.value, str(exc)[:1000]
+                return result
             result.links = [[url, text, to_type] for url, text, to_type in follow]
             result.kept = [[url, rule] for url, rule in keep]
         else:

@@ -75,6 +75,7 @@ class ErrorKind(str, enum.Enum):
     RDF_PARSE = "rdf_parse"  #: an RDF document that does not parse, or refused XML entities (gridcrawl.semantic)
     RDF_LIMIT = "rdf_limit"  #: an RDF document past rdf_max_bytes, max_triples or rdf_parse_deadline
     BAD_SITEMAP = "bad_sitemap"  #: a sitemap thread's body is no readable sitemap (or over 50 MiB)
+    BAD_INSTRUCTION = "bad_instruction"  #: the thread's keep/follow rules cannot be applied (a pattern that is no regular expression ...)
     # Set by the manager or the client, never sent by an executor:
     POISON = "poison"  #: the thread failed for good: its executors died or timed out ``max_attempts`` times
     LOST = "lost"  #: finished without a page (the manager had none to give)

@@ -459,8 +459,14 @@ def _matcher(pattern):
     try:
         compiled = re.compile(str(pattern))
     except re.error as exc:
-        raise RuleError(f"instruction pattern '{pattern}' is not a valid regular expression: {exc}") from None
+        raise RuleError(f"instruction pattern {_shown(pattern)} is not a valid regular expression: {exc}") from None
     return lambda url: compiled.search(url) is not None
+
+
+def _shown(value) -> str:
+    """An instruction's value in an error message: quoted, at most 200 characters of it."""
+    text = str(value)
+    return repr(text if len(text) <= 200 else text[:200] + "...")
 
 
 def apply_instruction(root, page_url: str, links: Iterable, instruction: dict, max_links: int | None = None
@@ -481,7 +487,9 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict, m
         ``(follow, keep)``: ``follow`` lists ``(url, anchor_text, to_type)`` once per URL (the
         first follow rule that matches gives the type); ``keep`` lists ``(url, rule_number)``
         once per URL and rule, where rule_number is the entry's ``"rule"`` (else its 1-based
-        index in ``keepRules``). Raises :class:`RuleError` for an invalid pattern.
+        index in ``keepRules``). Raises :class:`RuleError` for an invalid pattern, or an id,
+        class or tag lxml cannot look up (a NUL character, ``{`` as a tag): the executor fails
+        the page as ``bad_instruction``.
     """
     from gridcrawl.executor.parse import document_base, extract_links
 
@@ -490,7 +498,11 @@ def apply_instruction(root, page_url: str, links: Iterable, instruction: dict, m
 
     def candidates(entry: dict) -> list[tuple[str, str]]:
         nonlocal base
-        elements = _scope_elements(root, entry)
+        try:
+            elements = _scope_elements(root, entry)
+        except ValueError as exc:  # lxml: a NUL or a lone surrogate in an id or class, "{" as a tag
+            named = next((v for v in (entry.get("id"), entry.get("class"), entry.get("tag")) if v and str(v) != ALL), "")
+            raise RuleError(f"instruction id, class or tag {_shown(named)} cannot be looked up: {exc}") from None
         if elements is None:
             return all_links
         if base is None:

@@ -256,6 +256,41 @@ def test_links_as_pairs_and_invalid_pattern_in_an_instruction():
     instruction["followRules"][0]["pattern"] = "("
     with pytest.raises(RuleError, match="not a valid regular expression"):
         apply_instruction(page.document, BASE, pairs, instruction)
+    # what lxml cannot look up is a RuleError too (it was a ValueError: the page crashed)
+    for key, value in (("tag", "{x"), ("id", "a\x00b"), ("class", "\ud800")):
+        bad = {"followRules": [{"toType": "x", "rule": 1, key: value}]}
+        with pytest.raises(RuleError, match="cannot be looked up"):
+            apply_instruction(page.document, BASE, pairs, bad)
+
+
+def test_an_instruction_the_executor_cannot_apply_fails_the_page_as_bad_instruction_in_one_line(caplog):
+    """A client's keep rule ``{"pattern": "(("}``: the executor logged a full traceback per page
+    ("thread N crashed") and the page came back as ``crash``, which says "a bug of ours". It is the
+    client's instruction: one line, and the page fails as ``bad_instruction`` (not retried)."""
+    import logging
+    from gridcrawl import protocol as p
+    from gridcrawl.settings import Settings
+    from grid import agent_with_router, collect_results
+    from sites import SiteServer
+    server = SiteServer(Site(pages={"/": PAGE.encode()})).start()
+    settings = Settings(obey_robots=False, sitemaps=False, threads=1)
+    try:
+        with caplog.at_level(logging.INFO, logger="gridcrawl"):
+            with agent_with_router(settings) as (manager, peer):
+                manager.send_multipart([peer, *p.encode(p.Assign([
+                    p.Job(1, "app", 0, server.url("/"), instruction={"keepRules": [{"pattern": "(("}]}),
+                    p.Job(2, "app", 1, server.url("/"), instruction={"followRules": [{"toType": "t", "tag": "{"}]}),
+                    p.Job(3, "app", 2, server.url("/"), instruction={"keepRules": [{"pattern": "pdf"}]})]))])
+                pages = collect_results(manager, 3)
+    finally:
+        server.stop()
+    assert pages[1].error_kind == pages[2].error_kind == "bad_instruction"
+    assert "instruction pattern '((' is not a valid regular expression" in pages[1].error
+    assert "instruction id, class or tag '{' cannot be looked up" in pages[2].error
+    assert pages[3].error_kind is None and pages[3].status == 200
+    said = [r for r in caplog.records if "instruction" in r.getMessage()]
+    assert len(said) == 2 and all(r.levelno == logging.WARNING and r.exc_info is None for r in said)
+    assert not [r for r in caplog.records if r.exc_info or "crashed" in r.getMessage()]
 
 
 def test_rules_follow_and_keep_at_most_max_links():
