@@ -1210,9 +1210,10 @@ class ManagerCore:
     def on_control(self, peer: bytes, m: p.Control, now: float) -> list[Action]:
         """An operator pauses, resumes or cancels an application (``gridcrawl-client pause ...``).
 
-        With ``authenticate`` set, the operator needs ManageOwnApp for an application of their
-        own and ManageAllApps for anyone else's. Answers :class:`~gridcrawl.protocol.Controlled`,
-        or :class:`~gridcrawl.protocol.Refuse` naming why.
+        With ``authenticate`` set, the operator logs in with ManageOwnApp (one password check)
+        and needs ManageAllApps too for anyone else's application (asked only once the login
+        succeeded: answered from the store's cache of verified passwords). Answers
+        :class:`~gridcrawl.protocol.Controlled`, or :class:`~gridcrawl.protocol.Refuse` naming why.
         """
         try:
             if self.authenticate is not None:
@@ -1220,14 +1221,15 @@ class ManagerCore:
                     owner = self.find_application(m.application_id).user
                 except ControlError:  # the login first: an answer must not tell a stranger which ids exist
                     owner = m.user
-                reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP if m.user == owner else MANAGE_ALL_APPS)
-                if reason is not None and m.user != owner \
-                        and self.authenticate(m.user, m.password, MANAGE_OWN_APP) is None:
-                    # a user who manages only their own applications learns nothing of another's:
-                    # the answer of an id that does not exist
-                    return [Send(peer, p.Refuse(f"no application {m.application_id!r} at this manager"))]
+                # the login: one password check (a wrong password was checked, and logged, twice)
+                reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
                 if reason is not None:
                     return [Send(peer, _login_refusal(reason))]
+                if m.user != owner and self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
+                    # (the password is right: this check is the cache's) a user who manages only
+                    # their own applications learns nothing of another's: the answer of an id
+                    # that does not exist
+                    return [Send(peer, p.Refuse(f"no application {m.application_id!r} at this manager"))]
             actions, result = self.control(m.application_id, m.action, now, user=m.user)
         except ControlError as exc:
             return [Send(peer, p.Refuse(str(exc)))]

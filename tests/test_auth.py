@@ -323,6 +323,38 @@ def test_a_control_without_a_login_does_not_tell_which_application_ids_exist():
     assert not core.applications[app].paused
 
 
+def test_a_control_with_a_wrong_password_costs_one_password_check_and_one_log_line(store, monkeypatch, caplog):
+    """A ``control`` with a wrong password for another user's application was checked twice
+    (ManageAllApps, then ManageOwnApp): two scrypt runs and two "login refused" lines."""
+    import logging
+    from gridcrawl import auth
+    runs = []
+    real = auth.verify_password
+    monkeypatch.setattr(auth, "verify_password", lambda *args: runs.append(1) or real(*args))
+    store.add("alice", PASSWORD, "Users")
+    store.add("bob", PASSWORD, "Users")
+    store.add("root", PASSWORD, "Administrators")
+    core = ManagerCore(Settings(), authenticate=store.authenticate)
+    app = only(core.handle(b"alice", p.OpenApplication("a", "alice", password=PASSWORD), 0.0),
+               p.ApplicationOpened).application_id
+    runs.clear()
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.auth"):
+        refused = only(core.handle(b"bob", p.Control(app, "pause", "bob", "wrong password"), 0.1), p.Refuse)
+    assert "authentication failed" in refused.reason and not refused.retry
+    assert len(runs) == 1 and [r.getMessage() for r in caplog.records] == \
+        ["login refused for user 'bob': unknown user or wrong password"]
+    # the right passwords: one check each; bob (ManageOwnApp only) is told of no such application
+    runs.clear()
+    assert only(core.handle(b"bob", p.Control(app, "pause", "bob", PASSWORD), 0.2), p.Refuse).reason == \
+        f"no application {app!r} at this manager"
+    paused = core.handle(b"root", p.Control(app, "pause", "root", PASSWORD), 0.3)
+    assert [a.message.state for a in paused if isinstance(a, Send) and isinstance(a.message, p.Controlled)
+            and a.peer == b"root"] == ["paused"]
+    assert only(core.handle(b"alice", p.Control(app, "resume", "alice", PASSWORD), 0.4), p.Controlled).state == \
+        "running"
+    assert len(runs) == 2  # bob's and root's (alice's is the cache's, from her open)
+
+
 def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
     core = make_core()
     core.handle(b"e", p.Register("ex", "h", "exec", 1, password="pw"), 0.0)
