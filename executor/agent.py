@@ -37,6 +37,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
 from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins, loadable
+from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
 from gridcrawl.executor.fetch import Fetcher
@@ -275,12 +276,13 @@ class ExecutorAgent:
                                      plugin_timeout=self.settings.plugin_timeout,
                                      renderer=self.renderer)
                     except Exception as exc:  # a bug must cost one page, not the executor
-                        log.exception("thread %d (%s) crashed", job.thread_id, job.url)
+                        log.exception("thread %d (%s) crashed", job.thread_id, hide_passwords(job.url))
                         page = p.PageResult(url=job.url, error_kind="crash", error=f"{type(exc).__name__}: {exc}")
                     try:
                         encoded = p.encode_page(page)  # here, not in the main loop: it only batches
                     except Exception as exc:  # a value the wire cannot carry: the page fails, the worker lives
-                        log.exception("thread %d (%s): its result cannot be encoded", job.thread_id, job.url)
+                        log.exception("thread %d (%s): its result cannot be encoded", job.thread_id,
+                                      hide_passwords(job.url))
                         page = p.PageResult(url=job.url, error_kind="crash",
                                             error=f"its result cannot be encoded: {type(exc).__name__}: {exc}")
                         encoded = p.encode_page(page)
@@ -506,7 +508,7 @@ class ExecutorAgent:
         its URL, status and size kept, its body and links left out."""
         whole = msgspec.msgpack.decode(page, type=p.PageResult)
         log.warning("the result for %s is %d bytes, over max_message_bytes (%d): sent as too_large",
-                    whole.url, len(page), self.settings.max_message_bytes)
+                    hide_passwords(whole.url), len(page), self.settings.max_message_bytes)
         return p.encode_page(p.PageResult(
             url=whole.url, final_url=whole.final_url, status=whole.status, content_type=whole.content_type,
             size=whole.size, fetch_seconds=whole.fetch_seconds, parse_seconds=whole.parse_seconds,

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from gridcrawl.protocol import Instruction, PageResult
+from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.urls import Domains, domain_keys, in_scope, url_host, url_shape
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
@@ -260,7 +261,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         page = parse_page(body, result.final_url, content_type,
                           skip_nofollow=not instruction.follow_nofollow, max_links=max_links)
         if len(page.links) >= max_links:
-            log.info("%s: the first %d links are followed, no more (max_links_per_page)", url, max_links)
+            log.info("%s: the first %d links are followed, no more (max_links_per_page)", hide_passwords(url),
+                     max_links)
         result.title = page.title
         result.encoding = page.encoding
         robots_tags |= meta_robots(page.document, token, page.metas)
@@ -276,7 +278,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
                                                  {"keepRules": instruction.keep_rules,
                                                   "followRules": instruction.follow_rules}, max_links)
             except RuleError as exc:  # the client's instruction, not the page nor a bug of ours: one line
-                log.warning("%s: %s", url, exc)
+                log.warning("%s: %s", hide_passwords(url), exc)
                 result.error_kind, result.error = ErrorKind.BAD_INSTRUCTION.value, str(exc)[:1000]
                 return result
             result.links = [[url, text, to_type] for url, text, to_type in follow]

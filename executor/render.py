@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 
 from gridcrawl.executor.fetch import ErrorKind, FetchCancel, Fetcher, HopCheck
 from gridcrawl.errors import RenderUnavailable  # noqa: F401 (re-exported)
+from gridcrawl.redact import hide_passwords
 
 log = logging.getLogger("gridcrawl.executor.render")
 
@@ -246,7 +247,8 @@ class _Page:
         out.refused_total += 1
         if len(out.refused) < MAX_REFUSED:
             out.refused.append([url[:2048], kind, (reason or "")[:300]])
-        log.info("render of %s: refused %s (%s: %s)", self.url, url[:200], kind, reason)
+        log.info("render of %s: refused %s (%s: %s)", hide_passwords(self.url), hide_passwords(url)[:200], kind,
+                 hide_passwords(reason or ""))
 
 
 class _Slot:
@@ -383,7 +385,8 @@ class Renderer:
                         self.memory_kills += 1
                         self._killed = (time.monotonic(), rss // 2**20)
                         log.warning("a renderer process took %d MB (more than %d): killed, its page fails (%s)",
-                                    rss // 2**20, RENDERER_MB, ", ".join(s.job.url for s in self._slots if s.job))
+                                    rss // 2**20, RENDERER_MB,
+                                    ", ".join(hide_passwords(s.job.url) for s in self._slots if s.job))
                 except psutil.Error:
                     pass
 
@@ -505,7 +508,7 @@ class Renderer:
             if self._killed[0] >= started:  # the memory guard killed its renderer: say so, not "Page crashed"
                 out.error = f"its renderer process took {self._killed[1]} MB (more than {RENDERER_MB}) and was killed"
         except Exception as exc:  # a bug must cost one page, not the browser thread
-            log.exception("render of %s crashed", job.url)
+            log.exception("render of %s crashed", hide_passwords(job.url))
             out.error_kind, out.error = ErrorKind.RENDER, f"{type(exc).__name__}: {_one_line(exc)}"
         finally:
             job.close()
@@ -697,7 +700,7 @@ class Renderer:
                 await route.fulfill(status=fetched.status or 200, headers=headers, body=fetched.body or b"")
         except Exception as exc:  # the page closed under us (deadline): nothing to answer
             if not job.closed:
-                log.debug("render of %s: request handler: %s", job.url, _one_line(exc))
+                log.debug("render of %s: request handler: %s", hide_passwords(job.url), _one_line(exc))
 
     # ------------------------------------------------------------------ figures
 

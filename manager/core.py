@@ -67,6 +67,7 @@ import msgspec
 from gridcrawl import protocol as p
 from gridcrawl.permissions import EXECUTE_THREAD, MANAGE_ALL_APPS, MANAGE_OWN_APP
 from gridcrawl.settings import Settings
+from gridcrawl.redact import hide_passwords
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host, url_origin
 from gridcrawl.manager import events as ev
@@ -175,7 +176,7 @@ def _instruction_sizes(app: "Application", m: p.Submit) -> tuple[str | None, dic
 
 def _thread_log(t: "GridThread") -> dict:
     """``extra`` fields of a log record about grid thread ``t`` (JSON log lines carry them)."""
-    return {"application_id": t.application_id, "thread_id": t.thread_id, "url": t.url}
+    return {"application_id": t.application_id, "thread_id": t.thread_id, "url": hide_passwords(t.url)}
 
 
 #: Bytes of one grid thread's instruction, of all those one application holds at the manager,
@@ -562,7 +563,7 @@ class ManagerCore:
                 actions.append(ev.ExecutorQuarantined(ex.executor_id, None))
             for attempt_id, t in list(ex.running.items()):
                 if self._overdue(t, ex, judged):
-                    log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, t.url,
+                    log.warning("%s (%s) ran over %.0f s on executor %s: taken back", t.name, hide_passwords(t.url),
                                 s.thread_timeout, ex.name, extra=_thread_log(t))
                     del ex.running[attempt_id]
                     self._has_room(ex)
@@ -603,7 +604,7 @@ class ManagerCore:
             if attempt_id not in ex.running:
                 continue  # taken back with the rest of its unproven executor's attempts, below
             log.warning("%s (%s) held %.0f s by executor %s while others sit idle: taken back (straggler)",
-                        t.name, t.url, judged - held, ex.name, extra=_thread_log(t))
+                        t.name, hide_passwords(t.url), judged - held, ex.name, extra=_thread_log(t))
             actions += self._straggler(t, attempt_id, ex, now)
             idle -= 1
             if not ex.finished and ex.quarantined_until is None:
@@ -915,7 +916,8 @@ class ManagerCore:
         self.queue.mark_down(url, now + HOST_DOWN_SECONDS, page.error_kind, error)
         taken = self.queue.take_origin(url)
         log.warning("%s did not answer %d probes (%r): %d queued grid threads of it fail without a fetch, and "
-                    "its new ones for %.0f s", origin, probes, last, len(taken), HOST_DOWN_SECONDS)
+                    "its new ones for %.0f s", hide_passwords(origin), probes, hide_passwords(last), len(taken),
+                    HOST_DOWN_SECONDS)
         actions: list[Action] = []
         for t in taken:
             actions += self._not_fetched(t, page.error_kind, error, now)
@@ -964,7 +966,7 @@ class ManagerCore:
         t.executor_id = None
         t.time_started = None
         self._enqueue(t, not_before=now + delay)
-        log.info("%s (%s): retry %d in %.1f s", t.name, t.url, t.retries, delay, extra=_thread_log(t))
+        log.info("%s (%s): retry %d in %.1f s", t.name, hide_passwords(t.url), t.retries, delay, extra=_thread_log(t))
         return [ev.AttemptEnded(attempt_id, "retry", now), ev.ThreadRequeued(t.internal_id)]
 
     # -------------------------------------------------------------------------- applications
@@ -1682,7 +1684,8 @@ class ManagerCore:
         t.time_started = None
         limit = self.settings.max_attempts
         if t.lost >= limit and (len(t.tried or ()) >= 2 or t.lost >= 2 * limit or not self._alternative(t)):
-            log.error("%s (%s) failed: %d attempts lost (poison)", t.name, t.url, t.lost, extra=_thread_log(t))
+            log.error("%s (%s) failed: %d attempts lost (poison)", t.name, hide_passwords(t.url), t.lost,
+                      extra=_thread_log(t))
             self._move(t, ThreadState.FINISHED)
             t.failed = True
             t.time_finished = now

@@ -863,6 +863,34 @@ def test_a_new_host_that_never_answers_costs_one_probe_round_then_its_threads_fa
     assert job.url == "http://dead.test/21"
 
 
+def test_the_manager_logs_a_urls_password_as_stars(caplog):
+    """The manager's log printed a URL's credentials as given (``http://user:pw@host/``): in
+    its retry, down-host, straggler, timeout and poison lines, and the ``url`` of JSON lines."""
+    import logging
+    core = make_core(S.replace(retry_times=1, retry_backoff=1.0, thread_timeout=5.0, max_attempts=1))
+    register(core, b"e", 4)
+    app = open_app(core)
+    secret = "http://alice:s3cret@dead.test/1"
+    with caplog.at_level(logging.INFO, logger="gridcrawl.manager"):
+        ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(1, secret)]), 0.0))
+        failed = p.PageResult(url=job.url, error_kind="connection", error=f"connection refused: {secret}")
+        core.handle(b"e", p.Result(job.attempt_id, failed), 1.0)        # retried: "retry 1 in 1.0 s"
+        ((_, job),) = assigned(core.dispatch(2.0))
+        core.handle(b"e", p.Result(job.attempt_id, failed), 2.5)        # the host is down
+        core.queue.note_answered("slow.test")
+        ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(2, "http://bob:pw2@slow.test/")]),
+                                           3.0))
+        core.handle(b"e", p.Heartbeat(), 9.0)
+        core.tick(9.0)                                                   # ran over the timeout: taken back
+        core.tick(9.5)                                                   # lost max_attempts times: poison
+    said = [(r.getMessage(), getattr(r, "url", "")) for r in caplog.records]
+    assert not [line for line in said if "s3cret" in str(line) or "pw2" in str(line)]
+    for shown in ("retry 1", "did not answer 2 probes", "ran over", "failed: 1 attempts lost (poison)"):
+        assert [m for m, _ in said if shown in m], (shown, said)
+    assert [m for m, _ in said if "alice:***@dead.test" in m] and [m for m, _ in said if "bob:***@slow.test" in m]
+    assert "http://bob:***@slow.test/" in [url for _, url in said]
+
+
 def test_timeouts_of_a_new_host_are_probes_too_each_thread_failing_once():
     """Under ``--ignore-robots`` no robots.txt probes a new host: its first pages do. A timeout
     before any status line is a failed probe, but timeouts are not retried: each probe's thread

@@ -124,3 +124,30 @@ def test_gridcrawl_run_crawls_a_site_behind_a_login_with_a_netrc_file(tmp_path):
 
         bad = _run(server.url("/"), "--netrc", str(tmp_path / "missing"), "--workdir", str(tmp_path / "bad"))
         assert bad.returncode == 2 and "no such file" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_the_executor_logs_a_urls_password_as_stars(caplog):
+    """The executor's log printed a URL's credentials as given (``http://user:pw@host/``): a
+    page whose rules cannot be applied, a result over max_message_bytes (and a crashed thread,
+    the same call) now show ``user:***@``."""
+    import logging
+    from gridcrawl import protocol as p
+    from grid import agent_with_router, collect_results
+    big = b"<html><title>big</title><body>" + b"<p>words words words</p>" * 120_000 + b"</body></html>"
+    server = SiteServer(Site(pages={"/big.html": big, "/small.html": b"<html><title>small</title></html>"})).start()
+    settings = Settings(obey_robots=False, sitemaps=False, threads=1, max_message_bytes=2_000_000)
+    with_login = lambda path: server.url(path).replace("http://", "http://alice:s3cret@")  # noqa: E731
+    try:
+        with caplog.at_level(logging.INFO, logger="gridcrawl.executor"):
+            with agent_with_router(settings) as (manager, peer):
+                manager.send_multipart([peer, *p.encode(p.Assign([
+                    p.Job(1, "app", 0, with_login("/big.html")),
+                    p.Job(2, "app", 1, with_login("/small.html"), instruction={"keepRules": [{"pattern": "(("}]})]))])
+                pages = collect_results(manager, 2)
+    finally:
+        server.stop()
+    assert pages[1].error_kind == "too_large" and pages[2].error_kind == "bad_instruction"
+    said = [r.getMessage() for r in caplog.records]
+    assert not [line for line in said if "s3cret" in line], said
+    assert [line for line in said if "over max_message_bytes" in line and "alice:***@127.0.0.1" in line]
+    assert [line for line in said if "not a valid regular expression" in line and "alice:***@127.0.0.1" in line]
