@@ -135,15 +135,21 @@ def receive(sock: zmq.Socket) -> list[bytes]:
             return frames
 
 
-def check_endpoint(endpoint: str) -> str:
-    """Return ``endpoint`` if it looks like a ZeroMQ TCP endpoint, else raise ``ValueError``
-    with a one-line reason (``tcp://HOST:PORT``; ``*`` allowed as host for binding)."""
+def check_endpoint(endpoint: str, *, bind: bool = False) -> str:
+    """Return ``endpoint`` if it looks like a ZeroMQ endpoint (``tcp://HOST:PORT``,
+    ``ipc://...``, ``inproc://...``) to connect to, or with ``bind`` to listen at; else raise
+    ``ValueError`` with a one-line reason. The host ``*`` (every address) is for binding only:
+    connecting to it made ZeroMQ raise "Invalid argument", a traceback from the client and the
+    executor."""
     if not endpoint.startswith(("tcp://", "ipc://", "inproc://")):
         raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT)")
     if endpoint.startswith("tcp://"):
         host, sep, port = endpoint[6:].rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT)")
+        if host == "*" and not bind:
+            raise ValueError(f"{endpoint!r}: `*` is for --bind; connect to tcp://HOST:PORT "
+                             f"(the manager's host name or address, e.g. tcp://127.0.0.1:{port})")
     return endpoint
 
 

@@ -74,7 +74,7 @@ def serve(
     from gridcrawl.transport import check_endpoint, listen_problem
     setup_logging(log_level, log_file, log_json)
     try:
-        check_endpoint(bind)
+        check_endpoint(bind, bind=True)
         settings = configured_settings(ctx, **given).validate()
         if why := listen_problem(bind):  # before the database is created or touched
             fail(f"cannot listen on {bind}: {why}")

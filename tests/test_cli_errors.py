@@ -409,6 +409,18 @@ def test_invalid_endpoints():
     assert_user_error(rc, out, "not a ZeroMQ endpoint")
 
 
+def test_a_manager_endpoint_with_the_host_star_is_one_line_for_a_program_that_connects(tmp_path):
+    """``tcp://*:PORT`` (what the manager binds) given to --manager: ZeroMQ's "Invalid argument"
+    came out of the client and the executor as a traceback, exit status 1."""
+    for program in (["gridcrawl.client", "--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", "http://127.0.0.1:9/"],
+                    ["gridcrawl.executor"], ["gridcrawl.client", "pause", "3f2a91c0"]):
+        rc, out, _ = run(program[0], "--manager", "tcp://*:8310", "--connect-timeout", "1", *program[1:])
+        assert_user_error(rc, out, "'tcp://*:8310': `*` is for --bind; connect to tcp://HOST:PORT")
+        assert len(out.strip().splitlines()) == 1, out
+    from gridcrawl.transport import check_endpoint
+    assert check_endpoint("tcp://*:8310", bind=True) == "tcp://*:8310"  # what the manager binds
+
+
 def test_invalid_settings(tmp_path):
     rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9000", "--threads", "0")
     assert_user_error(rc, out, "setting threads (--threads) must be >= 1, not 0")
