@@ -62,9 +62,9 @@ class UTCTimestamp(TypeDecorator):
 
 class _Portable(TypeDecorator):
     """A generic type (``impl``) with the variants some back ends need: ``variants`` maps a
-    dialect name to (dialect module, type name, arguments). The dialect module is imported when
-    a statement for that back end is compiled (SQL Server's and MariaDB's modules cost every
-    program about 0.1 s of start-up otherwise)."""
+    dialect name to (dialect module, type name, arguments) or (..., arguments, keyword
+    arguments). The dialect module is imported when a statement for that back end is compiled
+    (SQL Server's and MariaDB's modules cost every program about 0.1 s of start-up otherwise)."""
 
     cache_ok = True
     variants: dict[str, tuple[str, str, tuple]] = {}
@@ -73,9 +73,9 @@ class _Portable(TypeDecorator):
         variant = self.variants.get(dialect.name)
         if variant is None:
             return self.impl_instance
-        module, name, args = variant
+        module, name, args, *kwargs = variant
         from importlib import import_module
-        return getattr(import_module(f"sqlalchemy.dialects.{module}"), name)(*args)
+        return getattr(import_module(f"sqlalchemy.dialects.{module}"), name)(*args, **(kwargs[0] if kwargs else {}))
 
 
 class _LongText(_Portable):
@@ -87,10 +87,14 @@ class _LongText(_Portable):
 
 
 class _Real(_Portable):
-    """A double: ``DOUBLE`` on MariaDB/MySQL, whose FLOAT is single precision."""
+    """A double, read back as a Python ``float`` on every back end: ``DOUBLE`` on MariaDB/MySQL,
+    whose FLOAT is single precision. SQLAlchemy's ``DOUBLE`` returns ``Decimal`` unless told
+    ``asdecimal=False``: a Decimal is no JSON number (``gridcrawl export`` of a MariaDB crawl
+    failed on ``fetch_seconds``) and does not mix with floats in arithmetic."""
     cache_ok = True
     impl = Float
-    variants = {"mysql": ("mysql", "DOUBLE", ()), "mariadb": ("mysql", "DOUBLE", ())}
+    variants = {"mysql": ("mysql", "DOUBLE", (), {"asdecimal": False}),
+                "mariadb": ("mysql", "DOUBLE", (), {"asdecimal": False})}
 
 
 class _LongBinary(_Portable):

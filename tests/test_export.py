@@ -14,8 +14,10 @@ import subprocess
 import sys
 
 import pytest
+import sqlalchemy as sa
 from warcio.archiveiterator import ArchiveIterator
 
+from gridcrawl import models
 from gridcrawl.client.store import CrawlStore, Outcome
 from gridcrawl.db import open_database
 from gridcrawl.export import ExportError, export, export_warc
@@ -255,6 +257,27 @@ def test_pages_crawled_without_content_are_left_out_of_a_warc(tmp_path):
     assert (result.records, result.skipped) == (0, 1)
     buf.seek(0)
     assert [r.rec_type for r in ArchiveIterator(buf)] == ["warcinfo"]
+
+
+def test_a_jsonl_export_has_json_numbers_for_real_columns_on_every_back_end(db_url, tmp_path):
+    """MariaDB's DOUBLE came back as Decimal, which json cannot write: ``gridcrawl export`` of a
+    MariaDB crawl stopped with a traceback. Every back end reads its real columns as floats."""
+    store = CrawlStore(open_database(db_url))
+    url = canonical_url("http://127.0.0.1:1/a.html")
+    store.add_seeds([url])
+    (pending,) = store.claim(1)
+    page = PageResult(url=url, final_url=url, status=200, content_type="text/html", size=10, title="a",
+                      content="<p>a</p>", headers={"content-type": "text/html"}, fetch_seconds=0.125,
+                      parse_seconds=0.25)
+    store.apply([Outcome(pending, page, "ex", 1, False)], store.scope([url], [], -1), store_content=True)
+    out = tmp_path / "pages.jsonl"
+    assert export(store.engine, "jsonl", str(out)).records == 1
+    (record,) = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert (record["fetch_seconds"], record["parse_seconds"]) == (0.125, 0.25)
+    assert type(record["fetch_seconds"]) is float and type(record["fetch_interval"]) in (float, type(None))
+    with store.engine.connect() as conn:  # any reader of the table, not the export alone
+        row = conn.execute(sa.select(models.document.c.fetch_seconds, models.document.c.fetch_interval)).one()
+    assert type(row.fetch_seconds) is float and row.fetch_seconds == 0.125
 
 
 def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
