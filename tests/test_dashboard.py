@@ -10,6 +10,7 @@ when the test looks: threads running while the gate is shut, finished counts ris
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -169,6 +170,33 @@ def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(das
             browser.close()
     for name in ("dashboard.png", "dashboard-phone.png", "dashboard-running.png"):  # kept in tmp_path to look at
         assert (tmp_path / name).stat().st_size > 10_000, name
+
+
+def test_an_application_whose_client_stopped_shows_detached_not_running(dash):
+    """A client stopped with Ctrl-C leaves its application detached (state running, attached
+    false in the API): the page showed a green "running" badge."""
+    sync_api = _browser()
+    dash.start()
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    dash.client.send_signal(signal.SIGINT)
+    dash.client.wait(timeout=60)
+    wait_for(lambda: dash.application()["attached"] is False, 30, message="the application detached")
+    assert dash.application()["state"] == "running"  # (the API's state: operators may still pause it)
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(dash.http + "/")
+            page.wait_for_selector("#applications tbody td[data-label=state] .pill")
+            badge = page.locator("#applications tbody td[data-label=state] .pill")
+            assert badge.inner_text() == "detached"
+            assert "warn" in badge.get_attribute("class").split() and "ok" not in badge.get_attribute("class").split()
+            assert "no client is connected" in badge.get_attribute("title")
+            assert errors == []
+        finally:
+            browser.close()
 
 
 # ------------------------------------------------------------------------------ the API and control

@@ -34,6 +34,21 @@
     span.textContent = text;
     return span;
   }
+  // An application's state: one without a client connected (stopped with Ctrl-C, killed, its
+  // machine gone) is "detached", not "running": its threads go on, their results wait at the
+  // manager for a client to come back, and detached_timeout cancels it.
+  function applicationPill(a) {
+    const detached = a.attached === false && a.state !== "stopped";
+    const text = a.throttled ? "waits for its client"
+      : detached ? (a.state === "paused" ? "paused, detached" : "detached") : a.state;
+    const span = pill(text, a.state === "running" && !a.throttled && !detached ? "ok"
+      : a.state === "stopped" ? "muted" : "warn");
+    if (detached) {
+      span.title = "no client is connected: its threads go on and the manager holds their results until a " +
+        "client on its crawl database comes back (detached_timeout cancels it)";
+    }
+    return span;
+  }
   function fill(id, rows, makeCells) {
     const table = document.getElementById(id);
     const labels = Array.from(table.querySelectorAll("thead th")).map(th => th.textContent);
@@ -109,8 +124,7 @@
 
     fill("applications", data.applications || [], a => [
       a.application_id.slice(0, 8), a.name, a.owner,
-      [pill(a.throttled ? "waits for its client" : a.state,
-            a.state === "running" && !a.throttled ? "ok" : a.state === "stopped" ? "muted" : "warn")],
+      [applicationPill(a)],
       [a.threads.READY, "num"], [a.threads.SCHEDULED, "num"], [a.threads.STARTED, "num"],
       [a.threads.FINISHED, "num"], [a.done, "num"], [a.errors ?? 0, a.errors ? "num bad" : "num"],
       [seconds(a.elapsed), "num"],
