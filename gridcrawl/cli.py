@@ -813,10 +813,11 @@ def report(
             fail(str(exc))
         if old := older_schema(engine, "manager"):  # before reading: its views lack columns (a traceback)
             fail(old)
+        console = _console()  # lines wrapped at the terminal's width (or $COLUMNS), as the tables
         try:
             lease = rep.active_manager(engine)
             if lease is not None:
-                typer.echo(lease.describe())
+                console.print(lease.describe(), markup=False, highlight=False)
             if application:
                 application = rep.resolve_application(engine, application)
                 _print_timings(rep.executor_timings(engine, application), wide)
@@ -824,10 +825,10 @@ def report(
                 _print_executor_summary(rep.executor_summary(engine), wide)
             _print_application_summary(rep.application_summary(engine, application), wide)
             for _needs, count, why in rep.waiting_for_capabilities(engine):
-                typer.echo(f"{count} threads wait: {why}")
+                console.print(f"{count} threads wait: {why}", markup=False, highlight=False)
             if plot is not None:
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
-                typer.echo(f"timeline of {drawn} threads drawn to {plot}")
+                console.print(f"timeline of {drawn} threads drawn to {plot}", markup=False, highlight=False)
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(engine, "manager"):
                 fail(f"{other}: give it with --crawl-db")

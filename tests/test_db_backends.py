@@ -364,6 +364,26 @@ def test_documented_sql_server_queries_parse_as_tsql():
 # test_db_mssql.py, run for real on every back end
 
 
+def test_the_report_fits_80_columns_header_line_included(sqlite_url):
+    """``gridcrawl report`` with COLUMNS=80: its manager line (a lease never renewed: the longest
+    form, over 120 characters) was printed unwrapped, 101 columns for a stopped manager."""
+    from gridcrawl.manager.lease import Lease
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    with engine.begin() as conn:  # thread 5 waits: no connected executor takes work
+        conn.execute(models.application.update().values(state=1, time_completed=None))
+        conn.execute(models.executor.update().values(accepting=False))
+    Lease(engine, "manager-on-a-host-with-a-long-name:4242", alive=lambda holder: False,
+          address="tcp://manager-on-a-host-with-a-long-name.example:9000").acquire(now=1000.0)
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
+    text = " ".join(result.output.split())
+    assert "manager tcp://manager-on-a-host-with-a-long-name.example:9000: not running (lease expired at" in text
+    assert "1 threads wait: the connected executors take no work now" in text
+
+
 def test_manager_and_crawl_store_code_paths_run_on_every_back_end(db_url):
     from test_db_mssql import run_crawl_store, run_recorder, run_restore_and_reports
     run_crawl_store(db_url)
