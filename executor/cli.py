@@ -9,7 +9,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, fail, manager_endpoints, peer_credentials, setting_options,
+from gridcrawl.cli_common import (SETTING_OPTIONS, cidr, fail, manager_endpoints, peer_credentials, setting_options,
                                   setup_logging, stop_on_signals)
 from gridcrawl.config import run_program, settings as configured_settings
 
@@ -37,7 +37,7 @@ def run(
                                       "needs --curve-server-key", rich_help_panel="Connection and login"),
     curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
                                        rich_help_panel="Connection and login"),
-    allow_private: List[str] = typer.Option(None, help="fetch addresses in this CIDR even though they are "
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="fetch addresses in this CIDR even though they are "
                                             "private/loopback/link-local (repeatable; default: none)", metavar="CIDR"),
     capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
                                          "installed extractor plugins' plugin:NAME ones", metavar="NAME"),

@@ -17,7 +17,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, fail,
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr, fail,
                                   secret_environment, set_for, setting_argv, setting_options, setup_logging,
                                   stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
@@ -109,7 +109,7 @@ def run(
                                         "implies --structured-data", rich_help_panel="Strategy"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
                                 "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
-    allow_private: List[str] = typer.Option(None, help="let the executors fetch this private CIDR too (repeatable; "
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the executors fetch this private CIDR too (repeatable; "
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
     seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
@@ -1108,7 +1108,7 @@ def fetch_command(
     given: dict = SETTING_OPTIONS,
     allow_domain: List[str] = typer.Option(None, help="another domain in scope, as for gridcrawl run (repeatable)",
                                            metavar="DOMAIN"),
-    allow_private: List[str] = typer.Option(None, help="let the fetch reach this private CIDR too (the URL's own "
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the fetch reach this private CIDR too (the URL's own "
                                             "private or loopback address is always allowed)", metavar="CIDR"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): show the items its specs find "
                                 "on this page", metavar="FILE"),
@@ -1264,7 +1264,8 @@ def _print_check(check, shown) -> None:
 @config_app.command("show", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def config_show(
     ctx: typer.Context,
-    program: str = typer.Option("manager", help="whose options to show too: manager, executor or client"),
+    program: str = typer.Option("manager", help="whose options to show too: manager, executor, client or run "
+                                "(gridcrawl run)"),
 ) -> None:
     """Print every effective setting with its source (default, file, env, command line).
 
@@ -1274,18 +1275,23 @@ def config_show(
     import importlib
     from gridcrawl.redact import terminal_text
     from rich.table import Table
-    from gridcrawl.config import CONFIG_ENV, ConfigError, show_rows
+    from gridcrawl.config import CONFIG_ENV, ConfigError, section_options_of, show_rows
     modules = {"manager": "gridcrawl.manager.cli", "executor": "gridcrawl.executor.cli",
-               "client": "gridcrawl.client.cli"}
+               "client": "gridcrawl.client.cli", "run": "gridcrawl.cli"}
     if program not in modules:
-        fail("--program must be manager, executor or client")
-    command = typer.main.get_command(importlib.import_module(modules[program]).app)
+        fail("--program must be manager, executor, client or run")
+    program_app = importlib.import_module(modules[program]).app
+    command = typer.main.get_command(program_app)
+    if program == "run":  # gridcrawl run, which reads [run] with gridcrawl fetch and gridcrawl spark
+        command = command.commands["run"]
     path = os.environ.get(CONFIG_ENV)
     try:
-        rows = show_rows(program, command, [a for a in ctx.args if a != "--"], path)
+        rows = show_rows(program, command, [a for a in ctx.args if a != "--"], path,
+                         section_options=section_options_of(program_app, program).get(program))
     except ConfigError as exc:
         fail(str(exc))
-    table = Table(title=f"effective settings of gridcrawl-{program}" + (f" with {path}" if path else ""))
+    title = "gridcrawl run" if program == "run" else f"gridcrawl-{program}"
+    table = Table(title=f"effective settings of {title}" + (f" with {path}" if path else ""))
     table.add_column("setting", no_wrap=True)
     table.add_column("value", overflow="fold")
     table.add_column("source", overflow="fold")
@@ -1310,7 +1316,7 @@ def spark_command(
     log_level: str = typer.Option("WARNING", help="log level of the driver", metavar="LEVEL"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN",
                                            rich_help_panel="Scope and politeness"),
-    allow_private: List[str] = typer.Option(None, help="let the tasks fetch this private CIDR too (the seeds' own "
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the tasks fetch this private CIDR too (the seeds' own "
                                             "private or loopback addresses are always allowed)", metavar="CIDR",
                                             rich_help_panel="Scope and politeness"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md)", metavar="FILE",

@@ -220,6 +220,23 @@ def manager_endpoints(values: str | list[str]) -> list[str]:
     return [check_endpoint(endpoint) for endpoint in split_endpoints(values)]
 
 
+def cidr(value: object) -> str:
+    """The value of an ``--allow-private`` option (typer's ``parser``): ``value`` as text when it
+    is an IP network (``127.0.0.0/8``, ``10.1.2.3`` = /32, host bits allowed), so that a bad one
+    is refused like other options' bad values — on the command line by click (exit status 2),
+    in a configuration file or the environment by :mod:`gridcrawl.config`, naming where it came
+    from — before the program starts. Raises ``typer.BadParameter`` saying why
+    (:func:`gridcrawl.executor.ssrf.parse_networks`; a ValueError would be reported as the bare
+    value)."""
+    from gridcrawl.executor.ssrf import parse_networks  # the standard library only
+    text = str(value).strip()
+    try:
+        parse_networks([text])
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    return text
+
+
 #: Environment variable the programs read a password from (never a command-line argument).
 PASSWORD_ENV = "GRIDCRAWL_PASSWORD"
 

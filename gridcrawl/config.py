@@ -311,12 +311,7 @@ def configure(app, program: str, path: str | Path | None) -> tuple[dict, "Resolu
     command = typer.main.get_command(app)
     names = _option_names(command)
     top_names = names.pop("")
-    # a subcommand with a section of its own reads it (gridcrawl export: [export]); the others
-    # read the program's (gridcrawl-manager users: [manager]), whose keys are any of their options
-    section_of = {sub: sub if sub in PROGRAM_SECTIONS else program for sub in names}
-    section_options: dict[str, set[str]] = {program: set(top_names)}
-    for sub, sub_names in names.items():
-        section_options.setdefault(section_of[sub], set()).update(sub_names)
+    section_of, section_options = _sections(command, program)
     top = resolve(program, top_names, path, section_options=section_options[program])
     default_map: dict = top.default_map(top_names)
     obj: Resolution | dict = top
@@ -337,6 +332,39 @@ def configure(app, program: str, path: str | Path | None) -> tuple[dict, "Resolu
     return default_map, obj
 
 
+def _sections(command, program: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Which section each subcommand of ``command`` (a click group run as ``program``, or a
+    plain command) reads, and the options of every command that reads each section:
+    ``({sub: section}, {section: option names})``. A subcommand with a section of its own
+    reads it (``gridcrawl export``: ``[export]``); the others read the program's
+    (``gridcrawl-manager users``: ``[manager]``), whose keys are any of their options."""
+    names = _option_names(command)
+    top_names = names.pop("")
+    section_of = {sub: sub if sub in PROGRAM_SECTIONS else program for sub in names}
+    section_options: dict[str, set[str]] = {program: set(top_names)}
+    for sub, sub_names in names.items():
+        section_options.setdefault(section_of[sub], set()).update(sub_names)
+    return section_of, section_options
+
+
+def section_options_of(app, program: str) -> dict[str, set[str]]:
+    """The option names of every command of typer ``app`` (run as ``program``) that reads each
+    section (``{"run": {...}, "export": {...}}`` for ``gridcrawl``): what a section may hold
+    besides settings (:func:`resolve`'s ``section_options``)."""
+    import typer
+    return _sections(typer.main.get_command(app), program)[1]
+
+
+def _validated(res: Resolution) -> None:
+    """Check the Settings values of ``res`` (file and environment) as the program will
+    (:meth:`Settings.validate`): raises :class:`ConfigError` naming their sources."""
+    try:
+        Settings(**res.settings_values()).validate()
+    except ValueError as exc:  # a value of the right type out of its range ([executor] download_timeout = -5)
+        sources = ", ".join(sorted({v.source.removeprefix("file ") for v in res.settings.values()}))
+        raise ConfigError(f"{sources}: {exc}") from None
+
+
 def check_program(module: str, program: str) -> None:
     """Check the configuration (``GRIDCRAWL_CONFIG`` and the environment) of ``program``, whose
     typer app is ``module.app``, as that program will read it: raises :class:`ConfigError`.
@@ -344,12 +372,7 @@ def check_program(module: str, program: str) -> None:
     ``[executor]`` key itself, one line per executor, after a manager had started)."""
     from importlib import import_module
     _, obj = configure(import_module(module).app, program, None)
-    res = obj[""] if isinstance(obj, dict) else obj
-    try:
-        Settings(**res.settings_values()).validate()
-    except ValueError as exc:  # a value of the right type out of its range ([executor] download_timeout = -5)
-        sources = ", ".join(sorted({v.source.removeprefix("file ") for v in res.settings.values()}))
-        raise ConfigError(f"{sources}: {exc}") from None
+    _validated(obj[""] if isinstance(obj, dict) else obj)
 
 
 def _split_lists(command, default_map: dict) -> None:
@@ -424,17 +447,24 @@ def settings(ctx=None, **explicit) -> Settings:
 
 
 def show_rows(program: str, command, args: list[str], path: str | None = None,
-              environ: typing.Mapping[str, str] | None = None) -> list[tuple[str, str, str]]:
+              environ: typing.Mapping[str, str] | None = None, *,
+              section_options: set[str] | None = None) -> list[tuple[str, str, str]]:
     """``(name, value, source)`` of every Settings field and every option of ``program``'s
-    ``command`` (a click/typer command) as ``program ARGS`` would run with ``path``.
+    ``command`` (a click/typer command) as ``program ARGS`` would run with ``path``;
+    ``section_options``: the options of every command that reads ``program``'s section (as
+    :func:`resolve`; ``[run]`` is read by ``gridcrawl fetch`` and ``gridcrawl spark`` too).
 
     Sources: ``default``, ``file PATH [section]``, ``env GRIDCRAWL_X``, ``command line``.
-    Raises :class:`ConfigError` for a bad file or environment.
+    Raises :class:`ConfigError` for a bad file or environment, as the program would: an unknown
+    key, a value of the wrong type or one an option refuses (``allow_private = "10.0.0.0/33"``),
+    a setting out of its range.
     """
     option_names = _option_names(command)[""] - {"config", "help"}
-    res = resolve(program, option_names, path, environ)
+    res = resolve(program, option_names, path, environ, section_options=section_options)
     default_map = res.default_map(option_names)
     _split_lists(command, default_map)  # (manager = "tcp://a,tcp://b": as the program takes it)
+    _check_values(command, default_map, res)
+    _validated(res)
     ctx = command.make_context(program, list(args), default_map=default_map, obj=res, resilient_parsing=True)
     rows: list[tuple[str, str, str]] = []
     given = {}
@@ -473,4 +503,5 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
 
 
 __all__ = ["ConfigError", "Resolution", "Value", "resolve", "read_file", "run_program", "settings", "tune_gc", "show_rows",
+           "section_options_of",
            "take_config_argument", "convert_setting", "ENV_PREFIX", "CONFIG_ENV"]

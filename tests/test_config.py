@@ -254,6 +254,9 @@ def test_a_program_section_holds_the_options_of_every_command_that_reads_it(tmp_
     ("[executor]\nmanager = 8400\n", "[executor]: manager must be text or a list of texts, not 8400"),
     ("[executor]\nidle_only = 'maybe'\n", "[executor]: idle_only: 'maybe' is not a valid boolean"),
     ("[executor]\nallow_private = 5\n", "[executor]: allow_private must be text or a list of texts, not 5"),
+    # a bad CIDR was refused by the executor without naming the file
+    ("[executor]\nallow_private = '127.0.0.1/33'\n",
+     "[executor]: allow_private: '127.0.0.1/33' is not an IP network (expected CIDR such as 127.0.0.0/8)"),
 ])
 def test_a_wrong_value_of_a_program_option_in_the_file_is_one_line_naming_the_file_and_key(tmp_path, text, message):
     """Options that are not settings (an executor's --manager, --idle-only) are checked as the
@@ -293,6 +296,70 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
                           env={**CLEAN_ENV, "COLUMNS": "200"})
     assert "('tcp://127.0.0.1:8400', 'tcp://127.0.0.1:8401')" in done.stdout, done.stdout + done.stderr
     assert len([name for name in rows if "." not in name and name != "setting"]) == len(Settings.documented())
+
+
+def config_show(path, program: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``gridcrawl --config PATH config show --program PROGRAM ARGS`` (200 columns)."""
+    return subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
+                           "--program", program, *args], capture_output=True, text=True, timeout=60,
+                          env={**CLEAN_ENV, "COLUMNS": "200", **(env or {})})
+
+
+def shown_rows(stdout: str) -> dict[str, tuple[str, str]]:
+    """The rows of ``gridcrawl config show``'s table: name -> (value, source)."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip("│ ").split("│")]
+        if len(cells) == 3 and cells[0]:
+            rows[cells[0]] = (cells[1], cells[2])
+    return rows
+
+
+@pytest.mark.parametrize("text, program, message", [
+    ('[executor]\nallow_private = "127.0.0.1/33"\n', "executor",
+     "[executor]: allow_private: '127.0.0.1/33' is not an IP network (expected CIDR such as 127.0.0.0/8)"),
+    ("[executor]\nthreads = 0\n", "executor", "[executor]: setting threads (--threads) must be >= 1, not 0"),
+    ("[run]\nexecutors = 'two'\n", "run", "[run]: executors: 'two' is not a valid int."),
+])
+def test_config_show_refuses_what_the_program_would(tmp_path, text, program, message):
+    """``config show`` accepted ``allow_private = "127.0.0.1/33"`` (exit 0) and values out of
+    their range, which the program itself then refused: it checks them as the program does."""
+    path = write(tmp_path, text)
+    done = config_show(path, program)
+    assert done.returncode == 2 and done.stderr.strip() == f"error: {path} {message}", done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_config_show_of_gridcrawl_run_reads_its_section(tmp_path):
+    """``config show --program run`` was refused ("--program must be manager, executor or
+    client") though ``[run]`` is a section of gridcrawl run's (and fetch's and spark's)."""
+    path = write(tmp_path, '[run]\nthreads = 3\nexecutors = 4\nallow_private = "10.0.0.0/8"\n'
+                           'spark_partitions = 6\n[executor]\nthreads = 9\n')
+    done = config_show(path, "run", "--", "--workdir", str(tmp_path / "w"))
+    assert done.returncode == 0, done.stderr
+    rows = shown_rows(done.stdout)
+    assert "effective settings of gridcrawl run" in done.stdout
+    assert rows["threads"] == ("3", f"file {path} [run]")              # [run], not [executor]
+    assert rows["spark_partitions"] == ("6", f"file {path} [run]")    # a gridcrawl spark setting [run] holds
+    assert rows["run.executors"] == ("4", f"file {path} [run]")
+    assert rows["run.allow_private"] == ("('10.0.0.0/8',)", f"file {path} [run]")
+    assert rows["run.workdir"] == (repr(str(tmp_path / "w")), "command line")
+    assert rows["run.order"] == ("None", "default")
+    refused = subprocess.run([sys.executable, "-m", "gridcrawl", "config", "show", "--program", "spark"],
+                             capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    assert refused.returncode == 2 and refused.stderr.strip() == \
+        "error: --program must be manager, executor, client or run"
+
+
+def test_a_bad_cidr_on_the_command_line_is_refused_before_anything_starts(tmp_path):
+    for command in (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:1"],
+                    ["gridcrawl", "run", "--workdir", str(tmp_path / "w"), "http://127.0.0.1:1/"],
+                    ["gridcrawl", "fetch", "http://127.0.0.1:1/"]):
+        done = subprocess.run([sys.executable, "-m", *command, "--allow-private", "10.0.0.0/33"],
+                              capture_output=True, text=True, timeout=60, env={**CLEAN_ENV, "COLUMNS": "200"})
+        assert done.returncode == 2 and "Invalid value for '--allow-private': '10.0.0.0/33' is not an IP network " \
+            "(expected CIDR such as 127.0.0.0/8)" in done.stderr, (command, done.stderr)
+    assert not (tmp_path / "w").exists()
 
 
 def test_show_rows_with_the_real_manager_command(tmp_path):
