@@ -23,7 +23,9 @@ the standard library's :mod:`tomllib`):
 Keys may be written with ``-`` or ``_``. Sections: ``settings`` (the same as flat keys),
 ``logging``, and one per program or command: ``manager``, ``executor``, ``client``, ``run``,
 ``export``, ``report``. Within a file a program's section wins over flat keys. An unknown key or
-section, or a value of the wrong type, is an error naming the file and the key (exit status 2).
+section, a value of the wrong type, or a setting in the section of a program that does not read
+it (:func:`gridcrawl.settings.used_by`; :data:`SECTION_READERS`) is an error naming the file and
+the key (exit status 2).
 
 **The environment**: ``GRIDCRAWL_<NAME>`` for every Settings field and every option of the
 program being run (``GRIDCRAWL_THREADS=4``, ``GRIDCRAWL_DB=sqlite:///x.db``); booleans are
@@ -33,8 +35,10 @@ program being run (``GRIDCRAWL_THREADS=4``, ``GRIDCRAWL_DB=sqlite:///x.db``); bo
 ``--help`` still shows the built-in defaults, and the option's own type check applies), and
 :func:`settings` fills the Settings fields a program has no option for.
 
-``gridcrawl config show`` prints every effective value and where it came from
-(:func:`show_rows`).
+``gridcrawl config show`` prints every effective value a program reads and where it came from
+(:func:`show_rows`). An option of a setting that the running program does not have is named as
+another program's (:func:`misplaced_option`), and a ``GRIDCRAWL_`` variable that looks like a
+misspelt setting is warned of (:func:`unknown_variables`).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gridcrawl.settings import Settings
+from gridcrawl.settings import Settings, used_by
 from gridcrawl.errors import ConfigError  # noqa: F401 (re-exported)
 
 ENV_PREFIX = "GRIDCRAWL_"
@@ -59,6 +63,16 @@ LOGGING_KEYS = ("log_level", "log_file", "log_json")
 #: name, from the fields' metadata (:class:`gridcrawl.settings.CliOption`).
 INVERSE_OPTIONS = {f.metadata["cli"].inverse: f.name for f in dataclasses.fields(Settings)
                    if "cli" in f.metadata and f.metadata["cli"].inverse}
+#: The programs (:data:`gridcrawl.settings.PROGRAMS`) that read each program section: a setting
+#: in a section none of them reads (:func:`gridcrawl.settings.used_by`) is refused.
+SECTION_READERS = {"manager": ("manager",), "executor": ("executor",), "client": ("client",),
+                   "run": ("run", "spark", "fetch", "extract"), "export": (), "report": ()}
+#: How messages name a program, and the section a setting for it goes in.
+PROGRAM_NAMES = {"manager": "gridcrawl-manager", "executor": "gridcrawl-executor", "client": "gridcrawl-client",
+                 "run": "gridcrawl run", "spark": "gridcrawl spark", "fetch": "gridcrawl fetch",
+                 "extract": "gridcrawl extract"}
+_SECTION_OF = {"manager": "manager", "executor": "executor", "client": "client", "run": "run", "spark": "run",
+               "fetch": "run", "extract": "run"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -194,6 +208,8 @@ def resolve(program: str, option_names: set[str], path: str | Path | None = None
                 if isinstance(value, dict):
                     raise ConfigError(f"{where}: unknown section {raw_key!r}")
                 if key in _FIELDS:
+                    if program_section:
+                        _check_used(key, raw_key, section, where)
                     res.settings[key] = Value(convert_setting(key, value, f"{where} {raw_key}"), f"file {where}")
                 elif key in LOGGING_KEYS or (program_section and key in known_options):
                     res.options[key] = Value(value, f"file {where}")
@@ -232,6 +248,27 @@ def resolve(program: str, option_names: set[str], path: str | Path | None = None
         if name not in _FIELDS and var in environ and var != CONFIG_ENV:
             res.options[name] = Value(_convert_option(environ[var]), f"env {var}")
     return res
+
+
+def _names(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _check_used(key: str, raw_key: str, section: str, where: str) -> None:
+    """Raise :class:`ConfigError` when setting ``key`` (written ``raw_key`` in ``where``, the file
+    and section) is in program section ``section`` but no program that reads that section uses
+    it: ``[client] download_delay = 5`` was taken as in force, though only the manager spaces
+    fetches. The one line names the programs that use it and where it goes instead."""
+    users = used_by(key)
+    if set(users) & set(SECTION_READERS[section]):
+        return
+    readers = SECTION_READERS[section] or (section,)
+    reader = "gridcrawl export" if section == "export" else "gridcrawl report" if section == "report" \
+        else _names([PROGRAM_NAMES[r] for r in readers]).replace(" and ", " or ")
+    sections = list(dict.fromkeys(f"[{_SECTION_OF[u]}]" for u in users))
+    raise ConfigError(f"{where}: {raw_key} is not used by {reader}: it is a setting of "
+                      f"{_names([PROGRAM_NAMES[u] for u in users])} (put it in {' or '.join(sections)}, "
+                      f"or before any section for every program)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,10 +331,123 @@ def run_program(app, program: str, argv: list[str] | None = None, *, keep_config
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    import typer
+    command = typer.main.get_command(app)
+    hint = misplaced_option(command, program, argv)
+    if hint is not None:
+        print(f"error: {hint}", file=sys.stderr)
+        raise SystemExit(2)
+    if PARENT_PIPE_ENV not in os.environ:  # (a program gridcrawl run started: the run warned already)
+        for warning in unknown_variables(command, os.environ):
+            print(f"warning: {warning}", file=sys.stderr)
     if path:
         os.environ[CONFIG_ENV] = str(Path(path).resolve())
     tune_gc()
     app(args=argv, default_map=default_map, obj=obj)
+
+
+#: The environment variables of the programs that are neither settings nor options.
+PARENT_PIPE_ENV = "GRIDCRAWL_PARENT_PIPE"
+OTHER_VARIABLES = (CONFIG_ENV, "GRIDCRAWL_PASSWORD", PARENT_PIPE_ENV)
+
+
+def _setting_flags() -> dict[str, str]:
+    """Every option of a setting on any program's command line (``--download-delay``,
+    ``--ignore-robots``, ``--no-sitemaps``) -> the setting's name."""
+    flags = {}
+    for f in dataclasses.fields(Settings):
+        cli = f.metadata.get("cli")
+        if cli is not None:
+            for flag in (cli.flag or "--" + (cli.inverse or f.name).replace("_", "-")).split("/"):
+                flags[flag] = f.name
+    return flags
+
+
+def misplaced_option(command, program: str, argv: list[str]) -> str | None:
+    """Why ``argv`` names an option of a setting that ``command`` (a click command run as
+    ``program``; for a group, the subcommand the arguments choose) does not have, in one line:
+    ``gridcrawl-client --download-delay 1`` got click's bare "No such option" although
+    ``--download-delay`` is gridcrawl-manager's (the manager spaces the fetches of a host).
+    None when every option is the command's, or an unknown one is no setting's (click reports it)."""
+    flags = _setting_flags()
+    shown = ["gridcrawl"] if program == "run" else [PROGRAM_NAMES.get(program, program)]
+    runner = None if program == "run" else program
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--" or getattr(command, "context_settings", {}).get("ignore_unknown_options"):
+            break  # (gridcrawl config show takes another program's options)
+        if arg.startswith("--") and len(arg) > 2:
+            name = arg.split("=", 1)[0]
+            param = next((p for p in getattr(command, "params", []) if name in p.opts or name in p.secondary_opts),
+                         None)
+            if param is not None:
+                skip = "=" not in arg and not getattr(param, "is_flag", False) and not getattr(param, "count", False)
+                continue
+            field_name = flags.get(name) or (name[2:].replace("-", "_") if name[2:].replace("-", "_") in _FIELDS
+                                             else None)
+            return None if field_name is None else _option_hint(name, field_name, runner, " ".join(shown))
+        elif arg in getattr(command, "commands", {}):
+            command = command.commands[arg]
+            shown.append(arg)
+            if program == "run":
+                runner = arg
+    return None
+
+
+def _option_hint(name: str, field_name: str, runner: str | None, shown: str) -> str:
+    """The line :func:`misplaced_option` prints for option ``name`` of setting ``field_name``,
+    which ``shown`` (the program as typed; ``runner`` its :data:`PROGRAM_NAMES` key, if any)
+    does not have."""
+    cli = Settings.__dataclass_fields__[field_name].metadata.get("cli")
+    users = used_by(field_name)
+    variable = ENV_PREFIX + field_name.upper()
+    if runner in users:  # it reads the setting, but has no option for it
+        return (f"{shown} has no option {name}: it takes the setting {field_name} from the configuration file "
+                f"([{_SECTION_OF[runner]}] {field_name}) or {variable}")
+    if cli is not None:
+        owners = _names([PROGRAM_NAMES[p] for p in cli.programs])
+        return (f"{shown} has no option {name}: it is an option of {owners} (the setting {field_name}, which "
+                f"{shown} does not use)")
+    return (f"{shown} has no option {name}: {field_name} is a setting of {_names([PROGRAM_NAMES[u] for u in users])}, "
+            f"which {'has' if len(users) == 1 else 'have'} no option for it either: set it in the configuration "
+            f"file ([{_SECTION_OF[users[0]]}] {field_name}) or {variable}")
+
+
+def unknown_variables(command, environ: typing.Mapping[str, str]) -> list[str]:
+    """Warnings about ``GRIDCRAWL_…`` variables of ``environ`` that look like a misspelt setting
+    or option (``GRIDCRAWL_THRADS=4`` was ignored without a word): one line each, naming the
+    closest real one. A variable close to none (a test suite's own) is left alone, and so is
+    another program's option (``GRIDCRAWL_BIND`` where the executor runs: the programs of a
+    machine often share one environment)."""
+    known = {ENV_PREFIX + name.upper() for name in [*_FIELDS, *LOGGING_KEYS]} | set(OTHER_VARIABLES)
+    known |= {ENV_PREFIX + name.upper() for names in _option_names(command).values() for name in names}
+    unknown = sorted(var for var in environ if var.startswith(ENV_PREFIX) and var not in known)
+    if not unknown:
+        return []
+    import difflib
+    found = []
+    for var in unknown:
+        # (compared without the prefix, which every name shares: GRIDCRAWL_TEST_X is close to none)
+        near = difflib.get_close_matches(var.removeprefix(ENV_PREFIX),
+                                         sorted(k.removeprefix(ENV_PREFIX) for k in known), n=1, cutoff=0.8)
+        if near and var not in _every_program_variable():
+            found.append(f"{var} is no setting or option of gridcrawl (did you mean {ENV_PREFIX}{near[0]}?): ignored")
+    return found
+
+
+def _every_program_variable() -> set[str]:
+    """``GRIDCRAWL_<OPTION>`` of every option of every program (imports them all: only when a
+    variable is unknown to the running one)."""
+    import typer
+    from importlib import import_module
+    names = set()
+    for module in ("gridcrawl.manager.cli", "gridcrawl.executor.cli", "gridcrawl.client.cli", "gridcrawl.cli"):
+        for options in _option_names(typer.main.get_command(import_module(module).app)).values():
+            names |= {ENV_PREFIX + name.upper() for name in options}
+    return names
 
 
 def configure(app, program: str, path: str | Path | None) -> tuple[dict, "Resolution | dict"]:
@@ -483,6 +633,8 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
             where = "default"
         given[name] = (value, where)
     for f in dataclasses.fields(Settings):
+        if program in PROGRAM_NAMES and program not in used_by(f.name) and f.name not in given:
+            continue  # the program does not read it: a value from the file or environment is not in force
         if f.name in given:
             value, where = given.pop(f.name)
         elif any(INVERSE_OPTIONS.get(opt) == f.name for opt in given):

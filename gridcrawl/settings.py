@@ -337,4 +337,44 @@ def _named(name: str) -> str:
     return f"setting {name} ({(cli.flag or '--' + (cli.inverse or name).replace('_', '-')).split('/')[0]})"
 
 
-del M, E, C, R, S, X
+#: The programs that read a setting besides those with an option for it (its ``cli`` tags):
+#: setting -> programs. ``gridcrawl run`` (``run``) reads what its own client reads and passes on
+#: what it has an option for (:func:`used_by`). A setting that appears only in a message of a
+#: program (the client names the executors' ``download_timeout`` when it waits) is not read by it.
+_FETCHER = (E, S, F)  # gridcrawl.executor.fetch.Fetcher.from_settings: the executors, Spark tasks, gridcrawl fetch
+_ALSO_USED_BY: dict[str, tuple[str, ...]] = {
+    "reconnect_initial": (E, C), "reconnect_max": (E, C), "max_message_bytes": (E, C),
+    "thread_timeout": (E, S),  # an executor's and a Spark task's longest wait for a host's robots.txt
+    **dict.fromkeys(("record_interval", "max_threads_per_executor", "start_window", "quarantine_after",
+                     "quarantine_seconds", "max_threads_per_application", "max_applications_per_user",
+                     "max_unacked_bytes", "detached_timeout", "keep_departed", "peer_rate", "peer_burst",
+                     "peer_max_strikes", "peer_strike_window", "peer_block_seconds"), (M,)),
+    "concurrent_requests_per_host": (C,),  # the client shares its window among hosts by it
+    "download_delay": (F,), "max_crawl_delay": (E, S, F),
+    "parse_threads": (E,),
+    **dict.fromkeys(("fetch_connect_timeout", "fetch_read_timeout", "max_redirects", "keep_non_html",
+                     "download_timeout", "max_body_bytes"), _FETCHER),
+    "max_links_per_page": (C, S), "render_idle": (E, F), "render_restart": (E,),
+    **dict.fromkeys(("rdf_max_bytes", "max_triples", "rdf_parse_deadline", "robots_retry"), (E, S, F)),
+    "plugin_timeout": (E, S, F),
+    "max_depth": (F,), "apply_batch": (C, S), "apply_interval": (C,), "store_content": (E,),
+    **dict.fromkeys(("trap_near_duplicates", "trap_distance", "recrawl_interval", "recrawl_min_interval",
+                     "recrawl_max_interval", "recrawl_inc_rate", "recrawl_dec_rate", "recrawl_simhash_distance",
+                     "watch_interval"), (C,)),
+    "follow_nofollow": (F,), "spark_layer_urls": (S,),
+}
+
+
+def used_by(name: str) -> tuple[str, ...]:
+    """The programs (of :data:`PROGRAMS`) that read setting ``name``, in that order: those with
+    an option for it, those recorded in :data:`_ALSO_USED_BY`, and ``run`` (``gridcrawl run``)
+    when its own client reads it. What a program's section of the configuration file may hold
+    (:mod:`gridcrawl.config`). Raises ``KeyError`` for a name that is no setting."""
+    f = Settings.__dataclass_fields__[name]
+    programs = set(f.metadata["cli"].programs if "cli" in f.metadata else ()) | set(_ALSO_USED_BY.get(name, ()))
+    if "client" in programs:
+        programs.add("run")
+    return tuple(p for p in PROGRAMS if p in programs)
+
+
+del M, E, C, R, S, X, F

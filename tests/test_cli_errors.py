@@ -436,9 +436,9 @@ def test_invalid_settings(tmp_path):
         rc, out, _ = run(program, *extra, env={"GRIDCRAWL_DOWNLOAD_TIMEOUT": "inf", "GRIDCRAWL_HEARTBEAT_INTERVAL": "nan"})
         assert_user_error(rc, out, "must be a finite number")
     config = tmp_path / "nan.toml"
-    config.write_text("[executor]\ndownload_delay = nan\n")
+    config.write_text("[executor]\ndownload_timeout = nan\n")  # (download_delay is the manager's: refused there)
     rc, out, _ = run("gridcrawl.executor", "--config", str(config), "--manager", "tcp://127.0.0.1:9000")
-    assert_user_error(rc, out, "download_delay", "must be a finite number, not nan")
+    assert_user_error(rc, out, "download_timeout", "must be a finite number, not nan")
     rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--max-depth", "-2", "--workdir", str(tmp_path / "w"))
     assert_user_error(rc, out, "setting max_depth (--max-depth) must be -1 (no limit) or >= 0, not -2")
     assert not (tmp_path / "w").exists() and not (tmp_path / "m.db").exists() and not (tmp_path / "c.db").exists()

@@ -20,7 +20,7 @@ from gridcrawl.cli_common import JsonFormatter
 from gridcrawl.config import (ConfigError, convert_setting, resolve, run_program, settings as configured_settings,
                               show_rows, take_config_argument)
 from gridcrawl.manager.core import ManagerCore
-from gridcrawl.settings import Settings
+from gridcrawl.settings import Settings, used_by
 from grid import free_port
 
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCRAWL_")}
@@ -116,6 +116,7 @@ def test_gridcrawl_run_gives_its_executors_their_own_section_unless_told_otherwi
     ("[manager]\nlease_second = 3\n", "[manager]: unknown setting 'lease_second'"),
     ("[client]\nmax_in_flight = 'many'\n", "max_in_flight must be int"),
     ("[executor]\ndownload_timeout = -5\n", "download_timeout"),  # the right type, out of its range
+    ("[client]\ndownload_delay = 5\n", "[client]: download_delay is not used by gridcrawl-client"),
 ])
 def test_gridcrawl_run_checks_the_sections_of_the_programs_it_starts_before_it_starts_them(tmp_path, text, needle):
     """A bad ``[executor]`` key used to pass ``gridcrawl run``'s own check: a manager started,
@@ -177,7 +178,7 @@ def test_run_program_applies_file_environment_and_command_line_in_order(tmp_path
              prefetch: int = typer.Option(Settings.prefetch), config: str = typer.Option(None)) -> None:
         seen["settings"] = configured_settings(ctx, threads=threads, prefetch=prefetch)
 
-    path = write(tmp_path, "threads = 2\nprefetch = 3\nmax_redirects = 1\n[executor]\nmax_depth = 4\n")
+    path = write(tmp_path, "threads = 2\nprefetch = 3\nmax_redirects = 1\n[executor]\nparse_threads = 4\n")
     # run_program exports GRIDCRAWL_CONFIG for the programs it starts: monkeypatch takes it away again
     monkeypatch.setenv("GRIDCRAWL_CONFIG", "")
     for key in [k for k in os.environ if k.startswith("GRIDCRAWL_")]:
@@ -191,7 +192,7 @@ def test_run_program_applies_file_environment_and_command_line_in_order(tmp_path
     assert s.threads == 9                  # command line over file
     assert s.prefetch == 5                 # environment over file
     assert s.max_redirects == 6            # a field with no option: environment over file
-    assert s.max_depth == 4                # the program's section
+    assert s.parse_threads == 4            # the program's section
     assert s.heartbeat_interval == Settings.heartbeat_interval
     assert os.environ["GRIDCRAWL_CONFIG"] == str(path.resolve())   # programs it starts read it too
     bad = write(tmp_path, "threads = 'x'\n")
@@ -276,7 +277,8 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
                            "--program", "executor", "--", "--max-body-bytes", "1000"],
                           capture_output=True, text=True, timeout=60,
-                          env={**CLEAN_ENV, "GRIDCRAWL_PREFETCH": "4", "COLUMNS": "200"})
+                          env={**CLEAN_ENV, "GRIDCRAWL_PARSE_THREADS": "4", "GRIDCRAWL_PREFETCH": "4",
+                               "COLUMNS": "200"})
     assert done.returncode == 0, done.stderr
     rows = {}
     for line in done.stdout.splitlines():
@@ -285,7 +287,8 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
             rows[cells[0]] = (cells[1], cells[2])
     assert rows["heartbeat_interval"] == ("0.5", f"file {path}")
     assert rows["threads"] == ("3", f"file {path} [executor]")
-    assert rows["prefetch"] == ("4", "env GRIDCRAWL_PREFETCH")
+    assert rows["parse_threads"] == ("4", "env GRIDCRAWL_PARSE_THREADS")
+    assert "prefetch" not in rows  # the manager's: not in force in the executor, whatever the environment says
     assert rows["max_body_bytes"] == ("1000", "command line")
     assert rows["max_redirects"] == (repr(Settings.max_redirects), "default")
     assert rows["executor.idle_only"] == ("False", "default")
@@ -295,7 +298,8 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
                            "--program", "executor"], capture_output=True, text=True, timeout=60,
                           env={**CLEAN_ENV, "COLUMNS": "200"})
     assert "('tcp://127.0.0.1:8400', 'tcp://127.0.0.1:8401')" in done.stdout, done.stdout + done.stderr
-    assert len([name for name in rows if "." not in name and name != "setting"]) == len(Settings.documented())
+    assert len([name for name in rows if "." not in name and name != "setting"]) == \
+        len([name for name, _, _ in Settings.documented() if "executor" in used_by(name)])
 
 
 def config_show(path, program: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -340,7 +344,7 @@ def test_config_show_of_gridcrawl_run_reads_its_section(tmp_path):
     rows = shown_rows(done.stdout)
     assert "effective settings of gridcrawl run" in done.stdout
     assert rows["threads"] == ("3", f"file {path} [run]")              # [run], not [executor]
-    assert rows["spark_partitions"] == ("6", f"file {path} [run]")    # a gridcrawl spark setting [run] holds
+    assert "spark_partitions" not in rows   # gridcrawl spark's, which reads [run] too: not gridcrawl run's
     assert rows["run.executors"] == ("4", f"file {path} [run]")
     assert rows["run.allow_private"] == ("('10.0.0.0/8',)", f"file {path} [run]")
     assert rows["run.workdir"] == (repr(str(tmp_path / "w")), "command line")
@@ -360,6 +364,93 @@ def test_a_bad_cidr_on_the_command_line_is_refused_before_anything_starts(tmp_pa
         assert done.returncode == 2 and "Invalid value for '--allow-private': '10.0.0.0/33' is not an IP network " \
             "(expected CIDR such as 127.0.0.0/8)" in done.stderr, (command, done.stderr)
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("text, program, message", [
+    ("[client]\ndownload_delay = 5\n", "client",
+     "[client]: download_delay is not used by gridcrawl-client: it is a setting of gridcrawl-manager, gridcrawl run, "
+     "gridcrawl spark and gridcrawl fetch (put it in [manager] or [run], or before any section for every program)"),
+    ("[executor]\nmax_pages = 3\n", "executor",
+     "[executor]: max_pages is not used by gridcrawl-executor: it is a setting of gridcrawl-client, gridcrawl run "
+     "and gridcrawl spark (put it in [client] or [run], or before any section for every program)"),
+    ("[executor]\ndispatch = 'host-hash'\n", "executor",
+     "[executor]: dispatch is not used by gridcrawl-executor: it is a setting of gridcrawl-manager and gridcrawl "
+     "run (put it in [manager] or [run], or before any section for every program)"),
+    ("[client]\nthreads = 4\n", "client", "[client]: threads is not used by gridcrawl-client: it is a setting of "
+     "gridcrawl-executor, gridcrawl run and gridcrawl spark (put it in [executor] or [run], or before any section "
+     "for every program)"),
+    ("[manager]\nthreads = 4\n", "manager", "[manager]: threads is not used by gridcrawl-manager"),
+    ("[run]\npeer_rate = 10\n", "manager", "[run]: peer_rate is not used by gridcrawl run, gridcrawl spark, "
+     "gridcrawl fetch or gridcrawl extract: it is a setting of gridcrawl-manager (put it in [manager], or before "
+     "any section for every program)"),
+    ("[export]\nthreads = 2\n", "manager", "[export]: threads is not used by gridcrawl export"),
+])
+def test_a_setting_in_the_section_of_a_program_that_does_not_use_it_is_refused(tmp_path, text, program, message):
+    """``[client] download_delay = 5`` was accepted without a word and ``config show --program
+    client`` listed it as in force, while the client fetched 15 pages in 0.53 s: only the manager
+    spaces fetches. Such a key is one line now, naming the programs that use it."""
+    path = write(tmp_path, text)
+    done = config_show(path, program)
+    line = done.stderr.strip()
+    assert done.returncode == 2 and len(line.splitlines()) == 1 and line.startswith(f"error: {path} {message}"), \
+        done.stderr
+
+
+def test_the_client_refuses_a_delay_it_does_not_enforce_before_it_crawls(tmp_path):
+    path = write(tmp_path, "[client]\ndownload_delay = 5\n")
+    done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--config", str(path), "--manager",
+                           "tcp://127.0.0.1:1", "--db", f"sqlite:///{tmp_path}/c.db", "http://127.0.0.1:1/"],
+                          capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {path} [client]: download_delay is not used by gridcrawl-client: it is a "
+                               "setting of gridcrawl-manager")
+    assert not (tmp_path / "c.db").exists()
+    # a flat key is for every program: the manager takes it, the others leave it (and config show says so)
+    flat = write(tmp_path, "download_delay = 5\n[client]\nmax_in_flight = 4\n")
+    client = shown_rows(config_show(flat, "client").stdout)
+    assert "download_delay" not in client and client["max_in_flight"] == ("4", f"file {flat} [client]")
+    assert shown_rows(config_show(flat, "manager").stdout)["download_delay"] == ("5.0", f"file {flat}")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gridcrawl.client", "--download-delay", "1"], "gridcrawl-client has no option --download-delay: it is an option "
+     "of gridcrawl-manager, gridcrawl run and gridcrawl spark (the setting download_delay, which gridcrawl-client "
+     "does not use)"),
+    (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:1", "--max-pages=3"], "gridcrawl-executor has no option "
+     "--max-pages: it is an option of gridcrawl-client, gridcrawl run and gridcrawl spark (the setting max_pages, "
+     "which gridcrawl-executor does not use)"),
+    (["gridcrawl.manager", "--peer-rate", "3"], "gridcrawl-manager has no option --peer-rate: it takes the setting "
+     "peer_rate from the configuration file ([manager] peer_rate) or GRIDCRAWL_PEER_RATE"),
+    (["gridcrawl", "run", "--parse-threads", "2", "http://127.0.0.1:1/"], "gridcrawl run has no option "
+     "--parse-threads: parse_threads is a setting of gridcrawl-executor, which has no option for it either: set it "
+     "in the configuration file ([executor] parse_threads) or GRIDCRAWL_PARSE_THREADS"),
+])
+def test_another_programs_option_is_named_as_such(args, message):
+    """``gridcrawl-client --download-delay 1`` said only "No such option"."""
+    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    assert done.returncode == 2 and done.stderr.strip() == f"error: {message}", done.stderr
+    other = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--no-such-thing"], capture_output=True,
+                           text=True, timeout=60, env={**CLEAN_ENV, "COLUMNS": "200"})
+    assert other.returncode == 2 and "No such option: --no-such-thing" in other.stderr  # click's, as before
+
+
+def test_a_misspelt_variable_is_warned_of_once_naming_the_setting(tmp_path, site_server):
+    """``GRIDCRAWL_THRADS=4`` was ignored without a word. A variable close to no setting (a test
+    suite's GRIDCRAWL_TEST_...) and another program's option (GRIDCRAWL_BIND) are left alone;
+    the programs ``gridcrawl run`` starts do not warn again."""
+    env = {**CLEAN_ENV, "GRIDCRAWL_THRADS": "4", "GRIDCRAWL_TEST_SOMETHING": "1", "GRIDCRAWL_BIND": "tcp://*:1",
+           "COLUMNS": "200"}
+    done = config_show(write(tmp_path, ""), "executor", env=env)
+    assert done.returncode == 0 and done.stderr.strip() == "warning: GRIDCRAWL_THRADS is no setting or option of " \
+        "gridcrawl (did you mean GRIDCRAWL_THREADS?): ignored", done.stderr
+    from sites import generate_site
+    server = site_server(generate_site(3, links_per_page=1, seed=3))
+    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
+                          "--workdir", str(tmp_path / "w"), "--no-progress"],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stderr.count("GRIDCRAWL_THRADS") == 1, run.stderr
 
 
 def test_show_rows_with_the_real_manager_command(tmp_path):
