@@ -21,7 +21,8 @@ Log lines about database errors carry the driver's first line only: never SQL or
 A **recrawl** (``recrawl="due"`` or ``"all"``) first queues the stored documents that are due
 again (:meth:`~gridcrawl.client.store.CrawlStore.queue_due`), each with its validators for a
 conditional request, and the sitemaps the crawl has read (their ``<lastmod>`` makes stored
-documents due: those are queued as the sitemaps are read), and counts what the visits found in
+documents due: those are queued as the sitemaps are read; not when it resumes a recrawl stopped
+before its end, which read them or left them queued), and counts what the visits found in
 a ``recrawl`` row; with ``watch`` the application stays open and queues documents and sitemaps
 as they come due, until it is stopped.
 """
@@ -338,12 +339,15 @@ class CrawlApplication:
         self.store.release_all()
         if not self.recrawl:
             return
-        self.store.recrawl_since = utcnow()
         # what an interrupted recrawl queued and did not visit is due too (queue_due skips URLs
         # queued already): "due" counts every document this run visits again
-        due = self.store.queued_revisits()
+        due = resumed = self.store.queued_revisits()
+        self.store.recrawl_since = self._recrawl_start(resumed)
         due += self.store.queue_due(every=self.recrawl == "all")
-        maps = self.store.queue_sitemaps(every=True) if self.settings.sitemaps else 0
+        # the sitemaps are read again at the start of a recrawl, not when one stopped before its end
+        # is resumed: it read them, or left them queued (a recrawl run of --max-pages 1 read the
+        # host's sitemap again every time, and never came to a page)
+        maps = self.store.queue_sitemaps(every=True) if self.settings.sitemaps and not resumed else 0
         if maps:
             log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)
         mode = "watch" if self.watch else self.recrawl
@@ -352,6 +356,21 @@ class CrawlApplication:
         log.info("recrawl (%s): %d documents due", mode, due)
         if self.watch:
             self._next_look_at = self._next_look()
+
+    def _recrawl_start(self, resumed: int):
+        """When the recrawl this run makes began (naive UTC): now, kept as crawl meta
+        ``recrawl_started``; or, when the run resumes a recrawl stopped before its end
+        (``resumed``: the visits it left queued), the start that recrawl kept. Sitemaps read since
+        then are not read again when a page names them (:attr:`CrawlStore.recrawl_since`)."""
+        from datetime import datetime
+        now = utcnow()
+        if resumed:
+            try:
+                return min(datetime.fromisoformat(self.store.get_meta("recrawl_started") or ""), now)
+            except ValueError:  # a crawl recrawled before the meta was kept
+                return now
+        self.store.set_meta("recrawl_started", now.isoformat())
+        return now
 
     def _wire(self, spec) -> dict:
         """``spec``'s instruction entry (:func:`gridcrawl.items.spec_to_wire`), made once."""

@@ -653,7 +653,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     if store.capped:
         view.console.print(f"the links above {capped_note(settings.max_pages_per_host, new_crawl)}", soft_wrap=True,
                            highlight=False)
-    if reached := max_pages_note(settings.max_pages, counts):
+    if reached := max_pages_note(settings.max_pages, counts, recrawl, rerun):
         view.console.print(reached, soft_wrap=True, highlight=False)
     elif counts["to_visit"] and (final.state == "cancelled" or stop.is_set()):
         why = ("cancelled by an operator (gridcrawl-client cancel)" if final.state == "cancelled"
@@ -741,14 +741,30 @@ def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
             f"subdomains); a site that large takes {new_crawl} and a larger cap (0: none)")
 
 
-def max_pages_note(max_pages: int, counts: dict) -> str | None:
-    """The line a crawl's summary ends with when ``--max-pages`` (URLs visited by the whole
-    crawl) stopped it with URLs left (``counts`` of :func:`~gridcrawl.client.store.crawl_counts`),
-    else None."""
-    if not (max_pages and counts["visited"] >= max_pages and counts["to_visit"]):
+def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rerun: str = "") -> str | None:
+    """The line a crawl's summary ends with when ``--max-pages`` stopped it with URLs left
+    (``counts`` of :func:`run_crawl`), else None. For a crawl, the limit is on the URLs visited
+    by the whole crawl (``counts["visited"]``); for a recrawl (``recrawl``: ``"due"`` or
+    ``"all"``), on the pages of this run (``counts["pages"]``, a sitemap read again among them),
+    and the line names the command that resumes the recrawl (``rerun``, the command line of this
+    run: ``--recrawl-all`` would queue again the pages this run visited, so ``--recrawl``)."""
+    if not (max_pages and counts["to_visit"]):
         return None
-    return (f"stopped at --max-pages {max_pages}, a limit on the whole crawl ({counts['visited']} URLs visited "
-            f"in all): a larger --max-pages, or none, visits the {counts['to_visit']} left")
+    if recrawl is None:
+        if counts["visited"] < max_pages:
+            return None
+        return (f"stopped at --max-pages {max_pages}, a limit on the whole crawl ({counts['visited']} URL"
+                f"{'s' if counts['visited'] != 1 else ''} visited in all): a larger --max-pages, or none, visits the "
+                f"{counts['to_visit']} left")
+    if counts["pages"] < max_pages:
+        return None
+    resume = rerun.replace(" --recrawl-all", " --recrawl", 1) if recrawl == "all" else rerun
+    how = ("--recrawl, not --recrawl-all (which would visit again the pages this run visited), resumes the recrawl"
+           if recrawl == "all" else "the same command resumes the recrawl")
+    left = counts["to_visit"]
+    return (f"stopped at --max-pages {max_pages}, a limit on the pages of this recrawl run ({counts['pages']} "
+            f"visited, a sitemap read again counted among them) with {left} URL{'s' if left != 1 else ''} left to "
+            f"visit: {how}{f' ({resume})' if resume else ''}, up to --max-pages of them a run (none: all of them)")
 
 
 def exit_status(counts: dict) -> None:

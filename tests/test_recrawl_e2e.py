@@ -403,6 +403,46 @@ def test_a_recrawl_with_nothing_due_says_when_the_first_page_is_due(tmp_path, si
     assert "recrawl_interval, 30 days" in log and "--recrawl-all visits every stored page now" in log
 
 
+def test_a_recrawl_stopped_at_max_pages_names_its_per_run_limit_and_is_resumed_page_by_page(tmp_path,
+                                                                                            site_server):
+    """``--recrawl-all --max-pages 1`` of a 3-page crawl spent its page on the host's sitemap and
+    said "a limit on the whole crawl (4 URLs visited in all): a larger --max-pages, or none,
+    visits the 3 left" (a recrawl's limit is per run, and --recrawl-all again visits everything);
+    and every ``--recrawl --max-pages 1`` after it read the sitemap again, never coming to a page."""
+    site = Site()
+    site.pages["/"] = page("home", "/a.html", "/b.html")
+    site.pages["/a.html"] = page("a")
+    site.pages["/b.html"] = page("b")
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        assert server.per_path_counts().get("/sitemap.xml") == 1
+        assert grid.start_client("--recrawl-all", "--max-pages", "1").wait(timeout=60) == 0, grid.log("client.log")
+        stopped = grid.log("client.log")
+        command = grid.client_command().replace(" --recrawl-all", " --recrawl")
+        resumes = []
+        for _ in range(3):
+            before = len(grid.log("client.log"))  # each run appends to the log
+            assert grid.start_client("--recrawl", "--max-pages", "1").wait(timeout=60) == 0, grid.log("client.log")
+            resumes.append(grid.log("client.log")[before:])
+    finally:
+        grid.stop()
+    assert "a limit on the whole crawl" not in stopped, stopped[-2000:]
+    assert ("stopped at --max-pages 1, a limit on the pages of this recrawl run (1 visited, a sitemap read again "
+            "counted among them) with 3 URLs left to visit: --recrawl, not --recrawl-all (which would visit again "
+            "the pages this run visited), resumes the recrawl (") in stopped, stopped[-2000:]
+    assert f"resumes the recrawl ({command}), up to --max-pages of them a run (none: all of them)" in stopped
+    assert server.per_path_counts().get("/sitemap.xml") == 2, "read again once, by the recrawl's first run"
+    assert "with 2 URLs left to visit: the same command resumes the recrawl" in resumes[0], resumes[0][-2000:]
+    assert "with 1 URL left to visit" in resumes[1], resumes[1][-2000:]
+    assert "stopped at --max-pages" not in resumes[2], resumes[2][-2000:]
+    assert grid.query("crawl", "SELECT count(*) FROM to_visit_url") == [(0,)]
+    assert sorted(server.per_path_counts().get(p) for p in ("/", "/a.html", "/b.html")) == [2, 2, 2]
+
+
 def test_recrawl_options_refuse_bad_use(tmp_path):
     db = f"sqlite:///{tmp_path / 'crawl.db'}"
     base = [sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", db, "--no-progress"]
