@@ -245,13 +245,16 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
 @dataclass
 class Reextraction:
     """What :func:`reextract` did: ``pages`` read, ``items`` stored, ``misses`` and ``errors``
-    recorded, ``skipped`` pages without a stored HTML body."""
+    recorded, ``skipped`` pages without a stored HTML body; ``unrendered``: per item type whose
+    spec asks for rendering (``render = true``), the pages it applied to whose stored body was
+    not rendered (``document.render_seconds`` NULL: the HTML as served, before any script ran)."""
 
     pages: int = 0
     items: int = 0
     misses: int = 0
     errors: int = 0
     skipped: int = 0
+    unrendered: dict[str, int] = field(default_factory=dict)
 
 
 def reextract(engine: Engine, specs: Sequence[ItemSpec], *, plugins: dict | None = None,
@@ -283,7 +286,8 @@ def reextract(engine: Engine, specs: Sequence[ItemSpec], *, plugins: dict | None
         last_id = None
         while True:
             query = (sa.select(document.c.doc_id, document.c.url, document.c.fingerprint, document.c.final_url,
-                               document.c.status, document.c.content, document.c.headers, document.c.page_type)
+                               document.c.status, document.c.content, document.c.headers, document.c.page_type,
+                               document.c.render_seconds)
                      .order_by(document.c.doc_id).limit(batch))
             if last_id is not None:
                 query = query.where(document.c.doc_id > last_id)
@@ -301,6 +305,10 @@ def reextract(engine: Engine, specs: Sequence[ItemSpec], *, plugins: dict | None
                 if row.content is None:
                     done.skipped += 1
                     continue
+                if row.render_seconds is None:
+                    for one in mine:
+                        if one.render:
+                            done.unrendered[one.type] = done.unrendered.get(one.type, 0) + 1
                 parsed = parse_page(row.content.encode("utf-8"), row.final_url or row.url, "text/html; charset=utf-8")
                 headers = json.loads(row.headers) if row.headers else {}
                 view = page_for(row.url, row.final_url, row.status, headers, parsed.document, row.content,

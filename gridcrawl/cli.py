@@ -1097,6 +1097,11 @@ def extract_command(
             raise typer.Exit(130) from None
     typer.echo(f"{done.items} items from {done.pages} pages; {done.misses} misses of required fields, "
                f"{done.errors} pages whose items failed, {done.skipped} pages without a stored body", err=True)
+    for kind, pages in done.unrendered.items():
+        typer.echo(f"note: item type {kind!r} asks for rendering (render = true), but {pages} of the stored pages it "
+                   f"applies to {'was' if pages == 1 else 'were'} not rendered (document.render_seconds is NULL: the "
+                   "crawl ran without --render): its items come from the HTML as served, before any script ran; a "
+                   "crawl with --render, or with this spec, stores the rendered pages", err=True)
     ProgressView(enabled=False).item_summary(item_summary(engine, specs))
 
 

@@ -125,6 +125,35 @@ def test_an_interrupted_reextraction_leaves_the_items_and_the_spec_as_they_were(
         assert {r.type for r in conn.execute(sa.text(query)).all()} <= {"heading"}
 
 
+def test_a_reextraction_whose_spec_renders_says_the_stored_pages_were_not_rendered(tmp_path):
+    """A spec with render = true over a crawl stored without --render found 0 items and said
+    "never matched" with no hint: the stored bodies are the HTML as served, before any script ran."""
+    import subprocess
+    import sys
+    from gridcrawl.client.items import reextract
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path}/c.db"))
+    shell = '<html><body><div id="app"></div><script>app.innerHTML = "<h1>Kettle</h1>"</script></body></html>'
+    built = '<html><body><div id="app"><h1>Kettle</h1></div></body></html>'
+    pages = []
+    for n, (content, seconds) in enumerate([(shell, None), (shell, None), (built, 0.4)], 1):
+        page = p.PageResult(url=f"http://shop.test/{n}.html", final_url=f"http://shop.test/{n}.html", status=200,
+                            content=content, render_seconds=seconds)
+        pages.append(Outcome(Pending(n, page.url, fingerprint(page.url), 0), page, "ex", 1, False))
+    store.apply(pages, Scope(["shop.test"]))
+    spec = '[[item]]\ntype = "product"\nrender = true\n[item.fields]\nname = { css = "h1::text", required = true }\n'
+    done = reextract(store.engine, parse_spec(spec))
+    assert (done.items, done.unrendered) == (1, {"product": 2})
+    unrendered = reextract(store.engine, parse_spec(spec.replace("render = true\n", "")))
+    assert unrendered.unrendered == {}, "a spec that does not render asks nothing of the stored pages"
+    (tmp_path / "spec.toml").write_text(spec)
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/c.db",
+                           "--extract", str(tmp_path / "spec.toml"), "--no-progress"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert ("note: item type 'product' asks for rendering (render = true), but 2 of the stored pages it applies to "
+            "were not rendered (document.render_seconds is NULL: the crawl ran without --render)") in proc.stderr
+
+
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
     save_spec(store.engine, "shop.toml", SPEC)
