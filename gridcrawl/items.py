@@ -439,13 +439,15 @@ class Page:
 
     def jsonld_objects(self) -> list:
         """The page's JSON-LD objects: every ``application/ld+json`` script (extruct's lenient
-        reader), a top-level list or ``@graph`` flattened to its entries; invalid scripts skipped."""
+        reading, :func:`gridcrawl.semantic.jsonld_script_items`: a number no float holds, such as
+        ``1e400``, is the text the page wrote), a top-level list or ``@graph`` flattened to its
+        entries; invalid scripts skipped."""
         if self.jsonld is None:
-            from extruct.jsonld import JsonLdExtractor
+            from gridcrawl.semantic import jsonld_script_items
             found = []
             for node in self.selector.root.iterfind(".//script[@type='application/ld+json']"):
                 try:
-                    found.extend(JsonLdExtractor()._extract_items(node))
+                    found.extend(jsonld_script_items(node))
                 except (ValueError, RecursionError):
                     continue
             self.jsonld = found

@@ -115,10 +115,13 @@ def json_safe(value: Any) -> Any:
     """``value`` (JSON-shaped: a page's items or structured data, as a page or a plugin gave them)
     with what neither msgpack nor strict JSON (RFC 8259) can hold made a string: an integer
     beyond signed 64 bits (``"123456789012345678901234567890"``), NaN and infinities (``"nan"``,
-    ``"inf"``); dict keys become strings. Lists and dicts are copied, other values returned as
-    they are. A page's value must cost at most its own field, never the page's result."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    ``"inf"``); dict keys become strings, and a ``str`` subclass (which msgspec does not
+    encode) a plain ``str``. Lists and dicts are copied, other values returned as they are. A
+    page's value must cost at most its own field, never the page's result."""
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, str):
+        return value if type(value) is str else str(value)
     if isinstance(value, int):
         return value if -INT64 - 1 <= value <= INT64 else str(value)
     if isinstance(value, float):

@@ -48,6 +48,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import secrets
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -191,8 +192,12 @@ class _Writer:
         for s, p, o in triples:
             subject, predicate = self._node(s), str(p)
             if isinstance(o, Literal):
-                row = [subject, predicate, str(o), "literal",
-                       str(o.datatype) if o.datatype is not None else None, o.language or None]
+                text, datatype = str(o), str(o.datatype) if o.datatype is not None else None
+                if datatype == _NUMBER_TEXT:  # a JSON number no float holds: the page's text
+                    datatype = XSD_DOUBLE
+                elif datatype in (XSD_DOUBLE, XSD_FLOAT) and text in _NON_FINITE:
+                    text = _NON_FINITE[text]  # rdflib writes "inf", which no xsd:double is
+                row = [subject, predicate, text, "literal", datatype, o.language or None]
             else:
                 row = [subject, predicate, self._node(o), "bnode" if isinstance(o, BNode) else "uri", None, None]
             if max(len(subject), len(predicate), len(row[4] or "")) > MAX_IRI or (row[3] == "uri" and len(row[2]) > MAX_IRI):
@@ -343,10 +348,84 @@ def _localise_context(value: Any, base: str, depth: int) -> Any:
     return localise_contexts(value, base, depth)
 
 
+class NumberText(str):
+    """A JSON number no float holds (``1e400``: infinite as a float) or a constant JSON does not
+    have (``NaN``, ``Infinity``), kept as the text the page wrote; ``lexical`` is its
+    ``xsd:double`` lexical form (XML Schema 1.1 Part 2, 3.3.5: ``1e400``, ``NaN``, ``INF``), the
+    RDF literal it gives. rdflib wrote ``"inf"^^xsd:double``, which no ``xsd:double`` is and
+    strict N-Triples readers refuse."""
+
+    lexical: str
+
+
+def _number_text(text: str, lexical: str | None = None) -> NumberText:
+    number = NumberText(text)
+    number.lexical = lexical or text
+    return number
+
+
+def _parse_float(text: str) -> float | NumberText:
+    value = float(text)
+    return value if value - value == 0.0 else _number_text(text)  # inf - inf is NaN
+
+
+#: JSON's non-standard constants Python reads, and their ``xsd:double`` lexical forms.
+_CONSTANTS = {"NaN": "NaN", "Infinity": "INF", "-Infinity": "-INF"}
+
+
+def load_json(text: str) -> Any:
+    """JSON ``text`` parsed as extruct parses a JSON-LD script (control characters in strings
+    allowed), but a number no float holds, or ``NaN``/``Infinity``, is a :class:`NumberText`
+    (the page's text), not ``inf`` or ``nan``. Raises ``ValueError`` when it does not parse."""
+    return json.loads(text, strict=False, parse_float=_parse_float, parse_constant=lambda name: _number_text(
+        name, _CONSTANTS[name]))
+
+
+def jsonld_script_items(node) -> list:
+    """The JSON-LD objects of the ``<script type="application/ld+json">`` element ``node``:
+    extruct's reading (a top-level list gives its entries; HTML or JavaScript comment lines
+    skipped when the script does not parse otherwise) with the numbers of :func:`load_json`.
+    Raises ``ValueError`` when the script is no JSON."""
+    import jstyleson
+    from extruct.jsonld import HTML_OR_JS_COMMENTLINE
+    script = node.xpath("string()")
+    try:
+        data = load_json(script)
+    except ValueError:
+        data = jstyleson.loads(HTML_OR_JS_COMMENTLINE.sub("", script), strict=False, parse_float=_parse_float,
+                               parse_constant=lambda name: _number_text(name, _CONSTANTS[name]))
+    items = data if isinstance(data, list) else [data] if isinstance(data, dict) else []
+    return [item for item in items if item]
+
+
+XSD_DOUBLE = "http://www.w3.org/2001/XMLSchema#double"
+XSD_FLOAT = "http://www.w3.org/2001/XMLSchema#float"
+#: The datatype a :class:`NumberText` travels through rdflib with (rdflib normalises an
+#: ``xsd:double`` literal's text: ``"1e400"`` became ``"inf"``); :class:`_Writer` writes it as
+#: ``xsd:double``. Random per process, so that no page can name it.
+_NUMBER_TEXT = f"urn:gridcrawl:number-text:{secrets.token_hex(8)}"
+#: rdflib's lexical forms of the non-finite ``xsd:double``/``xsd:float`` values, and XML Schema's.
+_NON_FINITE = {"inf": "INF", "-inf": "-INF", "nan": "NaN"}
+
+
+def _typed_numbers(data: Any) -> Any:
+    """``data`` with each :class:`NumberText` made a JSON-LD value object of its ``xsd:double``
+    lexical form, typed :data:`_NUMBER_TEXT` (written as ``xsd:double``); nesting is bounded by
+    :func:`localise_contexts`, which ran first."""
+    if isinstance(data, NumberText):
+        return {"@value": data.lexical, "@type": _NUMBER_TEXT}
+    if isinstance(data, list):
+        return [_typed_numbers(item) for item in data]
+    if isinstance(data, dict):
+        return {key: _typed_numbers(value) for key, value in data.items()}
+    return data
+
+
 def _jsonld_into(graph, data: Any, base: str) -> None:
-    """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``."""
+    """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``
+    (a :class:`NumberText` as its ``xsd:double`` lexical form)."""
     from rdflib.plugins.parsers.jsonld import to_rdf
-    to_rdf(localise_contexts(data, base), graph, base=base, generalized_rdf=False)
+    to_rdf(_typed_numbers(localise_contexts(data, base)), graph, base=base, generalized_rdf=False)
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -374,7 +453,7 @@ def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> lis
             check_xml_entities(body, limits.max_bytes)
             graph.parse(data=body, format="xml", publicID=url)
         elif fmt == "json-ld":
-            _jsonld_into(graph, json.loads(body.decode("utf-8-sig", errors="replace")), url)
+            _jsonld_into(graph, load_json(body.decode("utf-8-sig", errors="replace")), url)
         else:
             graph.parse(data=body.decode("utf-8-sig", errors="replace"), format=fmt, publicID=url)
     except RDFError:
@@ -468,7 +547,6 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
     Returns a :class:`Structured`. A syntax that fails (invalid JSON, a bound reached) is
     recorded in ``errors`` and the others are still read. Makes no network request.
     """
-    from extruct.jsonld import JsonLdExtractor
     from extruct.opengraph import OpenGraphExtractor
     from extruct.w3cmicrodata import MicrodataExtractor
 
@@ -488,7 +566,7 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
     def jsonld() -> None:
         for node in document.iterfind(".//script[@type='application/ld+json']"):
             try:
-                items = list(JsonLdExtractor()._extract_items(node))
+                items = jsonld_script_items(node)
             except ValueError as exc:
                 errors.append(f"json-ld: invalid JSON: {' '.join(str(exc).split())[:200]}")
                 continue
@@ -537,7 +615,8 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         attempt(name, work)
     writer = _Writer()
     writer.add_all(bound.order)
-    # what msgpack and strict JSON cannot carry (an integer past 64 bits, 1e400) made strings
+    # what msgpack and strict JSON cannot carry (an integer past 64 bits) made strings; 1e400 is
+    # one already (NumberText: the page's text), made a plain str
     return Structured(json_safe(data), writer.triples, errors)
 
 

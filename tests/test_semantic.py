@@ -206,12 +206,49 @@ def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_n
       <time property="startDate" datetime="2026-03-03">3 March</time></div></body></html>"""
     found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "odd.html")
     product = found.data["json-ld"][0]
-    assert (product["sku"], product["weight"], product["count"]) == ("123456789012345678901234567890", "inf", 3)
+    # the text the page wrote, not "inf" (rdflib's triple was "inf"^^xsd:double: no xsd:double)
+    assert (product["sku"], product["weight"], product["count"]) == ("123456789012345678901234567890", "1e400", 3)
+    assert type(product["weight"]) is str
     protocol.encode_page(PageResult(url=BASE + "odd.html", structured=found.data))  # the wire carries it
     json.dumps(found.data, allow_nan=False)  # and strict JSON
+    weights = [t for t in found.triples if t[1] == SDO + "weight"]
+    assert weights == [[weights[0][0], SDO + "weight", "1e400", "literal", XSD + "double", None]], weights
+    assert ["123456789012345678901234567890", "literal", XSD + "integer"] in [t[2:5] for t in found.triples]
     assert found.errors == ["json-ld: @context must be an IRI, an object or a list, not 5"]
     # HTML+RDFa 1.1: <time datetime> is the value, typed by its form
     assert ["http://a/ev", SDO + "startDate", "2026-03-03", "literal", XSD + "date", None] in found.triples
+
+
+def test_json_ld_numbers_no_float_holds_keep_the_pages_text_in_valid_xsd_double_triples():
+    """JSON-LD 1e400 became the triple "inf"^^xsd:double (no xsd:double lexical form: strict
+    N-Triples readers refuse it) and "inf" in document.structured_data; NaN and Infinity (which
+    Python's JSON reader takes) "nan" and "inf". The page's text is kept, the triple typed by the
+    XML Schema lexical form (NaN, INF, -INF), in pages, RDF documents and item fields alike."""
+    import rdflib
+    from gridcrawl.items import extract, page_for, parse_spec
+    html = """<html><head><script type="application/ld+json">{"@context": "https://schema.org",
+      "@id": "http://a/p", "@type": "Product", "weight": 1e400, "depth": -1E+999, "width": NaN,
+      "height": Infinity, "price": 2.5}</script></head><body></body></html>"""
+    root = lxml.html.document_fromstring(html)
+    found = extract_structured(root, html, BASE + "big.html")
+    objects = {t[1][len(SDO):]: (t[2], t[4]) for t in found.triples if t[1].startswith(SDO) and t[3] == "literal"}
+    assert objects == {"weight": ("1e400", XSD + "double"), "depth": ("-1E+999", XSD + "double"),
+                       "width": ("NaN", XSD + "double"), "height": ("INF", XSD + "double"),
+                       "price": ("2.5", XSD + "double")}, objects
+    product = found.data["json-ld"][0]
+    assert (product["weight"], product["depth"], product["width"], product["height"], product["price"]) == \
+        ("1e400", "-1E+999", "NaN", "Infinity", 2.5)
+    lines = "".join(f'<{s}> <{p}> "{o}"^^<{d}> .\n' for s, p, o, kind, d, _ in found.triples if kind == "literal")
+    graph = rdflib.Graph().parse(data=lines, format="nt")  # every literal well-formed for its datatype
+    assert all(not getattr(o, "ill_typed", False) for o in graph.objects()), lines
+    document = parse_rdf(b'{"@id": "http://a/s", "http://a/p": 1e400}', BASE + "s.jsonld", "json-ld")
+    assert document == [["http://a/s", "http://a/p", "1e400", "literal", XSD + "double", None]]
+    turtle = parse_rdf(b'<http://a/s> <http://a/p> "-INF"^^<http://www.w3.org/2001/XMLSchema#float> .',
+                       BASE + "s.ttl", "turtle")
+    assert turtle == [["http://a/s", "http://a/p", "-INF", "literal", XSD + "float", None]], "rdflib wrote -inf"
+    spec = parse_spec('[[item]]\ntype = "p"\n[item.fields]\nweight = { jsonld = "$.weight" }\n')
+    page = page_for(BASE + "big.html", BASE + "big.html", 200, {}, root, html, [])
+    assert extract(spec, page).items[0]["fields"] == {"weight": "1e400"}
 
 
 # ------------------------------------------------------------------------------------------ hostile RDF

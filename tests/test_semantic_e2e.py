@@ -32,6 +32,7 @@ pytestmark = pytest.mark.e2e
 
 TURTLE, RDFXML, NTRIPLES, OWL = "text/turtle", "application/rdf+xml", "application/n-triples", "application/octet-stream"
 SDO = "http://schema.org/"
+XSD = "http://www.w3.org/2001/XMLSchema#"
 
 
 def semantic_site() -> tuple[Site, dict[str, str]]:
@@ -118,8 +119,9 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
     structured = json.loads(grid.query("crawl", "SELECT structured_data FROM document WHERE url = ?", base + "/")[0][0])
     assert structured["json-ld"][0]["@type"] == "WebSite" and structured["errors"] == []
     odd = json.loads(grid.query("crawl", "SELECT structured_data FROM document WHERE url = ?", base + "/odd.html")[0][0])
-    assert (odd["json-ld"][0]["sku"], odd["json-ld"][0]["weight"]) == ("123456789012345678901234567890", "inf")
+    assert (odd["json-ld"][0]["sku"], odd["json-ld"][0]["weight"]) == ("123456789012345678901234567890", "1e400")
     assert {SDO + "sku", SDO + "weight"} <= {t[1] for t in by_url["/odd.html"]}  # its triples too
+    assert [t[2:5] for t in by_url["/odd.html"] if t[1] == SDO + "weight"] == [["1e400", "literal", XSD + "double"]]
     errors = dict(grid.query("crawl", "SELECT url, error_kind FROM visited_url WHERE error_kind IS NOT NULL"))
     assert errors == {base + "/data/hostile/laughs.rdf": "rdf_parse", base + "/data/hostile/broken.ttl": "rdf_parse",
                       base + "/data/hostile/huge.ttl": "rdf_limit"}
