@@ -14,7 +14,7 @@ An *item spec* file (TOML, ``--extract FILE``) lists ``[[item]]`` tables (docs/i
     sku   = { jsonld = "$.offers.sku" }  # the page's JSON-LD (structured data), JMESPath
     [item.where]
     name = { re = "^[A-Z]" }            # keep only items whose field matches
-    date = { within_days = 30 }         # ... whose date field is at most 30 days old
+    date = { within_days = 30 }         # ... whose date field is at most 30 days old (not later than tomorrow)
 
 or ``plugin = "NAME"`` (``NAME@VERSION``) instead of ``fields``: the function registered as NAME
 in the entry-point group ``gridcrawl.extractors`` on the executors (:mod:`gridcrawl.plugins`).
@@ -211,6 +211,9 @@ def _field(name: str, data, where: str) -> FieldSpec:
     for flag in ("many", "required", "normalize", "dayfirst"):
         if flag in data and not isinstance(data[flag], bool):
             raise ItemSpecError(f"{where}: {flag} must be true or false")
+    if data.get("dayfirst") and data.get("type", "str") != "date":  # false is the default: no harm
+        raise ItemSpecError(f"{where}: dayfirst is for a field of type date (it says how 03/04/2026 is read), "
+                            f"not {data.get('type', 'str')}")
     return FieldSpec(name, css=data.get("css"), xpath=data.get("xpath"), jsonld=data.get("jsonld"), re=data.get("re"),
                      many=data.get("many", False), type=data.get("type", "str"),
                      required=data.get("required", False), normalize=data.get("normalize", True),
@@ -259,6 +262,8 @@ def _where(data, fields: dict[str, FieldSpec] | None, where: str) -> tuple:
                 raise ItemSpecError(f"{at}: within_days needs a field of type date")
         if fields is not None and ("min" in cond or "max" in cond) and fields[name].type not in ("int", "float"):
             raise ItemSpecError(f"{at}: min/max need a field of type int or float")
+        if "min" in cond and "max" in cond and cond["min"] > cond["max"]:
+            raise ItemSpecError(f"{at}: min ({cond['min']:g}) is above max ({cond['max']:g}): no value could pass")
         out.append((name, tuple(sorted(cond.items()))))
     return tuple(out)
 
@@ -356,7 +361,7 @@ def spec_to_wire(spec: ItemSpec) -> dict:
         out["fields"] = {f.name: {k: v for k, v in (("css", f.css), ("xpath", f.xpath), ("jsonld", f.jsonld),
                                                      ("re", f.re),
                                                      ("many", f.many), ("type", f.type), ("required", f.required),
-                                                     ("normalize", f.normalize), ("dayfirst", f.dayfirst))
+                                                     ("normalize", f.normalize), ("dayfirst", f.dayfirst or None))
                                   if v is not None} for f in spec.fields}
     if spec.where:
         out["where"] = {name: dict(cond) for name, cond in spec.where}
@@ -620,7 +625,10 @@ def _passes(fields: dict, where, today: _dt.date) -> bool:
                         day = _dt.date.fromisoformat(str(v)[:10])
                     except ValueError:
                         return False
-                    return (today - day).days <= limit
+                    # up to ``limit`` days before today, and not after tomorrow (a page's own
+                    # date may be a day ahead of UTC's; a later one is no recent date: a typo, an
+                    # event to come)
+                    return -1 <= (today - day).days <= limit
                 ok = any(recent(v) for v in values)
             elif key in ("min", "max"):
                 numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -724,7 +732,8 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
 
     ``plugins``: the installed plugins by name (:func:`gridcrawl.plugins.installed_plugins`);
     ``plugin_timeout``: seconds a plugin may take on one page; ``today``: the date ``within_days``
-    counts from (UTC today by default). Returns an :class:`Extraction`. Never raises for a page:
+    counts from (UTC today by default: a date passes from that many days before it to the day
+    after it). Returns an :class:`Extraction`. Never raises for a page:
     a plugin that is missing, raises or runs late becomes an entry of ``errors``.
     """
     today = today or _dt.datetime.now(_dt.timezone.utc).date()

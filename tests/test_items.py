@@ -132,6 +132,16 @@ price = { css = ".price::text", type = "float" }
     assert names("price = { min = 5, max = 100 }") == ["Blue mug"]
 
 
+@pytest.mark.parametrize("when, kept", [("2026-03-10", True), ("2026-02-08", True), ("2026-02-07", False),
+                                        ("2026-03-11", True), ("2026-03-12", False), ("2031-01-01", False)])
+def test_within_days_keeps_dates_from_n_days_before_today_to_tomorrow(when, kept):
+    """within_days = 30 kept a date in 2031: items.md says "at most N days before today". A date
+    after tomorrow (UTC; a page's own date may be a day ahead) fails."""
+    found = run('[[item]]\ntype = "n"\n[item.fields]\nwhen = { css = "p::text", type = "date" }\n'
+                '[item.where]\nwhen = { within_days = 30 }\n', f"<p>{when}</p>", today=dt.date(2026, 3, 10))
+    assert bool(found.items) is kept
+
+
 def test_one_item_per_page_and_specs_chosen_by_url_and_page_type():
     specs = parse_spec("""
 [[item]]
@@ -174,6 +184,12 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\nx = {within_days=3}',
      "within_days needs a field of type date"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\nx = {re="(["}', "where 'x': invalid regular"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nd = {css="a", type="int"}\n[item.where]\nd = {min=10, max=1}',
+     "item 1 (a) where 'd': min (10) is above max (1): no value could pass"),
+    ('[[item]]\ntype = "a"\nplugin = "shop"\n[item.where]\nd = {min=2.5, max=1}', "min (2.5) is above max (1)"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", dayfirst=true}',
+     "field 'x': dayfirst is for a field of type date (it says how 03/04/2026 is read), not str"),
+    ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="int", dayfirst=true}', "dayfirst is for a field"),
     ('[[item]]\ntype = "a"\nplugin = "shop"\n[item.fields]\nx = {css="a"}', "a plugin item has no fields"),
     ('[[item]]\ntype = "a"\nplugin = "no spaces"', "plugin must be NAME or NAME@VERSION"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}',
