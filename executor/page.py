@@ -107,7 +107,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
           semantic_limits: Limits | None = None, plugins: dict | None = None,
           plugin_timeout: float = 10.0, renderer: Renderer | None = None,
           delay: float = 0.0, max_crawl_delay: float = 30.0, sitemap_fetcher: Fetcher | None = None,
-          max_links: int = Settings.max_links_per_page) -> PageResult:
+          max_links: int = Settings.max_links_per_page, on_items=None) -> PageResult:
     """Fetch ``url`` with ``fetcher`` and, for an HTML page, extract its links.
 
     Args:
@@ -157,7 +157,9 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
 
     Items: when ``instruction["items"]`` holds item specs (:mod:`gridcrawl.items`), they are
     run on the parsed page (:func:`extract_items`); a spec that cannot run fails the page's
-    items (``item_errors``), never the page or its links.
+    items (``item_errors``), never the page or its links. ``on_items``, when given, is called
+    with the :class:`~gridcrawl.items.Extraction` (``gridcrawl fetch`` shows the items the
+    ``[item.where]`` conditions dropped, which the result does not carry).
 
     Returns a :class:`PageResult`: times in seconds, sizes in bytes, ``links`` as
     ``[canonical_url, anchor_text]`` pairs, ``digest`` the hex SHA-256 of the body read (after
@@ -301,7 +303,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         if instruction.items:
             if any(isinstance(entry, dict) and "plugin" in entry for entry in instruction.items):
                 gate.close()  # a plugin is user code that may wait up to plugin_timeout: not holding the gate
-            extract_items(result, page, text, instruction.items, plugins, plugin_timeout)
+            extract_items(result, page, text, instruction.items, plugins, plugin_timeout, on_items)
         if instruction.simhash_every_page or url_shape(url) is not None:  # its only readers
             started = time.perf_counter()  # last: visible_text strips scripts (JSON-LD ...) from the tree
             result.simhash = simhash(visible_text(page.document))
@@ -311,11 +313,12 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
 
 
 def extract_items(result: PageResult, page, text: str, entries: list, plugins: dict | None,
-                  plugin_timeout: float) -> None:
+                  plugin_timeout: float, on_items=None) -> None:
     """Run the item specs ``entries`` (an instruction's ``items``) on the parsed ``page``
     (:class:`~gridcrawl.executor.parse.ParsedPage`, decoded ``text``) and put the items, the
     misses and the errors in ``result``; ``result.extract_seconds`` gets the CPU seconds spent
-    (this thread's). Specs that are not valid fail the page's items, not the page."""
+    (this thread's). Specs that are not valid fail the page's items, not the page.
+    ``on_items(extraction)``, when given, gets the :class:`~gridcrawl.items.Extraction`."""
     started = time.thread_time()
     try:
         specs = specs_from_wire(entries)
@@ -333,6 +336,8 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
         return
     result.items, result.item_misses, result.item_errors = found.items, found.misses, found.errors
     result.extract_seconds = time.thread_time() - started
+    if on_items is not None:
+        on_items(found)
 
 
 def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:

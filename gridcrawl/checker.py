@@ -34,7 +34,8 @@ class Check:
     of the links their follow rules match), those a crawl from the URL would queue at depth 1
     and the others (another host, a crawler-trap path, or past ``max_depth``). The links the
     keep rules match are ``page.kept`` (``[URL, rule number]``). ``item_types``: the types of
-    the item specs that applied to the page (None when no spec was given).
+    the item specs that applied to the page (None when no spec was given); ``item_dropped``:
+    ``[type, position]`` of each item their ``[item.where]`` conditions left out.
     """
 
     page: PageResult
@@ -43,6 +44,7 @@ class Check:
     followed: list[list] = field(default_factory=list)
     outside: list[list] = field(default_factory=list)
     item_types: list[str] | None = None
+    item_dropped: list[list] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -64,7 +66,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
             included by the caller, as ``gridcrawl run`` does for its seeds).
         items: item specs (:class:`gridcrawl.items.ItemSpec`, an ``--extract`` file's): those
             that apply to the URL run as on an executor, with the extractor plugins installed
-            here; the page's ``items``, ``item_misses`` and ``item_errors`` tell what they found.
+            here; the page's ``items``, ``item_misses`` and ``item_errors`` tell what they found,
+            ``Check.item_dropped`` what their ``[item.where]`` conditions left out.
         rules: keep/follow rules (:class:`gridcrawl.rules.Rule`, a ``--rules`` file's): the
             instruction of ``page_type`` (:func:`gridcrawl.rules.instruction_for`; default the
             base type, a seed's) is applied as on an executor.
@@ -123,6 +126,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     proxy = fetcher.proxy
     robots = RobotsCache.for_fetcher(fetcher, retry_after=settings.robots_retry) if settings.obey_robots else None
     renderer = None
+    dropped: list[list] = []
     try:
         if render:
             from gridcrawl.executor.render import Renderer
@@ -133,7 +137,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
                                             deadline=settings.rdf_parse_deadline),
                      delay=settings.download_delay, max_crawl_delay=settings.max_crawl_delay,
                      plugins=installed_plugins() if applying else None, plugin_timeout=settings.plugin_timeout,
-                     renderer=renderer, max_links=settings.max_links_per_page)
+                     renderer=renderer, max_links=settings.max_links_per_page,
+                     on_items=lambda found: dropped.extend(found.dropped))
     finally:
         if renderer is not None:
             renderer.close()
@@ -143,7 +148,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     scope.redirected_seed(Pending(0, canonical, fingerprint(canonical), 0), page)  # a redirect's host joins
     check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
                   else f"through the proxy {proxy.shown}", scope.allowed_domains,
-                  item_types=[spec.type for spec in applying] if items else None)
+                  item_types=[spec.type for spec in applying] if items else None, item_dropped=dropped)
     for link in page.links:
         (check.followed if scope.allows(link[0], 1) else check.outside).append(list(link))
     return check

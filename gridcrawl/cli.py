@@ -588,11 +588,14 @@ def _stored_specs(crawl_db: str) -> list:
         engine.dispose()
 
 
-def _refuse_missing_plugins(specs: list) -> None:
+def _refuse_missing_plugins(specs: list, remedy: str = "the executors gridcrawl run starts could not run it "
+                           "(install the plugin's package here, or crawl with gridcrawl-manager and executors "
+                           "that have it)") -> None:
     """Exit with status 2 when an item spec of ``specs`` names an extractor plugin that this
     Python environment does not provide, or that does not load here (its import fails, or its
-    entry point names no function): ``gridcrawl run``'s executors are forked here and
-    only they take its grid threads, which would otherwise wait for ever."""
+    entry point names no function), with ``remedy`` after the reason: ``gridcrawl run``'s
+    executors are forked here and only they take its grid threads, which would otherwise wait
+    for ever; ``gridcrawl fetch`` runs the plugins itself."""
     from gridcrawl.plugins import installed_plugins, loadable, missing, split_reference
     references = sorted({spec.plugin for spec in specs if spec.plugin is not None})
     if not references:
@@ -602,8 +605,7 @@ def _refuse_missing_plugins(specs: list) -> None:
     if not whys:  # installed: each must also import (an executor does not offer one that does not)
         _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})
     if whys:
-        fail(f"{'; '.join(whys)}: the executors gridcrawl run starts could not run it (install the plugin's "
-             f"package here, or crawl with gridcrawl-manager and executors that have it)")
+        fail(f"{'; '.join(whys)}: {remedy}")
 
 
 def _host_of(url_or_host: str) -> str | None:
@@ -1148,9 +1150,11 @@ def fetch_command(
         why = unknown_page_type(page_type, rule_list)
         if why is not None:
             fail(f"--page-type {why}")
-    if rules and extract:
+    if extract:  # as gridcrawl run refuses it: without --rules, only the seeds have a page type (base)
         from gridcrawl.client.cli import refuse_unknown_page_types
         refuse_unknown_page_types(extract, specs, rule_list)
+        _refuse_missing_plugins(specs, "gridcrawl fetch runs the plugins of this Python environment (install the "
+                                       "plugin's package here)")
     try:
         settings = configured_settings(ctx, **given).validate()
         _check_fetching(settings)
@@ -1171,8 +1175,13 @@ def fetch_command(
     elif json_output:
         import json
         import msgspec
-        typer.echo(json.dumps({"page": msgspec.to_builtins(check.page), "route": check.route, "scope": check.scope,
-                               "followed": check.followed, "outside": check.outside}))
+        shown_page = msgspec.to_builtins(check.page)
+        if check.item_types is not None:  # with --extract: empty lists too (a result leaves them out)
+            for key in ("items", "item_misses", "item_errors"):
+                shown_page.setdefault(key, [])
+        typer.echo(json.dumps({"page": shown_page, "route": check.route, "scope": check.scope,
+                               "followed": check.followed, "outside": check.outside,
+                               **({"item_dropped": check.item_dropped} if check.item_types is not None else {})}))
     else:
         _print_check(check, shown)
     raise typer.Exit(0 if check.ok else 1)
@@ -1244,7 +1253,7 @@ def _print_check(check, shown) -> None:
         heading("kept", shown(page.kept), page.kept)
         for target, number in shown(page.kept):
             console.print(f"  {terminal_text(target)}  [dim]rule {number}[/dim]")
-    if page.items or page.item_misses or page.item_errors:
+    if page.items or page.item_misses or page.item_errors or check.item_dropped:
         import json
         console.print(f"items ({len(page.items)}):")
         for item in page.items:
@@ -1254,6 +1263,9 @@ def _print_check(check, shown) -> None:
             console.print(f"  [yellow]miss[/yellow] {terminal_text(item_type)} #{position}: required field {terminal_text(name)} is empty")
         for item_type, message in page.item_errors:
             console.print(f"  [red]error[/red] {terminal_text(item_type)}: {terminal_text(message)}")
+        for item_type, position in check.item_dropped:
+            console.print(f"  [dim]dropped[/dim] {terminal_text(item_type)} #{position}: its \\[item.where] "
+                          "conditions left it out", highlight=False)
     elif check.item_types is not None and page.error_kind is None:
         console.print("items (0): " + (f"the specs of {', '.join(map(repr, check.item_types))} found nothing here"
                                        if check.item_types else "no item spec applies to this URL and page type"),

@@ -468,11 +468,14 @@ class Extraction:
     """The items of one page: ``items`` as ``{"type", "position", "fields"}`` dicts, ``misses``
     as ``[type, position, field]`` for each candidate item a required field left empty, and
     ``errors`` as ``[type, message]`` for each spec that failed on the page (a plugin that raised
-    or ran past its deadline) or gave more than :data:`MAX_ITEMS_PER_PAGE` items (the rest cut)."""
+    or ran past its deadline) or gave more than :data:`MAX_ITEMS_PER_PAGE` items (the rest cut);
+    ``dropped`` as ``[type, position]`` for each item its ``[item.where]`` conditions left out
+    (not sent to the crawl: ``gridcrawl fetch`` shows them)."""
 
     items: list = field(default_factory=list)
     misses: list = field(default_factory=list)
     errors: list = field(default_factory=list)
+    dropped: list = field(default_factory=list)
 
 
 def _collapse(text: str) -> str:
@@ -765,6 +768,8 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
                 fields = _fields(item, cut)
                 if _passes(fields, spec.where, today):
                     out.items.append({"type": spec.type, "position": position, "fields": fields})
+                else:
+                    out.dropped.append([spec.type, position])
                 position += 1
             if cut:  # the items are kept, cut; the page's issues say what was cut
                 out.errors.append([spec.type, f"plugin {spec.plugin}: values cut to fit: {', '.join(sorted(cut))}"])
@@ -782,6 +787,8 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
                 continue
             if _passes(fields, spec.where, today):
                 out.items.append({"type": spec.type, "position": position, "fields": fields})
+            else:
+                out.dropped.append([spec.type, position])
     return out
 
 

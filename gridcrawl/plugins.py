@@ -63,8 +63,9 @@ def loadable(plugins: dict[str, Plugin]) -> tuple[dict[str, Plugin], list[str]]:
             problems.append(f"plugin {name} cannot load: {type(exc).__name__}: {exc}"[:500])
             continue
         if not callable(function):
-            problems.append(f"plugin {name} cannot load: its entry point names a {type(function).__name__}, "
-                            "not a function")
+            kind = type(function).__name__
+            problems.append(f"plugin {name} cannot load: its entry point names {'an' if kind[:1] in 'aeiou' else 'a'} "
+                            f"{kind}, not a function")
             continue
         ok[name] = plugin
     return ok, problems

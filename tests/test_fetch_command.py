@@ -146,6 +146,50 @@ def test_fetch_shows_the_items_an_extract_spec_finds_and_misses(tmp_path):
     assert refused.returncode == 2 and "invalid item spec" in refused.stderr, refused.stderr
 
 
+def test_fetch_extract_reports_items_where_drops_and_refuses_what_a_crawl_refuses(tmp_path):
+    """gridcrawl fetch --extract: items its [item.where] dropped were not reported; --json had no
+    items key when none was found (items.md says items, item_misses and item_errors are there); a
+    spec's page_type that no rule gives was accepted without --rules (gridcrawl run refuses it);
+    a plugin entry point naming an int failed every page with "TypeError: 'int' object is not
+    callable" instead of being refused at load, as gridcrawl run does."""
+    site = Site()
+    site.pages["/"] = (b"<html><body><p class=n><b>Kettle</b> <i>24</i></p><p class=n><b>Mug</b> <i>3</i></p>"
+                       b"</body></html>")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[[item]]\ntype = "thing"\neach = "p.n"\n[item.fields]\nname = { css = "b::text" }\n'
+                    'price = { css = "i::text", type = "int" }\n[item.where]\nprice = { min = 10 }\n')
+    with SiteServer(site) as server:
+        table = _fetch(server.url("/"), "--extract", str(spec), "--links", "0")
+        assert table.returncode == 0, table.stderr
+        assert "items (1):" in table.stdout and "thing #0:" in table.stdout, table.stdout
+        assert "dropped thing #1: its [item.where] conditions left it out" in table.stdout, table.stdout
+        done = json.loads(_fetch(server.url("/"), "--extract", str(spec), "--json").stdout)
+        assert [i["position"] for i in done["page"]["items"]] == [0] and done["item_dropped"] == [["thing", 1]]
+        spec.write_text('[[item]]\ntype = "thing"\neach = "table"\n[item.fields]\nname = { css = "b::text" }\n')
+        empty = json.loads(_fetch(server.url("/"), "--extract", str(spec), "--json").stdout)
+        assert (empty["page"]["items"], empty["page"]["item_misses"], empty["page"]["item_errors"],
+                empty["item_dropped"]) == ([], [], [], [])
+        assert "items" not in json.loads(_fetch(server.url("/"), "--json").stdout)["page"], "no spec, no items"
+    spec.write_text('[[item]]\ntype = "thing"\npage_type = "product"\n[item.fields]\nname = { css = "b::text" }\n')
+    typed = _fetch("http://127.0.0.1:9/", "--extract", str(spec))
+    assert typed.returncode == 2 and "page_type 'product' is no page type of this crawl" in typed.stderr, \
+        typed.stderr
+    (tmp_path / "badplug-1.0.dist-info").mkdir()
+    (tmp_path / "badplug-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: badplug\nVersion: 1.0\n")
+    (tmp_path / "badplug-1.0.dist-info" / "entry_points.txt").write_text(
+        "[gridcrawl.extractors]\nnumber = gridcrawl_badplug:extract\n")
+    (tmp_path / "gridcrawl_badplug.py").write_text("extract = 5\n")
+    spec.write_text('[[item]]\ntype = "thing"\nplugin = "number"\n')
+    plugin = subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", "http://127.0.0.1:9/", "--extract",
+                             str(spec)], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])})
+    assert plugin.returncode == 2, plugin.stderr
+    assert "plugin number cannot load: its entry point names an int, not a function: gridcrawl fetch runs the " \
+        "plugins of this Python environment" in plugin.stderr, plugin.stderr
+    assert "Traceback" not in plugin.stderr
+
+
 def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path):
     def page(body: str) -> bytes:
         return f"<html><body>{body}</body></html>".encode()
