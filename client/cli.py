@@ -217,7 +217,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     store_meta.update(render="1" if render else "0", wait_for=wait_for or "")
     try:
         if focus is not None and focus_ontology is not None:
-            raise ValueError("--focus and --focus-ontology exclude each other: give keywords or an ontology")
+            raise ValueError(FOCUS_BOTH)
         if focus_ontology is not None:
             focused = OntologyFocus.load(focus_ontology)
             store_meta.update(focus_ontology=str(Path(focus_ontology).resolve())[:1024], focus="")
@@ -231,10 +231,9 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
         structured_data = (structured_data or focus_ontology is not None or isinstance(focused, OntologyFocus)
                            or stored.get("structured_data") == "1")
         if focused is None and (min_relevance is not None or order == "priority"):
-            raise ValueError(f"{'--min-relevance' if min_relevance is not None else '--order priority'} "
-                             "works on a focused crawl's relevance scores, and this crawl has no focus "
-                             "(without one every URL scores alike): give --focus KEYWORDS or --focus-ontology "
-                             "FILE with it, or leave it out")
+            raise ValueError(unfocused(min_relevance, order))
+        if focused is not None and order in ("bfs", "dfs"):
+            typer.echo(f"warning: {focus_order_note(order, min_relevance)}", err=True)
         if min_relevance is None:
             min_relevance = float(stored.get("min_relevance", "0"))
         if order is None:  # a focus given now implies priority order (a resumed plain crawl stored bfs)
@@ -262,6 +261,57 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
                                   "structured_data": "1" if strategy.structured_data else "0"})
     return strategy, seeds
+
+
+FOCUS_BOTH = "--focus and --focus-ontology exclude each other: give keywords or an ontology"
+
+
+def unfocused(min_relevance: float | None, order: str | None) -> str:
+    """Why ``--min-relevance`` (given: not None) or ``--order priority`` is refused in a crawl
+    without a focus (given or stored)."""
+    return (f"{'--min-relevance' if min_relevance is not None else '--order priority'} works on a focused crawl's "
+            "relevance scores, and this crawl has no focus (without one every URL scores alike): give --focus "
+            "KEYWORDS or --focus-ontology FILE with it, or leave it out")
+
+
+def focus_order_note(order: str, min_relevance: float | None) -> str:
+    """What a focused crawl given ``--order bfs`` or ``dfs`` (``order``) does: the order given
+    wins over the priority order a focus implies, so relevance only filters links (with
+    ``--min-relevance``, None when not given)."""
+    what = "breadth-first" if order == "bfs" else "depth-first"
+    return (f"--order {order} with a focus: links are taken {what}, not by relevance (--focus implies --order "
+            "priority when no --order is given); " + (
+                f"the focus only leaves out links scoring below --min-relevance {min_relevance:g}"
+                if min_relevance else "without --min-relevance the focus changes nothing of what is crawled "
+                "(it only records scores)"))
+
+
+def check_new_strategy(*, focus: str | None = None, focus_ontology: str | Path | None = None,
+                       min_relevance: float | None = None, order: str | None = None,
+                       retry_failed: list[str] | None = None) -> None:
+    """Exit with status 2 (one line) on strategy options a new crawl refuses, nothing being
+    stored that could complete them: ``--focus`` with ``--focus-ontology``, an unknown
+    ``--order``, a ``--min-relevance`` outside 0 ... 1, keywords that make no focus,
+    ``--min-relevance`` or ``--order priority`` without a focus, an unknown ``--retry-failed``
+    kind. Called before a new crawl's database is created, so that a refused run creates
+    nothing (:func:`resolve_strategy` checks them again with what a resumed crawl stored)."""
+    from gridcrawl.client.store import ORDERS
+    from gridcrawl.focus import Focus
+    if focus is not None and focus_ontology is not None:
+        fail(FOCUS_BOTH)
+    if order is not None and order not in ORDERS:
+        fail(f"--order must be one of {', '.join(ORDERS)}, not {order!r}")
+    if min_relevance is not None and not 0.0 <= min_relevance <= 1.0:
+        fail(f"--min-relevance must be between 0 and 1, not {min_relevance!r}")
+    if focus is None and focus_ontology is None and (min_relevance is not None or order == "priority"):
+        fail(unfocused(min_relevance, order))
+    if focus is not None:
+        try:
+            Focus.parse(focus)
+        except ValueError as exc:
+            fail(str(exc))
+    if retry_failed:
+        _refuse_unknown_kinds(retry_failed, set())
 
 
 def _rule_key(rule) -> tuple:
@@ -353,13 +403,19 @@ def parse_retry_kinds(value: str | None) -> list[str] | None:
 def _check_retry_kinds(store, kinds: list[str]) -> None:
     """Refuse (exit 2) an error kind that is neither one gridcrawl records, nor in the database,
     nor ``http_NNN`` (one HTTP status's failures)."""
-    from gridcrawl.executor.fetch import ErrorKind
-    from gridcrawl.client.store import http_status_kind
     import sqlalchemy as sa
     from gridcrawl import models
     with store.engine.connect() as conn:
         stored = set(conn.scalars(sa.select(models.visited_url.c.error_kind).distinct()
                                   .where(models.visited_url.c.error_kind.is_not(None))))
+    _refuse_unknown_kinds(kinds, stored)
+
+
+def _refuse_unknown_kinds(kinds: list[str], stored: set[str]) -> None:
+    """Exit with status 2 when an error kind of ``kinds`` is neither one gridcrawl records, nor
+    in ``stored`` (the crawl database's), nor ``http_NNN``."""
+    from gridcrawl.executor.fetch import ErrorKind
+    from gridcrawl.client.store import http_status_kind
     known = {k.value for k in ErrorKind} | {"poison", "lost"} | stored
     unknown = [k for k in kinds if k not in known and not http_status_kind(k)]
     if unknown:
@@ -448,6 +504,9 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
 
     seeds = seed_list(seeds)
     _check_files_first(rules, extract)
+    if _new_sqlite(db):  # refused before the file is made: a refused run creates nothing
+        check_new_strategy(focus=focus, focus_ontology=focus_ontology, min_relevance=min_relevance, order=order,
+                           retry_failed=retry_failed)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),
@@ -475,6 +534,17 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     store.lock = lock  # held while the store lives
     return store, scope
+
+
+def _new_sqlite(db: str) -> bool:
+    """True when ``db`` names a SQLite file that does not exist yet (a new crawl's)."""
+    import sqlalchemy as sa
+    try:
+        url = sa.engine.make_url(db)
+    except (ValueError, sa.exc.ArgumentError):
+        return False
+    return (url.get_backend_name() == "sqlite" and not url.host and url.database not in (None, "", ":memory:")
+            and not url.database.startswith("file:") and not os.path.exists(url.database))
 
 
 def _lock_crawl(db: str, store):

@@ -183,6 +183,13 @@ def run(
     rendering = any(spec.render for spec in specs) or rendering
     _refuse_missing_plugins(specs)
     check_wait_for(wait_for, rendering)
+    if not rendering and (unused := _on_command_line(ctx, "render_timeout", "render_pages")):
+        fail(f"{' and '.join(unused)} {'go' if len(unused) > 1 else 'goes'} with --render (or a page type or item "
+             "spec with render = true): no page is rendered")
+    if not resumed and mode is None and _on_command_line(ctx, "keep_versions"):
+        fail(f"--keep-versions keeps the bodies a recrawl replaces, and {workdir} holds no crawl yet: a first crawl "
+             f"replaces nothing, and the option is not stored with the crawl; give it to the recrawls "
+             f"(gridcrawl run --recrawl --keep-versions --workdir {workdir})")
     if rendering:  # refuse --render before any process starts when this machine cannot render
         from gridcrawl.executor.render import RenderUnavailable, Renderer
         try:
@@ -191,6 +198,10 @@ def run(
             fail(str(exc))
     if order is not None and order not in ("bfs", "dfs", "priority"):
         fail(f"--order must be one of bfs, dfs, priority, not {order!r}")
+    if not resumed:  # before WORKDIR and its crawl database are made (the client checks a resumed crawl's)
+        from gridcrawl.client.cli import check_new_strategy
+        check_new_strategy(focus=focus, focus_ontology=focus_ontology, min_relevance=min_relevance, order=order,
+                           retry_failed=parse_retry_kinds(retry_failed))
     if http:  # before any process starts: an address the run's manager cannot serve
         from gridcrawl.manager.dashboard import DashboardError, is_loopback, parse_address
         try:
@@ -555,6 +566,13 @@ def _stored_hosts(crawl_db: str) -> list[str]:
         return [str(h) for h in json.loads(_stored_meta(crawl_db).get("allowed_domains") or "[]")]
     except (ValueError, TypeError):
         return []
+
+
+def _on_command_line(ctx, *names: str) -> list[str]:
+    """The options (``--render-timeout`` ...) of the settings ``names`` that ``ctx``'s command line
+    gave (not a configuration file, the environment or a default)."""
+    return [f"--{name.replace('_', '-')}" for name in names
+            if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
 
 
 def _stored_render(crawl_db: str) -> bool:

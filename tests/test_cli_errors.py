@@ -59,6 +59,34 @@ def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
     assert not (tmp_path / "crawl.db").exists()
 
 
+@pytest.mark.parametrize("args, needle", [
+    (["--min-relevance", "0.3"], "--min-relevance works on a focused crawl's relevance scores"),
+    (["--order", "priority"], "--order priority works on a focused crawl's relevance scores"),
+    (["--focus", "kettle", "--focus-ontology", "o.ttl"], "--focus and --focus-ontology exclude each other"),
+    (["--render-timeout", "5"], "--render-timeout goes with --render (or a page type or item spec with render = "
+                                "true): no page is rendered"),
+    (["--render-pages", "3"], "--render-pages goes with --render"),
+    (["--keep-versions"], "--keep-versions keeps the bodies a recrawl replaces, and {w} holds no crawl yet: a first "
+                          "crawl replaces nothing"),
+])
+def test_run_refuses_options_that_would_do_nothing_and_creates_nothing(tmp_path, args, needle):
+    """A refused run left WORKDIR/crawl.db with crawl_meta (--min-relevance or --order priority
+    without a focus: refused by the client, after the manager and executors had started);
+    --render-timeout, --render-pages without --render and --keep-versions on a first crawl were
+    taken and did nothing."""
+    workdir = tmp_path / "w"
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(workdir), "--no-progress", *args)
+    assert_user_error(rc, out, needle.format(w=workdir))
+    assert not workdir.exists(), "a refused run creates nothing"
+
+
+def test_the_client_refuses_focus_options_without_a_focus_before_making_the_database(tmp_path):
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", f"sqlite:///{tmp_path}/c.db",
+                     "--no-progress", "--order", "priority", "http://127.0.0.1:9/")
+    assert_user_error(rc, out, "--order priority works on a focused crawl's relevance scores")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
     """``gridcrawl-client --manager M stop APPID`` answered "--db is required to crawl"."""
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0")

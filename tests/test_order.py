@@ -237,6 +237,23 @@ def test_a_resumed_crawl_keeps_the_strategy_it_stored(tmp_path):
     assert resolve_strategy(plain, [], focus="asyncio", order="dfs")[0].order == "dfs"  # unless --order says
 
 
+@pytest.mark.parametrize("order, min_relevance, says", [
+    ("bfs", None, "links are taken breadth-first, not by relevance (--focus implies --order priority when no --order "
+                  "is given); without --min-relevance the focus changes nothing of what is crawled (it only records scores)"),
+    ("dfs", 0.2, "links are taken depth-first, not by relevance (--focus implies --order priority when no --order is "
+                 "given); the focus only leaves out links scoring below --min-relevance 0.2")])
+def test_a_focus_with_order_bfs_or_dfs_is_taken_with_a_warning(tmp_path, capsys, order, min_relevance, says):
+    """``--focus kettle --order bfs`` was taken silently although strategies.md says --focus
+    implies --order priority: the order given wins, and a warning says what the focus still does."""
+    from gridcrawl.client.cli import resolve_strategy
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    strategy, _ = resolve_strategy(store, [BASE + "/"], focus="kettle", order=order, min_relevance=min_relevance)
+    assert strategy.order == order and strategy.focus is not None
+    assert capsys.readouterr().err == f"warning: --order {order} with a focus: {says}\n"
+    resolve_strategy(store, [BASE + "/"], focus="kettle")
+    assert capsys.readouterr().err == "", "no warning without --order bfs or dfs"
+
+
 @pytest.mark.parametrize("options, named", [({"min_relevance": 0.3}, "--min-relevance"),
                                             ({"order": "priority"}, "--order priority")])
 def test_focus_only_options_without_a_focus_are_refused(tmp_path, capsys, options, named):
