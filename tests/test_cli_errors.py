@@ -654,6 +654,38 @@ def test_ctrl_c_while_a_program_loads_ends_it_by_sigint_without_a_traceback(prog
     assert proc.stdout == ""  # stopped before it printed its help
 
 
+def _closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
+    """Run ``python -m ARGS`` with its standard output a pipe whose reader is gone (``| head -1``
+    once head has read its line)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", *args], stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=60)
+    finally:
+        os.close(write_end)
+
+
+def test_a_closed_output_pipe_ends_a_program_by_sigpipe_not_status_1(tmp_path):
+    """``gridcrawl run … | head -3`` and ``gridcrawl fetch URL --links 100 | head -1`` exited with
+    status 1 (the README's "every page failed") and said nothing: typer (click) and rich turn a
+    BrokenPipeError into exit status 1. They end by SIGPIPE now, as a Unix tool does (the
+    shell's status 141), whichever printed: rich (help, tables) or typer (JSON lines)."""
+    from sites import Site, SiteServer
+    site = Site()
+    site.pages["/"] = b"<html><body>" + b"".join(b'<a href="/p%d.html">p</a>' % i for i in range(300)) + b"</body></html>"
+    with SiteServer(site) as server:
+        for args in (["gridcrawl", "--help"], ["gridcrawl", "fetch", server.url("/"), "--links", "-1"],
+                     ["gridcrawl", "fetch", server.url("/"), "--json"]):
+            proc = _closed_pipe_run(*args)
+            assert proc.returncode == -signal.SIGPIPE and proc.stderr == "", (args, proc.returncode, proc.stderr)
+        failed = subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", server.url("/none.html")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert failed.returncode == 1, "a page that failed is status 1 still (output to /dev/null)"
+    rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{tmp_path}/none.db", "--format", "jsonl", "-")
+    assert rc == 2, "a user error is status 2 still"
+
+
 def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
     """``gridcrawl fetch`` of a host that accepts and never answers, interrupted by a real SIGINT
     once it waits: typer turned the KeyboardInterrupt into exit status 130, a normal exit to a
