@@ -848,8 +848,11 @@ def exit_status(counts: dict) -> None:
         exit_by_signal(counts["signal"])
     if counts["pages"] and counts["run_errors"] >= counts["pages"]:
         kinds = ", ".join(f"{label} {n}" for label, n in counts["error_kinds"].items())
-        typer.echo(f"error: every page of this crawl failed ({counts['pages']}: {kinds}); "
-                   "the errors by kind above say why", err=True)
+        pages = counts["pages"]
+        # "of this run": a resumed crawl (--retry-failed) may hold hundreds of stored pages; the
+        # kinds are the crawl's (the table above), since its rows do not say which run made them
+        typer.echo(f"error: every page of this run failed ({pages} page{'s' if pages != 1 else ''}; the crawl's errors "
+                   f"by kind: {kinds}); the errors by kind above say why", err=True)
         raise typer.Exit(CRAWL_FAILED)
 
 

@@ -84,7 +84,7 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         assert "errors by kind" in out and "blocked" in out
         assert "--allow-private 127.0.0.0/8 (gridcrawl run, gridcrawl-executor)" in " ".join(
             out.replace("│", " ").split()) and server.url("/") in out  # the programs that take it
-        assert "every page of this crawl failed" in out
+        assert "every page of this run failed (1 page; the crawl's errors by kind: blocked 1)" in out
         # where to find all of them, and the command that retries them
         assert "--format csv" in out and "--retry-failed blocked" in out
         assert f"{grid.client_command()} --retry-failed blocked" in out
@@ -128,6 +128,9 @@ def test_the_summary_names_failed_statuses_one_by_one_and_retry_failed_takes_the
                            env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
     assert again.returncode == 1, again.stderr[-3000:]  # the one page of this run failed again
     assert "1 failed URL queued again" in again.stderr
+    # of this run, not "of this crawl" (which stored 6 documents): the README's exit status 1
+    assert "error: every page of this run failed (1 page; the crawl's errors by kind: http 404 1, http 503 1)" \
+        in again.stderr, again.stderr[-3000:]
     with server.lock:
         asked = [r.path for r in server.requests]
     assert asked.count("/down.html") == 2 and asked.count("/gone.html") == 1
@@ -360,7 +363,7 @@ def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp
     assert waited, proc.stderr[-3000:]
     assert "WARNING" in waited[0] and "from 1 grid thread in flight, on 127.0.0.1 (1):" in waited[0]
     assert "never answers" in waited[0] and "tried again 2 times, 2 s apart" in waited[0]
-    assert "robots_unreachable" in proc.stderr and "every page of this crawl failed" in proc.stderr
+    assert "robots_unreachable" in proc.stderr and "every page of this run failed" in proc.stderr
     assert len(held) == 3  # robots.txt asked once per attempt: the first and retry_times (2) retries
 
 
