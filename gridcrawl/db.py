@@ -192,6 +192,20 @@ def wrong_kind(engine: Engine, wanted: str) -> str:
             f"not a {wanted} database (WORKDIR/{wanted}.db)")
 
 
+def _url_example(url: str) -> str:
+    """The database URL that ``url``, which SQLAlchemy cannot read, may have meant: a server's
+    form for one with a user (``grid:pw@host/db``) or another scheme written wrong
+    (``postgresql:host/db``); for a SQLite one with too few slashes (``sqlite:/crawl.db``) the
+    relative and the absolute file URL of its path; for a path, its ``sqlite:///`` URL."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]+):/*(.*)$", url.strip())  # two letters at least: no Windows drive
+    if "@" in url or (scheme and not scheme.group(1).lower().startswith("sqlite")):
+        return SERVER_URL_FORM
+    if scheme:
+        path = scheme.group(2) or "crawl.db"
+        return f"sqlite:///{path} for {path} in the current folder, sqlite:////{path} for /{path}"
+    return f"sqlite:///{os.path.abspath(url)}" if url.strip() else "sqlite:///crawl.db"
+
+
 def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
     ``existing``: the database must exist already (a SQLite file is not created: commands that
@@ -213,9 +227,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     try:
         parsed = sa.engine.make_url(url)
     except ArgumentError:
-        example = (SERVER_URL_FORM if "@" in url else f"sqlite:///{os.path.abspath(url)}"
-                   if "://" not in url and url.strip() else "sqlite:///crawl.db")
-        raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} (expected e.g. {example})") from None
+        raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} "
+                                  f"(expected e.g. {_url_example(url)})") from None
     except ValueError:  # a port that is no number
         raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} (its port is no number: "
                                   f"{SERVER_URL_FORM})") from None

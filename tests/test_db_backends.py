@@ -41,6 +41,12 @@ def test_not_a_url_and_unknown_kind(tmp_path, monkeypatch):
     assert one_line_error("crawl.db") == (f"not a database URL: 'crawl.db' (expected e.g. "
                                           f"sqlite:///{tmp_path / 'crawl.db'})")
     assert "unknown database kind" in one_line_error("nosuchdb://x/y")
+    # a scheme with too few slashes: its path's URLs, not sqlite:////HERE/sqlite:/crawl.db
+    for url in ("sqlite:/crawl.db", "sqlite:crawl.db"):
+        assert one_line_error(url) == (f"not a database URL: {url!r} (expected e.g. sqlite:///crawl.db for crawl.db "
+                                       f"in the current folder, sqlite:////crawl.db for /crawl.db)")
+    assert one_line_error("postgresql:db-host/crawl") == ("not a database URL: 'postgresql:db-host/crawl' (expected "
+                                                          "e.g. dialect+driver://user:password@host:PORT/database)")
     (tmp_path / "crawl-1").mkdir()
     init_schema(open_database(f"sqlite:///{tmp_path / 'crawl-1' / 'crawl.db'}"), models.crawl_metadata,
                 models.crawl_meta)
