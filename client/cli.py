@@ -12,8 +12,8 @@ from typing import List, Sequence
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints, peer_credentials,
-                                  setting_options, setup_logging, stop_on_signals, take_lock)
+from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, counted, fail, manager_endpoints,
+                                  peer_credentials, setting_options, setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
@@ -419,7 +419,9 @@ def _refuse_unknown_kinds(kinds: list[str], stored: set[str]) -> None:
     known = {k.value for k in ErrorKind} | {"poison", "lost"} | stored
     unknown = [k for k in kinds if k not in known and not http_status_kind(k)]
     if unknown:
-        fail(f"--retry-failed: unknown error kind {unknown[0]!r} (kinds: {', '.join(sorted(known))}, "
+        status = re.fullmatch(r"(?i)(?:http)?[-_]?([1-5][0-9][0-9])", unknown[0])  # 404, http404, http-404
+        meant = f" (did you mean http_{status.group(1)}, the failures of that HTTP status?)" if status else ""
+        fail(f"--retry-failed: unknown error kind {unknown[0]!r}{meant} (kinds: {', '.join(sorted(known))}, "
              f"or http_NNN for one HTTP status, as http_503)")
 
 
@@ -730,11 +732,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                else f"stopped before the end ({getattr(stop, 'reason', '') or 'asked to stop'})")
         if recrawl == "all":  # the same command would queue again the pages this run visited
             resume = rerun.replace(" --recrawl-all", " --recrawl", 1)
-            view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: --recrawl instead of "
+            view.console.print(f"{why} with {counted(counts['to_visit'], 'URL')} left to visit: --recrawl instead of "
                                f"--recrawl-all resumes the recrawl{f' ({resume})' if rerun else ''} (--recrawl-all "
                                "would visit again the pages this run visited)", soft_wrap=True, highlight=False)
         else:
-            view.console.print(f"{why} with {counts['to_visit']} URLs left to visit: the same command resumes the "
+            view.console.print(f"{why} with {counted(counts['to_visit'], 'URL')} left to visit: the same command resumes the "
                                f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
     elif recrawl == "due" and not (final.recrawl or {}).get("due") and not counts["to_visit"]:
         first = store.next_due(sitemaps=False)

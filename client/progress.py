@@ -11,6 +11,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
+from gridcrawl.cli_common import counted
 from gridcrawl.redact import terminal_text
 
 
@@ -41,13 +42,13 @@ class ProgressView:
         if self.enabled:
             from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
             self.bar = Progress(
-                TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.completed} pages"),
-                TextColumn("{task.fields[errors]} errors"), TextColumn("{task.fields[to_visit]} to visit"),
+                TextColumn("[bold]crawl"), BarColumn(), TextColumn("{task.fields[pages]}"),
+                TextColumn("{task.fields[errors]}"), TextColumn("{task.fields[to_visit]} to visit"),
                 TextColumn("{task.fields[in_flight]} in flight"),
                 TextColumn("{task.fields[rate]:.1f} pages/s"), TimeElapsedColumn(),
                 TextColumn("[bold red]{task.fields[note]}"), console=self.console)
-            self.task = self.bar.add_task("crawl", total=total, errors=0, to_visit="?", in_flight=0, rate=0.0,
-                                          note="")
+            self.task = self.bar.add_task("crawl", total=total, pages=counted(0, "page"), errors=counted(0, "error"),
+                                          to_visit="?", in_flight=0, rate=0.0, note="")
             self.limit = total
 
     def __enter__(self) -> "ProgressView":
@@ -75,7 +76,7 @@ class ProgressView:
             self._plain_said = time.monotonic()
             to_visit = progress.to_visit
             note = getattr(progress, "note", "")
-            self.console.print(f"crawl: {progress.pages:,} pages, {progress.errors:,} errors, "
+            self.console.print(f"crawl: {counted(progress.pages, 'page')}, {counted(progress.errors, 'error')}, "
                                f"{'?' if to_visit is None else f'{max(to_visit, progress.in_flight):,}'} to visit, "
                                f"{progress.in_flight:,} in flight, {progress.pages_per_second:.1f} pages/s"
                                + (f" ({note})" if note else ""), markup=False, highlight=False, soft_wrap=True)
@@ -83,7 +84,8 @@ class ProgressView:
             to_visit = progress.to_visit  # counted now and then: never fewer than those in flight
             to_visit = None if to_visit is None else max(to_visit, progress.in_flight)
             total = self.limit or (progress.pages + to_visit if to_visit is not None else None)
-            self.bar.update(self.task, completed=progress.pages, total=total, errors=progress.errors,
+            self.bar.update(self.task, completed=progress.pages, total=total, pages=counted(progress.pages, "page"),
+                            errors=counted(progress.errors, "error"),
                             to_visit="?" if to_visit is None else to_visit, in_flight=progress.in_flight,
                             rate=progress.pages_per_second, note=getattr(progress, "note", ""))
 
@@ -186,7 +188,7 @@ class ProgressView:
         examples = []
         for t in figures:
             missed = not t.items and any(f.missed for f in t.fields.values())
-            notes = [f"{t.errors} pages failed (below)" if t.errors else "",
+            notes = [f"{counted(t.errors, 'page')} failed (below)" if t.errors else "",
                      "none stored: a required field missed" if missed else "",
                      "none found: no page it applies to (its url, page_type), or its each matched nothing"
                      if not t.items and not missed and not t.errors else ""]
@@ -199,7 +201,8 @@ class ProgressView:
                 table.add_row("", f.name, "", str(f.filled), str(f.missed), note)
         self.console.print(table)
         for kind, count, url, message in examples:  # what failed, and where the rest is
-            self.console.print(terminal_text(f"{kind}: {count} pages' items failed, e.g. {url}: {message} "
+            self.console.print(terminal_text(f"{kind}: {count} page{'s' if count != 1 else ''}' items failed, e.g. {url}: "
+                                             f"{message} "
                                              f"(all of them: table item_issue, kind 'error')"),
                                soft_wrap=True, highlight=False)
 

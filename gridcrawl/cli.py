@@ -17,8 +17,8 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr, fail,
-                                  secret_environment, set_for, setting_argv, setting_options, setup_logging,
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, counted,
+                                  fail, secret_environment, set_for, setting_argv, setting_options, setup_logging,
                                   stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
@@ -555,7 +555,7 @@ def _another_crawl(crawl_db: str, seeds: list[str]) -> tuple[str, int]:
     hosts = _stored_hosts(crawl_db)
     shown = ", ".join(hosts[:3]) + (f" and {len(hosts) - 3} more" if len(hosts) > 3 else "")
     shown = ", ".join(filter(None, [shown, first and f"first {first}"]))
-    return f"{shown or 'its seeds'}: {counts[0]} URLs visited, {counts[1]} left to visit", stored
+    return f"{shown or 'its seeds'}: {counted(counts[0], 'URL')} visited, {counts[1]:,} left to visit", stored
 
 
 def _stored_hosts(crawl_db: str) -> list[str]:
@@ -845,10 +845,11 @@ def report(
                 _print_executor_summary(rep.executor_summary(engine), wide)
             _print_application_summary(rep.application_summary(engine, application), wide)
             for _needs, count, why in rep.waiting_for_capabilities(engine):
-                console.print(f"{count} threads wait: {why}", markup=False, highlight=False)
+                console.print(f"{counted(count, 'thread')} {'waits' if count == 1 else 'wait'}: {why}", markup=False,
+                              highlight=False)
             if plot is not None:
                 drawn = rep.plot_timeline(rep.thread_timings(engine, application), plot)
-                console.print(f"timeline of {drawn} threads drawn to {plot}", markup=False, highlight=False)
+                console.print(f"timeline of {counted(drawn, 'thread')} drawn to {plot}", markup=False, highlight=False)
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(engine, "manager"):
                 fail(f"{other}: give it with --crawl-db")
@@ -1115,8 +1116,9 @@ def extract_command(
         except KeyboardInterrupt:
             typer.echo("interrupted: the crawl's items and item spec are as they were", err=True)
             raise typer.Exit(130) from None
-    typer.echo(f"{done.items} items from {done.pages} pages; {done.misses} misses of required fields, "
-               f"{done.errors} pages whose items failed, {done.skipped} pages without a stored body", err=True)
+    typer.echo(f"{counted(done.items, 'item')} from {counted(done.pages, 'page')}; "
+               f"{counted(done.misses, 'miss', 'misses')} of required fields, {counted(done.errors, 'page')} whose "
+               f"items failed, {counted(done.skipped, 'page')} without a stored body", err=True)
     for kind, pages in done.unrendered.items():
         typer.echo(f"note: item type {kind!r} asks for rendering (render = true), but {pages} of the stored pages it "
                    f"applies to {'was' if pages == 1 else 'were'} not rendered (document.render_seconds is NULL: the "
@@ -1180,7 +1182,10 @@ def fetch_command(
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
                           rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
                           page_types=page_types, structured_data=structured_data, body=body)
-    except (InvalidURL, ValueError, RenderUnavailable) as exc:
+    except InvalidURL as exc:  # "127.0.0.1:8300/": the URL it may have meant, as gridcrawl run says for a seed
+        from gridcrawl.client.cli import _seed_hint
+        fail(f"{exc}{_seed_hint(url.strip())}")
+    except (ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
     if body:
@@ -1414,11 +1419,13 @@ def spark_command(
 
     def report_layer(f, total) -> None:
         capped = f" (and {f.capped} more left out: over the per-host cap)" if f.capped else ""
-        typer.echo(f"layer {f.layer} (depth {f.depth}): {f.urls} URLs, {f.pages} pages, {f.errors} errors, "
+        typer.echo(f"layer {f.layer} (depth {f.depth}): {counted(f.urls, 'URL')}, {counted(f.pages, 'page')}, "
+                   f"{counted(f.errors, 'error')}, "
                    f"{max(0, f.queued - f.capped)} new links queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
-                   f"{f.peak_worker_rss / 2**20:.0f} MB | total {total.pages} pages, {total.pages_per_second:.1f} pages/s")
+                   f"{f.peak_worker_rss / 2**20:.0f} MB | total {counted(total.pages, 'page')}, "
+                   f"{total.pages_per_second:.1f} pages/s")
     stop = stop_on_signals()  # again: SparkContext put its own SIGINT handler in place
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
@@ -1428,16 +1435,18 @@ def spark_command(
     finally:
         sc.stop()
     counts = store.counts()
-    typer.echo(f"{result.pages} pages in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
-               f"{len(result.layers)} layers; tables: {counts['documents']} documents, {counts['visited']} visited, "
-               f"{counts['to_visit']} to visit, {counts['errors']} errors, {counts['set_aside']} set aside "
+    typer.echo(f"{counted(result.pages, 'page')} in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
+               f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "
+               f"{counts['visited']:,} visited, {counts['to_visit']:,} to visit, {counted(counts['errors'], 'error')}, "
+               f"{counts['set_aside']:,} set aside "
                "(duplicates, traps, noindex)")
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
     if reached := max_pages_note(settings.max_pages, counts):
         typer.echo(reached)
     elif counts["to_visit"] and stop.is_set():
-        typer.echo(f"interrupted with {counts['to_visit']} URLs left to visit: the same command resumes the crawl")
+        typer.echo(f"interrupted with {counted(counts['to_visit'], 'URL')} left to visit: the same command resumes "
+                   "the crawl")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
     if counts["errors"] or counts["set_aside"]:
         from gridcrawl.db import shown_url

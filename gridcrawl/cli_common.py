@@ -196,6 +196,12 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(USER_ERROR)
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` as a person writes them: ``"1 page"``, ``"2 pages"``, ``"1,024 URLs"``
+    (``plural``: the plural when it is not ``noun + "s"``)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def check_wait_for(value: str | None, rendering: bool = True) -> None:
     """Exit with status 2 (one line) when ``--wait-for VALUE`` cannot be a selector for the
     browser (:func:`gridcrawl.rules.wait_for_error`) or, ``rendering`` false, no page is

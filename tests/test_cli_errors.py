@@ -87,6 +87,29 @@ def test_the_client_refuses_focus_options_without_a_focus_before_making_the_data
     assert list(tmp_path.iterdir()) == []
 
 
+def test_fetch_and_retry_failed_name_what_a_mistyped_value_may_have_meant(tmp_path):
+    """``gridcrawl fetch 127.0.0.1:8300/`` said "scheme '' not crawlable" without the "did you
+    mean http://…" gridcrawl run gives a seed; ``--retry-failed 404`` listed the kinds without
+    naming http_404."""
+    rc, out, _ = run("gridcrawl", "fetch", "127.0.0.1:8300/")
+    assert_user_error(rc, out, "invalid URL '127.0.0.1:8300/'", "(did you mean http://127.0.0.1:8300/?)")
+    for given in ("404", "http404"):
+        rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(tmp_path / "w"),
+                         "--retry-failed", given)
+        assert_user_error(rc, out, f"unknown error kind {given!r} (did you mean http_404, the failures of that "
+                                   "HTTP status?)")
+    assert not (tmp_path / "w").exists()
+
+
+def test_counts_are_written_singular_and_plural():
+    """"1 URLs visited", "1 errors", "1 pages" (the progress bar): one of a thing is singular."""
+    from gridcrawl.cli_common import counted
+    from gridcrawl.client.cli import max_pages_note
+    assert (counted(1, "page"), counted(0, "error"), counted(1_024, "URL"), counted(1, "miss", "misses"),
+            counted(2, "miss", "misses")) == ("1 page", "0 errors", "1,024 URLs", "1 miss", "2 misses")
+    assert "(1 URL visited in all)" in max_pages_note(1, {"visited": 1, "to_visit": 3, "pages": 1})
+
+
 def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
     """``gridcrawl-client --manager M stop APPID`` answered "--db is required to crawl"."""
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0")

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from gridcrawl.cli_common import counted
 from grid import Grid, free_port, wait_for
 from sites import generate_site, reachable
 
@@ -259,8 +260,8 @@ def test_cancel_from_the_client_command_stops_the_crawl(dash):
     # the summary ends by saying why the crawl stopped with URLs left, and how to go on
     left = dash.grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
     assert left > 0
-    assert (f"cancelled by an operator (gridcrawl-client cancel) with {left} URLs left to visit: the same command "
-            f"resumes the crawl ({dash.grid.client_command()})") \
+    assert (f"cancelled by an operator (gridcrawl-client cancel) with {counted(left, 'URL')} left to visit: the same "
+            f"command resumes the crawl ({dash.grid.client_command()})") \
         in " ".join(dash.grid.log("client.log").split())
     # the dashboard's snapshot is refreshed every 0.5 s: wait for the one after the cancel
     wait_for(lambda: dash.application()["state"] == "stopped", 10, message="a snapshot of the stopped application")

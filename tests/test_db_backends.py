@@ -271,7 +271,7 @@ def test_report_says_why_queued_threads_wait(sqlite_url):
         ("", 1, "the connected executors take no work now (idle-only ones whose desktop is in use or outside "
                 "their hours)")]
     result = CliRunner().invoke(app, ["report", "--db", sqlite_url], env={"COLUMNS": "250"})
-    assert result.exit_code == 0 and "1 threads wait: the connected executors take no work now" in result.output
+    assert result.exit_code == 0 and "1 thread waits: the connected executors take no work now" in result.output
     with engine.begin() as conn:
         conn.execute(t.update().where(t.c.thread_id == 5).values(needs="render"))
         conn.execute(e.update().where(e.c.executor_id == "e1").values(capabilities="render"))

@@ -19,6 +19,7 @@ import time
 import pytest
 import zmq
 
+from gridcrawl.cli_common import counted
 from gridcrawl import protocol as p
 from gridcrawl.urls import canonical_url
 from grid import FAST, Grid, free_port, wait_for
@@ -148,7 +149,7 @@ def test_sigterm_of_the_client_applies_and_acknowledges_what_it_holds(tmp_path, 
         first_status = client.wait(timeout=30)
         applied = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")[0][0]
         left = grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
-        assert f"stopped before the end (SIGTERM) with {left} URLs left to visit: the same command resumes the " \
+        assert f"stopped before the end (SIGTERM) with {counted(left, 'URL')} left to visit: the same command resumes the " \
                f"crawl ({grid.client_command()})" in " ".join(grid.log("client.log").split())
         # every result the client applied is acknowledged (Dead at the manager, once the records are written)
         wait_for(lambda: dead() == applied, 10, 0.05, "every applied result acknowledged")

@@ -51,6 +51,21 @@ def test_log_lines_are_not_glued_onto_the_progress_bar():
     assert "3 pages" in text  # the bar was drawn
 
 
+def test_the_progress_bar_and_line_say_1_page_and_1_error():
+    """The bar said "1 pages", "1 errors"."""
+    script = PROGRESS_AND_LOG.replace("progress.pages = 3", "progress.pages = progress.errors = 1")
+    rc, output = on_a_terminal([sys.executable, "-c", script], env={**os.environ, "TERM": "xterm", "COLUMNS": "120"},
+                               timeout=30)
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)
+    assert rc == 0 and "1 page " in text and "1 error " in text, text
+    assert "1 pages" not in text and "1 errors" not in text, text
+    plain = subprocess.run([sys.executable, "-c", script.replace("import logging, time", "import logging, time\n"
+                                                                 "import gridcrawl.client.progress as gp\n"
+                                                                 "gp.PLAIN_EVERY = 0")],
+                           capture_output=True, text=True, timeout=60)
+    assert "crawl: 1 page, 1 error, ? to visit" in plain.stderr, plain.stderr
+
+
 def test_without_a_terminal_the_progress_is_a_plain_line_now_and_then():
     """``gridcrawl run`` under nohup or into a log file printed nothing for the whole crawl (22
     minutes on a site with no end): the same figures come as one plain line every PLAIN_EVERY
@@ -388,7 +403,7 @@ def test_a_client_whose_manager_has_no_executor_says_so_then_crawls_when_one_com
         assert "1 grid thread in flight waits at the manager" in line, line
         report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
                                 capture_output=True, text=True, timeout=60)
-        assert "1 threads wait: no executor is connected" in report.stdout, report.stdout + report.stderr
+        assert "1 thread waits: no executor is connected" in report.stdout, report.stdout + report.stderr
         grid.start_executor("late")
         assert client.wait(timeout=90) == 0, grid.log("client.log")
     finally:

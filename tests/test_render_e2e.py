@@ -92,7 +92,7 @@ def test_rendering_threads_run_only_on_the_executor_with_a_browser(tmp_path, sit
         assert "render: start gridcrawl-executor --render" in grid.log("client.log")  # and what gives it
         report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
                                 capture_output=True, text=True, timeout=60)
-        assert "threads wait: no connected executor has render" in report.stdout, report.stdout + report.stderr
+        assert "1 thread waits: no connected executor has render" in report.stdout, report.stdout + report.stderr
         assert visited_paths(grid) == set()
         grid.start_executor("render", "--threads", "2", "--render", "--render-timeout", "20")
         assert client.wait(120) == 0, grid.log("client.log") + grid.log("render.log")

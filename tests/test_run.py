@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from gridcrawl.cli_common import counted
 from grid import Grid, free_port, wait_for
 from sites import generate_site, reachable
 
@@ -317,7 +318,7 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
     left = Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
     assert left > 0
     # the command as given: the crawl's fetch settings (--download-delay) are not stored with it
-    assert (f"stopped before the end (Ctrl-C) with {left} URLs left to visit: the same command resumes the crawl "
+    assert (f"stopped before the end (Ctrl-C) with {counted(left, 'URL')} left to visit: the same command resumes the crawl "
             f"({shlex.join(['gridcrawl', *args])})") in " ".join(stderr.split())
 
 

@@ -414,7 +414,7 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
                           env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "every page of this run failed (1 page; the crawl's errors by kind: connection 1)" in proc.stderr, proc.stderr[-2000:]
-    assert "layer 1 (depth 0): 1 URLs, 1 pages, 1 errors" in proc.stdout
+    assert "layer 1 (depth 0): 1 URL, 1 page, 1 error" in proc.stdout
     assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
     # where the errors are told by kind, and that command tells them
     command = re.search(r"errors by kind, one example each: (gridcrawl report --crawl-db \S+)", proc.stdout).group(1)
