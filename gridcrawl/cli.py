@@ -17,7 +17,7 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, counted,
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr, counted,
                                   fail, secret_environment, set_for, setting_argv, setting_options, setup_logging,
                                   stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
