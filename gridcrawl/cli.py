@@ -17,9 +17,9 @@ from typing import List
 
 import typer
 
-from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr, counted,
-                                  fail, secret_environment, set_for, setting_argv, setting_options, setup_logging,
-                                  stop_on_signals, take_lock)
+from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr,
+                                  counted, fail, secret_environment, set_for, setting_argv, setting_options,
+                                  setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
