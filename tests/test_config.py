@@ -303,10 +303,11 @@ def test_config_show_prints_every_setting_with_its_source(tmp_path):
 
 
 def config_show(path, program: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``gridcrawl --config PATH config show --program PROGRAM ARGS`` (200 columns)."""
+    """``gridcrawl --config PATH config show --program PROGRAM ARGS`` (400 columns: a table row
+    with a pytest-xdist temporary path did not fit in 200)."""
     return subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
                            "--program", program, *args], capture_output=True, text=True, timeout=60,
-                          env={**CLEAN_ENV, "COLUMNS": "200", **(env or {})})
+                          env={**CLEAN_ENV, "COLUMNS": "400", **(env or {})})
 
 
 def shown_rows(stdout: str) -> dict[str, tuple[str, str]]:
