@@ -696,6 +696,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
                   run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
+                  sitemaps_skipped=dict(store.sitemaps_skipped),
                   max_pages_per_host=settings.max_pages_per_host,
                   beyond_depth=beyond, max_depth=settings.max_depth, new_crawl=new_crawl,
                   below_relevance=len(store.below_relevance), min_relevance=store.strategy.min_relevance,

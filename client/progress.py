@@ -95,7 +95,8 @@ class ProgressView:
         separators, as ``URLs visited``): the figures of ``counts``
         (application id, pages this run, documents, visited, errors, set aside, to visit, links
         not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
-        a seed's subdomains counted under it), links of pages at ``max_depth`` not followed
+        a seed's subdomains counted under it), sitemap files not read (``sitemaps_skipped``:
+        host -> files, :attr:`~gridcrawl.client.store.CrawlStore.sitemaps_skipped`), links of pages at ``max_depth`` not followed
         (``beyond_depth``, this crawl's runs together; ``new_crawl``: how a crawl starts afresh,
         ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
         pages whose links were cut at ``max_links_per_page`` (``links_cut``: their URLs; judged by
@@ -125,6 +126,15 @@ class ProgressView:
             table.add_row("not queued", f"{sum(capped.values()):,} links of hosts at the per-host cap of "
                           f"{counts.get('max_pages_per_host') or 0:,} URLs (a seed's subdomains counted with it): "
                           f"{named}{more}")
+        skipped = counts.get("sitemaps_skipped") or {}
+        if skipped:
+            from gridcrawl.client.store import HOST_SITEMAPS, SITEMAP_FILES_PER_SITE
+            hosts = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+            named = ", ".join(f"{host} ({n:,})" for host, n in hosts[:3])
+            more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
+            table.add_row("sitemaps not read", f"{sum(skipped.values()):,} sitemap files: a site's sitemaps are "
+                          f"{SITEMAP_FILES_PER_SITE:,} at most ({HOST_SITEMAPS} of its own robots.txt's), none once "
+                          f"it has max_pages_per_host URLs: {named}{more}")
         if counts.get("beyond_depth"):
             table.add_row("not followed", f"{counts['beyond_depth']:,} links of pages at --max-depth "
                           f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "

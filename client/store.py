@@ -55,6 +55,24 @@ triple = models.triple
 CLAIM_SCAN = 4
 CLAIM_ROUNDS = 3
 
+#: Sitemap files (a host's own and the sitemaps its indexes name) queued per site
+#: (:meth:`Scope.site`) at most, over the whole crawl. sitemaps.org bounds each file (50,000
+#: entries, 50 MiB) but not their number: a robots.txt of 3,000 ``Sitemap:`` lines, each an
+#: index of 100 sitemaps of 1,000 URLs, is 300,000 files, hours of requests that bring no page
+#: (Nutch, Scrapy and StormCrawler read every sitemap they are given, each file bounded only by
+#: its size). 1,000 files of 100 URLs each fill the default ``max_pages_per_host`` (100,000): a
+#: site whose sitemaps are small (one per day of a news archive) still has its pages found, and
+#: the requests its sitemaps cost stay at 1 % of its page cap. Once a site has
+#: ``max_pages_per_host`` URLs, its sitemaps are not read at all (:meth:`CrawlStore._queue`):
+#: every page they list would be left out.
+SITEMAP_FILES_PER_SITE = 1_000
+#: Of :data:`SITEMAP_FILES_PER_SITE`, the host's own sitemaps (its robots.txt's ``Sitemap:``
+#: lines, or ``/sitemap.xml``) at most. They are queued first and read first (the seed names
+#: them all at once), so the indexes among them would otherwise take the whole budget and leave
+#: none to the sitemaps they name, which list the pages. Google's Search Console takes 500 index
+#: files per site; a robots.txt names a handful. 100 leaves nine tenths to the indexes' sitemaps.
+HOST_SITEMAPS = 100
+
 
 @dataclass(slots=True)
 class HostShare:
@@ -159,11 +177,27 @@ class Rows:
 
 
 @dataclass
+class _Queued:
+    """What one transaction's :meth:`CrawlStore._queue` queued and left out, counted once it
+    commits (:meth:`CrawlStore._count_sites`): the site (:meth:`Scope.site`) of each page
+    queued (``added``) and of each left out at ``max_pages_per_host`` (``capped``), the site and
+    kind of each sitemap file queued (``maps``), the site of each sitemap file not queued or taken
+    out of the queue (``skipped``), and the sites found at their cap (``full``)."""
+
+    added: list[str] = field(default_factory=list)
+    capped: list[str] = field(default_factory=list)
+    maps: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    full: set[str] = field(default_factory=set)
+
+
+@dataclass
 class Scope:
     """Which links are followed: hosts in ``allowed_domains`` (and their subdomains), depth at
     most ``max_depth`` (-1: unlimited), paths that are no crawler trap (no segment three times,
     :func:`gridcrawl.urls.path_trap`), and at most ``max_pages_per_host`` URLs per :meth:`site`
-    (0: unlimited; counted by :meth:`CrawlStore.apply`). URLs longer than 2,083 characters never
+    (0: unlimited; counted by :meth:`CrawlStore.apply`; sitemap files are bounded apart, by
+    :data:`SITEMAP_FILES_PER_SITE`). URLs longer than 2,083 characters never
     get here: :func:`gridcrawl.urls.canonical_url` refuses them.
 
     Also: ``follow_nofollow`` (follow ``rel="nofollow"`` links: the executors leave them out
@@ -324,6 +358,15 @@ class CrawlStore:
         self.recrawl_since: datetime | None = None
         self.lock = None  # what holds the crawl database's crawler lock (client.cli.open_crawl)
         self._site_counts: collections.Counter[str] | None = None  # URLs per Scope.site, for max_pages_per_host
+        # Sitemap files queued or read per Scope.site (key: the site) and the host's own among them
+        # (key: (site, "sitemap")), for SITEMAP_FILES_PER_SITE and HOST_SITEMAPS (None: not read yet)
+        self._sitemap_counts: collections.Counter | None = None
+        # Sites found at max_pages_per_host: their sitemaps are no longer read (committed only)
+        self._full_sites: set[str] = set()
+        #: Sitemap files this store did not queue, or took out of the queue, per site: beyond
+        #: :data:`SITEMAP_FILES_PER_SITE` or :data:`HOST_SITEMAPS`, or of a site that had reached
+        #: ``max_pages_per_host`` (committed transactions only).
+        self.sitemaps_skipped: collections.Counter[str] = collections.Counter()
         #: Links this store did not queue because their site (:meth:`Scope.site`: a seed's host
         #: with its subdomains) had reached ``max_pages_per_host``, per site (committed
         #: transactions only).
@@ -714,8 +757,12 @@ class CrawlStore:
           grid threads at the seed's depth; a sitemap's pages are queued one hop deeper with
           their ``lastmod`` (carried to ``document.lastmod``); an index's sitemaps are queued
           as ``kind='sitemap-child'`` (whose own index entries are ignored: sitemaps.org allows
-          no nesting). A sitemap gets a ``visited_url`` row and a ``sitemap`` row (its digest,
-          validators and schedule), no ``document`` row. A sitemap read again that answers
+          no nesting). Sitemap files do not count against ``max_pages_per_host``: a site has at
+          most :data:`SITEMAP_FILES_PER_SITE` of them queued or read, :data:`HOST_SITEMAPS` of its
+          own among them, and none more once it has ``max_pages_per_host`` URLs (those waiting
+          are taken out of the queue); the others are counted in :attr:`sitemaps_skipped`.
+          A sitemap gets a ``visited_url`` row and a ``sitemap`` row (its digest, validators
+          and schedule), no ``document`` row. A sitemap read again that answers
           304 or the same digest is not read again: its pages are known.
         * a sitemap's ``<lastmod>`` for a stored document updates ``document.lastmod`` and, by
           :meth:`AdaptiveSchedule.lastmod_hint`, its schedule: modified since the last visit,
@@ -741,8 +788,7 @@ class CrawlStore:
         links = rows.links
         item_types = {spec.type for spec in self.strategy.items}
         found: dict = {}
-        added: list = []
-        capped: list = []
+        queued = [_Queued()]
         late: dict = {}
 
         def work(conn) -> None:
@@ -758,7 +804,7 @@ class CrawlStore:
             found["new"] = len(new_docs)
             self._delete_to_visit(conn, rows.thread_ids)
             self._record_traps(conn, rows.traps)
-            added[:], capped[:] = self._queue(conn, list(links.values()), scope)
+            queued[0] = self._queue(conn, list(links.values()), scope)
             insert_ignore(conn, kept_link, rows.kept)
             if item_types and stored:  # a page visited again with a body: its new items replace the old
                 self._drop_items(conn, [o.pending.fingerprint for o in outcomes if o.pending.fingerprint in stored
@@ -781,7 +827,7 @@ class CrawlStore:
                            *((row["url"], row["depth"]) for row in rows.traps)]:
             if known.get(hash(url), depth + 1) > depth:
                 known[hash(url)] = depth
-        self._count_sites(added, capped)
+        self._count_sites(queued[0])
         return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
                 "triples": len(rows.triples), **found}
@@ -813,14 +859,13 @@ class CrawlStore:
         within the scope's per-host cap, in one transaction (insert-if-absent: a row queued
         already, or by another writer meanwhile, is stored once); return how many rows the cap
         left out (also counted in :attr:`capped`)."""
-        added: list = []
-        capped: list = []
+        queued = [_Queued()]
 
         def work(conn) -> None:
-            added[:], capped[:] = self._queue(conn, list(links), scope)
+            queued[0] = self._queue(conn, list(links), scope)
         run_transaction(self.engine, work)
-        self._count_sites(added, capped)
-        return len(capped)
+        self._count_sites(queued[0])
+        return len(queued[0].capped)
 
     @staticmethod
     def _record_traps(conn, trap_rows: list[dict]) -> None:
@@ -837,40 +882,43 @@ class CrawlStore:
         for ids in chunks(sorted(thread_ids), 500):
             conn.execute(to_visit.delete().where(to_visit.c.id.in_(ids)))
 
-    def _queue(self, conn, links: list[dict], scope: Scope) -> tuple[list[str], list[str]]:
-        """Insert the link rows not yet visited (and within the per-host cap) into
-        ``to_visit_url``; return the sites (:meth:`Scope.site`) of the rows the cap counted and of
-        those it left out (to count once committed)."""
+    def _queue(self, conn, links: list[dict], scope: Scope) -> "_Queued":
+        """Insert into ``to_visit_url`` the link rows not yet visited (pages within the per-host
+        cap, :meth:`_cap_per_site`; sitemap files within their own bounds, :meth:`_bound_sitemaps`)
+        and take out the sitemap files of the sites the cap has filled (:meth:`_drop_sitemaps`);
+        return what was queued and left out, to count once committed."""
+        result = _Queued()
         if not links:
-            return [], []
+            return result
         pages = [row for row in links if row.get("kind") is None]
         maps = [row for row in links if row.get("kind") is not None]
-        if self.recrawl_since is None:
-            pages += maps
-            maps = []
-        seen = self._visited(conn, [row["fingerprint"] for row in pages])
+        plain = self.recrawl_since is None
+        seen = self._visited(conn, [row["fingerprint"] for row in (pages + maps if plain else pages)])
         rows = [row for row in pages if row["fingerprint"] not in seen]
-        if maps:  # a recrawl reads again the sitemaps not read since it started, conditionally
+        again: list[dict] = []  # a recrawl's sitemaps read before, read again: no new files
+        if plain:
+            maps = [row for row in maps if row["fingerprint"] not in seen]
+        elif maps:  # a recrawl reads again the sitemaps not read since it started, conditionally
             read = self._stored_sitemaps(conn, [row["fingerprint"] for row in maps])
-            again = []
+            new = []
             for row in maps:
                 old = read.get(row["fingerprint"])
                 if old is None:
-                    again.append({**row, "etag": None, "last_modified": None})
+                    new.append({**row, "etag": None, "last_modified": None})
                 elif old.visited_at < self.recrawl_since:
                     again.append({**row, "etag": old.etag, "last_modified": old.last_modified})
-            maps = again
-        added: list[str] = []
-        capped: list[str] = []
+            maps = new
         unvisited = rows
         if scope.max_pages_per_host > 0:
-            rows, added, capped = self._cap_per_site(conn, rows, scope)
+            rows, result.added, result.capped = self._cap_per_site(conn, rows, scope)
+        maps = self._bound_sitemaps(conn, maps, scope, result)
         insert_ignore(conn, to_visit, rows)
-        insert_ignore(conn, to_visit, maps)
+        insert_ignore(conn, to_visit, maps + again)
+        self._drop_sitemaps(conn, scope, result)
         self._lower_depth(conn, unvisited)
         if self.strategy.focus is not None:  # a queued link found again: the cap left it out, its score may rise
-            self._raise_relevance(conn, unvisited + maps)
-        return added, capped
+            self._raise_relevance(conn, unvisited + maps + again)
+        return result
 
     @staticmethod
     def _lower_depth(conn, rows: list[dict]) -> None:
@@ -887,12 +935,18 @@ class CrawlStore:
                 conn.execute(to_visit.update().where(c.fingerprint.in_(part), c.depth > depth,
                                                      c.in_flight == sa.false()).values(depth=depth))
 
-    def _count_sites(self, added: list[str], capped: list[str]) -> None:
-        """Count the sites (:meth:`Scope.site`) of a committed transaction's queued and capped
-        links (a retried transaction recomputed both)."""
-        for site in added:
+    def _count_sites(self, queued: "_Queued") -> None:
+        """Count what a committed transaction's :meth:`_queue` queued and left out, by site
+        (:meth:`Scope.site`; a retried transaction recomputed it all)."""
+        for site in queued.added:
             self._site_counts[site] += 1
-        self.capped.update(capped)
+        self.capped.update(queued.capped)
+        for site, kind in queued.maps:
+            self._sitemap_counts[site] += 1
+            if kind == "sitemap":
+                self._sitemap_counts[(site, "sitemap")] += 1
+        self.sitemaps_skipped.update(queued.skipped)
+        self._full_sites |= queued.full
 
     def _extracted(self, o: Outcome) -> bool:
         """True if the executor ran the crawl's item specs on ``o``'s page: one applies to it and
@@ -1295,6 +1349,77 @@ class CrawlStore:
                    "page_type": None, "relevance": None, "kind": kind, "lastmod": None}
             links[row["fingerprint"]] = row
 
+    def _bound_sitemaps(self, conn, maps: list[dict], scope: Scope, result: "_Queued") -> list[dict]:
+        """The rows of ``maps`` (sitemap files new to the crawl: neither visited nor read) to
+        queue: not queued already, of a site below ``max_pages_per_host`` (else every page they
+        list would be left out; a recrawl aside: their lastmods tell which stored pages are due),
+        and within :data:`SITEMAP_FILES_PER_SITE` and
+        :data:`HOST_SITEMAPS` of their site. Adds the site (and kind) of each kept row to
+        ``result.maps``, of each other to ``result.skipped``, and the sites found at their cap to
+        ``result.full``."""
+        if not maps:
+            return []
+        queued: set[str] = set()
+        for part in chunks([row["fingerprint"] for row in maps], 500):
+            queued.update(conn.execute(sa.select(to_visit.c.fingerprint)
+                                       .where(to_visit.c.fingerprint.in_(part))).scalars())
+        maps = [row for row in maps if row["fingerprint"] not in queued]
+        if not maps:
+            return []
+        if self._sitemap_counts is None:
+            self._sitemap_counts = self._load_sitemap_counts(conn, scope)
+        cap = scope.max_pages_per_host if self.recrawl_since is None else 0
+        if cap > 0 and self._site_counts is None:
+            self._site_counts = self._load_site_counts(conn, scope)
+        full = self._full_sites | set(result.capped)
+        counts, pending = self._sitemap_counts, collections.Counter()
+        kept = []
+        for row in maps:
+            site = scope.site(row["url"])
+            if cap > 0 and (site in full or self._site_counts[site] >= cap):
+                result.full.add(site)
+                result.skipped.append(site)
+                continue
+            own = (site, "sitemap") if row["kind"] == "sitemap" else None
+            if counts[site] + pending[site] >= SITEMAP_FILES_PER_SITE or \
+                    (own is not None and counts[own] + pending[own] >= HOST_SITEMAPS):
+                result.skipped.append(site)
+                continue
+            pending[site] += 1
+            if own is not None:
+                pending[own] += 1
+            kept.append(row)
+            result.maps.append((site, row["kind"]))
+        return kept
+
+    def _drop_sitemaps(self, conn, scope: Scope, result: "_Queued") -> None:
+        """Take out of ``to_visit_url`` the sitemap files waiting (not in flight) of the sites
+        found at ``max_pages_per_host`` in this transaction for the first time (their links
+        left out, ``result.capped``, or their sitemaps, ``result.full``): every page they list
+        would be left out. Their sites go to ``result.skipped``; ``result.full`` becomes those
+        sites. Only the sites that have sitemap files are looked for (a seed's host), each once.
+        Not in a recrawl: the sitemaps it reads again tell which stored pages are due."""
+        if self.recrawl_since is not None:
+            return
+        newly = (set(result.capped) | result.full) - self._full_sites
+        result.full = newly
+        if not newly:
+            return
+        if self._sitemap_counts is None:
+            self._sitemap_counts = self._load_sitemap_counts(conn, scope)
+        look = {site for site in newly if self._sitemap_counts[site]}
+        if not look:
+            return
+        c = to_visit.c
+        waiting = conn.execute(sa.select(c.id, c.url).where(c.kind.is_not(None), c.in_flight == sa.false())).all()
+        gone = [row for row in waiting if scope.site(row.url) in look]
+        for ids in chunks(sorted(row.id for row in gone), 500):
+            conn.execute(to_visit.delete().where(c.id.in_(ids), c.in_flight == sa.false()))
+        result.skipped += [scope.site(row.url) for row in gone]
+        if gone:
+            log.info("%d sitemap files not read: their sites reached max_pages_per_host (%s)", len(gone),
+                     ", ".join(sorted({scope.site(row.url) for row in gone})))
+
     # ------------------------------------------------------------------ strategies
 
     def _page_score(self, page: PageResult, pend: Pending) -> float | None:
@@ -1420,13 +1545,34 @@ class CrawlStore:
 
     @staticmethod
     def _load_site_counts(conn, scope: Scope) -> "collections.Counter[str]":
-        """URLs per site (:meth:`Scope.site`) in ``visited_url`` and ``to_visit_url`` (read once
-        per client; several clients on one database each count what they see, so the cap is
-        approximate)."""
+        """URLs per site (:meth:`Scope.site`) in ``visited_url`` and ``to_visit_url``, sitemap
+        files aside (those read, in the ``sitemap`` table, and those queued, with a ``kind``).
+        Read once per client; several clients on one database each count what they see, so the
+        cap is approximate."""
         counts: collections.Counter[str] = collections.Counter()
-        for table in (visited, to_visit):
-            for url in conn.execute(sa.select(table.c.url)).scalars():
+        for query in (sa.select(visited.c.url).where(visited.c.fingerprint.not_in(
+                          sa.select(sitemap_table.c.fingerprint))),
+                      sa.select(to_visit.c.url).where(to_visit.c.kind.is_(None))):
+            for url in conn.execute(query).scalars():
                 counts[scope.site(url)] += 1
+        return counts
+
+    @staticmethod
+    def _load_sitemap_counts(conn, scope: Scope) -> collections.Counter:
+        """Sitemap files read (``sitemap`` rows) or queued (``to_visit_url`` rows with a
+        ``kind``) per site (:meth:`Scope.site`), and the host's own among them under
+        ``(site, "sitemap")``: what :data:`SITEMAP_FILES_PER_SITE` and :data:`HOST_SITEMAPS`
+        count against (read once per client, approximate with several)."""
+        found: dict[str, tuple[str, str]] = {}
+        for table, where in ((sitemap_table, sa.true()), (to_visit, to_visit.c.kind.is_not(None))):
+            for fp, url, kind in conn.execute(sa.select(table.c.fingerprint, table.c.url, table.c.kind).where(where)):
+                found[fp] = (url, kind)
+        counts: collections.Counter = collections.Counter()
+        for url, kind in found.values():
+            site = scope.site(url)
+            counts[site] += 1
+            if kind == "sitemap":
+                counts[(site, "sitemap")] += 1
         return counts
 
     # ------------------------------------------------------------------ figures

@@ -350,7 +350,7 @@ def test_a_link_maze_ends_at_the_per_host_cap(tmp_path, site_server):
     assert done.returncode == 0, done.stderr[-3000:]
     grid = Grid(tmp_path)  # only to read the databases the run left
     visited = {url for (url,) in grid.query("crawl", "SELECT url FROM visited_url")}
-    assert len(visited) == MAZE_CAP  # "/", /sitemap.xml (a 404) and the maze pages
+    assert len(visited) == MAZE_CAP + 1  # "/" and 299 maze pages, and /sitemap.xml (a 404): no page, not counted
     assert grid.query("crawl", "SELECT count(*) FROM to_visit_url") == [(0,)]
     with server.lock:
         asked = {canonical_url(server.url(r.path)) for r in server.requests if r.path != "/robots.txt"}
@@ -379,8 +379,8 @@ def test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap(tmp_path, site_
     assert done.returncode == 0, done.stderr[-3000:]
     grid = Grid(tmp_path)  # only to read the databases the run left
     visited = {url for (url,) in grid.query("crawl", "SELECT url FROM visited_url")}
-    assert len(visited) == MAZE_CAP  # the seed, its /sitemap.xml (a 404) and 298 subdomains' home pages
-    assert len({u.split("/")[2] for u in visited}) == MAZE_CAP - 1  # one page per host name
+    assert len(visited) == MAZE_CAP + 1  # the seed, 299 subdomains' home pages, and its /sitemap.xml (a 404)
+    assert len({u.split("/")[2] for u in visited}) == MAZE_CAP  # one page per host name
     assert grid.query("crawl", "SELECT count(*) FROM to_visit_url") == [(0,)]
     assert asked == visited
     row = re.search(r"not queued\s*│\s*([\d,]+) links", done.stderr)
@@ -417,6 +417,50 @@ def test_a_sitemap_flood_does_not_keep_the_crawl_from_its_pages(tmp_path, site_s
     maps = grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE url LIKE '%.xml'")[0][0]
     documents = grid.query("crawl", "SELECT COUNT(*) FROM document")[0][0]
     assert documents >= 120 // 3 and maps >= SITEMAPS_IN_FLIGHT, (documents, maps)
+
+
+def test_a_robots_txt_of_many_sitemap_indexes_ends_with_the_sites_pages(tmp_path, site_server):
+    """``gridcrawl run`` (real programs) of a site whose robots.txt names 1,000 sitemap indexes,
+    each of 100 sitemaps listing 100 pages (within sitemaps.org's limits), with a cap of 300
+    URLs per host. Every index entry was queued and the sitemap files counted against the cap:
+    a walkthrough's crawl of such a site (3,000 indexes, the default cap) read 1,783 sitemaps in
+    171 s, stored 2 documents and had 98,215 sitemaps left. Now the site reads HOST_SITEMAPS of
+    its own sitemaps and the few children that fill its cap with pages, then stops reading
+    sitemaps, and the summary says how many it left."""
+    import subprocess
+    import sys
+    from gridcrawl.client.app import SITEMAPS_IN_FLIGHT
+    from gridcrawl.client.store import HOST_SITEMAPS
+    site = generate_site(1, links_per_page=0, seed=5)
+    server = site_server(site)
+    site.pages["/robots.txt"] = ("User-agent: *\n" + "".join(
+        f"Sitemap: {server.url(f'/sm/{i}.xml')}\n" for i in range(1000))).encode()
+    site.types["/robots.txt"] = "text/plain"
+
+    def sitemap(h):
+        name = h.path.rsplit("/", 1)[1][:-4]
+        if "-" not in name:  # an index of 100 sitemaps
+            body = "<sitemapindex xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>" + "".join(
+                f"<sitemap><loc>{server.url(f'/sm/{name}-{j}.xml')}</loc></sitemap>" for j in range(100))
+            h.respond(200, (body + "</sitemapindex>").encode(), content_type="application/xml")
+        else:  # a sitemap of 100 pages
+            body = "<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>" + "".join(
+                f"<url><loc>{server.url(f'/p/{name}-{k}.html')}</loc></url>" for k in range(100))
+            h.respond(200, (body + "</urlset>").encode(), content_type="application/xml")
+    site.extra["/sm/*"] = sitemap
+    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>%s</body></html>" % h.path.encode())
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--threads", "4", "--max-pages-per-host", "300", "--workdir", str(tmp_path),
+                           "--no-progress"], capture_output=True, text=True, timeout=CRAWL_BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    grid = Grid(tmp_path)
+    assert grid.query("crawl", "SELECT COUNT(*) FROM document") == [(300,)]  # the seed and 299 pages
+    assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+    indexes, children = grid.query("crawl", "SELECT SUM(kind = 'sitemap'), SUM(kind = 'sitemap-child') FROM sitemap")[0]
+    assert indexes == HOST_SITEMAPS and 3 <= children <= 3 + SITEMAPS_IN_FLIGHT, (indexes, children)
+    summary = " ".join(done.stderr.replace("│", " ").split())
+    row = re.search(r"sitemaps not read ([\d,]+) sitemap files", summary)
+    assert row and int(row.group(1).replace(",", "")) >= 1000 - HOST_SITEMAPS, summary
 
 
 def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_server):

@@ -110,3 +110,13 @@ def test_every_command_line_in_the_docs_takes_its_options():
                                 and option != "--config"):  # read by every command, wherever it stands
                             wrong.append((page.name, " ".join(path), option))
     assert not wrong, sorted(set(wrong))
+
+
+def test_the_sitemap_bounds_the_docs_give_are_the_codes():
+    """docs/realweb.md gives the bounds on a site's sitemap files with their numbers."""
+    from gridcrawl.client.store import HOST_SITEMAPS, SITEMAP_FILES_PER_SITE
+    realweb = " ".join((ROOT / "docs" / "realweb.md").read_text().split())
+    assert f"at most {SITEMAP_FILES_PER_SITE:,} sitemap files per site (`SITEMAP_FILES_PER_SITE`" in realweb
+    assert f"at most {HOST_SITEMAPS} of the host's own (`HOST_SITEMAPS`" in realweb
+    readme = " ".join(README.split())
+    assert f"at most {SITEMAP_FILES_PER_SITE:,} sitemap files a site, {HOST_SITEMAPS} of them its own" in readme

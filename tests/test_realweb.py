@@ -581,6 +581,89 @@ def test_a_sitemap_flood_is_read_a_few_at_a_time(store):
     assert len(store.claim(10)) == 10  # without a limit (a Spark layer): sitemaps too
 
 
+def test_a_robots_txt_of_many_sitemap_indexes_is_read_within_a_bound(store):
+    """A walkthrough's robots.txt named 3,000 sitemap indexes of 100 sitemaps of 1,000 URLs each
+    (within sitemaps.org's limits): every index entry was queued, the sitemap files filled the
+    per-host cap, and after 171 s the crawl had read 1,783 sitemaps, stored 2 documents, and had
+    98,215 sitemaps left (hours more). A site now has at most SITEMAP_FILES_PER_SITE sitemap
+    files, HOST_SITEMAPS of its own among them, so that its indexes leave room to the sitemaps
+    they name; the rest are counted for the summary."""
+    from gridcrawl.client.store import HOST_SITEMAPS, SITEMAP_FILES_PER_SITE
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/sm{i}.xml" for i in range(3000)])], scope)
+    indexes = store.claim(5000)
+    assert len(indexes) == HOST_SITEMAPS and {p.kind for p in indexes} == {"sitemap"}
+    assert [p.url for p in indexes[:2]] == [f"{H}/sm0.xml", f"{H}/sm1.xml"]  # the first ones named
+    assert store.sitemaps_skipped == {"h.example": 3000 - HOST_SITEMAPS}
+    for index in indexes[:12]:  # 12 x 100 children: the budget is full after 9
+        n = index.url.split("sm")[1][:-4]
+        store.apply([_outcome(index, sitemaps=[f"{H}/sm{n}-{j}.xml" for j in range(100)])], scope)
+    children = store.claim(5000)
+    assert len(children) == SITEMAP_FILES_PER_SITE - HOST_SITEMAPS and {p.kind for p in children} == {"sitemap-child"}
+    assert store.sitemaps_skipped == {"h.example": 3000 - HOST_SITEMAPS + 1200 - len(children)}
+    # a new client on the same database counts the sitemap files there (read, and queued)
+    again = CrawlStore(store.engine)
+    again.apply([_outcome(indexes[50], sitemaps=[f"{H}/sm50-{j}.xml" for j in range(100)])], scope)
+    assert again.sitemaps_skipped == {"h.example": 100}
+
+
+def test_sitemap_files_do_not_count_against_the_page_cap_and_stop_at_it(store):
+    """Sitemap files counted against ``max_pages_per_host`` like pages: a site's sitemaps filled
+    its cap and no page it lists was queued. They are counted apart now; once the site's pages
+    reach the cap, the sitemap files still waiting are taken out of the queue (every page they
+    list would be left out) and no more are queued."""
+    scope = Scope(["h.example"], max_pages_per_host=5)
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/index.xml"])], scope)
+    (index,) = _claim_all(store).values()
+    store.apply([_outcome(index, sitemaps=[f"{H}/s{i}.xml" for i in range(6)])], scope)
+    maps = store.claim(2)  # two read now, four waiting
+    assert len(_rows(store, "SELECT id FROM to_visit_url WHERE kind = 'sitemap-child'")) == 6
+    store.apply([_outcome(maps[0], sitemap_pages=[[f"{H}/p{k}", ""] for k in range(3)])], scope)
+    pages = {p.url: p for p in store.claim(10, sitemaps=0)}
+    assert sorted(pages) == [f"{H}/p0", f"{H}/p1", f"{H}/p2"]
+    assert not store.capped and not store.sitemaps_skipped  # the seed and 3 pages: 4 of 5
+    store.apply([_outcome(maps[1], sitemap_pages=[[f"{H}/q{k}", ""] for k in range(3)])], scope)
+    assert store.capped == {"h.example": 2}  # the cap is full: q1 and q2 left out ...
+    assert _rows(store, "SELECT url FROM to_visit_url WHERE kind IS NOT NULL") == []  # ... and the sitemaps
+    assert store.sitemaps_skipped == {"h.example": 4}
+    # a resumed crawl counts pages, not sitemap files, against the cap (the seed, p0-p2, q0: 5)
+    again = CrawlStore(store.engine)
+    again.apply([_outcome(pages[f"{H}/p0"], links=[[f"{H}/new", ""]])], scope)
+    assert again.capped == {"h.example": 1}
+    # a site below its cap after all the sitemaps were read
+    wide = Scope(["h.example"], max_pages_per_host=10)
+    third = CrawlStore(store.engine)
+    third.apply([_outcome(pages[f"{H}/p1"], links=[[f"{H}/new", ""]])], wide)
+    assert f"{H}/new" in {p.url for p in third.claim(10)}
+
+
+def test_a_recrawl_reads_the_sitemaps_of_a_site_at_its_page_cap(store):
+    """A recrawl reads its sitemaps again for their lastmods (which stored pages are due): a
+    site at ``max_pages_per_host`` keeps them, where a plain crawl would take them out."""
+    from gridcrawl.db import utcnow
+    scope = Scope(["h.example"], max_pages_per_host=3)
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, sitemaps=[f"{H}/a.xml", f"{H}/b.xml"])], scope)
+    maps = {p.url: p for p in _claim_all(store).values()}
+    store.apply([_outcome(maps[f"{H}/a.xml"], sitemap_pages=[[f"{H}/p{k}", ""] for k in range(2)]),
+                 _outcome(maps[f"{H}/b.xml"], sitemap_pages=[[f"{H}/q{k}", ""] for k in range(2)])], scope)
+    pages = _claim_all(store)
+    assert len(pages) == 2 and store.capped == {"h.example": 2}  # the seed and 2 pages: the cap
+    store.apply([_outcome(pend, digest=url) for url, pend in pages.items()], scope)
+    recrawl = CrawlStore(store.engine)
+    recrawl.recrawl_since = utcnow()
+    assert recrawl.queue_sitemaps(every=True) == 2
+    again = recrawl.claim(1)  # one sitemap read again; the other waits
+    recrawl.apply([_outcome(again[0], digest="changed", sitemap_pages=[[f"{H}/new{k}", ""] for k in range(2)])], scope)
+    assert recrawl.capped == {"h.example": 2} and not recrawl.sitemaps_skipped
+    assert len(_rows(store, "SELECT id FROM to_visit_url WHERE kind = 'sitemap'")) == 1
+
+
 def test_a_sitemaps_lastmod_reaches_pages_queued_or_in_flight_before_it(store):
     """The seed's links queue ``/q`` and ``/f`` before its sitemap is read; ``/f`` is even in
     flight when the sitemap's result is applied. The sitemap's lastmod of each still reaches its
