@@ -809,8 +809,8 @@ def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
     """The end of the sentence a crawl's summary prints when the per-host cap (``cap`` URLs,
     ``--max-pages-per-host``) left links out: why, and what to do about it (``new_crawl``: how
     a crawl starts afresh, since the links left out are not recorded)."""
-    return (f"were not queued: their hosts had {cap} URLs queued or visited, a seed's subdomains counted "
-            "with it (--max-pages-per-host, the cap that ends a link maze, over one host or endless "
+    return (f"were not queued: their hosts had {cap} URLs queued or visited (sitemap files not counted), a "
+            "seed's subdomains counted with it (--max-pages-per-host, the cap that ends a link maze, over one host or endless "
             f"subdomains); a site that large takes {new_crawl} and a larger cap (0: none)")
 
 

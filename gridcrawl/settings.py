@@ -212,8 +212,8 @@ class Settings:
                 "included (0: no limit)")
     max_depth: int = _doc(20, "largest link depth (hops) from a seed to visit, a last-resort trap cap (-1: no limit; the Python and PostgreSQL docs need 3)",
                 cli=(C, R, S), group="scope", help="largest link depth (hops) from a seed (-1: no limit)")
-    max_pages_per_host: int = _doc(100_000, "URLs of one host queued or visited at most, a seed's subdomains (or an --allow-domain's) counted with it, its seeds and sitemap files aside: the cap that ends a link maze, over one host or endless subdomains (0: no limit)",
-                cli=(C, R, S), group="scope", help="URLs of one host queued or visited at most (a seed's subdomains counted with it), the end of a link maze (0: no limit)")
+    max_pages_per_host: int = _doc(100_000, "URLs of one host queued or visited at most, a seed's subdomains (or an --allow-domain's) counted with it, sitemap files not counted (bounded apart: 1,000 a site), its seeds queued whatever the count: the cap that ends a link maze, over one host or endless subdomains (0: no limit)",
+                cli=(C, R, S), group="scope", help="URLs of one host queued or visited at most, sitemap files not counted (a seed's subdomains counted with it), the end of a link maze (0: no limit)")
     max_in_flight: int = _doc(256, "grid threads an application keeps submitted at once",
                 cli=(C, R), group="strategy", help="grid threads submitted at once (1: the exact --order)")
     apply_batch: int = _doc(256, "results applied to the crawl tables in one transaction, at most")

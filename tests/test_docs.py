@@ -120,3 +120,22 @@ def test_the_sitemap_bounds_the_docs_give_are_the_codes():
     assert f"at most {HOST_SITEMAPS} of the host's own (`HOST_SITEMAPS`" in realweb
     readme = " ".join(README.split())
     assert f"at most {SITEMAP_FILES_PER_SITE:,} sitemap files a site, {HOST_SITEMAPS} of them its own" in readme
+
+
+def test_the_docs_say_alike_what_max_pages_per_host_counts():
+    """docs/politeness.md said the per-host cap counted a host's URLs "its seeds and sitemap
+    files aside", docs/realweb.md that sitemaps "count against the host's max_pages_per_host
+    like pages". The code counts every URL but the sitemap files (bounded apart, by
+    SITEMAP_FILES_PER_SITE); each place that says what the cap counts says so."""
+    from gridcrawl.client.cli import capped_note
+    from gridcrawl.client.store import SITEMAP_FILES_PER_SITE
+    doc = next(doc for name, _, doc in Settings.documented() if name == "max_pages_per_host")
+    assert f"sitemap files not counted (bounded apart: {SITEMAP_FILES_PER_SITE:,} a site)" in doc
+    rows = {page: [line for line in (ROOT / page).read_text().splitlines()
+                   if line.startswith("| `max_pages_per_host`")] for page in ("docs/politeness.md", "docs/realweb.md")}
+    for page, (row,) in rows.items():
+        assert "sitemap files not counted" in row, page
+    assert "sitemap files not counted" in capped_note(100)
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(page.read_text().split())
+        assert "Sitemaps, and the URLs they list, count against" not in text, page
