@@ -503,15 +503,19 @@ def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
         yield tail[start : start + _CHUNK]
 
 
+class DecompressedTooLarge(ValueError):
+    """:func:`gunzip`'s output would pass its ``max_bytes``."""
+
+
 def gunzip(data: bytes, max_bytes: int) -> bytes:
     """Decompress gzip ``data`` (RFC 1952; a ``.gz`` file, not a Content-Encoding), keeping
-    memory bounded: raises ``ValueError`` when the output would pass ``max_bytes`` bytes or the
-    data is not valid gzip."""
+    memory bounded: raises :class:`DecompressedTooLarge` (a ``ValueError``) when the output would
+    pass ``max_bytes`` bytes, ``ValueError`` when the data is not valid gzip."""
     out = bytearray()
     try:
         for piece in _inflate([data], "gzip"):
             if len(out) + len(piece) > max_bytes:
-                raise ValueError(f"more than {max_bytes} bytes once decompressed")
+                raise DecompressedTooLarge(f"more than {max_bytes} bytes once decompressed")
             out += piece
     except _DecodeError as exc:
         raise ValueError(str(exc)) from None

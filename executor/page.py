@@ -53,7 +53,7 @@ from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, c
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
                                       parse_page, sniff_html, visible_text)
 from gridcrawl.executor.robots import RobotsCache, product_token
-from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, SitemapError, parse_sitemap
+from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, TOO_LARGE, SitemapError, parse_sitemap
 from gridcrawl.simhash import simhash
 from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import RuleError, apply_instruction
@@ -383,8 +383,9 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
                    close: bool, headers: dict[str, str] | None = None) -> PageResult:
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
-    ``sitemaps``. A body that is no readable sitemap (or is over the sitemaps.org size limit)
-    fails as ``bad_sitemap``, unless it is an HTML page (a "soft 404": no failure, as a 404);
+    ``sitemaps``. A body that is no readable sitemap, or is over the sitemaps.org size limit
+    (decompressed from a ``.gz`` file or from a ``Content-Encoding``: the fetcher's
+    ``too_large``), fails as ``bad_sitemap``, unless it is an HTML page (a "soft 404": no failure, as a 404);
     entries ignored (past 50,000, not http(s)) are counted in ``error`` of an otherwise
     successful visit. A sitemap that is not there (404, 410) is no
     failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
@@ -402,6 +403,11 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
         error_kind=fetched.error_kind.value if fetched.error_kind else None, error=fetched.error,
         retry_after=fetched.retry_after, redirects=list(fetched.redirects), crawl_delay=crawl_delay,
         headers=dict(fetched.headers) or None)
+    if fetched.error_kind == ErrorKind.TOO_LARGE:
+        # the limit is sitemaps.org's, on the sitemap uncompressed, whatever the transport: the
+        # same failure as a .xml.gz file that decompresses past it (max_body_bytes plays no part)
+        result.error_kind, result.error = ErrorKind.BAD_SITEMAP.value, TOO_LARGE
+        return result
     if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status in (404, 410):
         # most hosts have nothing at /sitemap.xml: that is no failure of the crawl
         result.error_kind, result.error = None, f"no sitemap here (HTTP {fetched.status})"

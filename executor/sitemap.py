@@ -13,7 +13,9 @@ namespace, or with Google's old one, are read too (as Scrapy's ``scrapy.utils.si
 
 Limits of sitemaps.org ("Sitemap file location" and "Using Sitemap index files"): a sitemap or
 index holds at most 50,000 entries and 52,428,800 bytes uncompressed. A bigger file is refused
-(:class:`SitemapError`); entries past 50,000 are ignored and counted in ``Sitemap.ignored``.
+(:class:`SitemapError`, :data:`TOO_LARGE`), however it came compressed: a ``.gz`` file here, or a
+``Content-Encoding`` the fetcher removed (``gridcrawl.executor.page`` gives its ``too_large`` the
+same kind and message); entries past 50,000 are ignored and counted in ``Sitemap.ignored``.
 """
 
 from __future__ import annotations
@@ -24,16 +26,20 @@ from datetime import datetime, timezone
 
 import lxml.etree
 
-from gridcrawl.executor.fetch import gunzip
+from gridcrawl.executor.fetch import DecompressedTooLarge, gunzip
 from gridcrawl.urls import InvalidURL, canonical_url
 from gridcrawl.errors import SitemapError  # noqa: F401 (re-exported)
 
-__all__ = ["MAX_SITEMAP_BYTES", "MAX_SITEMAP_ENTRIES", "Sitemap", "SitemapError", "parse_lastmod", "parse_sitemap"]
+__all__ = ["MAX_SITEMAP_BYTES", "MAX_SITEMAP_ENTRIES", "TOO_LARGE", "Sitemap", "SitemapError", "parse_lastmod",
+           "parse_sitemap"]
 
 #: Largest sitemap accepted, bytes after decompression (sitemaps.org: 50 MiB).
 MAX_SITEMAP_BYTES = 52_428_800
 #: Entries of one sitemap or index read at most (sitemaps.org: 50,000).
 MAX_SITEMAP_ENTRIES = 50_000
+#: Why a sitemap over :data:`MAX_SITEMAP_BYTES` is refused (``bad_sitemap``), whichever way it
+#: came compressed.
+TOO_LARGE = f"sitemap larger than {MAX_SITEMAP_BYTES} bytes uncompressed (the sitemaps.org limit)"
 
 
 @dataclass
@@ -93,10 +99,12 @@ def parse_sitemap(body: bytes) -> Sitemap:
     if body[:2] == b"\x1f\x8b":
         try:
             body = gunzip(body, MAX_SITEMAP_BYTES)
+        except DecompressedTooLarge:
+            raise SitemapError(TOO_LARGE) from None
         except ValueError as exc:
             raise SitemapError(f"gzip sitemap: {exc}") from None
     if len(body) > MAX_SITEMAP_BYTES:
-        raise SitemapError(f"sitemap larger than {MAX_SITEMAP_BYTES} bytes")
+        raise SitemapError(TOO_LARGE)
     result: Sitemap | None = None
     loc = lastmod = None
     try:

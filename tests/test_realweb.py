@@ -189,7 +189,7 @@ def test_sitemap_limits_of_sitemaps_org():
     sm = parse_sitemap(many)
     assert len(sm.entries) == MAX_SITEMAP_ENTRIES and sm.ignored == 3
     bomb = gzip.compress(b"<urlset>" + b" " * (60 * 1024 * 1024) + b"</urlset>", 9)  # 60 MiB, 60 KiB gzipped
-    with pytest.raises(SitemapError, match="more than 52428800 bytes"):
+    with pytest.raises(SitemapError, match="sitemap larger than 52428800 bytes uncompressed"):
         parse_sitemap(bomb)
 
 
@@ -710,6 +710,33 @@ def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
     assert (soft.status, soft.error_kind, soft.error, soft.sitemap_pages) == (
         200, None, "no sitemap here (an HTML page, HTTP 200)", [])
     assert (broken.status, broken.error_kind) == (200, "bad_sitemap")
+
+
+def test_an_oversized_sitemap_is_a_bad_sitemap_however_it_came_compressed(site_server):
+    """The same sitemap of 60 MiB (over sitemaps.org's 52,428,800 bytes uncompressed) came back
+    as two kinds: ``bad_sitemap`` as a ``.xml.gz`` file ("gzip sitemap: more than 52428800 bytes
+    once decompressed"), ``too_large`` with ``Content-Encoding: gzip`` ("body exceeds the cap of
+    52428800 bytes"), which points at max_body_bytes, a setting sitemaps do not use. One kind and
+    one reason now, plain and uncompressed too."""
+    from gridcrawl.executor.sitemap import TOO_LARGE
+    big = b"<urlset><url><loc>http://h.example/a</loc></url>" + b" " * (60 * 1024 * 1024) + b"</urlset>"
+    packed = gzip.compress(big, 9)
+    site = Site()
+    site.extra["/file.xml.gz"] = lambda h: h.respond(200, packed, content_type="application/gzip")
+    site.extra["/encoded.xml"] = lambda h: h.respond(200, packed, content_type="application/xml",
+                                                     headers={"Content-Encoding": "gzip"})
+    site.extra["/plain.xml"] = lambda h: h.respond(200, big, content_type="application/xml")
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    try:
+        found = {path: visit(fetcher, server.url(path), instruction={"sitemap": True})
+                 for path in ("/file.xml.gz", "/encoded.xml", "/plain.xml")}
+    finally:
+        fetcher.close()
+    assert {path: (r.error_kind, r.error) for path, r in found.items()} == dict.fromkeys(
+        found, ("bad_sitemap", TOO_LARGE))
+    assert TOO_LARGE == "sitemap larger than 52428800 bytes uncompressed (the sitemaps.org limit)"
+    assert not any(r.sitemap_pages for r in found.values())
 
 
 def test_retry_failed_leaves_the_crawls_decisions_alone(store):
