@@ -62,8 +62,11 @@ log = logging.getLogger("gridcrawl.client")
 class Progress:
     """Figures of a running crawl, updated as results are applied (times in seconds).
 
-    ``pages`` are grid threads whose result this run applied (fetch errors included),
-    ``documents`` those that stored a page, ``errors`` the others. The crawl's **seconds** run
+    ``pages`` are grid threads whose result this run applied (fetch errors included; what
+    ``max_pages`` counts), ``documents`` those that stored a page, ``errors`` the others;
+    ``sitemaps`` are the sitemap threads among ``pages`` (read for their links: no document) and
+    ``sitemap_errors`` their failures among ``errors``, which the figures shown leave out
+    (:attr:`page_count`, :attr:`pages_per_second`). The crawl's **seconds** run
     from the first grid thread this run submitted to the last result it applied (docs/figures:
     the same definition as ``gridcrawl report``'s, which counts from the manager's records).
     """
@@ -71,6 +74,8 @@ class Progress:
     pages: int = 0
     documents: int = 0
     errors: int = 0
+    sitemaps: int = 0
+    sitemap_errors: int = 0
     in_flight: int = 0
     # the frontier: rows of to_visit_url (those in flight included), counted now and then
     # (FRONTIER_COUNT_EVERY), and only when there is an on_progress to show it (None: not yet)
@@ -95,10 +100,21 @@ class Progress:
         return max(end - self.first_submitted, 0.0)
 
     @property
+    def page_count(self) -> int:
+        """Pages (not sitemap files) whose result this run applied, fetch errors included."""
+        return self.pages - self.sitemaps
+
+    @property
+    def page_errors(self) -> int:
+        """Of :attr:`page_count`, those that failed."""
+        return self.errors - self.sitemap_errors
+
+    @property
     def pages_per_second(self) -> float:
-        """Pages applied per crawl second of this run (0 before the first second)."""
+        """Pages (not sitemap files: :attr:`page_count`) applied per crawl second of this run
+        (0 before the first second)."""
         seconds = self.seconds
-        return self.pages / seconds if seconds > 0 else 0.0
+        return self.page_count / seconds if seconds > 0 else 0.0
 
 
 def control_application(settings: Settings, manager: str | list[str], application_id: str, action: str, *,
@@ -813,6 +829,8 @@ class CrawlApplication:
             pr.pages += done["pages"]
             pr.documents += done["documents"]
             pr.errors += done["errors"]
+            pr.sitemaps += done["sitemaps"]
+            pr.sitemap_errors += done["sitemap_errors"]
             if done.get("to_visit") is not None:
                 pr.to_visit = done["to_visit"]
             acked = True

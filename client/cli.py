@@ -650,8 +650,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     one set by SIGINT/SIGTERM, :func:`~gridcrawl.cli_common.stop_on_signals`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, a recrawl of a database without documents, or a manager that does not answer.
-    Returns the final counts of the crawl tables plus ``pages``, ``errors``, ``seconds`` and
-    ``pages_per_second`` of this run, the ``application_id`` and ``recrawl`` (the recrawl's
+    Returns the final counts of the crawl tables plus ``pages``, ``run_errors``, ``seconds`` and
+    ``pages_per_second`` of this run (pages, not sitemap files: those are ``sitemaps_read``), the ``application_id`` and ``recrawl`` (the recrawl's
     counts, or None); see :func:`exit_status` for the crawl's exit status.
     """
     import sqlalchemy as sa
@@ -693,8 +693,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         store.set_metas({"links_beyond_depth": str(beyond), "links_beyond_max_depth": str(settings.max_depth)})
     new_crawl = "a new --workdir" if name == "gridcrawl run" else "a new --db"
     counts.update(signal=getattr(stop, "signum", None),
-                  seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.pages,
-                  run_errors=final.errors, application_id=final.application_id, recrawl=final.recrawl,
+                  seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.page_count,
+                  run_errors=final.page_errors, sitemaps_read=final.sitemaps, application_id=final.application_id, recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   sitemaps_skipped=dict(store.sitemaps_skipped),
                   max_pages_per_host=settings.max_pages_per_host,

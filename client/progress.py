@@ -76,7 +76,7 @@ class ProgressView:
             self._plain_said = time.monotonic()
             to_visit = progress.to_visit
             note = getattr(progress, "note", "")
-            self.console.print(f"crawl: {counted(progress.pages, 'page')}, {counted(progress.errors, 'error')}, "
+            self.console.print(f"crawl: {pages_label(progress)}, {counted(progress.errors, 'error')}, "
                                f"{'?' if to_visit is None else f'{max(to_visit, progress.in_flight):,}'} to visit, "
                                f"{progress.in_flight:,} in flight, {progress.pages_per_second:.1f} pages/s"
                                + (f" ({note})" if note else ""), markup=False, highlight=False, soft_wrap=True)
@@ -84,7 +84,7 @@ class ProgressView:
             to_visit = progress.to_visit  # counted now and then: never fewer than those in flight
             to_visit = None if to_visit is None else max(to_visit, progress.in_flight)
             total = self.limit or (progress.pages + to_visit if to_visit is not None else None)
-            self.bar.update(self.task, completed=progress.pages, total=total, pages=counted(progress.pages, "page"),
+            self.bar.update(self.task, completed=progress.pages, total=total, pages=pages_label(progress),
                             errors=counted(progress.errors, "error"),
                             to_visit="?" if to_visit is None else to_visit, in_flight=progress.in_flight,
                             rate=progress.pages_per_second, note=getattr(progress, "note", ""))
@@ -93,7 +93,8 @@ class ProgressView:
                 commands: list[tuple[str, str]] = ()) -> None:
         """Print the end-of-crawl summary on stderr, within 80 columns (counts with thousands
         separators, as ``URLs visited``): the figures of ``counts``
-        (application id, pages this run, documents, visited, errors, set aside, to visit, links
+        (application id, pages this run (``pages``; the sitemap files read, ``sitemaps_read``,
+        named apart: no document), documents, visited, errors, set aside, to visit, links
         not queued because their host was at ``max_pages_per_host`` (``capped``: host -> links,
         a seed's subdomains counted under it), sitemap files not read (``sitemaps_skipped``:
         host -> files, :attr:`~gridcrawl.client.store.CrawlStore.sitemaps_skipped`), links of pages at ``max_depth`` not followed
@@ -101,7 +102,7 @@ class ProgressView:
         ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
         pages whose links were cut at ``max_links_per_page`` (``links_cut``: their URLs; judged by
         the client's setting, which the executors share unless configured apart),
-        seconds, pages/s), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
+        seconds, pages/s (pages, not sitemap files)), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
         and the next ``commands`` (what for, command line)."""
@@ -109,7 +110,9 @@ class ProgressView:
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
         table.add_row("application", str(counts.get("application_id", ""))[:8])
-        table.add_row("pages this run", f"{counts['pages']:,}")
+        sitemaps = counts.get("sitemaps_read") or 0
+        table.add_row("pages this run", f"{counts['pages']:,}" + (
+            f" (and {sitemaps:,} sitemap file{'s' if sitemaps != 1 else ''} read: no document)" if sitemaps else ""))
         table.add_row("documents stored", f"{counts['documents']:,}")
         table.add_row("URLs visited", visited_label(counts))
         table.add_row("errors", f"{counts['errors']:,}")
@@ -215,6 +218,14 @@ class ProgressView:
                                              f"{message} "
                                              f"(all of them: table item_issue, kind 'error')"),
                                soft_wrap=True, highlight=False)
+
+
+def pages_label(progress) -> str:
+    """The pages a running crawl has done (a :class:`gridcrawl.client.app.Progress`), and the
+    sitemap files among its results apart: ``"2 pages, 1,783 sitemaps"`` (a sitemap is read
+    for its links and stores no document, so it is not counted as a page nor in pages/s)."""
+    n = progress.sitemaps
+    return counted(progress.page_count, "page") + (f", {counted(n, 'sitemap')}" if n else "")
 
 
 def visited_label(counts: dict) -> str:

@@ -778,7 +778,9 @@ class CrawlStore:
         Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
         a changed page's items replace those of its stored copy.
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}`` plus, for recrawl
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}``,
+        ``sitemaps`` (of ``pages``, the sitemap threads: read for their links, no document) and
+        ``sitemap_errors`` (of ``errors``, theirs) plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS`, ``new`` (documents stored
         for the first time; equal to ``documents``) and ``due`` (stored documents a sitemap's
         lastmod made due and this batch queued). Idempotent: applying the same outcome twice
@@ -828,7 +830,10 @@ class CrawlStore:
             if known.get(hash(url), depth + 1) > depth:
                 known[hash(url)] = depth
         self._count_sites(queued[0])
-        return {"pages": len(outcomes), "documents": found["new"], "errors": rows.errors, "links": len(links),
+        maps = [o.pending.fingerprint for o in outcomes if o.pending.kind is not None]
+        failed = {v["fingerprint"] for v in rows.visits if v["error_kind"] and v["error_kind"] not in DECISIONS}
+        return {"pages": len(outcomes), "sitemaps": len(maps), "sitemap_errors": sum(fp in failed for fp in maps),
+                "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
                 "triples": len(rows.triples), **found}
 

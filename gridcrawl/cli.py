@@ -303,7 +303,8 @@ def run(
     if watch_children.failure:
         fail(watch_children.failure)
     from gridcrawl.report import executor_timings
-    # this run's threads, as the summary's "pages this run" (an application lives on when resumed)
+    # this run's threads: the summary's "pages this run" and its sitemap files read (an application
+    # lives on when resumed)
     timings = executor_timings(open_database(manager_db), counts.get("application_id"),
                                since=run_started[0] if run_started else None)
     if timings:

@@ -559,3 +559,24 @@ def test_the_summarys_counts_all_have_thousands_separators(capsys):
                   "set aside 1,500 (", "left to visit 67,793", "not queued 6,341,202 links of hosts at the per-host "
                   "cap of 100,000 URLs", "maze.test (6,341,202)", "not followed 2,500 links"):
         assert shown in text, (shown, text)
+
+
+def test_the_headline_figures_leave_the_sitemap_files_out(capsys):
+    """A crawl that had read 1,783 sitemap files and 2 pages said "pages this run 1,785" and
+    "pages/s 10.7" beside 2 documents stored. The sitemap files are named apart now, in the
+    summary and on the progress line, and pages/s counts pages."""
+    from gridcrawl.client.app import Progress
+    from gridcrawl.client.progress import ProgressView, pages_label
+    progress = Progress(pages=1785, documents=2, errors=4, sitemaps=1783, sitemap_errors=3)
+    progress.first_submitted, progress.last_result = 100.0, 200.0
+    assert (progress.page_count, progress.page_errors, progress.pages_per_second) == (2, 1, 0.02)
+    assert pages_label(progress) == "2 pages, 1,783 sitemaps"
+    assert pages_label(Progress(pages=5)) == "5 pages"
+    counts = {"application_id": "abcdef12", "pages": progress.page_count, "sitemaps_read": progress.sitemaps,
+              "documents": 2, "visited": 1785, "sitemaps": 1783, "errors": 4, "to_visit": 98215,
+              "seconds": progress.seconds, "pages_per_second": progress.pages_per_second}
+    ProgressView(enabled=False).summary(counts)
+    text = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    for shown in ("pages this run 2 (and 1,783 sitemap files read: no document)", "documents stored 2",
+                  "URLs visited 1,785 (1,783 sitemap URLs: no document)", "pages/s 0.0"):
+        assert shown in text, (shown, text)

@@ -548,7 +548,8 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     store.apply([_outcome(seed, sitemaps=[f"{H}/index.xml", "http://other.example/s.xml"])], scope)
     (index,) = _claim_all(store).values()
     assert (index.url, index.kind, index.depth) == (f"{H}/index.xml", "sitemap", 0)
-    store.apply([_outcome(index, sitemaps=[f"{H}/s1.xml.gz"])], scope)
+    done = store.apply([_outcome(index, sitemaps=[f"{H}/s1.xml.gz"])], scope)
+    assert (done["pages"], done["sitemaps"], done["documents"], done["sitemap_errors"]) == (1, 1, 0, 0)
     (child,) = _claim_all(store).values()
     assert child.kind == "sitemap-child"
     store.apply([_outcome(child, sitemaps=[f"{H}/nested.xml"],  # an index inside an index: ignored
@@ -557,7 +558,8 @@ def test_sitemaps_are_queued_with_their_lastmod(store):
     pending = _claim_all(store)
     assert set(pending) == {f"{H}/p1", f"{H}/p2"}
     assert str(pending[f"{H}/p1"].lastmod) == "2024-05-02 08:30:00" and pending[f"{H}/p2"].lastmod is None
-    store.apply([_outcome(pending[f"{H}/p1"], digest="x1"), _outcome(pending[f"{H}/p2"], digest="x2")], scope)
+    done = store.apply([_outcome(pending[f"{H}/p1"], digest="x1"), _outcome(pending[f"{H}/p2"], digest="x2")], scope)
+    assert (done["pages"], done["sitemaps"], done["documents"]) == (2, 0, 2)
     assert dict(_rows(store, "SELECT url, lastmod FROM document"))[f"{H}/p1"].startswith("2024-05-02 08:30:00")
     assert _rows(store, "SELECT COUNT(*) FROM document WHERE url LIKE '%.xml%'") == [(0,)]  # sitemaps: visited only
     assert len(_rows(store, "SELECT url FROM visited_url WHERE url LIKE '%.xml%'")) == 2
@@ -761,7 +763,8 @@ def test_retry_failed_queues_a_sitemap_again_as_a_sitemap(store):
     store.apply([_outcome(seed, digest="d0", sitemaps=[f"{H}/sitemap.xml"])], scope)
     (probe,) = _claim_all(store).values()
     assert probe.kind == "sitemap"
-    store.apply([_outcome(probe, status=None, error_kind="blocked", error="a private address")], scope)
+    done = store.apply([_outcome(probe, status=None, error_kind="blocked", error="a private address")], scope)
+    assert (done["pages"], done["errors"], done["sitemaps"], done["sitemap_errors"]) == (1, 1, 1, 1)
     assert store.retry_failed(["blocked"]) == 1
     (again,) = _claim_all(store).values()
     assert (again.url, again.kind) == (f"{H}/sitemap.xml", "sitemap")
