@@ -651,8 +651,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, a recrawl of a database without documents, or a manager that does not answer.
     Returns the final counts of the crawl tables plus ``pages``, ``run_errors``, ``seconds`` and
-    ``pages_per_second`` of this run (pages, not sitemap files: those are ``sitemaps_read``), the ``application_id`` and ``recrawl`` (the recrawl's
-    counts, or None); see :func:`exit_status` for the crawl's exit status.
+    ``pages_per_second`` of this run (pages, not sitemap files: those are ``sitemaps_read``), the
+    ``application_id`` and ``recrawl`` (the recrawl's counts, or None); see :func:`exit_status` for
+    the crawl's exit status.
     """
     import sqlalchemy as sa
     from gridcrawl.client.app import CrawlApplication, CrawlDatabaseError, ManagerUnreachable, MessageTooLarge, Refused
@@ -694,7 +695,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     new_crawl = "a new --workdir" if name == "gridcrawl run" else "a new --db"
     counts.update(signal=getattr(stop, "signum", None),
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.page_count,
-                  run_errors=final.page_errors, sitemaps_read=final.sitemaps, application_id=final.application_id, recrawl=final.recrawl,
+                  run_errors=final.page_errors, sitemaps_read=final.sitemaps, application_id=final.application_id,
+                  recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   sitemaps_skipped=dict(store.sitemaps_skipped),
                   max_pages_per_host=settings.max_pages_per_host,
@@ -818,7 +820,8 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
     """The line a crawl's summary ends with when ``--max-pages`` stopped it with URLs left
     (``counts`` of :func:`run_crawl`), else None. For a crawl, the limit is on the URLs visited
     by the whole crawl (``counts["visited"]``); for a recrawl (``recrawl``: ``"due"`` or
-    ``"all"``), on the pages of this run (``counts["pages"]``, a sitemap read again among them),
+    ``"all"``), on the URLs visited by this run (``counts["pages"]`` and the sitemaps read again,
+    ``counts["sitemaps_read"]``),
     and the line names the command that resumes the recrawl (``rerun``, the command line of this
     run: ``--recrawl-all`` would queue again the pages this run visited, so ``--recrawl``)."""
     if not (max_pages and counts["to_visit"]):
@@ -829,13 +832,14 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
         return (f"stopped at --max-pages {max_pages}, a limit on the whole crawl ({counts['visited']} URL"
                 f"{'s' if counts['visited'] != 1 else ''} visited in all): a larger --max-pages, or none, visits the "
                 f"{counts['to_visit']} left")
-    if counts["pages"] < max_pages:
+    visited = counts["pages"] + (counts.get("sitemaps_read") or 0)  # --max-pages counts every URL visited
+    if visited < max_pages:
         return None
     resume = rerun.replace(" --recrawl-all", " --recrawl", 1) if recrawl == "all" else rerun
     how = ("--recrawl, not --recrawl-all (which would visit again the pages this run visited), resumes the recrawl"
            if recrawl == "all" else "the same command resumes the recrawl")
     left = counts["to_visit"]
-    return (f"stopped at --max-pages {max_pages}, a limit on the pages of this recrawl run ({counts['pages']} "
+    return (f"stopped at --max-pages {max_pages}, a limit on the pages of this recrawl run ({visited} "
             f"visited, a sitemap read again counted among them) with {left} URL{'s' if left != 1 else ''} left to "
             f"visit: {how}{f' ({resume})' if resume else ''}, up to --max-pages of them a run (none: all of them)")
 
