@@ -123,21 +123,15 @@ class ProgressView:
             table.add_row("links kept", f"{counts['kept']:,} (the keep rules' matches: table kept_link)")
         capped = counts.get("capped") or {}
         if capped:
-            hosts = sorted(capped.items(), key=lambda kv: (-kv[1], kv[0]))
-            named = ", ".join(f"{host} ({n:,})" for host, n in hosts[:3])
-            more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
             table.add_row("not queued", f"{sum(capped.values()):,} links of hosts at the per-host cap of "
                           f"{counts.get('max_pages_per_host') or 0:,} URLs (a seed's subdomains counted with it): "
-                          f"{named}{more}")
+                          f"{_most(capped)}")
         skipped = counts.get("sitemaps_skipped") or {}
         if skipped:
             from gridcrawl.client.store import HOST_SITEMAPS, SITEMAP_FILES_PER_SITE
-            hosts = sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0]))
-            named = ", ".join(f"{host} ({n:,})" for host, n in hosts[:3])
-            more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
             table.add_row("sitemaps not read", f"{sum(skipped.values()):,} sitemap files: a site's sitemaps are "
                           f"{SITEMAP_FILES_PER_SITE:,} at most ({HOST_SITEMAPS} of its own robots.txt's), none once "
-                          f"it has max_pages_per_host URLs: {named}{more}")
+                          f"it has max_pages_per_host URLs: {_most(skipped)}")
         if counts.get("beyond_depth"):
             table.add_row("not followed", f"{counts['beyond_depth']:,} links of pages at --max-depth "
                           f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "
@@ -218,6 +212,14 @@ class ProgressView:
                                              f"{message} "
                                              f"(all of them: table item_issue, kind 'error')"),
                                soft_wrap=True, highlight=False)
+
+
+def _most(per_host: dict) -> str:
+    """The three hosts of ``per_host`` (host -> count) with the highest counts, with their counts,
+    and how many more: ``"a.test (9,000), b.test (12) and 4 more"``."""
+    hosts = sorted(per_host.items(), key=lambda kv: (-kv[1], kv[0]))
+    more = f" and {len(hosts) - 3} more" if len(hosts) > 3 else ""
+    return ", ".join(f"{host} ({n:,})" for host, n in hosts[:3]) + more
 
 
 def pages_label(progress) -> str:
