@@ -9,6 +9,7 @@ when the test looks: threads running while the gate is shut, finished counts ris
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -113,62 +114,72 @@ def _browser():
     return playwright
 
 
-def count(page, card: str) -> int:
-    """The number on the page's summary card ``card`` (running, finished)."""
-    return int(page.locator(f"#{card}-count b").inner_text())
-
-
-def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(dash, tmp_path):
+@contextlib.contextmanager
+def _dashboard_page(url: str):
+    """Headless Chromium (through Playwright) on the dashboard at ``url``: yields ``(browser,
+    page, errors)`` — the page at 1280 x 1000, and the list its JavaScript errors go to; the
+    browser is closed after. Skips as :func:`_browser` does."""
     sync_api = _browser()
-    dash.start()
-    # "/" is fetched, its links are queued: 4 worker threads wait at the gate, the rest queue
-    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1000})
             errors: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(dash.http + "/")
-            page.wait_for_selector("#executors tbody tr td[data-label=name]")
-            names = page.locator("#executors tbody td[data-label=name]").all_inner_texts()
-            assert sorted(names) == ["ex1", "ex2"]
-            # (polled from here: the page's Content-Security-Policy forbids Playwright's eval'd predicates)
-            page.wait_for_selector("#running-count b")
-            wait_for(lambda: count(page, "running") >= 4, 30, message="the page showing 4 running threads")
-            assert "running" in page.locator("#applications tbody").inner_text()
-            assert page.locator("#threads tbody td[data-label=URL]").count() >= 4
-            states = lambda: page.locator("#executors tbody td[data-label=state]").all_inner_texts()  # noqa: E731
-            assert states() == ["working", "working"]  # 2 threads each wait at the gate
-            before = count(page, "finished")
-            page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
-
-            dash.gate.set()    # the pages answer: the crawl runs; the page updates itself
-            wait_for(lambda: count(page, "finished") > before + 10, 60, message="the finished count rising")
-            middle = count(page, "finished")
-            assert dash.client.wait(timeout=120) == 0, dash.grid.log("client.log")
-            total = len(reachable(dash.site)) + 1  # the pages and the host's /sitemap.xml
-            wait_for(lambda: count(page, "finished") >= total, 30, message="the page showing every thread finished")
-            after = count(page, "finished")
-            assert before < middle <= after == total        # the count rose, without a reload
-            assert page.locator("#hosts tbody").inner_text().strip() != ""
-            # the client's CloseApplication may reach the page one refresh (2 s) after its last result
-            wait_for(lambda: "stopped" in page.locator("#applications tbody").inner_text(), 30,
-                     message="the page showing the application stopped")
-            assert page.locator("#applications tbody td[data-label=errors]").all_inner_texts() == ["0"]
-            # connected executors without work are idle, not "working" (issue 21)
-            wait_for(lambda: states() == ["idle", "idle"], 30, message="the executors shown idle")
-            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
-
-            phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
-            phone.goto(dash.http + "/")
-            phone.wait_for_selector("#executors tbody td[data-label=name]")
-            width = phone.evaluate("document.documentElement.scrollWidth")
-            assert width <= 390, f"the page is {width} px wide on a 390 px phone"
-            phone.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=False)
-            assert errors == []
+            page.goto(url)
+            yield browser, page, errors
         finally:
             browser.close()
+
+
+def count(page, card: str) -> int:
+    """The number on the page's summary card ``card`` (running, finished)."""
+    return int(page.locator(f"#{card}-count b").inner_text())
+
+
+def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(dash, tmp_path):
+    _browser()  # (skips before the grid starts when there is no browser)
+    dash.start()
+    # "/" is fetched, its links are queued: 4 worker threads wait at the gate, the rest queue
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    with _dashboard_page(dash.http + "/") as (browser, page, errors):
+        page.wait_for_selector("#executors tbody tr td[data-label=name]")
+        names = page.locator("#executors tbody td[data-label=name]").all_inner_texts()
+        assert sorted(names) == ["ex1", "ex2"]
+        # (polled from here: the page's Content-Security-Policy forbids Playwright's eval'd predicates)
+        page.wait_for_selector("#running-count b")
+        wait_for(lambda: count(page, "running") >= 4, 30, message="the page showing 4 running threads")
+        assert "running" in page.locator("#applications tbody").inner_text()
+        assert page.locator("#threads tbody td[data-label=URL]").count() >= 4
+        states = lambda: page.locator("#executors tbody td[data-label=state]").all_inner_texts()  # noqa: E731
+        assert states() == ["working", "working"]  # 2 threads each wait at the gate
+        before = count(page, "finished")
+        page.screenshot(path=str(tmp_path / "dashboard-running.png"), full_page=True)
+
+        dash.gate.set()    # the pages answer: the crawl runs; the page updates itself
+        wait_for(lambda: count(page, "finished") > before + 10, 60, message="the finished count rising")
+        middle = count(page, "finished")
+        assert dash.client.wait(timeout=120) == 0, dash.grid.log("client.log")
+        total = len(reachable(dash.site)) + 1  # the pages and the host's /sitemap.xml
+        wait_for(lambda: count(page, "finished") >= total, 30, message="the page showing every thread finished")
+        after = count(page, "finished")
+        assert before < middle <= after == total        # the count rose, without a reload
+        assert page.locator("#hosts tbody").inner_text().strip() != ""
+        # the client's CloseApplication may reach the page one refresh (2 s) after its last result
+        wait_for(lambda: "stopped" in page.locator("#applications tbody").inner_text(), 30,
+                 message="the page showing the application stopped")
+        assert page.locator("#applications tbody td[data-label=errors]").all_inner_texts() == ["0"]
+        # connected executors without work are idle, not "working" (issue 21)
+        wait_for(lambda: states() == ["idle", "idle"], 30, message="the executors shown idle")
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2)
+        phone.goto(dash.http + "/")
+        phone.wait_for_selector("#executors tbody td[data-label=name]")
+        width = phone.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390, f"the page is {width} px wide on a 390 px phone"
+        phone.screenshot(path=str(tmp_path / "dashboard-phone.png"), full_page=False)
+        assert errors == []
     for name in ("dashboard.png", "dashboard-phone.png", "dashboard-running.png"):  # kept in tmp_path to look at
         assert (tmp_path / name).stat().st_size > 10_000, name
 
@@ -176,28 +187,20 @@ def test_dashboard_page_in_chromium_shows_executors_and_rising_thread_counts(das
 def test_an_application_whose_client_stopped_shows_detached_not_running(dash):
     """A client stopped with Ctrl-C leaves its application detached (state running, attached
     false in the API): the page showed a green "running" badge."""
-    sync_api = _browser()
+    _browser()  # (skips before the grid starts when there is no browser)
     dash.start()
     wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
     dash.client.send_signal(signal.SIGINT)
     dash.client.wait(timeout=60)
     wait_for(lambda: dash.application()["attached"] is False, 30, message="the application detached")
     assert dash.application()["state"] == "running"  # (the API's state: operators may still pause it)
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.goto(dash.http + "/")
-            page.wait_for_selector("#applications tbody td[data-label=state] .pill")
-            badge = page.locator("#applications tbody td[data-label=state] .pill")
-            assert badge.inner_text() == "detached"
-            assert "warn" in badge.get_attribute("class").split() and "ok" not in badge.get_attribute("class").split()
-            assert "no client is connected" in badge.get_attribute("title")
-            assert errors == []
-        finally:
-            browser.close()
+    with _dashboard_page(dash.http + "/") as (browser, page, errors):
+        page.wait_for_selector("#applications tbody td[data-label=state] .pill")
+        badge = page.locator("#applications tbody td[data-label=state] .pill")
+        assert badge.inner_text() == "detached"
+        assert "warn" in badge.get_attribute("class").split() and "ok" not in badge.get_attribute("class").split()
+        assert "no client is connected" in badge.get_attribute("title")
+        assert errors == []
 
 
 # ------------------------------------------------------------------------------ the API and control

@@ -5,6 +5,7 @@ values that do not fit the manager's tables, and pages full of quotes, NUL chara
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
@@ -193,12 +194,7 @@ def test_garbage_oversized_messages_and_a_flood_do_not_stop_a_crawl(tmp_path, si
     try:
         grid.start_manager("--max-message-bytes", "100000")
         grid.start_executor("ex1", "--threads", "4")
-
-        def dealer() -> zmq.Socket:
-            sock = context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sockets.append(sock)
-            return sock
+        dealer = functools.partial(_dealer, context, sockets)
 
         # 1. every kind of garbage, many times over, from one peer
         noisy = dealer()
@@ -264,6 +260,17 @@ def _raw_executor(context: zmq.Context, grid: Grid, name: str, threads: int) -> 
     sock.connect(grid.endpoint)
     sock.send_multipart(p.encode(p.Register(name=name, host="h", user="u", threads=threads)))
     _answer(sock, p.Welcome)
+    return sock
+
+
+def _dealer(context: zmq.Context, sockets: list, endpoint: str | None = None) -> zmq.Socket:
+    """A DEALER socket of ``context`` (linger 0), put in ``sockets`` for the test to close, and
+    connected to ``endpoint`` when given."""
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    if endpoint is not None:
+        sock.connect(endpoint)
+    sockets.append(sock)
     return sock
 
 
@@ -351,12 +358,7 @@ def test_executors_and_crawls_that_come_and_go_without_end_leave_the_manager_bou
     context = zmq.Context()
     sockets = []
 
-    def dealer() -> zmq.Socket:
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(grid.endpoint)
-        sockets.append(sock)
-        return sock
+    dealer = functools.partial(_dealer, context, sockets, grid.endpoint)
 
     def snapshot() -> dict:
         return requests.get(http + "/api/snapshot", timeout=5).json()
@@ -573,12 +575,7 @@ def test_a_peer_that_never_logged_in_is_blocked_after_too_many_refusals_and_a_fo
     context = zmq.Context()
     sockets = []
 
-    def dealer() -> zmq.Socket:
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(grid.endpoint)
-        sockets.append(sock)
-        return sock
+    dealer = functools.partial(_dealer, context, sockets, grid.endpoint)
 
     def heard(sock: zmq.Socket, seconds: float) -> list[p.Message]:
         got, deadline = [], time.monotonic() + seconds
