@@ -141,6 +141,7 @@ class Pending:
     lastmod: datetime | None = None  # <lastmod> of the sitemap that listed it (naive UTC)
     etag: str | None = None          # recrawl: the stored document's ETag (sent as If-None-Match)
     last_modified: str | None = None  # recrawl: its Last-Modified (sent as If-Modified-Since)
+    discovered_from: str | None = None  # the page whose link queued it (None: a seed, a revisit)
 
 
 @dataclass
@@ -202,8 +203,8 @@ class Scope:
 
     Also: ``follow_nofollow`` (follow ``rel="nofollow"`` links: the executors leave them out
     otherwise), and the template-trap rule of :mod:`gridcrawl.client.traps`: a URL shape with
-    ``trap_near_duplicates`` near-identical pages (SimHashes within ``trap_distance`` bits) is
-    no longer followed (0: off)."""
+    ``trap_near_duplicates`` near-identical pages (SimHashes within ``trap_distance`` bits),
+    each found on a page of that shape, is no longer followed (0: off)."""
 
     allowed_domains: list[str] = field(default_factory=list)
     max_depth: int = -1
@@ -504,7 +505,7 @@ class CrawlStore:
             return rows
         rows = run_transaction(self.engine, work)
         return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod,
-                        r.etag, r.last_modified) for r in rows]
+                        r.etag, r.last_modified, r.discovered_from) for r in rows]
 
     @staticmethod
     def _claim_shared(conn, pages: sa.Select, room: int, share: HostShare) -> list:
@@ -557,7 +558,7 @@ class CrawlStore:
         order_by = {"bfs": (c.depth, c.id), "dfs": (c.depth.desc(), c.id.desc()),
                     "priority": (c.priority.desc(), c.id)}[order]
         stmt = (sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance, c.kind, c.lastmod,
-                          c.etag, c.last_modified)
+                          c.etag, c.last_modified, c.discovered_from)
                 .where(c.in_flight == sa.false())
                 .order_by(*order_by).limit(limit)
                 .with_hint(to_visit, "WITH (UPDLOCK, READPAST, ROWLOCK)", "mssql"))
@@ -577,13 +578,13 @@ class CrawlStore:
         with self.engine.begin() as conn:
             c = to_visit.c
             row = conn.execute(sa.select(c.id, c.url, c.fingerprint, c.depth, c.priority, c.page_type, c.relevance,
-                                         c.kind, c.lastmod, c.etag, c.last_modified)
+                                         c.kind, c.lastmod, c.etag, c.last_modified, c.discovered_from)
                                .where(c.id == thread_id)).first()
             if row is None:
                 return None
             conn.execute(to_visit.update().where(to_visit.c.id == thread_id).values(in_flight=True))
         return Pending(row.id, row.url, row.fingerprint, row.depth, row.priority, row.page_type, row.relevance,
-                       row.kind, row.lastmod, row.etag, row.last_modified)
+                       row.kind, row.lastmod, row.etag, row.last_modified, row.discovered_from)
 
     # ------------------------------------------------------------------ results
 
@@ -651,7 +652,7 @@ class CrawlStore:
                 continue
             if page.sitemaps and pend.depth == 0:  # a seed: its host's sitemaps
                 self._sitemap_files(page.sitemaps, pend, scope, "sitemap", links)
-            newly = detector.observe(pend.url, page.simhash) if detector is not None else None
+            newly = detector.observe(pend.url, page.simhash, pend.discovered_from) if detector is not None else None
             if newly is not None:
                 log.warning("URL shape %s repeats near-identical pages: its links are no longer followed", newly)
             if kind != "noindex":
@@ -750,9 +751,10 @@ class CrawlStore:
           batch or this one), or its body's SHA-256 ``digest`` equals a stored page's: its
           ``document`` row says which (``duplicate_of``) and holds no content unless
           ``store_duplicates``; ``visited_url.error_kind = 'duplicate'``.
-        * template traps: each page's SimHash feeds the scope's :class:`TrapDetector`; a link
-          whose URL shape is a trap is not queued but recorded in ``visited_url`` with
-          ``error_kind = 'trap'`` and the shape in ``error``.
+        * template traps: each page's SimHash and the page its URL was found on
+          (``to_visit_url.discovered_from``, :attr:`Pending.discovered_from`) feed the scope's
+          :class:`TrapDetector`; a link whose URL shape is a trap is not queued but recorded in
+          ``visited_url`` with ``error_kind = 'trap'`` and the shape in ``error``.
         * sitemaps: a seed's result names its host's sitemaps, queued as ``kind='sitemap'``
           grid threads at the seed's depth; a sitemap's pages are queued one hop deeper with
           their ``lastmod`` (carried to ``document.lastmod``); an index's sitemaps are queued

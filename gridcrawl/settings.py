@@ -220,7 +220,7 @@ class Settings:
     apply_interval: float = _doc(0.1, "seconds a result may wait before its batch is applied (none once every submitted thread is back, or half of them while the frontier has nothing more to submit)")
     store_content: bool = _doc(True, "store page bodies in the document table",
                 cli=(C, R, S), group="strategy", inverse="no_content", help="do not store page bodies")
-    trap_near_duplicates: int = _doc(8, "near-identical pages of one URL shape (a host's URLs differing only in numbers) after which links of that shape are not followed but recorded as traps (0: off)")
+    trap_near_duplicates: int = _doc(8, "near-identical pages of one URL shape (a host's URLs differing only in numbers), each found on a page of that shape, after which links of that shape are not followed but recorded as traps (0: off)")
     trap_distance: int = _doc(3, "largest Hamming distance between the 64-bit SimHashes of two pages' text for them to count as near-identical (Manku et al., WWW 2007)")
     sitemaps: bool = _doc(True, "read the sitemaps of the seeds' hosts (robots.txt Sitemap lines, else /sitemap.xml) and crawl the pages they list",
                 cli=(C, R), group="strategy", flag="--sitemaps/--no-sitemaps",

@@ -63,7 +63,7 @@ from sites import Site, redirect, status_page
 
 __all__ = ["adversarial_site", "polite_site", "GOOD", "NEVER", "FAILS", "TITLE_CP1251", "PDF_BYTES", "BOGUS_LINKS",
            "calendar_path", "gzip_bomb", "TRAP_DEPTHS", "TRAP_FAMILIES", "SITEMAP_ONLY", "LASTMOD", "DUPLICATES",
-           "POLITE_GOOD", "POLITE_DELAY"]
+           "POLITE_GOOD", "POLITE_DELAY", "tiny_shop_site", "self_trap_site", "SELF_TRAPS"]
 
 MiB = 1024 * 1024
 TITLE_CP1251 = "Привет, мир — проверка"
@@ -383,6 +383,90 @@ def adversarial_site(crawl_delay: float | None = None, out_of_scope_port: int = 
     site.extra["/flaky.html"] = _counting([status_page(503), status_page(503)], ok("flaky, now served"))
     site.extra["/go-private"] = redirect("/private/moved.html", 302)
     site.extra["/go-away"] = redirect(f"http://127.0.0.3:{out_of_scope_port}/elsewhere.html", 302)
+    return site
+
+
+#: Syllables of a tiny-shop product's brand (three of them: 17,576 brands), and its other words.
+_SHOP_SYLLABLES = "ka ri to mu se na lo pe vi du go ha ze bo fi ru ne ta wo yu ki sa me po li da".split()
+_SHOP_NOUNS = ("mug cup bowl plate lamp chair table shelf basket bag wallet belt scarf hat glove sock towel pillow "
+               "candle clock").split()
+
+
+def tiny_shop_site(lists: int = 10, per_list: int = 20, seed: int = 11, related: int = 0) -> tuple[Site, list[str]]:
+    """A shop of tiny product pages, one template: ``/`` links ``/list?page=1``; each list page
+    ``/list?page=N`` (N = 1 ... ``lists``) links its ``per_list`` products and the next list page;
+    each product page ``/product/ID.html`` is about 35 words, of which only its name (a made-up
+    brand and a kind of thing: ``Fitali glove``), its price and its id are its own. The
+    distinct-word SimHashes of two products are a median 8 bits apart, and 2% of the pairs
+    within 3: counted wherever they were found, the products looked like a generated family
+    (a trap after 40 of them, docs/realweb.md). The list pages, twenty brands each, are 16 or
+    more bits apart.
+    ``related`` > 0: each product page also links that many other products of the shop at
+    random (a "you may also like" box).
+
+    Returns the site and the paths of its products (``lists * per_list``, all reachable)."""
+    rng = random.Random(seed)
+    site = Site()
+    site.pages["/"] = _html("Acme Store", ["/list?page=1"], "<p>Welcome to the Acme Store.</p>")
+    products = [f"/product/{1000 + i}.html" for i in range(lists * per_list)]
+    names = [f"{''.join(rng.choice(_SHOP_SYLLABLES) for _ in range(3)).title()} {rng.choice(_SHOP_NOUNS)}"
+             for _ in products]
+    for n in range(1, lists + 1):
+        first = (n - 1) * per_list
+        entries = "".join(f'<li><a href="{products[i]}">{names[i]}</a></li>' for i in range(first, first + per_list))
+        nxt = [f"/list?page={n + 1}"] if n < lists else []
+        site.pages[f"/list?page={n}"] = _html(f"Products, page {n}", nxt + ["/"],
+                                              f"<p>Acme Store. Home Shop Basket.</p><ol>{entries}</ol>")
+    for i, path in enumerate(products):
+        links = [f"/list?page={i // per_list + 1}", "/"] + rng.sample(products, related)
+        body = (f"<p>{names[i]} - Acme Store. Home Shop Basket Account Help.</p><p>Price {rng.randint(3, 90)}.99 "
+                f"EUR. Item {1000 + i}. In stock, ships in two days. Add to basket. Free delivery over 50 EUR. "
+                "Returns within thirty days.</p><p>Back to the list.</p>")
+        site.pages[path] = _html(names[i], links, body)
+    return site, products
+
+
+def _counter(h) -> None:
+    """Page N of a counter: ``/a?i=N`` links ``/a?i=N+1``, for ever."""
+    try:
+        n = int(h.path.partition("i=")[2] or 1)
+    except ValueError:
+        n = 1
+    h.respond(200, _html(f"Counter {n}", [f"/a?i={n + 1}", "/"], f"<p>You are visitor number {n}.</p>{_BOILERPLATE}"))
+
+
+def _months(h) -> None:
+    """A month of a year view that links the twelve months of its year and the same month of
+    the next and the previous year: a family whose pages link many siblings of their shape."""
+    query = dict(part.split("=", 1) for part in h.path.partition("?")[2].split("&") if "=" in part)
+    try:
+        year, month = int(query.get("y", 2024)), min(max(int(query.get("m", 1)), 1), 12)
+    except ValueError:
+        year, month = 2024, 1
+    links = [f"/months?y={year}&m={m}" for m in range(1, 13)]
+    links += [f"/months?y={year + 1}&m={month}", f"/months?y={year - 1}&m={month}", "/"]
+    name = _MONTHS[month - 1]
+    h.respond(200, _html(f"Room bookings, {name} {year}", links,
+                         f"<h2>{name} {year}</h2><p>No rooms booked in {name}.</p>{_BOILERPLATE}"))
+
+
+#: The families of :func:`self_trap_site`, each of pages that link the next of their own shape
+#: for ever: path prefix -> first page.
+SELF_TRAPS = {"/calendar?month=": "/calendar?month=2024-01", "/list?page=": "/list?page=1", "/a?i=": "/a?i=1",
+              "/months?": "/months?y=2024&m=1"}
+
+
+def self_trap_site() -> Site:
+    """A site of the traps that generate themselves (:data:`SELF_TRAPS`): ``/`` links an endless
+    calendar (each month the next), an endless "next page" list of near-identical pages, a
+    counter ``/a?i=N`` linking ``/a?i=N+1``, and a year view whose month pages each link the
+    twelve months of their year and the same month a year on and a year back."""
+    site = Site()
+    site.pages["/"] = _html("Riverside Community Centre", list(SELF_TRAPS.values()))
+    site.extra["/calendar"] = _calendar
+    site.extra["/list"] = _listing
+    site.extra["/a"] = _counter
+    site.extra["/months"] = _months
     return site
 
 

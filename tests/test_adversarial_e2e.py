@@ -1,7 +1,7 @@
 """End to end on the adversarial site (tests/adversarial.py): the real manager, two executors and
 a client as separate processes crawl traps and hostile responses on 127.0.0.1.
 
-Three tests:
+The tests:
 
 * ``test_adversarial_site_is_crawled_safely`` — with default settings (issue 14): the crawl ends
   (the endless calendar, list and id family are stopped as template traps), every good page is
@@ -21,11 +21,17 @@ Three tests:
 * ``test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap`` — the same over endless host
   names, one page each (a wildcard DNS record, served here through the test proxy): the cap
   counts a seed's subdomains with it.
+* ``test_a_shop_of_tiny_product_pages_keeps_every_product`` and
+  ``test_traps_that_generate_themselves_still_end`` — ``gridcrawl run`` of a shop whose 200
+  near-identical product pages are found on its list pages (all stored, no trap), and of four
+  families that generate themselves (each a trap, the crawl ends).
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -33,8 +39,8 @@ import psutil
 import pytest
 
 from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, MAZE_DOMAIN, NEVER, PDF_BYTES, POLITE_DELAY,
-                         POLITE_GOOD, SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site, maze_site,
-                         polite_site, subdomain_maze_site)
+                         POLITE_GOOD, SELF_TRAPS, SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site,
+                         maze_site, polite_site, self_trap_site, subdomain_maze_site, tiny_shop_site)
 from grid import Grid
 from proxy import ForwardProxy
 from gridcrawl.settings import Settings
@@ -487,3 +493,49 @@ def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_serv
     assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary
     row = summary.split("links cut")[1].split("crawl seconds")[0]
     assert "(max_links_per_page)" in row and server.url("/") in row, row
+
+
+def _run(tmp_path, seed: str, *options: str) -> tuple[subprocess.CompletedProcess, Grid]:
+    """``gridcrawl run`` of ``seed`` with default settings but ``options`` (two executors of four
+    threads); returns the finished process and a Grid reading the databases it left."""
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", seed, "--executors", "2", "--threads", "4",
+                           "--workdir", str(tmp_path), "--no-progress", *options],
+                          capture_output=True, text=True, timeout=CRAWL_BOUND)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done, Grid(tmp_path)
+
+
+def test_a_shop_of_tiny_product_pages_keeps_every_product(tmp_path, site_server):
+    """A walkthrough's shop: 200 product pages of ~35 words, one template, ten list pages of
+    twenty each (adversarial.tiny_shop_site). Near-identical to the trap rule, but found on list
+    pages, not on other products: no trap. Before, the product shape became one after 40 products
+    and the other 160 were recorded as 'trap'."""
+    site, products = tiny_shop_site()
+    server = site_server(site)
+    done, grid = _run(tmp_path, server.url("/"))
+    stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert {canonical_url(server.url(p)) for p in products} <= stored
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind = 'trap'") == [(0,)]
+
+
+def test_traps_that_generate_themselves_still_end(tmp_path, site_server):
+    """adversarial.self_trap_site: an endless calendar, an endless list, a counter and a year view
+    whose months link their twelve siblings, each found page by page on its own shape. With
+    default settings (a --max-pages far away only as a guard) the crawl ends by itself: every
+    family is recorded as a trap within a few dozen pages, far above the hop limit."""
+    server = site_server(self_trap_site())
+    done, grid = _run(tmp_path, server.url("/"), "--max-pages", "2000")
+    url = lambda path: canonical_url(server.url(path))  # noqa: E731
+    visited = {row[0]: row[1:] for row in grid.query("crawl", "SELECT url, error_kind, error, depth FROM visited_url")}
+    assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+    fetched = {}
+    for prefix, first in SELF_TRAPS.items():
+        family = [u for u in visited if u.startswith(url("/")[:-1] + prefix)]
+        assert url(first) in family, prefix
+        trapped = [u for u in family if visited[u][0] == "trap"]
+        assert trapped and all("URL shape" in visited[u][1] for u in trapped), prefix
+        fetched[prefix] = len(family) - len(trapped)
+        # 8 near-duplicates and the pages in flight meanwhile (the year view: its first page's 14 links)
+        assert fetched[prefix] <= 60, (prefix, fetched[prefix])
+        assert max(visited[u][2] for u in family) < Settings().max_depth, prefix
+    assert len(visited) < 300, len(visited)

@@ -114,14 +114,33 @@ def test_url_shape(url, shape):
 def test_a_shape_of_near_identical_pages_becomes_a_trap():
     detector = TrapDetector(near_duplicates=3, distance=3)
     page = lambda n: f"http://h.example/calendar?month=2024-{n:02d}"  # noqa: E731
-    assert detector.observe(page(1), simhash(TEXT)) is None
-    assert detector.observe(page(2), simhash(TEXT + " 2")) is None
+    assert detector.observe(page(1), simhash(TEXT), "http://h.example/") is None
+    assert detector.observe(page(2), simhash(TEXT + " 2"), page(1)) is None  # each month linked by the one before
     assert detector.trapped(page(9)) is None
-    assert detector.observe(page(3), simhash(TEXT + " 3")) is None
-    assert detector.observe(page(4), simhash(TEXT + " 4")) == "h.example/calendar?month=#-#"
+    assert detector.observe(page(3), simhash(TEXT + " 3"), page(2)) is None
+    assert detector.observe(page(4), simhash(TEXT + " 4"), page(3)) == "h.example/calendar?month=#-#"
     assert detector.trapped(page(9)) == "h.example/calendar?month=#-#"
     assert detector.trapped("http://h.example/calendar?year=2024") is None  # another shape
     assert detector.trapped("http://other.example/calendar?month=2024-09") is None  # another host
+
+
+def test_near_identical_pages_linked_from_another_shape_are_no_trap():
+    """A walkthrough's shop of tiny product pages (one template, ~30 words) became a trap and lost
+    its products: near-identical, but each linked from a list page, not from another product. A
+    trap is a shape that generates itself: only pages found on a page of their own shape count."""
+    detector = TrapDetector(near_duplicates=3, distance=3)
+    product = lambda n: f"http://h.example/product/{n}.html"  # noqa: E731
+    for n in range(1, 40):  # from the list pages, a sitemap, or nowhere known (a seed, a revisit)
+        found_on = [f"http://h.example/list?page={n // 20 + 1}", "http://h.example/sitemap.xml", None][n % 3]
+        assert detector.observe(product(n), simhash(TEXT + f" {n}"), found_on) is None
+    assert detector.trapped(product(99)) is None
+    assert detector.figures()["h.example/product/#.html"] == {"pages": 39, "near": 0, "elsewhere": 38,
+                                                              "trapped": False}
+    # the same pages, each found on the one before: the family generates itself
+    for n in range(40, 43):
+        assert detector.trapped(product(n)) is None
+        newly = detector.observe(product(n), simhash(TEXT + f" {n}"), product(n - 1))
+    assert newly == "h.example/product/#.html" and detector.trapped(product(99))
 
 
 def test_one_page_revisited_many_times_is_no_trap():
@@ -130,11 +149,12 @@ def test_one_page_revisited_many_times_is_no_trap():
     aside as a trap. Distinct near-identical pages still are one."""
     detector = TrapDetector(near_duplicates=3, distance=3)
     for n in range(10):
-        assert detector.observe("http://h.example/news/1", simhash(TEXT + f" {n}")) is None
+        assert detector.observe("http://h.example/news/1", simhash(TEXT + f" {n}"), "http://h.example/news/0") is None
     assert detector.trapped("http://h.example/news/2") is None
-    assert detector.observe("http://h.example/news/2", simhash(TEXT + " 2")) is None
-    assert detector.observe("http://h.example/news/3", simhash(TEXT + " 3")) is None
-    assert detector.observe("http://h.example/news/4", simhash(TEXT + " 4")) == "h.example/news/#"
+    assert detector.observe("http://h.example/news/2", simhash(TEXT + " 2"), "http://h.example/news/1") is None
+    assert detector.observe("http://h.example/news/3", simhash(TEXT + " 3"), "http://h.example/news/2") is None
+    assert detector.observe("http://h.example/news/4", simhash(TEXT + " 4"), "http://h.example/news/3") == \
+        "h.example/news/#"
 
 
 def test_distinct_pages_of_one_shape_are_no_trap():
@@ -142,9 +162,10 @@ def test_distinct_pages_of_one_shape_are_no_trap():
     texts = [TEXT, "Politeness is per host with a crawl delay.", "Sitemaps list pages with lastmod dates.",
              "Canonical links name the preferred URL of a page.", "Robots meta tags say noindex or nofollow."]
     for i, text in enumerate(texts):
-        assert detector.observe(f"http://h.example/release-15-{i}.html", simhash(text)) is None
+        assert detector.observe(f"http://h.example/release-15-{i}.html", simhash(text),
+                                f"http://h.example/release-15-{i - 1}.html") is None
     assert detector.trapped("http://h.example/release-15-9.html") is None
-    assert TrapDetector(near_duplicates=0).observe("http://h.example/a1", 5) is None  # 0: off
+    assert TrapDetector(near_duplicates=0).observe("http://h.example/a1", 5, "http://h.example/a0") is None  # 0: off
 
 
 # --------------------------------------------------------------------------- sitemaps
@@ -520,6 +541,33 @@ def test_trapped_shapes_are_recorded_not_followed(store):
     assert _rows(store, "SELECT url, error_kind, error FROM visited_url WHERE error_kind = 'trap'") == [
         (f"{H}/cal?m=5", "trap", "URL shape h.example/cal?m=# repeats near-identical pages")]
     assert _rows(store, "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
+
+
+def test_near_identical_pages_queued_from_a_page_of_another_shape_are_stored(store):
+    """The store hands the detector each page's referrer (``to_visit_url.discovered_from``):
+    products linked from list pages are stored however alike; a calendar linked month by month
+    from a product (its own shape) still becomes a trap."""
+    scope = Scope(["h.example"], trap_near_duplicates=3)
+    store.add_seeds([f"{H}/list?page=1"])
+    (listing,) = _claim_all(store).values()
+    products = [[f"{H}/product/{n}.html", ""] for n in range(1, 21)]
+    store.apply([_outcome(listing, simhash=simhash(TEXT + " list"), links=[*products, [f"{H}/cal?m=1", ""]])], scope)
+    pending = _claim_all(store)
+    assert {p.discovered_from for p in pending.values()} == {f"{H}/list?page=1"}
+    counts = store.apply([_outcome(pend, simhash=simhash(TEXT),
+                                   links=[[f"{H}/cal?m={int(pend.url.rsplit('=', 1)[1]) + 1}", ""]]
+                                   if "cal?m=" in pend.url else [[f"{H}/list?page=1", ""]])
+                          for pend in pending.values()], scope)
+    assert counts["documents"] == 21 and counts["traps"] == 0
+    assert _rows(store, "SELECT COUNT(*) FROM document WHERE url LIKE '%/product/%'") == [(20,)]
+    for month in range(2, 9):  # each month found on the one before
+        (pend,) = _claim_all(store).values()
+        assert pend.discovered_from == f"{H}/cal?m={month - 1}"
+        counts = store.apply([_outcome(pend, simhash=simhash(TEXT), links=[[f"{H}/cal?m={month + 1}", ""]])], scope)
+        if counts["traps"]:
+            break
+    assert month == 4  # months 2, 3 and 4 were near-duplicates of month 1 found on their own shape
+    assert _rows(store, "SELECT url FROM visited_url WHERE error_kind = 'trap'") == [(f"{H}/cal?m=5",)]
 
 
 def test_one_page_under_random_session_tokens_becomes_a_trap(store):
