@@ -23,7 +23,8 @@ Selectors are parsel's (Scrapy's selector library on lxml: CSS with ``::text``/`
 XPath 1.0); ``each`` is CSS unless it starts with ``/``, ``./``, ``..`` or ``(`` (XPath), or is written
 ``{ css = ... }``/``{ xpath = ... }``. A field's value, per match: the text (or attribute, or
 XPath string) it selects — an element selected without ``::text`` gives its whole text content
-— whitespace collapsed (``normalize = false`` keeps it), then ``re`` (the first match of the
+as a reader sees it (:func:`element_text`: blocks apart, no script or style text) —
+whitespace collapsed (``normalize = false`` keeps it), then ``re`` (the first match of the
 regular expression; its first group if it has groups; a value without a match is dropped), then
 ``type``: ``str``; ``int``/``float`` (plain numbers, or prices and amounts in any common format
 parsed by Zyte's price-parser: ``1.234,50 €`` is 1234.5); ``date`` (ISO 8601 in, else dateutil's parser; ISO 8601
@@ -482,6 +483,68 @@ def _collapse(text: str) -> str:
     return " ".join(text.split())
 
 
+#: Elements whose text a reader sees on a line of its own (HTML's block-level and table elements,
+#: ``br``): an element's text content puts a line break at their edges where the page has no
+#: whitespace, so that ``<p>One.</p><p>Two.</p>`` reads "One. Two.", not "One.Two." (a
+#: browser's ``innerText`` does the same).
+BLOCK_TAGS = frozenset((
+    "address", "article", "aside", "blockquote", "br", "caption", "dd", "details", "dialog", "div", "dl", "dt",
+    "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hgroup",
+    "hr", "li", "main", "nav", "ol", "option", "p", "pre", "section", "summary", "table", "tbody", "td", "tfoot",
+    "th", "thead", "tr", "ul"))
+
+#: Elements whose content is no text a reader sees: scripts, style sheets and templates inside a
+#: selected element are left out of its text content.
+HIDDEN_TAGS = frozenset(("script", "style", "template"))
+
+
+def element_text(element) -> str:
+    """The text a reader sees in lxml ``element``: its text nodes in document order, without the
+    content of the scripts, style sheets and templates inside it (:data:`HIDDEN_TAGS`; the
+    element itself may be one) or of comments, and with a line break at the edges of the
+    block-level elements inside it (:data:`BLOCK_TAGS`) where the page put no whitespace there.
+
+    Args:
+        element: an lxml element (HTML or XML; a tag is matched without its namespace).
+
+    Returns:
+        The text, not normalised (the caller collapses whitespace when the field asks for it).
+    """
+    parts: list = []  # text, or None: a line break at a block's edge, written only between texts
+
+    def gap() -> None:
+        if parts and parts[-1] is not None and not parts[-1][-1:].isspace():
+            parts.append(None)
+
+    def add(text) -> None:
+        if text:
+            if parts and parts[-1] is None and text[:1].isspace():
+                parts.pop()  # the page's own whitespace separates them
+            parts.append(text)
+
+    def walk(node) -> None:
+        for child in node:
+            tag = child.tag if isinstance(child.tag, str) else None  # None: a comment or PI
+            name = tag.rsplit("}", 1)[-1].lower() if tag else None
+            if name is not None and name not in HIDDEN_TAGS:
+                block = name in BLOCK_TAGS
+                if block:
+                    gap()
+                add(child.text)
+                walk(child)
+                if block:
+                    gap()
+            add(child.tail)
+
+    if not isinstance(getattr(element, "tag", None), str):  # not an element: its XPath string value
+        return str(element.xpath("string()")) if hasattr(element, "xpath") else str(element)
+    add(element.text)
+    walk(element)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return "".join("\n" if part is None else part for part in parts)
+
+
 def _strings(results, normalize: bool) -> list[str]:
     out = []
     for sel in results:
@@ -491,7 +554,7 @@ def _strings(results, normalize: bool) -> list[str]:
         elif isinstance(root, float):  # an XPath number (count(//pre)): "33", not "33.0"
             value = str(int(root)) if root.is_integer() else str(root)
         else:
-            value = root if isinstance(root, str) else sel.xpath("string()").get() or ""
+            value = root if isinstance(root, str) else element_text(root)
         value = _collapse(value) if normalize else value
         if value.strip():
             out.append(value)

@@ -62,6 +62,35 @@ nones = { css = ".nothing::text", many = true }
                               "none": None, "nones": []}
 
 
+ARTICLE = """<html><head><title>Storm</title></head><body><article>
+<div class="body"><h2>Storm hits the coast</h2><p>Winds of 140&nbsp;km/h.</p><p>“It was loud,” said one <b>résident</b>.</p><script>var ad = "buy";</script><style>p { color: red }</style><!-- ad slot -->Line one<br>line two<ul><li>first</li><li>second</li></ul><table><tr><td>a</td><td>b</td></tr></table></div>
+<pre class="code">x = 1<br>y = <span>2</span></pre>
+<script type="text/template" id="tpl">{{ name }}</script>
+</article></body></html>"""
+
+
+def test_an_elements_text_separates_its_blocks_and_leaves_out_scripts_and_styles():
+    """<p>One.</p><p>Two.</p> reads "One. Two." (it read "One.Two.", and an article body took in
+    the text of its scripts and style sheets); inline elements stay joined; a script selected
+    itself still gives its text."""
+    found = run("""
+[[item]]
+type = "article"
+[item.fields]
+body = { css = "div.body" }
+paragraphs = { css = "div.body p", many = true }
+code = { css = "pre.code", normalize = false }
+template = { css = "script#tpl" }
+""", ARTICLE)
+    (item,) = found.items
+    assert item["fields"] == {
+        "body": "Storm hits the coast Winds of 140 km/h. “It was loud,” said one résident. Line one line two "
+                "first second a b",
+        "paragraphs": ["Winds of 140 km/h.", "“It was loud,” said one résident."],
+        "code": "x = 1\ny = 2",
+        "template": "{{ name }}"}
+
+
 def test_each_types_re_and_required():
     found = run("""
 [[item]]
