@@ -178,20 +178,41 @@ def item_summary(engine: Engine, specs: Sequence[ItemSpec] = ()) -> list[TypeFig
 # Export
 
 
-def _item_query(kind: str | None):
+def _gone_pages():
+    """The fingerprints of the stored documents a recrawl found gone (404/410)."""
+    doc = models.document
+    return sa.select(doc.c.fingerprint).where(doc.c.gone_at.is_not(None))
+
+
+def _item_query(kind: str | None, include_gone: bool = True):
     query = sa.select(item.c.type, item.c.url, item.c.position, item.c.fields, item.c.extracted_at).order_by(item.c.id)
+    if not include_gone:
+        query = query.where(item.c.fingerprint.not_in(_gone_pages()))
     return query.where(item.c.type == kind) if kind else query
 
 
-def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | None = None) -> int:
+@dataclass
+class ItemExport:
+    """What :func:`export_items` wrote: ``items`` written, and ``gone`` items left out because a
+    recrawl found their page gone (404/410), on ``gone_pages`` pages."""
+
+    items: int = 0
+    gone: int = 0
+    gone_pages: int = 0
+
+
+def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | None = None, *,
+                 include_gone: bool = False) -> ItemExport:
     """Write the items (of type ``kind`` only, if given) to the file ``out`` (``-``: standard
     output) as JSON lines (``{"type", "url", "position", "extracted_at", "fields": {...}}``) or
     CSV (columns type, url, position, extracted_at, then one per field: the stored spec's in its
     order, then any other (a plugin's) in first-seen order; lists and maps as JSON; a field
     named as one of the first four columns, or starting ``field.``, gets the column
     ``field.NAME``, so that no two columns share a name). A ``kind``
-    the crawl has neither items nor a spec of is an :class:`ItemExportError`. Returns the items
-    written. Raises :class:`ItemExportError`, or :class:`~gridcrawl.errors.ExportError` when
+    the crawl has neither items nor a spec of is an :class:`ItemExportError`. The items of a page
+    a recrawl found gone (404/410: ``document.gone_at`` set; the page and its items stay stored,
+    docs/recrawl.md) are left out unless ``include_gone``: an export is what the site holds now.
+    Returns an :class:`ItemExport` (items written, gone items left out). Raises :class:`ItemExportError`, or :class:`~gridcrawl.errors.ExportError` when
     ``out`` cannot be written (nothing is left there then: :func:`gridcrawl.export.open_output`)."""
     from gridcrawl.export import iso_utc, open_output
     if format not in ("jsonl", "csv"):
@@ -210,15 +231,22 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         if kind not in types:
             raise ItemExportError(f"--type {kind!r}: this crawl has no items of that type (its types: "
                                   f"{', '.join(sorted(types)) or 'none'})")
-    count = 0
+    result = ItemExport()
+    if not include_gone and sa.inspect(engine).has_table("document"):
+        with engine.connect() as conn:
+            gone = (sa.select(sa.func.count(), sa.func.count(sa.distinct(item.c.fingerprint)))
+                    .where(item.c.fingerprint.in_(_gone_pages()), *([item.c.type == kind] if kind else [])))
+            result.gone, result.gone_pages = conn.execute(gone).one()
+    else:
+        include_gone = True
     with open_output(out, binary=False) as stream, engine.connect() as conn:
         if format == "jsonl":
-            for row in conn.execute(_item_query(kind)):
+            for row in conn.execute(_item_query(kind, include_gone)):
                 stream.write(json.dumps({"type": row.type, "url": row.url, "position": row.position,
                                          "extracted_at": iso_utc(row.extracted_at),
                                          "fields": json.loads(row.fields)}, ensure_ascii=False) + "\n")
-                count += 1
-            return count
+                result.items += 1
+            return result
         # the spec's fields in its order (a crawl's and a re-extraction's rows alike), then any other
         columns: dict[str, None] = {f.name: None for spec in specs if kind is None or spec.type == kind
                                     for f in spec.fields}
@@ -228,14 +256,14 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         writer = csv.writer(stream)
         fixed = ("type", "url", "position", "extracted_at")  # a field of one of these names: "field.url"
         writer.writerow([*fixed, *(f"field.{c}" if c in fixed or c.startswith("field.") else c for c in columns)])
-        for row in conn.execute(_item_query(kind)):
+        for row in conn.execute(_item_query(kind, include_gone)):
             values = json.loads(row.fields)
             cells = [v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
                      for v in (values.get(c) for c in columns)]
             writer.writerow([row.type, row.url, row.position,
                              iso_utc(row.extracted_at) or "", *cells])
-            count += 1
-        return count
+            result.items += 1
+        return result
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1036,6 +1036,8 @@ def export_command(
     items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
                                "line; csv: one column per field)"),
     type: str = typer.Option(None, "--type", help="with --items: only items of this type"),
+    include_gone: bool = typer.Option(False, "--include-gone", help="with --items: also the items of pages a "
+                                      "recrawl found gone (404/410), left out by default"),
 ) -> None:
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
     triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
@@ -1050,13 +1052,18 @@ def export_command(
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:
-            written = export_items(open_database(db, existing=True), out, format, type)
+            done = export_items(open_database(db, existing=True), out, format, type, include_gone=include_gone)
         except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
             fail(str(exc))
-        typer.echo(f"exported {written} item{'' if written == 1 else 's'} to {out}", err=True)
+        gone = (f" ({done.gone} item{'' if done.gone == 1 else 's'} of {done.gone_pages} "
+                f"page{'' if done.gone_pages == 1 else 's'} a recrawl found gone, 404/410, left out: "
+                "--include-gone exports them)" if done.gone else "")
+        typer.echo(f"exported {done.items} item{'' if done.items == 1 else 's'} to {out}{gone}", err=True)
         return
     if type is not None:
         fail("--type goes with --items")
+    if include_gone:
+        fail("--include-gone goes with --items")
     try:
         engine = open_database(db, existing=True)
         result = export(engine, format, out, content=content, triples=triples)

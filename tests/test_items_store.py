@@ -157,12 +157,12 @@ def test_a_reextraction_whose_spec_renders_says_the_stored_pages_were_not_render
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
     save_spec(store.engine, "shop.toml", SPEC)
-    assert export_items(store.engine, str(tmp_path / "all.jsonl")) == 4
+    assert export_items(store.engine, str(tmp_path / "all.jsonl")).items == 4
     lines = [json.loads(line) for line in (tmp_path / "all.jsonl").read_text().splitlines()]
     (sql,) = [line for line in lines if line["type"] == "sql_command"]
     assert sql["fields"]["synopsis"] == ["SELECT a", "TABLE t"] and sql["position"] == 0
     assert sql["extracted_at"].endswith("Z")  # UTC, written as the pages' times are
-    assert export_items(store.engine, str(tmp_path / "p.csv"), "csv", "product") == 3
+    assert export_items(store.engine, str(tmp_path / "p.csv"), "csv", "product").items == 3
     header, *rows = (tmp_path / "p.csv").read_text().splitlines()
     assert header == "type,url,position,extracted_at,name,price,colour"
     (kettle,) = [row for row in rows if ",Kettle," in row]

@@ -4,6 +4,7 @@ the recrawl counts, version history and the WARC export of revisits."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -280,6 +281,51 @@ def test_gone_page_is_revived_and_export_holds_revisits(tmp_path, site_server):
                             capture_output=True, text=True, timeout=60)
     assert report.returncode == 0, report.stderr
     assert "recrawls" in report.stdout and "revived" in report.stdout
+
+
+def export_items(grid: Grid, out, *options: str) -> tuple[list[str], str]:
+    """``gridcrawl export --items`` of ``grid``'s crawl to ``out``: the URLs of the items written,
+    and the command's message."""
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", grid.crawl_db, "--items", *options,
+                           str(out)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return sorted(json.loads(line)["url"] for line in out.read_text().splitlines()), done.stderr.strip()
+
+
+def test_the_items_of_a_page_found_gone_are_left_out_of_the_export_until_it_comes_back(tmp_path, site_server):
+    """A product page removed from the site (404) keeps its document and its items stored, but
+    an export of the items is what the site holds now: the removed product is left out, saying
+    so (it was exported as if still for sale), --include-gone exports it, and it is back once
+    the page is."""
+    site = recrawl_site()
+    server = site_server(site)
+    url = lambda path: canonical_url(server.url(path))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[[item]]\ntype = "page"\nurl = "/[a-z0-9]+\\\\.html$"\n[item.fields]\n'
+                    'title = { css = "title::text", required = true }\n')
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), "--extract", str(spec)).wait(timeout=60) == 0, grid.log("client.log")
+        pages = [url(p) for p in ("/e1.html", "/e2.html", "/gone.html", "/m1.html", "/m2.html", "/n1.html", "/n2.html")]
+        assert export_items(grid, tmp_path / "first.jsonl") == (sorted(pages), "exported 7 items to "
+                                                                 f"{tmp_path / 'first.jsonl'}")
+        del site.pages["/gone.html"]
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+        assert grid.query("crawl", "SELECT COUNT(*) FROM item WHERE url = ?", url("/gone.html")) == [(1,)]
+        now = tmp_path / "now.jsonl"
+        assert export_items(grid, now) == (sorted(set(pages) - {url("/gone.html")}), (
+            f"exported 6 items to {now} (1 item of 1 page a recrawl found gone, 404/410, left out: "
+            "--include-gone exports them)"))
+        every = tmp_path / "all.jsonl"
+        assert export_items(grid, every, "--include-gone") == (sorted(pages), f"exported 7 items to {every}")
+        site.pages["/gone.html"] = page("gone", text="back again")
+        del site.etags["/gone.html"]
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    assert export_items(grid, tmp_path / "back.jsonl")[0] == sorted(pages)
 
 
 def test_an_interrupted_recrawl_resumes_without_visiting_a_page_twice(tmp_path, site_server):
