@@ -597,6 +597,18 @@ def _number(text: str, integral: bool):
     return amount
 
 
+#: Time-zone abbreviations a date may end with, and their offsets east of UTC (seconds): those
+#: with a single common meaning. dateutil knows only UTC, GMT and Z by itself: it read "10:00
+#: CET" and "3 PM EST" as times without a zone, hours away from what the page meant. Names with
+#: several meanings (CST: US Central or China; IST: India, Ireland or Israel; AST; BST is
+#: British Summer Time here) and unknown names still give the time as written, without a zone.
+TZ_ABBREVIATIONS = {name: int(hours * 3600) for name, hours in {
+    "UTC": 0, "UT": 0, "GMT": 0, "WET": 0, "WEST": 1, "BST": 1, "CET": 1, "CEST": 2, "MET": 1, "MEST": 2,
+    "EET": 2, "EEST": 3, "MSK": 3, "EST": -5, "EDT": -4, "CDT": -5, "MST": -7, "MDT": -6, "PST": -8,
+    "PDT": -7, "AKST": -9, "AKDT": -8, "HST": -10, "JST": 9, "KST": 9, "HKT": 8, "SGT": 8, "AWST": 8,
+    "ACST": 9.5, "ACDT": 10.5, "AEST": 10, "AEDT": 11, "NZST": 12, "NZDT": 13}.items()}
+
+
 def _date(text: str, dayfirst: bool):
     from dateutil import parser
     try:
@@ -604,7 +616,8 @@ def _date(text: str, dayfirst: bool):
     except ValueError:
         value = None
     try:
-        value = value or parser.parse(text, dayfirst=dayfirst, default=_dt.datetime(1, 1, 1))
+        value = value or parser.parse(text, dayfirst=dayfirst, default=_dt.datetime(1, 1, 1),
+                                      tzinfos=TZ_ABBREVIATIONS)
     except (ValueError, OverflowError, parser.ParserError):
         return None
     if value.year == 1:  # no year in the text: not a date

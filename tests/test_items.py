@@ -141,6 +141,25 @@ floats = { css = "i::text", type = "float", many = true }
                                         "floats": [12.5]}
 
 
+def test_dates_keep_a_time_zone_written_as_a_common_abbreviation():
+    """"10:00 CET" is 10:00+01:00 and "3:00 PM EST" 15:00-05:00 (both were read as times without
+    a zone, an hour and five hours off UTC); GMT and offsets as before; a name with several
+    meanings (CST) still gives the time as written."""
+    html = ("<p>3 March 2026, 10:00 CET</p><p>Jul 1, 2026 10:00 CEST</p><p>Nov 20, 2026 3:00 PM EST</p>"
+            "<p>20 Nov 2026 14:00 GMT</p><p>Mon, 30 Nov 2026 10:00:00 +0100</p><p>20 Nov 2026 09:00 JST</p>"
+            "<p>20 Nov 2026 09:00 CST</p>")
+    found = run("""
+[[item]]
+type = "d"
+[item.fields]
+dates = { css = "p::text", type = "date", many = true }
+""", html)
+    assert found.items[0]["fields"]["dates"] == [
+        "2026-03-03T10:00:00+01:00", "2026-07-01T10:00:00+02:00", "2026-11-20T15:00:00-05:00",
+        "2026-11-20T14:00:00+00:00", "2026-11-30T10:00:00+01:00", "2026-11-20T09:00:00+09:00",
+        "2026-11-20T09:00:00"]
+
+
 def test_where_regex_and_recent_dates_keep_only_what_passes():
     spec = """
 [[item]]
