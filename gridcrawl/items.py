@@ -54,6 +54,7 @@ This module imports no SQL: executors use it.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import functools
 import json
 import math
@@ -724,7 +725,9 @@ MAX_VALUE_DEPTH, MAX_KEYS, MAX_KEY_CHARS = 4, 200, 200
 
 def _jsonable(value, cut: set, depth: int = 0):
     """A plugin's value made JSON- and msgpack-safe (:func:`gridcrawl.protocol.json_safe`: an
-    integer beyond 64 bits, NaN and infinities become their ``str``, as other objects do) and
+    integer beyond 64 bits, NaN and infinities become their ``str``, as other objects do; a date
+    its ISO 8601 text; a ``Decimal`` the float of the same decimal value, or its ``str`` when no
+    float has it: ``Decimal("12.50")`` is 12.5, a 30-digit one stays text) and
     bounded: text at :data:`MAX_VALUE_CHARS`, lists at :data:`MAX_ITEMS_PER_PAGE` entries, maps
     at :data:`MAX_KEYS` keys of :data:`MAX_KEY_CHARS`, nesting past :data:`MAX_VALUE_DEPTH` as
     text; what was cut is added to ``cut`` (the page's items record it as an error)."""
@@ -736,6 +739,10 @@ def _jsonable(value, cut: set, depth: int = 0):
         return value[:MAX_VALUE_CHARS]
     if isinstance(value, (_dt.date, _dt.datetime)):
         return value.isoformat()
+    if isinstance(value, decimal.Decimal):  # a price as Python code keeps it: a number, when a float holds it
+        number = float(value) if value.is_finite() else None
+        if number is not None and math.isfinite(number) and decimal.Decimal(repr(number)) == value:
+            return number
     if isinstance(value, (list, tuple, dict)) and depth >= MAX_VALUE_DEPTH:
         cut.add(f"lists and maps nested past {MAX_VALUE_DEPTH} levels (kept as text)")
     elif isinstance(value, (list, tuple)):

@@ -326,6 +326,17 @@ def test_plugin_values_json_cannot_hold_become_strings_and_extra_items_are_cut_s
                                  "and type)"]]
 
 
+def test_a_plugins_decimal_prices_are_numbers_that_where_compares(plugin):
+    """A plugin's Decimal("1234.50") is the number 1234.5 (it was the text "1234.50", which a
+    min/max condition never passes: the item was dropped); a Decimal no float holds stays text."""
+    specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nprice = {{ min = 100 }}\n')
+    found = extract(specs, page(PRODUCT, "http://shop.test/decimal.html"), plugins=plugin)
+    assert found.dropped == []
+    assert found.items == [{"type": "p", "position": 0, "fields": {
+        "price": 1234.5, "tenth": 0.1, "exact": "12345678901234567890.123456789", "nan": "NaN",
+        "seen": "2026-11-29"}}]
+
+
 def test_each_matches_past_the_per_page_limit_are_cut_saying_so():
     html = "<ul>" + "".join(f"<li>{n}</li>" for n in range(1003)) + "</ul>"
     found = run('[[item]]\ntype = "e"\neach = "li"\n[item.fields]\nn = { css = "::text", type = "int" }', html)

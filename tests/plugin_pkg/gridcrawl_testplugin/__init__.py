@@ -3,11 +3,13 @@
 product's SKU, its name upper-cased (something the declarative selectors cannot say) and the
 number of links on the page. Pages whose URL contains ``/boom`` make it raise, ``/slow`` makes
 it sleep past any sane deadline, ``/odd`` makes it yield numbers JSON cannot hold (an integer past
-64 bits, NaN, infinity), ``/many`` makes it yield 1,500 items, ``/deep`` one
-with values past every bound of an item."""
+64 bits, NaN, infinity), ``/decimal`` prices as ``Decimal`` and a date, ``/many`` makes it yield
+1,500 items, ``/deep`` one with values past every bound of an item."""
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import time
 
 
@@ -19,6 +21,11 @@ def extract(page):
         time.sleep(30)
     if "/odd" in page.url:
         yield {"big": 2**70, "nan": float("nan"), "inf": float("-inf"), "fine": 2**62}
+        return
+    if "/decimal" in page.url:  # how Python code keeps prices
+        yield {"price": decimal.Decimal("1234.50"), "tenth": decimal.Decimal("0.1"),
+               "exact": decimal.Decimal("12345678901234567890.123456789"), "nan": decimal.Decimal("NaN"),
+               "seen": datetime.date(2026, 11, 29)}
         return
     if "/deep" in page.url:  # more than an item may hold: cut, and the cut recorded
         nested = {"leaf": 1}
