@@ -35,7 +35,9 @@ class Check:
     and the others (another host, a crawler-trap path, or past ``max_depth``). The links the
     keep rules match are ``page.kept`` (``[URL, rule number]``). ``item_types``: the types of
     the item specs that applied to the page (None when no spec was given); ``item_dropped``:
-    ``[type, position]`` of each item their ``[item.where]`` conditions left out.
+    ``[type, position]`` of each item their ``[item.where]`` conditions left out;
+    ``item_skipped``: why each spec that did not apply to the page did not (its ``url`` or
+    ``page_type``, :meth:`gridcrawl.items.ItemSpec.why_not`).
     """
 
     page: PageResult
@@ -45,6 +47,7 @@ class Check:
     outside: list[list] = field(default_factory=list)
     item_types: list[str] | None = None
     item_dropped: list[list] = field(default_factory=list)
+    item_skipped: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -148,7 +151,8 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
     scope.redirected_seed(Pending(0, canonical, fingerprint(canonical), 0), page)  # a redirect's host joins
     check = Check(page, "directly" if proxy is None or not proxy.applies_to(canonical)
                   else f"through the proxy {proxy.shown}", scope.allowed_domains,
-                  item_types=[spec.type for spec in applying] if items else None, item_dropped=dropped)
+                  item_types=[spec.type for spec in applying] if items else None, item_dropped=dropped,
+                  item_skipped=[why for spec in items if (why := spec.why_not(canonical, page_type))])
     for link in page.links:
         (check.followed if scope.allows(link[0], 1) else check.outside).append(list(link))
     return check

@@ -1301,6 +1301,8 @@ def _print_check(check, shown) -> None:
         console.print("items (0): " + (f"the specs of {', '.join(map(repr, check.item_types))} found nothing here"
                                        if check.item_types else "no item spec applies to this URL and page type"),
                       soft_wrap=True, highlight=False)
+        for why in ([] if check.item_types else check.item_skipped):
+            console.print(f"  {terminal_text(why)}", soft_wrap=True, highlight=False)
     if page.triples or (page.structured or {}).get("errors"):
         heading("triples", shown(page.triples), page.triples)
         for subject, predicate, value, *_ in shown(page.triples):

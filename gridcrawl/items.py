@@ -133,6 +133,24 @@ class ItemSpec:
             return False
         return self.url is None or _regex(self.url).search(url) is not None
 
+    def why_not(self, url: str, page_type: str | None) -> str | None:
+        """Why this spec does not extract from page ``url`` (canonical) of ``page_type``, in
+        words naming its ``page_type`` or ``url`` (with a hint when the ``url`` looks like a
+        glob, ``/p/*.html``: it is a regular expression); None when it does."""
+        if self.page_type is not None and self.page_type != page_type:
+            return f"{self.label}: its page_type is {self.page_type!r}, this page's {page_type!r}"
+        if self.url is None or _regex(self.url).search(url) is not None:
+            return None
+        return f"{self.label}: its url {self.url!r} is not found in the URL{_glob_hint(self.url)}"
+
+
+def _glob_hint(pattern: str) -> str:
+    """A hint for a regular expression written as a shell glob (``*.html``, ``/p/*``), else ""."""
+    if not re.search(r"(^|/)\*|\*\.[A-Za-z]", pattern):
+        return ""
+    return (" (a regular expression searched in the URL, not a glob: '*' repeats what is before it;"
+            " any text is '.*', a dot '\\.', as in '/p/.*\\.html$')")
+
 
 # ----------------------------------------------------------------------------------------------
 # Reading and validating
@@ -183,13 +201,13 @@ def _check_jsonld(expression) -> str | None:
     return None
 
 
-def _check_regex(pattern, where: str) -> None:
+def _check_regex(pattern, where: str, url: bool = False) -> None:
     if not isinstance(pattern, str):
         raise ItemSpecError(f"{where}: re must be a string")
     try:
         re.compile(pattern)
     except re.error as exc:
-        raise ItemSpecError(f"{where}: invalid regular expression '{pattern}': {exc}") from None
+        raise ItemSpecError(f"{where}: invalid regular expression '{pattern}': {exc}{_glob_hint(pattern) if url else ''}") from None
 
 
 def _field(name: str, data, where: str) -> FieldSpec:
@@ -284,7 +302,7 @@ def _item(data, number: int, source: str) -> ItemSpec:
     if "url" in data:
         if not isinstance(data["url"], str):
             raise ItemSpecError(f"{where}: url must be a regular expression string")
-        _check_regex(data["url"], f"{where} url")
+        _check_regex(data["url"], f"{where} url", url=True)
     if "page_type" in data and not isinstance(data["page_type"], str):
         raise ItemSpecError(f"{where}: page_type must be a string")
     each = _each(data["each"], where) if "each" in data else None

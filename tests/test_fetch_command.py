@@ -140,6 +140,13 @@ def test_fetch_shows_the_items_an_extract_spec_finds_and_misses(tmp_path):
         empty.write_text('[[item]]\ntype = "elsewhere"\nurl = "/nowhere/"\n[item.fields]\nname = { css = "h1::text" }\n')
         nothing = _fetch(server.url(listing), "--extract", str(empty), "--links", "0")
         assert "items (0): no item spec applies to this URL and page type" in nothing.stdout, nothing.stdout
+        # ... and why, spec by spec: a url written as a glob gets a hint (it only said "no item spec applies")
+        assert "  item 1 (elsewhere): its url '/nowhere/' is not found in the URL\n" in nothing.stdout, nothing.stdout
+        empty.write_text('[[item]]\ntype = "product"\nurl = "/list/*.html"\n[item.fields]\nname = { css = "h1::text" }\n')
+        glob = _fetch(server.url(listing), "--extract", str(empty), "--links", "0")
+        assert ("  item 1 (product): its url '/list/*.html' is not found in the URL (a regular expression searched in "
+                "the URL, not a glob: '*' repeats what is before it; any text is '.*', a dot '\\.', as in "
+                "'/p/.*\\.html$')") in glob.stdout, glob.stdout
     bad = tmp_path / "bad.toml"
     bad.write_text("[[item]]\ntype = 1\n")
     refused = _fetch("http://127.0.0.1:9/", "--extract", str(bad))

@@ -227,6 +227,10 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", many="yes"}', "field 'x': many must be true or false"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", colour=1}', "field 'x': unknown keys ['colour']"),
     ('[[item]]\ntype = "a"\nurl = "(["\n[item.fields]\nx = {css="a"}', "item 1 (a) url: invalid regular expression"),
+    ('[[item]]\ntype = "a"\nurl = "*.html"\n[item.fields]\nx = {css="a"}',   # a glob: the hint says how to write it
+     "item 1 (a) url: invalid regular expression '*.html': nothing to repeat at position 0 (a regular expression "
+     "searched in the URL, not a glob: '*' repeats what is before it; any text is '.*', a dot '\\.', as in "
+     "'/p/.*\\.html$')"),
     ('[[item]]\ntype = "a"\neach = "li["\n[item.fields]\nx = {css="a"}', "item 1 (a): each: invalid css"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\ny = {re="a"}', "where 'y': no such field"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[item.where]\nx = {within_days=3}',
