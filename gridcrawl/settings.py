@@ -224,7 +224,8 @@ class Settings:
     trap_distance: int = _doc(3, "largest Hamming distance between the 64-bit SimHashes of two pages' text for them to count as near-identical (Manku et al., WWW 2007)")
     sitemaps: bool = _doc(True, "read the sitemaps of the seeds' hosts (robots.txt Sitemap lines, else /sitemap.xml) and crawl the pages they list",
                 cli=(C, R), group="strategy", flag="--sitemaps/--no-sitemaps",
-                help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml)")
+                help="read the seeds' hosts' sitemaps (robots.txt Sitemap lines, else /sitemap.xml); "
+                "not with --rules or a focus, which decide what is followed")
     follow_nofollow: bool = _doc(False, "follow links marked rel=nofollow (skipped by default)",
                 cli=(C, R), group="scope", help="follow rel=nofollow links too")
     store_duplicates: bool = _doc(False, "store a page in full although its canonical link or its body digest names a page stored already (else a row without content saying which)",
