@@ -580,6 +580,12 @@ def _strings(results, normalize: bool) -> list[str]:
     return out
 
 
+#: Apostrophes a page may print as a thousands separator (CHF 1’234.50), read as the ASCII one.
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2032": "'", "\uff07": "'"})
+#: A percent sign right after a digit (12.5%).
+_PERCENT = re.compile(r"(?<=\d)%")
+
+
 def _number(text: str, integral: bool):
     """``text`` as an ``int`` (``integral``) or a ``float``, or None when it is no number: a plain
     number as Python reads it (so ``"1.234"`` is 1.234, and as an int it is dropped), else an
@@ -604,6 +610,9 @@ def _number(text: str, integral: bool):
     if not any(ch.isdigit() for ch in cleaned):
         return None
     from price_parser import Price
+    # price-parser reads the ASCII apostrophe of Swiss amounts (1'234.50) but stops at the
+    # typographic one pages print (1’234.50 was 1.0), and reads 12.5% as 12: give it both as it reads them
+    cleaned = _PERCENT.sub(" %", cleaned.translate(_APOSTROPHES))
     amount = Price.fromstring(cleaned).amount_float
     if amount is None:
         return None

@@ -380,6 +380,8 @@ def test_json_safe_keeps_what_json_and_msgpack_hold_and_makes_the_rest_strings()
     ("inf", None, None), ("nan", None, None),
     ("123456789012345678901234567890", None, 1.2345678901234568e29),   # past 64 bits: no int
     ("9223372036854775807", 2**63 - 1, 9.223372036854776e18), ("1e400", None, None),
+    ("CHF 1’234.50", None, 1234.5), ("Fr. 1’234.–", 1234, 1234.0),   # a typographic apostrophe: was 1
+    ("CHF 1'234.50", None, 1234.5), ("12.5%", None, 12.5), ("20%", 20, 20.0),   # 12.5% was 12
 ])
 def test_numbers_convert_alike_as_int_and_float_and_words_are_dropped(text, as_int, as_float):
     from gridcrawl.items import _number
