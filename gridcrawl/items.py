@@ -344,6 +344,9 @@ def parse_spec(text: str, source: str = "items.toml") -> list[ItemSpec]:
     if unknown:
         raise ItemSpecError(f"{source}: unknown top-level keys {sorted(unknown)} (write [[item]] tables)")
     items = data.get("item")
+    if isinstance(items, dict):  # [item]: one table, which TOML does not let a second one join
+        raise ItemSpecError(f"{source}: [item] is a single table: write [[item]] (two brackets), one per item "
+                            "type, and [item.fields] under it")
     if not isinstance(items, list) or not items:
         raise ItemSpecError(f"{source}: no [[item]] table")
     specs = [_item(item, n, source) for n, item in enumerate(items, 1)]

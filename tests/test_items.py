@@ -227,6 +227,8 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", many="yes"}', "field 'x': many must be true or false"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", colour=1}', "field 'x': unknown keys ['colour']"),
     ('[[item]]\ntype = "a"\nurl = "(["\n[item.fields]\nx = {css="a"}', "item 1 (a) url: invalid regular expression"),
+    ('[item]\ntype = "a"\n[item.fields]\nx = {css="a"}',   # one bracket: it said "no [[item]] table"
+     "[item] is a single table: write [[item]] (two brackets), one per item type, and [item.fields] under it"),
     ('[[item]]\ntype = "a"\nurl = "*.html"\n[item.fields]\nx = {css="a"}',   # a glob: the hint says how to write it
      "item 1 (a) url: invalid regular expression '*.html': nothing to repeat at position 0 (a regular expression "
      "searched in the URL, not a glob: '*' repeats what is before it; any text is '.*', a dot '\\.', as in "
