@@ -14,7 +14,8 @@ This module owns the pure decisions of a recrawl (no SQL, no clock: ``now`` is p
   bounds.
 * :meth:`AdaptiveSchedule.lastmod_hint` — what a sitemap's ``<lastmod>`` for a stored document
   says about its next visit: a lastmod after the last visit makes it due (but never sooner than
-  ``min_interval`` after that visit), one not after it counts as a "not modified" observation
+  ``min_interval`` after that visit), and so does a date without a time of the visit's day (the
+  change may have come after the visit), one not after it counts as a "not modified" observation
   (the interval lengthens as after a 304), one in the future or before 1970 is ignored.
   Nutch keeps a sitemap's lastmod only as the page's ``modifiedTime`` (``SitemapProcessor``),
   which its schedule reads for ``sync_delta``; gridcrawl acts on it directly, see docs/recrawl.md.
@@ -90,6 +91,10 @@ class AdaptiveSchedule:
 
     #: A sitemap lastmod before this is absurd (no web page is older) and ignored.
     EARLIEST_LASTMOD = _dt.datetime(1970, 1, 1)
+    #: How long after its midnight (UTC) a lastmod written as a date alone (``2026-11-29``, read
+    #: as that midnight) may have been: to the end of that calendar day in the zone furthest
+    #: west (UTC−12), 36 hours. A visit within that span may precede the change.
+    DATE_SPAN = _dt.timedelta(hours=36)
 
     @classmethod
     def from_settings(cls, settings) -> "AdaptiveSchedule":
@@ -152,13 +157,17 @@ class AdaptiveSchedule:
 
         * ``("due", interval, when)`` — modified after the last visit: due at
           ``max(now, visited_at + min_interval)`` if that is sooner than ``next_fetch_at``
-          (the interval is kept: the visit will tell whether it changed);
+          (the interval is kept: the visit will tell whether it changed). A lastmod at a
+          midnight (a date without a time, as many sitemaps write it) counts as modified after
+          a visit made before the end of that day anywhere (:data:`DATE_SPAN`): the page may
+          have changed later that day, and the visit is one conditional request;
         * ``("not_modified", longer, visited_at + longer)`` — not modified since the last visit:
           the interval lengthens as after a 304 (``next_interval(interval, "not_modified")``).
         """
         if lastmod is None or visited_at is None or lastmod > now or lastmod < self.EARLIEST_LASTMOD:
             return None
-        if lastmod > visited_at:
+        whole_day = lastmod.hour == lastmod.minute == lastmod.second == lastmod.microsecond == 0
+        if lastmod > visited_at or (whole_day and visited_at < lastmod + self.DATE_SPAN):
             when = max(now, visited_at + _dt.timedelta(seconds=self.min_interval))
             if next_fetch_at is not None and next_fetch_at <= when:
                 return None  # due as soon already

@@ -123,6 +123,27 @@ def test_lastmod_hint_makes_due_lengthens_and_ignores_hostile_values():
     assert s.lastmod_hint(visited, None, 100.0, scheduled, now) is None
 
 
+def test_a_lastmod_written_as_a_date_alone_of_the_visits_day_makes_the_page_due():
+    """A sitemap's <lastmod>2026-11-29</lastmod> (read as that midnight) for a page visited at
+    10:00 that day may mean an edit at 15:00: the page is due (it counted as not modified since
+    the visit, its interval lengthened, and the edit went unseen for the whole longer interval);
+    a date before the visit's day still lengthens it, and so does a full time before the visit."""
+    s = AdaptiveSchedule(initial=100.0, min_interval=10.0, max_interval=1000.0)
+    visited = _dt.datetime(2026, 11, 29, 10, 0, 0)
+    now = _dt.datetime(2026, 11, 30, 8, 0, 0)
+    scheduled = now + _dt.timedelta(days=30)
+    day = _dt.datetime(2026, 11, 29)
+    assert s.lastmod_hint(day, visited, 100.0, scheduled, now) == ("due", 100.0, now)
+    # a visit the next day, before the 29th has ended everywhere (UTC-12: 12:00 UTC on the 30th)
+    assert s.lastmod_hint(day, _dt.datetime(2026, 11, 30, 7), 100.0, scheduled, now)[0] == "due"
+    assert s.lastmod_hint(day - _dt.timedelta(days=2), visited, 100.0, scheduled, now)[0] == "not_modified"
+    assert s.lastmod_hint(day + _dt.timedelta(hours=9, minutes=59), visited, 100.0, scheduled, now)[0] == \
+        "not_modified", "a time of day is taken as written"
+    later = _dt.datetime(2026, 12, 1, 9)
+    assert s.lastmod_hint(day, _dt.datetime(2026, 11, 30, 13), 100.0, later + _dt.timedelta(days=1),
+                          later)[0] == "not_modified"
+
+
 # ------------------------------------------------------------------ executor: conditional requests
 
 def conditional_site() -> Site:
