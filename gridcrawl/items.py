@@ -544,24 +544,32 @@ def element_text(element) -> str:
                 parts.pop()  # the page's own whitespace separates them
             parts.append(text)
 
-    def walk(node) -> None:
-        for child in node:
-            tag = child.tag if isinstance(child.tag, str) else None  # None: a comment or PI
-            name = tag.rsplit("}", 1)[-1].lower() if tag else None
-            if name is not None and name not in HIDDEN_TAGS:
-                block = name in BLOCK_TAGS
-                if block:
-                    gap()
-                add(child.text)
-                walk(child)
-                if block:
-                    gap()
-            add(child.tail)
-
     if not isinstance(getattr(element, "tag", None), str):  # not an element: its XPath string value
         return str(element.xpath("string()")) if hasattr(element, "xpath") else str(element)
     add(element.text)
-    walk(element)
+    # the walk keeps its own stack (a page may nest 2,048 elements: Python's recursion stops at 1,000)
+    stack, closing = [iter(element)], []  # closing[i]: (block, tail) of the element stack[i + 1] walks
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            if closing:
+                block, tail = closing.pop()
+                if block:
+                    gap()
+                add(tail)
+            continue
+        tag = child.tag if isinstance(child.tag, str) else None  # None: a comment or PI
+        name = tag.rsplit("}", 1)[-1].lower() if tag else None
+        if name is not None and name not in HIDDEN_TAGS:
+            block = name in BLOCK_TAGS
+            if block:
+                gap()
+            add(child.text)
+            stack.append(iter(child))
+            closing.append((block, child.tail))
+        else:
+            add(child.tail)
     while parts and parts[-1] is None:
         parts.pop()
     return "".join("\n" if part is None else part for part in parts)

@@ -91,6 +91,22 @@ template = { css = "script#tpl" }
         "template": "{{ name }}"}
 
 
+def test_an_elements_text_survives_the_deepest_nesting_the_parser_keeps():
+    """The executors' parser keeps 2,048 nested elements (huge_tree): an article body nested
+    1,900 deep gives its text (the walk was recursive, and Python stops at 1,000 frames)."""
+    depth = 1900
+    page = ("<html><body><article><p>Start.</p>" + "<div>" * depth + "deep" + "</div>" * depth
+            + "<p>End.</p></article></body></html>")
+    found = run("""
+[[item]]
+type = "article"
+[item.fields]
+body = { css = "article" }
+""", page)
+    (item,) = found.items
+    assert item["fields"] == {"body": "Start. deep End."}
+
+
 def test_each_types_re_and_required():
     found = run("""
 [[item]]
