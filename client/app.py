@@ -9,8 +9,10 @@ work), acknowledging them to the manager only after they are committed. It stops
 ``max_pages``, or when nothing is left to visit and nothing is in flight, and then closes the
 application.
 
-Results are applied by a thread of their own while the I/O loop goes on receiving and sending
-heartbeats, so a long apply (a page with 200,000 links) never looks like death to the manager.
+Results are applied, and URLs to visit claimed, by a thread of their own (the applier: the one
+that writes the crawl database) while the I/O loop goes on receiving and sending heartbeats, so
+a long apply (a page with 200,000 links) or a claim the database holds up (a lock held by another
+program, a server that stops answering) never looks like death to the manager.
 When the crawl database fails for a while (connection lost, server restarting, ``database is
 locked``: :func:`gridcrawl.db.transient_error`) the crawl pauses — nothing new is submitted, the
 results wait unacknowledged, so the manager keeps them, exactly as during a client restart — and
@@ -30,6 +32,7 @@ as they come due, until it is stopped.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import getpass
 import logging
 import math
@@ -178,8 +181,13 @@ WAIT_REPEAT = 60.0
 #: Seconds between tries of a crawl database that failed, at most (the back-off doubles from 1 s):
 #: at 30 s a crawl resumed up to 16 s after its database answered again.
 DB_RETRY_MAX = 5.0
-#: Seconds storing the last results may take before the client says the crawl database holds it up.
+#: Seconds storing the last results (or claiming URLs) may take before the client says the crawl
+#: database holds it up.
 SLOW_APPLY = 60.0
+#: Seconds the I/O loop waits for a claim it handed to the applier thread before it goes on
+#: with its messages and heartbeats (the claim then finishes meanwhile): a claim takes
+#: milliseconds, so the loop almost always submits its URLs at once, as when it claimed itself.
+CLAIM_WAIT = 0.1
 #: Hosts named, at most, when the client says that no result has come for a while.
 SILENT_HOSTS = 3
 
@@ -286,6 +294,9 @@ class CrawlApplication:
         self._waiting: set[int] = set()  # thread ids of results not yet acknowledged (a result delivered twice is applied once)
         self._applier = ThreadPoolExecutor(1, thread_name_prefix="apply")
         self._applying: Future | None = None     # the apply running in the applier thread
+        #: the claim running in the applier thread (:meth:`_refill`), with its HostShare and the
+        #: results seen when it began; None when none runs
+        self._claiming: tuple[Future, HostShare, int] | None = None
         self._committed: queue.SimpleQueue = queue.SimpleQueue()  # (thread ids, counts) committed, to acknowledge
         self._db_retry_at: float | None = None   # monotonic s: the database failed; try again then
         self._db_backoff = 0.0
@@ -543,11 +554,15 @@ class CrawlApplication:
                     last_result = self._opened_at = now  # a wait for results counts from here
                 loop_at = now
                 self._collect()
+                if self._claiming is not None and self._claiming[0].done():
+                    exhausted = self._claimed()
                 if self.results and oldest_result is None:  # put back after the database failed
                     oldest_result = now
-                if self.link.up and not exhausted and self._applying is None and self._db_available(now):
+                if (self.link.up and not exhausted and self._applying is None and self._claiming is None
+                        and self._db_available(now)):
                     exhausted = self._refill()
-                wait = 0.02 if self._applying is not None else min(s.apply_interval, s.heartbeat_interval)
+                busy = self._applying is not None or self._claiming is not None  # the applier thread works
+                wait = 0.02 if busy else min(s.apply_interval, s.heartbeat_interval)
                 if self._apply_now(exhausted) and self._db_available(now):
                     wait = 0  # apply below, at once
                 if exhausted and not self.in_flight and not self.results and self._applying is None and not self.watch:
@@ -582,7 +597,7 @@ class CrawlApplication:
                 if self.progress.state == "cancelled":
                     break  # the manager aborted the threads; unapplied results are applied below
                 now = time.monotonic()
-                if (self.results and self._applying is None and self._db_available(now)
+                if (self.results and self._applying is None and self._claiming is None and self._db_available(now)
                         and (self._apply_now(exhausted) or len(self.results) >= s.apply_batch
                              or now - oldest_result >= s.apply_interval)):
                     self._start_apply()
@@ -596,9 +611,12 @@ class CrawlApplication:
                         break  # what came is applied below
                     if self._applying is not None:  # the database, not the hosts, holds the crawl up
                         self._check_applying(now)
+                    elif self._claiming is not None:
+                        self._check_applying(now, "claim the next URLs to visit")
                     elif self.link.up and self.in_flight and not self.results:
                         self._check_waiting(now, max(last_result, self._opened_at))
-                if now >= self._next_look_at and self._applying is None and self._db_available(now):
+                if (now >= self._next_look_at and self._applying is None and self._claiming is None
+                        and self._db_available(now)):
                     # --watch: queue what has come due since the last look
                     try:
                         due = self.store.queue_due()
@@ -647,16 +665,17 @@ class CrawlApplication:
                                      "database fetch the same URLs twice); run it again once the other has ended")
         return self.progress
 
-    def _check_applying(self, now: float) -> None:
-        """Log a WARNING when the results being stored have taken :data:`SLOW_APPLY` seconds or
-        more (then again every SLOW_APPLY seconds): a crawl database that stopped answering (a
-        network cut, a server that hangs) left the client silent, then its waiting warning
-        blamed the hosts."""
+    def _check_applying(self, now: float, what: str = "store the last results") -> None:
+        """Log a WARNING when the work of the applier thread (``what`` it does: storing the last
+        results, or claiming URLs) has taken :data:`SLOW_APPLY` seconds or more (then again every
+        SLOW_APPLY seconds): a crawl database that stopped answering (a network cut, a server that
+        hangs) left the client silent, then its waiting warning blamed the hosts. ``now``:
+        monotonic seconds."""
         took = now - self._applying_since
         if took >= SLOW_APPLY and now - self._slow_apply_said >= SLOW_APPLY:
             self._slow_apply_said = now
-            log.warning("the crawl database has taken %.0f s to store the last results (database %s): it is slow "
-                        "or does not answer; the crawl waits for it", took, shown_url(self.store.engine.url))
+            log.warning("the crawl database has taken %.0f s to %s (database %s): it is slow "
+                        "or does not answer; the crawl waits for it", took, what, shown_url(self.store.engine.url))
 
     def _frontier_size(self) -> int | None:
         """The frontier's size for the progress bar (:meth:`CrawlStore.to_visit_count`), and when
@@ -704,11 +723,15 @@ class CrawlApplication:
         one small transaction per result cost 8 % more CPU at 50 ms per request for no gain
         (benchmarks/results/2026-11-28-apply-when-the-frontier-is-empty.md)."""
         back, out = len(self.results), len(self.in_flight)
-        return back > 0 and self._applying is None and (back >= out or (exhausted and 2 * back >= out))
+        return (back > 0 and self._applying is None and self._claiming is None
+                and (back >= out or (exhausted and 2 * back >= out)))
 
     def _refill(self) -> bool:
-        """Submit more grid threads if there is room; True when the frontier has nothing more
-        to give (empty, or ``max_pages`` reached)."""
+        """Claim more URLs to visit if there is room, in the applier thread (:meth:`CrawlStore.claim`), and
+        submit them as grid threads once claimed (:meth:`_claimed`): at once when the claim ends
+        within :data:`CLAIM_WAIT`, else when the I/O loop finds it done, having gone on receiving
+        and heartbeating meanwhile. True when the frontier has nothing more to give (empty, or
+        ``max_pages`` reached); False while a claim runs."""
         s = self.settings
         room = self.max_in_flight - len(self.in_flight) - len(self.results)
         if s.max_pages:
@@ -724,13 +747,29 @@ class CrawlApplication:
             return False  # the last claim left URLs for their hosts' share: wait for some results first
         pendings = [*self.in_flight.values(), *(outcome.pending for outcome in self.results)]
         share = HostShare.of((pend.url for pend in pendings), HOST_SHARE_PER_REQUEST * s.concurrent_requests_per_host)
+        sitemaps = max(0, SITEMAPS_IN_FLIGHT - sum(1 for pend in pendings if pend.kind))
+        # the applier thread is idle (no apply runs while the loop claims, nor a claim while it
+        # applies): the database keeps one writer, and in_flight and the results the share and
+        # the room were counted from lose nothing until the claim is taken back
+        claim = self._applier.submit(self.store.claim, room, sitemaps=sitemaps, share=share)
+        self._claiming = (claim, share, self._results_seen)
+        self._applying_since = time.monotonic()
+        concurrent.futures.wait([claim], timeout=CLAIM_WAIT)
+        return self._claimed() if claim.done() else False  # else the loop takes it back when done
+
+    def _claimed(self) -> bool:
+        """(I/O loop.) Take back the claim :meth:`_refill` began, which is done: submit what it
+        claimed and keep the host share's verdict (:attr:`_held_back`). Returns True when the
+        frontier gave nothing (it is exhausted for now). A claim the database failed goes to
+        :meth:`_database_failed` (returns False, or raises :class:`CrawlDatabaseError`)."""
+        claim, share, seen = self._claiming
+        self._claiming = None
         try:
-            claimed = self.store.claim(room, sitemaps=max(0, SITEMAPS_IN_FLIGHT - sum(1 for pend in pendings if pend.kind)),
-                                       share=share)
+            claimed = claim.result()
         except Exception as exc:
             self._database_failed(exc)
             return False
-        self._held_back = (self._results_seen, time.monotonic()) if share.left else None
+        self._held_back = (seen, time.monotonic()) if share.left else None
         if share.left and not claimed:
             return False  # the frontier is not empty: its next URLs wait for their hosts' share
         for pend in claimed:
