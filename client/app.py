@@ -733,11 +733,12 @@ class CrawlApplication:
         and heartbeating meanwhile. True when the frontier has nothing more to give (empty, or
         ``max_pages`` reached); False while a claim runs."""
         s = self.settings
-        room = self.max_in_flight - len(self.in_flight) - len(self.results)
+        # in_flight holds every thread submitted and not yet acknowledged: the results waiting to
+        # be applied (self.results) are among them, counted once
+        room = self.max_in_flight - len(self.in_flight)
         if s.max_pages:
-            room = min(room, s.max_pages - self.visited_before - self.progress.pages - len(self.in_flight)
-                       - len(self.results))
-            if room <= 0 and not self.in_flight and not self.results:
+            room = min(room, s.max_pages - self.visited_before - self.progress.pages - len(self.in_flight))
+            if room <= 0 and not self.in_flight:
                 return True
         if room <= 0 or (self.in_flight and room < self.max_in_flight // 4
                          and time.monotonic() - self._last_result_at < REFILL_WAIT):
@@ -745,7 +746,7 @@ class CrawlApplication:
         if self._held_back is not None and self._results_seen - self._held_back[0] < max(1, len(self.in_flight) // 8) \
                 and time.monotonic() - self._held_back[1] < REFILL_WAIT:
             return False  # the last claim left URLs for their hosts' share: wait for some results first
-        pendings = [*self.in_flight.values(), *(outcome.pending for outcome in self.results)]
+        pendings = self.in_flight.values()
         share = HostShare.of((pend.url for pend in pendings), HOST_SHARE_PER_REQUEST * s.concurrent_requests_per_host)
         sitemaps = max(0, SITEMAPS_IN_FLIGHT - sum(1 for pend in pendings if pend.kind))
         # the applier thread is idle (no apply runs while the loop claims, nor a claim while it
