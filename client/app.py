@@ -44,6 +44,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+import msgspec
 import zmq
 
 from gridcrawl import protocol as p
@@ -332,9 +333,14 @@ class CrawlApplication:
     def _hello(self) -> p.OpenApplication:
         """The hello of every connection: open (or reattach to) this crawl's application, with
         the instruction all its grid threads share (:func:`base_instruction`: sent once per
-        connection, not with each thread)."""
-        return p.OpenApplication(self.name, self.user, self.application_id, self.password,
-                                 base_instruction(self.scope, self.settings, self.store.strategy),
+        connection, not with each thread). An instruction over
+        :data:`~gridcrawl.protocol.MAX_HELLO_INSTRUCTION` bytes (thousands of seed hosts) is left
+        out and goes with the connection's first ``submit``: a manager reads no more than
+        :data:`~gridcrawl.protocol.MAX_HELLO_BYTES` of a peer before its login."""
+        instruction = base_instruction(self.scope, self.settings, self.store.strategy)
+        if len(msgspec.msgpack.encode(instruction)) > p.MAX_HELLO_INSTRUCTION:
+            self._scope_widened, instruction = True, None  # (the next submit carries it)
+        return p.OpenApplication(self.name, self.user, self.application_id, self.password, instruction,
                                  client=self.client_token)
 
     def _opened(self, message: p.ApplicationOpened) -> None:
@@ -425,7 +431,8 @@ class CrawlApplication:
         for start in range(0, len(specs), 1000):  # (one over max_message_bytes goes in halves)
             widened, self._scope_widened = self._scope_widened, False
             self.link.send(p.Submit(self.application_id, specs[start:start + 1000],
-                                    self._hello().instruction if widened else None))
+                                    base_instruction(self.scope, self.settings, self.store.strategy)
+                                    if widened else None))
 
     def _seed_result(self, pend: Pending, page: p.PageResult | None) -> None:
         """(I/O loop, as a result arrives.) A seed that redirected to a host outside the scope

@@ -53,6 +53,28 @@ MAX_RETRY_AFTER = 600.0
 
 log = logging.getLogger("gridcrawl.protocol")
 
+#: The largest body (bytes) a manager reads of a message from a peer that has not said hello
+#: (not registered, no application opened on its connection): a larger one is refused by its
+#: length, before it is decoded (decoding costs up to 64 bytes of memory and about 100 ns per
+#: byte of body: 10 MiB of empty maps in a heartbeat took a manager to 800 MB for 0.9 s, in an
+#: ``open`` to 880 MB for 4.8 s). The largest hello is far below: a ``register`` with 64
+#: capabilities of 128 characters, a 255-character name and host, a 1,024-character os, arch and
+#: password is about 12 KB, a ``control`` about 1.2 KB, an ``open`` without its instruction
+#: about 1.5 KB, and a client sends an instruction over :data:`MAX_HELLO_INSTRUCTION` with its
+#: first ``submit`` instead; any other message of such a peer is refused anyway.
+MAX_HELLO_BYTES = 64 * 1024
+#: The largest instruction (msgpack bytes) a client puts in its ``open``: a larger one (a crawl of
+#: some 2,500 seed hosts or more: 20,000 make a scope of 250 KB) goes with the first ``submit``
+#: of the connection, so that a hello stays under :data:`MAX_HELLO_BYTES`.
+MAX_HELLO_INSTRUCTION = 32 * 1024
+#: Most entries of the lists a peer sends the manager (attempts started, handed back or finished
+#: in one message), and most grid threads in one ``submit``: refused by the decoder from the
+#: list's length, before its items are read.
+MAX_BATCH = 100_000
+MAX_SUBMIT = 10_000
+#: Most figures in a heartbeat (an executor sends 8).
+MAX_FIGURES = 64
+
 
 class ErrorKind(str, enum.Enum):
     """Why a grid thread's page failed, or what the application decided about it; the value is
@@ -398,7 +420,9 @@ class Heartbeat(Message):
     """
 
     TYPE: ClassVar[bytes] = b"heartbeat"
-    figures: dict | None = None
+    #: at most :data:`MAX_FIGURES`, each a number (or a text, a bool, nil): a nested value is
+    #: refused by the decoder (10 MiB of empty maps as a figure took a manager to 800 MB)
+    figures: Annotated[dict[str, float | int | str | bool | None], Meta(max_length=MAX_FIGURES)] | None = None
     executors: int | None = None
     capabilities: Annotated[list[str], Meta(max_length=1000)] | None = None
 
@@ -449,8 +473,8 @@ class Started(Message):
 
     TYPE: ClassVar[bytes] = b"started"
     BATCH: ClassVar[str] = "attempt_ids"
-    attempt_ids: list[int]
-    running: list[float] = []
+    attempt_ids: Annotated[list[int], Meta(max_length=MAX_BATCH)]
+    running: Annotated[list[float], Meta(max_length=MAX_BATCH)] = []
 
 
 class Result(Message):
@@ -487,7 +511,7 @@ class Results(Message):
 
     TYPE: ClassVar[bytes] = b"results"
     BATCH: ClassVar[str] = "results"
-    results: list[AttemptResult]
+    results: Annotated[list[AttemptResult], Meta(max_length=MAX_BATCH)]
 
 
 class Cancel(Message):
@@ -507,7 +531,7 @@ class Availability(Message):
 
     TYPE: ClassVar[bytes] = b"availability"
     accepting: bool
-    handed_back: list[int] = field(default_factory=list)
+    handed_back: Annotated[list[int], Meta(max_length=MAX_BATCH)] = field(default_factory=list)
 
 
 class OpenApplication(Message):
@@ -521,7 +545,10 @@ class OpenApplication(Message):
     :class:`Instruction`'s map: the crawl's scope, ``content``, ``semantic`` ...), sent once per
     connection rather than with each thread, which carries only its own keys; the manager hands
     it to each executor once (:attr:`Job.application_instruction`). (A crawl of 20,000 seed
-    hosts has a scope of 250 KB.)"""
+    hosts has a scope of 250 KB.) An instruction over :data:`MAX_HELLO_INSTRUCTION` bytes
+    travels with the first :class:`Submit` of the connection instead, so that the hello stays
+    under :data:`MAX_HELLO_BYTES`; an ``open`` without one leaves a reattached application's
+    instruction as it was."""
 
     TYPE: ClassVar[bytes] = b"open"
     name: str
@@ -556,7 +583,7 @@ class Submit(Message):
     TYPE: ClassVar[bytes] = b"submit"
     BATCH: ClassVar[str] = "threads"
     application_id: str
-    threads: list[ThreadSpec]
+    threads: Annotated[list[ThreadSpec], Meta(max_length=MAX_SUBMIT)]
     instruction: dict | None = None
 
 
@@ -742,7 +769,7 @@ class _RelayedAttemptResult(Wire):
 
 
 class _RelayedResults(Wire):
-    results: list[_RelayedAttemptResult]
+    results: Annotated[list[_RelayedAttemptResult], Meta(max_length=MAX_BATCH)]
 
 
 class _RelayedOutcome(Wire):

@@ -6,7 +6,10 @@ the manager's tables (:func:`check_limits`: NUL characters, over-long names and 
 out-of-range numbers), are logged and dropped; a peer that sends too many of them, is refused too
 often, or floods the manager is blocked for a while (:class:`PeerGuard`). The loop never dies on
 what a peer sends, and ``MAXMSGSIZE`` makes ZeroMQ drop the connection of a peer sending an
-oversized message.
+oversized message. Of a peer that has not said hello (registered, or opened an application) the
+loop reads at most :data:`gridcrawl.protocol.MAX_HELLO_BYTES` of a message: a larger body is
+refused by its length, before it is decoded (decoding 60 MiB of empty maps took 3.7 GB and
+over 10 s).
 
 Security (see docs/security.md): logins and permissions are checked by the core through the
 injected :meth:`gridcrawl.auth.UserStore.authenticate`; with CURVE keys the socket is a CURVE
@@ -631,6 +634,9 @@ class ManagerServer:
         peer = frames[0].bytes if curve else frames[0]
         if not self.guard.admit(peer, now):
             return True
+        if len(frames) == 4 and len(frames[3]) > protocol.MAX_HELLO_BYTES and peer not in core.peers:
+            self._refuse_unread(peer, bytes(frames[2]), len(frames[3]), now)  # not decoded: a hello is small
+            return True
         try:
             message = protocol.decode(frames[1:], relay=True, only=core.accepted)
             problem = check_limits(message)
@@ -670,6 +676,24 @@ class ManagerServer:
         # application it no longer holds) are not strikes.
         self._carry_out(actions, flush=False, strike=not known or type(message) in _IDENTIFIED)
         return True
+
+    def _refuse_unread(self, peer: bytes, kind: bytes, size: int, now: float) -> None:
+        """Refuse, without decoding it, a message of type ``kind`` whose body of ``size`` bytes is
+        over :data:`gridcrawl.protocol.MAX_HELLO_BYTES`, from ``peer``, which has not said hello:
+        a strike, a log line (within the bad-peer log budget), and a refusal: a final one for a
+        hello (it cannot succeed as sent), else the core's answer to a peer it does not know (a
+        forgotten executor or client says hello again at once)."""
+        name = kind[:32].decode("ascii", "replace")
+        limit = protocol.MAX_HELLO_BYTES
+        if self._may_log_bad_peer(now):
+            log.warning("refused unread a %s of %d bytes from peer %s: over the %d bytes read from a "
+                        "peer that has not registered or opened an application", name, size, peer_label(peer), limit)
+        if kind in (protocol.Register.TYPE, protocol.OpenApplication.TYPE, protocol.Control.TYPE):
+            refusal = protocol.Refuse(f"the {name} message of {size} bytes is over the {limit} bytes a manager reads "
+                                      "before a login", final=True)
+        else:
+            refusal = protocol.Refuse("unknown peer: register or open an application again")
+        self._carry_out([Send(peer, refusal)], flush=False)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 
+import msgspec
 import zmq
 
 from gridcrawl import protocol as p
@@ -148,7 +149,8 @@ def test_a_message_over_max_message_bytes_goes_in_halves_or_is_refused_before_it
 
 def test_a_client_whose_scope_is_over_max_message_bytes_says_so_and_exits(tmp_path):
     """100,000 seed hosts make a 2.2 MiB application instruction: with max_message_bytes at 1 MB
-    the client stops with one line naming the setting, instead of connecting for ever."""
+    the client stops with one line naming the setting, instead of connecting for ever (the
+    instruction goes with the first submit: it is over protocol.MAX_HELLO_INSTRUCTION)."""
     import subprocess
     import sys
     from grid import Grid
@@ -164,5 +166,35 @@ def test_a_client_whose_scope_is_over_max_message_bytes_says_so_and_exits(tmp_pa
     finally:
         grid.stop()
     assert done.returncode == 2, done.stderr[-2000:]
-    assert "the open message (2.2 MiB)" in done.stderr and "raise max_message_bytes" in done.stderr
+    assert "the submit message (2.2 MiB)" in done.stderr and "raise max_message_bytes" in done.stderr
     assert "Traceback" not in done.stderr and "connecting again" not in done.stderr
+
+
+def test_an_instruction_over_a_hellos_bound_travels_with_the_first_submit(tmp_path):
+    """A manager reads at most protocol.MAX_HELLO_BYTES of a peer that has not logged in (a
+    bigger body was decoded whole: 10 MiB of empty maps in an ``open`` stalled a manager 4.8 s),
+    so a crawl whose instruction is larger (6,000 allowed domains: about 80 KB) leaves it out of
+    its ``open`` and sends it with its first ``submit``: the crawl runs (real programs), and its
+    executor still applies the scope (a redirect out of it fails as out_of_scope)."""
+    from gridcrawl.client.store import Scope
+    from grid import Grid
+    site = Site(pages={"/": b'<html><body><a href="/page.html">p</a> <a href="/away.html">a</a></body></html>',
+                       "/page.html": b"<html><title>page</title><body>text</body></html>"})
+    server = SiteServer(site).start()
+    site.extra["/away.html"] = redirect(server.url("/page.html").replace("127.0.0.1", "localhost"))
+    domains = [f"d{i}.example.org" for i in range(6000)]
+    assert len(msgspec.msgpack.encode(Scope(domains).instruction())) > p.MAX_HELLO_BYTES
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2", "--ignore-robots")
+        client = grid.start_client(server.url("/"), "--no-sitemaps",
+                                   *[arg for d in domains for arg in ("--allow-domain", d)])
+        assert client.wait(timeout=120) == 0, grid.log("client.log") + grid.log("manager.log")
+    finally:
+        grid.stop()
+        server.stop()
+    visited = dict(grid.query("crawl", "SELECT url, error_kind FROM visited_url"))
+    assert visited[server.url("/page.html")] is None
+    assert visited[server.url("/away.html")] == "out_of_scope"
+    assert "refused unread" not in grid.log("manager.log")

@@ -117,6 +117,21 @@ def test_check_limits_accepts_ordinary_messages():
     assert check_limits(p.Result(3, p.PageResult("http://a.test/", title="\x00" * 10, content="x\x00y"))) is None
 
 
+def test_an_instruction_over_its_bound_is_counted_only_up_to_it():
+    """The manager estimates what an instruction holds (64 bytes a value besides its bytes) to
+    refuse one over 4 MiB (a thread's) or 16 MiB (an application's): it walked all of it first,
+    3.9 s of the loop for an ``open`` of 10 million empty maps. With a limit, the count stops
+    once past it."""
+    from gridcrawl.manager.core import MAX_THREAD_INSTRUCTION, NODE_BYTES, _instruction_bytes
+    maps = {"items": [[{}] * 10 for _ in range(200_000)]}
+    whole = _instruction_bytes(maps)
+    assert whole > 2_200_000 * NODE_BYTES
+    counted = _instruction_bytes(maps, MAX_THREAD_INSTRUCTION)
+    assert MAX_THREAD_INSTRUCTION < counted < whole / 4
+    small = {"scope": ["a.test", "b.test"], "content": False}
+    assert _instruction_bytes(small, MAX_THREAD_INSTRUCTION) == _instruction_bytes(small) < 1000
+
+
 # ----------------------------------------------------------------------------------------------
 # Per-peer limits (pure: times passed in)
 
@@ -623,3 +638,92 @@ def test_a_peer_that_never_logged_in_is_blocked_after_too_many_refusals_and_a_fo
             sock.close()
         context.term()
         grid.stop()
+
+
+# ----------------------------------------------------------------------------------------------
+# Big messages: read by their length before a login, typed bounds after it
+
+def _next(sock: zmq.Socket, kinds: tuple, seconds: float = 20.0) -> p.Message | None:
+    """The next message of one of ``kinds`` on ``sock`` within ``seconds`` (others skipped), or None."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if sock.poll(100):
+            message = p.decode(sock.recv_multipart())
+            if isinstance(message, kinds):
+                return message
+    return None
+
+
+def _empty_maps(prefix: bytes, count: int) -> bytes:
+    """``prefix`` (msgpack up to a value) then a msgpack array of ``count`` empty maps: a body of
+    about ``count`` bytes that decodes to ``count`` dicts (64 bytes or more each in Python)."""
+    return prefix + b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count
+
+
+def test_big_messages_of_peers_that_never_said_hello_are_refused_unread_and_the_grid_goes_on(tmp_path):
+    """A peer that never registered nor opened an application may send up to max_message_bytes
+    (64 MiB), and the manager decoded all of it: 60 MiB of empty maps as a heartbeat's figure
+    took a manager to 3.7 GB and stood its loop still for over 10 s; 10 MiB as an ``open``'s
+    instruction, 880 MB and 4.8 s. Now a body over protocol.MAX_HELLO_BYTES from such a peer is
+    refused by its length, unread (a hello is a few KB: a client sends a large instruction with its
+    first submit), with a final refusal for a hello; a registered executor's heartbeat whose
+    figure is a list, or a started of more attempts than protocol.MAX_BATCH, is refused by the
+    decoder from its type or its length before its items are read. An executor's grid thread
+    completes meanwhile."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    dealer = functools.partial(_dealer, context, sockets, grid.endpoint)
+    try:
+        grid.start_manager()
+        good = dealer()
+        good.send_multipart(p.encode(p.Register(name="good", host="h", user="u", threads=2)))
+        _answer(good, p.Welcome)
+        client = dealer()
+        client.send_multipart(p.encode(p.OpenApplication("probe", "u", client="probe")))
+        app_id = _answer(client, p.ApplicationOpened).application_id
+
+        size = p.MAX_HELLO_BYTES * 4
+        refusals = {}
+        for kind, body in [
+                (b"register", msgpack.packb({"name": "x" * size, "host": "h", "user": "u", "threads": 1})),
+                (b"open", _empty_maps(b"\x83\xa4name\xa1x\xa4user\xa1u\xabinstruction\x81\xa1a", size)),
+                (b"heartbeat", _empty_maps(b"\x81\xa7figures\x81\xa1a", size)),
+                (b"results", msgpack.packb({"results": [{"attempt_id": 7,
+                                                          "page": {"url": "u", "title": "x" * size}}]}))]:
+            rogue = dealer()
+            rogue.send_multipart([p.PROTOCOL_VERSION, kind, body])
+            refusals[kind] = _next(rogue, (p.Refuse,))
+        for kind in (b"register", b"open"):
+            assert refusals[kind] is not None and refusals[kind].final, refusals
+            reason = refusals[kind].reason
+            assert f"bytes is over the {p.MAX_HELLO_BYTES} bytes a manager reads before a login" in reason
+        assert refusals[b"heartbeat"] is not None and "unknown peer" in refusals[b"heartbeat"].reason
+
+        # a registered executor: a figure that is a list, a started of too many attempts
+        rogue = dealer()
+        rogue.send_multipart(p.encode(p.Register(name="rogue", host="h", user="u", threads=1, accepting=False)))
+        _answer(rogue, p.Welcome)
+        rogue.send_multipart([p.PROTOCOL_VERSION, b"heartbeat", _empty_maps(b"\x81\xa7figures\x81\xa1a", size)])
+        rogue.send_multipart([p.PROTOCOL_VERSION, b"started",
+                              b"\x81\xabattempt_ids\xdd" + (p.MAX_BATCH + 1).to_bytes(4, "big")
+                              + b"\x01" * (p.MAX_BATCH + 1)])
+
+        # the grid goes on: a thread submitted now is run and reported
+        client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/1")])))
+        jobs = _answer(good, p.Assign, beat=True).jobs
+        good.send_multipart(p.encode(p.Results([p.AttemptResult(j.attempt_id, p.PageResult(j.url, status=200), 0.01)
+                                                for j in jobs])))
+        done = _answer(client, p.ThreadDone, beat=True)
+        assert [t.thread_id for t in done.threads] == [1] and not done.threads[0].failed
+        wait_for(lambda: "length <= 100000" in grid.log("manager.log"), 20, 0.05, "the started refused")
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    log = grid.log("manager.log")
+    for kind in ("register", "open", "heartbeat", "results"):
+        assert f"refused unread a {kind} of " in log, log
+    assert "longer than 255" not in log  # the register's name was never decoded
+    assert "heartbeat.figures[...]: expected bool | int | float | str | null, got list" in log
