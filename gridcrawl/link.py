@@ -44,6 +44,12 @@ log = logging.getLogger("gridcrawl.link")
 MALFORMED_LOG_EVERY = 10.0
 #: Seconds between two heartbeats at least, whatever interval a manager asks for.
 MIN_INTERVAL = 0.05
+#: A peer whose manager has not answered yet says so after this many seconds, then every
+#: :data:`WAITING_SAID_EVERY` seconds, while its ``connect_timeout`` lets it wait longer (a
+#: desktop started before its manager, with the day-long timeout of the service recipes, was
+#: silent until the manager came or the day ended).
+WAITING_SAID_AFTER = 10.0
+WAITING_SAID_EVERY = 60.0
 
 
 def split_endpoints(values: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -383,6 +389,7 @@ class ManagerLink:
         self.socket: zmq.Socket | None = None
         self._watch: HandshakeWatch | None = None
         self._probed = False  # the network was asked what listens there (tick, _malformed)
+        self._waiting_said_at = WAITING_SAID_AFTER  # seconds after start of the next "still waiting" line
         self._malformed_count, self._malformed_said = 0, -math.inf
 
     @property
@@ -458,6 +465,22 @@ class ManagerLink:
         if failure is not None:
             self._carry_out(self.state.handshake_failed(now, failure))
         self._carry_out(self.state.tick(now))
+        self._say_waiting(now)
+
+    def _say_waiting(self, now: float) -> None:
+        """While no manager has answered yet and ``connect_timeout`` lets the peer wait on, log a
+        WARNING after :data:`WAITING_SAID_AFTER` seconds, then every :data:`WAITING_SAID_EVERY`:
+        how long it has waited, what the network says of each endpoint (:func:`why_unreachable`:
+        nothing listens there, no route, no answer) and how much longer it waits."""
+        waited = now - self.state.started
+        if self.state.ever_up or waited < self._waiting_said_at or waited >= self.state.connect_timeout:
+            return
+        self._waiting_said_at = waited + WAITING_SAID_EVERY
+        hints = [hint for endpoint in self.state.managers.endpoints if (hint := why_unreachable(endpoint)) is not None]
+        self.log.warning("no answer from the manager at %s for %.0f s%s; waiting for it up to %.0f s more "
+                         "(--connect-timeout %.0f)", self.state.managers, waited,
+                         f" ({'; '.join(hints)})" if hints else "", self.state.connect_timeout - waited,
+                         self.state.connect_timeout)
 
     def send(self, message: p.Message) -> bool:
         """Send ``message`` on the current socket; False if it could not be queued."""

@@ -353,3 +353,82 @@ def test_a_final_refusal_stops_the_peer_instead_of_reconnecting_to_send_it_again
     assert isinstance(fail, Fail) and isinstance(fail.error, Refused) and "112555 bytes" in str(fail.error)
     again = up(link(A))
     assert again.received(1.0, p.Refuse("unknown application: open it again")) == [Connect(A)] and not again.up
+
+
+def test_a_peer_waiting_for_a_manager_that_does_not_answer_says_so_while_it_waits(caplog):
+    """A desktop started before its manager, with the day-long ``connect_timeout`` of the
+    service recipes (docs/operations.md), logs what it waits for after ``WAITING_SAID_AFTER``
+    seconds, with what the network says of the endpoint, then once every
+    ``WAITING_SAID_EVERY``: it used to say nothing until the manager answered or the day ended.
+    A real port on 127.0.0.1 where nothing listens plays the manager that is not there yet; the
+    link's clock is the test's."""
+    import logging
+    import socket
+
+    import zmq
+
+    from gridcrawl.link import WAITING_SAID_AFTER, WAITING_SAID_EVERY, ManagerLink
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    now = [100.0]
+    context = zmq.Context()
+    link = ManagerLink(context, Settings(connect_timeout=86400.0), f"tcp://127.0.0.1:{port}",
+                       lambda: p.Heartbeat(), (p.Welcome,), clock=lambda: now[0])
+    try:
+        with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+            link.start()
+            link._probed = True  # (the probe of a non-ZeroMQ listener is not what this test is about)
+            for seconds in (1.0, WAITING_SAID_AFTER - 1):
+                now[0] = 100.0 + seconds
+                link.tick()
+            assert [r.getMessage() for r in caplog.records] == []
+            now[0] = 100.0 + WAITING_SAID_AFTER
+            link.tick()
+            now[0] += WAITING_SAID_EVERY / 2
+            link.tick()
+            lines = [r.getMessage() for r in caplog.records]
+            assert lines == [f"no answer from the manager at tcp://127.0.0.1:{port} for {WAITING_SAID_AFTER:.0f} s "
+                             f"(nothing listens at 127.0.0.1:{port} (connection refused): is the manager running "
+                             f"there?); waiting for it up to {86400 - WAITING_SAID_AFTER:.0f} s more "
+                             "(--connect-timeout 86400)"]
+            now[0] = 100.0 + WAITING_SAID_AFTER + WAITING_SAID_EVERY
+            link.tick()
+            assert len(caplog.records) == 2
+            assert f"for {WAITING_SAID_AFTER + WAITING_SAID_EVERY:.0f} s" in caplog.records[1].getMessage()
+    finally:
+        link.close(linger=0)
+        context.term()
+
+
+def test_a_peer_whose_connect_timeout_ends_first_gives_its_one_line_error_and_no_waiting_line(caplog):
+    """With the default ``connect_timeout`` (10 s) the peer's one-line error comes at the
+    timeout, with the network's reason, and no "waiting" line before it."""
+    import logging
+    import socket
+
+    import zmq
+
+    from gridcrawl.link import ManagerLink
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    now = [100.0]
+    context = zmq.Context()
+    link = ManagerLink(context, Settings(), f"tcp://127.0.0.1:{port}", lambda: p.Heartbeat(), (p.Welcome,),
+                       clock=lambda: now[0])
+    try:
+        with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+            link.start()
+            link._probed = True
+            now[0] = 100.0 + Settings().connect_timeout - 0.5
+            link.tick()
+            now[0] = 100.0 + Settings().connect_timeout + 0.5
+            with pytest.raises(ManagerUnreachable, match="nothing listens at"):
+                link.tick()
+        assert [r.getMessage() for r in caplog.records] == []
+    finally:
+        link.close(linger=0)
+        context.term()
