@@ -213,12 +213,8 @@ def probe_endpoint(endpoint: str, timeout: float = 2.0) -> tuple[str, str] | Non
         probe.settimeout(timeout)
         try:
             probe.connect(address)
-        except ConnectionRefusedError:
-            return "refused", f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
         except OSError as exc:
-            reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
-            return "unreachable", (f"{host}:{port} cannot be reached ({reason} within {timeout:g} s: the host is "
-                                   "down or a firewall drops it)")
+            return connect_failure(host, port, address[0], exc, timeout)
         probe.settimeout(min(timeout, 1.0))
         try:
             greeting = probe.recv(1)
@@ -230,6 +226,39 @@ def probe_endpoint(endpoint: str, timeout: float = 2.0) -> tuple[str, str] | Non
         return None
     return "not_zeromq", (f"what listens at {host}:{port} does not speak ZeroMQ: not a gridcrawl manager (a web "
                           "server? check the port of the manager's --bind)")
+
+
+def connect_failure(host: str, port, address: str, exc: OSError, timeout: float) -> tuple[str, str]:
+    """:func:`probe_endpoint`'s ``(kind, reason)`` for a TCP connection to ``host``:``port``
+    (resolved to the IP ``address``) that failed with ``exc`` after at most ``timeout`` seconds:
+    ``"refused"`` (nothing listens there: off loopback, a manager bound to 127.0.0.1 is named
+    among the causes), or ``"unreachable"``: no answer (the host is down or a firewall drops the
+    packets), no route from this machine (``ENETUNREACH``: its own network or the address is
+    wrong), or another refusal by the network (``EHOSTUNREACH``: the host is down, or a firewall
+    rejects it)."""
+    import errno
+    if isinstance(exc, ConnectionRefusedError):
+        if _is_loopback(address):
+            return "refused", f"nothing listens at {host}:{port} (connection refused): is the manager running there?"
+        return "refused", (f"nothing listens at {host}:{port} (connection refused): is the manager running there, "
+                           f"bound to an address other hosts reach (--bind tcp://*:{port}, not 127.0.0.1)?")
+    if isinstance(exc, TimeoutError):
+        return "unreachable", (f"{host}:{port} cannot be reached (no answer within {timeout:g} s: the host is down "
+                               "or a firewall drops it)")
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENETUNREACH:
+        return "unreachable", (f"{host}:{port} cannot be reached ({reason}): this machine has no route to {address}; "
+                               "check the manager's address and this machine's network")
+    return "unreachable", f"{host}:{port} cannot be reached ({reason}: the host is down, or a firewall rejects it)"
+
+
+def _is_loopback(address: str) -> bool:
+    """True if the IP ``address`` (text, as ``getaddrinfo`` gives it) is a loopback one."""
+    import ipaddress
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 # ----------------------------------------------------------------------------------------------

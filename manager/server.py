@@ -358,7 +358,10 @@ class ManagerServer:
         tick_every = min(0.25, self.settings.heartbeat_interval / 4)
         next_tick = 0.0
         self.heard_all = self._due = time.time()
-        log.info("manager listening on %s", self.endpoint)
+        log.info("manager listening on %s%s", self.endpoint,
+                 f" (this machine only: executors and clients on other hosts cannot connect; --bind "
+                 f"tcp://*:{self.endpoint.rpartition(':')[2]} lets them)"
+                 if self.endpoint.startswith("tcp://") and is_loopback_endpoint(self.endpoint) else "")
         while not stop.is_set() and not self.lease.lost.is_set() and not self.recorder.fenced.is_set():
             wakeup = self.core.queue.next_wakeup()
             timeout = max(0.0, min(next_tick, wakeup if wakeup is not None else next_tick) - time.time())

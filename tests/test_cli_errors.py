@@ -293,6 +293,61 @@ def test_why_a_manager_is_unreachable_names_a_host_that_does_not_resolve(monkeyp
     assert why_unreachable("ipc:///tmp/gridcrawl.sock") is None
 
 
+def test_why_a_manager_is_unreachable_names_the_likely_cause_of_each_failed_connection():
+    """The reasons a probe gives for a connection the network failed, from the errors a real
+    connect raises: off loopback, a refused connection names a manager bound to 127.0.0.1 (the
+    manager runs, but only for its own host), and "no route" (ENETUNREACH, at once) is this
+    machine's network, not a host that is down; a silent port is a firewall or a host down.
+    A real refused connection on 127.0.0.1 keeps the short form."""
+    import errno
+    import socket
+
+    from gridcrawl.transport import connect_failure, why_unreachable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert why_unreachable(f"tcp://127.0.0.1:{port}") == \
+        f"nothing listens at 127.0.0.1:{port} (connection refused): is the manager running there?"
+    refused = ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")
+    assert connect_failure("manager-host", 9000, "10.0.0.5", refused, 2.0) == (
+        "refused", "nothing listens at manager-host:9000 (connection refused): is the manager running there, bound "
+        "to an address other hosts reach (--bind tcp://*:9000, not 127.0.0.1)?")
+    no_route = OSError(errno.ENETUNREACH, "Network is unreachable")
+    assert connect_failure("10.0.0.5", 9000, "10.0.0.5", no_route, 2.0) == (
+        "unreachable", "10.0.0.5:9000 cannot be reached (Network is unreachable): this machine has no route to "
+        "10.0.0.5; check the manager's address and this machine's network")
+    assert connect_failure("10.0.0.5", 9000, "10.0.0.5", TimeoutError("timed out"), 2.0) == (
+        "unreachable", "10.0.0.5:9000 cannot be reached (no answer within 2 s: the host is down or a firewall "
+        "drops it)")
+    rejected = OSError(errno.EHOSTUNREACH, "No route to host")
+    assert connect_failure("10.0.0.5", 9000, "10.0.0.5", rejected, 2.0) == (
+        "unreachable", "10.0.0.5:9000 cannot be reached (No route to host: the host is down, or a firewall "
+        "rejects it)")
+
+
+def test_a_manager_bound_to_loopback_says_other_hosts_cannot_connect(tmp_path):
+    """``--bind tcp://127.0.0.1:PORT`` serves this machine only: the manager's listening line
+    says so and names the ``--bind`` that lets other hosts in (executors elsewhere were told
+    only "nothing listens there", beside a manager that was running)."""
+    port = free_port()
+    log_file = tmp_path / "manager.log"
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{port}",
+                             "--db", f"sqlite:///{tmp_path}/m.db", "--log-file", str(log_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while "manager listening on" not in (log_file.read_text() if log_file.exists() else ""):
+            assert proc.poll() is None and time.monotonic() < deadline, "the manager did not start"
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    line = next(x for x in log_file.read_text().splitlines() if "manager listening on" in x)
+    assert line.endswith(f"manager listening on tcp://127.0.0.1:{port} (this machine only: executors and clients "
+                         f"on other hosts cannot connect; --bind tcp://*:{port} lets them)")
+
+
 # ------------------------------------------------------------------ failed commands leave no files
 
 
