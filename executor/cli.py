@@ -66,8 +66,10 @@ def run(
                                           idle_seconds=given["idle_seconds"]))
         except ValueError as exc:
             fail(str(exc))
-    elif hours and getattr(ctx.get_parameter_source("hours"), "name", "") == "COMMANDLINE":
-        fail("--hours needs --idle-only")  # (hours of a file's [executor] section beside idle_only: unused)
+    else:
+        unused = idle_settings_unused(ctx)
+        if unused is not None:
+            fail(unused)
     try:
         manager = manager_endpoints(manager)
         settings = configured_settings(ctx, **given).validate()
@@ -95,6 +97,34 @@ def run(
         fail(str(exc))
     except Refused as exc:
         fail(f"the manager refused this executor: {exc}")
+
+
+#: The settings and options only an idle-only executor reads, with their command-line flags.
+IDLE_ONLY_KEYS = (("hours", "--hours"), ("cpu_threshold", "--cpu-threshold"), ("idle_seconds", "--idle-seconds"))
+
+
+def idle_settings_unused(ctx: typer.Context) -> str | None:
+    """Why a dedicated executor's ``hours``, ``cpu_threshold`` or ``idle_seconds`` would do
+    nothing, in one line, or None. A desktop's file that says ``hours = "18:00-08:00"`` without
+    ``idle_only = true`` made an executor that took grid threads at any hour, its owner's working
+    day included, without a word. ``--dedicated`` typed on the command line keeps a shared file's
+    idle settings unused on purpose (:func:`run`'s help; ``gridcrawl run``'s own executors), so
+    it is never refused; nor are values at their defaults. ``ctx``: the running command's (its
+    ``obj`` the :class:`gridcrawl.config.Resolution` that names a file's or variable's place)."""
+    from gridcrawl.config import Resolution
+    if getattr(ctx.get_parameter_source("idle_only"), "name", "") == "COMMANDLINE":
+        return None
+    resolution = ctx.obj if isinstance(ctx.obj, Resolution) else None
+    for key, flag in IDLE_ONLY_KEYS:
+        source = getattr(ctx.get_parameter_source(key), "name", "")
+        if source == "COMMANDLINE":
+            return f"{flag} needs --idle-only"
+        found = resolution and (resolution.options.get(key) or resolution.settings.get(key))
+        if source == "DEFAULT_MAP" and found:
+            return (f"{key} = {found.value!r} ({found.source}) is read only by an idle-only executor, and this one "
+                    "would take grid threads at any hour: add idle_only = true (or --idle-only), or give "
+                    "--dedicated to run it at any hour")
+    return None
 
 
 def main() -> None:

@@ -89,6 +89,34 @@ def test_a_dedicated_executor_and_gridcrawl_runs_own_from_a_file_made_for_idle_d
     assert run.returncode == 0 and "pages this run" in run.stderr, run.stderr[-2000:]
 
 
+@pytest.mark.parametrize("text, env, args, said", [
+    # a desktop's file with the hours but not idle_only: it took grid threads at any hour, silently
+    ('[executor]\nhours = "18:00-08:00"\n', {}, [],
+     "hours = '18:00-08:00' (file {path} [executor]) is read only by an idle-only executor"),
+    ("cpu_threshold = 30\n", {}, [], "cpu_threshold = 30.0 (file {path}) is read only by an idle-only executor"),
+    ("[executor]\nidle_only = false\nidle_seconds = 5\n", {}, [], "idle_seconds = 5.0 (file {path} [executor])"),
+    ("", {"GRIDCRAWL_HOURS": "18:00-08:00"}, [], "hours = '18:00-08:00' (env GRIDCRAWL_HOURS)"),
+    ("", {}, ["--cpu-threshold", "10"], "--cpu-threshold needs --idle-only"),
+])
+def test_an_executor_not_idle_only_refuses_the_idle_settings_it_would_not_read(tmp_path, text, env, args, said):
+    """``hours``, ``cpu_threshold`` and ``idle_seconds`` are read only by an idle-only executor:
+    given without ``idle_only`` (in the file, the environment or on the command line), the
+    executor stops with one line before it connects, naming where each was given and the two
+    ways out, instead of working through its owner's day."""
+    path = write(tmp_path, text)
+    done = _executor(["--config", str(path), "--manager", f"tcp://127.0.0.1:{free_port()}",
+                      "--connect-timeout", "0.3", *args], env=env)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: " + said.format(path=path)), lines[0]
+    if not args:
+        assert lines[0].endswith("add idle_only = true (or --idle-only), or give --dedicated to run it at any hour")
+    # --dedicated typed keeps a shared file's idle settings unused on purpose: it runs (no manager here)
+    dedicated = _executor(["--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                           "--connect-timeout", "0.3"], env=env)
+    assert dedicated.returncode == 2 and "no answer from the manager" in dedicated.stderr, dedicated.stderr
+
+
 @pytest.mark.parametrize("text, args, workers", [
     ("[executor]\nthreads = 3\n", [], 3),                      # the executors' own section
     ("[executor]\nthreads = 3\n[run]\nthreads = 5\n", [], 5),  # run's section: for what it starts
