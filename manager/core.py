@@ -446,6 +446,9 @@ class ManagerCore:
         # the connected ones among them: what dispatch, the host-hash ring and the heartbeat's
         # count look at, however many that left the manager still keeps (keep_departed)
         self.connected: dict[str, Executor] = {}
+        # name -> ids of the connected executors of that name (two desktops given one --name,
+        # a configuration file's name copied to every desktop: warned of at registration)
+        self.connected_names: dict[str, set[str]] = {}
         # executor id -> user who registered it, from the database after a restart (an id is
         # reclaimed only by its own user, even when the manager has not seen it since starting)
         self.executor_owners: dict[str, str] = {}
@@ -740,6 +743,15 @@ class ManagerCore:
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         self.executors[executor_id] = self.connected[executor_id] = ex
+        namesakes = self.connected_names.setdefault(m.name, set())
+        namesakes.intersection_update(self.connected)
+        other = self.connected.get(next(iter(namesakes))) if namesakes else None
+        if other is not None:
+            log.warning("executor %s registers as %s, the name of connected executor %s (%s@%s): the dashboard, "
+                        "gridcrawl report and the executor table tell them apart only by id; give each executor "
+                        "its own name (--name, or none for host:pid)", executor_id[:8], m.name,
+                        other.executor_id[:8], other.user, other.host)
+        namesakes.add(executor_id)
         self._departed.pop(executor_id, None)
         self._has_room(ex)
         self.executor_owners[executor_id] = m.user
@@ -1630,7 +1642,12 @@ class ManagerCore:
         """Disconnect ``ex``; its attempts are taken back (``outcome`` recorded on each)."""
         actions: list[Action] = []
         ex.connected = False
-        self.connected.pop(ex.executor_id, None)
+        if self.connected.pop(ex.executor_id, None) is not None:
+            namesakes = self.connected_names.get(ex.name)
+            if namesakes is not None:
+                namesakes.discard(ex.executor_id)
+                if not namesakes:
+                    del self.connected_names[ex.name]
         if ex.peer is not None:
             self.peers.pop(ex.peer, None)
         for attempt_id, t in list(ex.running.items()):

@@ -1208,6 +1208,32 @@ def test_an_executor_started_again_under_its_name_keeps_its_id():
     assert w.message.executor_id == first
 
 
+def test_two_connected_executors_of_one_name_are_warned_of_at_registration(caplog):
+    """A configuration file's ``name = "desk-01"`` copied to every desktop made executors that
+    the dashboard, ``gridcrawl report`` and the executor table list under one name, told apart
+    only by id, without a word: the manager now says so when the second registers, naming the
+    first, and only while a namesake is connected."""
+    import logging
+    core = make_core()
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.manager"):
+        (a,) = sends(core.handle(b"a", p.Register(name="desk-01", host="pc-a", user="u", threads=1), 0.0), p.Welcome)
+        sends(core.handle(b"o", p.Register(name="desk-02", host="pc-o", user="u", threads=1), 0.0), p.Welcome)
+        assert warnings() == []
+        (b,) = sends(core.handle(b"b", p.Register(name="desk-01", host="pc-b", user="u", threads=1), 1.0), p.Welcome)
+        assert warnings() == [
+            f"executor {b.message.executor_id[:8]} registers as desk-01, the name of connected executor "
+            f"{a.message.executor_id[:8]} (u@pc-a): the dashboard, gridcrawl report and the executor table tell "
+            "them apart only by id; give each executor its own name (--name, or none for host:pid)"]
+        core.handle(b"a", p.Bye("stopping"), 2.0)
+        core.handle(b"b", p.Bye("stopping"), 2.0)
+        caplog.clear()
+        sends(core.handle(b"c", p.Register(name="desk-01", host="pc-c", user="u", threads=1), 3.0), p.Welcome)
+        assert warnings() == []  # its namesakes left: one desk-01 now
+
+
 # ---------------------------------------------------------------------------- capability dispatch
 
 
