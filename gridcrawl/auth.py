@@ -181,6 +181,8 @@ class UserStore:
         # what logins read, for READ_TTL seconds: (monotonic time read, whether a user exists)
         # and user -> (monotonic time read, its rows)
         self._any_user: tuple[float, bool] | None = None
+        # users who gave a password while no user exists (none was checked): warned of once each
+        self._unchecked: set[str] = set()
         self._read: dict[str, tuple[float, list]] = {}
         self._lock = threading.Lock()
         # failed checks: (monotonic time, seconds the check took); their seconds summed
@@ -363,6 +365,13 @@ class UserStore:
         failed checks the reason is :data:`LOGINS_BUSY`.
         """
         if not self.require_login and not self.has_users():
+            if password and user not in self._unchecked and len(self._unchecked) < UNCHECKED_SAID_AT_MOST:
+                self._unchecked.add(user)
+                url = self.engine.url.render_as_string(hide_password=True)
+                log.warning("user %r gave a password, but this manager's database (%s) has no users: no login is "
+                            "checked and every peer is let in. Were the users added to another database? "
+                            "gridcrawl-manager users list --db %s; --require-login refuses everyone until they "
+                            "exist", user, url, url)
             return None
         if not password:  # decided before any look-up: says nothing of whether the user exists
             log.warning("login refused for user %r: no password given", user)
@@ -379,6 +388,10 @@ class UserStore:
             log.warning("user %r (group %s) refused: no %s permission", user, found.group, permission)
             return f"user {user!r} (group {found.group}) does not have the {permission} permission"
         return None
+
+
+#: Users of an open grid (no user in its database) whose unchecked password is warned of, at most.
+UNCHECKED_SAID_AT_MOST = 100
 
 
 class LoginsThrottled(Exception):

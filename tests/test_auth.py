@@ -63,6 +63,31 @@ def test_groups_and_permissions_exist_but_no_user(store):
     assert store.list() == [] and not store.has_users()
 
 
+def test_a_password_given_to_a_manager_without_users_is_warned_of_once_per_user(store, tmp_path, caplog):
+    """Users added to another database than the manager's (``users add`` without the
+    manager's ``--db``: they went to ./gridcrawl-manager.db) left the grid open, and an executor
+    with a wrong password was let in without a word. The open grid still lets everyone in, but a
+    peer that gives a password is now warned of, once per user, naming the database."""
+    import logging
+
+    from gridcrawl.auth import EXECUTE_THREAD
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.auth"):
+        assert store.authenticate("worker", "not checked", EXECUTE_THREAD) is None
+        assert store.authenticate("worker", "not checked", EXECUTE_THREAD) is None
+        assert store.authenticate("nobody", None, EXECUTE_THREAD) is None  # no password: gridcrawl run's own
+    lines = [r.getMessage() for r in caplog.records]
+    url = f"sqlite:///{tmp_path / 'manager.db'}"
+    assert lines == [f"user 'worker' gave a password, but this manager's database ({url}) has no users: no login "
+                     "is checked and every peer is let in. Were the users added to another database? "
+                     f"gridcrawl-manager users list --db {url}; --require-login refuses everyone until they exist"]
+    store.add("worker", PASSWORD, "Executors")
+    store._any_user = None  # (the one-second read cache: the user just added counts at once here)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.auth"):
+        assert "wrong password" in store.authenticate("worker", "not checked", EXECUTE_THREAD)
+    assert all("has no users" not in r.getMessage() for r in caplog.records)
+
+
 def test_users_are_stored_with_a_salted_hash_never_the_password(store):
     store.add("alice", PASSWORD, "Users")
     store.add("bob", PASSWORD, "executors")  # group names are case-insensitive
