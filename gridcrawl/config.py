@@ -388,13 +388,34 @@ def misplaced_option(command, program: str, argv: list[str]) -> str | None:
                 continue
             field_name = flags.get(name) or (name[2:].replace("-", "_") if name[2:].replace("-", "_") in _FIELDS
                                              else None)
-            return None if field_name is None else _option_hint(name, field_name, runner, " ".join(shown))
+            if field_name is not None:
+                return _option_hint(name, field_name, runner, " ".join(shown))
+            owners = [p for p in _programs_with_flag(name) if p != " ".join(shown)]
+            return f"{' '.join(shown)} has no option {name}: it is an option of {_names(owners)}" if owners else None
         elif arg in getattr(command, "commands", {}):
             command = command.commands[arg]
             shown.append(arg)
             if program == "run":
                 runner = arg
     return None
+
+
+def _programs_with_flag(flag: str) -> list[str]:
+    """The programs (as typed: ``gridcrawl-executor``, ``gridcrawl run`` ...) that have the
+    option ``flag`` (``--allow-private``) of no setting: ``gridcrawl-client --allow-private``
+    got click's bare "No such option", although the README tells executors to take it.
+    Imports every program's command line: called only for an option the running one lacks."""
+    import typer
+    from importlib import import_module
+    found = []
+    for module, shown in (("gridcrawl.manager.cli", "gridcrawl-manager"), ("gridcrawl.executor.cli",
+                          "gridcrawl-executor"), ("gridcrawl.client.cli", "gridcrawl-client"), ("gridcrawl.cli", "gridcrawl")):
+        command = typer.main.get_command(import_module(module).app)
+        subs = getattr(command, "commands", {}) if shown == "gridcrawl" else {}
+        for name, sub in [("", command), *subs.items()]:
+            if any(flag in p.opts or flag in p.secondary_opts for p in getattr(sub, "params", [])):
+                found.append(f"{shown} {name}".strip())
+    return found
 
 
 def _option_hint(name: str, field_name: str, runner: str | None, shown: str) -> str:

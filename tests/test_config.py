@@ -454,6 +454,12 @@ def test_the_client_refuses_a_delay_it_does_not_enforce_before_it_crawls(tmp_pat
     (["gridcrawl", "run", "--parse-threads", "2", "http://127.0.0.1:1/"], "gridcrawl run has no option "
      "--parse-threads: parse_threads is a setting of gridcrawl-executor, which has no option for it either: set it "
      "in the configuration file ([executor] parse_threads) or GRIDCRAWL_PARSE_THREADS"),
+    # an option of no setting: the README tells executors to take it, and a client was told "No such option"
+    (["gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--allow-private", "10.0.0.0/8", "http://127.0.0.1:1/"],
+     "gridcrawl-client has no option --allow-private: it is an option of gridcrawl-executor, gridcrawl run, "
+     "gridcrawl fetch and gridcrawl spark"),
+    (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:1", "--bind", "tcp://*:1"], "gridcrawl-executor has no "
+     "option --bind: it is an option of gridcrawl-manager"),
 ])
 def test_another_programs_option_is_named_as_such(args, message):
     """``gridcrawl-client --download-delay 1`` said only "No such option"."""
