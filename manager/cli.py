@@ -195,12 +195,18 @@ def users_add(
 ) -> None:
     """Create a user. The password comes from $GRIDCRAWL_PASSWORD or a hidden prompt."""
     from gridcrawl.auth import AuthError
-    store = _users(_users_db(ctx, db), existing=False)  # users may be added before the manager first starts
+    from gridcrawl.redact import shown_url
+    url = _users_db(ctx, db)
+    store = _users(url, existing=False)  # users may be added before the manager first starts
     try:
         store.add(name, _new_password(name), group)
     except AuthError as exc:
         fail(str(exc))
-    typer.echo(f"user {name} added to group {store.get(name).group}")
+    # the database named: users added to ./gridcrawl-manager.db while the manager ran on another
+    # one (no --db given) left that grid open, and nothing here said where they went
+    typer.echo(f"user {name} added to group {store.get(name).group} in {shown_url(url)}"
+               + (" (the default database: give the manager's --db, or --config with its [manager] db)"
+                  if url == DEFAULT_DB else ""))
 
 
 @users_app.command("passwd")

@@ -433,6 +433,7 @@ def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_
     assert not (tmp_path / "m.db").exists()
     out = manager_cli("users", "add", "alice", "--group", "Users", "--db", db, env={"GRIDCRAWL_PASSWORD": PASSWORD})
     assert out.returncode == 0, out.stderr
+    assert out.stdout == f"user alice added to group Users in {db}\n"  # where it went
     rc, shown = on_a_terminal([sys.executable, "-m", "gridcrawl.manager", "users", "add", "bob", "--group",
                                "Executors", "--db", db], answers=[PASSWORD, PASSWORD], env=_environment(None))
     assert rc == 0, shown
@@ -458,6 +459,11 @@ def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_
     assert out.returncode == 0, out.stderr
     assert not (tmp_path / "gridcrawl-manager.db").exists()
     assert "fay\tUsers" in manager_cli("--db", db, "users", "list", cwd=tmp_path).stdout
+    # no --db anywhere: the default database, named as such (the manager's may be another)
+    out = manager_cli("users", "add", "gus", "--group", "Users", env={"GRIDCRAWL_PASSWORD": PASSWORD}, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout == (
+        "user gus added to group Users in sqlite:///gridcrawl-manager.db (the default database: give the "
+        "manager's --db, or --config with its [manager] db)\n"), out.stdout
 
 
 @pytest.mark.parametrize("module, extra", [("gridcrawl.executor", []),
