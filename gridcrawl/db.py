@@ -595,6 +595,26 @@ def lock_wait(conn: Connection, seconds: float) -> Iterator[None]:
             conn.invalidate()  # never hand a connection with the short limit back to the pool
 
 
+def server_time(conn: Connection) -> float | None:
+    """The database server's clock: POSIX seconds (UTC, to the microsecond) as the server tells
+    them now, or None for SQLite (a file: every program that opens it runs on this machine's
+    clock). PostgreSQL ``clock_timestamp()`` (not ``now()``, the transaction's start), MariaDB and
+    MySQL ``UNIX_TIMESTAMP(NOW(6))``, SQL Server ``SYSUTCDATETIME()``.
+
+    The managers' lease (:mod:`gridcrawl.manager.lease`) is judged by this one clock, so that
+    managers on hosts whose clocks disagree agree on when it expires."""
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        sql = "SELECT EXTRACT(EPOCH FROM clock_timestamp())"
+    elif dialect in ("mysql", "mariadb"):
+        sql = "SELECT UNIX_TIMESTAMP(NOW(6))"
+    elif dialect == "mssql":
+        sql = "SELECT DATEDIFF_BIG(MICROSECOND, '19700101', SYSUTCDATETIME()) / 1000000.0"
+    else:
+        return None
+    return float(conn.exec_driver_sql(sql).scalar())
+
+
 def end_row_lock_holders(conn: Connection, table: sa.Table) -> list[int]:
     """End the sessions whose open transaction holds a row lock on ``table`` (PostgreSQL: the
     backends whose transaction id is a row's ``xmax``, terminated with ``pg_terminate_backend``;

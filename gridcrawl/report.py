@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from gridcrawl.errors import ReportError  # noqa: F401 (re-exported)
+from gridcrawl.db import from_timestamp, server_time
 
 
 # The views as lightweight tables: typed columns, so that every back end returns datetimes
@@ -348,18 +349,21 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
 class ActiveManager:
     """The manager holding the database's lease (:mod:`gridcrawl.manager.lease`): its
     ``address``, lease ``epoch`` (1 for the first manager, +1 at every take-over), ``since`` (UTC,
-    when it took the lease) and ``expires_at`` (UTC; in the past: no manager is active)."""
+    when it took the lease) and ``expires_at`` (UTC; in the past: no manager is active);
+    ``read_at``: the database server's clock when the row was read (UTC; None: this host's
+    clock, as on SQLite), by which the lease is judged (:mod:`gridcrawl.manager.lease`)."""
 
     address: str | None
     holder: str
     epoch: int
     since: _dt.datetime | None
     expires_at: _dt.datetime
+    read_at: _dt.datetime | None = None
 
     @property
     def live(self) -> bool:
         """True while the lease is unexpired (its holder is running and renewing it)."""
-        return self.expires_at > _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        return self.expires_at > (self.read_at or _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None))
 
     def describe(self) -> str:
         """One line for people: who, whether live (running; stopped, having released its lease;
@@ -384,7 +388,9 @@ def active_manager(engine: Engine) -> ActiveManager | None:
             return None
         row = conn.execute(sa.select(t.c.address, t.c.holder, t.c.epoch, t.c.since, t.c.expires_at)
                            .where(t.c.holder != "")).first()
-    return None if row is None else ActiveManager(row.address, row.holder, int(row.epoch), row.since, row.expires_at)
+        clock = server_time(conn) if row is not None else None
+    return None if row is None else ActiveManager(row.address, row.holder, int(row.epoch), row.since, row.expires_at,
+                                                  None if clock is None else from_timestamp(clock))
 # ---------------------------------------------------------------------------------------------
 # The semantic crawl (crawl database): what the triple table and the ontology focus hold.
 

@@ -22,8 +22,13 @@ transaction (docs/reliability.md, "Failover when the active manager hangs inside
 
 The decisions are the pure function :func:`decide` (the row, who I am, ``now``, and whether a
 holder process is alive go in; what to do comes out), testable without a database. Times are
-POSIX seconds; the database stores naive UTC datetimes. Clocks of managers on different hosts
-are assumed to agree within a small fraction of ``lease_seconds``.
+POSIX seconds; the database stores naive UTC datetimes. ``now`` is the **database server's
+clock** (:func:`gridcrawl.db.server_time`; this host's clock plus the difference last read, in
+between), so that managers on hosts whose clocks disagree agree on when a lease expires: judged
+by each host's own clock, a standby whose clock ran 20 s ahead took the lease from a healthy
+manager at once, and one whose clock ran behind let a dead manager's grid wait that much longer.
+A host whose clock differs from the server's by more than a quarter of the lease is warned of
+once. On SQLite (a file on this machine) the clock is this host's.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from gridcrawl import models
 from gridcrawl.db import (end_row_lock_holders, from_timestamp, insert_ignore, is_lock_timeout, limit_idle_transaction,
-                          lock_wait, shown_url)
+                          lock_wait, server_time, shown_url)
 from gridcrawl.errors import LeaseHeld, LeaseLost  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager.lease")
@@ -173,26 +178,53 @@ class Lease:
         self.lost = threading.Event()  # set when a renewal finds the lease taken over
         self.renewed_at = time.monotonic()  # of the last renewal (or the start): :meth:`overdue`
         self._overdue_said = -math.inf
+        #: the database server's clock minus this host's, seconds, as last read (:meth:`now`)
+        self.skew = 0.0
+        self._skew_said = False
         # how long try_acquire waits for the row lock of a holder inside a transaction before it
         # answers "refuse" (and is tried again): a standby keeps serving its loop meanwhile
         self.lock_wait = min(1.0, seconds / 3)
 
+    def now(self) -> float:
+        """The lease's clock, POSIX seconds: the database server's, as this host's clock plus
+        :attr:`skew`, the difference last read (:meth:`read`, :meth:`renew`)."""
+        return time.time() + self.skew
+
+    def _read_clock(self, conn: Connection) -> float:
+        """Read the database server's clock on ``conn`` (:func:`gridcrawl.db.server_time`; this
+        host's for SQLite), keep its difference from this host's (:attr:`skew`) and return it
+        (POSIX s). A difference over a quarter of the lease is a WARNING, once."""
+        server = server_time(conn)
+        local = time.time()
+        if server is None:
+            return local
+        self.skew = server - local
+        if abs(self.skew) > self.seconds / 4 and not self._skew_said:
+            self._skew_said = True
+            log.warning("this host's clock is %.1f s %s the database server's: the manager lease is judged by the "
+                        "server's clock, but fix this host's (NTP): its logs and records disagree with the others'",
+                        abs(self.skew), "behind" if self.skew > 0 else "ahead of")
+        return server
+
     def read(self, conn: Connection | None = None) -> LeaseRow | None:
-        """The stored lease, or None (a standby watches this)."""
+        """The stored lease, or None (a standby watches this); reads the server's clock too
+        (:meth:`now`)."""
         t = models.manager_lease
         if conn is None:
             with self.engine.connect() as conn:
                 return self.read(conn)
         row = conn.execute(sa.select(t.c.holder, t.c.epoch, t.c.expires_at, t.c.address, t.c.since)
                            .where(t.c.name == LEASE_NAME)).first()
+        self._read_clock(conn)
         return None if row is None else LeaseRow(row.holder, int(row.epoch), _seconds(row.expires_at), row.address,
                                                  _seconds(row.since) if row.since is not None else None)
 
     def try_acquire(self, now: float | None = None) -> Decision:
         """Take (or keep) the lease if :func:`decide` allows; returns the decision carried out
         (``refuse``: not taken). Two managers racing both read the same epoch; the conditional
-        UPDATE lets only one of them through, the other gets ``refuse``."""
-        now = time.time() if now is None else now
+        UPDATE lets only one of them through, the other gets ``refuse``. ``now``: POSIX seconds
+        (default: the database server's clock, :meth:`now`)."""
+        given = now
         t = models.manager_lease
         row: LeaseRow | None = None
         try:
@@ -200,6 +232,7 @@ class Lease:
                 limit_idle_transaction(conn, self.seconds)
                 insert_ignore(conn, t, [{"name": LEASE_NAME, "holder": "", "epoch": 0, "expires_at": _EPOCH}])
                 row = self.previous = self.read(conn)
+                now = self.now() if given is None else given
                 alive = self.alive(row.holder) if row is not None and row.holder and row.holder != self.holder else None
                 decision = decide(row if row and row.holder else None, self.holder, now, alive)
                 if decision.action == "refuse":
@@ -220,6 +253,7 @@ class Lease:
             # elsewhere this read would wait on the lock too).
             if self.engine.dialect.name == "postgresql":
                 row = self.read()
+                now = self.now() if given is None else given
                 alive = self.alive(row.holder) if row is not None and row.holder != self.holder else None
                 if row is not None and row.holder and decide(row, self.holder, now, alive).action == "take":
                     self._end_expired_holder(row)
@@ -257,19 +291,18 @@ class Lease:
         return decision.epoch
 
     def renew(self, conn: Connection | None = None, now: float | None = None) -> None:
-        """Extend the lease by ``seconds`` from ``now``, fenced by holder and epoch (in ``conn``'s
-        transaction when given). Raises :class:`LeaseLost` if the lease was taken over."""
-        now = time.time() if now is None else now
-        t = models.manager_lease
-        stmt = t.update().where(t.c.name == LEASE_NAME, t.c.holder == self.holder, t.c.epoch == self.epoch
-                                ).values(expires_at=from_timestamp(now + self.seconds))
+        """Extend the lease by ``seconds`` from ``now`` (POSIX s; default: the database server's
+        clock), fenced by holder and epoch (in ``conn``'s transaction when given). Raises
+        :class:`LeaseLost` if the lease was taken over."""
         if conn is None:
             with self.engine.begin() as conn:
-                limit_idle_transaction(conn, self.seconds)
-                changed = conn.execute(stmt).rowcount
-        else:
-            limit_idle_transaction(conn, self.seconds)
-            changed = conn.execute(stmt).rowcount
+                return self.renew(conn, now)
+        t = models.manager_lease
+        limit_idle_transaction(conn, self.seconds)
+        now = self._read_clock(conn) if now is None else now
+        changed = conn.execute(t.update().where(t.c.name == LEASE_NAME, t.c.holder == self.holder,
+                                                t.c.epoch == self.epoch)
+                               .values(expires_at=from_timestamp(now + self.seconds))).rowcount
         if changed != 1:
             self.lost.set()
             raise LeaseLost(f"the manager lease (epoch {self.epoch}) was taken over by another manager")

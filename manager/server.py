@@ -400,31 +400,32 @@ class ManagerServer:
         log.info("standby manager at %s: waiting for the lease", self.address)
         active: str | None = None
         next_try = 0.0
-        # the database as this standby sees it: its last answer and until when an expired lease is
-        # left to its holder (POSIX s); the last WARNING of an outage (monotonic s)
-        answered, grace_until, said = time.time(), 0.0, -math.inf
+        # the database as this standby sees it: its last answer, until when an expired lease is
+        # left to its holder, the last WARNING of an outage (monotonic s)
+        answered, grace_until, said = time.monotonic(), -math.inf, -math.inf
         while not stop.is_set():
             now = time.time()
             if now >= next_try:
                 next_try = now + self.settings.heartbeat_interval / 2
                 try:  # one SELECT while the lease is live; the conditional UPDATE only when it is not
                     row = self.lease.previous = self.lease.read()
-                    now = time.time()
+                    clock = self.lease.now()  # the server's clock, as the lease is judged by it
+                    mono = time.monotonic()
                     alive = self.lease.alive(row.holder) if row is not None and row.holder else None
-                    if now - answered > self.lease.seconds / 2 and alive is not False:
+                    if mono - answered > self.lease.seconds / 2 and alive is not False:
                         # the database did not answer for a while (it failed, or hung): its holder could
                         # not renew either, so an expiry meanwhile says nothing of whether it runs; it
                         # gets one lease length to renew (a take-over at the first moment the database
                         # answered again dropped the work the active manager held: a third of a
                         # crawl's pages were fetched twice)
-                        grace_until = now + self.lease.seconds
+                        grace_until = mono + self.lease.seconds
                         log.warning("standby: the database answers again after %.1f s; the active manager has "
-                                    "%.1f s to renew its lease", now - answered, self.lease.seconds)
+                                    "%.1f s to renew its lease", mono - answered, self.lease.seconds)
                         said = -math.inf
-                    answered = now
-                    live = (row is not None and row.holder and (row.expires_at > now or now < grace_until)
+                    answered = mono
+                    live = (row is not None and row.holder and (row.expires_at > clock or mono < grace_until)
                             and alive is not False)  # a dead holder on this host: now
-                    decision = None if live else self.lease.try_acquire(now)
+                    decision = None if live else self.lease.try_acquire(clock)
                 except sa.exc.SQLAlchemyError as exc:
                     mono = time.monotonic()
                     if mono - said >= LEASE_FAILURE_REPEAT:  # once, then once a minute: not twice a second
@@ -440,7 +441,7 @@ class ManagerServer:
                     return True
                 row = self.lease.previous
                 # an expired lease is about to be ours: peers wait here rather than go elsewhere
-                active = self.address if row is None or row.expires_at <= now else row.address
+                active = self.address if row is None or row.expires_at <= self.lease.now() else row.address
                 self.snapshot = self._standby_snapshot(now, active)
             if not self.socket.poll(100):
                 continue

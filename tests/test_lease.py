@@ -100,6 +100,34 @@ def test_one_holder_at_a_time_take_over_after_expiry_and_the_old_holder_is_fence
     third.release()
 
 
+@pytest.mark.parametrize("backend", ["postgresql", "mariadb"])  # SQLite: one machine, one clock
+def test_the_lease_is_judged_by_the_database_servers_clock_not_the_hosts(backend, request, monkeypatch, caplog):
+    """A standby on a host whose clock runs 30 s ahead does not take the lease of a manager that
+    renews it (judged by its own clock, it took it at once: a walkthrough with two hosts), is
+    told of its clock once, and takes the lease once it is released."""
+    engine = open_database(request.getfixturevalue("postgres_url" if backend == "postgresql" else "mariadb_url"))
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    alive = lambda holder: None  # noqa: E731  (another host's process: unknowable)
+    active = Lease(engine, "manager-1", seconds=10.0, alive=alive)
+    assert active.acquire() == 1
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 30.0)  # this host's clock, 30 s ahead
+    standby = Lease(engine, "manager-2", seconds=10.0, alive=alive)
+    with caplog.at_level("WARNING", logger="gridcrawl.manager.lease"):
+        decision = standby.try_acquire()
+        assert decision.action == "refuse" and "manager-1" in decision.reason
+        assert standby.try_acquire().action == "refuse"
+    assert standby.skew == pytest.approx(-30.0, abs=2.0)
+    assert [r.getMessage()[:60] for r in caplog.records] == [
+        "this host's clock is 30.0 s ahead of the database server's: "]
+    active.renew()  # (on the shifted clock too: the server's clock decides)
+    assert standby.read().expires_at == pytest.approx(real() + 10.0, abs=2.0)
+    active.release()
+    assert standby.try_acquire().action == "take" and standby.epoch == 2
+    standby.release()
+    engine.dispose()
+
+
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])  # SQLite: docs/reliability.md, "Failover …"
 def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keeps_the_lease(backend, request):
     # The holder "pauses" (SIGSTOP, a hung thread) inside a fenced transaction: its renewal has
