@@ -51,7 +51,7 @@ from gridcrawl.executor.proxy import ProxyRoute, proxy_error
 from gridcrawl.executor.ssrf import SSRFGuard
 # the protocol's one list of error kinds (re-exported here); the longest Retry-After the grid waits
 # for, and the longest wait a page reports (a site's Retry-After past it is cut to it)
-from gridcrawl.protocol import MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
+from gridcrawl.protocol import INT64, MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -690,6 +690,11 @@ def _check_url(url: str) -> str | None:
 
 
 def _content_length(resp: requests.Response) -> int | None:
+    """The response's ``Content-Length`` in bytes, or ``None`` when it has none that is a number
+    of bytes (missing, not a number, negative). A value beyond what a result's ``size`` holds
+    (signed 64 bits, :data:`~gridcrawl.protocol.INT64`) counts as that much (RFC 9110 §8.6 asks a
+    recipient to guard against overflow): ``Content-Length: 99999999999999999999`` on a page is
+    ``too_large``, not a result no one can encode (it was ``crash``)."""
     value = resp.headers.get("Content-Length")
     if value is None:
         return None
@@ -697,7 +702,7 @@ def _content_length(resp: requests.Response) -> int | None:
         length = int(value.split(",")[0].strip())
     except ValueError:
         return None
-    return length if length >= 0 else None
+    return min(length, INT64) if length >= 0 else None
 
 
 class Fetcher:

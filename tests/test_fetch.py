@@ -146,6 +146,11 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/short-body":
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1000\r\n\r\n<html>abc")
                 self.close_connection = True
+            elif path in ("/huge-length.html", "/huge-length.pdf"):  # a length no 64-bit integer holds
+                ctype = b"text/html" if path.endswith(".html") else b"application/pdf"
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: " + ctype
+                                 + b"\r\nContent-Length: 99999999999999999999\r\n\r\n<html>abc")
+                self.close_connection = True
             elif path == "/silent":  # headers never come
                 time.sleep(3)
                 self.close_connection = True
@@ -412,6 +417,19 @@ def test_a_broken_server_is_named_in_plain_words(server, path, kind, expected):
     r = _fetcher(read_timeout=1).fetch(base + path)
     assert r.error_kind is kind, (r.error_kind, r.error)
     assert r.error in expected, r.error
+
+
+@pytest.mark.parametrize("path, kind", [("/huge-length.html", ErrorKind.TOO_LARGE), ("/huge-length.pdf", None)])
+def test_a_content_length_beyond_64_bits_gives_a_result_that_encodes(server, path, kind):
+    """``Content-Length: 99999999999999999999`` (over 2**64): the page is too_large (a PDF is
+    stored as metadata) and its size is the largest a result holds, so the result encodes
+    (the size was the header's, and the executor reported the page as a crash)."""
+    from gridcrawl.protocol import INT64, PageResult, encode_page
+    base, _ = server
+    r = _fetcher().fetch(base + path)
+    assert r.error_kind is kind, (r.error_kind, r.error)
+    assert r.size == INT64
+    encode_page(PageResult(url=base + path, status=r.status, size=r.size))
 
 
 def test_a_cancelled_fetch_ends_at_once_and_a_later_one_is_not_made(server):
