@@ -497,11 +497,71 @@ def _html_parser() -> lxml.etree.HTMLParser:
     return parser
 
 
+#: Attributes of one start tag the parser is given at most; the rest of the tag's attributes are
+#: left out. libxml2's HTML parser checks each attribute of a tag against all of the tag's earlier
+#: ones (a duplicate is dropped), so a tag costs the square of its attributes: one tag of 200,000
+#: distinct attributes (a 2.6 MB page) held an executor's parse, and with it every other page of
+#: the executor, for over 10 minutes, and the manager handed the page to the next executor, and
+#: the next (20,000 attributes: 1.3 s; 40,000: 18 s). Browsers have no limit; real pages stay
+#: far below it.
+MAX_TAG_ATTRIBUTES = 256
+#: Pages of up to this many characters are parsed as they come: their worst tag costs about 1 s
+#: (one tag of ~16,000 attributes), and checking them would cost every page ~1 ms.
+_ATTRIBUTE_CHECK_FROM = 65536
+#: Start tags shorter than this many characters hold too few attributes to be counted.
+_LONG_TAG = 1024
+# one attribute as the HTML tokenizer reads it (WHATWG HTML §13.2.5.32-39): a name up to
+# whitespace, "/", ">" or "=", then an optional "=" and a quoted or unquoted value. Possessive:
+# every character of a page is read once at most, whatever it holds.
+_ATTRIBUTE = r"""[^\s/>][^\s/>=]*+(?:\s*+=\s*+(?:"[^"]*+"|'[^']*+'|[^\s>]*+))?"""
+_ATTRIBUTE_RE = re.compile(_ATTRIBUTE)
+_TAG_NAME_RE = re.compile(r"<[A-Za-z][^\s/>]*+")
+_START_TAG_RE = re.compile(rf"<[A-Za-z][^\s/>]*+(?:[\s/]++|{_ATTRIBUTE})*+")
+
+
+def limit_tag_attributes(text: str, limit: int = MAX_TAG_ATTRIBUTES) -> str:
+    """``text`` with every start tag of more than ``limit`` attributes cut after its
+    ``limit``-th (the tag itself, its first attributes and everything after it kept), so that
+    parsing it costs time in proportion to its length (see :data:`MAX_TAG_ATTRIBUTES`).
+
+    Args:
+        text: decoded HTML.
+        limit: attributes kept per start tag.
+
+    Returns:
+        ``text`` itself when no tag has more (always for texts up to 65,536 characters), else
+        a shorter copy.
+    """
+    if len(text) <= _ATTRIBUTE_CHECK_FROM:
+        return text
+    pieces: list[str] = []
+    done = 0
+    for tag in _START_TAG_RE.finditer(text):
+        start, end = tag.span()
+        if end - start < _LONG_TAG:
+            continue
+        cut = _TAG_NAME_RE.match(text, start).end()  # type: ignore[union-attr]  # the tag's own start
+        for count, attribute in enumerate(_ATTRIBUTE_RE.finditer(text, cut, end), 1):
+            if count > limit:
+                break
+            cut = attribute.end()
+        else:
+            continue  # no more than the limit
+        pieces.append(text[done:cut])
+        done = end
+    if not pieces:
+        return text
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def _parse_document(text: str) -> lxml.html.HtmlElement:
-    """Parse decoded HTML with lxml; an empty ``<html>`` element when nothing parses."""
+    """Parse decoded HTML with lxml; an empty ``<html>`` element when nothing parses. Start tags
+    keep at most :data:`MAX_TAG_ATTRIBUTES` attributes (:func:`limit_tag_attributes`)."""
     if text.lstrip().startswith("<?xml"):
         # lxml refuses str input that carries an XML encoding declaration
         text = _XML_DECLARATION_RE.sub("", text, count=1)
+    text = limit_tag_attributes(text)
     try:
         return lxml.html.document_fromstring(text, parser=_html_parser())
     except (ValueError, lxml.etree.LxmlError):

@@ -18,9 +18,11 @@ from gridcrawl.executor.parse import (
     detect_charset,
     extract_links,
     is_html,
+    limit_tag_attributes,
     parse_page,
     refresh_target,
 )
+from gridcrawl.executor.parse import MAX_TAG_ATTRIBUTES
 
 PAGE = "http://example.com/docs/guide/index.html"
 
@@ -532,6 +534,20 @@ class _PageHandler(BaseHTTPRequestHandler):
             b'<html><head><base href="../api/"><title>Guide</title></head>'
             b'<body><a href="ref.html#x">Ref</a><a href="/guide/index.html">Self</a></body></html>',
         ),
+        # one tag of 20,000 attributes, some quoted values holding ">" and "<" (the tag goes on)
+        "/attributes.html": (
+            "text/html",
+            b"<html><head><title>Flood</title></head><body><p "
+            + b" ".join(b"a%d" % i if i % 3 else b"q%d='<a >'" % i for i in range(20000))
+            + b">text</p><a href='/after'>After</a></body></html>",
+        ),
+        # a long ordinary page: tags of a few attributes
+        "/long.html": (
+            "text/html",
+            b"<html><head><title>Long</title></head><body>"
+            + b"<p class='c' id='x' data-a='1' title='t &gt; u'>para <a href='/p'>P</a></p>\n" * 2000
+            + b"</body></html>",
+        ),
     }
 
     def do_GET(self) -> None:  # noqa: N802 (http.server naming)
@@ -584,3 +600,23 @@ def test_parse_page_fetched_over_http(
     assert page.encoding == encoding
     assert page.title == title
     assert [(link.url, link.text) for link in page.links] == [(http_server + p, t) for p, t in links]
+
+
+def test_a_tag_of_thousands_of_attributes_keeps_the_first_and_the_page_its_links(http_server: str) -> None:
+    """libxml2 compares each attribute of a tag with the tag's earlier ones: a tag of 200,000
+    attributes held an executor's parse for over 10 minutes. The parser gets the first
+    MAX_TAG_ATTRIBUTES of a tag (quoted values holding ">" do not end it early), the rest of the
+    page as it is; a long page of ordinary tags is parsed as it came."""
+    with requests.Session() as session:
+        session.trust_env = False  # no proxies: the server is on 127.0.0.1
+        flood = session.get(http_server + "/attributes.html", timeout=10)
+        long = session.get(http_server + "/long.html", timeout=10)
+    page = parse_page(flood.content, flood.url, flood.headers["Content-Type"])
+    (paragraph,) = page.document.iter("p")
+    assert len(paragraph.attrib) == MAX_TAG_ATTRIBUTES
+    assert paragraph.text == "text"
+    assert page.title == "Flood"
+    assert [(link.url, link.text) for link in page.links] == [(http_server + "/after", "After")]
+    text = long.content.decode()
+    assert len(text) > 65536 and limit_tag_attributes(text) is text
+    assert len(parse_page(long.content, long.url, "text/html").links) == 1
