@@ -419,6 +419,68 @@ def test_a_broken_server_is_named_in_plain_words(server, path, kind, expected):
     assert r.error in expected, r.error
 
 
+def _keep_alive_then_close_server() -> tuple[socket.socket, list[str]]:
+    """A raw server that answers the first request of each connection, keeping it open without
+    ``Connection: close``, and closes the connection without an answer when a second request
+    comes on it (a keep-alive timeout that expired as the request arrived). ``/r/N`` redirects
+    to ``/r/N-1``, ``/r/0`` is a page. Returns the listening socket and the request lines seen."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[str] = []
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            answered = False
+            data = b""
+            while True:
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                head, data = data.split(b"\r\n\r\n", 1)
+                line = head.split(b"\r\n", 1)[0].decode()
+                seen.append(line + (" (closed)" if answered else ""))
+                if answered:
+                    return  # closed without an answer
+                answered = True
+                n = int(line.split()[1].rsplit("/", 1)[1])
+                if n:
+                    conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: /r/%d\r\nContent-Length: 0\r\n\r\n" % (n - 1))
+                else:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 16\r\n\r\n"
+                                 b"<title>t</title>")
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return listener, seen
+
+
+def test_a_kept_alive_connection_the_server_closed_is_replaced_once_not_failed():
+    """Each hop of a redirect chain goes out on the connection the previous answer left open,
+    which the server closes without answering: the request is sent again on a new connection,
+    and the chain ends at its page (it failed as connection, 'the server closed the connection
+    without a response'). A fresh connection's failure is not repeated."""
+    listener, seen = _keep_alive_then_close_server()
+    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    fetcher = _fetcher()
+    try:
+        r = fetcher.fetch(base + "/r/3")
+        assert r.ok and r.status == 200 and len(r.redirects) == 3, (r.error_kind, r.error, r.redirects)
+        assert seen == ["GET /r/3 HTTP/1.1", "GET /r/2 HTTP/1.1 (closed)", "GET /r/2 HTTP/1.1",
+                        "GET /r/1 HTTP/1.1 (closed)", "GET /r/1 HTTP/1.1", "GET /r/0 HTTP/1.1 (closed)",
+                        "GET /r/0 HTTP/1.1"]
+    finally:
+        fetcher.close()
+        listener.close()
+
+
 @pytest.mark.parametrize("path, kind", [("/huge-length.html", ErrorKind.TOO_LARGE), ("/huge-length.pdf", None)])
 def test_a_content_length_beyond_64_bits_gives_a_result_that_encodes(server, path, kind):
     """``Content-Length: 99999999999999999999`` (over 2**64): the page is too_large (a PDF is
