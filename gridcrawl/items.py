@@ -648,6 +648,14 @@ TZ_ABBREVIATIONS = {name: int(hours * 3600) for name, hours in {
     "ACST": 9.5, "ACDT": 10.5, "AEST": 10, "AEDT": 11, "NZST": 12, "NZDT": 13}.items()}
 
 
+def _zone(name: str | None, offset: int | None) -> int | None:
+    """dateutil's ``tzinfos``: the offset (seconds east of UTC) of zone ``name`` when it is one of
+    :data:`TZ_ABBREVIATIONS`, else the numeric ``offset`` written (``+02:00``), else None: the
+    time as written, without a zone (and without dateutil's warning about a name it does not
+    know, which a mapping of names would give for "CST")."""
+    return TZ_ABBREVIATIONS.get(name, offset) if name else offset
+
+
 def _date(text: str, dayfirst: bool):
     from dateutil import parser
     try:
@@ -656,7 +664,7 @@ def _date(text: str, dayfirst: bool):
         value = None
     try:
         value = value or parser.parse(text, dayfirst=dayfirst, default=_dt.datetime(1, 1, 1),
-                                      tzinfos=TZ_ABBREVIATIONS)
+                                      tzinfos=_zone)
     except (ValueError, OverflowError, parser.ParserError):
         return None
     if value.year == 1:  # no year in the text: not a date
