@@ -628,12 +628,15 @@ class ManagerCore:
 
     def _straggler(self, t: GridThread, attempt_id: int, ex: Executor, now: float) -> list[Action]:
         """Take attempt ``attempt_id`` of ``t`` back from ``ex`` as a straggler: cancelled there,
-        a timed-out attempt of ``ex``, not one that counts towards ``t``'s poison (silent
-        executors taking the seed in turn made it poison), and not run on ``ex`` again."""
+        a timed-out attempt of ``ex``, and not run on ``ex`` again. It counts towards ``t``'s
+        poison (``max_attempts``) when ``ex`` has returned results (a working executor the page
+        itself held: one tag of 200,000 attributes held each executor's parse for over 10 minutes,
+        and went from one to the other every ``straggler_seconds`` for ever), not when ``ex`` never
+        has (silent executors taking the seed in turn made it poison)."""
         del ex.running[attempt_id]
         self._has_room(ex)
         actions: list[Action] = [Send(ex.peer, p.Cancel(attempt_id))] if ex.peer is not None else []
-        actions += self._take_back(t, now, "straggler", count=False)
+        actions += self._take_back(t, now, "straggler", count=ex.finished > 0)
         t.tried = (t.tried or set()) | {ex.executor_id}
         if ex.quarantined_until is None:
             actions += self._timed_out(ex, now)

@@ -1445,6 +1445,34 @@ def test_instructions_are_bounded_per_thread_and_per_application():
     assert core.applications[app].instruction_bytes == held - size
 
 
+def test_a_page_that_holds_every_proven_executor_past_straggler_seconds_ends_as_poison():
+    """A page whose parse held every executor it went to (one tag of 200,000 attributes: over 10
+    minutes each) was taken back as a straggler every 120 s and handed to the other executor, for
+    ever: take-backs were never counted, and the crawl never ended. Taken back from an executor
+    that has returned results (a proven one, not a silent one), the attempt counts towards the
+    thread's max_attempts: it fails as poison, delivered to the client as failed."""
+    core = make_core(S.replace(thread_timeout=3000.0, straggler_seconds=120.0, quarantine_after=100))
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    register(core, b"a", 1)
+    register(core, b"b", 1)
+    app = open_app(core)
+    for (peer, job) in assigned(submit(core, app, [1, 2])):  # both answer: proven executors
+        core.handle(peer, p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 1.0)
+    core.handle(b"client", p.Ack(app, [1, 2]), 1.0)
+    ((holder, pinned),) = assigned(submit(core, app, [0], now=2.0))
+    outcome, now = None, 2
+    while outcome is None and now < 2000:
+        now += 1
+        actions = [a for peer in (b"a", b"b", b"client") for a in core.handle(peer, p.Heartbeat(), float(now))]
+        for send in sends(actions + core.tick(float(now)), p.ThreadDone):
+            outcome = send.message
+    assert outcome is not None and outcome.thread_id == 0 and outcome.failed  # ended, as poison
+    t = core.applications[app].threads[0]
+    assert t.state == ThreadState.FINISHED and t.lost == S.max_attempts and len(t.tried) == 2
+    assert now <= (S.max_attempts + 1) * 121
+
+
 def test_a_straggler_is_taken_back_for_an_idle_executor_and_only_then():
     """An executor that registers first, takes the seed and never answers (heartbeating all the
     while) held it for thread_timeout (300 s) while the others sat idle: a 5 s crawl took 601 s.
