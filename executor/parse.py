@@ -55,6 +55,9 @@ __all__ = [
 
 #: Longest anchor text kept on a :class:`Link`, in characters.
 MAX_ANCHOR_TEXT = 200
+#: Longest page title kept, in characters (a hostile page's 5,000,000-character ``<title>`` was
+#: carried to the client and stored whole; search engines show about 60).
+MAX_TITLE = 2048
 
 #: How many leading bytes are searched for a ``<meta>`` charset declaration
 #: (the HTML Standard's prescan looks at the first 1024; pages in the wild
@@ -296,7 +299,8 @@ class ParsedPage:
     """The result of parsing one page.
 
     Attributes:
-        title: text of the first ``<title>``, whitespace collapsed ("" if none).
+        title: text of the first ``<title>``, whitespace collapsed, at most :data:`MAX_TITLE`
+            characters ("" if none).
         links: distinct links in document order (:func:`extract_links`).
         encoding: the codec name the body was decoded with.
         document: the lxml root element (``lxml.html.HtmlElement``) of the
@@ -328,6 +332,18 @@ def _collapse(text: str, limit: int | None = None) -> str:
     return text[:limit] if limit is not None else text
 
 
+def _text(element) -> str:
+    """The text inside ``element`` (not its tail), comments and processing instructions left
+    out, as text_content() gives it. Nested deeper than Python's recursion allows (the parser
+    keeps 2,048 levels: an anchor holding 1,500 nested spans failed its whole page as a crash
+    with RecursionError), lxml's ``itertext`` (in C; slower than :func:`_text_of` on the usual
+    anchor of a few children)."""
+    try:
+        return "".join(_text_of(element))
+    except RecursionError:
+        return "".join(element.itertext())
+
+
 def _text_of(element):
     """The text pieces inside ``element`` (not its tail), comments excluded, as text_content()."""
     if isinstance(element.text, str):
@@ -346,7 +362,7 @@ def _anchor_text(element: lxml.html.HtmlElement) -> str:
     if len(element) == 0:  # the common anchor: text only (text_content() costs an XPath call)
         text = _collapse(element.text or "", MAX_ANCHOR_TEXT)
     else:
-        text = _collapse("".join(_text_of(element)), MAX_ANCHOR_TEXT)
+        text = _collapse(_text(element), MAX_ANCHOR_TEXT)
     if not text:
         alts = [img.get("alt") or "" for img in element.iter("img")]
         text = _collapse(" ".join(alts), MAX_ANCHOR_TEXT)
@@ -595,7 +611,7 @@ def parse_page(body: bytes, page_url: str, content_type: str | None, *, skip_nof
     # the text decode_html gives (sliced only when there is a mark: removeprefix copies a str subclass)
     root = _parse_document(decoded[1:] if decoded.startswith("\ufeff") else decoded)
     title_element = next(root.iter("title"), None)
-    title = _collapse("".join(_text_of(title_element))) if title_element is not None else ""
+    title = _collapse(_text(title_element), MAX_TITLE) if title_element is not None else ""
     base_url = document_base(root, page_url)
     metas: list = []
     links = extract_links(root, base_url, skip_nofollow=skip_nofollow, metas=metas, limit=max_links)

@@ -22,7 +22,7 @@ from gridcrawl.executor.parse import (
     parse_page,
     refresh_target,
 )
-from gridcrawl.executor.parse import MAX_TAG_ATTRIBUTES
+from gridcrawl.executor.parse import MAX_TAG_ATTRIBUTES, MAX_TITLE
 
 PAGE = "http://example.com/docs/guide/index.html"
 
@@ -620,3 +620,18 @@ def test_a_tag_of_thousands_of_attributes_keeps_the_first_and_the_page_its_links
     text = long.content.decode()
     assert len(text) > 512 * 1024 and limit_tag_attributes(text) is text
     assert len(parse_page(long.content, long.url, "text/html").links) == 1
+
+
+def test_an_anchor_nested_deeper_than_pythons_recursion_and_a_huge_title() -> None:
+    """The parser keeps 2,048 levels: an anchor holding 1,500 nested spans failed the whole page
+    as a crash (RecursionError in the anchor text's walk), its other links lost; a 6 MB
+    ``<title>`` was carried to the client and stored whole. Now the anchor keeps its text and
+    the title its first MAX_TITLE characters."""
+    deep = (b"<html><head><title>Deep</title></head><body><a href='/x'>" + b"<span>" * 1500 + b"deep text"
+            + b"</span>" * 1500 + b"</a><a href='/y'>why</a></body></html>")
+    page = parse_page(deep, "http://h.test/", "text/html")
+    assert [(link.url, link.text) for link in page.links] == [("http://h.test/x", "deep text"),
+                                                               ("http://h.test/y", "why")]
+    huge = b"<html><head><title>" + b"ab " * 2_000_000 + b"</title></head><body>x</body></html>"
+    title = parse_page(huge, "http://h.test/", "text/html").title
+    assert len(title) == MAX_TITLE and title.startswith("ab ab")
