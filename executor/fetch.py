@@ -38,7 +38,7 @@ import zlib
 from datetime import timezone
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Union
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import quote, urldefrag, urljoin, urlsplit
 
 import requests
 import urllib3
@@ -468,6 +468,29 @@ def _not_a_stale_retry(record: logging.LogRecord) -> bool:
 logging.getLogger("urllib3.connectionpool").addFilter(_not_a_stale_retry)
 
 
+def redirect_target(resp: requests.Response) -> str | None:
+    """The ``Location`` of ``resp`` as a URL string, or None. Header values arrive as bytes
+    (http.client decodes them as Latin-1): UTF-8 is read as such; any other bytes over 0x7F
+    (a legacy site's Latin-1 file name) are percent-encoded byte by byte, as browsers send
+    them, where requests raised UnicodeDecodeError and the page failed as ``invalid_url``."""
+    location = resp.headers.get("Location")
+    if not location:
+        return None
+    raw = location.encode("latin-1", "replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return quote(raw, safe=bytes(range(0x21, 0x7F)))
+
+
+class _Session(requests.Session):
+    """A requests session that reads a redirect's ``Location`` as :func:`redirect_target` does
+    (requests resolves it even when it does not follow redirects)."""
+
+    def get_redirect_target(self, resp):  # type: ignore[override]
+        return redirect_target(resp) if resp.is_redirect else None
+
+
 class _WatchedAdapter(HTTPAdapter):
     """A requests transport adapter whose pools, direct or through a proxy, use the watched
     connection classes."""
@@ -879,7 +902,7 @@ class Fetcher:
         session = getattr(self._local, "session", None)
         if session is not None and getattr(self._local, "generation", None) == self._generation:
             return session
-        session = requests.Session()
+        session = _Session()
         session.trust_env = False
         session.verify = self.verify
         adapter = _WatchedAdapter(max_retries=_StaleRetry(total=1, connect=0, read=1, redirect=0, status=0,
@@ -1048,7 +1071,7 @@ class Fetcher:
                 if len(cookies) > 1:  # one line each (RFC 6265 §3 forbids folding them into one)
                     result.headers["set-cookie"] = "\n".join(cookies)
                 result.content_type = resp.headers.get("Content-Type")
-                location = resp.headers.get("Location")
+                location = redirect_target(resp)
                 if resp.status_code in REDIRECT_CODES and location:
                     if hops >= self.max_redirects:
                         raise _Failure(

@@ -85,6 +85,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._redirect("/loop/b")
             elif path == "/loop/b":
                 self._redirect(f"http://127.0.0.1:{srv.server_port}/loop/a")
+            elif path == "/to-latin1":  # a legacy file name in Latin-1 bytes, not UTF-8
+                self._redirect("/files/r\xe9sum\xe9.html")  # (send_header writes Latin-1: the byte E9)
+            elif path == "/to-utf8":  # UTF-8 bytes
+                self._redirect("/files/caf\xc3\xa9.html")
+            elif path.startswith("/files/"):
+                self._send(200, path.encode())
             elif path == "/to-bad-ipv6":  # a Location urljoin cannot parse
                 self._redirect("http://[::1")
             elif path == "/to-long":  # a Location longer than any URL a crawl keeps
@@ -329,6 +335,20 @@ def test_redirect_loop(server):
     assert r.error_kind is ErrorKind.REDIRECT_LOOP
     assert r.redirects == [base + "/loop/b"]
     assert "/loop/a" in r.error
+
+
+@pytest.mark.parametrize("path, requested", [
+    ("/to-latin1", "/files/r%E9sum%E9.html"),
+    ("/to-utf8", "/files/caf%C3%A9.html"),
+])
+def test_a_location_of_bytes_over_0x7f_is_followed_as_browsers_do(server, path, requested):
+    """A Location in Latin-1 bytes failed the page as invalid_url with requests' raw
+    "UnicodeDecodeError: 'utf-8' codec ..."; one in UTF-8 was followed as mojibake (the Latin-1
+    reading of its bytes, "cafÃ©"). UTF-8 is read as such; other bytes are percent-encoded."""
+    base, srv = server
+    r = _fetcher().fetch(base + path)
+    assert r.ok and r.status == 200, (r.error_kind, r.error)
+    assert r.body == requested.encode() and len(r.redirects) == 1  # what the server was asked for
 
 
 @pytest.mark.parametrize("path, reason", [
