@@ -635,3 +635,18 @@ def test_an_anchor_nested_deeper_than_pythons_recursion_and_a_huge_title() -> No
     huge = b"<html><head><title>" + b"ab " * 2_000_000 + b"</title></head><body>x</body></html>"
     title = parse_page(huge, "http://h.test/", "text/html").title
     assert len(title) == MAX_TITLE and title.startswith("ab ab")
+
+
+@pytest.mark.parametrize("head", [
+    '<meta charset="windows-1252">',
+    '<meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1">',
+])
+def test_a_page_decoded_as_utf8_is_parsed_as_utf8_whatever_its_markup_declares(head) -> None:
+    """A body read as UTF-8 (the HTTP header says so, and it is valid UTF-8) is given to the parser
+    as its bytes with the encoding named: a <meta charset> or an XML declaration that says
+    otherwise must not make libxml2 read "café" as "cafÃ©"."""
+    for prefix in ("", '<?xml version="1.0" encoding="iso-8859-1"?>\n'):
+        body = f"{prefix}<html><head>{head}<title>café ¶</title></head><body><a href='/é'>é</a></body></html>"
+        page = parse_page(body.encode("utf-8"), "http://h.test/", "text/html; charset=utf-8")
+        assert page.encoding == "utf-8" and page.title == "café ¶"
+        assert [(link.url, link.text) for link in page.links] == [("http://h.test/%C3%A9", "é")]
