@@ -311,3 +311,25 @@ def test_a_servers_control_characters_and_markup_reach_no_terminal(tmp_path):
     for shown in (fetched.stdout, run.stdout + run.stderr):
         assert "\x1b" not in shown and "\x07" not in shown
         assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]loud[/bold]" in shown, shown
+
+
+def test_the_summarys_fetch_command_of_an_rdf_failure_shows_that_failure():
+    """The summary's "one of them fetched as an executor does" for a crawl's ``rdf_parse`` or
+    ``rdf_limit`` page: run as printed against the real page, it shows the parser's error
+    (before, it was printed without --structured-data, and the plain fetch showed a 200 and
+    no error: a plain fetch neither downloads nor parses an RDF document)."""
+    import shlex
+    from gridcrawl.client.cli import fetch_command
+    from gridcrawl.client.store import ErrorGroup, Strategy
+    site = Site(pages={"/broken.ttl": b"@prefix ex: <http://x/> . ex:a ex:b "}, types={"/broken.ttl": "text/turtle"})
+    with SiteServer(site) as server:
+        url = server.url("/broken.ttl")
+        for strategy in (Strategy(), Strategy(structured_data=True)):
+            command = shlex.split(fetch_command(ErrorGroup("rdf_parse", None, 1, url, "invalid turtle"), strategy))
+            assert command[:3] == ["gridcrawl", "fetch", url]
+            done = _fetch(*command[2:], "--json")
+            assert json.loads(done.stdout)["page"]["error_kind"] == "rdf_parse", done.stderr
+    timeout = ErrorGroup("timeout", None, 1, "http://127.0.0.1:8000/a.html", "read timed out")
+    assert fetch_command(timeout, Strategy(structured_data=True)) == \
+        "gridcrawl fetch http://127.0.0.1:8000/a.html --structured-data"
+    assert fetch_command(timeout, Strategy()) == "gridcrawl fetch http://127.0.0.1:8000/a.html"
