@@ -506,9 +506,44 @@ def _microdata_context(item: dict) -> Any:
     return {"@vocab": first[:cut + 1]}
 
 
-def _open_graph_triples(items: list[dict], url: str) -> list[tuple]:
-    """Open Graph ``<meta property="og:..." content>`` pairs as (page, property IRI, literal)."""
+def _element_language(element) -> str | None:
+    """The language HTML gives ``element``'s text: the ``lang`` (or ``xml:lang``) of the element
+    or of its nearest ancestor that has one; None when there is none or it is empty."""
+    while element is not None:
+        for name in ("lang", "xml:lang", "{http://www.w3.org/XML/1998/namespace}lang"):
+            value = element.get(name)
+            if value is not None:
+                return value.strip() or None
+        element = element.getparent()
+    return None
+
+
+def _meta_languages(document) -> dict[tuple[str, str], str]:
+    """(property, content) of each ``<meta property content>`` of the page -> its language
+    (:func:`_element_language`), for those that have one."""
+    languages: dict[tuple[str, str], str] = {}
+    for meta in document.iter("meta"):
+        prop, content = meta.get("property"), meta.get("content")
+        if prop and content is not None and (language := _element_language(meta)):
+            languages.setdefault((prop.strip(), content), language)
+    return languages
+
+
+def _open_graph_triples(items: list[dict], url: str, languages: dict | None = None) -> list[tuple]:
+    """Open Graph ``<meta property="og:..." content>`` pairs as (page, property IRI, literal).
+
+    Args:
+        items: extruct's Open Graph items (``namespace`` and ``properties``).
+        url: the page's URL, the triples' subject.
+        languages: (property, content) -> the meta element's language
+            (:func:`_meta_languages`): the literal carries it, as the HTML+RDFa rules read the
+            same element (else a page with RDFa attributes, read by both, had each Open Graph
+            value twice: ``"Title"`` and ``"Title"@fr``).
+
+    Returns a list of rdflib triples.
+    """
     from rdflib import Literal, URIRef
+    languages = languages or {}
     triples = []
     for item in items:
         namespaces = item.get("namespace") or {}
@@ -516,7 +551,7 @@ def _open_graph_triples(items: list[dict], url: str) -> list[tuple]:
             prefix, _, local = prop.partition(":")
             ns = namespaces.get(prefix)
             if ns and local:
-                triples.append((URIRef(url), URIRef(ns + local), Literal(value)))
+                triples.append((URIRef(url), URIRef(ns + local), Literal(value, lang=languages.get((prop, value)))))
     return triples
 
 
@@ -590,7 +625,7 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         items = list(OpenGraphExtractor().extract_items(document))
         data["opengraph"] = [{"namespace": i["namespace"], "properties": [list(p) for p in i["properties"]]}
                              for i in items]
-        for triple in _open_graph_triples(items, url):
+        for triple in _open_graph_triples(items, url, _meta_languages(document) if items else None):
             graph.add(triple)
 
     def rdfa() -> None:

@@ -196,6 +196,22 @@ def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
     assert len({tuple(t) for t in found.triples}) == len(found.triples)
 
 
+def test_an_open_graph_value_is_one_triple_in_the_pages_language_whether_rdfa_reads_it_or_not():
+    """HTML+RDFa reads ``<meta property="og:title">`` too, with the language HTML's ``lang``
+    gives it; the Open Graph reading gives the same literal, so a page with RDFa attributes
+    has each Open Graph value once (before: ``"Titre"`` and ``"Titre"@fr``), and a page without
+    them the same triple. No ``lang``: a plain literal, as before."""
+    head = '<head><meta property="og:title" content="Titre"><meta property="og:type" content="article"></head>'
+    rdfa = '<div vocab="https://schema.org/" typeof="Thing"><span property="name">x</span></div>'
+    for lang, body, expected in (('lang="fr"', rdfa, "fr"), ('lang="fr"', "<p>x</p>", "fr"),
+                                 ("", rdfa, None), ('lang=""', "<p>x</p>", None)):
+        html = f"<html {lang}>{head}<body>{body}</body></html>"
+        found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "a.html")
+        og = [t for t in found.triples if t[1].startswith("http://ogp.me/ns#")]
+        assert sorted(og, key=str) == [[BASE + "a.html", "http://ogp.me/ns#title", "Titre", "literal", None, expected],
+                              [BASE + "a.html", "http://ogp.me/ns#type", "article", "literal", None, expected]], html
+
+
 def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_named():
     from gridcrawl import protocol
     html = """<html><head>

@@ -112,10 +112,11 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
     for triple in ([base + "/#warden", SDO + "name", "Ann Warden", "literal", None, None],     # microdata
                    [base + "/#warden", SDO + "url", base + "/about.html", "uri", None, None],
                    [base + "/#hide", SDO + "name", "North hide", "literal", None, "en"],       # HTML+RDFa: lang="en"
-                   [base + "/", "http://ogp.me/ns#title", "Bird observatory", "literal", None, None],  # Open Graph
+                   [base + "/", "http://ogp.me/ns#title", "Bird observatory", "literal", None, "en"],  # Open Graph
                    ["_:b0", SDO + "sameAs", base + "/data/catalog.ttl", "uri", None, None]):   # JSON-LD
         assert triple in home, triple
     assert len({tuple(t) for t in home}) == len(home)
+    assert len([t for t in home if t[1] == "http://ogp.me/ns#title"]) == 1   # read by Open Graph and RDFa: once
     structured = json.loads(grid.query("crawl", "SELECT structured_data FROM document WHERE url = ?", base + "/")[0][0])
     assert structured["json-ld"][0]["@type"] == "WebSite" and structured["errors"] == []
     odd = json.loads(grid.query("crawl", "SELECT structured_data FROM document WHERE url = ?", base + "/odd.html")[0][0])
