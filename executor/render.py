@@ -229,7 +229,7 @@ class _Page:
         self.resource_check = resource_check
         self.outcome = Rendered(final_url=url)
         self.landed: dict[str, str] = {}  # navigation URL -> URL its fetch ended at (HTTP redirects)
-        self.left: tuple[ErrorKind, str] | None = None  # a refused navigation of the page itself
+        self.left: tuple[ErrorKind, str] | None = None  # a refused or failed navigation of the page itself
         self.has_left: asyncio.Event | None = None  # set once ``left`` is (made on the browser's loop)
         self.fetching: asyncio.Semaphore | None = None  # PAGE_FETCHES at once (made on the browser's loop)
         self.requests = FetchCancel()  # what is fetched for the page ends when it closes
@@ -241,6 +241,14 @@ class _Page:
         and the next pages' requests queued behind it (9 of 21 pages stored as empty shells)."""
         self.closed = True
         self.requests.cancel()
+
+    def leave(self, kind: ErrorKind, url: str, error: str) -> None:
+        """The page itself tried to go to ``url`` (a client-side navigation of its top frame),
+        which was refused or whose fetch failed with ``kind``: the page fails so, as an HTTP
+        redirect there would, and a wait for its selector ends."""
+        self.left = (kind, f"client-side navigation to {url}: {error}")
+        if self.has_left is not None:
+            self.has_left.set()
 
     def refuse(self, url: str, kind: str, reason: str) -> None:
         out = self.outcome
@@ -684,15 +692,19 @@ class Renderer:
             if fetched.error_kind in REFUSALS:
                 job.refuse(fetched.final_url or url, fetched.error_kind.value, fetched.error or "")
                 if navigation and request.frame.parent_frame is None:
-                    job.left = (fetched.error_kind, f"client-side navigation to {fetched.final_url or url}: "
-                                                    f"{fetched.error}")
-                    if job.has_left is not None:
-                        job.has_left.set()
+                    job.leave(fetched.error_kind, fetched.final_url or url, fetched.error or "")
                 await route.abort("blockedbyclient")
-            elif fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status:
-                await route.fulfill(status=fetched.status, body=b"")
             elif fetched.error_kind is not None:
-                await route.abort("failed")
+                # a navigation of the page that could not be fetched (a name that does not resolve,
+                # a refused connection, an error status) fails the page as that fetch failed: the
+                # DOM left would be Chromium's error page (chrome-error://chromewebdata/), or an
+                # empty one, stored before as the page, with no error
+                if navigation and request.frame.parent_frame is None:
+                    job.leave(fetched.error_kind, fetched.final_url or url, fetched.error or "")
+                if fetched.error_kind == ErrorKind.HTTP_STATUS and fetched.status:
+                    await route.fulfill(status=fetched.status, body=b"")
+                else:
+                    await route.abort("failed")
             else:
                 if navigation and fetched.final_url != url:
                     job.landed[url] = fetched.final_url

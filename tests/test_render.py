@@ -167,6 +167,28 @@ def test_client_side_redirect_out_of_scope_is_refused(server, visitor):
     print(f"\n[refused navigation while waiting for a selector] failed after {time.monotonic() - began:.2f} s")
 
 
+def test_client_side_redirect_to_a_place_that_cannot_be_fetched_fails_the_page_as_that_fetch(server, visitor):
+    """A script sending the page to a closed port or to a missing page: the page fails as that
+    fetch failed (an HTTP redirect there would), not stored as the DOM left behind (Chromium's
+    error page, final URL chrome-error://chromewebdata/, or an empty document) with no error."""
+    import socket
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/x"
+    server.site.pages["/to-dead.html"] = f"<html><body><script>location.href='{dead}'</script></body></html>".encode()
+    server.site.pages["/to-missing.html"] = b"<html><body><script>location.href='/missing.html'</script></body></html>"
+    page = visitor.visit(server.url("/to-dead.html"))
+    assert (page.error_kind, page.content) == ("connection", None), (page.final_url, page.error)
+    assert f"client-side navigation to {dead}: cannot connect" in page.error
+    assert not (page.final_url or "").startswith("chrome-error:")
+    page = visitor.visit(server.url("/to-missing.html"))
+    assert page.error_kind == "http_status", (page.final_url, page.error)
+    assert f"client-side navigation to {server.url('/missing.html')}" in page.error
+    # waiting for a selector: the same error at once, not the whole deadline's timeout
+    page = visitor.visit(server.url("/to-dead.html"), waitFor="a")
+    assert page.error_kind == "connection", page.error
+
+
 def test_fetch_render_of_a_page_whose_request_never_answers_ends_quietly(server):
     """``gridcrawl fetch --render`` of a page whose script waits on a request that never answers
     printed "ERROR asyncio: Task was destroyed but it is pending!" as it ended, and ended only
