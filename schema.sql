@@ -475,6 +475,7 @@ CREATE TABLE visited_url (
     error                VARCHAR(1024)   NULL,
     attempts             INTEGER         NOT NULL,
     visited_at           DATETIME2(6)    NOT NULL,
+    page_type            VARCHAR(64)     NULL,
     CONSTRAINT pk_visited_url PRIMARY KEY (id)
 );
 GO
@@ -501,6 +502,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0008');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '8');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0009');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '9');
 GO

@@ -641,7 +641,8 @@ class CrawlStore:
             if kind and kind not in DECISIONS:
                 errors += 1
             visits.append({"url": pend.url, "fingerprint": pend.fingerprint, "depth": pend.depth, "status": status,
-                           "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now})
+                           "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now,
+                           "page_type": pend.page_type})
             if pend.kind is not None and page is not None:
                 row, unchanged = self._sitemap_row(page, pend, kind, read_before.get(pend.fingerprint), now)
                 sitemaps.append(row)
@@ -1593,13 +1594,17 @@ class CrawlStore:
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
         were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each goes
-        back to ``to_visit_url`` at its depth (a sitemap as a sitemap) and leaves ``visited_url``, except a stored
+        back to ``to_visit_url`` at its depth and as the page type it was visited as (its rendering
+        and follow rules; a sitemap as a sitemap) and leaves ``visited_url``, except a stored
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
         its row. Returns how many. Run before a crawl starts (``--retry-failed``)."""
         v = visited.c
 
         def work(conn) -> int:
-            query = sa.select(v.id, v.url, v.fingerprint, v.depth).where(v.error_kind.is_not(None))
+            query = (sa.select(v.id, v.url, v.fingerprint, v.depth,
+                               sa.func.coalesce(v.page_type, document.c.page_type).label("page_type"))
+                     .select_from(visited.outerjoin(document, document.c.fingerprint == v.fingerprint))
+                     .where(v.error_kind.is_not(None)))
             if kinds:
                 statuses = [int(k[5:]) for k in kinds if http_status_kind(k)]
                 plain = [k for k in kinds if not http_status_kind(k)]
@@ -1619,7 +1624,9 @@ class CrawlStore:
                 return {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
                         "priority": focus_priority(1.0) if scored else 5, "in_flight": False,
                         "kind": sitemaps.get(r.fingerprint),
-                        "page_type": BASE if r.depth == 0 and r.fingerprint not in sitemaps else None,
+                        # the page type it was visited as (its rendering, its follow rules)
+                        "page_type": None if r.fingerprint in sitemaps else
+                        (r.page_type or (BASE if r.depth == 0 else None)),
                         "relevance": 1.0 if scored else None}
             insert_ignore(conn, to_visit, [again(r) for r in rows])
             stored: set[str] = set()

@@ -371,6 +371,7 @@ visited_url = Table(
     Column("error", String(1024)),
     Column("attempts", Integer, nullable=False, default=1),
     Column("visited_at", Timestamp, nullable=False),
+    Column("page_type", String(64)),    # keep/follow rules: the page type it was visited as (--retry-failed)
     Index("ux_visited_url_fingerprint", "fingerprint", unique=True),
 )
 

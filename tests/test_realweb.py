@@ -892,3 +892,30 @@ def test_a_crawl_goes_through_framesets_iframes_and_pages_that_moved(tmp_path, s
     assert done.returncode == 0, done.stderr[-2000:]
     stored = {url for (url,) in Grid(tmp_path).query("crawl", "SELECT url FROM document")}
     assert stored == {server.url(path) for path in site.pages}, stored
+
+
+def test_retry_failed_queues_a_page_again_as_the_page_type_it_was_visited_as(tmp_path):
+    """A rules crawl's page of a type with ``render = true`` that failed (its render timed out)
+    goes back to the frontier as that type, rendered again and under that type's follow rules
+    (before, ``visited_url`` did not keep the type: the page came back with none, was fetched
+    without rendering in 0.07 s and stored as its empty shell, without an error)."""
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.rules import PageType, parse_toml
+    rules = parse_toml(f'base_url = "{H}/"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
+                       'to_type = "list"\npattern = "/list"\n')
+    strategy = Strategy(rules=rules, page_types={"list": PageType(render=True, wait_for="li")})
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), strategy=strategy)
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", links=[[f"{H}/list", "", "list"]])], scope)
+    (page,) = _claim_all(store).values()
+    assert page.page_type == "list"
+    store.apply([_outcome(page, status=200, error_kind="timeout", error="render deadline of 30 s passed")], scope)
+    assert store.retry_failed(["timeout"]) == 1
+    (again,) = _claim_all(store).values()
+    assert (again.url, again.page_type) == (f"{H}/list", "list")
+    assert strategy.render_instruction(again.page_type) == {"render": True, "waitFor": "li"}
+    # the visit keeps the type it was made as
+    store.apply([_outcome(again, error_kind="timeout", error="render deadline of 30 s passed")], scope)
+    assert _rows(store, "SELECT page_type FROM visited_url WHERE error_kind = 'timeout'") == [("list",)]
