@@ -333,16 +333,19 @@ def _warn_changed(store, what: str, source: str, before: list, after: list, done
 def fetch_command(group, strategy) -> str:
     """``gridcrawl fetch URL`` for the example URL of error group ``group`` (a
     :class:`~gridcrawl.client.store.ErrorGroup`), rendered as the crawl renders it: with
-    ``--render`` (and the crawl's ``--wait-for``) when the crawl renders every page or the
-    failure is the browser's (``render``), and with ``--structured-data`` when the crawl is
+    ``--render`` (and the ``--wait-for`` its page would have: the page type's, an item spec's, the
+    crawl's) when the crawl renders that page — every page, or its page type or an item spec
+    says ``render = true`` — or the failure is the browser's (``render``), and with ``--structured-data`` when the crawl is
     semantic or the failure is an RDF parser's (``rdf_parse``, ``rdf_limit``: a plain fetch
     neither downloads nor parses an RDF document, so it showed a 200 and no error)."""
     import shlex
+    from gridcrawl.items import specs_for
     command = f"gridcrawl fetch {shlex.quote(group.url)}"
-    if strategy.render or group.kind == "render":
+    rendered = strategy.render_instruction(group.page_type, specs_for(strategy.items, group.url, group.page_type))
+    if rendered or group.kind == "render":
         command += " --render"
-        if strategy.wait_for:
-            command += f" --wait-for {shlex.quote(strategy.wait_for)}"
+        if rendered.get("waitFor"):
+            command += f" --wait-for {shlex.quote(rendered['waitFor'])}"
     if strategy.structured_data or group.kind in ("rdf_parse", "rdf_limit"):
         command += " --structured-data"
     return command

@@ -1698,9 +1698,9 @@ def error_groups(engine: Engine, limit: int = 20) -> list["ErrorGroup"]:
             group[0] += r.n
             group[1] = min(group[1], r.first)
         ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0][0], item[0][1] or 0))[:limit]
-        examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error).where(
+        examples = {r.id: r for r in conn.execute(sa.select(v.id, v.url, v.error, v.page_type).where(
             v.id.in_([first for _, (_, first) in ranked])))} if ranked else {}
-    return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "")
+    return [ErrorGroup(kind, status, n, examples[first].url, examples[first].error or "", examples[first].page_type)
             for (kind, status), (n, first) in ranked]
 
 
@@ -1708,13 +1708,15 @@ def error_groups(engine: Engine, limit: int = 20) -> list["ErrorGroup"]:
 class ErrorGroup:
     """Visited URLs of one error kind (:meth:`CrawlStore.error_summary`): ``kind`` (the stored
     ``error_kind``), ``status`` (the HTTP status for ``http_status``, else None), ``count``, and
-    one example ``url`` with its ``error`` message."""
+    one example ``url`` with its ``error`` message and the ``page_type`` it was visited as (keep/follow
+    rules; None without rules or for a visit recorded before crawl schema 0009)."""
 
     kind: str
     status: int | None
     count: int
     url: str
     error: str
+    page_type: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -457,6 +457,14 @@ def test_the_fetch_command_of_a_failed_page_renders_it_as_the_crawl_did():
     assert fetch_command(timeout, rendering) == "gridcrawl fetch http://127.0.0.1:8000/slow.html --render --wait-for 'li.item > a'"
     assert fetch_command(timeout, Strategy()) == "gridcrawl fetch http://127.0.0.1:8000/slow.html"
     assert fetch_command(render, Strategy()) == "gridcrawl fetch 'http://127.0.0.1:8000/list?a=1&b=2' --render"
+    # a rules crawl that renders only the pages of one type: its page rendered, with the type's
+    # selector (before: a plain fetch, which showed the shell fetched well and no error)
+    from gridcrawl.rules import PageType
+    typed = Strategy(page_types={"list": PageType(render=True, wait_for="li.item")}, wait_for="main")
+    listed = ErrorGroup("timeout", None, 1, "http://127.0.0.1:8000/list/1.html", "render deadline", "list")
+    assert fetch_command(listed, typed) == "gridcrawl fetch http://127.0.0.1:8000/list/1.html --render --wait-for li.item"
+    plain = ErrorGroup("timeout", None, 1, "http://127.0.0.1:8000/item/1.html", "read timed out", "item")
+    assert fetch_command(plain, typed) == "gridcrawl fetch http://127.0.0.1:8000/item/1.html"
 
 
 def test_the_progress_bar_shows_the_threads_in_flight_as_soon_as_they_are_submitted(tmp_path):
