@@ -58,7 +58,7 @@ from gridcrawl.simhash import simhash
 from gridcrawl.items import ItemSpecError, extract, page_for, specs_from_wire
 from gridcrawl.rules import RuleError, apply_instruction
 from gridcrawl.semantic import (RDF_ACCEPT, Limits, RDFError, RDFLimit, extract_structured, parse_rdf, rdf_format,
-                                triple_links, wants_body)
+                                rdf_alternates, triple_links, wants_body)
 
 log = logging.getLogger("gridcrawl.executor")
 
@@ -295,7 +295,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
                 result.structured = {**structured.data, "errors": structured.errors}
             if not result.nofollow and not instruction.has_rules:
                 known = {link[0] for link in result.links}
-                result.links += [link for link in triple_links(structured.triples) if link[0] not in known]
+                result.links += [link for link in rdf_alternates(page.document, page.base_url or result.final_url)
+                                 + triple_links(structured.triples) if link[0] not in known and not known.add(link[0])]
                 del result.links[max_links:]
         if store_content:
             result.content = text

@@ -62,7 +62,7 @@ from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
            "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
-           "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI"]
+           "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI", "rdf_alternates"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
 MAX_IRI = MAX_URL_LENGTH
@@ -228,6 +228,30 @@ def triple_links(triples: list[list], limit: int = 10_000) -> list[list[str]]:
             links.append([url, (labels.get(o) or "")[:200]])
             if len(links) >= limit:
                 break
+    return links
+
+
+def rdf_alternates(document, base_url: str) -> list[list[str]]:
+    """The RDF versions an HTML page names: each ``<link rel="alternate" type="T" href>`` whose
+    type ``T`` is an RDF syntax (:data:`RDF_TYPES`), as Linked Data pages point to their data
+    (`<link rel="alternate" type="text/turtle" href="/data/x.ttl">`). Each href is resolved
+    against ``base_url`` and made canonical; returns ``[url, ""]`` links, distinct, in document
+    order (invalid or non-http(s) URLs skipped)."""
+    from gridcrawl.urls import InvalidURL, canonical_url
+    links, seen = [], set()
+    for element in document.iter("link"):
+        rel = (element.get("rel") or "").lower().split()
+        media = (element.get("type") or "").split(";")[0].strip().lower()
+        href = (element.get("href") or "").strip()
+        if "alternate" not in rel or media not in RDF_TYPES or not href:
+            continue
+        try:
+            url = canonical_url(href, base_url)
+        except InvalidURL:
+            continue
+        if url.lower().startswith(("http://", "https://")) and url not in seen:
+            seen.add(url)
+            links.append([url, ""])
     return links
 
 

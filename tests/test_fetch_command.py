@@ -333,3 +333,21 @@ def test_the_summarys_fetch_command_of_an_rdf_failure_shows_that_failure():
     assert fetch_command(timeout, Strategy(structured_data=True)) == \
         "gridcrawl fetch http://127.0.0.1:8000/a.html --structured-data"
     assert fetch_command(timeout, Strategy()) == "gridcrawl fetch http://127.0.0.1:8000/a.html"
+
+
+def test_a_semantic_fetch_follows_the_rdf_versions_a_page_names_in_link_alternate():
+    """A Linked Data page points to its data with ``<link rel="alternate" type="text/turtle">``
+    (and RDF/XML, JSON-LD): a semantic crawl follows those (before, it did not: a page linking
+    its Turtle only so left it unfetched); not a feed's alternate, nor in a plain crawl."""
+    head = ('<link rel="alternate" type="text/turtle" href="/data/a.ttl">'
+            '<link rel="Alternate meta" type="application/rdf+xml; charset=utf-8" href="data/a.rdf">'
+            '<link rel="alternate" type="application/rss+xml" href="/feed.xml">'
+            '<link rel="stylesheet" type="text/turtle" href="/not-alternate.ttl">')
+    site = Site(pages={"/page/": f"<html><head>{head}</head><body><p>no anchors</p></body></html>".encode()})
+    with SiteServer(site) as server:
+        semantic = _fetch(server.url("/page/"), "--structured-data", "--json")
+        plain = _fetch(server.url("/page/"), "--json")
+    assert semantic.returncode == 0 and plain.returncode == 0, semantic.stderr + plain.stderr
+    assert [url for url, _ in json.loads(semantic.stdout)["followed"]] == [server.url("/data/a.ttl"),
+                                                                           server.url("/page/data/a.rdf")]
+    assert json.loads(plain.stdout)["followed"] == []
