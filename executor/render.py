@@ -59,6 +59,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urldefrag
 
 from gridcrawl.executor.fetch import ErrorKind, FetchCancel, Fetcher, HopCheck
 from gridcrawl.errors import RenderUnavailable  # noqa: F401 (re-exported)
@@ -572,7 +573,10 @@ class Renderer:
                 await asyncio.sleep(0.05)
         else:
             raise self._error_class("the page kept navigating")
-        job.outcome.final_url = job.landed.get(page.url, page.url)
+        # without the fragment a script set (a hash router's "#/home", "#" + a random number at
+        # every tick): the same document, as an HTTP fetch's final URL is (it was the page's IRI
+        # for its Open Graph triples, a new one at every render)
+        job.outcome.final_url = urldefrag(job.landed.get(page.url, page.url)).url
         if job.left is not None:  # as an HTTP redirect to a refused place: the page fails so
             job.outcome.html = None
             job.outcome.error_kind, job.outcome.error = job.left

@@ -189,6 +189,19 @@ def test_client_side_redirect_to_a_place_that_cannot_be_fetched_fails_the_page_a
     assert page.error_kind == "connection", page.error
 
 
+def test_a_fragment_a_script_sets_is_not_part_of_the_final_url(server, visitor):
+    """A hash router's ``#/home`` (here a new random fragment every 20 ms) does not load another
+    document: the final URL is the page's, without it, as an HTTP fetch's is (before, the page's
+    IRI for its Open Graph triples changed at every render)."""
+    server.site.pages["/hashy.html"] = (b'<html><head><meta property="og:title" content="Hashy"></head><body>'
+                                        b'<a href="/deep.html">d</a><script>location.hash = "#/home"; setInterval('
+                                        b'() => { location.hash = "#" + Math.random() }, 20)</script></body></html>')
+    page = visitor.visit(server.url("/hashy.html"), semantic=True)
+    assert page.error_kind is None, page.error
+    assert page.final_url == server.url("/hashy.html")
+    assert [t[0] for t in page.triples if t[1] == "http://ogp.me/ns#title"] == [server.url("/hashy.html")]
+
+
 def test_fetch_render_of_a_page_whose_request_never_answers_ends_quietly(server):
     """``gridcrawl fetch --render`` of a page whose script waits on a request that never answers
     printed "ERROR asyncio: Task was destroyed but it is pending!" as it ended, and ended only
