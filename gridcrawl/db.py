@@ -360,17 +360,24 @@ def init_schema(engine: Engine, metadata: sa.MetaData, meta_table: sa.Table) -> 
     Idempotent, and safe when several programs do it at once (they take turns, see
     :func:`_schema_lock`). On a back end gridcrawl has no view SQL for, the tables are made and
     the views skipped (logged). Raises :class:`DatabaseUnavailable` if the database's schema is
-    newer than this release knows.
+    newer than this release knows, if the database user may not create tables, and, with one
+    line naming the database, for an error waiting will not cure (:func:`transient_error`: a
+    full disk, a read-only or unreadable file); a transient error is raised as it is.
     """
     try:
         _init_schema(engine, metadata, meta_table)
     except sa.exc.DBAPIError as exc:
-        if not _is_permission_error(exc):
+        if _is_permission_error(exc):
+            raise DatabaseUnavailable(
+                f"the database user may not create or change gridcrawl's tables ({_reason(exc)}); run "
+                f"gridcrawl db init --db URL as a user who may, then this user needs only to read and write "
+                f"rows (docs/databases.md)") from None
+        if transient_error(exc):
             raise
-        raise DatabaseUnavailable(
-            f"the database user may not create or change gridcrawl's tables ({_reason(exc)}); run "
-            f"gridcrawl db init --db URL as a user who may, then this user needs only to read and write "
-            f"rows (docs/databases.md)") from None
+        # a full disk when a new database's tables are written: one line, not the traceback of
+        # the manager (or of gridcrawl run's manager process, above its own error line)
+        raise DatabaseUnavailable(f"cannot create gridcrawl's tables in {shown_url(engine.url)}: "
+                                  f"{_reason(exc)}") from None
 
 
 def _is_permission_error(exc: sa.exc.DBAPIError) -> bool:

@@ -5,6 +5,7 @@
 * ``mariadb_url`` — ``mysql+pymysql://root@127.0.0.1:3306/gridcrawl_test_<random>?charset=utf8mb4``
 * ``sqlite_url`` — ``sqlite:///<tmp_path>/gridcrawl.db``
 * ``db_url`` — parametrised over the three (``sqlite``, ``postgresql``, ``mariadb``)
+* ``small_disk`` — a 2 MiB tmpfs to put an SQLite file on and fill (:func:`fill_disk`)
 
 and :func:`insert_known_timings`, manager rows with known durations (for the views' tests).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
 import uuid
 from collections.abc import Iterator
 
@@ -28,7 +30,7 @@ import sqlalchemy as sa
 POSTGRES_ADMIN = os.environ.get("GRIDCRAWL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("GRIDCRAWL_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/")
 
-__all__ = ["postgres_url", "mariadb_url", "sqlite_url", "db_url", "_postgres_database"]
+__all__ = ["postgres_url", "mariadb_url", "sqlite_url", "db_url", "_postgres_database", "small_disk"]
 
 
 def import_pyodbc(module_level: bool = False):
@@ -152,6 +154,27 @@ def mariadb_url() -> Iterator[str]:
 def sqlite_url(tmp_path) -> str:
     """SQLAlchemy URL of a new SQLite file in the test's temporary folder."""
     return f"sqlite:///{tmp_path / 'gridcrawl.db'}"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs (needs root and mount permission; skips otherwise), unmounted after."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def fill_disk(mount, room: int) -> None:
+    """Fill the file system of folder ``mount`` with a file of zeros until ``room`` bytes are
+    left (about: a file system counts in blocks)."""
+    stat = os.statvfs(mount)
+    free = stat.f_bavail * stat.f_frsize
+    with open(os.path.join(mount, "filler"), "wb") as out:
+        out.write(b"\0" * max(0, free - room))
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "mariadb"])

@@ -184,18 +184,6 @@ def test_a_claim_the_crawl_database_holds_up_does_not_stop_the_heartbeats(tmp_pa
     assert set(urls) == {canonical_url(server.url(path)) for path in reachable(site)} and len(urls) == len(set(urls))
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 2 MiB tmpfs (needs root and mount permission; skips otherwise)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
-
-
 def test_sqlite_on_a_full_disk_stops_the_client_with_one_line_and_a_rerun_resumes(tmp_path, site_server, small_disk):
     site = generate_site(300, links_per_page=5, seed=43, page_bytes=6000)
     server = site_server(site, latency=0.02)

@@ -356,3 +356,22 @@ def test_a_failing_database_is_one_error_then_one_a_minute_and_a_line_when_it_wo
         recorder.close()
     with engine.connect() as conn:
         assert conn.execute(models.application.select()).mappings().one()["application_id"] == "a1"
+
+
+def test_a_manager_whose_new_database_fills_the_disk_stops_with_one_line(tmp_path, small_disk):
+    """A manager whose new SQLite database is on a disk with too little room for its tables (a
+    newcomer's ``gridcrawl run`` on a full disk) printed SQLAlchemy's traceback and exited 1;
+    it says so in one line, naming the database, and exits 2."""
+    from dbfixtures import fill_disk
+    fill_disk(small_disk, 128 * 1024)
+    grid = Grid(tmp_path, manager_db=f"sqlite:///{small_disk / 'manager.db'}")
+    try:
+        status = grid.start_manager().wait(timeout=60)
+    finally:
+        grid.stop()
+    log = grid.log("manager.log")
+    errors = [line for line in log.splitlines() if line.startswith("error:")]
+    assert status == 2, log
+    assert errors == [f"error: cannot create gridcrawl's tables in sqlite:///{small_disk / 'manager.db'}: "
+                      "database or disk is full"], log
+    assert "Traceback" not in log
