@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 import threading
 import time
 from typing import NoReturn
@@ -316,6 +317,38 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
+class LogFile(logging.FileHandler):
+    """A log file (appended, UTF-8) that a failed write does not turn into Python's "--- Logging
+    error ---" and a traceback on stderr for every record (a log on a full disk): the first
+    failure is one line on stderr naming the file and the cause, later ones are silent until a
+    write succeeds again."""
+
+    def __init__(self, filename: str) -> None:
+        super().__init__(filename, encoding="utf-8")
+        self.failing = False  # the last write failed (said once on stderr)
+        self._failed = False  # the write under way failed
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._failed = False
+        super().emit(record)
+        if not self._failed:
+            self.failing = False
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            return super().handleError(record)
+        self._failed = True
+        if not self.failing:
+            self.failing = True
+            why = exc.strerror or str(exc)
+            try:
+                sys.stderr.write(f"{Path(sys.argv[0]).name}: cannot write the log {self.baseFilename}: {why} "
+                                 "(its lines are lost until it can)\n")
+            except (OSError, ValueError):
+                pass
+
+
 def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: bool = False) -> None:
     """Configure the standard logging module: ``level`` name, to stderr or ``log_file``
     (appended, UTF-8); ``json_lines``: one JSON object per line (:class:`JsonFormatter`)."""
@@ -323,7 +356,7 @@ def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: 
     if not isinstance(numeric, int):
         fail(f"unknown log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
     try:
-        handler = logging.FileHandler(log_file, encoding="utf-8") if log_file else logging.StreamHandler(sys.stderr)
+        handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
     except OSError as exc:
         fail(f"cannot write the log file {log_file}: {exc.strerror}")
     handler.setFormatter(JsonFormatter() if json_lines

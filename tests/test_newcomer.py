@@ -588,3 +588,33 @@ def test_the_headline_figures_leave_the_sitemap_files_out(capsys):
     for shown in ("pages this run 2 (and 1,783 sitemap files read: no document)", "documents stored 2",
                   "URLs visited 1,785 (1,783 sitemap URLs: no document)", "pages/s 0.0"):
         assert shown in text, (shown, text)
+
+
+LOG_ON_A_FULL_DISK = """
+import logging, os, sys
+from gridcrawl.cli_common import setup_logging
+log_file, filler = sys.argv[1], sys.argv[2]
+setup_logging("INFO", log_file)
+for n in range(3):
+    logging.getLogger("gridcrawl.manager").info("line %d " + "x" * 4000, n)
+os.remove(filler)
+logging.getLogger("gridcrawl.manager").info("room again")
+"""
+
+
+def test_a_log_file_on_a_full_disk_is_one_line_on_stderr_not_a_traceback_per_record(tmp_path, small_disk):
+    """``gridcrawl run`` on a full disk: each program logging to its file there printed Python's
+    "--- Logging error ---" and a traceback per record, around the one error line that said why.
+    The first failed write is one line naming the log and the cause; a write once there is room
+    again goes to the file."""
+    from dbfixtures import fill_disk
+    log_file = small_disk / "manager.log"
+    log_file.touch()
+    fill_disk(small_disk, 0)
+    done = subprocess.run([sys.executable, "-c", LOG_ON_A_FULL_DISK, str(log_file), str(small_disk / "filler")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and f"cannot write the log {log_file}: No space left on device" in lines[0], lines
+    assert "room again" in log_file.read_text()
