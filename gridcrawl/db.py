@@ -214,7 +214,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
     ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
     ``mysql+pymysql://user@host/db``; so does the path of an existing SQLite file
-    (``crawl-1/crawl.db``). SQLite files get WAL journaling, a 30 s busy timeout,
+    (``crawl-1/crawl.db``). A folder (a crawl's ``--workdir``) is refused naming the databases
+    in it; with ``existing``, a path that names no file is refused as such. SQLite files get WAL journaling, a 30 s busy timeout,
     ``BEGIN IMMEDIATE`` transactions and, when new, 16 KB pages (:data:`SQLITE_PAGE_SIZE`);
     servers a :data:`CONNECT_TIMEOUT` (seconds) and a liveness check of pooled connections.
 
@@ -224,6 +225,14 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     """
     if "://" not in url and os.path.isfile(url):  # a SQLite file's path, as a crawl's --workdir holds them
         url = f"sqlite:///{os.path.abspath(url)}"
+    elif "://" not in url and os.path.isdir(url):  # a crawl's --workdir itself
+        what = {"crawl.db": " (the crawl's pages)", "manager.db": " (the grid's records)"}
+        inside = ", ".join(f"sqlite:///{os.path.join(url, name)}{what.get(name, '')}"
+                           for name in sorted(os.listdir(url)) if name.endswith(".db"))
+        raise DatabaseUnavailable(f"{url} is a folder, not a database" + (f"; the databases in it: {inside}"
+                                                                          if inside else ""))
+    elif existing and url.strip() and not re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", url.strip()):
+        raise DatabaseUnavailable(f"no database file {url} (a database URL is e.g. {_url_example(url)})")
     try:
         parsed = sa.engine.make_url(url)
     except ArgumentError:

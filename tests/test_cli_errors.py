@@ -360,6 +360,28 @@ def test_report_and_export_of_a_missing_database_create_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_report_and_export_given_a_workdir_or_a_missing_path_say_so(tmp_path):
+    """A newcomer gives the report its crawl's folder (``--db crawl-1``), or the path of a
+    database not made yet: both were "not a database URL ... (expected e.g.
+    sqlite:////home/me/crawl-1)", a URL of the same folder. The folder names the databases in
+    it; the missing path is no database file."""
+    import sqlite3
+    workdir = tmp_path / "crawl-1"
+    workdir.mkdir()
+    for name in ("crawl.db", "manager.db"):
+        sqlite3.connect(workdir / name).close()
+    (workdir / "manager.log").write_text("")
+    rc, out, _ = run("gridcrawl", "report", "--db", "crawl-1", cwd=tmp_path)
+    assert_user_error(rc, out, "error: crawl-1 is a folder, not a database; the databases in it: "
+                      "sqlite:///crawl-1/crawl.db (the crawl's pages), sqlite:///crawl-1/manager.db (the grid's records)")
+    rc, out, _ = run("gridcrawl", "export", "--db", "crawl-1", "--format", "csv", "out.csv", cwd=tmp_path)
+    assert_user_error(rc, out, "error: crawl-1 is a folder, not a database; the databases in it:")
+    rc, out, _ = run("gridcrawl", "report", "--crawl-db", "crawl-2/crawl.db", cwd=tmp_path)
+    assert_user_error(rc, out, "error: no database file crawl-2/crawl.db (a database URL is e.g. "
+                      f"sqlite:///{tmp_path}/crawl-2/crawl.db)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl-1"]
+
+
 def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
     import sqlite3
     other = tmp_path / "other.db"
