@@ -475,7 +475,9 @@ def _seed_hint(seed: str) -> str:
     fits). For a file on this machine (a ``file:`` URL, a path starting ``/``, ``./``, ``../``,
     ``~`` or ``C:\\``, or the name of a file that exists): the command that serves its folder
     over HTTP on 127.0.0.1 and the URL to crawl there, as executors fetch over HTTP(S) only. For
-    a URL written without a scheme: its ``http://`` form."""
+    a URL written without a scheme: its ``http://`` form; with a misspelt one (``htp://``,
+    ``htps://``): the URL with the scheme it is closest to."""
+    import difflib
     import shlex
     from urllib.parse import quote, unquote, urlsplit
     if seed.lower().startswith("file:"):
@@ -484,7 +486,11 @@ def _seed_hint(seed: str) -> str:
           or ("://" not in seed and Path(seed).is_file())):
         path = seed
     else:
-        if "://" in seed or not seed:
+        if "://" in seed:
+            scheme, rest = seed.split("://", 1)
+            close = difflib.get_close_matches(scheme.lower(), ["http", "https"], n=1, cutoff=0.7)
+            return f" (did you mean {close[0]}://{rest}?)" if close and scheme.lower() not in ("http", "https") else ""
+        if not seed:
             return ""
         # a scheme written wrong (http:/host, https//host, http:host): the scheme it named, mended
         mended = re.match(r"(?i)(https?)(?::/?|//|:)(?!/)(.+)", seed)
