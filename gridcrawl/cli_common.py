@@ -317,46 +317,68 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str, ensure_ascii=False)
 
 
-class LogFile(logging.FileHandler):
-    """A log file (appended, UTF-8) that a failed write does not turn into Python's "--- Logging
-    error ---" and a traceback on stderr for every record (a log on a full disk): the first
-    failure is one line on stderr naming the file and the cause, later ones are silent until a
-    write succeeds again."""
+class _LogFileErrors:
+    """What :func:`log_file_handler`'s handler adds to the standard one: a failed write does not turn
+    into Python's "--- Logging error ---" and a traceback on stderr for every record (a log on a
+    full disk): the first failure is one line on stderr naming the file and the cause, later ones
+    are silent until a write succeeds again."""
 
     def __init__(self, filename: str) -> None:
-        super().__init__(filename, encoding="utf-8")
+        super().__init__(filename, encoding="utf-8")  # type: ignore[call-arg]
         self.failing = False  # the last write failed (said once on stderr)
         self._failed = False  # the write under way failed
 
     def emit(self, record: logging.LogRecord) -> None:
         self._failed = False
-        super().emit(record)
+        try:
+            super().emit(record)  # type: ignore[misc]
+        except OSError:  # opening the file again after a rotation failed (outside FileHandler's own handling)
+            self.handleError(record)
         if not self._failed:
             self.failing = False
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's name)
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):
-            return super().handleError(record)
+            return super().handleError(record)  # type: ignore[misc]
         self._failed = True
         if not self.failing:
             self.failing = True
             why = exc.strerror or str(exc)
             try:
-                sys.stderr.write(f"{Path(sys.argv[0]).name}: cannot write the log {self.baseFilename}: {why} "
+                sys.stderr.write(f"{Path(sys.argv[0]).name}: cannot write the log {self.baseFilename}: {why} "  # type: ignore[attr-defined]
                                  "(its lines are lost until it can)\n")
             except (OSError, ValueError):
                 pass
 
 
+@functools.cache
+def _log_file_class() -> type:
+    import logging.handlers  # (only with --log-file: 7 ms of every program's start-up otherwise)
+    # outside Windows a WatchedFileHandler, which opens the file again when it has been moved or
+    # deleted (logrotate's default create mode): a program running for days has its log rotated
+    # without a restart (a plain FileHandler kept writing to the rotated file); on Windows an open
+    # file cannot be renamed
+    base = logging.FileHandler if os.name == "nt" else logging.handlers.WatchedFileHandler
+    return type("LogFile", (_LogFileErrors, base), {})
+
+
+def log_file_handler(filename: str) -> logging.FileHandler:
+    """The handler of ``--log-file``: appended, UTF-8, opened again after a rotation (outside
+    Windows), a failed write said once on stderr (:class:`_LogFileErrors`). Raises OSError if
+    the file cannot be opened."""
+    return _log_file_class()(filename)
+
+
 def setup_logging(level: str = "INFO", log_file: str | None = None, json_lines: bool = False) -> None:
     """Configure the standard logging module: ``level`` name, to stderr or ``log_file``
-    (appended, UTF-8); ``json_lines``: one JSON object per line (:class:`JsonFormatter`)."""
+    (appended, UTF-8, opened again when rotated away: :func:`log_file_handler`); ``json_lines``: one
+    JSON object per line (:class:`JsonFormatter`)."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         fail(f"unknown log level {level!r} (use DEBUG, INFO, WARNING or ERROR)")
     try:
-        handler = LogFile(log_file) if log_file else logging.StreamHandler(sys.stderr)
+        handler = log_file_handler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     except OSError as exc:
         fail(f"cannot write the log file {log_file}: {exc.strerror}")
     handler.setFormatter(JsonFormatter() if json_lines

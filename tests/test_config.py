@@ -650,3 +650,27 @@ def test_run_passes_its_settings_to_its_children_as_their_own_options():
         for f, cli in shared:
             value = ctx.params[cli.inverse or f.name]
             assert (not value if cli.inverse else value) == getattr(chosen, f.name), (program, f.name)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="an open file cannot be renamed on Windows")
+def test_a_log_file_rotated_away_is_opened_again(tmp_path):
+    """--log-file of a program running for days: logrotate renames the file (its default
+    ``create`` mode) and the next line goes to a new file at the same path, not to the renamed
+    one for ever."""
+    from gridcrawl.cli_common import setup_logging
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    log_file = tmp_path / "manager.log"
+    try:
+        setup_logging("INFO", str(log_file))
+        logging.getLogger("gridcrawl.test").info("before the rotation")
+        os.rename(log_file, tmp_path / "manager.log.1")
+        logging.getLogger("gridcrawl.test").info("after the rotation")
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = saved
+        root.setLevel(level)
+    assert "before the rotation" in (tmp_path / "manager.log.1").read_text(encoding="utf-8")
+    assert "after the rotation" not in (tmp_path / "manager.log.1").read_text(encoding="utf-8")
+    assert "after the rotation" in log_file.read_text(encoding="utf-8")
