@@ -161,8 +161,13 @@ class AdaptiveSchedule:
           midnight (a date without a time, as many sitemaps write it) counts as modified after
           a visit made before the end of that day anywhere (:data:`DATE_SPAN`): the page may
           have changed later that day, and the visit is one conditional request;
-        * ``("not_modified", longer, visited_at + longer)`` — not modified since the last visit:
-          the interval lengthens as after a 304 (``next_interval(interval, "not_modified")``).
+        * ``("not_modified", interval, visited_at + longer)`` — not modified since the last
+          visit: the next visit is put off as a 304 would put it off (``longer`` =
+          ``next_interval(interval, "not_modified")``), the interval itself kept. So the hint is
+          the same however often the same lastmod is read: a sitemap read again because another
+          entry changed put the visit off no further (it lengthened the interval on every read,
+          a watch reached ``max_interval`` after a few reads with no visit); the visit that comes
+          then lengthens the interval as its verdict says.
         """
         if lastmod is None or visited_at is None or lastmod > now or lastmod < self.EARLIEST_LASTMOD:
             return None
@@ -173,8 +178,9 @@ class AdaptiveSchedule:
                 return None  # due as soon already
             current = self.first_interval() if interval is None or interval <= 0 else float(interval)
             return "due", current, when
+        current = self.first_interval() if interval is None or interval <= 0 else float(interval)
         longer = self.next_interval(interval, "not_modified")
-        return "not_modified", longer, self.due_at(visited_at, longer)
+        return "not_modified", current, self.due_at(visited_at, longer)
 
     @staticmethod
     def due_at(now: _dt.datetime, interval: float) -> _dt.datetime:

@@ -111,10 +111,18 @@ def test_lastmod_hint_makes_due_lengthens_and_ignores_hostile_values():
         ("due", 100.0, visited + _dt.timedelta(seconds=10))
     # due as soon already: nothing to do
     assert s.lastmod_hint(visited + _dt.timedelta(seconds=20), visited, 100.0, visited, now) is None
-    # not modified since the visit: the interval lengthens as after a 304
-    assert s.lastmod_hint(visited - _dt.timedelta(days=3), visited, 100.0, scheduled, now) == \
-        ("not_modified", pytest.approx(140.0), visited + _dt.timedelta(seconds=140))
-    assert s.lastmod_hint(visited, visited, 900.0, scheduled, now)[1] == 1000.0, "clamped to the maximum"
+    # not modified since the visit: the visit is put off as a 304 would, the interval kept...
+    old = visited - _dt.timedelta(days=3)
+    assert s.lastmod_hint(old, visited, 100.0, scheduled, now) == \
+        ("not_modified", 100.0, visited + _dt.timedelta(seconds=140))
+    assert s.lastmod_hint(visited, visited, 900.0, scheduled, now)[2] == visited + _dt.timedelta(seconds=1000), \
+        "clamped to the maximum"
+    # ...so the same lastmod read again (the sitemap changed elsewhere) puts it off no further:
+    # each read lengthened the interval again, 100 s to the 1,000 s maximum in 7 reads, no visit
+    found, interval, when = "", 100.0, scheduled
+    for read in range(10):
+        found, interval, when = s.lastmod_hint(old, visited, interval, when, now + _dt.timedelta(seconds=read))
+    assert (found, interval, when) == ("not_modified", 100.0, visited + _dt.timedelta(seconds=140))
     # hostile or missing: in the future, absurdly old, no lastmod, never visited
     assert s.lastmod_hint(now + _dt.timedelta(seconds=1), visited, 100.0, scheduled, now) is None
     assert s.lastmod_hint(_dt.datetime(9999, 12, 31), visited, 100.0, scheduled, now) is None
@@ -378,9 +386,10 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     site = Site()
     site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/a.html'>a</a></body></html>"
     site.pages["/a.html"] = b"<html><head><title>a</title></head><body>a</body></html>"
-    entries = lambda when: ('<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
-                            f'<url><loc>{{BASE}}/</loc><lastmod>2020-01-01</lastmod></url>'
-                            f'<url><loc>{{BASE}}/a.html</loc><lastmod>{when}</lastmod></url></urlset>').encode()
+    entries = lambda when, root="2020-01-01": (
+        '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        f'<url><loc>{{BASE}}/</loc><lastmod>{root}</lastmod></url>'
+        f'<url><loc>{{BASE}}/a.html</loc><lastmod>{when}</lastmod></url></urlset>').encode()
     site.pages["/sitemap.xml"] = entries("2020-01-01")
     site.types["/sitemap.xml"] = "application/xml"
     site.modified["/sitemap.xml"] = MTIME
@@ -409,7 +418,7 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
     while now < visited_at + _dt.timedelta(seconds=1.1):  # the lastmod must be after the visit, 1 s (min) later
         now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-    site.pages["/sitemap.xml"] = entries(now.isoformat(timespec="seconds") + "Z")
+    site.pages["/sitemap.xml"] = entries(now.isoformat(timespec="seconds") + "Z", root="2020-01-02")
     site.modified["/sitemap.xml"] = MTIME + 60
     store.recrawl_since = now
     assert store.queue_due() == 0 and store.queue_sitemaps(every=True) == 1
@@ -420,8 +429,23 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     assert "if-modified-since" in server.requests[0].conditional
     with store.engine.connect() as conn:
         intervals = dict(conn.execute(sa.select(d.url, d.fetch_interval)).all())
-    assert float(intervals[server.url("/")]) == pytest.approx(140.0), "lastmod not newer: lengthened"
+    assert float(intervals[server.url("/")]) == 100.0, "lastmod not newer: the interval kept..."
     assert float(intervals[server.url("/a.html")]) == pytest.approx(140.0), "fetched, unchanged body"
+    with store.engine.connect() as conn:
+        put_off = conn.execute(sa.select(d.next_fetch_at, d.visited_at)
+                               .where(d.url == server.url("/"))).one()
+    assert (put_off[0] - put_off[1]).total_seconds() == pytest.approx(140.0), "...the visit put off as by a 304"
+
+    # the sitemap changes in another entry only: "/"'s entry, read again, puts its visit off no
+    # further (each read of a sitemap changed elsewhere lengthened every page's interval again)
+    site.pages["/sitemap.xml"] = entries("2020-01-03", root="2020-01-02")
+    site.modified["/sitemap.xml"] = MTIME + 120
+    store.recrawl_since = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    assert store.queue_sitemaps(every=True) == 1
+    assert run().get("due", 0) == 0
+    with store.engine.connect() as conn:
+        again = conn.execute(sa.select(d.next_fetch_at, d.fetch_interval).where(d.url == server.url("/"))).one()
+    assert again[0] == put_off[0] and float(again[1]) == 100.0, "the same lastmod read again"
 
     store.recrawl_since = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
     assert store.queue_sitemaps(every=True) == 1
