@@ -56,7 +56,6 @@ from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.urls import url_host
 from gridcrawl.rules import instruction_for
-from gridcrawl.schedule import VERDICTS
 from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.client")
@@ -819,7 +818,9 @@ class CrawlApplication:
             began = time.monotonic()
             try:
                 done = self.store.apply(part, self.scope, store_content=self.settings.store_content,
-                                        store_duplicates=self.settings.store_duplicates)
+                                        store_duplicates=self.settings.store_duplicates,
+                                        recrawl=None if self.progress.recrawl is None or self.recrawl_id is None
+                                        else (self.recrawl_id, self.progress.recrawl))
             except Exception as exc:
                 return [*batch[start:], exc]
             seconds = time.monotonic() - began
@@ -833,20 +834,11 @@ class CrawlApplication:
         return []
 
     def _count_recrawl(self, done: dict) -> None:
-        """(Applier thread.) A recrawl counts what a committed part found, in its ``recrawl`` row
-        too (a failure to write the counts is logged: they are statistics, the pages are stored)."""
-        pr = self.progress
-        if pr.recrawl is None:
-            return
-        found = collections.Counter({key: done.get(key, 0) for key in (*VERDICTS, "new", "due")})
-        for key in ("due", "not_modified", "unchanged", "changed", "gone", "revived", "new"):
-            pr.recrawl[key] += found[key]
-        pr.recrawl["errors"] += found["error"]
-        pr.recrawl["fetched"] += found["unchanged"] + found["changed"] + found["revived"]
-        try:
-            self.store.update_recrawl(self.recrawl_id, pr.recrawl)
-        except Exception as exc:
-            log.warning("could not write the recrawl counts (%s)", describe_error(exc, self.store.engine))
+        """(Applier thread.) A recrawl counts what a committed part found: its ``recrawl`` row got
+        them in the part's own transaction (:meth:`CrawlStore.apply`), so a client killed after the
+        commit loses none."""
+        if self.progress.recrawl is not None and done.get("recrawl") is not None:
+            self.progress.recrawl.update(done["recrawl"])
 
     def _collect(self, wait: bool = False) -> None:
         """In the I/O loop: acknowledge what the applier committed, update the progress and, when

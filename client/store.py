@@ -339,6 +339,19 @@ class Strategy:
             raise ValueError(f"--min-relevance must be between 0 and 1, not {self.min_relevance!r}")
 
 
+def add_recrawl_counts(counts: Mapping, found: Mapping) -> dict:
+    """A recrawl run's ``counts`` (keys of the ``recrawl`` table) with what one applied batch
+    ``found`` added (:meth:`CrawlStore.apply`'s verdict counts, ``new`` and ``due``): a new dict.
+    ``fetched`` is unchanged + changed + revived (a body came back); ``errors`` the ``error``
+    verdicts."""
+    total = dict(counts)
+    for key in ("due", "not_modified", "unchanged", "changed", "gone", "revived", "new"):
+        total[key] = total.get(key, 0) + found.get(key, 0)
+    total["errors"] = total.get("errors", 0) + found.get("error", 0)
+    total["fetched"] = total.get("fetched", 0) + sum(found.get(k, 0) for k in ("unchanged", "changed", "revived"))
+    return total
+
+
 class CrawlStore:
     """The crawl tables in ``engine`` (created if missing); ``strategy`` (default: breadth-first,
     no rules, no focus) decides the claim order and which links are followed; ``schedule``
@@ -734,7 +747,7 @@ class CrawlStore:
                     triples, items, issues, trap_rows, _fit(sitemap_table, sitemaps))
 
     def apply(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True,
-              store_duplicates: bool = False) -> dict:
+              store_duplicates: bool = False, recrawl: tuple[int, Mapping] | None = None) -> dict:
         """Apply finished grid threads in ONE transaction (the paper's application steps 7–10):
         store each fetched page in ``document``, add its URL to ``visited_url``, delete it from
         ``to_visit_url``, and queue its in-scope links that are neither visited nor queued (nor
@@ -788,6 +801,12 @@ class CrawlStore:
         for the first time; equal to ``documents``) and ``due`` (stored documents a sitemap's
         lastmod made due and this batch queued). Idempotent: applying the same outcome twice
         changes nothing the second time.
+
+        ``recrawl``: ``(recrawl_id, counts)``, the recrawl run these results belong to and its
+        counts before them (keys of the ``recrawl`` table): its row gets the counts with this
+        batch's added (:func:`add_recrawl_counts`) in the same transaction, returned as
+        ``"recrawl"``. (Written afterwards, a client killed between the two lost the counts of
+        what it had stored.)
         """
         rows = self.rows(outcomes, scope, store_content=store_content, store_duplicates=store_duplicates)
         links = rows.links
@@ -820,6 +839,10 @@ class CrawlStore:
             insert_ignore(conn, triple, rows.triples)
             insert_ignore(conn, models.item, rows.items)
             insert_ignore(conn, models.item_issue, rows.issues)
+            if recrawl is not None:
+                totals[0] = add_recrawl_counts(recrawl[1], found)
+                self._write_recrawl(conn, recrawl[0], totals[0])
+        totals: list = [None]
         run_transaction(self.engine, work)
         for o in outcomes:
             self._late_lastmods.pop(o.pending.fingerprint, None)
@@ -838,7 +861,7 @@ class CrawlStore:
         return {"pages": len(outcomes), "sitemaps": len(maps), "sitemap_errors": sum(fp in failed for fp in maps),
                 "documents": found["new"], "errors": rows.errors, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
-                "triples": len(rows.triples), **found}
+                "triples": len(rows.triples), **found, **({"recrawl": totals[0]} if recrawl is not None else {})}
 
     def write_documents(self, rows: "Rows") -> None:
         """Store ``rows``' documents, kept links, triples, items and item issues
@@ -1246,12 +1269,16 @@ class CrawlStore:
         """Store the counts of recrawl run ``recrawl_id`` (keys of the ``recrawl`` table: due,
         fetched, not_modified, unchanged, changed, gone, revived, errors, new); with
         ``finished``, its end time."""
+        run_transaction(self.engine, lambda conn: self._write_recrawl(conn, recrawl_id, counts, finished=finished))
+
+    @staticmethod
+    def _write_recrawl(conn, recrawl_id: int, counts: Mapping, *, finished: bool = False) -> None:
+        """Set the counts (and with ``finished`` the end time) of recrawl run ``recrawl_id`` on ``conn``."""
         names = {c.name for c in recrawl_table.columns} - {"recrawl_id", "mode", "started_at", "finished_at"}
         values = {k: int(v) for k, v in counts.items() if k in names}
         if finished:
             values["finished_at"] = utcnow()
-        run_transaction(self.engine, lambda conn: conn.execute(
-            recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values)))
+        conn.execute(recrawl_table.update().where(recrawl_table.c.recrawl_id == recrawl_id).values(**values))
 
     def _reparsed(self, o: Outcome) -> bool:
         """True if a semantic crawl parsed ``o``'s page again (an HTML or RDF body was read: not

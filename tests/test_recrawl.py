@@ -278,6 +278,33 @@ def crawled_once(db_url: str, site_server, seed: str):
     return site, server, fetcher, store, scope, crawl_once(store, fetcher, scope)
 
 
+def test_a_recrawl_batch_writes_its_counts_in_its_own_transaction(tmp_path, site_server):
+    """The recrawl row's counts are written with the visits they count: read by another
+    connection right after apply() (a client killed then, before a second write, lost the counts
+    of what it had stored: the run's row said fewer visits than were applied)."""
+    db_url = f"sqlite:///{tmp_path}/c.db"
+    site, server, fetcher, store, scope, found = crawled_once(db_url, site_server, "/e.html")
+    later = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None) + _dt.timedelta(seconds=101)
+    due = store.queue_due(later)
+    site.pages["/m.html"] += b"<p>edited</p>"
+    site.modified["/m.html"] = MTIME + 60
+    recrawl_id = store.start_recrawl("due", due)
+    before = {"due": due, "fetched": 0, "not_modified": 0, "unchanged": 0, "changed": 0, "gone": 0,
+              "revived": 0, "errors": 0, "new": 0}
+    pendings = store.claim(10)
+    outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False) for x in pendings]
+    done = store.apply(outcomes, scope, recrawl=(recrawl_id, before))
+    other = open_database(db_url)  # the client dies here: what does the database say?
+    with other.connect() as conn:
+        row = conn.execute(sa.select(models.recrawl.c.due, models.recrawl.c.fetched, models.recrawl.c.not_modified,
+                                     models.recrawl.c.changed)).one()
+    other.dispose()
+    assert tuple(row) == (2, 1, 1, 1)
+    assert done["recrawl"] == {**before, "fetched": 1, "not_modified": 1, "changed": 1}
+    assert before["fetched"] == 0, "the counts given are not changed in place"
+    fetcher.close()
+
+
 def test_store_recrawl_applies_each_visit_once_and_keeps_versions(db_url, site_server):
     """On SQLite, PostgreSQL and MariaDB (servers that do not answer are skipped)."""
     site, server, fetcher, store, scope, found = crawled_once(db_url, site_server, "/e.html")
