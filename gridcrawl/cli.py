@@ -1397,6 +1397,7 @@ def spark_command(
         db = _absolute_sqlite(db)
         private = _private_networks([*seeds, *(allow_domain or [])], allow_private or [])
         _warn_anonymous(settings, [*seeds, *(allow_domain or [])])
+        master = gs.check_master(master)
     except ValueError as exc:
         fail(str(exc))
     if db.startswith("sqlite") and not gs.is_local(master):

@@ -108,6 +108,27 @@ def local_master(master: str) -> str:
     return f"local[{m.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
+#: The Spark masters ``SparkContext`` accepts (Spark's ``SparkSubmit`` and ``SparkContext.createTaskScheduler``).
+_MASTER_FORMS = re.compile(r"local(\[(\*|\d+)(\s*,\s*\d+)?\])?|local-cluster\[\s*\d+\s*,\s*\d+\s*,\s*\d+\s*\]"
+                           r"|yarn|spark://\S+|k8s://\S+")
+
+
+def check_master(master: str) -> str:
+    """``master`` stripped, when it is one of the forms a SparkContext accepts: ``local``,
+    ``local[N]``, ``local[*]``, ``local[N,F]``, ``local-cluster[N,C,M]``, ``yarn``,
+    ``spark://HOST:PORT[,HOST:PORT...]`` or ``k8s://HOST:PORT``.
+
+    Raises ``ValueError`` (one line naming the forms) for anything else, so that it is refused
+    before a JVM starts: Spark itself answers it with a Java stack trace and, in Python, a line
+    that does not name the cause (``Java gateway process exited before sending its port
+    number``)."""
+    value = master.strip()
+    if not _MASTER_FORMS.fullmatch(value):
+        raise ValueError(f"--master {master!r} is not a Spark master: local[*], local[N], local[N,F] (F attempts "
+                         "per task), spark://HOST:7077, yarn or k8s://HOST:PORT")
+    return value
+
+
 def is_local(master: str) -> bool:
     """True for a ``local...`` master (the driver and the tasks on this machine)."""
     return master.strip().startswith("local")
@@ -631,6 +652,6 @@ def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -
     return download_partition(config, politeness.value, index, rows)
 
 
-__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig",
+__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
            "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
            "local_master", "queue_partition", "spark_context", "spark_unavailable"]

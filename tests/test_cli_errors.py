@@ -738,6 +738,10 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
     (["not a url"], "invalid seed URL"),
     (["http://127.0.0.1:9/", "--master", "spark://127.0.0.1:7077"], "not SQLite"),
     (["http://127.0.0.1:9/", "--partitions", "-1"], "setting spark_partitions (--partitions) must be >= 0"),
+    # a master Spark cannot parse: a Java stack trace and "Java gateway process exited" (or "An error
+    # occurred while calling None.org.apache.spark.api.java.JavaSparkContext"), or "not SQLite"
+    (["http://127.0.0.1:9/", "--master", "bogus"], "--master 'bogus' is not a Spark master: local[*], local[N]"),
+    (["http://127.0.0.1:9/", "--master", "local[x]"], "--master 'local[x]' is not a Spark master"),
 ])
 def test_spark_bad_input(tmp_path, args, needle):
     """``gridcrawl spark`` refuses bad input before it starts Spark (so also without pyspark)."""
