@@ -81,7 +81,11 @@ def spark_unavailable() -> str | None:
     from ``$JAVA_HOME/bin`` or ``PATH``)."""
     if importlib.util.find_spec("pyspark") is None:
         return f"pyspark is not installed: {INSTALL_HINT}"
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else shutil.which("java")
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if home and not os.path.exists(java):  # pyspark runs $JAVA_HOME/bin/java, not the one on PATH
+        return (f"JAVA_HOME={home} has no bin/java: set it to a Java 17 runtime's folder, or unset it to use "
+                f"the java on PATH ({INSTALL_HINT})")
     if not java or not os.path.exists(java):
         return f"no Java runtime (java not on PATH, JAVA_HOME unset): {INSTALL_HINT}"
     try:

@@ -488,3 +488,14 @@ def test_a_java_that_cannot_start_spark_is_one_line_not_a_traceback(tmp_path):
                           timeout=120, env={**os.environ, "JAVA_HOME": str(tmp_path / "jdk")})
     assert done.returncode == 2, done.stderr[-2000:]
     assert "error: Spark did not start (--master local[1]): " in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_java_home_without_java_is_named_not_said_to_be_unset(tmp_path):
+    """A JAVA_HOME that has no bin/java (a JDK removed, a typo) was reported as "java not on
+    PATH, JAVA_HOME unset", with java on PATH and JAVA_HOME set: the line names the folder."""
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
+                           f"sqlite:///{tmp_path}/c.db", "--master", "local[1]"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "JAVA_HOME": str(tmp_path / "no-jdk")})
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"error: JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java" in done.stderr, done.stderr
+    assert "JAVA_HOME unset" not in done.stderr and "Traceback" not in done.stderr
