@@ -1416,6 +1416,7 @@ def spark_command(
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
     from gridcrawl.cli_common import stop_on_signals
     starting = stop_on_signals()  # a Ctrl-C while the JVM starts (20-60 s) waits for it, then ends the run
+    _say_when_stopped(starting, "ending the run once Spark has started (nothing is fetched)")
     try:
         sc = gs.spark_context(master, ui=ui)
     except Exception as exc:  # a Java that cannot run Spark, a --master it cannot use
@@ -1438,6 +1439,8 @@ def spark_command(
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {counted(total.pages, 'page')}, "
                    f"{total.pages_per_second:.1f} pages/s")
     stop = stop_on_signals()  # again: SparkContext put its own SIGINT handler in place
+    _say_when_stopped(stop, "stopping once the layer in progress is fetched and committed (a crawl delay can "
+                            "make that minutes); again to end at once, and the next run fetches that layer again")
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
                                on_layer=report_layer).run(stop)
@@ -1464,6 +1467,18 @@ def spark_command(
         typer.echo(f"errors by kind, one example each: gridcrawl report --crawl-db {shown_url(db)}")
     exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers), "signal": stop.signum,
                  "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
+
+
+def _say_when_stopped(stop: StopEvent, what: str) -> None:
+    """Print ``REASON: what`` on standard error as soon as a signal sets ``stop`` (from a daemon
+    thread that waits for it), so that a Ctrl-C whose effect waits for a layer to end is answered
+    at once, not by a silence as long as the layer. Nothing is printed when the event is set
+    without a signal, or never."""
+    def watch() -> None:
+        stop.wait()
+        if stop.signum is not None:
+            typer.echo(f"{stop.reason}: {what}", err=True)
+    threading.Thread(target=watch, name="say-when-stopped", daemon=True).start()
 
 
 def _absolute_sqlite(db: str) -> str:

@@ -499,3 +499,34 @@ def test_a_java_home_without_java_is_named_not_said_to_be_unset(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"error: JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java" in done.stderr, done.stderr
     assert "JAVA_HOME unset" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_path):
+    """A Ctrl-C during a layer lets the layer finish and commit (a host's crawl delay can make
+    that minutes): the command said nothing until then. Now a line on standard error answers the
+    Ctrl-C, the run still ends by SIGINT once the layer is committed, and the summary says that
+    the same command resumes."""
+    site = generate_site(8, links_per_page=3, seed=21)
+    with SiteServer(site) as srv:
+        log = tmp_path / "spark.log"
+        with open(log, "wb") as out, open(tmp_path / "spark.err", "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
+                                     f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1",
+                                     "--download-delay", "0.5"], stdout=out, stderr=err, start_new_session=True)
+            try:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and proc.poll() is None and b"layer 1 (" not in log.read_bytes():
+                    time.sleep(0.05)
+                assert proc.poll() is None, log.read_text() + (tmp_path / "spark.err").read_text()[-2000:]
+                os.kill(proc.pid, signal.SIGINT)  # the driver, as the terminal's Ctrl-C
+                assert proc.wait(timeout=120) == -signal.SIGINT
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+    stderr, stdout = (tmp_path / "spark.err").read_text(), log.read_text()
+    assert "Ctrl-C: stopping once the layer in progress is fetched and committed" in stderr, stderr[-2000:]
+    assert "Traceback" not in stderr
+    assert "layer 3 (" not in stdout, stdout  # the layer in progress (2, or 1 if it had just ended) was the last
+    assert "left to visit: the same command resumes the crawl" in stdout, stdout
+    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
