@@ -1461,6 +1461,15 @@ def spark_command(
     elif counts["to_visit"] and stop.is_set():
         typer.echo(f"interrupted with {counted(counts['to_visit'], 'URL')} left to visit: the same command resumes "
                    "the crawl")
+    if store.strategy.items or store.strategy.structured_data:  # the sections gridcrawl run's summary ends with
+        from gridcrawl.client.progress import ProgressView
+        from gridcrawl.db import shown_url
+        view = ProgressView(enabled=False)
+        if store.strategy.items:  # per type and field: a selector that never matched is flagged
+            from gridcrawl.client.items import item_summary
+            view.item_summary(item_summary(store.engine, store.strategy.items))
+        if store.strategy.structured_data:
+            view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown_url(db)}")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
     if counts["errors"] or counts["set_aside"]:
         from gridcrawl.db import shown_url

@@ -530,3 +530,23 @@ def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_p
     assert "layer 3 (" not in stdout, stdout  # the layer in progress (2, or 1 if it had just ended) was the last
     assert "left to visit: the same command resumes the crawl" in stdout, stdout
     assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
+
+
+def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(tmp_path):
+    """``gridcrawl spark --extract``: the summary ends with the items section of ``gridcrawl
+    run``'s (items per type, per field with a value, a field that never matched flagged as a
+    broken selector). Spark's summary had none: a spec whose selector matched nothing went
+    unnoticed until the item table was read."""
+    spec = tmp_path / "items.toml"
+    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
+                    'byline = { css = "span.no-such-class::text" }\n', encoding="utf-8")
+    with SiteServer(generate_site(6, links_per_page=2, seed=22)) as srv:
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
+                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1",
+                               "--extract", str(spec)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    items = _one(tmp_path / "c.db", "SELECT COUNT(*) FROM item")
+    assert items == 6
+    flat = re.sub(r"[\s│┃]+", " ", proc.stderr)  # the summary's tables go where gridcrawl run's go
+    assert "gridcrawl: items" in proc.stderr, proc.stdout + proc.stderr[-2000:]
+    assert f" page {items} " in flat and f" title {items} 0 " in flat and " byline 0 0 never matched " in flat, flat
