@@ -1420,7 +1420,7 @@ def spark_command(
     try:
         sc = gs.spark_context(master, ui=ui)
     except Exception as exc:  # a Java that cannot run Spark, a --master it cannot use
-        fail(f"Spark did not start (--master {master}): {str(exc).strip().splitlines()[0][:300]}")
+        fail(f"Spark did not start (--master {master}): {gs.spark_error(exc)}")
     if starting.is_set():
         sc.stop()
         typer.echo("interrupted while Spark started: nothing was fetched", err=True)
@@ -1445,7 +1445,7 @@ def spark_command(
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
                                on_layer=report_layer).run(stop)
     except Exception as exc:  # a job whose task failed every attempt: the tables keep what is committed
-        fail(f"the Spark crawl stopped: {str(exc).strip().splitlines()[0][:300]} (run again to resume)")
+        fail(f"the Spark crawl stopped: {gs.spark_error(exc)} (run again to resume)")
     finally:
         sc.stop()
     counts = store.counts()

@@ -95,6 +95,31 @@ def spark_unavailable() -> str | None:
     return None
 
 
+def spark_error(exc: BaseException, limit: int = 300) -> str:
+    """One line saying why Spark failed, at most ``limit`` characters. For an error raised in
+    the JVM (py4j's ``Py4JJavaError``, whose first line is only ``An error occurred while
+    calling None.org.apache.spark.api.java.JavaSparkContext.``), the Java exception's simple
+    class name and the first line of its message (``SparkIllegalArgumentException:
+    [INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory: ...``); for any other
+    exception its own first line (its class name when it has no text)."""
+    try:
+        text = str(exc).strip()
+    except Exception:  # noqa: BLE001 - a Py4JJavaError asks the JVM for its text, and the JVM may be gone
+        text = ""
+    lines = text.splitlines()
+    if hasattr(exc, "java_exception"):
+        at = next((i for i, line in enumerate(lines) if i and line.startswith(": ")), None)
+        if at is not None:
+            name, sep, message = lines[at][2:].strip().partition(": ")
+            cause = f"{name.rsplit('.', 1)[-1]}{sep}{message}"
+            traceback = "Traceback (most recent call last):"
+            if cause.endswith(traceback):  # a task's Python error: its last line is what it says
+                error = next((line.strip() for line in lines[at + 1:] if line.strip() and not line[0].isspace()), "")
+                cause = f"{cause[:-len(traceback)].rstrip()} {error}".rstrip()
+            lines = [cause]
+    return (lines[0] if lines else type(exc).__name__)[:limit]
+
+
 def host_partition(host: str) -> int:
     """A stable hash of ``host`` (CRC-32 of its UTF-8 bytes, 0 ... 2^32-1): equal in every
     process and on every machine, unlike Python's ``hash``. Spark takes it modulo the number of
@@ -656,6 +681,6 @@ def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -
     return download_partition(config, politeness.value, index, rows)
 
 
-__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
+__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master", "spark_error",
            "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
            "local_master", "queue_partition", "spark_context", "spark_unavailable"]

@@ -550,3 +550,34 @@ def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(tmp_path)
     flat = re.sub(r"[\s│┃]+", " ", proc.stderr)  # the summary's tables go where gridcrawl run's go
     assert "gridcrawl: items" in proc.stderr, proc.stdout + proc.stderr[-2000:]
     assert f" page {items} " in flat and f" title {items} 0 " in flat and " byline 0 0 never matched " in flat, flat
+
+
+def test_a_failed_job_is_told_by_its_python_error(sc):
+    """A job whose task raised in its Python worker: what the driver says is the worker's own
+    error, not py4j's first line ('An error occurred while calling
+    z:org.apache.spark.api.python.PythonRDD.collectAndServe.'), which was all that gridcrawl
+    spark's 'the Spark crawl stopped: ...' line said."""
+    from gridcrawl.spark import spark_error
+    with pytest.raises(Exception) as raised:
+        sc.parallelize(["not a number"], 1).map(int).collect()  # a builtin: the workers need not import this file
+    line = spark_error(raised.value)
+    assert "ValueError: invalid literal for int() with base 10: 'not a number'" in line, line
+    assert "PythonException" in line, line
+    assert "An error occurred while calling" not in line and "\n" not in line
+
+
+def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
+    """A driver given too little memory (spark.driver.memory in $SPARK_CONF_DIR's
+    spark-defaults.conf) cannot start Spark: the line said only 'An error occurred while calling
+    None.org.apache.spark.api.java.JavaSparkContext.'; it now gives Spark's reason."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "spark-defaults.conf").write_text("spark.driver.memory 40m\n")
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
+                           f"sqlite:///{tmp_path}/c.db", "--master", "local[1]"], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "SPARK_CONF_DIR": str(conf)})
+    assert done.returncode == 2, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: Spark did not start (--master local[1]): SparkIllegalArgumentException: "
+                           "[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory"), done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
