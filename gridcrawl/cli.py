@@ -1422,7 +1422,7 @@ def spark_command(
     except Exception as exc:  # a Java that cannot run Spark, a --master it cannot use
         fail(f"Spark did not start (--master {master}): {gs.spark_error(exc)}")
     if starting.is_set():
-        sc.stop()
+        gs.stop_spark(sc)
         typer.echo("interrupted while Spark started: nothing was fetched", err=True)
         raise typer.Exit(130)
     if sc.uiWebUrl:
@@ -1447,7 +1447,7 @@ def spark_command(
     except Exception as exc:  # a job whose task failed every attempt: the tables keep what is committed
         fail(f"the Spark crawl stopped: {gs.spark_error(exc)} (run again to resume)")
     finally:
-        sc.stop()
+        gs.stop_spark(sc)
     counts = store.counts()
     typer.echo(f"{counted(result.pages, 'page')} in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
                f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "

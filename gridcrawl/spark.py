@@ -53,6 +53,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -163,6 +164,74 @@ def is_local(master: str) -> bool:
     return master.strip().startswith("local")
 
 
+#: Prefix of the folder (in the system's temporary folder) that holds a local-mode run's Spark
+#: files (``spark.local.dir``: shuffle files, checkpoints, block manager): ``gridcrawl-spark-PID-``.
+LOCAL_DIR_PREFIX = "gridcrawl-spark-"
+
+_LOCAL_DIRS: dict[int, tuple] = {}  # id(SparkContext) -> (its spark.local.dir, the open lock file in it)
+
+#: The file in a run's Spark folder that its driver holds locked (``flock``) while it runs.
+LOCAL_DIR_LOCK = ".gridcrawl-driver.lock"
+
+
+def _make_local_dir():
+    """A new ``gridcrawl-spark-PID-*`` folder in the temporary folder with its lock file open and
+    locked by this process (kept locked until :func:`stop_spark`, or this process ends):
+    ``(path, lock file)``; ``(None, None)`` where ``flock`` does not exist (Windows)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None, None
+    path = tempfile.mkdtemp(prefix=f"{LOCAL_DIR_PREFIX}{os.getpid()}-")
+    lock = open(os.path.join(path, LOCAL_DIR_LOCK), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return path, lock
+
+
+def sweep_local_dirs(parent: str | None = None) -> list[str]:
+    """Remove the Spark folders that earlier local-mode runs left behind when their driver was
+    killed with its JVM (``kill -9`` of the process group, the OOM killer): the
+    ``gridcrawl-spark-PID-*`` folders in ``parent`` (default: the system's temporary folder)
+    whose lock file no process holds (a running driver holds its own: ``flock``, which holds
+    across PID namespaces and ends with the process, ``kill -9`` included). Returns the paths
+    removed; a folder without a lock file, or that cannot be removed, is left as it is."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not re.fullmatch(re.escape(LOCAL_DIR_PREFIX) + r"\d+-\w+", name):
+            continue
+        path = os.path.join(parent, name)
+        try:
+            with open(os.path.join(path, LOCAL_DIR_LOCK), "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # OSError: its driver runs
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+        if not os.path.exists(path):
+            removed.append(path)
+    return removed
+
+
+def stop_spark(sc) -> None:
+    """Stop ``sc`` and remove the ``spark.local.dir`` folder :func:`spark_context` made for it
+    (Spark removes its own files in it when its JVM ends normally; the folder is this run's)."""
+    try:
+        sc.stop()
+    finally:
+        path, lock = _LOCAL_DIRS.pop(id(sc), (None, None))
+        if path:
+            shutil.rmtree(path, ignore_errors=True)
+            lock.close()
+
+
 def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str = "gridcrawl"):
     """Start (or get) the SparkContext for ``master``.
 
@@ -170,8 +239,11 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
     ``spark.driver.host`` and ``spark.driver.bindAddress`` are 127.0.0.1 (the web UI, when
     ``ui`` is true, binds there too); the Python workers run this interpreter. Cluster masters
     take their addresses from the cluster's ``spark-defaults.conf``. No ``--packages``: nothing
-    is downloaded. Raises :class:`SparkUnavailable` (with what to install) when pyspark or Java
-    is missing."""
+    is downloaded. In local mode Spark's files (``spark.local.dir``) go to a folder of this run,
+    ``gridcrawl-spark-PID-*`` in the temporary folder (unless ``SPARK_LOCAL_DIRS`` is set), that
+    :func:`stop_spark` removes, and those of earlier runs killed with their JVM are removed first
+    (:func:`sweep_local_dirs`). Raises :class:`SparkUnavailable` (with what to install) when
+    pyspark or Java is missing."""
     reason = spark_unavailable()
     if reason:
         raise SparkUnavailable(reason)
@@ -180,12 +252,29 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
             .set("spark.ui.enabled", "true" if ui else "false")
             .set("spark.ui.showConsoleProgress", "false")
             .set("spark.python.worker.reuse", "true"))
+    local_dir = lock = None
     if is_local(master):
+        if not os.environ.get("SPARK_LOCAL_DIRS"):  # the user's own setting wins (it overrides spark.local.dir)
+            sweep_local_dirs()
+            local_dir, lock = _make_local_dir()
+            if local_dir:
+                conf.set("spark.local.dir", local_dir)
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
-    sc = SparkContext.getOrCreate(conf)
+    try:
+        sc = SparkContext.getOrCreate(conf)
+    except BaseException:
+        if local_dir:
+            shutil.rmtree(local_dir, ignore_errors=True)
+            lock.close()
+        raise
+    if local_dir and sc.getConf().get("spark.local.dir") == local_dir:
+        _LOCAL_DIRS[id(sc)] = (local_dir, lock)
+    elif local_dir:  # a SparkContext already running in this process keeps its own
+        shutil.rmtree(local_dir, ignore_errors=True)
+        lock.close()
     sc.setLogLevel("ERROR")  # WARN repeats that checkpointed lineages are truncated, every layer
     return sc
 
@@ -681,6 +770,7 @@ def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -
     return download_partition(config, politeness.value, index, rows)
 
 
-__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master", "spark_error",
+__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
+           "spark_error", "stop_spark", "sweep_local_dirs",
            "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
            "local_master", "queue_partition", "spark_context", "spark_unavailable"]

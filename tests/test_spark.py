@@ -40,7 +40,7 @@ from gridcrawl.cli import _private_networks  # noqa: E402
 from gridcrawl.client.cli import open_crawl  # noqa: E402
 from gridcrawl.executor.parse import parse_page  # noqa: E402
 from gridcrawl.settings import Settings  # noqa: E402
-from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context  # noqa: E402
+from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context, stop_spark  # noqa: E402
 from sites import Site, SiteServer, generate_site, login_page, reachable, redirect  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +52,7 @@ def sc():
     """The module's one SparkContext (local mode, 2 cores)."""
     context = spark_context("local[2]")
     yield context
-    context.stop()
+    stop_spark(context)
 
 
 @pytest.fixture
@@ -581,3 +581,56 @@ def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
     assert line.startswith("error: Spark did not start (--master local[1]): SparkIllegalArgumentException: "
                            "[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory"), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+
+
+def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_path):
+    """``kill -9`` of a local-mode run's process group (driver, JVM, Python workers: the OOM
+    killer, a service manager's stop) left Spark's block manager and shuffle folders
+    (``blockmgr-*``, ``spark-*``) in /tmp for ever. They now go to a folder of the run in the
+    temporary folder, ``gridcrawl-spark-PID-*``, that a run ending normally removes and the next
+    run removes when its driver is gone."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "GRIDCRAWL_APPLY_BATCH": "1"}
+    env.pop("SPARK_LOCAL_DIRS", None)
+    db = tmp_path / "c.db"
+    site = generate_site(30, links_per_page=4, seed=23)
+    with SiteServer(site, latency=0.05) as srv:
+        args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{db}", "--master", "local[1]",
+                "--partitions", "1", "--threads", "1"]
+        log = tmp_path / "spark.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([*args, srv.url("/")], stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, env=env)
+            try:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline and proc.poll() is None and b"layer 1 (" not in log.read_bytes():
+                    time.sleep(0.05)
+                assert proc.poll() is None, log.read_text()[-2000:]
+            finally:
+                os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+                proc.wait()
+        left = [p.name for p in tmp.iterdir() if p.name.startswith("gridcrawl-spark-")]
+        assert len(left) == 1, sorted(p.name for p in tmp.iterdir())
+        assert any(p.name.startswith("blockmgr-") for p in (tmp / left[0]).iterdir())  # Spark's files were there
+        done = subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)  # resumes
+        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert [p.name for p in tmp.iterdir() if p.name.startswith(("gridcrawl-spark-", "blockmgr-"))] == []
+    assert _one(db, "SELECT COUNT(*) FROM to_visit_url") == 0
+
+
+def test_a_running_driver_s_spark_folder_is_not_swept(tmp_path):
+    """The sweep removes a run's folder only when no process holds its lock: a live driver's
+    (here this process's) is kept, and removed once its lock is let go."""
+    from gridcrawl.spark import LOCAL_DIR_LOCK, sweep_local_dirs
+    import fcntl
+    folder = tmp_path / f"gridcrawl-spark-{os.getpid()}-abc123"
+    folder.mkdir()
+    (folder / "blockmgr-1").mkdir()
+    lock = open(folder / LOCAL_DIR_LOCK, "w")
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    (tmp_path / "gridcrawl-spark-notes").mkdir()  # not a run's folder: its name has no PID
+    assert sweep_local_dirs(str(tmp_path)) == [] and folder.exists()
+    lock.close()
+    assert sweep_local_dirs(str(tmp_path)) == [str(folder)] and not folder.exists()
+    assert (tmp_path / "gridcrawl-spark-notes").exists()
