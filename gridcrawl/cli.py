@@ -1438,12 +1438,18 @@ def spark_command(
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {counted(total.pages, 'page')}, "
                    f"{total.pages_per_second:.1f} pages/s")
+    def report_wait(f, seconds, finished, tasks) -> None:  # a layer held up: say so every minute
+        typer.echo(f"layer {f.layer} (depth {f.depth}): {counted(f.urls, 'URL')}, downloading for {seconds:.0f} s"
+                   + (f", {finished} of {tasks} tasks done" if tasks else "")
+                   + " (a task runs a host's URLs one crawl delay apart; a host that accepts connections but "
+                   "never answers holds a fetch to its deadline, download_timeout, and an unreachable robots.txt "
+                   "is tried again retry_times times, robots_retry apart)")
     stop = stop_on_signals()  # again: SparkContext put its own SIGINT handler in place
     _say_when_stopped(stop, "stopping once the layer in progress is fetched and committed (a crawl delay can "
                             "make that minutes); again to end at once, and the next run fetches that layer again")
     try:
         result = gs.SparkCrawl(sc, store, db, settings, scope, allow_private=private,
-                               on_layer=report_layer).run(stop)
+                               on_layer=report_layer, on_wait=report_wait).run(stop)
     except Exception as exc:  # a job whose task failed every attempt: the tables keep what is committed
         fail(f"the Spark crawl stopped: {gs.spark_error(exc)} (run again to resume)")
     finally:

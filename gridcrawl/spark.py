@@ -42,6 +42,7 @@ host waits out the rest of the delay.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.util
@@ -619,11 +620,18 @@ class SparkCrawl:
         allow_private: CIDRs the tasks' SSRF guard lets through (the seeds' own addresses).
         on_layer: called with each finished layer's :class:`LayerFigures` and the running
             :class:`SparkResult`.
+        on_wait: called every ``wait_seconds`` while a layer's download stage runs (a host's
+            crawl delay, or one that does not answer, can hold it for minutes) with the layer's
+            :class:`LayerFigures` (number, depth, URLs), the seconds the stage has run, and the
+            tasks of the running stages done and in all (Spark's status tracker).
+        wait_seconds: seconds between two ``on_wait`` calls (> 0).
         fail_first_attempt_on: test hook (:class:`TaskConfig`).
     """
 
     def __init__(self, sc, store, db: str, settings: Settings, scope, *, allow_private: Iterable[str] = (),
                  on_layer: Callable[[LayerFigures, SparkResult], None] | None = None,
+                 on_wait: Callable[[LayerFigures, float, int, int], None] | None = None,
+                 wait_seconds: float = 60.0,
                  fail_first_attempt_on: str | None = None) -> None:
         import uuid
         self.sc = sc
@@ -633,6 +641,8 @@ class SparkCrawl:
         self.config = TaskConfig(db, settings, scope, store.strategy, list(allow_private), uuid.uuid4().hex,
                                  fail_first_attempt_on)
         self.on_layer = on_layer
+        self.on_wait = on_wait
+        self.wait_seconds = wait_seconds
 
     def run(self, stop: threading.Event | None = None) -> SparkResult:
         """Crawl layer by layer until the frontier is empty, ``max_pages`` URLs were visited by
@@ -684,6 +694,36 @@ class SparkCrawl:
         result.seconds = time.monotonic() - started
         return result
 
+    @contextlib.contextmanager
+    def _waiting(self, figures: LayerFigures, started: float):
+        """While the block runs, call ``on_wait`` every ``wait_seconds`` from a thread of its own
+        (the driver's thread waits in ``collect()``)."""
+        if self.on_wait is None:
+            yield
+            return
+        done = threading.Event()
+
+        def tell() -> None:
+            while not done.wait(self.wait_seconds):
+                finished = total = 0
+                try:
+                    tracker = self.sc.statusTracker()
+                    for stage in tracker.getActiveStageIds():
+                        info = tracker.getStageInfo(stage)
+                        if info is not None:
+                            finished, total = finished + info.numCompletedTasks, total + info.numTasks
+                except Exception:  # noqa: BLE001 - the figures are a courtesy; the JVM may be stopping
+                    pass
+                if not done.is_set():
+                    self.on_wait(figures, time.monotonic() - started, finished, total)
+        teller = threading.Thread(target=tell, name="spark-layer-wait", daemon=True)
+        teller.start()
+        try:
+            yield
+        finally:
+            done.set()
+            teller.join(5)
+
     def _next_depth(self) -> int | None:
         """The lowest depth of an unclaimed to-visit row, or None when there is none."""
         to_visit = models.to_visit_url
@@ -705,7 +745,8 @@ class SparkCrawl:
         downloaded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             t = time.monotonic()
-            stats = downloaded.filter(lambda r: r[0] == "s").map(lambda r: r[1]).collect()
+            with self._waiting(figures, t):
+                stats = downloaded.filter(lambda r: r[0] == "s").map(lambda r: r[1]).collect()
             figures.download_seconds = time.monotonic() - t
             new_politeness = dict(politeness)
             for st in stats:

@@ -41,7 +41,7 @@ from gridcrawl.client.cli import open_crawl  # noqa: E402
 from gridcrawl.executor.parse import parse_page  # noqa: E402
 from gridcrawl.settings import Settings  # noqa: E402
 from gridcrawl.spark import SparkCrawl, host_partition, local_master, spark_context, stop_spark  # noqa: E402
-from sites import Site, SiteServer, generate_site, login_page, reachable, redirect  # noqa: E402
+from sites import Site, SiteServer, generate_site, login_page, reachable, redirect, slow_page  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 ROBOTS = "/robots.txt"
@@ -634,3 +634,29 @@ def test_a_running_driver_s_spark_folder_is_not_swept(tmp_path):
     lock.close()
     assert sweep_local_dirs(str(tmp_path)) == [str(folder)] and not folder.exists()
     assert (tmp_path / "gridcrawl-spark-notes").exists()
+
+
+def test_a_layer_held_up_by_a_slow_host_is_told_while_it_waits(sc, tmp_path):
+    """A layer whose download stage waits on a host (a crawl delay, a server that does not
+    answer: 211 s for one such seed, its robots.txt's three 30 s deadlines and back-off) said
+    nothing until it ended. The crawl now calls on_wait during the stage, with the layer, the
+    seconds so far and the tasks done, and the command prints it every minute."""
+    site = generate_site(3, links_per_page=2, seed=24)
+    site.extra["/"] = slow_page(3.0, site.pages["/"])
+    with SiteServer(site) as srv:
+        db = f"sqlite:///{tmp_path / 'c.db'}"
+        s = Settings(spark_partitions=2).validate()
+        store, scope = open_crawl(s, db, [srv.url("/")], [])
+        told: list[tuple] = []
+        try:
+            result = SparkCrawl(sc, store, db, s, scope, allow_private=["127.0.0.0/8"], wait_seconds=0.5,
+                                on_wait=lambda f, seconds, done, tasks: told.append((f.layer, f.depth, f.urls, seconds,
+                                                                                     done, tasks))).run()
+        finally:
+            store.lock.close()
+    assert result.pages == 3
+    first = [t for t in told if t[0] == 1]
+    assert first, told  # the seed's layer waited on its slow page and was told
+    assert all(layer == 1 and depth == 0 and urls == 1 for layer, depth, urls, *_ in first)
+    assert all(0 <= done <= tasks for *_, done, tasks in told)
+    assert [t[3] for t in first] == sorted(t[3] for t in first)  # the seconds so far, growing
