@@ -72,6 +72,9 @@ log = logging.getLogger("gridcrawl.spark")
 #: What to install when pyspark or Java is missing.
 INSTALL_HINT = "pip install 'gridcrawl[spark]' (pyspark) and a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
 
+#: What to install when pyspark is there and Java is not.
+JAVA_HINT = "install a Java 17 runtime (e.g. apt-get install openjdk-17-jre-headless)"
+
 #: Attempts of a task in local mode (``local[N]`` becomes ``local[N,4]``), as Spark's cluster default.
 LOCAL_TASK_ATTEMPTS = 4
 
@@ -87,13 +90,13 @@ def spark_unavailable() -> str | None:
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if home and not os.path.exists(java):  # pyspark runs $JAVA_HOME/bin/java, not the one on PATH
         return (f"JAVA_HOME={home} has no bin/java: set it to a Java 17 runtime's folder, or unset it to use "
-                f"the java on PATH ({INSTALL_HINT})")
+                f"the java on PATH ({JAVA_HINT})")
     if not java or not os.path.exists(java):
-        return f"no Java runtime (java not on PATH, JAVA_HOME unset): {INSTALL_HINT}"
+        return f"no Java runtime (java not on PATH, JAVA_HOME unset): {JAVA_HINT}"
     try:
         subprocess.run([java, "-version"], capture_output=True, timeout=30, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"java -version failed ({exc}): {INSTALL_HINT}"
+        return f"java -version failed ({exc}): {JAVA_HINT}"
     return None
 
 
@@ -811,7 +814,7 @@ def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -
     return download_partition(config, politeness.value, index, rows)
 
 
-__all__ = ["INSTALL_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
+__all__ = ["INSTALL_HINT", "JAVA_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
            "spark_error", "stop_spark", "sweep_local_dirs",
            "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
            "local_master", "queue_partition", "spark_context", "spark_unavailable"]

@@ -660,3 +660,15 @@ def test_a_layer_held_up_by_a_slow_host_is_told_while_it_waits(sc, tmp_path):
     assert all(layer == 1 and depth == 0 and urls == 1 for layer, depth, urls, *_ in first)
     assert all(0 <= done <= tasks for *_, done, tasks in told)
     assert [t[3] for t in first] == sorted(t[3] for t in first)  # the seconds so far, growing
+
+
+def test_without_java_the_line_asks_for_java_only(tmp_path):
+    """pyspark installed, no java on PATH and no JAVA_HOME: the line asked to pip install
+    gridcrawl[spark] (pyspark), which is there; it asks for a Java runtime only."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # no java on it
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
+                           f"sqlite:///{tmp_path}/c.db"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "error: no Java runtime (java not on PATH, JAVA_HOME unset): install a Java 17 runtime" in done.stderr
+    assert "pip install" not in done.stderr and "Traceback" not in done.stderr
