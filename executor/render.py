@@ -9,8 +9,9 @@ for the rendered DOM.
 A rendered visit (:func:`gridcrawl.executor.page.visit`) first fetches the document with the
 ordinary fetcher (robots.txt, scope, SSRF guard, redirects, deadline, body cap), then hands its
 bytes to :meth:`Renderer.render`, which opens the page on them, lets its scripts run, waits for
-``load`` plus a bounded network idle (or a CSS selector, ``wait_for``), and returns the DOM's HTML.
-That HTML is parsed exactly as a fetched page.
+``load`` plus a bounded network idle (or a CSS selector, ``wait_for``), and returns the DOM's HTML
+(its flat tree when web components hold open shadow roots: :data:`FLAT_DOM`). That HTML is
+parsed exactly as a fetched page.
 
 How a rendered page stays bounded and safe (the browser is treated as hostile ground):
 
@@ -78,6 +79,56 @@ REFUSALS = frozenset({ErrorKind.BLOCKED, ErrorKind.ROBOTS, ErrorKind.ROBOTS_UNRE
 MAX_REFUSED = 50
 #: Requests of one page fetched at once (a browser's six connections per host); the others wait.
 PAGE_FETCHES = 6
+
+#: The page's DOM as a reader sees it when some element hosts an open shadow root (a web
+#: component's ``attachShadow({mode: "open"})``), else ``null`` (then ``page.content()`` serves).
+#: The *flat tree* of the DOM specification: a shadow host's children are its shadow root's, and
+#: a ``<slot>`` there stands for the light-DOM nodes assigned to it (its own children when none
+#: is), so the component's links and text are found where they show, as Googlebot's rendering
+#: "flattens the shadow DOM and light DOM". Serialised as HTML's fragment serialisation does
+#: (text and attribute values escaped; ``script``/``style`` text raw; void elements without an
+#: end tag; a ``<template>`` as itself). Closed shadow roots are out of any script's reach and
+#: stay unseen. On a DOM too deep for the script's stack, ``null``.
+FLAT_DOM = """() => {
+  if (!Array.from(document.querySelectorAll('*')).some(e => e.shadowRoot)) return null;
+  const RAW = new Set(['script', 'style', 'xmp', 'iframe', 'noembed', 'noframes', 'plaintext', 'noscript']);
+  const VOID = new Set(['area', 'base', 'br', 'col', 'embed', 'hr', 'img', 'input', 'link', 'meta',
+                        'param', 'source', 'track', 'wbr']);
+  const text = s => s.replace(/&/g, '&amp;').replace(/\\u00a0/g, '&nbsp;').replace(/</g, '&lt;')
+                     .replace(/>/g, '&gt;');
+  const value = s => s.replace(/&/g, '&amp;').replace(/\\u00a0/g, '&nbsp;').replace(/"/g, '&quot;');
+  const inShadow = n => n.getRootNode() instanceof ShadowRoot;
+  const children = n => {
+    if (n.shadowRoot) return n.shadowRoot.childNodes;
+    if (n.localName === 'slot' && inShadow(n)) {
+      const assigned = n.assignedNodes({flatten: true});
+      return assigned.length ? assigned : n.childNodes;
+    }
+    return n.childNodes;
+  };
+  const out = [];
+  const walk = (n, raw) => {
+    if (n.nodeType === Node.TEXT_NODE) { out.push(raw ? n.data : text(n.data)); return; }
+    if (n.nodeType === Node.COMMENT_NODE) { out.push('<!--' + n.data + '-->'); return; }
+    if (n.nodeType !== Node.ELEMENT_NODE) return;
+    const tag = n.localName;
+    if (tag === 'template') { out.push(n.outerHTML); return; }
+    if (tag === 'slot' && inShadow(n)) { for (const c of children(n)) walk(c, raw); return; }
+    let start = '<' + tag;
+    for (const a of n.attributes) start += ' ' + a.name + '="' + value(a.value) + '"';
+    out.push(start + '>');
+    if (VOID.has(tag)) return;
+    for (const c of children(n)) walk(c, RAW.has(tag));
+    out.push('</' + tag + '>');
+  };
+  try {
+    if (document.doctype) out.push('<!DOCTYPE ' + document.doctype.name + '>');
+    walk(document.documentElement, false);
+  } catch (e) {
+    return null;
+  }
+  return out.join('');
+}"""
 #: The proxy every browser request that escapes interception is sent to: a closed loopback port.
 DEAD_PROXY = "http://127.0.0.1:9"
 #: A page's JavaScript heap, at most (MB): past it, its renderer dies and the page fails as ``RENDER``.
@@ -565,7 +616,7 @@ class Renderer:
         for _ in range(5):  # a client-side redirect may be under way: let it land
             try:
                 await page.wait_for_load_state("load", timeout=0)
-                job.outcome.html = await page.content()
+                job.outcome.html = await page.evaluate(FLAT_DOM) or await page.content()
                 break
             except self._error_class as exc:
                 if "navigat" not in str(exc):

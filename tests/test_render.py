@@ -202,6 +202,46 @@ def test_a_fragment_a_script_sets_is_not_part_of_the_final_url(server, visitor):
     assert [t[0] for t in page.triples if t[1] == "http://ogp.me/ns#title"] == [server.url("/hashy.html")]
 
 
+def test_links_and_text_in_open_shadow_roots_are_found_where_they_show(server, visitor):
+    """A web component's open shadow root is serialised in place (the DOM's flat tree): its link
+    is found, a ``<slot>`` shows the light-DOM link assigned to it once, its text and markup keep
+    their escaping (raw ``<style>``, ``&``/``"`` in values); a closed root stays unseen."""
+    server.site.pages["/shadow.html"] = (
+        b'<!DOCTYPE html><html lang="en"><head><title>Shadow</title></head><body>'
+        b'<x-nav><a href="/item/2.html">slotted link</a></x-nav><x-secret></x-secret>'
+        b'<script>customElements.define("x-nav", class extends HTMLElement { constructor() { super();'
+        b' this.attachShadow({mode: "open"}).innerHTML = \'<style>a > b {}</style><nav title="say &quot;hi&quot;">'
+        b'<a href="/item/1.html?a=1&amp;b=2">shadow link</a> <slot></slot><slot name="none">fallback &lt;text&gt;'
+        b'</slot></nav>\' } });'
+        b'customElements.define("x-secret", class extends HTMLElement { constructor() { super();'
+        b' this.attachShadow({mode: "closed"}).innerHTML = \'<a href="/item/3.html">closed link</a>\' } });'
+        b'</script></body></html>')
+    page = visitor.visit(server.url("/shadow.html"))
+    assert page.error_kind is None, page.error
+    anchors = {urlsplit(url).path: text for url, text in page.links}
+    assert anchors == {"/item/1.html": "shadow link", "/item/2.html": "slotted link"}
+    assert server.url("/item/1.html?a=1&b=2") in {url for url, _ in page.links}
+    assert page.content.startswith("<!DOCTYPE html><html lang=\"en\">")
+    assert page.content.count("slotted link") == 1
+    assert "<style>a > b {}</style>" in page.content
+    assert 'title="say &quot;hi&quot;"' in page.content and "fallback &lt;text&gt;" in page.content
+    assert "<x-secret></x-secret>" in page.content  # (the closed root's link: not among the links above)
+
+
+def test_a_dom_too_deep_to_flatten_is_taken_as_it_is(server, visitor):
+    """A shadow host in a DOM of 30,000 nested elements (a script's, past the script stack's
+    depth): the DOM is taken without flattening, not lost."""
+    server.site.pages["/deep-shadow.html"] = (
+        b'<html><body><div id=host></div><div id=deep style="display: none"></div><script>document.getElementById("host").attachShadow({mode: "open"})'
+        b'.innerHTML = "<a href=/item/1.html>in shadow</a>"; let e = document.getElementById("deep");'
+        b'for (let i = 0; i < 30000; i++) { const d = document.createElement("div"); e.appendChild(d); e = d }'
+        b'e.innerHTML = "<a href=/item/2.html>at the bottom</a>"</script></body></html>')
+    page = visitor.visit(server.url("/deep-shadow.html"))
+    assert page.error_kind is None, page.error
+    assert '<a href="/item/2.html">at the bottom</a>' in page.content
+    assert '<div id="host"></div>' in page.content  # (not flattened: its shadow root's link is not there)
+
+
 def test_fetch_render_of_a_page_whose_request_never_answers_ends_quietly(server):
     """``gridcrawl fetch --render`` of a page whose script waits on a request that never answers
     printed "ERROR asyncio: Task was destroyed but it is pending!" as it ended, and ended only
