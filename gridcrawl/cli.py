@@ -1403,8 +1403,6 @@ def spark_command(
     if db.startswith("sqlite") and not gs.is_local(master):
         fail(f"--master {master} runs tasks on other machines: use a database they all reach "
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
-    if reason := gs.spark_unavailable():
-        fail(reason)
     from gridcrawl.client.cli import capped_note, exit_status, max_pages_note, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
@@ -1413,6 +1411,15 @@ def spark_command(
         # a Spark layer fetches without conditional requests and does not version documents
         fail(f"{revisits} recrawl visits are queued in this crawl database (gridcrawl-client --recrawl): "
              "finish them on the grid (gridcrawl run / gridcrawl-client) before running gridcrawl spark on it")
+    counts = store.counts()
+    if not counts["to_visit"] or max_pages_note(settings.max_pages, counts):
+        # nothing for Spark to do: say so without starting a JVM (20-60 s) or asking for Java
+        done_line = max_pages_note(settings.max_pages, counts) or "nothing left to visit: the crawl is finished"
+        typer.echo(f"{done_line} ({counts['visited']:,} visited, {counted(counts['documents'], 'document')}, "
+                   f"{counted(counts['errors'], 'error')}); Spark not started")
+        raise typer.Exit(0)
+    if reason := gs.spark_unavailable():
+        fail(reason)
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
     from gridcrawl.cli_common import stop_on_signals
     starting = stop_on_signals()  # a Ctrl-C while the JVM starts (20-60 s) waits for it, then ends the run

@@ -501,6 +501,34 @@ def test_a_java_home_without_java_is_named_not_said_to_be_unset(tmp_path):
     assert "JAVA_HOME unset" not in done.stderr and "Traceback" not in done.stderr
 
 
+def test_a_finished_crawl_is_told_so_without_starting_spark(tmp_path):
+    """A crawl database with nothing left to visit, or at its --max-pages: one line saying so,
+    exit 0, and no JVM started (a JAVA_HOME without java would otherwise be the error)."""
+    from gridcrawl import models
+    from gridcrawl.client.store import CrawlStore
+    from gridcrawl.db import open_database, utcnow
+    from gridcrawl.urls import canonical_url, fingerprint
+    db = tmp_path / "crawl.db"
+    store = CrawlStore(open_database(f"sqlite:///{db}"))
+    seed, other = canonical_url("http://127.0.0.1:9/"), canonical_url("http://127.0.0.1:9/b.html")
+    with store.engine.begin() as conn:
+        conn.execute(models.visited_url.insert().values(url=seed, fingerprint=fingerprint(seed), depth=0,
+                                                        status=200, visited_at=utcnow()))
+    args = [sys.executable, "-m", "gridcrawl", "spark", seed, "--db", f"sqlite:///{db}"]
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-jdk")}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("nothing left to visit: the crawl is finished (1 visited")
+    assert "Spark not started" in done.stdout and "JAVA_HOME" not in done.stderr
+    with store.engine.begin() as conn:  # one URL left, but the whole crawl's --max-pages is reached
+        conn.execute(models.to_visit_url.insert().values(url=other, fingerprint=fingerprint(other), depth=1,
+                                                         priority=5, in_flight=False))
+    done = subprocess.run([*args, "--max-pages", "1"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0 and "stopped at --max-pages 1" in done.stdout, done.stdout + done.stderr
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, env=env)  # without it: Spark is needed
+    assert done.returncode == 2 and "has no bin/java" in done.stderr, done.stderr[-2000:]
+
+
 def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_path):
     """A Ctrl-C during a layer lets the layer finish and commit (a host's crawl delay can make
     that minutes): the command said nothing until then. Now a line on standard error answers the
