@@ -8,9 +8,11 @@ and the http(s) URI objects become links of the page (a semantic-web crawl follo
 ``rdfs:seeAlso``, ``owl:sameAs``, ``owl:imports`` and the like).
 
 * **RDF documents** (:func:`rdf_format` decides): ``application/rdf+xml``, ``text/turtle``,
-  ``application/n-triples``, ``application/ld+json``, ``text/n3``, and files named ``.rdf``,
-  ``.owl``, ``.ttl``, ``.nt``, ``.n3``, ``.jsonld`` served with a generic type, parsed with
-  rdflib (:func:`parse_rdf`).
+  ``application/n-triples``, ``application/ld+json``, ``text/n3``, ``application/trig``,
+  ``application/n-quads``, and files named ``.rdf``, ``.owl``, ``.ttl``, ``.nt``, ``.n3``,
+  ``.jsonld``, ``.trig``, ``.nq`` served with a generic type, parsed with rdflib
+  (:func:`parse_rdf`). The triples of TriG's and N-Quads' named graphs are read as the page's
+  triples, without their graph names (the triple table has no graph column).
 * **Structured data in HTML** (:func:`extract_structured`): JSON-LD scripts, microdata and Open
   Graph read with extruct (Zyte's library, the one Scrapy users use), RDFa with pyRdfa (extruct's
   own RDFa back end), all turned into triples with rdflib.
@@ -76,14 +78,23 @@ RDF_TYPES = {
     "text/n3": "n3",
     "text/rdf+n3": "n3",
     "application/ld+json": "json-ld",
+    "application/trig": "trig",
+    "application/n-quads": "nquads",
 }
+#: The formats that carry named graphs: their quads are read as triples (the graph name dropped).
+QUAD_FORMATS = frozenset({"trig", "nquads"})
 #: File suffixes parsed as RDF when the server sends a generic type (text/plain, XML, octets).
-RDF_SUFFIXES = {".rdf": "xml", ".owl": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3", ".jsonld": "json-ld"}
+RDF_SUFFIXES = {".rdf": "xml", ".owl": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3", ".jsonld": "json-ld",
+                ".trig": "trig", ".nq": "nquads"}
+#: An XML document's start: a declaration, a comment or doctype, or a start tag (``<rdf:RDF ``),
+#: not an IRI (``<http://a.example/s>``, ``<>``, ``<#me>``), which begins a Turtle or N-Triples line.
+_XML_START = re.compile(rb"<(?:\?xml|!|[A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?[\s/>])")
 _GENERIC_TYPES = frozenset({None, "text/plain", "application/xml", "text/xml", "application/octet-stream",
                             "binary/octet-stream", "application/owl+xml", "application/json"})
 #: The ``Accept`` header of a semantic crawl: HTML first, the RDF syntaxes next.
 RDF_ACCEPT = ("text/html,application/xhtml+xml;q=0.9,application/rdf+xml;q=0.8,text/turtle;q=0.8,"
-              "application/ld+json;q=0.8,application/n-triples;q=0.7,*/*;q=0.1")
+              "application/ld+json;q=0.8,application/n-triples;q=0.7,application/trig;q=0.6,"
+              "application/n-quads;q=0.6,*/*;q=0.1")
 
 RDF_TYPE_IRI = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
@@ -110,8 +121,9 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
 
     The media type decides (:data:`RDF_TYPES`); a generic type (none, ``text/plain``, XML,
     JSON, octets) with a suffix of :data:`RDF_SUFFIXES` is RDF too, its syntax sniffed from the
-    first byte of ``body`` when given (``<`` RDF/XML, ``{``/``[`` JSON-LD, else Turtle: an
-    ``.owl`` file may be either).
+    start of ``body`` when given: an XML declaration or start tag is RDF/XML, ``{``/``[``
+    JSON-LD, anything else (an IRI such as ``<http://a.example/s>`` included) the suffix's own
+    text syntax, Turtle for ``.owl``/``.rdf``/``.jsonld`` (an ``.owl`` file may be either).
     """
     media = _media_type(content_type)
     if media in RDF_TYPES:
@@ -123,8 +135,12 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
     fmt = RDF_SUFFIXES.get(suffix)
     if fmt is None or not body:
         return fmt
-    first = body[:64].lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    return "xml" if first == b"<" else "json-ld" if first in (b"{", b"[") else "turtle"
+    start = body[:256].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if _XML_START.match(start):
+        return "xml"
+    if start[:1] in (b"{", b"["):
+        return "json-ld"
+    return "turtle" if fmt in ("xml", "json-ld") else fmt
 
 
 def wants_body(url: str, content_type: str | None) -> bool:
@@ -155,9 +171,10 @@ class _Bounded:
         self.order[triple] = None
 
 
-def _graph(bound: _Bounded):
-    """An rdflib graph whose every ``add`` passes ``bound`` first."""
-    from rdflib import Graph
+def _graph(bound: _Bounded, quads: bool = False):
+    """An rdflib graph whose every ``add`` passes ``bound`` first; a ``Dataset`` for ``quads``
+    (TriG, N-Quads: ``bound`` keeps each triple once, whatever its graph)."""
+    from rdflib import Dataset, Graph
     from rdflib.plugins.stores.memory import Memory
 
     class BoundedMemory(Memory):
@@ -165,7 +182,7 @@ def _graph(bound: _Bounded):
             bound.check(triple)
             return super().add(triple, context, quoted)
 
-    return Graph(store=BoundedMemory())
+    return (Dataset if quads else Graph)(store=BoundedMemory())
 
 
 class _Writer:
@@ -462,7 +479,7 @@ def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> lis
         body: the document's bytes.
         url: its URL (the base IRI of relative IRIs).
         fmt: rdflib's format name (:func:`rdf_format`): ``xml``, ``turtle``, ``nt``, ``n3``,
-            ``json-ld``.
+            ``json-ld``, ``trig``, ``nquads`` (their named graphs' triples, without the graph).
         limits: the bounds of this parse.
 
     Raises :class:`RDFLimit` past a bound and :class:`RDFError` for anything that does not parse
@@ -471,7 +488,7 @@ def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> lis
     if len(body) > limits.max_bytes:
         raise RDFLimit(f"document of {len(body)} bytes is larger than {limits.max_bytes} (rdf_max_bytes)")
     bound = _Bounded(limits)
-    graph = _graph(bound)
+    graph = _graph(bound, quads=fmt in QUAD_FORMATS)
     try:
         if fmt == "xml":
             check_xml_entities(body, limits.max_bytes)

@@ -96,6 +96,45 @@ def test_rdf_format_by_type_then_suffix_and_sniffing():
     assert rdf_format("text/html", BASE + "x.ttl") is None
     assert rdf_format("image/png", BASE + "x.ttl") is None
     assert rdf_format("text/plain", BASE + "readme.txt") is None
+    # N-Triples and Turtle that start with an IRI are not RDF/XML (they were sniffed as XML and failed)
+    triple = b"<http://a.example/s> <http://a.example/p> <http://a.example/o> .\n"
+    assert rdf_format("text/plain", BASE + "dump.nt", triple) == "nt"
+    assert rdf_format("application/octet-stream", BASE + "data.ttl", b"<> a <#Doc> .") == "turtle"
+    assert rdf_format(None, BASE + "onto.owl", b"<http://a.example/s> a <http://a.example/C> .") == "turtle"
+    assert rdf_format("text/plain", BASE + "onto.rdf", b"<!-- made by hand -->\n<rdf:RDF/>") == "xml"
+    assert rdf_format("application/xml", BASE + "onto.owl", b"<Ontology xmlns='http://www.w3.org/2002/07/owl#'/>") == "xml"
+    assert rdf_format("application/trig", BASE + "x") == "trig"
+    assert rdf_format("application/n-quads", BASE + "x") == "nquads"
+    assert rdf_format("text/plain", BASE + "dump.nq", triple) == "nquads"
+    assert rdf_format("text/plain", BASE + "data.trig", b"<http://a.example/g> { }") == "trig"
+
+
+def test_an_n_triples_dump_served_as_text_plain_is_parsed():
+    body = b"<http://a.example/s> <http://a.example/p> <http://a.example/o> .\n<http://a.example/s> <http://a.example/q> \"v\"@en .\n"
+    url = BASE + "dump.nt"
+    assert parse_rdf(body, url, rdf_format("text/plain", url, body)) == [
+        ["http://a.example/s", "http://a.example/p", "http://a.example/o", "uri", None, None],
+        ["http://a.example/s", "http://a.example/q", "v", "literal", None, "en"]]
+
+
+def test_named_graphs_of_trig_and_n_quads_are_read_as_triples_once():
+    trig = (b"@prefix ex: <http://a.example/> .\n"
+            b"ex:g1 { ex:s ex:p ex:o . }\n"
+            b"{ ex:s ex:label \"default\" . }\n"
+            b"ex:g2 { ex:s ex:p ex:o . ex:o ex:seeAlso <other.ttl> . }\n")
+    rows = parse_rdf(trig, BASE + "data.trig", "trig")
+    assert sorted(rows) == sorted([
+        ["http://a.example/s", "http://a.example/p", "http://a.example/o", "uri", None, None],
+        ["http://a.example/s", "http://a.example/label", "default", "literal", None, None],
+        ["http://a.example/o", "http://a.example/seeAlso", BASE + "other.ttl", "uri", None, None]])
+    quads = (b"<http://a.example/s> <http://a.example/p> <http://a.example/o> <http://a.example/g1> .\n"
+             b"<http://a.example/s> <http://a.example/p> <http://a.example/o> .\n"
+             b"_:x <http://a.example/p> \"1\"^^<http://www.w3.org/2001/XMLSchema#integer> <http://a.example/g2> .\n")
+    rows = parse_rdf(quads, BASE + "dump.nq", "nquads")
+    assert rows == [["http://a.example/s", "http://a.example/p", "http://a.example/o", "uri", None, None],
+                    ["_:b0", "http://a.example/p", "1", "literal", "http://www.w3.org/2001/XMLSchema#integer", None]]
+    with pytest.raises(RDFError, match="invalid trig"):
+        parse_rdf(b"ex:g { unclosed", BASE + "bad.trig", "trig")
 
 
 # ------------------------------------------------------------------------------------------ no network
