@@ -902,12 +902,13 @@ class ManagerCore:
                 self.queue.pause(t.host, now, now + pause)
         else:
             wait = retry_wait(page, t.retries, self.settings)
-        if wait is not None:
-            return self._retry(t, r.attempt_id, now, wait)
-        if t.time_started is None:
+        started = t.time_started is None
+        if started:
             # no ``started`` came (it rode with the result): ``ran`` seconds before now, within
             # the attempt's lifetime at this manager (a finite ran >= 0 is checked at the door)
             t.time_started = now if r.ran is None else max(t.time_assigned or now, now - r.ran)
+        if wait is not None:
+            return self._retry(t, r.attempt_id, now, wait, t.time_started if started else None)
         self._move(t, ThreadState.FINISHED)
         t.time_finished = now
         t.result = page
@@ -981,15 +982,17 @@ class ManagerCore:
         return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None
                 and (page.status >= 500 or page.status == 429))
 
-    def _retry(self, t: GridThread, attempt_id: int, now: float, delay: float) -> list[Action]:
-        """Queue ``t`` again ``delay`` seconds from ``now`` (:func:`retry_wait`), as a new attempt."""
+    def _retry(self, t: GridThread, attempt_id: int, now: float, delay: float,
+               started: float | None = None) -> list[Action]:
+        """Queue ``t`` again ``delay`` seconds from ``now`` (:func:`retry_wait`), as a new attempt.
+        ``started``: when the ended attempt began, if no ``started`` message recorded it."""
         t.retries += 1
         self._move(t, ThreadState.READY)
         t.executor_id = None
         t.time_started = None
         self._enqueue(t, not_before=now + delay)
         log.info("%s (%s): retry %d in %.1f s", t.name, hide_passwords(t.url), t.retries, delay, extra=_thread_log(t))
-        return [ev.AttemptEnded(attempt_id, "retry", now), ev.ThreadRequeued(t.internal_id)]
+        return [ev.AttemptEnded(attempt_id, "retry", now, started), ev.ThreadRequeued(t.internal_id)]
 
     # -------------------------------------------------------------------------- applications
 

@@ -174,7 +174,8 @@ _ROWS = {
     ev.ThreadRestored: lambda e: [("thread", "update", e.internal_id, {"state": _READY})],
     ev.ThreadDead: lambda e: [("thread", "update", e.internal_id, {"state": _DEAD})],
     ev.AttemptEnded: lambda e: [("attempt", "update", e.attempt_id,
-                                 {"outcome": e.outcome, "time_finished": e.time})],
+                                 {"outcome": e.outcome, "time_finished": e.time} if e.time_started is None else
+                                 {"outcome": e.outcome, "time_started": e.time_started, "time_finished": e.time})],
 }
 _WAKE = (ev.ExecutorRegistered, ev.ApplicationCreated)
 #: events that make a batch worth writing before its interval is up, with a writer process (whose

@@ -10,6 +10,7 @@ import itertools
 
 import msgspec
 import pytest
+import sqlalchemy as sa
 
 from gridcrawl import protocol as p
 from gridcrawl.settings import Settings
@@ -795,6 +796,45 @@ def test_5xx_and_connection_errors_are_retried_with_backoff_but_404_is_not():
     actions = core.handle(b"e", p.Result(attempt, p.PageResult(url="x", status=503, error_kind="http_status")), now)
     (done,) = sends(actions, p.ThreadDone)  # retry_times exhausted: the 503 is the result
     assert done.message.page.status == 503 and done.message.attempts == 3 and not done.message.failed
+
+
+def test_a_retried_attempt_whose_start_rode_with_its_result_is_recorded_with_that_start(tmp_path):
+    """An attempt that ends in a retry (a 503) and sent no ``started`` (its start came as the
+    result's ``ran``) keeps its start in the ``attempt`` table: before, its ``time_started`` stayed
+    NULL (seen on every retried attempt of a fast crawl on SQLite), so the attempt looked never run."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.recorder import Recorder
+
+    core = make_core(S.replace(retry_times=1, retry_backoff=1.0))
+    events = []
+
+    def keep(actions):
+        events.extend(a for a in actions if not isinstance(a, Send))
+        return actions
+
+    keep(core.handle(b"e", p.Register(name="e", host="h", user="u", threads=2), 0.0))
+    (opened,) = sends(keep(core.handle(b"client", p.OpenApplication("crawl", "u"), 0.0)), p.ApplicationOpened)
+    ((_, first),) = assigned(keep(submit(core, opened.message.application_id, [1], now=1.0)))
+    page = p.PageResult(url="x", status=503, error_kind="http_status")
+    keep(core.handle(b"e", p.Results([p.AttemptResult(first.attempt_id, page, ran=0.25)]), 3.0))
+    (ended,) = [e for e in events if isinstance(e, ev.AttemptEnded)]
+    assert (ended.outcome, ended.time_started, ended.time) == ("retry", pytest.approx(2.75), 3.0)
+    ((_, second),) = assigned(keep(core.dispatch(4.0)))
+    keep(core.handle(b"e", p.Results([p.AttemptResult(second.attempt_id, _page(1), ran=0.5)]), 5.0))
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    recorder = Recorder(engine)
+    recorder.add_all(events)
+    recorder.flush()
+    with engine.connect() as conn:
+        rows_ = conn.execute(sa.text("SELECT outcome, time_assigned, time_started, time_finished FROM attempt "
+                                     "ORDER BY time_assigned")).all()
+    engine.dispose()
+    assert [r.outcome for r in rows_] == ["retry", "finished"]
+    for r in rows_:
+        assert r.time_started is not None and r.time_assigned <= r.time_started <= r.time_finished, r
 
 
 @pytest.mark.parametrize("relayed", [False, True])
