@@ -5,7 +5,9 @@ the file is parsed as T-SQL by sqlglot, batch by batch (``GO`` separates batches
 does), and compared with gridcrawl.models: the same tables, columns, types (each model type
 rendered by SQLAlchemy's mssql dialect, both sides normalised by sqlglot), nullability,
 identity columns, primary, unique and foreign keys, and indexes (unique or not); its views equal
-gridcrawl.views rendered for SQL Server; and it stores this release's schema version.
+gridcrawl.views rendered for SQL Server; and it stores this release's schema version. Run top to
+bottom it is valid for SQL Server where sqlglot would not notice: each view alone in its batch,
+every table created before a key, index, view or insert names it.
 """
 
 from __future__ import annotations
@@ -214,3 +216,37 @@ def test_a_changed_model_is_noticed(parsed):
     """The comparison can fail: a column type the file does not have is seen as different."""
     assert parsed["tables"]["thread"]["columns"]["url"]["type"] != norm_type(sa.String(2000).compile(dialect=MSSQL))
     assert parsed["tables"]["document"]["columns"]["title"]["type"] != norm_type("NTEXT")
+
+
+def test_each_view_is_alone_in_its_batch():
+    """SQL Server refuses ``CREATE VIEW`` (and ``CREATE OR ALTER VIEW``) anywhere but as the one
+    statement of its batch; sqlglot parses such a script without complaint, so it is checked here."""
+    views_seen = 0
+    for batch in batches():
+        parsed = [s for s in sqlglot.parse(batch, read="tsql") if s is not None]
+        kinds = [s.args.get("kind") if isinstance(s, exp.Create) else type(s).__name__ for s in parsed]
+        if "VIEW" in kinds:
+            assert kinds == ["VIEW"], f"a view shares its batch: {kinds}"
+            views_seen += 1
+    assert views_seen == len(views.MANAGER_VIEWS)
+
+
+def test_tables_come_before_the_keys_and_views_that_name_them():
+    """Run top to bottom, schema.sql creates a table before a foreign key, index or insert names
+    it, and every table a view reads before the view (SQL Server checks both when it creates
+    them; the tests above compare sets and would not notice a reordering)."""
+    created: set[str] = set()
+    for s in statements():
+        if isinstance(s, exp.Create) and s.args["kind"] == "TABLE":
+            for fk in s.find_all(exp.ForeignKey):
+                target = fk.args["reference"].this.this.name
+                assert target in created, f"{s.this.this.name} refers to {target} before it is created"
+            created.add(s.this.this.name)
+        elif isinstance(s, exp.Create) and s.args["kind"] == "INDEX":
+            assert s.this.args["table"].name in created, s.sql("tsql")
+        elif isinstance(s, exp.Create) and s.args["kind"] == "VIEW":
+            read = {t.name for t in s.expression.find_all(exp.Table)}
+            assert read <= created, (s.this.name, read - created)
+            created.add(s.this.name)
+        elif isinstance(s, exp.Insert):
+            assert s.this.this.name in created, s.sql("tsql")
