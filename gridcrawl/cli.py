@@ -822,7 +822,7 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    from gridcrawl.db import older_schema, open_database, shown_url, wrong_kind
+    from gridcrawl.db import newer_schema, older_schema, open_database, shown_url, wrong_kind
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
     from gridcrawl import report as rep
@@ -834,6 +834,8 @@ def report(
             fail(str(exc))
         if old := older_schema(engine, "manager"):  # before reading: its views lack columns (a traceback)
             fail(old)
+        if new := newer_schema(engine, "manager"):  # its views are a newer release's: say so, read on
+            typer.echo(f"warning: {new}; the figures below may be incomplete", err=True)
         console = _console()  # lines wrapped at the terminal's width (or $COLUMNS), as the tables
         try:
             lease = rep.active_manager(engine)
@@ -854,7 +856,7 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(engine, "manager"):
                 fail(f"{other}: give it with --crawl-db")
-            if old := older_schema(engine, "manager"):
+            if old := older_schema(engine, "manager") or newer_schema(engine, "manager"):
                 fail(old)
             fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
@@ -866,6 +868,8 @@ def report(
             crawl_engine = open_database(crawl_db, existing=True)
             if old := older_schema(crawl_engine, "crawl"):
                 fail(old)
+            if new := newer_schema(crawl_engine, "crawl"):
+                typer.echo(f"warning: {new}; the figures below may be incomplete", err=True)
             counts, groups = crawl_counts(crawl_engine), error_groups(crawl_engine)
             rows = rep.recrawl_runs(crawl_engine)
         except DatabaseUnavailable as exc:
@@ -873,7 +877,7 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(crawl_engine, "crawl"):
                 fail(f"{other}: give it with --db")
-            if old := older_schema(crawl_engine, "crawl"):
+            if old := older_schema(crawl_engine, "crawl") or newer_schema(crawl_engine, "crawl"):
                 fail(old)
             fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_crawl(counts, groups)

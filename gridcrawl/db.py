@@ -162,15 +162,10 @@ def older_schema(engine: Engine, kind: str) -> str:
     revision than this gridcrawl's, which a reading command (``report``, ``export``) does not
     upgrade: ``"... is a crawl database at schema revision 0002, older than this gridcrawl's
     0008: gridcrawl db upgrade --db URL upgrades it"``; empty when it is not one, or is current."""
-    from gridcrawl import migrations
-    if database_kind(engine) not in (kind, "both"):
+    revisions = _revisions(engine, kind)
+    if revisions is None:
         return ""
-    try:
-        with engine.connect() as conn:
-            now = migrations.current(conn, kind)
-    except Exception:
-        return ""
-    newest = migrations.head(kind)
+    now, newest = revisions
     if now is not None and now >= newest:
         return ""
     shown = shown_url(engine.url)
@@ -178,6 +173,33 @@ def older_schema(engine: Engine, kind: str) -> str:
             f"gridcrawl's {newest}: gridcrawl db upgrade --db {shown} upgrades it ("
             + ("the manager does so when it starts)" if kind == "manager" else
                "the crawl's programs do so when they open it)"))
+
+
+def newer_schema(engine: Engine, kind: str) -> str:
+    """The sentence for a ``kind`` (``"manager"`` or ``"crawl"``) database at a newer schema
+    revision than this gridcrawl's (a newer gridcrawl wrote it): ``"... is a manager database at
+    schema revision 0006, newer than this gridcrawl's 0005: upgrade gridcrawl to read it"``; empty
+    when it is not one, or is not newer. The writing programs refuse such a database
+    (:class:`SchemaTooNew`); a reading command (``report``) warns with it and reads on, and fails
+    with it when the reading breaks."""
+    revisions = _revisions(engine, kind)
+    if revisions is None or revisions[0] is None or revisions[0] <= revisions[1]:
+        return ""
+    return (f"{shown_url(engine.url)} is a {kind} database at schema revision {revisions[0]}, newer than this "
+            f"gridcrawl's {revisions[1]}: upgrade gridcrawl to read it")
+
+
+def _revisions(engine: Engine, kind: str) -> tuple[str | None, str] | None:
+    """``(the revision of engine's kind tables or None, this gridcrawl's newest)``; None when
+    ``engine`` holds no ``kind`` tables or cannot be read."""
+    from gridcrawl import migrations
+    if database_kind(engine) not in (kind, "both"):
+        return None
+    try:
+        with engine.connect() as conn:
+            return migrations.current(conn, kind), migrations.head(kind)
+    except Exception:
+        return None
 
 
 def wrong_kind(engine: Engine, wanted: str) -> str:

@@ -153,6 +153,38 @@ def test_reading_commands_name_an_older_schema_and_the_upgrade_command(tmp_path)
     assert rc == 0, err  # one database of both kinds is a crawl database too
 
 
+def test_report_names_a_database_a_newer_gridcrawl_wrote(tmp_path):
+    """``report`` on a database at a newer schema revision (a newer gridcrawl wrote it, say on
+    the grid, read here by an older one) read it without a word; when the newer release's views
+    were not what this one reads, it said "not a gridcrawl manager database, or its views are
+    missing". Now it warns with the revisions and reads on, and when reading breaks it names them."""
+    url = {}
+    for kind, (metadata, meta) in KINDS.items():
+        url[kind] = f"sqlite:///{tmp_path / (kind + '.db')}"
+        engine = open_database(url[kind])
+        init_schema(engine, metadata, meta)
+        with engine.begin() as conn:
+            conn.execute(migrations.version_table(kind).update().values(version_num="9999"))
+        engine.dispose()
+
+    def report(*args):
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "report", *args], capture_output=True, text=True,
+                              timeout=60)
+        return done.returncode, done.stderr.strip()
+
+    for kind, option in (("manager", "--db"), ("crawl", "--crawl-db")):
+        newer = (f"{url[kind]} is a {kind} database at schema revision 9999, newer than this gridcrawl's "
+                 f"{migrations.head(kind)}: upgrade gridcrawl to read it")
+        rc, err = report(option, url[kind])
+        assert rc == 0 and err == f"warning: {newer}; the figures below may be incomplete", err
+    with open_database(url["manager"]).begin() as conn:  # the newer release's views are not this one's
+        conn.exec_driver_sql("DROP VIEW executor_summary")
+    rc, err = report("--db", url["manager"])
+    assert rc == 2 and err.splitlines()[-1] == (f"error: {url['manager']} is a manager database at schema revision "
+                                                f"9999, newer than this gridcrawl's {migrations.head('manager')}: "
+                                                "upgrade gridcrawl to read it"), err
+
+
 def test_db_upgrade_upgrades_the_kinds_of_tables_a_database_holds_and_creates_none(tmp_path):
     """``gridcrawl db upgrade --db CRAWL_DB`` (no --kind) upgraded the crawl tables and created
     every manager table in the crawl database; now it upgrades what the database holds, refuses
