@@ -825,6 +825,8 @@ def report(
     from gridcrawl.db import newer_schema, older_schema, open_database, shown_url, wrong_kind
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
+    if plot is not None and not plot.parent.is_dir():  # before the report, not after it
+        fail(f"cannot draw the timeline to {plot}: no folder {plot.parent}")
     from gridcrawl import report as rep
     import sqlalchemy as sa
     if db is not None:
@@ -860,8 +862,10 @@ def report(
                 fail(old)
             fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
-        except (rep.ReportError, OSError) as exc:
+        except rep.ReportError as exc:
             fail(str(exc))
+        except OSError as exc:  # the PNG could not be written (a folder we may not write, a full disk)
+            fail(f"cannot draw the timeline to {plot}: {exc.strerror or exc}")
     if crawl_db is not None:
         from gridcrawl.client.store import crawl_counts, error_groups
         try:

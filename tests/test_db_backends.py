@@ -324,6 +324,24 @@ def test_report_without_matplotlib_says_what_to_install(sqlite_url, tmp_path, mo
     assert not (tmp_path / "x.png").exists()
 
 
+def test_report_names_a_timeline_it_cannot_write_before_printing_anything(sqlite_url, tmp_path):
+    """``--plot`` into a folder that does not exist printed the whole report, then
+    ``error: [Errno 2] No such file or directory: '...'``; into a folder it may not write, the same."""
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    engine.dispose()
+    missing = tmp_path / "no-such-folder" / "x.png"
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--plot", str(missing)])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: cannot draw the timeline to {missing}: no folder {missing.parent}"
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+    taken = tmp_path / "taken.png"
+    taken.mkdir()  # a folder where the file should go: writing it fails as a full disk or a read-only one would
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--plot", str(taken)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1] == f"error: cannot draw the timeline to {taken}: Is a directory"
+
+
 def test_timeline_lanes_do_not_overlap():
     from gridcrawl.report import _lanes
     spans = [(0, 2), (1, 3), (2, 4), (2.5, 3), (5, 6)]
