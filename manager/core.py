@@ -299,6 +299,7 @@ class GridThread:
     lost: int = 0
     retries: int = 0
     held: bool = False
+    rerun: bool = False   # restored after a manager restart: its row has the times of a run before it
     failed: bool = False
     result: p.RelayedPage | p.PageResult | None = None
     delivered_to: bytes | None = None  # the client connection its result was last sent to
@@ -1599,7 +1600,11 @@ class ManagerCore:
             jobs[ex] = [job]
         else:
             executor_jobs.append(job)
-        events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now))
+        if t.rerun:
+            t.rerun = False
+            events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now, True))
+        else:
+            events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now))
 
     # -------------------------------------------------------------------------- helpers
 
@@ -1799,11 +1804,12 @@ class ManagerCore:
             t = GridThread(row["internal_thread_id"], app.application_id, row["thread_id"], row["url"],
                            row["depth"], row["priority"], None, now, host=row["host"],
                            attempts=row["attempts"])
-            t.held = True
+            t.held = t.rerun = True
             app.threads[t.thread_id] = t
-            # the row keeps the executor and times of its last run until a new one overwrites them:
-            # a thread whose result the application stored but whose ack this manager never got is
-            # never submitted again, and ends Dead with them when the application completes
+            # the row keeps the executor and times of its last run until it is assigned again (then
+            # they are cleared, so that no row has a start after its finish): a thread whose result
+            # the application stored but whose ack this manager never got is never submitted
+            # again, and ends Dead with them when the application completes
             actions.append(ev.ThreadRestored(t.internal_id))
         log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
         return actions

@@ -118,13 +118,16 @@ class ThreadSubmitted(_Event):
 
 
 class ThreadAssigned(_Event):
-    """A thread went to an executor as a new attempt (SCHEDULED); ``attempts`` counts them."""
+    """A thread went to an executor as a new attempt (SCHEDULED); ``attempts`` counts them.
+    ``rerun``: the first attempt of a thread restored after a manager restart, whose row still
+    holds the start and finish of its run under the previous manager (cleared now)."""
 
     internal_id: int
     attempt_id: int
     executor_id: str
     attempts: int
     time: float
+    rerun: bool = False
 
 
 class ThreadStarted(_Event):

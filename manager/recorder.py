@@ -153,7 +153,9 @@ _ROWS = {
         "priority": e.priority, "failed": False, "attempts": 0, "time_submitted": e.time,
         "needs": " ".join(e.needs) or None})],
     ev.ThreadAssigned: lambda e: [
-        ("thread", "update", e.internal_id, {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts}),
+        ("thread", "update", e.internal_id, {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts}
+         if not e.rerun else {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts,
+                              "time_started": None, "time_finished": None}),
         ("attempt", "insert", e.attempt_id, {"attempt_id": e.attempt_id, "internal_thread_id": e.internal_id,
                                              "executor_id": e.executor_id, "time_assigned": e.time,
                                              "outcome": "running"})],

@@ -1021,6 +1021,55 @@ def test_restart_restores_a_paused_application_paused_and_holds_threads_until_re
     assert ev.ApplicationChanged("app1", 1) in actions
 
 
+def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_finish(tmp_path):
+    """A thread that finished under a manager killed before its application stored the result is
+    run again by the next manager. Its row kept the previous run's finish while the new run
+    started: ``thread_timing`` showed a negative ``run_seconds`` and counted it as a page while it
+    ran again. Its first new assignment now clears the old start and finish."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.recorder import Recorder
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    T = 1_700_000_000.0
+
+    def record(actions):
+        recorder = Recorder(engine)
+        recorder.add_all([a for a in actions if not isinstance(a, Send)])
+        recorder.flush()
+        return actions
+
+    def timing():
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT state, run_seconds FROM thread_timing")).one(), \
+                conn.execute(sa.text("SELECT pages FROM application_summary")).scalar()
+
+    first = make_core()
+    record(first.handle(b"e", p.Register(name="e", host="h", user="u", threads=1), T))
+    (opened,) = sends(record(first.handle(b"c", p.OpenApplication("crawl", "u"), T)), p.ApplicationOpened)
+    app = opened.message.application_id
+    first.queue.note_answered("h1.test")
+    ((_, job),) = assigned(record(submit(first, app, [1], peer=b"c", now=T + 1)))
+    record(first.handle(b"e", p.Results([p.AttemptResult(job.attempt_id, _page(1), ran=0.5)]), T + 2))
+    assert timing() == ((int(ThreadState.FINISHED), 0.5), 1)
+    # the manager dies before the ack; the next one restores the thread and runs it again
+    second = make_core()
+    record(second.restore([{"application_id": app, "application_name": "crawl", "usr_name": "u", "state": 1}],
+                          [{"internal_thread_id": first.applications[app].threads[1].internal_id,
+                            "application_id": app, "thread_id": 1, "url": "http://h1.test/1", "depth": 0,
+                            "priority": 5, "host": "h1.test", "attempts": 1}], T + 10))
+    second.queue.note_answered("h1.test")
+    record(second.handle(b"e2", p.Register(name="e", host="h", user="u", threads=1), T + 10))
+    record(second.handle(b"c2", p.OpenApplication("crawl", "u", app), T + 10))
+    ((_, again),) = assigned(record(submit(second, app, [1], peer=b"c2", now=T + 11)))
+    record(second.handle(b"e2", p.Started([again.attempt_id]), T + 12))
+    assert timing() == ((int(ThreadState.STARTED), None), 0)  # before: run_seconds -10.0, and 1 page
+    record(second.handle(b"e2", p.Results([p.AttemptResult(again.attempt_id, _page(1))]), T + 13))
+    assert timing() == ((int(ThreadState.FINISHED), 1.0), 1)
+    engine.dispose()
+
+
 def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
     core = make_core()
     core.executor_owners["old-id"] = "alice"
