@@ -53,6 +53,7 @@ This module imports no SQL: executors use it.
 
 from __future__ import annotations
 
+import collections.abc
 import datetime as _dt
 import decimal
 import functools
@@ -824,11 +825,17 @@ _abandoned: set = set()
 _abandoned_lock = threading.Lock()  # worker threads of one executor run plugins at once
 
 
+def _a(noun: str) -> str:
+    """``noun`` with its indefinite article: ``"an int"``, ``"a dict"``."""
+    return f"{'an' if noun[:1] in 'aeiou' else 'a'} {noun}"
+
+
 def _run_plugin(function: Callable, page: Page, deadline: float) -> list:
     """Call ``function(page)`` and collect its items within ``deadline`` seconds, on a helper
     thread (Python cannot stop a thread: one past its deadline is abandoned, as a daemon, and the
     page's items fail; at most :data:`MAX_ABANDONED` of them at once). Raises ``TimeoutError``,
-    ``RuntimeError`` (too many abandoned calls) or what the plugin raised."""
+    ``RuntimeError`` (too many abandoned calls), ``TypeError`` (``function`` returned something
+    that is no iterable of items: a dict, a string, a number) or what the plugin raised."""
     with _abandoned_lock:
         _abandoned.difference_update([w for w in _abandoned if not w.is_alive()])
         if len(_abandoned) >= MAX_ABANDONED:
@@ -838,7 +845,13 @@ def _run_plugin(function: Callable, page: Page, deadline: float) -> list:
     def work() -> None:
         try:
             produced = []
-            for item in function(page) or ():
+            returned = function(page)
+            if returned is not None and (isinstance(returned, (dict, str, bytes))
+                                         or not isinstance(returned, collections.abc.Iterable)):
+                # a dict returned gave its keys, a string its characters: "yielded a str, not a dict"
+                raise TypeError(f"returned {_a(type(returned).__name__)}, not an iterable of dicts: "
+                                "yield each item (or return a list of dicts)")
+            for item in returned or ():
                 produced.append(item)
                 if len(produced) > MAX_ITEMS_PER_PAGE:
                     break
@@ -891,7 +904,7 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
             cut: set = set()
             for item in produced[:MAX_ITEMS_PER_PAGE]:
                 if not isinstance(item, dict):
-                    out.errors.append([spec.type, f"plugin {spec.plugin}: yielded a {type(item).__name__}, "
+                    out.errors.append([spec.type, f"plugin {spec.plugin}: yielded {_a(type(item).__name__)}, "
                                                   "not a dict"])
                     break
                 fields = _fields(item, cut)

@@ -309,6 +309,22 @@ def test_a_plugin_that_raises_runs_late_or_is_missing_fails_only_the_items(plugi
     assert wrong.errors == [["p", f"plugin 'testshop@9' is not installed on this executor ({PLUGIN_NAME} {PLUGIN_VERSION} is)"]]
 
 
+def test_a_plugin_that_returns_a_dict_or_a_number_is_told_to_yield_its_items(plugin):
+    """A plugin that returned its one item (a dict) failed with "yielded a str, not a dict" (the
+    dict's keys, iterated); one that returned a number with "'int' object is not iterable"."""
+    import importlib.metadata
+    from gridcrawl.plugins import ENTRY_POINT_GROUP, Plugin
+    wrong = {name: Plugin(name, "1", importlib.metadata.EntryPoint(name, f"gridcrawl_testplugin:{name}",
+                                                                   ENTRY_POINT_GROUP))
+             for name in ("returns_dict", "returns_number")}
+    for name, kind in (("returns_dict", "a dict"), ("returns_number", "an int")):
+        found = extract(parse_spec(f'[[item]]\ntype = "p"\nplugin = "{name}"'),
+                        page(PRODUCT, "http://shop.test/p/1.html"), plugins=wrong)
+        assert found.items == [] and found.errors == [
+            ["p", f"plugin {name}: TypeError: returned {kind}, not an iterable of dicts: yield each item "
+                  "(or return a list of dicts)"]]
+
+
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []

@@ -42,3 +42,13 @@ def extract(page):
         return
     name = page.selector.css(".product h1::text").get() or ""
     yield {"sku": sku, "shout": name.upper(), "links": len(page.links)}
+
+
+def returns_dict(page):
+    """A plugin written wrong: returns its one item instead of yielding it."""
+    return {"sku": "Z9"}
+
+
+def returns_number(page):
+    """A plugin written wrong: returns a count."""
+    return 42
