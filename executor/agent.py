@@ -36,7 +36,7 @@ import zmq
 
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
-from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins, loadable
+from gridcrawl.plugins import capabilities as plugin_capabilities, installed_plugins, loadable, shadowing
 from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.executor.memory import TRIM_ABOVE_RSS, TRIM_AFTER_BYTES, release_free_memory
@@ -182,6 +182,8 @@ class ExecutorAgent:
         self.plugins, problems = loadable(installed_plugins())
         for problem in problems:  # not offered: its threads wait for an executor where it loads
             log.warning("%s: not offered to the manager", problem)
+        for problem in shadowing(self.plugins):  # offered, as the one that runs (its version)
+            log.warning("%s", problem)
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
         # two contexts: the network one holds only the link to the manager, so that terminating it
         # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to

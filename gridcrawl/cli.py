@@ -615,11 +615,14 @@ def _refuse_missing_plugins(specs: list, remedy: str = "the executors gridcrawl 
     entry point names no function), with ``remedy`` after the reason: ``gridcrawl run``'s
     executors are forked here and only they take its grid threads, which would otherwise wait
     for ever; ``gridcrawl fetch`` runs the plugins itself."""
-    from gridcrawl.plugins import installed_plugins, loadable, missing, split_reference
+    from gridcrawl.plugins import installed_plugins, loadable, missing, shadowing, split_reference
     references = sorted({spec.plugin for spec in specs if spec.plugin is not None})
     if not references:
         return
     plugins = installed_plugins()
+    for line in shadowing({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}
+                           if name in plugins}):
+        logging.getLogger("gridcrawl").warning("%s", line)
     whys = [why for ref in references if (why := missing(ref, plugins, " in this Python environment"))]
     if not whys:  # installed: each must also import (an executor does not offer one that does not)
         _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})

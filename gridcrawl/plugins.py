@@ -16,6 +16,7 @@ spec names a plugin only to executors that have it (capability-based dispatch,
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from dataclasses import dataclass
 from typing import Callable
@@ -27,11 +28,14 @@ PREFIX = "plugin:"
 @dataclass(frozen=True)
 class Plugin:
     """One installed extractor plugin: its ``name`` (the entry point's), the ``version`` of the
-    distribution that provides it (``"0"`` when unknown) and the entry point to load."""
+    distribution that provides it (``"0"`` when unknown) and the entry point to load;
+    ``shadowed``: the other installed distributions that register a plugin of the same name,
+    passed over (``"myshop2 2.0 (myshop2.extract:extract)"``; :func:`shadowing` says so)."""
 
     name: str
     version: str
     entry_point: importlib.metadata.EntryPoint
+    shadowed: tuple[str, ...] = ()
 
     def load(self) -> Callable:
         """The plugin's ``extract`` function (imports its module; raises what the import raises)."""
@@ -40,13 +44,36 @@ class Plugin:
 
 def installed_plugins() -> dict[str, Plugin]:
     """Every plugin registered under :data:`ENTRY_POINT_GROUP` in this Python environment (and
-    in entry-point metadata directories on ``sys.path``), by name. Nothing is imported."""
+    in entry-point metadata directories on ``sys.path``), by name. Nothing is imported. When two
+    distributions register one name, the first on ``sys.path`` is the plugin and the other is in
+    its ``shadowed`` (:func:`shadowing`)."""
     found: dict[str, Plugin] = {}
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep, "dist", None)
         version = (dist.version if dist is not None else None) or "0"
-        found.setdefault(ep.name, Plugin(ep.name, version, ep))
+        if ep.name in found:
+            other = f"{dist.name if dist is not None else '?'} {version} ({ep.value})"
+            found[ep.name] = dataclasses.replace(found[ep.name], shadowed=found[ep.name].shadowed + (other,))
+            continue
+        found[ep.name] = Plugin(ep.name, version, ep)
     return found
+
+
+def shadowing(plugins: dict[str, Plugin]) -> list[str]:
+    """One line for each plugin of ``plugins`` whose name another installed distribution
+    registers too (``Plugin.shadowed``): which one runs and which are ignored, e.g. ``plugin shop
+    is registered by 2 installed packages: myshop 1.2 (myshop.extract:extract) runs, myshop2 2.0
+    (myshop2.extract:extract) is ignored (uninstall one, or rename its entry point)``."""
+    lines = []
+    for plugin in sorted(plugins.values(), key=lambda p: p.name):
+        if plugin.shadowed:
+            dist = getattr(plugin.entry_point, "dist", None)
+            first = f"{dist.name if dist is not None else '?'} {plugin.version} ({plugin.entry_point.value})"
+            lines.append(f"plugin {plugin.name} is registered by {len(plugin.shadowed) + 1} installed packages: "
+                         f"{first} runs, {', '.join(plugin.shadowed)} "
+                         f"{'is' if len(plugin.shadowed) == 1 else 'are'} ignored "
+                         f"(uninstall one, or rename its entry point)")
+    return lines
 
 
 def loadable(plugins: dict[str, Plugin]) -> tuple[dict[str, Plugin], list[str]]:

@@ -325,6 +325,62 @@ def test_a_plugin_that_returns_a_dict_or_a_number_is_told_to_yield_its_items(plu
                   "(or return a list of dicts)"]]
 
 
+def _second_shop(folder) -> str:
+    """A second installed distribution (``othershop 9.0``) registering a plugin named as the test
+    plugin, its metadata written into ``folder``; returns ``folder``."""
+    info = folder / "othershop-9.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: othershop\nVersion: 9.0\n")
+    (info / "entry_points.txt").write_text(f"[gridcrawl.extractors]\n{PLUGIN_NAME} = gridcrawl_testplugin:returns_dict\n")
+    return str(folder)
+
+
+def test_two_packages_registering_one_plugin_name_are_named(plugin, tmp_path, site_server):
+    """Two installed packages registering one plugin name: the first on sys.path ran, the other
+    was ignored without a word (which one runs may differ from one executor to the next). Now
+    the executor's log, gridcrawl fetch and gridcrawl run say which runs and which is ignored."""
+    import os
+    import subprocess
+    from gridcrawl.plugins import shadowing
+    from plugins import plugin_env
+    from sites import Site
+    sys.path.append(_second_shop(tmp_path / "second"))
+    plugins = installed_plugins()
+    assert plugins[PLUGIN_NAME].version == PLUGIN_VERSION  # the first on sys.path runs
+    assert plugins[PLUGIN_NAME].shadowed == ("othershop 9.0 (gridcrawl_testplugin:returns_dict)",)
+    line = (f"plugin {PLUGIN_NAME} is registered by 2 installed packages: gridcrawl-testplugin {PLUGIN_VERSION} "
+            f"(gridcrawl_testplugin:extract) runs, othershop 9.0 (gridcrawl_testplugin:returns_dict) is ignored "
+            f"(uninstall one, or rename its entry point)")
+    assert shadowing(plugins) == [line]
+    import logging
+    from gridcrawl.executor.agent import ExecutorAgent
+    from gridcrawl.settings import Settings
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("gridcrawl.executor").addHandler(handler)
+    try:
+        executor = ExecutorAgent(Settings(), "tcp://127.0.0.1:1")  # constructed only: it says what it offers
+        executor.context.destroy(linger=0)
+        executor._local.destroy(linger=0)
+    finally:
+        logging.getLogger("gridcrawl.executor").removeHandler(handler)
+    assert line in seen and f"plugin:{PLUGIN_NAME}@{PLUGIN_VERSION}" in executor.capabilities
+    site = Site()
+    site.pages["/p/1.html"] = PRODUCT.encode()
+    server = site_server(site)
+    spec = tmp_path / "shop.toml"
+    spec.write_text(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n')
+    env = plugin_env(tmp_path / "meta")
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path / "second")
+    out = subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", server.url("/p/1.html"), "--extract", str(spec),
+                          "--allow-private", "127.0.0.0/8"],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+    assert out.returncode == 0, out.stderr
+    assert line in " ".join(out.stderr.split()), out.stderr
+    assert '"shout": "KETTLE"' in out.stdout  # the first one ran
+
+
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
