@@ -506,9 +506,20 @@ class ExecutorAgent:
     def _too_large(self, page: msgspec.Raw) -> msgspec.Raw:
         """A page whose result would be over ``max_message_bytes`` (``max_body_bytes`` set near
         it, or a page of very many links), which the manager would answer by dropping the
-        connection, the thread then coming back for ever: the page as a ``too_large`` failure,
-        its URL, status and size kept, its body and links left out."""
+        connection, the thread then coming back for ever: the page without its items when they
+        made it too large (an ``item_errors`` entry per item type saying so: a plugin's items
+        fail, not its page), else the page as a ``too_large`` failure, its URL, status and size
+        kept, its body and links left out."""
         whole = msgspec.msgpack.decode(page, type=p.PageResult)
+        if whole.items:  # the items made it too large (a plugin's, or many big values): the page goes without them
+            over = (f"left out: the page's items made its result {len(page)} bytes, over max_message_bytes "
+                    f"({self.settings.max_message_bytes}); yield fewer or smaller items, or raise it on every program")
+            kinds = sorted({str(item.get("type")) for item in whole.items if isinstance(item, dict)})
+            lean = p.encode_page(msgspec.structs.replace(
+                whole, items=[], item_errors=[*whole.item_errors, *([kind, f"items {over}"] for kind in kinds)]))
+            if len(lean) <= self.settings.max_message_bytes - RESULT_OVERHEAD:
+                log.warning("the items of %s %s", hide_passwords(whole.url), over)
+                return lean
         log.warning("the result for %s is %d bytes, over max_message_bytes (%d): sent as too_large",
                     hide_passwords(whole.url), len(page), self.settings.max_message_bytes)
         return p.encode_page(p.PageResult(

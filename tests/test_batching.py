@@ -273,6 +273,35 @@ def test_a_page_whose_result_is_over_max_message_bytes_comes_back_as_too_large()
     assert pages[2].error_kind is None and pages[2].title == "small"
 
 
+def test_a_page_whose_items_make_its_result_too_large_comes_back_without_them():
+    """Items that make a result too large (a plugin yielding a thousand 100,000-character values:
+    100 MB) failed the whole page as ``too_large``, its links and body lost, although a plugin's
+    failure is to fail the page's items only. The page now comes back without its items, with an
+    item error per type saying why."""
+    from gridcrawl.items import parse_spec, spec_to_wire
+    text = "word " * 600  # 3,000 characters, read by each of the 1,000 items: 3 MB of items
+    page = (f"<html><title>list</title><body><p>{text}</p><ul>{'<li>x</li>' * 1000}</ul>"
+            f"<a href='/next.html'>next</a></body></html>").encode()
+    site = Site(pages={"/list.html": page})
+    server = SiteServer(site).start()
+    settings = Settings(obey_robots=False, sitemaps=False, threads=1, max_message_bytes=2_000_000)
+    spec = parse_spec('[[item]]\ntype = "row"\neach = "li"\n[item.fields]\npage_text = { xpath = "string(//p)" }\n')
+    try:
+        with agent_with_router(settings) as (manager, peer):
+            manager.send_multipart([peer, *p.encode(p.Assign([p.Job(
+                1, "app", 0, server.url("/list.html"), instruction={"items": [spec_to_wire(spec[0])]})]))])
+            pages = collect_results(manager, 1)
+    finally:
+        server.stop()
+    result = pages[1]
+    assert result.error_kind is None and result.title == "list" and result.content is not None
+    assert [link[0] for link in result.links] == [server.url("/next.html")]
+    assert result.items == []
+    ((kind, message),) = result.item_errors
+    assert kind == "row" and message.startswith("items left out: the page's items made its result ")
+    assert "over max_message_bytes (2000000)" in message
+
+
 def test_a_window_held_by_threads_that_do_not_answer_is_refilled_however_little_room_it_has(tmp_path):
     """250 seeds of hosts that never answer took 250 of the client's 256 slots for 3.5 minutes,
     and it claimed nothing more until a quarter of its window was free: the one live site got
