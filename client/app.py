@@ -255,6 +255,15 @@ def thread_instruction(instruction: dict, strategy, pend: Pending, wire=spec_to_
 class CrawlApplication:
     """One crawl through the grid: ``CrawlApplication(settings, endpoint, store, scope).run(stop)``.
 
+    ``settings``: a :class:`~gridcrawl.settings.Settings` (the client's: ``max_pages``,
+    ``max_in_flight``, ``apply_batch`` ...); ``manager``: the manager's ZeroMQ endpoint
+    (``"tcp://host:9000"``), or a list of them (hot standbys); ``store``: the crawl database, a
+    :class:`~gridcrawl.client.store.CrawlStore` whose ``strategy`` carries the rules, focus and
+    item specs, its seeds queued (:meth:`~gridcrawl.client.store.CrawlStore.add_seeds`);
+    ``scope``: the links followed (:meth:`~gridcrawl.client.store.CrawlStore.scope`);
+    ``name``: the application's name at the manager; ``user``/``password``: a login at a
+    manager that requires one; ``curve``: a :class:`gridcrawl.keys.ClientKeys` to encrypt the
+    connection.
     ``on_progress`` is called with a :class:`Progress` after every applied batch (its
     ``to_visit``, the frontier's size, is counted only for one). ``recrawl``:
     ``None`` (a crawl), ``"due"`` (visit again the stored documents whose next visit is due) or
