@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
 ENTRY_POINT_GROUP = "gridcrawl.extractors"
 PREFIX = "plugin:"
+#: Seconds a plugin's import may take when an executor (or ``gridcrawl run``, ``fetch``) loads it:
+#: one whose module waits for ever at import (a server it connects to, a lock) is not offered,
+#: instead of the executor never registering.
+IMPORT_DEADLINE = 60.0
 
 
 @dataclass(frozen=True)
@@ -76,16 +81,41 @@ def shadowing(plugins: dict[str, Plugin]) -> list[str]:
     return lines
 
 
-def loadable(plugins: dict[str, Plugin]) -> tuple[dict[str, Plugin], list[str]]:
+def _load(plugin: Plugin, deadline: float):
+    """``plugin.load()`` on a helper thread, waited for ``deadline`` seconds (Python cannot stop
+    an import: one past its deadline is left running, as a daemon thread). Raises
+    ``TimeoutError`` then, else what the import raised."""
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            box["function"] = plugin.load()
+        except BaseException as exc:  # noqa: BLE001 - a plugin's import may raise anything, SystemExit too
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"import plugin {plugin.name}", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        raise TimeoutError(f"its import did not finish within {deadline:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["function"]
+
+
+def loadable(plugins: dict[str, Plugin], deadline: float | None = None) -> tuple[dict[str, Plugin], list[str]]:
     """Of ``plugins``, those whose entry point imports and names something callable, and one
     line for each other (``plugin NAME cannot load: ImportError: ...``): an executor offers
     only the first as capabilities (one whose install is broken took the threads a working one
-    would have run, and failed every page's items). Imports every plugin's module."""
+    would have run, and failed every page's items). Imports every plugin's module, on a helper
+    thread, each within ``deadline`` seconds (default :data:`IMPORT_DEADLINE`; past it:
+    ``plugin NAME cannot load: TimeoutError: its import did not finish within 60 s``)."""
+    deadline = IMPORT_DEADLINE if deadline is None else deadline
     ok: dict[str, Plugin] = {}
     problems: list[str] = []
     for name, plugin in plugins.items():
         try:
-            function = plugin.load()
+            function = _load(plugin, deadline)
         except BaseException as exc:  # noqa: BLE001 - a plugin's import may raise anything, SystemExit too
             problems.append(f"plugin {name} cannot load: {type(exc).__name__}: {exc}"[:500])
             continue

@@ -381,6 +381,39 @@ def test_two_packages_registering_one_plugin_name_are_named(plugin, tmp_path, si
     assert '"shout": "KETTLE"' in out.stdout  # the first one ran
 
 
+def test_a_plugin_whose_import_hangs_is_not_offered_and_the_executor_starts(tmp_path, monkeypatch):
+    """A plugin whose module waits at import (a server it connects to that does not answer) held
+    the executor's start for ever: it never registered, and said nothing. Its import now has a
+    deadline: past it the plugin is named in a WARNING and not offered, and the executor goes on."""
+    import logging
+    from gridcrawl import plugins as plugins_module
+    from gridcrawl.executor.agent import ExecutorAgent
+    from gridcrawl.plugins import loadable
+    from gridcrawl.settings import Settings
+    info = tmp_path / "hangplug-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hangplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nhang = wt_hang_plugin:extract\n")
+    (tmp_path / "wt_hang_plugin.py").write_text("import time\ntime.sleep(60)\n\ndef extract(page):\n    yield {}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ok, problems = loadable(installed_plugins(), deadline=0.5)
+    line = "plugin hang cannot load: TimeoutError: its import did not finish within 0.5 s"
+    assert "hang" not in ok and problems == [line]
+    monkeypatch.setattr(plugins_module, "IMPORT_DEADLINE", 0.5)
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("gridcrawl.executor").addHandler(handler)
+    try:
+        executor = ExecutorAgent(Settings(), "tcp://127.0.0.1:1")  # constructed: it got past the import
+        executor.context.destroy(linger=0)
+        executor._local.destroy(linger=0)
+    finally:
+        logging.getLogger("gridcrawl.executor").removeHandler(handler)
+    assert f"{line}: not offered to the manager" in seen
+    assert not any(c.startswith("plugin:hang") for c in executor.capabilities)
+
+
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
