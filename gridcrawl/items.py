@@ -453,8 +453,9 @@ class Page:
     """What a plugin's ``extract(page)`` gets: ``url`` (the grid thread's canonical URL),
     ``final_url`` (after redirects), ``status``, ``headers`` (lower-case names), ``text`` (the
     decoded HTML), ``selector`` (a parsel ``Selector`` on the parsed document) and ``links``
-    (``[canonical_url, anchor_text]`` pairs); ``jsonld``, the page's JSON-LD objects, is read
-    from the document when first needed (:meth:`jsonld_objects`)."""
+    (``[canonical_url, anchor_text]`` pairs) and ``base_url`` (what relative links resolve
+    against: the ``<base href>``, else ``final_url``; empty when not known); ``jsonld``, the
+    page's JSON-LD objects, is read from the document when first needed (:meth:`jsonld_objects`)."""
 
     url: str
     final_url: str
