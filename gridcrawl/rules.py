@@ -331,12 +331,32 @@ def load_rules(path: str | Path) -> list[Rule]:
 # Validation
 
 
+_TAG_NAME = re.compile(r"[a-z][a-z0-9-]*\Z", re.IGNORECASE)
+
+
+def _scope_error(rule: Rule) -> str | None:
+    """Why the rule's ``id``, ``class`` or ``tag`` cannot name the elements the user meant
+    (a CSS selector or an XPath expression written where a plain name goes), or None."""
+    hint = "(id, class and tag take plain names, as in the page's HTML; no CSS selector or XPath)"
+    if rule.element_tag != ALL and not _TAG_NAME.match(rule.element_tag):
+        return f"tag {rule.element_tag!r} is not an element name such as main or div {hint}"
+    if rule.element_id != ALL and (rule.element_id.startswith("#") or re.search(r"\s", rule.element_id)):
+        return f"id {rule.element_id!r} cannot be an element's id (no '#', no spaces) {hint}"
+    if rule.element_class != ALL and any(name.startswith(".") for name in rule.element_class.split()):
+        return (f"class {rule.element_class!r} has a name starting with '.': give the class names "
+                f"separated by spaces {hint}")
+    return None
+
+
 def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
     """Check every rule and the set; return the rules with canonical base URLs.
 
     Raises :class:`RuleError` naming the (first) offending rule: rule type not keep/follow;
     empty from_type; follow without to_type; keep with a to_type; more than one of
-    id/class/tag; a pattern that is not a valid regular expression; a base_url that is not an
+    id/class/tag; an id, class or tag written as a CSS selector or XPath (``#main``, ``.body``,
+    ``div[@role='main']``); two follow rules of one from_type with the same pattern and
+    id/class/tag but different to_types (the second never applies); a pattern that is not a
+    valid regular expression; a base_url that is not an
     http(s) URL; a from_type (other than ``base``) that no follow rule leads to; a base URL with
     no follow rule from ``base`` (the paper: "it is necessary to have at least one rule with
     ruleType 'follow' and fromType 'base'"); or no rules at all.
@@ -358,6 +378,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
         if len(restricted) > 1:
             raise RuleError(f"{rule.label}: at most one of id, class and tag may be set, "
                             f"not {' and '.join(restricted)}")
+        if why := _scope_error(rule):
+            raise RuleError(f"{rule.label}: {why}")
         if rule.pattern != ALL:
             try:
                 re.compile(rule.pattern)
@@ -368,6 +390,15 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
         except InvalidURL as exc:
             raise RuleError(f"{rule.label}: base_url {rule.base_url!r} is not a crawlable URL: {exc}") from None
         checked.append(replace(rule, base_url=base))
+    seen: dict[tuple, Rule] = {}
+    for rule in checked:
+        if rule.rule_type != FOLLOW:
+            continue
+        first = seen.setdefault((rule.base_url, rule.from_type, rule.pattern, rule.scope), rule)
+        if first is not rule and first.to_type != rule.to_type:
+            raise RuleError(f"{rule.label}: follows the same links as rule {first.number} (same from_type, "
+                            f"pattern and id/class/tag), which gives them the type {first.to_type!r} first: "
+                            f"the first follow rule matching a link gives its type, so this rule never applies")
     reached = {BASE} | {r.to_type for r in checked if r.rule_type == FOLLOW}
     for rule in checked:
         if rule.from_type not in reached:

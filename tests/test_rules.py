@@ -154,10 +154,29 @@ GOOD = rule(1, "follow", "base", "list")
     (rule(2, "skip", "list"), r"rule 2 .*rule_type must be keep or follow, not 'skip'"),
     (rule(2, "keep", "detail"), r"rule 2 .*no follow rule has to_type 'detail'"),
     (rule(2, "keep", "list", base_url="GCC"), r"rule 2 .*base_url 'GCC' is not a crawlable URL"),
+    # a CSS selector or XPath where a plain name goes: it used to match nothing, a silent empty crawl
+    (rule(2, "keep", "list", element_tag="div[@role='main']"), r"rule 2 .*tag \"div\[@role='main'\]\" is not an element name"),
+    (rule(2, "keep", "list", element_tag="div.body"), r"rule 2 .*tag 'div.body' is not an element name"),
+    (rule(2, "keep", "list", element_id="#main"), r"rule 2 .*id '#main' cannot be an element's id"),
+    (rule(2, "keep", "list", element_id="main content"), r"rule 2 .*id 'main content' cannot be"),
+    (rule(2, "keep", "list", element_class="body .content"), r"rule 2 .*class 'body .content' has a name starting with '.'"),
+    # the same links followed to two page types: the first rule gives the type, the second never applies
+    (rule(2, "follow", "base", "other"), r"rule 2 \(test: follow base -> other\): follows the same links as rule 1"),
 ])
 def test_invalid_rules_are_refused_naming_the_rule(bad, message):
     with pytest.raises(RuleError, match=message):
         validate_rules([GOOD, bad])
+
+
+def test_plain_scope_names_and_repeated_follow_rules_are_taken():
+    """Custom elements, upper-case tags and ids with punctuation are names; a follow rule may
+    repeat another's pattern with another scope, or the same one with the same to_type."""
+    rules = validate_rules([GOOD, rule(2, "follow", "base", "other", element_tag="MY-Widget"),
+                            rule(3, "follow", "base", "list", pattern="all"),
+                            rule(4, "keep", "list", element_id="main.content_2"),
+                            rule(5, "keep", "other", element_class="col-md-8 body")])
+    assert len(rules) == 5
+
 
 
 def test_a_base_url_needs_a_follow_rule_from_base():
