@@ -766,6 +766,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                            "new seeds add to it)" + ("; the warning above says why a larger --max-depth "
                                                      "found nothing" if deeper else ""),
                            soft_wrap=True, highlight=False)
+    if not counts["to_visit"] and not recrawl:  # a finished crawl: rules that matched nothing
+        left_out = [why for why, n in (("--max-depth", beyond), ("--min-relevance", len(store.below_relevance)),
+                                       ("--max-pages-per-host", len(store.capped))) if n]
+        for line in idle_rule_notes(store.idle_rules(), rules, left_out):
+            view.console.print(line, soft_wrap=True, highlight=False, markup=False)
     if store.strategy.items:  # the items section: per type, per field (misses of required values)
         from gridcrawl.client.items import item_summary
         figures = item_summary(store.engine, store.strategy.items)
@@ -818,6 +823,31 @@ def deeper_note(store, settings) -> str | None:
         return None
     return (f"an earlier run left out {left} links deeper than its --max-depth {old}; links left out are not "
             "recorded, so a larger --max-depth reaches them only in a crawl into a new --workdir (or --db)")
+
+
+def idle_rule_notes(idle: Sequence, rules_file: str | None, left_out: Sequence[str] = (), most: int = 5) -> list[str]:
+    """One line per rule that found nothing (:meth:`~gridcrawl.client.store.CrawlStore.idle_rules`:
+    ``(rule, pages of its from_type fetched, one of their URLs)``), at most ``most`` and a line
+    counting the others: what it found nothing on, the likely causes, and the ``gridcrawl fetch``
+    command that shows what the rules match on that page (``rules_file``: the rules file given,
+    None on a resumed crawl). ``left_out``: the options by which this crawl left links out
+    (``--max-depth``, ``--min-relevance``, ``--max-pages-per-host``), named as further causes of
+    a follow rule's; links to other hosts always are one."""
+    import shlex
+    lines = []
+    for rule, pages, url in idle[:most]:
+        found = (f"no URL got the page type {rule.to_type!r}" if rule.rule_type == "follow" else "it kept no link")
+        causes = "its pattern or id/class/tag matches no link there"
+        if rule.rule_type == "follow":
+            causes = causes.replace("no link", "no new link") + (", an earlier follow rule gave those links another type, or the crawl left them out: "
+                       + ", ".join(["another host", *left_out]))
+        lines.append(f"{rule.label} found nothing: {found} from the {pages:,} {rule.from_type!r} "
+                     f"page{'s' if pages != 1 else ''} fetched ({causes}); what the rules match on one: gridcrawl "
+                     f"fetch {shlex.quote(url)} --rules {shlex.quote(rules_file) if rules_file else 'RULES_FILE'} "
+                     f"--page-type {shlex.quote(rule.from_type)}")
+    if len(idle) > most:
+        lines.append(f"and {len(idle) - most} more rule{'s' if len(idle) - most != 1 else ''} found nothing")
+    return lines
 
 
 def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:

@@ -1540,6 +1540,26 @@ class CrawlStore:
         with self.engine.connect() as conn:
             return rules_from_table(conn)
 
+    def idle_rules(self) -> list[tuple[Rule, int, str]]:
+        """The crawl's keep/follow rules that found nothing on the pages they apply to: a follow
+        rule whose ``to_type`` no URL of the crawl has (queued or visited), a keep rule that kept
+        no link — each only when a page of its ``from_type`` was fetched without error (else the
+        error summary tells why). Returns ``[(rule, pages of its from_type fetched, one of their
+        URLs)]`` in rule order; ``[]`` without rules."""
+        rules = self.strategy.rules
+        if not rules:
+            return []
+        with self.engine.connect() as conn:
+            typed = {t for (t,) in conn.execute(sa.select(visited.c.page_type).distinct()
+                                                .union(sa.select(to_visit.c.page_type).distinct()))}
+            fetched = {r.page_type: (r.n, r.url) for r in conn.execute(
+                sa.select(visited.c.page_type, sa.func.count().label("n"), sa.func.min(visited.c.url).label("url"))
+                .where(visited.c.error_kind.is_(None), visited.c.page_type.is_not(None))
+                .group_by(visited.c.page_type))}
+            kept_by = {n for (n,) in conn.execute(sa.select(kept_link.c.rule).distinct())}
+        return [(r, *fetched[r.from_type]) for r in rules if r.from_type in fetched
+                and (r.to_type not in typed if r.rule_type == "follow" else r.number not in kept_by)]
+
     def _cap_per_site(self, conn, rows: list[dict], scope: Scope) -> tuple[list[dict], list[str], list[str]]:
         """Keep the rows whose site (:meth:`Scope.site`) has fewer than ``scope.max_pages_per_host``
         URLs queued or visited, counting the rows kept; return them, the site of each new one and

@@ -442,3 +442,23 @@ def test_strategy_renders_the_page_types_that_ask_and_every_page_with_render():
     every = Strategy(render=True, wait_for="main", page_types={"list": PageType(True, "li.item")})
     assert every.render_instruction(None) == {"render": True, "waitFor": "main"}
     assert every.render_instruction("list") == {"render": True, "waitFor": "li.item"}
+
+
+def test_idle_rule_notes_name_the_options_that_left_links_out():
+    """The end-of-crawl line of a rule that found nothing names the crawl's limits that left links
+    out (a focused crawl's --min-relevance drops links the rule matched), a keep rule's only its own
+    pattern and scope, and counts the lines beyond the first ``most``."""
+    from gridcrawl.client.cli import idle_rule_notes
+    follow, keep = rule(1, "follow", "base", "list"), rule(2, "keep", "list", pattern=r"\.pdf$")
+    lines = idle_rule_notes([(follow, 1, BASE), (keep, 3, BASE + "a b")], "my rules.toml",
+                            ["--max-depth", "--min-relevance"], most=1)
+    assert lines == [
+        "rule 1 (test: follow base -> list) found nothing: no URL got the page type 'list' from the 1 'base' page "
+        "fetched (its pattern or id/class/tag matches no new link there, an earlier follow rule gave those links "
+        "another type, or the crawl left them out: another host, --max-depth, --min-relevance); what the rules "
+        f"match on one: gridcrawl fetch {BASE} --rules 'my rules.toml' --page-type base",
+        "and 1 more rule found nothing"]
+    assert idle_rule_notes([(keep, 3, BASE)], None)[0].startswith(
+        "rule 2 (test: keep list) found nothing: it kept no link from the 3 'list' pages fetched (its pattern or "
+        "id/class/tag matches no link there); ")
+    assert idle_rule_notes([(keep, 3, BASE)], None)[0].endswith("--rules RULES_FILE --page-type list")

@@ -154,12 +154,44 @@ def test_consultation_rules_keep_exactly_the_international_pdfs(tmp_path, site_s
     assert {url: (rule, kind, source) for url, rule, kind, source in kept if url not in {g[0] for g in glossary}} == expected
     assert grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url") == [(0,)]
     assert grid.query("crawl", "SELECT COUNT(*) FROM crawl_rule") == [(4,)]
+    assert "found nothing" not in summary, "every rule found something: no rule is said to be idle"
 
     assert set(plain_fetched) == set(site.pages), "the plain crawl fetches every page and local PDF"
     print(f"\nconsultation example: rules crawl fetched {sum(rules_fetched.values())} pages and kept "
           f"{len(kept)} PDF links; a plain crawl fetched {sum(plain_fetched.values())} "
           f"({len([p for p in site.pages if p.endswith('.html') or p == '/'])} HTML pages + "
           f"{len([p for p in site.pages if p.endswith('.pdf')])} PDFs)")
+
+
+def test_rules_that_find_nothing_are_named_after_the_crawl(tmp_path, site_server):
+    """A follow rule shadowed by an earlier one (same links, another type) and a keep rule whose
+    pattern matches no link: the crawl ends at the pages it can reach, and says which rules found
+    nothing, on how many pages of which type, and the command that shows what they match."""
+    server = site_server(consultation_site())
+    base = server.url("/")
+    rules = tmp_path / "shadowed.csv"
+    rules.write_text("baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+                     f"{base},follow,base,topLevel,international,all,{CONSULT_CLASS},all\n"
+                     f"{base},follow,base,trade,international-trade,all,all,all\n"  # rule 1 took them
+                     f"{base},keep,topLevel,,\\.docx$,all,all,all\n"                # no such link
+                     f"{base},keep,topLevel,,\\.pdf$,all,all,main\n"
+                     f"{base},keep,trade,,\\.pdf$,all,all,all\n")
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        client = grid.start_client("--rules", str(rules))
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    said = " ".join(grid.log("client.log").split())
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(3,)]  # base and the 2 topLevel
+    assert (f"rule 2 (shadowed.csv row 3: follow base -> trade) found nothing: no URL got the page type 'trade' "
+            f"from the 1 'base' page fetched (its pattern or id/class/tag matches no new link there, an earlier "
+            f"follow rule gave those links another type, or the crawl left them out: another host); what the rules match on one: gridcrawl fetch {base} "
+            f"--rules {rules} --page-type base") in said, said[-3000:]
+    assert "rule 3 (shadowed.csv row 4: keep topLevel) found nothing: it kept no link from the 2 'topLevel' pages" in said
+    assert "rule 4 (" not in said and "rule 5 (" not in said and "rule 1 (" not in said, said[-3000:]
 
 
 # ------------------------------------------------------------------------------------ focused crawl
