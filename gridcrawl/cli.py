@@ -1477,9 +1477,16 @@ def spark_command(
                f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "
                f"{counts['visited']:,} visited, {counts['to_visit']:,} to visit, {counted(counts['errors'], 'error')}, "
                f"{counts['set_aside']:,} set aside "
-               "(duplicates, traps, noindex)")
+               "(duplicates, traps, noindex)" + (f", {counts['kept']:,} links kept (kept_link)" if counts["kept"] else ""))
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
+    if not counts["to_visit"]:  # a finished crawl: the keep/follow rules that matched nothing
+        from gridcrawl.client.cli import idle_rule_notes
+        deepest = max((f.depth for f in result.layers), default=-1)
+        left_out = [why for why, on in (("--max-depth", 0 <= settings.max_depth <= deepest),
+                                        ("--max-pages-per-host", capped)) if on]
+        for line in idle_rule_notes(store.idle_rules(), rules, left_out):
+            typer.echo(line)
     if reached := max_pages_note(settings.max_pages, counts):
         typer.echo(reached)
     elif counts["to_visit"] and stop.is_set():

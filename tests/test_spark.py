@@ -580,6 +580,26 @@ def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(tmp_path)
     assert f" page {items} " in flat and f" title {items} 0 " in flat and " byline 0 0 never matched " in flat, flat
 
 
+def test_spark_summary_counts_kept_links_and_names_the_rules_that_found_nothing(tmp_path):
+    """``gridcrawl spark --rules``: the summary counts the kept links, and names a keep rule that
+    kept nothing (its pattern matches no link) with the command that shows what the rules match,
+    as ``gridcrawl run`` does; the rules that found something are not named."""
+    with SiteServer(generate_site(6, links_per_page=2, seed=22)) as srv:
+        rules = tmp_path / "rules.csv"
+        rules.write_text("base_url,rule_type,from_type,to_type,pattern\n"
+                         f"{srv.url('/')},follow,base,page,all\n{srv.url('/')},follow,page,page,all\n"
+                         f"{srv.url('/')},keep,page,,\\.pdf$\n{srv.url('/')},keep,page,,all\n", encoding="utf-8")
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "--rules", str(rules), "--db",
+                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1"],
+                              capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    kept = _one(tmp_path / "c.db", "SELECT COUNT(*) FROM kept_link")
+    assert kept > 0 and f", {kept} links kept (kept_link)" in proc.stdout, proc.stdout
+    assert re.search(r"^rule 3 \(rules.csv row 4: keep page\) found nothing: it kept no link from the \d+ 'page' "
+                     rf"pages fetched .* --rules {re.escape(str(rules))} --page-type page$", proc.stdout, re.M), proc.stdout
+    assert proc.stdout.count("found nothing") == 1, proc.stdout  # rules 1, 2 and 4 found links
+
+
 def test_a_failed_job_is_told_by_its_python_error(sc):
     """A job whose task raised in its Python worker: what the driver says is the worker's own
     error, not py4j's first line ('An error occurred while calling
