@@ -402,8 +402,10 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
     reached = {BASE} | {r.to_type for r in checked if r.rule_type == FOLLOW}
     for rule in checked:
         if rule.from_type not in reached:
+            alike = ([k for k in sorted(reached) if k.lower() == rule.from_type.lower()]
+                     or difflib.get_close_matches(rule.from_type, sorted(reached), n=1))
             raise RuleError(f"{rule.label}: no follow rule has to_type {rule.from_type!r}, "
-                            f"so the rule never applies")
+                            f"so the rule never applies" + (f": did you mean {alike[0]!r}?" if alike else ""))
     for base in dict.fromkeys(r.base_url for r in checked):
         if not any(r.base_url == base and r.rule_type == FOLLOW and r.from_type == BASE for r in checked):
             first = next(r for r in checked if r.base_url == base)

@@ -152,7 +152,10 @@ GOOD = rule(1, "follow", "base", "list")
     # as the file wrote it: repr() showed a backslash twice
     (rule(2, "keep", "list", pattern=r"/c/[a-z+/1\.html$"), r"rule 2 .*pattern '/c/\[a-z\+/1\\\.html\$' is not a valid"),
     (rule(2, "skip", "list"), r"rule 2 .*rule_type must be keep or follow, not 'skip'"),
-    (rule(2, "keep", "detail"), r"rule 2 .*no follow rule has to_type 'detail'"),
+    (rule(2, "keep", "detail"), r"rule 2 .*no follow rule has to_type 'detail', so the rule never applies$"),
+    # a page type mistyped: the one meant is named (case apart, or the closest)
+    (rule(2, "keep", "Base"), r"rule 2 .*no follow rule has to_type 'Base', so the rule never applies: did you mean 'base'\?"),
+    (rule(2, "keep", "lists"), r"rule 2 .*to_type 'lists', so the rule never applies: did you mean 'list'\?"),
     (rule(2, "keep", "list", base_url="GCC"), r"rule 2 .*base_url 'GCC' is not a crawlable URL"),
     # a CSS selector or XPath where a plain name goes: it used to match nothing, a silent empty crawl
     (rule(2, "keep", "list", element_tag="div[@role='main']"), r"rule 2 .*tag \"div\[@role='main'\]\" is not an element name"),
