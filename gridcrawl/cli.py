@@ -1041,7 +1041,7 @@ def export_command(
     format: str = typer.Option(None, "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records); default: what OUT's "
                                "ending says (.warc, .warc.gz, .csv, .nt), else jsonl"),
-    content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    content: bool = typer.Option(True, help="jsonl: include page text and bodies (--no-content: the pages' JSON lines only)"),
     triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
                                  "--format nt (N-Triples) or jsonl"),
     items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
@@ -1053,13 +1053,17 @@ def export_command(
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
     triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
     from gridcrawl.db import open_database
-    from gridcrawl.export import ExportError, export, format_for
+    from gridcrawl.export import FORMAT_NAMES, ExportError, export, format_for
     if items and triples:
         fail("--items and --triples exclude each other")
     try:
         format = format_for(out, format, triples=triples, items=items)
     except ExportError as exc:
         fail(str(exc))
+    if not content and (items or triples or format != "jsonl"):  # else a WARC kept every body asked away
+        what = "items" if items else "triples" if triples else f"a {FORMAT_NAMES[format]} export"
+        fail(f"--no-content goes with the pages' JSON lines, not {what}: a WARC is made of the bodies; "
+             "CSV, items and triples hold none")
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:

@@ -295,6 +295,23 @@ def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
         export(engine, "jsonl", str(tmp_path / "pages.jsonl.gz"))
 
 
+def test_no_content_is_refused_where_it_would_be_ignored(tmp_path):
+    """``--no-content`` leaves the bodies out of the pages' JSON lines only: with a WARC it was
+    ignored, and a user who asked for no bodies got every one of them (exit 0)."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    CrawlStore(open_database(db))
+    for args, what in ((["crawl.warc.gz"], "a WARC export"), (["visited.csv"], "a CSV export"),
+                       (["--items", "items.jsonl"], "items"), (["--triples", "t.nt"], "triples")):
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "--no-content",
+                               *args[:-1], str(tmp_path / args[-1])], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.startswith(
+            f"error: --no-content goes with the pages' JSON lines, not {what}: "), done.stderr
+        assert len(done.stderr.splitlines()) == 1 and not (tmp_path / args[-1]).exists()
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "--no-content",
+                           str(tmp_path / "pages.jsonl")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "exported 0 documents" in done.stderr
+
+
 def test_an_export_goes_through_pipes_and_links_and_a_full_disk_is_one_line(crawl, tmp_path):
     """OUT a pipe (``mkfifo``, ``>(wc -l)``): the export hung, reading 16 bytes of it first. OUT
     a link (to a file, or to ``/proc/self/fd/1``): the link was replaced by a plain file, and as
