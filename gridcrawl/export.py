@@ -180,6 +180,9 @@ def _triple_rows(engine: Engine) -> Iterator[dict]:
             for row in conn.execution_options(yield_per=BATCH).execute(query):
                 yield dict(row._mapping)
     except sa.exc.DBAPIError as exc:
+        from gridcrawl.db import wrong_kind
+        if other := wrong_kind(engine, "crawl"):
+            raise ExportError(f"{other}: export takes the crawl database") from None
         first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
         raise ExportError(f"cannot read the triple table: {first}") from None
 

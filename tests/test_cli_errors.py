@@ -416,7 +416,7 @@ def test_the_other_kind_of_database_is_named_with_the_option_that_takes_it(tmp_p
     rc, out, _ = run("gridcrawl", "report", "--crawl-db", manager_db)
     assert_user_error(rc, out, f"{manager_db} is a manager database (WORKDIR/manager.db), not a crawl database "
                                "(WORKDIR/crawl.db): give it with --db")
-    for extra in ([], ["--items"], ["--format", "warc"]):
+    for extra in ([], ["--items"], ["--format", "warc"], ["--triples"]):  # --triples: "no such table: triple"
         rc, out, _ = run("gridcrawl", "export", "--db", manager_db, *extra, str(tmp_path / "out"))
         assert_user_error(rc, out, f"{manager_db} is a manager database", "export takes the crawl database")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.db", "manager.db"]
