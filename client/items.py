@@ -194,11 +194,13 @@ def _item_query(kind: str | None, include_gone: bool = True):
 @dataclass
 class ItemExport:
     """What :func:`export_items` wrote: ``items`` written, and ``gone`` items left out because a
-    recrawl found their page gone (404/410), on ``gone_pages`` pages."""
+    recrawl found their page gone (404/410), on ``gone_pages`` pages; ``spec``: the crawl has an
+    item spec (it ran with ``--extract``, or ``gridcrawl extract`` ran on it)."""
 
     items: int = 0
     gone: int = 0
     gone_pages: int = 0
+    spec: bool = True
 
 
 def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | None = None, *,
@@ -221,8 +223,10 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         from gridcrawl.db import wrong_kind
         raise ItemExportError(f"{other}: export takes the crawl database" if (other := wrong_kind(engine, "crawl"))
                               else "this crawl database has no item table (the crawl ran without --extract)")
+    result = ItemExport()
     try:
         specs = stored_spec(engine)
+        result.spec = bool(specs)
     except ItemSpecError:
         specs = []
     if kind is not None:
@@ -231,7 +235,6 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
         if kind not in types:
             raise ItemExportError(f"--type {kind!r}: this crawl has no items of that type (its types: "
                                   f"{', '.join(sorted(types)) or 'none'})")
-    result = ItemExport()
     if not include_gone and sa.inspect(engine).has_table("document"):
         with engine.connect() as conn:
             gone = (sa.select(sa.func.count(), sa.func.count(sa.distinct(item.c.fingerprint)))

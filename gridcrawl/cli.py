@@ -1073,6 +1073,9 @@ def export_command(
         gone = (f" ({done.gone} item{'' if done.gone == 1 else 's'} of {done.gone_pages} "
                 f"page{'' if done.gone_pages == 1 else 's'} a recrawl found gone, 404/410, left out: "
                 "--include-gone exports them)" if done.gone else "")
+        if not done.items and not done.spec:
+            gone = (" (this crawl ran without --extract: gridcrawl extract --db DB --extract SPEC.toml "
+                    "extracts items from its stored pages, fetching nothing)")
         typer.echo(f"exported {done.items} item{'' if done.items == 1 else 's'} to {out}{gone}", err=True)
         return
     if type is not None:
@@ -1093,6 +1096,8 @@ def export_command(
                     "encodings in the page's charset)")
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")
+    if triples and not result.records:
+        skipped = " (this crawl stored no triples: a crawl with --structured-data or --focus-ontology stores them)"
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
 
 

@@ -312,6 +312,26 @@ def test_no_content_is_refused_where_it_would_be_ignored(tmp_path):
     assert done.returncode == 0 and "exported 0 documents" in done.stderr
 
 
+def test_an_export_of_no_items_or_no_triples_says_why(tmp_path):
+    """A crawl run without ``--extract`` exported "0 items" and said no more, though
+    ``gridcrawl extract`` gets them from the stored pages; one without ``--structured-data``
+    "0 triples"."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    CrawlStore(open_database(db))
+
+    def export(*args):
+        return subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, *args],
+                              capture_output=True, text=True, timeout=60)
+    done = export("--items", str(tmp_path / "items.jsonl"))
+    assert done.returncode == 0 and done.stderr == (
+        f"exported 0 items to {tmp_path / 'items.jsonl'} (this crawl ran without --extract: gridcrawl extract "
+        "--db DB --extract SPEC.toml extracts items from its stored pages, fetching nothing)\n")
+    done = export("--triples", str(tmp_path / "t.nt"))
+    assert done.returncode == 0 and done.stderr == (
+        f"exported 0 triples to {tmp_path / 't.nt'} (this crawl stored no triples: a crawl with --structured-data "
+        "or --focus-ontology stores them)\n")
+
+
 def test_an_export_goes_through_pipes_and_links_and_a_full_disk_is_one_line(crawl, tmp_path):
     """OUT a pipe (``mkfifo``, ``>(wc -l)``): the export hung, reading 16 bytes of it first. OUT
     a link (to a file, or to ``/proc/self/fd/1``): the link was replaced by a plain file, and as
