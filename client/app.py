@@ -430,10 +430,12 @@ class CrawlApplication:
             if x.kind is not None:  # a sitemap to read: any executor, never rendered nor extracted
                 specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine or None, []))
                 continue
-            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth,
-                                      # the manager keeps the claim order unless the crawl orders by priority
-                                      x.priority if strategy.order == "priority" else 5, mine or None,
-                                      self._needs(x, items)))
+            # every thread at the default priority, a focused crawl's too: its relevance orders its
+            # own frontier (what is claimed, and so submitted, first; the manager keeps an
+            # application's submission order), not the grid. Sent as a priority, relevance put a
+            # focused crawl (priority up to 1000) before every other user's (5): a plain crawl of
+            # 100 pages of a host a focused crawl also crawled took 38.8 s instead of 2.6 s.
+            specs.append(p.ThreadSpec(x.thread_id, x.url, x.depth, 5, mine or None, self._needs(x, items)))
         if specs and self.progress.first_submitted is None:
             self.progress.first_submitted = time.monotonic()
         for start in range(0, len(specs), 1000):  # (one over max_message_bytes goes in halves)

@@ -309,6 +309,9 @@ def test_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_path, site_s
     assert len(rows) == len(got) and all(r is not None for _, r in rows)
     assert all(r == 1.0 for url, r in rows if url.startswith(server.url("/research/")))
     assert grid.query("crawl", "SELECT value FROM crawl_meta WHERE name = 'order'") == [("priority",)]
+    # relevance orders the crawl's own claims, not the grid: every thread reached the manager at
+    # the default priority (sent as its priority, up to 1000, it went before every other user's 5)
+    assert grid.query("manager", "SELECT DISTINCT priority FROM thread") == [(5,)]
     # the summary says how many links the threshold left out, and the best score among them
     shown = re.search(r"(\d+) links scoring below --min-relevance 0.3, the best of them (\d\.\d\d)",
                       " ".join(grid.log("client.log").replace("│", " ").split()))
