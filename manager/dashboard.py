@@ -26,7 +26,8 @@ in seconds), and carries out control requests the HTTP thread queues
 to any other address, every request needs HTTP Basic authentication (RFC 7617) with a user of
 the manager database (:class:`gridcrawl.auth.UserStore`) — not of the Executors group, whose
 credentials sit on every desktop (403) — and the dashboard refuses to start while no user
-exists. Control needs ``ManageAllApps``, or ``ManageOwnApp`` for one's own
+exists; a user without ``ManageAllApps`` sees only its own applications (:func:`for_user`).
+Control needs ``ManageAllApps``, or ``ManageOwnApp`` for one's own
 application, whenever users exist. Basic credentials travel in clear: off loopback, put the
 dashboard behind a TLS reverse proxy or an SSH tunnel (docs/operations.md).
 
@@ -244,6 +245,25 @@ def snapshot(core, now: float) -> dict:
             "hosts_total": len(hosts)}
 
 
+def for_user(data: dict, user) -> dict:
+    """What of snapshot ``data`` (:func:`snapshot`) ``user`` may see on a dashboard that needs a
+    login: everything with ``ManageAllApps`` (Administrators), else (``ManageOwnApp``: the Users
+    group) only that user's own applications, the threads of those (running and recently
+    finished: their URLs are that crawl's), and the hosts of those threads; the summary and the
+    executors (the grid's, shared by every crawl) as they are. ``user`` is a
+    :class:`gridcrawl.auth.User`; returns a new dict, ``data`` is not changed. A user of one
+    crawl read every other user's application names and URLs, which the grid's own protocol
+    (``submit``, ``ack``, reattaching) keeps from it."""
+    if MANAGE_ALL_APPS in user.permissions:
+        return data
+    own = {a["application_id"] for a in data.get("applications", []) if a["owner"] == user.name}
+    threads = [t for t in data.get("threads", []) if t["application_id"] in own]
+    hosts = {t["host"] for t in threads}
+    shown = [h for h in data.get("hosts", []) if h["host"] in hosts]
+    return {**data, "applications": [a for a in data.get("applications", []) if a["application_id"] in own],
+            "threads": threads, "hosts": shown, "hosts_total": len(shown)}
+
+
 # ----------------------------------------------------------------------------------------------
 # The Flask application
 
@@ -257,7 +277,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
     update interval in seconds.
     """
     import msgspec
-    from flask import Flask, Response, jsonify, request
+    from flask import Flask, Response, g, jsonify, request
     from gridcrawl.auth import LOGINS_BUSY, LoginsThrottled
     from flask.json.provider import JSONProvider
 
@@ -353,6 +373,7 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             response = jsonify({"error": f"user {user.name!r} (group {user.group}) has no dashboard access"})
             response.status_code = 403
             return response
+        g.user = user  # what it may see: for_user
         return None
 
     @app.after_request
@@ -367,7 +388,9 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         return response
 
     def snapshot() -> dict:
-        return source.latest_snapshot() or {**empty_snapshot(None), "age": None}
+        data = source.latest_snapshot() or {**empty_snapshot(None), "age": None}
+        user = g.get("user")
+        return data if user is None else for_user(data, user)
 
     html = asset("dashboard.html").replace("{refresh_ms}", str(int(refresh * 1000)))
     css, js = asset("dashboard.css"), asset("dashboard.js")

@@ -412,6 +412,59 @@ def test_first_read_gets_a_fresh_snapshot_with_its_age_and_executors_get_no_dash
     assert executor.status_code == 403 and "no dashboard access" in executor.json()["error"]
 
 
+def test_off_loopback_a_user_sees_only_its_own_applications_and_their_urls(tmp_path):
+    """On a grid shared by several users, a dashboard login of the Users group (ManageOwnApp)
+    showed every user's applications, names and URLs, which the grid's protocol keeps from it:
+    now it sees its own applications, their threads and their hosts; an administrator
+    (ManageAllApps) sees all, and the grid's executors and summary are the same for both."""
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard
+
+    def app(application_id, owner):
+        return {"application_id": application_id, "name": f"crawl of {owner}", "owner": owner, "state": "running"}
+
+    def thread(application_id, url, host):
+        return {"application_id": application_id, "thread_id": 1, "url": url, "host": host, "state": "started"}
+
+    snap = {"time": 1700000000.0, "age": 0.1, "summary": {"executors": 1}, "executors": [{"name": "desk-1"}],
+            "applications": [app("aaaa1111", "alice"), app("bbbb2222", "bob")],
+            "threads": [thread("aaaa1111", "http://alice.example/secret-plan", "alice.example"),
+                        thread("bbbb2222", "http://bob.example/page", "bob.example")],
+            "hosts": [{"host": "alice.example", "queued": 9}, {"host": "bob.example", "queued": 1}], "hosts_total": 2}
+    asked = []
+
+    class Source(_FixedSource):
+        def request_control(self, application_id, action, user=None, timeout=5.0):
+            asked.append((application_id, action, user))
+            return type("Done", (), {"error": None, "result": {"application_id": application_id, "action": action,
+                                                               "state": "paused"}})()
+
+    users = UserStore(open_database(f"sqlite:///{tmp_path / 'm.db'}"))
+    users.add("admin", "correct horse battery", "Administrators")
+    users.add("bob", "bobs horse battery", "Users")
+    dashboard = Dashboard(Source(snap), "0.0.0.0", 0, users=users).start()
+    try:
+        url = f"http://127.0.0.1:{dashboard.port}"
+        bob = requests.get(url + "/api/snapshot", auth=("bob", "bobs horse battery"), timeout=5).json()
+        admin = requests.get(url + "/api/snapshot", auth=("admin", "correct horse battery"), timeout=5).json()
+        bob_threads = requests.get(url + "/api/threads", auth=("bob", "bobs horse battery"), timeout=5).json()
+        refused = requests.post(url + "/api/applications/aaaa1111/pause", json={}, auth=("bob", "bobs horse battery"),
+                                timeout=5)
+        own = requests.post(url + "/api/applications/bbbb2222/pause", json={}, auth=("bob", "bobs horse battery"),
+                            timeout=5)
+    finally:
+        dashboard.stop()
+    assert [a["owner"] for a in bob["applications"]] == ["bob"]
+    assert [t["url"] for t in bob["threads"]] == ["http://bob.example/page"] == [t["url"] for t in bob_threads["threads"]]
+    assert [h["host"] for h in bob["hosts"]] == ["bob.example"] and bob["hosts_total"] == 1
+    assert "secret-plan" not in str(bob) and "alice" not in str(bob)
+    assert bob["summary"] == admin["summary"] and bob["executors"] == admin["executors"] == snap["executors"]
+    assert admin["applications"] == snap["applications"] and admin["threads"] == snap["threads"]
+    assert admin["hosts"] == snap["hosts"]
+    assert refused.status_code == 403 and own.status_code == 200 and asked == [("bbbb2222", "pause", "bob")]
+
+
 def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path):
     """Two managers on one database: the standby's dashboard answers at once (it waited 2 s for
     a snapshot its loop never builds, then showed an empty grid as if it were the whole grid),
