@@ -732,11 +732,12 @@ def _print_executor_summary(rows, wide: bool = False) -> None:
 
 
 def _print_application_summary(rows, wide: bool = False) -> None:
-    """The rows of the ``application_summary`` view; ``wide``: whole ids and every column, else
+    """The rows of the ``application_summary`` view, each with its user (the one who opened it:
+    on a grid of several users, whose crawl it is); ``wide``: whole ids and every column, else
     8-character ids (``--application`` takes them) and the columns that fit 80 columns."""
     from gridcrawl.states import ApplicationState
     table = _table("applications (view application_summary)", [
-        ("application", False), ("name", False), ("state", False)] + [("threads", True)] * wide + [
+        ("application", False), ("name", False), ("user", False), ("state", False)] + [("threads", True)] * wide + [
         ("pages", True), ("failed", True)] + [("executors", True)] * wide + [
         ("crawl s", True), ("pages/s", True)])
     for r in rows:
@@ -744,7 +745,7 @@ def _print_application_summary(rows, wide: bool = False) -> None:
             state = ApplicationState(r.state).name.lower()
         except ValueError:
             state = str(r.state)
-        table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, state,
+        table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, r.usr_name, state,
                       *[str(r.threads)] * wide, str(r.pages), str(r.failed), *[str(r.executors)] * wide,
                       _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
     console = _console()
