@@ -127,6 +127,46 @@ def _mark_in_flight(conn, rows: Sequence) -> None:
 
 
 @dataclass(slots=True)
+class FrontierMemo:
+    """What a client's last claims found absent from the frontier's waiting (not in flight) rows,
+    so that its next claims do not read the whole frontier again to find it absent: without an
+    index that answers them, a claim's read of the sitemaps to read first (``kind IS NOT NULL``)
+    and its read of the pages of hosts below their share (``url NOT LIKE`` the full hosts') each
+    walked every waiting row when there were none — one host's crawl with the default
+    ``concurrent_requests_per_host`` keeps its host at its share — 1-1.4 s a claim each with a
+    frontier of 1,000,000 URLs, 2.4 s of the client's every claim of 64 or more URLs.
+
+    ``last_id``: the highest ``to_visit_url`` id the facts below cover (None: nothing known);
+    ``no_sitemaps``: no sitemap file waits; ``only``: every waiting page's URL has one of these
+    origin prefixes (``scheme://host[:port]/``, :class:`HostShare`'s), or None (unknown). Rows
+    queued later have higher ids (ids are never reused), so :meth:`catch_up` reads only those;
+    rows put back out of flight (:meth:`CrawlStore.release`) make the store forget it all. Kept per
+    client process: another client's releases on a shared database are not seen, which only
+    makes a claim take the frontier in its order instead of another host's URLs first."""
+
+    last_id: int | None = None
+    no_sitemaps: bool = False
+    only: frozenset[str] | None = None
+
+    def catch_up(self, conn) -> "FrontierMemo":
+        """A copy brought up to the frontier now: the rows queued since :attr:`last_id` (read by
+        id) take back what they contradict. Nothing known yet: a copy that covers every row up
+        to the highest id now, knowing nothing."""
+        top = conn.execute(sa.select(sa.func.max(to_visit.c.id))).scalar() or 0
+        if self.last_id is None:
+            return FrontierMemo(top)
+        memo = FrontierMemo(top, self.no_sitemaps, self.only)
+        if top > self.last_id and (memo.no_sitemaps or memo.only is not None):
+            for url, kind in conn.execute(sa.select(to_visit.c.url, to_visit.c.kind)
+                                          .where(to_visit.c.id > self.last_id)):
+                if kind is not None:
+                    memo.no_sitemaps = False
+                elif memo.only is not None and url_origin(url) + "/" not in memo.only:
+                    memo.only = None
+        return memo
+
+
+@dataclass(slots=True)
 class Pending:
     """A URL the application has submitted as a grid thread (``thread_id`` = to_visit row id)."""
 
@@ -404,6 +444,8 @@ class CrawlStore:
         # claimed without it): fingerprint -> lastmod, until their result is applied.
         self._late_lastmods: dict[str, datetime] = {}
         self.traps: TrapDetector | None = None  # made by apply() from the scope's trap settings
+        #: what the last claims found absent from the frontier (committed claims only)
+        self._frontier = FrontierMemo()
         init_schema(engine, models.crawl_metadata, models.crawl_meta)
 
     # ------------------------------------------------------------------ meta
@@ -474,6 +516,7 @@ class CrawlStore:
     def release_all(self) -> int:
         """Mark every to-visit URL as not in flight (at start: what an earlier client had
         submitted is submitted again); return how many were."""
+        self._frontier = FrontierMemo()
         with self.engine.begin() as conn:
             return conn.execute(to_visit.update().where(to_visit.c.in_flight == sa.true())
                                 .values(in_flight=False)).rowcount
@@ -497,37 +540,54 @@ class CrawlStore:
             return []
 
         held, full = (collections.Counter(share.held), set(share.full)) if share is not None else (None, None)
+        learnt: list[FrontierMemo] = []
 
         def work(conn) -> list:
             if share is not None:  # as it was before this transaction (run again after a deadlock)
                 share.held, share.full, share.left = collections.Counter(held), set(full), False
+            # what earlier claims found absent (not with depth: a layer's read is not the frontier's)
+            memo = self._frontier.catch_up(conn) if depth is None else None
             stmt = self.claim_statement(conn.dialect, limit, self.strategy.order)
             if depth is not None:
                 stmt = stmt.where(to_visit.c.depth == depth)
             rows: list = []
             if sitemaps is not None:  # the sitemaps first (at most that many), then pages for the rest
-                if sitemaps > 0:
+                if sitemaps > 0 and not (memo and memo.no_sitemaps):
                     rows = conn.execute(stmt.where(to_visit.c.kind.is_not(None)).limit(min(sitemaps, limit))).all()
+                    if memo and len(rows) < min(sitemaps, limit):
+                        memo.no_sitemaps = True  # read to the end: no other sitemap waits
                 stmt = stmt.where(to_visit.c.kind.is_(None))
             if share is None and len(rows) < limit:
                 rows += conn.execute(stmt.limit(limit - len(rows))).all()
             _mark_in_flight(conn, rows)
             if share is not None and len(rows) < limit:
                 share.held.update(url_host(r.url) for r in rows)
-                rows += self._claim_shared(conn, stmt, limit - len(rows), share)
+                rows += self._claim_shared(conn, stmt, limit - len(rows), share,
+                                           memo if sitemaps is not None else None)
+            learnt[:] = [memo] if memo else []
             return rows
         rows = run_transaction(self.engine, work)
+        if learnt:
+            self._frontier = learnt[0]
         return [Pending(r.id, r.url, r.fingerprint, r.depth, r.priority, r.page_type, r.relevance, r.kind, r.lastmod,
                         r.etag, r.last_modified, r.discovered_from) for r in rows]
 
     @staticmethod
-    def _claim_shared(conn, pages: sa.Select, room: int, share: HostShare) -> list:
+    def _claim_shared(conn, pages: sa.Select, room: int, share: HostShare, memo: FrontierMemo | None = None) -> list:
         """Up to ``room`` rows of ``pages`` by ``share``'s rule (:meth:`claim`): up to
         :data:`CLAIM_ROUNDS` reads of ``CLAIM_SCAN`` × the room left, each leaving out the URLs of
         the hosts found at their share; when the frontier holds nothing else, its next URLs in
         order fill what room is left, whatever their hosts. Marked in flight round by round
-        (a later read must not find them again)."""
+        (a later read must not find them again). ``memo`` (``pages`` are then every waiting page):
+        when it knows that only hosts at their share have pages waiting, the reads are skipped
+        (each would walk the whole frontier to find nothing); a read that reaches the frontier's
+        end teaches it which hosts those are."""
         taken: list = []
+        if memo is not None and memo.only is not None and memo.only <= share.full:
+            more = conn.execute(pages.limit(room)).all()  # the frontier holds nothing else: in order
+            _mark_in_flight(conn, more)
+            share.held.update(url_host(r.url) for r in more)
+            return more
         for _ in range(CLAIM_ROUNDS):
             want = room - len(taken)
             read = pages
@@ -541,6 +601,8 @@ class CrawlStore:
             if len(taken) == room:
                 break
             if len(found) < CLAIM_SCAN * want:  # the frontier holds nothing else: the rest in order
+                if memo is not None:  # every page still waiting is of a host at its share now
+                    memo.only = frozenset(share.full)
                 more = conn.execute(pages.limit(room - len(taken))).all()
                 _mark_in_flight(conn, more)
                 share.held.update(url_host(r.url) for r in more)
@@ -581,6 +643,7 @@ class CrawlStore:
 
     def release(self, thread_ids: Sequence[int]) -> None:
         """Mark the to-visit rows ``thread_ids`` as not in flight (claimed, then not done)."""
+        self._frontier = FrontierMemo()
         with self.engine.begin() as conn:
             for ids in chunks(sorted(thread_ids), 500):
                 conn.execute(to_visit.update().where(to_visit.c.id.in_(ids)).values(in_flight=False))

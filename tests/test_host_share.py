@@ -68,3 +68,44 @@ def test_a_claim_that_finds_only_hosts_at_their_share_leaves_room_and_says_so(tm
 def test_without_a_share_a_claim_takes_the_frontier_in_order(tmp_path):
     store = frontier(tmp_path, {"a.test": 300, "b.test": 20})
     assert {url_host(p.url) for p in store.claim(100, sitemaps=8)} == {"a.test"}
+
+
+def statements(store: CrawlStore) -> list[str]:
+    """The SQL statements ``store``'s engine runs from now on (appended as they run)."""
+    ran: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute", lambda *args: ran.append(args[2]))
+    return ran
+
+
+WALKS = ("to_visit_url.kind IS NOT NULL", "NOT (to_visit_url.url LIKE")  # reads that walk every waiting row
+
+
+def test_a_one_host_frontier_is_not_read_to_its_end_at_every_claim(tmp_path):
+    """A crawl of one host keeps it at its share (the default concurrent_requests_per_host): each
+    claim's read of the sitemaps to read first and of other hosts' pages found nothing, walking
+    the whole frontier every time (1-1.4 s each at 1,000,000 URLs). Once found absent, they are
+    not read again until rows that may hold them are queued."""
+    store = frontier(tmp_path, {"a.test": 3000})
+    held = [f"http://a.test/p{i}.html" for i in range(16)]
+    ran = statements(store)
+    first = store.claim(64, sitemaps=8, share=HostShare.of(held, 16))
+    assert [p.url for p in first] == [f"http://a.test/p{i}.html" for i in range(64)]
+    assert all(any(walk in sql for sql in ran) for walk in WALKS)  # the first claim looks
+    ran.clear()
+    second = store.claim(64, sitemaps=8, share=HostShare.of(held, 16))
+    assert [p.url for p in second] == [f"http://a.test/p{i}.html" for i in range(64, 128)]
+    assert not [sql for sql in ran if any(walk in sql for walk in WALKS)]
+
+    # another host's page queued since: it comes first, by the share
+    store.add_seeds(["http://b.test/new.html"])
+    third = store.claim(64, sitemaps=8, share=HostShare.of(held, 16))
+    assert [p.url for p in third] == ["http://b.test/new.html"] + [f"http://a.test/p{i}.html" for i in range(128, 191)]
+    # a sitemap file queued since (as a robots.txt's Sitemap line queues one): read first
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO to_visit_url (url, fingerprint, depth, priority, in_flight, kind) "
+                             "VALUES ('http://a.test/sitemap.xml', 'f-sitemap', 0, 5, 0, 'sitemap')"))
+    fourth = store.claim(64, sitemaps=8, share=HostShare.of(held, 16))
+    assert [p.url for p in fourth][:2] == ["http://a.test/sitemap.xml", "http://a.test/p191.html"]
+    ran.clear()
+    store.claim(64, sitemaps=8, share=HostShare.of(held, 16))
+    assert not [sql for sql in ran if any(walk in sql for walk in WALKS)]
