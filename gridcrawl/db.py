@@ -268,6 +268,14 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         path = f"{parsed.host}/{parsed.database}" if parsed.database else parsed.host
         raise DatabaseUnavailable(f"not a SQLite URL: {hide_passwords(repr(url))} names a host; a file is "
                                   f"sqlite:///{path} (three slashes; four for an absolute path)")
+    if parsed.drivername in ("mssql", "mssql+pyodbc", "mysql+pyodbc", "postgresql+pyodbc") and parsed.host \
+            and parsed.database \
+            and not {"driver", "dsn", "odbc_connect"} & {k.lower() for k in parsed.query}:
+        # SQLAlchemy would warn (a SAWarning and its source line) and the driver manager say "Data
+        # source name not found": the URL names a server and a database but no ODBC driver
+        raise DatabaseUnavailable(
+            f"{shown} names no ODBC driver: add driver= and the driver's name as `odbcinst -q -d` lists it, "
+            "spaces as + (SQL Server: ?driver=ODBC+Driver+18+for+SQL+Server)")
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
         raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import re
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -80,6 +81,19 @@ def test_missing_odbc_driver_names_what_to_install():
     message = one_line_error("mssql+pyodbc://sa:secret@127.0.0.1:1/crawl?driver=ODBC+Driver+18+for+SQL+Server")
     assert "ODBC driver" in message and "not installed" in message and "msodbcsql18" in message
     assert "secret" not in message
+
+
+def test_an_odbc_url_without_a_driver_says_to_name_one():
+    """``mssql+pyodbc://user:pw@host/db`` (no ``driver=``) printed SQLAlchemy's SAWarning with its
+    source line, then "the ODBC driver ... is not installed (... Data source name not found ...)",
+    though nothing was missing but the driver's name in the URL."""
+    import_pyodbc()
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", "mssql+pyodbc://sa:secret@127.0.0.1:1/crawl"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: mssql+pyodbc://sa:***@127.0.0.1:1/crawl names no ODBC driver: add driver= and "
+                                   "the driver's name as `odbcinst -q -d` lists it, spaces as + "
+                                   "(SQL Server: ?driver=ODBC+Driver+18+for+SQL+Server)")
 
 
 # ------------------------------------------------------------------------------------------
