@@ -441,7 +441,7 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
     line numbers), a URL without a scheme with the ``http://`` form it may have meant. Also
     exits 2 when ``seeds_file`` cannot be read or holds no URL."""
     from gridcrawl.client.store import check_seed
-    from gridcrawl.urls import InvalidURL
+    from gridcrawl.urls import InvalidURL, address_hint
     given = [(None, seed) for seed in seeds]
     if seeds_file is not None:
         try:
@@ -463,44 +463,11 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
             check_seed(seed)
         except InvalidURL as exc:
             where = f"{seeds_file} line {line}: " if line is not None else ""
-            bad.append(f"{where}{exc}{_seed_hint(seed.strip())}")
+            bad.append(f"{where}{exc}{address_hint(seed.strip())}")
     if bad:
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         fail(f"invalid seed URL{'s' if len(bad) > 1 else ''}: {'; '.join(bad[:5])}{more}")
     return list(dict.fromkeys(seed for _, seed in given))
-
-
-def _seed_hint(seed: str) -> str:
-    """What an invalid ``seed`` may have meant, as a parenthesised clause ("" when nothing
-    fits). For a file on this machine (a ``file:`` URL, a path starting ``/``, ``./``, ``../``,
-    ``~`` or ``C:\\``, or the name of a file that exists): the command that serves its folder
-    over HTTP on 127.0.0.1 and the URL to crawl there, as executors fetch over HTTP(S) only. For
-    a URL written without a scheme: its ``http://`` form; with a misspelt one (``htp://``,
-    ``htps://``): the URL with the scheme it is closest to."""
-    import difflib
-    import shlex
-    from urllib.parse import quote, unquote, urlsplit
-    if seed.lower().startswith("file:"):
-        path = unquote(urlsplit(seed).path)
-    elif (seed.startswith(("/", "./", "../", "~")) or re.match(r"[A-Za-z]:[\\/]", seed)
-          or ("://" not in seed and Path(seed).is_file())):
-        path = seed
-    else:
-        if "://" in seed:
-            scheme, rest = seed.split("://", 1)
-            close = difflib.get_close_matches(scheme.lower(), ["http", "https"], n=1, cutoff=0.7)
-            return f" (did you mean {close[0]}://{rest}?)" if close and scheme.lower() not in ("http", "https") else ""
-        if not seed:
-            return ""
-        # a scheme written wrong (http:/host, https//host, http:host): the scheme it named, mended
-        mended = re.match(r"(?i)(https?)(?::/?|//|:)(?!/)(.+)", seed)
-        return f" (did you mean {mended.group(1).lower()}://{mended.group(2)}?)" if mended else \
-            f" (did you mean http://{seed}?)"
-    file = Path(path).expanduser()
-    folder, name = (file, "") if file.is_dir() else (file.parent, file.name)
-    return (f" (a file, not a web address: executors fetch over HTTP, so serve its folder with "
-            f"`python3 -m http.server 8000 --bind 127.0.0.1 --directory {shlex.quote(str(folder))}` "
-            f"and crawl http://127.0.0.1:8000/{quote(name)})")
 
 
 def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: list[str], *,

@@ -1212,8 +1212,8 @@ def fetch_command(
                           rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
                           page_types=page_types, structured_data=structured_data, body=body)
     except InvalidURL as exc:  # "127.0.0.1:8300/": the URL it may have meant, as gridcrawl run says for a seed
-        from gridcrawl.client.cli import _seed_hint
-        fail(f"{exc}{_seed_hint(url.strip())}")
+        from gridcrawl.urls import address_hint
+        fail(f"{exc}{address_hint(url.strip())}")
     except (ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])

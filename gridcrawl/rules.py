@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (not by executors)
     import sqlalchemy as sa
 
-from gridcrawl.urls import InvalidURL, canonical_url
+from gridcrawl.urls import InvalidURL, address_hint, canonical_url
 from gridcrawl.errors import RuleError  # noqa: F401 (re-exported)
 
 __all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
@@ -388,7 +388,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
         try:
             base = canonical_url(rule.base_url)
         except InvalidURL as exc:
-            raise RuleError(f"{rule.label}: base_url {rule.base_url!r} is not a crawlable URL: {exc}") from None
+            raise RuleError(f"{rule.label}: base_url {rule.base_url!r} is not a crawlable URL: {exc}"
+                            f"{address_hint(rule.base_url.strip())}") from None
         checked.append(replace(rule, base_url=base))
     seen: dict[tuple, Rule] = {}
     for rule in checked:

@@ -52,6 +52,7 @@ from w3lib.url import canonicalize_url as _w3lib_canonicalize_url
 from gridcrawl.errors import InvalidURL  # noqa: F401 (re-exported)
 
 __all__ = [
+    "address_hint",
     "MAX_URL_LENGTH",
     "SESSION_PARAMS",
     "InvalidURL",
@@ -545,3 +546,37 @@ def scope_domain(host: str, allowed_domains: Iterable[str]) -> str | None:
             return None
         host = host[dot + 1:]
     return host
+
+
+def address_hint(seed: str) -> str:
+    """What an invalid ``seed`` (a seed URL, a rule's ``base_url``) may have meant, as a
+    parenthesised clause ("" when nothing fits). For a file on this machine (a ``file:`` URL, a path starting ``/``, ``./``, ``../``,
+    ``~`` or ``C:\\``, or the name of a file that exists): the command that serves its folder
+    over HTTP on 127.0.0.1 and the URL to crawl there, as executors fetch over HTTP(S) only. For
+    a URL written without a scheme: its ``http://`` form; with a misspelt one (``htp://``,
+    ``htps://``): the URL with the scheme it is closest to."""
+    import difflib
+    import shlex
+    from pathlib import Path
+    from urllib.parse import quote, unquote
+    if seed.lower().startswith("file:"):
+        path = unquote(urlsplit(seed).path)
+    elif (seed.startswith(("/", "./", "../", "~")) or re.match(r"[A-Za-z]:[\\/]", seed)
+          or ("://" not in seed and Path(seed).is_file())):
+        path = seed
+    else:
+        if "://" in seed:
+            scheme, rest = seed.split("://", 1)
+            close = difflib.get_close_matches(scheme.lower(), ["http", "https"], n=1, cutoff=0.7)
+            return f" (did you mean {close[0]}://{rest}?)" if close and scheme.lower() not in ("http", "https") else ""
+        if not seed:
+            return ""
+        # a scheme written wrong (http:/host, https//host, http:host): the scheme it named, mended
+        mended = re.match(r"(?i)(https?)(?::/?|//|:)(?!/)(.+)", seed)
+        return f" (did you mean {mended.group(1).lower()}://{mended.group(2)}?)" if mended else \
+            f" (did you mean http://{seed}?)"
+    file = Path(path).expanduser()
+    folder, name = (file, "") if file.is_dir() else (file.parent, file.name)
+    return (f" (a file, not a web address: executors fetch over HTTP, so serve its folder with "
+            f"`python3 -m http.server 8000 --bind 127.0.0.1 --directory {shlex.quote(str(folder))}` "
+            f"and crawl http://127.0.0.1:8000/{quote(name)})")

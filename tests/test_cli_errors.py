@@ -128,13 +128,13 @@ def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
 def test_a_scheme_written_wrong_gets_the_url_it_named(seed, meant):
     """``http:/host`` was answered "did you mean http://http:/host?"; a misspelt scheme
     (``htp://``) with "scheme 'htp' not crawlable" alone."""
-    from gridcrawl.client.cli import _seed_hint
-    assert _seed_hint(seed) == f" (did you mean {meant}?)"
+    from gridcrawl.urls import address_hint
+    assert address_hint(seed) == f" (did you mean {meant}?)"
 
 
 def test_a_scheme_no_typo_of_http_gets_no_guess():
-    from gridcrawl.client.cli import _seed_hint
-    assert [_seed_hint(seed) for seed in ("ftp://x.test/", "mailto://a@x.test", "http://x.test/")] == ["", "", ""]
+    from gridcrawl.urls import address_hint
+    assert [address_hint(seed) for seed in ("ftp://x.test/", "mailto://a@x.test", "http://x.test/")] == ["", "", ""]
 
 
 @pytest.mark.parametrize("form", ["path", "file-url", "name"])

@@ -157,6 +157,10 @@ GOOD = rule(1, "follow", "base", "list")
     (rule(2, "keep", "Base"), r"rule 2 .*no follow rule has to_type 'Base', so the rule never applies: did you mean 'base'\?"),
     (rule(2, "keep", "lists"), r"rule 2 .*to_type 'lists', so the rule never applies: did you mean 'list'\?"),
     (rule(2, "keep", "list", base_url="GCC"), r"rule 2 .*base_url 'GCC' is not a crawlable URL"),
+    # what it may have meant, as for a seed: the http:// form, or how to serve a file over HTTP
+    (rule(2, "keep", "list", base_url="127.0.0.1:8000/"), r"not crawlable \(did you mean http://127.0.0.1:8000/\?\)$"),
+    (rule(2, "keep", "list", base_url="file:///usr/share/doc/index.html"),
+     r"\(a file, not a web address: .*--directory /usr/share/doc` and crawl http://127.0.0.1:8000/index.html\)$"),
     # a CSS selector or XPath where a plain name goes: it used to match nothing, a silent empty crawl
     (rule(2, "keep", "list", element_tag="div[@role='main']"), r"rule 2 .*tag \"div\[@role='main'\]\" is not an element name"),
     (rule(2, "keep", "list", element_tag="div.body"), r"rule 2 .*tag 'div.body' is not an element name"),
