@@ -4,6 +4,7 @@ with rich on stderr."""
 from __future__ import annotations
 
 import logging
+import math
 import sys
 import time
 from typing import Sequence
@@ -17,6 +18,12 @@ from gridcrawl.redact import terminal_text
 
 #: Seconds between two plain progress lines when stderr is no terminal (see :class:`ProgressView`).
 PLAIN_EVERY = 60.0
+
+
+def _floor2(score: float) -> float:
+    """``score`` rounded down to two decimals: a ``--min-relevance`` of the number shown follows
+    the link that scored it (0.2999 rounded would show 0.30, which still leaves it out)."""
+    return math.floor(score * 100 + 1e-9) / 100
 
 
 class ProgressView:
@@ -144,7 +151,7 @@ class ProgressView:
                           f"(max_links_per_page), e.g. {terminal_text(cut[0])}")
         if counts.get("below_relevance"):
             table.add_row("not queued", f"{counts['below_relevance']:,} links scoring below --min-relevance "
-                          f"{counts.get('min_relevance'):g}, the best of them {counts.get('best_below', 0.0):.2f} "
+                          f"{counts.get('min_relevance'):g}, the best of them {_floor2(counts.get('best_below', 0.0)):.2f} "
                           "(a lower --min-relevance follows more)")
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")
         table.add_row("pages/s", f"{counts['pages_per_second']:.1f}")

@@ -99,3 +99,17 @@ def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path, m
                 scope)
     (again,) = store.claim(5)
     assert low == pytest.approx(0.125) and again.relevance == pytest.approx(0.25) and again.priority == 250
+
+
+def test_summary_shows_the_best_score_left_out_rounded_down(capsys, monkeypatch):
+    """The summary's best score among the links below --min-relevance is rounded down, so that
+    a --min-relevance of the number shown follows it: 0.2999 below 0.3 showed as 0.30, which
+    would still leave it out."""
+    from gridcrawl.client.progress import ProgressView
+    monkeypatch.setenv("COLUMNS", "200")
+    counts = {"pages": 1, "documents": 1, "visited": 1, "errors": 0, "to_visit": 0, "seconds": 1.0,
+              "pages_per_second": 1.0, "below_relevance": 3, "min_relevance": 0.3}
+    for best, shown in ((0.2999, "0.29"), (0.125, "0.12"), (0.29, "0.29"), (0.0, "0.00")):
+        ProgressView(enabled=False).summary({**counts, "best_below": best})
+        said = " ".join(capsys.readouterr().err.split())
+        assert f"3 links scoring below --min-relevance 0.3, the best of them {shown} " in said, said
