@@ -451,11 +451,16 @@ def rules_from_table(conn: sa.Connection) -> list[Rule]:
 def instruction_for(page_type: str | None, url: str, rules: Sequence[Rule]) -> dict:
     """The crawling instruction of the page ``url`` of type ``page_type`` (paper, section II.B).
 
-    Built from every rule whose ``from_type`` is ``page_type``. Returns the JSON-ready dict
+    Built from every rule whose ``from_type`` is ``page_type``; a base URL's own page (type
+    ``base``) takes only the ``base`` rules of its ``base_url`` (every site's seed has the type
+    ``base``, so a rules file for several sites could not keep their first hops apart; a seed
+    no rule names takes every ``base`` rule). Returns the JSON-ready dict
     ``{"baseURL", "urlToCrawl", "pageType", "keepRules", "followRules"}``; the rule arrays keep the
     rules' order. A page type no rule applies to gets empty arrays: nothing is kept or followed.
     """
     mine = [r for r in rules if r.from_type == page_type]
+    if page_type == BASE:
+        mine = [r for r in mine if r.base_url == url] or mine
     base = mine[0].base_url if mine else (rules[0].base_url if rules else "")
     return {"baseURL": base, "urlToCrawl": url, "pageType": page_type,
             "keepRules": [r.instruction_entry() for r in mine if r.rule_type == KEEP],

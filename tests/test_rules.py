@@ -242,6 +242,23 @@ def parsed(html: str = PAGE, url: str = BASE):
     return parse_page(html.encode(), url, "text/html; charset=utf-8")
 
 
+def test_each_base_url_takes_its_own_base_rules():
+    """Every site's seed has the type ``base``: a rules file for two sites gives each base URL's
+    page only the ``base`` rules of its own base_url (the other site's rule had it follow links
+    the user meant for the other site, as 404s); a seed no rule names takes every base rule."""
+    other = "http://127.0.0.2:8000/"
+    rules = validate_rules([rule(1, "follow", "base", "list", pattern="/docs/"),
+                            rule(2, "follow", "base", "forum", pattern="/topics/", base_url=other),
+                            rule(3, "keep", "base", pattern=r"\.pdf$", base_url=other)])
+    mine = instruction_for("base", BASE, rules)
+    assert [e["rule"] for e in mine["followRules"]] == [1] and mine["keepRules"] == [] and mine["baseURL"] == BASE
+    theirs = instruction_for("base", other, rules)
+    assert [e["rule"] for e in theirs["followRules"]] == [2] and [e["rule"] for e in theirs["keepRules"]] == [3]
+    assert theirs["baseURL"] == other
+    seed = instruction_for("base", "http://127.0.0.3:8000/", rules)
+    assert [e["rule"] for e in seed["followRules"]] == [1, 2] and [e["rule"] for e in seed["keepRules"]] == [3]
+
+
 def test_class_scope_needs_every_class_name_in_any_order():
     page = parsed()
     follow, keep = apply_instruction(page.document, BASE, page.links, instruction_for("base", BASE, table_i()))
