@@ -229,6 +229,8 @@ def test_report_fits_80_columns_and_wide_shows_every_column(tmp_path):
     assert wide.exit_code == 0 and "…" not in wide.output
     for text in ("host1", "CPU MHz", "mean wait s"):
         assert text in wide.output and text not in narrow.output
+    # whose crawl each application is (a grid of several users): its user, "u"
+    assert re.search(r"│ a1\s+│ known timings\s+│ u\s+│ stopped", wide.output), wide.output
 
 
 # ------------------------------------------------------------------ CI as the docs say
