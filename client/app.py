@@ -363,6 +363,8 @@ class CrawlApplication:
         self.progress.application_id = message.application_id
         log.info("application %s %s", message.application_id[:8], "reattached" if message.resumed else "opened")
         self._opened_at = time.monotonic()  # a wait for results counts from here, not from before an outage
+        if self.progress.state == "paused":  # resumed while this client was away; if not, the manager says so again
+            self.progress.state = "running"
         if message.max_threads is not None and message.max_threads < self.max_in_flight:
             log.warning("the manager keeps at most %d grid threads of an application (max_threads_per_application): "
                         "max_in_flight %d lowered to that", message.max_threads, self.max_in_flight)
@@ -472,7 +474,8 @@ class CrawlApplication:
         """Say why no result has come for a while rather than let the crawl look hung (again
         every ``WAIT_REPEAT`` seconds while the reason stays the same).
 
-        After ``WAIT_BEATS`` heartbeat intervals: when the manager's heartbeat says no executor
+        After ``WAIT_BEATS`` heartbeat intervals: when an operator paused the application, that;
+        when the manager's heartbeat says no executor
         takes grid threads (none connected; each an ``--idle-only`` one whose desktop is in use,
         or quarantined), that; else the threads in flight that need a capability no executor
         taking work offers (the heartbeat says which are offered), by need: they wait for an
@@ -493,7 +496,9 @@ class CrawlApplication:
             for need in self._needs(pend):
                 if self._offered is None or need not in self._offered:
                     counts[need] = counts.get(need, 0) + 1
-        if self._executors == 0:
+        if self.progress.state == "paused":
+            reason = "paused"
+        elif self._executors == 0:
             reason = "no executor"
         elif counts:
             reason = counts
@@ -507,7 +512,12 @@ class CrawlApplication:
         self.progress.waiting = counts
         n = len(self.in_flight)
         threads = f"{n} grid thread{'' if n == 1 else 's'} in flight"
-        if reason == "no executor":
+        if reason == "paused":
+            log.warning("no result for %.0f s: an operator paused this application; its %s %s at the manager until "
+                        "it is resumed (gridcrawl-client --manager %s%s resume %s)", silent, threads,
+                        "waits" if n == 1 else "wait", self.link.state.managers.current,
+                        f" --user {self.user}" if self.password else "", self.application_id[:8])
+        elif reason == "no executor":
             log.warning("no result for %.0f s: no executor takes grid threads now (none is connected to the "
                         "manager at %s, or each is an --idle-only one whose desktop is in use or is "
                         "quarantined after timed-out attempts); the %s %s "

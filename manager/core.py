@@ -1066,6 +1066,8 @@ class ManagerCore:
                                                       self.settings.heartbeat_interval,
                                                       self.settings.heartbeat_liveness,
                                                       self.settings.max_threads_per_application)))
+        if app.paused:  # a client reattaching to a paused application is told, as one attached when it was paused
+            actions.append(Send(peer, p.Controlled(app.application_id, "pause", "paused")))
         for t in app.threads.values():
             if t.state == ThreadState.FINISHED and t.delivered_to != peer:  # (an open in a loop: no copies)
                 actions += self._deliver(t)

@@ -1012,6 +1012,11 @@ def test_restart_restores_a_paused_application_paused_and_holds_threads_until_re
     register(core, b"e", 2)
     (opened,) = sends(core.handle(b"c", p.OpenApplication("crawl", "u", "app1"), 0.1), p.ApplicationOpened)
     assert opened.message.resumed and core.applications["app1"].paused
+    # the client is told it is paused (it waited in silence, then blamed the hosts), after the opening
+    told = [a.message for a in sends(core.handle(b"c2", p.OpenApplication("crawl", "u", "app1"), 0.15))]
+    assert [type(m) for m in told] == [p.ApplicationOpened, p.Controlled]
+    assert told[1] == p.Controlled("app1", "pause", "paused")
+    core.handle(b"c", p.OpenApplication("crawl", "u", "app1"), 0.16)  # (back on b"c")
     # resubmitted with its instruction: still not dispatched while paused
     actions = core.handle(b"c", p.Submit("app1", [p.ThreadSpec(1, "http://a.test/", instruction={"scope": ["a.test"]})]), 0.2)
     assert assigned(actions) == []
@@ -1019,6 +1024,9 @@ def test_restart_restores_a_paused_application_paused_and_holds_threads_until_re
     ((_, assign),) = assigned(actions)
     assert result["state"] == "running" and assign.instruction == {"scope": ["a.test"]}
     assert ev.ApplicationChanged("app1", 1) in actions
+    # a client that opens a running application is told nothing more
+    assert [type(a.message) for a in sends(core.handle(b"c3", p.OpenApplication("crawl", "u", "app1"), 0.4))] \
+        == [p.ApplicationOpened]
 
 
 def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_finish(tmp_path):

@@ -281,6 +281,44 @@ def test_cancel_from_the_client_command_stops_the_crawl(dash):
     assert bad.returncode == 2 and "no application 'zzzz'" in bad.stderr
 
 
+def test_a_client_that_reattaches_to_a_paused_application_is_told_and_says_why_it_waits(dash):
+    """A client started again (after Ctrl-C, a crash, a reboot) on an application an operator had
+    paused waited without a word, and after twice download_timeout blamed the hosts; the manager
+    now tells it at once, as it told the client attached when it was paused, and the client says
+    why it waits until the application is resumed, then finishes the crawl."""
+    dash.start()
+    wait_for(lambda: running(dash.application()) >= 4, 60, message="threads running at the gate")
+    app_id = dash.application()["application_id"]
+
+    def control(action: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", dash.grid.endpoint,
+                               action, app_id], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+
+    control("pause")
+    wait_for(lambda: "an operator paused this application" in dash.grid.log("client.log"), 30,
+             message="the crawling client told of the pause")
+    dash.client.send_signal(signal.SIGTERM)
+    dash.client.wait(timeout=60)  # (it stops gracefully, then ends by the signal, as a shell expects)
+    assert "stopped before the end (SIGTERM)" in dash.grid.log("client.log")
+    before = len(dash.grid.log("client.log"))
+    dash.client = dash.grid.start_client(dash.server.url("/"))  # the same crawl again: it reattaches
+
+    def said() -> str:
+        return dash.grid.log("client.log")[before:]
+
+    wait_for(lambda: "an operator paused this application; its" in said(), 60,
+             message=f"the reattached client saying why it waits:\n{said()}")
+    text = said()
+    assert f"application {app_id[:8]} reattached" in text
+    assert text.index("reattached") < text.index("an operator paused this application")
+    assert f"resume {app_id[:8]})" in text and "they wait for their hosts" not in text
+    control("resume")
+    dash.gate.set()
+    assert dash.client.wait(timeout=90) == 0, said()
+    assert dash.grid.query("crawl", "SELECT COUNT(*) FROM document")[0][0] == len(reachable(dash.site))
+
+
 # ------------------------------------------------------------------------------ login off loopback
 
 
