@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
+from gridcrawl.plugins import PLUGIN_REFERENCE
 from gridcrawl.protocol import INT64, json_safe
 
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
@@ -74,7 +75,6 @@ __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load
 
 TYPES = ("str", "int", "float", "date", "url")
 TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
-PLUGIN_REFERENCE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(@[A-Za-z0-9_.+!-]{1,32})?$")
 FIELD_KEYS = {"css", "xpath", "jsonld", "re", "many", "type", "required", "normalize", "dayfirst"}
 ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin", "render", "wait_for"}
 WHERE_KEYS = {"re", "within_days", "min", "max"}

@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import re
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
 ENTRY_POINT_GROUP = "gridcrawl.extractors"
 PREFIX = "plugin:"
+#: How an item spec names a plugin, ``NAME`` or ``NAME@VERSION``: an installed plugin whose entry
+#: point's name or distribution's version does not fit is not offered (the manager refuses an
+#: executor declaring a capability with a space in it, and no spec could name it).
+PLUGIN_REFERENCE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(@[A-Za-z0-9_.+!-]{1,32})?$")
 #: Seconds a plugin's import may take when an executor (or ``gridcrawl run``, ``fetch``) loads it:
 #: one whose module waits for ever at import (a server it connects to, a lock) is not offered,
 #: instead of the executor never registering.
@@ -109,11 +114,18 @@ def loadable(plugins: dict[str, Plugin], deadline: float | None = None) -> tuple
     only the first as capabilities (one whose install is broken took the threads a working one
     would have run, and failed every page's items). Imports every plugin's module, on a helper
     thread, each within ``deadline`` seconds (default :data:`IMPORT_DEADLINE`; past it:
-    ``plugin NAME cannot load: TimeoutError: its import did not finish within 60 s``)."""
+    ``plugin NAME cannot load: TimeoutError: its import did not finish within 60 s``). One
+    whose name and version are no :data:`PLUGIN_REFERENCE` (a space in its entry point's name)
+    is not imported: no spec can name it, and the manager would refuse the executor offering it."""
     deadline = IMPORT_DEADLINE if deadline is None else deadline
     ok: dict[str, Plugin] = {}
     problems: list[str] = []
     for name, plugin in plugins.items():
+        if not PLUGIN_REFERENCE.match(f"{name}@{plugin.version}"):
+            problems.append(f"plugin {name!r} ({plugin.entry_point.value}, version {plugin.version!r}) cannot be "
+                            f"offered: a plugin's entry-point name is 1 to 64 letters, digits, _ . - and its "
+                            f"version 1 to 32 of those or + !; rename it in its package's entry points"[:500])
+            continue
         try:
             function = _load(plugin, deadline)
         except BaseException as exc:  # noqa: BLE001 - a plugin's import may raise anything, SystemExit too

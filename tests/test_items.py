@@ -414,6 +414,49 @@ def test_a_plugin_whose_import_hangs_is_not_offered_and_the_executor_starts(tmp_
     assert not any(c.startswith("plugin:hang") for c in executor.capabilities)
 
 
+def test_a_plugin_named_with_a_space_is_not_offered_and_the_executor_still_registers(tmp_path):
+    """An installed plugin whose entry point's name has a space ("my shop") made the executor
+    declare "plugin:my shop", which the manager refuses: the executor exited at registration,
+    whatever the crawl. It is now named in a WARNING and not offered; the executor registers."""
+    import os
+    import sqlite3
+    from gridcrawl.plugins import loadable
+    from grid import Grid, wait_for
+    info = tmp_path / "meta" / "spaceplug-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: spaceplug\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nmy shop = gridcrawl_testplugin:extract\n")
+    saved = list(sys.path)
+    sys.path[:0] = [str(tmp_path / "meta")]
+    try:
+        ok, problems = loadable(installed_plugins())
+    finally:
+        sys.path[:] = saved
+    line = ("plugin 'my shop' (gridcrawl_testplugin:extract, version '1.0') cannot be offered: a plugin's "
+            "entry-point name is 1 to 64 letters, digits, _ . - and its version 1 to 32 of those or + !; "
+            "rename it in its package's entry points")
+    assert "my shop" not in ok and problems == [line]
+    (tmp_path / "grid").mkdir()
+    grid = Grid(tmp_path / "grid")
+    try:
+        grid.start_manager()
+        grid.start_executor("spacey", env={"PYTHONPATH": os.pathsep.join(
+            [str(tmp_path / "meta"), os.environ.get("PYTHONPATH", "")])})
+        executor = grid.processes[-1]
+
+        def registered() -> bool:
+            assert executor.poll() is None, (tmp_path / "grid" / "spacey.log").read_text()[-2000:]
+            try:
+                return grid.query("manager", "SELECT name FROM executor") == [("spacey",)]
+            except sqlite3.OperationalError:  # the manager has not made its tables yet
+                return False
+
+        wait_for(registered, 60, interval=0.2, message="the executor to register")
+        assert "cannot be offered" in (tmp_path / "grid" / "spacey.log").read_text()
+    finally:
+        grid.stop()
+
+
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
