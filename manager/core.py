@@ -549,8 +549,11 @@ class ManagerCore:
             actions.extend(Send(peer, to_client if kind == "client" else beat) for peer, (kind, _) in self.peers.items())
         for ex in list(self.connected.values()):
             if judged - ex.last_seen > s.peer_timeout:
-                log.warning("executor %s (%s) silent for %.1f s: declared dead, its %d grid threads queued again",
-                            ex.executor_id[:8], ex.name, judged - ex.last_seen, len(ex.running))
+                # the pages it was running: one of them may be what ended it (a plugin that exits, a crash)
+                started = [hide_passwords(t.url) for t in ex.running.values() if t.state == ThreadState.STARTED]
+                log.warning("executor %s (%s) silent for %.1f s: declared dead, its %d grid threads queued again%s",
+                            ex.executor_id[:8], ex.name, judged - ex.last_seen, len(ex.running),
+                            f" (running: {', '.join(started[:3])}{' …' if len(started) > 3 else ''})" if started else "")
                 actions += self._lose_executor(ex, now, "lost")
         for app in list(self.applications.values()):
             if app.peer is not None and judged - app.last_seen > s.peer_timeout:

@@ -454,6 +454,27 @@ def test_a_start_reported_late_is_recorded_when_it_began_within_the_attempt():
     assert [e.time for e in actions if isinstance(e, ev.ThreadStarted)] == [pytest.approx(11.6), 10.0]
 
 
+def test_an_executor_declared_dead_names_the_pages_it_was_running(caplog):
+    """An executor that died on a page (a plugin calling os._exit, a crash in a C library) left
+    no word in its own log, and the manager's said only how many threads it had: the warning now
+    names the pages it had started."""
+    core = make_core()
+    register(core, b"a", 2, now=0.0)
+    app = open_app(core)
+    core.queue.note_answered("h1.test")
+    core.queue.note_answered("h2.test")
+    (_, first), (_, second) = assigned(submit(core, app, [1, 2], now=0.0))
+    core.handle(b"a", p.Started([first.attempt_id], [0.0]), 0.5)
+    register(core, b"b", 2, now=0.0)
+    for now in (1.0, 2.0, 3.0, 4.0):  # b and the client heartbeat, a is silent
+        core.handle(b"b", p.Heartbeat(), now)
+        core.handle(b"client", p.Heartbeat(), now)
+    with caplog.at_level("WARNING", logger="gridcrawl.manager"):
+        core.tick(4.0)
+    (said,) = [r.getMessage() for r in caplog.records if "declared dead" in r.getMessage()]
+    assert said.endswith(f"declared dead, its 2 grid threads queued again (running: {first.url})"), said
+
+
 def test_silent_executor_is_declared_dead_and_its_threads_reassigned(caplog):
     core = make_core()
     register(core, b"a", 2, now=0.0)
