@@ -1094,7 +1094,8 @@ def extract_command(
 ) -> None:
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
-    spec run if installed here. The spec becomes the crawl's (a resumed crawl uses it)."""
+    spec run here (a spec naming one not installed here is refused). The spec becomes the
+    crawl's (a resumed crawl uses it)."""
     from gridcrawl.db import database_kind, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -1103,6 +1104,8 @@ def extract_command(
     from gridcrawl.client.progress import ProgressView
     from gridcrawl.plugins import installed_plugins
     specs = check_item_spec(extract)
+    _refuse_missing_plugins(specs, "gridcrawl extract runs the plugins of this Python environment, and would replace "
+                                   "the crawl's items with none (install the plugin's package here)")
     plugin_timeout = given["plugin_timeout"]
     if plugin_timeout <= 0:
         fail("--plugin-timeout must be > 0")

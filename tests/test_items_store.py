@@ -154,6 +154,24 @@ def test_a_reextraction_whose_spec_renders_says_the_stored_pages_were_not_render
             "were not rendered (document.render_seconds is NULL: the crawl ran without --render)") in proc.stderr
 
 
+def test_a_reextraction_naming_a_plugin_not_installed_here_is_refused_and_keeps_the_items(store, tmp_path):
+    """gridcrawl extract with a spec naming a plugin installed on the executors but not where it
+    runs replaced the crawl's items with none, every page's items failing as "not installed on
+    this executor". It is refused now, as gridcrawl run and fetch refuse it, the items kept."""
+    import subprocess
+    import sys
+    fill(store)
+    (tmp_path / "spec.toml").write_text('[[item]]\ntype = "review"\nplugin = "nowhere"\n')
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/c.db",
+                           "--extract", str(tmp_path / "spec.toml"), "--no-progress"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: plugin 'nowhere' is not installed in this Python environment"), proc.stderr
+    assert "gridcrawl extract runs the plugins of this Python environment" in proc.stderr
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4
+
+
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
     save_spec(store.engine, "shop.toml", SPEC)
