@@ -814,3 +814,15 @@ def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
         _, err = proc.communicate(timeout=60)
         conn.close()
     assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("claimed, says", [
+    ("plugin:shop", "--capability plugin:shop: an executor declares the plugin:NAME capabilities of the extractor "
+                    "plugins installed in its Python environment by itself: install the plugin's package here instead"),
+    ("a b", "--capability 'a b': a capability is 1 to 128 printable characters without spaces")])
+def test_an_executor_refuses_a_capability_it_cannot_honour(claimed, says):
+    """--capability plugin:shop on an executor without the plugin took the threads that need it and
+    failed their items ("not installed on this executor"); --capability 'a b' started, then the
+    manager refused the executor. Both are refused at start now, before any connection."""
+    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9", "--capability", claimed)
+    assert_user_error(rc, out, f"error: {says}")
