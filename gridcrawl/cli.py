@@ -615,11 +615,14 @@ def _refuse_missing_plugins(specs: list, remedy: str = "the executors gridcrawl 
     entry point names no function), with ``remedy`` after the reason: ``gridcrawl run``'s
     executors are forked here and only they take its grid threads, which would otherwise wait
     for ever; ``gridcrawl fetch`` runs the plugins itself."""
-    from gridcrawl.plugins import installed_plugins, loadable, missing, split_reference
+    from gridcrawl.plugins import installed_plugins, loadable, missing, shadowing, split_reference
     references = sorted({spec.plugin for spec in specs if spec.plugin is not None})
     if not references:
         return
     plugins = installed_plugins()
+    for line in shadowing({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}
+                           if name in plugins}):
+        logging.getLogger("gridcrawl").warning("%s", line)
     whys = [why for ref in references if (why := missing(ref, plugins, " in this Python environment"))]
     if not whys:  # installed: each must also import (an executor does not offer one that does not)
         _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})
@@ -825,9 +828,11 @@ def report(
 
     Figures (README, "Figures"): crawl s = first grid thread submitted to last finished;
     pages/s = pages / crawl s (an executor's too, so they add up)."""
-    from gridcrawl.db import older_schema, open_database, shown_url, wrong_kind
+    from gridcrawl.db import newer_schema, older_schema, open_database, shown_url, wrong_kind
     if db is None and crawl_db is None:
         fail("give --db (the manager database), --crawl-db (a crawl database), or both")
+    if plot is not None and not plot.parent.is_dir():  # before the report, not after it
+        fail(f"cannot draw the timeline to {plot}: no folder {plot.parent}")
     from gridcrawl import report as rep
     import sqlalchemy as sa
     if db is not None:
@@ -837,6 +842,8 @@ def report(
             fail(str(exc))
         if old := older_schema(engine, "manager"):  # before reading: its views lack columns (a traceback)
             fail(old)
+        if new := newer_schema(engine, "manager"):  # its views are a newer release's: say so, read on
+            typer.echo(f"warning: {new}; the figures below may be incomplete", err=True)
         console = _console()  # lines wrapped at the terminal's width (or $COLUMNS), as the tables
         try:
             lease = rep.active_manager(engine)
@@ -857,18 +864,22 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(engine, "manager"):
                 fail(f"{other}: give it with --crawl-db")
-            if old := older_schema(engine, "manager"):
+            if old := older_schema(engine, "manager") or newer_schema(engine, "manager"):
                 fail(old)
             fail(f"{shown_url(db)} is not a gridcrawl manager database, or its views are missing "
                  f"(gridcrawl db init --kind manager --db URL creates them): {str(exc.orig).splitlines()[0]}")
-        except (rep.ReportError, OSError) as exc:
+        except rep.ReportError as exc:
             fail(str(exc))
+        except OSError as exc:  # the PNG could not be written (a folder we may not write, a full disk)
+            fail(f"cannot draw the timeline to {plot}: {exc.strerror or exc}")
     if crawl_db is not None:
         from gridcrawl.client.store import crawl_counts, error_groups
         try:
             crawl_engine = open_database(crawl_db, existing=True)
             if old := older_schema(crawl_engine, "crawl"):
                 fail(old)
+            if new := newer_schema(crawl_engine, "crawl"):
+                typer.echo(f"warning: {new}; the figures below may be incomplete", err=True)
             counts, groups = crawl_counts(crawl_engine), error_groups(crawl_engine)
             rows = rep.recrawl_runs(crawl_engine)
         except DatabaseUnavailable as exc:
@@ -876,7 +887,7 @@ def report(
         except sa.exc.DBAPIError as exc:
             if other := wrong_kind(crawl_engine, "crawl"):
                 fail(f"{other}: give it with --db")
-            if old := older_schema(crawl_engine, "crawl"):
+            if old := older_schema(crawl_engine, "crawl") or newer_schema(crawl_engine, "crawl"):
                 fail(old)
             fail(f"{shown_url(crawl_db)} is not a gridcrawl crawl database: {str(exc.orig).splitlines()[0]}")
         _print_crawl(counts, groups)
@@ -1033,7 +1044,7 @@ def export_command(
     format: str = typer.Option(None, "--format", help="jsonl (one document per line), csv (visited URLs) "
                                "or warc (WARC 1.1 request and response records); default: what OUT's "
                                "ending says (.warc, .warc.gz, .csv, .nt), else jsonl"),
-    content: bool = typer.Option(True, help="jsonl: include page text and bodies"),
+    content: bool = typer.Option(True, help="jsonl: include page text and bodies (--no-content: the pages' JSON lines only)"),
     triples: bool = typer.Option(False, "--triples", help="export the semantic crawl's triples instead, "
                                  "--format nt (N-Triples) or jsonl"),
     items: bool = typer.Option(False, "--items", help="export the extracted items instead (jsonl: one item per "
@@ -1045,13 +1056,17 @@ def export_command(
     """Export the crawl in --db to OUT as JSON lines, CSV or WARC 1.1; with --triples, its
     triples as N-Triples or JSON lines; with --items, its items as JSON lines or CSV."""
     from gridcrawl.db import open_database
-    from gridcrawl.export import ExportError, export, format_for
+    from gridcrawl.export import FORMAT_NAMES, ExportError, export, format_for
     if items and triples:
         fail("--items and --triples exclude each other")
     try:
         format = format_for(out, format, triples=triples, items=items)
     except ExportError as exc:
         fail(str(exc))
+    if not content and (items or triples or format != "jsonl"):  # else a WARC kept every body asked away
+        what = "items" if items else "triples" if triples else f"a {FORMAT_NAMES[format]} export"
+        fail(f"--no-content goes with the pages' JSON lines, not {what}: a WARC is made of the bodies; "
+             "CSV, items and triples hold none")
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:
@@ -1061,6 +1076,9 @@ def export_command(
         gone = (f" ({done.gone} item{'' if done.gone == 1 else 's'} of {done.gone_pages} "
                 f"page{'' if done.gone_pages == 1 else 's'} a recrawl found gone, 404/410, left out: "
                 "--include-gone exports them)" if done.gone else "")
+        if not done.items and not done.spec:
+            gone = (" (this crawl ran without --extract: gridcrawl extract --db DB --extract SPEC.toml "
+                    "extracts items from its stored pages, fetching nothing)")
         typer.echo(f"exported {done.items} item{'' if done.items == 1 else 's'} to {out}{gone}", err=True)
         return
     if type is not None:
@@ -1081,6 +1099,8 @@ def export_command(
                     "encodings in the page's charset)")
     recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
                if result.revisits or result.versions else "")
+    if triples and not result.records:
+        skipped = " (this crawl stored no triples: a crawl with --structured-data or --focus-ontology stores them)"
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
 
 
@@ -1197,8 +1217,8 @@ def fetch_command(
                           rules=rule_list, page_type=page_type, render=render, wait_for=wait_for,
                           page_types=page_types, structured_data=structured_data, body=body)
     except InvalidURL as exc:  # "127.0.0.1:8300/": the URL it may have meant, as gridcrawl run says for a seed
-        from gridcrawl.client.cli import _seed_hint
-        fail(f"{exc}{_seed_hint(url.strip())}")
+        from gridcrawl.urls import address_hint
+        fail(f"{exc}{address_hint(url.strip())}")
     except (ValueError, RenderUnavailable) as exc:
         fail(str(exc))
     shown = (lambda found: found) if links < 0 else (lambda found: found[:links])
@@ -1409,8 +1429,6 @@ def spark_command(
     if db.startswith("sqlite") and not gs.is_local(master):
         fail(f"--master {master} runs tasks on other machines: use a database they all reach "
              "(postgresql+psycopg://, mysql+pymysql://, mssql+pyodbc://), not SQLite")
-    if reason := gs.spark_unavailable():
-        fail(reason)
     from gridcrawl.client.cli import capped_note, exit_status, max_pages_note, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
@@ -1419,6 +1437,15 @@ def spark_command(
         # a Spark layer fetches without conditional requests and does not version documents
         fail(f"{revisits} recrawl visits are queued in this crawl database (gridcrawl-client --recrawl): "
              "finish them on the grid (gridcrawl run / gridcrawl-client) before running gridcrawl spark on it")
+    counts = store.counts()
+    if not counts["to_visit"] or max_pages_note(settings.max_pages, counts):
+        # nothing for Spark to do: say so without starting a JVM (20-60 s) or asking for Java
+        done_line = max_pages_note(settings.max_pages, counts) or "nothing left to visit: the crawl is finished"
+        typer.echo(f"{done_line} ({counts['visited']:,} visited, {counted(counts['documents'], 'document')}, "
+                   f"{counted(counts['errors'], 'error')}); Spark not started")
+        raise typer.Exit(0)
+    if reason := gs.spark_unavailable():
+        fail(reason)
     private += [n for n in _private_networks(scope.allowed_domains, []) if n not in private]
     from gridcrawl.cli_common import stop_on_signals
     starting = stop_on_signals()  # a Ctrl-C while the JVM starts (20-60 s) waits for it, then ends the run
@@ -1465,9 +1492,16 @@ def spark_command(
                f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "
                f"{counts['visited']:,} visited, {counts['to_visit']:,} to visit, {counted(counts['errors'], 'error')}, "
                f"{counts['set_aside']:,} set aside "
-               "(duplicates, traps, noindex)")
+               "(duplicates, traps, noindex)" + (f", {counts['kept']:,} links kept (kept_link)" if counts["kept"] else ""))
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
+    if not counts["to_visit"]:  # a finished crawl: the keep/follow rules that matched nothing
+        from gridcrawl.client.cli import idle_rule_notes
+        deepest = max((f.depth for f in result.layers), default=-1)
+        left_out = [why for why, on in (("--max-depth", 0 <= settings.max_depth <= deepest),
+                                        ("--max-pages-per-host", capped)) if on]
+        for line in idle_rule_notes(store.idle_rules(), rules, left_out):
+            typer.echo(line)
     if reached := max_pages_note(settings.max_pages, counts):
         typer.echo(reached)
     elif counts["to_visit"] and stop.is_set():
