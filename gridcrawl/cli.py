@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List
 
@@ -21,7 +22,7 @@ from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatc
                                   counted, fail, secret_environment, set_for, setting_argv, setting_options,
                                   setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
-from gridcrawl.entry import how_it_ended
+from gridcrawl.entry import exit_by_signal, how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.client.cli import RETRY_HELP, SEEDS_FILE_HELP
@@ -1037,6 +1038,28 @@ def keys_new(
     typer.echo(f"public key: {public}\nsecret key: {secret} (mode 0600: keep it on this machine)")
 
 
+class _Terminated(BaseException):
+    """Raised in the main thread by SIGTERM during an export (a BaseException: no ``except
+    Exception`` takes it), so that the stack unwinds as on Ctrl-C."""
+
+
+@contextmanager
+def _sigterm_unwinds():
+    """Within the block, SIGTERM (``timeout``, systemd, ``kill``) unwinds the stack as Ctrl-C
+    does, so that an export's ``OUT.part`` is deleted (:func:`gridcrawl.export.open_output`),
+    then ends the process by SIGTERM (status 143). Its default action left ``OUT.part`` behind,
+    up to the size of the crawl."""
+    def terminated(signum, frame):
+        raise _Terminated(signum)
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    except _Terminated as exc:
+        exit_by_signal(exc.args[0])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @app.command("export", short_help="Export a crawl's pages (JSON lines, CSV, WARC), items or triples.")
 def export_command(
     out: str = typer.Argument(..., help="output file (- for standard output); .warc.gz compresses the WARC"),
@@ -1070,7 +1093,8 @@ def export_command(
     if items:
         from gridcrawl.client.items import ItemExportError, export_items
         try:
-            done = export_items(open_database(db, existing=True), out, format, type, include_gone=include_gone)
+            with _sigterm_unwinds():
+                done = export_items(open_database(db, existing=True), out, format, type, include_gone=include_gone)
         except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
             fail(str(exc))
         gone = (f" ({done.gone} item{'' if done.gone == 1 else 's'} of {done.gone_pages} "
@@ -1087,7 +1111,8 @@ def export_command(
         fail("--include-gone goes with --items")
     try:
         engine = open_database(db, existing=True)
-        result = export(engine, format, out, content=content, triples=triples)
+        with _sigterm_unwinds():
+            result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
         fail(str(exc))
     what = "triple" if triples else {"jsonl": "document", "csv": "visited URL", "warc": "page"}[format]

@@ -332,6 +332,34 @@ def test_an_export_of_no_items_or_no_triples_says_why(tmp_path):
         "or --focus-ontology stores them)\n")
 
 
+def test_an_export_ended_by_sigterm_leaves_no_part_file(tmp_path):
+    """``timeout 60 gridcrawl export ...`` (SIGTERM) left ``OUT.part`` behind, as large as what
+    was written. The export now unwinds as on Ctrl-C, deletes it, and ends by SIGTERM. (OUT.part
+    is made a FIFO beforehand, so that the export is certainly mid-write, blocked on it, when
+    the signal comes.)"""
+    import signal
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
+    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(4)]
+    store.add_seeds(urls)
+    for pending in store.claim(len(urls)):
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
+                          size=200_000, title="t", content="<p>" + "x" * 200_000 + "</p>")
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    out = tmp_path / "pages.warc"
+    os.mkfifo(f"{out}.part")
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", f"sqlite:///{tmp_path / 'c.db'}",
+                             str(out)], stderr=subprocess.PIPE, text=True)
+    try:
+        with open(f"{out}.part", "rb") as fifo:  # opens once the export opens it to write
+            assert fifo.read(8) == b"WARC/1.1"  # it writes; 800 KB do not fit the pipe: it waits
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == -signal.SIGTERM, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("pages.warc")]  # no OUT, no OUT.part
+
+
 def test_an_export_goes_through_pipes_and_links_and_a_full_disk_is_one_line(crawl, tmp_path):
     """OUT a pipe (``mkfifo``, ``>(wc -l)``): the export hung, reading 16 bytes of it first. OUT
     a link (to a file, or to ``/proc/self/fd/1``): the link was replaced by a plain file, and as
