@@ -27,6 +27,9 @@ from gridcrawl.db import init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.items import MAX_ITEMS_PER_PAGE, ItemSpec, ItemSpecError, extract, page_for, parse_spec, specs_for
 from gridcrawl.errors import ItemExportError  # noqa: F401 (re-exported)
 
+#: Items read from the database at a time by an export (streamed, not all at once).
+BATCH = 500
+
 item, item_issue, item_spec = models.item, models.item_issue, models.item_spec
 MAX_FIELDS_JSON = 1_000_000  # characters of one item's JSON at most (a hostile executor stays bounded)
 
@@ -141,7 +144,7 @@ def item_summary(engine: Engine, specs: Sequence[ItemSpec] = ()) -> list[TypeFig
     figures: dict[str, TypeFigures] = {}
     for spec in specs:
         figures[spec.type] = TypeFigures(spec.type, fields={f.name: FieldFigures(f.name) for f in spec.fields})
-    with engine.connect() as conn:
+    with engine.connect().execution_options(yield_per=BATCH) as conn:  # streamed, as export_items
         pages: dict[str, set] = {}
         for kind, fingerprint, text in conn.execute(sa.select(item.c.type, item.c.fingerprint, item.c.fields)):
             t = figures.setdefault(kind, TypeFigures(kind))
@@ -242,7 +245,9 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
             result.gone, result.gone_pages = conn.execute(gone).one()
     else:
         include_gone = True
-    with open_output(out, binary=False) as stream, engine.connect() as conn:
+    # streamed (a server-side cursor on PostgreSQL and MariaDB), BATCH rows at a time: psycopg read all
+    # 100,000 items of 2 KB into memory first (270 MB) where the pages export stays near 50 MB
+    with open_output(out, binary=False) as stream, engine.connect().execution_options(yield_per=BATCH) as conn:
         if format == "jsonl":
             for row in conn.execute(_item_query(kind, include_gone)):
                 stream.write(json.dumps({"type": row.type, "url": row.url, "position": row.position,

@@ -434,3 +434,32 @@ def test_an_export_of_large_pages_holds_a_few_of_them_in_memory_not_hundreds(tmp
         peak_mb = int(re.search(r"peak kB (\d+)", done.stderr).group(1)) / 1024
         assert peak_mb < 200, f"the {fmt} export took {peak_mb:.0f} MB"
     assert (tmp_path / "pages.jsonl").stat().st_size > 120 * (2 << 20)
+
+
+@pytest.mark.parametrize("backend", ["postgres_url", "mariadb_url"])
+def test_an_items_export_streams_the_items_from_a_database_server(backend, request, tmp_path):
+    """psycopg (and PyMySQL) read every item into memory before the first line was written: 100,000
+    items of 2 KB took 270 MB where the pages export stays near 50 MB. The export reads them in
+    batches now (a server-side cursor): its peak stays near the interpreter's own."""
+    import datetime as dt
+    T0 = dt.datetime(2024, 5, 1, 12, 0, 0)
+    url = request.getfixturevalue(backend)
+    store = CrawlStore(open_database(url))
+    fields = json.dumps({"title": "t" * 2000})
+    with store.engine.begin() as conn:
+        for start in range(0, 60_000, 1000):
+            conn.execute(models.item.insert(), [
+                {"type": "p", "fingerprint": fingerprint(f"http://127.0.0.1:1/{i}"), "url": f"http://127.0.0.1:1/{i}",
+                 "position": 0, "fields": fields, "extracted_at": T0}
+                for i in range(start, start + 1000)])
+    wrapper = ("import re, runpy, sys\n"
+               "try:\n    runpy.run_module('gridcrawl', run_name='__main__', alter_sys=True)\n"
+               "finally:\n    status = open('/proc/self/status').read()\n"
+               "    print('peak kB', re.search(r'VmHWM:\\s+(\\d+)', status).group(1), file=sys.stderr)\n")
+    for name in ("items.jsonl", "items.csv"):
+        done = subprocess.run([sys.executable, "-c", wrapper, "export", "--db", url, "--items", str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and "exported 60000 items" in done.stderr, done.stderr
+        peak_mb = int(re.search(r"peak kB (\d+)", done.stderr).group(1)) / 1024
+        assert peak_mb < 110, f"the {name} export took {peak_mb:.0f} MB"
+    assert (tmp_path / "items.jsonl").stat().st_size > 60_000 * 2000
