@@ -175,6 +175,13 @@ def test_jsonl_has_one_document_per_line_with_metadata(crawl, tmp_path):
     assert home["fetched_at"].endswith("Z") and home["executor"] and home["fetch_seconds"] >= 0
     assert home["headers"]["x-gridcrawl-test"] == "yes"
     assert home["content"] == served(crawl, "/").decode("utf-8")
+    # docs/operations.md: the bytes served, from content and encoding (with 0x81 and 0x9D, which
+    # Python's cp1252 refuses, so that content.encode(encoding) alone raises)
+    from gridcrawl.charsets import errors_for
+    latin = docs[canonical_url(base("/latin.html"))]
+    assert latin["content"].encode(latin["encoding"], errors=errors_for(latin["encoding"])) == LATIN
+    with pytest.raises(UnicodeEncodeError):
+        latin["content"].encode(latin["encoding"])
     pic = docs[canonical_url(base("/pic.png"))]
     assert base64.b64decode(pic["body_base64"]) == PNG and pic["content"] is None
     out2 = tmp_path / "meta.jsonl"
