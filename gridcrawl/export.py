@@ -365,7 +365,8 @@ def _chain(first, rest):
 
 @contextmanager
 def open_output(path: str, binary: bool):
-    """``path`` opened for writing (``-``: standard output). A file's data goes to ``path.part``
+    """``path`` opened for writing (``-``: standard output; text as UTF-8 whatever the locale's
+    encoding). A file's data goes to ``path.part``
     first (beside the file a symbolic link names), renamed over it when the export succeeded and
     deleted when it failed, so a failed export leaves no (empty or partial) output and never
     clobbers an earlier one. What is not a file (a pipe, ``/dev/stdout``, a device) is written
@@ -375,7 +376,15 @@ def open_output(path: str, binary: bool):
     ``path.part`` cannot be created (no such folder, no permission); and, having written
     nothing to ``path``, when a write fails (a full disk)."""
     if path == "-":
-        yield sys.stdout.buffer if binary else sys.stdout
+        if binary:
+            yield sys.stdout.buffer
+            return
+        # UTF-8 and the lines as written, whatever the locale's encoding (latin-1, a Windows
+        # code page: a page's non-Latin text stopped the export with a UnicodeEncodeError)
+        sys.stdout.flush()
+        out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
+        yield out
+        out.detach()  # (flushes it) sys.stdout stays usable
         return
     if os.path.isdir(path):
         raise ExportError(f"cannot write {path}: it is a folder (name a file in it, e.g. "

@@ -367,6 +367,28 @@ def test_an_export_ended_by_sigterm_leaves_no_part_file(tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("pages.warc")]  # no OUT, no OUT.part
 
 
+def test_an_export_to_standard_output_is_utf8_whatever_the_locale(tmp_path):
+    """``gridcrawl export --db DB - > pages.jsonl`` wrote in the locale's encoding: with a
+    Latin-1 one (or a Windows code page) a Japanese page stopped it with a UnicodeEncodeError
+    traceback. Standard output gets UTF-8, as a file does."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    store = CrawlStore(open_database(db))
+    url = canonical_url("http://127.0.0.1:1/ja.html")
+    store.add_seeds([url])
+    (pending,) = store.claim(1)
+    page = PageResult(url=url, final_url=url, status=200, content_type="text/html", size=10, title="日本語",
+                      content="<title>日本語</title>", encoding="utf-8")
+    store.apply([Outcome(pending, page, "ex", 1, False)], store.scope([url], [], -1), store_content=True)
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "-"], capture_output=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    (record,) = [json.loads(line) for line in done.stdout.decode("utf-8").splitlines()]
+    assert record["title"] == "日本語" and record["content"] == "<title>日本語</title>"
+    export(store.engine, "jsonl", str(tmp_path / "pages.jsonl"))
+    assert done.stdout == (tmp_path / "pages.jsonl").read_bytes()  # byte for byte what a file gets
+
+
 def test_an_export_goes_through_pipes_and_links_and_a_full_disk_is_one_line(crawl, tmp_path):
     """OUT a pipe (``mkfifo``, ``>(wc -l)``): the export hung, reading 16 bytes of it first. OUT
     a link (to a file, or to ``/proc/self/fd/1``): the link was replaced by a plain file, and as
