@@ -1117,7 +1117,10 @@ def export_command(
         fail(str(exc))
     what = "triple" if triples else {"jsonl": "document", "csv": "visited URL", "warc": "page"}[format]
     what += "" if result.records == 1 else "s"
-    skipped = f" ({result.skipped} without a stored body left out)" if result.skipped else ""
+    left_out = [f"{n} {what}" for n, what in (
+        (result.duplicates, f"duplicate{'' if result.duplicates == 1 else 's'} of stored pages"),
+        (result.skipped - result.duplicates, "without a stored body")) if n]
+    skipped = f" ({', '.join(left_out)} left out)" if left_out else ""
     if result.altered:
         skipped += (f"; {result.altered} page{'s' if result.altered > 1 else ''} not byte for byte as served: the "
                     "stored text does not encode back to those bytes (malformed bytes, or characters with two "

@@ -72,13 +72,15 @@ _DROPPED_HEADERS = {"content-encoding", "transfer-encoding", "content-length", "
 @dataclass
 class ExportResult:
     """What an export wrote: ``records`` (lines, rows, or pages for WARC), ``skipped``
-    (documents left out of a WARC because no body was stored), and for a WARC ``revisits``
+    (documents left out of a WARC because no body was stored; ``duplicates`` of them are
+    duplicates of a stored page, written under its URL), and for a WARC ``revisits``
     (revisit records), ``versions`` (replaced versions written with their bodies) and
     ``altered`` (pages whose payload is not the bytes served: their stored text does not encode
     back to them — malformed bytes, or a character with two encodings in the page's charset)."""
 
     records: int = 0
     skipped: int = 0
+    duplicates: int = 0  # of skipped: duplicates of a stored page (document.duplicate_of), whose record is that page's
     revisits: int = 0
     versions: int = 0
     altered: int = 0  # WARC payloads that are not the bytes served (their digest is not content_digest)
@@ -256,6 +258,7 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         body = _payload(row)
         if body is None:
             result.skipped += 1
+            result.duplicates += row.get("duplicate_of") is not None
             continue
         if row.get("content_digest") and row.get("body") is None and hashlib.sha256(body).hexdigest() != row["content_digest"]:
             result.altered += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import csv
 import gzip
+import hashlib
 import io
 import json
 import re
@@ -264,6 +265,25 @@ def test_pages_crawled_without_content_are_left_out_of_a_warc(tmp_path):
     assert (result.records, result.skipped) == (0, 1)
     buf.seek(0)
     assert [r.rec_type for r in ArchiveIterator(buf)] == ["warcinfo"]
+
+
+def test_a_warc_export_names_the_duplicates_it_leaves_out(tmp_path):
+    """A duplicate of a stored page (same body digest: a redirect to it, a mirror) has no record of
+    its own; the command said "1 without a stored body left out", as of a --no-content crawl."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    store = CrawlStore(open_database(db))
+    urls = [canonical_url(f"http://127.0.0.1:1/{name}.html") for name in ("a", "b")]
+    store.add_seeds(urls)
+    for pending in sorted(store.claim(2), key=lambda p: p.url):  # a first: the original
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html", size=8,
+                          title="a", content="<p>a</p>", digest=hashlib.sha256(b"<p>a</p>").hexdigest())
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1), store_content=True)
+    result = export_warc(store.engine, io.BytesIO(), gzip=False)
+    assert (result.records, result.skipped, result.duplicates) == (1, 1, 1)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, str(tmp_path / "c.warc")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == \
+        f"exported 1 page to {tmp_path / 'c.warc'} (1 duplicate of stored pages left out)\n"
 
 
 def test_a_jsonl_export_has_json_numbers_for_real_columns_on_every_back_end(db_url, tmp_path):
