@@ -1704,7 +1704,7 @@ class CrawlStore:
         """:func:`error_groups` of this crawl database."""
         return error_groups(self.engine, limit)
 
-    def retry_failed(self, kinds: Sequence[str] = ()) -> int:
+    def retry_failed(self, kinds: Sequence[str] = (), *, batch: int = 10_000) -> int:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
@@ -1712,22 +1712,30 @@ class CrawlStore:
         back to ``to_visit_url`` at its depth and as the page type it was visited as (its rendering
         and follow rules; a sitemap as a sitemap) and leaves ``visited_url``, except a stored
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
-        its row. Returns how many. Run before a crawl starts (``--retry-failed``)."""
+        its row. Returns how many. Run before a crawl starts (``--retry-failed``), in one
+        transaction, ``batch`` visited URLs at a time (by id): read all at once, a crawl's
+        1,000,000 URLs failed while a host was down took 680 MB."""
         v = visited.c
+        query = (sa.select(v.id, v.url, v.fingerprint, v.depth,
+                           sa.func.coalesce(v.page_type, document.c.page_type).label("page_type"))
+                 .select_from(visited.outerjoin(document, document.c.fingerprint == v.fingerprint))
+                 .where(v.error_kind.is_not(None)))
+        if kinds:
+            statuses = [int(k[5:]) for k in kinds if http_status_kind(k)]
+            plain = [k for k in kinds if not http_status_kind(k)]
+            query = query.where(sa.or_(v.error_kind.in_(plain), sa.and_(
+                v.error_kind == ErrorKind.HTTP_STATUS.value, v.status.in_(statuses))))
+        else:
+            query = query.where(v.error_kind.not_in(DECISIONS))
 
         def work(conn) -> int:
-            query = (sa.select(v.id, v.url, v.fingerprint, v.depth,
-                               sa.func.coalesce(v.page_type, document.c.page_type).label("page_type"))
-                     .select_from(visited.outerjoin(document, document.c.fingerprint == v.fingerprint))
-                     .where(v.error_kind.is_not(None)))
-            if kinds:
-                statuses = [int(k[5:]) for k in kinds if http_status_kind(k)]
-                plain = [k for k in kinds if not http_status_kind(k)]
-                query = query.where(sa.or_(v.error_kind.in_(plain), sa.and_(
-                    v.error_kind == ErrorKind.HTTP_STATUS.value, v.status.in_(statuses))))
-            else:
-                query = query.where(v.error_kind.not_in(DECISIONS))
-            rows = conn.execute(query).all()
+            done, after = 0, 0
+            while rows := conn.execute(query.where(v.id > after).order_by(v.id).limit(batch)).all():
+                after = rows[-1].id
+                done += requeue(conn, rows)
+            return done
+
+        def requeue(conn, rows) -> int:
             focused = self.strategy.focus is not None
             sitemaps: dict[str, str] = {}  # a sitemap goes back as one (not as a page whose 404 is an error)
             for part in chunks([r.fingerprint for r in rows], 500):
