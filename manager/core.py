@@ -906,13 +906,13 @@ class ManagerCore:
                 self.queue.pause(t.host, now, now + pause)
         else:
             wait = retry_wait(page, t.retries, self.settings)
-        started = t.time_started is None
-        if started:
+        start_rode_along = t.time_started is None
+        if start_rode_along:
             # no ``started`` came (it rode with the result): ``ran`` seconds before now, within
             # the attempt's lifetime at this manager (a finite ran >= 0 is checked at the door)
             t.time_started = now if r.ran is None else max(t.time_assigned or now, now - r.ran)
         if wait is not None:
-            return self._retry(t, r.attempt_id, now, wait, t.time_started if started else None)
+            return self._retry(t, r.attempt_id, now, wait, t.time_started if start_rode_along else None)
         self._move(t, ThreadState.FINISHED)
         t.time_finished = now
         t.result = page
@@ -1605,11 +1605,8 @@ class ManagerCore:
             jobs[ex] = [job]
         else:
             executor_jobs.append(job)
-        if t.rerun:
-            t.rerun = False
-            events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now, True))
-        else:
-            events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now))
+        events.append(ev.ThreadAssigned(t.internal_id, attempt_id, ex.executor_id, t.attempts, now, t.rerun))
+        t.rerun = False
 
     # -------------------------------------------------------------------------- helpers
 

@@ -153,9 +153,8 @@ _ROWS = {
         "priority": e.priority, "failed": False, "attempts": 0, "time_submitted": e.time,
         "needs": " ".join(e.needs) or None})],
     ev.ThreadAssigned: lambda e: [
-        ("thread", "update", e.internal_id, {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts}
-         if not e.rerun else {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts,
-                              "time_started": None, "time_finished": None}),
+        ("thread", "update", e.internal_id, {"state": _SCHEDULED, "executor_id": e.executor_id, "attempts": e.attempts,
+                                             **({"time_started": None, "time_finished": None} if e.rerun else {})}),
         ("attempt", "insert", e.attempt_id, {"attempt_id": e.attempt_id, "internal_thread_id": e.internal_id,
                                              "executor_id": e.executor_id, "time_assigned": e.time,
                                              "outcome": "running"})],
@@ -176,8 +175,8 @@ _ROWS = {
     ev.ThreadRestored: lambda e: [("thread", "update", e.internal_id, {"state": _READY})],
     ev.ThreadDead: lambda e: [("thread", "update", e.internal_id, {"state": _DEAD})],
     ev.AttemptEnded: lambda e: [("attempt", "update", e.attempt_id,
-                                 {"outcome": e.outcome, "time_finished": e.time} if e.time_started is None else
-                                 {"outcome": e.outcome, "time_started": e.time_started, "time_finished": e.time})],
+                                 {"outcome": e.outcome, "time_finished": e.time,
+                                  **({} if e.time_started is None else {"time_started": e.time_started})})],
 }
 _WAKE = (ev.ExecutorRegistered, ev.ApplicationCreated)
 #: events that make a batch worth writing before its interval is up, with a writer process (whose
