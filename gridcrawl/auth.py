@@ -355,9 +355,11 @@ class UserStore:
             self._failure_seconds = 0.0  # no drift from summing floats
         return len(self._failures) >= LOGIN_MIN_FAILURES and self._failure_seconds >= LOGIN_SECONDS
 
-    def authenticate(self, user: str, password: str | None, permission: str) -> str | None:
+    def authenticate(self, user: str, password: str | None, permission: str, *, quiet: bool = False) -> str | None:
         """The manager core's check: None if ``user`` with ``password`` may use ``permission``
         (a name of :data:`PERMISSIONS`), else the reason to send in a ``refuse`` message.
+        ``quiet``: a question, not a login (nothing is refused by the answer), so a user without
+        ``permission`` is not logged as refused.
 
         While no user exists and ``require_login`` is off, everyone may do everything (an open,
         local grid). The reason does not tell an unknown user from a wrong password; a peer that
@@ -385,6 +387,8 @@ class UserStore:
             log.warning("login refused for user %r: unknown user or wrong password", user)
             return f"authentication failed for user {user!r}: unknown user or wrong password"
         if permission not in found.permissions:
+            if quiet:
+                return f"no {permission}"
             log.warning("user %r (group %s) refused: no %s permission", user, found.group, permission)
             return f"user {user!r} (group {found.group}) does not have the {permission} permission"
         return None

@@ -252,12 +252,19 @@ class Instruction(msgspec.Struct, omit_defaults=True):
 _NO_INSTRUCTION = Instruction()
 
 
+#: A grid thread's priority unless its application asks for another (Alchemi's default); the
+#: highest a user without ManageAllApps gets from a manager that has users.
+DEFAULT_PRIORITY = 5
+
+
 class ThreadSpec(Wire):
     """One grid thread as an application submits it: visit ``url`` at ``depth``.
 
     ``thread_id`` is the application's own number for the thread (unique within the application);
-    ``priority``: higher runs first (Alchemi's default is 5; a focused crawl uses
-    ``round(1000 * relevance)``, see :mod:`gridcrawl.focus`); ``instruction`` is an optional
+    ``priority``: higher runs first (:data:`DEFAULT_PRIORITY`, Alchemi's default, unless a user
+    allowed to manage every application asks for more: the manager caps everyone else's at it;
+    gridcrawl's client always sends it, a focused crawl's relevance orders its own frontier,
+    :mod:`gridcrawl.focus`); ``instruction`` is an optional
     crawling instruction, an :class:`Instruction`'s map (:meth:`Instruction.wire`), the executor
     applies to the page. A recrawl adds the stored document's validators to it:
     ``"ifNoneMatch"`` (its ETag) and ``"ifModifiedSince"`` (its Last-Modified), which the executor
@@ -271,7 +278,7 @@ class ThreadSpec(Wire):
     thread_id: int
     url: str
     depth: int = 0
-    priority: int = 5
+    priority: int = DEFAULT_PRIORITY
     instruction: dict | None = None
     needs: list[str] = field(default_factory=list)
 

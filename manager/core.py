@@ -22,8 +22,8 @@ Capability-based dispatch: an executor declares its ``capabilities`` when it reg
 and a thread goes only to an executor whose capabilities include all of its needs; threads no
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
 to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
-priority (higher first), then with applications in turn (start-time fair queuing), each in its
-submission order, under the grid-wide per-host politeness of
+priority (higher first), then with users in turn and each user's applications in turn
+(start-time fair queuing), each in its submission order, under the grid-wide per-host politeness of
 :mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
 with exponential back-off, as new attempts.
 
@@ -415,6 +415,11 @@ class Application:
     #: stopped with grid threads not done (cancelled): their ids are recorded, and its client
     #: submits them again, so a client that comes back gets a new application (:meth:`ManagerCore.on_open`)
     aborted: bool = False
+    #: the highest priority its threads get (:data:`protocol.DEFAULT_PRIORITY` for a user without
+    #: ManageAllApps on a manager with users, set by the client's login; None: any), and whether
+    #: a higher one was asked for and lowered (logged once)
+    max_priority: int | None = None
+    priority_capped: bool = False
 
 
 # ----------------------------------------------------------------------------------------------
@@ -432,12 +437,13 @@ class ManagerCore:
 
     def __init__(self, settings: Settings, *, new_id: Callable[[], str] | None = None,
                  next_internal_id: int = 1, new_attempt_id: Callable[[], int] | None = None,
-                 authenticate: Callable[[str, str | None, str], str | None] | None = None,
+                 authenticate: Callable[..., str | None] | None = None,
                  peer_present: Callable[[bytes], bool] | None = None, address: str = "ENDPOINT") -> None:
         self.settings = settings
         self.address = address  # the endpoint peers reach this manager at, for commands in refusals
-        # authenticate(user, password, permission) -> None if allowed, else the refusal reason
-        # (gridcrawl.auth.UserStore.authenticate, injected by the server); None: an open grid.
+        # authenticate(user, password, permission, quiet=False) -> None if allowed, else the
+        # refusal reason (gridcrawl.auth.UserStore.authenticate, injected by the server; quiet:
+        # a question that refuses nothing, not logged); None: an open grid.
         self.authenticate = authenticate
         # peer_present(routing id) -> whether a connection to that peer still exists (the server
         # probes its socket); None: assume it does (a silent peer is then judged by liveness only)
@@ -471,6 +477,7 @@ class ManagerCore:
         self._rings: dict[tuple, tuple[frozenset, list]] = {}  # needs -> (members, ring) of host-hash dispatch
         if settings.dispatch == "host-hash":  # eligible hosts filed by owner: a pass looks at the owners with room
             self.queue.partition = self._owner_id
+        self.queue.share_of = self._user_of  # users share the grid in turn, each user's applications its turn
         self._next_internal = next_internal_id
         self.new_attempt_id = new_attempt_id or _random_ids()
         self._attempts: dict[int, GridThread] = {}
@@ -1062,6 +1069,10 @@ class ManagerCore:
                 self._count_open(app)
                 app.state = ApplicationState.READY
                 actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
+        # priorities are the operators': another user's threads go no higher than the default,
+        # or one user could put a crawl before everyone else's (an open grid trusts everyone)
+        app.max_priority = None if self.authenticate is None or self.authenticate(
+            m.user, m.password, MANAGE_ALL_APPS, quiet=True) is None else p.DEFAULT_PRIORITY
         self.peers[peer] = ("client", app.application_id)
         log.info("application %s %s by %s (%s)", app.application_id[:8], "reattached" if resumed else "created",
                  m.user, m.name)
@@ -1160,20 +1171,28 @@ class ManagerCore:
         if m.instruction is not None and m.instruction != app.instruction:
             app.instruction = m.instruction  # a new object: each executor is sent it with its next job
         for spec in m.threads:
+            priority = spec.priority
+            if app.max_priority is not None and priority > app.max_priority:
+                if not app.priority_capped:
+                    app.priority_capped = True
+                    log.warning("application %s of user %s asked for priority %d: only users with %s go above %d, "
+                                "so its threads run at %d", app.application_id[:8], app.user, priority,
+                                MANAGE_ALL_APPS, app.max_priority, app.max_priority)
+                priority = app.max_priority
             existing = app.threads.get(spec.thread_id)
             if existing is not None:
                 if existing.state == ThreadState.FINISHED and existing.delivered_to != app.peer:
                     actions += self._deliver(existing)  # once per connection: a resubmit loop gets no copies
                 elif existing.held:  # restored after a restart: now it has its instruction again
                     existing.held = False
-                    existing.instruction, existing.priority = spec.instruction, spec.priority
+                    existing.instruction, existing.priority = spec.instruction, priority
                     existing.instruction_bytes = sizes.get(spec.thread_id, 0)
                     app.instruction_bytes += existing.instruction_bytes
                     existing.needs = tuple(sorted(set(spec.needs)))
                     self._enqueue(existing)
                 continue
             t = GridThread(self._next_internal, app.application_id, spec.thread_id, spec.url, spec.depth,
-                           spec.priority, spec.instruction, now, host=url_host(spec.url),
+                           priority, spec.instruction, now, host=url_host(spec.url),
                            needs=tuple(sorted(set(spec.needs))), instruction_bytes=sizes.get(spec.thread_id, 0))
             self._next_internal += 1
             app.threads[spec.thread_id] = t
@@ -1546,6 +1565,12 @@ class ManagerCore:
         if not ring:
             return None
         return ring[bisect.bisect(ring, (_hash(host), "")) % len(ring)][1]
+
+    def _user_of(self, application_id: str) -> str:
+        """The user of application ``application_id``: the key its threads share the grid under
+        (:attr:`ReadyQueue.share_of`); an application not known (never, in practice) is alone."""
+        app = self.applications.get(application_id)
+        return app.user if app is not None else application_id
 
     def _owner_id(self, host: str, needs: tuple) -> str | None:
         """The ready queue's partition under host-hash dispatch: ``host``'s owner on the ring as

@@ -27,11 +27,14 @@ for the whole grid (design.md §3):
   once. One round of probes, not every URL's attempts, is what a dead host costs the grid
   (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
 
-Across hosts, threads leave by priority (higher first), then in turn across applications:
-each thread gets a start tag by start-time fair queuing (Goyal, Vin and Cheng, SIGCOMM 1996;
-every thread of unit length and every application of equal weight), so applications that
-submit at the same priority share the grid thread by thread, whatever each has queued, and
-each one's threads leave in submission order. A host that waits out its delay never blocks the
+Across hosts, threads leave by priority (higher first), then in turn across users, and across
+each user's applications: each thread gets a start tag by start-time fair queuing (Goyal, Vin
+and Cheng, SIGCOMM 1996; every thread of unit length), so users who submit at the same priority
+share the grid thread by thread, whatever each has queued, and each one's threads leave in
+submission order. An application's weight is one over the number of its user's applications
+with threads queued at its push (its tags step by that number): a user running three crawls
+gets the share of one user, split three ways, not three shares (a one-level approximation of
+hierarchical SFQ, which would tag at dequeue; tags here are fixed at push). A host that waits out its delay never blocks the
 others: only hosts that may start now are considered. Retried threads wait in a delay heap until
 their back-off has passed.
 
@@ -133,6 +136,13 @@ class ReadyQueue:
         # time has passed it)
         self._virtual_time = 0
         self._finish: dict[str, int] = {}
+        # fair share per user: share_of(application_id) -> the key applications share under (the
+        # manager's: their user; None: every application alone); per application with threads
+        # queued, how many and its key; per key, how many of its applications have threads queued
+        self.share_of: Callable[[str], object] | None = None
+        self._queued_by_app: dict[str, int] = {}
+        self._share_key: dict[str, object] = {}
+        self._sharing: dict[object, int] = {}
         self._stamps = itertools.count()  # eligible entries: valid while their host's lane files this stamp
         # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now; with a
         # partition, (needs, partition(host, needs)) -> such a heap
@@ -161,8 +171,16 @@ class ReadyQueue:
         """Queue READY ``thread``; with ``not_before`` (POSIX s) it waits until then (retries)."""
         if thread.queue_seq is not None:
             self.discard(thread)
-        start = max(self._virtual_time, self._finish.get(thread.application_id, 0))
-        self._finish[thread.application_id] = start + 1
+        app = thread.application_id
+        queued = self._queued_by_app.get(app, 0)
+        self._queued_by_app[app] = queued + 1
+        if queued:
+            key = self._share_key[app]
+        else:  # the application has threads queued again: it shares its user's turn
+            key = self._share_key[app] = app if self.share_of is None else self.share_of(app)
+            self._sharing[key] = self._sharing.get(key, 0) + 1
+        start = max(self._virtual_time, self._finish.get(app, 0))
+        self._finish[app] = start + self._sharing[key]
         # the start tag, then the order of pushes: unique, and ordered as the queue serves them
         thread.queue_seq = (start << SEQ_BITS) + next(self._seq)
         self._live += 1
@@ -192,7 +210,7 @@ class ReadyQueue:
             return
         thread.queue_seq = None
         self._live -= 1
-        self._uncount(thread.needs)
+        self._uncount(thread.needs, thread.application_id)
         if seq in self._later_seqs:
             self._later_seqs.discard(seq)
             return
@@ -203,12 +221,24 @@ class ReadyQueue:
     def __len__(self) -> int:
         return self._live
 
-    def _uncount(self, needs: tuple) -> None:
+    def _uncount(self, needs: tuple, app: str) -> None:
+        """A thread of ``needs`` and application ``app`` left the queue (popped or discarded)."""
         left = self._by_needs[needs] - 1
         if left:
             self._by_needs[needs] = left
         else:
             del self._by_needs[needs]
+        left = self._queued_by_app[app] - 1
+        if left:
+            self._queued_by_app[app] = left
+            return
+        del self._queued_by_app[app]
+        key = self._share_key.pop(app)
+        sharing = self._sharing[key] - 1
+        if sharing:
+            self._sharing[key] = sharing
+        else:
+            del self._sharing[key]
 
     def needs_any(self) -> bool:
         """Whether some queued thread (waiting retries included) needs a capability."""
@@ -307,7 +337,7 @@ class ReadyQueue:
             thread.queue_seq = None
             host.queued -= 1
             self._live -= 1
-            self._uncount(lane)
+            self._uncount(lane, thread.application_id)
             host.in_flight += 1
             self._schedule(host, now)
             return thread

@@ -262,7 +262,7 @@ GRANTS = {("exec", "pw"): {"ExecuteThread"}, ("alice", "pw"): {"ManageOwnApp"}, 
           ("root", "pw"): {"ExecuteThread", "ManageOwnApp", "ManageAllApps", "ManageUsers"}}
 
 
-def table_auth(user, password, permission):
+def table_auth(user, password, permission, quiet=False):
     granted = GRANTS.get((user, password))
     if granted is None:
         return "authentication failed"
@@ -409,6 +409,27 @@ def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
     assert only(done, p.ThreadDone).page.title == "alice's"
     assert only(core.handle(b"root", p.OpenApplication("a", "root", application_id=app, password="pw"), 3.0),
                 p.ApplicationOpened).resumed
+
+
+def test_only_an_operator_puts_threads_above_the_default_priority(caplog):
+    """The manager honoured any priority a peer sent: one user's client (speaking the protocol
+    itself) could put a crawl before every other user's. On a manager with users, a user without
+    ManageAllApps now gets at most the default priority (logged once per application); lower
+    ones stand, and an operator's stand whatever they are."""
+    core = make_core()
+    alice = only(core.handle(b"alice", p.OpenApplication("a", "alice", password="pw"), 0.0),
+                 p.ApplicationOpened).application_id
+    root = only(core.handle(b"root", p.OpenApplication("r", "root", password="pw"), 0.0),
+                p.ApplicationOpened).application_id
+    with caplog.at_level("WARNING", logger="gridcrawl.manager"):
+        core.handle(b"alice", p.Submit(alice, [p.ThreadSpec(i, f"http://a.test/{i}", priority=prio)
+                                               for i, prio in enumerate([1000, 9, 3])]), 1.0)
+    core.handle(b"root", p.Submit(root, [p.ThreadSpec(1, "http://r.test/", priority=1000)]), 1.0)
+    threads = core.applications[alice].threads
+    assert [threads[i].priority for i in range(3)] == [p.DEFAULT_PRIORITY, p.DEFAULT_PRIORITY, 3]
+    assert core.applications[root].threads[1].priority == 1000
+    warnings = [r.getMessage() for r in caplog.records if "asked for priority" in r.getMessage()]
+    assert len(warnings) == 1 and "user alice asked for priority 1000" in warnings[0]
 
 
 # ----------------------------------------------------------------------------------------------

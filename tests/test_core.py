@@ -47,8 +47,8 @@ def register(core, peer: bytes, threads: int, now=0.0) -> str:
     return welcome.message.executor_id
 
 
-def open_app(core, peer=b"client", now=0.0) -> str:
-    (opened,) = sends(core.handle(peer, p.OpenApplication("crawl", "u"), now), p.ApplicationOpened)
+def open_app(core, peer=b"client", now=0.0, user="u") -> str:
+    (opened,) = sends(core.handle(peer, p.OpenApplication("crawl", user), now), p.ApplicationOpened)
     return opened.message.application_id
 
 
@@ -103,7 +103,7 @@ def test_applications_at_one_priority_share_the_grid_thread_by_thread_whatever_e
     for host in hosts:
         core.queue.note_answered(host)
     register(core, b"e", 1)
-    big, small = open_app(core, peer=b"big"), open_app(core, peer=b"small")
+    big, small = open_app(core, peer=b"big", user="ann"), open_app(core, peer=b"small", user="bob")
 
     def run(specs_big, specs_small) -> list:
         core.handle(b"big", p.Submit(big, specs_big), 0.0)
@@ -127,6 +127,39 @@ def test_applications_at_one_priority_share_the_grid_thread_by_thread_whatever_e
     assert [app for app, _ in served] == [big] * 20 + [small] * 5  # priority before turn
     core.handle(b"big", p.CloseApplication(big), 2.0)  # a stopped application's tag is forgotten
     assert big not in core.queue._finish and small in core.queue._finish
+
+
+def test_users_share_the_grid_in_turn_not_their_applications():
+    """A user running three crawls used to get three turns for every one of a user running one
+    (fair queuing was per application). Users now take turns, and a user's applications share
+    that user's turn: tags step by the number of the user's applications with threads queued.
+    Threads submitted in windows, as gridcrawl's client does, so every push sees all three."""
+    core = make_core(S.replace(thread_timeout=100.0))
+    for i in range(40):
+        core.queue.note_answered(f"h{i}.test")
+    register(core, b"e", 1)
+    anns = [open_app(core, peer=f"ann{i}".encode(), user="ann") for i in range(3)]
+    bob = open_app(core, peer=b"bob", user="bob")
+    served, now = [], 1.0
+    for window in range(10):  # 4 threads of each application a window, all on their own hosts
+        for peer, app in [(f"ann{i}".encode(), a) for i, a in enumerate(anns)] + [(b"bob", bob)]:
+            core.handle(peer, p.Submit(app, [p.ThreadSpec(window * 4 + j, f"http://h{(window * 4 + j) % 40}.test/"
+                                                              f"{app}/{window * 4 + j}") for j in range(4)]), now)
+        ex = core.executors[core.peers[b"e"][1]]
+        for _ in range(8):  # half of the window's 16 threads are served before the next window
+            (attempt_id, t), = ex.running.items()
+            served.append((t.application_id, t.thread_id))
+            core.handle(b"e", p.Result(attempt_id, p.PageResult(url=t.url, status=200)), now)
+            now += 0.01
+    apps = [app for app, _ in served]
+    bobs = apps.count(bob)
+    assert 36 <= bobs <= 44, apps  # half of the 80 served, give or take a window's rounding
+    assert all(abs(apps.count(a) - (80 - bobs) / 3) <= 3 for a in anns), [apps.count(a) for a in anns]
+    for a in anns + [bob]:  # every application's threads still leave in submission order
+        ids = [tid for app, tid in served if app == a]
+        assert ids == sorted(ids)
+    core.handle(b"bob", p.CloseApplication(bob), now)
+    assert "bob" not in core.queue._sharing and core.queue._sharing["ann"] == 3
 
 
 def test_priority_first_then_fifo():
