@@ -1023,6 +1023,44 @@ def db_upgrade(
         fail(str(exc))
 
 
+@db_app.command("prune")
+def db_prune(
+    db: str = typer.Option(..., help="SQLAlchemy URL of the manager database"),
+    older_than: float = typer.Option(..., "--older-than", metavar="DAYS",
+                                     help="delete the records of crawls that ended more than DAYS days ago "
+                                     "(0.5: twelve hours)"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="count what would be deleted; delete nothing"),
+) -> None:
+    """Delete the grid's records of applications (crawls) that ended more than DAYS days ago:
+    their grid threads and attempts, and the executors gone since that no record left names.
+    Safe while the manager runs. The crawls' own databases are not touched."""
+    import datetime as dt
+    import math
+    import sqlalchemy as sa
+    from gridcrawl.db import open_database, shown_url
+    from gridcrawl.prune import prune_records
+    if not math.isfinite(older_than) or older_than < 0:
+        fail(f"--older-than must be a number of days, 0 or more (got {older_than})")
+    try:
+        engine = open_database(db, existing=True)
+        if not sa.inspect(engine).has_table("thread"):
+            fail(f"{shown_url(engine.url)} holds no manager records (no thread table): give the manager's --db")
+        before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(days=older_than)
+        pruned = prune_records(engine, before, dry_run=dry_run)
+    except DatabaseUnavailable as exc:
+        fail(str(exc))
+    except sa.exc.DBAPIError as exc:
+        fail(f"{shown_url(db)}: {str(exc.orig).splitlines()[0]} (what was deleted before stays deleted; "
+             "run the command again to go on)")
+    verb = "would delete" if dry_run else "deleted"
+    typer.echo(f"{verb} {counted(pruned.applications, 'application')}, {counted(pruned.threads, 'grid thread')}, "
+               f"{counted(pruned.attempts, 'attempt')} and {counted(pruned.executors, 'executor')} that ended "
+               f"before {before:%Y-%m-%d %H:%M} UTC, from {shown_url(engine.url)}")
+    if not dry_run and pruned.threads and engine.dialect.name == "sqlite":
+        typer.echo("the file keeps its size: new records reuse the space freed (`sqlite3 FILE VACUUM`, with the "
+                   "manager stopped, gives it back to the disk)")
+
+
 @keys_app.command("new")
 def keys_new(
     name: str = typer.Argument(..., help="the key's name: the manager knows the peer by it"),

@@ -1068,7 +1068,8 @@ class ManagerCore:
                 self._stopped.pop(app.application_id, None)
                 self._count_open(app)
                 app.state = ApplicationState.READY
-                actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True))
+                actions.append(ev.ApplicationChanged(app.application_id, int(app.state), reopened=True, name=app.name,
+                                                     user=app.user, time_created=app.time_created))
         # priorities are the operators': another user's threads go no higher than the default,
         # or one user could put a crawl before everyone else's (an open grid trusts everyone)
         app.max_priority = None if self.authenticate is None or self.authenticate(

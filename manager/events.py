@@ -89,11 +89,16 @@ class ApplicationCreated(_Event):
 
 class ApplicationChanged(_Event):
     """An application's state changed (a :class:`~gridcrawl.states.ApplicationState` value):
-    paused, resumed, or reopened after it stopped (``reopened``: its completion time is cleared)."""
+    paused, resumed, or reopened after it stopped (``reopened``: its completion time is cleared,
+    and its row is written whole from ``name``, ``user`` and ``time_created``, POSIX s, in case
+    ``gridcrawl db prune`` deleted it since it stopped)."""
 
     application_id: str
     state: int
     reopened: bool = False
+    name: str = ""
+    user: str = ""
+    time_created: float = 0.0
 
 
 class ApplicationStopped(_Event):

@@ -143,8 +143,11 @@ _ROWS = {
     ev.ApplicationCreated: lambda e: [("application", "upsert", e.application_id, {
         "application_id": e.application_id, "state": e.state, "time_created": e.time,
         "usr_name": e.user, "application_name": e.name})],
-    ev.ApplicationChanged: lambda e: [("application", "update", e.application_id,
-                                       {"state": e.state, "time_completed": None} if e.reopened else {"state": e.state})],
+    ev.ApplicationChanged: lambda e: [
+        ("application", "upsert", e.application_id, {
+            "application_id": e.application_id, "state": e.state, "time_created": e.time_created,
+            "time_completed": None, "usr_name": e.user, "application_name": e.name})
+        if e.reopened else ("application", "update", e.application_id, {"state": e.state})],
     ev.ApplicationStopped: lambda e: [("application", "update", e.application_id,
                                        {"state": _STOPPED, "time_completed": e.time})],
     ev.ThreadSubmitted: lambda e: [("thread", "insert", e.internal_id, {
