@@ -117,6 +117,19 @@ class HostState:
         return self.paused_until
 
 
+class AppShare:
+    """Fair-queuing state of one application: its threads queued now, the finish tag of its
+    latest thread (its next start tag, unless the virtual time has passed it), and, while it has
+    threads queued, the key it shares its turn under (its user)."""
+
+    __slots__ = ("queued", "finish", "key")
+
+    def __init__(self) -> None:
+        self.queued = 0
+        self.finish = 0
+        self.key: object = None
+
+
 class ReadyQueue:
     """READY grid threads in per-host queues, released under the grid's politeness rules.
 
@@ -130,18 +143,14 @@ class ReadyQueue:
         self.max_crawl_delay = max_crawl_delay
         self.hosts: dict[str, HostState] = {}
         self._seq = itertools.count()
-        # start-time fair queuing across applications: the virtual time (the start tag of the
-        # thread popped last) and, per application with threads queued since it was last
-        # forgotten, the finish tag of its latest thread (its next start tag, unless the virtual
-        # time has passed it)
+        # start-time fair queuing across users and their applications: the virtual time (the
+        # start tag of the thread popped last) and, per application that queued threads since it
+        # was last forgotten, an AppShare; share_of(application_id) -> the key applications
+        # share a turn under (the manager's: their user; None: every application alone), and per
+        # key, how many of its applications have threads queued
         self._virtual_time = 0
-        self._finish: dict[str, int] = {}
-        # fair share per user: share_of(application_id) -> the key applications share under (the
-        # manager's: their user; None: every application alone); per application with threads
-        # queued, how many and its key; per key, how many of its applications have threads queued
+        self._apps: dict[str, AppShare] = {}
         self.share_of: Callable[[str], object] | None = None
-        self._queued_by_app: dict[str, int] = {}
-        self._share_key: dict[str, object] = {}
         self._sharing: dict[object, int] = {}
         self._stamps = itertools.count()  # eligible entries: valid while their host's lane files this stamp
         # needs -> heap of (-priority, seq, stamp, host): hosts whose lane may start now; with a
@@ -172,15 +181,15 @@ class ReadyQueue:
         if thread.queue_seq is not None:
             self.discard(thread)
         app = thread.application_id
-        queued = self._queued_by_app.get(app, 0)
-        self._queued_by_app[app] = queued + 1
-        if queued:
-            key = self._share_key[app]
-        else:  # the application has threads queued again: it shares its user's turn
-            key = self._share_key[app] = app if self.share_of is None else self.share_of(app)
-            self._sharing[key] = self._sharing.get(key, 0) + 1
-        start = max(self._virtual_time, self._finish.get(app, 0))
-        self._finish[app] = start + self._sharing[key]
+        share = self._apps.get(app)
+        if share is None:
+            share = self._apps[app] = AppShare()
+        if not share.queued:  # the application has threads queued again: it shares its user's turn
+            share.key = app if self.share_of is None else self.share_of(app)
+            self._sharing[share.key] = self._sharing.get(share.key, 0) + 1
+        share.queued += 1
+        start = max(self._virtual_time, share.finish)
+        share.finish = start + self._sharing[share.key]
         # the start tag, then the order of pushes: unique, and ordered as the queue serves them
         thread.queue_seq = (start << SEQ_BITS) + next(self._seq)
         self._live += 1
@@ -228,17 +237,14 @@ class ReadyQueue:
             self._by_needs[needs] = left
         else:
             del self._by_needs[needs]
-        left = self._queued_by_app[app] - 1
-        if left:
-            self._queued_by_app[app] = left
-            return
-        del self._queued_by_app[app]
-        key = self._share_key.pop(app)
-        sharing = self._sharing[key] - 1
-        if sharing:
-            self._sharing[key] = sharing
-        else:
-            del self._sharing[key]
+        share = self._apps[app]
+        share.queued -= 1
+        if not share.queued:
+            sharing = self._sharing[share.key] - 1
+            if sharing:
+                self._sharing[share.key] = sharing
+            else:
+                del self._sharing[share.key]
 
     def needs_any(self) -> bool:
         """Whether some queued thread (waiting retries included) needs a capability."""
@@ -344,8 +350,11 @@ class ReadyQueue:
 
     def forget_application(self, application_id: str) -> None:
         """Drop the fair-queuing state of an application that stopped (its threads are gone
-        from the queue); one that is reopened starts again at the virtual time."""
-        self._finish.pop(application_id, None)
+        from the queue); one that is reopened starts again at the virtual time. (One with threads
+        still queued, which a stop does not leave, keeps it until they are gone.)"""
+        share = self._apps.get(application_id)
+        if share is not None and not share.queued:
+            del self._apps[application_id]
 
     def eligible_keys(self) -> list:
         """The keys eligible hosts are filed under now: needs tuples, or with a

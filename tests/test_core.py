@@ -126,7 +126,7 @@ def test_applications_at_one_priority_share_the_grid_thread_by_thread_whatever_e
                  [p.ThreadSpec(i, f"http://b.test/{i}", priority=1) for i in range(20, 25)])
     assert [app for app, _ in served] == [big] * 20 + [small] * 5  # priority before turn
     core.handle(b"big", p.CloseApplication(big), 2.0)  # a stopped application's tag is forgotten
-    assert big not in core.queue._finish and small in core.queue._finish
+    assert big not in core.queue._apps and small in core.queue._apps
 
 
 def test_users_share_the_grid_in_turn_not_their_applications():
