@@ -12,6 +12,7 @@
   ``refresh`` seconds with ``fetch()`` and reflows into cards on a phone's screen.
 * ``GET /api/snapshot`` (all of it), ``/api/summary``, ``/api/executors``, ``/api/applications``,
   ``/api/threads``, ``/api/hosts`` — the same data as JSON; ``GET /api/`` lists them.
+* ``GET /metrics`` — the same figures in Prometheus' text format (:mod:`gridcrawl.manager.metrics`).
 * ``POST /api/applications/<id>/<pause|resume|cancel>`` — operator control (always
   authenticated when the manager has users; ``Content-Type: application/json`` is required, so a
   page of another origin cannot forge the request without a CORS preflight, which is refused).
@@ -407,11 +408,16 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
     def script() -> Response:
         return Response(js, mimetype="text/javascript")
 
+    @app.get("/metrics")
+    def metrics() -> Response:
+        from gridcrawl.manager.metrics import CONTENT_TYPE, metrics_text
+        return Response(metrics_text(snapshot()), content_type=CONTENT_TYPE)
+
     @app.get("/api/")
     def api_index():
         return jsonify({"endpoints": ["/api/snapshot", "/api/summary", "/api/executors", "/api/applications",
                                       "/api/threads", "/api/hosts",
-                                      "POST /api/applications/<id>/pause|resume|cancel"]})
+                                      "POST /api/applications/<id>/pause|resume|cancel", "/metrics"]})
 
     @app.get("/api/snapshot")
     def api_snapshot():

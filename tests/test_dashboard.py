@@ -221,6 +221,17 @@ def test_api_serves_the_grid_and_controls_applications(dash):
     assert host["host"] == "127.0.0.1" and host["in_flight"] >= 4 and "next_start" in host
     for part in ("executors", "applications", "threads", "hosts", "summary"):
         assert part in requests.get(f"{base}/api/{part}", timeout=5).json()
+    # the same figures for Prometheus: two executors, the threads held at the gate, the crawl
+    scraped = requests.get(base + "/metrics", timeout=5)
+    assert scraped.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    metrics = scrape(scraped.text)
+    assert metrics[("gridcrawl_executors_connected", ())] == 2
+    assert sum(v for (name, _), v in metrics.items() if name == "gridcrawl_executor_threads_assigned") >= 4
+    assert {dict(labels)["executor"] for (name, labels) in metrics if name == "gridcrawl_executor_connected"} == \
+        {"ex1", "ex2"}
+    app_threads = {dict(labels)["state"]: v for (name, labels), v in metrics.items()
+                   if name == "gridcrawl_application_threads"}
+    assert app_threads["SCHEDULED"] + app_threads["STARTED"] >= 4
     page = requests.get(base + "/", timeout=5)
     assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert '<script src="/dashboard.js"' in page.text
@@ -544,6 +555,67 @@ def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path)
         f"this manager is a standby; the active manager is {active.address}")
     assert mine["manager"]["role"] == "active" and mine["manager"]["active"] == active.address
     assert mine["manager"]["epoch"] == 1 and "standby" not in mine["manager"]
+
+
+def scrape(text: str) -> dict[tuple[str, tuple], float]:
+    """Prometheus exposition ``text`` read by prometheus_client's own parser: ``{(sample name,
+    sorted label pairs): value}``."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def test_metrics_for_prometheus_show_a_user_what_the_api_shows_it(tmp_path):
+    """``GET /metrics``: the snapshot in Prometheus' text format, read back by prometheus_client's
+    parser: counters end in _total, label values with quotes, backslashes and new lines come back
+    as they were; off loopback it needs a login like the API, and a user of the Users group sees
+    only its own applications there too. A manager with no snapshot yet answers zeros."""
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager.dashboard import Dashboard, empty_snapshot
+    from gridcrawl.manager.metrics import metrics_text
+
+    odd = 'crawl "a"\\b\nc'
+    snap = {"time": 1700000000.0, "age": 0.1,
+            "summary": {"executors": 1, "applications": 2, "queued": 7, "fenced": 3,
+                        "threads": {"READY": 7, "SCHEDULED": 1, "STARTED": 2, "FINISHED": 0, "DEAD": 4},
+                        "unrunnable": {"render": 2}},
+            "executors": [{"name": "desk-1", "executor_id": "e1", "connected": True, "workers": 8, "assigned": 3,
+                           "running": 2, "finished": 40, "pages_per_second": 1.5, "cpu_usage": 12.5,
+                           "mem_usage": 1 << 30}],
+            "applications": [{"application_id": "aaaa1111", "name": odd, "owner": "alice", "state": "paused",
+                              "threads": {"READY": 5, "STARTED": 1}, "done": 20, "errors": 2, "pages_per_second": 2.0},
+                             {"application_id": "bbbb2222", "name": "bob's", "owner": "bob", "state": "running",
+                              "threads": {"READY": 2, "STARTED": 1}, "done": 4, "errors": 0, "pages_per_second": 0.5}],
+            "threads": [], "hosts": [], "hosts_total": 2}
+    metrics = scrape(metrics_text(snap).decode())
+    alice = (("application", "aaaa1111"), ("name", odd), ("owner", "alice"))
+    assert metrics[("gridcrawl_application_threads_done_total", alice)] == 20
+    assert metrics[("gridcrawl_application_threads_failed_total", alice)] == 2
+    assert metrics[("gridcrawl_application_paused", alice)] == 1
+    assert metrics[("gridcrawl_application_threads", tuple(sorted(alice + (("state", "READY"),))))] == 5
+    assert metrics[("gridcrawl_threads", (("state", "DEAD"),))] == 4
+    assert metrics[("gridcrawl_threads_unrunnable", (("needs", "render"),))] == 2
+    assert metrics[("gridcrawl_results_fenced_total", ())] == 3
+    desk = (("executor", "desk-1"), ("executor_id", "e1"))
+    assert metrics[("gridcrawl_executor_threads_finished_total", desk)] == 40
+    assert metrics[("gridcrawl_executor_memory_bytes", desk)] == 1 << 30
+    assert metrics[("gridcrawl_hosts", ())] == 2 and metrics[("gridcrawl_threads_queued", ())] == 7
+    empty = scrape(metrics_text({**empty_snapshot(None), "age": None}).decode())
+    assert empty[("gridcrawl_executors_connected", ())] == 0
+    assert not [name for name, _ in empty if name.startswith(("gridcrawl_executor_", "gridcrawl_application_"))]
+
+    users = UserStore(open_database(f"sqlite:///{tmp_path / 'm.db'}"))
+    users.add("bob", "bobs horse battery", "Users")
+    dashboard = Dashboard(_FixedSource(snap), "0.0.0.0", 0, users=users).start()
+    try:
+        url = f"http://127.0.0.1:{dashboard.port}/metrics"
+        anonymous = requests.get(url, timeout=5)
+        bob = scrape(requests.get(url, auth=("bob", "bobs horse battery"), timeout=5).text)
+    finally:
+        dashboard.stop()
+    assert anonymous.status_code == 401
+    assert {dict(labels)["owner"] for (name, labels) in bob if name.startswith("gridcrawl_application_")} == {"bob"}
 
 
 class _FixedSource:
