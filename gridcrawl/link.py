@@ -173,13 +173,15 @@ class LinkState:
       ``reconnect_max``; an answer to the hello resets it and cancels a reconnect still pending.
     * **refusal** (``refuse``): a standby names the active manager — go there at once if it is
       one of ours, else to the next (:meth:`ManagerEndpoints.follow`); a standby naming itself
-      (it is taking over), or another manager while it is the only one, is asked again after a
-      moment (logged once), and the final error of a peer never answered names the active manager
+      (it is taking over), or another manager while it is the only one, or the manager this peer
+      left silent or leaving less than ``peer_timeout`` s ago (its lease has not expired yet), is
+      asked again after a moment (logged once), and the final error of a peer never answered names the active manager
       to add to its ``--manager`` list. A refusal naming nobody, while not up,
       moves on to the next manager when there are several; with one manager it answers the hello
       and is final (``Refused``). While up, it means the manager forgot this peer (it restarted):
       say hello again at once.
-    * **bye**: the manager is leaving; reconnect after the back-off.
+    * **bye**: the manager is leaving; with several, try the next at once (a standby takes over
+      the lease it releases), else reconnect after the back-off.
     * **handshake failure** (CURVE): final before the first answer; later only logged, every 30 s.
     """
 
@@ -205,6 +207,9 @@ class LinkState:
         self.reconnect_at: float | None = None
         # the last refusal naming nobody, or an active manager not ours, before the first answer
         self.refusal: str | None = None
+        # the manager this peer left because it fell silent or said bye, and when (monotonic s):
+        # a standby that still names it active has not yet seen its lease expire (see _refused)
+        self.left: tuple[str, float] | None = None
         self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
 
@@ -226,14 +231,20 @@ class LinkState:
             self._adopt_interval(getattr(message, "heartbeat_interval", None))
             self.up = self.ever_up = True
             self.reconnect_at = None  # a reconnect the silence before this answer scheduled: not needed
-            self.backoff, self.refusal, self._refusal_said = self.initial, None, None
+            self.backoff, self.refusal, self._refusal_said, self.left = self.initial, None, None, None
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
             return self._refused(now, message.reason, message.active, message.retry, message.final)
         elif isinstance(message, p.Bye) and self.reconnect_at is None:
-            self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
-            self._reconnect(now + self.backoff)
+            gone = self.managers.current
+            if self.managers.next():  # hot standbys: one takes over as this one stops
+                self.left = (gone, now)
+                self.log.warning("manager left (%s); trying %s", message.reason, self.managers.current)
+                self._reconnect(now)
+            else:
+                self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
+                self._reconnect(now + self.backoff)
         return self._due(now)
 
     def _adopt_interval(self, interval) -> None:
@@ -286,7 +297,9 @@ class LinkState:
         silent = self.silence(now)
         if (self.reconnect_at is None and (self.ever_up or self.managers.several)
                 and silent > self.peer_timeout):
+            gone = self.managers.current
             if self.managers.next():  # hot standbys: the next manager may be the active one now
+                self.left = (gone, now)
                 self.log.warning("manager silent for %.1f s; trying %s", silent, self.managers.current)
                 self._reconnect(now)
             else:
@@ -313,7 +326,18 @@ class LinkState:
             self.refusal = reason
             self._reconnect(now + min(self.backoff, self.interval / 4))
             return self._due(now)
-        if active is not None or (self.managers.several and not self.up):
+        if (active is not None and self.left is not None and active == self.left[0] != self.managers.current
+                and now - self.left[1] < self.peer_timeout):
+            # a standby names the manager this peer has just left, silent or leaving: its lease has
+            # not yet expired as the standby last read it, and it takes over when it does. Going
+            # back cost a whole peer_timeout of silence more (the lease and the peers' liveness are
+            # the same 3 s by default); ask this standby again for as long instead
+            if (reason, active) != self._refusal_said:
+                self.log.info("manager refused (%s); %s has just been left: asking %s again shortly", reason,
+                              active, self.managers.current)
+            self._refusal_said = (reason, active)
+            self._reconnect(now + min(self.backoff, self.interval / 4))
+        elif active is not None or (self.managers.several and not self.up):
             moved = self.managers.follow(active)  # a standby: go where it points, or to the next
             if active is None:
                 self.refusal = reason

@@ -260,6 +260,38 @@ def test_a_goodbye_reconnects_after_the_backoff():
     assert state.tick(1.9) == [] and state.tick(2.0) == [Connect(A)]
 
 
+def test_with_standbys_a_goodbye_moves_to_the_next_manager_at_once():
+    """A manager stopped with SIGTERM says bye and releases its lease: a standby takes over within
+    half a heartbeat interval. Its peers reconnected to the manager that had just stopped, found it
+    silent for peer_timeout, and only then tried the standby (4 s instead of under 1 s)."""
+    state = up(link(A, B))
+    assert state.received(1.0, p.Bye("manager shutting down")) == [Connect(B)] and not state.up
+    assert state.received(1.1, WELCOME) == [] and state.up
+
+
+def test_a_standby_naming_the_manager_just_left_is_asked_again_until_it_takes_over(caplog):
+    """The active manager paused (or dead on another host): its peers notice the silence after
+    peer_timeout (3 s), as its lease expires (3 s by default). A standby asked just before it
+    read the lease expired named the silent manager; the peer went back to it and lost another
+    3 s of silence. Now it asks the standby again until that one takes over — for peer_timeout at
+    most, then it follows the refusal as before (a manager alive but out of this peer's reach)."""
+    import logging
+    state = up(link(A, B))
+    assert state.tick(3.1) == [Connect(B)]
+    refusal = p.Refuse(f"standby manager; the active manager is {A}", active=A)
+    with caplog.at_level(logging.DEBUG, logger="gridcrawl.link"):
+        assert state.received(3.2, refusal) == []
+        assert state.tick(3.3) == [] and state.tick(3.45) == [Connect(B)]
+        assert state.received(3.5, refusal) == [] and state.tick(3.75) == [Connect(B)]
+    assert len([r for r in caplog.records if "has just been left" in r.getMessage()]) == 1
+    assert state.received(3.8, WELCOME) == [] and state.up
+    # a standby that keeps naming A past peer_timeout: A is alive, out of this peer's reach only
+    state = up(link(A, B))
+    assert state.tick(3.1) == [Connect(B)]
+    assert state.received(6.0, refusal) == [] and state.tick(6.25) == [Connect(B)]
+    assert state.received(6.2, refusal) == [Connect(A)]
+
+
 def test_a_failed_handshake_is_final_with_one_manager_and_logged_with_standbys():
     state = link(A)
     state.start(0.0)
