@@ -177,8 +177,9 @@ class LinkState:
       left silent or leaving less than ``peer_timeout`` s ago (its lease has not expired yet), is
       asked again after a moment (logged once), and the final error of a peer never answered names the active manager
       to add to its ``--manager`` list. A refusal naming nobody, while not up,
-      moves on to the next manager when there are several; with one manager it answers the hello
-      and is final (``Refused``). While up, it means the manager forgot this peer (it restarted):
+      moves on to the next manager when there are several — and is final once a standby names the
+      manager that gave it as the active one; with one manager it answers the hello and is final
+      (``Refused``). While up, it means the manager forgot this peer (it restarted):
       say hello again at once.
     * **bye**: the manager is leaving; with several, try the next at once (a standby takes over
       the lease it releases), else reconnect after the back-off.
@@ -210,6 +211,8 @@ class LinkState:
         # the manager this peer left because it fell silent or said bye, and when (monotonic s):
         # a standby that still names it active has not yet seen its lease expire (see _refused)
         self.left: tuple[str, float] | None = None
+        # endpoint -> (its refusal naming nobody, monotonic s): the active manager's own answer
+        self.answered_no: dict[str, tuple[str, float]] = {}
         self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
 
@@ -232,6 +235,7 @@ class LinkState:
             self.up = self.ever_up = True
             self.reconnect_at = None  # a reconnect the silence before this answer scheduled: not needed
             self.backoff, self.refusal, self._refusal_said, self.left = self.initial, None, None, None
+            self.answered_no.clear()
             self.next_beat = now + self.interval
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
@@ -326,6 +330,11 @@ class LinkState:
             self.refusal = reason
             self._reconnect(now + min(self.backoff, self.interval / 4))
             return self._due(now)
+        if active is not None and (no := self.answered_no.get(active)) and now - no[1] < self.peer_timeout:
+            # a standby names the manager that has just refused this peer itself: that one is the
+            # active manager and its refusal the answer (going back and forth between the two,
+            # at once each time, made thousands of connections until the connect timeout)
+            return [Fail(Refused(no[0]))]
         if (active is not None and self.left is not None and active == self.left[0] != self.managers.current
                 and now - self.left[1] < self.peer_timeout):
             # a standby names the manager this peer has just left, silent or leaving: its lease has
@@ -338,12 +347,13 @@ class LinkState:
             self._refusal_said = (reason, active)
             self._reconnect(now + min(self.backoff, self.interval / 4))
         elif active is not None or (self.managers.several and not self.up):
-            moved = self.managers.follow(active)  # a standby: go where it points, or to the next
             if active is None:
                 self.refusal = reason
+                self.answered_no[self.managers.current] = (reason, now)
             elif active not in self.managers.endpoints:  # never followed: a peer goes only where it was told
                 self.refusal = (f"{reason}; {active} is not one of the managers given to this program "
                                 f"({self.managers}): add --manager {active}")
+            moved = self.managers.follow(active)  # a standby: go where it points, or to the next
             # the same refusal again (a standby asked every quarter interval) is worth a line once;
             # a standby naming an active manager we know is how hot standbys work, not a warning
             routine = active is not None and moved and active in self.managers.endpoints

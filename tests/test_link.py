@@ -240,6 +240,26 @@ def test_a_refusal_naming_nobody_moves_on_with_several_managers_and_is_final_at_
     assert isinstance(fail.error, Refused) and str(fail.error) == "authentication failed"
 
 
+def test_the_active_managers_refusal_is_final_once_a_standby_names_it():
+    """``gridcrawl-client pause ID --manager STANDBY,ACTIVE`` of a stopped application: the active
+    manager refused (naming nobody: move on to the next), the standby named the active one
+    (follow it), at once each time — 1,800 log lines and as many connections in 10 s before the
+    connect timeout gave the answer. Now the answer comes after the standby's first pointer back,
+    in either order of the list."""
+    for order in ((A, B), (B, A)):  # A the standby, B the active manager
+        state = link(*order)
+        actions = state.start(0.0)
+        answers = {A: p.Refuse(f"standby manager; the active manager is {B}", active=B),
+                   B: p.Refuse("application 1c9ee645 is stopped already")}
+        for step in range(6):
+            (action,) = actions
+            if isinstance(action, Fail):
+                break
+            actions = state.received(0.1 + step / 100, answers[action.endpoint])
+        assert isinstance(action, Fail) and str(action.error) == "application 1c9ee645 is stopped already"
+        assert step <= 3  # at most: the standby, the active manager, the standby
+
+
 def test_a_manager_that_forgot_the_peer_gets_the_hello_again_at_once():
     state = up(link(A))
     assert state.received(1.0, p.Refuse("unknown executor: register again")) == [Connect(A)]
