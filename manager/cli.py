@@ -108,7 +108,9 @@ def serve(
                                standby=standby, advertise=advertise, record_process=True)
     except zmq.ZMQError as exc:
         fail(f"cannot listen on {bind}: {listen_problem(bind) or str(exc).split(' (addr=')[0]}")
-    except (DatabaseUnavailable, LeaseHeld, ValueError) as exc:
+    except LeaseHeld as exc:  # a hot standby forgotten, or the database of another grid
+        fail(f"{exc}; --standby waits as its hot standby and takes over when it stops")
+    except (DatabaseUnavailable, ValueError) as exc:
         fail(str(exc))
     except OSError as exc:
         fail(f"cannot use the journal {journal}: {exc.strerror}")

@@ -206,6 +206,7 @@ def test_a_second_manager_on_the_same_database_refuses_and_a_killed_one_is_taken
         print(f"\n[two managers, {backend}] second exit={second.returncode}: {lines}")
         assert second.returncode == 2 and len(lines) == 1, second.stderr
         assert "another manager runs on the database" in lines[0] and f"pid {first.pid}" in lines[0]
+        assert lines[0].endswith("; --standby waits as its hot standby and takes over when it stops")  # what to do
         first.kill()
         first.wait()
         killed = time.monotonic()
