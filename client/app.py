@@ -357,6 +357,14 @@ class CrawlApplication:
         the manager may have lost them; it ignores duplicates)."""
         if not self._taken_over:
             self._take_over()
+        elif not message.resumed and message.application_id != self.application_id:
+            # opened in this run, and now a new one: after a failover, a manager whose database
+            # does not hold it (another grid's, listed in --manager by mistake: the crawl's records
+            # went on there, and executors with the same list went too) or cancelled it meanwhile
+            log.warning("application %s was not reattached: the manager at %s opened a new one, %s (it cancelled "
+                        "%s, or its database does not hold it: is %s a manager of this grid?); the crawl goes on "
+                        "as %s", self.application_id[:8], self.manager, message.application_id[:8],
+                        self.application_id[:8], self.manager, message.application_id[:8])
         if message.application_id != self.application_id:
             self.application_id = message.application_id
             self.store.set_meta("application_id", message.application_id)

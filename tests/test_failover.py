@@ -297,3 +297,65 @@ def test_a_database_outage_longer_than_the_lease_moves_no_active_role(tmp_path, 
     finally:
         grid.stop()
         link.close()
+
+
+def test_a_client_sent_to_a_manager_that_opens_a_new_application_says_so(tmp_path):
+    """A walkthrough listed another grid's manager in --manager by mistake: after a failover the
+    client went there, that manager (its database does not hold the application) opened a new
+    one, and the crawl went on as it with nothing but an INFO "application … opened" — its
+    records split over two databases, the first grid's application left waiting. Two scripted
+    managers: A opens app-1 and falls silent after the first submit, B opens app-2."""
+    import zmq
+    from gridcrawl import protocol as p
+    context = zmq.Context()
+    routers, endpoints = {}, {}
+    for name in "AB":
+        routers[name] = context.socket(zmq.ROUTER)
+        routers[name].setsockopt(zmq.LINGER, 0)
+        port = routers[name].bind_to_random_port("tcp://127.0.0.1")
+        endpoints[name] = f"tcp://127.0.0.1:{port}"
+    client = subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "http://127.0.0.1:9/", "--manager",
+                               f"{endpoints['A']},{endpoints['B']}", "--db", f"sqlite:///{tmp_path / 'crawl.db'}",
+                               "--no-progress", "--no-sitemaps", *FAST],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    poller = zmq.Poller()
+    for router in routers.values():
+        poller.register(router, zmq.POLLIN)
+    try:
+        deadline, closed, a_silent = time.monotonic() + 60, False, False
+        while not closed and time.monotonic() < deadline:
+            for router, _ in poller.poll(100):
+                name = "A" if router is routers["A"] else "B"
+                peer, *frames = router.recv_multipart()
+                message = p.decode(frames)
+                if name == "A" and a_silent:
+                    continue
+                reply: list[p.Message] = []
+                if isinstance(message, p.OpenApplication):
+                    reply = [p.ApplicationOpened(f"app-{'1' if name == 'A' else '2'}", False, 0.25, 3)]
+                elif isinstance(message, p.Submit) and name == "A":
+                    a_silent = True  # A dies with the seed in flight
+                elif isinstance(message, p.Submit):
+                    (spec,) = message.threads
+                    page = p.PageResult(url=spec.url, final_url=spec.url, status=200, content_type="text/html",
+                                        title="seed", content="<html>seed</html>", size=17)
+                    reply = [p.ThreadDone("app-2", [p.FinishedThread(spec.thread_id, "ex-1", 1, False, page)])]
+                elif isinstance(message, p.CloseApplication):
+                    closed = True
+                elif isinstance(message, p.Heartbeat):
+                    reply = [p.Heartbeat()]
+                for m in reply:
+                    router.send_multipart([peer, *p.encode(m)])
+        output, _ = client.communicate(timeout=30)
+    finally:
+        if client.poll() is None:
+            client.kill()
+        for router in routers.values():
+            router.close()
+        context.term()
+    assert client.returncode == 0 and closed, output[-2000:]
+    warning = next(line for line in output.splitlines() if "was not reattached" in line)
+    print(f"\n[a manager that opens a new application] {warning}")
+    assert "WARNING" in warning and (f"application app-1 was not reattached: the manager at {endpoints['B']} opened "
+                                     f"a new one, app-2") in warning
+    assert f"is {endpoints['B']} a manager of this grid?); the crawl goes on as app-2" in warning
