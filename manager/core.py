@@ -300,6 +300,7 @@ class GridThread:
     retries: int = 0
     held: bool = False
     rerun: bool = False   # restored after a manager restart: its row has the times of a run before it
+    finished_before: bool = False  # restored, and that run had finished (counted done if not run again)
     failed: bool = False
     result: p.RelayedPage | p.PageResult | None = None
     delivered_to: bytes | None = None  # the client connection its result was last sent to
@@ -1787,6 +1788,12 @@ class ManagerCore:
                     if ex.peer is not None:
                         actions.append(Send(ex.peer, p.Cancel(t.attempt_id)))
                 actions.append(ev.AttemptEnded(t.attempt_id, "cancelled", now))
+            elif t.rerun and t.finished_before:
+                # restored after a failover, never submitted again: its client stored the result
+                # whose ack the old manager did not record. It ends Dead with that run's finish,
+                # a page for gridcrawl report; the dashboard's done counts it too (it said 523
+                # where the report said 529 pages)
+                app.done += 1
             self.queue.discard(t)
             self._move(t, ThreadState.DEAD)
             actions.append(ev.ThreadDead(t.internal_id))
@@ -1833,6 +1840,7 @@ class ManagerCore:
                            row["depth"], row["priority"], None, now, host=row["host"],
                            attempts=row["attempts"])
             t.held = t.rerun = True
+            t.finished_before = row.get("time_finished") is not None
             app.threads[t.thread_id] = t
             # the row keeps the executor and times of its last run until it is assigned again (then
             # they are cleared, so that no row has a start after its finish): a thread whose result

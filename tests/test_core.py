@@ -1132,6 +1132,54 @@ def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_
     engine.dispose()
 
 
+def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_path):
+    """Two threads finished under a manager that died before their acks: the client had stored
+    thread 1 (never submitted again), not thread 2 (run again). Thread 1 ends Dead with its first
+    run's finish — a page for ``application_summary`` (``gridcrawl report``) — but the dashboard's
+    done left it out: 523 against the report's 529 pages in a walkthrough."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.recorder import Recorder
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    T = 1_700_000_000.0
+
+    def record(actions):
+        recorder = Recorder(engine)
+        recorder.add_all([a for a in actions if not isinstance(a, Send)])
+        recorder.flush()
+        return actions
+
+    first = make_core()
+    record(first.handle(b"e", p.Register(name="e", host="h", user="u", threads=2), T))
+    (opened,) = sends(record(first.handle(b"c", p.OpenApplication("crawl", "u"), T)), p.ApplicationOpened)
+    app = opened.message.application_id
+    for host in ("h1.test", "h2.test"):
+        first.queue.note_answered(host)
+    jobs = assigned(record(submit(first, app, [1, 2], peer=b"c", now=T + 1)))
+    record(first.handle(b"e", p.Results([p.AttemptResult(job.attempt_id, _page(1), ran=0.5) for _, job in jobs]),
+                        T + 2))
+    # the manager dies before the acks; the standby restores both threads from the database
+    with engine.connect() as conn:
+        threads = [dict(r._mapping) for r in conn.execute(sa.select(models.thread))]
+    second = make_core()
+    record(second.restore([{"application_id": app, "application_name": "crawl", "usr_name": "u", "state": 1}],
+                          threads, T + 10))
+    second.queue.note_answered("h2.test")
+    record(second.handle(b"e2", p.Register(name="e", host="h", user="u", threads=1), T + 10))
+    record(second.handle(b"c2", p.OpenApplication("crawl", "u", app), T + 10))
+    ((_, again),) = assigned(record(submit(second, app, [2], peer=b"c2", now=T + 11)))
+    record(second.handle(b"e2", p.Results([p.AttemptResult(again.attempt_id, _page(1))]), T + 12))
+    record(second.handle(b"c2", p.Ack(app, [2]), T + 13))
+    record(second.handle(b"c2", p.CloseApplication(app), T + 14))
+    with engine.connect() as conn:
+        pages = conn.execute(sa.text("SELECT pages FROM application_summary")).scalar()
+    (shown,) = snapshot(second, T + 15)["applications"]
+    assert (shown["done"], pages) == (2, 2)  # before: done 1
+    engine.dispose()
+
+
 def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
     core = make_core()
     core.executor_owners["old-id"] = "alice"
