@@ -397,7 +397,10 @@ class ManagerServer:
     def _wait_as_standby(self, stop: threading.Event) -> bool:
         """Answer every peer with a refusal naming the active manager, and try the lease every
         half heartbeat interval; True once this manager holds it (it is active), False on ``stop``."""
-        log.info("standby manager at %s: waiting for the lease", self.address)
+        held = self.lease.previous  # as the try at start read it (None after a fencing: a new Lease)
+        log.info("standby manager at %s: waiting for the lease%s", self.address,
+                 f", held by the manager {describe_holder(held.holder)} (lease epoch {held.epoch})"
+                 if held is not None and held.holder else "")
         active: str | None = None
         next_try = 0.0
         # the database as this standby sees it: its last answer, until when an expired lease is

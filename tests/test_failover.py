@@ -232,6 +232,10 @@ def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
         assert second not in (None, first)
         managers.start(first)  # the first manager comes back, as a standby
         wait_for(lambda: grid.log(f"manager-{first}.log").count("standby manager") >= 1, 30, 0.05, "a standby again")
+        # it names the manager it waits for (it said only "waiting for the lease")
+        assert (f"standby manager at {managers.endpoints[first]}: waiting for the lease, held by the manager pid "
+                f"{managers.procs[second].pid} on ") in grid.log(f"manager-{first}.log")
+        assert f"at {managers.endpoints[second]} (lease epoch {epoch + 1})" in grid.log(f"manager-{first}.log")
         wait_for(lambda: _visited(grid) >= 80, 60, 0.05, "more")
         managers.procs[second].kill()
         wait_for(lambda: managers.epoch() == epoch + 2, 30, 0.05, "the first manager taking over again")
