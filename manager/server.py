@@ -193,9 +193,11 @@ class ManagerServer:
         prior = previous.epoch if previous is not None else 0
         if journal_epoch is not None and journal_epoch != prior:
             # another manager ran (epoch moved on) and restored from the database: these are stale
-            log.warning("the journal %s is from lease epoch %d, another manager has held the lease since "
-                        "(epoch %d): %d of its records dropped", self.journal, journal_epoch, prior,
-                        self.recorder.abandon(stale=True))
+            # (an empty journal is no news: "0 of its records dropped" was a WARNING at every take-over
+            # by a manager that had been active before)
+            if dropped := self.recorder.abandon(stale=True):
+                log.warning("the journal %s is from lease epoch %d, another manager has held the lease since "
+                            "(epoch %d): %d of its records dropped", self.journal, journal_epoch, prior, dropped)
             self.recorder = Recorder(self.engine, self.settings.record_interval, self.journal, self.writer)
         self.recorder.replay()  # records an earlier manager could not write, before the state is read
         self.recorder.set_journal_epoch(self.lease.epoch)

@@ -363,3 +363,35 @@ def test_a_client_sent_to_a_manager_that_opens_a_new_application_says_so(tmp_pat
     assert "WARNING" in warning and (f"application app-1 was not reattached: the manager at {endpoints['B']} opened "
                                      f"a new one, app-2") in warning
     assert f"is {endpoints['B']} a manager of this grid?); the crawl goes on as app-2" in warning
+
+
+def test_a_take_over_with_an_empty_journal_of_an_old_epoch_warns_of_nothing(tmp_path, caplog):
+    """A manager active before (its journal's epoch file says 1), a standby since, takes the lease
+    over at epoch 3: its journal, empty, is stale. It logged "WARNING … 0 of its records dropped"
+    at every such take-over; records dropped are still a WARNING (the journal then is not empty)."""
+    import logging
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.lease import Lease
+    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.settings import Settings
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    Lease(engine, "elsewhere pid 1 started 1.00 tcp://m1:9000").acquire()  # epoch 1, this journal's
+    other = Lease(engine, "elsewhere pid 2 started 1.00 tcp://m2:9000")
+    assert other.try_acquire(now=time.time() + 100).epoch == 2  # taken over, then stopped cleanly
+    other.release()
+    journal = tmp_path / "manager.journal"
+    journal.write_bytes(b"")
+    Path(f"{journal}.epoch").write_text("1")
+    with caplog.at_level(logging.INFO, logger="gridcrawl.manager"):
+        server = ManagerServer(Settings(), "tcp://127.0.0.1:0", engine, journal=journal)
+    try:
+        assert server.lease.epoch == 3
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        server.recorder.close()
+        server.lease.release()
+        server._close_sockets()
+        engine.dispose()
