@@ -178,6 +178,7 @@ class Lease:
         self.lost = threading.Event()  # set when a renewal finds the lease taken over
         self.renewed_at = time.monotonic()  # of the last renewal (or the start): :meth:`overdue`
         self._overdue_said = -math.inf
+        self._looked_at: float | None = None  # monotonic s of the previous :meth:`overdue` call
         #: the database server's clock minus this host's, seconds, as last read (:meth:`now`)
         self.skew = 0.0
         self._skew_said = False
@@ -315,11 +316,18 @@ class Lease:
         the database could take over. Called from the manager's loop."""
         now = time.monotonic()
         late = now - self.renewed_at
+        # the loop calls this every tick: a previous call longer than a lease ago means this
+        # process did not run meanwhile (SIGSTOP, a VM frozen, a starved CPU) — it blamed its
+        # database, which had answered all along, as the manager woke to find itself taken over
+        paused = self._looked_at is not None and now - self._looked_at > self.seconds
+        self._looked_at = now
         if late > self.seconds and now - self._overdue_said >= LEASE_FAILURE_REPEAT and not self.lost.is_set():
             self._overdue_said = now
-            log.warning("the manager lease has not been renewed for %.0f s (its database does not answer): it has "
-                        "expired, and a standby manager that reaches the database may take over; this one learns "
-                        "it when the database answers", late)
+            log.warning("the manager lease has not been renewed for %.0f s (%s): it has expired, and a standby "
+                        "manager that reaches the database may take over; this one learns it %s", late,
+                        "this manager did not run: it was paused or starved of CPU" if paused
+                        else "its database does not answer",
+                        "at its next renewal" if paused else "when the database answers")
 
     def start(self) -> "Lease":
         """Renew the lease every ``seconds / 3`` from a thread of its own (a database that does

@@ -260,7 +260,7 @@ def test_a_renewal_that_hangs_is_said_once_the_lease_has_run_out(sqlite_url, cap
     import logging
     engine = open_database(sqlite_url)
     init_schema(engine, models.manager_metadata, models.manager_meta)
-    lease = Lease(engine, "manager-1", seconds=0.3, alive=lambda holder: True)
+    lease = Lease(engine, "manager-1", seconds=0.6, alive=lambda holder: True)
     assert lease.acquire() == 1
     hang = threading.Event()
     renew = lease.renew
@@ -270,15 +270,36 @@ def test_a_renewal_that_hangs_is_said_once_the_lease_has_run_out(sqlite_url, cap
         return renew(*args, **kwargs)
     with caplog.at_level(logging.WARNING, logger="gridcrawl.manager.lease"):
         lease.start()
-        time.sleep(0.35)
-        lease.overdue()  # renewed every 0.1 s so far: nothing to say
+        time.sleep(0.45)
+        lease.overdue()  # renewed every 0.2 s so far: nothing to say
         assert caplog.records == []
         monkeypatch.setattr(lease, "renew", hanging)
-        time.sleep(0.5)
-        for _ in range(3):  # the loop asks often: said once
+        for _ in range(20):  # the loop asks often (every tick, a fraction of the lease): said once
+            time.sleep(0.05)
             lease.overdue()
         hang.set()
         lease.release()
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 1 and said[0].startswith("the manager lease has not been renewed for "), said
+    assert "(its database does not answer)" in said[0]
+
+
+def test_a_manager_that_was_itself_paused_does_not_blame_its_database(sqlite_url, caplog):
+    """A manager woken by SIGCONT after its lease ran out logged "the manager lease has not been
+    renewed for 8 s (its database does not answer)" before it learnt it had been taken over: the
+    database had answered all along. Its loop's previous look at the lease was as long ago as
+    the lease lasts: the manager itself did not run."""
+    import logging
+    engine = open_database(sqlite_url)
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    lease = Lease(engine, "manager-1", seconds=0.3, alive=lambda holder: True)
+    assert lease.acquire() == 1
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.manager.lease"):
+        lease.overdue()  # the loop's look before the pause
+        time.sleep(0.4)  # no loop, no renewal thread: this process "stopped"
+        lease.overdue()
+    (said,) = [r.getMessage() for r in caplog.records]
+    assert "(this manager did not run: it was paused or starved of CPU)" in said, said
+    assert "database does not answer" not in said and said.endswith("this one learns it at its next renewal")
+    lease.release()
     engine.dispose()
