@@ -1035,8 +1035,9 @@ class ManagerCore:
         if app is not None and app.state == ApplicationState.STOPPED and app.aborted:
             # its threads' rows hold the ids its client submits again (unique per application):
             # the crawl goes on as a new application, as after a restart of the manager
-            log.info("application %s was cancelled with grid threads not done: its client's crawl goes on as a "
-                     "new application", app.application_id[:8])
+            log.info("application %s stopped with grid threads not done (cancelled, or completed with threads a "
+                     "failover restored, whose results its client had stored): its client's crawl goes on as a new "
+                     "application", app.application_id[:8])
             app = None
         resumed = app is not None
         if app is not None and (held := self._held_by_another(app, peer, m.client, now)):

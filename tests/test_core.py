@@ -1132,7 +1132,7 @@ def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_
     engine.dispose()
 
 
-def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_path):
+def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_path, caplog):
     """Two threads finished under a manager that died before their acks: the client had stored
     thread 1 (never submitted again), not thread 2 (run again). Thread 1 ends Dead with its first
     run's finish — a page for ``application_summary`` (``gridcrawl report``) — but the dashboard's
@@ -1178,6 +1178,13 @@ def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_p
     (shown,) = snapshot(second, T + 15)["applications"]
     assert (shown["done"], pages) == (2, 2)  # before: done 1
     engine.dispose()
+    # resumed later, the crawl goes on as a new application; the log said it "was cancelled"
+    import logging
+    with caplog.at_level(logging.INFO, logger="gridcrawl.manager"):
+        (opened,) = sends(second.handle(b"c3", p.OpenApplication("crawl", "u", app), T + 20), p.ApplicationOpened)
+    assert not opened.message.resumed  # (this test core's ids start again at id1: the new one is id2 too)
+    assert (f"application {app[:8]} stopped with grid threads not done (cancelled, or completed with threads a "
+            "failover restored") in caplog.text and "was cancelled" not in caplog.text
 
 
 def test_an_executor_id_known_from_the_database_is_reclaimed_only_by_its_user():
