@@ -1157,11 +1157,20 @@ class CrawlStore:
             row.update(content=old.content, body=old.body)
         return row
 
+    @property
+    def _revisit_priority(self) -> int:
+        """The frontier priority of a stored document queued again: in a focused crawl the
+        seeds' (``focus_priority(1.0)``, as :meth:`retry_failed` gives), so that its due pages
+        are visited before the links the frontier holds (at 5 they came after every link scoring
+        over 0.005, and a recrawl stopped at ``--max-pages`` visited none of them); else 5."""
+        return focus_priority(1.0) if self.strategy.focus is not None else 5
+
     def queue_due(self, now=None, *, every: bool = False, batch: int = 5000) -> int:
         """Queue again, as grid threads to visit, every stored document whose next visit is due
         at ``now`` (naive UTC; default: the current time) — or, with ``every``, every stored
         document (``--recrawl-all``) — unless its URL is queued already. Each row carries the
-        document's ETag and Last-Modified, sent as ``If-None-Match`` / ``If-Modified-Since``.
+        document's ETag and Last-Modified, sent as ``If-None-Match`` / ``If-Modified-Since``,
+        and, in a focused crawl, the seeds' priority (:attr:`_revisit_priority`).
         Documents stored before schedules were kept (``next_fetch_at`` NULL) are due.
 
         Reads the documents in ``batch``-row slices of ``doc_id`` (memory stays bounded), one
@@ -1177,7 +1186,7 @@ class CrawlStore:
                          .where(due, *([c.doc_id > after] if after is not None else []))
                          .order_by(c.doc_id).limit(batch))
                 rows = conn.execute(query).all()
-                count = _queue_absent(conn, [_revisit_row(r) for r in rows])
+                count = _queue_absent(conn, [_revisit_row(r, priority=self._revisit_priority) for r in rows])
                 return (rows[-1].doc_id if rows else None), count, len(rows)
             after, count, read = run_transaction(self.engine, work)
             queued += count
@@ -1304,7 +1313,7 @@ class CrawlStore:
                 found, interval, when = hint
                 values.update(fetch_interval=interval, next_fetch_at=when)
                 if found == "due" and when <= now:
-                    due.append(_revisit_row(d))
+                    due.append(_revisit_row(d, priority=self._revisit_priority))
             if values:
                 updates.append({"b_fp": d.fingerprint, **values})
         _execute_grouped(conn, document, c.fingerprint, updates)
@@ -1913,11 +1922,12 @@ def _fit(table: sa.Table, rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _revisit_row(stored, kind: str | None = None) -> dict:
+def _revisit_row(stored, kind: str | None = None, priority: int = 5) -> dict:
     """The ``to_visit_url`` row that visits stored document (or, with ``kind``, sitemap)
-    ``stored`` again, with its validators for a conditional request (``stored`` has ``url``,
-    ``fingerprint``, ``depth``, ``etag``, ``last_modified`` and, for a document, ``page_type``)."""
-    return {"url": stored.url, "fingerprint": stored.fingerprint, "depth": stored.depth, "priority": 5,
+    ``stored`` again at frontier ``priority``, with its validators for a conditional request
+    (``stored`` has ``url``, ``fingerprint``, ``depth``, ``etag``, ``last_modified`` and, for a
+    document, ``page_type``)."""
+    return {"url": stored.url, "fingerprint": stored.fingerprint, "depth": stored.depth, "priority": priority,
             "discovered_from": None, "in_flight": False, "page_type": None if kind else stored.page_type,
             "relevance": None, "kind": kind, "lastmod": None, "etag": stored.etag,
             "last_modified": stored.last_modified}

@@ -113,3 +113,20 @@ def test_summary_shows_the_best_score_left_out_rounded_down(capsys, monkeypatch)
         ProgressView(enabled=False).summary({**counts, "best_below": best})
         said = " ".join(capsys.readouterr().err.split())
         assert f"3 links scoring below --min-relevance 0.3, the best of them {shown} " in said, said
+
+
+def test_a_focused_recrawl_visits_its_due_pages_before_the_frontier(tmp_path):
+    """A recrawl of a focused crawl queues its due documents before the frontier's links, as
+    --retry-failed queues its URLs (at the seeds' priority): at priority 5, below every link
+    scoring over 0.005, a recrawl of a crawl stopped at --max-pages with links left visited those
+    links (and the links they brought) and none of its due pages, run after run."""
+    scope = Scope(["127.0.0.1"])
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"),
+                       Strategy(order="priority", focus=FOCUS))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(5)
+    store.apply([Outcome(seed, page(BASE, "Crawler politeness", "", [[BASE + "left.html", "crawler politeness"]]),
+                         "ex", 1, False)], scope)  # the crawl stops here (--max-pages 1): one link left
+    assert store.queue_due(every=True) == 1
+    (first,) = store.claim(1)
+    assert (first.url, first.priority) == (BASE, 1000)
