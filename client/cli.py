@@ -831,7 +831,7 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
     (``counts`` of :func:`run_crawl`), else None. For a crawl, the limit is on the URLs visited
     by the whole crawl (``counts["visited"]``); for a recrawl (``recrawl``: ``"due"`` or
     ``"all"``), on the URLs visited by this run (``counts["pages"]`` and the sitemaps read again,
-    ``counts["sitemaps_read"]``),
+    ``counts["sitemaps_read"]``, named in the line when there are any),
     and the line names the command that resumes the recrawl (``rerun``, the command line of this
     run: ``--recrawl-all`` would queue again the pages this run visited, so ``--recrawl``)."""
     if not (max_pages and counts["to_visit"]):
@@ -842,15 +842,18 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
         return (f"stopped at --max-pages {max_pages}, a limit on the whole crawl ({counts['visited']} URL"
                 f"{'s' if counts['visited'] != 1 else ''} visited in all): a larger --max-pages, or none, visits the "
                 f"{counts['to_visit']} left")
-    visited = counts["pages"] + (counts.get("sitemaps_read") or 0)  # --max-pages counts every URL visited
+    maps = counts.get("sitemaps_read") or 0
+    visited = counts["pages"] + maps  # --max-pages counts every URL visited
     if visited < max_pages:
         return None
     resume = rerun.replace(" --recrawl-all", " --recrawl", 1) if recrawl == "all" else rerun
     how = ("--recrawl, not --recrawl-all (which would visit again the pages this run visited), resumes the recrawl"
            if recrawl == "all" else "the same command resumes the recrawl")
     left = counts["to_visit"]
+    among = f", {counted(maps, 'sitemap')} read again among them" if maps else ""
     return (f"stopped at --max-pages {max_pages}, a limit on the pages of this recrawl run ({visited} "
-            f"visited, a sitemap read again counted among them) with {left} URL{'s' if left != 1 else ''} left to "
+            f"visited{among}) with "
+            f"{left} URL{'s' if left != 1 else ''} left to "
             f"visit: {how}{f' ({resume})' if resume else ''}, up to --max-pages of them a run (none: all of them)")
 
 

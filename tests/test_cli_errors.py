@@ -110,6 +110,16 @@ def test_counts_are_written_singular_and_plural():
     assert "(1 URL visited in all)" in max_pages_note(1, {"visited": 1, "to_visit": 3, "pages": 1})
 
 
+def test_a_recrawl_stopped_at_max_pages_names_the_sitemaps_it_read_only_when_it_read_some():
+    """A recrawl stopped at --max-pages said "(10 visited, a sitemap read again counted among
+    them)" when it had read none (a focused or rules crawl reads no sitemap)."""
+    from gridcrawl.client.cli import max_pages_note
+    none = max_pages_note(10, {"visited": 30, "to_visit": 3, "pages": 10, "sitemaps_read": 0}, "due")
+    assert "a limit on the pages of this recrawl run (10 visited) with 3 URLs left" in none, none
+    two = max_pages_note(10, {"visited": 30, "to_visit": 3, "pages": 8, "sitemaps_read": 2}, "due")
+    assert "(10 visited, 2 sitemaps read again among them) with 3 URLs left" in two, two
+
+
 def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
     """``gridcrawl-client --manager M stop APPID`` answered "--db is required to crawl"."""
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0")

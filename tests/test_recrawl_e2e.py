@@ -482,8 +482,8 @@ def test_a_recrawl_stopped_at_max_pages_names_its_per_run_limit_and_is_resumed_p
     finally:
         grid.stop()
     assert "a limit on the whole crawl" not in stopped, stopped[-2000:]
-    assert ("stopped at --max-pages 1, a limit on the pages of this recrawl run (1 visited, a sitemap read again "
-            "counted among them) with 3 URLs left to visit: --recrawl, not --recrawl-all (which would visit again "
+    assert ("stopped at --max-pages 1, a limit on the pages of this recrawl run (1 visited, 1 sitemap read again "
+            "among them) with 3 URLs left to visit: --recrawl, not --recrawl-all (which would visit again "
             "the pages this run visited), resumes the recrawl (") in stopped, stopped[-2000:]
     assert f"resumes the recrawl ({command}), up to --max-pages of them a run (none: all of them)" in stopped
     assert server.per_path_counts().get("/sitemap.xml") == 2, "read again once, by the recrawl's first run"
