@@ -726,6 +726,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         view.console.print("no stored page was due for a visit" + (
             f": the first is due at {first:%Y-%m-%d %H:%M} UTC (a page is visited again recrawl_interval, "
             f"{settings.recrawl_interval / 86400:g} days, after its visit at first, then adaptively)" if first else "")
+            # a crawl stopped before its end (--max-pages, Ctrl-C) left URLs to visit: the recrawl visited them
+            + (f"; this run visited {counted(counts['pages'], 'new page')} instead: the URLs the crawl had left to "
+               "visit (it stopped before its end) and the links found on them" if counts["pages"] else "")
             + "; --recrawl-all visits every stored page now", soft_wrap=True, highlight=False)
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "

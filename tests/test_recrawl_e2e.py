@@ -454,6 +454,27 @@ def test_a_recrawl_with_nothing_due_says_when_the_first_page_is_due(tmp_path, si
     assert "recrawl_interval, 30 days" in log and "--recrawl-all visits every stored page now" in log
 
 
+def test_a_recrawl_with_nothing_due_names_the_pages_a_stopped_crawl_left_that_it_visited(tmp_path, site_server):
+    """A ``--recrawl`` of a crawl stopped at --max-pages with URLs left visits them (a run of the
+    same crawl), and its summary said only "no stored page was due for a visit", as if it had
+    done nothing."""
+    server = site_server(recrawl_site())
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/"), "--max-pages", "3").wait(timeout=60) == 0, grid.log("client.log")
+        stored = grid.query("crawl", "SELECT count(*) FROM document")[0][0]
+        assert grid.start_client("--recrawl").wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    log = " ".join(grid.log("client.log").split())
+    assert stored < 8 and grid.query("crawl", "SELECT count(*) FROM document") == [(8,)], stored
+    assert "no stored page was due for a visit: the first is due at " in log, log
+    assert (f"; this run visited {8 - stored} new pages instead: the URLs the crawl had left to visit (it stopped "
+            "before its end) and the links found on them; --recrawl-all visits every stored page now") in log, log
+
+
 def test_a_recrawl_stopped_at_max_pages_names_its_per_run_limit_and_is_resumed_page_by_page(tmp_path,
                                                                                             site_server):
     """``--recrawl-all --max-pages 1`` of a 3-page crawl spent its page on the host's sitemap and
