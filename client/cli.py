@@ -252,10 +252,17 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     # nothing refused: what was given is stored (a refused run used to replace the crawl's rules
     # first, so that even a resume without options was refused after it)
     if rules is not None:
-        _warn_changed(store, "rules", rules, [_rule_key(r) for r in store.stored_rules()],
-                      [_rule_key(r) for r in rule_list], store.counts()["visited"], "URLs were visited",
-                      "pages visited already are not visited again (--recrawl-all applies them to every page)")
+        before, after, done = ([_rule_key(r) for r in store.stored_rules()], [_rule_key(r) for r in rule_list],
+                               store.counts()["visited"])
+        _warn_changed(store, "rules", rules, before, after, done, "URLs were visited",
+                      "a resumed crawl does not visit again the pages visited already; a recrawl visits each "
+                      "stored page once in full, with no conditional request, and applies them (--recrawl as "
+                      "the pages come due, --recrawl-all at once)")
         store.save_rules(rule_list)
+        if before and before != after and done:
+            # a 304 Not Modified brings no body to apply the new rules to (--recrawl-all said it
+            # applied them to every page, and the pages it found unchanged kept their old links)
+            store.forget_validators()
     if extract is not None:
         save_item_spec(store, extract, items)
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,

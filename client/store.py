@@ -1157,6 +1157,16 @@ class CrawlStore:
             row.update(content=old.content, body=old.body)
         return row
 
+    def forget_validators(self) -> int:
+        """Clear every stored document's ETag and Last-Modified, so that its next recrawl visit
+        is a full fetch (no ``If-None-Match`` / ``If-Modified-Since``): the crawl's rules changed,
+        and a ``304 Not Modified`` would bring no body to apply them to. The visit that follows
+        stores the validators it gets. Returns how many documents had one."""
+        c = document.c
+        with self.engine.begin() as conn:
+            return conn.execute(document.update().where(sa.or_(c.etag.is_not(None), c.last_modified.is_not(None)))
+                                .values(etag=None, last_modified=None)).rowcount
+
     @property
     def _revisit_priority(self) -> int:
         """The frontier priority of a stored document queued again: in a focused crawl the

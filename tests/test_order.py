@@ -314,11 +314,20 @@ def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_craw
     with store.engine.begin() as conn:
         conn.execute(models.visited_url.insert().values(url=BASE + "/", fingerprint="f" * 32, depth=0,
                                                     visited_at=dt.datetime(2026, 1, 1)))
+        conn.execute(models.document.insert().values(url=BASE + "/", fingerprint="f" * 32, final_url=BASE + "/",
+                                                     depth=0, page_type="base", fetched_at=dt.datetime(2026, 1, 1),
+                                                     etag='"v1"', last_modified="Thu, 01 Jan 2026 00:00:00 GMT"))
     resolve_strategy(store, [], rules=str(rules_c))
     assert len(store.stored_rules()) == 3
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warning.startswith(f"the rules in {rules_c} changed since this crawl's 1 URLs were visited") \
-        and "--recrawl-all" in warning
+        and warning.endswith("a recrawl visits each stored page once in full, with no conditional request, and "
+                             "applies them (--recrawl as the pages come due, --recrawl-all at once)"), warning
+    # a 304 Not Modified would bring no body to apply the new rules to: the next visit is a full fetch
+    # (--recrawl-all said it applied them to every page, and the pages that answered 304 kept their links)
+    assert store.queue_due(every=True) == 1
+    (again,) = store.claim(5)
+    assert (again.url, again.etag, again.last_modified) == (BASE + "/", None, None)
 
 
 def test_a_link_with_credentials_is_not_followed(tmp_path):
