@@ -696,6 +696,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = shown_url(db)
     report_db = manager_db or "<the manager's --db URL>"
+    again = rerun.replace(" --recrawl-all", " --recrawl", 1) if recrawl == "all" and rerun else rerun
     commands = [("the threads per executor",
                  f"gridcrawl report --db {report_db} --application {final.application_id[:8]}")] if final.pages else []
     commands.append(("the pages", f"gridcrawl export --db {shown} --format jsonl pages.jsonl"))
@@ -708,8 +709,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                      *([("one of them fetched as an executor does (with the executors' options)",
                          fetch_command(fetchable[0], store.strategy))] if fetchable else []),
                      # gone pages need no retry: a recrawl visits them again on their schedule
+                     # after --recrawl-all, --recrawl: --recrawl-all again would visit every page again too
                      *([("once the cause is fixed, fetch the failed URLs again (all, or some kinds)",
-                         f"{rerun or 'gridcrawl-client ...'} --retry-failed {','.join(retried)}")]
+                         f"{again or 'gridcrawl-client ...'} --retry-failed {','.join(retried)}")]
                        if (retried := sorted({g.retry_kind for g in errors} - {ErrorKind.GONE.value})) else [])]
     view.summary(counts, groups, [("crawl database", shown), *files], commands)
     if store.capped:

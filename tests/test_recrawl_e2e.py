@@ -475,6 +475,29 @@ def test_a_recrawl_with_nothing_due_names_the_pages_a_stopped_crawl_left_that_it
             "before its end) and the links found on them; --recrawl-all visits every stored page now") in log, log
 
 
+def test_the_retry_command_after_a_recrawl_all_does_not_visit_every_page_again(tmp_path, site_server):
+    """After a ``--recrawl-all`` with failed URLs, the summary's "fetch the failed URLs again"
+    command was the run's own with ``--retry-failed`` added: ``--recrawl-all`` again, which
+    visits every stored page once more besides the failed ones. Now ``--recrawl``."""
+    site = recrawl_site()
+    site.pages["/"] = page("home", "/e1.html", "/missing.html")
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        before = len(grid.log("client.log"))
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+        command = grid.client_command().replace(" --recrawl-all", " --recrawl")
+    finally:
+        grid.stop()
+    log = grid.log("client.log")[before:]
+    assert "http 404" in log, log
+    assert f"{command} --retry-failed http_404" in log, log[-2000:]
+    assert "--recrawl-all --retry-failed" not in log, log[-2000:]
+
+
 def test_a_recrawl_stopped_at_max_pages_names_its_per_run_limit_and_is_resumed_page_by_page(tmp_path,
                                                                                             site_server):
     """``--recrawl-all --max-pages 1`` of a 3-page crawl spent its page on the host's sitemap and
