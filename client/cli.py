@@ -505,7 +505,8 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
              f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
     lock = _lock_crawl(db, store)  # before anything of the crawl is read or written
     if recrawl and not store.counts()["documents"]:
-        fail("nothing to recrawl: the crawl database has no documents (crawl first)")
+        fail("nothing to recrawl: the crawl database has no documents yet; crawl first (the same command with the "
+             "seed URLs, without --recrawl), then recrawl")
     store.strategy, seeds = resolve_strategy(store, list(seeds), rules=rules, focus=focus,
                                              min_relevance=min_relevance, order=order,
                                              structured_data=structured_data, focus_ontology=focus_ontology,

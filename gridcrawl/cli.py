@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -187,6 +188,9 @@ def run(
     if not rendering and (unused := _on_command_line(ctx, "render_timeout", "render_pages")):
         fail(f"{' and '.join(unused)} {'go' if len(unused) > 1 else 'goes'} with --render (or a page type or item "
              "spec with render = true): no page is rendered")
+    if not resumed and mode is not None:  # before any process starts or any file is made
+        fail(f"nothing to recrawl: {workdir} holds no crawl yet; crawl first, then recrawl (gridcrawl run "
+             f"{shlex.join(seeds) if seeds else 'URL'} --workdir {shlex.quote(str(workdir))})")
     if not resumed and mode is None and _on_command_line(ctx, "keep_versions"):
         fail(f"--keep-versions keeps the bodies a recrawl replaces, and {workdir} holds no crawl yet: a first crawl "
              f"replaces nothing, and the option is not stored with the crawl; give it to the recrawls "

@@ -68,6 +68,10 @@ def test_a_seed_without_a_scheme_gets_the_url_it_may_have_meant(tmp_path):
     (["--render-pages", "3"], "--render-pages goes with --render"),
     (["--keep-versions"], "--keep-versions keeps the bodies a recrawl replaces, and {w} holds no crawl yet: a first "
                           "crawl replaces nothing"),
+    # it started a manager and executors, made WORKDIR's databases, then said "(crawl first)"
+    (["--recrawl"], "nothing to recrawl: {w} holds no crawl yet; crawl first, then recrawl (gridcrawl run "
+                    "http://127.0.0.1:9/ --workdir {w})"),
+    (["--recrawl-all", "--watch"], "nothing to recrawl: {w} holds no crawl yet"),
 ])
 def test_run_refuses_options_that_would_do_nothing_and_creates_nothing(tmp_path, args, needle):
     """A refused run left WORKDIR/crawl.db with crawl_meta (--min-relevance or --order priority
