@@ -511,7 +511,12 @@ class _WatchedAdapter(HTTPAdapter):
 
 
 class _DecodeError(Exception):
-    """The body could not be decoded with its Content-Encoding."""
+    """The body could not be decoded with its Content-Encoding; ``str()`` says so in plain words:
+    ``"not valid gzip data (incorrect header check)"``."""
+
+    def __init__(self, coding: str, error: zlib.error) -> None:
+        detail = str(error).split(": ", 1)[-1]  # zlib's "Error -3 while decompressing data: " prefix dropped
+        super().__init__(f"not valid {coding} data ({detail})")
 
 
 def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
@@ -533,7 +538,7 @@ def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
                 out = obj.decompress(data, _CHUNK)
             except zlib.error as exc:
                 if head is None:
-                    raise _DecodeError(f"{coding} decoding failed: {exc}") from exc
+                    raise _DecodeError(coding, exc) from exc
                 obj = zlib.decompressobj(-zlib.MAX_WBITS)
                 data, head = bytes(head), None
                 continue
@@ -560,7 +565,7 @@ def _inflate(chunks: Iterable[bytes], coding: str) -> Iterator[bytes]:
     try:
         tail = obj.flush()
     except zlib.error as exc:
-        raise _DecodeError(f"{coding} decoding failed: {exc}") from exc
+        raise _DecodeError(coding, exc) from exc
     for start in range(0, len(tail), _CHUNK):
         yield tail[start : start + _CHUNK]
 
@@ -696,6 +701,8 @@ def failure_reason(exc: BaseException) -> str:
             return "connection reset by the server"
         if isinstance(error, http.client.RemoteDisconnected):
             return "the server closed the connection without a response"
+        if isinstance(error, _DecodeError):  # before zlib's own "error: Error -3 while decompressing data"
+            return f"the body does not decode as its Content-Encoding says: {error}"
         if isinstance(error, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
             detail = str(error)
             detail = detail[len("IncompleteRead("):-1] if detail.startswith("IncompleteRead(") else detail

@@ -802,6 +802,20 @@ def test_a_response_listing_too_many_content_codings_fails_saying_so(site_server
     assert fetcher.fetch(server.url("/two")).body == b"<p>twice</p>"
 
 
+def test_a_body_that_is_not_its_content_encoding_fails_in_plain_words(site_server):
+    """A page sent as ``Content-Encoding: gzip`` that is plain text failed as ``connection`` with
+    zlib's own words, "error: Error -3 while decompressing data: incorrect header check"."""
+    from sites import Site
+
+    def lie(handler):
+        handler.respond(200, b"<p>not gzip at all</p>", headers={"Content-Encoding": "gzip"})
+
+    result = _fetcher().fetch(site_server(Site(extra={"/lie": lie})).url("/lie"))
+    assert (result.error_kind, result.error) == (
+        ErrorKind.CONNECTION, "the body does not decode as its Content-Encoding says: not valid gzip data "
+                              "(incorrect header check)")
+
+
 def test_a_server_trickling_bytes_past_the_deadline_is_named_by_the_deadline(site_server):
     """One byte a second: the socket timeout, shrunk to the time left, fired just before the
     watchdog, and the page failed as "no data from the server for 30 s", which it never was."""
