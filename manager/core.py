@@ -902,9 +902,19 @@ class ManagerCore:
         if ex.window < ex.capacity:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = r.page
-        probe = self._failed_probe(t, page)
+        no_answer = self._no_answer(page)
+        probe = False
+        if no_answer:
+            answered_before = self.queue.has_answered(t.host)
+            probe = self.queue.unanswered(t, now, self.settings.retry_times + 1)
+            if answered_before and not self.queue.has_answered(t.host):
+                log.warning("%s stopped answering (%d results in a row without an answer, the last: %r): one grid "
+                            "thread at a time probes it, and after %d failed probes its queued threads fail "
+                            "without a fetch", t.host, self.settings.retry_times + 1,
+                            hide_passwords((page.error or page.error_kind or "")[:ERROR_QUOTED]),
+                            self.settings.retry_times + 1)
         self.queue.release(t, now, status=page.status, retry_after=page.retry_after, crawl_delay=page.crawl_delay,
-                           answered=not probe, requested=page.requested)
+                           answered=not no_answer, requested=page.requested)
         if probe:  # the origin's probes are counted, not the thread's attempts
             failed = self.queue.probe_failed(t.url)
             down = failed > self.settings.retry_times
@@ -930,16 +940,17 @@ class ManagerCore:
             actions += self._origin_down(t.url, page, failed, now)
         return actions
 
-    def _failed_probe(self, t: GridThread, page: p.PageResult) -> bool:
-        """Whether ``page`` is a failed probe of ``t``'s host: the host has not answered yet and
-        this attempt found no answer either (robots.txt unreachable; no connection at all; or,
-        as under ``--ignore-robots`` where no robots.txt is asked, a timeout before any status
-        line — not one the executor cancelled, which says nothing of the host)."""
+    @staticmethod
+    def _no_answer(page: p.PageResult) -> bool:
+        """Whether ``page`` found no answer from its host: robots.txt unreachable; no connection
+        at all; or, as under ``--ignore-robots`` where no robots.txt is asked, a timeout before
+        any status line — not one the executor cancelled, which says nothing of the host. Such a
+        result of a host that has not answered (yet, or any more) is a failed probe
+        (:meth:`ReadyQueue.unanswered <gridcrawl.manager.queue.ReadyQueue.unanswered>`)."""
         no_status = page.status is None and (
             page.error_kind == p.ErrorKind.CONNECTION
             or (page.error_kind == p.ErrorKind.TIMEOUT and page.error != "cancelled"))
-        no_answer = page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or no_status
-        return no_answer and not self.queue.has_answered(t.host)
+        return page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or no_status
 
     def _origin_down(self, url: str, page: p.PageResult, probes: int, now: float) -> list[Action]:
         """``url``'s origin failed its last probe (``page``, the ``probes``-th): its queued

@@ -26,6 +26,9 @@ for the whole grid (design.md §3):
   :meth:`down <ReadyQueue.mark_down>` for :data:`HOST_DOWN_SECONDS`: its new threads fail at
   once. One round of probes, not every URL's attempts, is what a dead host costs the grid
   (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
+  A host that answered and then gives ``retry_times`` + 1 results in a row without an answer
+  has stopped answering (:meth:`ReadyQueue.unanswered`): it is a new host again, and the threads
+  assigned from then on probe it.
 
 Across hosts, threads leave by priority (higher first), then in turn across users, and across
 each user's applications: each thread gets a start tag by start-time fair queuing (Goyal, Vin
@@ -90,6 +93,8 @@ class HostState:
     backoff: float = 0.0
     version: int = 0
     answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
+    silent: int = 0  # results in a row that found no answer, since the host last answered
+    silent_skip: int = 0  # threads in flight when it stopped answering: their results are no probes
     ramp: int = 0  # after a 429/503: threads in flight allowed, one more by each success (0: no such limit)
     ramp_skip: int = 0  # threads in flight when it was set: their answers do not count
     filed: dict = field(default_factory=dict)  # needs -> (stamp, head's -priority, head's seq) filed as eligible
@@ -382,8 +387,12 @@ class ReadyQueue:
         sent_before = host.ramp_skip > 0  # (no thread starts before those are back: the limit is 1)
         if sent_before:
             host.ramp_skip -= 1
+        if host.silent_skip > 0:
+            host.silent_skip -= 1
         if requested:
             host.last_finish = now
+        if answered and requested:
+            host.silent = 0
         if answered and not host.answered:
             self.note_answered(host.host)
         if crawl_delay is not None and crawl_delay != host.crawl_delay:
@@ -442,6 +451,26 @@ class ReadyQueue:
         """Whether host ``name`` has answered once (its first-contact limit is lifted)."""
         host = self.hosts.get(name)
         return host.answered if host is not None else name in self._answered
+
+    def unanswered(self, thread: "GridThread", now: float, silent_limit: int) -> bool:
+        """A result of in-flight ``thread`` found no answer from its host (robots.txt unreachable,
+        no connection, a timeout before any status line): whether it is a failed *probe*, to be
+        counted by :meth:`probe_failed`. It is while the host has not answered, unless the thread
+        was in flight when the host stopped answering. A host that has answered and gives
+        ``silent_limit`` such results in a row (none answered between) has stopped answering:
+        it is a new host again, one thread in flight, and the threads sent from then on probe
+        it. Call before :meth:`release` of the thread (``now``: POSIX s, unused)."""
+        host = self.hosts.get(thread.host)
+        if host is None:  # (a thread in flight keeps its host's state)
+            return thread.host not in self._answered
+        if not host.answered:
+            return host.silent_skip == 0
+        host.silent += 1
+        if host.silent >= silent_limit:
+            host.answered, host.silent, host.silent_skip = False, 0, host.in_flight
+            self._answered.pop(host.host, None)
+            self._probes.pop(url_origin(thread.url), None)
+        return False
 
     def probe_failed(self, url: str) -> int:
         """A thread of ``url``'s origin (scheme, host, port), whose host has not answered yet,

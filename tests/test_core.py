@@ -1028,6 +1028,66 @@ def test_a_host_that_answered_once_keeps_each_threads_own_retries():
     assert core.queue.down("http://h.test/0", 2.0) is None
 
 
+def test_a_host_that_stops_answering_mid_crawl_is_probed_then_its_queued_threads_fail_together():
+    """A host that answered, then accepts connections and never answers (a server that hangs
+    mid-crawl) kept every URL's own attempt: each of its queued pages waited out the 30 s
+    deadline, 8 at a time, so 10,000 pages left took 10 hours. Now ``retry_times`` + 1 results
+    in a row without an answer make it a new host again: the threads still in flight end as
+    they come (they are no probes), the next ones probe it one at a time, and after
+    ``retry_times`` + 1 failed probes its queued threads fail together without a fetch."""
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    core.queue.note_answered("h.test")
+    register(core, b"e", 8)
+    app = open_app(core)
+    got = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://h.test/{i}")
+                                                         for i in range(30)]), 0.0))
+    assert len(got) == 8  # an answered host: its whole concurrency
+
+    def silent(job, now):
+        return core.handle(b"e", p.Result(job.attempt_id, p.PageResult(
+            url=job.url, error_kind="timeout", error="deadline of 30 s exceeded")), now)
+
+    now, in_flight, probes, results = 30.0, [job for _, job in got], [], 0
+    while in_flight:  # those in flight time out; the host stops answering at the third result
+        actions = silent(in_flight.pop(0), now)
+        results += 1
+        assert [d.message.page.error_kind for d in sends(actions, p.ThreadDone)] == ["timeout"]
+        (in_flight if core.queue.has_answered("h.test") else probes).extend(job for _, job in assigned(actions))
+    assert results == 10 and not core.queue.has_answered("h.test")  # 2 sent before it stopped: no probes
+    (probe,) = probes  # the last one out: one probe, no more
+    tried = results + 1
+    for wait in (1.0, 2.0):  # each failed probe: the next after the back-off
+        now += 30.0
+        actions = silent(probe, now)
+        assert assigned(actions) == [] and len(sends(actions, p.ThreadDone)) == 1
+        assert assigned(core.dispatch(now + wait - 0.01)) == []
+        ((_, probe),) = assigned(core.dispatch(now + wait))
+        tried += 1
+        now += wait
+    actions = silent(probe, now + 30.0)  # the third failed probe: the queued rest fail together
+    done = sends(actions, p.ThreadDone)
+    assert len(done) == 1 + 30 - tried and assigned(actions) == []  # the probe, then those never sent
+    assert done[-1].message.page.error == ("not fetched: http://h.test did not answer 3 probes; the last: "
+                                           "deadline of 30 s exceeded")
+    assert len(core.queue) == 0
+
+
+def test_a_host_whose_answers_come_between_its_silent_results_keeps_its_concurrency():
+    """Results without an answer count only in a row: an answer between them (a page that
+    hangs among pages that do not) keeps the host open to its whole concurrency."""
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    core.queue.note_answered("h.test")
+    register(core, b"e", 8)
+    app = open_app(core)
+    got = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://h.test/{i}")
+                                                         for i in range(30)]), 0.0))
+    for i, (_, job) in enumerate(got):
+        page = (p.PageResult(url=job.url, status=200) if i % 2 else
+                p.PageResult(url=job.url, error_kind="timeout", error="deadline of 30 s exceeded"))
+        core.handle(b"e", p.Result(job.attempt_id, page), 30.0)
+    assert core.queue.has_answered("h.test") and core.queue.hosts["h.test"].in_flight == 8
+
+
 @pytest.mark.parametrize("error,down", [("cancelled", False), ("no connection within 10 s", True)])
 def test_a_fetch_the_executor_cancelled_is_not_a_failed_probe(error, down):
     """An executor that stops cuts its fetches short as ``timeout`` ("cancelled"): that says
