@@ -520,6 +520,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
         fail("no seed URLs given and no crawl to resume in the database")
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
     store.max_links_per_page = settings.max_links_per_page
+    store.max_crawl_delay = settings.max_crawl_delay
     scope.follow_nofollow = settings.follow_nofollow
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     store.lock = lock  # held while the store lives
@@ -691,7 +692,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   beyond_depth=beyond, max_depth=settings.max_depth, new_crawl=new_crawl,
                   below_relevance=len(store.below_relevance), min_relevance=store.strategy.min_relevance,
                   best_below=store.best_below, links_cut=sorted(store.links_cut),
-                  max_links_per_page=settings.max_links_per_page)
+                  max_links_per_page=settings.max_links_per_page,
+                  crawl_delays=dict(store.crawl_delays), max_crawl_delay=settings.max_crawl_delay)
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}

@@ -108,7 +108,9 @@ class ProgressView:
         (``beyond_depth``, this crawl's runs together; ``new_crawl``: how a crawl starts afresh,
         ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
         pages whose links were cut at ``max_links_per_page`` (``links_cut``: their URLs; judged by
-        the client's setting, which the executors share unless configured apart),
+        the client's setting, which the executors share unless configured apart), the hosts
+        whose robots.txt asks a Crawl-delay (``crawl_delays``: host -> seconds asked; with
+        ``max_crawl_delay``, the most kept),
         seconds, pages/s (pages, not sitemap files)), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
@@ -149,6 +151,17 @@ class ProgressView:
                           f"{counts.get('max_links_per_page', 0):,} links or more: the first "
                           f"{counts.get('max_links_per_page', 0):,} of each followed, no more "
                           f"(max_links_per_page), e.g. {terminal_text(cut[0])}")
+        delays = counts.get("crawl_delays") or {}
+        cap = counts.get("max_crawl_delay") or 0.0
+        if delays and cap > 0:  # (a max_crawl_delay of 0 keeps none)
+            slowest = sorted(delays.items(), key=lambda kv: (-kv[1], kv[0]))
+            shown = ", ".join(f"{host} ({asked:g} s" + (f", {cap:g} s kept" if cap and asked > cap else "") + ")"
+                              for host, asked in slowest[:3])
+            more = f" and {len(slowest) - 3} more" if len(slowest) > 3 else ""
+            table.add_row("crawl delay", terminal_text(
+                f"{len(delays):,} host{'s' if len(delays) != 1 else ''} ask{'s' if len(delays) == 1 else ''} "
+                f"for one in robots.txt, their pages fetched one at a time that far apart (at most "
+                f"max_crawl_delay, {cap:g} s): {shown}{more}"))
         if counts.get("below_relevance"):
             table.add_row("not queued", f"{counts['below_relevance']:,} links scoring below --min-relevance "
                           f"{counts.get('min_relevance'):g}, the best of them {_floor2(counts.get('best_below', 0.0)):.2f} "

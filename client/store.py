@@ -72,6 +72,12 @@ SITEMAP_FILES_PER_SITE = 1_000
 #: none to the sitemaps they name, which list the pages. Google's Search Console takes 500 index
 #: files per site; a robots.txt names a handful. 100 leaves nine tenths to the indexes' sitemaps.
 HOST_SITEMAPS = 100
+#: A robots.txt Crawl-delay from this many seconds on is told once per host, as a WARNING: its
+#: pages come that far apart (2,880 a day at the largest kept, max_crawl_delay's 30 s), and the
+#: crawl's progress alone did not say why.
+SLOW_CRAWL_DELAY = 10.0
+#: Hosts whose Crawl-delay a store keeps for the summary, at most.
+CRAWL_DELAY_HOSTS = 1_000
 
 
 @dataclass(slots=True)
@@ -434,6 +440,11 @@ class CrawlStore:
         #: more): their URLs, at most 1,000 kept (``len`` is at least the count).
         self.max_links_per_page = Settings.max_links_per_page  # the client's setting (cli sets it)
         self.links_cut: set[str] = set()
+        #: Hosts whose robots.txt asks a Crawl-delay: host -> seconds asked (its results'
+        #: ``crawl_delay``), at most CRAWL_DELAY_HOSTS of them; the manager keeps at most
+        #: ``max_crawl_delay`` (the client's setting, which ``gridcrawl run`` shares; cli sets it).
+        self.crawl_delays: dict[str, float] = {}
+        self.max_crawl_delay = Settings.max_crawl_delay
         self.best_below = 0.0  # the highest score among them
         # URLs known to be queued or visited (their hash) with the shallowest depth known: most
         # links of a page were seen before, and this skips their scope checks and SQL unless they
@@ -671,6 +682,22 @@ class CrawlStore:
             found.update(conn.execute(sa.select(visited.c.fingerprint).where(visited.c.fingerprint.in_(part))).scalars())
         return found
 
+    def _note_crawl_delay(self, url: str, crawl_delay: float) -> None:
+        """Keep the Crawl-delay (seconds) a result of ``url`` reports for its host; the first
+        time a host asks :data:`SLOW_CRAWL_DELAY` or more, say so in a WARNING."""
+        host = url_host(url)
+        if host in self.crawl_delays:
+            self.crawl_delays[host] = crawl_delay
+            return
+        if len(self.crawl_delays) >= CRAWL_DELAY_HOSTS:
+            return
+        self.crawl_delays[host] = crawl_delay
+        kept = min(crawl_delay, self.max_crawl_delay)
+        if crawl_delay >= SLOW_CRAWL_DELAY and kept > 0:
+            capped = f", of which max_crawl_delay keeps {kept:g} s" if kept < crawl_delay else ""
+            log.warning("%s asks for a Crawl-delay of %g s in its robots.txt%s: its pages are fetched one at a "
+                        "time, %g s apart (%s a day)", host, crawl_delay, capped, kept, f"{round(86400 / kept):,}")
+
     def rows(self, outcomes: Sequence[Outcome], scope: Scope, *, store_content: bool = True,
              store_duplicates: bool = False) -> "Rows":
         """The crawl-table rows of finished grid threads, writing nothing (the database is only
@@ -698,6 +725,8 @@ class CrawlStore:
         sitemaps = []
         for o in outcomes:
             page, pend = o.page, o.pending
+            if page.crawl_delay:
+                self._note_crawl_delay(pend.url, page.crawl_delay)
             status = page.status if page else None
             kind = ErrorKind.POISON.value if o.failed else (page.error_kind if page else ErrorKind.LOST.value)
             error = ((page.error or "") if page else "")[:1000] or None

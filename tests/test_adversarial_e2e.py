@@ -495,6 +495,32 @@ def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_serv
     assert "(max_links_per_page)" in row and server.url("/") in row, row
 
 
+def test_a_hosts_long_crawl_delay_is_told_at_once_and_in_the_summary(tmp_path, site_server):
+    """A robots.txt asking ``Crawl-delay: 3600``: the grid kept max_crawl_delay (30 s) between
+    the host's requests, and the crawl said nothing: a progress line of "0.0 pages/s" for hours,
+    no warning (results kept coming), no word in the summary. It warns once now, and the
+    summary names the host with the delay asked and kept (here max_crawl_delay is 0.2 s, from
+    the environment as every program reads it)."""
+    import os
+    import subprocess
+    import sys
+    site = generate_site(3, links_per_page=2, seed=7)
+    site.pages["/robots.txt"] = b"User-agent: *\nCrawl-delay: 3600\n"
+    site.types["/robots.txt"] = "text/plain"
+    server = site_server(site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"], capture_output=True,
+                          text=True, timeout=CRAWL_BOUND, env={**os.environ, "GRIDCRAWL_MAX_CRAWL_DELAY": "0.2"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = [line for line in done.stderr.splitlines() if "Crawl-delay" in line and "WARNING" in line]
+    assert len(warned) == 1, done.stderr[-3000:]
+    assert ("127.0.0.1 asks for a Crawl-delay of 3600 s in its robots.txt, of which max_crawl_delay keeps 0.2 s: "
+            "its pages are fetched one at a time, 0.2 s apart (432,000 a day)") in warned[0], warned
+    summary = " ".join(done.stderr.replace("│", " ").split())
+    assert ("crawl delay 1 host asks for one in robots.txt, their pages fetched one at a time that far apart "
+            "(at most max_crawl_delay, 0.2 s): 127.0.0.1 (3600 s, 0.2 s kept)") in summary, summary
+
+
 def _run(tmp_path, seed: str, *options: str) -> tuple[subprocess.CompletedProcess, Grid]:
     """``gridcrawl run`` of ``seed`` with default settings but ``options`` (two executors of four
     threads); returns the finished process and a Grid reading the databases it left."""
