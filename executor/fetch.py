@@ -697,10 +697,10 @@ def failure_reason(exc: BaseException) -> str:
     for error in reversed(causes):  # innermost first
         if isinstance(error, ConnectionRefusedError):
             return "connection refused"
+        if isinstance(error, http.client.RemoteDisconnected):  # (a ConnectionResetError: test it first)
+            return "the server closed the connection without a response"
         if isinstance(error, ConnectionResetError):
             return "connection reset by the server"
-        if isinstance(error, http.client.RemoteDisconnected):
-            return "the server closed the connection without a response"
         if isinstance(error, _DecodeError):  # before zlib's own "error: Error -3 while decompressing data"
             return f"the body does not decode as its Content-Encoding says: {error}"
         if isinstance(error, (http.client.IncompleteRead, urllib3.exceptions.IncompleteRead)):
