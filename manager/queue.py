@@ -374,7 +374,9 @@ class ReadyQueue:
         ``status`` and ``retry_after`` (seconds) of its response pause the host on 429 and 503
         (without Retry-After, or with one over :data:`MAX_RETRY_AFTER`, whose page fails rather
         than wait: back-off doubling from 1 s to 60 s, reset by a success — one answer that
-        asks for a day must not hold the host's other pages for the longest pause);
+        asks for a day must not hold the host's other pages for the longest pause; the answers
+        of threads already in flight when the back-off began do not double it: 8 threads of
+        one burst answered 429 paused their host 60 s, not 1 s);
         ``crawl_delay`` (seconds, from robots.txt) sets the host's delay, capped; ``answered``
         (an executor's result, not a lost thread) lifts the one-in-flight rule of a new host;
         ``requested`` False (the thread sent the host no request: robots.txt rules the executor
@@ -403,6 +405,8 @@ class ReadyQueue:
         if status in (429, 503):
             if retry_after is not None and retry_after <= MAX_RETRY_AFTER:
                 pause = max(retry_after, 0.0)
+            elif sent_before and host.backoff:  # of the burst the last back-off answered: no doubling
+                pause = host.backoff
             else:
                 host.backoff = min(BACKOFF_MAX, max(BACKOFF_START, host.backoff * 2))
                 pause = host.backoff

@@ -102,6 +102,24 @@ def test_retry_after_pauses_the_host_and_backoff_doubles():
     assert drain(q3, 0.9) == [] and len(drain(q3, 1.0)) == 1
 
 
+def test_a_burst_answered_429_without_retry_after_backs_off_once_not_once_per_thread():
+    """8 threads in flight, all answered 429 without Retry-After: each answer doubled the
+    back-off (1, 2, 4 ... 60 s), so one burst paused the host 60 s instead of 1 s (a walkthrough's
+    site of 9 pages answering 429 once each took 55 s). The answers of threads sent before the
+    back-off began keep it; the next round's 429 doubles it."""
+    q = answered(ReadyQueue(concurrency=8), "a")
+    for _ in range(20):
+        q.push(thread("a"))
+    burst = drain(q, 0.0)
+    assert len(burst) == 8
+    for t in burst:
+        q.release(t, 0.1, status=429)
+    assert drain(q, 1.05) == []
+    (one,) = drain(q, 1.1)  # 1 s after the burst's answers
+    q.release(one, 1.2, status=429)  # a thread sent since: 2 s
+    assert drain(q, 3.15) == [] and len(drain(q, 3.2)) == 1
+
+
 def test_after_a_429_or_503_pause_the_host_starts_again_one_at_a_time_and_ramps_up_on_success():
     """A server answering 429 got its full concurrency again at the end of every pause (bursts
     of 8 every second under ``Retry-After: 1``): after the pause the host has one thread in
