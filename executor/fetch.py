@@ -707,6 +707,11 @@ def failure_reason(exc: BaseException) -> str:
             detail = str(error)
             detail = detail[len("IncompleteRead("):-1] if detail.startswith("IncompleteRead(") else detail
             return f"the response ended early ({detail})"
+        if isinstance(error, http.client.LineTooLong):  # "got more than 65536 bytes when reading header line"
+            what = str(error).rpartition("when reading ")[2] or "line"
+            return f"the response's {what} is longer than {http.client._MAXLINE:,} bytes (the most read)"
+        if type(error) is http.client.HTTPException and str(error).startswith("got more than"):  # 100 headers
+            return f"the response has more than {http.client._MAXHEADERS} header fields (the most read)"
         if isinstance(error, http.client.BadStatusLine):
             line = str(getattr(error, "line", "") or error).strip()
             return f"not an HTTP response: it began {line[:60]!r}"

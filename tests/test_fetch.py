@@ -164,6 +164,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(503, b"", ctype="text/plain", extra={"Retry-After": when})
             elif path == "/hang-up":  # closes the connection without a word
                 self.close_connection = True
+            elif path == "/many-headers":  # a header of 150 fields
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-%d: v\r\n" % i for i in range(150))
+                                 + b"Content-Length: 0\r\n\r\n")
+                self.close_connection = True
+            elif path == "/long-header":  # one field of 70,000 bytes
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Long: " + b"v" * 70000 + b"\r\nContent-Length: 0\r\n\r\n")
+                self.close_connection = True
             elif path == "/not-http":
                 self.wfile.write(b"HELLO THERE\r\n\r\n")
                 self.close_connection = True
@@ -471,6 +478,9 @@ def test_connection_refused(server):
     # server", which it was not, and the README's "closed the connection without a response" never came)
     ("/hang-up", ErrorKind.CONNECTION, ("the server closed the connection without a response",)),
     ("/not-http", ErrorKind.CONNECTION, ("not an HTTP response: it began 'HELLO THERE'",)),
+    # (they read "HTTPException: got more than 100 headers", "LineTooLong: got more than 65536 ...")
+    ("/many-headers", ErrorKind.CONNECTION, ("the response has more than 100 header fields (the most read)",)),
+    ("/long-header", ErrorKind.CONNECTION, ("the response's header line is longer than 65,536 bytes (the most read)",)),
     ("/short-body", ErrorKind.CONNECTION, ("the response ended early (9 bytes read, 991 more expected)",)),
     ("/silent", ErrorKind.TIMEOUT, ("no data from the server for 1 s",)),
 ])
