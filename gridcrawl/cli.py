@@ -1310,7 +1310,7 @@ def fetch_command(
                                "followed": check.followed, "outside": check.outside,
                                **({"item_dropped": check.item_dropped} if check.item_types is not None else {})}))
     else:
-        _print_check(check, shown)
+        _print_check(check, shown, settings.max_crawl_delay)
     raise typer.Exit(0 if check.ok else 1)
 
 
@@ -1334,9 +1334,10 @@ def _load_page_types(path: str, rule_list: list) -> dict:
         fail(f"invalid rules: {exc}")
 
 
-def _print_check(check, shown) -> None:
+def _print_check(check, shown, max_crawl_delay: float) -> None:
     """The table of ``gridcrawl fetch`` (a :class:`gridcrawl.checker.Check`), then the links
-    ``shown(list)`` keeps of each kind."""
+    ``shown(list)`` keeps of each kind; a robots.txt Crawl-delay over ``max_crawl_delay``
+    (seconds) is shown with the delay a crawl keeps."""
     from gridcrawl.redact import terminal_text
     from rich.table import Table
     page = check.page
@@ -1359,7 +1360,9 @@ def _print_check(check, shown) -> None:
                  ("links", f"{len(check.followed)} followed by a crawl (scope: {', '.join(check.scope)}), "
                            f"{len(check.outside)} not")]
     if page.crawl_delay:
-        rows.append(("crawl delay", f"{page.crawl_delay:g} s (robots.txt)"))
+        kept = (f"; a crawl waits {max_crawl_delay:g} s between its requests, max_crawl_delay"
+                if page.crawl_delay > max_crawl_delay else "")
+        rows.append(("crawl delay", f"{page.crawl_delay:g} s (robots.txt{kept})"))
     for name, value in rows:
         table.add_row(name, terminal_text(str(value)))
     console = _console()

@@ -35,6 +35,20 @@ def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
         assert f"followed (1 of {len(site.links['/'])}, --links lists more):" in table.stdout and "status" in table.stdout
 
 
+def test_fetch_shows_a_crawl_delay_past_max_crawl_delay_with_the_delay_a_crawl_keeps():
+    """``Crawl-delay: 1e9`` showed as "1e+09 s (robots.txt)", as if a crawl waited 31 years
+    between two pages; it waits max_crawl_delay (30 s)."""
+    site = generate_site(1, links_per_page=0, seed=3)
+    site.pages["/robots.txt"] = b"User-agent: *\nCrawl-delay: 1e9\n"
+    site.types["/robots.txt"] = "text/plain"
+    with SiteServer(site) as server:
+        done = _fetch(server.url("/"))
+    assert done.returncode == 0, done.stderr
+    shown = " ".join(done.stdout.replace("│", " ").split())
+    assert ("crawl delay 1e+09 s (robots.txt; a crawl waits 30 s between its requests, max_crawl_delay)"
+            in shown), done.stdout
+
+
 def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_more(tmp_path):
     """A hostile page of 12,000 distinct links: an executor reports the first 10,000
     (max_links_per_page, its default), or what the option says, and a crawl's frontier gets
