@@ -1009,6 +1009,11 @@ class Fetcher:
             result.seconds = time.monotonic() - start
         if result.error_kind is not None:
             result.body = None
+        if (result.error_kind is ErrorKind.TIMEOUT and result.status is None
+                and result.error == self._timeout_failure().message):
+            # with the defaults (read timeout = deadline) a server that accepts and never answers
+            # ran into the deadline: say that nothing came, not only that the time ran out
+            result.error = f"no response from the server within the deadline of {self.deadline:g} s"
         return result
 
     def _remaining(self, start: float) -> float:

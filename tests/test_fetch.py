@@ -827,6 +827,16 @@ def test_a_body_that_is_not_its_content_encoding_fails_in_plain_words(site_serve
                               "(incorrect header check)")
 
 
+def test_a_server_that_never_answers_within_the_deadline_is_said_to_have_sent_nothing(server):
+    """With the defaults (read timeout = deadline = 30 s) a server that accepts the connection
+    and never answers read "deadline of 30 s exceeded", as a page still arriving does; it says
+    that no response came now (a page whose body trickles keeps the deadline's words, below)."""
+    base, _ = server
+    r = _fetcher(read_timeout=5, deadline=1).fetch(base + "/silent")
+    assert (r.error_kind, r.error, r.status) == (
+        ErrorKind.TIMEOUT, "no response from the server within the deadline of 1 s", None)
+
+
 def test_a_server_trickling_bytes_past_the_deadline_is_named_by_the_deadline(site_server):
     """One byte a second: the socket timeout, shrunk to the time left, fired just before the
     watchdog, and the page failed as "no data from the server for 30 s", which it never was."""
