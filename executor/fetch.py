@@ -946,7 +946,7 @@ class Fetcher:
 
     # -- fetching --------------------------------------------------------------------------
 
-    def fetch(self, url: str, *, hop_check: HopCheck | None = None,
+    def fetch(self, url: str, *, hop_check: HopCheck | None = None, scope_check: HopCheck | None = None,
               headers: dict[str, str] | None = None,
               body_wanted: Callable[[str, str | None], bool] | None = None,
               cancel: FetchCancel | None = None) -> FetchResult:
@@ -956,6 +956,11 @@ class Fetcher:
             url: the absolute http(s) URL.
             hop_check: a check for this fetch only (e.g. the thread's scope and robots.txt),
                 run on every hop after the fetcher's own ``hop_check``.
+            scope_check: a check for this fetch only that needs no network (the thread's
+                scope), run on every hop *before* the fetcher's own ``hop_check`` (the SSRF
+                guard, which resolves the host): a hop out of the scope is refused as
+                ``out_of_scope`` without its host being looked up, not as a DNS failure
+                (``connection``, retried) or a private address (``blocked``).
             headers: extra request headers sent on every hop (a semantic crawl's ``Accept``),
                 but for a recrawl's conditional ones, ``If-None-Match`` and
                 ``If-Modified-Since`` (RFC 9110 §13.1): the validators of this URL's stored
@@ -987,7 +992,7 @@ class Fetcher:
             if cancel is not None and not cancel._add(watch):
                 watch.cut()
                 raise _Failure(ErrorKind.TIMEOUT, "cancelled")
-            self._fetch(url, result, start, watch, chain_hop_checks(self.hop_check, hop_check), headers,
+            self._fetch(url, result, start, watch, chain_hop_checks(scope_check, self.hop_check, hop_check), headers,
                         body_wanted)
         except _Failure as failure:
             result.error_kind, result.error = failure.kind, failure.message

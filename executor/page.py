@@ -195,14 +195,15 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
     if instruction.sitemap:
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
-                              url, chain_hop_checks(*checks), crawl_delay, close=sitemap_fetcher is None,
-                              headers=conditional_headers(instruction))
+                              url, chain_hop_checks(*checks[1:]), crawl_delay, close=sitemap_fetcher is None,
+                              headers=conditional_headers(instruction), scope_check=checks[0])
     semantic = instruction.semantic
     # a page to render is asked for in full: an unchanged shell says nothing of what its scripts load
     headers = None if instruction.render else conditional_headers(instruction)
     if semantic:  # RDF documents too, asked for by content negotiation
         headers = {**(headers or {}), "Accept": RDF_ACCEPT}
-    fetched = fetcher.fetch(url, hop_check=chain_hop_checks(*checks), headers=headers,
+    # the scope before the SSRF guard: a redirect out of it is out_of_scope, its host not looked up
+    fetched = fetcher.fetch(url, scope_check=checks[0], hop_check=chain_hop_checks(*checks[1:]), headers=headers,
                             body_wanted=wants_body if semantic else None)
     result = PageResult(
         url=url, final_url=fetched.final_url or url, status=fetched.status,
@@ -243,7 +244,8 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         wait_for = instruction.wait_for
         rendered = renderer.render(
             result.final_url, status=fetched.status, content_type=content_type, body=body,
-            navigation_check=chain_hop_checks(*checks), resource_check=robots.hop_check if robots else None,
+            scope_check=checks[0], navigation_check=chain_hop_checks(*checks[1:]),
+            resource_check=robots.hop_check if robots else None,
             wait_for=wait_for or None,
             max_bytes=fetcher.max_body_bytes)
         result.render_seconds = rendered.seconds
@@ -381,7 +383,8 @@ def _host_sitemaps(robots: RobotsCache | None, url: str) -> list[str]:
 
 
 def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl_delay: float | None,
-                   close: bool, headers: dict[str, str] | None = None) -> PageResult:
+                   close: bool, headers: dict[str, str] | None = None,
+                   scope_check: HopCheck | None = None) -> PageResult:
     """Fetch and read the sitemap at ``url`` (closing ``fetcher`` afterwards when ``close``):
     its pages go to ``sitemap_pages`` as ``[url, lastmod]``, the sitemaps an index names to
     ``sitemaps``. A body that is no readable sitemap, or is over the sitemaps.org size limit
@@ -392,9 +395,10 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     failure: ``error_kind`` stays ``None``, ``error`` says ``no sitemap here (HTTP 404)``.
     ``headers``: a recrawl's conditional request headers (:func:`conditional_headers`); a
     ``304 Not Modified`` is returned as it is (no body, nothing read). The response headers are
-    returned (``headers``) so that the client keeps the sitemap's validators."""
+    returned (``headers``) so that the client keeps the sitemap's validators. ``scope_check``:
+    the crawl's scope, checked on every hop before the fetcher's SSRF guard (``Fetcher.fetch``)."""
     try:
-        fetched = fetcher.fetch(url, hop_check=hop_check, headers=headers)
+        fetched = fetcher.fetch(url, hop_check=hop_check, scope_check=scope_check, headers=headers)
     finally:
         if close:
             fetcher.close()

@@ -19,8 +19,8 @@ How a rendered page stays bounded and safe (the browser is treated as hostile gr
   scripts, ``fetch()``/XHR, a client-side navigation) is intercepted (``BrowserContext.route``)
   and answered from the executor's own :class:`~gridcrawl.executor.fetch.Fetcher`, whose hop check
   is the SSRF guard and which follows redirects by hand, so every hop passes the guard and the
-  crawl's robots.txt for its host (navigations also the crawl's scope) *before* any connection is
-  made. A refused request is aborted and recorded (:attr:`Rendered.refused`). Anything that would
+  crawl's robots.txt for its host (navigations also the crawl's scope, checked first: a foreign
+  host is not even looked up) *before* any connection is made. A refused request is aborted and recorded (:attr:`Rendered.refused`). Anything that would
   escape interception (a WebSocket) meets the browser's proxy setting: a closed port on loopback,
   with loopback not bypassed, so it fails without a packet leaving the machine.
 * Images, fonts and media are refused without a fetch (``block``); only GET and HEAD requests are
@@ -274,9 +274,11 @@ class _Page:
     """What one render knows while its page is open: the document to serve and the checks."""
 
     def __init__(self, url: str, status: int, content_type: str, body: bytes,
-                 navigation_check: HopCheck | None, resource_check: HopCheck | None) -> None:
+                 navigation_check: HopCheck | None, resource_check: HopCheck | None,
+                 scope_check: HopCheck | None = None) -> None:
         self.url = url
         self.document: tuple[int, str, bytes] | None = (status, content_type, body)
+        self.scope_check = scope_check
         self.navigation_check = navigation_check
         self.resource_check = resource_check
         self.outcome = Rendered(final_url=url)
@@ -507,6 +509,7 @@ class Renderer:
 
     def render(self, url: str, *, status: int, content_type: str | None, body: bytes,
                navigation_check: HopCheck | None = None, resource_check: HopCheck | None = None,
+               scope_check: HopCheck | None = None,
                wait_for: str | None = None, max_bytes: int | None = None) -> Rendered:
         """Render the document ``body`` (already fetched, as ``status`` and ``content_type``) at
         ``url``; wait for one of :attr:`max_pages` free pages first.
@@ -514,7 +517,10 @@ class Renderer:
         Args:
             url: the document's URL (the fetch's final URL): the page's address in the browser.
             navigation_check: run (after the SSRF guard) on every hop of every navigation the
-                page starts (a client-side redirect): the crawl's scope and robots.txt.
+                page starts (a client-side redirect): robots.txt.
+            scope_check: run *before* the SSRF guard on every hop of every navigation: the
+                crawl's scope (a navigation out of it is ``out_of_scope``, its host not looked
+                up).
             resource_check: run (after the SSRF guard) on every hop of every other request
                 (scripts, ``fetch()``): robots.txt of the request's host.
             wait_for: a CSS selector to wait for instead of the network going idle.
@@ -530,7 +536,8 @@ class Renderer:
                             error=f"no browser page came free within {SLOT_WAIT_SECONDS:g} s (--render-pages "
                                   f"{self.max_pages}: more pages, or fewer --threads, wait less)")
         try:
-            job = _Page(url, status or 200, content_type or "text/html", body, navigation_check, resource_check)
+            job = _Page(url, status or 200, content_type or "text/html", body, navigation_check, resource_check,
+                        scope_check)
             future = asyncio.run_coroutine_threadsafe(self._render(job, wait_for), loop)
             try:
                 outcome = future.result(self.deadline + 30.0)
@@ -741,7 +748,8 @@ class Renderer:
                 if job.closed:
                     return
                 fetched = await asyncio.get_running_loop().run_in_executor(
-                    self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check, cancel=job.requests))
+                    self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check, cancel=job.requests,
+                                                  scope_check=job.scope_check if navigation else None))
             if job.closed:
                 return
             if fetched.error_kind in REFUSALS:

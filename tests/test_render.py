@@ -165,6 +165,13 @@ def test_client_side_redirect_out_of_scope_is_refused(server, visitor):
     page = visitor.visit(server.url("/away.html"), scope=["127.0.0.1"], waitFor="a")
     assert page.error_kind == "out_of_scope" and "client-side navigation to http://localhost:1/" in page.error
     print(f"\n[refused navigation while waiting for a selector] failed after {time.monotonic() - began:.2f} s")
+    # a foreign name is refused by the scope before the SSRF guard looks it up: out_of_scope,
+    # not "connection: cannot resolve host" (retried, the page rendered three times in all)
+    server.site.pages["/far.html"] = (b"<html><body><script>location.href='http://elsewhere.invalid/x'"
+                                      b"</script></body></html>")
+    page = visitor.visit(server.url("/far.html"), scope=["127.0.0.1"])
+    assert page.error_kind == "out_of_scope", page.error
+    assert "client-side navigation to http://elsewhere.invalid/x" in page.error and "outside the crawl's scope" in page.error
 
 
 def test_client_side_redirect_to_a_place_that_cannot_be_fetched_fails_the_page_as_that_fetch(server, visitor):

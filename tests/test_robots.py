@@ -337,6 +337,32 @@ def test_visit_refuses_redirects_out_of_scope(site_server):
     assert first.error_kind == "out_of_scope" and server.count("/page.html") == 0
 
 
+def test_redirect_out_of_scope_is_refused_before_the_ssrf_guard_looks_its_host_up(site_server):
+    """On an executor the SSRF guard resolves every hop's host; the scope comes first, so a
+    redirect (of a page, or of a sitemap) to a foreign name is ``out_of_scope`` without a DNS
+    query, as the README says. Before, the guard ran first: a name that did not resolve failed
+    the page as ``connection`` (retried twice by the manager) and an intranet name as
+    ``blocked``, naming --allow-private."""
+    import socket
+    from gridcrawl.executor.ssrf import SSRFGuard
+    asked: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        asked.append(host)
+        if host == "127.0.0.1":
+            return ["127.0.0.1"]
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    server = site_server(robots_site())
+    guard = SSRFGuard(["127.0.0.0/8"], resolver=resolver)
+    fetcher = make_fetcher(hop_check=guard.check)
+    for instruction in ({"scope": ["127.0.0.1"]}, {"scope": ["127.0.0.1"], "sitemap": True}):
+        page = visit(fetcher, server.url("/go-away"), instruction=instruction)
+        assert page.error_kind == ErrorKind.OUT_OF_SCOPE.value, (instruction, page.error_kind, page.error)
+        assert "'external.invalid' is outside the crawl's scope" in page.error
+    assert "external.invalid" not in asked
+
+
 def test_visit_ignores_robots_without_a_cache(site_server):
     server = site_server(robots_site())
     page = visit(make_fetcher(), server.url("/private/page.html"), robots=None)
