@@ -1379,6 +1379,11 @@ def _print_check(check, shown, max_crawl_delay: float) -> None:
             for target, anchor, *to_type in listed:
                 console.print(f"  {terminal_text(target)}" + (f"  [dim]{terminal_text(anchor[:60])}[/dim]" if anchor else "")
                               + (f"  -> {terminal_text(str(to_type[0]))}" if to_type and to_type[0] else ""))
+    if page.refused_requests:  # what the page's scripts asked for and did not get: why content may be missing
+        heading("refused while rendering", shown(page.refused_requests), page.refused_requests)
+        for target, kind, reason in shown(page.refused_requests):
+            console.print(f"  {terminal_text(target)}  [dim]{terminal_text(kind)}: {terminal_text(reason)}[/dim]",
+                          soft_wrap=True, highlight=False)
     if page.kept:
         heading("kept", shown(page.kept), page.kept)
         for target, number in shown(page.kept):

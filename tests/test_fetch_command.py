@@ -247,7 +247,7 @@ def test_fetch_shows_what_keep_and_follow_rules_do_on_a_page_of_a_type(tmp_path)
 
 
 def test_fetch_with_render_sees_the_links_javascript_makes(tmp_path):
-    from jssite import browser_or_skip, js_site
+    from jssite import PRIVATE_URL, browser_or_skip, js_site
     browser = browser_or_skip()
     site = js_site()
     with SiteServer(site) as server:
@@ -258,6 +258,12 @@ def test_fetch_with_render_sees_the_links_javascript_makes(tmp_path):
         found = json.loads(rendered.stdout)
         assert {link[0] for link in found["followed"]} == {server.url(path) for path in site.links["/"]}
         assert found["page"]["render_seconds"] > 0
+        # what the page's scripts asked for and were refused is shown, as it is why content may be
+        # missing (list 1's script asks a private address: the SSRF guard refuses it)
+        shown = _fetch(server.url("/list/1.html"), "--render", "--browser-path", browser)
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        assert "refused while rendering (1):" in shown.stdout, shown.stdout
+        assert f"{PRIVATE_URL}  blocked: " in shown.stdout, shown.stdout
         # an item spec (or a rules file's page type) that asks for rendering is rendered, as in a crawl
         spec = tmp_path / "list.toml"
         spec.write_text('[[item]]\ntype = "entry"\nurl = "/list/"\nrender = true\nwait_for = "li.item"\n'
