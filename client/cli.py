@@ -300,8 +300,9 @@ def check_new_strategy(*, focus: str | None = None, focus_ontology: str | Path |
     stored that could complete them: ``--focus`` with ``--focus-ontology``, an unknown
     ``--order``, a ``--min-relevance`` outside 0 ... 1, keywords that make no focus,
     ``--min-relevance`` or ``--order priority`` without a focus, an unknown ``--retry-failed``
-    kind. Called before a new crawl's database is created, so that a refused run creates
-    nothing (:func:`resolve_strategy` checks them again with what a resumed crawl stored)."""
+    kind, a ``--focus-ontology`` file that cannot be read, does not parse or names no term.
+    Called before a new crawl's database is created, so that a refused run creates nothing
+    (:func:`resolve_strategy` checks them again with what a resumed crawl stored)."""
     from gridcrawl.client.store import ORDERS
     from gridcrawl.focus import Focus
     if focus is not None and focus_ontology is not None:
@@ -316,6 +317,12 @@ def check_new_strategy(*, focus: str | None = None, focus_ontology: str | Path |
         try:
             Focus.parse(focus)
         except ValueError as exc:
+            fail(str(exc))
+    if focus_ontology is not None:  # before gridcrawl run starts its manager and executors
+        from gridcrawl.focus import OntologyError, OntologyFocus
+        try:
+            OntologyFocus.load(focus_ontology)
+        except OntologyError as exc:
             fail(str(exc))
     if retry_failed:
         _refuse_unknown_kinds(retry_failed, set())

@@ -84,6 +84,28 @@ def test_run_refuses_options_that_would_do_nothing_and_creates_nothing(tmp_path,
     assert not workdir.exists(), "a refused run creates nothing"
 
 
+@pytest.mark.parametrize("text, needle", [
+    (None, "cannot read the ontology"),
+    ("@prefix ex: <http://x/> .\nex:a ex:b ;; junk\n", "does not parse: invalid turtle"),
+    ("@prefix ex: <http://x/> .\nex:a ex:b ex:c .\n", "names no class or property"),
+])
+def test_an_ontology_that_cannot_focus_a_crawl_is_refused_before_anything_starts(tmp_path, text, needle):
+    """A missing, broken or termless --focus-ontology file was refused by the client, after
+    gridcrawl run had started its manager and executors and made WORKDIR and its crawl database."""
+    ontology = tmp_path / "o.ttl"
+    if text is not None:
+        ontology.write_text(text)
+    workdir = tmp_path / "w"
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(workdir), "--no-progress",
+                     "--focus-ontology", str(ontology))
+    assert_user_error(rc, out, needle)
+    assert not workdir.exists(), "a refused run creates nothing"
+    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", f"sqlite:///{workdir}.db",
+                     "--no-progress", "--focus-ontology", str(ontology), "http://127.0.0.1:9/")
+    assert_user_error(rc, out, needle)
+    assert not (tmp_path / "w.db").exists()
+
+
 def test_the_client_refuses_focus_options_without_a_focus_before_making_the_database(tmp_path):
     rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", f"sqlite:///{tmp_path}/c.db",
                      "--no-progress", "--order", "priority", "http://127.0.0.1:9/")
