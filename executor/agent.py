@@ -163,7 +163,8 @@ class ExecutorAgent:
     Capabilities (capability-based dispatch): the executor declares ``capabilities`` when it
     registers: those of the extractor plugins installed here
     (:func:`gridcrawl.plugins.capabilities`) plus ``capabilities`` (e.g. ``["render"]``), so it
-    is given the threads that need them.
+    is given the threads that need them; raises ``ValueError`` (saying how many plugins fit)
+    when they are more than a manager takes (:data:`gridcrawl.protocol.MAX_CAPABILITIES`).
     """
 
     def __init__(self, settings: Settings, manager: str | list[str], *, name: str | None = None,
@@ -185,6 +186,16 @@ class ExecutorAgent:
         for problem in shadowing(self.plugins):  # offered, as the one that runs (its version)
             log.warning("%s", problem)
         self.capabilities = sorted(set(plugin_capabilities(self.plugins)) | set(capabilities or ()))
+        declared = len(set(self.capabilities) | ({"render"} if render else set()))
+        if declared > p.MAX_CAPABILITIES:  # the manager would refuse the registration
+            given = len(self.plugins)
+            others = declared - 2 * given
+            raise ValueError(
+                f"{given} extractor plugins are installed here: they make {2 * given} capabilities (plugin:NAME "
+                f"and plugin:NAME@VERSION each){f', {declared} with --capability and --render' if others else ''}, "
+                f"and a manager takes at most {p.MAX_CAPABILITIES} per executor: at most "
+                f"{(p.MAX_CAPABILITIES - others) // 2} plugins here. Uninstall some from this Python environment, "
+                f"or run them in executors of their own")
         # two contexts: the network one holds only the link to the manager, so that terminating it
         # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to
         # leave, and never for a worker still fetching; the workers' results travel in-process

@@ -84,14 +84,14 @@ def run(
     from gridcrawl.errors import RenderUnavailable
     if "render" in (capability or []) and not render:
         fail("--capability render needs a browser: use --render instead")
-    from gridcrawl.manager.core import NAME_LENGTH
+    from gridcrawl.protocol import CAPABILITY_LENGTH
     from gridcrawl.plugins import PREFIX
     for claimed in capability or []:
         if claimed.startswith(PREFIX):  # threads needing it would come here and fail their items
             fail(f"--capability {claimed}: an executor declares the {PREFIX}NAME capabilities of the extractor "
                  "plugins installed in its Python environment by itself: install the plugin's package here instead")
-        if not claimed or " " in claimed or not claimed.isprintable() or len(claimed) > NAME_LENGTH:  # the manager refuses it
-            fail(f"--capability {claimed!r}: a capability is 1 to {NAME_LENGTH} printable characters without spaces")
+        if not claimed or " " in claimed or not claimed.isprintable() or len(claimed) > CAPABILITY_LENGTH:  # the manager refuses it
+            fail(f"--capability {claimed!r}: a capability is 1 to {CAPABILITY_LENGTH} printable characters without spaces")
     curve, password = peer_credentials(user, curve_secret, curve_server_key)
     try:
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,

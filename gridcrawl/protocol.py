@@ -74,6 +74,12 @@ MAX_BATCH = 100_000
 MAX_SUBMIT = 10_000
 #: Most figures in a heartbeat (an executor sends 8).
 MAX_FIGURES = 64
+#: Most capabilities an executor declares (:class:`Register`) and most a grid thread needs
+#: (:class:`ThreadSpec`), each 1 to :data:`CAPABILITY_LENGTH` printable characters without
+#: spaces: the manager refuses more. Every extractor plugin installed on an executor takes two
+#: (``plugin:NAME`` and ``plugin:NAME@VERSION``), ``render`` one.
+MAX_CAPABILITIES = 64
+CAPABILITY_LENGTH = 128
 
 
 class ErrorKind(str, enum.Enum):
@@ -385,7 +391,8 @@ class Register(Message):
     ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
     ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
     ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
-    matched against the ``needs`` of grid threads (at most 64 names of at most 128 characters).
+    matched against the ``needs`` of grid threads (at most :data:`MAX_CAPABILITIES` names of at
+    most :data:`CAPABILITY_LENGTH` characters).
     ``accepting``: False for an idle-only executor whose desktop is not idle yet: it gets no
     work until it says otherwise (``availability``).
     """

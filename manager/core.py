@@ -199,18 +199,13 @@ NODE_BYTES = 64
 #: Characters of an executor's error text a host's down verdict quotes.
 ERROR_QUOTED = 200
 
-#: At most this many capabilities per executor and needs per thread, each at most NAME_LENGTH chars.
-MAX_NAMES = 64
-NAME_LENGTH = 128
-
-
 def _bad_names(names: list[str], what: str) -> str | None:
     """Why ``names`` (an executor's capabilities, a thread's needs) cannot be taken, or None."""
-    if len(names) > MAX_NAMES:
-        return f"{what}: at most {MAX_NAMES} names, not {len(names)}"
+    if len(names) > p.MAX_CAPABILITIES:
+        return f"{what}: at most {p.MAX_CAPABILITIES} names, not {len(names)}"
     for name in names:
-        if not name or len(name) > NAME_LENGTH or not name.isprintable() or " " in name:
-            return f"{what}: {name[:40]!r} is not a name (1 to {NAME_LENGTH} printable characters, no spaces)"
+        if not name or len(name) > p.CAPABILITY_LENGTH or not name.isprintable() or " " in name:
+            return f"{what}: {name[:40]!r} is not a name (1 to {p.CAPABILITY_LENGTH} printable characters, no spaces)"
     return None
 
 

@@ -457,6 +457,37 @@ def test_a_plugin_named_with_a_space_is_not_offered_and_the_executor_still_regis
         grid.stop()
 
 
+def test_an_executor_with_more_plugins_than_a_manager_takes_says_so_at_start(tmp_path):
+    """Each plugin gives an executor two capabilities, and a manager takes at most 64: an
+    executor with 33 plugins installed was refused only when it registered ("capabilities: at
+    most 64 names, not 66"), plugins unnamed. It now stops at start, naming the plugins, the
+    limit (gridcrawl.protocol.MAX_CAPABILITIES) and how many plugins fit; 32 still start."""
+    import os
+    import subprocess
+    from gridcrawl import protocol as p
+    from plugins import PLUGIN_SOURCE
+
+    def install(count: int) -> dict:
+        info = tmp_path / f"m{count}" / "manyplug-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: manyplug\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text("[gridcrawl.extractors]\n" + "".join(
+            f"shop{i} = gridcrawl_testplugin:extract\n" for i in range(count)))
+        return {**os.environ, "PYTHONPATH": os.pathsep.join([str(info.parent), str(PLUGIN_SOURCE)])}
+
+    fits = p.MAX_CAPABILITIES // 2
+    code = ("from gridcrawl.executor.agent import ExecutorAgent; from gridcrawl.settings import Settings; "
+            "a = ExecutorAgent(Settings(), 'tcp://127.0.0.1:1'); print(len(a.capabilities))")
+    out = subprocess.run([sys.executable, "-c", code], env=install(fits), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.split() == [str(p.MAX_CAPABILITIES)], out.stderr
+    out = subprocess.run([sys.executable, "-m", "gridcrawl.executor", "--manager", "tcp://127.0.0.1:1",
+                          "--capability", "gpu"], env=install(fits + 1), capture_output=True, text=True, timeout=60)
+    said = " ".join(out.stderr.split())
+    assert out.returncode == 2 and "Traceback" not in said, said
+    assert (f"{fits + 1} extractor plugins are installed here: they make {2 * fits + 2} capabilities" in said
+            and f"a manager takes at most {p.MAX_CAPABILITIES} per executor: at most {fits - 1} plugins here" in said), said
+
+
 def test_plugin_items_pass_through_where(plugin):
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"\n[item.where]\nshout = {{ re = "^MUG" }}')
     assert extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins=plugin).items == []
