@@ -520,8 +520,9 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
                                              extract=extract, render=render, wait_for=wait_for)
     if retry_failed is not None:
         _check_retry_kinds(store, retry_failed)
-        retried = store.retry_failed(retry_failed)
-        typer.echo(f"{retried} failed URL{'s' if retried != 1 else ''} queued again", err=True)
+        retried, took = _retry_failed(store, retry_failed)
+        typer.echo(f"{counted(retried, 'failed URL')} queued again{f' in {took:.0f} s' if took >= 1 else ''}",
+                   err=True)
     store.add_seeds(seeds)
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
@@ -532,6 +533,27 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
     store.lock = lock  # held while the store lives
     return store, scope
+
+
+def _retry_failed(store, kinds: list[str], batch: int = 10_000) -> tuple[int, float]:
+    """Queue the failed URLs of ``kinds`` again (:meth:`CrawlStore.retry_failed
+    <gridcrawl.client.store.CrawlStore.retry_failed>`), saying on stderr how many it will queue
+    before it starts and, when they are more than one ``batch``, how far it got at every tenth
+    (a million took four minutes, in silence). Returns (how many, seconds taken)."""
+    started = time.monotonic()
+    said = [0]
+
+    def show(done: int, total: int) -> None:
+        step = max(batch, total // 10)
+        if done == 0 and total:
+            which = ", ".join(kinds) if kinds else "every kind but the crawl's own decisions"
+            typer.echo(f"queueing {counted(total, 'failed URL')} again ({which}) ...", err=True)
+        elif total > batch and done < total and done // step > said[0] // step:
+            typer.echo(f"  {done:,} of {total:,} queued ({time.monotonic() - started:.0f} s)", err=True)
+            said[0] = done
+
+    retried = store.retry_failed(kinds, batch=batch, progress=show)
+    return retried, time.monotonic() - started
 
 
 def _new_sqlite(db: str) -> bool:

@@ -21,7 +21,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -1752,7 +1752,8 @@ class CrawlStore:
         """:func:`error_groups` of this crawl database."""
         return error_groups(self.engine, limit)
 
-    def retry_failed(self, kinds: Sequence[str] = (), *, batch: int = 10_000) -> int:
+    def retry_failed(self, kinds: Sequence[str] = (), *, batch: int = 10_000,
+                     progress: Callable[[int, int], None] | None = None) -> int:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
@@ -1762,7 +1763,9 @@ class CrawlStore:
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
         its row. Returns how many. Run before a crawl starts (``--retry-failed``), in one
         transaction, ``batch`` visited URLs at a time (by id): read all at once, a crawl's
-        1,000,000 URLs failed while a host was down took 680 MB."""
+        1,000,000 URLs failed while a host was down took 680 MB. ``progress(done, total)`` is
+        called with 0 and how many will be queued before the first batch, then after each batch
+        (a million take minutes)."""
         v = visited.c
         query = (sa.select(v.id, v.url, v.fingerprint, v.depth,
                            sa.func.coalesce(v.page_type, document.c.page_type).label("page_type"))
@@ -1778,9 +1781,15 @@ class CrawlStore:
 
         def work(conn) -> int:
             done, after = 0, 0
+            total = 0
+            if progress is not None:
+                total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar() or 0
+                progress(0, total)
             while rows := conn.execute(query.where(v.id > after).order_by(v.id).limit(batch)).all():
                 after = rows[-1].id
                 done += requeue(conn, rows)
+                if progress is not None:
+                    progress(done, max(total, done))
             return done
 
         def requeue(conn, rows) -> int:

@@ -858,6 +858,26 @@ def test_retry_failed_reads_the_failed_urls_a_batch_at_a_time(store):
     assert store.retry_failed(["connection"], batch=5) == 0
 
 
+def test_retry_failed_says_how_many_it_queues_before_and_as_it_goes(store, capsys):
+    """--retry-failed on a crawl of a million failed URLs was silent for four minutes, then said
+    "1000000 failed URLs queued again". It now says how many it will queue and which kinds first,
+    how far it got at every tenth (past one batch), and how many it queued at the end."""
+    from gridcrawl.client.cli import _retry_failed
+
+    scope = Scope(["h.example"])
+    store.add_seeds([f"{H}/"])
+    (seed,) = _claim_all(store).values()
+    store.apply([_outcome(seed, digest="d0", links=[[f"{H}/p{i}", ""] for i in range(23)])], scope)
+    store.apply([_outcome(p, error_kind="connection", error="connection refused") for p in _claim_all(store).values()],
+                scope)
+    retried, _ = _retry_failed(store, ["connection"], batch=5)
+    lines = capsys.readouterr().err.splitlines()
+    assert retried == 23 and lines[0] == "queueing 23 failed URLs again (connection) ..."
+    assert [line.split(" queued")[0].strip() for line in lines[1:]] == [
+        "5 of 23", "10 of 23", "15 of 23", "20 of 23"]
+    assert _retry_failed(store, [], batch=5)[0] == 0 and capsys.readouterr().err == ""  # nothing to say
+
+
 def test_a_crawl_computes_the_simhash_only_where_it_is_read(tmp_path, site_server):
     """The SimHash's readers are the trap detector (URLs with a shape: digits in path or query)
     and a recrawl comparing SimHashes: a crawl stores it for the generated site's ``/p/N.html``
