@@ -1136,7 +1136,9 @@ def export_command(
         from gridcrawl.client.items import ItemExportError, export_items
         try:
             with _sigterm_unwinds():
-                done = export_items(open_database(db, existing=True), out, format, type, include_gone=include_gone)
+                engine = open_database(db, existing=True)
+                _warn_running(engine)
+                done = export_items(engine, out, format, type, include_gone=include_gone)
         except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
             fail(str(exc))
         gone = (f" ({done.gone} item{'' if done.gone == 1 else 's'} of {done.gone_pages} "
@@ -1153,6 +1155,7 @@ def export_command(
         fail("--include-gone goes with --items")
     try:
         engine = open_database(db, existing=True)
+        _warn_running(engine)
         with _sigterm_unwinds():
             result = export(engine, format, out, content=content, triples=triples)
     except (DatabaseUnavailable, ExportError) as exc:
@@ -1172,6 +1175,16 @@ def export_command(
     if triples and not result.records:
         skipped = " (this crawl stored no triples: a crawl with --structured-data or --focus-ontology stores them)"
     typer.echo(f"exported {result.records} {what}{recrawl} to {out}{skipped}", err=True)
+
+
+def _warn_running(engine) -> None:
+    """Say on stderr that the export is a snapshot when a crawler is crawling into ``engine``'s
+    crawl database now (:func:`gridcrawl.db.running_crawler`)."""
+    from gridcrawl.db import running_crawler
+    holder = running_crawler(engine)
+    if holder is not None:
+        typer.echo(f"warning: a crawl is still running on this database ({holder}): the export is a "
+                   "snapshot of what it has stored so far", err=True)
 
 
 @app.command("extract", short_help="Extract the items again from the stored pages, fetching nothing.")

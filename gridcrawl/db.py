@@ -793,18 +793,44 @@ class CrawlerLock:
         """Whether ``engine``'s back end has such a lock (not SQLite, which uses a file's)."""
         return engine.dialect.name in ("postgresql", "mysql", "mariadb", "mssql")
 
+    @staticmethod
+    def _key(conn: Connection) -> int | str:
+        """The lock's key on ``conn``'s server: PostgreSQL's advisory lock number (signed 64
+        bits, from the database and schema), MariaDB's lock name (its names are server-wide)."""
+        if conn.dialect.name == "postgresql":
+            where = conn.execute(sa.text("SELECT current_database() || '.' || current_schema()")).scalar()
+            return int.from_bytes(hashlib.blake2b(f"gridcrawl crawl {where}".encode(), digest_size=8).digest(),
+                                  "big", signed=True)
+        where = conn.execute(sa.text("SELECT DATABASE()")).scalar() or ""
+        # names are server-wide and at most 64 characters
+        return f"gridcrawl crawl {hashlib.blake2b(where.encode(), digest_size=8).hexdigest()}"
+
+    @classmethod
+    def held(cls, engine: Engine) -> bool | None:
+        """Whether a crawler holds the lock on ``engine``'s crawl database now, asked without
+        taking it (PostgreSQL's ``pg_locks``, MariaDB's ``IS_USED_LOCK``); None where that
+        cannot be asked (SQL Server, SQLite: :func:`running_crawler`)."""
+        name = engine.dialect.name
+        if name not in ("postgresql", "mysql", "mariadb"):
+            return None
+        with engine.connect() as conn:
+            key = cls._key(conn)
+            if name != "postgresql":
+                return conn.execute(sa.text("SELECT IS_USED_LOCK(:n)"), {"n": key}).scalar() is not None
+            # a bigint key shows as its high half in classid, its low half in objid, objsubid 1
+            unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+            return bool(conn.execute(sa.text(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = CAST(:hi AS oid) AND objid = CAST(:lo AS oid))"),
+                {"hi": unsigned >> 32, "lo": unsigned & 0xFFFF_FFFF}).scalar())
+
     def _try(self, conn: Connection) -> bool:
         name = conn.dialect.name
         if name == "postgresql":
-            where = conn.execute(sa.text("SELECT current_database() || '.' || current_schema()")).scalar()
-            key = int.from_bytes(hashlib.blake2b(f"gridcrawl crawl {where}".encode(), digest_size=8).digest(),
-                                 "big", signed=True)
-            taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": key}).scalar()
+            taken = conn.execute(sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": self._key(conn)}).scalar()
         elif name in ("mysql", "mariadb"):
-            where = conn.execute(sa.text("SELECT DATABASE()")).scalar() or ""
-            # names are server-wide and at most 64 characters
-            lock = f"gridcrawl crawl {hashlib.blake2b(where.encode(), digest_size=8).hexdigest()}"
-            taken = conn.execute(sa.text("SELECT GET_LOCK(:n, 0)"), {"n": lock}).scalar() == 1
+            taken = conn.execute(sa.text("SELECT GET_LOCK(:n, 0)"), {"n": self._key(conn)}).scalar() == 1
         else:
             status = conn.execute(sa.text(
                 "SET NOCOUNT ON; DECLARE @status int; DECLARE @name nvarchar(255) = 'gridcrawl crawl ' + "
@@ -873,3 +899,37 @@ class CrawlerLock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def running_crawler(engine: Engine) -> str | None:
+    """Who crawls into the crawl database ``engine`` now, asked without taking its crawler lock
+    (``gridcrawl export`` warns that it exports a snapshot): the holder as it wrote itself down
+    (``"pid 26256, since 2026-11-30 05:15:48"``; PostgreSQL and MariaDB: its ``crawler`` meta
+    row, ``"a crawler"`` if it wrote none), or None when no crawler holds the lock or this
+    cannot be known (SQL Server, an SQLite database in memory or where ``fcntl`` is missing).
+    SQLite: the ``flock`` on ``FILE.lock`` (``client.cli._lock_crawl``), tried shared and let
+    go at once."""
+    if engine.dialect.name != "sqlite":
+        if not CrawlerLock.held(engine):
+            return None
+        from gridcrawl.models import crawl_meta
+        with engine.connect() as conn:
+            holder = conn.execute(sa.select(crawl_meta.c.value).where(crawl_meta.c.name == "crawler")).scalar()
+        return holder or "a crawler"
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    path = engine.url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    try:
+        with open(os.path.abspath(path) + ".lock", encoding="utf-8") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                return lock.read().strip() or "a crawler starting"
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except OSError:  # no lock file: no crawler ever ran on it here
+        return None
+    return None

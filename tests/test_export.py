@@ -307,6 +307,38 @@ def test_a_jsonl_export_has_json_numbers_for_real_columns_on_every_back_end(db_u
     assert type(row.fetch_seconds) is float and row.fetch_seconds == 0.125
 
 
+def test_an_export_of_a_running_crawl_says_it_is_a_snapshot(db_url, tmp_path):
+    """An export of a crawl database a crawler was still crawling into said nothing of it: the
+    file looked like the crawl's whole. It now warns that it is a snapshot of a running crawl,
+    naming the crawler (the crawler lock's holder, asked without taking the lock), and exports."""
+    from gridcrawl.client.cli import _lock_crawl
+    store = CrawlStore(open_database(db_url))
+    url = canonical_url("http://127.0.0.1:1/a.html")
+    store.add_seeds([url])
+    (pending,) = store.claim(1)
+    page = PageResult(url=url, final_url=url, status=200, content_type="text/html", size=8, title="a",
+                      content="<p>a</p>")
+    store.apply([Outcome(pending, page, "ex", 1, False)], store.scope([url], [], -1), store_content=True)
+
+    def exported(*extra: str) -> str:
+        out = tmp_path / "out.jsonl"
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db_url, *extra, str(out)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and out.exists(), done.stderr
+        return " ".join(done.stderr.split())
+
+    lock = _lock_crawl(db_url, store)  # as a crawler holds it
+    try:
+        said = exported()
+        assert re.match(r"warning: a crawl is still running on this database \(pid \d+[^)]*\): the export is a "
+                        r"snapshot of what it has stored so far exported 1 document to ", said), said
+        assert said.startswith("warning: a crawl is still running") and "exported 0 items" in exported("--items")
+    finally:
+        lock.close()
+        store.engine.dispose()  # a server's lock lives with its connection, which the pool keeps
+    assert exported() == f"exported 1 document to {tmp_path / 'out.jsonl'}"
+
+
 def test_export_refuses_unknown_formats_and_unwritable_paths(tmp_path):
     engine = open_database(f"sqlite:///{tmp_path / 'c.db'}")
     CrawlStore(engine)
