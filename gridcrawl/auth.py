@@ -339,6 +339,18 @@ class UserStore:
             self._verified[name] = (tag, row.password_hash)
         return User(name, row.grp_name, frozenset(r.prm_name for r in rows if r.prm_name), row.created)
 
+    def allows(self, user: str, permission: str) -> bool:
+        """Whether ``user``, logged in before, may still use ``permission`` (a name of
+        :data:`PERMISSIONS`): True while no login is required (an open grid), else whether the
+        user exists in a group that has it. No password is checked; what is read is at most
+        :data:`READ_TTL` seconds old, as for a login. The manager asks it of its connected peers'
+        users, to cut those of a user removed while they were connected. Raises SQLAlchemy's
+        errors when the database does not answer."""
+        if not self.require_login and not self.has_users():
+            return True
+        rows = self._login_rows(user) if isinstance(user, str) and _NAME.match(user) else []
+        return any(r.prm_name == permission for r in rows)
+
     def throttled(self) -> bool:
         """Whether the budget of failed password checks is spent now (:meth:`verify` refuses)."""
         with self._lock:

@@ -210,6 +210,12 @@ class AllowList:
                     log.warning("allow-list: %s (skipped until it changes)", exc)
         return found
 
+    def names(self) -> set[str]:
+        """The names of the key files in the directory now (``NAME`` of ``NAME.key``), read
+        without parsing them: the manager's check, every second, that a connected peer's key is
+        still allowed."""
+        return {file.name[: -len(PUBLIC_SUFFIX)] for file in self.directory.glob(f"*{PUBLIC_SUFFIX}")}
+
     def name_of(self, z85_key: bytes) -> str | None:
         """The name of the allowed key ``z85_key``, or None if it is not allowed."""
         return self.keys().get(bytes(z85_key))

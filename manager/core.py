@@ -1359,6 +1359,63 @@ class ManagerCore:
             return "stopped"
         return "paused" if app.paused else "running"
 
+    def revoke(self, now: float, allowed: Callable[[str, str], bool],
+               keys_revoked: dict[bytes, str] | None = None) -> list[Action]:
+        """Cut the peers whose login or key no longer holds (a login is checked only at hello:
+        a user removed with ``gridcrawl-manager users remove``, or a key deleted from the
+        allow-list directory, kept its executors and crawls connected until they dropped).
+
+        ``allowed(user, permission) -> bool``: whether ``user`` may still use ``permission``
+        (:meth:`gridcrawl.auth.UserStore.allows`; asked once per user and permission, before
+        anything changes, so an exception it raises changes nothing). ``keys_revoked``: peer ->
+        name of its CURVE key, for the peers whose key left the allow-list. The applications of a
+        user no longer allowed ManageOwnApp are cancelled (their threads aborted, as by an
+        operator's cancel); an executor whose user lost ExecuteThread, or a peer whose key was
+        revoked, is forgotten as if it said bye (an executor's threads go back to READY, not
+        counted as lost; a client's application waits for a client). Each cut peer gets a final
+        ``refuse`` saying why: it stops (exit status 2) rather than log in again.
+        """
+        keys_revoked = keys_revoked or {}
+        users = {(user, MANAGE_OWN_APP) for user in self._open_by_user}
+        users.update((self.executors[ident].user, EXECUTE_THREAD) for kind, ident in self.peers.values()
+                     if kind == "executor" and ident in self.executors)
+        refused = {pair for pair in users if not allowed(*pair)}
+        actions: list[Action] = []
+
+        def cut(peer: bytes, reason: str) -> None:
+            actions.append(Send(peer, p.Refuse(reason, final=True)))
+            actions.extend(self.on_bye(peer, p.Bye(reason), now))
+
+        for user, _ in sorted(pair for pair in refused if pair[1] == MANAGE_OWN_APP):
+            for application_id in list(self._open_by_user.get(user, ())):
+                app = self.applications[application_id]
+                log.warning("user %s was removed or lost the %s permission: application %s cancelled%s", user,
+                            MANAGE_OWN_APP, application_id[:8], ", its client cut off" if app.peer else "")
+                actions.extend(self._stop_application(app, now, True))
+                if app.peer is not None:
+                    cut(app.peer, f"user {user!r} may no longer crawl on this manager (removed, or without the "
+                                  f"{MANAGE_OWN_APP} permission): application {application_id[:8]} is cancelled; "
+                                  "the crawl database keeps what was crawled, and the same command resumes it "
+                                  "once an administrator lets the user in again (gridcrawl-manager users add)")
+        for peer, (kind, ident) in list(self.peers.items()):
+            if kind == "executor":
+                ex = self.executors.get(ident)
+                if ex is not None and (ex.user, EXECUTE_THREAD) in refused:
+                    log.warning("user %s was removed or lost the %s permission: executor %s (%s) cut off", ex.user,
+                                EXECUTE_THREAD, ident[:8], ex.name)
+                    cut(peer, f"user {ex.user!r} may no longer run grid threads on this manager (removed, or "
+                              f"without the {EXECUTE_THREAD} permission): log in as a user of the Executors group "
+                              "(--user NAME)")
+                    continue
+            key = keys_revoked.get(peer)
+            if key is not None:
+                name = self.executors[ident].name if kind == "executor" and ident in self.executors else ident[:8]
+                log.warning("CURVE key %s left the allow-list directory: %s %s cut off", key,
+                            "executor" if kind == "executor" else "the client of application", name)
+                cut(peer, f"this program's CURVE key {key!r} was removed from the manager's allow-list directory "
+                          f"(--curve-allow): the manager's operator admits it again by putting {key}.key back there")
+        return actions
+
     def _unqueue(self, app: Application) -> None:
         """Take ``app``'s READY threads out of the queue (paused, or throttled)."""
         for t in app.threads.values():

@@ -56,6 +56,7 @@ SNAPSHOT_READERS = 30.0  # seconds snapshots go on being built after the last re
 HOSTILE_LOG_EVERY = 60.0  # seconds between two log lines about one peer's hostile messages
 BAD_PEER_LOG_LINES = 20  # log lines about bad or hostile messages, all peers together, ...
 BAD_PEER_LOG_WINDOW = 60.0  # ... per this many seconds (a storm of fresh connections is one peer each)
+REVOKE_EVERY = 1.0  # seconds between two checks that connected peers' users and keys are still allowed
 BEHIND_LOG_EVERY = 10.0  # seconds between two log lines about the loop lagging behind its input
 
 
@@ -119,8 +120,14 @@ class ManagerServer:
         self.curve = curve
         self.context = zmq.Context()
         self.authenticator = None
+        self.allow_list: AllowList | None = None
+        # peer -> the name of the CURVE key it said hello with (register, open): cut when the
+        # key leaves the allow-list directory (ManagerCore.revoke)
+        self._peer_keys: dict[bytes, str] = {}
+        self._next_revoke = 0.0
         if curve is not None:  # the ZAP handler must run before the socket binds
-            self.authenticator = start_authenticator(self.context, AllowList(curve.allow_dir))
+            self.allow_list = AllowList(curve.allow_dir)
+            self.authenticator = start_authenticator(self.context, self.allow_list)
         elif not is_loopback_endpoint(bind):
             log.warning("*** listening on %s WITHOUT CURVE: traffic (passwords included) is unencrypted and any "
                         "host that reaches this port can connect; use --curve-secret and --curve-allow ***", bind)
@@ -379,6 +386,9 @@ class ManagerServer:
                 self._note_backlog(now)
                 self.lease.overdue()
                 self._carry_out(self.core.tick(now, self.heard_all))
+                if now >= self._next_revoke:
+                    self._next_revoke = now + REVOKE_EVERY
+                    self._revoke(now)
                 self.guard.prune(now)
                 next_tick = now + tick_every
             self._serve_dashboard(now)
@@ -580,6 +590,24 @@ class ManagerServer:
                 log.exception("forgetting peer %s failed", peer_label(peer))
         send(self.socket, protocol.Bye(reason), peer)
 
+    def _revoke(self, now: float) -> None:
+        """Cut the peers of users removed (or without their permission now) and the peers
+        whose CURVE key left the allow-list directory since they said hello
+        (:meth:`ManagerCore.revoke`). A database that does not answer cuts no one: its errors are
+        the recorder's and the lease's to report."""
+        core = self.core
+        revoked: dict[bytes, str] = {}
+        if self._peer_keys:
+            self._peer_keys = {peer: key for peer, key in self._peer_keys.items() if peer in core.peers}
+            allowed = self.allow_list.names()  # (as the ZAP handler reads it: a directory gone allows none)
+            revoked = {peer: key for peer, key in self._peer_keys.items() if key not in allowed}
+        try:
+            actions = core.revoke(now, self.users.allows, revoked)
+        except sa.exc.SQLAlchemyError as exc:
+            log.debug("could not check the connected peers' users: %s", exc)
+            return
+        self._carry_out(actions, strike=False)
+
     def _login_required(self) -> bool:
         return self.users.require_login or self.users.has_users()
 
@@ -667,6 +695,8 @@ class ManagerServer:
             except (zmq.ZMQError, KeyError):
                 key_name = None
             log.info("%s from CURVE key %s", message.TYPE.decode(), key_name)
+            if key_name and type(message) is not protocol.Control:  # a control's connection says no more
+                self._peer_keys[peer] = key_name
             if key_name and not self._login_required():  # the key is the only identity there is
                 message = msgspec.structs.replace(message, user=key_name[:64])
         known = peer in core.peers

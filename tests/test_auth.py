@@ -432,6 +432,54 @@ def test_only_an_operator_puts_threads_above_the_default_priority(caplog):
     assert len(warnings) == 1 and "user alice asked for priority 1000" in warnings[0]
 
 
+def test_the_peers_of_a_user_no_longer_allowed_are_cut(store):
+    """A login was checked only at hello: a user removed while connected kept its executors and
+    crawls running. ``revoke`` now cancels the applications of a user without ManageOwnApp and
+    forgets the executors of one without ExecuteThread, each told why by a final refusal; the
+    allowed users' peers are untouched, and a check that raises changes nothing."""
+    core = make_core()
+    ex = only(core.handle(b"e", p.Register("ex", "h", "exec", 2, password="pw"), 0.0), p.Welcome).executor_id
+    alice = only(core.handle(b"alice", p.OpenApplication("a", "alice", password="pw"), 0.0),
+                 p.ApplicationOpened).application_id
+    bob = only(core.handle(b"bob", p.OpenApplication("b", "bob", password="pw"), 0.0),
+               p.ApplicationOpened).application_id
+    assign = only(core.handle(b"alice", p.Submit(alice, [p.ThreadSpec(1, "http://a.test/")]), 0.1), p.Assign)
+    core.handle(b"bob", p.Bye(), 0.2)  # bob's crawl is detached: cancelled all the same
+
+    def broken(user, permission):
+        raise sa.exc.OperationalError("SELECT", {}, Exception("database is locked"))
+    with pytest.raises(sa.exc.OperationalError):
+        core.revoke(1.0, broken)
+    assert core.applications[alice].state.name != "STOPPED" and ex in core.connected
+    assert core.revoke(1.0, lambda user, permission: True) == []
+
+    gone = {"exec", "alice"}
+    actions = core.revoke(1.0, lambda user, permission: user not in gone)
+    refusals = {a.peer: a.message for a in actions if isinstance(a, Send) and isinstance(a.message, p.Refuse)}
+    assert set(refusals) == {b"e", b"alice"} and all(m.final for m in refusals.values())
+    assert "user 'exec' may no longer run grid threads" in refusals[b"e"].reason
+    assert "log in as a user of the Executors group" in refusals[b"e"].reason
+    assert f"application {alice[:8]} is cancelled" in refusals[b"alice"].reason
+    assert ex not in core.connected and b"e" not in core.peers and b"alice" not in core.peers
+    assert core.applications[alice].state.name == "STOPPED"
+    assert core.applications[alice].threads == {}  # its thread aborted, the executor told
+    assert [a.peer for a in actions if isinstance(a, Send) and isinstance(a.message, p.Cancel)
+            and a.message.attempt_id == assign.attempt_id] == [b"e"]
+    assert core.applications[bob].state.name != "STOPPED"  # bob is still a user
+
+    store.add("dave", PASSWORD, "Executors")
+    store.add("carol", PASSWORD, "Users")  # the store's answer: the user's group, read again
+    assert store.allows("carol", "ManageOwnApp") and not store.allows("carol", "ExecuteThread")
+    store.remove("carol")
+    assert not store.allows("carol", "ManageOwnApp") and not store.allows("nobody", "ManageOwnApp")
+
+
+def test_an_open_grid_allows_every_connected_peer(store, tmp_path):
+    assert store.allows("anyone", "ExecuteThread")  # no user: an open grid cuts no one
+    closed = UserStore(open_database(f"sqlite:///{tmp_path / 'closed.db'}"), require_login=True)
+    assert not closed.allows("anyone", "ExecuteThread")
+
+
 # ----------------------------------------------------------------------------------------------
 # The real programs
 
@@ -533,3 +581,35 @@ def test_logins_at_a_running_manager(tmp_path, site_server):
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
     assert grid.query("manager", "SELECT DISTINCT usr_name FROM executor") == [("worker",)]
     assert grid.query("manager", "SELECT usr_name FROM application") == [("crawler",)]
+
+
+@pytest.mark.e2e
+def test_a_user_removed_while_connected_is_cut_off(tmp_path, site_server):
+    """``gridcrawl-manager users remove`` while the user's executor and crawl are connected:
+    both used to go on until they dropped; now each stops within seconds, exit status 2, with
+    one line saying why (no traceback), and the manager's log names what it cut."""
+    from grid import wait_for
+    server = site_server(generate_site(60, links_per_page=3, seed=4))
+    grid = Grid(tmp_path)
+    users = UserStore(open_database(grid.manager_db))  # as `gridcrawl-manager users` does, from outside
+    for name, group in (("crawler", "Users"), ("worker", "Executors"), ("admin", "Administrators")):
+        users.add(name, PASSWORD, group)
+    login = {"GRIDCRAWL_PASSWORD": PASSWORD}
+    try:
+        grid.start_manager("--download-delay", "0.5")  # a crawl of 30 s: connected when removed
+        executor = grid.start_executor("worker", "--user", "worker", env=login)
+        client = grid.start_client(server.url("/"), "--user", "crawler", env=login)
+        wait_for(lambda: "registered as executor" in grid.log("worker.log")
+                 and "application " in grid.log("client.log"), 30, message="both connected")
+        assert users.remove("worker") and users.remove("crawler")
+        assert executor.wait(timeout=20) == 2 and client.wait(timeout=20) == 2
+    finally:
+        grid.stop()
+    assert "may no longer run grid threads on this manager" in grid.log("worker.log")
+    client_log = grid.log("client.log")
+    assert "user 'crawler' may no longer crawl on this manager" in client_log and "is cancelled" in client_log
+    assert "Traceback" not in grid.log("worker.log") + client_log
+    manager_log = grid.log("manager.log")
+    assert "user crawler was removed or lost the ManageOwnApp permission" in manager_log
+    assert "user worker was removed or lost the ExecuteThread permission" in manager_log
+    assert grid.query("manager", "SELECT state FROM application") == [(2,)]  # Stopped

@@ -276,3 +276,20 @@ def test_a_crawl_over_curve_records_the_executor_under_its_key_name(curve_grid, 
     # the executor claimed the OS user name; the manager records the authenticated key name
     assert grid.query("manager", "SELECT usr_name FROM executor") == [("ex1",)]
     assert grid.query("manager", "SELECT usr_name FROM application") == [("client",)]
+
+
+@pytest.mark.e2e
+def test_a_key_removed_from_the_allow_list_cuts_its_connected_executor(curve_grid):
+    """The allow-list was read only at a new connection: an executor whose key file was deleted
+    stayed connected (and was given work) until its connection dropped. Now it is cut within
+    seconds, told why, and exits 2."""
+    from grid import wait_for
+    grid = curve_grid
+    ex1 = grid.start_executor("ex1", *curve_args(grid, "ex1"))
+    wait_for(lambda: "registered as executor" in grid.log("ex1.log"), 30, message="ex1 registered")
+    (grid.workdir / "allow" / "ex1.key").unlink()
+    assert ex1.wait(timeout=20) == 2
+    log = grid.log("ex1.log")
+    assert "CURVE key 'ex1' was removed from the manager's allow-list directory" in log, log[-2000:]
+    assert "putting ex1.key back there" in log and "Traceback" not in log
+    assert "CURVE key ex1 left the allow-list directory: executor ex1 cut off" in grid.log("manager.log")
