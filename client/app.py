@@ -38,6 +38,7 @@ import logging
 import math
 import queue
 import secrets
+import shlex
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -524,7 +525,9 @@ class CrawlApplication:
             log.warning("no result for %.0f s: an operator paused this application; its %s %s at the manager until "
                         "it is resumed (gridcrawl-client --manager %s%s resume %s)", silent, threads,
                         "waits" if n == 1 else "wait", self.link.state.managers.current,
-                        f" --user {self.user}" if self.password else "", self.application_id[:8])
+                        "".join(f" {shlex.quote(arg)}" for arg in [*(["--user", self.user] if self.password else []),
+                                                                    *(self.curve.options if self.curve else [])]),
+                        self.application_id[:8])
         elif reason == "no executor":
             log.warning("no result for %.0f s: no executor takes grid threads now (none is connected to the "
                         "manager at %s, or each is an --idle-only one whose desktop is in use or is "

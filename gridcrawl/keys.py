@@ -48,11 +48,13 @@ SECRET_SUFFIX = ".key_secret"
 @dataclass(frozen=True)
 class ClientKeys:
     """What an executor or client needs for CURVE: its own key pair and the manager's public
-    key (all z85-encoded, 40 bytes each)."""
+    key (all z85-encoded, 40 bytes each), and ``options``, the command-line options that give
+    them (``--curve-secret FILE --curve-server-key FILE``), for the commands a program suggests."""
 
     public: bytes
     secret: bytes
     server_public: bytes
+    options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,8 @@ def client_keys(secret_file: str | os.PathLike, server_key_file: str | os.PathLi
         raise KeyFileError(f"{server} holds the manager's secret key: give its public key file "
                            f"({server.name.removesuffix(SECRET_SUFFIX)}{PUBLIC_SUFFIX}) and keep the secret one "
                            "on the manager alone")
-    return ClientKeys(public, secret, load_public(server))
+    return ClientKeys(public, secret, load_public(server),
+                      ("--curve-secret", str(secret_file), "--curve-server-key", str(server_key_file)))
 
 
 def server_keys(secret_file: str | os.PathLike, allow_dir: str | os.PathLike) -> ServerKeys:

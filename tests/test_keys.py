@@ -293,3 +293,30 @@ def test_a_key_removed_from_the_allow_list_cuts_its_connected_executor(curve_gri
     assert "CURVE key 'ex1' was removed from the manager's allow-list directory" in log, log[-2000:]
     assert "putting ex1.key back there" in log and "Traceback" not in log
     assert "CURVE key ex1 left the allow-list directory: executor ex1 cut off" in grid.log("manager.log")
+
+
+@pytest.mark.e2e
+def test_a_paused_crawl_over_curve_names_a_resume_command_that_works(curve_grid, site_server):
+    """A paused crawl's client says which command resumes it: the command it named left out the
+    CURVE keys, and at a CURVE manager it was refused ("the manager requires CURVE encryption").
+    It now names the crawl's --curve-secret and --curve-server-key, and works as shown."""
+    import re
+    import shlex
+    from grid import wait_for
+    server = site_server(generate_site(3, links_per_page=1, seed=2))
+    grid = curve_grid
+    client = grid.start_client(server.url("/"), *curve_args(grid, "client"))  # no executor yet: it waits
+    wait_for(lambda: "application " in grid.log("client.log"), 30, message="the application opened")
+    app_id = re.search(r"application (\w{8}) opened", grid.log("client.log")).group(1)
+    paused = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
+                             *curve_args(grid, "client"), "pause", app_id], capture_output=True, text=True, timeout=60)
+    assert paused.returncode == 0, paused.stderr
+    wait_for(lambda: "it is resumed (" in grid.log("client.log"), 30, message="the client naming the resume command")
+    hint = re.search(r"it is resumed \((gridcrawl-client .*?)\)\n", grid.log("client.log")).group(1)
+    assert "--curve-secret" in hint and "--curve-server-key" in hint, hint
+    args = shlex.split(hint)[1:]
+    resumed = subprocess.run([sys.executable, "-m", "gridcrawl.client", *args], capture_output=True, text=True,
+                             timeout=60)
+    assert resumed.returncode == 0 and resumed.stdout.strip().endswith(": running"), resumed.stderr
+    wait_for(lambda: "an operator resumed this application" in grid.log("client.log"), 30, message="told of it")
+    assert client.poll() is None
