@@ -113,7 +113,7 @@ def crawl(
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
         manager = manager_endpoints(manager)
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
     except ValueError as exc:
         fail(str(exc))
     seeds = seed_list(seeds or [], seeds_file)
@@ -155,7 +155,7 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
         fail(f"{action} needs the application id (shown by the dashboard, the client's log and crawl_meta)")
     try:
         manager = manager_endpoints(manager)
-        settings = configured_settings(ctx, connect_timeout=connect_timeout).validate()
+        settings = configured_settings(ctx, connect_timeout=connect_timeout)
         if (curve_secret is None) != (curve_server_key is None):
             fail("--curve-secret and --curve-server-key go together")
         curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None

@@ -72,7 +72,7 @@ def run(
             fail(unused)
     try:
         manager = manager_endpoints(manager)
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
     except ValueError as exc:
         fail(str(exc))
     for warning in settings.warnings(os.environ):

@@ -145,7 +145,7 @@ def run(
     from gridcrawl.client.cli import recrawl_mode
     mode = recrawl_mode(recrawl, recrawl_all, watch)
     try:
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
         _check_fetching(settings)
     except ValueError as exc:
         fail(str(exc))
@@ -1293,7 +1293,7 @@ def fetch_command(
         _refuse_missing_plugins(specs, "gridcrawl fetch runs the plugins of this Python environment (install the "
                                        "plugin's package here)")
     try:
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
         _check_fetching(settings)
         private = _private_networks([url, *(allow_domain or [])], allow_private or [])
         check = check_url(url, settings, allow_domains=allow_domain or [], allow_private=private, items=specs,
@@ -1509,7 +1509,7 @@ def spark_command(
     from gridcrawl.client.cli import seed_list
     seeds = seed_list(seeds or [], seeds_file)
     try:
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
         _check_fetching(settings)
         db = _absolute_sqlite(db)
         private = _private_networks([*seeds, *(allow_domain or [])], allow_private or [])

@@ -51,7 +51,7 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gridcrawl.settings import Settings, used_by
+from gridcrawl.settings import Settings, _named, used_by
 from gridcrawl.errors import ConfigError  # noqa: F401 (re-exported)
 
 ENV_PREFIX = "GRIDCRAWL_"
@@ -532,7 +532,9 @@ def _validated(res: Resolution) -> None:
     try:
         Settings(**res.settings_values()).validate()
     except ValueError as exc:  # a value of the right type out of its range ([executor] download_timeout = -5)
-        sources = ", ".join(sorted({v.source.removeprefix("file ") for v in res.settings.values()}))
+        said = f"{exc} "
+        named = {v.source for name, v in res.settings.items() if f"{_named(name)} " in said}
+        sources = ", ".join(sorted(s.removeprefix("file ") for s in named or {v.source for v in res.settings.values()}))
         raise ConfigError(f"{sources}: {exc}") from None
 
 
@@ -600,9 +602,13 @@ def tune_gc() -> None:
 
 
 def settings(ctx=None, **explicit) -> Settings:
-    """A :class:`Settings` from the file and environment values of the running program (found
-    in ``ctx.obj``, put there by :func:`run_program`), overridden by ``explicit`` — the
-    program's option values. Does not validate (call ``.validate()``)."""
+    """A validated :class:`Settings` from the file and environment values of the running
+    program (found in ``ctx.obj``, put there by :func:`run_program`), overridden by ``explicit``
+    — the program's option values. Raises ``ValueError`` (:meth:`Settings.validate`) for a value
+    that cannot work, naming the file and section or the variable it came from when the file's
+    and environment's values alone are refused so (``gridcrawl.toml [executor]: setting threads
+    (--threads) must be >= 1, not 0``), as ``gridcrawl config show`` does; a value given on the
+    command line is named by its option."""
     res = None
     obj = getattr(ctx, "obj", None) if ctx is not None else None
     if isinstance(obj, Resolution):
@@ -610,7 +616,16 @@ def settings(ctx=None, **explicit) -> Settings:
     elif isinstance(obj, dict) and ctx is not None:  # a group: the top's own or a subcommand's
         res = obj.get("" if getattr(ctx, "parent", None) is None else getattr(ctx, "info_name", None))
     base = res.settings_values() if res is not None else {}
-    return Settings(**{**base, **explicit})
+    try:
+        return Settings(**{**base, **explicit}).validate()
+    except ValueError as exc:
+        if res is not None:
+            try:
+                _validated(res)
+            except ConfigError as named:
+                if str(named).endswith(str(exc)):  # the same refusal: the file's or the environment's value
+                    raise ValueError(str(named)) from None
+        raise
 
 
 # ----------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def serve(
     setup_logging(log_level, log_file, log_json)
     try:
         check_endpoint(bind, bind=True)
-        settings = configured_settings(ctx, **given).validate()
+        settings = configured_settings(ctx, **given)
         if why := listen_problem(bind):  # before the database is created or touched
             fail(f"cannot listen on {bind}: {why}")
         engine = open_database(db)

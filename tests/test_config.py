@@ -363,6 +363,25 @@ def test_config_show_refuses_what_the_program_would(tmp_path, text, program, mes
     assert "Traceback" not in done.stderr
 
 
+def test_a_value_out_of_its_range_is_named_with_where_it_was_given(tmp_path):
+    """The program refused ``[executor] threads = 0`` with ``setting threads (--threads) must be
+    >= 1``, naming an option nobody typed and no file, where ``config show`` named the file: it
+    now says the same line, names a variable's value by the variable, and a command-line value
+    by its option alone; the command line still wins over a bad file value."""
+    path = write(tmp_path, "[executor]\nthreads = 0\nparse_threads = 1\n")
+    nobody = f"tcp://127.0.0.1:{free_port()}"
+    for args, env, said in (
+            (["--config", str(path)], {"GRIDCRAWL_RETRY_TIMES": "1"},
+             f"error: {path} [executor]: setting threads (--threads) must be >= 1, not 0"),
+            ([], {"GRIDCRAWL_THREADS": "0"}, "error: env GRIDCRAWL_THREADS: setting threads (--threads) must be >= 1"),
+            (["--threads", "0"], {}, "error: setting threads (--threads) must be >= 1, not 0")):
+        done = _executor([*args, "--manager", nobody], env)
+        assert done.returncode == 2 and done.stderr.strip().startswith(said), done.stderr
+        assert "Traceback" not in done.stderr
+    overridden = _executor(["--config", str(path), "--threads", "2", "--manager", nobody, "--connect-timeout", "0.3"])
+    assert overridden.returncode == 2 and "no answer from the manager" in overridden.stderr, overridden.stderr
+
+
 def test_config_show_of_gridcrawl_run_reads_its_section(tmp_path):
     """``config show --program run`` was refused ("--program must be manager, executor or
     client") though ``[run]`` is a section of gridcrawl run's (and fetch's and spark's)."""
