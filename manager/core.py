@@ -1280,21 +1280,19 @@ class ManagerCore:
         :class:`~gridcrawl.protocol.Controlled`, or :class:`~gridcrawl.protocol.Refuse` naming why.
         """
         try:
+            owner = None
             if self.authenticate is not None:
-                try:
-                    owner = self.find_application(m.application_id).user
-                except ControlError:  # the login first: an answer must not tell a stranger which ids exist
-                    owner = m.user
-                # the login: one password check (a wrong password was checked, and logged, twice)
+                # the login first, one password check (a wrong password was checked, and logged,
+                # twice): an answer must not tell a stranger which ids exist
                 reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
                 if reason is not None:
                     return [Send(peer, _login_refusal(reason))]
-                if m.user != owner and self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
+                if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
                     # (the password is right: this check is the cache's) a user who manages only
                     # their own applications learns nothing of another's: the answer of an id
                     # that does not exist
-                    return [Send(peer, p.Refuse(f"no application {m.application_id!r} at this manager"))]
-            actions, result = self.control(m.application_id, m.action, now, user=m.user)
+                    owner = m.user
+            actions, result = self.control(m.application_id, m.action, now, user=m.user, owner=owner)
         except ControlError as exc:
             return [Send(peer, p.Refuse(str(exc)))]
         app = self.applications[result["application_id"]]
@@ -1302,35 +1300,40 @@ class ManagerCore:
             actions.append(Send(peer, p.Controlled(app.application_id, m.action, result["state"])))
         return actions
 
-    def find_application(self, application_id: str) -> Application:
+    def find_application(self, application_id: str, *, owner: str | None = None) -> Application:
         """The application whose id is ``application_id`` or starts with it (at least 4
-        characters). Raises :class:`ControlError` if there is none or more than one."""
+        characters); with ``owner``, only that user's applications are looked at, so another's
+        is answered as one that does not exist (a prefix that is also another's is not
+        ambiguous). Raises :class:`ControlError` if there is none or more than one."""
         app = self.applications.get(application_id)
-        if app is not None:
+        if app is not None and (owner is None or app.user == owner):
             return app
         if len(application_id) >= 4:
-            found = [a for key, a in self.applications.items() if key.startswith(application_id)]
+            found = [a for key, a in self.applications.items()
+                     if key.startswith(application_id) and (owner is None or a.user == owner)]
             if len(found) == 1:
                 return found[0]
             if len(found) > 1:
                 raise ControlError(f"application id {application_id!r} is ambiguous ({len(found)} match)")
         raise ControlError(f"no application {application_id!r} at this manager")
 
-    def control(self, application_id: str, action: str, now: float, *, user: str | None = None
-                ) -> tuple[list[Action], dict]:
+    def control(self, application_id: str, action: str, now: float, *, user: str | None = None,
+                owner: str | None = None) -> tuple[list[Action], dict]:
         """Pause, resume or cancel an application (operators: client command, dashboard API).
 
         ``pause``: its READY threads leave the queue and no new thread is dispatched; threads
         already on executors finish and are delivered. ``resume``: they are queued again.
         ``cancel``: what ``close`` with ``cancel`` does — every live thread is aborted (executors
         get ``cancel``) and the application is STOPPED. The application's client is told with
-        :class:`~gridcrawl.protocol.Controlled`. Returns ``(actions, {"application_id", "action",
-        "state"})``; raises :class:`ControlError` for an unknown application or action, or an
-        application that is already stopped.
+        :class:`~gridcrawl.protocol.Controlled`. ``owner``: act only on an application of this
+        user (one who manages only their own), found among that user's alone (see
+        :meth:`find_application`). Returns ``(actions, {"application_id", "action", "state"})``;
+        raises :class:`ControlError` for an unknown application or action, or an application that
+        is already stopped.
         """
         if action not in CONTROL_ACTIONS:
             raise ControlError(f"unknown action {action!r} (use pause, resume or cancel)")
-        app = self.find_application(application_id)
+        app = self.find_application(application_id, owner=owner)
         if app.state == ApplicationState.STOPPED:
             raise ControlError(f"application {app.application_id[:8]} is stopped already")
         actions: list[Action] = []

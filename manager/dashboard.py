@@ -70,8 +70,9 @@ class SnapshotSource(Protocol):
         """The newest snapshot dict of the manager core (with its ``age``, seconds), or None."""
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
-                        timeout: float = 5.0):  # pragma: no cover - protocol
-        """Queue an operator action for the server loop; return the request with result/error."""
+                        timeout: float = 5.0, owner: str | None = None):  # pragma: no cover - protocol
+        """Queue an operator action for the server loop (``owner``: only on an application of
+        that user); return the request with result/error."""
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -439,23 +440,24 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
             return jsonify({"error": f"unknown action {action!r} (use pause, resume or cancel)"}), 404
         if not request.is_json:
             return jsonify({"error": "send Content-Type: application/json"}), 415
-        data = snapshot()  # once: the standby check and the owner below
+        data = snapshot()  # (a standby names the active manager)
         manager = data.get("manager") or {}
         if manager.get("role") == "standby":
             return jsonify({"error": f"this manager is a standby; the active manager is {manager['active'] or 'unknown'}"
                                      ": pause, resume and cancel there"}), 503
         user = current_user()
+        owner = None  # a user who manages only their own applications: the loop looks among those alone
         if users is not None and (users.require_login or users.has_users()):
             if user is None:
                 if request.authorization is not None:
                     note_refused_login()
                 return challenge(login_failed() or "login required to control applications")
-            owner = next((a["owner"] for a in data["applications"]
-                          if a["application_id"].startswith(application_id)), None)
-            allowed = MANAGE_ALL_APPS in user.permissions or (MANAGE_OWN_APP in user.permissions and owner == user.name)
-            if not allowed:
-                return jsonify({"error": f"user {user.name!r} may not {action} application {application_id}"}), 403
-        result = source.request_control(application_id, action, user.name if user else "dashboard")
+            if MANAGE_ALL_APPS not in user.permissions:
+                if MANAGE_OWN_APP not in user.permissions:
+                    return jsonify({"error": f"user {user.name!r} (group {user.group}) may not pause, resume or "
+                                             "cancel applications"}), 403
+                owner = user.name
+        result = source.request_control(application_id, action, user.name if user else "dashboard", owner=owner)
         if result.error is not None:
             status = 404 if result.error.startswith("no application") else 409
             return jsonify({"error": result.error}), status

@@ -75,11 +75,12 @@ def peer_label(peer: bytes) -> str:
 
 class ControlRequest:
     """An operator action asked from another thread (the dashboard's HTTP thread), carried out by
-    the server loop: ``application_id``, ``action``, ``user``; :attr:`result` (a dict) or
-    :attr:`error` (a message) is set before :attr:`done` is."""
+    the server loop: ``application_id``, ``action``, ``user``, ``owner`` (act only on that user's
+    applications, :meth:`ManagerCore.control`); :attr:`result` (a dict) or :attr:`error` (a
+    message) is set before :attr:`done` is."""
 
-    def __init__(self, application_id: str, action: str, user: str | None) -> None:
-        self.application_id, self.action, self.user = application_id, action, user
+    def __init__(self, application_id: str, action: str, user: str | None, owner: str | None = None) -> None:
+        self.application_id, self.action, self.user, self.owner = application_id, action, user, owner
         self.result: dict | None = None
         self.error: str | None = None
         self.done = threading.Event()
@@ -479,7 +480,7 @@ class ManagerServer:
                 break
             try:
                 actions, request.result = self.core.control(request.application_id, request.action, now,
-                                                            user=request.user)
+                                                            user=request.user, owner=request.owner)
                 self._carry_out(actions)
             except ControlError as exc:
                 request.error = str(exc)
@@ -531,11 +532,12 @@ class ManagerServer:
         return {**snapshot, "age": max(0.0, time.time() - snapshot["time"])}
 
     def request_control(self, application_id: str, action: str, user: str | None = None,
-                        timeout: float = 5.0) -> ControlRequest:
-        """Ask the server loop to pause/resume/cancel an application (any thread may call this);
-        wait up to ``timeout`` seconds. The returned request has ``result`` or ``error`` set, or
-        neither if the loop did not answer in time."""
-        request = ControlRequest(application_id, action, user)
+                        timeout: float = 5.0, owner: str | None = None) -> ControlRequest:
+        """Ask the server loop to pause/resume/cancel an application (any thread may call this;
+        ``owner``: only an application of that user); wait up to ``timeout`` seconds. The
+        returned request has ``result`` or ``error`` set, or neither if the loop did not answer
+        in time."""
+        request = ControlRequest(application_id, action, user, owner)
         self.controls.put(request)
         request.done.wait(timeout)
         return request

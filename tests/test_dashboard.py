@@ -484,8 +484,8 @@ def test_off_loopback_a_user_sees_only_its_own_applications_and_their_urls(tmp_p
     asked = []
 
     class Source(_FixedSource):
-        def request_control(self, application_id, action, user=None, timeout=5.0):
-            asked.append((application_id, action, user))
+        def request_control(self, application_id, action, user=None, timeout=5.0, owner=None):
+            asked.append((application_id, action, user, owner))
             return type("Done", (), {"error": None, "result": {"application_id": application_id, "action": action,
                                                                "state": "paused"}})()
 
@@ -498,8 +498,6 @@ def test_off_loopback_a_user_sees_only_its_own_applications_and_their_urls(tmp_p
         bob = requests.get(url + "/api/snapshot", auth=("bob", "bobs horse battery"), timeout=5).json()
         admin = requests.get(url + "/api/snapshot", auth=("admin", "correct horse battery"), timeout=5).json()
         bob_threads = requests.get(url + "/api/threads", auth=("bob", "bobs horse battery"), timeout=5).json()
-        refused = requests.post(url + "/api/applications/aaaa1111/pause", json={}, auth=("bob", "bobs horse battery"),
-                                timeout=5)
         own = requests.post(url + "/api/applications/bbbb2222/pause", json={}, auth=("bob", "bobs horse battery"),
                             timeout=5)
     finally:
@@ -511,7 +509,69 @@ def test_off_loopback_a_user_sees_only_its_own_applications_and_their_urls(tmp_p
     assert bob["summary"] == admin["summary"] and bob["executors"] == admin["executors"] == snap["executors"]
     assert admin["applications"] == snap["applications"] and admin["threads"] == snap["threads"]
     assert admin["hosts"] == snap["hosts"]
-    assert refused.status_code == 403 and own.status_code == 200 and asked == [("bbbb2222", "pause", "bob")]
+    # bob's actions reach the manager's loop bound to his own applications (the next test)
+    assert own.status_code == 200 and asked == [("bbbb2222", "pause", "bob", "bob")]
+
+
+def test_a_user_controls_its_own_applications_from_the_dashboard_and_no_one_elses(tmp_path, monkeypatch):
+    """The dashboard judged an action by the owner it found in its snapshot, which lists the
+    newest applications only: a user's own application beyond them was refused (403), and
+    another user's was answered 403 naming it, where an id that does not exist is 404. The
+    manager's loop now looks among the user's own applications alone: its own is found wherever
+    it is listed, another's is answered as one that does not exist, as the client's ``pause``
+    is; an administrator acts on any."""
+    import zmq
+    from gridcrawl import protocol as p
+    from gridcrawl.auth import UserStore
+    from gridcrawl.db import open_database
+    from gridcrawl.manager import dashboard as board
+    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.settings import Settings
+
+    monkeypatch.setattr(board, "SNAPSHOT_APPLICATIONS", 1)  # (50 on a real grid) alice's is not listed
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    users = UserStore(engine)
+    for name, group in (("alice", "Users"), ("bob", "Users"), ("admin", "Administrators")):
+        users.add(name, f"{name} horse battery", group)
+    server = ManagerServer(Settings(), "tcp://127.0.0.1:0", engine)
+    stop = threading.Event()
+    loop = threading.Thread(target=server.serve, args=(stop,), daemon=True)
+    loop.start()
+    context = zmq.Context()
+    dashboard = board.Dashboard(server, "127.0.0.1", 0, users=users).start()
+    try:
+        ids = {}
+        for name in ("alice", "bob"):  # alice's first: the older one
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(server.endpoint)
+            sock.send_multipart(p.encode(p.OpenApplication(f"crawl of {name}", name, password=f"{name} horse battery")))
+            assert sock.poll(10_000), f"no answer to {name}'s open"
+            ids[name] = p.decode(sock.recv_multipart()).application_id
+
+        def post(who: str, application_id: str, action: str = "pause") -> requests.Response:
+            return requests.post(f"http://127.0.0.1:{dashboard.port}/api/applications/{application_id}/{action}",
+                                 json={}, auth=(who, f"{who} horse battery"), timeout=10)
+
+        wait_for(lambda: requests.get(dashboard.url + "api/applications", timeout=10).json()["applications"], 10,
+                 message="a snapshot with bob's application")
+        listed = [a["application_id"] for a in requests.get(dashboard.url + "api/applications", timeout=10).json()[
+            "applications"]]
+        own = post("alice", ids["alice"][:6])
+        others = post("alice", ids["bob"])
+        unknown = post("alice", "0123456789")
+        admin = post("admin", ids["bob"][:8])
+    finally:
+        dashboard.stop()
+        stop.set()
+        loop.join(10)
+        context.destroy(linger=0)
+    assert listed == [ids["bob"]]
+    assert own.status_code == 200 and own.json() == {"application_id": ids["alice"], "action": "pause",
+                                                     "state": "paused"}, own.text
+    assert others.status_code == unknown.status_code == 404, (others.text, unknown.text)
+    assert others.json()["error"] == f"no application {ids['bob']!r} at this manager"
+    assert admin.status_code == 200 and admin.json()["state"] == "paused"
 
 
 def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path):
