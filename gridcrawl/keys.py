@@ -170,12 +170,10 @@ def client_keys(secret_file: str | os.PathLike, server_key_file: str | os.PathLi
 
 def server_keys(secret_file: str | os.PathLike, allow_dir: str | os.PathLike) -> ServerKeys:
     """The manager's :class:`ServerKeys` from its secret key file and allow-list directory.
-    Raises :class:`KeyFileError` (also when the directory does not exist)."""
+    Raises :class:`KeyFileError` (also when the directory does not exist or is a file: as
+    :class:`AllowList` says)."""
     public, secret = load_secret(secret_file)
-    folder = Path(allow_dir)
-    if not folder.is_dir():
-        raise KeyFileError(f"allow-list directory {folder} does not exist")
-    return ServerKeys(public, secret, folder)
+    return ServerKeys(public, secret, AllowList(allow_dir).directory)
 
 
 class AllowList:

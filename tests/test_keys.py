@@ -132,8 +132,11 @@ def test_allow_list_names_keys_and_sees_changes(tmp_path, caplog):
         AllowList(tmp_path / "nowhere")
     with pytest.raises(KeyFileError, match="is a file, not a directory"):
         AllowList(a_pub)
-    with pytest.raises(KeyFileError):
+    with pytest.raises(KeyFileError, match="does not exist"):
         server_keys(keys / "alice.key_secret", tmp_path / "nowhere")
+    # the manager's --curve-allow given a key file: said "does not exist" of a file that exists
+    with pytest.raises(KeyFileError, match=r"alice.key is a file, not a directory \(--curve-allow names the directory"):
+        server_keys(keys / "alice.key_secret", a_pub)
 
 
 # ----------------------------------------------------------------------------------------------
