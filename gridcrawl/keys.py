@@ -82,18 +82,23 @@ def new_key_pair(name: str, directory: str | os.PathLike = ".") -> tuple[Path, P
     ``directory`` (created 0700 if missing); return their paths (public, secret).
 
     ``name`` is 1–64 letters, digits, ``_ . @ -`` (it becomes the peer's identity at the manager).
-    Raises :class:`KeyFileError` for a bad name or if either file exists already (a key pair is
-    never overwritten).
+    Raises :class:`KeyFileError` for a bad name, a folder that cannot be made or written in, or
+    if either file exists already (a key pair is never overwritten).
     """
     if not isinstance(name, str) or not _NAME.match(name):
         raise KeyFileError(f"invalid key name {name!r}: use 1-64 letters, digits, _ . @ - (not first)")
     folder = Path(directory)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private = Path(tempfile.mkdtemp(prefix=".gridcrawl-keys-", dir=folder))  # mode 0700
+    except OSError as exc:  # ("[Errno 17] File exists: 'keys/alice.key'" said nothing of --dir)
+        what = "is a file, not a folder" if folder.is_file() else f"cannot be written in ({exc.strerror})"
+        raise KeyFileError(f"{folder} {what}: give --dir a folder for the key files") from None
     public, secret = folder / f"{name}{PUBLIC_SUFFIX}", folder / f"{name}{SECRET_SUFFIX}"
     for path in (public, secret):
         if path.exists():
+            shutil.rmtree(private, ignore_errors=True)
             raise KeyFileError(f"{path} exists already; remove it first or choose another name")
-    private = Path(tempfile.mkdtemp(prefix=".gridcrawl-keys-", dir=folder))  # mode 0700
     try:
         made_public, made_secret = (Path(p) for p in zmq.auth.create_certificates(private, name))
         os.chmod(made_secret, 0o600)

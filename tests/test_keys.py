@@ -57,6 +57,14 @@ def test_a_key_pair_is_never_overwritten(tmp_path):
     with pytest.raises(KeyFileError, match="exists already"):
         new_key_pair("bob", tmp_path)
     assert secret.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bob.key", "bob.key_secret"]  # no temporary folder left
+
+
+def test_a_keys_folder_that_is_a_file_is_named_with_the_option(tmp_path):
+    """``gridcrawl keys new NAME --dir FILE`` said "[Errno 17] File exists: 'FILE'"."""
+    public, _ = new_key_pair("alice", tmp_path)
+    with pytest.raises(KeyFileError, match=r"alice.key is a file, not a folder: give --dir a folder for the key files"):
+        new_key_pair("bob", public)
 
 
 @pytest.mark.parametrize("name", ["", "../evil", "a/b", ".hidden", "-x", "x" * 65, "a b"])
