@@ -1315,7 +1315,8 @@ class ManagerCore:
                 return found[0]
             if len(found) > 1:
                 raise ControlError(f"application id {application_id!r} is ambiguous ({len(found)} match)")
-        raise ControlError(f"no application {application_id!r} at this manager")
+        raise ControlError(f"no application {application_id!r} at this manager"
+                           + (" (give 4 or more characters of its id)" if len(application_id) < 4 else ""))
 
     def control(self, application_id: str, action: str, now: float, *, user: str | None = None,
                 owner: str | None = None) -> tuple[list[Action], dict]:

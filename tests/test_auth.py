@@ -270,7 +270,7 @@ def table_auth(user, password, permission, quiet=False):
 
 
 def make_core() -> ManagerCore:
-    ids = (f"id{i}" for i in itertools.count(1))
+    ids = (f"id{i:04d}" for i in itertools.count(1))  # (4 characters or more, as an id prefix must be)
     return ManagerCore(Settings(prefetch=0), new_id=lambda: next(ids), authenticate=table_auth)
 
 
@@ -312,7 +312,7 @@ def test_a_connected_executors_id_is_not_taken_by_another_connection_of_its_user
     reconnecting after a network cut gets it once the old connection is gone or silent), and the
     same name on another connection gets an id of its own."""
     present = {b"e1": True}
-    ids = (f"id{i}" for i in itertools.count(1))
+    ids = (f"id{i:04d}" for i in itertools.count(1))  # (4 characters or more, as an id prefix must be)
     core = ManagerCore(Settings(prefetch=0), new_id=lambda: next(ids), authenticate=table_auth,
                        peer_present=lambda peer: present.get(peer, False))
     first = only(core.handle(b"e1", p.Register("ex", "h", "exec", 2, password="pw"), 0.0), p.Welcome).executor_id
@@ -346,6 +346,10 @@ def test_a_control_without_a_login_does_not_tell_which_application_ids_exist():
     assert only(core.handle(b"bob", p.Control("ffff00", "pause", "bob", "pw"), 0.3), p.Refuse).reason == \
         "no application 'ffff00' at this manager"
     assert not core.applications[app].paused
+    # a prefix too short to look up says so (it said only "no application 'c28'" of alice's own)
+    assert only(core.handle(b"alice", p.Control(app[:3], "pause", "alice", "pw"), 0.4), p.Refuse).reason == \
+        f"no application {app[:3]!r} at this manager (give 4 or more characters of its id)"
+    assert only(core.handle(b"alice", p.Control(app[:4], "pause", "alice", "pw"), 0.5), p.Controlled).state == "paused"
 
 
 def test_a_control_with_a_wrong_password_costs_one_password_check_and_one_log_line(store, monkeypatch, caplog):
