@@ -378,6 +378,26 @@ def create_app(source: SnapshotSource, *, users=None, login_required: bool = Fal
         g.user = user  # what it may see: for_user
         return None
 
+    from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+
+    @app.errorhandler(HTTPException)
+    def api_error(exc: HTTPException):
+        """The API's errors in JSON, as its own refusals are (Flask's are HTML pages)."""
+        if not request.path.startswith("/api/"):
+            return exc
+        if isinstance(exc, MethodNotAllowed):
+            methods = sorted(set(exc.valid_methods or ()) - {"HEAD", "OPTIONS"})
+            reason = f"{request.path} takes {' or '.join(methods)}, not {request.method}"
+        elif isinstance(exc, NotFound):
+            reason = f"no endpoint {request.path}: GET /api/ lists them"
+        else:
+            reason = exc.description or exc.name
+        response = jsonify({"error": reason})
+        response.status_code = exc.code or 500
+        if isinstance(exc, MethodNotAllowed):
+            response.headers["Allow"] = ", ".join(exc.valid_methods or ())
+        return response
+
     @app.after_request
     def harden(response: Response) -> Response:
         response.headers["Cache-Control"] = "no-store"

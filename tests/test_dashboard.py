@@ -715,6 +715,29 @@ def test_the_api_encodes_snapshots_as_json_in_order_with_non_finite_figures_as_n
     assert json.loads(client.post("/api/applications/x/explode", json={}).data)["error"].startswith("unknown action")
 
 
+def test_the_api_answers_a_wrong_method_or_path_in_json():
+    """``curl http://.../api/applications/ID/pause`` (a GET) and a misspelt endpoint got Flask's
+    HTML error pages from a JSON API; they now get ``{"error": ...}`` saying what to use, with
+    the status (405 with ``Allow``, 404) as before. Pages outside /api/ are left as they are."""
+    from gridcrawl.manager.dashboard import Dashboard
+    snap = {"time": 1.0, "age": 0.0, "summary": {}, "executors": [], "applications": [], "threads": [],
+            "hosts": [], "hosts_total": 0}
+    dashboard = Dashboard(_FixedSource(snap), "127.0.0.1", 0).start()
+    try:
+        get = requests.get(dashboard.url + "api/applications/abcd/pause", timeout=10)
+        delete = requests.delete(dashboard.url + "api/snapshot", timeout=10)
+        missing = requests.get(dashboard.url + "api/executor", timeout=10)
+        page = requests.get(dashboard.url + "nothing-here", timeout=10)
+    finally:
+        dashboard.stop()
+    assert get.status_code == 405 and "POST" in get.headers["Allow"]
+    assert get.json() == {"error": "/api/applications/abcd/pause takes POST, not GET"}
+    assert delete.status_code == 405 and delete.json() == {"error": "/api/snapshot takes GET, not DELETE"}
+    assert missing.status_code == 404 and missing.json() == {"error": "no endpoint /api/executor: GET /api/ lists them"}
+    assert missing.headers["X-Content-Type-Options"] == "nosniff"
+    assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
+
+
 def test_a_served_dashboard_lowers_the_gil_switch_interval_and_answers():
     """``Dashboard.start`` lowers the GIL switch interval (a request's thread waits less for the
     manager's busy loop) and serves the snapshot over real HTTP (waitress on 127.0.0.1)."""
