@@ -107,6 +107,10 @@ class ManagerServer:
         self.standby = standby
         init_schema(engine, models.manager_metadata, models.manager_meta)
         self.users = UserStore(engine, require_login=require_login)
+        if require_login and not self.users.has_users():  # (each refusal says only "unknown user or wrong password")
+            url = shown_url(engine.url)
+            log.warning("--require-login and no user in %s yet: every executor and client is refused until one is "
+                        "added (gridcrawl-manager users add NAME --group Executors --db %s)", url, url)
         # the records' SQL writes in a process of their own (forked now, before any thread or
         # ZeroMQ context of this one); without it the recorder's thread writes them
         self.writer: WriterProcess | None = None

@@ -617,3 +617,23 @@ def test_a_user_removed_while_connected_is_cut_off(tmp_path, site_server):
     assert "user crawler was removed or lost the ManageOwnApp permission" in manager_log
     assert "user worker was removed or lost the ExecuteThread permission" in manager_log
     assert grid.query("manager", "SELECT state FROM application") == [(2,)]  # Stopped
+
+
+def test_a_manager_that_requires_logins_and_has_no_user_says_so_at_start(tmp_path, caplog):
+    """``--require-login`` on a database without users refused every executor and client with
+    "unknown user or wrong password", and nothing in the manager's log said that no user
+    existed: it now warns at start, naming the database and the command that adds one."""
+    import threading
+    from gridcrawl.manager.server import ManagerServer
+    db = f"sqlite:///{tmp_path / 'manager.db'}"
+    done = threading.Event()
+    done.set()  # (serve returns at once, closing what it opened)
+    with caplog.at_level("WARNING", logger="gridcrawl.manager"):
+        ManagerServer(Settings(), "tcp://127.0.0.1:0", open_database(db), require_login=True).serve(done)
+        said = [r.getMessage() for r in caplog.records if "--require-login" in r.getMessage()]
+        assert said == [f"--require-login and no user in {db} yet: every executor and client is refused until one "
+                        f"is added (gridcrawl-manager users add NAME --group Executors --db {db})"]
+        UserStore(open_database(db)).add("worker", PASSWORD, "Executors")
+        caplog.clear()
+        ManagerServer(Settings(), "tcp://127.0.0.1:0", open_database(db), require_login=True).serve(done)
+        assert not [r for r in caplog.records if "--require-login" in r.getMessage()]
