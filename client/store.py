@@ -725,7 +725,7 @@ class CrawlStore:
         sitemaps = []
         for o in outcomes:
             page, pend = o.page, o.pending
-            if page.crawl_delay:
+            if page is not None and page.crawl_delay:  # (a poisoned or lost thread has no page)
                 self._note_crawl_delay(pend.url, page.crawl_delay)
             status = page.status if page else None
             kind = ErrorKind.POISON.value if o.failed else (page.error_kind if page else ErrorKind.LOST.value)
