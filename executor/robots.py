@@ -55,6 +55,11 @@ ROBOTS_MAX_BYTES = 512 * 1024
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
+#: A ``Crawl-delay`` of infinity ("inf", "Infinity"): protego drops a value that is not finite,
+#: which left such a host with no delay at all; it is read as the longest delay (MAX_SECONDS),
+#: which the manager caps at ``max_crawl_delay``.
+_INFINITE_DELAY = re.compile(r"^([ \t]*crawl-delay[ \t]*:[ \t]*)\+?inf(?:inity)?(?=[ \t]*(?:#|$))",
+                             re.IGNORECASE | re.MULTILINE)
 
 
 class _Fetches(Protocol):
@@ -290,7 +295,7 @@ class RobotsCache:
             text = (result.body or b"").decode("utf-8", errors="replace")
             if text.startswith("\ufeff"):
                 text = text[1:]
-            parser = Protego.parse(text)
+            parser = Protego.parse(_INFINITE_DELAY.sub(rf"\g<1>{MAX_SECONDS:g}", text))
             parser.can_fetch(f"{origin}/", self.token)  # build protego's lazy indexes before sharing
             return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}")
         if kind == ErrorKind.CONNECTION and status is None:

@@ -10,6 +10,7 @@ import pytest
 
 from gridcrawl.executor.fetch import ErrorKind, Fetcher
 from gridcrawl.executor.page import visit
+from gridcrawl.protocol import MAX_SECONDS
 from gridcrawl.executor.robots import ROBOTS_MAX_BYTES, RobotsCache, origin_of, product_token
 from sites import Site, SiteServer, redirect, slow_page, status_page
 
@@ -137,6 +138,12 @@ def test_crawl_delay_and_request_rate(robots_server):
     serve_robots(site, "User-agent: *\nRequest-rate: 1/5s\n")
     assert make_cache().check(server.url("/page")) == (True, 5.0)
     serve_robots(site, "User-agent: *\nCrawl-delay: soon\n")
+    assert make_cache().check(server.url("/page")) == (True, None)
+    # infinity, which protego drops (no delay at all), is the longest delay (the manager caps it)
+    for text in ("Crawl-delay: inf", "crawl-delay:Infinity # never", "CRAWL-DELAY : +INF"):
+        serve_robots(site, f"User-agent: *\nDisallow: /x\n{text}\n\nUser-agent: other\nCrawl-delay: 1\n")
+        assert make_cache().check(server.url("/page")) == (True, MAX_SECONDS), text
+    serve_robots(site, "User-agent: *\nCrawl-delay: infinite-ish\nCrawl-delay: nan\n")
     assert make_cache().check(server.url("/page")) == (True, None)
 
 
