@@ -34,7 +34,7 @@ import sqlalchemy as sa
 import zmq
 
 from gridcrawl import models, protocol
-from gridcrawl.db import init_schema, shown_url, to_timestamp
+from gridcrawl.db import from_timestamp, init_schema, shown_url, to_timestamp
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
@@ -258,7 +258,10 @@ class ManagerServer:
             known = conn.execute(sa.select(e.executor_id, e.usr_name, e.name, e.host)  # the latest, newest first
                                  .order_by(e.time_registered.desc()).limit(self.settings.keep_departed)).all()[::-1]
             conn.execute(models.executor.update().values(is_connected=False))
-            conn.execute(x.update().where(x.c.outcome == "running").values(outcome="lost"))
+            # (lost when the previous manager stopped; this start is when that is known, as a
+            # running manager records the time it takes an attempt back)
+            conn.execute(x.update().where(x.c.outcome == "running").values(
+                outcome="lost", time_finished=sa.func.coalesce(x.c.time_finished, from_timestamp(time.time()))))
         core = ManagerCore(self.settings, next_internal_id=next_internal, authenticate=self.users.authenticate,
                            peer_present=lambda peer: reachable(self.socket, peer), address=self.address)
         core.defer_dispatch = True  # refills once per flush of the outbox (see _flush)
