@@ -188,7 +188,7 @@ class ProgressView:
         table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left")
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
-        table.add_row("triples stored", str(counts.get("triples", 0)))
+        table.add_row("triples stored", f"{counts.get('triples', 0):,}")
         self.console.print(table)
         self.console.print(f"triples, RDF documents and errors:\n  {terminal_text(command)}", soft_wrap=True,
                            highlight=False)
@@ -200,7 +200,7 @@ class ProgressView:
         table = Table(title="gridcrawl: recrawl", show_header=False)
         labels = {"not_modified": "not modified (304)", "new": "new pages"}
         for key in RECRAWL_COUNTS:
-            table.add_row(labels.get(key, key), str(recrawl.get(key, 0)))
+            table.add_row(labels.get(key, key), f"{recrawl.get(key, 0):,}")
         self.console.print(table)
 
     def item_summary(self, figures) -> None:
@@ -219,16 +219,16 @@ class ProgressView:
                      "none stored: a required field missed" if missed else "",
                      "none found: no page it applies to (its url, page_type), or its each matched nothing"
                      if not t.items and not missed and not t.errors else ""]
-            table.add_row(t.type, "", str(t.items), "", "", "; ".join(n for n in notes if n))
+            table.add_row(t.type, "", f"{t.items:,}", "", "", "; ".join(n for n in notes if n))
             if t.error_example:
                 examples.append((t.type, t.errors, *t.error_example))
             for f in t.fields.values():
                 note = ("never matched" if t.items and f.filled == 0
                         else "required, missed: no item without it" if missed and f.missed else "")
-                table.add_row("", f.name, "", str(f.filled), str(f.missed), note)
+                table.add_row("", f.name, "", f"{f.filled:,}", f"{f.missed:,}", note)
         self.console.print(table)
         for kind, count, url, message in examples:  # what failed, and where the rest is
-            self.console.print(terminal_text(f"{kind}: {count} page{'s' if count != 1 else ''}' items failed, e.g. {url}: "
+            self.console.print(terminal_text(f"{kind}: {counted(count, 'page')}' items failed, e.g. {url}: "
                                              f"{message} "
                                              f"(all of them: table item_issue, kind 'error')"),
                                soft_wrap=True, highlight=False)
@@ -276,5 +276,5 @@ def print_error_groups(console: Console, errors: Sequence) -> None:
         kinds.add_column("example", overflow="fold")
         for group in groups:
             reason = group.error if len(group.error) <= 240 else group.error[:239] + "…"
-            kinds.add_row(group.label, str(group.count), terminal_text(f"{group.url}\n{reason}".strip()))
+            kinds.add_row(group.label, f"{group.count:,}", terminal_text(f"{group.url}\n{reason}".strip()))
         console.print(kinds)

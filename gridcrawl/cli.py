@@ -697,7 +697,7 @@ def _print_timings(rows, wide: bool = False) -> None:
         ("threads", True), ("mean s", True)] + [("min s", True)] * wide + [
         ("max s", True), ("mean wait s", True), ("pages/s", True)])
     for r in rows:
-        table.add_row(r.name, *[r.host] * wide, str(r.threads), f"{r.mean_seconds:.3f}",
+        table.add_row(r.name, *[r.host] * wide, f"{r.threads:,}", f"{r.mean_seconds:.3f}",
                       *[f"{r.min_seconds:.3f}"] * wide, f"{r.max_seconds:.3f}", f"{r.mean_wait_seconds:.3f}",
                       f"{r.pages_per_second:.1f}")
     _console().print(table)
@@ -727,8 +727,8 @@ def _print_executor_summary(rows, wide: bool = False) -> None:
         more = [r.host, _seconds(r.min_run_seconds), _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
                 str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}", f"{r.cpu_totalusage:.1f}"]
         up = ("yes" if r.accepting else "waiting") if r.is_connected else "no"
-        table.add_row(r.executor_name, up, str(r.threads), str(r.pages),
-                      str(r.failed), _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
+        table.add_row(r.executor_name, up, f"{r.threads:,}", f"{r.pages:,}",
+                      f"{r.failed:,}", _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
     console = _console()
     console.print(table)
     if any(r.is_connected and not r.accepting for r in rows):
@@ -753,7 +753,7 @@ def _print_application_summary(rows, wide: bool = False) -> None:
             state = str(r.state)
         table.add_row(r.application_id if wide else r.application_id[:8], r.application_name, *[r.usr_name] * wide,
                       state,
-                      *[str(r.threads)] * wide, str(r.pages), str(r.failed), *[str(r.executors)] * wide,
+                      *[f"{r.threads:,}"] * wide, f"{r.pages:,}", f"{r.failed:,}", *[f"{r.executors:,}"] * wide,
                       _seconds(r.elapsed_seconds, 1), _seconds(r.pages_per_second, 2))
     console = _console()
     console.print(table)
@@ -787,25 +787,25 @@ def _print_semantic(crawl_db: str) -> None:
 def _print_semantic_summary(s) -> None:
     from rich.table import Table
     table = Table(title="semantic crawl (crawl database: triple, document, visited_url)", show_header=False)
-    table.add_row("triples stored", str(s.triples))
-    table.add_row("pages with triples", str(s.pages_with_triples))
-    table.add_row("RDF documents", str(s.rdf_documents))
-    table.add_row("HTML pages with structured data", str(s.structured_pages))
+    table.add_row("triples stored", f"{s.triples:,}")
+    table.add_row("pages with triples", f"{s.pages_with_triples:,}")
+    table.add_row("RDF documents", f"{s.rdf_documents:,}")
+    table.add_row("HTML pages with structured data", f"{s.structured_pages:,}")
     table.add_row("objects: uri / literal / bnode",
-                  " / ".join(str(s.by_kind.get(k, 0)) for k in ("uri", "literal", "bnode")))
+                  " / ".join(f"{s.by_kind.get(k, 0):,}" for k in ("uri", "literal", "bnode")))
     table.add_row("RDF errors: rdf_parse / rdf_limit",
-                  f"{s.rdf_errors.get('rdf_parse', 0)} / {s.rdf_errors.get('rdf_limit', 0)}")
+                  f"{s.rdf_errors.get('rdf_parse', 0):,} / {s.rdf_errors.get('rdf_limit', 0):,}")
     table.add_row("triples per parse second (executors)", _seconds(s.triples_per_second, 0))
     if s.relevance is not None:
         table.add_row("focused: pages scored / mean score / scoring >= 0.5",
-                      f"{s.relevance[0]} / {s.relevance[1]:.3f} / {s.relevance[2]}")
+                      f"{s.relevance[0]:,} / {s.relevance[1]:.3f} / {s.relevance[2]:,}")
     _console().print(table)
     if s.top_predicates:
         top = Table(title="top predicates")
         top.add_column("predicate")
         top.add_column("triples", justify="right")
         for predicate, n in s.top_predicates:
-            top.add_row(predicate, str(n))
+            top.add_row(predicate, f"{n:,}")
         _console().print(top)
 
 
@@ -938,7 +938,7 @@ def _print_recrawl_runs(rows, wide: bool = False) -> None:
     table.add_row("started (UTC)", *(f"{r.started_at:%Y-%m-%d %H:%M:%S}" for r in shown))
     table.add_row("seconds", *(_seconds(r.seconds, 1) for r in shown))
     for column in RECRAWL_COLUMNS:
-        table.add_row(labels.get(column, column), *(str(getattr(r, column)) for r in shown))
+        table.add_row(labels.get(column, column), *(f"{getattr(r, column):,}" for r in shown))
     _console().print(table)
 
 

@@ -295,3 +295,30 @@ def test_a_page_set_aside_as_a_duplicate_or_noindex_stores_no_items(store):
     assert kinds["http://shop.test/list/0.html?from=side"] == "duplicate"
     assert kinds["http://shop.test/hidden.html"] == "noindex"
     assert urls == ["http://shop.test/list/0.html"]
+
+
+def test_report_writes_item_and_error_counts_with_thousands_separators(tmp_path):
+    """``gridcrawl report --crawl-db`` wrote "URLs visited 2,345" but the items and the errors by
+    kind as "1234" and "2345": every count of the report now has its separators."""
+    import datetime as dt
+    from typer.testing import CliRunner
+    from gridcrawl import models
+    from gridcrawl.cli import app
+    from gridcrawl.db import init_schema
+    url = f"sqlite:///{tmp_path / 'crawl.db'}"
+    engine = open_database(url)
+    init_schema(engine, models.crawl_metadata, models.crawl_meta)
+    now = dt.datetime(2026, 11, 30)
+    with engine.begin() as conn:
+        conn.execute(models.item.insert(), [
+            {"type": "product", "fingerprint": f"f{i}", "url": f"http://x.test/{i}", "position": 0,
+             "fields": json.dumps({"name": "kettle", "price": None}), "extracted_at": now} for i in range(1234)])
+        conn.execute(models.visited_url.insert(), [
+            {"url": f"http://x.test/{i}", "fingerprint": f"f{i}", "depth": 1, "status": 404,
+             "error_kind": "http_status", "error": "HTTP 404", "attempts": 1, "visited_at": now} for i in range(2345)])
+    result = CliRunner().invoke(app, ["report", "--crawl-db", url], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip() or line.split("│")[2].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in result.output.splitlines() if line.count("│") > 2}
+    assert rows["product"][1] == "1,234" and rows["name"][2:4] == ["1,234", "0"], result.output
+    assert rows["http 404"][0] == "2,345", result.output
