@@ -832,7 +832,7 @@ def deeper_note(store, settings) -> str | None:
     left, old = int(metas.get("links_beyond_depth") or 0), int(metas.get("links_beyond_max_depth") or -1)
     if not left or not (settings.max_depth < 0 or settings.max_depth > old >= 0):
         return None
-    return (f"an earlier run left out {left} links deeper than its --max-depth {old}; links left out are not "
+    return (f"an earlier run left out {counted(left, 'link')} deeper than its --max-depth {old}; links left out are not "
             "recorded, so a larger --max-depth reaches them only in a crawl into a new --workdir (or --db)")
 
 
@@ -865,7 +865,7 @@ def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:
     """The end of the sentence a crawl's summary prints when the per-host cap (``cap`` URLs,
     ``--max-pages-per-host``) left links out: why, and what to do about it (``new_crawl``: how
     a crawl starts afresh, since the links left out are not recorded)."""
-    return (f"were not queued: their hosts had {cap} URLs queued or visited (sitemap files not counted), a "
+    return (f"were not queued: their hosts had {counted(cap, 'URL')} queued or visited (sitemap files not counted), a "
             "seed's subdomains counted with it (--max-pages-per-host, the cap that ends a link maze, over one host or endless "
             f"subdomains); a site that large takes {new_crawl} and a larger cap (0: none)")
 

@@ -132,8 +132,8 @@ class ProgressView:
             table.add_row("links kept", f"{counts['kept']:,} (the keep rules' matches: table kept_link)")
         capped = counts.get("capped") or {}
         if capped:
-            table.add_row("not queued", f"{sum(capped.values()):,} links of hosts at the per-host cap of "
-                          f"{counts.get('max_pages_per_host') or 0:,} URLs (a seed's subdomains counted with it): "
+            table.add_row("not queued", f"{counted(sum(capped.values()), 'link')} of hosts at the per-host cap of "
+                          f"{counted(counts.get('max_pages_per_host') or 0, 'URL')} (a seed's subdomains counted with it): "
                           f"{_most(capped)}")
         skipped = counts.get("sitemaps_skipped") or {}
         if skipped:
@@ -142,13 +142,13 @@ class ProgressView:
                           f"{SITEMAP_FILES_PER_SITE:,} at most ({HOST_SITEMAPS} of its own robots.txt's), none once "
                           f"it has max_pages_per_host URLs: {_most(skipped)}")
         if counts.get("beyond_depth"):
-            table.add_row("not followed", f"{counts['beyond_depth']:,} links of pages at --max-depth "
+            table.add_row("not followed", f"{counted(counts['beyond_depth'], 'link')} of pages at --max-depth "
                           f"{counts.get('max_depth')} (the hop limit against traps; -1: none; this crawl's runs "
                           f"together); not recorded: a deeper crawl takes {counts.get('new_crawl', 'a new --workdir')}")
         if counts.get("links_cut"):
             cut = counts["links_cut"]
             table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with "
-                          f"{counts.get('max_links_per_page', 0):,} links or more: the first "
+                          f"{counted(counts.get('max_links_per_page', 0), 'link')} or more: the first "
                           f"{counts.get('max_links_per_page', 0):,} of each followed, no more "
                           f"(max_links_per_page), e.g. {terminal_text(cut[0])}")
         delays = counts.get("crawl_delays") or {}
@@ -163,7 +163,7 @@ class ProgressView:
                 f"for one in robots.txt, their pages fetched one at a time that far apart (at most "
                 f"max_crawl_delay, {cap:g} s): {shown}{more}"))
         if counts.get("below_relevance"):
-            table.add_row("not queued", f"{counts['below_relevance']:,} links scoring below --min-relevance "
+            table.add_row("not queued", f"{counted(counts['below_relevance'], 'link')} scoring below --min-relevance "
                           f"{counts.get('min_relevance'):g}, the best of them {_floor2(counts.get('best_below', 0.0)):.2f} "
                           "(a lower --min-relevance follows more)")
         table.add_row("crawl seconds", f"{counts['seconds']:.2f}")

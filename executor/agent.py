@@ -194,7 +194,7 @@ class ExecutorAgent:
                 f"{given} extractor plugins are installed here: they make {2 * given} capabilities (plugin:NAME "
                 f"and plugin:NAME@VERSION each){f', {declared} with --capability and --render' if others else ''}, "
                 f"and a manager takes at most {p.MAX_CAPABILITIES} per executor: at most "
-                f"{(p.MAX_CAPABILITIES - others) // 2} plugins here. Uninstall some from this Python environment, "
+                f"{(p.MAX_CAPABILITIES - others) // 2} plugin{'' if (p.MAX_CAPABILITIES - others) // 2 == 1 else 's'} here. Uninstall some from this Python environment, "
                 f"or run them in executors of their own")
         # two contexts: the network one holds only the link to the manager, so that terminating it
         # at shut-down waits (up to the link's linger) for the goodbye and the work handed back to

@@ -434,5 +434,5 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     else:
         result.sitemap_pages = [[loc, lastmod] for loc, lastmod in parsed.entries]
     if parsed.ignored:
-        result.error = f"{parsed.ignored} entries ignored (over the 50,000 limit or not http(s) URLs)"
+        result.error = f"{parsed.ignored} entr{'y' if parsed.ignored == 1 else 'ies'} ignored (over the 50,000 limit or not http(s) URLs)"
     return result

@@ -1170,7 +1170,7 @@ def export_command(
         skipped += (f"; {result.altered} page{'s' if result.altered > 1 else ''} not byte for byte as served: the "
                     "stored text does not encode back to those bytes (malformed bytes, or characters with two "
                     "encodings in the page's charset)")
-    recrawl = (f", {result.revisits} revisits, {result.versions} earlier versions"
+    recrawl = (f", {counted(result.revisits, 'revisit')}, {counted(result.versions, 'earlier version')}"
                if result.revisits or result.versions else "")
     if triples and not result.records:
         skipped = " (this crawl stored no triples: a crawl with --structured-data or --focus-ontology stores them)"
@@ -1583,9 +1583,9 @@ def spark_command(
                f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "
                f"{counts['visited']:,} visited, {counts['to_visit']:,} to visit, {counted(counts['errors'], 'error')}, "
                f"{counts['set_aside']:,} set aside "
-               "(duplicates, traps, noindex)" + (f", {counts['kept']:,} links kept (kept_link)" if counts["kept"] else ""))
+               "(duplicates, traps, noindex)" + (f", {counted(counts['kept'], 'link')} kept (kept_link)" if counts["kept"] else ""))
     if capped := sum(f.capped for f in result.layers):
-        typer.echo(f"{capped} links {capped_note(settings.max_pages_per_host, 'a new --db')}")
+        typer.echo(f"{counted(capped, 'link')} {capped_note(settings.max_pages_per_host, 'a new --db')}")
     if not counts["to_visit"]:  # a finished crawl: the keep/follow rules that matched nothing
         from gridcrawl.client.cli import idle_rule_notes
         deepest = max((f.depth for f in result.layers), default=-1)

@@ -339,7 +339,7 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
     if done:
         ax.legend(handles=[Patch(color="tab:blue", label="page"), Patch(color="tab:red", label="failed")],
                   loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small", frameon=False)
-    ax.set_title(f"{title} ({len(done)} threads)" if done else f"{title} (no finished threads)")
+    ax.set_title(f"{title} ({len(done):,} thread{'' if len(done) == 1 else 's'})" if done else f"{title} (no finished threads)")
     figure.tight_layout()
     figure.savefig(str(path), format="png")
     return len(done)

@@ -820,7 +820,7 @@ class ManagerCore:
             actions += self._take_back(t, now, "handed_back", count=False)
             handed += 1
         log.info("executor %s %s work%s", ex.name, "accepts" if m.accepting else "stops taking",
-                 f"; {handed} threads handed back" if handed else "")
+                 f"; {handed} thread{'' if handed == 1 else 's'} handed back" if handed else "")
         return actions + self.dispatch(now)
 
     def on_started(self, peer: bytes, m: p.Started, now: float) -> list[Action]:
@@ -1128,7 +1128,7 @@ class ManagerCore:
                   f"opened {now - app.time_created:.0f} s ago)" for app in apps[:3]]
         log.warning("user %s refused another application: %d open, max_applications_per_user is %d, none "
                     "without a client past the liveness", user, len(held), cap)
-        return [], (f"user {user} has {len(held)} applications open at the manager, its max_applications_per_user "
+        return [], (f"user {user} has {len(held)} application{'' if len(held) == 1 else 's'} open at the manager, its max_applications_per_user "
                     f"({cap}), none without a client past the liveness: let one end, or cancel one no longer "
                     f"wanted (gridcrawl-client --manager {self.address} cancel ID; the oldest: {', '.join(oldest)})")
 
@@ -1170,7 +1170,7 @@ class ManagerCore:
         if len(app.threads) + new > cap:
             log.warning("application %s refused %d more grid threads: it has %d, max_threads_per_application is %d",
                         app.application_id[:8], new, len(app.threads), cap)
-            return [Send(peer, p.Refuse(f"application {app.application_id[:8]} has {len(app.threads)} grid threads "
+            return [Send(peer, p.Refuse(f"application {app.application_id[:8]} has {len(app.threads)} grid thread{'' if len(app.threads) == 1 else 's'} "
                                         f"at the manager; {new} more would pass its max_threads_per_application "
                                         f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)",
                                         final=True))]

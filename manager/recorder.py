@@ -323,7 +323,7 @@ class Recorder:
         if self._thread.is_alive():
             log.error("the records' last flush still runs after %.0f s; %s", timeout,
                       f"what it has not written waits in the journal {self.journal} for the next start"
-                      if self.journal is not None else f"{len(self._pending)} records not written are lost")
+                      if self.journal is not None else f"{len(self._pending)} record{'' if len(self._pending) == 1 else 's'} not written {'is' if len(self._pending) == 1 else 'are'} lost")
         elif self._pending or self._segment_failed:
             try:
                 self.flush()

@@ -130,3 +130,19 @@ def test_a_focused_recrawl_visits_its_due_pages_before_the_frontier(tmp_path):
     assert store.queue_due(every=True) == 1
     (first,) = store.claim(1)
     assert (first.url, first.priority) == (BASE, 1000)
+
+
+def test_summary_counts_of_one_take_the_singular(capsys, monkeypatch):
+    """The summary said "1 links scoring below --min-relevance 0.3" (and "1 links of pages at
+    --max-depth", "1 links of hosts at the per-host cap of 1 URLs"): a count of one takes the
+    singular now."""
+    from gridcrawl.client.progress import ProgressView
+    monkeypatch.setenv("COLUMNS", "250")
+    counts = {"pages": 1, "documents": 1, "visited": 1, "errors": 0, "to_visit": 0, "seconds": 1.0,
+              "pages_per_second": 1.0, "below_relevance": 1, "min_relevance": 0.3, "best_below": 0.2,
+              "beyond_depth": 1, "max_depth": 1, "capped": {"a.test": 1}, "max_pages_per_host": 1}
+    ProgressView(enabled=False).summary(counts)
+    said = " ".join(capsys.readouterr().err.replace("│", " ").split())
+    for shown in ("1 link scoring below --min-relevance 0.3,", "1 link of pages at --max-depth 1",
+                  "1 link of hosts at the per-host cap of 1 URL ("):
+        assert shown in said, (shown, said)
