@@ -517,10 +517,41 @@ def _schema_type(value: str) -> str:
     return "http://schema.org/" + value[len("https://schema.org/"):] if value.startswith("https://schema.org/") else value
 
 
-def _microdata_node(item: dict, depth: int = 0) -> dict:
+class _Text(str):
+    """A microdata value read from an element's text or ``content``/``value`` attribute, with
+    ``language``: the ``lang`` HTML gives that element (:func:`_element_language`)."""
+
+    language: str | None = None
+
+
+def _microdata_extractor():
+    """extruct's microdata extractor, its literal values made :class:`_Text` carrying their
+    element's language (URLs, ``<time datetime>`` and nested items as extruct gives them)."""
+    from extruct.w3cmicrodata import MicrodataExtractor
+
+    class Extractor(MicrodataExtractor):
+        def _extract_property_value(self, node, *args, **kwargs):
+            value = super()._extract_property_value(node, *args, **kwargs)
+            if (isinstance(value, str) and node.get("itemscope") is None
+                    and node.tag not in _MICRODATA_IRI_TAGS and node.tag != "time"):
+                value = _Text(value)
+                value.language = _element_language(node)
+            return value
+    return Extractor()
+
+
+#: Elements whose microdata value is a URL (W3C Microdata, "Values"): no language.
+_MICRODATA_IRI_TAGS = frozenset({"audio", "embed", "iframe", "img", "source", "track", "video", "a", "area", "link",
+                                 "object"})
+
+
+def _microdata_node(item: dict, depth: int = 0, context: Any = None) -> dict:
     """A microdata item (extruct's ``{"type", "id", "properties"}``) as a JSON-LD node, names
     resolved against its type's vocabulary (W3C "Microdata to RDF", section 3: the type IRI up
-    to its last ``/`` or ``#``); schema.org items use the bundled schema.org context."""
+    to its last ``/`` or ``#``); schema.org items use the bundled schema.org context. A
+    :class:`_Text` value with a language becomes a language-tagged literal, as HTML+RDFa reads
+    the same element, unless ``context`` (the item's JSON-LD context) types its property (an
+    ``@id`` or a datatype: a language would undo that)."""
     if depth > 50:
         raise RDFError("microdata nested more than 50 levels deep")
     types = item.get("type") or []
@@ -531,10 +562,18 @@ def _microdata_node(item: dict, depth: int = 0) -> dict:
         node["@type"] = types
     if isinstance(item.get("id"), str):
         node["@id"] = item["id"]
+    terms = context if isinstance(context, dict) else {}
     for name, values in (item.get("properties") or {}).items():
         values = values if isinstance(values, list) else [values]
-        node[name] = [_microdata_node(v, depth + 1) if isinstance(v, dict) else v for v in values
-                      if isinstance(v, (dict, str))]
+        typed = isinstance(terms.get(name), dict) and "@type" in terms[name]
+
+        def value(v):
+            if isinstance(v, dict):
+                return _microdata_node(v, depth + 1, context)
+            if getattr(v, "language", None) and not typed:
+                return {"@value": str(v), "@language": v.language}
+            return str(v)
+        node[name] = [value(v) for v in values if isinstance(v, (dict, str))]
     return node
 
 
@@ -624,7 +663,6 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
     recorded in ``errors`` and the others are still read. Makes no network request.
     """
     from extruct.opengraph import OpenGraphExtractor
-    from extruct.w3cmicrodata import MicrodataExtractor
 
     bound = _Bounded(limits)
     graph = _graph(bound)
@@ -655,11 +693,12 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
                 attempt("json-ld", lambda item=item: _jsonld_into(graph, item, url))
 
     def microdata() -> None:
-        items = MicrodataExtractor().extract_items(document, url)
+        items = _microdata_extractor().extract_items(document, url)
         data["microdata"] = items
         for item in items:
-            node = _microdata_node(item)
-            node["@context"] = _microdata_context(item)
+            context = _microdata_context(item)
+            node = _microdata_node(item, context=context)
+            node["@context"] = context
             attempt("microdata", lambda node=node: _jsonld_into(graph, node, url))
 
     def opengraph() -> None:

@@ -251,6 +251,28 @@ def test_an_open_graph_value_is_one_triple_in_the_pages_language_whether_rdfa_re
                               [BASE + "a.html", "http://ogp.me/ns#type", "article", "literal", None, expected]], html
 
 
+def test_a_microdata_literal_carries_the_language_of_its_element_as_rdfa_does():
+    """Microdata ignored ``lang``: ``"Bouilloire"`` from microdata beside ``"Bouilloire"@fr``
+    from RDFa on the same ``<html lang="fr">`` page. A microdata literal now takes the language
+    of its element's nearest ``lang``/``xml:lang``; URLs, ``<time datetime>``, properties the
+    context types (schema.org's ``url``) and ``lang=""`` take none."""
+    html = """<html lang="fr"><body><div itemscope itemtype="https://schema.org/Product">
+      <span itemprop="name">Bouilloire</span><p itemprop="description" lang="en">A kettle</p>
+      <a itemprop="url" href="/k">k</a><meta itemprop="sku" content="K1">
+      <time itemprop="releaseDate" datetime="2026-01-02">2 janv.</time>
+      <div itemprop="offers" itemscope itemtype="https://schema.org/Offer"><span itemprop="price" lang="">12</span>
+      <span itemprop="seller" xml:lang="de">Kessel GmbH</span></div></div>
+      <div vocab="https://schema.org/" typeof="Product"><span property="name">Bouilloire</span></div></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "k.html")
+    literals = {(t[1].rsplit("/", 1)[1], t[2]): t[5] for t in found.triples if t[3] == "literal"}
+    urls = {(t[1].rsplit("/", 1)[1], t[2]) for t in found.triples if t[3] == "uri"}
+    assert literals == {("name", "Bouilloire"): "fr", ("description", "A kettle"): "en", ("sku", "K1"): "fr",
+                        ("releaseDate", "2026-01-02"): None, ("price", "12"): None,
+                        ("seller", "Kessel GmbH"): "de"}, found.triples
+    assert ("url", BASE + "k") in urls and not found.errors
+    assert found.data["microdata"][0]["properties"]["name"] == "Bouilloire"  # as written, for item fields
+
+
 def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_named():
     from gridcrawl import protocol
     html = """<html><head>

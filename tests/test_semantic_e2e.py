@@ -109,7 +109,7 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
         expected = Graph().parse(data=body, format=fmt, publicID=base + path)
         assert len(by_url[path]) == len(expected) and isomorphic(graph_of(by_url[path]), expected), path
     home = by_url["/"]
-    for triple in ([base + "/#warden", SDO + "name", "Ann Warden", "literal", None, None],     # microdata
+    for triple in ([base + "/#warden", SDO + "name", "Ann Warden", "literal", None, "en"],     # microdata: lang="en"
                    [base + "/#warden", SDO + "url", base + "/about.html", "uri", None, None],
                    [base + "/#hide", SDO + "name", "North hide", "literal", None, "en"],       # HTML+RDFa: lang="en"
                    [base + "/", "http://ogp.me/ns#title", "Bird observatory", "literal", None, "en"],  # Open Graph
