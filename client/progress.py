@@ -122,7 +122,7 @@ class ProgressView:
         sitemaps = counts.get("sitemaps_read") or 0
         table.add_row("pages this run", f"{counts['pages']:,}" + (
             f" (and {sitemaps:,} sitemap file{'s' if sitemaps != 1 else ''} read: no document)" if sitemaps else ""))
-        table.add_row("documents stored", f"{counts['documents']:,}")
+        table.add_row("documents stored", documents_label(counts))
         table.add_row("URLs visited", visited_label(counts))
         table.add_row("errors", f"{counts['errors']:,}")
         if counts.get("set_aside"):
@@ -250,10 +250,20 @@ def pages_label(progress) -> str:
     return counted(progress.page_count, "page") + (f", {counted(n, 'sitemap')}" if n else "")
 
 
+def documents_label(counts: dict) -> str:
+    """The "documents stored" figure of :func:`gridcrawl.client.store.crawl_counts`' ``counts``,
+    naming the duplicates among them (a row naming its original, without content: a WARC leaves
+    them out), which "set aside" counts too: ``"59 (1 a duplicate of another page)"``."""
+    n = counts.get("duplicates") or 0
+    return f"{counts['documents']:,}" + (f" ({n:,} {'a duplicate' if n == 1 else 'duplicates'} of another page)"
+                                         if n else "")
+
+
 def visited_label(counts: dict) -> str:
     """The "URLs visited" figure of :func:`gridcrawl.client.store.crawl_counts`' ``counts``, naming
     the sitemaps among them (read for their links, or a host's ``/sitemap.xml`` not found: no
-    document), so that documents, errors, set-aside URLs and sitemaps add up to it:
+    document), so that documents, errors, set-aside URLs (less the duplicates, which are
+    documents too: :func:`documents_label`) and sitemaps add up to it:
     ``"529 (1 sitemap URL: no document)"``."""
     n = counts.get("sitemaps") or 0
     if not n:

@@ -1845,7 +1845,8 @@ class CrawlStore:
 
 def crawl_counts(engine: Engine) -> dict:
     """Rows in each table of the crawl database ``engine``: ``documents``, ``visited``,
-    ``to_visit``, ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
+    ``to_visit``, ``duplicates`` (documents that are a duplicate of another: ``duplicate_of``, also
+    in ``documents`` and ``set_aside``), ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
     rules left out: :data:`DECISIONS`), ``sitemaps`` (visited URLs that were sitemaps, or a
     host's ``/sitemap.xml`` probed and not found: read for their links, no document), ``kept``,
     ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``.
@@ -1853,7 +1854,8 @@ def crawl_counts(engine: Engine) -> dict:
     kind = visited.c.error_kind
     with engine.connect() as conn:
         count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
-        return {"documents": count(document), "visited": count(visited), "to_visit": count(to_visit),
+        return {"documents": count(document), "duplicates": count(document, document.c.duplicate_of.is_not(None)),
+                "visited": count(visited), "to_visit": count(to_visit),
                 "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
                 "set_aside": count(visited, kind.in_(DECISIONS)), "sitemaps": count(sitemap_table),
                 "kept": count(kept_link),

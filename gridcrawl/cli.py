@@ -907,7 +907,7 @@ def _print_crawl(counts: dict, groups) -> None:
     aside, left to visit; gone documents, old versions and triples when there are any), then its
     errors and set-aside URLs by kind with one example each (as the client's summary)."""
     from rich.table import Table
-    from gridcrawl.client.progress import print_error_groups, visited_label
+    from gridcrawl.client.progress import documents_label, print_error_groups, visited_label
     table = Table(title="gridcrawl: crawl", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(justify="right")
@@ -916,7 +916,8 @@ def _print_crawl(counts: dict, groups) -> None:
                        ("links kept by the rules (kept_link)", "kept"),
                        ("documents gone", "gone"), ("old versions", "versions"), ("triples", "triples")):
         if counts[key] or key in ("documents", "visited", "errors", "to_visit"):
-            table.add_row(label, visited_label(counts) if key == "visited" else f"{counts[key]:,}")
+            table.add_row(label, visited_label(counts) if key == "visited" else documents_label(counts)
+                          if key == "documents" else f"{counts[key]:,}")
     console = _console()
     console.print(table)
     print_error_groups(console, groups)

@@ -620,3 +620,29 @@ def test_a_log_file_on_a_full_disk_is_one_line_on_stderr_not_a_traceback_per_rec
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and f"cannot write the log {log_file}: No space left on device" in lines[0], lines
     assert "room again" in log_file.read_text()
+
+
+def test_the_documents_stored_figure_names_the_duplicates_among_them(tmp_path):
+    """``gridcrawl report --crawl-db`` said "documents stored 2" and "set aside 1" of a crawl of
+    one page and its duplicate, and the WARC export "1 page": the duplicate's row (no content,
+    ``duplicate_of``) was counted in both. The figure now names it."""
+    import hashlib
+    from typer.testing import CliRunner
+    from gridcrawl.cli import app
+    from gridcrawl.client.store import CrawlStore, Outcome, crawl_counts
+    from gridcrawl.db import open_database
+    from gridcrawl.protocol import PageResult
+    from gridcrawl.urls import canonical_url
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    store = CrawlStore(open_database(db))
+    urls = [canonical_url(f"http://127.0.0.1:1/{name}.html") for name in ("a", "b")]
+    store.add_seeds(urls)
+    for pending in sorted(store.claim(2), key=lambda p: p.url):  # a first: the original
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html", size=8,
+                          title="a", content="<p>a</p>", digest=hashlib.sha256(b"<p>a</p>").hexdigest())
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1), store_content=True)
+    counts = crawl_counts(store.engine)
+    assert (counts["documents"], counts["duplicates"], counts["set_aside"]) == (2, 1, 1)
+    result = CliRunner().invoke(app, ["report", "--crawl-db", db], env={"COLUMNS": "200"})
+    text = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 0 and "documents stored 2 (1 a duplicate of another page)" in text, result.output
