@@ -594,7 +594,7 @@ def test_spark_summary_counts_kept_links_and_names_the_rules_that_found_nothing(
                               capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     kept = _one(tmp_path / "c.db", "SELECT COUNT(*) FROM kept_link")
-    assert kept > 0 and f", {kept} links kept (kept_link)" in proc.stdout, proc.stdout
+    assert kept > 0 and f", {kept:,} link{'s' if kept != 1 else ''} kept (kept_link)" in proc.stdout, proc.stdout
     assert re.search(r"^rule 3 \(rules.csv row 4: keep page\) found nothing: it kept no link from the \d+ 'page' "
                      rf"pages fetched .* --rules {re.escape(str(rules))} --page-type page$", proc.stdout, re.M), proc.stdout
     assert proc.stdout.count("found nothing") == 1, proc.stdout  # rules 1, 2 and 4 found links
