@@ -892,11 +892,14 @@ class CrawlerLock:
                                 _reason(exc), self.KEEP_SECONDS)
 
     def close(self) -> None:
-        """Let the lock go (its connection closes; the server lets go of the lock with it)."""
+        """Let the lock go: its connection is closed for good (invalidated, not handed back to the
+        engine's pool, where the session, and so the lock, lived on until the engine was
+        disposed), and the server lets go of the lock with it."""
         if self._stop is not None:
             self._stop.set()
         with self._guard:
             if self._conn is not None:
+                self._conn.invalidate()
                 self._conn.close()
                 self._conn = None
 

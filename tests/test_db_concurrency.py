@@ -253,6 +253,26 @@ def test_a_second_crawler_on_one_crawl_database_is_refused_until_the_first_ends(
 
 
 @pytest.mark.parametrize("server", ["postgresql", "mariadb"])
+def test_a_crawler_lock_let_go_is_free_for_another_at_once(request, server):
+    """close() handed the lock's connection back to its engine's pool, where the session, and
+    the lock with it, lived on: another crawler (another engine) was refused until the first
+    engine was disposed. The connection is closed for good now."""
+    url = request.getfixturevalue({"postgresql": "postgres_url", "mariadb": "mariadb_url"}[server])
+    engine, other_engine = open_database(url), open_database(url)
+    first, other = CrawlerLock(engine), CrawlerLock(other_engine)
+    try:
+        assert first.take() and not other.take()
+        first.close()
+        assert other.take()
+        assert not CrawlerLock(engine).take()  # the first engine's pool holds no stale lock either way
+    finally:
+        first.close()
+        other.close()
+        engine.dispose()
+        other_engine.dispose()
+
+
+@pytest.mark.parametrize("server", ["postgresql", "mariadb"])
 def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, server):
     """The connection holding a crawler's lock on a server is ended (a server restart, a network
     cut, MariaDB's ``wait_timeout``): within its keeping interval the crawler takes the lock again
