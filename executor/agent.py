@@ -419,6 +419,8 @@ class ExecutorAgent:
         desktop is idle again, tell the manager it accepts work. Running jobs finish."""
         accepting = self.idle.check()
         if accepting == self.accepting:
+            if not accepting and (why := self.idle.still_waiting()) is not None:
+                log.info("still not taking grid threads: %s", why)
             return
         self.accepting = accepting
         if accepting:

@@ -123,6 +123,9 @@ class IdlePolicy:
                        f"for {idle_seconds:.0f} s{window} (--cpu-threshold, --idle-seconds, --hours)")
         self._samples: deque[tuple[float, float]] = deque()
         self._quiet_since: float | None = None
+        self._load = 0.0  # the mean load of other processes over the busy window, percent
+        self._outside_hours = False
+        self._waiting_since: float | None = None  # when the policy last said why it waits (or stopped waiting)
 
     def update(self, now: float, minute: int, other_percent: float) -> bool:
         """Feed one sample: ``now`` (monotonic seconds), ``minute`` of the local day, and the
@@ -137,8 +140,9 @@ class IdlePolicy:
         elif self._quiet_since is None:
             self._quiet_since = now
         recent = [value for t, value in self._samples if t >= horizon]
-        mean = sum(recent) / len(recent)
-        if not within_hours(self.hours, minute):
+        mean = self._load = sum(recent) / len(recent)
+        self._outside_hours = not within_hours(self.hours, minute)
+        if self._outside_hours:
             if self.accepting:
                 self.reason = "outside the allowed hours"
             self.accepting = False
@@ -152,6 +156,29 @@ class IdlePolicy:
             self.reason = (f"idle: other processes under {self.threshold:.0f}% of the CPU for "
                            f"{now - self._quiet_since:.0f} s")
         return self.accepting
+
+    def still_waiting(self, now: float) -> str | None:
+        """While work is not taken, once every :data:`WAITING_REPEAT` seconds (``now``: monotonic
+        seconds, as :meth:`update`'s): why, with the figures of the last sample (``other processes
+        use 87% of the CPU (--cpu-threshold 25%)``); else None. A desktop that stayed busy
+        logged one line at start and nothing more for hours."""
+        if self.accepting or self._waiting_since is None:
+            self._waiting_since = now
+            return None
+        if now - self._waiting_since < WAITING_REPEAT:
+            return None
+        self._waiting_since = now
+        if self._outside_hours:
+            why = "outside the allowed hours (--hours)"
+        elif self._load >= self.threshold or self._quiet_since is None:
+            why = f"other processes use {self._load:.0f}% of the CPU (--cpu-threshold {self.threshold:.0f}%)"
+        else:
+            why = f"quiet for {now - self._quiet_since:.0f} s of the {self.idle_seconds:.0f} s needed (--idle-seconds)"
+        return why
+
+
+#: Seconds between two lines of an idle-only executor that takes no work, saying why (:meth:`IdlePolicy.still_waiting`).
+WAITING_REPEAT = 600.0
 
 
 def own_cpu_seconds(process) -> float:
@@ -228,6 +255,10 @@ class IdleMonitor:
     def reason(self) -> str:
         """Why the executor accepts work or not (the policy's last change)."""
         return self.policy.reason
+
+    def still_waiting(self) -> str | None:
+        """The policy's :meth:`IdlePolicy.still_waiting` now."""
+        return self.policy.still_waiting(self.monotonic())
 
 
 __all__ = ["HoursWindow", "parse_hours", "minute_of_day", "within_hours", "busy_percent", "other_cpu_percent",

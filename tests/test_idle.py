@@ -150,6 +150,32 @@ def test_policy_obeys_the_hours_whatever_the_load():
     assert policy.reason == "outside the allowed hours"
 
 
+def test_a_policy_that_keeps_waiting_says_why_every_ten_minutes():
+    """A desktop that stayed busy logged "not taking grid threads yet" once, at start, and then
+    nothing for hours: the policy now says why it still waits, with the load it measured, once
+    every WAITING_REPEAT seconds, and nothing while it takes work."""
+    from gridcrawl.executor.idle import WAITING_REPEAT
+    policy = IdlePolicy(25.0, parse_hours("08:00-18:00"), idle_seconds=60.0, busy_seconds=3.0)
+    said = []
+    for t in range(0, int(2.5 * WAITING_REPEAT) + 1, 10):  # ten-second samples of a busy desktop at noon
+        policy.update(float(t), 12 * 60, 87.0)
+        said += [(t, why) for why in [policy.still_waiting(float(t))] if why]
+    assert said == [(600, "other processes use 87% of the CPU (--cpu-threshold 25%)"),
+                    (1200, "other processes use 87% of the CPU (--cpu-threshold 25%)")]
+    for t in (1600.0, 1630.0):  # the owner leaves: quiet, not yet for idle_seconds
+        policy.update(t, 12 * 60, 3.0)
+        assert policy.still_waiting(t) is None
+    assert policy.update(1660.0, 12 * 60, 3.0) and policy.still_waiting(1660.0) is None  # takes work
+    for t in (1700.0, 1700.0 + WAITING_REPEAT):  # 19:00: outside the hours
+        policy.update(t, 19 * 60, 0.0)
+    assert policy.still_waiting(1700.0 + WAITING_REPEAT) == "outside the allowed hours (--hours)"
+    patient = IdlePolicy(25.0, idle_seconds=3600.0)
+    patient.update(0.0, 0, 3.0)
+    patient.still_waiting(0.0)
+    patient.update(WAITING_REPEAT, 0, 3.0)
+    assert patient.still_waiting(WAITING_REPEAT) == "quiet for 600 s of the 3600 s needed (--idle-seconds)"
+
+
 def test_policy_refuses_impossible_thresholds():
     for bad in (0, -5, 101):
         with pytest.raises(ValueError, match="threshold"):
