@@ -1370,8 +1370,10 @@ class ManagerCore:
         allow-list directory, kept its executors and crawls connected until they dropped).
 
         ``allowed(user, permission) -> bool``: whether ``user`` may still use ``permission``
-        (:meth:`gridcrawl.auth.UserStore.allows`; asked once per user and permission, before
-        anything changes, so an exception it raises changes nothing). ``keys_revoked``: peer ->
+        (asked once for each pair of :meth:`logins`, before anything changes, so an exception it
+        raises changes nothing; the server answers from what a thread of its own read with
+        :meth:`gridcrawl.auth.UserStore.allows`, so that a database that does not answer never
+        holds the loop up). ``keys_revoked``: peer ->
         name of its CURVE key, for the peers whose key left the allow-list. The applications of a
         user no longer allowed ManageOwnApp are cancelled (their threads aborted, as by an
         operator's cancel); an executor whose user lost ExecuteThread, or a peer whose key was
@@ -1380,10 +1382,7 @@ class ManagerCore:
         ``refuse`` saying why: it stops (exit status 2) rather than log in again.
         """
         keys_revoked = keys_revoked or {}
-        users = {(user, MANAGE_OWN_APP) for user in self._open_by_user}
-        users.update((self.executors[ident].user, EXECUTE_THREAD) for kind, ident in self.peers.values()
-                     if kind == "executor" and ident in self.executors)
-        refused = {pair for pair in users if not allowed(*pair)}
+        refused = {pair for pair in self.logins() if not allowed(*pair)}
         actions: list[Action] = []
 
         def cut(peer: bytes, reason: str) -> None:
@@ -1419,6 +1418,15 @@ class ManagerCore:
                 cut(peer, f"this program's CURVE key {key!r} was removed from the manager's allow-list directory "
                           f"(--curve-allow): the manager's operator admits it again by putting {key}.key back there")
         return actions
+
+    def logins(self) -> set[tuple[str, str]]:
+        """The ``(user, permission)`` pairs the manager's live peers and applications rest on:
+        ManageOwnApp for each user with an application open (detached ones too), ExecuteThread
+        for each connected executor's user (:meth:`revoke`)."""
+        pairs = {(user, MANAGE_OWN_APP) for user in self._open_by_user}
+        pairs.update((self.executors[ident].user, EXECUTE_THREAD) for kind, ident in self.peers.values()
+                     if kind == "executor" and ident in self.executors)
+        return pairs
 
     def _unqueue(self, app: Application) -> None:
         """Take ``app``'s READY threads out of the queue (paused, or throttled)."""

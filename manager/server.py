@@ -130,6 +130,10 @@ class ManagerServer:
         # key leaves the allow-list directory (ManagerCore.revoke)
         self._peer_keys: dict[bytes, str] = {}
         self._next_revoke = 0.0
+        # (user, permission) -> whether it still holds, as the login-check thread last read it
+        # (_revoke: SQL off the loop, which a database that does not answer would hold up)
+        self._logins_read: dict[tuple[str, str], bool] = {}
+        self._login_check: threading.Thread | None = None
         if curve is not None:  # the ZAP handler must run before the socket binds
             self.allow_list = AllowList(curve.allow_dir)
             self.authenticator = start_authenticator(self.context, self.allow_list)
@@ -602,20 +606,31 @@ class ManagerServer:
     def _revoke(self, now: float) -> None:
         """Cut the peers of users removed (or without their permission now) and the peers
         whose CURVE key left the allow-list directory since they said hello
-        (:meth:`ManagerCore.revoke`). A database that does not answer cuts no one: its errors are
-        the recorder's and the lease's to report."""
+        (:meth:`ManagerCore.revoke`). The users are read by a thread of its own (one check at a
+        time; the loop goes by the last one's answers), so a database that does not answer, or
+        hangs, cuts no one and never holds the loop up: its errors are the recorder's and the
+        lease's to report."""
         core = self.core
         revoked: dict[bytes, str] = {}
         if self._peer_keys:
             self._peer_keys = {peer: key for peer, key in self._peer_keys.items() if peer in core.peers}
             allowed = self.allow_list.names()  # (as the ZAP handler reads it: a directory gone allows none)
             revoked = {peer: key for peer, key in self._peer_keys.items() if key not in allowed}
+        if self._login_check is None or not self._login_check.is_alive():
+            self._login_check = threading.Thread(target=self._read_logins, args=(core.logins(),),
+                                                 name="login-check", daemon=True)
+            self._login_check.start()
+        read, self._logins_read = self._logins_read, {}  # each answer used once: the next is read afresh
+        self._carry_out(core.revoke(now, lambda user, permission: read.get((user, permission), True), revoked),
+                        strike=False)
+
+    def _read_logins(self, pairs: set[tuple[str, str]]) -> None:
+        """The login-check thread: whether each ``(user, permission)`` of ``pairs`` still holds
+        (:meth:`gridcrawl.auth.UserStore.allows`), for the next :meth:`_revoke`."""
         try:
-            actions = core.revoke(now, self.users.allows, revoked)
+            self._logins_read = {pair: self.users.allows(*pair) for pair in pairs}
         except sa.exc.SQLAlchemyError as exc:
             log.debug("could not check the connected peers' users: %s", exc)
-            return
-        self._carry_out(actions, strike=False)
 
     def _login_required(self) -> bool:
         return self.users.require_login or self.users.has_users()
