@@ -219,7 +219,11 @@ def users_passwd(
 ) -> None:
     """Set a user's password ($GRIDCRAWL_PASSWORD or a hidden prompt)."""
     from gridcrawl.auth import AuthError
-    store = _users(_users_db(ctx, db))
+    db = _users_db(ctx, db)
+    store = _users(db)
+    if store.get(name) is None:  # before asking twice for a password it cannot take
+        from gridcrawl.db import shown_url
+        fail(f"no user {name!r} in {shown_url(db)} (gridcrawl-manager users list --db ... lists them)")
     try:
         store.set_password(name, _new_password(name))
     except AuthError as exc:

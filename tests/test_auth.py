@@ -497,6 +497,18 @@ def manager_cli(*args: str, env: dict | None = None, input: str | None = None, c
                           timeout=60, env=_environment(env), input=input or "", start_new_session=True, cwd=cwd)
 
 
+def test_users_passwd_of_an_unknown_user_says_so_before_asking_for_a_password(tmp_path):
+    """``users passwd nobody`` asked for the new password twice (or, with no terminal, said "no
+    password for nobody: set GRIDCRAWL_PASSWORD") and only then that there was no such user."""
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    UserStore(open_database(db)).add("alice", PASSWORD, "Users")
+    out = manager_cli("users", "passwd", "nobody", "--db", db)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        f"error: no user 'nobody' in {db} (gridcrawl-manager users list --db ... lists them)", out.stderr
+    changed = manager_cli("users", "passwd", "alice", "--db", db, env={"GRIDCRAWL_PASSWORD": "another password"})
+    assert changed.returncode == 0 and changed.stdout == "password of alice changed\n", changed.stderr
+
+
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
     # listing, changing or removing the users of a database that is not there creates none
