@@ -62,10 +62,14 @@ def run(
     if idle_only:
         from gridcrawl.executor.idle import IdleMonitor, IdlePolicy, parse_hours
         try:
-            idle = IdleMonitor(IdlePolicy(given["cpu_threshold"], parse_hours(hours) if hours else None,
-                                          idle_seconds=given["idle_seconds"]))
+            window = parse_hours(hours) if hours else None
         except ValueError as exc:
-            fail(str(exc))
+            fail(f"{exc} ({given_where(ctx, 'hours', '--hours')})")
+        try:
+            idle = IdleMonitor(IdlePolicy(given["cpu_threshold"], window, idle_seconds=given["idle_seconds"]))
+        except ValueError as exc:
+            key = "cpu_threshold" if "threshold" in str(exc) else "idle_seconds"
+            fail(f"{exc} ({given_where(ctx, key, '--' + key.replace('_', '-'))})")
     else:
         unused = idle_settings_unused(ctx)
         if unused is not None:
@@ -109,6 +113,18 @@ def run(
 
 #: The settings and options only an idle-only executor reads, with their command-line flags.
 IDLE_ONLY_KEYS = (("hours", "--hours"), ("cpu_threshold", "--cpu-threshold"), ("idle_seconds", "--idle-seconds"))
+
+
+def given_where(ctx: typer.Context, key: str, flag: str) -> str:
+    """Where the running command's ``key`` was given: ``flag`` when typed, else its source in the
+    configuration file or the environment (``file gridcrawl.toml [executor]``, ``env
+    GRIDCRAWL_HOURS``), as a refusal names it."""
+    from gridcrawl.config import Resolution
+    if getattr(ctx.get_parameter_source(key), "name", "") == "COMMANDLINE":
+        return flag
+    resolution = ctx.obj if isinstance(ctx.obj, Resolution) else None
+    found = resolution and (resolution.options.get(key) or resolution.settings.get(key))
+    return found.source if found else flag
 
 
 def idle_settings_unused(ctx: typer.Context) -> str | None:

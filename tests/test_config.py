@@ -117,6 +117,24 @@ def test_an_executor_not_idle_only_refuses_the_idle_settings_it_would_not_read(t
     assert dedicated.returncode == 2 and "no answer from the manager" in dedicated.stderr, dedicated.stderr
 
 
+@pytest.mark.parametrize("text, env, args, said", [
+    ("[executor]\nidle_only = true\nhours = '25:00-08:00'\n", {}, [],
+     "hours '25:00-08:00': 25:00 is not a time of day (file {path} [executor])"),
+    ("[executor]\nidle_only = true\ncpu_threshold = 150\n", {}, [],
+     "cpu threshold must be in (0, 100] percent, not 150.0 (file {path} [executor])"),
+    ("", {"GRIDCRAWL_HOURS": "8:00-25:00"}, ["--idle-only"],
+     "hours '8:00-25:00': 25:00 is not a time of day (env GRIDCRAWL_HOURS)"),
+    ("", {}, ["--idle-only", "--hours", "9-17"], "hours '9-17': use HH:MM-HH:MM, e.g. 18:00-08:00 (--hours)"),
+])
+def test_an_idle_setting_that_cannot_work_is_named_with_where_it_was_given(tmp_path, text, env, args, said):
+    """A desktop's file with ``hours = "25:00-08:00"`` was refused with "25:00 is not a time of
+    day" and no word of which file (or variable) said so; the line now names it, as the other
+    refusals of a configuration do."""
+    path = write(tmp_path, text)
+    done = _executor(["--config", str(path), "--manager", f"tcp://127.0.0.1:{free_port()}", *args], env=env)
+    assert done.returncode == 2 and done.stderr.strip() == "error: " + said.format(path=path), done.stderr
+
+
 @pytest.mark.parametrize("text, args, workers", [
     ("[executor]\nthreads = 3\n", [], 3),                      # the executors' own section
     ("[executor]\nthreads = 3\n[run]\nthreads = 5\n", [], 5),  # run's section: for what it starts
