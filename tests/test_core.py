@@ -41,6 +41,24 @@ def sends(actions, kind=None):
     return out
 
 
+def recorded(tmp_path):
+    """A new SQLite manager database under ``tmp_path`` and ``record(actions)``, which writes the
+    events among ``actions`` to it through the manager's real recorder and returns ``actions``."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    from gridcrawl.manager.recorder import Recorder
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+
+    def record(actions):
+        recorder = Recorder(engine)
+        recorder.add_all([a for a in actions if not isinstance(a, Send)])
+        recorder.flush()
+        return actions
+    return engine, record
+
+
 def register(core, peer: bytes, threads: int, now=0.0) -> str:
     actions = core.handle(peer, p.Register(name=peer.decode(), host="h", user="u", threads=threads), now)
     (welcome,) = sends(actions, p.Welcome)
@@ -1148,19 +1166,8 @@ def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_
     run again by the next manager. Its row kept the previous run's finish while the new run
     started: ``thread_timing`` showed a negative ``run_seconds`` and counted it as a page while it
     ran again. Its first new assignment now clears the old start and finish."""
-    from gridcrawl import models
-    from gridcrawl.db import init_schema, open_database
-    from gridcrawl.manager.recorder import Recorder
-
-    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
-    init_schema(engine, models.manager_metadata, models.manager_meta)
+    engine, record = recorded(tmp_path)
     T = 1_700_000_000.0
-
-    def record(actions):
-        recorder = Recorder(engine)
-        recorder.add_all([a for a in actions if not isinstance(a, Send)])
-        recorder.flush()
-        return actions
 
     def timing():
         with engine.connect() as conn:
@@ -1198,18 +1205,9 @@ def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_p
     run's finish — a page for ``application_summary`` (``gridcrawl report``) — but the dashboard's
     done left it out: 523 against the report's 529 pages in a walkthrough."""
     from gridcrawl import models
-    from gridcrawl.db import init_schema, open_database
-    from gridcrawl.manager.recorder import Recorder
 
-    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
-    init_schema(engine, models.manager_metadata, models.manager_meta)
+    engine, record = recorded(tmp_path)
     T = 1_700_000_000.0
-
-    def record(actions):
-        recorder = Recorder(engine)
-        recorder.add_all([a for a in actions if not isinstance(a, Send)])
-        recorder.flush()
-        return actions
 
     first = make_core()
     record(first.handle(b"e", p.Register(name="e", host="h", user="u", threads=2), T))
