@@ -32,7 +32,8 @@ that element exists instead of until the network is idle) — :func:`parse_page_
 :class:`PageType`. Only the pages of those types pay for a browser.
 
 Rules are read from a TOML file (``[[rule]]`` tables), a CSV file (a header row with the column
-names; TSV when the file ends in ``.tsv``), or the crawl database's ``crawl_rule`` table
+names; TSV when the file ends in ``.tsv`` or its header has tabs and no comma, semicolons when it has
+semicolons and no comma), or the crawl database's ``crawl_rule`` table
 (:func:`load_rules`, :func:`rules_from_table`, :func:`store_rules`). Column and key names are the
 snake_case names above or the paper's camelCase ones (``baseURL``, ``ruleType``, ``fromType``,
 ``toType``). :func:`validate_rules` refuses, naming the rule: an unknown rule type, a follow rule
@@ -320,8 +321,9 @@ def load_rules(path: str | Path) -> list[Rule]:
         rules = parse_toml(text, path.name)
     elif suffix in (".csv", ".tsv"):
         header = next((line for line in text.splitlines() if line.strip()), "")
-        tabbed = suffix == ".tsv" or ("\t" in header and "," not in header)
-        rules = parse_csv(text, path.name, "\t" if tabbed else ",")
+        # a header with tabs (or semicolons: a spreadsheet's CSV where the decimal mark is the comma) and no commas
+        separator = "\t" if suffix == ".tsv" else next((s for s in "\t;" if s in header and "," not in header), ",")
+        rules = parse_csv(text, path.name, separator)
     else:
         raise RuleError(f"rules file {path}: unknown format {suffix!r} (use .toml, .csv or .tsv)")
     return validate_rules(rules)

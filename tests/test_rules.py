@@ -85,6 +85,18 @@ def test_table_i_from_csv_and_toml_files_are_the_same_rules(tmp_path):
     assert fourth.from_type == "secondLevel" and [r.number for r in from_tsv] == [1, 2, 3, 4]
 
 
+def test_a_csv_saved_by_a_spreadsheet_with_semicolons_reads_as_the_comma_one(tmp_path):
+    """A spreadsheet in a locale whose decimal mark is the comma (French, German ...) saves CSV
+    with semicolons, a BOM and CRLF line ends: it was refused as one unknown column named
+    'baseURL;ruleType;fromType;…'."""
+    comma = TABLE_I.replace("\t", ",")
+    (tmp_path / "r.csv").write_text(comma)
+    (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbf" + TABLE_I.replace("\t", ";").replace("\n", "\r\n").encode())
+    strip = lambda rules: [(r.base_url, r.rule_type, r.from_type, r.to_type, r.pattern, r.element_id,
+                            r.element_class, r.element_tag, r.number) for r in rules]
+    assert strip(load_rules(tmp_path / "excel.csv")) == strip(load_rules(tmp_path / "r.csv"))
+
+
 def test_snake_case_csv_with_comments_blank_cells_and_defaults(tmp_path):
     path = tmp_path / "rules.csv"
     path.write_text("# the crawl of example\n"
