@@ -1190,9 +1190,13 @@ class CrawlStore:
         """Clear every stored document's ETag and Last-Modified, so that its next recrawl visit
         is a full fetch (no ``If-None-Match`` / ``If-Modified-Since``): the crawl's rules changed,
         and a ``304 Not Modified`` would bring no body to apply them to. The visit that follows
-        stores the validators it gets. Returns how many documents had one."""
-        c = document.c
+        stores the validators it gets. The pages a recrawl stopped before its end left queued lose
+        theirs too. Returns how many documents had one."""
+        c, q = document.c, to_visit.c
         with self.engine.begin() as conn:
+            conn.execute(to_visit.update().where(q.kind.is_(None),
+                                                 sa.or_(q.etag.is_not(None), q.last_modified.is_not(None)))
+                         .values(etag=None, last_modified=None))
             return conn.execute(document.update().where(sa.or_(c.etag.is_not(None), c.last_modified.is_not(None)))
                                 .values(etag=None, last_modified=None)).rowcount
 

@@ -317,6 +317,7 @@ def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_craw
         conn.execute(models.document.insert().values(url=BASE + "/", fingerprint="f" * 32, final_url=BASE + "/",
                                                      depth=0, page_type="base", fetched_at=dt.datetime(2026, 1, 1),
                                                      etag='"v1"', last_modified="Thu, 01 Jan 2026 00:00:00 GMT"))
+    assert store.queue_due(every=True) == 1  # a recrawl stopped before its end left the page queued
     resolve_strategy(store, [], rules=str(rules_c))
     assert len(store.stored_rules()) == 3
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -325,7 +326,7 @@ def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_craw
                              "applies them (--recrawl as the pages come due, --recrawl-all at once)"), warning
     # a 304 Not Modified would bring no body to apply the new rules to: the next visit is a full fetch
     # (--recrawl-all said it applied them to every page, and the pages that answered 304 kept their links)
-    assert store.queue_due(every=True) == 1
+    assert store.queue_due(every=True) == 0, "queued already"
     (again,) = store.claim(5)
     assert (again.url, again.etag, again.last_modified) == (BASE + "/", None, None)
 
