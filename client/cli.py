@@ -764,7 +764,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                                f"crawl{f' ({rerun})' if rerun else ''}", soft_wrap=True, highlight=False)
     elif recrawl == "due" and not (final.recrawl or {}).get("due") and not counts["to_visit"]:
         first = store.next_due(sitemaps=False)
-        view.console.print("no stored page was due for a visit" + (
+        view.console.print(("no stored page came due while this --watch ran" if watch else
+                            "no stored page was due for a visit") + (
             f": the first is due at {first:%Y-%m-%d %H:%M} UTC (a page is visited again recrawl_interval, "
             f"{settings.recrawl_interval / 86400:g} days, after its visit at first, then adaptively)" if first else "")
             # a crawl stopped before its end (--max-pages, Ctrl-C) left URLs to visit: the recrawl visited them

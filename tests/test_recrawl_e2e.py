@@ -454,6 +454,28 @@ def test_a_recrawl_with_nothing_due_says_when_the_first_page_is_due(tmp_path, si
     assert "recrawl_interval, 30 days" in log and "--recrawl-all visits every stored page now" in log
 
 
+def test_a_watch_that_found_nothing_due_says_so_in_its_own_words(tmp_path, site_server):
+    """A ``--recrawl --watch`` stopped after watching, with nothing due all along, said "no
+    stored page was due for a visit", the words of a one-shot --recrawl that looked once."""
+    server = site_server(recrawl_site())
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        before = len(grid.log("client.log"))
+        watcher = grid.start_client("--recrawl", "--watch", "--no-sitemaps", env={"GRIDCRAWL_WATCH_INTERVAL": "0.5"})
+        wait_for(lambda: "recrawl (watch): 0 documents due" in grid.log("client.log")[before:], 60,
+                 message="the watch's start")
+        watcher.send_signal(signal.SIGTERM)
+        assert watcher.wait(timeout=30) == -signal.SIGTERM, grid.log("client.log")
+    finally:
+        grid.stop()
+    log = " ".join(grid.log("client.log")[before:].split())
+    assert "no stored page came due while this --watch ran: the first is due at " in log, log[-2000:]
+    assert "no stored page was due for a visit" not in log, log[-2000:]
+
+
 def test_a_recrawl_with_nothing_due_names_the_pages_a_stopped_crawl_left_that_it_visited(tmp_path, site_server):
     """A ``--recrawl`` of a crawl stopped at --max-pages with URLs left visits them (a run of the
     same crawl), and its summary said only "no stored page was due for a visit", as if it had
