@@ -189,7 +189,7 @@ def test_kill_9_client_past_the_detached_timeout_and_start_a_new_one(tmp_path, s
         grid.stop()
     check_complete(grid, server, site, "kill -9 client past detached_timeout", finish_after_kill_s=finished)
     assert grid.query("manager", "SELECT COUNT(*) FROM application") == [(2,)], "a new application"
-    assert "cancelled with grid threads not done" in grid.log("manager.log")
+    assert "stopped with grid threads not done (cancelled" in grid.log("manager.log")
     # every page the crawl visited has its thread row, each attempt its thread
     (visits,), = grid.query("crawl", "SELECT COUNT(*) FROM visited_url")
     (threads,), = grid.query("manager", "SELECT COUNT(DISTINCT url) FROM thread WHERE time_finished IS NOT NULL")
