@@ -189,7 +189,13 @@ def _graph(bound: _Bounded, quads: bool = False):
             bound.check(triple)
             return super().add(triple, context, quoted)
 
-    return (Dataset if quads else Graph)(store=BoundedMemory())
+    graph = (Dataset if quads else Graph)(store=BoundedMemory())
+    # the prefixes a document binds serve to write qnames, which no parse here does; rdflib
+    # keeps them in a trie whose every insertion walks the others: 20,000 Turtle @prefix lines
+    # (700 KB) took 85 s, between two triples, where alone the deadline is checked. Its contexts
+    # (TriG, N-Quads) share this namespace manager.
+    graph.namespace_manager.bind = lambda *args, **kwargs: None
+    return graph
 
 
 class _Writer:
@@ -285,6 +291,14 @@ def rdf_alternates(document, base_url: str) -> list[list[str]]:
 _ENTITY_REF = re.compile(rb"&([A-Za-z_:][\w.:-]*);")
 
 
+#: XML namespace declarations in scope at once, at most, in an RDF/XML document; and the sum, over
+#: every declaration, of those in scope when it comes. rdflib's RDF/XML reader copies the whole
+#: prefix map at each declaration and keeps the copies until the element ends: 20,000
+#: declarations on one element (600 KB) made 200 million dictionary entries, about 6 GB.
+MAX_XML_NAMESPACES = 1_000
+MAX_XML_NAMESPACE_COPIES = 20_000_000
+
+
 class _StopAtDoctypeEnd(Exception):
     pass
 
@@ -297,7 +311,10 @@ def check_xml_entities(body: bytes, max_bytes: int) -> None:
     :class:`RDFError` for an external entity (``SYSTEM`` or ``PUBLIC``, general or parameter:
     XXE) and for an entity whose replacement text refers to another entity (the nesting behind
     "billion laughs", OWASP XXE Prevention Cheat Sheet); raises :class:`RDFLimit` when the text
-    all references to the declared entities expand to exceeds ``max_bytes``.
+    all references to the declared entities expand to exceeds ``max_bytes``, and when the
+    document's namespace declarations pass :data:`MAX_XML_NAMESPACES` in scope at once or
+    :data:`MAX_XML_NAMESPACE_COPIES` (a second expat pass, over the whole document, that
+    handles nothing else).
     """
     import xml.parsers.expat  # here: loading expat costs 15 ms, and most crawls never read RDF/XML
 
@@ -337,6 +354,32 @@ def check_xml_entities(body: bytes, max_bytes: int) -> None:
         expanded = sum(entities.get(m.group(1), 0) for m in _ENTITY_REF.finditer(body))
         if expanded > max_bytes:
             raise RDFLimit(f"XML entities expand to {expanded} bytes, more than {max_bytes} (rdf_max_bytes)")
+    if b"xmlns" not in body:
+        return
+    in_scope, copies = 0, 0
+
+    def namespace_start(prefix, uri):
+        nonlocal in_scope, copies
+        copies += in_scope
+        in_scope += 1
+        if in_scope > MAX_XML_NAMESPACES or copies > MAX_XML_NAMESPACE_COPIES:
+            raise RDFLimit(f"more than {MAX_XML_NAMESPACES} XML namespace declarations in scope at once"
+                           if in_scope > MAX_XML_NAMESPACES else
+                           f"XML namespace declarations too many for the RDF/XML reader "
+                           f"(it copies those in scope at each one: more than {MAX_XML_NAMESPACE_COPIES})")
+
+    def namespace_end(prefix):
+        nonlocal in_scope
+        in_scope -= 1
+
+    counter = xml.parsers.expat.ParserCreate(namespace_separator=" ")
+    counter.SetParamEntityParsing(xml.parsers.expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    counter.StartNamespaceDeclHandler = namespace_start
+    counter.EndNamespaceDeclHandler = namespace_end
+    try:
+        counter.Parse(body, True)
+    except xml.parsers.expat.ExpatError:
+        pass  # rdflib's own parse says what is wrong with the document
 
 
 # ------------------------------------------------------------------------------------------ JSON-LD
