@@ -262,6 +262,9 @@ def test_bad_semantic_options_are_one_line_errors(tmp_path):
                            "http://127.0.0.1:9/", "--focus", "bird", "--focus-ontology", str(bad)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "--focus and --focus-ontology exclude each other" in proc.stderr
+    assert not (tmp_path / "c.db").exists(), "a refused client creates no crawl database"
+    subprocess.run([sys.executable, "-m", "gridcrawl", "db", "init", "--db", db, "--kind", "crawl"], check=True,
+                   capture_output=True, timeout=60)
     proc = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "--triples", "--format", "warc",
                            "-"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown triple format 'warc' (use nt or jsonl)" in proc.stderr
