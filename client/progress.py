@@ -185,7 +185,8 @@ class ProgressView:
     def semantic_summary(self, counts: dict, command: str) -> None:
         """Print the semantic crawl's own small section (``--structured-data``): the triples
         stored, and ``command``, the report that tells more."""
-        table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left")
+        table = Table(title="gridcrawl: semantic crawl", show_header=False, title_justify="left",
+                      min_width=28)  # the title on one line: a table of two short cells wrapped it
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
         table.add_row("triples stored", f"{counts.get('triples', 0):,}")

@@ -432,6 +432,17 @@ def test_rdfa_is_read_into_the_pages_bounded_graph(monkeypatch):
         ["http://x/me", RDF_TYPE, SDO + "Person"], ["http://x/me", SDO + "name", "Ann"]]), found.triples
 
 
+def test_the_crawl_summarys_semantic_table_has_its_title_on_one_line():
+    """It read "gridcrawl: semantic" above "crawl": the title wrapped to the width of the table."""
+    import io
+    from rich.console import Console
+    from gridcrawl.client.progress import ProgressView
+    view = ProgressView(enabled=False)
+    view.console = Console(file=io.StringIO(), width=100)
+    view.semantic_summary({"triples": 91}, "gridcrawl report --crawl-db sqlite:///c.db")
+    assert "gridcrawl: semantic crawl" in view.console.file.getvalue(), view.console.file.getvalue()
+
+
 def test_plain_internal_entities_of_owl_files_are_allowed():
     triples = parse_rdf(RDFXML, BASE + "data/people.rdf", "xml")
     assert ["http://127.0.0.1:8200/onto#robin", "http://127.0.0.1:8200/onto#sings", "yes", "literal", None, None] in triples
