@@ -294,6 +294,8 @@ def _item(data, number: int, source: str) -> ItemSpec:
     if not isinstance(data, dict):
         raise ItemSpecError(f"{where}: must be a table")
     kind = data.get("type")
+    if kind is None:  # "not None" said nothing to one who had only forgotten it
+        raise ItemSpecError(f'{where}: has no type (type = "product": the name its items are stored under)')
     if not isinstance(kind, str) or not TYPE_NAME.match(kind):
         raise ItemSpecError(f"{where}: type must be a name of letters, digits, _ . - (at most 64), not {kind!r}")
     where = f"{source}: item {number} ({kind})"

@@ -232,6 +232,8 @@ t = { css = "title::text" }
     ("", "no [[item]] table"),
     ('[[item]]\ntype = "a"', "item 1 (a): needs [item.fields]"),
     ('[[item]]\ntype = "bad type"\n[item.fields]\nx = {css="a"}', "item 1: type must be"),
+    ('[[item]]\n[item.fields]\nx = {css="a"}', 't.toml: item 1: has no type (type = "product": the name its items '
+                                              'are stored under)'),  # it said "not None"
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a["}', "item 1 (a) field 'x': invalid css selector"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {xpath="//a["}', "item 1 (a) field 'x': invalid xpath selector"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", xpath="//a"}', "field 'x': give exactly one of css, xpath or jsonld"),
