@@ -398,11 +398,20 @@ def save_item_spec(store, extract: str, specs: list) -> None:
         before = stored_spec(store.engine)
     except ItemSpecError:
         before = None
+    extract_all = f"gridcrawl extract --db {shown_url(str(store.engine.url))} --extract {extract}"
+    items = store.item_count()
     if before and before != specs:
-        _warn_changed(store, "item spec", extract, before, specs, store.item_count(), "items were extracted",
+        _warn_changed(store, "item spec", extract, before, specs, items, "items were extracted",
                       f"pages not visited again (or answering 304 Not Modified to a recrawl) keep their old items; "
-                      f"gridcrawl extract --db {shown_url(str(store.engine.url))} --extract {extract} applies it "
-                      f"to every stored page")
+                      f"{extract_all} applies it to every stored page")
+    if before != specs and not items and (pages := store.counts()["documents"]):
+        # a crawl begun without --extract (or whose spec found nothing): its pages are not parsed
+        # again, and the items table said "none found: no page it applies to" of pages it did
+        import logging
+        logging.getLogger("gridcrawl.client").warning(
+            "the item spec in %s is new to this crawl's %d stored page%s, which keep no items unless "
+            "visited again; %s applies it to every stored page", extract, pages, "" if pages == 1 else "s",
+            extract_all)
     save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
 
 

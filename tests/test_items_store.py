@@ -276,6 +276,25 @@ def test_a_changed_spec_on_a_crawl_with_items_warns_that_old_items_stay(store, t
     assert f"gridcrawl extract --db sqlite:///{tmp_path}" in warning and f"--extract {spec}" in warning
 
 
+def test_a_first_spec_on_a_crawl_with_pages_names_the_extract_command(store, tmp_path, caplog):
+    """A crawl begun without --extract, resumed with one: its stored pages are not parsed
+    again, so they keep no items, and nothing said so (the items table said "none found: no
+    page it applies to" of the list page it applies to)."""
+    from gridcrawl.client.cli import resolve_items, save_item_spec
+    spec = tmp_path / "shop.toml"
+    spec.write_text(SPEC)
+    store.apply([outcome(1, "http://shop.test/list/1.html"), outcome(2, "http://shop.test/list/2.html")],
+                Scope(["shop.test"]))
+    save_item_spec(store, str(spec), resolve_items(store, str(spec)))
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning == (f"the item spec in {spec} is new to this crawl's 2 stored pages, which keep no items unless "
+                       f"visited again; gridcrawl extract --db sqlite:///{tmp_path}/c.db --extract {spec} applies "
+                       "it to every stored page")
+    caplog.clear()
+    save_item_spec(store, str(spec), resolve_items(store, str(spec)))  # the same spec again: said once
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_a_page_set_aside_as_a_duplicate_or_noindex_stores_no_items(store):
     """The same list under two URLs: the second is a duplicate (same body digest) and stored its
     items too, so products counted twice, and a re-extraction from the stored bodies (the
