@@ -1,17 +1,25 @@
 """Pytest fixtures for the local test web sites (see sites.py): servers and seeded sites.
 
-Only site fixtures live here. ``site_server`` is a factory that starts a
+Only site fixtures live here (and SIGINT's default action, below). ``site_server`` is a factory that starts a
 ``SiteServer`` on 127.0.0.1 and stops it at teardown; ``small_site`` is a
 seeded 60-page site with 3 unreachable pages.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from sites import Site, SiteServer, generate_site
+
+# A test run started in the background by a script (``pytest ... &`` without job control) has
+# SIGINT ignored, and every program it starts inherits that, so the tests of Ctrl-C (which send
+# SIGINT to a real program) found programs that could not be interrupted: 7 failures. The
+# programs a test starts get SIGINT's default action again, as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
