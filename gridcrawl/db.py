@@ -891,14 +891,32 @@ class CrawlerLock:
                     log.warning("the crawl database's lock could not be taken again (%s); trying again in %.0f s",
                                 _reason(exc), self.KEEP_SECONDS)
 
+    def _release(self, conn: Connection) -> None:
+        """Let go of the lock on ``conn``'s session (the counterpart of :meth:`_try`)."""
+        name = conn.dialect.name
+        if name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": self._key(conn)})
+        elif name in ("mysql", "mariadb"):
+            conn.execute(sa.text("SELECT RELEASE_LOCK(:n)"), {"n": self._key(conn)})
+        else:
+            conn.execute(sa.text(
+                "SET NOCOUNT ON; DECLARE @name nvarchar(255) = 'gridcrawl crawl ' + SCHEMA_NAME(); "
+                "EXEC sp_releaseapplock @Resource = @name, @LockOwner = 'Session'"))
+        conn.commit()
+
     def close(self) -> None:
-        """Let the lock go: its connection is closed for good (invalidated, not handed back to the
-        engine's pool, where the session, and so the lock, lived on until the engine was
-        disposed), and the server lets go of the lock with it."""
+        """Let the lock go at once: released on its session, whose connection is then closed for
+        good (invalidated, not handed back to the engine's pool, where the session, and so the
+        lock, lived on until the engine was disposed). A connection that fails here is closed
+        all the same, and the server lets go of the lock with its session."""
         if self._stop is not None:
             self._stop.set()
         with self._guard:
             if self._conn is not None:
+                try:
+                    self._release(self._conn)
+                except sa.exc.DBAPIError:
+                    pass  # (the session ends with the connection below: the server lets go then)
                 self._conn.invalidate()
                 self._conn.close()
                 self._conn = None
