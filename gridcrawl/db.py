@@ -214,6 +214,15 @@ def wrong_kind(engine: Engine, wanted: str) -> str:
             f"not a {wanted} database (WORKDIR/{wanted}.db)")
 
 
+#: MariaDB's and MySQL's own databases: gridcrawl's tables do not go there.
+_MYSQL_SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
+
+
+def _with_database(parsed: sa.engine.URL, database: str) -> str:
+    """``parsed`` (a server's URL) naming ``database``, its password masked."""
+    return shown_url(parsed.set(database=database))
+
+
 def _url_example(url: str) -> str:
     """The database URL that ``url``, which SQLAlchemy cannot read, may have meant: a server's
     form for one with a user (``grid:pw@host/db``) or another scheme written wrong
@@ -242,8 +251,10 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     servers a :data:`CONNECT_TIMEOUT` (seconds) and a liveness check of pooled connections.
 
     Raises :class:`DatabaseUnavailable` with a one-line reason: not a URL, unknown database
-    kind, Python driver not installed (naming the pip extra), ODBC driver not installed (naming
-    Microsoft's ODBC Driver 18 for SQL Server), or server not answering.
+    kind, a MariaDB/MySQL URL that
+    names no database or one of the server's own (``mysql`` ...), Python driver not installed
+    (naming the pip extra), ODBC driver not installed (naming Microsoft's ODBC Driver 18 for SQL
+    Server), or server not answering.
     """
     if "://" not in url and os.path.isfile(url):  # a SQLite file's path, as a crawl's --workdir holds them
         url = f"sqlite:///{os.path.abspath(url)}"
@@ -268,6 +279,15 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         path = f"{parsed.host}/{parsed.database}" if parsed.database else parsed.host
         raise DatabaseUnavailable(f"not a SQLite URL: {hide_passwords(repr(url))} names a host; a file is "
                                   f"sqlite:///{path} (three slashes; four for an absolute path)")
+    if parsed.get_backend_name() in ("mysql", "mariadb") and not parsed.database:
+        # SQLAlchemy's MariaDB dialect asserted (a traceback) on the first table it looked for
+        raise DatabaseUnavailable(f"{shown} names no database: add one after the host, e.g. "
+                                  f"{_with_database(parsed, 'gridcrawl')} (create it first: CREATE DATABASE "
+                                  "gridcrawl CHARACTER SET utf8mb4)")
+    if parsed.get_backend_name() in ("mysql", "mariadb") and parsed.database.lower() in _MYSQL_SYSTEM_DATABASES:
+        raise DatabaseUnavailable(f"{shown} names the server's own {parsed.database} database, not one for "
+                                  f"gridcrawl's tables: create one (CREATE DATABASE gridcrawl CHARACTER SET utf8mb4) "
+                                  f"and name it, e.g. {_with_database(parsed, 'gridcrawl')}")
     if parsed.drivername in ("mssql", "mssql+pyodbc", "mysql+pyodbc", "postgresql+pyodbc") and parsed.host \
             and parsed.database \
             and not {"driver", "dsn", "odbc_connect"} & {k.lower() for k in parsed.query}:

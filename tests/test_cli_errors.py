@@ -526,6 +526,11 @@ def test_manager_warns_once_when_listening_without_curve():
     ("nosuchdb://x/y", "unknown database kind"),
     ("postgres://crawler@127.0.0.1/crawl", "unknown database kind in 'postgres' (use sqlite:///FILE, "
                                            "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)"),
+    # no database: SQLAlchemy's MariaDB dialect asserted (a traceback) on the first table it sought
+    ("mysql+pymysql://root:S3cret@127.0.0.1:1/", "mysql+pymysql://root:***@127.0.0.1:1/ names no database: add "
+                                               "one after the host, e.g. mysql+pymysql://root:***@127.0.0.1:1/gridcrawl"),
+    # the server's own: gridcrawl's tables were created among MariaDB's system tables
+    ("mysql+pymysql://root@127.0.0.1:1/mysql", "names the server's own mysql database, not one for gridcrawl's tables"),
     ("postgresql+psycopg://nobody@127.0.0.1:1/none", "cannot reach database"),
     ("sqlite:///no-such-folder-here/c.db", "no-such-folder-here does not exist)"),
     # a port that is no number (a traceback), a scheme forgotten (the password shown)
