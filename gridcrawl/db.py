@@ -217,6 +217,11 @@ def wrong_kind(engine: Engine, wanted: str) -> str:
 #: MariaDB's and MySQL's own databases: gridcrawl's tables do not go there.
 _MYSQL_SYSTEM_DATABASES = frozenset({"mysql", "information_schema", "performance_schema", "sys"})
 
+#: The database kind an unknown URL scheme most likely meant (Heroku's and libpq's ``postgres://``).
+_SCHEME_MEANT = {"postgres": "postgresql+psycopg", "pg": "postgresql+psycopg", "psql": "postgresql+psycopg",
+                 "pgsql": "postgresql+psycopg", "sqlite3": "sqlite", "sqlit": "sqlite", "sqllite": "sqlite",
+                 "maria": "mysql+pymysql", "sqlserver": "mssql+pyodbc"}
+
 
 def _with_database(parsed: sa.engine.URL, database: str) -> str:
     """``parsed`` (a server's URL) naming ``database``, its password masked."""
@@ -251,7 +256,7 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     servers a :data:`CONNECT_TIMEOUT` (seconds) and a liveness check of pooled connections.
 
     Raises :class:`DatabaseUnavailable` with a one-line reason: not a URL, unknown database
-    kind, a MariaDB/MySQL URL that
+    kind (with the URL a near miss such as ``postgres://`` meant), a MariaDB/MySQL URL that
     names no database or one of the server's own (``mysql`` ...), Python driver not installed
     (naming the pip extra), ODBC driver not installed (naming Microsoft's ODBC Driver 18 for SQL
     Server), or server not answering.
@@ -319,8 +324,10 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
             if greeting_timeout:
                 event.listen(engine, "connect", _no_read_timeout)
     except NoSuchModuleError:
-        raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r} (use sqlite:///FILE, "
-                                  "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)") from None
+        meant = _SCHEME_MEANT.get(parsed.get_backend_name().lower())
+        raise DatabaseUnavailable(f"unknown database kind in {parsed.drivername!r} " + (
+            f"(did you mean {shown_url(parsed.set(drivername=meant))}?)" if meant else
+            "(use sqlite:///FILE, postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)")) from None
     except ArgumentError as exc:  # a URL SQLAlchemy parses but its dialect refuses
         raise DatabaseUnavailable(f"not a database URL: {hide_passwords(repr(url))} ({_reason(exc)})") from None
     except ModuleNotFoundError as exc:

@@ -524,8 +524,10 @@ def test_manager_warns_once_when_listening_without_curve():
 @pytest.mark.parametrize("db, needle", [
     ("not-a-database-url", "not a database URL"),
     ("nosuchdb://x/y", "unknown database kind"),
-    ("postgres://crawler@127.0.0.1/crawl", "unknown database kind in 'postgres' (use sqlite:///FILE, "
-                                           "postgresql+psycopg://, mysql+pymysql:// or mssql+pyodbc://)"),
+    # libpq's and Heroku's scheme, and SQLite's module's name, get the URL they may have meant
+    ("postgres://crawler@127.0.0.1/crawl", "unknown database kind in 'postgres' (did you mean "
+                                           "postgresql+psycopg://crawler@127.0.0.1/crawl?)"),
+    ("sqlite3:///c.db", "unknown database kind in 'sqlite3' (did you mean sqlite:///c.db?)"),
     # no database: SQLAlchemy's MariaDB dialect asserted (a traceback) on the first table it sought
     ("mysql+pymysql://root:S3cret@127.0.0.1:1/", "mysql+pymysql://root:***@127.0.0.1:1/ names no database: add "
                                                "one after the host, e.g. mysql+pymysql://root:***@127.0.0.1:1/gridcrawl"),
