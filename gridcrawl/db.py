@@ -259,7 +259,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     kind (with the URL a near miss such as ``postgres://`` meant), a MariaDB/MySQL URL that
     names no database or one of the server's own (``mysql`` ...), Python driver not installed
     (naming the pip extra), ODBC driver not installed (naming Microsoft's ODBC Driver 18 for SQL
-    Server), or server not answering.
+    Server), server not answering, or a SQLite file that cannot be opened (its folder missing or
+    read-only).
     """
     if "://" not in url and os.path.isfile(url):  # a SQLite file's path, as a crawl's --workdir holds them
         url = f"sqlite:///{os.path.abspath(url)}"
@@ -355,6 +356,9 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
                 folder = os.path.dirname(os.path.abspath(parsed.database))
                 if not os.path.isdir(folder):
                     reason += f" (its folder {folder} does not exist)"
+                elif not os.access(folder, os.W_OK) and not os.path.exists(parsed.database):
+                    reason += (f" (its folder {folder} is read-only: SQLite cannot create the file there; "
+                               "name a file in a folder you may write to)")
                 elif not os.access(folder, os.W_OK):
                     reason += (f" (its folder {folder} is read-only, and SQLite writes its -wal and -shm files "
                                f"beside it: copy the file elsewhere, or read it as sqlite:///file:"

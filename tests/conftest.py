@@ -45,4 +45,4 @@ def site_server() -> Iterator[Callable[..., SiteServer]]:
 def small_site() -> Site:
     """A fresh seeded site: 60 reachable pages (``/``, ``/p/1.html``..``/p/59.html``), 5 links each, plus 3 unreachable pages."""
     return generate_site(60, links_per_page=5, seed=1234, unreachable=3)
-from dbfixtures import *  # noqa: E402,F401,F403  (database fixtures: postgres_url, mariadb_url, sqlite_url, db_url, small_disk)
+from dbfixtures import *  # noqa: E402,F401,F403  (database fixtures: postgres_url, mariadb_url, sqlite_url, db_url, small_disk, read_only_dir)

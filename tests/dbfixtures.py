@@ -6,6 +6,7 @@
 * ``sqlite_url`` — ``sqlite:///<tmp_path>/gridcrawl.db``
 * ``db_url`` — parametrised over the three (``sqlite``, ``postgresql``, ``mariadb``)
 * ``small_disk`` — a 2 MiB tmpfs to put an SQLite file on and fill (:func:`fill_disk`)
+* ``read_only_dir`` — a folder no one may write to (a read-only tmpfs for root)
 
 and :func:`insert_known_timings`, manager rows with known durations (for the views' tests).
 
@@ -30,7 +31,7 @@ import sqlalchemy as sa
 POSTGRES_ADMIN = os.environ.get("GRIDCRAWL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("GRIDCRAWL_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/")
 
-__all__ = ["postgres_url", "mariadb_url", "sqlite_url", "db_url", "_postgres_database", "small_disk"]
+__all__ = ["postgres_url", "mariadb_url", "sqlite_url", "db_url", "_postgres_database", "small_disk", "read_only_dir"]
 
 
 def import_pyodbc(module_level: bool = False):
@@ -166,6 +167,24 @@ def small_disk(tmp_path):
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {done.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder no one may write to: mode 0555, or, for root (whom modes do not stop), a
+    read-only tmpfs (skips when it cannot be mounted), unmounted after."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        yield folder
+        folder.chmod(0o755)
+        return
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs (root ignores file modes): {done.stderr.decode().strip()}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
 def fill_disk(mount, room: int) -> None:

@@ -553,6 +553,19 @@ def test_invalid_database_url(db, needle):
     assert rc == 2 and "Traceback" not in out and "S3cret" not in out, out
 
 
+def test_a_new_sqlite_file_in_a_read_only_folder_is_not_told_to_open_read_only(read_only_dir):
+    """A database to be created in a folder no one may write to: the error advised copying "the
+    file" elsewhere or opening it read-only (mode=ro), of a file that does not exist."""
+    db = f"sqlite:///{read_only_dir}/crawl.db"
+    for program in (("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--no-progress", "http://127.0.0.1:9/"),
+                    ("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}"),
+                    ("gridcrawl", "db", "init")):
+        rc, out, _ = run(*program, "--db", db)
+        assert_user_error(rc, out, f"its folder {read_only_dir} is read-only: SQLite cannot create the file there; "
+                                   "name a file in a folder you may write to")
+        assert "mode=ro" not in out, out
+
+
 def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang():
     """A port that accepts connections and says nothing (a hung server, a wrong service): the
     connection gives up after CONNECT_TIMEOUT (10 s). PyMySQL waited for MySQL's greeting for
