@@ -141,25 +141,30 @@ def test_the_docs_say_alike_what_max_pages_per_host_counts():
         assert "Sitemaps, and the URLs they list, count against" not in text, page
 
 
-def test_the_readme_python_example_crawls_with_items(tmp_path, site_server):
-    """The README's "From Python" example, run as written (its seed pointed at a generated shop),
-    crawls the shop with the spec and stores every item the shop holds."""
+def test_the_readme_python_example_crawls_with_items(tmp_path):
+    """The README's "From Python" example, run as written against the Python docs (its port
+    pointed at the test's nginx), crawls them and stores the modules its item spec finds. It
+    loaded a "shop.toml" no newcomer has (a traceback) and crawled the docs with a shop's spec."""
+    import json
     import sqlite3
     import subprocess
     import sys
-    from shop import SPEC, generate_shop, stored
 
+    import pytest
+    from docsite import docs_available, serve_python_docs
+
+    if reason := docs_available():
+        pytest.skip(reason)
     block = README.split("<!-- python-example -->\n```python\n", 1)[1].split("```", 1)[0]
-    shop = generate_shop(lists=2, per_list=3)
-    server = site_server(shop.site)
     seed = "http://127.0.0.1:8088/index.html"
     assert seed in block
-    (tmp_path / "shop.toml").write_text(SPEC)
-    out = subprocess.run([sys.executable, "-c", block.replace(seed, server.url("/"))], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=240)
+    with serve_python_docs() as base:
+        out = subprocess.run([sys.executable, "-c", block.replace(seed, f"{base}/index.html")], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-3000:]
-    pages = len(shop.site.pages)  # and the /sitemap.xml asked for, which the shop has not (no failure)
-    assert out.stdout.strip() == f"{pages + 1} pages, 0 failed", out.stdout
+    # every page, the /sitemap.xml asked for (a 404: no failure), and Debian's missing changelog
+    assert re.fullmatch(r"\d{3} pages, 1 failed", out.stdout.strip()), out.stdout
     with sqlite3.connect(tmp_path / "crawl.db") as conn:
-        rows = conn.execute("SELECT type, url, position, fields FROM item").fetchall()
-    assert stored(rows, server.base_url) == shop.items
+        items = [json.loads(fields) for (fields,) in conn.execute("SELECT fields FROM item WHERE type = 'module'")]
+    assert len(items) > 200, items
+    assert {"name": "os", "summary": "os: Miscellaneous operating system interfaces."} in items
