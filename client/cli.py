@@ -732,6 +732,13 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   best_below=store.best_below, links_cut=sorted(store.links_cut),
                   max_links_per_page=settings.max_links_per_page,
                   crawl_delays=dict(store.crawl_delays), max_crawl_delay=settings.max_crawl_delay)
+    if stop.is_set() and not final.application_id:  # no manager answered this run: no summary of nothing
+        endpoints = manager if isinstance(manager, str) else ",".join(manager)
+        view.console.print(f"stopped ({getattr(stop, 'reason', '') or 'asked to stop'}) before the manager at "
+                           f"{endpoints} answered: nothing was crawled this run, {counted(counts['to_visit'], 'URL')} "
+                           f"left to visit; the same command goes on{f' ({rerun})' if rerun else ''}",
+                           soft_wrap=True, highlight=False)
+        return counts
     groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}

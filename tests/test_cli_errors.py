@@ -872,6 +872,27 @@ def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
     assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
 
 
+def test_ctrl_c_of_a_client_waiting_for_its_manager_says_so_in_one_line(tmp_path):
+    """A client started before its manager (or given a wrong --manager) and stopped by Ctrl-C
+    while it waits: it printed the whole crawl summary (an empty application, "the pages:
+    gridcrawl export ..." of none) and "stopped before the end", not that no manager answered."""
+    port = free_port()
+    db = tmp_path / "c.db"
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "--manager", f"tcp://127.0.0.1:{port}",
+                             "--db", f"sqlite:///{db}", "--connect-timeout", "60", "--no-progress",
+                             "http://127.0.0.1:9/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not db.exists() and time.monotonic() < deadline:  # the seeds are queued: it waits for the manager
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGINT, err
+    assert (f"stopped (Ctrl-C) before the manager at tcp://127.0.0.1:{port} answered: nothing was crawled this run, "
+            "1 URL left to visit; the same command goes on (gridcrawl-client --manager") in err, err
+    assert "crawl summary" not in out + err and "gridcrawl export" not in out + err and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("claimed, says", [
     ("plugin:shop", "--capability plugin:shop: an executor declares the plugin:NAME capabilities of the extractor "
                     "plugins installed in its Python environment by itself: install the plugin's package here instead"),
