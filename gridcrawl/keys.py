@@ -82,9 +82,14 @@ def new_key_pair(name: str, directory: str | os.PathLike = ".") -> tuple[Path, P
     ``directory`` (created 0700 if missing); return their paths (public, secret).
 
     ``name`` is 1–64 letters, digits, ``_ . @ -`` (it becomes the peer's identity at the manager).
-    Raises :class:`KeyFileError` for a bad name, a folder that cannot be made or written in, or
+    Raises :class:`KeyFileError` for a bad name (a path names the ``--dir`` and name to give instead),
+    a folder that cannot be made or written in, or
     if either file exists already (a key pair is never overwritten).
     """
+    if isinstance(name, str) and ("/" in name or os.sep in name) and _NAME.match(os.path.basename(name)):
+        # keys/desk-17: a folder and a name, which the name alone was refused as
+        raise KeyFileError(f"invalid key name {name!r}: a name is no path; give the folder apart: "
+                           f"gridcrawl keys new {os.path.basename(name)} --dir {os.path.dirname(name) or os.sep}")
     if not isinstance(name, str) or not _NAME.match(name):
         raise KeyFileError(f"invalid key name {name!r}: use 1-64 letters, digits, _ . @ - (not first)")
     folder = Path(directory)

@@ -872,6 +872,15 @@ def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
     assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
 
 
+def test_a_key_named_by_a_path_is_told_the_dir_option(tmp_path):
+    """``gridcrawl keys new keys/desk-17`` (a folder and a name, as docs/security.md keeps them)
+    was refused as an invalid name, listing the characters a name may have."""
+    rc, out, _ = run("gridcrawl", "keys", "new", "keys/desk-17", cwd=tmp_path)
+    assert_user_error(rc, out, "invalid key name 'keys/desk-17': a name is no path; give the folder apart: "
+                               "gridcrawl keys new desk-17 --dir keys")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_ctrl_c_of_a_client_waiting_for_its_manager_says_so_in_one_line(tmp_path):
     """A client started before its manager (or given a wrong --manager) and stopped by Ctrl-C
     while it waits: it printed the whole crawl summary (an empty application, "the pages:
