@@ -244,10 +244,11 @@ class LinkState:
             gone = self.managers.current
             if self.managers.next():  # hot standbys: one takes over as this one stops
                 self.left = (gone, now)
-                self.log.warning("manager left (%s); trying %s", message.reason, self.managers.current)
+                self.log.warning("the manager at %s left (%s); trying %s", gone, message.reason, self.managers.current)
                 self._reconnect(now)
             else:
-                self.log.warning("manager left (%s); reconnecting in %.1f s", message.reason, self.backoff)
+                self.log.warning("the manager at %s left (%s); reconnecting in %.1f s", gone, message.reason,
+                                 self.backoff)
                 self._reconnect(now + self.backoff)
         return self._due(now)
 
@@ -302,14 +303,17 @@ class LinkState:
         if (self.reconnect_at is None and (self.ever_up or self.managers.several)
                 and silent > self.peer_timeout):
             gone = self.managers.current
+            # the whole silence, reconnects and all, and whose: "manager silent for 3.0 s" was
+            # the same at every reconnect of an hour's outage, and named no manager
+            quiet = max(silent, now - self.heard_any)
             if self.managers.next():  # hot standbys: the next manager may be the active one now
                 self.left = (gone, now)
-                self.log.warning("manager silent for %.1f s; trying %s", silent, self.managers.current)
+                self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
+                                 self.managers.current)
                 self._reconnect(now)
             else:
-                gone = now - self.heard_any
-                self.log.warning("manager silent for %.1f s%s; reconnecting in %.1f s", silent,
-                                 f" (no manager heard for {gone:.0f} s)" if gone > silent + 1 else "", self.backoff)
+                self.log.warning("no answer from the manager at %s for %.0f s; reconnecting in %.1f s", gone, quiet,
+                                 self.backoff)
                 self._reconnect(now + self.backoff)
         actions = self._due(now)
         if self.up and now >= self.next_beat:

@@ -153,6 +153,29 @@ def test_a_silent_manager_is_reconnected_with_a_new_socket_after_a_doubling_back
     assert connects[0] == 29.1 and connects[-1] > 990  # silent again: reconnected, and once up: never gives up
 
 
+def test_the_warnings_of_a_silent_manager_name_it_and_count_the_whole_silence(caplog):
+    """Each reconnect of an outage said "manager silent for 3.0 s" (the liveness, the same every
+    time; a second figure only from the second on) and never which manager; nor did a goodbye."""
+    import logging
+    state = up(link(A))
+    state.received(1.0, p.Heartbeat())
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        for t in range(41, 250):
+            state.tick(t / 10)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said[:3] == [f"no answer from the manager at {A} for 3 s; reconnecting in 1.0 s",
+                        f"no answer from the manager at {A} for 7 s; reconnecting in 2.0 s",
+                        f"no answer from the manager at {A} for 12 s; reconnecting in 4.0 s"], said
+    caplog.clear()
+    state = up(link(A, B))
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        assert state.tick(3.1) == [Connect(B)]
+        state.received(3.5, WELCOME)
+        state.received(4.0, p.Bye("manager shutting down"))
+    assert [r.getMessage() for r in caplog.records] == [f"no answer from the manager at {A} for 3 s; trying {B}",
+                                                        f"the manager at {B} left (manager shutting down); trying {A}"]
+
+
 def test_an_answer_to_the_hello_cancels_the_reconnect_the_silence_before_it_scheduled():
     """A hello answered after the link had counted the new connection silent (the manager came
     back during the back-off) is a working link: the reconnect scheduled for the silence used to
