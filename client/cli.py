@@ -152,7 +152,9 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     from gridcrawl.client.app import ManagerUnreachable, Refused, control_application
     from gridcrawl.keys import KeyFileError, client_keys
     if not application_ids:
-        fail(f"{action} needs the application id (shown by the dashboard, the client's log and crawl_meta)")
+        fail(f"{action} needs the application id, or 4 or more of its first characters: the crawl summary's "
+             "application row, gridcrawl report --db MANAGER_DB (its applications), the dashboard or the client's "
+             f"log show it (gridcrawl-client --manager ENDPOINT {action} ID)")
     try:
         manager = manager_endpoints(manager)
         settings = configured_settings(ctx, connect_timeout=connect_timeout)

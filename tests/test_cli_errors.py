@@ -872,6 +872,15 @@ def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
     assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
 
 
+def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
+    """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
+    crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
+    rc, out, seconds = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "pause")
+    assert_user_error(rc, out, "pause needs the application id, or 4 or more of its first characters: the crawl "
+                               "summary's application row, gridcrawl report --db MANAGER_DB (its applications)")
+    assert seconds < 10, "refused before any connection"
+
+
 def test_a_key_named_by_a_path_is_told_the_dir_option(tmp_path):
     """``gridcrawl keys new keys/desk-17`` (a folder and a name, as docs/security.md keeps them)
     was refused as an invalid name, listing the characters a name may have."""
