@@ -63,7 +63,8 @@ from sites import Site, redirect, status_page
 
 __all__ = ["adversarial_site", "polite_site", "GOOD", "NEVER", "FAILS", "TITLE_CP1251", "PDF_BYTES", "BOGUS_LINKS",
            "calendar_path", "gzip_bomb", "TRAP_DEPTHS", "TRAP_FAMILIES", "SITEMAP_ONLY", "LASTMOD", "DUPLICATES",
-           "POLITE_GOOD", "POLITE_DELAY", "tiny_shop_site", "self_trap_site", "SELF_TRAPS"]
+           "POLITE_GOOD", "POLITE_DELAY", "tiny_shop_site", "self_trap_site", "SELF_TRAPS", "session_shop_site",
+           "SESSION_SHOP_PAGES"]
 
 MiB = 1024 * 1024
 TITLE_CP1251 = "Привет, мир — проверка"
@@ -554,3 +555,37 @@ def subdomain_maze_site() -> Site:
     Each host has one page, so a cap counted per host name never stops it: only a cap that
     counts a seed's subdomains with it does."""
     return Site(extra={"/": _subdomain_maze})
+
+
+#: Pages of :func:`session_shop_site` besides ``/``.
+SESSION_SHOP_PAGES = 20
+#: The session parameters :func:`session_shop_site` writes into its links, in turn.
+_SESSION_SHOP_PARAMS = ["osCsid={t}", "zenid={t}", "CFID={n}&CFTOKEN={t}", "session_id={t}", "sessid={t}"]
+
+
+def _session_shop_page(h) -> None:
+    """A page of the session shop: three links to other pages, each carrying a session
+    identifier made up for this very response (as osCommerce and Zen Cart write theirs)."""
+    path = h.path.partition("?")[0]
+    try:
+        n = 0 if path == "/" else int(path.rsplit("/", 1)[1].split(".")[0])
+    except (IndexError, ValueError):
+        n = 0
+    rng = random.Random()
+    links = []
+    for k in range(1, 4):
+        target = (n * 3 + k) % SESSION_SHOP_PAGES + 1
+        session = _SESSION_SHOP_PARAMS[(n + k) % len(_SESSION_SHOP_PARAMS)].format(
+            t=f"{rng.getrandbits(104):026x}", n=rng.randrange(10 ** 6))
+        links.append(f"/p/{target}.html?{session}")
+    body = (f"<p>Page {n} of a little garden shop: tools, seeds and pots of many kinds, "
+            f"ordered by name.</p>{_BOILERPLATE}")
+    h.respond(200, _html(f"Shop page {n}", links, body))
+
+
+def session_shop_site() -> Site:
+    """A shop of ``/`` and :data:`SESSION_SHOP_PAGES` pages ``/p/N.html`` whose every link
+    carries a session identifier new on each response (``?osCsid=``, ``?zenid=``,
+    ``?CFID=&CFTOKEN=``, ``?session_id=``, ``?sessid=``): without dropping them each visit of a
+    page finds its neighbours under URLs never seen before."""
+    return Site(extra={"/": _session_shop_page, "/p/*": _session_shop_page})

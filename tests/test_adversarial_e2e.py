@@ -25,6 +25,9 @@ The tests:
   ``test_traps_that_generate_themselves_still_end`` — ``gridcrawl run`` of a shop whose 200
   near-identical product pages are found on its list pages (all stored, no trap), and of four
   families that generate themselves (each a trap, the crawl ends).
+* ``test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once`` — a shop whose links
+  carry a session identifier made up per response (``osCsid``, ``zenid``, ``CFID``...): each page
+  stored once, nothing a trap.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ import psutil
 import pytest
 
 from adversarial import (BOGUS_LINKS, DUPLICATES, FAILS, GOOD, LASTMOD, MAZE_DOMAIN, NEVER, PDF_BYTES, POLITE_DELAY,
-                         POLITE_GOOD, SELF_TRAPS, SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site,
-                         maze_site, polite_site, self_trap_site, subdomain_maze_site, tiny_shop_site)
+                         POLITE_GOOD, SELF_TRAPS, SESSION_SHOP_PAGES, SITEMAP_ONLY, TITLE_CP1251, TRAP_FAMILIES, adversarial_site,
+                         maze_site, polite_site, self_trap_site, session_shop_site, subdomain_maze_site,
+                         tiny_shop_site)
 from grid import Grid
 from proxy import ForwardProxy
 from gridcrawl.settings import Settings
@@ -565,3 +569,18 @@ def test_traps_that_generate_themselves_still_end(tmp_path, site_server):
         assert fetched[prefix] <= 60, (prefix, fetched[prefix])
         assert max(visited[u][2] for u in family) < Settings().max_depth, prefix
     assert len(visited) < 300, len(visited)
+
+
+def test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once(tmp_path, site_server):
+    """adversarial.session_shop_site: every link of every page carries a session identifier made
+    up for that response (osCommerce's ``osCsid``, Zen Cart's ``zenid``, ColdFusion's
+    ``CFID``/``CFTOKEN``, ``session_id``, ``sessid``). Only ``jsessionid``, ``phpsessid``, ``sid``
+    and ``sessionid`` were dropped: a crawl stored 34 documents of its 21 pages (some three
+    times), four pages never, and set 69 URLs aside as traps. Now each page is one URL, stored
+    once, and nothing is a trap."""
+    server = site_server(session_shop_site())
+    done, grid = _run(tmp_path, server.url("/"), "--no-sitemaps", "--max-pages", "500")
+    stored = sorted(url for (url,) in grid.query("crawl", "SELECT url FROM document"))
+    assert stored == sorted([canonical_url(server.url("/"))] + [
+        canonical_url(server.url(f"/p/{n}.html")) for n in range(1, SESSION_SHOP_PAGES + 1)])
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind IS NOT NULL") == [(0,)]
