@@ -584,3 +584,19 @@ def test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once(tmp_pat
     assert stored == sorted([canonical_url(server.url("/"))] + [
         canonical_url(server.url(f"/p/{n}.html")) for n in range(1, SESSION_SHOP_PAGES + 1)])
     assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind IS NOT NULL") == [(0,)]
+
+
+def test_a_failed_url_of_2000_characters_takes_a_few_lines_of_the_summary(tmp_path, site_server):
+    """A page linking a URL of about 2,000 characters that fails (404): the summary's errors
+    table printed the whole URL as its example, folded over 36 lines; it is cut at 240
+    characters now, as the reason is (the full URL is in the crawl database and its export)."""
+    long_path = "/p/" + "x" * 1990 + ".html"
+    site = generate_site(1, links_per_page=0, seed=8)
+    site.pages["/"] = site.pages["/"].replace(b"</body>", f'<a href="{long_path}">long</a></body>'.encode())
+    server = site_server(site)
+    done, grid = _run(tmp_path, server.url("/"), "--no-sitemaps")
+    assert grid.query("crawl", "SELECT error_kind FROM visited_url WHERE url = ?",
+                      canonical_url(server.url(long_path))) == [("http_status",)]
+    table = done.stderr.split("errors by kind (one example each)")[1].split("crawl database:")[0]
+    assert len(table.strip().splitlines()) < 15, table
+    assert "xxxx…" in table.replace("│", "").replace("\n", "").replace(" ", ""), table
