@@ -45,6 +45,7 @@ import urllib3
 import urllib3.connection
 import urllib3.connectionpool
 import urllib3.exceptions
+import urllib3.response
 from requests.adapters import HTTPAdapter
 
 from gridcrawl.executor.credentials import read_netrc
@@ -630,7 +631,12 @@ def _decoded_chunks(resp: requests.Response) -> Iterator[bytes]:
         yield from stream
     else:
         # A coding we did not ask for (br, zstd, ...): let urllib3 decode it if it can (its
-        # decoders are bounded from urllib3 2.6); an unknown coding comes through undecoded.
+        # decoders are bounded from urllib3 2.6: br with brotli installed, zstd with zstandard).
+        # One it cannot decode came through as it was sent and was kept as the page's body.
+        unknown = [c for c in codings if c not in urllib3.response.HTTPResponse.CONTENT_DECODERS]
+        if unknown:
+            raise _Failure(ErrorKind.CONNECTION, f"the body is in content coding {unknown[0][:40]!r}, which "
+                                                 f"this executor cannot decode (it asks for {_ACCEPT_ENCODING})")
         yield from resp.raw.stream(_CHUNK, decode_content=True)
 
 

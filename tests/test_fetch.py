@@ -813,6 +813,33 @@ def test_a_response_listing_too_many_content_codings_fails_saying_so(site_server
     assert fetcher.fetch(server.url("/two")).body == b"<p>twice</p>"
 
 
+def test_a_body_in_a_content_coding_the_executor_cannot_decode_fails_saying_which(site_server):
+    """A server that compresses with a coding we did not ask for and cannot decode (``zstd``
+    without the zstandard module, ``compress``) had its page kept with the compressed bytes as
+    its body: a 200 with no title, no links and no error. It fails as ``connection`` now, naming
+    the coding; a coding urllib3 decodes, and ``identity``, still come through."""
+    import random
+    from sites import Site
+    import urllib3.response
+    noise = random.Random(5).randbytes(4000)
+    page = b"<html><title>plain</title><body>plain</body></html>"
+    codings = {"/zstd": "zstd", "/compress": "compress", "/mixed": "gzip, x-made-up"}
+    extra = {path: (lambda coding: lambda h: h.respond(200, noise, headers={"Content-Encoding": coding}))(coding)
+             for path, coding in codings.items()}
+    extra["/identity"] = lambda h: h.respond(200, page, headers={"Content-Encoding": "identity"})
+    server = site_server(Site(extra=extra))
+    fetcher = _fetcher()
+    for path, coding in codings.items():
+        if coding in urllib3.response.HTTPResponse.CONTENT_DECODERS:
+            continue  # zstd where zstandard is installed
+        failed = fetcher.fetch(server.url(path))
+        unknown = coding.split(", ")[-1]
+        assert (failed.error_kind, failed.error, failed.body) == (
+            ErrorKind.CONNECTION, f"the body is in content coding '{unknown}', which this executor cannot decode "
+                                  "(it asks for gzip, deflate)", None), path
+    assert fetcher.fetch(server.url("/identity")).body == page
+
+
 def test_a_body_that_is_not_its_content_encoding_fails_in_plain_words(site_server):
     """A page sent as ``Content-Encoding: gzip`` that is plain text failed as ``connection`` with
     zlib's own words, "error: Error -3 while decompressing data: incorrect header check"."""
