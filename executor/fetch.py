@@ -57,7 +57,7 @@ from gridcrawl.protocol import INT64, MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
-           "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES"]
+           "parse_retry_after", "HTML_TYPES", "REDIRECT_CODES", "media_type"]
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -742,10 +742,24 @@ def _host(url: str) -> str:
     return (urlsplit(url).hostname or "").rstrip(".")
 
 
-def _media_type(content_type: str | None) -> str | None:
+#: A MIME type's essence, ``type/subtype``, each an HTTP token (RFC 9110 §8.3.1).
+_ESSENCE_RE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+#: Types that say nothing of the body (WHATWG MIME Sniffing §7.1: the body is sniffed instead).
+_UNKNOWN_TYPES = frozenset({"unknown/unknown", "application/unknown", "*/*"})
+
+
+def media_type(content_type: str | None) -> str | None:
+    """The media type a ``Content-Type`` value names, lower case without parameters
+    (``"text/html"`` of ``"Text/HTML; charset=utf-8"``), or ``None`` when it names none: no
+    header, a value that is no ``type/subtype`` (``"html"``, ``""``, ``";;=="``), or one that says
+    nothing (``unknown/unknown``, ``application/unknown``, ``*/*``). A body without a media
+    type is sniffed (WHATWG MIME Sniffing §7.1), as browsers do."""
     if content_type is None:
         return None
-    return content_type.split(";", 1)[0].strip().lower() or None
+    essence = content_type.split(";", 1)[0].strip().lower()
+    if not _ESSENCE_RE.fullmatch(essence) or essence in _UNKNOWN_TYPES:
+        return None
+    return essence
 
 
 def _check_url(url: str) -> str | None:
@@ -1226,7 +1240,7 @@ class Fetcher:
                 raise _Failure(ErrorKind.HTTP_STATUS, "HTTP 304 Not Modified to a request that asked for no "
                                                       "validation (no If-None-Match, no If-Modified-Since)")
             return
-        media = _media_type(result.content_type)
+        media = media_type(result.content_type)
         wanted = (media is None or media in HTML_TYPES or self.keep_non_html
                   or (body_wanted is not None and body_wanted(result.final_url, result.content_type)))
         if not wanted:

@@ -49,7 +49,7 @@ from gridcrawl.protocol import Instruction, PageResult
 from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.urls import Domains, domain_keys, in_scope, url_host, url_shape
-from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks
+from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks, media_type
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
                                       parse_page, sniff_html, visible_text)
 from gridcrawl.executor.robots import RobotsCache, product_token
@@ -223,7 +223,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     if body is None:
         return result
     result.digest = hashlib.sha256(body).hexdigest()
-    html = is_html(fetched.content_type) if fetched.content_type else sniff_html(body)
+    html = is_html(fetched.content_type) if media_type(fetched.content_type) else sniff_html(body)
     limits = semantic_limits or Limits()
     fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
     if fmt is not None:
@@ -423,7 +423,7 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     try:
         parsed = parse_sitemap(fetched.body)
     except SitemapError as exc:
-        if (is_html(fetched.content_type) if fetched.content_type else sniff_html(fetched.body)):
+        if (is_html(fetched.content_type) if media_type(fetched.content_type) else sniff_html(fetched.body)):
             # a "soft 404": a site's HTML page (its home, a "not found" page) answering for /sitemap.xml
             result.error = f"no sitemap here (an HTML page, HTTP {fetched.status})"
             return result

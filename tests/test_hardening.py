@@ -82,6 +82,21 @@ def test_missing_content_type_is_sniffed(site_server):
     assert binary.error_kind is None and binary.links == [] and binary.content is None
 
 
+@pytest.mark.parametrize("content_type", ["html", "", ";;;;=====", "text", "unknown/unknown", "*/*"])
+def test_a_content_type_that_names_no_media_type_is_sniffed(site_server, content_type):
+    """A ``Content-Type`` that is no ``type/subtype`` (a broken CGI script's ``html``, an empty
+    value) or says nothing (``unknown/unknown``, ``*/*``) was taken as a type that is not HTML:
+    the page was kept without title, text or links. Browsers sniff such a body (WHATWG MIME
+    Sniffing §7.1), as a page without the header is sniffed here."""
+    body = b"<!DOCTYPE html><title>t</title><a href='/x'>x</a>"
+    server = site_server(Site(pages={"/page": body}, types={"/page": content_type}))
+    page = visit(make_fetcher(), server.url("/page"))
+    assert page.title == "t" and page.links == [[server.url("/x"), "x"]], page
+    binary = site_server(Site(pages={"/bin": os.urandom(2048)}, types={"/bin": content_type}))
+    page = visit(make_fetcher(), binary.url("/bin"))
+    assert page.error_kind is None and page.links == [] and page.content is None
+
+
 def _untyped(h, body: bytes) -> None:
     h.send_response(200)
     h.send_header("Content-Length", str(len(body)))
