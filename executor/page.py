@@ -192,7 +192,10 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
             return PageResult(url=url, final_url=url, error_kind=ErrorKind(refusal.kind).value,
                               error=refusal.reason, retry_after=refusal.retry_after, crawl_delay=crawl_delay,
                               requested=requested)
-        checks.append(_robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check)
+        robots_check = _robots_hop_check(robots, url, max_crawl_delay) if pacer is not None else robots.hop_check
+        # ``url`` itself was allowed just above: checked again as the fetch's first hop, a
+        # robots.txt of 25,000 wildcard rules cost each page two matches of ~60 ms, not one
+        checks.append(lambda hop: None if hop == url else robots_check(hop))
     if instruction.sitemap:
         return _visit_sitemap(sitemap_fetcher or fetcher.derive(keep_non_html=True, max_body_bytes=MAX_SITEMAP_BYTES),
                               url, chain_hop_checks(*checks[1:]), crawl_delay, close=sitemap_fetcher is None,
