@@ -71,7 +71,7 @@ from gridcrawl.redact import hide_passwords
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host, url_origin
 from gridcrawl.manager import events as ev
-from gridcrawl.manager.queue import HOST_DOWN_SECONDS, ReadyQueue
+from gridcrawl.manager.queue import ANSWERED_HOSTS, HOST_DOWN_SECONDS, ReadyQueue
 from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
 
 log = logging.getLogger("gridcrawl.manager")
@@ -480,6 +480,13 @@ class ManagerCore:
         # attempt id -> (executor id, routing id or None) of attempts taken back (or running when
         # the previous manager stopped): a late result of one of them is fenced, not a forgery
         self.late: OrderedDict[int, tuple[str, bytes | None]] = OrderedDict()
+        # host -> executors on which a thread of it found no answer (no connection, robots.txt
+        # unreachable) and that have not had an answer from it since: its threads go to others
+        # while another can run them (_avoided). An executor that cannot reach the web (a desktop
+        # behind a firewall, a broken proxy) answers every thread at once with "connection
+        # refused": least-loaded dispatch gave it each host's next probe, and every host of the
+        # crawl was declared down (bounded: the hosts longest in it are forgotten first)
+        self.no_answer_on: OrderedDict[str, set[str]] = OrderedDict()
         self._round_robin = 0
         # executors that may have a free slot (every one with ``free > 0`` is here; some here may
         # be full): dispatch looks only at these, not at every executor (1,000 of them per result)
@@ -898,6 +905,7 @@ class ManagerCore:
             ex.window += 1  # slow start: one more unanswered attempt per result returned
         page = r.page
         no_answer = self._no_answer(page)
+        self._answered_on(t.host, ex.executor_id, not no_answer)
         probe = False
         if no_answer:
             answered_before = self.queue.has_answered(t.host)
@@ -946,6 +954,29 @@ class ManagerCore:
             page.error_kind == p.ErrorKind.CONNECTION
             or (page.error_kind == p.ErrorKind.TIMEOUT and page.error != "cancelled"))
         return page.error_kind == p.ErrorKind.ROBOTS_UNREACHABLE or no_status
+
+    def _answered_on(self, host: str, executor_id: str, answered: bool) -> None:
+        """Note whether executor ``executor_id`` had an answer from ``host`` (:attr:`no_answer_on`)."""
+        avoid = self.no_answer_on.get(host)
+        if answered:
+            if avoid is not None:
+                avoid.discard(executor_id)
+                if not avoid:
+                    del self.no_answer_on[host]
+            return
+        if avoid is None:
+            avoid = self.no_answer_on[host] = set()
+            if len(self.no_answer_on) > ANSWERED_HOSTS:
+                self.no_answer_on.popitem(last=False)
+        avoid.add(executor_id)
+
+    def _avoided(self, t: GridThread) -> set[str]:
+        """The executors ``t`` goes to only when no other can run it: those it was taken back
+        from, and those on which a thread of its host found no answer (:attr:`no_answer_on`)."""
+        avoid = self.no_answer_on.get(t.host) if self.no_answer_on else None
+        if avoid is None:
+            return t.tried or set()
+        return avoid | t.tried if t.tried else avoid
 
     def _origin_down(self, url: str, page: p.PageResult, probes: int, now: float) -> list[Action]:
         """``url``'s origin failed its last probe (``page``, the ``probes``-th): its queued
@@ -1550,7 +1581,8 @@ class ManagerCore:
             t = self.queue.pop(now, runnable=runnable if needs_any else None)
             if t is None:
                 break
-            if t.needs or t.tried:  # few threads: the executors able to run them, one by one
+            if t.needs or t.tried or (self.no_answer_on and t.host in self.no_answer_on):
+                # few threads: the executors able to run them, one by one
                 ex = self._choose([ex for ex in room.values() if ex.can_run(t.needs)], t)
             else:
                 ex = self._most_free(heap, room)
@@ -1595,9 +1627,11 @@ class ManagerCore:
         ``t`` was taken back from are left out while another can take it (None: wait for it),
         and a thread taken back goes to an executor that has returned results since it
         registered, else to the one registered longest: executors that register, take a thread
-        and vanish (new identities cost nothing) cannot take its every attempt and make it poison."""
-        if t.tried:
-            fresh = [ex for ex in executors if ex.executor_id not in t.tried]
+        and vanish (new identities cost nothing) cannot take its every attempt and make it poison.
+        So are executors on which a thread of ``t``'s host found no answer (:meth:`_avoided`)."""
+        avoid = self._avoided(t)
+        if avoid:
+            fresh = [ex for ex in executors if ex.executor_id not in avoid]
             if fresh:
                 executors = fresh
             elif self._alternative(t):
@@ -1614,7 +1648,7 @@ class ManagerCore:
         one owner."""
         if self.settings.dispatch == "host-hash":
             return False
-        tried = t.tried or ()
+        tried = self._avoided(t)
         return any(ex.accepting and ex.quarantined_until is None and ex.executor_id not in tried
                    and ex.can_run(t.needs) for ex in self.connected.values())
 
