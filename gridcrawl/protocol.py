@@ -709,15 +709,28 @@ class RelayedPage:
     """A :class:`PageResult` as the manager holds it: msgpack bytes it forwards as they came
     (``raw``), with the few fields it schedules and records by decoded and checked (``url``,
     ``status``, ``size``, ``error_kind``, ``error``, ``retry_after``, ``crawl_delay``,
-    ``requested``; as in :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes."""
+    ``requested``; as in :class:`PageResult`). :func:`encode` writes ``raw`` back where the page goes.
+    ``unreadable``: why those fields do not decode (one line), or None: a broken or hostile
+    executor's page, whose attempt the manager takes back rather than relay it."""
 
-    __slots__ = ("raw", "url", "status", "size", "error_kind", "error", "retry_after", "crawl_delay", "requested")
+    __slots__ = ("raw", "url", "status", "size", "error_kind", "error", "retry_after", "crawl_delay", "requested",
+                 "unreadable")
 
-    def __init__(self, raw: msgspec.Raw, summary: _PageSummary) -> None:
+    def __init__(self, raw: msgspec.Raw, summary: _PageSummary, unreadable: str | None = None) -> None:
         self.raw = raw
         self.url, self.status, self.size = summary.url, summary.status, summary.size
         self.error_kind, self.retry_after, self.crawl_delay = summary.error_kind, summary.retry_after, summary.crawl_delay
         self.error, self.requested = summary.error, summary.requested
+        self.unreadable = unreadable
+
+    @classmethod
+    def read(cls, raw: msgspec.Raw, where: str) -> "RelayedPage":
+        """The page ``raw`` as the manager holds it; one whose summary fields do not decode is
+        ``unreadable`` (saying why, naming the message part ``where``) instead of raising."""
+        try:
+            return cls(raw, _checked(_SUMMARY.decode, raw, where))
+        except ProtocolError as exc:
+            return cls(raw, _UNREADABLE, str(exc))
 
     def __eq__(self, other) -> bool:
         return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
@@ -769,6 +782,9 @@ class _PageSummary(msgspec.Struct):
     retry_after: Seconds | None = None
     crawl_delay: Seconds | None = None
     requested: bool = True
+
+
+_UNREADABLE = _PageSummary(url="")
 
 
 class _RelayedResult(Wire):
@@ -898,7 +914,8 @@ def decode(frames: list[bytes], *, relay: bool = False, only: Collection[bytes] 
     type (or one not in ``only``, the types the receiver accepts: its body is not read), a body
     that is not msgpack or is nested too deeply, unknown or missing fields, or fields of the wrong type.
     With ``relay`` (the manager), the page of a :class:`Result` (and of each :class:`AttemptResult`
-    of a :class:`Results`) is a :class:`RelayedPage`: only its envelope fields are checked. A :class:`ThreadDone`'s pages are checked one by one: an
+    of a :class:`Results`) is a :class:`RelayedPage`: only its envelope fields are checked, page by
+    page (one whose fields do not decode is ``unreadable``: the message's other results count). A :class:`ThreadDone`'s pages are checked one by one: an
     outcome whose page does not decode becomes a failed thread without a page (logged once per
     message), so one broken executor cannot make a client refuse the other threads of a batch.
     """
@@ -916,16 +933,17 @@ def decode(frames: list[bytes], *, relay: bool = False, only: Collection[bytes] 
         return _decode_done(body)
     if relay and kind == b"result":
         m = _checked(_RELAYED_RESULT.decode, body, "result")
-        return Result(m.attempt_id, RelayedPage(m.page, _checked(_SUMMARY.decode, m.page, "result.page")))
+        return Result(m.attempt_id, RelayedPage.read(m.page, "result.page"))
     if relay and kind == b"results":
         m = _checked(_RELAYED_RESULTS.decode, body, "results")
         summary = _SUMMARY.decode
         try:
             return Results([AttemptResult(r.attempt_id, RelayedPage(r.page, summary(r.page)), r.ran) for r in m.results])
         except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
-            for i, r in enumerate(m.results):  # which page: the error names it
-                _checked(summary, r.page, f"results.results[{i}].page")
-            raise
+            # a page that does not decode costs its own attempt, not the others of the message
+            # (they waited for a straggler take-back or thread_timeout: 120-300 s)
+            return Results([AttemptResult(r.attempt_id, RelayedPage.read(r.page, f"results.results[{i}].page"), r.ran)
+                            for i, r in enumerate(m.results)])
     return _checked(decoder.decode, body, kind.decode())
 
 

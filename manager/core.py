@@ -896,6 +896,11 @@ class ManagerCore:
         if t is None or t.attempt_id != r.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
             return self._not_running(peer, ex, r.attempt_id, now)
         del ex.running[r.attempt_id]
+        unreadable = getattr(r.page, "unreadable", None)
+        if unreadable is not None:  # a broken or hostile executor's page: it runs again elsewhere
+            self._has_room(ex)
+            return [*self._take_back(t, now, "unreadable"),
+                    Strike(peer, f"{unreadable}; {t.name} runs again on another executor")]
         self._attempts.pop(r.attempt_id, None)
         self._has_room(ex)
         ex.finished += 1

@@ -190,8 +190,8 @@ class ThreadDead(_Event):
 class AttemptEnded(_Event):
     """An attempt ended other than by its result: ``outcome`` is ``lost``, ``timeout``,
     ``straggler`` (taken back for an idle executor), ``handed_back``, ``retry``, ``cancelled``,
-    ``fenced`` (a late result of one taken back) or ``error`` (its result could not be handled:
-    a bug, logged). ``time_started``: when the attempt began, for a ``retry`` whose start
+    ``fenced`` (a late result of one taken back), ``unreadable`` (its page does not decode: taken
+    back, counted as lost) or ``error`` (its result could not be handled: a bug, logged). ``time_started``: when the attempt began, for a ``retry`` whose start
     rode with its result (no ``started`` message came, so no :class:`ThreadStarted` recorded it);
     None otherwise."""
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import msgpack
+import msgspec
 import pytest
 import zmq
 
@@ -31,8 +33,8 @@ def _answer(sock: zmq.Socket, *kinds, beat: bool = False, seconds: float = 60.0)
 
 class RawExecutor(threading.Thread):
     """A registered executor driven by hand, in a thread of its own: ``answer(job)`` gives the
-    page it returns for each job (None: no answer), until :meth:`stop`. ``jobs`` counts the
-    jobs it was given."""
+    page it returns for each job (a :class:`~gridcrawl.protocol.PageResult`, or a dict sent as
+    it is; None: no answer), until :meth:`stop`. ``jobs`` counts the jobs it was given."""
 
     def __init__(self, context: zmq.Context, endpoint: str, name: str, answer, threads: int = 8) -> None:
         super().__init__(daemon=True)
@@ -56,10 +58,10 @@ class RawExecutor(threading.Thread):
                 message = p.decode(sock.recv_multipart())
                 if isinstance(message, p.Assign):
                     self.jobs += len(message.jobs)
-                    results = [p.AttemptResult(job.attempt_id, page, 0.001)
+                    results = [{"attempt_id": job.attempt_id, "page": msgspec.to_builtins(page), "ran": 0.001}
                                for job in message.jobs if (page := self.answer(job)) is not None]
                     if results:
-                        sock.send_multipart(p.encode(p.Results(results)))
+                        sock.send_multipart([p.PROTOCOL_VERSION, b"results", msgpack.packb({"results": results})])
         finally:
             sock.close()
 
@@ -97,3 +99,35 @@ def test_an_executor_that_cannot_reach_the_web_does_not_take_the_crawls_hosts_do
     assert "did not answer 3 probes" not in grid.log("manager.log")
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
+
+
+@pytest.mark.e2e
+def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at_once(tmp_path, site_server):
+    """A broken executor (another release, a bug) answers every grid thread with a page the
+    manager cannot read (its status a text). The manager dropped the whole ``results`` message as
+    malformed, so its threads, and any good results of the same message, waited for a straggler
+    take-back (120 s) or thread_timeout (300 s). Now each such page's attempt is taken back at once
+    (recorded ``unreadable``, a strike against the executor) and its thread runs on another
+    executor: the crawl completes well within a straggler delay."""
+    site = generate_site(20, links_per_page=4, seed=22)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    broken = RawExecutor(context, grid.endpoint, "broken", lambda job: {"url": job.url, "status": "200"}, threads=16)
+    try:
+        grid.start_manager()
+        broken.start()
+        assert broken.welcomed.wait(30)
+        grid.start_executor("honest", "--threads", "2")
+        client = grid.start_client(server.url("/"), "--no-sitemaps")
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        broken.stop()
+        context.term()
+        grid.stop()
+    assert broken.jobs >= 1
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
+    assert grid.query("manager", "SELECT count(*) FROM attempt WHERE outcome = 'unreadable'")[0][0] >= 1
+    log = grid.log("manager.log")
+    assert "page.status: expected int | null, got str; application" in log and "runs again on another executor" in log
