@@ -7,7 +7,7 @@ Revision 0001 of the crawl database.
 import sqlalchemy as sa
 
 from gridcrawl.migrations import ops
-from gridcrawl.migrations.ops import URL, FINGERPRINT
+from gridcrawl.migrations.ops import FINGERPRINT, URL, WHEN
 
 revision = "0001"
 down_revision = None
@@ -33,7 +33,7 @@ def upgrade() -> None:
         sa.Column("content_type", sa.String(255)), sa.Column("size", sa.BigInteger, nullable=False),
         sa.Column("title", sa.UnicodeText), sa.Column("encoding", sa.String(64)), sa.Column("content", sa.UnicodeText),
         sa.Column("body", sa.LargeBinary), sa.Column("depth", sa.Integer, nullable=False),
-        sa.Column("fetched_at", sa.DateTime, nullable=False), sa.Column("executor", sa.String(36)),
+        sa.Column("fetched_at", WHEN, nullable=False), sa.Column("executor", sa.String(36)),
         sa.Column("fetch_seconds", sa.Float, nullable=False), sa.Column("parse_seconds", sa.Float, nullable=False),
         sa.PrimaryKeyConstraint("doc_id", name="pk_document"),
         sa.Index("ux_document_fingerprint", "fingerprint", unique=True))
@@ -42,7 +42,7 @@ def upgrade() -> None:
         sa.Column("url", sa.String(URL), nullable=False), sa.Column("fingerprint", sa.String(FINGERPRINT), nullable=False),
         sa.Column("depth", sa.Integer, nullable=False), sa.Column("status", sa.Integer),
         sa.Column("error_kind", sa.String(32)), sa.Column("error", sa.String(1024)),
-        sa.Column("attempts", sa.Integer, nullable=False), sa.Column("visited_at", sa.DateTime, nullable=False),
+        sa.Column("attempts", sa.Integer, nullable=False), sa.Column("visited_at", WHEN, nullable=False),
         sa.PrimaryKeyConstraint("id", name="pk_visited_url"),
         sa.Index("ux_visited_url_fingerprint", "fingerprint", unique=True))
     ops.create_table(

@@ -7,7 +7,7 @@ Revision 0001 of the manager database.
 import sqlalchemy as sa
 
 from gridcrawl.migrations import ops
-from gridcrawl.migrations.ops import URL
+from gridcrawl.migrations.ops import URL, WHEN
 
 revision = "0001"
 down_revision = None
@@ -25,8 +25,8 @@ def upgrade() -> None:
         "executor",
         sa.Column("executor_id", sa.String(36), nullable=False), sa.Column("name", sa.String(255), nullable=False),
         sa.Column("is_dedicated", sa.Boolean, nullable=False), sa.Column("is_connected", sa.Boolean, nullable=False),
-        sa.Column("accepting", sa.Boolean, nullable=False), sa.Column("ping_time", sa.DateTime),
-        sa.Column("time_registered", sa.DateTime), sa.Column("host", sa.String(255), nullable=False),
+        sa.Column("accepting", sa.Boolean, nullable=False), sa.Column("ping_time", WHEN),
+        sa.Column("time_registered", WHEN), sa.Column("host", sa.String(255), nullable=False),
         sa.Column("port", sa.Integer), sa.Column("usr_name", sa.String(64), nullable=False),
         sa.Column("threads", sa.Integer, nullable=False), sa.Column("cpu_max", sa.Float, nullable=False),
         sa.Column("cpu_usage", sa.Float, nullable=False), sa.Column("cpu_avail", sa.Float, nullable=False),
@@ -38,7 +38,7 @@ def upgrade() -> None:
     ops.create_table(
         "application",
         sa.Column("application_id", sa.String(36), nullable=False), sa.Column("state", sa.SmallInteger, nullable=False),
-        sa.Column("time_created", sa.DateTime, nullable=False), sa.Column("time_completed", sa.DateTime),
+        sa.Column("time_created", WHEN, nullable=False), sa.Column("time_completed", WHEN),
         sa.Column("usr_name", sa.String(64), nullable=False),
         sa.Column("application_name", sa.String(255), nullable=False),
         sa.PrimaryKeyConstraint("application_id", name="pk_application"))
@@ -51,8 +51,8 @@ def upgrade() -> None:
         sa.Column("host", sa.String(255), nullable=False), sa.Column("depth", sa.Integer, nullable=False),
         sa.Column("priority", sa.Integer, nullable=False), sa.Column("failed", sa.Boolean, nullable=False),
         sa.Column("attempts", sa.Integer, nullable=False), sa.Column("error_kind", sa.String(32)),
-        sa.Column("time_submitted", sa.DateTime, nullable=False), sa.Column("time_started", sa.DateTime),
-        sa.Column("time_finished", sa.DateTime),
+        sa.Column("time_submitted", WHEN, nullable=False), sa.Column("time_started", WHEN),
+        sa.Column("time_finished", WHEN),
         sa.PrimaryKeyConstraint("internal_thread_id", name="pk_thread"),
         sa.ForeignKeyConstraint(["application_id"], ["application.application_id"], name="fk_thread_application_id"),
         sa.ForeignKeyConstraint(["executor_id"], ["executor.executor_id"], name="fk_thread_executor_id"),
@@ -63,8 +63,8 @@ def upgrade() -> None:
         sa.Column("attempt_id", sa.BigInteger, nullable=False, autoincrement=False),
         sa.Column("internal_thread_id", sa.BigInteger, nullable=False),
         sa.Column("executor_id", sa.String(36), nullable=False),
-        sa.Column("time_assigned", sa.DateTime, nullable=False), sa.Column("time_started", sa.DateTime),
-        sa.Column("time_finished", sa.DateTime), sa.Column("outcome", sa.String(16), nullable=False),
+        sa.Column("time_assigned", WHEN, nullable=False), sa.Column("time_started", WHEN),
+        sa.Column("time_finished", WHEN), sa.Column("outcome", sa.String(16), nullable=False),
         sa.PrimaryKeyConstraint("attempt_id", name="pk_attempt"),
         sa.ForeignKeyConstraint(["internal_thread_id"], ["thread.internal_thread_id"],
                                 name="fk_attempt_internal_thread_id"),
