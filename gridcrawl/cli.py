@@ -971,26 +971,47 @@ def _print_items(crawl_db: str) -> None:
     view.item_summary(figures)
 
 
+def _schemas() -> dict:
+    """gridcrawl's two kinds of tables: ``{"manager": (metadata, meta table), "crawl": (...)}``."""
+    from gridcrawl import models
+    return {"manager": (models.manager_metadata, models.manager_meta),
+            "crawl": (models.crawl_metadata, models.crawl_meta)}
+
+
+def _held_kinds(engine) -> tuple[dict, list[str]]:
+    """The schema revision of each kind of tables in ``engine``'s database (None: none recorded)
+    and the kinds it holds (a revision recorded, or any of that kind's tables)."""
+    from sqlalchemy import inspect as sa_inspect
+    from gridcrawl import migrations
+    with engine.connect() as conn:
+        before = {name: migrations.current(conn, name) for name in _schemas()}
+        inspector = sa_inspect(conn)
+        held = [name for name, (tables, _) in _schemas().items()
+                if before[name] is not None or any(inspector.has_table(t.name) for t in tables.sorted_tables)]
+    return before, held
+
+
 @db_app.command("init")
 def db_init(
     db: str = typer.Option(..., help="SQLAlchemy URL of the database"),
-    kind: str = typer.Option("both", help="manager, crawl or both: which tables to create"),
+    kind: str = typer.Option(None, help="manager, crawl or both: which tables to create [the kinds DB holds; "
+                             "both in a database that holds none]"),
 ) -> None:
     """Create gridcrawl's tables and views in DB if they are missing, and record the schema
-    version (idempotent; several programs may run it at once)."""
+    version (idempotent; several programs may run it at once). Without --kind, a database that
+    holds one kind of tables (a crawl's, or the manager's) is not given the other kind."""
     from gridcrawl.db import init_schema, open_database, shown_url
-    from gridcrawl import models
-    if kind not in ("manager", "crawl", "both"):
+    if kind not in (None, "manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
     try:
         engine = open_database(db)
-        if kind in ("manager", "both"):
-            init_schema(engine, models.manager_metadata, models.manager_meta)
-        if kind in ("crawl", "both"):
-            init_schema(engine, models.crawl_metadata, models.crawl_meta)
+        kinds = (_held_kinds(engine)[1] or ["manager", "crawl"]) if kind is None else \
+            [name for name in _schemas() if kind in (name, "both")]
+        for name in kinds:
+            init_schema(engine, *_schemas()[name])
     except DatabaseUnavailable as exc:
         fail(str(exc))
-    typer.echo(f"schema ready in {shown_url(engine.url)}")
+    typer.echo(f"{' and '.join(kinds)} schema ready in {shown_url(engine.url)}")
 
 
 @db_app.command("upgrade")
@@ -1004,25 +1025,18 @@ def db_upgrade(
     print each schema's revision before and after. Without --kind, the kinds of tables DB
     holds (a crawl database is not given the manager's tables); a database that holds none is
     refused unless --kind says what to create."""
-    from sqlalchemy import inspect as sa_inspect
     from gridcrawl.db import init_schema, open_database, shown_url
-    from gridcrawl import migrations, models
+    from gridcrawl import migrations
     if kind not in (None, "manager", "crawl", "both"):
         fail("--kind must be manager, crawl or both")
-    metadata = {"manager": (models.manager_metadata, models.manager_meta),
-                "crawl": (models.crawl_metadata, models.crawl_meta)}
     try:
         engine = open_database(db, existing=kind is None)
-        with engine.connect() as conn:
-            before = {name: migrations.current(conn, name) for name in metadata}
-            inspector = sa_inspect(conn)
-            held = [name for name, (tables, _) in metadata.items()
-                    if before[name] is not None or any(inspector.has_table(t.name) for t in tables.sorted_tables)]
+        before, held = _held_kinds(engine)
         if kind is None and not held:
             fail(f"{shown_url(engine.url)} holds no gridcrawl tables: give --kind "
                  "manager, crawl or both to create them")
-        for name in held if kind is None else [k for k in metadata if kind in (k, "both")]:
-            init_schema(engine, *metadata[name])
+        for name in held if kind is None else [k for k in _schemas() if kind in (k, "both")]:
+            init_schema(engine, *_schemas()[name])
             typer.echo(f"{name} schema: revision {before[name] or '(none)'} -> {migrations.head(name)}")
     except DatabaseUnavailable as exc:
         fail(str(exc))

@@ -240,3 +240,30 @@ def test_every_revision_creates_times_to_the_microsecond_on_sql_server_and_maria
     for table, column, type_ in times:
         assert type_.compile(dialect=mssql.dialect()) == "DATETIME2(6)", f"{kind} {table}.{column} on SQL Server"
         assert type_.compile(dialect=mysql.dialect()) == "DATETIME(6)", f"{kind} {table}.{column} on MariaDB"
+
+
+def test_db_init_gives_a_database_only_the_kinds_of_tables_it_holds(tmp_path):
+    """``gridcrawl db init --db WORKDIR/crawl.db`` (no --kind), as docs/databases.md shows it,
+    created every manager table in the crawl database: ``gridcrawl report --db`` of it then printed
+    empty tables instead of "is a crawl database". Now it completes the kinds the database holds,
+    both kinds in a database that holds none, and what --kind names."""
+    def init(path, *args):
+        done = subprocess.run([sys.executable, "-m", "gridcrawl", "db", "init", "--db", f"sqlite:///{path}", *args],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip(), set(sa.inspect(open_database(f"sqlite:///{path}")).get_table_names())
+
+    manager_tables = {t.name for t in models.manager_metadata.sorted_tables}
+    crawl_tables = {t.name for t in models.crawl_metadata.sorted_tables}
+    crawl = tmp_path / "crawl.db"
+    init_schema(open_database(f"sqlite:///{crawl}"), models.crawl_metadata, models.crawl_meta)
+    out, tables = init(crawl)
+    assert out == f"crawl schema ready in sqlite:///{crawl}"
+    assert crawl_tables <= tables and not manager_tables & tables
+    report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", f"sqlite:///{crawl}"],
+                            capture_output=True, text=True, timeout=60)
+    assert report.returncode == 2 and "is a crawl database" in report.stderr, report.stderr
+    out, tables = init(tmp_path / "new.db")
+    assert out.startswith("manager and crawl schema ready") and manager_tables | crawl_tables <= tables
+    out, tables = init(crawl, "--kind", "manager")
+    assert out.startswith("manager schema ready") and manager_tables <= tables
