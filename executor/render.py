@@ -25,7 +25,8 @@ How a rendered page stays bounded and safe (the browser is treated as hostile gr
   with loopback not bypassed, so it fails without a packet leaving the machine.
 * Images, fonts and media are refused without a fetch (``block``); only GET and HEAD requests are
   made; downloads are refused; service workers are blocked (they would bypass interception); at
-  most ``max_requests`` requests per page.
+  most ``max_requests`` requests per page, and :data:`MAX_NAVIGATIONS` navigations of its top
+  frame (a reload loop stays on the document it shows).
 * A wall-clock deadline per page (``deadline`` seconds, from opening the page to taking its DOM):
   a script that loops forever is cut there (the page is closed, which stops its renderer).
 * At most ``max_pages`` pages open at once; a worker thread waits for a free one. Each page is
@@ -77,6 +78,11 @@ REFUSALS = frozenset({ErrorKind.BLOCKED, ErrorKind.ROBOTS, ErrorKind.ROBOTS_UNRE
                       ErrorKind.OUT_OF_SCOPE, ErrorKind.INVALID_URL})
 #: Refused requests kept per page (the rest are counted, not listed).
 MAX_REFUSED = 50
+#: Navigations of a page's top frame after its first document (client-side redirects, reloads)
+#: fetched at most; a later one is answered ``204 No Content``, which leaves the page on the
+#: document it shows (a script reloading its page at every load made 500 fetches of it, and the
+#: 501st, refused, left Chromium's error page stored as the page).
+MAX_NAVIGATIONS = 5
 #: Requests of one page fetched at once (a browser's six connections per host); the others wait.
 PAGE_FETCHES = 6
 
@@ -286,6 +292,8 @@ class _Page:
         self.left: tuple[ErrorKind, str] | None = None  # a refused or failed navigation of the page itself
         self.has_left: asyncio.Event | None = None  # set once ``left`` is (made on the browser's loop)
         self.fetching: asyncio.Semaphore | None = None  # PAGE_FETCHES at once (made on the browser's loop)
+        self.navigations = 0  # of the top frame after the first document (MAX_NAVIGATIONS)
+        self.stopped: asyncio.Event | None = None  # set when one past them was cancelled (made on the loop)
         self.requests = FetchCancel()  # what is fetched for the page ends when it closes
         self.closed = False
 
@@ -602,10 +610,10 @@ class Renderer:
             slot.page.on("download", functools.partial(self._download, slot))
             slot.context.on("page", functools.partial(self._popup, slot))  # (after new_page: not this one)
         slot.job = job
-        job.has_left = asyncio.Event()
+        job.has_left, job.stopped = asyncio.Event(), asyncio.Event()
         job.fetching = asyncio.Semaphore(PAGE_FETCHES)
         page = slot.page
-        await page.goto(job.url, wait_until="load", timeout=0)
+        await _unless(job.stopped, page.goto(job.url, wait_until="load", timeout=0))
         if wait_for:  # until the selector is there, or the page tried to go where it may not
             waits = [asyncio.ensure_future(page.wait_for_selector(wait_for, state="attached", timeout=0)),
                      asyncio.ensure_future(job.has_left.wait())]
@@ -615,14 +623,14 @@ class Renderer:
                 for waiting in waits:
                     waiting.cancel()
             await asyncio.gather(*waits, return_exceptions=True)  # (retrieved: no "never retrieved" lines)
-        elif self.idle_timeout > 0:
+        elif self.idle_timeout > 0 and not job.stopped.is_set():
             try:
-                await page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000)
+                await _unless(job.stopped, page.wait_for_load_state("networkidle", timeout=self.idle_timeout * 1000))
             except self._error_class:  # still busy after idle_timeout: take the DOM as it is
                 pass
         for _ in range(5):  # a client-side redirect may be under way: let it land
             try:
-                await page.wait_for_load_state("load", timeout=0)
+                await _unless(job.stopped, page.wait_for_load_state("load", timeout=0))
                 job.outcome.html = await page.evaluate(FLAT_DOM) or await page.content()
                 break
             except self._error_class as exc:
@@ -738,10 +746,20 @@ class Renderer:
                 job.refuse(url, ErrorKind.INVALID_URL.value, "only http and https requests are made")
                 await route.abort("blockedbyclient")
                 return
+            top = navigation and request.frame.parent_frame is None
+            if top and job.navigations >= MAX_NAVIGATIONS:  # a reload or redirect loop: stay where it is
+                job.refuse(url, "too_many_navigations", f"the page navigated {MAX_NAVIGATIONS} times (a script "
+                                                        "reloading it or redirecting in a loop): it stays on its document")
+                await route.abort("aborted")  # (no error page; the document's loading stops: no load event)
+                if job.stopped is not None:
+                    job.stopped.set()
+                return
             if job.outcome.requests >= self.max_requests:
                 job.refuse(url, "too_many_requests", f"a page may make {self.max_requests} requests")
-                await route.abort("blockedbyclient")
+                await route.abort("aborted" if top else "blockedbyclient")
                 return
+            if top:
+                job.navigations += 1
             job.outcome.requests += 1
             check = job.navigation_check if navigation else job.resource_check
             async with job.fetching:  # one page cannot take every worker
@@ -790,6 +808,26 @@ class Renderer:
             return [main.pid, *(p.pid for p in main.children(recursive=True))]
         except psutil.Error:
             return []
+
+
+async def _unless(event: asyncio.Event, awaitable) -> None:
+    """Await ``awaitable`` until it ends or ``event`` is set (then it is cancelled); what it
+    raises is raised."""
+    work = asyncio.ensure_future(awaitable)
+    if event.is_set():
+        work.cancel()
+    else:
+        stop = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait([work, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            work.cancel()
+    try:
+        await work
+    except asyncio.CancelledError:
+        if not event.is_set():
+            raise
 
 
 def _descendants() -> list:

@@ -196,6 +196,35 @@ def test_client_side_redirect_to_a_place_that_cannot_be_fetched_fails_the_page_a
     assert page.error_kind == "connection", page.error
 
 
+def test_a_page_that_reloads_itself_is_fetched_a_bounded_number_of_times_and_kept(server, visitor):
+    """A script calling location.reload() at every load (or a moment after it): the page is
+    fetched at most 1 + MAX_NAVIGATIONS times, then stays on the document it shows, which is
+    stored with its links. Before, it was fetched 501 times in 25 s and Chromium's error page
+    (final URL chrome-error://chromewebdata/, no links) was stored as the page, with no error."""
+    from gridcrawl.executor.render import MAX_NAVIGATIONS
+    server.site.pages["/reload.html"] = (b"<html><body><a href='/item/1.html'>one</a>"
+                                         b"<script>location.reload()</script></body></html>")
+    server.site.pages["/reload-later.html"] = (b"<html><body><a href='/item/2.html'>two</a>"
+                                               b"<script>setTimeout(() => location.reload(), 100)</script></body></html>")
+    for path, link in (("/reload.html", "/item/1.html"), ("/reload-later.html", "/item/2.html")):
+        server.reset()
+        began = time.monotonic()
+        page = visitor.visit(server.url(path))
+        took = time.monotonic() - began
+        assert page.error_kind is None, page.error
+        assert urlsplit(page.final_url).path == path and paths(page.links) == {link}
+        assert server.count(path) == 1 + MAX_NAVIGATIONS
+        assert [kind for _u, kind, _r in page.refused_requests] == ["too_many_navigations"]
+        assert took < 8, took  # not the render deadline (10 s here)
+        print(f"\n[{path}] {server.count(path)} fetches, {took:.2f} s")
+    # a page that reloads once (a cookie set, then the page again) is not refused
+    server.site.pages["/once.html"] = (b"<html><body><a href='/item/3.html'>three</a><script>"
+                                       b"if (!sessionStorage.getItem('r')) { sessionStorage.setItem('r', '1'); "
+                                       b"location.reload() }</script></body></html>")
+    page = visitor.visit(server.url("/once.html"))
+    assert page.error_kind is None and page.refused_requests in (None, []) and paths(page.links) == {"/item/3.html"}
+
+
 def test_a_fragment_a_script_sets_is_not_part_of_the_final_url(server, visitor):
     """A hash router's ``#/home`` (here a new random fragment every 20 ms) does not load another
     document: the final URL is the page's, without it, as an HTTP fetch's is (before, the page's
