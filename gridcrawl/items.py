@@ -54,6 +54,7 @@ This module imports no SQL: executors use it.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import datetime as _dt
 import decimal
 import functools
@@ -896,7 +897,7 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
                 continue
             plugin = (plugins or {})[split_reference(spec.plugin)[0]]
             try:
-                produced = _run_plugin(plugin.load(), page, plugin_timeout)
+                produced = _run_plugin(plugin.load(), _own_copy(page), plugin_timeout)
             except BaseException as exc:  # noqa: BLE001 - a plugin's failure fails its items only
                 out.errors.append([spec.type, f"plugin {spec.plugin}: {type(exc).__name__}: {exc}"[:1000]])
                 continue
@@ -935,6 +936,18 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
             else:
                 out.dropped.append([spec.type, position])
     return out
+
+
+def _own_copy(page: Page) -> Page:
+    """``page`` for one plugin call, with a document tree, links, headers and JSON-LD of its own:
+    what the plugin changes (``selector.css("script").drop()`` to read the text, a call abandoned
+    at its deadline still running) reaches neither the specs after it nor what the executor reads
+    of the page later. Copying the tree costs about 1 ms for a 130 KB page. Before, a plugin
+    that dropped the page's scripts left the item specs after it without the page's JSON-LD."""
+    import copy
+    from parsel import Selector
+    return dataclasses.replace(page, headers=dict(page.headers), links=[list(link) for link in page.links],
+                               selector=Selector(root=copy.deepcopy(page.selector.root), type="html"), jsonld=None)
 
 
 def page_for(url: str, final_url: str, status: int | None, headers: dict | None, root, text: str,

@@ -327,6 +327,31 @@ def test_a_plugin_that_returns_a_dict_or_a_number_is_told_to_yield_its_items(plu
                   "(or return a list of dicts)"]]
 
 
+def test_a_plugin_that_changes_its_page_changes_nothing_for_the_specs_after_it(plugin):
+    """A plugin dropping the page's scripts and product element (as Scrapy code cleans a page up
+    before reading its text), emptying its links and clearing its JSON-LD works on a copy: the
+    specs after it read the page as it was. Before, they found no SKU, no JSON-LD price and no
+    links, and the executor read the cut tree after them."""
+    import importlib.metadata
+    from gridcrawl.plugins import ENTRY_POINT_GROUP, Plugin
+    strips = {"strips": Plugin("strips", "1", importlib.metadata.EntryPoint(
+        "strips", "gridcrawl_testplugin:strips", ENTRY_POINT_GROUP))}
+    html = PRODUCT.replace("<body>", '<body><script type="application/ld+json">'
+                                     '{"@type": "Product", "offers": {"price": "12.5"}}</script>')
+    specs = parse_spec('[[item]]\ntype = "cleaned"\nplugin = "strips"\n'
+                       '[[item]]\ntype = "product"\n[item.fields]\n'
+                       'sku = { css = ".product::attr(data-sku)", required = true }\n'
+                       'price = { jsonld = "offers.price", type = "float" }\n'
+                       'link = { css = "a::attr(href)" }\n')
+    shown = page(html, "http://shop.test/p/1.html")
+    for _ in range(2):  # the page given to the plugin twice: each call its own copy
+        found = extract(specs, shown, plugins=strips)
+        assert found.errors == [] and found.items == [
+            {"type": "cleaned", "position": 0, "fields": {"text": ""}},
+            {"type": "product", "position": 0, "fields": {"sku": "Z9", "price": 12.5, "link": "/x"}}]
+    assert len(shown.selector.css("script")) == 1 and shown.links == [["http://shop.test/x", "x"]]
+
+
 def _second_shop(folder) -> str:
     """A second installed distribution (``othershop 9.0``) registering a plugin named as the test
     plugin, its metadata written into ``folder``; returns ``folder``."""

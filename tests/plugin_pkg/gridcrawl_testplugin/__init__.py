@@ -52,3 +52,13 @@ def returns_dict(page):
 def returns_number(page):
     """A plugin written wrong: returns a count."""
     return 42
+
+
+def strips(page):
+    """A plugin that cleans its page up before reading it, as Scrapy code does: drops the
+    scripts and the product element, empties the links and changes the JSON-LD it reads."""
+    for obj in page.jsonld_objects():
+        obj.clear()
+    page.selector.css("script, div.product").drop()
+    page.links.clear()
+    yield {"text": " ".join(page.selector.css("body ::text").getall()).strip()}
