@@ -229,10 +229,10 @@ class ProgressView:
                 table.add_row("", f.name, "", f"{f.filled:,}", f"{f.missed:,}", note)
         self.console.print(table)
         for kind, count, url, message in examples:  # what failed, and where the rest is
-            self.console.print(terminal_text(f"{kind}: {counted(count, 'page')}' items failed, e.g. {url}: "
-                                             f"{message} "
-                                             f"(all of them: table item_issue, kind 'error')"),
-                               soft_wrap=True, highlight=False)
+            line = (f"{kind}: 1 page's items failed, {url}: {message} (table item_issue, kind 'error')"
+                    if count == 1 else f"{kind}: {counted(count, 'page')}' items failed, e.g. {url}: {message} "
+                                       "(all of them: table item_issue, kind 'error')")
+            self.console.print(terminal_text(line), soft_wrap=True, highlight=False)
 
 
 def _most(per_host: dict) -> str:

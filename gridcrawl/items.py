@@ -899,7 +899,7 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
             try:
                 produced = _run_plugin(plugin.load(), _own_copy(page), plugin_timeout)
             except BaseException as exc:  # noqa: BLE001 - a plugin's failure fails its items only
-                out.errors.append([spec.type, f"plugin {spec.plugin}: {type(exc).__name__}: {exc}"[:1000]])
+                out.errors.append([spec.type, f"plugin {spec.plugin}: {type(exc).__name__}{f': {exc}' if str(exc) else ''}"[:1000]])
                 continue
             if len(produced) > MAX_ITEMS_PER_PAGE:
                 out.errors.append([spec.type, f"plugin {spec.plugin}: kept its first {MAX_ITEMS_PER_PAGE} items, "

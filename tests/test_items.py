@@ -302,6 +302,8 @@ def test_a_plugin_that_raises_runs_late_or_is_missing_fails_only_the_items(plugi
     specs = parse_spec(f'[[item]]\ntype = "p"\nplugin = "{PLUGIN_NAME}"')
     boom = extract(specs, page(PRODUCT, "http://shop.test/boom.html"), plugins=plugin)
     assert boom.items == [] and boom.errors == [["p", "plugin testshop: RuntimeError: the test plugin blew up"]]
+    bare = extract(specs, page(PRODUCT, "http://shop.test/boom-bare.html"), plugins=plugin)
+    assert bare.errors == [["p", "plugin testshop: KeyError"]]  # was "KeyError: " (an exception without a message)
     slow = extract(specs, page(PRODUCT, "http://shop.test/slow.html"), plugins=plugin, plugin_timeout=0.2)
     assert slow.errors == [["p", "plugin testshop: TimeoutError: ran past its deadline of 0.2 s"]]
     missing = extract(specs, page(PRODUCT, "http://shop.test/p/1.html"), plugins={})

@@ -555,6 +555,13 @@ def test_the_items_summary_says_why_a_type_found_nothing_and_shows_a_failure(cap
     assert ("shout", "", "5", "", "", "3 pages failed (below)") in rows
     assert ("shout: 3 pages' items failed, e.g. http://shop.test/p/5: plugin walkshop: ValueError: cannot parse "
             "SKU-005 (all of them: table item_issue, kind 'error')") in " ".join(err.split())
+    # one page: "1 page's", not "1 page'", and no "e.g." nor "all of them" (it was
+    # "1 page' items failed, e.g. ...: plugin hang: TimeoutError: ... (all of them: ...)")
+    one = TypeFigures("hung", items=4, pages=5, errors=1, fields={"x": FieldFigures("x", filled=4)},
+                      error_example=("http://shop.test/p/1", "plugin hang: TimeoutError: ran past its deadline of 10 s"))
+    ProgressView(enabled=False).item_summary([one])
+    assert ("hung: 1 page's items failed, http://shop.test/p/1: plugin hang: TimeoutError: ran past its deadline "
+            "of 10 s (table item_issue, kind 'error')") in " ".join(capsys.readouterr().err.split())
 
 
 def test_the_summarys_counts_all_have_thousands_separators(capsys):

@@ -1,7 +1,8 @@
 """A small extractor plugin for the tests (entry-point group ``gridcrawl.extractors``, name
 ``testshop``): one item per product page of the generated shop (tests/shop.py), with the
 product's SKU, its name upper-cased (something the declarative selectors cannot say) and the
-number of links on the page. Pages whose URL contains ``/boom`` make it raise, ``/slow`` makes
+number of links on the page. Pages whose URL contains ``/boom`` make it raise (``/boom-bare`` an
+exception without a message), ``/slow`` makes
 it sleep past any sane deadline, ``/odd`` makes it yield numbers JSON cannot hold (an integer past
 64 bits, NaN, infinity), ``/decimal`` prices as ``Decimal`` and a date, ``/many`` makes it yield
 1,500 items, ``/deep`` one with values past every bound of an item."""
@@ -15,6 +16,8 @@ import time
 
 def extract(page):
     """Yield ``{"sku", "shout", "links"}`` for a product page (none for other pages)."""
+    if "/boom-bare" in page.url:
+        raise KeyError
     if "/boom" in page.url:
         raise RuntimeError("the test plugin blew up")
     if "/slow" in page.url:
