@@ -517,11 +517,49 @@ def _typed_numbers(data: Any) -> Any:
     return data
 
 
-def _jsonld_into(graph, data: Any, base: str) -> None:
+def _jsonld_into(graph, data: Any, base: str) -> list[str]:
     """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``
-    (a :class:`NumberText` as its ``xsd:double`` lexical form)."""
-    from rdflib.plugins.parsers.jsonld import to_rdf
-    to_rdf(_typed_numbers(localise_contexts(data, base)), graph, base=base, generalized_rdf=False)
+    (a :class:`NumberText` as its ``xsd:double`` lexical form); return the IRIs that held
+    characters no IRI holds, which were read percent-encoded (:func:`_iri_context`)."""
+    from rdflib.plugins.parsers.jsonld import Parser
+    context = _iri_context()(base=base)
+    context.repaired = []
+    Parser(generalized_rdf=False).parse(_typed_numbers(localise_contexts(data, base)), context, graph)
+    return context.repaired
+
+
+#: Characters no IRI holds (RFC 3987: controls, space, ``<>"{}|\^` ``).
+_NOT_IN_IRI = re.compile(r'[\x00-\x20<>"{}|\\^`\x7f]')
+
+
+@lru_cache(maxsize=1)
+def _iri_context():
+    """rdflib's JSON-LD ``Context`` class, but an IRI holding characters no IRI holds (a space,
+    ``<``, ``"``) is read percent-encoded, as a browser reads such a URL, and listed in the
+    context's ``repaired`` (shared with its sub-contexts). rdflib left out the whole node of an
+    ``@id`` with a space (``"https://shop.example/p/Blue Kettle"``: the product's triples were
+    gone, with no error), made such a value of an IRI-valued term (schema.org's ``url``,
+    ``image``) the page's own URL, and kept a ``<`` that N-Triples cannot write."""
+    from rdflib.plugins.shared.jsonld.context import Context
+
+    class IriContext(Context):
+        repaired: list
+
+        def resolve(self, curie_or_iri: str) -> str:
+            iri = self.expand(curie_or_iri, False)
+            if isinstance(iri, str) and not self.isblank(iri) and _NOT_IN_IRI.search(iri):
+                if len(self.repaired) < 1000:
+                    self.repaired.append(iri)
+                return self.resolve_iri(_NOT_IN_IRI.sub(lambda m: f"%{ord(m.group()):02X}", iri.strip()))
+            return super().resolve(curie_or_iri)
+
+        def _subcontext(self, source: Any, propagate: bool):
+            ctx = super()._subcontext(source, propagate)
+            ctx.__class__ = IriContext
+            ctx.repaired = self.repaired
+            return ctx
+
+    return IriContext
 
 
 # ------------------------------------------------------------------------------------------ parsing
@@ -763,7 +801,7 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
                 if context is not None and not isinstance(context, (str, dict, list)):
                     errors.append(f"json-ld: @context must be an IRI, an object or a list, not {context!r:.50}")
                     continue
-                attempt("json-ld", lambda item=item: _jsonld_into(graph, item, url))
+                attempt("json-ld", lambda item=item: repaired["json-ld"].extend(_jsonld_into(graph, item, url)))
 
     def microdata() -> None:
         items = _microdata_extractor(bound).extract_items(document, url)
@@ -772,7 +810,7 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
             context = _microdata_context(item)
             node = _microdata_node(item, context=context)
             node["@context"] = context
-            attempt("microdata", lambda node=node: _jsonld_into(graph, node, url))
+            attempt("microdata", lambda node=node: repaired["microdata"].extend(_jsonld_into(graph, node, url)))
 
     def opengraph() -> None:
         items = list(OpenGraphExtractor().extract_items(document))
@@ -809,8 +847,13 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         handle_prototypes(graph)
         data["rdfa"] = len(bound.order) > before
 
+    repaired: dict[str, list[str]] = {"json-ld": [], "microdata": []}  # IRIs read percent-encoded (_iri_context)
     for name, work in (("json-ld", jsonld), ("microdata", microdata), ("opengraph", opengraph), ("rdfa", rdfa)):
         attempt(name, work)
+    for name, iris in repaired.items():
+        if iris:
+            errors.append(f"{name}: {len(iris)} IRI{' was' if len(iris) == 1 else 's were'} read percent-encoded "
+                          f"(a space or another character no IRI holds), e.g. {iris[0][:200]!r}")
     writer = _Writer()
     writer.add_all(bound.order)
     # what msgpack and strict JSON cannot carry (an integer past 64 bits) made strings; 1e400 is

@@ -296,6 +296,34 @@ def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_n
     assert ["http://a/ev", SDO + "startDate", "2026-03-03", "literal", XSD + "date", None] in found.triples
 
 
+def test_json_ld_iris_with_a_space_are_read_percent_encoded_and_said_so():
+    """A node whose @id holds a space lost all its triples (rdflib leaves such a node out) with
+    no error; a url or image with a space became the page's own URL; a "<" was kept, and the
+    N-Triples export could not be read back. Now each is read percent-encoded, as a browser
+    reads such a URL, and the page's errors say so once per syntax."""
+    product = {"@context": "https://schema.org", "@type": "Product", "@id": "https://shop.example/p/Blue Kettle",
+               "name": "Blue Kettle", "url": "https://shop.example/p/Blue Kettle",
+               "image": "https://shop.example/img/blue kettle.png", "sameAs": "https://shop.example/p/a<b>"}
+    html = (f"<html><head><script type='application/ld+json'>{json.dumps(product)}</script></head><body>"
+            "<div itemscope itemtype='https://schema.org/Product' itemid='https://shop.example/p/Red Mug'>"
+            "<span itemprop='name'>Red Mug</span></div></body></html>")
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "p/1.html")
+    kettle, mug = "https://shop.example/p/Blue%20Kettle", "https://shop.example/p/Red%20Mug"
+    assert [kettle, SDO + "name", "Blue Kettle", "literal", None, None] in found.triples
+    assert [kettle, SDO + "url", kettle, "uri", None, None] in found.triples
+    assert [kettle, SDO + "image", "https://shop.example/img/blue%20kettle.png", "uri", None, None] in found.triples
+    assert [kettle, SDO + "sameAs", "https://shop.example/p/a%3Cb%3E", "uri", None, None] in found.triples
+    assert [mug, SDO + "name", "Red Mug", "literal", None, None] in found.triples
+    assert not [t for t in found.triples if BASE + "p/1.html" in t[:3]]  # never the page's own URL
+    assert found.errors == [
+        "json-ld: 4 IRIs were read percent-encoded (a space or another character no IRI holds), "
+        "e.g. 'https://shop.example/p/Blue Kettle'",
+        "microdata: 1 IRI was read percent-encoded (a space or another character no IRI holds), "
+        "e.g. 'https://shop.example/p/Red Mug'"]
+    lines = "".join(f"<{s}> <{p}> <{o}> .\n" for s, p, o, kind, _d, _l in found.triples if kind == "uri")
+    assert len(Graph().parse(data=lines, format="nt")) == len([t for t in found.triples if t[3] == "uri"])
+
+
 def test_json_ld_numbers_no_float_holds_keep_the_pages_text_in_valid_xsd_double_triples():
     """JSON-LD 1e400 became the triple "inf"^^xsd:double (no xsd:double lexical form: strict
     N-Triples readers refuse it) and "inf" in document.structured_data; NaN and Infinity (which
