@@ -801,6 +801,9 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                                        ("--max-pages-per-host", len(store.capped))) if n]
         for line in idle_rule_notes(store.idle_rules(), rules, left_out):
             view.console.print(line, soft_wrap=True, highlight=False, markup=False)
+    if store.retyped_example is not None:
+        view.console.print(retyped_note(store.retyped, *store.retyped_example), soft_wrap=True, highlight=False,
+                           markup=False)
     if store.strategy.items:  # the items section: per type, per field (misses of required values)
         from gridcrawl.client.items import item_summary
         figures = item_summary(store.engine, store.strategy.items)
@@ -878,6 +881,16 @@ def idle_rule_notes(idle: Sequence, rules_file: str | None, left_out: Sequence[s
     if len(idle) > most:
         lines.append(f"and {len(idle) - most} more rule{'s' if len(idle) - most != 1 else ''} found nothing")
     return lines
+
+
+def retyped_note(count: int, url: str, first: str, other: str) -> str:
+    """The summary's line on links a follow rule gave a page type their URL did not get (it was
+    queued or visited with another: a URL is crawled once, with its first type): ``count`` of
+    them, one ``url`` with its ``first`` type and the ``other`` one."""
+    return (f"{counted(count, 'link')} kept the page type {'its URL' if count == 1 else 'their URLs'} had when a "
+            f"follow rule gave {'it' if count == 1 else 'them'} another, e.g. {url} is {first!r}, not {other!r}: a URL is "
+            "crawled once, with the type of the rule that found it first, so the rules and item specs of the other "
+            "type do not apply to it; rules whose patterns or id/class/tag do not overlap keep the types apart")
 
 
 def capped_note(cap: int, new_crawl: str = "a new --workdir") -> str:

@@ -19,6 +19,7 @@ import collections
 import functools
 import json
 import logging
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Callable, Iterable, Mapping, Sequence
@@ -451,6 +452,12 @@ class CrawlStore:
         # are found by a shorter path now. A bounded cache, not the truth: cleared when full, so
         # memory does not grow with the frontier (the tables decide).
         self._known: dict[int, int] = {}
+        # keep/follow rules: the page type each URL of that cache was queued or visited with,
+        # so that a link a follow rule gives another type is counted (a URL is crawled once, with
+        # its first type): how many (at least), and one ``(url, its type, the type not given)``
+        self._types: dict[int, str] = {}
+        self.retyped = 0
+        self.retyped_example: tuple[str, str, str] | None = None
         # A sitemap's lastmod for pages that were in flight when it was read (their Pending was
         # claimed without it): fingerprint -> lastmod, until their result is applied.
         self._late_lastmods: dict[str, datetime] = {}
@@ -801,6 +808,8 @@ class CrawlStore:
                 self.links_cut.add(pend.url)
             for link in page.links:
                 url = link[0]
+                if self._types and len(link) > 2 and link[2] and self._types.get(hash(url), link[2]) != link[2]:
+                    self._note_retyped(url, self._types[hash(url)], link[2])
                 if known.get(hash(url), depth + 1) <= depth or len(url) > models.URL_LENGTH:
                     continue  # queued or visited already, no deeper than this (found shallower: its depth drops)
                 if not scope.allows(url, depth):
@@ -819,6 +828,8 @@ class CrawlStore:
                 if row is None:
                     continue
                 old = links.get(row["fingerprint"])
+                if old is not None and old["page_type"] != row["page_type"] and hash(url) not in self._types:
+                    self._note_retyped(url, old["page_type"], row["page_type"])
                 if old is None or (row["relevance"] or 0.0) > (old["relevance"] or 0.0):
                     links[row["fingerprint"]] = row
                     if old is not None:
@@ -941,12 +952,19 @@ class CrawlStore:
         self._late_lastmods.update(late)
         if len(self._known) > KNOWN_CACHE:
             self._known.clear()
+            self._types.clear()
         known = self._known
         for url, depth in [*((row["url"], row["depth"]) for row in links.values()),
                            *((o.pending.url, o.pending.depth) for o in outcomes),
                            *((row["url"], row["depth"]) for row in rows.traps)]:
             if known.get(hash(url), depth + 1) > depth:
                 known[hash(url)] = depth
+        if self.strategy.rules:
+            types = self._types
+            for url, page_type in [*((row["url"], row["page_type"]) for row in links.values()),
+                                   *((o.pending.url, o.pending.page_type) for o in outcomes)]:
+                if page_type:
+                    types.setdefault(hash(url), sys.intern(page_type))
         self._count_sites(queued[0])
         maps = [o.pending.fingerprint for o in outcomes if o.pending.kind is not None]
         failed = {v["fingerprint"] for v in rows.visits if v["error_kind"] and v["error_kind"] not in DECISIONS}
@@ -1599,6 +1617,13 @@ class CrawlStore:
                 "fingerprint": pend.fingerprint, "subject": row[0], "predicate": row[1], "object": row[2],
                 "object_kind": row[3], "datatype": row[4], "language": row[5], "triple_key": key}
         return rows
+
+    def _note_retyped(self, url: str, first: str | None, other: str | None) -> None:
+        """Count a link a follow rule gave the page type ``other`` while its URL was queued or
+        visited as ``first`` (it keeps ``first``: a URL is crawled once)."""
+        self.retyped += 1
+        if self.retyped_example is None:
+            self.retyped_example = (url, first or "", other or "")
 
     def _link_row(self, link: list, pend: Pending, depth: int, parent_score: float | None) -> dict | None:
         """The ``to_visit_url`` row of a link found on ``pend``'s page, or None when the strategy

@@ -432,6 +432,65 @@ def test_store_follows_only_typed_links_and_keeps_kept_ones(tmp_path):
     assert store.counts()["kept"] == 2
 
 
+def test_a_link_a_follow_rule_gives_another_type_keeps_its_first_and_is_counted(tmp_path):
+    """A product linked from the home page's footer (rule base -> featured) and from its list
+    page (list -> product) is crawled once, as 'featured': the item specs of 'product' do not
+    apply to it. That stayed silent (the crawl had one product item fewer, no word why); the
+    store counts such links now, with one example, for the summary's line."""
+    from gridcrawl.client.cli import retyped_note
+    rules = validate_rules(parse_toml(f"""base_url = "{BASE}"
+[[rule]]
+rule_type = "follow"
+from_type = "base"
+to_type = "featured"
+tag = "footer"
+pattern = "/p/"
+[[rule]]
+rule_type = "follow"
+from_type = "base"
+to_type = "list"
+pattern = "/list/"
+[[rule]]
+rule_type = "follow"
+from_type = "list"
+to_type = "product"
+pattern = "/p/"
+"""))
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"), Strategy(rules=rules))
+    store.add_seeds([BASE])
+    (seed,) = store.claim(10)
+    home = PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html",
+                      links=[[BASE + "p/1.html", "Featured", "featured"], [BASE + "list/1.html", "L1", "list"],
+                             [BASE + "list/2.html", "L2", "list"]])
+    store.apply([Outcome(seed, home, "ex", 1, False)], Scope(["127.0.0.1"]))
+    assert store.retyped == 0 and store.retyped_example is None
+    claimed = {p.url: p for p in store.claim(10)}
+    lists = [PageResult(url=url, final_url=url, status=200, content_type="text/html",
+                        links=[[BASE + "p/1.html", "one", "product"], [BASE + "p/2.html", "two", "product"]])
+             for url in (BASE + "list/1.html", BASE + "list/2.html")]
+    # both lists in one batch: p/1 queued as 'featured' before; p/2 new, the same type twice
+    store.apply([Outcome(claimed[page.url], page, "ex", 1, False) for page in lists], Scope(["127.0.0.1"]))
+    with store.engine.connect() as conn:
+        types = dict(conn.execute(sa.text("SELECT url, page_type FROM to_visit_url WHERE url LIKE '%/p/%'")).all())
+    assert types == {BASE + "p/1.html": "featured", BASE + "p/2.html": "product"}
+    assert store.retyped == 2 and store.retyped_example == (BASE + "p/1.html", "featured", "product")
+    assert retyped_note(store.retyped, *store.retyped_example) == (
+        f"2 links kept the page type their URLs had when a follow rule gave them another, e.g. {BASE}p/1.html is "
+        "'featured', not 'product': a URL is crawled once, with the type of the rule that found it first, so the "
+        "rules and item specs of the other type do not apply to it; rules whose patterns or id/class/tag do not "
+        "overlap keep the types apart")
+    # two pages of one batch giving a new URL two types: the first kept, counted
+    store2 = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl2.db'}"), Strategy(rules=rules))
+    store2.add_seeds([BASE, BASE + "list/9.html"])
+    pages = {p.url: p for p in store2.claim(10)}
+    both = [PageResult(url=BASE, final_url=BASE, status=200, content_type="text/html",
+                       links=[[BASE + "p/9.html", "F", "featured"]]),
+            PageResult(url=BASE + "list/9.html", final_url=BASE + "list/9.html", status=200,
+                       content_type="text/html", links=[[BASE + "p/9.html", "nine", "product"]])]
+    store2.apply([Outcome(pages[page.url], page, "ex", 1, False) for page in both], Scope(["127.0.0.1"]))
+    assert store2.retyped == 1 and store2.retyped_example == (BASE + "p/9.html", "featured", "product")
+
+
 # ---------------------------------------------------------------------------- page types (rendering)
 
 
