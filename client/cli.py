@@ -867,6 +867,7 @@ def idle_rule_notes(idle: Sequence, rules_file: str | None, left_out: Sequence[s
     (``--max-depth``, ``--min-relevance``, ``--max-pages-per-host``), named as further causes of
     a follow rule's; links to other hosts always are one."""
     import shlex
+    from gridcrawl.rules import glob_hint
     lines = []
     for rule, pages, url in idle[:most]:
         found = (f"no URL got the page type {rule.to_type!r}" if rule.rule_type == "follow" else "it kept no link")
@@ -877,7 +878,8 @@ def idle_rule_notes(idle: Sequence, rules_file: str | None, left_out: Sequence[s
         lines.append(f"{rule.label} found nothing: {found} from the {pages:,} {rule.from_type!r} "
                      f"page{'s' if pages != 1 else ''} fetched ({causes}); what the rules match on one: gridcrawl "
                      f"fetch {shlex.quote(url)} --rules {shlex.quote(rules_file) if rules_file else 'RULES_FILE'} "
-                     f"--page-type {shlex.quote(rule.from_type)}")
+                     f"--page-type {shlex.quote(rule.from_type)}"
+                     + (f"; its pattern {rule.pattern!r} is {hint.strip()[1:-1]}" if (hint := glob_hint(rule.pattern)) else ""))
     if len(idle) > most:
         lines.append(f"and {len(idle) - most} more rule{'s' if len(idle) - most != 1 else ''} found nothing")
     return lines

@@ -69,6 +69,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
 from gridcrawl.plugins import PLUGIN_REFERENCE
+from gridcrawl.rules import glob_hint as _glob_hint
 from gridcrawl.protocol import INT64, json_safe
 
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
@@ -144,14 +145,6 @@ class ItemSpec:
         if self.url is None or _regex(self.url).search(url) is not None:
             return None
         return f"{self.label}: its url {self.url!r} is not found in the URL{_glob_hint(self.url)}"
-
-
-def _glob_hint(pattern: str) -> str:
-    """A hint for a regular expression written as a shell glob (``*.html``, ``/p/*``), else ""."""
-    if not re.search(r"(^|/)\*|\*\.[A-Za-z]", pattern):
-        return ""
-    return (" (a regular expression searched in the URL, not a glob: '*' repeats what is before it;"
-            " any text is '.*', a dot '\\.', as in '/p/.*\\.html$')")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -207,6 +207,15 @@ class PageType:
 WAIT_FOR_UNUSED = "--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered"
 
 
+def glob_hint(pattern: str) -> str:
+    """A hint for a regular expression written as a shell glob (``*.html``, ``/p/*``), else ""
+    (a rule's ``pattern``, an item spec's ``url``)."""
+    if not re.search(r"(^|/)\*|\*\.[A-Za-z]", pattern):
+        return ""
+    return (" (a regular expression searched in the URL, not a glob: '*' repeats what is before it;"
+            " any text is '.*', a dot '\\.', as in '/p/.*\\.html$')")
+
+
 def wait_for_error(selector: str) -> str | None:
     """Why ``selector`` cannot be a ``wait_for`` (the CSS selector a browser waits for before
     taking a rendered page's DOM), or None. Standard CSS is parsed (cssselect), so ``li[`` is
@@ -386,7 +395,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
             try:
                 re.compile(rule.pattern)
             except re.error as exc:
-                raise RuleError(f"{rule.label}: pattern '{rule.pattern}' is not a valid regular expression: {exc}") from None
+                raise RuleError(f"{rule.label}: pattern '{rule.pattern}' is not a valid regular expression: "
+                                f"{exc}{glob_hint(rule.pattern)}") from None
         try:
             base = canonical_url(rule.base_url)
         except InvalidURL as exc:

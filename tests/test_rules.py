@@ -557,3 +557,11 @@ def test_idle_rule_notes_name_the_options_that_left_links_out():
         "rule 2 (test: keep list) found nothing: it kept no link from the 3 'list' pages fetched (its pattern or "
         "id/class/tag matches no link there); ")
     assert idle_rule_notes([(keep, 3, BASE)], None)[0].endswith("--rules RULES_FILE --page-type list")
+    # a pattern written as a shell glob: matches nothing of what it looks like, and the line says why
+    glob = rule(3, "follow", "base", "product", pattern="/p/*.html")
+    assert idle_rule_notes([(glob, 1, BASE)], "r.toml")[0].endswith(
+        "--page-type base; its pattern '/p/*.html' is a regular expression searched in the URL, not a glob: '*' "
+        "repeats what is before it; any text is '.*', a dot '\\.', as in '/p/.*\\.html$'")
+    with pytest.raises(RuleError, match=r"nothing to repeat at position 0 \(a regular expression searched in the "
+                                        r"URL, not a glob"):
+        validate_rules([rule(1, "follow", "base", "product", pattern="*.html")])
