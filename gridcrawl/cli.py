@@ -1235,6 +1235,15 @@ def extract_command(
     if kind not in ("crawl", "both"):  # it added the crawl tables to whatever database it was given
         fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
              "crawl database (WORKDIR/crawl.db)")
+    from gridcrawl.client.cli import refuse_unknown_page_types
+    from gridcrawl.rules import RuleError, rules_from_table
+    try:
+        with engine.connect() as conn:
+            crawl_rules = rules_from_table(conn)
+    except RuleError as exc:
+        fail(f"invalid rules: {exc}")
+    # a page_type the crawl's pages do not have: every item of it would be replaced with none
+    refuse_unknown_page_types(extract, specs, crawl_rules)
     bar = Progress(TextColumn("[bold]extract"), BarColumn(), MofNCompleteColumn(), TextColumn("pages"),
                    TimeElapsedColumn(), disable=not progress)
     with bar:

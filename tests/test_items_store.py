@@ -172,6 +172,32 @@ def test_a_reextraction_naming_a_plugin_not_installed_here_is_refused_and_keeps_
         assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4
 
 
+def test_a_reextraction_naming_a_page_type_the_crawl_never_gave_is_refused_and_keeps_the_items(store, tmp_path):
+    """gridcrawl extract with a spec whose page_type the crawl's pages do not have (written for
+    a rules crawl, run on one without rules) replaced the crawl's items with none ("none found:
+    no page it applies to"). It is refused now, as gridcrawl run refuses it, the items kept; a
+    page type the crawl's stored rules give is taken."""
+    import subprocess
+    import sys
+    from gridcrawl.rules import parse_toml, validate_rules
+    fill(store)
+    (tmp_path / "spec.toml").write_text('[[item]]\ntype = "product"\npage_type = "detail"\n'
+                                        '[item.fields]\nname = { css = "h1::text" }\n')
+    command = [sys.executable, "-m", "gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/c.db",
+               "--extract", str(tmp_path / "spec.toml"), "--no-progress"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (f"error: invalid item spec: {tmp_path / 'spec.toml'}: item 1 (product): page_type 'detail' "
+                           "is no page type of this crawl: page types come from keep/follow rules (--rules), and "
+                           "without them only the seeds have one, 'base'\n")
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4
+    store.save_rules(validate_rules(parse_toml('base_url = "http://shop.test/"\n[[rule]]\nrule_type = "follow"\n'
+                                               'from_type = "base"\nto_type = "detail"\n')))
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_export_jsonl_and_csv(store, tmp_path):
     fill(store)
     save_spec(store.engine, "shop.toml", SPEC)
