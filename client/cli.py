@@ -395,6 +395,7 @@ def save_item_spec(store, extract: str, specs: list) -> None:
     with a WARNING when it differs from the one the crawl's items were extracted with."""
     from gridcrawl.client.items import save_spec, stored_spec
     from gridcrawl.db import shown_url
+    from gridcrawl.rules import read_text_file
     from gridcrawl.items import ItemSpecError
     try:
         before = stored_spec(store.engine)
@@ -414,7 +415,7 @@ def save_item_spec(store, extract: str, specs: list) -> None:
             "the item spec in %s is new to this crawl's %d stored page%s, which keep no items unless "
             "visited again; %s applies it to every stored page", extract, pages, "" if pages == 1 else "s",
             extract_all)
-    save_spec(store.engine, extract, Path(extract).read_text(encoding="utf-8"))
+    save_spec(store.engine, extract, read_text_file(Path(extract)))
 
 
 #: Exit status of a crawl in which every page of the run failed (a user error is 2, cli_common).

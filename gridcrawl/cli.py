@@ -1236,7 +1236,7 @@ def extract_command(
         fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
              "crawl database (WORKDIR/crawl.db)")
     from gridcrawl.client.cli import refuse_unknown_page_types
-    from gridcrawl.rules import RuleError, rules_from_table
+    from gridcrawl.rules import RuleError, read_text_file, rules_from_table
     try:
         with engine.connect() as conn:
             crawl_rules = rules_from_table(conn)
@@ -1251,7 +1251,7 @@ def extract_command(
         try:
             done = reextract(engine, specs, plugins=installed_plugins(), plugin_timeout=plugin_timeout,
                              on_progress=lambda n, total: bar.update(task, completed=n, total=total),
-                             spec=(extract, _Path(extract).read_text(encoding="utf-8")))
+                             spec=(extract, read_text_file(_Path(extract))))
         except ItemExportError as exc:
             fail(str(exc))
         except KeyboardInterrupt:

@@ -69,7 +69,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
 from gridcrawl.plugins import PLUGIN_REFERENCE
-from gridcrawl.rules import glob_hint as _glob_hint
+from gridcrawl.rules import glob_hint as _glob_hint, read_text_file
 from gridcrawl.protocol import INT64, json_safe
 
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
@@ -360,8 +360,8 @@ def load_spec(path: str | Path) -> list[ItemSpec]:
     cannot be read raises :class:`ItemSpecError` too."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_file(path)
+    except (OSError, ValueError) as exc:
         raise ItemSpecError(f"{path}: cannot read the item spec: {exc}") from None
     return parse_spec(text, str(path))
 

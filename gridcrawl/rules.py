@@ -207,6 +207,19 @@ class PageType:
 WAIT_FOR_UNUSED = "--wait-for goes with --render (or a page type or item spec with render = true): no page is rendered"
 
 
+def read_text_file(path: Path) -> str:
+    """The text of the UTF-8 file ``path`` (a rules file, an item spec), without the byte-order
+    mark Windows editors may write first. Raises ``OSError``, or ``ValueError`` saying what to
+    do for a file that is not UTF-8 (UTF-16, as PowerShell's ``>`` writes, or Latin-1)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        utf16 = data[:2] in (b"\xff\xfe", b"\xfe\xff")
+        raise ValueError(f"it is {'UTF-16' if utf16 else 'not UTF-8'} text ({exc.reason} at byte {exc.start}): "
+                         "save it as UTF-8") from None
+
+
 def glob_hint(pattern: str) -> str:
     """A hint for a regular expression written as a shell glob (``*.html``, ``/p/*``), else ""
     (a rule's ``pattern``, an item spec's ``url``)."""
@@ -288,8 +301,8 @@ def load_page_types(path: str | Path, rules: Sequence[Rule] = ()) -> dict[str, P
     if path.suffix.lower() != ".toml":
         return {}
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_file(path)
+    except (OSError, ValueError) as exc:
         raise RuleError(f"cannot read rules file {path}: {exc}") from None
     return parse_page_types(text, path.name, rules)
 
@@ -322,8 +335,8 @@ def load_rules(path: str | Path) -> list[Rule]:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_text_file(path)
+    except (OSError, ValueError) as exc:
         raise RuleError(f"cannot read rules file {path}: {exc}") from None
     suffix = path.suffix.lower()
     if suffix == ".toml":

@@ -274,6 +274,22 @@ def test_bad_specs_are_refused_naming_file_item_and_field(toml, message):
     assert str(info.value).startswith("t.toml")
 
 
+def test_a_spec_saved_by_a_windows_editor_is_read_and_stored_as_written(tmp_path):
+    """A spec saved with a byte-order mark (Notepad's "UTF-8 with BOM", PowerShell) was refused
+    as "not valid TOML: Invalid statement (at line 1, column 1)", where rules files with one were
+    read; one saved as UTF-16 said "'utf-8' codec can't decode byte 0xff". The first is read,
+    the second is told to be saved as UTF-8."""
+    from gridcrawl.items import load_spec
+    text = '[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text" }\n'
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    assert load_spec(tmp_path / "bom.toml") == parse_spec(text)
+    (tmp_path / "u16.toml").write_text(text, encoding="utf-16")
+    with pytest.raises(ItemSpecError) as info:
+        load_spec(tmp_path / "u16.toml")
+    assert str(info.value) == (f"{tmp_path / 'u16.toml'}: cannot read the item spec: it is UTF-16 text (invalid "
+                               "start byte at byte 0): save it as UTF-8")
+
+
 @pytest.fixture
 def plugin(tmp_path):
     """The test plugin, visible to this process through an entry-point metadata directory."""

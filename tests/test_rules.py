@@ -133,6 +133,12 @@ def test_bad_files_are_refused(tmp_path):
     (tmp_path / "empty.csv").write_text("base_url,rule_type,from_type\n")
     with pytest.raises(RuleError, match="no rules"):
         load_rules(tmp_path / "empty.csv")
+    # saved by PowerShell's ">" (UTF-16): it was "'utf-8' codec can't decode byte 0xff in position 0"
+    (tmp_path / "ps.csv").write_text(TABLE_I.replace("\t", ","), encoding="utf-16")
+    with pytest.raises(RuleError) as info:
+        load_rules(tmp_path / "ps.csv")
+    assert str(info.value) == (f"cannot read rules file {tmp_path / 'ps.csv'}: it is UTF-16 text (invalid start byte "
+                               "at byte 0): save it as UTF-8")
 
 
 def test_toml_structure_errors():
