@@ -616,8 +616,8 @@ def _refuse_missing_plugins(specs: list, remedy: str = "the executors gridcrawl 
                            "(install the plugin's package here, or crawl with gridcrawl-manager and executors "
                            "that have it)") -> None:
     """Exit with status 2 when an item spec of ``specs`` names an extractor plugin that this
-    Python environment does not provide, or that does not load here (its import fails, or its
-    entry point names no function), with ``remedy`` after the reason: ``gridcrawl run``'s
+    Python environment does not provide, with ``remedy`` after the reason, or one that does not
+    load here (its import fails, or its entry point names no function), saying so: ``gridcrawl run``'s
     executors are forked here and only they take its grid threads, which would otherwise wait
     for ever; ``gridcrawl fetch`` runs the plugins itself."""
     from gridcrawl.plugins import installed_plugins, loadable, missing, shadowing, split_reference
@@ -629,10 +629,13 @@ def _refuse_missing_plugins(specs: list, remedy: str = "the executors gridcrawl 
                            if name in plugins}):
         logging.getLogger("gridcrawl").warning("%s", line)
     whys = [why for ref in references if (why := missing(ref, plugins, " in this Python environment"))]
-    if not whys:  # installed: each must also import (an executor does not offer one that does not)
-        _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})
     if whys:
         fail(f"{'; '.join(whys)}: {remedy}")
+    # installed: each must also import (an executor does not offer one that does not)
+    _, whys = loadable({name: plugins[name] for name in {split_reference(ref)[0] for ref in references}})
+    if whys:  # (not "install the plugin's package here": it is installed)
+        fail(f"{'; '.join(whys)}: its package is installed here, but the plugin does not load: fix the package (a "
+             "dependency it imports, the function its entry point names) or the spec's plugin name")
 
 
 def _host_of(url_or_host: str) -> str | None:

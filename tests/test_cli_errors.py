@@ -745,7 +745,9 @@ def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec),
                      env={"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
     assert_user_error(rc, out, "plugin broken cannot load: ModuleNotFoundError: No module named "
-                      "'gridcrawl_no_such_module'", "install the plugin's package here")
+                      "'gridcrawl_no_such_module'", "its package is installed here, but the plugin does not load: "
+                      "fix the package")
+    assert "install the plugin's package here" not in out  # (it said so: it is installed)
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
 
 

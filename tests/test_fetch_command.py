@@ -206,8 +206,9 @@ def test_fetch_extract_reports_items_where_drops_and_refuses_what_a_crawl_refuse
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                 [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])})
     assert plugin.returncode == 2, plugin.stderr
-    assert "plugin number cannot load: its entry point names an int, not a function: gridcrawl fetch runs the " \
-        "plugins of this Python environment" in plugin.stderr, plugin.stderr
+    assert "plugin number cannot load: its entry point names an int, not a function: its package is installed " \
+        "here, but the plugin does not load: fix the package (a dependency it imports, the function its entry " \
+        "point names) or the spec's plugin name" in plugin.stderr, plugin.stderr
     assert "Traceback" not in plugin.stderr
 
 
