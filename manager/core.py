@@ -408,6 +408,7 @@ class Application:
     last_finished: float | None = None
     instruction: dict | None = None  # the instruction all its threads share (OpenApplication.instruction)
     client: str = ""  # the token of the client process that holds it (OpenApplication.client)
+    client_user: str = ""  # the user its client logged in as: its owner, or an administrator who reattached
     #: stopped with grid threads not done (cancelled): their ids are recorded, and its client
     #: submits them again, so a client that comes back gets a new application (:meth:`ManagerCore.on_open`)
     aborted: bool = False
@@ -1119,6 +1120,7 @@ class ManagerCore:
         app.max_priority = None if self.authenticate is None or self.authenticate(
             m.user, m.password, MANAGE_ALL_APPS, quiet=True) is None else p.DEFAULT_PRIORITY
         self.peers[peer] = ("client", app.application_id)
+        app.client_user = m.user
         log.info("application %s %s by %s (%s)", app.application_id[:8], "reattached" if resumed else "created",
                  m.user, m.name)
         actions.append(Send(peer, p.ApplicationOpened(app.application_id, resumed,
@@ -1428,6 +1430,8 @@ class ManagerCore:
         for user, _ in sorted(pair for pair in refused if pair[1] == MANAGE_OWN_APP):
             for application_id in list(self._open_by_user.get(user, ())):
                 app = self.applications[application_id]
+                if self._driven_by_administrator(app) and (app.client_user, MANAGE_ALL_APPS) not in refused:
+                    continue  # an administrator reattached to it: the crawl is theirs now
                 log.warning("user %s was removed or lost the %s permission: application %s cancelled%s", user,
                             MANAGE_OWN_APP, application_id[:8], ", its client cut off" if app.peer else "")
                 actions.extend(self._stop_application(app, now, True))
@@ -1436,6 +1440,12 @@ class ManagerCore:
                                   f"{MANAGE_OWN_APP} permission): application {application_id[:8]} is cancelled; "
                                   "the crawl database keeps what was crawled, and the same command resumes it "
                                   "once an administrator lets the user in again (gridcrawl-manager users add)")
+        for app in [app for app in self._administered() if (app.client_user, MANAGE_ALL_APPS) in refused]:
+            log.warning("user %s was removed or lost the %s permission: the client of application %s (of user %s) "
+                        "cut off", app.client_user, MANAGE_ALL_APPS, app.application_id[:8], app.user)
+            cut(app.peer, f"user {app.client_user!r} may no longer drive another user's application on this manager "
+                          f"(removed, or without the {MANAGE_ALL_APPS} permission): application "
+                          f"{app.application_id[:8]} of user {app.user!r} waits for a client")
         for peer, (kind, ident) in list(self.peers.items()):
             if kind == "executor":
                 ex = self.executors.get(ident)
@@ -1455,11 +1465,24 @@ class ManagerCore:
                           f"(--curve-allow): the manager's operator admits it again by putting {key}.key back there")
         return actions
 
+    @staticmethod
+    def _driven_by_administrator(app: Application) -> bool:
+        """Whether ``app``'s client is connected and logged in as another user than its owner
+        (one with ManageAllApps when it reattached)."""
+        return app.peer is not None and app.client_user != app.user
+
+    def _administered(self) -> list[Application]:
+        """The applications whose connected client logged in as another user than their owner."""
+        apps = (self.applications.get(ident) for kind, ident in self.peers.values() if kind == "client")
+        return [app for app in apps if app is not None and self._driven_by_administrator(app)]
+
     def logins(self) -> set[tuple[str, str]]:
         """The ``(user, permission)`` pairs the manager's live peers and applications rest on:
-        ManageOwnApp for each user with an application open (detached ones too), ExecuteThread
-        for each connected executor's user (:meth:`revoke`)."""
+        ManageOwnApp for each user with an application open (detached ones too), ManageAllApps
+        for each user whose client drives another user's application, ExecuteThread for each
+        connected executor's user (:meth:`revoke`)."""
         pairs = {(user, MANAGE_OWN_APP) for user in self._open_by_user}
+        pairs.update((app.client_user, MANAGE_ALL_APPS) for app in self._administered())
         pairs.update((self.executors[ident].user, EXECUTE_THREAD) for kind, ident in self.peers.values()
                      if kind == "executor" and ident in self.executors)
         return pairs

@@ -10,6 +10,7 @@ import itertools
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -649,3 +650,39 @@ def test_a_manager_that_requires_logins_and_has_no_user_says_so_at_start(tmp_pat
         caplog.clear()
         ManagerServer(Settings(), "tcp://127.0.0.1:0", open_database(db), require_login=True).serve(done)
         assert not [r for r in caplog.records if "--require-login" in r.getMessage()]
+
+
+@pytest.mark.e2e
+def test_an_administrator_reattached_to_a_removed_users_crawl_is_not_cut(tmp_path, site_server):
+    """An administrator reattached (ManageAllApps) to the crawl of a user who is then removed:
+    the manager cancelled the crawl and cut the administrator's client off with "user 'crawler'
+    may no longer crawl", exit status 2. The crawl is the administrator's now: it goes on to its
+    end; removing the administrator then would cut that client (not cancel the crawl)."""
+    from grid import wait_for
+    site = generate_site(30, links_per_page=3, seed=5)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    users = UserStore(open_database(grid.manager_db))
+    for name, group in (("crawler", "Users"), ("worker", "Executors"), ("admin", "Administrators")):
+        users.add(name, PASSWORD, group)
+    login = {"GRIDCRAWL_PASSWORD": PASSWORD}
+    try:
+        grid.start_manager("--download-delay", "0.3")  # a crawl of about 10 s
+        grid.start_executor("worker", "--user", "worker", env=login)
+        owner = grid.start_client(server.url("/"), "--user", "crawler", env=login)
+        wait_for(lambda: "application " in grid.log("client.log"), 30, message="the crawl under way")
+        time.sleep(1.0)
+        owner.terminate()  # the owner's client leaves: the application waits for a client
+        assert owner.wait(timeout=30) != 2
+        admin = grid._spawn("gridcrawl.client", ["--manager", grid.endpoint, "--db", grid.crawl_db, "--no-progress",
+                                                 "--heartbeat-interval", "0.25", "--user", "admin", server.url("/")],
+                            "admin.log", login)
+        wait_for(lambda: "reattached by admin" in grid.log("manager.log"), 30, message="the administrator reattached")
+        assert users.remove("crawler")
+        assert admin.wait(timeout=90) == 0, grid.log("admin.log")
+    finally:
+        grid.stop()
+    assert "may no longer crawl" not in grid.log("admin.log")
+    assert "user crawler was removed" not in grid.log("manager.log")
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}, len(docs)
