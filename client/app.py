@@ -56,6 +56,7 @@ from gridcrawl.client.store import CrawlStore, HostShare, Outcome, Pending, Scop
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
 from gridcrawl.db import utcnow
 from gridcrawl.urls import url_host
+from gridcrawl.words import counted
 from gridcrawl.rules import instruction_for
 from gridcrawl.errors import ManagerUnreachable, MessageTooLarge, Refused, CrawlDatabaseError  # noqa: F401 (re-exported)
 
@@ -401,11 +402,11 @@ class CrawlApplication:
         # host's sitemap again every time, and never came to a page)
         maps = self.store.queue_sitemaps(every=True) if self.settings.sitemaps and not resumed else 0
         if maps:
-            log.info("recrawl: %d sitemaps to read again (their lastmod may make more documents due)", maps)
+            log.info("recrawl: %s to read again (their lastmod may make more documents due)", counted(maps, "sitemap"))
         mode = "watch" if self.watch else self.recrawl
         self.progress.recrawl = dict.fromkeys(RECRAWL_COUNTS, 0) | {"due": due}
         self.recrawl_id = self.store.start_recrawl(mode, due)
-        log.info("recrawl (%s): %d documents due", mode, due)
+        log.info("recrawl (%s): %s due", mode, counted(due, "document"))
         if self.watch:
             self._next_look_at = self._next_look()
 

@@ -1578,20 +1578,20 @@ def spark_command(
         raise typer.Exit(130)
     if sc.uiWebUrl:
         typer.echo(f"Spark UI: {sc.uiWebUrl}")
-    typer.echo(f"Spark master {sc.master}, {settings.spark_partitions or 2 * sc.defaultParallelism} partitions")
+    typer.echo(f"Spark master {sc.master}, {counted(settings.spark_partitions or 2 * sc.defaultParallelism, 'partition')}")
 
     def report_layer(f, total) -> None:
         capped = f" (and {f.capped} more left out: over the per-host cap)" if f.capped else ""
         typer.echo(f"layer {f.layer} (depth {f.depth}): {counted(f.urls, 'URL')}, {counted(f.pages, 'page')}, "
                    f"{counted(f.errors, 'error')}, "
-                   f"{max(0, f.queued - f.capped)} new links queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
+                   f"{counted(max(0, f.queued - f.capped), 'new link')} queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {counted(total.pages, 'page')}, "
                    f"{total.pages_per_second:.1f} pages/s")
     def report_wait(f, seconds, finished, tasks) -> None:  # a layer held up: say so every minute
         typer.echo(f"layer {f.layer} (depth {f.depth}): {counted(f.urls, 'URL')}, downloading for {seconds:.0f} s"
-                   + (f", {finished} of {tasks} tasks done" if tasks else "")
+                   + (f", {finished} of {counted(tasks, 'task')} done" if tasks else "")
                    + " (a task runs a host's URLs one crawl delay apart; a host that accepts connections but "
                    "never answers holds a fetch to its deadline, download_timeout, and an unreachable robots.txt "
                    "is tried again retry_times times, robots_retry apart)")

@@ -31,6 +31,7 @@ import typer
 
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.settings import Settings
+from gridcrawl.words import counted  # noqa: F401 (re-exported: the programs' counts)
 
 USER_ERROR = 2
 
@@ -195,12 +196,6 @@ def fail(message: str) -> NoReturn:
     if any(isinstance(h, logging.FileHandler) for h in logging.getLogger().handlers):
         logging.getLogger("gridcrawl").error("stopping: %s", message)
     raise typer.Exit(USER_ERROR)
-
-
-def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``n`` and ``noun`` as a person writes them: ``"1 page"``, ``"2 pages"``, ``"1,024 URLs"``
-    (``plural``: the plural when it is not ``noun + "s"``)."""
-    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def check_wait_for(value: str | None, rendering: bool = True) -> None:

@@ -241,7 +241,8 @@ class AllowList:
             if len(self._refused) > 10_000:
                 self._refused.clear()
             if count in (1, 10, 100) or count % 1000 == 0:
-                log.warning("CURVE: refused a connection with unknown public key %s (%d times)", key, count)
+                log.warning("CURVE: refused a connection with unknown public key %s (%s)", key,
+                            "once" if count == 1 else f"{count:,} times")
             return False
         log.info("CURVE: accepted key %s", name)
         return True

@@ -22,6 +22,7 @@ import zmq
 from gridcrawl import protocol
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
+from gridcrawl.words import counted
 
 HWM = 10_000
 RECONNECT_FIRST = 0.01  # seconds before a refused connection is tried again, at first
@@ -333,7 +334,7 @@ class HandshakeWatch:
             return None
         guess = ("wrong manager public key, or the manager does not use CURVE" if self.curve else
                  "if the manager requires CURVE encryption, give --curve-secret and --curve-server-key")
-        return f"the manager closed {self.closed_early} connections during the handshake ({guess})"
+        return f"the manager closed {counted(self.closed_early, 'connection')} during the handshake ({guess})"
 
     def close(self) -> None:
         """Stop monitoring and close the monitor socket (idempotent)."""

@@ -70,6 +70,7 @@ from gridcrawl.settings import Settings
 from gridcrawl.redact import hide_passwords
 from gridcrawl.states import TRANSITIONS, ApplicationState, ThreadState, check_transition
 from gridcrawl.urls import url_host, url_origin
+from gridcrawl.words import counted
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.queue import ANSWERED_HOSTS, HOST_DOWN_SECONDS, ReadyQueue
 from gridcrawl.errors import ControlError  # noqa: F401 (re-exported)
@@ -684,8 +685,8 @@ class ManagerCore:
         seconds = self.settings.quarantine_seconds * 2 ** min(ex.quarantines, 4)
         ex.quarantines += 1
         ex.quarantined_until = now + seconds
-        log.warning("executor %s (%s) quarantined for %.0f s: %d attempts in a row timed out",
-                    ex.executor_id[:8], ex.name, seconds, ex.timeouts)
+        log.warning("executor %s (%s) quarantined for %.0f s: %s in a row timed out",
+                    ex.executor_id[:8], ex.name, seconds, counted(ex.timeouts, "attempt"))
         return [ev.ExecutorQuarantined(ex.executor_id, ex.quarantined_until)]
 
     # -------------------------------------------------------------------------- executors
@@ -775,8 +776,8 @@ class ManagerCore:
         self.executor_owners[executor_id] = m.user
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
-        log.info("executor %s (%s) registered: %s@%s, %d threads%s", executor_id[:8], m.name, m.user, m.host,
-                 m.threads, f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
+        log.info("executor %s (%s) registered: %s@%s, %s%s", executor_id[:8], m.name, m.user, m.host,
+                 counted(m.threads, "thread"), f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
                                              m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now,
                                              m.accepting))
@@ -990,11 +991,12 @@ class ManagerCore:
         :data:`~gridcrawl.manager.queue.HOST_DOWN_SECONDS` (see :mod:`gridcrawl.manager.queue`)."""
         origin = url_origin(url)
         last = (page.error or page.error_kind)[:ERROR_QUOTED]  # an executor's text: bounded
-        error = f"not fetched: {origin} did not answer {probes} probes; the last: {last}"
+        error = f"not fetched: {origin} did not answer {counted(probes, 'probe')}; the last: {last}"
         self.queue.mark_down(url, now + HOST_DOWN_SECONDS, page.error_kind, error)
         taken = self.queue.take_origin(url)
-        log.warning("%s did not answer %d probes (%r): %d queued grid threads of it fail without a fetch, and "
-                    "its new ones for %.0f s", hide_passwords(origin), probes, hide_passwords(last), len(taken),
+        log.warning("%s did not answer %s (%r): %s of it %s without a fetch, and "
+                    "its new ones for %.0f s", hide_passwords(origin), counted(probes, "probe"), hide_passwords(last),
+                    counted(len(taken), "queued grid thread"), "fails" if len(taken) == 1 else "fail",
                     HOST_DOWN_SECONDS)
         actions: list[Action] = []
         for t in taken:
@@ -1527,9 +1529,10 @@ class ManagerCore:
                 app.throttles += 1
                 self._unqueue(app)
                 log.log(logging.WARNING if app.throttles == 1 else logging.INFO,
-                        "application %s: its client has not acknowledged %d results (about %.1f MB, "
+                        "application %s: its client has not acknowledged %s (about %.1f MB, "
                         "max_unacked_bytes); its threads wait until it acknowledges half",
-                        app.application_id[:8], sum(1 for x in app.threads.values() if x.state == ThreadState.FINISHED),
+                        app.application_id[:8],
+                        counted(sum(1 for x in app.threads.values() if x.state == ThreadState.FINISHED), "result"),
                         app.unacked_bytes / 1e6)
         self.recent.append((t, executor_name))
 
@@ -1889,7 +1892,7 @@ class ManagerCore:
         t.time_started = None
         limit = self.settings.max_attempts
         if t.lost >= limit and (len(t.tried or ()) >= 2 or t.lost >= 2 * limit or not self._alternative(t)):
-            log.error("%s (%s) failed: %d attempts lost (poison)", t.name, hide_passwords(t.url), t.lost,
+            log.error("%s (%s) failed: %s lost (poison)", t.name, hide_passwords(t.url), counted(t.lost, "attempt"),
                       extra=_thread_log(t))
             self._move(t, ThreadState.FINISHED)
             t.failed = True
@@ -1985,7 +1988,8 @@ class ManagerCore:
             # the application stored but whose ack this manager never got is never submitted
             # again, and ends Dead with them when the application completes
             actions.append(ev.ThreadRestored(t.internal_id))
-        log.info("restored %d applications and %d unfinished threads", len(applications), len(threads))
+        log.info("restored %s and %s", counted(len(applications), "application"),
+                 counted(len(threads), "unfinished thread"))
         return actions
 
     def shutdown(self) -> list[Action]:

@@ -51,6 +51,7 @@ from gridcrawl.db import from_timestamp, insert_ignore
 from gridcrawl.manager import events as ev
 from gridcrawl.manager.lease import Lease, LeaseLost
 from gridcrawl.states import ApplicationState, ThreadState
+from gridcrawl.words import counted
 
 log = logging.getLogger("gridcrawl.manager.recorder")
 
@@ -332,7 +333,7 @@ class Recorder:
                     log.error("could not write the last records (%s); they wait in the journal %s for the next "
                               "start", str(exc).splitlines()[0], self.journal)
                 else:
-                    log.error("could not write the last %d records: %s", len(self._pending),
+                    log.error("could not write the last %s: %s", counted(len(self._pending), "record"),
                               str(exc).splitlines()[0])
         if self._file is not None:
             with self._lock:
@@ -406,7 +407,7 @@ class Recorder:
         if records:  # attempts of the manager that wrote them: its epoch, not this one's (None yet)
             self._batches.write(records, True, self.lease, self.journal_epoch())
             self.replayed += len(records)
-            log.warning("replayed %d records from the journal %s", len(records), self.journal)
+            log.warning("replayed %s from the journal %s", counted(len(records), "record"), self.journal)
         for path in (self.segment, self.journal):
             if path.exists():
                 path.unlink()
@@ -432,12 +433,12 @@ class Recorder:
                 now = time.monotonic()
                 if now - said >= FAILURE_REPEAT:  # once, then once a minute: not every 2.5 s of an outage
                     said = now
-                    log.error("writing records failed (%s); retrying every %.1f s (%d failures so far)",
-                              str(exc).splitlines()[0], min(5.0, self.interval * 5), self.failures)
+                    log.error("writing records failed (%s); retrying every %.1f s (%s so far)",
+                              str(exc).splitlines()[0], min(5.0, self.interval * 5), counted(self.failures, "failure"))
                 time.sleep(min(5.0, self.interval * 5))
                 continue
             if said > -math.inf:
-                log.warning("writing records works again after %d failures", self.failures)
+                log.warning("writing records works again after %s", counted(self.failures, "failure"))
                 said = -math.inf
 
     def flush(self) -> int:

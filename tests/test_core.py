@@ -997,7 +997,7 @@ def test_the_manager_logs_a_urls_password_as_stars(caplog):
         core.tick(9.5)                                                   # lost max_attempts times: poison
     said = [(r.getMessage(), getattr(r, "url", "")) for r in caplog.records]
     assert not [line for line in said if "s3cret" in str(line) or "pw2" in str(line)]
-    for shown in ("retry 1", "did not answer 2 probes", "ran over", "failed: 1 attempts lost (poison)"):
+    for shown in ("retry 1", "did not answer 2 probes", "ran over", "failed: 1 attempt lost (poison)"):
         assert [m for m, _ in said if shown in m], (shown, said)
     assert [m for m, _ in said if "alice:***@dead.test" in m] and [m for m, _ in said if "bob:***@slow.test" in m]
     assert "http://bob:***@slow.test/" in [url for _, url in said]
@@ -1783,3 +1783,20 @@ def test_a_straggler_is_taken_back_for_an_idle_executor_and_only_then():
         for peer in (b"slow", b"busy"):
             core2.handle(peer, p.Heartbeat(), float(now))
         assert not [e for e in core2.tick(float(now)) if isinstance(e, ev.AttemptEnded)]
+
+
+def test_log_lines_say_one_thing_in_the_singular(caplog):
+    import logging
+    """Counts in the manager's log that can be 1 read as a person writes them: an executor of
+    one worker thread was "registered: u@h, 1 threads", a poisoned thread "failed: 1 attempts
+    lost" and a failover "restored 1 applications"."""
+    core = make_core(S.replace(max_attempts=1))
+    with caplog.at_level(logging.INFO, logger="gridcrawl.manager"):
+        register(core, b"e", 1)
+        app = open_app(core)
+        ((_, job),) = assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(1, "http://h.test/1")]), 0.0))
+        core.handle(b"e", p.Heartbeat(), 9.0)
+        core.tick(1000.0)                                  # ran over the timeout: taken back, poison
+    said = [r.getMessage() for r in caplog.records]
+    assert [m for m in said if m.endswith("registered: u@h, 1 thread")], said
+    assert [m for m in said if "failed: 1 attempt lost (poison)" in m], said
