@@ -1745,14 +1745,16 @@ class CrawlStore:
 
     @staticmethod
     def _load_site_counts(conn, scope: Scope) -> "collections.Counter[str]":
-        """URLs per site (:meth:`Scope.site`) in ``visited_url`` and ``to_visit_url``, sitemap
-        files aside (those read, in the ``sitemap`` table, and those queued, with a ``kind``).
-        Read once per client; several clients on one database each count what they see, so the
-        cap is approximate."""
+        """URLs per site (:meth:`Scope.site`) in ``visited_url`` and ``to_visit_url``, each once
+        (a recrawl's due pages and ``--retry-failed``'s URLs are in both), sitemap files aside
+        (those read, in the ``sitemap`` table, and those queued, with a ``kind``). Read once per
+        client; several clients on one database each count what they see, so the cap is
+        approximate."""
         counts: collections.Counter[str] = collections.Counter()
         for query in (sa.select(visited.c.url).where(visited.c.fingerprint.not_in(
                           sa.select(sitemap_table.c.fingerprint))),
-                      sa.select(to_visit.c.url).where(to_visit.c.kind.is_(None))):
+                      sa.select(to_visit.c.url).where(to_visit.c.kind.is_(None), to_visit.c.fingerprint.not_in(
+                          sa.select(visited.c.fingerprint)))):
             for url in conn.execute(query).scalars():
                 counts[scope.site(url)] += 1
         return counts

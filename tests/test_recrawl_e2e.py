@@ -617,3 +617,25 @@ def test_run_and_report_refuse_bad_use(tmp_path):
     assert run.returncode == 2 and "--watch needs --recrawl" in run.stderr and "Traceback" not in run.stderr
     report = subprocess.run([sys.executable, "-m", "gridcrawl", "report"], capture_output=True, text=True, timeout=60)
     assert report.returncode == 2 and "--crawl-db" in report.stderr and "Traceback" not in report.stderr
+
+
+def test_a_recrawl_counts_each_url_once_against_the_per_host_cap(tmp_path, site_server):
+    """A recrawl queues the stored pages again, so each was in ``visited_url`` and in
+    ``to_visit_url`` at once, and the per-host cap counted it twice: the 8 pages of a site under
+    ``--max-pages-per-host 12`` counted 16, and the page the site gained was left out of the
+    recrawl ("over the per-host cap") with 9 URLs of 12 known. Now each URL counts once."""
+    site = recrawl_site()
+    server = site_server(site, latency=0.2)  # one result at a time: applied in batches of their own
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "1")
+        assert grid.start_client(server.url("/"), "--max-pages-per-host", "12").wait(timeout=60) == 0, \
+            grid.log("client.log")
+        edit(site)  # /e1.html now links to /new.html
+        assert grid.start_client("--recrawl-all", "--max-pages-per-host", "12").wait(timeout=60) == 0, \
+            grid.log("client.log")
+    finally:
+        grid.stop()
+    assert canonical_url(server.url("/new.html")) in documents(grid), grid.log("client.log")
+    assert "per-host cap" not in grid.log("client.log")
