@@ -8,6 +8,8 @@ grow and pages per second that fall, as dask's scheduler offers for its workers.
 
 Families (``gridcrawl_`` first; counters end in ``_total``):
 
+* ``manager_active{address}``: 1 on the active manager, 0 on a hot standby, which reports
+  nothing else (it holds no grid state: its zeros read as a grid that lost every executor);
 * ``executors_connected``, ``applications``, ``hosts``: how many the manager holds now;
 * ``threads{state}``: the live grid threads by state (READY ... DEAD; a thread its application
   acknowledged is forgotten), ``threads_queued``, ``threads_unrunnable{needs}`` (queued threads
@@ -34,15 +36,15 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 def metrics_text(data: dict) -> bytes:
     """Snapshot ``data`` (:func:`gridcrawl.manager.dashboard.snapshot`, maybe filtered for a
     user) as Prometheus exposition text (UTF-8 bytes). A snapshot not taken yet (a manager
-    starting, or a standby) gives the grid-wide families at zero and no per-peer ones."""
+    starting) gives the grid-wide families at zero and no per-peer ones; a standby's gives
+    ``manager_active`` 0 alone."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     summary = data.get("summary") or {}
 
     def gauge(name: str, doc: str, value=None, labels=()):
-        family = GaugeMetricFamily("gridcrawl_" + name, doc, value=value, labels=labels or None)
-        return family
+        return GaugeMetricFamily("gridcrawl_" + name, doc, value=value, labels=labels or None)
 
     def grid():
         yield gauge("executors_connected", "executors connected to the manager", summary.get("executors", 0))
@@ -106,11 +108,23 @@ def metrics_text(data: dict) -> bytes:
             paused.add_metric(values, 1.0 if app.get("state") == "paused" else 0.0)
         yield from (threads, done, failed, rate, paused)
 
+    manager = data.get("manager") or {}
+    standby = manager.get("role") == "standby"
+
+    def role():
+        if manager:
+            active = gauge("manager_active", "1 on the active manager, 0 on a hot standby (which holds no grid "
+                           "state and reports no other family)", labels=["address"])
+            active.add_metric([manager.get("address") or ""], 0.0 if standby else 1.0)
+            yield active
+
     class Snapshot:
         def collect(self):
-            yield from grid()
-            yield from executors()
-            yield from applications()
+            yield from role()
+            if not standby:  # zeros from a standby would read as a grid that lost its executors
+                yield from grid()
+                yield from executors()
+                yield from applications()
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Snapshot())

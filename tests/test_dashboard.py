@@ -601,6 +601,8 @@ def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path)
         asked = standby._snapshot_wanted.qsize()  # requests for a snapshot its loop never builds
         control = requests.post(f"http://127.0.0.1:{boards[1].port}/api/applications/abcd/pause", json={}, timeout=10)
         mine = requests.get(f"http://127.0.0.1:{boards[0].port}/api/snapshot", timeout=10).json()
+        # a standby scraped by Prometheus said gridcrawl_executors_connected 0, as a grid whose executors left
+        metrics = [scrape(requests.get(f"http://127.0.0.1:{board.port}/metrics", timeout=10).text) for board in boards]
     finally:
         for board in boards:
             board.stop()
@@ -615,6 +617,9 @@ def test_a_standby_managers_dashboard_names_the_active_manager_at_once(tmp_path)
         f"this manager is a standby; the active manager is {active.address}")
     assert mine["manager"]["role"] == "active" and mine["manager"]["active"] == active.address
     assert mine["manager"]["epoch"] == 1 and "standby" not in mine["manager"]
+    assert metrics[1] == {("gridcrawl_manager_active", (("address", standby.address),)): 0.0}
+    assert metrics[0][("gridcrawl_manager_active", (("address", active.address),))] == 1.0
+    assert metrics[0][("gridcrawl_executors_connected", ())] == 0.0
 
 
 def scrape(text: str) -> dict[tuple[str, tuple], float]:
