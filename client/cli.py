@@ -12,12 +12,13 @@ from typing import List, Sequence
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, counted, fail, manager_endpoints,
+from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints,
                                   peer_credentials, setting_options, setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
+from gridcrawl.words import counted
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="The gridcrawl crawler application: keeps the crawl's "

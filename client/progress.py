@@ -12,7 +12,7 @@ from typing import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from gridcrawl.cli_common import counted
+from gridcrawl.words import counted
 from gridcrawl.redact import terminal_text
 
 

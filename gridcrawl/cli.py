@@ -20,12 +20,13 @@ from typing import List
 import typer
 
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr,
-                                  counted, fail, secret_environment, set_for, setting_argv, setting_options,
+                                  fail, secret_environment, set_for, setting_argv, setting_options,
                                   setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal, how_it_ended
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
+from gridcrawl.words import counted
 from gridcrawl.client.cli import RETRY_HELP, SEEDS_FILE_HELP
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown", no_args_is_help=True,

@@ -31,7 +31,6 @@ import typer
 
 from gridcrawl.entry import exit_by_signal
 from gridcrawl.settings import Settings
-from gridcrawl.words import counted  # noqa: F401 (re-exported: the programs' counts)
 
 USER_ERROR = 2
 

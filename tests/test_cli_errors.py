@@ -129,7 +129,7 @@ def test_fetch_and_retry_failed_name_what_a_mistyped_value_may_have_meant(tmp_pa
 
 def test_counts_are_written_singular_and_plural():
     """"1 URLs visited", "1 errors", "1 pages" (the progress bar): one of a thing is singular."""
-    from gridcrawl.cli_common import counted
+    from gridcrawl.words import counted
     from gridcrawl.client.cli import max_pages_note
     assert (counted(1, "page"), counted(0, "error"), counted(1_024, "URL"), counted(1, "miss", "misses"),
             counted(2, "miss", "misses")) == ("1 page", "0 errors", "1,024 URLs", "1 miss", "2 misses")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from gridcrawl.cli_common import counted
+from gridcrawl.words import counted
 from grid import Grid, free_port, wait_for
 from sites import generate_site, reachable
 

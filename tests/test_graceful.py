@@ -19,7 +19,7 @@ import time
 import pytest
 import zmq
 
-from gridcrawl.cli_common import counted
+from gridcrawl.words import counted
 from gridcrawl import protocol as p
 from gridcrawl.urls import canonical_url
 from grid import FAST, Grid, free_port, wait_for

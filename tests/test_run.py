@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gridcrawl.cli_common import counted
+from gridcrawl.words import counted
 from grid import Grid, free_port, wait_for
 from sites import generate_site, reachable
 
