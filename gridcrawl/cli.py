@@ -1310,6 +1310,16 @@ def fetch_command(
     specs = check_item_spec(extract) if extract else []
     rule_list = _load_rules(rules) if rules else []
     page_types = _load_page_types(rules, rule_list) if rules else {}
+    # options that would change nothing, refused as gridcrawl run refuses them (they were ignored)
+    if page_type is not None and not rules and not extract:
+        fail("--page-type goes with --rules or --extract: without them a page's type changes nothing")
+    if body and json_output:
+        fail("--body and --json exclude each other: --body prints the page itself, --json the result of its fetch "
+             "and parse")
+    rendering = render or any(t.render for t in page_types.values()) or any(spec.render for spec in specs)
+    if not rendering and (unused := _on_command_line(ctx, "render_timeout", "browser_path")):
+        fail(f"{' and '.join(unused)} {'go' if len(unused) > 1 else 'goes'} with --render (or a page type or item "
+             "spec with render = true): no page is rendered")
     if rules and page_type is not None:
         from gridcrawl.rules import unknown_page_type
         why = unknown_page_type(page_type, rule_list)

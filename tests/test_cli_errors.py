@@ -874,6 +874,21 @@ def test_ctrl_c_in_a_command_without_a_crawl_ends_it_by_sigint():
     assert proc.returncode == -signal.SIGINT and "Traceback" not in err, err
 
 
+@pytest.mark.parametrize("args, says", [
+    (["--page-type", "list"], "--page-type goes with --rules or --extract: without them a page's type changes nothing"),
+    (["--render-timeout", "5"], "--render-timeout goes with --render (or a page type or item spec with render = true)"),
+    (["--browser-path", "/usr/bin/chromium", "--render-timeout", "5"],
+     "--render-timeout and --browser-path go with --render"),
+    (["--body", "--json"], "--body and --json exclude each other"),
+])
+def test_fetch_refuses_options_that_would_change_nothing(args, says):
+    """gridcrawl fetch took them and printed what it would have printed without them (the
+    --body of --body --json), as if they had been tried: gridcrawl run refuses such options."""
+    rc, out, seconds = run("gridcrawl", "fetch", "http://127.0.0.1:9/", *args)
+    assert_user_error(rc, out, says)
+    assert "127.0.0.1:9" not in out, "refused before any fetch"
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
