@@ -38,7 +38,7 @@ def run(
     curve_server_key: Path = typer.Option(None, help="the manager's CURVE public key file",
                                        rich_help_panel="Connection and login"),
     allow_private: List[str] = typer.Option(None, parser=cidr, help="fetch addresses in this CIDR even though they are "
-                                            "private/loopback/link-local (repeatable; default: none)", metavar="CIDR"),
+                                            "private/loopback/link-local (repeatable, or comma-separated; default: none)", metavar="CIDR"),
     capability: List[str] = typer.Option(None, help="declare this capability too (repeatable), besides the "
                                          "installed extractor plugins' plugin:NAME ones", metavar="NAME"),
     log_level: str = typer.Option("INFO", help="DEBUG, INFO, WARNING or ERROR", rich_help_panel="Logs"),

@@ -185,13 +185,16 @@ def classify(address: IPAddress | str | int) -> str | None:
 
 def parse_networks(cidrs: Iterable[str]) -> list[IPNetwork]:
     """``--allow-private`` values as networks (``"127.0.0.0/8"``, ``"10.1.2.3"`` = /32,
-    ``"::1/128"``); host bits are allowed. Raises ``ValueError`` naming a bad value."""
+    ``"::1/128"``); host bits are allowed, and a value may hold several, comma-separated
+    (``"10.0.0.0/8,192.168.0.0/16"``, as the configuration file, the environment and
+    ``--no-proxy`` take them). Raises ``ValueError`` naming a bad value."""
     networks = []
-    for cidr in cidrs:
-        try:
-            networks.append(ipaddress.ip_network(str(cidr).strip(), strict=False))
-        except ValueError:
-            raise ValueError(f"{cidr!r} is not an IP network (expected CIDR such as 127.0.0.0/8)") from None
+    for value in cidrs:
+        for cidr in str(value).split(","):
+            try:
+                networks.append(ipaddress.ip_network(cidr.strip(), strict=False))
+            except ValueError:
+                raise ValueError(f"{cidr.strip()!r} is not an IP network (expected CIDR such as 127.0.0.0/8)") from None
     return networks
 
 

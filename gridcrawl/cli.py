@@ -112,7 +112,7 @@ def run(
                                         "implies --structured-data", rich_help_panel="Strategy"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
                                 "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the executors fetch this private CIDR too (repeatable; "
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the executors fetch this private CIDR too (repeatable, or comma-separated; "
                                             "the seeds' own private or loopback addresses are always allowed)",
                               metavar="CIDR"),
     seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
@@ -1280,8 +1280,8 @@ def fetch_command(
     given: dict = SETTING_OPTIONS,
     allow_domain: List[str] = typer.Option(None, help="another domain in scope, as for gridcrawl run (repeatable)",
                                            metavar="DOMAIN"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the fetch reach this private CIDR too (the URL's own "
-                                            "private or loopback address is always allowed)", metavar="CIDR"),
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the fetch reach this private CIDR too (repeatable, or "
+                                            "comma-separated; the URL's own private or loopback address is always allowed)", metavar="CIDR"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): show the items its specs find "
                                 "on this page", metavar="FILE"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md): show what "
@@ -1521,8 +1521,8 @@ def spark_command(
     log_level: str = typer.Option("WARNING", help="log level of the driver", metavar="LEVEL"),
     allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN",
                                            rich_help_panel="Scope and politeness"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the tasks fetch this private CIDR too (the seeds' own "
-                                            "private or loopback addresses are always allowed)", metavar="CIDR",
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the tasks fetch this private CIDR too (repeatable, or "
+                                            "comma-separated; the seeds' own private or loopback addresses are always allowed)", metavar="CIDR",
                                             rich_help_panel="Scope and politeness"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md)", metavar="FILE",
                               rich_help_panel="Strategy"),

@@ -889,6 +889,16 @@ def test_fetch_refuses_options_that_would_change_nothing(args, says):
     assert "127.0.0.1:9" not in out, "refused before any fetch"
 
 
+def test_allow_private_takes_a_comma_separated_list_on_the_command_line(site_server, small_site):
+    """As the configuration file and GRIDCRAWL_ALLOW_PRIVATE do, and --no-proxy: on the command
+    line it was refused ("'10.0.0.0/8,192.168.0.0/16' is not an IP network")."""
+    server = site_server(small_site)
+    rc, out, _ = run("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,192.168.0.0/16", "--links", "0")
+    assert rc == 0 and "200" in out, out
+    rc, out, _ = run("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,10.0.0.0/33")
+    assert_user_error(rc, out, "'10.0.0.0/33' is not an IP network")
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""

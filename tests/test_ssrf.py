@@ -84,6 +84,15 @@ def test_parse_networks_refuses_bad_cidrs():
         parse_networks(["10.0.0.0/33"])
 
 
+def test_one_allow_private_value_may_hold_several_networks_as_the_configuration_file_does():
+    """``--allow-private 10.0.0.0/8,192.168.0.0/16`` was "not an IP network" on the command line,
+    where the configuration file and GRIDCRAWL_ALLOW_PRIVATE took the same list."""
+    assert [str(n) for n in parse_networks(["10.0.0.0/8, 192.168.0.0/16", "::1"])] == ["10.0.0.0/8", "192.168.0.0/16",
+                                                                                      "::1/128"]
+    with pytest.raises(ValueError, match="'x' is not an IP network"):
+        parse_networks(["10.0.0.0/8,x"])
+
+
 # ----------------------------------------------------------------------------------------------
 # The guard on URLs, with a fake resolver (no DNS query leaves this process)
 
