@@ -12,7 +12,7 @@ from typing import List, Sequence
 
 import typer
 
-from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, fail, manager_endpoints,
+from gridcrawl.cli_common import (SETTING_OPTIONS, check_wait_for, domain, fail, manager_endpoints,
                                   peer_credentials, setting_options, setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal
@@ -46,7 +46,8 @@ def crawl(
     db: str = typer.Option(None, help="SQLAlchemy URL of the crawl database, e.g. sqlite:///crawl.db "
                            "(required to crawl)"),
     given: dict = SETTING_OPTIONS,
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains (repeatable)",
+    allow_domain: List[str] = typer.Option(None, parser=domain, help="also crawl this domain and its subdomains "
+                                           "(repeatable)",
                                            metavar="DOMAIN"),
     name: str = typer.Option("gridcrawl", help="application name recorded at the manager",
                                            rich_help_panel="Strategy and limits"),

@@ -20,7 +20,7 @@ from typing import List
 import typer
 
 from gridcrawl.cli_common import (FORK, SETTING_OPTIONS, STOP_SIGNALS, ChildWatch, StopEvent, check_wait_for, cidr,
-                                  fail, secret_environment, set_for, setting_argv, setting_options,
+                                  domain, fail, secret_environment, set_for, setting_argv, setting_options,
                                   setup_logging, stop_on_signals, take_lock)
 from gridcrawl.config import CONFIG_ENV, run_program, settings as configured_settings
 from gridcrawl.entry import exit_by_signal, how_it_ended
@@ -95,7 +95,8 @@ def run(
     seeds: List[str] = typer.Argument(None, help="seed URLs (none: the --rules base URLs, or resume WORKDIR's crawl)"),
     executors: int = typer.Option(2, help="executor processes to start"),
     given: dict = SETTING_OPTIONS,
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN"),
+    allow_domain: List[str] = typer.Option(None, parser=domain, help="also crawl this domain and its subdomains "
+                                           "(repeatable)", metavar="DOMAIN"),
     workdir: Path = typer.Option(Path("gridcrawl-run"), help="folder for the SQLite databases and logs"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md); "
                               "its base URLs are seeds", rich_help_panel="Strategy"),
@@ -112,8 +113,9 @@ def run(
                                         "implies --structured-data", rich_help_panel="Strategy"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): items extracted from the pages "
                                 "on the executors, into the crawl database's item table", rich_help_panel="Strategy"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the executors fetch this private CIDR too (repeatable, or comma-separated; "
-                                            "the seeds' own private or loopback addresses are always allowed)",
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the executors fetch this private CIDR too "
+                                            "(repeatable, or comma-separated; the seeds' own private or loopback "
+                                            "addresses are always allowed)",
                               metavar="CIDR"),
     seeds_file: str = typer.Option(None, help=SEEDS_FILE_HELP, metavar="FILE"),
     retry_failed: str = typer.Option(None, metavar="all|KIND,...", help=RETRY_HELP),
@@ -1278,10 +1280,11 @@ def fetch_command(
     ctx: typer.Context,
     url: str = typer.Argument(..., help="the URL to fetch and parse"),
     given: dict = SETTING_OPTIONS,
-    allow_domain: List[str] = typer.Option(None, help="another domain in scope, as for gridcrawl run (repeatable)",
-                                           metavar="DOMAIN"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the fetch reach this private CIDR too (repeatable, or "
-                                            "comma-separated; the URL's own private or loopback address is always allowed)", metavar="CIDR"),
+    allow_domain: List[str] = typer.Option(None, parser=domain, help="another domain in scope, as for gridcrawl run "
+                                           "(repeatable)", metavar="DOMAIN"),
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the fetch reach this private CIDR too "
+                                            "(repeatable, or comma-separated; the URL's own private or loopback "
+                                            "address is always allowed)", metavar="CIDR"),
     extract: str = typer.Option(None, help="item spec file (TOML, docs/items.md): show the items its specs find "
                                 "on this page", metavar="FILE"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md): show what "
@@ -1519,10 +1522,12 @@ def spark_command(
     given: dict = SETTING_OPTIONS,
     ui: bool = typer.Option(False, "--ui", help="start Spark's web UI (local masters: on 127.0.0.1) and print its link"),
     log_level: str = typer.Option("WARNING", help="log level of the driver", metavar="LEVEL"),
-    allow_domain: List[str] = typer.Option(None, help="also crawl this domain and its subdomains", metavar="DOMAIN",
+    allow_domain: List[str] = typer.Option(None, parser=domain, help="also crawl this domain and its subdomains "
+                                           "(repeatable)", metavar="DOMAIN",
                                            rich_help_panel="Scope and politeness"),
-    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the tasks fetch this private CIDR too (repeatable, or "
-                                            "comma-separated; the seeds' own private or loopback addresses are always allowed)", metavar="CIDR",
+    allow_private: List[str] = typer.Option(None, parser=cidr, help="let the tasks fetch this private CIDR too "
+                                            "(repeatable, or comma-separated; the seeds' own private or loopback "
+                                            "addresses are always allowed)", metavar="CIDR",
                                             rich_help_panel="Scope and politeness"),
     rules: str = typer.Option(None, help="keep/follow rules file (.toml or .csv, docs/strategies.md)", metavar="FILE",
                               rich_help_panel="Strategy"),

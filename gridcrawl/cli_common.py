@@ -221,6 +221,25 @@ def manager_endpoints(values: str | list[str]) -> list[str]:
     return [check_endpoint(endpoint) for endpoint in split_endpoints(values)]
 
 
+def domain(value: object) -> str:
+    """The value of an ``--allow-domain`` option (typer's ``parser``): ``value`` as text when it
+    is one domain name. Raises ``typer.BadParameter`` for a URL (``https://www.python.org/``,
+    naming its host: a domain brings all its pages and subdomains) and for several
+    comma-separated domains (naming the repeated option): either was kept as a "domain" no
+    host is, and widened the scope by nothing, silently."""
+    text = str(value).strip()
+    if "/" in text:
+        from gridcrawl.urls import url_host
+        host = url_host(text if "://" in text else f"http://{text}")
+        raise typer.BadParameter(f"{text!r} is a URL: --allow-domain takes a domain, all of whose pages and "
+                                 "subdomains are in scope" + (f" (--allow-domain {host})" if host else ""))
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 1:
+        raise typer.BadParameter(f"{text!r} is several domains: give each its own --allow-domain ("
+                                 + " ".join(f"--allow-domain {part}" for part in parts if part) + ")")
+    return text
+
+
 def cidr(value: object) -> str:
     """The value of an ``--allow-private`` option (typer's ``parser``): ``value`` as text when it
     is an IP network (``127.0.0.0/8``, ``10.1.2.3`` = /32, host bits allowed), so that a bad one

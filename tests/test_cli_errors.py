@@ -899,6 +899,22 @@ def test_allow_private_takes_a_comma_separated_list_on_the_command_line(site_ser
     assert_user_error(rc, out, "'10.0.0.0/33' is not an IP network")
 
 
+@pytest.mark.parametrize("given, says", [
+    ("https://www.python.org/", "'https://www.python.org/' is a URL: --allow-domain takes a domain, all of whose pages "
+                                "and subdomains are in scope (--allow-domain www.python.org)"),
+    ("python.org,sphinx-doc.org", "'python.org,sphinx-doc.org' is several domains: give each its own --allow-domain "
+                                  "(--allow-domain python.org --allow-domain sphinx-doc.org)"),
+])
+@pytest.mark.parametrize("program", [("gridcrawl", "run", "--workdir", "w"), ("gridcrawl", "fetch"),
+                                     ("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", "sqlite:///c.db")])
+def test_allow_domain_refuses_a_url_and_a_list_it_would_keep_as_a_domain_no_host_is(tmp_path, program, given, says):
+    """Both were kept in the crawl's scope as they were written ("https://www.python.org/"), which
+    no host name matches: the crawl left the domain out, silently, and stored that scope."""
+    rc, out, _ = run(*program, "http://127.0.0.1:9/", "--allow-domain", given, cwd=tmp_path, env={"COLUMNS": "300"})
+    assert_user_error(rc, out, f"Invalid value for '--allow-domain': {says}")
+    assert list(tmp_path.iterdir()) == [], "refused before anything is made"
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
