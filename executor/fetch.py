@@ -1061,7 +1061,11 @@ class Fetcher:
         # download_timeout or more) once let the deadline fire during it, failing every redirect
         ahead = self.pacer.pending(url)
         watch.postpone(ahead)
-        slept = self.pacer.wait(url)
+        try:
+            slept = self.pacer.wait(url, self.max_wait - self._waited())
+        except TimeoutError:  # other requests of this executor to the host kept it busy
+            raise _Failure(ErrorKind.TIMEOUT, f"politeness waits of this redirect chain would pass "
+                                              f"{self.max_wait:g} s (host delay {delay:g} s)") from None
         if slept > 0:
             self._local.waited = self._waited() + slept
             watch.postpone(slept - ahead)
@@ -1090,10 +1094,11 @@ class Fetcher:
                 if refusal is not None:
                     raise _Failure(ErrorKind.BLOCKED, where + str(refusal))
             self._pace(current, watch)
-            remaining = self._remaining(start)
-            if remaining <= 0:
-                raise self._timeout_failure()
+            asked = current  # in flight at the pacer until done(): a redirect moves ``current`` on
             try:
+                remaining = self._remaining(start)
+                if remaining <= 0:
+                    raise self._timeout_failure()
                 # a stored copy's validators belong to its URL, not to a redirect's target: sent on,
                 # a page that had begun to redirect got 304 from the target and looked unchanged
                 resp = self._send(session, current, remaining, watch,
@@ -1101,7 +1106,7 @@ class Fetcher:
                                   {k: v for k, v in headers.items() if k.lower() not in _VALIDATORS})
             except BaseException:
                 if self.pacer is not None:
-                    self.pacer.done(current)
+                    self.pacer.done(asked)
                 raise
             try:
                 if resp.status_code == 407 and self.proxy is not None and self.proxy.applies_to(current):
@@ -1133,7 +1138,7 @@ class Fetcher:
             finally:
                 resp.close()
                 if self.pacer is not None:
-                    self.pacer.done(current)
+                    self.pacer.done(asked)
 
     def _send(self, session: requests.Session, url: str, remaining: float, watch: _Watch,
               headers: dict[str, str] | None = None) -> requests.Response:

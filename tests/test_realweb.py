@@ -15,6 +15,7 @@ import hashlib
 import re
 import subprocess
 import sys
+import time
 
 import lxml.etree
 import lxml.html
@@ -395,6 +396,56 @@ def test_host_pacer_counts_the_delay_from_the_end_of_the_last_request():
     pacer.set_delay("http://c.example/", 1.0)
     pacer.set_delay("http://d.example/", 1.0)  # a.example forgotten: at most 2 hosts kept
     assert pacer.delay("http://a.example/") == 0.0 and pacer.delay("http://d.example/") == 1.0
+
+
+def test_host_pacer_lets_one_request_at_a_time_go_to_a_host_with_a_delay():
+    clock = FakeClock()
+    pacer = HostPacer(clock=clock, sleep=clock.sleep)
+    pacer.set_delay("http://a.example/", 1.0)
+    assert pacer.wait("http://a.example/1") == 0.0  # in flight until done()
+    assert pacer.pending("http://a.example/2") == 1.0  # at least the delay, however long the other takes
+    with pytest.raises(TimeoutError):
+        pacer.wait("http://a.example/2", limit=0.5)  # it stays in flight: given up, nothing reserved
+    pacer.done("http://a.example/1")
+    assert pacer.wait("http://a.example/2") == pytest.approx(1.0)
+    assert pacer.wait("http://b.example/1") == 0.0 and pacer.wait("http://b.example/2") == 0.0  # no delay: no limit
+
+
+def test_a_redirect_hop_into_a_host_waits_for_that_hosts_own_request(site_server):
+    """One executor (one fetcher, pacer and robots.txt cache; two worker threads): a page of
+    host B and, at the same moment, a page of host A that redirects to B. The hop held none of
+    B's slots at the manager and waited only for B's last request to have *ended*: it went out
+    while B's own page was in flight (0.002 s apart for a Crawl-delay of 1 s). Now every
+    request to B starts at least its delay after the previous one ended."""
+    import threading
+    delay = 0.4
+    b_site = Site(pages={"/robots.txt": f"User-agent: *\nCrawl-delay: {delay}\n".encode()},
+                  types={"/robots.txt": "text/plain"})
+    b_site.extra["/own.html"] = lambda h: (time.sleep(0.3), h.respond(200, _page("own")))
+    b_site.pages["/landing.html"] = _page("landing")
+    b = site_server(b_site, host="127.0.0.2")
+    a = site_server(Site(extra={"/go": redirect(b.url("/landing.html"), 302)}))
+    fetcher = Fetcher(user_agent=UA, pacer=HostPacer())
+    robots = RobotsCache.for_fetcher(fetcher)
+    visit(fetcher, b.url("/robots.txt"), robots=robots)  # B's Crawl-delay known, as after its first page
+    results = []
+    try:
+        threads = [threading.Thread(target=lambda u=u: results.append(visit(fetcher, u, robots=robots)))
+                   for u in (b.url("/own.html"), a.url("/go"))]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        for t in threads:
+            t.join(10)
+    finally:
+        fetcher.close()
+        robots.fetcher.close()
+    assert sorted(r.final_url for r in results if r.error_kind is None) == [b.url("/landing.html"), b.url("/own.html")]
+    with b.lock:
+        records = sorted(b.requests, key=lambda r: r.started)
+    assert [r.path for r in records][-2:] in (["/own.html", "/landing.html"], ["/landing.html", "/own.html"])
+    gaps = [y.started - x.finished for x, y in zip(records, records[1:])]
+    assert min(gaps) >= delay * 0.95, [(r.path, r.started, r.finished) for r in records]
 
 
 def _chain_site(hops: int, delay: float | None) -> Site:
