@@ -576,14 +576,34 @@ def limit_tag_attributes(text: str, limit: int = MAX_TAG_ATTRIBUTES) -> str:
     return "".join(pieces)
 
 
+#: Tags (``<`` characters) of a page parsed at most; the page's text from the next one on is
+#: left out of its document (links, text, robots meta tags), not of its stored body. libxml2
+#: takes ~400 bytes an element: a 9 MiB page of 858,000 unclosed ``<a href>`` tags held 563 MiB
+#: of an executor for 4 s (each worker thread of it could hold as much); the largest page of
+#: Python's documentation (contents.html, 2.5 MB) has 97,689.
+MAX_PARSED_TAGS = 250_000
+
+
+def limit_tags(text: str, limit: int = MAX_PARSED_TAGS) -> str:
+    """``text`` itself when it holds at most ``limit`` ``<`` characters, else its start up to
+    the next one (see :data:`MAX_PARSED_TAGS`)."""
+    if len(text) <= limit or text.count("<") <= limit:
+        return text
+    end = -1
+    for _ in range(limit + 1):
+        end = text.find("<", end + 1)
+    return text[:end]
+
+
 def _parse_document(text: str) -> lxml.html.HtmlElement:
     """Parse decoded HTML with lxml; an empty ``<html>`` element when nothing parses. Start tags
-    keep at most :data:`MAX_TAG_ATTRIBUTES` attributes (:func:`limit_tag_attributes`).
+    keep at most :data:`MAX_TAG_ATTRIBUTES` attributes (:func:`limit_tag_attributes`), and a
+    page at most :data:`MAX_PARSED_TAGS` tags (:func:`limit_tags`).
 
     Text decoded from UTF-8 (:class:`~gridcrawl.protocol.Utf8Text`) is parsed from its bytes:
     lxml turns a ``str`` with characters beyond ASCII back into UTF-8 before libxml2 reads it,
     8 % of the parse of Python's documentation (1.24 s against 1.15 for its 530 pages)."""
-    limited = limit_tag_attributes(text)
+    limited = limit_tag_attributes(limit_tags(text))
     utf8 = getattr(text, "utf8", None) if limited is text else None
     try:
         if utf8 is not None:
