@@ -436,6 +436,10 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
         result.sitemaps = [loc for loc, _ in parsed.entries]
     else:
         result.sitemap_pages = [[loc, lastmod] for loc, lastmod in parsed.entries]
-    if parsed.ignored:
-        result.error = f"{parsed.ignored} entr{'y' if parsed.ignored == 1 else 'ies'} ignored (over the 50,000 limit or not http(s) URLs)"
+    notes = [f"{parsed.ignored} entr{'y' if parsed.ignored == 1 else 'ies'} ignored (over the 50,000 limit or not "
+             "http(s) URLs)"] if parsed.ignored else []
+    if parsed.broken:
+        notes.append(parsed.broken)
+    if notes:
+        result.error = "; ".join(notes)
     return result

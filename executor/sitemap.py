@@ -21,6 +21,7 @@ same kind and message); entries past 50,000 are ignored and counted in ``Sitemap
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -52,11 +53,20 @@ class Sitemap:
             :data:`MAX_SITEMAP_ENTRIES`; ``lastmod`` is an ISO 8601 UTC time without offset
             (``"2024-05-01T00:00:00"``) or ``""`` when absent or unreadable.
         ignored: entries past the limit or whose ``<loc>`` is not an http(s) URL.
+        broken: why the XML stopped being readable after the entries read (a truncated file,
+            an entity bomb libxml2 refuses), in plain words; ``""`` when it was read to its end.
     """
 
     index: bool
     entries: list[tuple[str, str]] = field(default_factory=list)
     ignored: int = 0
+    broken: str = ""
+
+
+#: An ``&`` that starts no character or entity reference: a URL's query written unescaped
+#: (``?a=1&b=2``), the most common sitemap mistake. It stopped the XML parser, and every entry
+#: after the first such URL was lost without a word (Google reads the rest).
+_BARE_AMPERSAND_RE = re.compile(rb"&(?!(?:[A-Za-z][A-Za-z0-9._-]*|#[0-9]+|#[xX][0-9A-Fa-f]+);)")
 
 
 def parse_lastmod(text: str | None) -> str:
@@ -105,6 +115,8 @@ def parse_sitemap(body: bytes) -> Sitemap:
             raise SitemapError(f"gzip sitemap: {exc}") from None
     if len(body) > MAX_SITEMAP_BYTES:
         raise SitemapError(TOO_LARGE)
+    if b"&" in body:
+        body = _BARE_AMPERSAND_RE.sub(b"&amp;", body)
     result: Sitemap | None = None
     loc = lastmod = None
     try:
@@ -140,7 +152,9 @@ def parse_sitemap(body: bytes) -> Sitemap:
     except lxml.etree.XMLSyntaxError as exc:
         if result is None:
             raise SitemapError(f"not XML: {exc}") from None
-        # a truncated or broken tail: keep the entries read before it
+        # a truncated or broken tail: keep the entries read before it, and say where it broke
+        read = len(result.entries) + result.ignored
+        result.broken = f"the XML breaks off after {read:,} entr{'y' if read == 1 else 'ies'}: {exc}"
     if result is None:
         raise SitemapError("empty sitemap")
     return result

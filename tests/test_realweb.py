@@ -201,9 +201,29 @@ def test_sitemap_refuses_what_is_no_sitemap_and_expands_no_entity():
            b'<urlset><url><loc>&e;</loc></url><url><loc>http://h.example/ok</loc></url></urlset>')
     sm = parse_sitemap(xxe)
     assert sm.entries == [("http://h.example/ok", "")] and sm.ignored == 1
-    # a truncated tail keeps the entries read before it
+    # a truncated tail keeps the entries read before it, and says so
     cut = _urlset([("http://h.example/a", None), ("http://h.example/b", None)])[:-20]
     assert parse_sitemap(cut).entries == [("http://h.example/a", "")]
+    assert parse_sitemap(cut).broken.startswith("the XML breaks off after 1 entry: ")
+
+
+def test_a_sitemap_url_with_an_unescaped_ampersand_loses_no_entry():
+    """``<loc>http://h.example/p?a=1&b=2</loc>``, the most common sitemap mistake: the XML
+    parser stopped there, and every later entry (of up to 50,000) was lost without a word. The
+    bare ``&`` is read as ``&amp;`` now; real references are kept, an entity bomb still refused
+    (libxml2's amplification limit), the entries before it kept and the break named."""
+    body = _urlset([("http://h.example/1", None), ("http://h.example/p?a=1&b=2", None), ("http://h.example/3", None),
+                    ("http://h.example/q?x=1&amp;y=2&#38;z=3", None)])
+    sm = parse_sitemap(body)
+    assert sm.entries == [("http://h.example/1", ""), ("http://h.example/p?a=1&b=2", ""), ("http://h.example/3", ""),
+                          ("http://h.example/q?x=1&y=2&z=3", "")]
+    assert sm.broken == "" and sm.ignored == 0
+    lol = "".join(f'<!ENTITY l{i} "{f"&l{i - 1};" * 10}">' for i in range(1, 10))
+    bomb = (f'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY l0 "lol">{lol}]><urlset xmlns="{NS}">'
+            f"<url><loc>http://h.example/a</loc></url><url><loc>http://h.example/&l9;</loc></url>"
+            f"<url><loc>http://h.example/b</loc></url></urlset>").encode()
+    sm = parse_sitemap(bomb)
+    assert sm.entries == [("http://h.example/a", "")] and "breaks off after 1 entry: " in sm.broken, sm
 
 
 def test_sitemap_limits_of_sitemaps_org():
@@ -794,6 +814,8 @@ def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
     site.extra["/soft.xml"] = lambda h: h.respond(200, b"<!DOCTYPE html><html><body>Not found</body></html>",
                                                   content_type="text/html")
     site.extra["/broken.xml"] = lambda h: h.respond(200, b"<rss><channel/></rss>", content_type="application/xml")
+    cut = _urlset([("http://h.example/a", None), ("http://h.example/b", None)])[:-20]
+    site.extra["/cut.xml"] = lambda h: h.respond(200, cut, content_type="application/xml")
     server = site_server(site)
     fetcher = Fetcher(user_agent=UA)
     try:
@@ -802,6 +824,7 @@ def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
         down = visit(fetcher, server.url("/down.xml"), instruction={"sitemap": True})
         soft = visit(fetcher, server.url("/soft.xml"), instruction={"sitemap": True})
         broken = visit(fetcher, server.url("/broken.xml"), instruction={"sitemap": True})
+        truncated = visit(fetcher, server.url("/cut.xml"), instruction={"sitemap": True})
     finally:
         fetcher.close()
     assert (missing.status, missing.error_kind, missing.error) == (404, None, "no sitemap here (HTTP 404)")
@@ -811,6 +834,9 @@ def test_a_missing_sitemap_is_no_failure_a_broken_one_is(site_server):
     assert (soft.status, soft.error_kind, soft.error, soft.sitemap_pages) == (
         200, None, "no sitemap here (an HTML page, HTTP 200)", [])
     assert (broken.status, broken.error_kind) == (200, "bad_sitemap")
+    # a sitemap cut short keeps the entries read and says where it broke (it said nothing)
+    assert (truncated.error_kind, truncated.sitemap_pages) == (None, [["http://h.example/a", ""]])
+    assert truncated.error.startswith("the XML breaks off after 1 entry: "), truncated.error
 
 
 def test_an_oversized_sitemap_is_a_bad_sitemap_however_it_came_compressed(site_server):
