@@ -74,11 +74,12 @@ MAX_URL_LENGTH = 2083
 #: Query and path parameters that carry a session identifier, not content;
 #: they are removed during canonicalisation (compared case-insensitively): Java servlets'
 #: ``jsessionid``, PHP's ``PHPSESSID``, osCommerce's ``osCsid``, Zen Cart's ``zenid``,
-#: ColdFusion's ``CFID`` and ``CFTOKEN``, and the generic ``sid``, ``sessid``, ``sessionid``,
-#: ``session_id``. A shop that writes a new one into every link of every page otherwise
-#: makes each page a new URL on each visit.
-SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessid", "sessionid", "session_id", "oscsid",
-                            "zenid", "cfid", "cftoken"})
+#: ColdFusion's ``CFID`` and ``CFTOKEN``, and the generic ``sid``, ``sessid``, ``sessionid``.
+#: A shop that writes a new one into every link of every page otherwise makes each page a new
+#: URL on each visit. ``session_id`` is not one of them: a conference site's
+#: ``/talk?session_id=42`` names a page.
+SESSION_PARAMS = frozenset({"jsessionid", "phpsessid", "sid", "sessid", "sessionid", "oscsid", "zenid", "cfid",
+                            "cftoken"})
 
 _CRAWLABLE_SCHEMES = {"http": 80, "https": 443}  # scheme -> default port (RFC 9110 4.2)
 

@@ -560,7 +560,7 @@ def subdomain_maze_site() -> Site:
 #: Pages of :func:`session_shop_site` besides ``/``.
 SESSION_SHOP_PAGES = 20
 #: The session parameters :func:`session_shop_site` writes into its links, in turn.
-_SESSION_SHOP_PARAMS = ["osCsid={t}", "zenid={t}", "CFID={n}&CFTOKEN={t}", "session_id={t}", "sessid={t}"]
+_SESSION_SHOP_PARAMS = ["osCsid={t}", "zenid={t}", "CFID={n}&CFTOKEN={t}", "sessid={t}"]
 
 
 def _session_shop_page(h) -> None:
@@ -586,6 +586,6 @@ def _session_shop_page(h) -> None:
 def session_shop_site() -> Site:
     """A shop of ``/`` and :data:`SESSION_SHOP_PAGES` pages ``/p/N.html`` whose every link
     carries a session identifier new on each response (``?osCsid=``, ``?zenid=``,
-    ``?CFID=&CFTOKEN=``, ``?session_id=``, ``?sessid=``): without dropping them each visit of a
+    ``?CFID=&CFTOKEN=``, ``?sessid=``): without dropping them each visit of a
     page finds its neighbours under URLs never seen before."""
     return Site(extra={"/": _session_shop_page, "/p/*": _session_shop_page})

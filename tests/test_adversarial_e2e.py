@@ -574,7 +574,7 @@ def test_traps_that_generate_themselves_still_end(tmp_path, site_server):
 def test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once(tmp_path, site_server):
     """adversarial.session_shop_site: every link of every page carries a session identifier made
     up for that response (osCommerce's ``osCsid``, Zen Cart's ``zenid``, ColdFusion's
-    ``CFID``/``CFTOKEN``, ``session_id``, ``sessid``). Only ``jsessionid``, ``phpsessid``, ``sid``
+    ``CFID``/``CFTOKEN``, ``sessid``). Only ``jsessionid``, ``phpsessid``, ``sid``
     and ``sessionid`` were dropped: a crawl stored 34 documents of its 21 pages (some three
     times), four pages never, and set 69 URLs aside as traps. Now each page is one URL, stored
     once, and nothing is a trap."""

@@ -59,7 +59,9 @@ from gridcrawl.urls import (
         ("http://example.com/p.php?products_id=7&osCsid=5f2a9c", "http://example.com/p.php?products_id=7"),
         ("http://example.com/index.php?main_page=x&zenid=q1w2e3", "http://example.com/index.php?main_page=x"),
         ("http://example.com/a.cfm?CFID=123&CFTOKEN=456&id=2", "http://example.com/a.cfm?id=2"),
-        ("http://example.com/a?session_id=9&sessid=8&k=1", "http://example.com/a?k=1"),
+        ("http://example.com/a?sessid=8&k=1", "http://example.com/a?k=1"),
+        # a conference's session is a page, not a visitor's session
+        ("http://example.com/talk?session_id=42", "http://example.com/talk?session_id=42"),
         # names that merely contain a session parameter's name are kept
         ("http://example.com/s?sidebar=1&side=2", "http://example.com/s?side=2&sidebar=1"),
         ("http://example.com/a;sidebar=1", "http://example.com/a;sidebar=1"),
@@ -289,8 +291,8 @@ def test_length_is_measured_on_the_canonical_form() -> None:
 
 
 def test_session_params_constant() -> None:
-    assert SESSION_PARAMS == frozenset({"jsessionid", "phpsessid", "sid", "sessid", "sessionid", "session_id",
-                                        "oscsid", "zenid", "cfid", "cftoken"})
+    assert SESSION_PARAMS == frozenset({"jsessionid", "phpsessid", "sid", "sessid", "sessionid", "oscsid", "zenid",
+                                        "cfid", "cftoken"})
     assert MAX_URL_LENGTH == 2083
 
 
