@@ -77,6 +77,11 @@ HOST_SITEMAPS = 100
 #: pages come that far apart (2,880 a day at the largest kept, max_crawl_delay's 30 s), and the
 #: crawl's progress alone did not say why.
 SLOW_CRAWL_DELAY = 10.0
+#: SQLite's page cache (KiB) while --retry-failed queues the failed URLs again, instead of its
+#: 2 MiB: each URL updates the random-ordered fingerprint indexes of to_visit_url and visited_url,
+#: and with 2 MiB the pages spilled to disk again and again (1,000,000 URLs: 56 s, 11-20 s with
+#: 64 MiB; 94 s a row at a time before). Set back after.
+RETRY_CACHE_KIB = 65_536
 #: Hosts whose Crawl-delay a store keeps for the summary, at most.
 CRAWL_DELAY_HOSTS = 1_000
 
@@ -1793,60 +1798,64 @@ class CrawlStore:
         and follow rules; a sitemap as a sitemap) and leaves ``visited_url``, except a stored
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
         its row. Returns how many. Run before a crawl starts (``--retry-failed``), in one
-        transaction, ``batch`` visited URLs at a time (by id): read all at once, a crawl's
-        1,000,000 URLs failed while a host was down took 680 MB. ``progress(done, total)`` is
+        transaction, ``batch`` visited URLs at a time (by id), each batch one ``INSERT ...
+        SELECT`` and one ``DELETE`` (no row goes through Python: read all at once, a crawl's
+        1,000,000 URLs failed while a host was down took 680 MB, and a row at a time, minutes). ``progress(done, total)`` is
         called with 0 and how many will be queued before the first batch, then after each batch
         (a million take minutes)."""
-        v = visited.c
-        query = (sa.select(v.id, v.url, v.fingerprint, v.depth,
-                           sa.func.coalesce(v.page_type, document.c.page_type).label("page_type"))
-                 .select_from(visited.outerjoin(document, document.c.fingerprint == v.fingerprint))
-                 .where(v.error_kind.is_not(None)))
+        v, sm = visited.c, sitemap_table.c
+        failed = v.error_kind.is_not(None)
         if kinds:
             statuses = [int(k[5:]) for k in kinds if http_status_kind(k)]
             plain = [k for k in kinds if not http_status_kind(k)]
-            query = query.where(sa.or_(v.error_kind.in_(plain), sa.and_(
+            failed = sa.and_(failed, sa.or_(v.error_kind.in_(plain), sa.and_(
                 v.error_kind == ErrorKind.HTTP_STATUS.value, v.status.in_(statuses))))
         else:
-            query = query.where(v.error_kind.not_in(DECISIONS))
+            failed = sa.and_(failed, v.error_kind.not_in(DECISIONS))
+        # set-based, a batch of ids at a time: one INSERT ... SELECT and one DELETE per batch (a
+        # row at a time through Python, a million failed URLs took minutes on SQLite)
+        page = sm.fingerprint.is_(None)  # a sitemap goes back as one (not as a page whose 404 is an error)
+        if self.strategy.focus is not None:  # a page of a focused crawl: at the seeds' priority
+            priority, relevance = sa.case((page, focus_priority(1.0)), else_=5), sa.case((page, 1.0))
+        else:
+            priority, relevance = sa.literal(5), sa.null()
+        again = (sa.select(v.url, v.fingerprint, v.depth, priority.label("priority"),
+                           sa.literal(False, sa.Boolean).label("in_flight"), sm.kind,
+                           # the page type it was visited as (its rendering, its follow rules)
+                           sa.case((page, sa.func.coalesce(v.page_type, document.c.page_type,
+                                                           sa.case((v.depth == 0, BASE))))).label("page_type"),
+                           relevance.label("relevance"))
+                 .select_from(visited.outerjoin(document, document.c.fingerprint == v.fingerprint)
+                              .outerjoin(sitemap_table, sm.fingerprint == v.fingerprint))
+                 .where(~sa.exists().where(to_visit.c.fingerprint == v.fingerprint)))
+        columns = ["url", "fingerprint", "depth", "priority", "in_flight", "kind", "page_type", "relevance"]
 
         def work(conn) -> int:
+            if conn.dialect.name == "sqlite":  # for this transaction: the indexes' pages stay in memory
+                cache = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+                conn.exec_driver_sql(f"PRAGMA cache_size=-{RETRY_CACHE_KIB}")
+                try:
+                    return requeue(conn)
+                finally:
+                    conn.exec_driver_sql(f"PRAGMA cache_size={int(cache)}")
+            return requeue(conn)
+
+        def requeue(conn) -> int:
             done, after = 0, 0
             total = 0
             if progress is not None:
-                total = conn.execute(sa.select(sa.func.count()).select_from(query.subquery())).scalar() or 0
+                total = conn.execute(sa.select(sa.func.count()).where(failed)).scalar() or 0
                 progress(0, total)
-            while rows := conn.execute(query.where(v.id > after).order_by(v.id).limit(batch)).all():
-                after = rows[-1].id
-                done += requeue(conn, rows)
+            while ids := conn.execute(sa.select(v.id).where(failed, v.id > after).order_by(v.id)
+                                      .limit(batch)).scalars().all():
+                these = sa.and_(failed, v.id > after, v.id <= ids[-1])
+                conn.execute(to_visit.insert().from_select(columns, again.where(these).order_by(v.id)))
+                # a stored document's visit stays: its retry is a revisit that updates the row
+                conn.execute(visited.delete().where(these, ~sa.exists().where(document.c.fingerprint == v.fingerprint)))
+                after, done = ids[-1], done + len(ids)
                 if progress is not None:
                     progress(done, max(total, done))
             return done
-
-        def requeue(conn, rows) -> int:
-            focused = self.strategy.focus is not None
-            sitemaps: dict[str, str] = {}  # a sitemap goes back as one (not as a page whose 404 is an error)
-            for part in chunks([r.fingerprint for r in rows], 500):
-                sitemaps.update(conn.execute(sa.select(sitemap_table.c.fingerprint, sitemap_table.c.kind)
-                                             .where(sitemap_table.c.fingerprint.in_(part))).all())
-
-            def again(r) -> dict:
-                scored = focused and r.fingerprint not in sitemaps  # a page of a focused crawl
-                return {"url": r.url, "fingerprint": r.fingerprint, "depth": r.depth, "discovered_from": None,
-                        "priority": focus_priority(1.0) if scored else 5, "in_flight": False,
-                        "kind": sitemaps.get(r.fingerprint),
-                        # the page type it was visited as (its rendering, its follow rules)
-                        "page_type": None if r.fingerprint in sitemaps else
-                        (r.page_type or (BASE if r.depth == 0 else None)),
-                        "relevance": 1.0 if scored else None}
-            insert_ignore(conn, to_visit, [again(r) for r in rows])
-            stored: set[str] = set()
-            for part in chunks([r.fingerprint for r in rows], 500):
-                stored.update(conn.execute(sa.select(document.c.fingerprint)
-                                           .where(document.c.fingerprint.in_(part))).scalars())
-            for ids in chunks([r.id for r in rows if r.fingerprint not in stored], 500):
-                conn.execute(visited.delete().where(v.id.in_(ids)))
-            return len(rows)
         return run_transaction(self.engine, work)
 
     def queued_revisits(self) -> int:

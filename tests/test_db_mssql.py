@@ -88,6 +88,9 @@ def run_crawl_store(url: str) -> None:
     store.apply(outcomes, scope)
     store.apply(outcomes, scope)  # idempotent: every insert-if-absent finds its rows
     store.counts()
+    with store.engine.begin() as conn:  # --retry-failed: one INSERT ... SELECT and one DELETE a batch
+        conn.execute(models.visited_url.update().values(error_kind="timeout"))
+    assert store.retry_failed(progress=lambda done, total: None) == 2
 
 
 def run_recorder(url: str) -> None:

@@ -928,11 +928,68 @@ def test_retry_failed_reads_the_failed_urls_a_batch_at_a_time(store):
                 scope)
     reads: list[str] = []
     sa.event.listen(store.engine, "before_cursor_execute",
-                    lambda conn, cur, sql, *rest: reads.append(sql) if "FROM visited_url LEFT OUTER JOIN" in sql else None)
+                    lambda conn, cur, sql, *rest: reads.append(sql) if sql.startswith("SELECT visited_url.id") else None)
     assert store.retry_failed(["connection"], batch=5) == 23
     assert len(reads) == 6  # 5 batches of at most 5, then an empty one
     assert sorted(_claim_all(store)) == sorted(url for url, _ in links)
     assert store.retry_failed(["connection"], batch=5) == 0
+
+
+@pytest.mark.parametrize("focused", [False, True], ids=["plain", "focused"])
+def test_retry_failed_is_set_based_and_the_same_on_every_back_end(db_url, focused):
+    """--retry-failed moved each failed URL through Python, a row at a time: minutes a million
+    URLs on SQLite. Now one INSERT ... SELECT and one DELETE per batch, on every back end, with
+    what each URL goes back as: its depth and page type (a seed: base), a sitemap as a sitemap,
+    a focused crawl's pages at the seeds' priority; a stored document's visit stays (a revisit),
+    a URL already queued is not queued twice, a crawl's own decision (noindex) is left alone."""
+    import datetime as dt
+    import sqlalchemy as sa
+    from gridcrawl import models
+    from gridcrawl.client.store import Strategy
+    from gridcrawl.focus import Focus
+    from gridcrawl.urls import fingerprint
+
+    store = CrawlStore(open_database(db_url), Strategy(order="priority", focus=Focus(("crawler",)))
+                       if focused else None)
+    when = dt.datetime(2026, 1, 1)
+    rows = {"seed": (0, None, "timeout"), "typed": (2, "article", "connection"), "sitemap": (1, None, "blocked"),
+            "gone": (1, None, "gone"), "queued": (1, None, "timeout"), "noindex": (1, None, "noindex")}
+    url = {name: f"{H}/{name}" for name in rows}
+    with store.engine.begin() as conn:
+        conn.execute(models.visited_url.insert(), [
+            {"url": url[n], "fingerprint": fingerprint(url[n]), "depth": depth, "page_type": page_type,
+             "error_kind": kind, "error": "x", "attempts": 1, "visited_at": when}
+            for n, (depth, page_type, kind) in rows.items()])
+        conn.execute(models.sitemap.insert(), [{"url": url["sitemap"], "fingerprint": fingerprint(url["sitemap"]),
+                                                "kind": "sitemap", "depth": 1, "visited_at": when}])
+        conn.execute(models.document.insert(), [{"url": url["gone"], "fingerprint": fingerprint(url["gone"]),
+                                                 "final_url": url["gone"], "size": 0, "depth": 1,
+                                                 "fetched_at": when, "page_type": "article"}])
+        conn.execute(models.to_visit_url.insert(), [{"url": url["queued"], "fingerprint": fingerprint(url["queued"]),
+                                                     "depth": 1, "priority": 7, "in_flight": False}])
+    statements: list[tuple[str, bool]] = []
+    sa.event.listen(store.engine, "before_cursor_execute",
+                    lambda conn, cursor, sql, params, context, many: statements.append((sql, many)))
+    assert store.retry_failed(batch=2) == 5
+    # no row through Python: no URL read, nothing inserted or deleted a row at a time
+    assert not [sql for sql, many in statements if many or (sql.startswith("SELECT") and "url," in sql)]
+    with store.engine.connect() as conn:
+        t = models.to_visit_url.c
+        queued = {r.url: r for r in conn.execute(sa.select(t.url, t.depth, t.page_type, t.kind, t.priority,
+                                                           t.relevance, t.in_flight))}
+        still = {r[0] for r in conn.execute(sa.select(models.visited_url.c.url))}
+    assert set(queued) == {url[n] for n in ("seed", "typed", "sitemap", "gone", "queued")}
+    page = (1000, 1.0) if focused else (5, None)
+    assert tuple(queued[url["seed"]][1:]) == (0, "base", None, *page, False)
+    assert tuple(queued[url["typed"]][1:]) == (2, "article", None, *page, False)
+    assert tuple(queued[url["gone"]][1:]) == (1, "article", None, *page, False)  # the document's page type
+    assert tuple(queued[url["sitemap"]][1:]) == (1, None, "sitemap", 5, None, False)
+    assert queued[url["queued"]].priority == 7  # already there: left as it was
+    assert still == {url["gone"], url["noindex"]}
+    assert store.retry_failed() == 1  # the gone page's visit, already queued
+    if store.engine.dialect.name == "sqlite":  # its larger page cache was for the retry only
+        with store.engine.connect() as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
 
 
 def test_retry_failed_says_how_many_it_queues_before_and_as_it_goes(store, capsys):
