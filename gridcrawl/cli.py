@@ -801,6 +801,8 @@ def _print_semantic_summary(s) -> None:
                   " / ".join(f"{s.by_kind.get(k, 0):,}" for k in ("uri", "literal", "bnode")))
     table.add_row("RDF errors: rdf_parse / rdf_limit",
                   f"{s.rdf_errors.get('rdf_parse', 0):,} / {s.rdf_errors.get('rdf_limit', 0):,}")
+    table.add_row("HTML pages with structured-data errors", f"{s.structured_errors:,}" + (
+        f", e.g. {s.structured_error_example[0]}: {s.structured_error_example[1]}" if s.structured_error_example else ""))
     table.add_row("triples per parse second (executors)", _seconds(s.triples_per_second, 0))
     if s.relevance is not None:
         table.add_row("focused: pages scored / mean score / scoring >= 0.5",

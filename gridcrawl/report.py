@@ -13,6 +13,7 @@ Drawing needs matplotlib (``pip install 'gridcrawl[report]'``), imported only wh
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -406,7 +407,10 @@ class SemanticSummary:
     their counts; ``rdf_errors``: visited URLs per error kind ``rdf_parse`` / ``rdf_limit``;
     ``triples_per_second``: triples over the executors' parse seconds of the documents that gave
     them (``None`` without any); ``relevance``: for a focused crawl, ``(documents scored, mean
-    page score, documents scoring at least 0.5)``, else ``None``.
+    page score, documents scoring at least 0.5)``, else ``None``; ``structured_errors``: HTML
+    documents whose structured data had errors (``document.structured_data``'s ``errors``: a
+    block that does not parse, a bound reached, IRIs read percent-encoded), with
+    ``structured_error_example``, ``(url, its first error)`` of one of them, else ``None``.
     """
 
     triples: int
@@ -418,6 +422,8 @@ class SemanticSummary:
     rdf_errors: dict
     triples_per_second: float | None
     relevance: tuple | None
+    structured_errors: int = 0
+    structured_error_example: tuple | None = None
 
 
 def semantic_summary(engine: Engine) -> SemanticSummary:
@@ -445,10 +451,21 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
             per_page.join(d, d.c.fingerprint == per_page.c.fingerprint))).first()
         scored = conn.execute(sa.select(sa.func.count(d.c.relevance), sa.func.avg(d.c.relevance),
                                         sa.func.sum(sa.case((d.c.relevance >= 0.5, 1), else_=0)))).first()
+        # "errors" is the last key of the JSON the client stores (executor/page.py, json.dumps)
+        erred = sa.and_(d.c.structured_data.like('%"errors": [%'), d.c.structured_data.not_like('%"errors": []}'))
+        structured_errors = count(sa.select(sa.func.count()).select_from(d).where(erred))
+        example = conn.execute(sa.select(d.c.url, d.c.structured_data).where(erred).order_by(d.c.url).limit(1)).first()
     rate = (float(parse[0]) / float(parse[1])) if parse and parse[0] and parse[1] else None
     relevance = (int(scored[0]), float(scored[1]), int(scored[2] or 0)) if scored and scored[0] else None
+    first = None
+    if example is not None:
+        try:
+            first = (example.url, str(json.loads(example.structured_data)["errors"][0]))
+        except (ValueError, KeyError, IndexError, TypeError):
+            first = (example.url, "")
     return SemanticSummary(triples, pages, rdf_docs, structured, {str(k): int(n) for k, n in by_kind.items()},
-                           [(p, int(n)) for p, n in top], {str(k): int(n) for k, n in errors.items()}, rate, relevance)
+                           [(p, int(n)) for p, n in top], {str(k): int(n) for k, n in errors.items()}, rate, relevance,
+                           structured_errors, first)
 
 
 def waiting_for_capabilities(engine: Engine) -> list[tuple[str, int, str]]:

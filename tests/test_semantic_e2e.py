@@ -16,6 +16,7 @@ sites whose right answer is known.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -48,7 +49,8 @@ def semantic_site() -> tuple[Site, dict[str, str]]:
     site.pages["/about.html"] = html("About", '<p>The warden.</p><a href="/odd.html">Rings</a>')
     # numbers neither msgpack nor strict JSON holds (they once killed an executor's worker thread)
     site.pages["/odd.html"] = html("Rings", """<script type="application/ld+json">{"@context": "https://schema.org",
-        "@type": "Product", "name": "Ring", "sku": 123456789012345678901234567890, "weight": 1e400}</script>""")
+        "@type": "Product", "name": "Ring", "sku": 123456789012345678901234567890, "weight": 1e400}</script>
+        <script type="application/ld+json">{"@type": "Offer", "price": </script>""")  # a block cut short
     site.pages["/data/catalog.ttl"] = b"""@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
 @prefix ex: <http://example.org/birds#> .
 <> rdfs:seeAlso <people.rdf>, <hostile/laughs.rdf>, <hostile/huge.ttl>, <hostile/broken.ttl> ;
@@ -138,12 +140,15 @@ def test_semantic_crawl_stores_every_triple_once_and_follows_rdf_links(tmp_path,
     assert proc.returncode == 0 and f"exported {total} triples" in proc.stderr
     assert len(Graph().parse(out, format="nt")) == total
     proc = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--crawl-db", grid.crawl_db],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "300"})
     assert proc.returncode == 0, proc.stderr
     lines = {" ".join(line.replace("│", " ").split()) for line in proc.stdout.splitlines()}
     assert f"triples stored {total}" in lines
     assert "RDF documents 4" in lines and "HTML pages with structured data 2" in lines  # "/" and "/odd.html"
     assert "RDF errors: rdf_parse / rdf_limit 2 / 1" in lines
+    # the block that does not parse: the page is kept, and the report counts it (it said nothing)
+    assert odd["errors"] and odd["errors"][0].startswith("json-ld: invalid JSON")
+    assert f"HTML pages with structured-data errors 1, e.g. {base}/odd.html: {odd['errors'][0]}" in lines
     print("\n" + proc.stdout)
 
 
