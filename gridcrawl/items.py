@@ -310,6 +310,9 @@ def _item(data, number: int, source: str) -> ItemSpec:
     from gridcrawl.rules import wait_for_error
     if wait_for is not None and (why := wait_for_error(wait_for)):
         raise ItemSpecError(f"{where}: {why}")
+    if wait_for is not None and not render:  # (it was ignored: the page was fetched, never rendered)
+        raise ItemSpecError(f"{where}: wait_for is what the browser waits for on a rendered page: it goes with "
+                            "render = true")
     plugin = data.get("plugin")
     if plugin is not None:
         if not isinstance(plugin, str) or not PLUGIN_REFERENCE.match(plugin):

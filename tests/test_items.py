@@ -264,6 +264,9 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="int", dayfirst=true}', "dayfirst is for a field"),
     ('[[item]]\ntype = "a"\nplugin = "shop"\n[item.fields]\nx = {css="a"}', "a plugin item has no fields"),
     ('[[item]]\ntype = "a"\nplugin = "no spaces"', "plugin must be NAME or NAME@VERSION"),
+    # a wait_for without render = true was ignored: the page was fetched, the list it waited for never there
+    ('[[item]]\ntype = "a"\nwait_for = "li.item"\n[item.fields]\nx = {css="li.item"}',
+     "item 1 (a): wait_for is what the browser waits for on a rendered page: it goes with render = true"),
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}\n[[item]]\ntype = "a"\n[item.fields]\nx = {css="a"}',
      "item 2 (a): another item has type 'a'"),
 ])
