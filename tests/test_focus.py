@@ -23,6 +23,13 @@ def test_similarity_is_the_share_of_keywords_matched_by_prefix():
     assert FOCUS.sim("") == 0.0
     assert FOCUS.url_sim("http://127.0.0.1:8000/politeness/crawler%2Dtraps.html") == 1.0
     assert Focus.parse("  Crawler, POLITENESS crawler ").terms == ("crawler", "politeness")
+    # a keyword of one or two characters only matches itself: the "e" of "e-commerce" began most
+    # words ("electric egg cooker" scored 1/3 for "e-commerce kettle", "Cats and dogs" 1/2 for "C++")
+    shop = Focus.parse("e-commerce kettle")
+    assert shop.terms == ("e", "commerce", "kettle")
+    assert shop.sim("electric egg cooker") == 0.0 and shop.sim("E-commerce kettles") == 1.0
+    assert Focus.parse("C++ programming").sim("Cats and dogs") == 0.0
+    assert Focus.parse("go routines").sim("good routines") == 0.5  # "go" no longer matches "good"
 
 
 def test_link_score_follows_the_documented_formula():
