@@ -69,7 +69,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
 from gridcrawl.plugins import PLUGIN_REFERENCE
-from gridcrawl.rules import glob_hint as _glob_hint, read_text_file
+from gridcrawl.rules import anchored_path_error, glob_hint as _glob_hint, read_text_file
 from gridcrawl.protocol import INT64, json_safe
 
 __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load_spec", "parse_spec",
@@ -203,6 +203,8 @@ def _check_regex(pattern, where: str, url: bool = False) -> None:
         re.compile(pattern)
     except re.error as exc:
         raise ItemSpecError(f"{where}: invalid regular expression '{pattern}': {exc}{_glob_hint(pattern) if url else ''}") from None
+    if url and (why := anchored_path_error(pattern)):
+        raise ItemSpecError(f"{where}: {why}")
 
 
 def _field(name: str, data, where: str) -> FieldSpec:

@@ -220,6 +220,17 @@ def read_text_file(path: Path) -> str:
                          "save it as UTF-8") from None
 
 
+def anchored_path_error(pattern: str) -> str | None:
+    """Why ``pattern`` (a regular expression searched in a page's canonical URL: a rule's
+    ``pattern``, an item spec's ``url``) can match no URL because it anchors a path at the start
+    (``^/p/``: the URL begins with ``http``), else None."""
+    if not re.match(r"(\^|\\A)/", pattern):
+        return None
+    rest = pattern[1:] if pattern.startswith("^") else pattern[2:]
+    return (f"'{pattern}' can match no page: it is searched in the whole URL (http://host/...), which begins "
+            f"with 'http', not '/'; write '{rest}', or anchor at the scheme: '^https?://[^/]+{rest}'")
+
+
 def glob_hint(pattern: str) -> str:
     """A hint for a regular expression written as a shell glob (``*.html``, ``/p/*``), else ""
     (a rule's ``pattern``, an item spec's ``url``)."""
@@ -410,6 +421,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
             except re.error as exc:
                 raise RuleError(f"{rule.label}: pattern '{rule.pattern}' is not a valid regular expression: "
                                 f"{exc}{glob_hint(rule.pattern)}") from None
+            if why := anchored_path_error(rule.pattern):
+                raise RuleError(f"{rule.label}: pattern {why}")
         try:
             base = canonical_url(rule.base_url)
         except InvalidURL as exc:

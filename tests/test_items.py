@@ -264,6 +264,10 @@ t = { css = "title::text" }
     ('[[item]]\ntype = "a"\n[item.fields]\nx = {css="a", type="int", dayfirst=true}', "dayfirst is for a field"),
     ('[[item]]\ntype = "a"\nplugin = "shop"\n[item.fields]\nx = {css="a"}', "a plugin item has no fields"),
     ('[[item]]\ntype = "a"\nplugin = "no spaces"', "plugin must be NAME or NAME@VERSION"),
+    # a url anchored at a path: the canonical URL begins with "http", so it matched no page, with no word
+    ('[[item]]\ntype = "a"\nurl = "^/p/"\n[item.fields]\nx = {css="a"}',
+     "item 1 (a) url: '^/p/' can match no page: it is searched in the whole URL (http://host/...), which begins "
+     "with 'http', not '/'; write '/p/', or anchor at the scheme: '^https?://[^/]+/p/'"),
     # a wait_for without render = true was ignored: the page was fetched, the list it waited for never there
     ('[[item]]\ntype = "a"\nwait_for = "li.item"\n[item.fields]\nx = {css="li.item"}',
      "item 1 (a): wait_for is what the browser waits for on a rendered page: it goes with render = true"),

@@ -571,3 +571,10 @@ def test_idle_rule_notes_name_the_options_that_left_links_out():
     with pytest.raises(RuleError, match=r"nothing to repeat at position 0 \(a regular expression searched in the "
                                         r"URL, not a glob"):
         validate_rules([rule(1, "follow", "base", "product", pattern="*.html")])
+    # a pattern anchored at a path matched no URL (they begin with "http"): the crawl stopped at its seed
+    with pytest.raises(RuleError) as info:
+        validate_rules([rule(1, "follow", "base", "product", pattern=r"\A/p/\d+")])
+    assert str(info.value) == ("rule 1 (test: follow base -> product): pattern '\\A/p/\\d+' can match no page: it is "
+                               "searched in the whole URL (http://host/...), which begins with 'http', not '/'; write "
+                               "'/p/\\d+', or anchor at the scheme: '^https?://[^/]+/p/\\d+'")
+    assert validate_rules([rule(1, "follow", "base", "product", pattern="(?i)/P/")])  # not anchored: taken
