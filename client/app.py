@@ -579,6 +579,7 @@ class CrawlApplication:
         self._opened_at = float("-inf")
         exhausted = False
         oldest_result = None
+        self.link.state.leaving = stop.is_set  # a manager stopped with this client (one signal to both) is no loss
         try:
             self.link.start()
             loop_at = time.monotonic()

@@ -182,7 +182,9 @@ class LinkState:
       (``Refused``). While up, it means the manager forgot this peer (it restarted):
       say hello again at once.
     * **bye**: the manager is leaving; with several, try the next at once (a standby takes over
-      the lease it releases), else reconnect after the back-off.
+      the lease it releases), else reconnect after the back-off. A peer that is stopping itself
+      (:attr:`leaving`; the signal that stops a service's processes together reaches the manager
+      too) only notes it: no WARNING, no reconnect.
     * **handshake failure** (CURVE): final before the first answer; later only logged, every 30 s.
     """
 
@@ -215,6 +217,8 @@ class LinkState:
         self.answered_no: dict[str, tuple[str, float]] = {}
         self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
+        #: whether this peer is stopping (its program sets it: a client's stop event's is_set)
+        self.leaving: Callable[[], bool] = lambda: False
 
     def silence(self, now: float) -> float:
         """Seconds without a sign of life from the current manager (since the hello while it has
@@ -240,6 +244,9 @@ class LinkState:
             self.last_beat = now  # (the hello told the manager who this peer is)
         elif isinstance(message, p.Refuse):
             return self._refused(now, message.reason, message.active, message.retry, message.final)
+        elif isinstance(message, p.Bye) and self.leaving():
+            self.up = False  # nothing more goes to it (no goodbye either)
+            self.log.info("manager left (%s) as this program stops", message.reason)
         elif isinstance(message, p.Bye) and self.reconnect_at is None:
             gone = self.managers.current
             if self.managers.next():  # hot standbys: one takes over as this one stops

@@ -322,6 +322,33 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
             f"({shlex.join(['gridcrawl', *args])})") in " ".join(stderr.split())
 
 
+def test_sigterm_to_the_whole_group_stops_the_run_without_a_warning(tmp_path, site_server):
+    """systemd's stop (KillMode=control-group), ``timeout`` and ``kill -- -PGID`` send SIGTERM to
+    the run, its manager and its executors at once: the manager said bye while the client was
+    storing what it held, and the run printed "WARNING gridcrawl.client: manager left (manager
+    shutting down); reconnecting in 1.0 s" above its summary. A client that is stopping itself
+    only notes the bye (no WARNING, no reconnect); the run still ends by SIGTERM (status 143)."""
+    import signal
+    server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
+    args = ["run", server.url("/"), "--executors", "2", "--threads", "8", "--workdir", str(tmp_path), "--no-progress",
+            "--download-delay", "0.01"]
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        log = tmp_path / "executor-2.log"
+        wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the executors registered")
+        time.sleep(1.0)  # pages being fetched, results and acknowledgements on their way
+        os.killpg(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == -signal.SIGTERM, stderr[-2000:]
+    assert "WARNING" not in stderr and "error:" not in stderr, stderr[-2000:]
+    assert "stopped before the end" in stderr, stderr[-2000:]
+
+
 def test_ctrl_c_of_a_run_in_a_shell_loop_stops_the_loop(tmp_path, site_server):
     """A script that crawls site after site (``for ...; do gridcrawl run ...; done``) stops at
     Ctrl-C: the run stops gracefully (its summary printed, what it fetched stored) and then ends
