@@ -48,6 +48,7 @@ from gridcrawl.executor.page import visit
 from gridcrawl.semantic import Limits
 from gridcrawl.executor.robots import RobotsCache
 from gridcrawl.errors import ManagerUnreachable, Refused  # noqa: F401 (re-exported)
+from gridcrawl.words import counted
 
 log = logging.getLogger("gridcrawl.executor")
 
@@ -97,14 +98,17 @@ class Figures:
         entry[0] += seconds
         entry[1] += 1
 
-    def idle_summary(self) -> str:
-        """One line: total and mean idle seconds between pages, and each worker's seconds/waits."""
+    def idle_summary(self) -> str | None:
+        """One line: total and mean idle seconds between pages, and each worker's seconds/waits;
+        None when no worker waited between two pages (an executor that ran none, or one)."""
         entries = sorted(self.idle.items())
         total = sum(e[0] for _, e in entries)
         waits = sum(e[1] for _, e in entries)
+        if not waits:
+            return None
         per = ", ".join(f"{name} {e[0]:.3f} s/{e[1]}" for name, e in entries)
-        return (f"worker idle between pages: {total:.3f} s over {waits} waits "
-                f"(mean {total / max(waits, 1):.4f} s); per worker: {per or 'none'}")
+        return (f"worker idle between pages: {total:.3f} s over {counted(waits, 'wait')} "
+                f"(mean {total / waits:.4f} s); per worker: {per}")
 
     @staticmethod
     def static() -> dict:
@@ -561,5 +565,6 @@ class ExecutorAgent:
         # an executor that never registered (manager unreachable, refused) has nothing to report:
         # its one-line error follows
         level = logging.INFO if self.executor_id is not None else logging.DEBUG
-        log.log(level, "%s", self.figures.idle_summary())
+        if (idle := self.figures.idle_summary()) is not None:
+            log.log(level, "%s", idle)
         log.log(level, "executor stopped")

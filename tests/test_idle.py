@@ -404,3 +404,15 @@ def test_an_idle_only_executor_says_it_waits_and_the_report_shows_it_waiting(tmp
     assert rows == {"desk": "waiting", "server": "yes"}, report.stdout
     assert "waiting: an --idle-only executor, connected, that takes no grid thread until its desktop is idle" \
         in " ".join(report.stdout.split())
+
+
+def test_the_workers_idle_line_at_stop_is_left_out_without_waits_and_counts_one_wait_as_one():
+    """An executor stopped before it ran two pages on one worker logged "worker idle between
+    pages: 0.000 s over 0 waits (mean 0.0000 s); per worker: none" at every stop, and one wait
+    as "1 waits"; now no line for no wait, and "1 wait"."""
+    from gridcrawl.executor.agent import Figures
+    figures = Figures()
+    assert figures.idle_summary() is None
+    figures.add_idle("worker-0", 0.25)
+    assert figures.idle_summary() == ("worker idle between pages: 0.250 s over 1 wait (mean 0.2500 s); "
+                                      "per worker: worker-0 0.250 s/1")
