@@ -244,7 +244,7 @@ class AllowList:
                 log.warning("CURVE: refused a connection with unknown public key %s (%s)", key,
                             "once" if count == 1 else f"{count:,} times")
             return False
-        log.info("CURVE: accepted key %s", name)
+        log.debug("CURVE: accepted key %s", name)  # (the manager's "register/open from CURVE key" line says it once)
         return True
 
 

@@ -331,3 +331,18 @@ def test_a_paused_crawl_over_curve_names_a_resume_command_that_works(curve_grid,
     assert resumed.returncode == 0 and resumed.stdout.strip().endswith(": running"), resumed.stderr
     wait_for(lambda: "an operator resumed this application" in grid.log("client.log"), 30, message="told of it")
     assert client.poll() is None
+
+
+def test_an_accepted_key_is_one_line_of_the_managers_log_not_two(tmp_path, caplog):
+    """Each executor's registration was three INFO lines ("CURVE: accepted key desk1", "register
+    from CURVE key desk1", "executor ... registered"), and every reconnect of every peer one more:
+    the handshake that accepts a key now logs at DEBUG; a refused key stays a WARNING."""
+    allow = tmp_path / "allow"
+    allow.mkdir()
+    a_pub, _ = new_key_pair("alice", tmp_path / "keys")
+    b_pub, _ = new_key_pair("bob", tmp_path / "keys")
+    (allow / "alice.key").write_bytes(a_pub.read_bytes())
+    allowed = AllowList(allow)
+    with caplog.at_level("INFO", logger="gridcrawl.keys"):
+        assert allowed.callback("*", load_public(a_pub)) and not allowed.callback("*", load_public(b_pub))
+    assert [(r.levelname, "unknown public key" in r.getMessage()) for r in caplog.records] == [("WARNING", True)]
