@@ -50,6 +50,9 @@ MIN_INTERVAL = 0.05
 #: silent until the manager came or the day ended).
 WAITING_SAID_AFTER = 10.0
 WAITING_SAID_EVERY = 60.0
+#: Seconds between two "no manager has answered" WARNINGs of a peer that had a manager and whose
+#: managers have all gone silent (each round of them between is logged at DEBUG).
+ROUND_SAID_EVERY = 60.0
 
 
 def split_endpoints(values: str | list[str] | tuple[str, ...]) -> list[str]:
@@ -160,8 +163,10 @@ class LinkState:
     * **liveness**: any message from the manager is a sign of life; silence for
       ``heartbeat_interval × heartbeat_liveness`` s (the guide's liveness counter, kept as a time
       so that other sockets waking the poll do not count as missed beats) makes the manager dead:
-      the next manager is tried at once when there are several, otherwise the same one after the
-      back-off. A peer that never had an answer from its only manager waits for it (up to
+      the next manager is tried at once when there are several (once a whole round of them has
+      stayed silent, the next after the back-off, logged once every :data:`ROUND_SAID_EVERY`:
+      a peer whose managers were all gone logged a WARNING every 3 s for ever), otherwise the
+      same one after the back-off. A peer that never had an answer from its only manager waits for it (up to
       ``connect_timeout``) instead.
     * **heartbeat**: every ``heartbeat_interval`` s while up, unless the peer sent the manager
       another message within the last interval (any message is a sign of life to the manager too);
@@ -217,6 +222,7 @@ class LinkState:
         self.answered_no: dict[str, tuple[str, float]] = {}
         self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
+        self._round_said = float("-inf")  # when "no manager has answered" was last logged
         #: whether this peer is stopping (its program sets it: a client's stop event's is_set)
         self.leaving: Callable[[], bool] = lambda: False
 
@@ -315,9 +321,19 @@ class LinkState:
             quiet = max(silent, now - self.heard_any)
             if self.managers.next():  # hot standbys: the next manager may be the active one now
                 self.left = (gone, now)
-                self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
-                                 self.managers.current)
-                self._reconnect(now)
+                unheard = now - self.heard_any
+                if unheard < len(self.managers.endpoints) * self.peer_timeout:
+                    self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
+                                     self.managers.current)
+                    self._reconnect(now)
+                else:  # a whole round of them silent: the next round after the back-off, said once a minute
+                    said = now - self._round_said >= ROUND_SAID_EVERY
+                    self._round_said = now if said else self._round_said
+                    self.log.log(logging.WARNING if said else logging.DEBUG,
+                                 "no manager has answered for %.0f s (%s); trying %s in %.1f s%s", unheard,
+                                 self.managers, self.managers.current, self.backoff,
+                                 f" (said again every {ROUND_SAID_EVERY:.0f} s)" if said else "")
+                    self._reconnect(now + self.backoff)
             else:
                 self.log.warning("no answer from the manager at %s for %.0f s; reconnecting in %.1f s", gone, quiet,
                                  self.backoff)

@@ -507,3 +507,27 @@ def test_a_peer_whose_connect_timeout_ends_first_gives_its_one_line_error_and_no
     finally:
         link.close(linger=0)
         context.term()
+
+
+def test_a_peer_whose_managers_all_went_silent_backs_off_between_rounds_and_says_so_once_a_minute(caplog):
+    """Two managers, both gone (the active one stopped, its standby on an address the peer was not
+    given): the executor tried them in turn every 3 s for ever, logging "manager silent for 3.0 s;
+    trying ..." each time, 1,200 WARNINGs an hour. Now a whole round without an answer makes the
+    next wait the back-off, and one WARNING a minute says that no manager has answered."""
+    import logging
+
+    from gridcrawl.link import ROUND_SAID_EVERY
+    state = up(link(A, B))
+    connects, now = [], 0.0
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        while now < 600.0:
+            now += 0.5
+            connects += [a.endpoint for a in state.tick(now) if isinstance(a, Connect)]
+    warnings = [r.getMessage() for r in caplog.records]
+    # each try waits out the silence (3 s) and then the back-off (up to reconnect_max, 4 s here)
+    assert connects[:2] == [B, A] and len(connects) < 100, connects   # (at once after each silence: 171)
+    assert warnings[0] == "no answer from the manager at tcp://a:9000 for 4 s; trying tcp://b:9000"
+    assert warnings[1] == ("no manager has answered for 7 s (tcp://a:9000,tcp://b:9000); trying tcp://a:9000 in "
+                           "2.0 s (said again every 60 s)")
+    assert len(warnings) <= 2 + 600 / ROUND_SAID_EVERY, warnings
+    assert state.received(now, WELCOME) == [] and state.up and state.backoff == SETTINGS.reconnect_initial
