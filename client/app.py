@@ -675,7 +675,11 @@ class CrawlApplication:
                 if (self.link.up and exhausted and not self.in_flight and not self.results and self._applying is None
                         and (not self.watch or limit)):
                     self.link.send(p.CloseApplication(self.application_id))
-                    log.info("crawl complete")
+                    if limit and (left := self._frontier_size()):
+                        log.info("crawl stopped at --max-pages %d (%s left to visit)", s.max_pages,
+                                 counted(left, "URL"))
+                    else:
+                        log.info("crawl complete")
                     break
         except CrawlDatabaseError:
             self._db_retry_at = float("inf")  # nothing more is applied

@@ -87,6 +87,9 @@ def test_client_rerun_resumes_instead_of_starting_over(tmp_path, site_server):
         ((left,),) = grid.query("crawl", "SELECT COUNT(*) FROM to_visit_url")
         assert f"stopped at --max-pages 30, a limit on the whole crawl (30 URLs visited in all): a larger " \
                f"--max-pages, or none, visits the {left} left" in grid.log("client.log")
+        # its log said "crawl complete" of a crawl with URLs left to visit
+        assert f"crawl stopped at --max-pages 30 ({left} URLs left to visit)" in grid.log("client.log")
+        assert "crawl complete" not in grid.log("client.log")
         second = grid.start_client()  # no seeds: resume the crawl in the database
         assert second.wait(timeout=60) == 0, grid.log("client.log")
     finally:
