@@ -916,7 +916,9 @@ class ManagerCore:
         probe = False
         if no_answer:
             answered_before = self.queue.has_answered(t.host)
-            probe = self.queue.unanswered(t, now, self.settings.retry_times + 1)
+            sent = t.time_started if t.time_started is not None else (
+                now - r.ran if r.ran is not None else t.time_assigned)
+            probe = self.queue.unanswered(t, now, self.settings.retry_times + 1, sent)
             if answered_before and not self.queue.has_answered(t.host):
                 log.warning("%s stopped answering (%d results in a row without an answer, the last: %r): one grid "
                             "thread at a time probes it, and after %d failed probes its queued threads fail "

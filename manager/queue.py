@@ -26,8 +26,8 @@ for the whole grid (design.md §3):
   :meth:`down <ReadyQueue.mark_down>` for :data:`HOST_DOWN_SECONDS`: its new threads fail at
   once. One round of probes, not every URL's attempts, is what a dead host costs the grid
   (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
-  A host that answered and then gives ``retry_times`` + 1 results in a row without an answer
-  has stopped answering (:meth:`ReadyQueue.unanswered`): it is a new host again, and the threads
+  A host that answered and then gives ``retry_times`` + 1 results in a row without an answer,
+  of requests sent after its last answer, has stopped answering (:meth:`ReadyQueue.unanswered`): it is a new host again, and the threads
   assigned from then on probe it.
 
 Across hosts, threads leave by priority (higher first), then in turn across users, and across
@@ -94,6 +94,7 @@ class HostState:
     version: int = 0
     answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
     silent: int = 0  # results in a row that found no answer, since the host last answered
+    answered_at: float = float("-inf")  # when its last answer arrived (POSIX s)
     silent_skip: int = 0  # threads in flight when it stopped answering: their results are no probes
     ramp: int = 0  # after a 429/503: threads in flight allowed, one more by each success (0: no such limit)
     ramp_skip: int = 0  # threads in flight when it was set: their answers do not count
@@ -394,7 +395,7 @@ class ReadyQueue:
         if requested:
             host.last_finish = now
         if answered and requested:
-            host.silent = 0
+            host.silent, host.answered_at = 0, now
         if answered and not host.answered:
             self.note_answered(host.host)
         if crawl_delay is not None and crawl_delay != host.crawl_delay:
@@ -456,19 +457,25 @@ class ReadyQueue:
         host = self.hosts.get(name)
         return host.answered if host is not None else name in self._answered
 
-    def unanswered(self, thread: "GridThread", now: float, silent_limit: int) -> bool:
+    def unanswered(self, thread: "GridThread", now: float, silent_limit: int, sent: float | None = None) -> bool:
         """A result of in-flight ``thread`` found no answer from its host (robots.txt unreachable,
         no connection, a timeout before any status line): whether it is a failed *probe*, to be
         counted by :meth:`probe_failed`. It is while the host has not answered, unless the thread
         was in flight when the host stopped answering. A host that has answered and gives
         ``silent_limit`` such results in a row (none answered between) has stopped answering:
         it is a new host again, one thread in flight, and the threads sent from then on probe
-        it. Call before :meth:`release` of the thread (``now``: POSIX s, unused)."""
+        it. A result whose request went out (``sent``, POSIX s; None: unknown) before the host's
+        last answer is not counted: the host has answered since, so a slow part of a site whose
+        pages time out together, in a row, while its other pages answer is no host gone silent
+        (it was, and every queued page of the host failed). Call before :meth:`release` of the
+        thread (``now``: POSIX s, unused)."""
         host = self.hosts.get(thread.host)
         if host is None:  # (a thread in flight keeps its host's state)
             return thread.host not in self._answered
         if not host.answered:
             return host.silent_skip == 0
+        if sent is not None and sent < host.answered_at:
+            return False
         host.silent += 1
         if host.silent >= silent_limit:
             host.answered, host.silent, host.silent_skip = False, 0, host.in_flight

@@ -1800,3 +1800,27 @@ def test_log_lines_say_one_thing_in_the_singular(caplog):
     said = [r.getMessage() for r in caplog.records]
     assert [m for m in said if m.endswith("registered: u@h, 1 thread")], said
     assert [m for m in said if "failed: 1 attempt lost (poison)" in m], said
+
+
+def test_timeouts_of_requests_sent_before_the_hosts_last_answer_do_not_make_it_stop_answering():
+    """A slow part of a site: 4 of a host's pages time out together, 30 s after they were sent,
+    while its other pages answer meanwhile. Their results came in a row after the last answer,
+    so the host "stopped answering": one thread at a time, probes, and, when the probes were
+    slow pages too, every queued page of the host failed without a fetch. A request sent before
+    the host's last answer says nothing of the host now: it keeps its concurrency."""
+    core = make_core(S.replace(retry_times=2, retry_backoff=1.0, thread_timeout=1000.0))
+    core.queue.note_answered("h.test")
+    register(core, b"e", 8)
+    app = open_app(core)
+    got = [job for _, job in assigned(core.handle(b"client", p.Submit(app, [p.ThreadSpec(i, f"http://h.test/{i}")
+                                                                             for i in range(30)]), 0.0))]
+    assert len(got) == 8
+    fast, slow = got[:4], got[4:]
+    for i, job in enumerate(fast):  # the fast pages answer, 1 s to 4 s after they were sent
+        core.handle(b"e", p.Results([p.AttemptResult(job.attempt_id, p.PageResult(url=job.url, status=200),
+                                                     ran=1.0)]), 1.0 + i)
+    for job in slow:  # the slow ones, sent at 0, time out at 30 s
+        core.handle(b"e", p.Results([p.AttemptResult(job.attempt_id, p.PageResult(
+            url=job.url, error_kind="timeout", error="no data from the server for 30 s"), ran=30.0)]), 30.0)
+    # its whole concurrency (each result's dispatch refilled it), not one probe at a time
+    assert core.queue.has_answered("h.test") and core.queue.hosts["h.test"].in_flight == 8
