@@ -732,6 +732,16 @@ class RelayedPage:
         except ProtocolError as exc:
             return cls(raw, _UNREADABLE, str(exc))
 
+    def check(self) -> str | None:
+        """Why the whole page does not decode as the client will decode it (one line), or None:
+        what the manager asks of an executor's first results (an executor of another release,
+        whose pages have a field the client does not know, failed every URL it was given)."""
+        try:
+            _checked(_PAGE.decode, self.raw, "page")
+        except ProtocolError as exc:
+            return str(exc)
+        return None
+
     def __eq__(self, other) -> bool:
         return isinstance(other, RelayedPage) and bytes(self.raw) == bytes(other.raw)
 

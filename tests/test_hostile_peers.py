@@ -102,18 +102,25 @@ def test_an_executor_that_cannot_reach_the_web_does_not_take_the_crawls_hosts_do
 
 
 @pytest.mark.e2e
-def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at_once(tmp_path, site_server):
-    """A broken executor (another release, a bug) answers every grid thread with a page the
-    manager cannot read (its status a text). The manager dropped the whole ``results`` message as
+@pytest.mark.parametrize("page, problem", [
+    ({"status": "200"}, "page.status: expected int | null, got str"),
+    ({"status": 200, "content": "<html></html>", "added_by_a_later_release": 1},
+     "page: unknown fields ['added_by_a_later_release']")])
+def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at_once(tmp_path, site_server, page,
+                                                                                      problem):
+    """A broken executor answers every grid thread with a page that does not decode. One the
+    manager cannot read (its status a text): the manager dropped the whole ``results`` message as
     malformed, so its threads, and any good results of the same message, waited for a straggler
-    take-back (120 s) or thread_timeout (300 s). Now each such page's attempt is taken back at once
-    (recorded ``unreadable``, a strike against the executor) and its thread runs on another
-    executor: the crawl completes well within a straggler delay."""
+    take-back (120 s) or thread_timeout (300 s). One of another release, with a field the client
+    does not know: the manager relayed it, and the client failed every such URL as poison. Now
+    each such page's attempt is taken back at once (recorded ``unreadable``, a strike against the
+    executor, whose first pages the manager decodes in full) and its thread runs on another
+    executor: the crawl completes, well within a straggler delay."""
     site = generate_site(20, links_per_page=4, seed=22)
     server = site_server(site)
     grid = Grid(tmp_path)
     context = zmq.Context()
-    broken = RawExecutor(context, grid.endpoint, "broken", lambda job: {"url": job.url, "status": "200"}, threads=16)
+    broken = RawExecutor(context, grid.endpoint, "broken", lambda job: {"url": job.url, **page}, threads=16)
     try:
         grid.start_manager()
         broken.start()
@@ -130,4 +137,4 @@ def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
     assert grid.query("manager", "SELECT count(*) FROM attempt WHERE outcome = 'unreadable'")[0][0] >= 1
     log = grid.log("manager.log")
-    assert "page.status: expected int | null, got str; application" in log and "runs again on another executor" in log
+    assert "executor broken: the page of application" in log and problem in log, log[-3000:]
