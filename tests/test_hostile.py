@@ -306,13 +306,16 @@ def _answer(sock: zmq.Socket, *kinds, beat: bool = False) -> p.Message:
 
 
 @pytest.mark.e2e
-def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, site_server):
+def test_an_executors_nan_page_is_run_again_by_another_executor_and_the_crawl_goes_on(tmp_path, site_server):
     """A hostile executor answers the seed with a page whose ``fetch_seconds`` is NaN (and says
     bye). The manager relayed it and the client stored it: SQLite keeps NaN as NULL, the NOT NULL
     column refused it, and every run of the client died with "the crawl database failed" as the
-    manager delivered the page again. Now the page does not decode at the client: the seed fails
-    saying why, and the crawl ends normally (every page failed: status 1)."""
-    server = site_server(generate_site(3, links_per_page=2, seed=4))
+    manager delivered the page again. Then the page did not decode at the client, and the seed
+    failed saying why (the client still fails such a page: test_protocol). Now the manager decodes
+    an executor's first pages in full: the attempt is taken back (``unreadable``) and the seed
+    runs on an honest executor; the crawl completes."""
+    site = generate_site(3, links_per_page=2, seed=4)
+    server = site_server(site)
     grid = Grid(tmp_path)
     context = zmq.Context()
     liar = _raw_executor(context, grid, "liar", 64)
@@ -323,14 +326,17 @@ def test_an_executors_nan_page_fails_its_url_and_the_crawl_goes_on(tmp_path, sit
                             fetch_seconds=float("nan"))
         liar.send_multipart(p.encode(p.Result(job.attempt_id, page)))
         liar.send_multipart(p.encode(p.Bye("done lying")))
-        assert client.wait(timeout=60) == 1, grid.log("client.log")
+        grid.start_executor("honest")
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
     finally:
         liar.close(linger=0)
         context.term()
         grid.stop()
     assert "the crawl database failed" not in grid.log("client.log")
-    ((kind, error),) = grid.query("crawl", "SELECT error_kind, error FROM visited_url")
-    assert kind == "poison" and "does not decode" in error and "fetch_seconds" in error, error
+    assert "fetch_seconds" in grid.log("manager.log")
+    assert grid.query("manager", "SELECT outcome FROM attempt WHERE attempt_id = ?", job.attempt_id) == [("unreadable",)]
+    docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
+    assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
 
 
 @pytest.mark.e2e
