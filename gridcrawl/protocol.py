@@ -67,6 +67,14 @@ MAX_HELLO_BYTES = 64 * 1024
 #: some 2,500 seed hosts or more: 20,000 make a scope of 250 KB) goes with the first ``submit``
 #: of the connection, so that a hello stays under :data:`MAX_HELLO_BYTES`.
 MAX_HELLO_INSTRUCTION = 32 * 1024
+#: A ``submit`` or ``open`` body longer than this is decoded by the manager with its instructions
+#: left as msgpack bytes (:class:`PendingInstruction`): the manager reads each one only once its
+#: length is within what it keeps (``MAX_THREAD_INSTRUCTION`` and ``MAX_APPLICATION_INSTRUCTION``
+#: of :mod:`gridcrawl.manager.core`) and stops at the first over its bounds. Decoded whole, a
+#: 30 MiB submit of empty maps took a registered client's manager to 2.5 GB and stood its loop
+#: still for 3.4 s before the instruction was refused. Smaller bodies (a client's submit of
+#: 1,000 threads is about 100 KB) are decoded whole, as before: they cannot hold much.
+DECODE_WHOLE_BYTES = 1024 * 1024
 #: Most entries of the lists a peer sends the manager (attempts started, handed back or finished
 #: in one message), and most grid threads in one ``submit``: refused by the decoder from the
 #: list's length, before its items are read.
@@ -797,6 +805,52 @@ class _PageSummary(msgspec.Struct):
 _UNREADABLE = _PageSummary(url="")
 
 
+class PendingInstruction:
+    """An instruction of a big ``submit`` or ``open`` (:data:`DECODE_WHOLE_BYTES`) as the manager's
+    :func:`decode` leaves it: its msgpack bytes, ``raw``, well-formed and nested at most as deep as
+    any message, but not read; :meth:`read` decodes it."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: msgspec.Raw) -> None:
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def read(self, where: str) -> dict:
+        """The instruction as a map. Raises :class:`ProtocolError` (naming ``where``) when it is none."""
+        return _checked(_MAP.decode, self.raw, where)
+
+
+class _PendingSpec(Wire):
+    thread_id: int
+    url: str
+    depth: int = 0
+    priority: int = DEFAULT_PRIORITY
+    instruction: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil: none
+    needs: list[str] = field(default_factory=list)
+
+
+class _PendingSubmit(Wire):
+    application_id: str
+    threads: Annotated[list[_PendingSpec], Meta(max_length=MAX_SUBMIT)]
+    instruction: msgspec.Raw = msgspec.Raw(b"\xc0")
+
+
+class _PendingOpen(Wire):
+    name: str
+    user: str
+    application_id: str | None = None
+    password: str | None = None
+    instruction: msgspec.Raw = msgspec.Raw(b"\xc0")
+    client: str = ""
+
+
+def _pending(raw: msgspec.Raw) -> PendingInstruction | None:
+    return None if bytes(raw) == b"\xc0" else PendingInstruction(raw)
+
+
 class _RelayedResult(Wire):
     attempt_id: int
     page: msgspec.Raw
@@ -840,6 +894,9 @@ _SUMMARY = msgspec.msgpack.Decoder(_PageSummary)
 _RELAYED_RESULT = msgspec.msgpack.Decoder(_RelayedResult)
 _RELAYED_RESULTS = msgspec.msgpack.Decoder(_RelayedResults)
 _RELAYED_DONE = msgspec.msgpack.Decoder(_RelayedDone)
+_MAP = msgspec.msgpack.Decoder(dict)
+_PENDING_SUBMIT = msgspec.msgpack.Decoder(_PendingSubmit)
+_PENDING_OPEN = msgspec.msgpack.Decoder(_PendingOpen)
 
 
 def batch(messages: list[Message]) -> list[Message]:
@@ -941,6 +998,8 @@ def decode(frames: list[bytes], *, relay: bool = False, only: Collection[bytes] 
         raise ProtocolError(f"this peer does not accept {kind.decode()!r}")
     if kind == b"done":
         return _decode_done(body)
+    if relay and kind in (b"submit", b"open") and len(body) > DECODE_WHOLE_BYTES:
+        return _decode_pending(kind, body)
     if relay and kind == b"result":
         m = _checked(_RELAYED_RESULT.decode, body, "result")
         return Result(m.attempt_id, RelayedPage.read(m.page, "result.page"))
@@ -955,6 +1014,16 @@ def decode(frames: list[bytes], *, relay: bool = False, only: Collection[bytes] 
             return Results([AttemptResult(r.attempt_id, RelayedPage.read(r.page, f"results.results[{i}].page"), r.ran)
                             for i, r in enumerate(m.results)])
     return _checked(decoder.decode, body, kind.decode())
+
+
+def _decode_pending(kind: bytes, body: bytes) -> Submit | OpenApplication:
+    """A big ``submit`` or ``open`` for the manager, its instructions :class:`PendingInstruction`."""
+    if kind == b"open":
+        o = _checked(_PENDING_OPEN.decode, body, "open")
+        return OpenApplication(o.name, o.user, o.application_id, o.password, _pending(o.instruction), o.client)
+    m = _checked(_PENDING_SUBMIT.decode, body, "submit")
+    return Submit(m.application_id, [ThreadSpec(s.thread_id, s.url, s.depth, s.priority, _pending(s.instruction), s.needs)
+                                     for s in m.threads], _pending(m.instruction))
 
 
 def _decode_done(body: bytes) -> ThreadDone:

@@ -163,28 +163,46 @@ def _instruction_bytes(instruction: dict | None, limit: int | None = None) -> in
     return len(msgspec.msgpack.encode(instruction)) + NODE_BYTES * nodes
 
 
+def _read_instruction(instruction, limit: int, where: str) -> tuple[dict | None, int]:
+    """``instruction`` (a map, None, or a big message's :class:`~gridcrawl.protocol.PendingInstruction`)
+    as the manager keeps it, and its :func:`_instruction_bytes` counted up to ``limit``. A pending
+    one is read only when its msgpack bytes are within ``limit``; else it stays unread, its
+    length as its size (over ``limit``: the caller refuses it). Raises
+    :class:`~gridcrawl.protocol.ProtocolError` (naming ``where``) for one that is no map."""
+    if type(instruction) is p.PendingInstruction:
+        if len(instruction) > limit:
+            return instruction, len(instruction)
+        instruction = instruction.read(where)
+    return instruction, _instruction_bytes(instruction, limit)
+
+
 def _instruction_sizes(app: "Application", m: p.Submit) -> tuple[str | None, dict[int, int]]:
     """The :func:`_instruction_bytes` of submit ``m``'s new (or restored) threads by thread id,
     and why the submit cannot be taken for ``app`` (None: it can): a thread's instruction over
     :data:`MAX_THREAD_INSTRUCTION`, the application's over :data:`MAX_APPLICATION_INSTRUCTION`,
-    or its threads' together over :data:`MAX_INSTRUCTIONS_PER_APPLICATION`."""
+    or its threads' together over :data:`MAX_INSTRUCTIONS_PER_APPLICATION` (found at the first
+    thread over: the later ones are not read). The instructions it reads replace the pending
+    ones of ``m`` (:func:`_read_instruction`; raises ``ProtocolError`` as it does)."""
     if m.instruction is not None and m.instruction != app.instruction:
-        size = _instruction_bytes(m.instruction, MAX_APPLICATION_INSTRUCTION)
+        m.instruction, size = _read_instruction(m.instruction, MAX_APPLICATION_INSTRUCTION, "submit.instruction")
         if size > MAX_APPLICATION_INSTRUCTION:
             return (f"the application's instruction would hold about {size} bytes at the manager, over "
                     f"{MAX_APPLICATION_INSTRUCTION}"), {}
     sizes: dict[int, int] = {}
+    total = app.instruction_bytes
     for spec in m.threads:
         if spec.instruction and (spec.thread_id not in app.threads or app.threads[spec.thread_id].held):
-            size = sizes[spec.thread_id] = _instruction_bytes(spec.instruction, MAX_THREAD_INSTRUCTION)
+            spec.instruction, size = _read_instruction(spec.instruction, MAX_THREAD_INSTRUCTION,
+                                                       f"submit: grid thread {spec.thread_id}'s instruction")
+            sizes[spec.thread_id] = size
             if size > MAX_THREAD_INSTRUCTION:
                 return (f"grid thread {spec.thread_id}: its instruction would hold about {size} bytes at the "
                         f"manager, over {MAX_THREAD_INSTRUCTION}"), sizes
-    total = app.instruction_bytes + sum(sizes.values())
-    if total > MAX_INSTRUCTIONS_PER_APPLICATION:
-        return (f"application {app.application_id[:8]}'s grid threads would hold {total} bytes of instructions at "
-                f"the manager, over {MAX_INSTRUCTIONS_PER_APPLICATION}: submit fewer at once (gridcrawl-client "
-                f"--max-in-flight)"), sizes
+            total += size
+            if total > MAX_INSTRUCTIONS_PER_APPLICATION:
+                return (f"application {app.application_id[:8]}'s grid threads would hold {total} bytes of instructions "
+                        f"at the manager, over {MAX_INSTRUCTIONS_PER_APPLICATION}: submit fewer at once "
+                        "(gridcrawl-client --max-in-flight)"), sizes
     return None, sizes
 
 
@@ -1078,8 +1096,11 @@ class ManagerCore:
             reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
             if reason is not None:
                 return [Send(peer, _login_refusal(reason))]
-        if m.instruction and (size := _instruction_bytes(m.instruction, MAX_APPLICATION_INSTRUCTION)) > \
-                MAX_APPLICATION_INSTRUCTION:
+        try:
+            m.instruction, size = _read_instruction(m.instruction, MAX_APPLICATION_INSTRUCTION, "open.instruction")
+        except p.ProtocolError as exc:  # (a big open's instruction, read here: not a map)
+            return [Send(peer, p.Refuse(str(exc), final=True))]
+        if size > MAX_APPLICATION_INSTRUCTION:
             return [Send(peer, p.Refuse(f"the application's instruction would hold about {size} bytes at the "
                                         f"manager, over {MAX_APPLICATION_INSTRUCTION}", final=True))]
         actions: list[Action] = []
@@ -1225,7 +1246,10 @@ class ManagerCore:
                                         f"at the manager; {new} more would pass its max_threads_per_application "
                                         f"({cap}): submit fewer at once (gridcrawl-client --max-in-flight)",
                                         final=True))]
-        too_big, sizes = _instruction_sizes(app, m)
+        try:
+            too_big, sizes = _instruction_sizes(app, m)
+        except p.ProtocolError as exc:  # (a big submit's instruction, read here: not a map)
+            return [Send(peer, p.Refuse(str(exc), final=True))]
         if too_big:
             return [Send(peer, p.Refuse(too_big, final=True))]
         if m.instruction is not None and m.instruction != app.instruction:

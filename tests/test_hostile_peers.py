@@ -138,3 +138,68 @@ def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at
     assert grid.query("manager", "SELECT count(*) FROM attempt WHERE outcome = 'unreadable'")[0][0] >= 1
     log = grid.log("manager.log")
     assert "executor broken: the page of application" in log and problem in log, log[-3000:]
+
+
+def _peak_rss_mb(pid: int) -> float:
+    """The peak resident memory of process ``pid`` so far, MB (Linux: VmHWM)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+
+def _empty_maps(count: int) -> bytes:
+    """A msgpack array of ``count`` empty maps: ``count`` bytes that decode to ``count`` dicts."""
+    return b"\xdd" + count.to_bytes(4, "big") + b"\x80" * count
+
+
+def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_decoded(tmp_path):
+    """A registered client sends a 30 MiB ``submit`` whose application instruction is a list of
+    empty maps, then one of 1,000 grid threads with a 30 KB such instruction each. The manager
+    decoded each body whole before it weighed the instructions: 2.5 GB (3.4 s of its loop) and
+    2.3 GB (8.5 s). Now a big body's instructions stay msgpack bytes until their length is within
+    the manager's bounds: the first is refused by its length, unread; the second after the
+    threads that reach the application's bound of instructions. The client is told why (a final
+    refusal), the manager stays small, and an honest executor's thread completes meanwhile."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+
+    def dealer() -> zmq.Socket:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sockets.append(sock)
+        return sock
+    try:
+        manager = grid.start_manager()
+        honest = dealer()
+        honest.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=2)))
+        _answer(honest, p.Welcome)
+        client = dealer()
+        client.send_multipart(p.encode(p.OpenApplication("big", "u", client="big")))
+        app_id = _answer(client, p.ApplicationOpened).application_id
+        two_fields = msgpack.packb({"application_id": app_id, "threads": []})  # a map of 2, and a third:
+        big = 30 * 1024 * 1024
+        client.send_multipart([p.PROTOCOL_VERSION, b"submit", b"\x83" + two_fields[1:] + b"\xabinstruction\x81\xa1a"
+                               + _empty_maps(big)])
+        refused = _answer(client, p.Refuse, beat=True)
+        assert refused.final and "the application's instruction would hold about" in refused.reason, refused
+        per = big // 1000
+        threads = msgpack.packb({"application_id": app_id, "threads": [
+            {"thread_id": i, "url": f"http://a.test/{i}", "instruction": {"a": None}} for i in range(1000)]})
+        client.send_multipart([p.PROTOCOL_VERSION, b"submit", threads.replace(b"\xa1a\xc0", b"\xa1a" + _empty_maps(per))])
+        refused = _answer(client, p.Refuse, beat=True)
+        assert refused.final and "grid threads would hold" in refused.reason, refused
+        # the grid goes on: a thread submitted now is run and reported
+        client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(5000, "http://a.test/ok")])))
+        (job,) = _answer(honest, p.Assign, beat=True).jobs
+        honest.send_multipart(p.encode(p.Results([p.AttemptResult(job.attempt_id, p.PageResult(job.url, status=200),
+                                                                  0.01)])))
+        done = _answer(client, p.ThreadDone, beat=True)
+        assert [t.thread_id for t in done.threads] == [5000] and not done.threads[0].failed
+        peak = _peak_rss_mb(manager.pid)
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    assert peak < 700, f"the manager peaked at {peak:.0f} MB"
