@@ -203,3 +203,36 @@ def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_deco
         context.term()
         grid.stop()
     assert peak < 700, f"the manager peaked at {peak:.0f} MB"
+
+
+def test_a_big_honest_submit_reaches_the_executor_with_its_instructions_as_sent(tmp_path):
+    """The other side of the bound above: a client's 2.4 MiB submit (a scope of 100,000 seed
+    hosts as the application's instruction, and rules in its threads' own) is taken, and each
+    executor's job carries the instructions as the client sent them."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    try:
+        grid.start_manager()
+        for _ in range(2):
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(grid.endpoint)
+            sockets.append(sock)
+        executor, client = sockets
+        executor.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=2)))
+        _answer(executor, p.Welcome)
+        client.send_multipart(p.encode(p.OpenApplication("big", "u", client="big")))
+        app_id = _answer(client, p.ApplicationOpened).application_id
+        shared = {"scope": [f"host-{i}.example.org" for i in range(100_000)]}
+        own = {"pageType": "list", "followRules": [{"pattern": "/item/\\d+", "to_type": "item"}]}
+        submit = p.Submit(app_id, [p.ThreadSpec(1, "http://host-1.example.org/", instruction=own)], instruction=shared)
+        assert len(p.encode(submit)[2]) > p.DECODE_WHOLE_BYTES
+        client.send_multipart(p.encode(submit))
+        (job,) = _answer(executor, p.Assign, beat=True).jobs
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    assert job.instruction == own and job.application_instruction == shared
