@@ -171,6 +171,10 @@ class ManagerServer:
         # time.time() when the loop last found its socket empty (had read every message sent
         # before): peers' silence is judged up to then (ManagerCore.tick's heard_all)
         self.heard_all = time.time()
+        # the peers read from since _round_start (time.time()): one read again closes a round of
+        # ZeroMQ's fair queuing, which had visited every other peer with a message waiting (_heard_all)
+        self._round: set[bytes] = set()
+        self._round_start = self.heard_all
         self._behind_logged = float("-inf")
         self._due = time.time()  # when the loop's current pass ends its wait for input, at the latest
         self._stalled_at = float("-inf")  # time.time() when the loop was last found stalled
@@ -642,7 +646,8 @@ class ManagerServer:
         executors: ``GET /api/snapshot`` waited 300-400 ms behind a busy loop's batch)."""
         sock, core = self.socket, self.core
         curve = self.curve is not None
-        now = time.time()
+        now = self._round_start = time.time()
+        self._round.clear()
         try:
             for handled in range(BATCH):
                 if handled % SEND_EVERY == SEND_EVERY - 1:
@@ -663,18 +668,25 @@ class ManagerServer:
             self._stalled_at = now
         self._due = now + timeout
 
-    def _heard_all(self) -> None:
+    def _heard_all(self, since: float | None = None) -> None:
         """The socket was found empty: every message sent before now has been read, so set
         :attr:`heard_all` (the core judges peers' silence only up to it, see
         :meth:`ManagerCore.tick`) — unless the loop was stalled (a pass ran over its wait by more
         than a heartbeat interval) within the last heartbeat interval. A stalled process (paused,
         swapped, starved of CPU) stalls ZeroMQ's I/O thread too: what peers sent meanwhile may
-        still be in the kernel's buffers, not yet in the socket, for a moment after it resumes."""
+        still be in the kernel's buffers, not yet in the socket, for a moment after it resumes.
+
+        ``since`` (POSIX s): a peer was read from again, a round of ZeroMQ's fair queuing after
+        ``since``, and the round read one message from every other peer that had one waiting:
+        every message waiting at ``since`` has been read. A peer that sends without pause (a
+        flood, dropped by :class:`PeerGuard`) keeps the socket from ever being empty: a dead
+        executor was declared dead 13 s late, its threads held meanwhile, and never while the
+        flood went on."""
         now, interval = time.time(), self.settings.heartbeat_interval
         if now - self._due > interval:
             self._stalled_at = now
         if now - self._stalled_at > interval:
-            self.heard_all = now
+            self.heard_all = now if since is None else max(self.heard_all, since)
 
     def _note_backlog(self, now: float) -> None:
         """Log (at most every ``BEHIND_LOG_EVERY`` seconds) when the loop has not caught up with
@@ -693,6 +705,11 @@ class ManagerServer:
         except zmq.Again:
             return False
         peer = frames[0].bytes if curve else frames[0]
+        if peer in self._round:  # a round of fair queuing is over: all that waited at its start is read
+            self._heard_all(self._round_start)
+            self._round.clear()
+            self._round_start = time.time()
+        self._round.add(peer)
         if not self.guard.admit(peer, now):
             return True
         if len(frames) == 4 and len(frames[3]) > protocol.MAX_HELLO_BYTES and peer not in core.peers:

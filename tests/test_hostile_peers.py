@@ -3,6 +3,8 @@ executor and client programs beside them): each test here fails without the fix 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -236,3 +238,76 @@ def test_a_big_honest_submit_reaches_the_executor_with_its_instructions_as_sent(
         context.term()
         grid.stop()
     assert job.instruction == own and job.application_instruction == shared
+
+
+#: A peer that registers as an executor and sends heartbeats without pause for ``sys.argv[2]``
+#: seconds (a flood: the manager drops what passes its rate, and reads it all).
+FLOODER = """
+import sys, time, zmq
+from gridcrawl import protocol as p
+sock = zmq.Context().socket(zmq.DEALER)
+sock.setsockopt(zmq.LINGER, 0)
+sock.setsockopt(zmq.SNDHWM, 1_000_000)
+sock.connect(sys.argv[1])
+sock.send_multipart(p.encode(p.Register(name="flood", host="h", user="u", threads=1, accepting=False)))
+beat, end = p.encode(p.Heartbeat()), time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for _ in range(1000):
+        try:
+            sock.send_multipart(beat, zmq.NOBLOCK)
+        except zmq.Again:
+            pass
+"""
+
+
+@pytest.mark.e2e
+def test_a_flood_does_not_stop_the_manager_declaring_a_silent_executor_dead(tmp_path):
+    """A peer sends heartbeats without pause (the manager drops all but 5,000 a second of them,
+    but reads them all). The manager judges peers silent only up to the last time it had read
+    all its input, found as an empty socket, which a flood never leaves: an executor that went
+    silent holding a grid thread was declared dead only when the flood stopped (13 s late in a
+    20 s flood), its thread held meanwhile. Now a round of ZeroMQ's fair queuing that comes back
+    to a peer counts as having read all that waited before it: the silent executor is declared
+    dead within its liveness, and its thread goes to the honest one, while the flood goes on."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    floods = []
+
+    def dealer() -> zmq.Socket:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sockets.append(sock)
+        return sock
+    try:
+        grid.start_manager()
+        floods = [subprocess.Popen([sys.executable, "-c", FLOODER, grid.endpoint, "60"]) for _ in range(2)]
+        time.sleep(3)  # the floods fill the manager's socket
+        silent, honest, client = dealer(), dealer(), dealer()
+        silent.send_multipart(p.encode(p.Register(name="silent", host="h", user="u", threads=1)))
+        _answer(silent, p.Welcome, beat=True)
+        client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
+        app_id = _answer(client, p.ApplicationOpened, beat=True).application_id
+        client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/")])))
+        _answer(silent, p.Assign, beat=True)  # it takes the thread, and says nothing more
+        silent_since = time.monotonic()
+        honest.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=1)))
+        while time.monotonic() < silent_since + 20:
+            honest.send_multipart(p.encode(p.Heartbeat()))
+            client.send_multipart(p.encode(p.Heartbeat()))
+            if honest.poll(100) and isinstance(p.decode(honest.recv_multipart()), p.Assign):
+                break
+        moved = time.monotonic() - silent_since
+        assert all(flood.poll() is None for flood in floods), "a flood ended before the thread moved"
+    finally:
+        for flood in floods:
+            flood.kill()
+            flood.wait()
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    # liveness 0.75 s (tests' heartbeats), and ticks of 0.06 s: a few seconds on a loaded machine
+    assert moved < 5, f"the silent executor's thread moved after {moved:.1f} s"
+    assert "(silent) silent for" in grid.log("manager.log")
