@@ -73,6 +73,7 @@ def serve(
     from gridcrawl.db import open_database
     from gridcrawl.transport import check_endpoint, listen_problem
     setup_logging(log_level, log_file, log_json)
+    raise_descriptor_limit()
     try:
         check_endpoint(bind, bind=True)
         settings = configured_settings(ctx, **given)
@@ -132,6 +133,26 @@ def serve(
     finally:
         if dashboard is not None:
             dashboard.stop()
+
+
+def raise_descriptor_limit() -> None:
+    """Raise this process's soft limit of open descriptors to its hard limit (logged at INFO), as
+    servers do: a manager holds one per connected executor and client. With a desktop's default
+    soft limit of 1,024 a manager took about 1,000 peers and the next could not connect, with
+    nothing said; a peer that opened 1,000 idle TCP connections kept every new executor out for
+    up to 30 s at a time (ZeroMQ's handshake interval), again and again. Does nothing where the
+    limit cannot be read or raised (not POSIX, or already at the hard limit)."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == hard or soft == resource.RLIM_INFINITY:
+            return
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, OSError, ValueError):
+        return
+    import logging
+    logging.getLogger("gridcrawl.manager").info("open descriptors: at most %s (the soft limit was %d)",
+                                                "unlimited" if hard == resource.RLIM_INFINITY else hard, soft)
 
 
 def default_journal(log_file: str | None, engine) -> Path:

@@ -311,3 +311,50 @@ def test_a_flood_does_not_stop_the_manager_declaring_a_silent_executor_dead(tmp_
     # liveness 0.75 s (tests' heartbeats), and ticks of 0.06 s: a few seconds on a loaded machine
     assert moved < 5, f"the silent executor's thread moved after {moved:.1f} s"
     assert "(silent) silent for" in grid.log("manager.log")
+
+
+def test_a_thousand_idle_connections_do_not_keep_an_executor_out(tmp_path):
+    """A peer opens 1,100 TCP connections to the manager and says nothing on them. With the soft
+    limit of descriptors a desktop has by default (1,024) the manager could accept no more
+    connections: an executor that came next waited some 20 s, until ZeroMQ dropped idle ones at
+    its handshake interval, and a peer that opened them again kept it out again; a grid of 1,000
+    desktops hit the same wall with nothing said. Now the manager raises its soft limit to the
+    hard one: the executor registers at once."""
+    import resource
+    import socket
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip(f"this machine's hard limit of open descriptors is {hard}")
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    idle = []
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))  # what the manager starts with
+    try:
+        grid.start_manager()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sock.send_multipart(p.encode(p.Register(name="first", host="h", user="u", threads=1)))
+        _answer(sock, p.Welcome)  # the manager is up
+        sock.close()
+        for _ in range(1100):
+            idle.append(socket.create_connection(("127.0.0.1", grid.port)))
+        time.sleep(1)  # accepted, or not, by now
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        started = time.monotonic()
+        sock.send_multipart(p.encode(p.Register(name="late", host="h", user="u", threads=1)))
+        _answer(sock, p.Welcome, seconds=60)
+        waited = time.monotonic() - started
+        sock.close()
+    finally:
+        for conn in idle:
+            conn.close()
+        context.term()
+        grid.stop()
+    assert waited < 5, f"the executor waited {waited:.1f} s to be welcomed"
+    assert "open descriptors: at most" in grid.log("manager.log")
