@@ -484,6 +484,8 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
         lines = [(n, line) for n, line in lines if line and not line.startswith("#")]
         if not lines:
             fail(f"--seeds-file {seeds_file} holds no URL (one per line)")
+        if (table := _table_hint(seeds_file, [line for _, line in lines[:2]])) is not None:
+            fail(table)
         given += lines
     bad = []
     for line, seed in given:
@@ -496,6 +498,36 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
         more = f"; and {len(bad) - 5} more" if len(bad) > 5 else ""
         fail(f"invalid seed URL{'s' if len(bad) > 1 else ''}: {'; '.join(bad[:5])}{more}")
     return list(dict.fromkeys(seed for _, seed in given))
+
+
+def _table_hint(seeds_file: str, first: list[str]) -> str | None:
+    """The error for a seeds file whose ``first`` lines (one or two) are rows of a table (CSV,
+    or tab-separated: an export, a spreadsheet) with a URL column rather than one URL per line,
+    naming the ``cut`` command that takes that column out; None for a list of URLs. Each row
+    was refused as an invalid URL, with its ``http://`` form "meant" (``http://id,url,...``)."""
+    import re
+    import shlex
+    sep = "\t" if "\t" in first[0] else "," if "," in first[0] else None
+    if sep is None:
+        return None
+    rows = [line.split(sep) for line in first]
+    header = [field.strip().strip('"').lower() for field in rows[0]]
+    column = next((i for i, field in enumerate(header) if field in ("url", "urls", "seed", "address", "link")), None)
+    data = rows[1] if column is not None and len(rows) > 1 else rows[0]
+    if column is None:  # no header: a row that is no URL itself (a URL may hold a comma) but has one
+        from gridcrawl.client.store import check_seed
+        from gridcrawl.urls import InvalidURL
+        try:
+            check_seed(first[0])
+            return None
+        except InvalidURL:
+            column = next((i for i, field in enumerate(data) if re.match(r"(?i)\s*\"?https?://", field)), None)
+    if column is None or len(data) < 2:
+        return None
+    cut = f"cut{' -d,' if sep == ',' else ''} -f{column + 1} {shlex.quote(seeds_file)}" + (
+        " | tail -n +2" if data is not rows[0] else "")
+    return (f"--seeds-file {seeds_file} is a table ({'comma' if sep == ',' else 'tab'}-separated columns), not one "
+            f"URL per line: its column {column + 1} holds the URLs ({cut} > seeds.txt takes them out)")
 
 
 def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: list[str], *,

@@ -915,6 +915,22 @@ def test_allow_domain_refuses_a_url_and_a_list_it_would_keep_as_a_domain_no_host
     assert list(tmp_path.iterdir()) == [], "refused before anything is made"
 
 
+def test_a_seeds_file_that_is_a_table_names_its_url_column_and_the_cut_that_takes_it(tmp_path):
+    """``--seeds-file visited.csv`` (gridcrawl export's CSV, a spreadsheet's export) refused each
+    row as an invalid URL "(did you mean http://id,url,fingerprint,...?)". A URL holding a comma
+    is still one seed."""
+    table = tmp_path / "visited.csv"
+    table.write_text("id,url,fingerprint,depth,status\n1,http://127.0.0.1:9/a.html,a7d2,0,200\n")
+    rc, out, _ = run("gridcrawl", "run", "--seeds-file", str(table), "--workdir", str(tmp_path / "w"))
+    assert_user_error(rc, out, f"--seeds-file {table} is a table (comma-separated columns), not one URL per line: its "
+                               f"column 2 holds the URLs (cut -d, -f2 {table} | tail -n +2 > seeds.txt takes them out)")
+    assert "did you mean" not in out and not (tmp_path / "w").exists(), out
+    from gridcrawl.client.cli import seed_list
+    listed = tmp_path / "seeds.txt"
+    listed.write_text("http://127.0.0.1:9/Washington,_D.C.\n")
+    assert seed_list([], str(listed)) == ["http://127.0.0.1:9/Washington,_D.C."]
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
