@@ -143,6 +143,7 @@ def run(
     """
     from gridcrawl.db import open_database, utcnow
     setup_logging(log_level)
+    workdir = workdir.expanduser()  # --workdir=~/crawl-1: no shell expands a ~ after "=" (it made a folder "~")
     if executors < 1:
         fail("--executors must be at least 1")
     from gridcrawl.client.cli import recrawl_mode

@@ -223,6 +223,14 @@ _SCHEME_MEANT = {"postgres": "postgresql+psycopg", "pg": "postgresql+psycopg", "
                  "maria": "mysql+pymysql", "sqlserver": "mssql+pyodbc"}
 
 
+def _tilde_hint(path: str) -> str:
+    """For a SQLite URL's path that starts with ``~`` (``sqlite:///~/crawl.db``), which no shell
+    expands inside a URL: the clause naming the URL of the home folder's file; else ""."""
+    if not path.startswith("~") or (home := os.path.expanduser(path)) == path:
+        return ""
+    return f"; ~ is not expanded in a URL: sqlite:///{home}"
+
+
 def _with_database(parsed: sa.engine.URL, database: str) -> str:
     """``parsed`` (a server's URL) naming ``database``, its password masked."""
     return shown_url(parsed.set(database=database))
@@ -304,7 +312,7 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
             "spaces as + (SQL Server: ?driver=ODBC+Driver+18+for+SQL+Server)")
     if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
             and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
-        raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown})")
+        raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown}{_tilde_hint(parsed.database)})")
     try:
         if parsed.get_backend_name() == "sqlite":
             engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
@@ -355,7 +363,7 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
             if parsed.get_backend_name() == "sqlite" and parsed.database and not parsed.database.startswith("file:"):
                 folder = os.path.dirname(os.path.abspath(parsed.database))
                 if not os.path.isdir(folder):
-                    reason += f" (its folder {folder} does not exist)"
+                    reason += f" (its folder {folder} does not exist{_tilde_hint(parsed.database)})"
                 elif not os.access(folder, os.W_OK) and not os.path.exists(parsed.database):
                     reason += (f" (its folder {folder} is read-only: SQLite cannot create the file there; "
                                "name a file in a folder you may write to)")

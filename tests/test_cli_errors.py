@@ -931,6 +931,21 @@ def test_a_seeds_file_that_is_a_table_names_its_url_column_and_the_cut_that_take
     assert seed_list([], str(listed)) == ["http://127.0.0.1:9/Washington,_D.C."]
 
 
+def test_a_tilde_no_shell_expanded_is_the_home_folder_of_a_workdir_and_named_in_a_database_url(tmp_path):
+    """``--workdir=~/crawl-1`` (no shell expands a ~ after "=") made a folder named "~" in the
+    current one; ``sqlite:///~/crawl.db`` said only that the folder "./~" does not exist."""
+    home = tmp_path / "home"
+    home.mkdir()
+    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir=~/crawl-1", "--recrawl", cwd=tmp_path,
+                     env={"HOME": str(home)})
+    assert_user_error(rc, out, f"nothing to recrawl: {home}/crawl-1 holds no crawl yet")
+    assert not (tmp_path / "~").exists()
+    rc, out, _ = run("gridcrawl", "export", "--db", "sqlite:///~/crawl.db", "out.jsonl", cwd=tmp_path,
+                     env={"HOME": str(home)})
+    assert_user_error(rc, out, f"no database file ~/crawl.db (from sqlite:///~/crawl.db; ~ is not expanded in a URL: "
+                               f"sqlite:///{home}/crawl.db)")
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
