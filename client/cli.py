@@ -475,6 +475,8 @@ def seed_list(seeds: Sequence[str], seeds_file: str | None = None) -> list[str]:
         try:
             if seeds_file == "-":
                 import sys
+                if sys.stdin.isatty():  # not a pipe: it waited for the keyboard, saying nothing
+                    typer.echo("reading seed URLs from standard input, one per line (Ctrl-D to end)", err=True)
                 text = sys.stdin.read()
             else:
                 text = Path(seeds_file).read_text(encoding="utf-8-sig")

@@ -946,6 +946,26 @@ def test_a_tilde_no_shell_expanded_is_the_home_folder_of_a_workdir_and_named_in_
                                f"sqlite:///{home}/crawl.db)")
 
 
+def test_seeds_from_a_terminal_are_asked_for_not_waited_for_in_silence(tmp_path):
+    """``--seeds-file -`` typed on a terminal, with no pipe: the command waited for the keyboard
+    and said nothing, a hang to a newcomer."""
+    import pty
+    main, child = pty.openpty()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", "--seeds-file", "-", "--workdir",
+                                 str(tmp_path / "w"), "--recrawl"], stdin=child, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        import select
+        said = proc.stderr.readline() if select.select([proc.stderr], [], [], 20)[0] else "(nothing in 20 s)"
+        os.write(main, b"http://127.0.0.1:9/\n\x04")  # a URL, then Ctrl-D
+        _, err = proc.communicate(timeout=30)
+    finally:
+        os.close(main)
+        os.close(child)
+    assert said == "reading seed URLs from standard input, one per line (Ctrl-D to end)\n", said + err
+    assert proc.returncode == 2 and "nothing to recrawl" in err, err  # the URL was read: then --recrawl is refused
+
+
 def test_a_control_action_without_an_application_id_says_where_the_id_is_shown():
     """``gridcrawl-client --manager M pause`` named "crawl_meta" and the dashboard, not the
     crawl summary's application row or gridcrawl report, where a newcomer has seen it."""
