@@ -150,7 +150,7 @@ class ProgressView:
             table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with "
                           f"{counted(counts.get('max_links_per_page', 0), 'link')} or more: the first "
                           f"{counts.get('max_links_per_page', 0):,} of each followed, no more "
-                          f"(max_links_per_page), e.g. {terminal_text(cut[0])}")
+                          f"(max_links_per_page), e.g. {terminal_text(shorten(cut[0]))}")
         delays = counts.get("crawl_delays") or {}
         cap = counts.get("max_crawl_delay") or 0.0
         if delays and cap > 0:  # (a max_crawl_delay of 0 keeps none)
@@ -272,6 +272,12 @@ def visited_label(counts: dict) -> str:
     return f"{counts['visited']:,} ({n:,} sitemap URL{'s' if n > 1 else ''}: no document)"
 
 
+def shorten(text: str, most: int = 240) -> str:
+    """``text`` cut to ``most`` characters, the last of them ``…``, for a summary's table: a
+    URL of 2,000 characters folded over 36 lines of it."""
+    return text if len(text) <= most else text[:most - 1] + "…"
+
+
 def print_error_groups(console: Console, errors: Sequence) -> None:
     """Print ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`) on ``console`` in two
     tables, the failures and the URLs the crawl's rules set aside (duplicates, traps, noindex):
@@ -287,6 +293,6 @@ def print_error_groups(console: Console, errors: Sequence) -> None:
         kinds.add_column("count", justify="right")
         kinds.add_column("example", overflow="fold")
         for group in groups:
-            url, reason = (text if len(text) <= 240 else text[:239] + "…" for text in (group.url, group.error))
+            url, reason = shorten(group.url), shorten(group.error)
             kinds.add_row(group.label, f"{group.count:,}", terminal_text(f"{url}\n{reason}".strip()))
         console.print(kinds)

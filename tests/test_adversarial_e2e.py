@@ -25,6 +25,8 @@ The tests:
   ``test_traps_that_generate_themselves_still_end`` — ``gridcrawl run`` of a shop whose 200
   near-identical product pages are found on its list pages (all stored, no trap), and of four
   families that generate themselves (each a trap, the crawl ends).
+* ``test_a_url_of_2000_characters_takes_a_few_lines_of_the_summary`` — long URLs are cut in the
+  summary's tables.
 * ``test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once`` — a shop whose links
   carry a session identifier made up per response (``osCsid``, ``zenid``, ``CFID``...): each page
   stored once, nothing a trap.
@@ -586,17 +588,28 @@ def test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once(tmp_pat
     assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url WHERE error_kind IS NOT NULL") == [(0,)]
 
 
-def test_a_failed_url_of_2000_characters_takes_a_few_lines_of_the_summary(tmp_path, site_server):
-    """A page linking a URL of about 2,000 characters that fails (404): the summary's errors
-    table printed the whole URL as its example, folded over 36 lines; it is cut at 240
-    characters now, as the reason is (the full URL is in the crawl database and its export)."""
-    long_path = "/p/" + "x" * 1990 + ".html"
+def test_a_url_of_2000_characters_takes_a_few_lines_of_the_summary(tmp_path, site_server):
+    """A page linking a URL of about 2,000 characters that fails (404), and one of as long a URL
+    whose links were cut (max_links_per_page, 50 here): the summary printed each whole, as the
+    errors table's example and the "links cut" row's, folded over 36 lines; they are cut at 240
+    characters now, as the reason is (the full URLs are in the crawl database and its export)."""
+    import os
+    missing, flood = "/p/" + "x" * 1990 + ".html", "/q/" + "y" * 1990 + ".html"
     site = generate_site(1, links_per_page=0, seed=8)
-    site.pages["/"] = site.pages["/"].replace(b"</body>", f'<a href="{long_path}">long</a></body>'.encode())
+    site.pages["/"] = site.pages["/"].replace(
+        b"</body>", f'<a href="{missing}">long</a><a href="{flood}">flood</a></body>'.encode())
+    site.pages[flood] = b"<html><body>" + b"".join(b'<a href="/f/%d.html">f</a>' % i for i in range(60)) + b"</body></html>"
+    site.extra["/f/*"] = lambda h: h.respond(200, b"<html><title>f</title><body>%s</body></html>" % h.path.encode())
     server = site_server(site)
-    done, grid = _run(tmp_path, server.url("/"), "--no-sitemaps")
-    assert grid.query("crawl", "SELECT error_kind FROM visited_url WHERE url = ?",
-                      canonical_url(server.url(long_path))) == [("http_status",)]
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
+                           "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"], capture_output=True,
+                          text=True, timeout=CRAWL_BOUND, env={**os.environ, "GRIDCRAWL_MAX_LINKS_PER_PAGE": "50"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert Grid(tmp_path).query("crawl", "SELECT error_kind FROM visited_url WHERE url = ?",
+                                canonical_url(server.url(missing))) == [("http_status",)]
     table = done.stderr.split("errors by kind (one example each)")[1].split("crawl database:")[0]
     assert len(table.strip().splitlines()) < 15, table
     assert "xxxx…" in table.replace("│", "").replace("\n", "").replace(" ", ""), table
+    summary = done.stderr.split("crawl summary")[1].split("errors by kind")[0]
+    row = summary.split("links cut")[1].split("crawl seconds")[0]
+    assert len(row.splitlines()) < 15 and "yyyy…" in row.replace("│", "").replace("\n", "").replace(" ", ""), row
