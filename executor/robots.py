@@ -292,7 +292,12 @@ class RobotsCache:
         expires = self.clock() + self.max_age
         kind, status = result.error_kind, result.status
         if kind is None and status is not None and 200 <= status < 300:
-            text = (result.body or b"").decode("utf-8", errors="replace")
+            body = result.body or b""
+            # RFC 9309 §2.3 asks for UTF-8; a file saved as UTF-16 (Windows' "Unicode") decoded as
+            # UTF-8 was all NULs and no rule: its Disallow lines were ignored. Its byte order mark
+            # says which it is.
+            utf16 = body.startswith((b"\xff\xfe", b"\xfe\xff"))
+            text = body.decode("utf-16" if utf16 else "utf-8", errors="replace")
             if text.startswith("\ufeff"):
                 text = text[1:]
             parser = Protego.parse(_INFINITE_DELAY.sub(rf"\g<1>{MAX_SECONDS:g}", text))

@@ -118,6 +118,19 @@ def test_rfc9309_matching(robots_server, case, text, path, allowed):
     assert cache.check(server.url(path))[0] is allowed, case
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_robots_txt_saved_as_utf16_with_its_byte_order_mark_is_obeyed(robots_server, encoding):
+    """A robots.txt saved by Windows' Notepad as "Unicode" (UTF-16 with its byte order mark):
+    read as UTF-8 it was NULs between letters, no rule, so its Disallow lines were ignored."""
+    site, server = robots_server
+    text = "User-agent: *\nDisallow: /private/\nCrawl-delay: 2\n"
+    site.pages["/robots.txt"] = (b"\xfe\xff" if encoding == "utf-16-be" else b"") + text.encode(encoding)
+    site.types["/robots.txt"] = TEXT
+    cache = make_cache()
+    assert cache.check(server.url("/private/x.html")) == (False, 2.0)
+    assert cache.check(server.url("/public.html")) == (True, 2.0)
+
+
 def test_product_token_and_origin():
     assert product_token(UA) == "gridcrawl"
     assert product_token("Mozilla/5.0 (compatible)") == "mozilla"
