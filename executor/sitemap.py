@@ -5,6 +5,9 @@ This module owns :func:`parse_sitemap`. A sitemap is XML: a ``<urlset>`` of ``<u
 naming other sitemaps. It may come gzip-compressed as a file (``sitemap.xml.gz``, magic bytes
 ``1f 8b``), which is decompressed here with memory bounded.
 
+A sitemap may also be a text file, one URL per line (sitemaps.org, "Other formats":
+``sitemap.txt``); it was refused as "not XML" and its URLs never crawled.
+
 The parser is lxml's (libxml2) incremental ``iterparse``: entries are read and freed one by one,
 so a 50 MB sitemap never becomes a 50 MB tree. It never touches the network and expands no
 entity (``resolve_entities=False``, ``no_network=True``, DTDs not loaded: an XML bomb or an
@@ -93,8 +96,31 @@ def _local(tag) -> str:
     return tag.rsplit("}", 1)[-1].lower() if isinstance(tag, str) else ""
 
 
+def _text_sitemap(body: bytes) -> Sitemap:
+    """A sitemaps.org "text file" sitemap: one URL per line, UTF-8, nothing else (Google reads
+    them too). Lines that are not http(s) URLs, and those past :data:`MAX_SITEMAP_ENTRIES`, are
+    counted in ``ignored``. Raises :class:`SitemapError` when no line is one (a body that is
+    neither XML nor such a list)."""
+    result = Sitemap(index=False)
+    for line in body.decode("utf-8", errors="replace").lstrip("\ufeff").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        if len(result.entries) >= MAX_SITEMAP_ENTRIES or not line[:8].lower().startswith(("http://", "https://")):
+            result.ignored += 1
+            continue
+        try:
+            result.entries.append((canonical_url(line), ""))
+        except InvalidURL:
+            result.ignored += 1
+    if not result.entries:
+        raise SitemapError("not XML, and not a text sitemap either (no line of it is an http(s) URL)")
+    return result
+
+
 def parse_sitemap(body: bytes) -> Sitemap:
-    """Read a sitemap or sitemap index (gzip-compressed or not).
+    """Read a sitemap or sitemap index (gzip-compressed or not): XML, or a text file of one
+    URL per line (sitemaps.org, "Other formats": the body does not start with ``<``).
 
     Args:
         body: the response body (after any Content-Encoding was removed by the fetcher).
@@ -115,6 +141,8 @@ def parse_sitemap(body: bytes) -> Sitemap:
             raise SitemapError(f"gzip sitemap: {exc}") from None
     if len(body) > MAX_SITEMAP_BYTES:
         raise SitemapError(TOO_LARGE)
+    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        return _text_sitemap(body)
     if b"&" in body:
         body = _BARE_AMPERSAND_RE.sub(b"&amp;", body)
     result: Sitemap | None = None

@@ -30,6 +30,7 @@ The tests:
 * ``test_a_shop_writing_a_new_session_id_into_every_link_is_crawled_once`` — a shop whose links
   carry a session identifier made up per response (``osCsid``, ``zenid``, ``CFID``...): each page
   stored once, nothing a trap.
+* ``test_a_text_sitemap_named_in_robots_txt_is_crawled`` — a ``sitemap.txt`` of one URL a line.
 """
 
 from __future__ import annotations
@@ -613,3 +614,22 @@ def test_a_url_of_2000_characters_takes_a_few_lines_of_the_summary(tmp_path, sit
     summary = done.stderr.split("crawl summary")[1].split("errors by kind")[0]
     row = summary.split("links cut")[1].split("crawl seconds")[0]
     assert len(row.splitlines()) < 15 and "yyyy…" in row.replace("│", "").replace("\n", "").replace(" ", ""), row
+
+
+def test_a_text_sitemap_named_in_robots_txt_is_crawled(tmp_path, site_server):
+    """``Sitemap: .../sitemap.txt`` in robots.txt, a sitemaps.org text sitemap (one URL a line)
+    listing three pages linked from nowhere: it failed as ``bad_sitemap`` ("not XML") and none
+    of them was crawled; all three are stored now."""
+    site = generate_site(1, links_per_page=0, seed=9)
+    server = site_server(site)
+    hidden = [f"/hidden/{i}.html" for i in range(3)]
+    site.pages["/robots.txt"] = f"User-agent: *\nSitemap: {server.url('/sitemap.txt')}\n".encode()
+    site.types["/robots.txt"] = "text/plain"
+    site.pages["/sitemap.txt"] = "".join(server.url(p) + "\n" for p in hidden).encode()
+    site.types["/sitemap.txt"] = "text/plain"
+    for path in hidden:
+        site.pages[path] = f"<html><title>{path}</title><body>only the sitemap knows me</body></html>".encode()
+    done, grid = _run(tmp_path, server.url("/"))
+    stored = {url for (url,) in grid.query("crawl", "SELECT url FROM document")}
+    assert {canonical_url(server.url(p)) for p in hidden} <= stored, done.stderr[-3000:]
+    assert grid.query("crawl", "SELECT error_kind FROM visited_url WHERE url LIKE '%/sitemap.txt'") == [(None,)]

@@ -207,6 +207,18 @@ def test_sitemap_refuses_what_is_no_sitemap_and_expands_no_entity():
     assert parse_sitemap(cut).broken.startswith("the XML breaks off after 1 entry: ")
 
 
+def test_a_text_sitemap_of_one_url_a_line_is_read():
+    """sitemaps.org's text format (``Sitemap: https://h.example/sitemap.txt``): one URL a line,
+    UTF-8. It was refused as "not XML" (``bad_sitemap``) and none of its URLs was crawled."""
+    body = "\ufeffhttp://h.example/a\r\n\n  https://H.example/b#top  \nnot a url\nftp://h.example/c\nhttp://h.example/é\n"
+    for data in (body.encode(), gzip.compress(body.encode())):
+        sm = parse_sitemap(data)
+        assert not sm.index and sm.ignored == 2
+        assert sm.entries == [("http://h.example/a", ""), ("https://h.example/b", ""), ("http://h.example/%C3%A9", "")]
+    with pytest.raises(SitemapError, match="not XML, and not a text sitemap either"):
+        parse_sitemap(b"User-agent: *\nDisallow: /\n")
+
+
 def test_a_sitemap_url_with_an_unescaped_ampersand_loses_no_entry():
     """``<loc>http://h.example/p?a=1&b=2</loc>``, the most common sitemap mistake: the XML
     parser stopped there, and every later entry (of up to 50,000) was lost without a word. The
