@@ -141,9 +141,10 @@ def parse_sitemap(body: bytes) -> Sitemap:
             raise SitemapError(f"gzip sitemap: {exc}") from None
     if len(body) > MAX_SITEMAP_BYTES:
         raise SitemapError(TOO_LARGE)
-    if not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<") and not body.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return _text_sitemap(body)  # (a UTF-16 file, by its byte order mark, is XML for lxml to read)
-    if b"&" in body:
+    utf16 = body.startswith((b"\xff\xfe", b"\xfe\xff"))  # a byte order mark: XML for lxml to read as such
+    if not utf16 and not body.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"<"):
+        return _text_sitemap(body)
+    if b"&" in body and not utf16:  # (bytes of UTF-16 are not matched one by one)
         body = _BARE_AMPERSAND_RE.sub(b"&amp;", body)
     result: Sitemap | None = None
     loc = lastmod = None

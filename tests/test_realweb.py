@@ -218,8 +218,8 @@ def test_a_text_sitemap_of_one_url_a_line_is_read():
     with pytest.raises(SitemapError, match="not XML, and not a text sitemap either"):
         parse_sitemap(b"User-agent: *\nDisallow: /\n")
     # an XML sitemap saved as UTF-16 (its byte order mark first) is still XML
-    utf16 = _urlset([("http://h.example/a", None)]).decode().replace('<?xml version="1.0"?>', "").encode("utf-16")
-    assert parse_sitemap(utf16).entries == [("http://h.example/a", "")]
+    utf16 = _urlset([("http://h.example/a?x=1&amp;y=2", None)]).decode().replace('<?xml version="1.0"?>', "")
+    assert parse_sitemap(utf16.encode("utf-16")).entries == [("http://h.example/a?x=1&y=2", "")]
 
 
 def test_a_sitemap_url_with_an_unescaped_ampersand_loses_no_entry():
