@@ -559,6 +559,31 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
         fail(str(exc) if seeds or rules is not None else
              f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
     lock = _lock_crawl(db, store)  # before anything of the crawl is read or written
+    import sqlalchemy as sa
+    try:
+        seeds = _prepare_crawl(store, seeds, rules=rules, focus=focus, min_relevance=min_relevance, order=order,
+                               retry_failed=retry_failed, recrawl=recrawl, structured_data=structured_data,
+                               focus_ontology=focus_ontology, extract=extract, render=render, wait_for=wait_for)
+    except sa.exc.DBAPIError as exc:  # read-only, full, a lost server: one line, not a traceback
+        from gridcrawl.db import describe_error
+        fail(f"the crawl database failed: {describe_error(exc, store.engine)}; no page was crawled: run the "
+             "same command again once it takes writes")
+    if not seeds and store.get_meta("allowed_domains") is None:
+        fail("no seed URLs given and no crawl to resume in the database")
+    scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
+    store.max_links_per_page = settings.max_links_per_page
+    store.max_crawl_delay = settings.max_crawl_delay
+    scope.follow_nofollow = settings.follow_nofollow
+    scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
+    store.lock = lock  # held while the store lives
+    return store, scope
+
+
+def _prepare_crawl(store, seeds: list[str], *, rules, focus, min_relevance, order, retry_failed, recrawl,
+                   structured_data, focus_ontology, extract, render, wait_for) -> list[str]:
+    """:func:`open_crawl`'s writes before the crawl: the strategy, the failed URLs queued again
+    and the seeds added. Returns the seeds. Raises SQLAlchemy's ``DBAPIError`` when the
+    database fails."""
     if recrawl and not store.counts()["documents"]:
         fail("nothing to recrawl: the crawl database has no documents yet; crawl first (the same command with the "
              "seed URLs, without --recrawl), then recrawl")
@@ -572,15 +597,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
         typer.echo(f"{counted(retried, 'failed URL')} queued again{f' in {took:.0f} s' if took >= 1 else ''}",
                    err=True)
     store.add_seeds(seeds)
-    if not seeds and store.get_meta("allowed_domains") is None:
-        fail("no seed URLs given and no crawl to resume in the database")
-    scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
-    store.max_links_per_page = settings.max_links_per_page
-    store.max_crawl_delay = settings.max_crawl_delay
-    scope.follow_nofollow = settings.follow_nofollow
-    scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
-    store.lock = lock  # held while the store lives
-    return store, scope
+    return seeds
 
 
 def _retry_failed(store, kinds: list[str], batch: int = 10_000) -> tuple[int, float]:

@@ -69,6 +69,7 @@ def serve(
     """Run the manager until SIGINT/SIGTERM."""
     if ctx.invoked_subcommand is not None:
         return
+    import sqlalchemy as sa
     import zmq
     from gridcrawl.db import open_database
     from gridcrawl.transport import check_endpoint, listen_problem
@@ -113,6 +114,9 @@ def serve(
         fail(f"{exc}; --standby waits as its hot standby and takes over when it stops")
     except (DatabaseUnavailable, ValueError) as exc:
         fail(str(exc))
+    except sa.exc.DBAPIError as exc:  # read-only, full: one line, not a traceback
+        from gridcrawl.db import describe_error
+        fail(f"the manager database failed: {describe_error(exc, engine)}")
     except OSError as exc:
         fail(f"cannot use the journal {journal}: {exc.strerror}")
     dashboard = None

@@ -1015,3 +1015,24 @@ def test_an_executor_refuses_a_capability_it_cannot_honour(claimed, says):
     manager refused the executor. Both are refused at start now, before any connection."""
     rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9", "--capability", claimed)
     assert_user_error(rc, out, f"error: {says}")
+
+
+def test_a_read_only_database_at_start_is_one_line_for_the_manager_and_the_client(tmp_path):
+    """A database that takes no writes (a read-only file or mount, a PostgreSQL replica or
+    ``default_transaction_read_only``) gave the manager and the client a 100-line traceback at
+    start; now one line naming the database and the driver's reason, exit status 2."""
+    from gridcrawl import models
+    from gridcrawl.db import init_schema, open_database
+    for name, kind in (("manager", models.manager_metadata), ("crawl", models.crawl_metadata)):
+        engine = open_database(f"sqlite:///{tmp_path / (name + '.db')}")
+        init_schema(engine, kind, models.manager_meta if name == "manager" else models.crawl_meta)
+        engine.dispose()
+    read_only = lambda name: f"sqlite:///file:{tmp_path / (name + '.db')}?mode=ro&uri=true"  # noqa: E731
+    port = free_port()
+    rc, out, took = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{port}", "--db", read_only("manager"))
+    assert_user_error(rc, out, "error: the manager database failed: attempt to write a readonly database")
+    rc, out, took = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "2",
+                        "--db", read_only("crawl"), "http://127.0.0.1:9/")
+    assert_user_error(rc, out, "error: the crawl database failed: attempt to write a readonly database",
+                      "run the same command again")
+    assert len(out.strip().splitlines()) == 1, out
