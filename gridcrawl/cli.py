@@ -1223,7 +1223,8 @@ def extract_command(
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
     spec run here (a spec naming one not installed here is refused). The spec becomes the
     crawl's (a resumed crawl uses it)."""
-    from gridcrawl.db import database_kind, open_database, shown_url, wrong_kind
+    import sqlalchemy as sa
+    from gridcrawl.db import database_kind, describe_error, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from gridcrawl.client.cli import check_item_spec
@@ -1263,6 +1264,9 @@ def extract_command(
                              spec=(extract, read_text_file(_Path(extract))))
         except ItemExportError as exc:
             fail(str(exc))
+        except sa.exc.DBAPIError as exc:  # read-only, full, the server lost: one line, not a traceback
+            fail(f"the crawl database failed: {describe_error(exc, engine)}; the crawl's items and item spec are as "
+                 "they were")
         except KeyboardInterrupt:
             typer.echo("interrupted: the crawl's items and item spec are as they were", err=True)
             raise typer.Exit(130) from None

@@ -610,6 +610,17 @@ def test_a_manager_endpoint_with_the_host_star_is_one_line_for_a_program_that_co
         rc, out, _ = run(program[0], "--manager", "tcp://*:8310", "--connect-timeout", "1", *program[1:])
         assert_user_error(rc, out, "'tcp://*:8310': `*` is for --bind; connect to tcp://HOST:PORT")
         assert len(out.strip().splitlines()) == 1, out
+    import datetime as dt
+    with open_database(f"sqlite:///{tmp_path / 'crawl.db'}").begin() as conn:  # a page for extract to read
+        conn.execute(models.document.insert().values(url="http://127.0.0.1:9/", fingerprint="0" * 32,
+                                                     final_url="http://127.0.0.1:9/", status=200, size=20,
+                                                     content_type="text/html", content="<title>t</title>",
+                                                     depth=0, fetched_at=dt.datetime(2026, 1, 1)))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text" }\n')
+    rc, out, took = run("gridcrawl", "extract", "--db", read_only("crawl"), "--extract", str(spec), "--no-progress")
+    assert_user_error(rc, out, "error: the crawl database failed: attempt to write a readonly database",
+                      "items and item spec are as they were")
     from gridcrawl.transport import check_endpoint
     assert check_endpoint("tcp://*:8310", bind=True) == "tcp://*:8310"  # what the manager binds
 
@@ -1017,10 +1028,10 @@ def test_an_executor_refuses_a_capability_it_cannot_honour(claimed, says):
     assert_user_error(rc, out, f"error: {says}")
 
 
-def test_a_read_only_database_at_start_is_one_line_for_the_manager_and_the_client(tmp_path):
+def test_a_read_only_database_at_start_is_one_line_for_the_manager_the_client_and_extract(tmp_path):
     """A database that takes no writes (a read-only file or mount, a PostgreSQL replica or
-    ``default_transaction_read_only``) gave the manager and the client a 100-line traceback at
-    start; now one line naming the database and the driver's reason, exit status 2."""
+    ``default_transaction_read_only``) gave the manager, the client and ``gridcrawl extract`` a
+    100-line traceback; now one line naming the database and the driver's reason, exit status 2."""
     from gridcrawl import models
     from gridcrawl.db import init_schema, open_database
     for name, kind in (("manager", models.manager_metadata), ("crawl", models.crawl_metadata)):
@@ -1036,3 +1047,14 @@ def test_a_read_only_database_at_start_is_one_line_for_the_manager_and_the_clien
     assert_user_error(rc, out, "error: the crawl database failed: attempt to write a readonly database",
                       "run the same command again")
     assert len(out.strip().splitlines()) == 1, out
+    import datetime as dt
+    with open_database(f"sqlite:///{tmp_path / 'crawl.db'}").begin() as conn:  # a page for extract to read
+        conn.execute(models.document.insert().values(url="http://127.0.0.1:9/", fingerprint="0" * 32,
+                                                     final_url="http://127.0.0.1:9/", status=200, size=20,
+                                                     content_type="text/html", content="<title>t</title>",
+                                                     depth=0, fetched_at=dt.datetime(2026, 1, 1)))
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text" }\n')
+    rc, out, took = run("gridcrawl", "extract", "--db", read_only("crawl"), "--extract", str(spec), "--no-progress")
+    assert_user_error(rc, out, "error: the crawl database failed: attempt to write a readonly database",
+                      "items and item spec are as they were")
