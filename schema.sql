@@ -194,8 +194,8 @@ SELECT e.executor_id, e.name AS executor_name, e.host, e.is_connected,
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,
-        SUM(CASE WHEN tt.time_finished IS NOT NULL AND tt.failed = 0 THEN 1 ELSE 0 END) AS pages,
-        SUM(CASE WHEN tt.failed = 0 THEN 0 ELSE 1 END) AS failed,
+        COUNT(CASE WHEN tt.time_finished IS NOT NULL AND tt.failed = 0 THEN 1 END) AS pages,
+        COUNT(CASE WHEN tt.failed = 0 THEN NULL ELSE 1 END) AS failed,
         AVG(CASE WHEN tt.time_finished IS NOT NULL AND tt.failed = 0 THEN tt.run_seconds END) AS mean_run_seconds,
         MIN(CASE WHEN tt.time_finished IS NOT NULL AND tt.failed = 0 THEN tt.run_seconds END) AS min_run_seconds,
         MAX(CASE WHEN tt.time_finished IS NOT NULL AND tt.failed = 0 THEN tt.run_seconds END) AS max_run_seconds,
@@ -220,8 +220,8 @@ SELECT a.application_id, a.application_name, a.usr_name, a.state,
 FROM application AS a
 LEFT JOIN (
     SELECT t.application_id, COUNT(*) AS threads,
-        SUM(CASE WHEN t.time_finished IS NOT NULL AND t.failed = 0 THEN 1 ELSE 0 END) AS pages,
-        SUM(CASE WHEN t.failed = 0 THEN 0 ELSE 1 END) AS failed,
+        COUNT(CASE WHEN t.time_finished IS NOT NULL AND t.failed = 0 THEN 1 END) AS pages,
+        COUNT(CASE WHEN t.failed = 0 THEN NULL ELSE 1 END) AS failed,
         COUNT(DISTINCT t.executor_id) AS executors, MIN(t.time_submitted) AS first_submitted,
         MIN(t.time_started) AS first_started, MAX(t.time_finished) AS last_finished
     FROM thread AS t
@@ -493,8 +493,8 @@ CREATE TABLE gridcrawl_manager_version (
 );
 GO
 
-INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0005');
-INSERT INTO manager_meta (name, value) VALUES ('schema_version', '5');
+INSERT INTO gridcrawl_manager_version (version_num) VALUES ('0006');
+INSERT INTO manager_meta (name, value) VALUES ('schema_version', '6');
 -- Table gridcrawl_crawl_version (see gridcrawl/models.py).
 CREATE TABLE gridcrawl_crawl_version (
     version_num          VARCHAR(32)     NOT NULL,

@@ -17,7 +17,8 @@ did not fail (a fetch error such as a 404 is a page; a poison thread is not); **
 run from the first grid thread submitted to the last one finished; **pages/s** is pages divided
 by crawl seconds. Seconds between two ``DATETIME`` columns
 need a different function on each back end (:func:`seconds_between`); SQLite's date functions
-read milliseconds, so its durations are exact to 1 ms, the others' to 1 µs.
+read milliseconds, so its durations are exact to 1 ms, the others' to 1 µs. Counts are
+``COUNT``s, integers on every back end (a ``SUM`` is a ``DECIMAL`` on MariaDB/MySQL).
 
 The SQL Server rendering is also in ``schema.sql`` (a test keeps the two equal).
 """
@@ -88,8 +89,8 @@ def _executor_summary(d: str) -> str:
 FROM executor AS e
 LEFT JOIN (
     SELECT tt.executor_id, COUNT(*) AS threads,
-        SUM(CASE WHEN {page} THEN 1 ELSE 0 END) AS pages,
-        SUM(CASE WHEN tt.failed = {_false(d)} THEN 0 ELSE 1 END) AS failed,
+        COUNT(CASE WHEN {page} THEN 1 END) AS pages,
+        COUNT(CASE WHEN tt.failed = {_false(d)} THEN NULL ELSE 1 END) AS failed,
         AVG(CASE WHEN {page} THEN tt.run_seconds END) AS mean_run_seconds,
         MIN(CASE WHEN {page} THEN tt.run_seconds END) AS min_run_seconds,
         MAX(CASE WHEN {page} THEN tt.run_seconds END) AS max_run_seconds,
@@ -115,8 +116,8 @@ def _application_summary(d: str) -> str:
 FROM application AS a
 LEFT JOIN (
     SELECT t.application_id, COUNT(*) AS threads,
-        SUM(CASE WHEN t.time_finished IS NOT NULL AND t.failed = {_false(d)} THEN 1 ELSE 0 END) AS pages,
-        SUM(CASE WHEN t.failed = {_false(d)} THEN 0 ELSE 1 END) AS failed,
+        COUNT(CASE WHEN t.time_finished IS NOT NULL AND t.failed = {_false(d)} THEN 1 END) AS pages,
+        COUNT(CASE WHEN t.failed = {_false(d)} THEN NULL ELSE 1 END) AS failed,
         COUNT(DISTINCT t.executor_id) AS executors, MIN(t.time_submitted) AS first_submitted,
         MIN(t.time_started) AS first_started, MAX(t.time_finished) AS last_finished
     FROM thread AS t

@@ -225,6 +225,22 @@ def test_views_report_known_seconds(db_url, request):
     engine.dispose()
 
 
+def test_the_views_counts_are_integers_on_every_back_end(db_url):
+    """``pages`` and ``failed`` of executor_summary and application_summary were SUMs, which
+    MariaDB returns as DECIMAL: a user's script read ``Decimal('2')`` and ``json.dumps`` of a
+    row failed. Now COUNTs: Python ints on every back end, as ``threads`` was."""
+    import json
+    engine = open_database(db_url)
+    insert_known_timings(engine)
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for view in ("executor_summary", "application_summary") for r in
+                conn.exec_driver_sql(f"SELECT threads, pages, failed FROM {view}")]
+    assert rows and all(type(value) is int for row in rows for value in row.values()), rows
+    assert {(r["threads"], r["pages"], r["failed"]) for r in rows} == {(2, 2, 0), (2, 1, 1), (0, 0, 0), (5, 3, 1)}
+    json.dumps(rows)
+    engine.dispose()
+
+
 def test_one_select_answers_which_executor_ran_which_url(db_url):
     engine = open_database(db_url)
     insert_known_timings(engine)
