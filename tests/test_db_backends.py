@@ -400,13 +400,20 @@ SLOWEST_PAGES = ["http://127.0.0.1:9/p/3", "http://127.0.0.1:9/p/1", "http://127
 
 def _run_documented(engine, queries: list[str]) -> list[list[tuple]]:
     """Every query of ``queries`` run on ``engine`` (the application id placeholder replaced by
-    the known timings' ``a1``), each giving rows."""
+    the known timings' ``a1``), each giving rows. Each runs as printed through the driver's own
+    cursor, without parameters, as a user's script or ``psql`` runs it (a ``%`` is no placeholder
+    there)."""
     results = []
-    with engine.connect() as conn:
+    connection = engine.raw_connection()
+    try:
         for query in queries:
-            rows = [tuple(r) for r in conn.exec_driver_sql(query.replace("PUT-THE-APPLICATION-ID-HERE", "a1"))]
+            cursor = connection.cursor()
+            cursor.execute(query.replace("PUT-THE-APPLICATION-ID-HERE", "a1"))
+            rows = [tuple(r) for r in cursor.fetchall()]
             assert rows, query
             results.append(rows)
+    finally:
+        connection.close()
     return results
 
 
@@ -417,6 +424,9 @@ def test_documented_postgresql_queries_run(postgres_url):
     assert len(queries) >= 5
     results = _run_documented(engine, queries)
     assert [row[1] for row in results[0]] == SLOWEST_PAGES
+    (one_crawl,) = [rows for query, rows in zip(queries, results) if "LIKE 'PUT-THE-APPLICATION-ID-HERE%'" in query]
+    started = [row[2] for row in one_crawl if row[2] is not None]  # by the id's prefix, in the order they started
+    assert len(one_crawl) == 5 and started == sorted(started)
     engine.dispose()
 
 
@@ -441,24 +451,14 @@ def test_documented_queries_run_on_sqlite(sqlite_url):
 def test_documented_queries_run_on_mariadb(mariadb_url):
     """The MariaDB queries, and the PostgreSQL ones the MariaDB section says run there unchanged
     (all but ``date_trunc``, ``percentile_cont`` and ``NULLS LAST``), run on MariaDB with the right
-    answers, each as printed through the driver's own cursor, as a user's script runs it (the
-    docs gave no MariaDB query: three of the PostgreSQL ones failed there)."""
+    answers (the docs gave no MariaDB query: three of the PostgreSQL ones failed there)."""
     engine = open_database(mariadb_url)
     insert_known_timings(engine)
     postgresql = [q for q in doc_queries("postgresql")
                   if "date_trunc" not in q and "percentile_cont" not in q and "NULLS LAST" not in q]
     mariadb = doc_queries("mariadb")
     assert len(postgresql) >= 3 and len(mariadb) >= 4
-    results = []
-    connection = engine.raw_connection()
-    try:
-        for query in postgresql + mariadb:
-            cursor = connection.cursor()
-            cursor.execute(query.replace("PUT-THE-APPLICATION-ID-HERE", "a1"))
-            results.append([tuple(row) for row in cursor.fetchall()])
-            assert results[-1], query
-    finally:
-        connection.close()
+    results = _run_documented(engine, postgresql + mariadb)
     assert [row[1] for row in results[0]] == SLOWEST_PAGES
     per_minute, percentiles, fastest, started = results[len(postgresql):]
     assert per_minute == [("ex-1", "2024-05-01 12:00:00", 2), ("ex-2", "2024-05-01 12:00:00", 1)]
