@@ -219,15 +219,15 @@ class _Writer:
             if label is None:
                 label = self.bnodes[term] = f"_:b{len(self.bnodes)}"
             return label
-        return str(term)
+        return _iri_text(str(term))
 
     def add_all(self, triples) -> None:
         """Add rdflib ``(s, p, o)`` triples (a triple seen before on this page is skipped)."""
         from rdflib import BNode, Literal
         for s, p, o in triples:
-            subject, predicate = self._node(s), str(p)
+            subject, predicate = self._node(s), _iri_text(str(p))
             if isinstance(o, Literal):
-                text, datatype = str(o), str(o.datatype) if o.datatype is not None else None
+                text, datatype = str(o), _iri_text(str(o.datatype)) if o.datatype is not None else None
                 if datatype == _NUMBER_TEXT:  # a JSON number no float holds: the page's text
                     datatype = XSD_DOUBLE
                 elif datatype in (XSD_DOUBLE, XSD_FLOAT) and text in _NON_FINITE:
@@ -532,6 +532,16 @@ def _jsonld_into(graph, data: Any, base: str) -> list[str]:
 _NOT_IN_IRI = re.compile(r'[\x00-\x20<>"{}|\\^`\x7f]')
 
 
+def _iri_text(iri: str) -> str:
+    """``iri`` with the characters no IRI holds percent-encoded (after trimming the whitespace
+    around it), as a browser reads such a URL: every stored triple is one N-Triples can write
+    (a JSON-LD property named with a space, ``"product name"``, gave the predicate
+    ``<http://schema.org/product name>``, and the export a line no N-Triples reader takes)."""
+    if not _NOT_IN_IRI.search(iri):
+        return iri
+    return _NOT_IN_IRI.sub(lambda m: f"%{ord(m.group()):02X}", iri.strip())
+
+
 @lru_cache(maxsize=1)
 def _iri_context():
     """rdflib's JSON-LD ``Context`` class, but an IRI holding characters no IRI holds (a space,
@@ -550,7 +560,7 @@ def _iri_context():
             if isinstance(iri, str) and not self.isblank(iri) and _NOT_IN_IRI.search(iri):
                 if len(self.repaired) < 1000:
                     self.repaired.append(iri)
-                return self.resolve_iri(_NOT_IN_IRI.sub(lambda m: f"%{ord(m.group()):02X}", iri.strip()))
+                return self.resolve_iri(_iri_text(iri))
             return super().resolve(curie_or_iri)
 
         def _subcontext(self, source: Any, propagate: bool):

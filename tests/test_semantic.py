@@ -322,6 +322,17 @@ def test_json_ld_iris_with_a_space_are_read_percent_encoded_and_said_so():
         "e.g. 'https://shop.example/p/Red Mug'"]
     lines = "".join(f"<{s}> <{p}> <{o}> .\n" for s, p, o, kind, _d, _l in found.triples if kind == "uri")
     assert len(Graph().parse(data=lines, format="nt")) == len([t for t in found.triples if t[3] == "uri"])
+    # a property named with a space, an RDF/XML rdf:about with one: every stored IRI is one N-Triples
+    # can write (they were kept as they were, and the export gave lines no N-Triples reader takes)
+    named = {"@context": "https://schema.org", "@id": "https://shop.example/p/1", "product name": "Kettle"}
+    html = f"<html><head><script type='application/ld+json'>{json.dumps(named)}</script></head></html>"
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "p/1.html")
+    assert ["https://shop.example/p/1", SDO + "product%20name", "Kettle", "literal", None, None] in found.triples
+    rdfxml = (b'<?xml version="1.0"?><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+              b'xmlns:s="http://schema.org/"><rdf:Description rdf:about="http://shop.example/a b">'
+              b'<s:name>A</s:name></rdf:Description></rdf:RDF>')
+    assert parse_rdf(rdfxml, BASE + "a.rdf", "xml") == [["http://shop.example/a%20b", SDO + "name", "A", "literal",
+                                                          None, None]]
 
 
 def test_json_ld_numbers_no_float_holds_keep_the_pages_text_in_valid_xsd_double_triples():
