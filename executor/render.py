@@ -79,9 +79,9 @@ REFUSALS = frozenset({ErrorKind.BLOCKED, ErrorKind.ROBOTS, ErrorKind.ROBOTS_UNRE
 #: Refused requests kept per page (the rest are counted, not listed).
 MAX_REFUSED = 50
 #: Navigations of a page's top frame after its first document (client-side redirects, reloads)
-#: fetched at most; a later one is answered ``204 No Content``, which leaves the page on the
-#: document it shows (a script reloading its page at every load made 500 fetches of it, and the
-#: 501st, refused, left Chromium's error page stored as the page).
+#: fetched at most; a later one is cancelled (``net::ERR_ABORTED``: no error page), which leaves
+#: the page on the document it shows (a script reloading its page at every load made 500 fetches
+#: of it, and the 501st, refused, left Chromium's error page stored as the page).
 MAX_NAVIGATIONS = 5
 #: Requests of one page fetched at once (a browser's six connections per host); the others wait.
 PAGE_FETCHES = 6
