@@ -1323,8 +1323,9 @@ class ManagerCore:
             return [Send(peer, p.Refuse(f"application {m.application_id} is not open on this connection"))]
         return self._stop_application(app, now, m.cancel)
 
-    def _stop_application(self, app: Application, now: float, cancel: bool) -> list[Action]:
-        """Abort what is left of ``app`` and mark it STOPPED (completed, or cancelled)."""
+    def _stop_application(self, app: Application, now: float, cancel: bool, operator: str | None = None) -> list[Action]:
+        """Abort what is left of ``app`` and mark it STOPPED (completed, or cancelled; by
+        ``operator``, a user name, when an operator cancelled it: one WARNING line says so)."""
         actions = self._abort_application(app, now)
         app.state = ApplicationState.STOPPED
         app.paused = False
@@ -1341,7 +1342,10 @@ class ManagerCore:
         self._stopped[app.application_id] = None
         self._stopped.move_to_end(app.application_id)
         self._forget_departed()
-        log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
+        if operator is not None:
+            log.warning("application %s cancelled by operator %s", app.application_id[:8], operator)
+        else:
+            log.info("application %s %s", app.application_id[:8], "cancelled" if cancel else "completed")
         return actions
 
     # -------------------------------------------------------------------------- operator control
@@ -1362,8 +1366,10 @@ class ManagerCore:
                 reason = self.authenticate(m.user, m.password, MANAGE_OWN_APP)
                 if reason is not None:
                     return [Send(peer, _login_refusal(reason))]
-                if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
-                    # (the password is right: this check is the cache's) a user who manages only
+                if self.authenticate(m.user, m.password, MANAGE_ALL_APPS, quiet=True) is not None:
+                    # (the password is right: this check is the cache's; a question, not a refusal:
+                    # not logged, where a user pausing their own crawl logged a WARNING that they
+                    # were "refused: no ManageAllApps permission") a user who manages only
                     # their own applications learns nothing of another's: the answer of an id
                     # that does not exist
                     owner = m.user
@@ -1423,10 +1429,11 @@ class ManagerCore:
             actions.append(ev.ApplicationChanged(app.application_id, int(app.state)))
             actions += self.dispatch(now)
         elif action == "cancel":
-            actions += self._stop_application(app, now, True)
+            actions += self._stop_application(app, now, True, operator=user or "?")
         state = self.application_state(app)
-        log.warning("application %s %s by operator %s", app.application_id[:8],
-                    {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action], user or "?")
+        if action != "cancel":  # (a cancel's line is _stop_application's)
+            log.warning("application %s %s by operator %s", app.application_id[:8],
+                        {"pause": "paused", "resume": "resumed"}[action], user or "?")
         if app.peer is not None:
             actions.append(Send(app.peer, p.Controlled(app.application_id, action, state)))
         return actions, {"application_id": app.application_id, "action": action, "state": state}

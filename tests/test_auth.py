@@ -380,9 +380,19 @@ def test_a_control_with_a_wrong_password_costs_one_password_check_and_one_log_li
     paused = core.handle(b"root", p.Control(app, "pause", "root", PASSWORD), 0.3)
     assert [a.message.state for a in paused if isinstance(a, Send) and isinstance(a.message, p.Controlled)
             and a.peer == b"root"] == ["paused"]
-    assert only(core.handle(b"alice", p.Control(app, "resume", "alice", PASSWORD), 0.4), p.Controlled).state == \
-        "running"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.auth"):
+        assert only(core.handle(b"alice", p.Control(app, "resume", "alice", PASSWORD), 0.4),
+                    p.Controlled).state == "running"
+    # a user of the Users group resuming her own crawl: no "refused: no ManageAllApps permission" WARNING
+    assert [r.getMessage() for r in caplog.records if r.name == "gridcrawl.auth"] == []
     assert len(runs) == 2  # bob's and root's (alice's is the cache's, from her open)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="gridcrawl.manager"):
+        core.handle(b"root", p.Control(app, "cancel", "root", PASSWORD), 0.5)
+    # one line (there were two: "application … cancelled", then "… cancelled by operator root")
+    assert [r.getMessage() for r in caplog.records if "cancelled" in r.getMessage()] == \
+        [f"application {app[:8]} cancelled by operator root"]
 
 
 def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
