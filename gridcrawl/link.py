@@ -332,7 +332,7 @@ class LinkState:
                     self.log.log(logging.WARNING if said else logging.DEBUG,
                                  "no manager has answered for %.0f s (%s); trying %s in %.1f s%s", unheard,
                                  self.managers, self.managers.current, self.backoff,
-                                 f" (said again every {ROUND_SAID_EVERY:.0f} s)" if said else "")
+                                 f" (said again at most every {ROUND_SAID_EVERY:.0f} s)" if said else "")
                     self._reconnect(now + self.backoff)
             else:
                 self.log.warning("no answer from the manager at %s for %.0f s; reconnecting in %.1f s", gone, quiet,
