@@ -223,6 +223,7 @@ class LinkState:
         self._refusal_said: tuple | None = None  # (reason, active) of the last refusal logged
         self._failure_said = float("-inf")
         self._round_said = float("-inf")  # when "no manager has answered" was last logged
+        self._next_on_reconnect = False  # the reconnect due goes to the next manager (a round went silent)
         #: whether this peer is stopping (its program sets it: a client's stop event's is_set)
         self.leaving: Callable[[], bool] = lambda: False
 
@@ -240,6 +241,7 @@ class LinkState:
         """A message from the manager (``protocol.Message``): a sign of life; an answer to the
         hello, a refusal or a goodbye move the link (see the class's rules)."""
         self.last_heard = self.heard_any = now
+        self._next_on_reconnect = False  # the current manager lives: what follows decides where to go
         if isinstance(message, self.answers):
             self._adopt_interval(getattr(message, "heartbeat_interval", None))
             self.up = self.ever_up = True
@@ -319,21 +321,24 @@ class LinkState:
             # the whole silence, reconnects and all, and whose: "manager silent for 3.0 s" was
             # the same at every reconnect of an hour's outage, and named no manager
             quiet = max(silent, now - self.heard_any)
-            if self.managers.next():  # hot standbys: the next manager may be the active one now
+            unheard = now - self.heard_any
+            if self.managers.several and unheard >= len(self.managers.endpoints) * self.peer_timeout:
+                # a whole round of them silent: the next after the back-off, said once a minute at most;
+                # the current one's socket stays open meanwhile (an answer from it is taken)
+                endpoints = self.managers.endpoints
+                said = now - self._round_said >= ROUND_SAID_EVERY
+                self._round_said = now if said else self._round_said
+                self.log.log(logging.WARNING if said else logging.DEBUG,
+                             "no manager has answered for %.0f s (%s); trying %s in %.1f s%s", unheard,
+                             self.managers, endpoints[(endpoints.index(gone) + 1) % len(endpoints)], self.backoff,
+                             f" (said again at most every {ROUND_SAID_EVERY:.0f} s)" if said else "")
+                self.left, self._next_on_reconnect = (gone, now), True
+                self._reconnect(now + self.backoff)
+            elif self.managers.next():  # hot standbys: the next manager may be the active one now
                 self.left = (gone, now)
-                unheard = now - self.heard_any
-                if unheard < len(self.managers.endpoints) * self.peer_timeout:
-                    self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
-                                     self.managers.current)
-                    self._reconnect(now)
-                else:  # a whole round of them silent: the next round after the back-off, said once a minute
-                    said = now - self._round_said >= ROUND_SAID_EVERY
-                    self._round_said = now if said else self._round_said
-                    self.log.log(logging.WARNING if said else logging.DEBUG,
-                                 "no manager has answered for %.0f s (%s); trying %s in %.1f s%s", unheard,
-                                 self.managers, self.managers.current, self.backoff,
-                                 f" (said again at most every {ROUND_SAID_EVERY:.0f} s)" if said else "")
-                    self._reconnect(now + self.backoff)
+                self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
+                                 self.managers.current)
+                self._reconnect(now)
             else:
                 self.log.warning("no answer from the manager at %s for %.0f s; reconnecting in %.1f s", gone, quiet,
                                  self.backoff)
@@ -405,6 +410,9 @@ class LinkState:
         if self.reconnect_at is None or now < self.reconnect_at:
             return []
         self.reconnect_at = None
+        if self._next_on_reconnect:
+            self._next_on_reconnect = False
+            self.managers.next()
         action = self._connect(now)
         self.backoff = min(self.maximum, self.backoff * 2)
         return [action]

@@ -531,3 +531,21 @@ def test_a_peer_whose_managers_all_went_silent_backs_off_between_rounds_and_says
                            "2.0 s (said again at most every 60 s)")
     assert len(warnings) <= 2 + 600 / ROUND_SAID_EVERY, warnings
     assert state.received(now, WELCOME) == [] and state.up and state.backoff == SETTINGS.reconnect_initial
+
+
+def test_a_manager_answering_while_the_peer_waits_out_a_rounds_back_off_is_the_one_it_names():
+    """While a peer whose managers all went silent waited the back-off before the next round,
+    it already named the next manager as its own, so the one it was still connected to, coming
+    back and answering, was logged and followed as the other ("registered as executor ... with
+    tcp://m2" of a manager at tcp://m1). The next is taken only when the reconnect is made."""
+    state = up(link(A, B))
+    now, connects = 0.0, []
+    while len(connects) < 2:  # B tried, then A again after the back-off: a round went silent
+        now += 0.5
+        connects += [a.endpoint for a in state.tick(now) if isinstance(a, Connect)]
+    while state.reconnect_at is None:  # A silent again: the back-off before B
+        now += 0.5
+        state.tick(now)
+    assert state.managers.current == A
+    assert state.received(now + 0.1, WELCOME) == [] and state.up and state.managers.current == A
+    assert all(not isinstance(a, Connect) for t in (1.0, 2.0, 10.0) for a in state.tick(now + t))
