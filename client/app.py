@@ -902,7 +902,8 @@ class CrawlApplication:
             for thread_id in thread_ids:
                 self.in_flight.pop(thread_id, None)
                 self._waiting.discard(thread_id)
-            self.link.send(p.Ack(self.application_id, thread_ids))
+            for start in range(0, len(thread_ids), p.MAX_BATCH):
+                self.link.send(p.Ack(self.application_id, thread_ids[start:start + p.MAX_BATCH]))
             pr.pages += done["pages"]
             pr.documents += done["documents"]
             pr.errors += done["errors"]

@@ -88,6 +88,11 @@ MAX_FIGURES = 64
 #: (``plugin:NAME`` and ``plugin:NAME@VERSION``), ``render`` one.
 MAX_CAPABILITIES = 64
 CAPABILITY_LENGTH = 128
+#: Most capabilities (needs) the decoder reads of a ``register`` (a grid thread): a longer list
+#: is refused unread (20 million of them in a registered executor's ``register`` took its manager
+#: to 250 MB for 1.8 s); one over :data:`MAX_CAPABILITIES` up to this is refused by the manager
+#: saying why, so that an executor with too many plugins is told rather than left waiting.
+Names = Annotated[list[str], Meta(max_length=16 * MAX_CAPABILITIES)]
 
 
 class ErrorKind(str, enum.Enum):
@@ -294,7 +299,7 @@ class ThreadSpec(Wire):
     depth: int = 0
     priority: int = DEFAULT_PRIORITY
     instruction: dict | None = None
-    needs: list[str] = field(default_factory=list)
+    needs: Names = field(default_factory=list)
 
 
 class PageResult(Wire):
@@ -418,7 +423,7 @@ class Register(Message):
     arch: str = ""
     executor_id: str | None = None
     password: str | None = None
-    capabilities: list[str] = field(default_factory=list)
+    capabilities: Names = field(default_factory=list)
     accepting: bool = True
 
 
@@ -634,11 +639,13 @@ class ThreadDone(Message):
 
 
 class Ack(Message):
-    """Client → manager: these results are stored; the manager may forget them (thread → Dead)."""
+    """Client → manager: these results are stored; the manager may forget them (thread → Dead).
+    At most :data:`MAX_BATCH` thread ids (a longer list is refused unread: 20 million took a
+    manager to 880 MB and 5.5 s of its loop); a client acknowledges more in several."""
 
     TYPE: ClassVar[bytes] = b"ack"
     application_id: str
-    thread_ids: list[int]
+    thread_ids: Annotated[list[int], Meta(max_length=MAX_BATCH)]
 
 
 class CloseApplication(Message):
@@ -829,7 +836,7 @@ class _PendingSpec(Wire):
     depth: int = 0
     priority: int = DEFAULT_PRIORITY
     instruction: msgspec.Raw = msgspec.Raw(b"\xc0")  # msgpack nil: none
-    needs: list[str] = field(default_factory=list)
+    needs: Names = field(default_factory=list)
 
 
 class _PendingSubmit(Wire):

@@ -358,3 +358,54 @@ def test_a_thousand_idle_connections_do_not_keep_an_executor_out(tmp_path):
         grid.stop()
     assert waited < 5, f"the executor waited {waited:.1f} s to be welcomed"
     assert "open descriptors: at most" in grid.log("manager.log")
+
+
+def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_path):
+    """A registered client acknowledges 20 million thread ids at once, and a registered executor
+    registers again with 20 million capabilities. Neither list had a bound in the protocol's
+    types, so the manager decoded them whole: 880 MB and 2-5 s of its loop for the ack, 250 MB
+    for the register. Now the decoder refuses them from the list's length (at most
+    protocol.MAX_BATCH thread ids, 16 × MAX_CAPABILITIES names), logged as malformed."""
+    count = 20_000_000
+    ids = b"\xdd" + count.to_bytes(4, "big") + b"\xcd\x03\xe8" * count  # 1000, 20 million times
+    names = b"\xdd" + count.to_bytes(4, "big") + b"\xa1a" * count
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+    try:
+        manager = grid.start_manager()
+        for _ in range(2):
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(grid.endpoint)
+            sockets.append(sock)
+        executor, client = sockets
+        executor.send_multipart(p.encode(p.Register(name="ex", host="h", user="u", threads=1)))
+        _answer(executor, p.Welcome)
+        client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
+        app_id = _answer(client, p.ApplicationOpened).application_id
+        client.send_multipart([p.PROTOCOL_VERSION, b"ack",
+                               msgpack.packb({"application_id": app_id, "thread_ids": []})[:-1] + ids])
+        executor.send_multipart([p.PROTOCOL_VERSION, b"register", msgpack.packb(
+            {"name": "ex", "host": "h", "user": "u", "threads": 1, "capabilities": []})[:-1] + names])
+        deadline = time.monotonic() + 30
+        while grid.log("manager.log").count("dropped a malformed message") < 2 and time.monotonic() < deadline:
+            for sock in sockets:
+                sock.send_multipart(p.encode(p.Heartbeat()))
+            time.sleep(0.1)
+        # the grid goes on
+        client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/")])))
+        (job,) = _answer(executor, p.Assign, beat=True).jobs
+        executor.send_multipart(p.encode(p.Results([p.AttemptResult(job.attempt_id, p.PageResult(job.url, status=200),
+                                                                    0.01)])))
+        assert not _answer(client, p.ThreadDone, beat=True).threads[0].failed
+        peak = _peak_rss_mb(manager.pid)
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    log = grid.log("manager.log")
+    assert f"ack.thread_ids: Expected `array` of length <= {p.MAX_BATCH}" in log
+    assert "register.capabilities: Expected `array` of length <= 1024" in log
+    assert peak < 500, f"the manager peaked at {peak:.0f} MB"
