@@ -250,6 +250,10 @@ def run(
     manager_db = f"sqlite:///{(workdir / 'manager.db').resolve()}"
     children = ChildWatch()  # they stop when this process dies, even by kill -9
     os.environ.update(secret_environment(settings, "executor"))  # the proxy's password: not on a command line
+    if settings.threads > settings.max_threads_per_executor:
+        # its executors are its own: a manager believes no more than this cap of any executor's
+        # threads, so --threads 100 ran 64 of them, said only in manager.log
+        os.environ["GRIDCRAWL_MAX_THREADS_PER_EXECUTOR"] = str(settings.threads)
     _prefork("manager.cli", "manager.server")
     # a Ctrl-C during the forks waits for stop_on_signals below: as a KeyboardInterrupt inside
     # os.fork's after-fork hook it was swallowed ("Exception ignored"), leaving the logging lock

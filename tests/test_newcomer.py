@@ -653,3 +653,17 @@ def test_the_documents_stored_figure_names_the_duplicates_among_them(tmp_path):
     result = CliRunner().invoke(app, ["report", "--crawl-db", db], env={"COLUMNS": "200"})
     text = " ".join(result.output.replace("│", " ").split())
     assert result.exit_code == 0 and "documents stored 2 (1 a duplicate of another page)" in text, result.output
+
+
+def test_gridcrawl_run_threads_above_the_managers_cap_all_take_work(tmp_path, site_server, small_site):
+    """``gridcrawl run --threads 70``: its own manager believed 64 of each executor's threads
+    (``max_threads_per_executor``, a guard against hostile executors), so 6 stayed idle, said only
+    in manager.log. Its executors are its own: its manager believes them all now."""
+    server = site_server(small_site)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--threads", "70",
+                           "--executors", "1", "--workdir", str(tmp_path), "--no-progress", "--max-pages", "3"],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = (tmp_path / "manager.log").read_text()
+    assert "registered: " in log and ", 70 threads" in log, log
+    assert "believed" not in log, log
