@@ -46,12 +46,18 @@ from protego import Protego
 from gridcrawl.executor.fetch import ErrorKind, FetchResult, HopRefusal
 from gridcrawl.protocol import MAX_SECONDS
 
-__all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES"]
+__all__ = ["RobotsCache", "RobotsDecision", "product_token", "origin_of", "ROBOTS_MAX_BYTES", "ROBOTS_CACHE_LINES"]
 
 #: Redirects followed to reach a robots.txt (RFC 9309 §2.3.1.2: at least five); pages get 20.
 ROBOTS_MAX_REDIRECTS = 10
 #: Bytes of a robots.txt that are parsed (RFC 9309 §2.5: at least 500 KiB); the rest is ignored.
 ROBOTS_MAX_BYTES = 512 * 1024
+#: Lines of robots.txt (about one rule each) the cache keeps parsed, all origins together; the
+#: least recently used origins are forgotten beyond it. protego keeps ~500 bytes a rule: 512 KiB
+#: of rules (25,000) took 13 MiB, and a maze of subdomains serving such a file each grew an
+#: executor by as much per host, 10,000 origins kept. 250,000 lines: ~130 MiB at most; 5,000
+#: origins of a 50-line robots.txt.
+ROBOTS_CACHE_LINES = 250_000
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
@@ -150,6 +156,7 @@ class _Rules:
     unreachable: bool = False
     note: str = ""  # what happened to the fetch, for messages
     no_connection: bool = False  # the fetch could not connect at all
+    lines: int = 0  # lines of robots.txt parsed (the cache's weight of these rules)
 
 
 class RobotsCache:
@@ -167,11 +174,13 @@ class RobotsCache:
         retry_after: seconds an unreachable robots.txt (429, 5xx, no answer) keeps the origin
             disallowed before it is fetched again.
         max_origins: origins kept; the least recently used is forgotten beyond that.
+        max_lines: lines of robots.txt kept parsed, all origins together (the most recently
+            used origin is always kept); the least recently used are forgotten beyond that.
     """
 
     def __init__(self, fetcher: _Fetches, user_agent: str, max_age: float = 24 * 3600,
                  clock: Callable[[], float] = time.monotonic, *, retry_after: float = 60.0,
-                 max_origins: int = 10_000) -> None:
+                 max_origins: int = 10_000, max_lines: int = ROBOTS_CACHE_LINES) -> None:
         self.fetcher = fetcher
         self.user_agent = user_agent
         self.token = product_token(user_agent)
@@ -179,6 +188,8 @@ class RobotsCache:
         self.clock = clock
         self.retry_after = float(retry_after)
         self.max_origins = int(max_origins)
+        self.max_lines = int(max_lines)
+        self._lines = 0  # lines of the rules kept
         self.fetches = 0  #: robots.txt fetches made (for tests and figures)
         self._lock = threading.Lock()
         self._rules: OrderedDict[str, _Rules] = OrderedDict()
@@ -274,10 +285,12 @@ class RobotsCache:
                 if rules is None:  # _load raised: treat as unreachable, never hang the waiters
                     rules = self._unreachable("crash while fetching")
                 with self._lock:
+                    old = self._rules.pop(origin, None)
+                    self._lines += rules.lines - (old.lines if old is not None else 0)
                     self._rules[origin] = rules
-                    self._rules.move_to_end(origin)
-                    while len(self._rules) > self.max_origins:
-                        self._rules.popitem(last=False)
+                    while len(self._rules) > 1 and (len(self._rules) > self.max_origins
+                                                    or self._lines > self.max_lines):
+                        self._lines -= self._rules.popitem(last=False)[1].lines
                     self._pending.pop(origin, None)
                 event.set()
             return rules, True
@@ -302,7 +315,7 @@ class RobotsCache:
                 text = text[1:]
             parser = Protego.parse(_INFINITE_DELAY.sub(rf"\g<1>{MAX_SECONDS:g}", text))
             parser.can_fetch(f"{origin}/", self.token)  # build protego's lazy indexes before sharing
-            return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}")
+            return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}", lines=text.count("\n") + 1)
         if kind == ErrorKind.CONNECTION and status is None:
             # Nothing answers at all (refused, unresolvable): the page fails the same way, as a
             # connection error with the ordinary retries; robots.txt is asked again on the next try.

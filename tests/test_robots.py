@@ -303,6 +303,25 @@ def test_least_recently_used_origins_are_forgotten(site_server):
     assert [s.count("/robots.txt") for s in servers] == [2, 1, 1]
 
 
+def test_the_cache_keeps_a_bounded_number_of_robots_txt_lines(site_server):
+    """A maze of hosts each serving 512 KiB of robots.txt rules (25,000: 13 MiB parsed): the
+    cache kept 10,000 origins whatever their size, and an executor grew by 13 MiB a host. It
+    keeps ``max_lines`` lines of rules now, forgetting the least recently used origins."""
+    site = Site()
+    serve_robots(site, "User-agent: *\n" + "".join(f"Disallow: /d{i}/\n" for i in range(99)))  # 101 lines
+    servers = [site_server(site) for _ in range(3)]
+    cache = make_cache(max_lines=250)
+    for srv in servers:
+        assert cache.check(srv.url("/d5/x")) == (False, None)
+    assert cache.check(servers[2].url("/d5/y")) == (False, None)  # kept: not fetched again
+    cache.check(servers[0].url("/d5/y"))  # forgotten (3 x 101 lines > 250): fetched again
+    assert [s.count("/robots.txt") for s in servers] == [2, 1, 1]
+    one = make_cache(max_lines=10)  # the origin in use is kept, however long its robots.txt
+    one.check(servers[1].url("/"))
+    one.check(servers[1].url("/d1/"))
+    assert servers[1].count("/robots.txt") == 2
+
+
 # --------------------------------------------------------------------------- visit()
 
 
