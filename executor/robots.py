@@ -66,6 +66,12 @@ _TOKEN_RE = re.compile(r"[A-Za-z_-]+")
 #: which the manager caps at ``max_crawl_delay``.
 _INFINITE_DELAY = re.compile(r"^([ \t]*crawl-delay[ \t]*:[ \t]*)\+?inf(?:inity)?(?=[ \t]*(?:#|$))",
                              re.IGNORECASE | re.MULTILINE)
+#: A ``User-agent`` line naming a product with more than its token (``gridcrawl/0.1``, our whole
+#: User-Agent string): protego looked for all of it in our token and never applied the group.
+#: The line names its token only, as Google's parser reads it (the leading letters, ``_`` and
+#: ``-``; RFC 9309 §2.2.1: a crawler matches its product token).
+_AGENT_VERSION = re.compile(r"^([ \t]*user-agent[ \t]*:[ \t]*[A-Za-z_-]+)[^\s#]*[^\r\n#]*",
+                            re.IGNORECASE | re.MULTILINE)
 
 
 class _Fetches(Protocol):
@@ -313,7 +319,8 @@ class RobotsCache:
             text = body.decode("utf-16" if utf16 else "utf-8", errors="replace")
             if text.startswith("\ufeff"):
                 text = text[1:]
-            parser = Protego.parse(_INFINITE_DELAY.sub(rf"\g<1>{MAX_SECONDS:g}", text))
+            text = _AGENT_VERSION.sub(r"\g<1>", _INFINITE_DELAY.sub(rf"\g<1>{MAX_SECONDS:g}", text))
+            parser = Protego.parse(text)
             parser.can_fetch(f"{origin}/", self.token)  # build protego's lazy indexes before sharing
             return _Rules(parser, True, self._delay(parser), expires, note=f"HTTP {status}", lines=text.count("\n") + 1)
         if kind == ErrorKind.CONNECTION and status is None:

@@ -96,6 +96,12 @@ RFC9309_CASES = [
     ("no rules at all", "", "/page", True),
     ("comments and junk lines ignored", "# hello\nUser-agent: * # all\nnonsense line\nDisallow: /x # no\n", "/x", False),
     ("a byte order mark is ignored", "\ufeffUser-agent: *\nDisallow: /x\n", "/x", False),
+    # §2.2.1: the product token is matched; a line naming more (a version, the whole User-Agent
+    # string, as a site's operator pastes it) names its token (the group was never applied)
+    ("our token with a version", "User-agent: Gridcrawl/1.0\nDisallow: /x\n", "/x", False),
+    ("our whole User-Agent string", f"User-agent: {UA}\nDisallow: /x\n\nUser-agent: *\nDisallow: /y\n", "/x", False),
+    ("... which replaces the * group", f"User-agent: {UA}\nDisallow: /x\n\nUser-agent: *\nDisallow: /y\n", "/y", True),
+    ("another token that starts like ours", "User-agent: gridcrawlerbot/2\nDisallow: /x\n", "/x", True),
     # §2.2.2: percent-encoded patterns match their decoded URL and vice versa
     ("percent-encoding", "User-agent: *\nDisallow: /foo%20bar\n", "/foo%20bar", False),
     # §3: /robots.txt itself is always allowed
