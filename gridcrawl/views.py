@@ -16,8 +16,8 @@ The figures are defined once (README, "Figures"): a **page** is a grid thread th
 did not fail (a fetch error such as a 404 is a page; a poison thread is not); **crawl seconds**
 run from the first grid thread submitted to the last one finished; **pages/s** is pages divided
 by crawl seconds. Seconds between two ``DATETIME`` columns
-need a different function on each back end (:func:`seconds_between`); SQLite's date functions
-read milliseconds, so its durations are exact to 1 ms, the others' to 1 µs. Counts are
+need a different function on each back end (:func:`seconds_between`); durations are exact to
+1 µs on every back end. Counts are
 ``COUNT``s, integers on every back end (a ``SUM`` is a ``DECIMAL`` on MariaDB/MySQL).
 
 The SQL Server rendering is also in ``schema.sql`` (a test keeps the two equal).
@@ -40,14 +40,17 @@ def seconds_between(dialect: str, start: str, end: str) -> str:
     """SQL for the seconds (a float) from ``start`` to ``end``, two SQL ``DATETIME`` expressions,
     on back end ``dialect``; NULL if either is NULL. Raises :class:`UnsupportedDialect`.
 
-    SQLite: ``julianday`` difference × 86400; PostgreSQL: ``EXTRACT(EPOCH FROM interval)``;
+    SQLite: ``julianday`` difference × 86400 of the whole seconds plus the difference of the
+    fractions, as the text holds them; PostgreSQL: ``EXTRACT(EPOCH FROM interval)``;
     SQL Server: ``DATEDIFF_BIG(microsecond, …)`` (``DATEDIFF`` overflows an ``int`` after 35
     minutes of microseconds); MariaDB/MySQL: ``TIMESTAMPDIFF(MICROSECOND, …)``.
     """
     if dialect == "sqlite":
-        # julianday() is a double of days (~50 µs of rounding noise); SQLite reads times to the
-        # millisecond, so rounding to 3 places gives the exact difference
-        return f"ROUND((julianday({end}) - julianday({start})) * 86400.0, 3)"
+        # times are text, 'YYYY-MM-DD HH:MM:SS.ffffff': julianday() reads only milliseconds (and its
+        # double of days carries ~50 µs of noise), so it gives the whole seconds, rounded, and the
+        # fractions are subtracted as written (a time without one reads as .0)
+        return (f"ROUND(ROUND((julianday(substr({end}, 1, 19)) - julianday(substr({start}, 1, 19))) * 86400.0)"
+                f" + CAST(substr({end}, 20) AS REAL) - CAST(substr({start}, 20) AS REAL), 6)")
     if dialect == "postgresql":
         return f"CAST(EXTRACT(EPOCH FROM ({end} - {start})) AS DOUBLE PRECISION)"
     if dialect == "mssql":
