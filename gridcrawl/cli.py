@@ -13,7 +13,7 @@ import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import List
 
@@ -397,7 +397,15 @@ def _lock_workdir(workdir: Path):
     except OSError as exc:
         fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
     deadline = None
-    while (holder := take_lock(lock)) is not None:
+    while True:
+        try:
+            holder = take_lock(lock)
+        except OSError as exc:  # a full disk: the lock's pid line could not be written
+            with suppress(OSError):  # closing flushes the line again
+                lock.close()
+            fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
+        if holder is None:
+            break
         if deadline is None:
             deadline = time.monotonic() + (0.0 if _holder_runs(holder) else LOCK_WAIT)
         if time.monotonic() >= deadline:

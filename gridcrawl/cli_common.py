@@ -590,7 +590,8 @@ def take_lock(lock) -> str | None:
     """Take an exclusive ``flock`` on the open file ``lock`` (POSIX) without waiting, and write
     this process's pid and start into it: None. When another process holds it: what that one
     wrote there (``pid N, since ...``), or ``starting``. The kernel lets go when every process
-    holding the file open (this one and the children it forks) has ended, ``kill -9`` included."""
+    holding the file open (this one and the children it forks) has ended, ``kill -9`` included.
+    Raises ``OSError`` when the pid line cannot be written (a full disk)."""
     import fcntl
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

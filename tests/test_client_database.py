@@ -319,3 +319,17 @@ def test_a_failed_database_is_tried_again_at_most_every_few_seconds_and_said_onc
     assert waits[:4] == [1.0, 2.0, 4.0, client_app.DB_RETRY_MAX] and max(waits) == client_app.DB_RETRY_MAX
     said = [r for r in caplog.records if "crawl database unavailable" in r.getMessage()]
     assert len(said) == 4  # 1, 2, 4, 5 s: then not again within the minute
+
+
+def test_gridcrawl_run_on_a_full_disk_at_start_says_so_in_one_line(small_disk):
+    """``gridcrawl run --workdir`` on a disk with no room left printed a traceback ending in
+    ``OSError: [Errno 28] No space left on device`` (writing the pid line of its run.lock); now
+    one line naming the workdir and the reason, exit status 2."""
+    from dbfixtures import fill_disk
+    workdir = small_disk / "crawl-1"
+    workdir.mkdir()
+    fill_disk(small_disk, 0)
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(workdir),
+                           "--executors", "1", "--no-progress"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == f"error: cannot use --workdir {workdir}: No space left on device", done.stderr
