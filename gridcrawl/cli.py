@@ -760,6 +760,10 @@ def _print_application_summary(rows, wide: bool = False) -> None:
     user who opened each application too: on a grid of several users, whose crawl it is), else
     8-character ids (``--application`` takes them) and the columns that fit 80 columns."""
     from gridcrawl.states import ApplicationState
+    if not rows:  # (an empty table and its notes said nothing of why)
+        _console().print("applications: none recorded here (none has been opened yet, or gridcrawl db prune "
+                         "deleted those that ended)", highlight=False)
+        return
     table = _table("applications (view application_summary)", [
         ("application", False), ("name", False)] + [("user", False)] * wide + [("state", False)] + \
         [("threads", True)] * wide + [

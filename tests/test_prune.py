@@ -131,6 +131,10 @@ def test_db_prune_command_counts_what_it_deletes_and_refuses_what_it_cannot_do(t
     assert done.returncode == 0 and done.stdout.startswith("deleted 1 application, 2 grid threads"), done.stdout
     assert "VACUUM" in done.stdout  # the file keeps its size: said, with how to give it back
     assert counts(open_database(url)) == {"application": 0, "thread": 0, "attempt": 0, "executor": 0}
+    report = gridcrawl("report", "--db", url)  # an empty table, and notes on its columns, said nothing of why
+    assert report.returncode == 0 and "applications: none recorded here (none has been opened yet, or gridcrawl db " \
+        "prune deleted those that ended)" in " ".join(report.stdout.split()), report.stdout
+    assert "application_summary" not in report.stdout
 
     crawl_db = tmp_path / "crawl.db"
     init_schema(open_database(f"sqlite:///{crawl_db}"), models.crawl_metadata, models.crawl_meta)
