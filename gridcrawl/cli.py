@@ -1617,7 +1617,8 @@ def spark_command(
         raise typer.Exit(130)
     if sc.uiWebUrl:
         typer.echo(f"Spark UI: {sc.uiWebUrl}")
-    typer.echo(f"Spark master {sc.master}, {counted(settings.spark_partitions or 2 * sc.defaultParallelism, 'partition')}")
+    partitions = settings.spark_partitions or 2 * sc.defaultParallelism
+    typer.echo(f"Spark master {sc.master}, {counted(partitions, 'partition')}")
 
     def report_layer(f, total) -> None:
         capped = f" (and {f.capped} more left out: over the per-host cap)" if f.capped else ""

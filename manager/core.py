@@ -801,7 +801,8 @@ class ManagerCore:
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s (%s) registered: %s@%s, %s%s", executor_id[:8], m.name, m.user, m.host,
-                 counted(m.threads, "thread"), f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
+                 counted(m.threads, "thread"),
+                 f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
         actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
                                              m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now,
                                              m.accepting))
@@ -1323,7 +1324,8 @@ class ManagerCore:
             return [Send(peer, p.Refuse(f"application {m.application_id} is not open on this connection"))]
         return self._stop_application(app, now, m.cancel)
 
-    def _stop_application(self, app: Application, now: float, cancel: bool, operator: str | None = None) -> list[Action]:
+    def _stop_application(self, app: Application, now: float, cancel: bool,
+                          operator: str | None = None) -> list[Action]:
         """Abort what is left of ``app`` and mark it STOPPED (completed, or cancelled; by
         ``operator``, a user name, when an operator cancelled it: one WARNING line says so)."""
         actions = self._abort_application(app, now)

@@ -27,8 +27,8 @@ for the whole grid (design.md §3):
   once. One round of probes, not every URL's attempts, is what a dead host costs the grid
   (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
   A host that answered and then gives ``retry_times`` + 1 results in a row without an answer,
-  of requests sent after its last answer, has stopped answering (:meth:`ReadyQueue.unanswered`): it is a new host again, and the threads
-  assigned from then on probe it.
+  of requests sent after its last answer, has stopped answering (:meth:`ReadyQueue.unanswered`):
+  it is a new host again, and the threads assigned from then on probe it.
 
 Across hosts, threads leave by priority (higher first), then in turn across users, and across
 each user's applications: each thread gets a start tag by start-time fair queuing (Goyal, Vin
