@@ -415,6 +415,7 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert "every page of this run failed (1 page; the crawl's errors by kind: connection 1)" in proc.stderr, proc.stderr[-2000:]
     assert "layer 1 (depth 0): 1 URL, 1 page, 1 error" in proc.stdout
+    assert ", 1 partition\n" in proc.stdout and "0 new links queued" in proc.stdout  # ("1 partitions" before)
     assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
     # where the errors are told by kind, and that command tells them
     command = re.search(r"errors by kind, one example each: (gridcrawl report --crawl-db \S+)", proc.stdout).group(1)
