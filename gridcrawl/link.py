@@ -326,7 +326,8 @@ class LinkState:
                 # a whole round of them silent: the next after the back-off, said once a minute at most;
                 # the current one's socket stays open meanwhile (an answer from it is taken)
                 endpoints = self.managers.endpoints
-                said = now - self._round_said >= ROUND_SAID_EVERY
+                # (before any answer, ManagerLink's "no answer from the manager" line says it, with the reason)
+                said = self.ever_up and now - self._round_said >= ROUND_SAID_EVERY
                 self._round_said = now if said else self._round_said
                 self.log.log(logging.WARNING if said else logging.DEBUG,
                              "no manager has answered for %.0f s (%s); trying %s in %.1f s%s", unheard,

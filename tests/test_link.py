@@ -531,6 +531,15 @@ def test_a_peer_whose_managers_all_went_silent_backs_off_between_rounds_and_says
                            "2.0 s (said again at most every 60 s)")
     assert len(warnings) <= 2 + 600 / ROUND_SAID_EVERY, warnings
     assert state.received(now, WELCOME) == [] and state.up and state.backoff == SETTINGS.reconnect_initial
+    # a peer no manager has answered yet: ManagerLink's "no answer from the manager ... (the reason)" says it
+    caplog.clear()
+    never = link(A, B)
+    never.connect_timeout = 86400.0
+    never.start(0.0)
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        for t in range(1, 600):
+            never.tick(float(t))
+    assert not [r for r in caplog.records if "no manager has answered" in r.getMessage()]
 
 
 def test_a_manager_answering_while_the_peer_waits_out_a_rounds_back_off_is_the_one_it_names():
