@@ -168,12 +168,27 @@ def _read_instruction(instruction, limit: int, where: str) -> tuple[dict | None,
     as the manager keeps it, and its :func:`_instruction_bytes` counted up to ``limit``. A pending
     one is read only when its msgpack bytes are within ``limit``; else it stays unread, its
     length as its size (over ``limit``: the caller refuses it). Raises
-    :class:`~gridcrawl.protocol.ProtocolError` (naming ``where``) for one that is no map."""
+    :class:`~gridcrawl.protocol.ProtocolError` (naming ``where``) for one that is no map, or that
+    is nested more than :data:`MAX_INSTRUCTION_DEPTH` levels deep."""
     if type(instruction) is p.PendingInstruction:
         if len(instruction) > limit:
             return instruction, len(instruction)
         instruction = instruction.read(where)
+    if instruction and _deeper_than(instruction, MAX_INSTRUCTION_DEPTH):
+        raise p.ProtocolError(f"{where}: nested more than {MAX_INSTRUCTION_DEPTH} levels deep")
     return instruction, _instruction_bytes(instruction, limit)
+
+
+def _deeper_than(value, depth: int) -> bool:
+    """Whether lists and maps nest in ``value`` more than ``depth`` levels deep."""
+    level = [value]
+    for _ in range(depth):
+        level = [v for node in level
+                 for v in (node.values() if isinstance(node, dict) else node if isinstance(node, list) else ())
+                 if isinstance(v, (dict, list))]
+        if not level:
+            return False
+    return True
 
 
 def _instruction_sizes(app: "Application", m: p.Submit) -> tuple[str | None, dict[int, int]]:
@@ -219,6 +234,10 @@ def _thread_log(t: "GridThread") -> dict:
 MAX_THREAD_INSTRUCTION = 4 * 1024 * 1024
 MAX_INSTRUCTIONS_PER_APPLICATION = 256 * 1024 * 1024
 MAX_APPLICATION_INSTRUCTION = 16 * 1024 * 1024
+#: Levels of lists and maps an instruction may nest (a crawl's rules and item specs take about 6):
+#: one some 970 levels deep decoded, then failed to encode again at the manager, which logged a
+#: traceback for each such message and answered nothing.
+MAX_INSTRUCTION_DEPTH = 64
 #: Bytes a decoded value (a dict, list, string or number) costs in Python besides its content, about.
 NODE_BYTES = 64
 #: Characters of an executor's error text a host's down verdict quotes.
@@ -1099,7 +1118,7 @@ class ManagerCore:
                 return [Send(peer, _login_refusal(reason))]
         try:
             m.instruction, size = _read_instruction(m.instruction, MAX_APPLICATION_INSTRUCTION, "open.instruction")
-        except p.ProtocolError as exc:  # (a big open's instruction, read here: not a map)
+        except p.ProtocolError as exc:  # (not a map, or nested too deeply)
             return [Send(peer, p.Refuse(str(exc), final=True))]
         if size > MAX_APPLICATION_INSTRUCTION:
             return [Send(peer, p.Refuse(f"the application's instruction would hold about {size} bytes at the "
@@ -1249,7 +1268,7 @@ class ManagerCore:
                                         final=True))]
         try:
             too_big, sizes = _instruction_sizes(app, m)
-        except p.ProtocolError as exc:  # (a big submit's instruction, read here: not a map)
+        except p.ProtocolError as exc:  # (an instruction that is no map, or nested too deeply)
             return [Send(peer, p.Refuse(str(exc), final=True))]
         if too_big:
             return [Send(peer, p.Refuse(too_big, final=True))]

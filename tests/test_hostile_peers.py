@@ -409,3 +409,58 @@ def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_pat
     assert f"ack.thread_ids: Expected `array` of length <= {p.MAX_BATCH}" in log
     assert "register.capabilities: Expected `array` of length <= 1024" in log
     assert peak < 500, f"the manager peaked at {peak:.0f} MB"
+
+
+def test_an_instruction_nested_hundreds_deep_is_refused_saying_so(tmp_path):
+    """Clients open applications whose instructions nest 940 to 1,000 levels deep. Up to about
+    970 the manager's decoder took them, then failed to encode them again to weigh them: a
+    traceback in the log for each such message ("handling open from peer … failed"), no strike,
+    and no answer to the client. Now an instruction nested more than 64 levels is refused (final,
+    saying so) in an ``open`` and in a ``submit``; deeper ones are dropped as malformed by the
+    decoder, as before; an honest application's thread still runs."""
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    sockets = []
+
+    def dealer() -> zmq.Socket:
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(grid.endpoint)
+        sockets.append(sock)
+        return sock
+    try:
+        grid.start_manager()
+        executor = dealer()
+        executor.send_multipart(p.encode(p.Register(name="ex", host="h", user="u", threads=2)))
+        _answer(executor, p.Welcome)
+        answers = []
+        for depth in range(940, 1001, 2):
+            hostile = dealer()
+            hostile.send_multipart([p.PROTOCOL_VERSION, b"open", b"\x83\xa4name\xa1x\xa4user\xa1u\xabinstruction"
+                                    + b"\x81\xa1a" * depth + b"\xc0"])
+            for _ in range(10):  # an answer within a second, or none (dropped as malformed)
+                executor.send_multipart(p.encode(p.Heartbeat()))
+                if hostile.poll(100):
+                    answers.append(p.decode(hostile.recv_multipart()))
+                    break
+        assert answers and all(isinstance(a, p.Refuse) and a.final and "nested more than 64 levels deep" in a.reason
+                               for a in answers), answers
+        client = dealer()
+        client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
+        app_id = _answer(client, p.ApplicationOpened, beat=True).application_id
+        client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/", instruction={"a": [[[[]]]] * 2})],
+                                                instruction={"x": [[{"y": [[]]}]] * 20})))  # shallow: taken
+        client.send_multipart([p.PROTOCOL_VERSION, b"submit", msgpack.packb({"application_id": app_id,
+                               "threads": [{"thread_id": 2, "url": "http://a.test/2"}]}).replace(b"\x82", b"\x83", 1)
+                               + b"\xabinstruction" + b"\x81\xa1a" * 100 + b"\xc0"])
+        refused = _answer(client, p.Refuse, beat=True)
+        assert refused.final and "submit.instruction: nested more than 64 levels deep" in refused.reason, refused
+        (job,) = _answer(executor, p.Assign, beat=True).jobs
+        assert job.thread_id == 1
+    finally:
+        for sock in sockets:
+            sock.close()
+        context.term()
+        grid.stop()
+    log = grid.log("manager.log")
+    assert "Traceback" not in log and "failed" not in log, log[-3000:]
