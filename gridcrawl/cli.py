@@ -314,7 +314,8 @@ def run(
         if lock is not None:
             lock.close()
     if watch_children.failure:
-        fail(watch_children.failure)
+        fail(watch_children.failure + (_pages_in_flight(manager_db, counts.get("application_id"))
+                                       if watch_children.executors_gone else ""))
     from gridcrawl.report import executor_timings
     # this run's threads: the summary's "pages this run" and its sitemap files read (an application
     # lives on when resumed)
@@ -323,6 +324,27 @@ def run(
     if timings:
         _print_timings(timings)
     exit_status(counts)
+
+
+def _pages_in_flight(manager_db: str, application_id: str | None) -> str:
+    """The end of the line of a crawl whose executors all exited: the pages they had (one that
+    ends its executor, as an extractor plugin calling os._exit or a crash in a native library
+    does, ends every executor it is retried on), or "" when none is known."""
+    import sqlalchemy as sa
+    from gridcrawl.db import open_database
+    from gridcrawl.report import threads_in_flight
+    if not application_id:
+        return ""
+    try:
+        urls, total = threads_in_flight(open_database(manager_db), application_id)
+    except (sa.exc.SQLAlchemyError, DatabaseUnavailable):
+        return ""
+    if not urls:
+        return ""
+    return (f"; the {counted(total, 'page')} they had then: {', '.join(urls)}{' ...' if total > len(urls) else ''} "
+            "(a page that ends its executor, as an extractor plugin calling os._exit or a crash in a native "
+            "library does, ends every executor it is tried on: gridcrawl fetch URL, with the crawl's --extract, "
+            "shows which)")
 
 
 class _ChildrenWatch(threading.Thread):
@@ -344,6 +366,7 @@ class _ChildrenWatch(threading.Thread):
         self.processes, self.stop, self.workdir, self.interval = processes, stop, workdir, interval
         self.rerun = rerun
         self.failure = ""
+        self.executors_gone = False  # the failure: every executor exited
         self._closed = threading.Event()
 
     def run(self) -> None:
@@ -363,6 +386,7 @@ class _ChildrenWatch(threading.Thread):
                                 self.workdir / f"executor-{i}.log")
             if not self.failure and len(gone) == len(executors):
                 self.failure = f"every executor exited during the crawl; see {self.workdir}/executor-*.log"
+                self.executors_gone = True
             if self.failure:
                 log.error("%s: stopping the crawl", self.failure)
                 self.stop.set(self.failure)

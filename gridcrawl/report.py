@@ -119,6 +119,22 @@ class ExecutorTimings:
     pages_per_second: float
 
 
+def threads_in_flight(engine: Engine, application_id: str, most: int = 3) -> tuple[list[str], int]:
+    """The URLs of ``application_id``'s grid threads given to an executor and not finished (state
+    SCHEDULED or STARTED), those tried on the most executors first, at most ``most`` of them, and
+    how many there are in all. Raises ``sqlalchemy.exc.DBAPIError`` if the database is no
+    manager database."""
+    from gridcrawl import models
+    from gridcrawl.states import ThreadState
+    t = models.thread
+    out = (t.c.application_id == application_id) & t.c.state.in_([int(ThreadState.SCHEDULED), int(ThreadState.STARTED)])
+    with engine.connect() as conn:
+        urls = list(conn.execute(sa.select(t.c.url).where(out).order_by(t.c.attempts.desc(), t.c.thread_id)
+                                 .limit(most)).scalars())
+        total = int(conn.execute(sa.select(sa.func.count()).select_from(t).where(out)).scalar() or 0)
+    return urls, total
+
+
 def executor_timings(engine: Engine, application_id: str | None = None,
                      since: _dt.datetime | None = None) -> list[ExecutorTimings]:
     """One :class:`ExecutorTimings` per executor that finished pages (of ``application_id``

@@ -120,3 +120,25 @@ def test_items_equal_the_truth_after_a_kill_and_reextraction_agrees(tmp_path, si
     assert server.per_path_counts() == fetched
     assert stored(grid.query("crawl", "SELECT type, url, position, fields FROM item"), base) == truth
     assert f"{len(truth)} items from" in again.stderr
+
+
+def test_a_plugin_that_ends_its_process_is_named_by_the_page_it_was_on(tmp_path, site_server):
+    """A plugin calling os._exit on one page (as a crash in a native library would) ends every
+    executor the page is tried on, and gridcrawl run stopped with "every executor exited during
+    the crawl; see executor-*.log" — logs that say nothing of it. The line names the pages the
+    executors had then, the one that ends them among them."""
+    from sites import Site
+    site = Site()
+    site.pages["/"] = b"<html><body><a href='/die.html'>die</a></body></html>"
+    site.pages["/die.html"] = b"<html><body><p>the end</p></body></html>"
+    server = site_server(site)
+    spec = tmp_path / "die.toml"
+    spec.write_text(f'[[item]]\ntype = "shout"\nurl = "/die"\nplugin = "{PLUGIN_NAME}"\n')
+    proc = gridcrawl("run", server.url("/"), "--extract", str(spec), "--executors", "2", "--threads", "1",
+                     "--no-sitemaps", "--workdir", str(tmp_path / "w"), "--no-progress",
+                     env=plugin_env(tmp_path / "meta"))
+    assert proc.returncode == 2, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: every executor exited during the crawl; see {tmp_path / 'w'}/executor-*.log; "
+                           f"the 1 page they had then: {server.url('/die.html')} (a page that ends its executor"), last
+    assert "Traceback" not in proc.stderr

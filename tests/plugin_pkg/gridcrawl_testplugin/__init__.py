@@ -2,7 +2,7 @@
 ``testshop``): one item per product page of the generated shop (tests/shop.py), with the
 product's SKU, its name upper-cased (something the declarative selectors cannot say) and the
 number of links on the page. Pages whose URL contains ``/boom`` make it raise (``/boom-bare`` an
-exception without a message), ``/slow`` makes
+exception without a message, ``/die`` end its process), ``/slow`` makes
 it sleep past any sane deadline, ``/odd`` makes it yield numbers JSON cannot hold (an integer past
 64 bits, NaN, infinity), ``/decimal`` prices as ``Decimal`` and a date, ``/many`` makes it yield
 1,500 items, ``/deep`` one with values past every bound of an item."""
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import os
 import time
 
 
 def extract(page):
     """Yield ``{"sku", "shout", "links"}`` for a product page (none for other pages)."""
+    if "/die" in page.url:  # a plugin that ends its process (os._exit, as a crash in a native library does)
+        os._exit(7)
     if "/boom-bare" in page.url:
         raise KeyError
     if "/boom" in page.url:
