@@ -19,13 +19,15 @@ from grid import Grid
 from sites import generate_site, reachable
 
 
-def _answer(sock: zmq.Socket, *kinds, beat: bool = False, seconds: float = 60.0) -> p.Message:
+def _answer(sock: zmq.Socket, *kinds, beat: bool = False, seconds: float = 60.0, also: tuple = ()) -> p.Message:
     """The next message of one of ``kinds`` on ``sock`` (others skipped) within ``seconds``;
-    with ``beat``, the socket heartbeats meanwhile."""
+    with ``beat``, the socket heartbeats meanwhile, and so do the sockets ``also`` (registered
+    peers that must stay alive while this one waits)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if beat:
-            sock.send_multipart(p.encode(p.Heartbeat()))
+            for peer in (sock, *also):
+                peer.send_multipart(p.encode(p.Heartbeat()))
         if sock.poll(100):
             message = p.decode(sock.recv_multipart())
             if isinstance(message, kinds):
@@ -183,20 +185,20 @@ def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_deco
         big = 30 * 1024 * 1024
         client.send_multipart([p.PROTOCOL_VERSION, b"submit", b"\x83" + two_fields[1:] + b"\xabinstruction\x81\xa1a"
                                + _empty_maps(big)])
-        refused = _answer(client, p.Refuse, beat=True)
+        refused = _answer(client, p.Refuse, beat=True, also=(honest,))
         assert refused.final and "the application's instruction would hold about" in refused.reason, refused
         per = big // 1000
         threads = msgpack.packb({"application_id": app_id, "threads": [
             {"thread_id": i, "url": f"http://a.test/{i}", "instruction": {"a": None}} for i in range(1000)]})
         client.send_multipart([p.PROTOCOL_VERSION, b"submit", threads.replace(b"\xa1a\xc0", b"\xa1a" + _empty_maps(per))])
-        refused = _answer(client, p.Refuse, beat=True)
+        refused = _answer(client, p.Refuse, beat=True, also=(honest,))
         assert refused.final and "grid threads would hold" in refused.reason, refused
         # the grid goes on: a thread submitted now is run and reported
         client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(5000, "http://a.test/ok")])))
-        (job,) = _answer(honest, p.Assign, beat=True).jobs
+        (job,) = _answer(honest, p.Assign, beat=True, also=(client,)).jobs
         honest.send_multipart(p.encode(p.Results([p.AttemptResult(job.attempt_id, p.PageResult(job.url, status=200),
                                                                   0.01)])))
-        done = _answer(client, p.ThreadDone, beat=True)
+        done = _answer(client, p.ThreadDone, beat=True, also=(honest,))
         assert [t.thread_id for t in done.threads] == [5000] and not done.threads[0].failed
         peak = _peak_rss_mb(manager.pid)
     finally:
@@ -231,7 +233,7 @@ def test_a_big_honest_submit_reaches_the_executor_with_its_instructions_as_sent(
         submit = p.Submit(app_id, [p.ThreadSpec(1, "http://host-1.example.org/", instruction=own)], instruction=shared)
         assert len(p.encode(submit)[2]) > p.DECODE_WHOLE_BYTES
         client.send_multipart(p.encode(submit))
-        (job,) = _answer(executor, p.Assign, beat=True).jobs
+        (job,) = _answer(executor, p.Assign, beat=True, also=(client,)).jobs
     finally:
         for sock in sockets:
             sock.close()
@@ -288,9 +290,9 @@ def test_a_flood_does_not_stop_the_manager_declaring_a_silent_executor_dead(tmp_
         silent.send_multipart(p.encode(p.Register(name="silent", host="h", user="u", threads=1)))
         _answer(silent, p.Welcome, beat=True)
         client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
-        app_id = _answer(client, p.ApplicationOpened, beat=True).application_id
+        app_id = _answer(client, p.ApplicationOpened, beat=True, also=(silent,)).application_id
         client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/")])))
-        _answer(silent, p.Assign, beat=True)  # it takes the thread, and says nothing more
+        _answer(silent, p.Assign, beat=True, also=(client,))  # it takes the thread, and says nothing more
         silent_since = time.monotonic()
         honest.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=1)))
         while time.monotonic() < silent_since + 20:
@@ -395,10 +397,10 @@ def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_pat
             time.sleep(0.1)
         # the grid goes on
         client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/")])))
-        (job,) = _answer(executor, p.Assign, beat=True).jobs
+        (job,) = _answer(executor, p.Assign, beat=True, also=(client,)).jobs
         executor.send_multipart(p.encode(p.Results([p.AttemptResult(job.attempt_id, p.PageResult(job.url, status=200),
                                                                     0.01)])))
-        assert not _answer(client, p.ThreadDone, beat=True).threads[0].failed
+        assert not _answer(client, p.ThreadDone, beat=True, also=(executor,)).threads[0].failed
         peak = _peak_rss_mb(manager.pid)
     finally:
         for sock in sockets:
@@ -447,15 +449,15 @@ def test_an_instruction_nested_hundreds_deep_is_refused_saying_so(tmp_path):
                                for a in answers), answers
         client = dealer()
         client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
-        app_id = _answer(client, p.ApplicationOpened, beat=True).application_id
+        app_id = _answer(client, p.ApplicationOpened, beat=True, also=(executor,)).application_id
         client.send_multipart(p.encode(p.Submit(app_id, [p.ThreadSpec(1, "http://a.test/", instruction={"a": [[[[]]]] * 2})],
                                                 instruction={"x": [[{"y": [[]]}]] * 20})))  # shallow: taken
         client.send_multipart([p.PROTOCOL_VERSION, b"submit", msgpack.packb({"application_id": app_id,
                                "threads": [{"thread_id": 2, "url": "http://a.test/2"}]}).replace(b"\x82", b"\x83", 1)
                                + b"\xabinstruction" + b"\x81\xa1a" * 100 + b"\xc0"])
-        refused = _answer(client, p.Refuse, beat=True)
+        refused = _answer(client, p.Refuse, beat=True, also=(executor,))
         assert refused.final and "submit.instruction: nested more than 64 levels deep" in refused.reason, refused
-        (job,) = _answer(executor, p.Assign, beat=True).jobs
+        (job,) = _answer(executor, p.Assign, beat=True, also=(client,)).jobs
         assert job.thread_id == 1
     finally:
         for sock in sockets:
