@@ -139,15 +139,22 @@ def receive(sock: zmq.Socket) -> list[bytes]:
 def check_endpoint(endpoint: str, *, bind: bool = False) -> str:
     """Return ``endpoint`` if it looks like a ZeroMQ endpoint (``tcp://HOST:PORT``,
     ``ipc://...``, ``inproc://...``) to connect to, or with ``bind`` to listen at; else raise
-    ``ValueError`` with a one-line reason. The host ``*`` (every address) is for binding only:
+    ``ValueError`` with a one-line reason (for ``HOST:PORT`` without ``tcp://``, or with
+    ``http://``, the endpoint it may have meant). The host ``*`` (every address) is for binding only:
     connecting to it made ZeroMQ raise "Invalid argument", a traceback from the client and the
     executor."""
     if not endpoint.startswith(("tcp://", "ipc://", "inproc://")):
-        raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT)")
+        # 127.0.0.1:9000, http://host:9000: the endpoint it names, written as ZeroMQ's
+        rest = endpoint.split("://", 1)[1] if "://" in endpoint else endpoint
+        host, sep, port = rest.rstrip("/").rpartition(":")
+        meant = f" (did you mean tcp://{host}:{port}?)" if sep and host and "/" not in host and port.isdigit() else ""
+        raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT){meant}")
     if endpoint.startswith("tcp://"):
         host, sep, port = endpoint[6:].rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint (expected tcp://HOST:PORT)")
+        if not sep or not host or not port:
+            raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint: it names no port (expected tcp://HOST:PORT)")
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{endpoint!r} is not a ZeroMQ endpoint: its port {port!r} is no number from 1 to 65535")
         if host == "*" and not bind:
             raise ValueError(f"{endpoint!r}: `*` is for --bind; connect to tcp://HOST:PORT "
                              f"(the manager's host name or address, e.g. tcp://127.0.0.1:{port})")

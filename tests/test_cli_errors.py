@@ -596,10 +596,21 @@ def test_run_refuses_a_dashboard_address_it_cannot_serve_before_anything_starts(
 
 
 def test_invalid_endpoints():
+    """Each says what is wrong: a HOST:PORT without tcp:// (or with http://) is given the endpoint
+    it may have meant, a port out of range or missing is named (all were "not a ZeroMQ endpoint
+    (expected tcp://HOST:PORT)")."""
     rc, out, _ = run("gridcrawl.manager", "--bind", "localhost:9000")
-    assert_user_error(rc, out, "not a ZeroMQ endpoint")
+    assert_user_error(rc, out, "'localhost:9000' is not a ZeroMQ endpoint (expected tcp://HOST:PORT) (did you mean "
+                               "tcp://localhost:9000?)")
+    rc, out, _ = run("gridcrawl.client", "--manager", "http://127.0.0.1:9000/", "pause", "abcd")
+    assert_user_error(rc, out, "(did you mean tcp://127.0.0.1:9000?)")
     rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:notaport")
-    assert_user_error(rc, out, "not a ZeroMQ endpoint")
+    assert_user_error(rc, out, "'tcp://127.0.0.1:notaport' is not a ZeroMQ endpoint: its port 'notaport' is no number "
+                               "from 1 to 65535")
+    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:99999")
+    assert_user_error(rc, out, "its port '99999' is no number from 1 to 65535")
+    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1")
+    assert_user_error(rc, out, "'tcp://127.0.0.1' is not a ZeroMQ endpoint: it names no port")
 
 
 def test_a_manager_endpoint_with_the_host_star_is_one_line_for_a_program_that_connects(tmp_path):
