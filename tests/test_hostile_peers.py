@@ -96,9 +96,9 @@ def test_an_executor_that_cannot_reach_the_web_does_not_take_the_crawls_hosts_do
         client = grid.start_client(server.url("/"), "--no-sitemaps")
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
+        grid.stop()
         broken.stop()
         context.term()
-        grid.stop()
     assert broken.jobs >= 1  # it did get work
     assert "did not answer 3 probes" not in grid.log("manager.log")
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
@@ -133,9 +133,9 @@ def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at
         client = grid.start_client(server.url("/"), "--no-sitemaps")
         assert client.wait(timeout=60) == 0, grid.log("client.log")
     finally:
+        grid.stop()
         broken.stop()
         context.term()
-        grid.stop()
     assert broken.jobs >= 1
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
