@@ -576,23 +576,26 @@ def limit_tag_attributes(text: str, limit: int = MAX_TAG_ATTRIBUTES) -> str:
     return "".join(pieces)
 
 
-#: Tags (``<`` characters) of a page parsed at most; the page's text from the next one on is
-#: left out of its document (links, text, robots meta tags), not of its stored body. libxml2
-#: takes ~400 bytes an element: a 9 MiB page of 858,000 unclosed ``<a href>`` tags held 563 MiB
-#: of an executor for 4 s (each worker thread of it could hold as much); the largest page of
-#: Python's documentation (contents.html, 2.5 MB) has 97,689.
+#: Start tags (``<`` characters not followed by ``/``) of a page parsed at most; the page's text
+#: from the next one on is left out of its document (links, text, robots meta tags), not of its
+#: stored body. libxml2 takes ~400 bytes an element: a 9 MiB page of 858,000 unclosed ``<a href>``
+#: tags held 563 MiB of an executor for 4 s (each worker thread of it could hold as much); the
+#: largest page of Python's documentation (contents.html, 2.5 MB) has 97,689 ``<``. End tags are
+#: not counted: they make no element (a page of 200,000 ``<a href>…</a>`` links keeps them all).
 MAX_PARSED_TAGS = 250_000
+
+_START_TAG = re.compile(r"<(?!/)")
 
 
 def limit_tags(text: str, limit: int = MAX_PARSED_TAGS) -> str:
-    """``text`` itself when it holds at most ``limit`` ``<`` characters, else its start up to
-    the next one (see :data:`MAX_PARSED_TAGS`)."""
-    if len(text) <= limit or text.count("<") <= limit:
+    """``text`` itself when it holds at most ``limit`` start tags, else its start up to the
+    next one (see :data:`MAX_PARSED_TAGS`)."""
+    if len(text) <= limit or text.count("<") - text.count("</") <= limit:
         return text
-    end = -1
-    for _ in range(limit + 1):
-        end = text.find("<", end + 1)
-    return text[:end]
+    for number, match in enumerate(_START_TAG.finditer(text)):
+        if number == limit:
+            return text[:match.start()]
+    return text
 
 
 def _parse_document(text: str) -> lxml.html.HtmlElement:

@@ -293,15 +293,17 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         path = f"{parsed.host}/{parsed.database}" if parsed.database else parsed.host
         raise DatabaseUnavailable(f"not a SQLite URL: {hide_passwords(repr(url))} names a host; a file is "
                                   f"sqlite:///{path} (three slashes; four for an absolute path)")
-    if parsed.get_backend_name() in ("mysql", "mariadb") and not parsed.database:
-        # SQLAlchemy's MariaDB dialect asserted (a traceback) on the first table it looked for
-        raise DatabaseUnavailable(f"{shown} names no database: add one after the host, e.g. "
-                                  f"{_with_database(parsed, 'gridcrawl')} (create it first: CREATE DATABASE "
-                                  "gridcrawl CHARACTER SET utf8mb4)")
-    if parsed.get_backend_name() in ("mysql", "mariadb") and parsed.database.lower() in _MYSQL_SYSTEM_DATABASES:
-        raise DatabaseUnavailable(f"{shown} names the server's own {parsed.database} database, not one for "
-                                  f"gridcrawl's tables: create one (CREATE DATABASE gridcrawl CHARACTER SET utf8mb4) "
-                                  f"and name it, e.g. {_with_database(parsed, 'gridcrawl')}")
+    if parsed.get_backend_name() in ("mysql", "mariadb") and parsed.get_driver_name() != "pyodbc":
+        # (pyodbc's database is named in its DSN or its odbc_connect string, not in the URL's path)
+        if not parsed.database:
+            # SQLAlchemy's MariaDB dialect asserted (a traceback) on the first table it looked for
+            raise DatabaseUnavailable(f"{shown} names no database: add one after the host, e.g. "
+                                      f"{_with_database(parsed, 'gridcrawl')} (create it first: CREATE DATABASE "
+                                      "gridcrawl CHARACTER SET utf8mb4)")
+        if parsed.database.lower() in _MYSQL_SYSTEM_DATABASES:
+            raise DatabaseUnavailable(f"{shown} names the server's own {parsed.database} database, not one for "
+                                      f"gridcrawl's tables: create one (CREATE DATABASE gridcrawl CHARACTER SET "
+                                      f"utf8mb4) and name it, e.g. {_with_database(parsed, 'gridcrawl')}")
     if parsed.drivername in ("mssql", "mssql+pyodbc", "mysql+pyodbc", "postgresql+pyodbc") and parsed.host \
             and parsed.database \
             and not {"driver", "dsn", "odbc_connect"} & {k.lower() for k in parsed.query}:

@@ -626,8 +626,8 @@ def test_a_tag_of_thousands_of_attributes_keeps_the_first_and_the_page_its_links
 def test_a_page_of_more_tags_than_are_parsed_keeps_those_before_the_limit() -> None:
     """A 9 MiB page of 858,000 unclosed ``<a href>`` tags became 858,000 elements: 401 MiB of
     a ``gridcrawl fetch`` and 1.4 s of parse. The parser reads the page up to its
-    MAX_PARSED_TAGS-th tag: the links and title before it are found, the link after it is not;
-    a page of fewer tags is parsed whole."""
+    MAX_PARSED_TAGS-th start tag: the links and title before it are found, the link after it is
+    not; a page of fewer start tags is parsed whole."""
     head = "<html><head><title>Flood</title></head><body><a href='/first'>First</a>"
     flood = (head + "<br>" * MAX_PARSED_TAGS + "<a href='/after'>After</a>").encode()
     page = parse_page(flood, PAGE, "text/html")
@@ -639,6 +639,8 @@ def test_a_page_of_more_tags_than_are_parsed_keeps_those_before_the_limit() -> N
         "http://example.com/first", "http://example.com/after"]
     text = "<p>" * 10 + "x < y"
     assert limit_tags(text) is text and limit_tags(text, 10) == "<p>" * 10 + "x "
+    closed = "<a href=/l>l</a>" * 10  # end tags make no element: ten links are ten tags, not twenty
+    assert limit_tags(closed, 10) is closed and limit_tags(closed, 9) == "<a href=/l>l</a>" * 9
 
 
 def test_an_anchor_nested_deeper_than_pythons_recursion_and_a_huge_title() -> None:
