@@ -14,6 +14,7 @@ The tree::
         + ConfigError        the configuration file or a GRIDCRAWL_* variable    (gridcrawl.config)
         + InvalidURL         a URL that cannot be crawled; .url, .reason          (gridcrawl.urls)
         + RuleError          a crawl rule or rules file                           (gridcrawl.rules)
+        + PatternTooSlow     a user's regular expression stopped at its time limit (gridcrawl.patterns)
         + ItemSpecError      an item spec (--extract)                             (gridcrawl.items)
         + OntologyError      a --focus-ontology file                              (gridcrawl.focus)
         + KeyFileError       a CURVE key file or directory                        (gridcrawl.keys)
@@ -55,7 +56,7 @@ __all__ = [
     "AuthError", "ConfigError", "ControlError", "CrawlDatabaseError", "DashboardError", "DatabaseError",
     "DatabaseUnavailable", "ExportError", "GridcrawlError", "IllegalTransition", "InputError", "InvalidURL",
     "ItemExportError", "ItemSpecError", "KeyFileError", "LeaseHeld", "LeaseLost", "LinkError",
-    "ManagerUnreachable", "MessageTooLarge", "OntologyError", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
+    "ManagerUnreachable", "MessageTooLarge", "OntologyError", "PatternTooSlow", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
     "ReportError", "RuleError", "SchemaTooNew", "SitemapError", "SparkUnavailable", "Unavailable",
     "UnsupportedDialect",
 ]
@@ -93,6 +94,11 @@ class InvalidURL(InputError):
 
 class RuleError(InputError):
     """A rule (or a rules file) is invalid; the message names the rule and says why."""
+
+
+class PatternTooSlow(InputError):
+    """A user's regular expression (a rule's pattern, an item spec's url, re or where) took longer
+    than its time limit on one text; the message names the pattern and the usual cause."""
 
 
 class ItemSpecError(InputError):

@@ -59,6 +59,7 @@ import datetime as _dt
 import decimal
 import functools
 import json
+import logging
 import math
 import re
 import threading
@@ -67,7 +68,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from gridcrawl.errors import ItemSpecError  # noqa: F401 (re-exported)
+from gridcrawl.errors import ItemSpecError, PatternTooSlow
+from gridcrawl.patterns import compile_pattern, error as PatternError, search
 from gridcrawl.plugins import PLUGIN_REFERENCE
 from gridcrawl.rules import anchored_path_error, glob_hint as _glob_hint, read_text_file
 from gridcrawl.protocol import INT64, json_safe
@@ -77,6 +79,10 @@ __all__ = ["ItemSpec", "FieldSpec", "ItemSpecError", "Page", "Extraction", "load
 
 TYPES = ("str", "int", "float", "date", "url")
 TYPE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+log = logging.getLogger(__name__)
+#: Spec url patterns whose match was stopped at its time limit and said so (once each, per process).
+_SAID_TOO_SLOW: set[str] = set()
 FIELD_KEYS = {"css", "xpath", "jsonld", "re", "many", "type", "required", "normalize", "dayfirst"}
 ITEM_KEYS = {"type", "url", "page_type", "each", "fields", "where", "plugin", "render", "wait_for"}
 WHERE_KEYS = {"re", "within_days", "min", "max"}
@@ -134,7 +140,13 @@ class ItemSpec:
         """True if this spec extracts from the page ``url`` (canonical) of ``page_type``."""
         if self.page_type is not None and self.page_type != page_type:
             return False
-        return self.url is None or _regex(self.url).search(url) is not None
+        try:
+            return self.url is None or search(self.url, url) is not None
+        except PatternTooSlow as exc:  # the user's own pattern, on the client: said once, spec left out
+            if self.url not in _SAID_TOO_SLOW:
+                _SAID_TOO_SLOW.add(self.url)
+                log.warning("%s url: %s; the spec extracts from no page whose URL stops it", self.label, exc)
+            return False
 
     def why_not(self, url: str, page_type: str | None) -> str | None:
         """Why this spec does not extract from page ``url`` (canonical) of ``page_type``, in
@@ -142,18 +154,16 @@ class ItemSpec:
         glob, ``/p/*.html``: it is a regular expression); None when it does."""
         if self.page_type is not None and self.page_type != page_type:
             return f"{self.label}: its page_type is {self.page_type!r}, this page's {page_type!r}"
-        if self.url is None or _regex(self.url).search(url) is not None:
-            return None
+        try:
+            if self.url is None or search(self.url, url) is not None:
+                return None
+        except PatternTooSlow as exc:
+            return f"{self.label} url: {exc}"
         return f"{self.label}: its url {self.url!r} is not found in the URL{_glob_hint(self.url)}"
 
 
 # ----------------------------------------------------------------------------------------------
 # Reading and validating
-
-
-@functools.lru_cache(maxsize=512)
-def _regex(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
 
 
 @functools.lru_cache(maxsize=1)
@@ -200,8 +210,8 @@ def _check_regex(pattern, where: str, url: bool = False) -> None:
     if not isinstance(pattern, str):
         raise ItemSpecError(f"{where}: re must be a string")
     try:
-        re.compile(pattern)
-    except re.error as exc:
+        compile_pattern(pattern)
+    except PatternError as exc:
         raise ItemSpecError(f"{where}: invalid regular expression '{pattern}': {exc}{_glob_hint(pattern) if url else ''}") from None
     if url and (why := anchored_path_error(pattern)):
         raise ItemSpecError(f"{where}: {why}")
@@ -718,7 +728,7 @@ def _field_value(context, f: FieldSpec, base_url: str, page: "Page | None" = Non
     values = []
     for text in texts:
         if f.re is not None:
-            match = _regex(f.re).search(text)
+            match = search(f.re, text)
             if match is None:
                 continue
             text = next((g for g in match.groups() if g is not None), match.group(0)) if match.groups() else match.group(0)
@@ -747,7 +757,7 @@ def _passes(fields: dict, where, today: _dt.date) -> bool:
             if not ok:
                 break
             if key == "re":
-                ok = any(_regex(limit).search(str(v)) for v in values)
+                ok = any(search(limit, str(v)) for v in values)
             elif key == "within_days":
                 def recent(v):
                     try:
@@ -910,7 +920,12 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
                                                   "not a dict"])
                     break
                 fields = _fields(item, cut)
-                if _passes(fields, spec.where, today):
+                try:
+                    passes = _passes(fields, spec.where, today)
+                except PatternTooSlow as exc:
+                    out.errors.append([spec.type, f"where: {exc}"])
+                    break
+                if passes:
                     out.items.append({"type": spec.type, "position": position, "fields": fields})
                 else:
                     out.dropped.append([spec.type, position])
@@ -923,16 +938,19 @@ def extract(specs: Sequence[ItemSpec], page: Page, *, plugins: dict | None = Non
         if len(contexts) > MAX_ITEMS_PER_PAGE:
             out.errors.append([spec.type, f"kept the first {MAX_ITEMS_PER_PAGE} of the {len(contexts)} matches of "
                                           f"its 'each' (at most {MAX_ITEMS_PER_PAGE} a page and type)"])
-        for position, context in enumerate(contexts[:MAX_ITEMS_PER_PAGE]):
-            fields = {f.name: _field_value(context, f, base, page) for f in spec.fields}
-            missing = [f.name for f in spec.fields if f.required and _empty(fields[f.name])]
-            if missing:
-                out.misses.extend([spec.type, position, name] for name in missing)
-                continue
-            if _passes(fields, spec.where, today):
-                out.items.append({"type": spec.type, "position": position, "fields": fields})
-            else:
-                out.dropped.append([spec.type, position])
+        try:
+            for position, context in enumerate(contexts[:MAX_ITEMS_PER_PAGE]):
+                fields = {f.name: _field_value(context, f, base, page) for f in spec.fields}
+                missing = [f.name for f in spec.fields if f.required and _empty(fields[f.name])]
+                if missing:
+                    out.misses.extend([spec.type, position, name] for name in missing)
+                    continue
+                if _passes(fields, spec.where, today):
+                    out.items.append({"type": spec.type, "position": position, "fields": fields})
+                else:
+                    out.dropped.append([spec.type, position])
+        except PatternTooSlow as exc:  # a user's pattern that backtracks without end fails its spec's items
+            out.errors.append([spec.type, str(exc)])
     return out
 
 

@@ -56,7 +56,8 @@ if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (
     import sqlalchemy as sa
 
 from gridcrawl.urls import InvalidURL, address_hint, canonical_url
-from gridcrawl.errors import RuleError  # noqa: F401 (re-exported)
+from gridcrawl.errors import PatternTooSlow, RuleError
+from gridcrawl.patterns import compile_pattern, error as PatternError, search
 
 __all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
            "load_rules", "parse_csv", "parse_page_types", "parse_toml", "rules_from_table", "store_rules",
@@ -417,8 +418,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
             raise RuleError(f"{rule.label}: {why}")
         if rule.pattern != ALL:
             try:
-                re.compile(rule.pattern)
-            except re.error as exc:
+                compile_pattern(rule.pattern)
+            except PatternError as exc:
                 raise RuleError(f"{rule.label}: pattern '{rule.pattern}' is not a valid regular expression: "
                                 f"{exc}{glob_hint(rule.pattern)}") from None
             if why := anchored_path_error(rule.pattern):
@@ -534,10 +535,16 @@ def _matcher(pattern):
     if pattern in (None, "", ALL):
         return lambda url: True
     try:
-        compiled = re.compile(str(pattern))
-    except re.error as exc:
+        compile_pattern(str(pattern))
+    except PatternError as exc:
         raise RuleError(f"instruction pattern {_shown(pattern)} is not a valid regular expression: {exc}") from None
-    return lambda url: compiled.search(url) is not None
+
+    def matches(url: str) -> bool:
+        try:
+            return search(str(pattern), url) is not None
+        except PatternTooSlow as exc:  # the page fails as bad_instruction, naming the pattern
+            raise RuleError(f"instruction pattern: {exc}") from None
+    return matches
 
 
 def _shown(value) -> str:

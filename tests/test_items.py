@@ -700,3 +700,32 @@ def test_a_plugin_that_does_not_load_is_not_offered(plugin, tmp_path, monkeypatc
     assert sorted(problems) == [
         "plugin badimport cannot load: ModuleNotFoundError: No module named 'gridcrawl_no_such_module'",
         "plugin notcallable cannot load: its entry point names a str, not a function"]
+
+
+def test_a_pattern_that_backtracks_without_end_fails_its_items_only():
+    """A field's ``re`` or a ``where`` of ``(a|aa)+$`` on a text of 60 a's and a b backtracks for
+    ever; Python's ``re`` held the GIL the whole time (the executor's every thread, heartbeats
+    too, stood still). The match stops at its time limit (gridcrawl.patterns): that spec's items
+    fail naming the pattern, the other specs' items are kept."""
+    html = f"<html><head><title>{'a' * 60}b</title></head><body><h1>Sale</h1></body></html>"
+    found = run("""
+[[item]]
+type = "slow"
+[item.fields]
+title = { css = "title::text", re = "(a|aa)+$" }
+[[item]]
+type = "slow_where"
+where = { title = { re = "(a|aa)+$" } }
+[item.fields]
+title = { css = "title::text" }
+[[item]]
+type = "fast"
+[item.fields]
+heading = { css = "h1::text" }
+""", html)
+    assert [item["type"] for item in found.items] == ["fast"]
+    assert [kind for kind, _ in found.errors] == ["slow", "slow_where"], found.errors
+    assert all("regular expression '(a|aa)+$' was stopped after 1 s" in why for _, why in found.errors)
+    spec = parse_spec('[[item]]\ntype = "u"\nurl = "(a|aa)+$"\n[item.fields]\nt = { css = "title::text" }', "t.toml")[0]
+    assert not spec.applies_to(f"http://shop.test/{'a' * 60}b", None)  # said once in a WARNING, left out
+    assert "was stopped after 1 s" in spec.why_not(f"http://shop.test/{'a' * 60}b", None)

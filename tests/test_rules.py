@@ -324,6 +324,34 @@ def test_links_as_pairs_and_invalid_pattern_in_an_instruction():
             apply_instruction(page.document, BASE, pairs, bad)
 
 
+def test_a_pattern_that_backtracks_without_end_stops_at_its_limit_and_no_other_thread():
+    """A client's follow rule ``(a|aa)+$`` and a link ending in 60 a's and a b: Python's ``re``
+    held the GIL for the whole match (``^(([a-z0-9./:])+)+#$`` on a 31-character URL took 386 s),
+    so every thread of the executor stood still, its heartbeats too, and the manager declared it
+    dead. The match now stops at its time limit (gridcrawl.patterns), the page fails as
+    bad_instruction naming the pattern, and the executor's other threads run meanwhile."""
+    import threading
+    import time
+    page = parsed(f'<html><body><a href="/{"a" * 60}b">x</a></body></html>')
+    pairs = [[link.url, link.text] for link in page.links]
+    ticks, done = [], threading.Event()
+
+    def other_thread():
+        while not done.is_set():
+            ticks.append(1)
+            time.sleep(0.01)
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    try:
+        with pytest.raises(RuleError, match=r"instruction pattern: regular expression '\(a\|aa\)\+\$' was "
+                                            r"stopped after 1 s on \d+ characters"):
+            apply_instruction(page.document, BASE, pairs, {"followRules": [{"toType": "t", "pattern": "(a|aa)+$"}]})
+    finally:
+        done.set()
+        thread.join()
+    assert len(ticks) > 10, ticks  # it ran during the match (under re: at most once, before it began)
+
+
 def test_an_instruction_the_executor_cannot_apply_fails_the_page_as_bad_instruction_in_one_line(caplog):
     """A client's keep rule ``{"pattern": "(("}``: the executor logged a full traceback per page
     ("thread N crashed") and the page came back as ``crash``, which says "a bug of ours". It is the
