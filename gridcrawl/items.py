@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from gridcrawl.errors import ItemSpecError, PatternTooSlow
-from gridcrawl.patterns import compile_pattern, error as PatternError, search
+from gridcrawl.patterns import PatternError, compile_pattern, search
 from gridcrawl.plugins import PLUGIN_REFERENCE
 from gridcrawl.rules import anchored_path_error, glob_hint as _glob_hint, read_text_file
 from gridcrawl.protocol import INT64, json_safe

@@ -25,26 +25,25 @@ if TYPE_CHECKING:
 MATCH_SECONDS = 1.0
 
 
-
-class error(ValueError):
+class PatternError(ValueError):
     """A pattern that is not a valid regular expression; the message is the engine's, worded as
     ``re.error``'s ("missing ) at position 1")."""
 
 
 @functools.lru_cache(maxsize=512)
 def compile_pattern(pattern: str) -> regex.Pattern:
-    """``pattern`` compiled (cached: 512 patterns). Raises :class:`error` if it is not valid.
+    """``pattern`` compiled (cached: 512 patterns). Raises :class:`PatternError` if it is not valid.
     ``regex`` is imported here, at the first pattern, not with every program (9 ms)."""
     import regex
     try:
         return regex.compile(pattern)
     except regex.error as exc:
-        raise error(str(exc)) from None
+        raise PatternError(str(exc)) from None
 
 
 def search(pattern: str, text: str) -> regex.Match | None:
     """The first match of ``pattern`` in ``text``, or None, found within :data:`MATCH_SECONDS`
-    (other threads run meanwhile). Raises :class:`error` for an invalid pattern and
+    (other threads run meanwhile). Raises :class:`PatternError` for an invalid pattern and
     :class:`~gridcrawl.errors.PatternTooSlow` (an input error, one line naming the pattern) for a
     match that takes longer."""
     try:

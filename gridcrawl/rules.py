@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # SQLAlchemy is imported only where rules meet the database (
 
 from gridcrawl.urls import InvalidURL, address_hint, canonical_url
 from gridcrawl.errors import PatternTooSlow, RuleError
-from gridcrawl.patterns import compile_pattern, error as PatternError, search
+from gridcrawl.patterns import PatternError, compile_pattern, search
 
 __all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
            "load_rules", "parse_csv", "parse_page_types", "parse_toml", "rules_from_table", "store_rules",
