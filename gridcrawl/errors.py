@@ -14,6 +14,7 @@ The tree::
         + ConfigError        the configuration file or a GRIDCRAWL_* variable    (gridcrawl.config)
         + InvalidURL         a URL that cannot be crawled; .url, .reason          (gridcrawl.urls)
         + RuleError          a crawl rule or rules file                           (gridcrawl.rules)
+        + PatternError       a user's regular expression that is not valid        (gridcrawl.patterns)
         + PatternTooSlow     a user's regular expression stopped at its time limit (gridcrawl.patterns)
         + ItemSpecError      an item spec (--extract)                             (gridcrawl.items)
         + OntologyError      a --focus-ontology file                              (gridcrawl.focus)
@@ -56,7 +57,7 @@ __all__ = [
     "AuthError", "ConfigError", "ControlError", "CrawlDatabaseError", "DashboardError", "DatabaseError",
     "DatabaseUnavailable", "ExportError", "GridcrawlError", "IllegalTransition", "InputError", "InvalidURL",
     "ItemExportError", "ItemSpecError", "KeyFileError", "LeaseHeld", "LeaseLost", "LinkError",
-    "ManagerUnreachable", "MessageTooLarge", "OntologyError", "PatternTooSlow", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
+    "ManagerUnreachable", "MessageTooLarge", "OntologyError", "PatternError", "PatternTooSlow", "ProtocolError", "RDFError", "RDFLimit", "Refused", "RenderUnavailable",
     "ReportError", "RuleError", "SchemaTooNew", "SitemapError", "SparkUnavailable", "Unavailable",
     "UnsupportedDialect",
 ]
@@ -94,6 +95,11 @@ class InvalidURL(InputError):
 
 class RuleError(InputError):
     """A rule (or a rules file) is invalid; the message names the rule and says why."""
+
+
+class PatternError(InputError):
+    """A user's regular expression that is not valid; the message is the engine's, worded as
+    ``re.error``'s ("missing ) at position 1")."""
 
 
 class PatternTooSlow(InputError):

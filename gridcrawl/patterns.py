@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from gridcrawl.errors import PatternTooSlow
+from gridcrawl.errors import PatternError, PatternTooSlow
 
 if TYPE_CHECKING:
     import regex
@@ -23,11 +23,6 @@ if TYPE_CHECKING:
 #: Seconds one match of a user's pattern may take (a URL's, or a field's text): a match takes
 #: microseconds; one that runs a second backtracks without end.
 MATCH_SECONDS = 1.0
-
-
-class PatternError(ValueError):
-    """A pattern that is not a valid regular expression; the message is the engine's, worded as
-    ``re.error``'s ("missing ) at position 1")."""
 
 
 @functools.lru_cache(maxsize=512)
