@@ -75,6 +75,31 @@ class RawExecutor(threading.Thread):
         self.join(10)
 
 
+def _crawl_beside(tmp_path, site_server, name: str, answer, pages: int, seed: int, timeout: float):
+    """Crawl a generated site of ``pages`` pages with a :class:`RawExecutor` ``name`` answering
+    every grid thread with ``answer(job)`` (registered first, so it is the most idle) beside an
+    honest executor of 2 threads. Returns (grid, server, site, the raw executor), the grid
+    stopped; the client must have exited with status 0 within ``timeout`` seconds."""
+    site = generate_site(pages, links_per_page=4, seed=seed)
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    context = zmq.Context()
+    raw = RawExecutor(context, grid.endpoint, name, answer, threads=16)
+    try:
+        grid.start_manager()
+        raw.start()
+        assert raw.welcomed.wait(30)
+        grid.start_executor("honest", "--threads", "2")
+        client = grid.start_client(server.url("/"), "--no-sitemaps")
+        assert client.wait(timeout=timeout) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+        raw.stop()
+        context.term()
+    assert raw.jobs >= 1  # it did get work
+    return grid, server, site, raw
+
+
 @pytest.mark.e2e
 def test_an_executor_that_cannot_reach_the_web_does_not_take_the_crawls_hosts_down(tmp_path, site_server):
     """A desktop behind a firewall (or with a broken proxy) answers every grid thread at once with
@@ -82,24 +107,8 @@ def test_an_executor_that_cannot_reach_the_web_does_not_take_the_crawls_hosts_do
     host's next probe: three failed probes, and the manager declared the site down and failed every
     queued URL of it without a fetch. Now a host's threads go to another executor than those that
     found no answer from it, while one can run them: every page is crawled."""
-    site = generate_site(30, links_per_page=4, seed=21)
-    server = site_server(site)
-    grid = Grid(tmp_path)
-    context = zmq.Context()
-    broken = RawExecutor(context, grid.endpoint, "no-network", lambda job: p.PageResult(
-        url=job.url, error_kind="connection", error="connection refused"), threads=16)
-    try:
-        grid.start_manager()
-        broken.start()
-        assert broken.welcomed.wait(30)
-        grid.start_executor("honest", "--threads", "2")
-        client = grid.start_client(server.url("/"), "--no-sitemaps")
-        assert client.wait(timeout=120) == 0, grid.log("client.log")
-    finally:
-        grid.stop()
-        broken.stop()
-        context.term()
-    assert broken.jobs >= 1  # it did get work
+    grid, server, site, _ = _crawl_beside(tmp_path, site_server, "no-network", lambda job: p.PageResult(
+        url=job.url, error_kind="connection", error="connection refused"), pages=30, seed=21, timeout=120)
     assert "did not answer 3 probes" not in grid.log("manager.log")
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
@@ -120,23 +129,8 @@ def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at
     each such page's attempt is taken back at once (recorded ``unreadable``, a strike against the
     executor, whose first pages the manager decodes in full) and its thread runs on another
     executor: the crawl completes, well within a straggler delay."""
-    site = generate_site(20, links_per_page=4, seed=22)
-    server = site_server(site)
-    grid = Grid(tmp_path)
-    context = zmq.Context()
-    broken = RawExecutor(context, grid.endpoint, "broken", lambda job: {"url": job.url, **page}, threads=16)
-    try:
-        grid.start_manager()
-        broken.start()
-        assert broken.welcomed.wait(30)
-        grid.start_executor("honest", "--threads", "2")
-        client = grid.start_client(server.url("/"), "--no-sitemaps")
-        assert client.wait(timeout=60) == 0, grid.log("client.log")
-    finally:
-        grid.stop()
-        broken.stop()
-        context.term()
-    assert broken.jobs >= 1
+    grid, server, site, _ = _crawl_beside(tmp_path, site_server, "broken", lambda job: {"url": job.url, **page},
+                                          pages=20, seed=22, timeout=60)
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}
     assert grid.query("manager", "SELECT count(*) FROM attempt WHERE outcome = 'unreadable'")[0][0] >= 1
