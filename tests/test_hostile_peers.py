@@ -138,6 +138,27 @@ def test_an_executor_whose_pages_do_not_decode_gets_its_threads_run_elsewhere_at
     assert "executor broken: the page of application" in log and problem in log, log[-3000:]
 
 
+class _Dealers:
+    """A factory of DEALER sockets connected to the manager at ``endpoint`` (``dealer()`` makes
+    one, linger 0); :meth:`close` closes them all and ends their context."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint, self.context, self.sockets = endpoint, zmq.Context(), []
+
+    def __call__(self) -> zmq.Socket:
+        sock = self.context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        self.sockets.append(sock)
+        return sock
+
+    def close(self) -> None:
+        """Close every socket made, then the context."""
+        for sock in self.sockets:
+            sock.close()
+        self.context.term()
+
+
 def _peak_rss_mb(pid: int) -> float:
     """The peak resident memory of process ``pid`` so far, MB (Linux: VmHWM)."""
     with open(f"/proc/{pid}/status") as status:
@@ -158,15 +179,7 @@ def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_deco
     threads that reach the application's bound of instructions. The client is told why (a final
     refusal), the manager stays small, and an honest executor's thread completes meanwhile."""
     grid = Grid(tmp_path)
-    context = zmq.Context()
-    sockets = []
-
-    def dealer() -> zmq.Socket:
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(grid.endpoint)
-        sockets.append(sock)
-        return sock
+    dealer = _Dealers(grid.endpoint)
     try:
         manager = grid.start_manager()
         honest = dealer()
@@ -196,9 +209,7 @@ def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_deco
         assert [t.thread_id for t in done.threads] == [5000] and not done.threads[0].failed
         peak = _peak_rss_mb(manager.pid)
     finally:
-        for sock in sockets:
-            sock.close()
-        context.term()
+        dealer.close()
         grid.stop()
     assert peak < 700, f"the manager peaked at {peak:.0f} MB"
 
@@ -208,16 +219,10 @@ def test_a_big_honest_submit_reaches_the_executor_with_its_instructions_as_sent(
     hosts as the application's instruction, and rules in its threads' own) is taken, and each
     executor's job carries the instructions as the client sent them."""
     grid = Grid(tmp_path)
-    context = zmq.Context()
-    sockets = []
+    dealer = _Dealers(grid.endpoint)
     try:
         grid.start_manager()
-        for _ in range(2):
-            sock = context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(grid.endpoint)
-            sockets.append(sock)
-        executor, client = sockets
+        executor, client = dealer(), dealer()
         executor.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=2)))
         _answer(executor, p.Welcome)
         client.send_multipart(p.encode(p.OpenApplication("big", "u", client="big")))
@@ -229,9 +234,7 @@ def test_a_big_honest_submit_reaches_the_executor_with_its_instructions_as_sent(
         client.send_multipart(p.encode(submit))
         (job,) = _answer(executor, p.Assign, beat=True, also=(client,)).jobs
     finally:
-        for sock in sockets:
-            sock.close()
-        context.term()
+        dealer.close()
         grid.stop()
     assert job.instruction == own and job.application_instruction == shared
 
@@ -266,16 +269,8 @@ def test_a_flood_does_not_stop_the_manager_declaring_a_silent_executor_dead(tmp_
     to a peer counts as having read all that waited before it: the silent executor is declared
     dead within its liveness, and its thread goes to the honest one, while the flood goes on."""
     grid = Grid(tmp_path)
-    context = zmq.Context()
-    sockets = []
+    dealer = _Dealers(grid.endpoint)
     floods = []
-
-    def dealer() -> zmq.Socket:
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(grid.endpoint)
-        sockets.append(sock)
-        return sock
     try:
         grid.start_manager()
         floods = [subprocess.Popen([sys.executable, "-c", FLOODER, grid.endpoint, "60"]) for _ in range(2)]
@@ -300,9 +295,7 @@ def test_a_flood_does_not_stop_the_manager_declaring_a_silent_executor_dead(tmp_
         for flood in floods:
             flood.kill()
             flood.wait()
-        for sock in sockets:
-            sock.close()
-        context.term()
+        dealer.close()
         grid.stop()
     # liveness 0.75 s (tests' heartbeats), and ticks of 0.06 s: a few seconds on a loaded machine
     assert moved < 5, f"the silent executor's thread moved after {moved:.1f} s"
@@ -366,16 +359,10 @@ def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_pat
     ids = b"\xdd" + count.to_bytes(4, "big") + b"\xcd\x03\xe8" * count  # 1000, 20 million times
     names = b"\xdd" + count.to_bytes(4, "big") + b"\xa1a" * count
     grid = Grid(tmp_path)
-    context = zmq.Context()
-    sockets = []
+    dealer = _Dealers(grid.endpoint)
     try:
         manager = grid.start_manager()
-        for _ in range(2):
-            sock = context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(grid.endpoint)
-            sockets.append(sock)
-        executor, client = sockets
+        executor, client = dealer(), dealer()
         executor.send_multipart(p.encode(p.Register(name="ex", host="h", user="u", threads=1)))
         _answer(executor, p.Welcome)
         client.send_multipart(p.encode(p.OpenApplication("app", "u", client="app")))
@@ -386,7 +373,7 @@ def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_pat
             {"name": "ex", "host": "h", "user": "u", "threads": 1, "capabilities": []})[:-1] + names])
         deadline = time.monotonic() + 30
         while grid.log("manager.log").count("dropped a malformed message") < 2 and time.monotonic() < deadline:
-            for sock in sockets:
+            for sock in dealer.sockets:
                 sock.send_multipart(p.encode(p.Heartbeat()))
             time.sleep(0.1)
         # the grid goes on
@@ -397,9 +384,7 @@ def test_an_ack_or_a_register_with_millions_of_entries_is_refused_unread(tmp_pat
         assert not _answer(client, p.ThreadDone, beat=True, also=(executor,)).threads[0].failed
         peak = _peak_rss_mb(manager.pid)
     finally:
-        for sock in sockets:
-            sock.close()
-        context.term()
+        dealer.close()
         grid.stop()
     log = grid.log("manager.log")
     assert f"ack.thread_ids: Expected `array` of length <= {p.MAX_BATCH}" in log
@@ -415,15 +400,7 @@ def test_an_instruction_nested_hundreds_deep_is_refused_saying_so(tmp_path):
     saying so) in an ``open`` and in a ``submit``; deeper ones are dropped as malformed by the
     decoder, as before; an honest application's thread still runs."""
     grid = Grid(tmp_path)
-    context = zmq.Context()
-    sockets = []
-
-    def dealer() -> zmq.Socket:
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(grid.endpoint)
-        sockets.append(sock)
-        return sock
+    dealer = _Dealers(grid.endpoint)
     try:
         grid.start_manager()
         executor = dealer()
@@ -454,9 +431,7 @@ def test_an_instruction_nested_hundreds_deep_is_refused_saying_so(tmp_path):
         (job,) = _answer(executor, p.Assign, beat=True, also=(client,)).jobs
         assert job.thread_id == 1
     finally:
-        for sock in sockets:
-            sock.close()
-        context.term()
+        dealer.close()
         grid.stop()
     log = grid.log("manager.log")
     assert "Traceback" not in log and "failed" not in log, log[-3000:]
