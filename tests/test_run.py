@@ -289,13 +289,10 @@ def test_the_progress_bar_shows_the_frontier_and_ends_at_zero_to_visit(tmp_path,
     assert frames[-1] == (len(reachable(site)), 1, 0, 0), frames[-5:]  # and /sitemap.xml, apart
 
 
-def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_server):
-    """Ctrl-C on a terminal signals the whole process group: the run, its manager and its
-    executors. The run alone takes it (its children ignore SIGINT): it applies what it holds,
-    prints its summary and the note that the same command resumes, stops its manager and
-    executors, and ends by SIGINT (the shell's status 130) — without a warning that its manager
-    left (before: "manager left (manager shutting down); reconnecting in 1.0 s", each time, as
-    the manager stopped first)."""
+def _signal_the_group_mid_crawl(tmp_path, site_server, signum: int) -> tuple[list[str], int, str]:
+    """Start ``gridcrawl run`` (2 executors of 8 threads) on a 400-page site answering in 50 ms, and
+    send ``signum`` to its whole process group a second after its executors registered. Returns
+    (the command's arguments, its exit status, its standard error)."""
     import signal
     server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
     args = ["run", server.url("/"), "--executors", "2", "--threads", "8", "--workdir", str(tmp_path), "--no-progress",
@@ -306,13 +303,25 @@ def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_serv
         log = tmp_path / "executor-2.log"
         wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the executors registered")
         time.sleep(1.0)  # pages being fetched, results and acknowledgements on their way
-        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == -signal.SIGINT, stderr[-2000:]
+    return args, proc.returncode, stderr
+
+
+def test_ctrl_c_stops_the_run_cleanly_and_says_how_to_resume(tmp_path, site_server):
+    """Ctrl-C on a terminal signals the whole process group: the run, its manager and its
+    executors. The run alone takes it (its children ignore SIGINT): it applies what it holds,
+    prints its summary and the note that the same command resumes, stops its manager and
+    executors, and ends by SIGINT (the shell's status 130) — without a warning that its manager
+    left (before: "manager left (manager shutting down); reconnecting in 1.0 s", each time, as
+    the manager stopped first)."""
+    import signal
+    args, returncode, stderr = _signal_the_group_mid_crawl(tmp_path, site_server, signal.SIGINT)
+    assert returncode == -signal.SIGINT, stderr[-2000:]
     assert "error:" not in stderr, stderr[-2000:]
     assert "WARNING" not in stderr, stderr[-2000:]  # e.g. "manager left (manager shutting down); reconnecting"
     left = Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM to_visit_url")[0][0]
@@ -329,22 +338,8 @@ def test_sigterm_to_the_whole_group_stops_the_run_without_a_warning(tmp_path, si
     shutting down); reconnecting in 1.0 s" above its summary. A client that is stopping itself
     only notes the bye (no WARNING, no reconnect); the run still ends by SIGTERM (status 143)."""
     import signal
-    server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
-    args = ["run", server.url("/"), "--executors", "2", "--threads", "8", "--workdir", str(tmp_path), "--no-progress",
-            "--download-delay", "0.01"]
-    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        log = tmp_path / "executor-2.log"
-        wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the executors registered")
-        time.sleep(1.0)  # pages being fetched, results and acknowledgements on their way
-        os.killpg(proc.pid, signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == -signal.SIGTERM, stderr[-2000:]
+    _, returncode, stderr = _signal_the_group_mid_crawl(tmp_path, site_server, signal.SIGTERM)
+    assert returncode == -signal.SIGTERM, stderr[-2000:]
     assert "WARNING" not in stderr and "error:" not in stderr, stderr[-2000:]
     assert "stopped before the end" in stderr, stderr[-2000:]
 
