@@ -7,7 +7,6 @@ import os
 import re
 import sys
 import time
-from contextlib import suppress
 from pathlib import Path
 from typing import List, Sequence
 
@@ -671,12 +670,7 @@ def _lock_crawl(db: str, store):
         lock = open(path + ".lock", "a+", encoding="utf-8")
     except OSError:
         return None  # a folder we may not write to: open_database says what is wrong
-    try:
-        holder = take_lock(lock)
-    except OSError as exc:  # a full disk: the lock's pid line could not be written
-        with suppress(OSError):  # closing flushes the line again
-            lock.close()
-        fail(f"cannot write the crawl database's lock file {path}.lock: {exc.strerror or exc}")
+    holder = take_lock(lock, f"cannot write the crawl database's lock file {path}.lock")
     if holder is not None:
         lock.close()
         refuse(path, holder)

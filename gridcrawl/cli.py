@@ -13,7 +13,7 @@ import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import List
 
@@ -422,12 +422,7 @@ def _lock_workdir(workdir: Path):
         fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
     deadline = None
     while True:
-        try:
-            holder = take_lock(lock)
-        except OSError as exc:  # a full disk: the lock's pid line could not be written
-            with suppress(OSError):  # closing flushes the line again
-                lock.close()
-            fail(f"cannot use --workdir {workdir}: {exc.strerror or exc}")
+        holder = take_lock(lock, f"cannot use --workdir {workdir}")
         if holder is None:
             break
         if deadline is None:

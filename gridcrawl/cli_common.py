@@ -22,6 +22,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import suppress
 from pathlib import Path
 import threading
 import time
@@ -586,21 +587,27 @@ class StopEvent(threading.Event):
         return self._reader.fileno()
 
 
-def take_lock(lock) -> str | None:
+def take_lock(lock, what: str) -> str | None:
     """Take an exclusive ``flock`` on the open file ``lock`` (POSIX) without waiting, and write
     this process's pid and start into it: None. When another process holds it: what that one
     wrote there (``pid N, since ...``), or ``starting``. The kernel lets go when every process
     holding the file open (this one and the children it forks) has ended, ``kill -9`` included.
-    Raises ``OSError`` when the pid line cannot be written (a full disk)."""
+    When the pid line cannot be written (a full disk): closes ``lock`` and exits with the one
+    line ``what: the reason`` (:func:`fail`)."""
     import fcntl
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         lock.seek(0)
         return lock.read().strip() or "starting"
-    lock.truncate(0)
-    lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    lock.flush()
+    try:
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        lock.flush()
+    except OSError as exc:
+        with suppress(OSError):  # closing flushes the line again
+            lock.close()
+        fail(f"{what}: {exc.strerror or exc}")
     return None
 
 
