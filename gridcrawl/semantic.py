@@ -232,6 +232,8 @@ class _Writer:
                     datatype = XSD_DOUBLE
                 elif datatype in (XSD_DOUBLE, XSD_FLOAT) and text in _NON_FINITE:
                     text = _NON_FINITE[text]  # rdflib writes "inf", which no xsd:double is
+                if _SURROGATE.search(text):  # a Turtle "\uD800": no wire, file nor database takes it
+                    text = _SURROGATE.sub("\ufffd", text)
                 row = [subject, predicate, text, "literal", datatype, o.language or None]
             else:
                 row = [subject, predicate, self._node(o), "bnode" if isinstance(o, BNode) else "uri", None, None]
@@ -469,12 +471,35 @@ def _parse_float(text: str) -> float | NumberText:
 _CONSTANTS = {"NaN": "NaN", "Infinity": "INF", "-Infinity": "-INF"}
 
 
+#: A lone surrogate (U+D800-U+DFFF), which no UTF-8 text holds: an escape such as ``\ud83d``
+#: (half an emoji, cut by a page's truncation) or a Turtle ``\uD800`` gives one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: A JSON escape of a surrogate (paired or not): only then can the parsed data hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _whole_characters(data: Any) -> Any:
+    """``data`` (parsed JSON) with each lone surrogate of its strings, keys included, made
+    U+FFFD: msgpack, UTF-8 files and the databases refuse them (a JSON-LD ``"name": "Kettle
+    \\ud83d"`` failed the whole page as a crash and ``gridcrawl fetch`` with a traceback).
+    Raises ``RecursionError`` on data nested deeper than the interpreter's recursion limit."""
+    if isinstance(data, str):
+        return _SURROGATE.sub("\ufffd", data) if _SURROGATE.search(data) else data
+    if isinstance(data, list):
+        return [_whole_characters(item) for item in data]
+    if isinstance(data, dict):
+        return {_whole_characters(key): _whole_characters(value) for key, value in data.items()}
+    return data
+
+
 def load_json(text: str) -> Any:
     """JSON ``text`` parsed as extruct parses a JSON-LD script (control characters in strings
     allowed), but a number no float holds, or ``NaN``/``Infinity``, is a :class:`NumberText`
-    (the page's text), not ``inf`` or ``nan``. Raises ``ValueError`` when it does not parse."""
-    return json.loads(text, strict=False, parse_float=_parse_float, parse_constant=lambda name: _number_text(
+    (the page's text), not ``inf`` or ``nan``, and a lone surrogate escape (``\\ud83d``) is
+    U+FFFD. Raises ``ValueError`` when it does not parse."""
+    data = json.loads(text, strict=False, parse_float=_parse_float, parse_constant=lambda name: _number_text(
         name, _CONSTANTS[name]))
+    return _whole_characters(data) if _SURROGATE_ESCAPE.search(text) else data
 
 
 def jsonld_script_items(node) -> list:
@@ -490,6 +515,7 @@ def jsonld_script_items(node) -> list:
     except ValueError:
         data = jstyleson.loads(HTML_OR_JS_COMMENTLINE.sub("", script), strict=False, parse_float=_parse_float,
                                parse_constant=lambda name: _number_text(name, _CONSTANTS[name]))
+        data = _whole_characters(data) if _SURROGATE_ESCAPE.search(script) else data
     items = data if isinstance(data, list) else [data] if isinstance(data, dict) else []
     return [item for item in items if item]
 
@@ -528,18 +554,20 @@ def _jsonld_into(graph, data: Any, base: str) -> list[str]:
     return context.repaired
 
 
-#: Characters no IRI holds (RFC 3987: controls, space, ``<>"{}|\^` ``).
-_NOT_IN_IRI = re.compile(r'[\x00-\x20<>"{}|\\^`\x7f]')
+#: Characters no IRI holds (RFC 3987: controls, space, ``<>"{}|\^` ``), and lone surrogates.
+_NOT_IN_IRI = re.compile(r'[\x00-\x20<>"{}|\\^`\x7f\ud800-\udfff]')
 
 
 def _iri_text(iri: str) -> str:
     """``iri`` with the characters no IRI holds percent-encoded (after trimming the whitespace
     around it), as a browser reads such a URL: every stored triple is one N-Triples can write
     (a JSON-LD property named with a space, ``"product name"``, gave the predicate
-    ``<http://schema.org/product name>``, and the export a line no N-Triples reader takes)."""
+    ``<http://schema.org/product name>``, and the export a line no N-Triples reader takes). A
+    lone surrogate (a Turtle ``<http://a.example/\\uD800>``) is U+FFFD, as in literals."""
     if not _NOT_IN_IRI.search(iri):
         return iri
-    return _NOT_IN_IRI.sub(lambda m: f"%{ord(m.group()):02X}", iri.strip())
+    return _NOT_IN_IRI.sub(lambda m: "\ufffd" if m.group() >= "\ud800" else f"%{ord(m.group()):02X}",
+                           iri.strip())
 
 
 @lru_cache(maxsize=1)

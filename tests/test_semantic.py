@@ -296,6 +296,25 @@ def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_n
     assert ["http://a/ev", SDO + "startDate", "2026-03-03", "literal", XSD + "date", None] in found.triples
 
 
+def test_lone_surrogate_escapes_are_replacement_characters_the_wire_and_a_utf8_file_carry(tmp_path):
+    """A JSON-LD "Kettle \\ud83d" (half an emoji, cut by the page's truncation) or a Turtle
+    "\\uD800" made a string with a lone surrogate, which msgpack refuses: the executor failed
+    the whole page (links included) as a crash, and ``gridcrawl fetch --structured-data`` ended
+    with a traceback. Each is U+FFFD now, in the triples, IRIs and the JSON-LD kept as written."""
+    from gridcrawl import protocol
+    html = r"""<html><head><script type="application/ld+json">{"@context": "https://schema.org",
+      "@id": "http://a/k\udfff", "@type": "Product", "name": "Kettle \ud83d", "\ud800sku": "1",
+      "brand": "\ud83d\ude00"}</script></head><body></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "k.html")
+    assert ["http://a/k\ufffd", SDO + "name", "Kettle \ufffd", "literal", None, None] in found.triples
+    assert ["http://a/k\ufffd", SDO + "brand", "\U0001f600", "literal", None, None] in found.triples  # a pair: whole
+    assert found.data["json-ld"][0]["name"] == "Kettle \ufffd" and "\ufffdsku" in found.data["json-ld"][0]
+    turtle = parse_rdf(rb'<http://a/s\uD800> <http://a/p> "x\uDC00y" .', BASE + "s.ttl", "turtle")
+    assert turtle == [["http://a/s\ufffd", "http://a/p", "x\ufffdy", "literal", None, None]]
+    protocol.encode_page(PageResult(url=BASE + "k.html", triples=found.triples + turtle, structured=found.data))
+    (tmp_path / "t.txt").write_text(json.dumps([found.triples, found.data], ensure_ascii=False), encoding="utf-8")
+
+
 def test_json_ld_iris_with_a_space_are_read_percent_encoded_and_said_so():
     """A node whose @id holds a space lost all its triples (rdflib leaves such a node out) with
     no error; a url or image with a space became the page's own URL; a "<" was kept, and the
