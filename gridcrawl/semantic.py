@@ -66,7 +66,7 @@ from gridcrawl.protocol import json_safe
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
-           "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
+           "language_tag", "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
            "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI", "rdf_alternates"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
@@ -152,6 +152,25 @@ def wants_body(url: str, content_type: str | None) -> bool:
     return rdf_format(content_type, url) is not None
 
 
+#: A well-formed language tag as rdflib checks it (BCP 47's shape: letters, then ``-`` and
+#: letters or digits), lower case.
+_LANGUAGE_TAG = re.compile(r"[a-z]+(?:-[a-z0-9]+)*\Z")
+
+
+def language_tag(value: str | None) -> str | None:
+    """The language tag a page's ``value`` (an HTML ``lang``, a JSON-LD ``@language``) stands
+    for: trimmed, lower case (RDF 1.1's value space of language tags; pyRdfa writes them so),
+    a locale's ``_`` made ``-`` (``en_US``, as many sites write it, is ``en-us``); ``None`` when
+    it is empty or still no language tag (``"en US"``, ``"English"`` is ``english``), as HTML
+    reads an invalid ``lang``: the language is unknown. rdflib refuses such a tag with a
+    ``ValueError``, which cost a page with ``<html lang="en_US">`` all its Open Graph,
+    microdata and RDFa triples."""
+    if not isinstance(value, str):
+        return None
+    tag = value.strip().replace("_", "-").lower()
+    return tag if _LANGUAGE_TAG.match(tag) else None
+
+
 # ------------------------------------------------------------------------------------------ triples
 
 
@@ -234,7 +253,7 @@ class _Writer:
                     text = _NON_FINITE[text]  # rdflib writes "inf", which no xsd:double is
                 if _SURROGATE.search(text):  # a Turtle "\uD800": no wire, file nor database takes it
                     text = _SURROGATE.sub("\ufffd", text)
-                row = [subject, predicate, text, "literal", datatype, o.language or None]
+                row = [subject, predicate, text, "literal", datatype, o.language.lower() if o.language else None]
             else:
                 row = [subject, predicate, self._node(o), "bnode" if isinstance(o, BNode) else "uri", None, None]
             if max(len(subject), len(predicate), len(row[4] or "")) > MAX_IRI or (row[3] == "uri" and len(row[2]) > MAX_IRI):
@@ -420,7 +439,8 @@ def local_context(url: str, base: str = "") -> dict:
 def localise_contexts(data: Any, base: str = "", _depth: int = 0) -> Any:
     """``data`` (parsed JSON-LD of a document at ``base``) with every remote context replaced by
     :func:`local_context` and every ``@import`` dropped, so that no JSON-LD processor fetches
-    anything. Raises :class:`RDFError` past 100 levels of nesting."""
+    anything, and every ``@language`` made a :func:`language_tag`. Raises :class:`RDFError`
+    past 100 levels of nesting."""
     if _depth > 100:
         raise RDFError("JSON-LD nested more than 100 levels deep")
     if isinstance(data, list):
@@ -433,6 +453,8 @@ def localise_contexts(data: Any, base: str = "", _depth: int = 0) -> Any:
             out[key] = _localise_context(value, base, _depth + 1)
         elif key == "@import":
             continue
+        elif key == "@language" and isinstance(value, str):
+            out[key] = language_tag(value)  # None: no language, as JSON-LD's null
         else:
             out[key] = localise_contexts(value, base, _depth + 1)
     return out
@@ -547,11 +569,28 @@ def _jsonld_into(graph, data: Any, base: str) -> list[str]:
     """Add the triples of JSON-LD ``data`` (a dict or list, contexts localised here) to ``graph``
     (a :class:`NumberText` as its ``xsd:double`` lexical form); return the IRIs that held
     characters no IRI holds, which were read percent-encoded (:func:`_iri_context`)."""
-    from rdflib.plugins.parsers.jsonld import Parser
     context = _iri_context()(base=base)
     context.repaired = []
-    Parser(generalized_rdf=False).parse(_typed_numbers(localise_contexts(data, base)), context, graph)
+    _jsonld_parser()(generalized_rdf=False).parse(_typed_numbers(localise_contexts(data, base)), context, graph)
     return context.repaired
+
+
+@lru_cache(maxsize=1)
+def _jsonld_parser():
+    """rdflib's JSON-LD ``Parser`` class, but the keys of a language map (``"@container":
+    "@language"``: ``{"en_US": "Kettle"}``) are read by :func:`language_tag`, as
+    :func:`localise_contexts` makes every ``@language``: rdflib's ``ValueError`` for ``en_US``
+    cost the whole JSON-LD block."""
+    from rdflib.plugins.parsers.jsonld import Parser
+
+    class LanguageParser(Parser):
+        def _parse_container(self, context, term, obj):
+            nodes = super()._parse_container(context, term, obj)
+            if "@language" not in term.container:
+                return nodes
+            return [(node[0], language_tag(node[1])) if isinstance(node, tuple) else node for node in nodes]
+
+    return LanguageParser
 
 
 #: Characters no IRI holds (RFC 3987: controls, space, ``<>"{}|\^` ``), and lone surrogates.
@@ -730,12 +769,13 @@ def _microdata_context(item: dict) -> Any:
 
 def _element_language(element) -> str | None:
     """The language HTML gives ``element``'s text: the ``lang`` (or ``xml:lang``) of the element
-    or of its nearest ancestor that has one; None when there is none or it is empty."""
+    or of its nearest ancestor that has one, as a :func:`language_tag`; None when there is none
+    or it is empty or invalid."""
     while element is not None:
         for name in ("lang", "xml:lang", "{http://www.w3.org/XML/1998/namespace}lang"):
             value = element.get(name)
             if value is not None:
-                return value.strip() or None
+                return language_tag(value)
         element = element.getparent()
     return None
 
@@ -878,6 +918,9 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
         # own and copies them at the end, so no bound applied before (a 3.4 MB page of 100,000
         # properties: 13 s and 290 MB with a deadline of 3 s and 50,000 triples at most)
         top = dom.documentElement
+        if any(value and language_tag(value) != value.lower()
+               for value in (next(v for v in m.groups() if v is not None) for m in _LANG_ATTRIBUTE.finditer(text))):
+            _repair_languages(top)
         state = ExecutionContext(top, graph, base=url, options=options, rdfa_version=None)
         for transform in options.transformers + builtInTransformers:
             transform(top, options, state)
@@ -904,6 +947,22 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
 _RDFA_HINT = re.compile(r"<[^>]+\s(?:vocab|typeof|resource|about|prefix)\s*=|<(?!meta\b)[^>]+\sproperty\s*=",
                         re.IGNORECASE)
 
+
+
+#: An HTML ``lang`` or ``xml:lang`` attribute and its value (in one of the three groups).
+_LANG_ATTRIBUTE = re.compile(r"""[\s:]lang\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>"']*))""", re.IGNORECASE)
+
+
+def _repair_languages(top) -> None:
+    """Set each ``lang``/``xml:lang`` of the XML DOM element ``top`` (pyRdfa's input) and of its
+    descendants that is no language tag to its :func:`language_tag` (``""``, no language, when
+    there is none): pyRdfa makes literals of the value as written, and rdflib's ``ValueError``
+    for ``en_us`` cost the page all its RDFa triples."""
+    for element in [top, *top.getElementsByTagName("*")]:
+        for name in ("lang", "xml:lang"):
+            value = element.getAttribute(name) if element.hasAttribute(name) else ""
+            if value and language_tag(value) != value.lower():
+                element.setAttribute(name, language_tag(value) or "")
 
 
 def triple_key(row: list | tuple) -> str:

@@ -273,6 +273,32 @@ def test_a_microdata_literal_carries_the_language_of_its_element_as_rdfa_does():
     assert found.data["microdata"][0]["properties"]["name"] == "Bouilloire"  # as written, for item fields
 
 
+def test_a_locale_or_an_invalid_lang_costs_no_triples():
+    """``<html lang="en_US">`` (a locale, as many sites write it) made rdflib raise ValueError
+    ("'en_US' is not a valid language tag"): the page lost every Open Graph, microdata and RDFa
+    triple, and a JSON-LD block with ``"@language": "en_US"`` or a language map keyed ``en_US``
+    all of its own. ``_`` is read as ``-``; a value that is still no language tag gives no
+    language (HTML: the language is unknown); tags are lower case in every syntax, as pyRdfa
+    writes them."""
+    html = """<html lang="en_US"><head><meta property="og:title" content="Kettle"></head><body>
+      <div itemscope itemtype="https://schema.org/Product"><span itemprop="name">Kettle</span>
+        <span itemprop="description" lang="English (US)">Blue</span></div>
+      <div vocab="http://schema.org/" typeof="Offer" resource="http://a/o"><span property="name">Offer</span></div>
+      <script type="application/ld+json">{"@context": ["https://schema.org", {"@language": "de_AT",
+        "label": {"@id": "http://a/label", "@container": "@language"}}], "@id": "http://a/k",
+        "name": "Kessel", "alternateName": {"@value": "Pot", "@language": "EN_gb"},
+        "label": {"fr_CA": "Bouilloire", "en US": "Kettle"}}</script></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "k.html")
+    assert found.errors == []
+    objects = {(t[1], t[2]): t[5] for t in found.triples if t[3] == "literal"}
+    assert objects == {("http://ogp.me/ns#title", "Kettle"): "en-us", (SDO + "name", "Kettle"): "en-us",
+                       (SDO + "description", "Blue"): None, (SDO + "name", "Offer"): "en-us",
+                       (SDO + "name", "Kessel"): "de-at", (SDO + "alternateName", "Pot"): "en-gb",
+                       ("http://a/label", "Bouilloire"): "fr-ca", ("http://a/label", "Kettle"): None}, objects
+    graph_of(found.triples)  # every language one rdflib takes
+    assert parse_rdf(b'<http://a/s> <http://a/p> "x"@en-US .', BASE + "s.nt", "nt")[0][5] == "en-us"
+
+
 def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_named():
     from gridcrawl import protocol
     html = """<html><head>
