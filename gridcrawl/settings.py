@@ -191,7 +191,7 @@ class Settings:
     browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)",
                 cli=(E, F), group="rendering",
                 help="with --render: the Chromium or Chrome executable (default: found on PATH)")
-    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes")
+    rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes (8 x it: characters of one page's triples)")
     max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")
     rdf_parse_deadline: float = _doc(10.0, "semantic crawl: seconds one page's RDF or structured data may take to parse (checked at every triple)")
     robots_retry: float = _doc(60.0, "seconds a host whose robots.txt is unreachable (5xx, 429, no answer) stays disallowed before robots.txt is fetched again",

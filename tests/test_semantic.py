@@ -447,6 +447,26 @@ def test_hostile_rdf_is_refused_quickly_and_bounded():
     assert time.monotonic() - started < 60  # bounded: seconds, not the minutes expat needs for the laughs
 
 
+def test_short_names_of_long_iris_cannot_make_the_triples_huge():
+    """A prefix (or a JSON-LD context term) names a 2,000-character IRI in a few bytes: a 1.4 MB
+    Turtle document of 50,000 triples made 300 MB of triples, 730 MB of executor memory and a
+    result over max_message_bytes. The triples' text is bounded by 8 x rdf_max_bytes."""
+    long = "http://a.example/" + "x" * 2000
+    limits = Limits(max_bytes=20_000)
+    turtle = (f"@prefix a: <{long}> .\n" + "".join(f"a:s{i} a:p a:o{i} .\n" for i in range(400))).encode()
+    assert len(turtle) < limits.max_bytes
+    with pytest.raises(RDFLimit, match=r"triples of more than 160000 characters in all \(8 x rdf_max_bytes\)"):
+        parse_rdf(turtle, BASE + "long.ttl", "turtle", limits)
+    html = ('<html><body><script type="application/ld+json">{"@context": {"t": "%s"}, "@graph": [%s]}</script>'
+            '</body></html>' % (long, ", ".join('{"@id": "t%d", "t": "t"}' % i for i in range(400))))
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "long.html", limits)
+    assert found.errors == ["json-ld: triples of more than 160000 characters in all (8 x rdf_max_bytes)"]
+    assert 0 < sum(len(t[0]) + len(t[1]) + len(t[2]) for t in found.triples) <= 160_000
+    # the same number of triples of ordinary IRIs is read whole
+    plain = "".join(f"<http://a.example/s{i}> <http://a.example/p> <http://a.example/o{i}> .\n" for i in range(250))
+    assert len(parse_rdf(plain.encode(), BASE + "plain.nt", "nt", limits)) == 250
+
+
 def test_microdata_reading_stops_at_the_parse_deadline_and_a_bound_is_one_error(monkeypatch):
     """extruct reads a microdata property as the text of its whole subtree, again for every
     ``itemprop`` around it: 2,000 nested ``itemprop`` spans (a 60 KB page) took 38 s, 800 nested
