@@ -221,11 +221,20 @@ class _Bounded:
 def _graph(bound: _Bounded, quads: bool = False):
     """An rdflib graph whose every ``add`` passes ``bound`` first; a ``Dataset`` for ``quads``
     (TriG, N-Quads: ``bound`` keeps each triple once, whatever its graph)."""
-    from rdflib import Dataset, Graph
+    from rdflib import BNode, Dataset, Graph, Literal, URIRef
     from rdflib.plugins.stores.memory import Memory
 
     class BoundedMemory(Memory):
         def add(self, triple, context, quoted=False):  # noqa: D102 - rdflib's Store.add
+            # only RDF: N3's formulas are no statement of the document (``{ :a :b :c } => {...}``
+            # asserts no ``:a :b :c``), and a formula, a variable (``?x``) or a literal subject
+            # is no RDF term there (they were stored as IRIs: "%7Bthis%20rdflib.identifier...",
+            # "x", "lit", lines no N-Triples reader takes)
+            s, p, o = triple
+            if quoted or not (isinstance(s, (URIRef, BNode)) and isinstance(p, URIRef)
+                              and isinstance(o, (URIRef, BNode, Literal))):
+                bound.tick()
+                return None
             bound.check(triple)
             return super().add(triple, context, quoted)
 

@@ -117,6 +117,26 @@ def test_an_n_triples_dump_served_as_text_plain_is_parsed():
         ["http://a.example/s", "http://a.example/q", "v", "literal", None, "en"]]
 
 
+def test_n3_formulas_variables_and_literal_subjects_are_no_triples():
+    """An N3 rule ``{ ?x a :Bird } => { ?x :flies true }`` gave the triple ``?x a :Bird`` (not
+    stated by the document) as ``<x> a :Bird``, and the rule itself as a triple between two
+    IRIs "%7Bthis%20rdflib.identifier%20_:_:Formula2;rdflib:storage...", a literal subject
+    ``"lit" :p :o`` the IRI ``<lit>``: relative IRIs, lines no N-Triples reader takes. Only the
+    document's RDF statements are its triples."""
+    n3 = b"""@prefix : <http://a/> .
+    :robin a :Bird ; :sings "yes"@en ; :nest [ :height 2 ] .
+    { ?x a :Bird } => { ?x :flies true } .
+    { :a :b :c } a :Formula .
+    "lit" :p :o .
+    ?v :p :o .
+    :s :p ?v .
+    """
+    triples = parse_rdf(n3, BASE + "rules.n3", "n3")
+    assert sorted(t[:3] for t in triples) == [
+        ["_:b0", "http://a/height", "2"], ["http://a/robin", "http://a/nest", "_:b0"],
+        ["http://a/robin", "http://a/sings", "yes"], ["http://a/robin", RDF_TYPE, "http://a/Bird"]], triples
+
+
 def test_named_graphs_of_trig_and_n_quads_are_read_as_triples_once():
     trig = (b"@prefix ex: <http://a.example/> .\n"
             b"ex:g1 { ex:s ex:p ex:o . }\n"
