@@ -609,18 +609,31 @@ def _jsonld_into(graph, data: Any, base: str) -> list[str]:
 def _jsonld_parser():
     """rdflib's JSON-LD ``Parser`` class, but the keys of a language map (``"@container":
     "@language"``: ``{"en_US": "Kettle"}``) are read by :func:`language_tag`, as
-    :func:`localise_contexts` makes every ``@language``: rdflib's ``ValueError`` for ``en_US``
-    cost the whole JSON-LD block."""
+    :func:`localise_contexts` makes every ``@language`` (rdflib's ``ValueError`` for ``en_US``
+    cost the whole JSON-LD block), and a blank node label (``"@id": "_:b0"``) names a node of
+    this parser's document only (JSON-LD 1.1, "blank node identifier": scoped to the document),
+    as one parser reads one script: rdflib kept the label, so two scripts of a page that both
+    wrote ``_:b0`` (or a script and the page's RDFa) made one node of two."""
+    from rdflib import BNode
     from rdflib.plugins.parsers.jsonld import Parser
 
-    class LanguageParser(Parser):
+    class PageParser(Parser):
         def _parse_container(self, context, term, obj):
             nodes = super()._parse_container(context, term, obj)
             if "@language" not in term.container:
                 return nodes
             return [(node[0], language_tag(node[1])) if isinstance(node, tuple) else node for node in nodes]
 
-    return LanguageParser
+        def _get_bnodeid(self, ref: str):
+            label = super()._get_bnodeid(ref)
+            if label is None:
+                return None
+            labels = self.__dict__.setdefault("_labels", {})
+            if label not in labels:
+                labels[label] = str(BNode())  # a fresh identifier, kept for this document
+            return labels[label]
+
+    return PageParser
 
 
 #: Characters no IRI holds (RFC 3987: controls, space, ``<>"{}|\^` ``), and lone surrogates.

@@ -255,6 +255,21 @@ def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
     assert len({tuple(t) for t in found.triples}) == len(found.triples)
 
 
+def test_a_blank_node_label_names_one_node_per_json_ld_script():
+    """Two JSON-LD scripts of a page, each its own document, both writing "_:org" (and RDFa
+    writing it too) made one organisation of the shop and the courier: a label is scoped to
+    its script, and inside one script it still joins the nodes that share it."""
+    html = """<html><body>
+      <script type="application/ld+json">{"@context": "https://schema.org", "@graph": [
+        {"@id": "_:org", "name": "Shop"}, {"@id": "http://a/k", "seller": {"@id": "_:org"}}]}</script>
+      <script type="application/ld+json">{"@context": "https://schema.org", "@id": "_:org", "name": "Courier"}</script>
+      <div vocab="http://schema.org/" resource="_:org"><span property="name">Bank</span></div></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "b.html")
+    names = {t[2]: t[0] for t in found.triples if t[1] == SDO + "name"}
+    assert sorted(names) == ["Bank", "Courier", "Shop"] and len(set(names.values())) == 3, found.triples
+    assert ["http://a/k", SDO + "seller", names["Shop"], "bnode", None, None] in found.triples
+
+
 def test_an_open_graph_value_is_one_triple_in_the_pages_language_whether_rdfa_reads_it_or_not():
     """HTML+RDFa reads ``<meta property="og:title">`` too, with the language HTML's ``lang``
     gives it; the Open Graph reading gives the same literal, so a page with RDFa attributes
