@@ -685,6 +685,20 @@ def _iri_context():
 # ------------------------------------------------------------------------------------------ parsing
 
 
+def _byte_source(body: bytes):
+    """An rdflib input source of ``body`` as bytes alone, so that expat decodes an RDF/XML
+    document as it declares (``<?xml version="1.0" encoding="ISO-8859-1"?>``, a UTF-16 byte
+    order mark). rdflib's source for ``data=`` bytes also has a UTF-8 character stream, which
+    its SAX reader prefers: a Latin-1 document failed with "UnicodeDecodeError: 'utf-8' codec
+    can't decode byte 0xe9"."""
+    import io
+
+    from rdflib.parser import InputSource
+    source = InputSource()
+    source.setByteStream(io.BytesIO(body))
+    return source
+
+
 def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> list[list]:
     """Parse an RDF document into wire triples (see the module docstring for the shape).
 
@@ -705,7 +719,7 @@ def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> lis
     try:
         if fmt == "xml":
             check_xml_entities(body, limits.max_bytes)
-            graph.parse(data=body, format="xml", publicID=url)
+            graph.parse(source=_byte_source(body), format="xml", publicID=url)
         elif fmt == "json-ld":
             _jsonld_into(graph, load_json(body.decode("utf-8-sig", errors="replace")), url)
         else:

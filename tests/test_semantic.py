@@ -117,6 +117,20 @@ def test_an_n_triples_dump_served_as_text_plain_is_parsed():
         ["http://a.example/s", "http://a.example/q", "v", "literal", None, "en"]]
 
 
+def test_rdf_xml_is_decoded_as_it_declares():
+    """An RDF/XML document declaring ISO-8859-1 (as older OWL and FOAF files do) failed as
+    rdf_parse "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xe9": rdflib read the bytes
+    as UTF-8 text. expat decodes it as it declares, and a UTF-16 document by its byte order mark."""
+    doc = ('<?xml version="1.0" encoding="ISO-8859-1"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"'
+           ' xmlns:rdfs="http://www.w3.org/2000/01/rdf-schema#"><rdf:Description rdf:about="http://a/caf">'
+           '<rdfs:label xml:lang="fr">Café crème</rdfs:label></rdf:Description></rdf:RDF>')
+    expected = [["http://a/caf", "http://www.w3.org/2000/01/rdf-schema#label", "Café crème", "literal", None, "fr"]]
+    assert parse_rdf(doc.encode("iso-8859-1"), BASE + "caf.rdf", "xml") == expected
+    utf16 = doc.replace("ISO-8859-1", "UTF-16").encode("utf-16")
+    assert parse_rdf(utf16, BASE + "caf.rdf", "xml") == expected
+    assert parse_rdf(doc.replace("ISO-8859-1", "UTF-8").encode(), BASE + "caf.rdf", "xml") == expected
+
+
 def test_n3_formulas_variables_and_literal_subjects_are_no_triples():
     """An N3 rule ``{ ?x a :Bird } => { ?x :flies true }`` gave the triple ``?x a :Bird`` (not
     stated by the document) as ``<x> a :Bird``, and the rule itself as a triple between two
