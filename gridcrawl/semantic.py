@@ -930,6 +930,9 @@ def extract_structured(document, text: str, url: str, limits: Limits = Limits())
             except ValueError as exc:
                 errors.append(f"json-ld: invalid JSON: {' '.join(str(exc).split())[:200]}")
                 continue
+            except RecursionError:  # this script only: the page's other scripts are still read
+                errors.append("json-ld: nested too deeply")
+                continue
             data["json-ld"].extend(items)
             for item in items:
                 context = item.get("@context") if isinstance(item, dict) else None

@@ -516,6 +516,17 @@ def test_short_names_of_long_iris_cannot_make_the_triples_huge():
     assert len(parse_rdf(plain.encode(), BASE + "plain.nt", "nt", limits)) == 250
 
 
+def test_a_json_ld_script_nested_too_deeply_costs_only_itself():
+    """A script of 50,000 nested objects made the JSON reader raise RecursionError, which ended
+    the reading of all the page's JSON-LD: the next script's product was lost."""
+    deep = '{"@context": {"@vocab": "http://a/"}, ' + '"p": {' * 50_000 + '"q": 1' + "}" * 50_000 + "}"
+    html = (f'<html><body><script type="application/ld+json">{deep}</script><script type="application/ld+json">'
+            '{"@context": "https://schema.org", "@id": "http://a/k", "name": "Kettle"}</script></body></html>')
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "deep.html")
+    assert found.errors == ["json-ld: nested too deeply"]
+    assert found.triples == [["http://a/k", SDO + "name", "Kettle", "literal", None, None]]
+
+
 def test_microdata_reading_stops_at_the_parse_deadline_and_a_bound_is_one_error(monkeypatch):
     """extruct reads a microdata property as the text of its whole subtree, again for every
     ``itemprop`` around it: 2,000 nested ``itemprop`` spans (a 60 KB page) took 38 s, 800 nested
