@@ -231,7 +231,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
     if fmt is not None:
         with parse_gate if parse_gate is not None else contextlib.nullcontext():
-            _visit_rdf(result, body, fmt, limits)
+            _visit_rdf(result, body, fmt, limits, max_links)
         result.content = body if store_content and fetcher.keep_non_html else None
         return result
     if not html or looks_binary(body, fetched.content_type):
@@ -346,13 +346,17 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
         on_items(found)
 
 
-def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits) -> None:
-    """Parse an RDF document into ``result``: its triples, and its http(s) URI objects as links;
+def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits, max_links: int) -> None:
+    """Parse an RDF document into ``result``: its triples, and its first ``max_links`` http(s)
+    URI objects as links (``max_links_per_page``, as for an HTML page: it was always 10,000);
     a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``."""
     started = time.perf_counter()
     try:
         result.triples = parse_rdf(body, result.final_url, fmt, limits)
-        result.links = triple_links(result.triples)
+        result.links = triple_links(result.triples, max_links)
+        if len(result.links) >= max_links:
+            log.info("%s: the first %d links are followed, no more (max_links_per_page)",
+                     hide_passwords(result.url), max_links)
     except RDFLimit as exc:
         result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
     except RDFError as exc:

@@ -70,6 +70,21 @@ def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_mor
     assert Grid(tmp_path).query("crawl", "SELECT count(*) FROM to_visit_url") == [(10_000,)]
     assert "the first 10000 links are followed, no more (max_links_per_page)" in (tmp_path / "executor-1.log").read_text()
 
+def test_an_rdf_documents_links_are_cut_at_max_links_per_page_too():
+    """An RDF document's URI objects are its links: they were cut at 10,000 whatever
+    max_links_per_page said, so ``--max-links-per-page 300`` still gave a 500-link N-Triples
+    dump's 500 links to the frontier."""
+    dump = "".join(f"<http://127.0.0.1/s> <http://www.w3.org/2000/01/rdf-schema#seeAlso> <http://127.0.0.1/r{i}> .\n"
+                   for i in range(500))
+    site = Site(pages={"/dump.nt": dump.encode()}, types={"/dump.nt": "application/n-triples"})
+    with SiteServer(site) as server:
+        fewer = _fetch(server.url("/dump.nt"), "--structured-data", "--json", "--max-links-per-page", "300")
+        default = _fetch(server.url("/dump.nt"), "--structured-data", "--json")
+    assert fewer.returncode == 0 and default.returncode == 0, fewer.stderr + default.stderr
+    assert len(json.loads(fewer.stdout)["page"]["links"]) == 300
+    assert len(json.loads(default.stdout)["page"]["links"]) == 500
+
+
 def test_fetch_follows_a_seeds_redirect_to_another_host_as_a_crawl_would():
     """The URL is a crawl's seed: its redirect to another host is followed and that host joins
     the scope the links are judged by, as on the grid."""
