@@ -289,6 +289,11 @@ class _Writer:
             if max(len(subject), len(predicate), len(row[4] or "")) > MAX_IRI or (row[3] == "uri" and len(row[2]) > MAX_IRI):
                 self.dropped += 1
                 continue
+            if not (_SCHEME.match(predicate) and (_SCHEME.match(subject) or subject.startswith("_:"))
+                    and (row[3] != "uri" or _SCHEME.match(row[2]))
+                    and (row[4] is None or _SCHEME.match(row[4]))):
+                self.dropped += 1  # a relative IRI (no N-Triples reader takes it): no RDF term
+                continue
             key = tuple(row)
             if key not in self.seen:
                 self.seen.add(key)
@@ -792,9 +797,7 @@ def _microdata_node(item: dict, depth: int = 0, context: Any = None) -> dict:
     ``@id`` or a datatype: a language would undo that)."""
     if depth > 50:
         raise RDFError("microdata nested more than 50 levels deep")
-    types = item.get("type") or []
-    types = [types] if isinstance(types, str) else list(types)
-    types = [_schema_type(t) for t in types if isinstance(t, str)]
+    types = _item_types(item)
     node: dict = {}
     if types:
         node["@type"] = types
@@ -815,9 +818,26 @@ def _microdata_node(item: dict, depth: int = 0, context: Any = None) -> dict:
     return node
 
 
-def _microdata_context(item: dict) -> Any:
+#: An absolute IRI's start: its scheme (RFC 3987).
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def _item_types(item: dict) -> list[str]:
+    """A microdata item's types that are absolute URLs, schema.org's in its ``http://`` form.
+    HTML requires ``itemtype``'s tokens to be absolute: a relative one (``"schema.org/Product"``,
+    ``"Product"``) is no type, and the item's names are read as an untyped item's (schema.org).
+    As a vocabulary it made relative predicates (``<schema.org/name>``: no N-Triples reader takes
+    it) and the type ``<http://shop.example/schema.org/schema.org/Product>``."""
     types = item.get("type") or []
-    first = _schema_type(types if isinstance(types, str) else (types[0] if types else ""))
+    types = [types] if isinstance(types, str) else list(types)
+    return [_schema_type(t) for t in types if isinstance(t, str) and _SCHEME.match(t)]
+
+
+def _microdata_context(item: dict) -> Any:
+    """The JSON-LD context of microdata ``item``'s names: the vocabulary of its first type (the
+    IRI up to its last ``/`` or ``#``), schema.org's bundled context for schema.org or no type."""
+    types = _item_types(item)
+    first = types[0] if types else ""
     if first.startswith("http://schema.org/") or not first:
         return local_context("https://schema.org")
     cut = max(first.rfind("/"), first.rfind("#"))

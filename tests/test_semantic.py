@@ -269,6 +269,20 @@ def test_html_structured_data_json_ld_microdata_rdfa_open_graph():
     assert len({tuple(t) for t in found.triples}) == len(found.triples)
 
 
+def test_a_relative_itemtype_is_no_type_and_no_triple_has_a_relative_iri():
+    """``itemtype="schema.org/Product"`` (no scheme: HTML requires an absolute URL) was used as
+    the vocabulary: the predicates ``<schema.org/name>``, relative IRIs no N-Triples reader takes,
+    and the type ``<http://a/schema.org/schema.org/Product>``. It is no type now, the item's names
+    schema.org's as for an untyped item; and no triple with a relative IRI is kept."""
+    html = """<html><body><div itemscope itemtype="schema.org/Product"><span itemprop="name">Kettle</span>
+      <a itemprop="url" href="/k">k</a></div></body></html>"""
+    found = extract_structured(lxml.html.document_fromstring(html), html, "http://a/p.html")
+    assert found.triples == [["_:b0", SDO + "name", "Kettle", "literal", None, None],
+                             ["_:b0", SDO + "url", "http://a/k", "uri", None, None]], found.triples
+    nt = "\n".join(f"<{t[0]}> <{t[1]}> <{t[2]}> ." for t in found.triples if t[3] == "uri" and t[0][:2] != "_:")
+    Graph().parse(data=nt, format="nt")  # every IRI absolute
+
+
 def test_a_blank_node_label_names_one_node_per_json_ld_script():
     """Two JSON-LD scripts of a page, each its own document, both writing "_:org" (and RDFa
     writing it too) made one organisation of the shop and the courier: a label is scoped to
