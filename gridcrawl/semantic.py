@@ -205,8 +205,9 @@ class _Bounded:
         if len(self.order) >= self.limits.max_triples:
             raise RDFLimit(f"more than {self.limits.max_triples} triples (max_triples)")
         self.tick()
-        s, p, o = triple
-        self.text += sum(len(term) for term in (s, p, o, getattr(o, "datatype", None)) if isinstance(term, str))
+        s, p, o = triple  # rdflib terms, each a str (BoundedMemory.add lets no other through)
+        datatype = getattr(o, "datatype", None)
+        self.text += len(s) + len(p) + len(o) + (len(datatype) if datatype is not None else 0)
         if self.text > self.limits.max_text:
             raise RDFLimit(f"triples of more than {self.limits.max_text} characters in all "
                            f"({TEXT_PER_BYTE} x rdf_max_bytes)")
