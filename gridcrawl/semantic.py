@@ -588,6 +588,16 @@ _NUMBER_TEXT = f"urn:gridcrawl:number-text:{secrets.token_hex(8)}"
 _NON_FINITE = {"inf": "INF", "-inf": "-INF", "nan": "NaN"}
 
 
+#: A JSON number's text (RFC 8259, section 6).
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+
+
+def _json_number(lexical: str) -> str:
+    """``lexical`` (a :class:`NumberText`'s ``xsd:double`` form) as JSON text: the number itself
+    when JSON has it (``1e400``), else a JSON string (``"NaN"``, ``"INF"``)."""
+    return lexical if _JSON_NUMBER.match(lexical) else json.dumps(lexical)
+
+
 def _typed_numbers(data: Any) -> Any:
     """``data`` with each :class:`NumberText` made a JSON-LD value object of its ``xsd:double``
     lexical form, typed :data:`_NUMBER_TEXT` (written as ``xsd:double``); nesting is bounded by
@@ -629,6 +639,27 @@ def _jsonld_parser():
             if "@language" not in term.container:
                 return nodes
             return [(node[0], language_tag(node[1])) if isinstance(node, tuple) else node for node in nodes]
+
+        @staticmethod
+        def _to_typed_json_value(value: Any) -> dict:
+            # an "@type": "@json" value is a JSON literal of the page's JSON: a NumberText in it
+            # (made a value object typed _NUMBER_TEXT by _typed_numbers) is written back as the
+            # number the page wrote, not as that object with this process's random type IRI
+            numbers: list[str] = []
+
+            def marked(v: Any) -> Any:
+                if isinstance(v, dict):
+                    if v.get("@type") == _NUMBER_TEXT and len(v) == 2 and isinstance(v.get("@value"), str):
+                        numbers.append(v["@value"])
+                        return f"{_NUMBER_TEXT}#{len(numbers) - 1}"
+                    return {key: marked(item) for key, item in v.items()}
+                return [marked(item) for item in v] if isinstance(v, list) else v
+
+            typed = Parser._to_typed_json_value(marked(value))
+            if numbers:
+                typed["@value"] = re.sub(re.escape(f'"{_NUMBER_TEXT}#') + r'(\d+)"', lambda m: _json_number(
+                    numbers[int(m.group(1))]), typed["@value"])
+            return typed
 
         def _get_bnodeid(self, ref: str):
             label = super()._get_bnodeid(ref)

@@ -475,6 +475,19 @@ def test_json_ld_numbers_no_float_holds_keep_the_pages_text_in_valid_xsd_double_
     assert extract(spec, page).items[0]["fields"] == {"weight": "1e400"}
 
 
+def test_a_json_literal_keeps_the_numbers_the_page_wrote():
+    """An ``"@type": "@json"`` value is an rdf:JSON literal of the page's JSON; a 1e400 in it
+    was written as ``{"@type":"urn:gridcrawl:number-text:<random>","@value":"1e400"}``: an
+    internal marker, random per executor process, so the same page gave two executors two
+    different triples. The number is written as the page wrote it (a constant JSON lacks, as
+    a string)."""
+    doc = (b'{"@context": {"@version": 1.1, "@vocab": "http://a/", "data": {"@type": "@json"}}, "@id": "http://a/s",'
+           b' "data": {"x": 1e400, "y": [1, 2.5, NaN], "z": "text"}}')
+    triples = parse_rdf(doc, BASE + "j.jsonld", "json-ld")
+    assert triples == [["http://a/s", "http://a/data", '{"x":1e400,"y":[1,2.5,"NaN"],"z":"text"}', "literal",
+                        "http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON", None]], triples
+
+
 # ------------------------------------------------------------------------------------------ hostile RDF
 
 
