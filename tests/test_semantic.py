@@ -543,6 +543,20 @@ def test_short_names_of_long_iris_cannot_make_the_triples_huge():
     assert len(parse_rdf(plain.encode(), BASE + "plain.nt", "nt", limits)) == 250
 
 
+def test_json_ld_that_gives_no_triple_is_still_bounded_by_the_deadline():
+    """The deadline was checked at each triple only: a 5 MB JSON-LD document of 1.7 million
+    ``{}`` (or nulls) gives none, and took 31 s and 390 MB with a deadline of 2 s. It is checked
+    at every object, list and value read too."""
+    empties = b"[" + b",".join([b"{}"] * 1000) + b"]"
+    with pytest.raises(RDFLimit, match="parse deadline of 0 s passed"):
+        parse_rdf(empties, BASE + "e.jsonld", "json-ld", Limits(deadline=0))
+    assert parse_rdf(empties, BASE + "e.jsonld", "json-ld") == []
+    nulls = '{"@id": "http://a/s", "http://a/p": [' + ", ".join(["null"] * 1000) + "]}"
+    html = f'<html><body><script type="application/ld+json">{nulls}</script></body></html>'
+    found = extract_structured(lxml.html.document_fromstring(html), html, BASE + "e.html", Limits(deadline=0))
+    assert found.errors == ["json-ld: parse deadline of 0 s passed (rdf_parse_deadline)"]
+
+
 def test_a_json_ld_script_nested_too_deeply_costs_only_itself():
     """A script of 50,000 nested objects made the JSON reader raise RecursionError, which ended
     the reading of all the page's JSON-LD: the next script's product was lost."""
