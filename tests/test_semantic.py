@@ -543,10 +543,16 @@ def test_short_names_of_long_iris_cannot_make_the_triples_huge():
     assert len(parse_rdf(plain.encode(), BASE + "plain.nt", "nt", limits)) == 250
 
 
-def test_json_ld_that_gives_no_triple_is_still_bounded_by_the_deadline():
+def test_documents_that_give_no_triple_are_still_bounded_by_the_deadline():
     """The deadline was checked at each triple only: a 5 MB JSON-LD document of 1.7 million
-    ``{}`` (or nulls) gives none, and took 31 s and 390 MB with a deadline of 2 s. It is checked
-    at every object, list and value read too."""
+    ``{}`` (or nulls) gives none, and took 31 s and 390 MB with a deadline of 2 s; 280,000 empty
+    ``<rdf:Description/>`` 16 s. It is checked at every JSON-LD object, list and value and at
+    every RDF/XML element too."""
+    descriptions = (b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#">'
+                    + b"<rdf:Description/>" * 1000 + b"</rdf:RDF>")
+    with pytest.raises(RDFLimit, match="parse deadline of 0 s passed"):
+        parse_rdf(descriptions, BASE + "e.rdf", "xml", Limits(deadline=0))
+    assert parse_rdf(descriptions, BASE + "e.rdf", "xml") == []
     empties = b"[" + b",".join([b"{}"] * 1000) + b"]"
     with pytest.raises(RDFLimit, match="parse deadline of 0 s passed"):
         parse_rdf(empties, BASE + "e.jsonld", "json-ld", Limits(deadline=0))
