@@ -736,6 +736,9 @@ def _parse_rdfxml(graph, body: bytes, url: str, bound: _Bounded) -> None:
     """Add the triples of RDF/XML document ``body`` (at ``url``) to ``graph`` with rdflib's
     RDF/XML reader, checking ``bound``'s deadline at every element (:class:`RDFLimit`): 280,000
     empty ``<rdf:Description/>`` (5 MB) give no triple and took 16 s with a deadline of 2 s.
+    An ``xml:lang`` that is no language tag is read by :func:`language_tag` (``en_US`` is
+    ``en-us``, ``"en US"`` no language), as in HTML: rdflib's ``ValueError`` failed the whole
+    document.
 
     The reader is given the bytes alone, so that expat decodes the document as it declares
     (``<?xml version="1.0" encoding="ISO-8859-1"?>``, a UTF-16 byte order mark): rdflib's
@@ -743,6 +746,8 @@ def _parse_rdfxml(graph, body: bytes, url: str, bound: _Bounded) -> None:
     prefers, and a Latin-1 document failed with "UnicodeDecodeError: 'utf-8' codec can't
     decode byte 0xe9"."""
     import io
+
+    from xml.sax.xmlreader import AttributesNSImpl
 
     from rdflib.parser import InputSource
     from rdflib.plugins.parsers.rdfxml import create_parser
@@ -753,11 +758,19 @@ def _parse_rdfxml(graph, body: bytes, url: str, bound: _Bounded) -> None:
     handler = parser.getContentHandler()
     start = handler.startElementNS
 
-    def ticking(*args):
+    def checked(name, qname, attrs):
         bound.tick()
-        return start(*args)
-    handler.startElementNS = ticking
+        language = attrs.get(_XML_LANG)
+        if language and language_tag(language) != language.lower():  # en_US: rdflib's ValueError lost the document
+            attrs = AttributesNSImpl({**dict(attrs.items()), _XML_LANG: language_tag(language) or ""},
+                                     {key: attrs.getQNameByName(key) for key in attrs.getNames()})
+        return start(name, qname, attrs)
+    handler.startElementNS = checked
     parser.parse(source)
+
+
+#: ``xml:lang`` as expat's namespace-aware reader names it.
+_XML_LANG = ("http://www.w3.org/XML/1998/namespace", "lang")
 
 
 def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> list[list]:

@@ -360,6 +360,10 @@ def test_a_locale_or_an_invalid_lang_costs_no_triples():
                        ("http://a/label", "Bouilloire"): "fr-ca", ("http://a/label", "Kettle"): None}, objects
     graph_of(found.triples)  # every language one rdflib takes
     assert parse_rdf(b'<http://a/s> <http://a/p> "x"@en-US .', BASE + "s.nt", "nt")[0][5] == "en-us"
+    # RDF/XML: rdflib's ValueError failed the whole document
+    rdfxml = (b'<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns:a="http://a/" xml:lang="en_US">'
+              b'<rdf:Description rdf:about="http://a/s"><a:p>x</a:p><a:q xml:lang="en US">y</a:q></rdf:Description></rdf:RDF>')
+    assert [t[5] for t in parse_rdf(rdfxml, BASE + "s.rdf", "xml")] == ["en-us", None]
 
 
 def test_structured_data_json_cannot_hold_is_made_strings_and_a_bad_context_is_named():
