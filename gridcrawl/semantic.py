@@ -795,7 +795,10 @@ def parse_rdf(body: bytes, url: str, fmt: str, limits: Limits = Limits()) -> lis
             check_xml_entities(body, limits.max_bytes)
             _parse_rdfxml(graph, body, url, bound)
         elif fmt == "json-ld":
-            _jsonld_into(graph, load_json(body.decode("utf-8-sig", errors="replace")), url, bound)
+            data = load_json(body.decode("utf-8-sig", errors="replace"))
+            if not isinstance(data, (dict, list)):  # rdflib: "UnboundLocalError: ... 'resources'"
+                raise RDFError(f"invalid json-ld: a JSON-LD document is an object or a list, not {data!r:.50}")
+            _jsonld_into(graph, data, url, bound)
         else:
             graph.parse(data=body.decode("utf-8-sig", errors="replace"), format=fmt, publicID=url)
     except RDFError:

@@ -520,6 +520,8 @@ def test_hostile_rdf_is_refused_quickly_and_bounded():
         parse_rdf(huge, BASE + "huge.nt", "nt", Limits(max_bytes=1000))
     with pytest.raises(RDFLimit, match="parse deadline of 0 s passed"):
         parse_rdf(huge, BASE + "huge.nt", "nt", Limits(deadline=0))
+    with pytest.raises(RDFError, match="^invalid json-ld: a JSON-LD document is an object or a list, not 'x'$"):
+        parse_rdf(b'"x"', BASE + "x.jsonld", "json-ld")  # was rdflib's "UnboundLocalError: ... 'resources'"
     for fmt, bad in (("turtle", b"@prefix ex: <http://a/> . ex:s ex:p"), ("xml", b"<rdf:RDF><unclosed>"),
                      ("json-ld", b'{"@id": '), ("json-ld", b"[" * 100_000 + b"]" * 100_000), ("nt", b"<a> <b> .")):
         with pytest.raises(RDFError, match="invalid|nested"):
