@@ -640,9 +640,12 @@ def _jsonld_parser():
             self.bound.tick()
             return super()._add_to_graph(*args, **kwargs)
 
-        def _to_object(self, *args, **kwargs):
+        def _to_object(self, dataset, graph, context, term, node, inlist=False):
             self.bound.tick()
-            return super()._to_object(*args, **kwargs)
+            if (isinstance(node, dict) and isinstance(context.get_value(node), (dict, list))
+                    and context.get_type(node) not in context.get_keys("@json")):
+                return None  # {"@value": {...}} is no value (JSON-LD 1.1): rdflib wrote Python's "{'x': 1}"
+            return super()._to_object(dataset, graph, context, term, node, inlist)
 
         def _parse_container(self, context, term, obj):
             nodes = super()._parse_container(context, term, obj)

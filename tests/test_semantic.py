@@ -484,12 +484,18 @@ def test_a_json_literal_keeps_the_numbers_the_page_wrote():
     was written as ``{"@type":"urn:gridcrawl:number-text:<random>","@value":"1e400"}``: an
     internal marker, random per executor process, so the same page gave two executors two
     different triples. The number is written as the page wrote it (a constant JSON lacks, as
-    a string)."""
+    a string). An object as ``@value`` without ``@json`` gave Python's text of it, ``"{'x': 1}"``:
+    it gives no triple."""
     doc = (b'{"@context": {"@version": 1.1, "@vocab": "http://a/", "data": {"@type": "@json"}}, "@id": "http://a/s",'
            b' "data": {"x": 1e400, "y": [1, 2.5, NaN], "z": "text"}}')
     triples = parse_rdf(doc, BASE + "j.jsonld", "json-ld")
     assert triples == [["http://a/s", "http://a/data", '{"x":1e400,"y":[1,2.5,"NaN"],"z":"text"}', "literal",
                         "http://www.w3.org/1999/02/22-rdf-syntax-ns#JSON", None]], triples
+
+    # an object as @value is no value (JSON-LD 1.1) unless typed @json: rdflib wrote "{'x': 1}", Python's text
+    odd = parse_rdf(b'{"@id": "http://a/s", "http://a/p": [{"@value": {"x": 1}}, {"@value": [1]}, "ok"],'
+                    b' "http://a/q": {"@value": {"x": 1}, "@type": "@json"}}', BASE + "o.jsonld", "json-ld")
+    assert [t[2] for t in odd] == ["ok", '{"x":1}'], odd
 
 
 # ------------------------------------------------------------------------------------------ hostile RDF
