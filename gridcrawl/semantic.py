@@ -35,17 +35,18 @@ vocabularies, and reasoners follow ``owl:imports``. Here:
   not) by the crawl under its scope, robots.txt and politeness.
 
 **Bounds** (:class:`Limits`): a document larger than ``max_bytes`` is not parsed; parsing stops
-with :class:`RDFLimit` at the ``max_triples``-th distinct triple, or when a triple arrives after
-``deadline`` seconds (the deadline is checked at every triple; the size cap bounds the work
-between two triples). An HTML page's microdata is read before it makes triples, by extruct,
-whose work grows with the cube of the nesting (a 60 KB page of 2,000 nested ``itemprop``
-elements: 38 s; 800 nested items: 9 minutes): the deadline is also checked at every microdata
-item and property read.
+with :class:`RDFLimit` at the ``max_triples``-th distinct triple, past :attr:`Limits.max_text`
+characters of triples, or once ``deadline`` seconds have passed: the deadline is checked at
+every triple, and where a parser can work long without making one, at every JSON-LD object,
+list and value, RDF/XML element, element pyRdfa walks, and microdata item and property extruct
+reads (its work grows with the cube of the nesting: a 60 KB page of 2,000 nested ``itemprop``
+elements: 38 s; 800 nested items: 9 minutes).
 
 A triple travels as ``[subject, predicate, object, kind, datatype, language]`` (strings or
 ``None``): ``kind`` is ``"uri"``, ``"literal"`` or ``"bnode"``; a blank node is written ``_:bN``,
-numbered per page in the order the parser produced them. Triples with an IRI longer than
-:data:`MAX_IRI` characters are dropped.
+numbered per page in the order the parser produced them; a language is a lower-case
+:func:`language_tag`. Triples with an IRI longer than :data:`MAX_IRI` characters, or a relative
+one, are dropped.
 """
 
 from __future__ import annotations
