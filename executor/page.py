@@ -49,7 +49,8 @@ from gridcrawl.protocol import Instruction, PageResult
 from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.urls import Domains, domain_keys, in_scope, url_host, url_shape
-from gridcrawl.executor.fetch import ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks, media_type
+from gridcrawl.executor.fetch import (ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks, media_type,
+                                      parse_retry_after)
 from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
                                       parse_page, sniff_html, visible_text)
 from gridcrawl.executor.robots import RobotsCache, product_token
@@ -88,17 +89,29 @@ def scope_check(domains: list[str]) -> HopCheck:
     return check
 
 
-def conditional_headers(instruction: Instruction | dict | None) -> dict[str, str] | None:
+def conditional_headers(instruction: Instruction | dict | None, now: float | None = None) -> dict[str, str] | None:
     """The conditional request headers of a recrawl's ``instruction`` (``ifNoneMatch``: the
     stored ETag, ``ifModifiedSince``: the stored Last-Modified; RFC 9110 §13.1.2, §13.1.3), or
     ``None`` when it has none. Values that are not short single-line text are dropped, so a
-    hostile stored header cannot inject another header."""
+    hostile stored header cannot inject another header.
+
+    A stored Last-Modified that is not a date before ``now`` (POSIX seconds; default: this
+    machine's clock) is not sent: a server whose clock was ahead (or that dated a file in the
+    future) answers an ``If-Modified-Since`` of that date with ``304`` for as long as the page's
+    new Last-Modified is earlier, and most servers compare so (the page's date not after the one
+    asked: werkzeug, Django, Express). Every edit until that date went unseen, the page counted
+    "not modified" and visited less and less often. Without it the page is fetched in full and
+    compared by digest (an ETag, evaluated first, is still sent).
+    """
     instruction = Instruction.read(instruction)
     headers = {}
     for name, value in (("If-None-Match", instruction.if_none_match),
                         ("If-Modified-Since", instruction.if_modified_since)):
         if value and len(value) <= 1024 and value.isprintable():
             headers[name] = value
+    since = headers.get("If-Modified-Since")
+    if since is not None and (parse_retry_after(since, now) or 0.0) > 0.0:  # seconds until that date
+        del headers["If-Modified-Since"]
     return headers or None
 
 

@@ -133,6 +133,32 @@ def test_recrawl_sends_conditional_requests_and_counts_each_class(tmp_path, site
     assert "not modified (304)" in log and "recrawl" in log
 
 
+def test_a_last_modified_in_the_future_is_not_sent_back_so_an_edit_is_seen(tmp_path, site_server):
+    """A server whose clock was ahead dated a page in 2100; we sent that date back as
+    If-Modified-Since, and a server that compares dates (the page's not after the one asked:
+    304) answered 304 to every recrawl once its clock was right, the edits unseen."""
+    site = recrawl_site()
+    site.modified["/m1.html"] = 4_102_444_800.0  # Fri, 01 Jan 2100 00:00:00 GMT
+    server = site_server(site)
+    url = lambda path: canonical_url(server.url(path))
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        assert grid.start_client(server.url("/")).wait(timeout=60) == 0, grid.log("client.log")
+        site.pages["/m1.html"] = page("m1", text="m1 edited")
+        site.modified["/m1.html"] = time.time() - 60  # the clock put right, the page edited
+        server.reset()
+        assert grid.start_client("--recrawl-all").wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    m1 = [r for r in server.requests if r.path == "/m1.html"]
+    assert [(r.status, r.conditional) for r in m1] == [(200, {})], "no If-Modified-Since of 2100"
+    assert [r.status for r in server.requests if r.path == "/m2.html"] == [304], "a date in the past is sent"
+    assert grid.query("crawl", "SELECT content LIKE '%m1 edited%' FROM document WHERE url = ?", url("/m1.html")) == [(1,)]
+    assert grid.query("crawl", "SELECT changed FROM recrawl") == [(1,)]
+
+
 #: A schedule under which nothing is due during the test (100 s) but a lastmod hint may make a
 #: page due half a second after its visit.
 SLOW_SCHEDULE = {"GRIDCRAWL_RECRAWL_INTERVAL": "100", "GRIDCRAWL_RECRAWL_MIN_INTERVAL": "0.5",
