@@ -1123,6 +1123,7 @@ class CrawlStore:
         fingerprints of every stored document among the outcomes (the caller inserts only the
         others). A visit is applied only while its ``to_visit_url`` row exists, so applying it
         twice changes nothing the second time."""
+        from gridcrawl.executor.fetch import media_type
         fps = [o.pending.fingerprint for o in outcomes]
         c = document.c
         columns = [c.fingerprint, c.url, c.final_url, c.status, c.content_type, c.size, c.content_digest, c.etag,
@@ -1149,7 +1150,8 @@ class CrawlStore:
             kind = "poison" if o.failed else (page.error_kind if page is not None else "lost")
             was_gone = old.gone_at is not None
             found_now = verdict(status, kind, page.digest if page is not None else None, old.content_digest,
-                                was_gone, page is not None and self.schedule.near_unchanged(page.simhash, old.simhash))
+                                was_gone, page is not None and self.schedule.near_unchanged(page.simhash, old.simhash),
+                                page is not None and media_type(page.content_type) != media_type(old.content_type))
             if found_now in ("changed", "revived") and visit_rows[o.pending.fingerprint]["error_kind"] == "noindex":
                 # a new body this crawl does not store: the stored copy stays and so does its
                 # interval, as after an error; counted changed, the interval shrank to the

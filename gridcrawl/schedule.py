@@ -40,7 +40,7 @@ VERDICTS = ("not_modified", "unchanged", "changed", "gone", "revived", "error")
 
 
 def verdict(status: int | None, error_kind: str | None, digest: str | None, stored_digest: str | None,
-            was_gone: bool, near: bool = False) -> str:
+            was_gone: bool, near: bool = False, retyped: bool = False) -> str:
     """What a visit of a stored document found, one of :data:`VERDICTS`.
 
     Args:
@@ -54,10 +54,15 @@ def verdict(status: int | None, error_kind: str | None, digest: str | None, stor
         near: the body's SimHash is within the near-duplicate distance of the stored one
             (:meth:`AdaptiveSchedule.near_unchanged`): a body with another digest counts as
             ``unchanged`` (a changed footer timestamp is not a change).
+        retyped: the response's media type (``Content-Type`` without parameters) differs from
+            the stored document's: ``changed`` whatever the digests say (an HTML page that
+            turned into a PDF whose body is not downloaded has no digest, nor had a page stored
+            before digests were kept: both ``None``, it counted as ``unchanged`` and kept its
+            old HTML copy and type).
 
     A 404/410 is ``gone``; any other failure ``error``; any answer on a gone page ``revived``;
-    a 304 ``not_modified`` (RFC 9110 §15.4.5); else ``unchanged`` when the digests are equal
-    (or ``near``), ``changed`` when not.
+    a 304 ``not_modified`` (RFC 9110 §15.4.5); else ``changed`` when ``retyped``, ``unchanged``
+    when the digests are equal (or ``near``), ``changed`` when not.
     """
     if status in GONE_STATUSES:
         return "gone"
@@ -67,6 +72,8 @@ def verdict(status: int | None, error_kind: str | None, digest: str | None, stor
         return "revived"
     if status == 304:
         return "not_modified"
+    if retyped:
+        return "changed"
     if digest == stored_digest or near:  # also both None: a body never downloaded (non-HTML), nothing to compare
         return "unchanged"
     return "changed"

@@ -75,6 +75,12 @@ def test_verdict(status, error_kind, digest, stored, gone, expected):
     assert verdict(status, error_kind, digest, stored, gone) == expected
 
 
+def test_verdict_of_a_body_under_another_media_type_is_changed():
+    assert verdict(200, None, None, None, False, retyped=True) == "changed"
+    assert verdict(200, None, "a", "a", False, near=True, retyped=True) == "changed"
+    assert verdict(304, None, None, "a", False, retyped=True) == "not_modified"
+
+
 def test_verdict_near_duplicate_body_counts_unchanged_only_when_asked():
     assert verdict(200, None, "b", "a", False, near=True) == "unchanged"
     assert verdict(200, None, "b", "a", False, near=False) == "changed"
@@ -390,6 +396,32 @@ def test_a_page_that_turned_noindex_keeps_its_copy_and_interval_and_counts_as_an
         kind = conn.execute(sa.select(models.visited_url.c.error_kind)).scalar()
     assert "hidden" not in content and float(interval) == pytest.approx(100.0)
     assert kind == "noindex" and store.counts()["versions"] == 0
+    fetcher.close()
+
+
+def test_a_page_whose_type_changed_is_changed_though_no_body_was_read_then_or_now(sqlite_url, site_server):
+    """A PDF that turned into a PNG (neither body downloaded: no digest then or now), and an
+    HTML page stored before digests were kept that turned into a PDF: both counted unchanged
+    (no digest either side), the stored copy kept its old type (and the HTML its old body)."""
+    site, server, fetcher, store, scope, found = crawled_once(sqlite_url, site_server, "/m.html")
+    site.pages["/doc"] = b"%PDF-1.4 one"
+    site.types["/doc"] = "application/pdf"
+    store.add_seeds([server.url("/doc")])
+    crawl_once(store, fetcher, scope)
+    d = models.document.c
+    with store.engine.begin() as conn:  # /m.html as a crawl made before digests stored it
+        conn.execute(models.document.update().where(d.url.like("%/m.html")).values(content_digest=None))
+    site.pages["/doc"], site.types["/doc"] = b"\x89PNG now", "image/png"
+    site.pages["/m.html"], site.types["/m.html"] = b"%PDF-1.4 now", "application/pdf"
+    site.modified.pop("/m.html")
+    assert store.queue_due(every=True) == 2
+    again = crawl_once(store, fetcher, scope)
+    assert (again["changed"], again["unchanged"]) == (2, 0)
+    with store.engine.connect() as conn:
+        rows = dict(conn.execute(sa.select(d.url, d.content_type)).all())
+        versions = sorted(conn.execute(sa.select(models.document_version.c.content_type)).scalars())
+    assert sorted(rows.values()) == ["application/pdf", "image/png"]
+    assert versions == ["application/pdf", "text/html; charset=utf-8"], "each replaced type is kept as a version"
     fetcher.close()
 
 
