@@ -1225,6 +1225,9 @@ def export_command(
         (result.duplicates, f"duplicate{'' if result.duplicates == 1 else 's'} of stored pages"),
         (result.skipped - result.duplicates, "without a stored body")) if n]
     skipped = f" ({', '.join(left_out)} left out)" if left_out else ""
+    if result.bare_versions:  # (they were left out without a word: "0 earlier versions" of a crawl that has some)
+        skipped += (f"; {counted(result.bare_versions, 'earlier version')} left out: replaced by recrawls without "
+                    "--keep-versions, which keep no body (give it to the recrawls to keep them)")
     if result.altered:
         skipped += (f"; {result.altered} page{'s' if result.altered > 1 else ''} not byte for byte as served: the "
                     "stored text does not encode back to those bytes (malformed bytes, or characters with two "

@@ -74,8 +74,9 @@ class ExportResult:
     """What an export wrote: ``records`` (lines, rows, or pages for WARC), ``skipped``
     (documents left out of a WARC because no body was stored; ``duplicates`` of them are
     duplicates of a stored page, written under its URL), and for a WARC ``revisits``
-    (revisit records), ``versions`` (replaced versions written with their bodies) and
-    ``altered`` (pages whose payload is not the bytes served: their stored text does not encode
+    (revisit records), ``versions`` (replaced versions written with their bodies),
+    ``bare_versions`` (replaced versions left out: replaced without ``--keep-versions``, they
+    have no body to write) and ``altered`` (pages whose payload is not the bytes served: their stored text does not encode
     back to them — malformed bytes, or a character with two encodings in the page's charset)."""
 
     records: int = 0
@@ -83,6 +84,7 @@ class ExportResult:
     duplicates: int = 0  # of skipped: duplicates of a stored page (document.duplicate_of), whose record is that page's
     revisits: int = 0
     versions: int = 0
+    bare_versions: int = 0  # replaced versions left out of a WARC: no body kept (no --keep-versions)
     altered: int = 0  # WARC payloads that are not the bytes served (their digest is not content_digest)
 
 
@@ -274,6 +276,8 @@ def export_warc(engine: Engine, out: BinaryIO, *, gzip: bool = True, filename: s
         if body is not None:
             _write_exchange(writer, row, body, user_agent)
             result.versions += 1
+        else:
+            result.bare_versions += 1
     return result
 
 

@@ -286,6 +286,28 @@ def test_a_warc_export_names_the_duplicates_it_leaves_out(tmp_path):
         f"exported 1 page to {tmp_path / 'c.warc'} (1 duplicate of stored pages left out)\n"
 
 
+def test_a_warc_export_names_the_replaced_versions_it_has_no_body_for(tmp_path):
+    """A recrawl without --keep-versions keeps a replaced version without its body: the export
+    left it out and said "0 earlier versions" of a crawl that had one."""
+    db = f"sqlite:///{tmp_path / 'c.db'}"
+    store = CrawlStore(open_database(db))
+    url = canonical_url("http://127.0.0.1:1/a.html")
+    store.add_seeds([url])
+    scope = store.scope([url], [], -1)
+    for body in ("<p>one</p>", "<p>two</p>"):  # the first crawl, then a recrawl that finds it changed
+        (pending,) = store.claim(1)
+        page = PageResult(url=url, final_url=url, status=200, content_type="text/html", size=len(body), title="a",
+                          content=body, digest=hashlib.sha256(body.encode()).hexdigest())
+        store.apply([Outcome(pending, page, "ex", 1, False)], scope)
+        store.queue_due(every=True)
+    assert store.counts()["versions"] == 1
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, str(tmp_path / "c.warc")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == (
+        f"exported 1 page to {tmp_path / 'c.warc'}; 1 earlier version left out: replaced by recrawls without "
+        "--keep-versions, which keep no body (give it to the recrawls to keep them)\n")
+
+
 def test_a_jsonl_export_has_json_numbers_for_real_columns_on_every_back_end(db_url, tmp_path):
     """MariaDB's DOUBLE came back as Decimal, which json cannot write: ``gridcrawl export`` of a
     MariaDB crawl stopped with a traceback. Every back end reads its real columns as floats."""
