@@ -793,7 +793,8 @@ class CrawlStore:
                                 headers=json.dumps(page.headers) if page.headers else None,
                                 structured_data=_json_or_none(page.structured),
                                 content_digest=page.digest if isinstance(page.digest, str) else None,
-                                etag=_header(headers, "etag"), last_modified=_header(headers, "last-modified"),
+                                etag=_validator(headers, "etag", document.c.etag),
+                                last_modified=_validator(headers, "last-modified", document.c.last_modified),
                                 visited_at=now, visit_status=status, fetch_interval=first,
                                 next_fetch_at=self.schedule.due_at(now, first),
                                 render_seconds=page.render_seconds,
@@ -1170,7 +1171,7 @@ class CrawlStore:
                 # the stored copy is current; a 304 may carry updated validators (RFC 9110 §15.4.5)
                 for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
                     if _header(headers, name) is not None:
-                        values[key] = _header(headers, name)
+                        values[key] = _validator(headers, name, document.c[key])
                 if old.simhash is None and page is not None and isinstance(page.simhash, int):
                     values["simhash"] = f"{page.simhash:016x}"  # stored while no one asked for it
             else:  # changed, or revived with a body: the new copy replaces the stored one
@@ -1324,12 +1325,12 @@ class CrawlStore:
                "etag": old.etag if old is not None else None,
                "last_modified": old.last_modified if old is not None else None}
         if not error_kind and status != 304:
-            row.update(content_digest=digest, etag=_header(headers, "etag"),
-                       last_modified=_header(headers, "last-modified"))
+            row.update(content_digest=digest, etag=_validator(headers, "etag", sitemap_table.c.etag),
+                       last_modified=_validator(headers, "last-modified", sitemap_table.c.last_modified))
         elif status == 304:  # a 304 may carry updated validators (RFC 9110 §15.4.5)
             for key, name in (("etag", "etag"), ("last_modified", "last-modified")):
                 if _header(headers, name) is not None:
-                    row[key] = _header(headers, name)
+                    row[key] = _validator(headers, name, sitemap_table.c[key])
         return row, unchanged
 
     @staticmethod
@@ -1976,6 +1977,15 @@ def _header(headers: dict, name: str) -> str | None:
     """Response header ``name`` (lower case) of a page's headers as text, or None."""
     value = headers.get(name)
     return value if isinstance(value, str) and value else None
+
+
+def _validator(headers: dict, name: str, column: sa.Column) -> str | None:
+    """Validator header ``name`` (``etag`` or ``last-modified``, lower case) of a page's headers
+    as stored in ``column`` (``document.etag`` …), or None when missing or longer than the column
+    holds: cut, it would match nothing when sent back, and a value too long failed the batch's
+    update on PostgreSQL and MariaDB (the apply stopped on a 304 or unchanged page carrying it)."""
+    value = _header(headers, name)
+    return value if value is not None and len(value) <= (column.type.length or len(value)) else None
 
 
 def _execute_grouped(conn, table: sa.Table, key: sa.Column, rows: list[dict]) -> None:
