@@ -186,13 +186,35 @@ class FetchResult:
         return self.error_kind is None
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
+def _http_date(text: str) -> float | None:
+    """An HTTP-date (``"Wed, 21 Oct 2015 07:28:00 GMT"``; a date without a zone is taken as
+    UTC) as POSIX seconds, or ``None`` when it does not parse. Never raises."""
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; treat a naive date as UTC
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        return when.timestamp()
+    except (ValueError, OverflowError):
+        return None
+
+
+def parse_retry_after(value: str | None, now: float | None = None, date: str | None = None) -> float | None:
     """Parse a ``Retry-After`` header value into seconds to wait (RFC 9110 §10.2.3).
 
     Args:
         value: the header value: delay-seconds (``"120"``; a decimal such as ``"1.5"`` is also
             accepted) or an HTTP-date (``"Wed, 21 Oct 2015 07:28:00 GMT"``).
         now: the current time in seconds since the epoch for HTTP-dates; ``time.time()`` if None.
+        date: the same response's ``Date`` header, if any. An HTTP-date is read against it when
+            it parses (the server wrote both by its own clock, so the wait it asks is their
+            difference), so that an executor whose clock is off waits what the server asked:
+            an hour slow, a 2-minute wait was read as 62 minutes and failed the page as "longer
+            than a crawl waits"; ahead, as none. Without a usable ``Date``, ``now`` is used.
 
     Returns:
         Seconds (float, >= 0; a date in the past gives 0.0; at most :data:`MAX_SECONDS`), or
@@ -211,16 +233,13 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
         if math.isfinite(seconds) and seconds >= 0:
             return min(seconds, MAX_SECONDS)
         return None
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
+    when = _http_date(text)
     if when is None:
         return None
-    if when.tzinfo is None:  # RFC 9110 dates are GMT; treat a naive date as UTC
-        when = when.replace(tzinfo=timezone.utc)
-    reference = time.time() if now is None else now
-    return min(max(0.0, when.timestamp() - reference), MAX_SECONDS)
+    reference = _http_date(date.strip()) if date else None
+    if reference is None:
+        reference = time.time() if now is None else now
+    return min(max(0.0, when - reference), MAX_SECONDS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1233,7 +1252,7 @@ class Fetcher:
         status = resp.status_code
         length = _content_length(resp)
         if status in (429, 503):
-            result.retry_after = parse_retry_after(resp.headers.get("Retry-After"))
+            result.retry_after = parse_retry_after(resp.headers.get("Retry-After"), date=resp.headers.get("Date"))
         if status >= 500 and self.proxy is not None and self.proxy.applies_to(result.final_url):
             error = proxy_error(result.headers)
             if error is not None:  # the proxy's own answer: the site was not reached

@@ -162,6 +162,13 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/unavailable-date":
                 when = formatdate(time.time() + 120, usegmt=True)
                 self._send(503, b"", ctype="text/plain", extra={"Retry-After": when})
+            elif path.startswith("/unavailable-date-skewed/"):  # a server whose clock is this one's + N s
+                server_now = time.time() + float(path.rsplit("/", 1)[1])
+                self.wfile.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                 b"Date: %s\r\nRetry-After: %s\r\n\r\n"
+                                 % (formatdate(server_now, usegmt=True).encode(),
+                                    formatdate(server_now + 120, usegmt=True).encode()))
+                self.close_connection = True
             elif path == "/hang-up":  # closes the connection without a word
                 self.close_connection = True
             elif path == "/many-headers":  # a header of 1,500 fields
@@ -682,6 +689,19 @@ def test_503_with_http_date_retry_after(server):
     assert r.retry_after is not None and 100 < r.retry_after <= 120
 
 
+@pytest.mark.parametrize("skew", [3600, -3600])
+def test_http_date_retry_after_is_read_by_the_servers_clock(server, skew):
+    """An executor whose clock is off by an hour (here: a server whose clock is off by as much)
+    waits the 2 minutes the server asks: its ``Retry-After`` date is read against its own
+    ``Date``. By this machine's clock it was 62 minutes (the page failed, "longer than a crawl
+    waits") or nothing (the host asked again at once)."""
+    base, _ = server
+    r = _fetcher().fetch(f"{base}/unavailable-date-skewed/{skew}")
+    assert r.error_kind is ErrorKind.HTTP_STATUS and r.status == 503
+    assert r.retry_after is not None and 115 <= r.retry_after <= 125, r.retry_after
+    assert r.error == "HTTP 503 Service Unavailable"
+
+
 @pytest.mark.parametrize(
     "url", ["", "not a url", "ftp://127.0.0.1/file", "http://", "http://127.0.0.1:99999/", "http://[::1/"]
 )
@@ -702,6 +722,11 @@ def test_parse_retry_after():
     assert parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now=784111777.0 - 10) == pytest.approx(10.0)
     for bad in (None, "", "soon", "-5", "nan", "inf"):
         assert parse_retry_after(bad) is None
+    # a date is read against the response's Date, when it has a usable one
+    assert parse_retry_after(formatdate(now + 60, usegmt=True), now=now - 3600,
+                             date=formatdate(now, usegmt=True)) == pytest.approx(60.0)
+    assert parse_retry_after(formatdate(now + 60, usegmt=True), now=now, date="not a date") == pytest.approx(60.0)
+    assert parse_retry_after("30", now=now, date=formatdate(now - 3600, usegmt=True)) == 30.0
 
 
 def test_threads_share_one_fetcher(server):
