@@ -36,7 +36,7 @@ import socket
 import threading
 import time
 import zlib
-from datetime import timezone
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Union
 from urllib.parse import quote, urldefrag, urljoin, urlsplit
@@ -79,6 +79,11 @@ http.client._MAXHEADERS = max(http.client._MAXHEADERS, MAX_HEADER_FIELDS)  # one
 #: Appended to the message of a fetch whose HTTPS certificate failed the check.
 _TLS_HINT = ("to trust an intranet's own certificate authority start executors with --ca-bundle FILE, "
              "to accept any certificate with --no-tls-verify")
+#: OpenSSL's verify codes of a certificate outside its dates (X509_V_ERR_CERT_NOT_YET_VALID,
+#: X509_V_ERR_CERT_HAS_EXPIRED): judged by the executor's clock, which may be the one that is wrong.
+_CERT_DATE_CODES = (9, 10)
+_CLOCK_HINT = "if it is wrong, set it right (NTP) and fetch the page again"
+_TLS_DATE_HINT = "to accept it anyway start executors with --no-tls-verify"
 _PROXY_HINT = "give the proxy's user and password in --proxy http://user:password@host:port"
 _ACCEPT = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.1"
 _ACCEPT_ENCODING = "gzip, deflate"  # the codings decoded here with a bounded inflater
@@ -750,7 +755,11 @@ def failure_reason(exc: BaseException) -> str:
             line = str(getattr(error, "line", "") or error).strip()
             return f"not an HTTP response: it began {line[:60]!r}"
         if isinstance(error, ssl.SSLCertVerificationError):
-            return f"TLS certificate not trusted: {error.verify_message or error.reason}"
+            reason = f"TLS certificate not trusted: {error.verify_message or error.reason}"
+            if error.verify_code in _CERT_DATE_CODES:  # judged by this machine's clock, which may be off
+                shown = datetime.fromtimestamp(time.time(), timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+                reason += f" (by this machine's clock, which reads {shown}: {_CLOCK_HINT})"
+            return reason
         if isinstance(error, ssl.SSLError):
             hint = (" (the server answered in plain HTTP, not TLS: an https:// URL for an http:// site?)"
                     if error.reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST") else "")
@@ -1221,8 +1230,8 @@ class Fetcher:
             # requests resolves a redirect's Location even when it does not follow it
             # (Session.send's ``r._next``): one urlsplit cannot parse ("http://[::1") raises there
             return _Failure(ErrorKind.INVALID_URL, f"the redirect target (Location) is no URL: {exc}")
-        if "CERTIFICATE_VERIFY_FAILED" in raw:
-            message += f"; {_TLS_HINT}"
+        if "CERTIFICATE_VERIFY_FAILED" in raw:  # a certificate out of its dates: no authority to add
+            message += f"; {_TLS_DATE_HINT if _CLOCK_HINT in message else _TLS_HINT}"
         if isinstance(
             exc,
             (

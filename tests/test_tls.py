@@ -6,6 +6,7 @@ names the two ways out: ``--ca-bundle FILE`` (trust the intranet's CA) and ``--n
 
 from __future__ import annotations
 
+import datetime
 import os
 import ssl
 import subprocess
@@ -65,6 +66,30 @@ def test_a_ca_bundle_is_trusted_and_no_check_accepts_any_certificate(https_site,
         assert result.error_kind is None and result.status == 200, (verify, result)
         assert robots.status == 404  # a derived fetcher (robots.txt) checks the same way
     assert tls_verify(True, ca_pem) == os.path.abspath(ca_pem)
+
+
+@pytest.mark.parametrize("days, words", [(365, "certificate is not yet valid"), (-365, "certificate has expired")])
+def test_a_certificate_out_of_its_dates_names_this_machines_clock(ca, ca_pem, days, words):
+    """An executor whose clock is a year behind (or ahead) sees a good certificate as not yet valid
+    (or expired): the message says the clock judged it and what it reads, and does not send the
+    user to --ca-bundle, which an authority already trusted cannot mend."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    start = now + datetime.timedelta(days=days)  # as a machine whose clock is off by a year sees it
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    month = datetime.timedelta(days=30)
+    valid = (start, start + month) if days > 0 else (start - month, start)
+    ca.issue_cert("127.0.0.1", not_before=valid[0], not_after=valid[1]).configure_cert(context)
+    with SiteServer(Site(pages=dict(PAGES)), tls=context) as server:
+        fetcher = Fetcher(user_agent="gridcrawl-test", deadline=10, verify=tls_verify(True, ca_pem))
+        try:
+            result = fetcher.fetch(server.url("/"))
+        finally:
+            fetcher.close()
+    assert result.error_kind == ErrorKind.CONNECTION, result
+    assert result.error.startswith(f"TLS certificate not trusted: {words} (by this machine's clock, which reads "
+                                   f"{now:%Y-%m-%d} "), result.error
+    assert result.error.endswith("UTC: if it is wrong, set it right (NTP) and fetch the page again); "
+                                 "to accept it anyway start executors with --no-tls-verify"), result.error
 
 
 def test_tls_verify_refuses_a_ca_bundle_that_is_no_readable_file(tmp_path):
