@@ -227,6 +227,38 @@ class AllowList:
         still allowed."""
         return {file.name[: -len(PUBLIC_SUFFIX)] for file in self.directory.glob(f"*{PUBLIC_SUFFIX}")}
 
+    def problems(self) -> list[str]:
+        """What is wrong with the directory's contents now, one sentence each for the manager's
+        log at start (empty when nothing is): secret key files in it (``NAME.key_secret``, copied
+        instead of ``NAME.key``: the list reads public keys alone, so their peers are refused,
+        and a secret key belongs on its own machine alone), and no ``.key`` file at all (every
+        executor and client is refused until one is added)."""
+        found = []
+        secrets = sorted(file.name for file in self.directory.glob(f"*{SECRET_SUFFIX}"))
+        if secrets:
+            shown = ", ".join(secrets[:5]) + (f" and {len(secrets) - 5} more" if len(secrets) > 5 else "")
+            found.append(f"allow-list directory {self.directory} holds secret key files ({shown}): only public "
+                         f"NAME{PUBLIC_SUFFIX} files are read there, so their peers are refused; copy each peer's "
+                         f"NAME{PUBLIC_SUFFIX} there instead, and delete the secret ones, which belong on their own "
+                         "machines alone")
+        if not self.names():
+            found.append(f"allow-list directory {self.directory} has no {PUBLIC_SUFFIX} file: every executor and "
+                         f"client is refused until its public key (NAME{PUBLIC_SUFFIX}, made by gridcrawl keys new "
+                         "NAME) is copied there")
+        return found
+
+    def _secret_file_of(self, z85_key: bytes) -> str | None:
+        """The name of a ``.key_secret`` file in the directory whose public key is ``z85_key``, or
+        None: a refused peer whose key pair's secret file was copied there instead of its public one."""
+        for file in sorted(self.directory.glob(f"*{SECRET_SUFFIX}")):
+            try:
+                public, _ = zmq.auth.load_certificate(file)
+            except (OSError, ValueError):
+                continue
+            if public == z85_key:
+                return file.name
+        return None
+
     def name_of(self, z85_key: bytes) -> str | None:
         """The name of the allowed key ``z85_key``, or None if it is not allowed."""
         return self.keys().get(bytes(z85_key))
@@ -241,8 +273,12 @@ class AllowList:
             if len(self._refused) > 10_000:
                 self._refused.clear()
             if count in (1, 10, 100) or count % 1000 == 0:
-                log.warning("CURVE: refused a connection with unknown public key %s (%s)", key,
-                            "once" if count == 1 else f"{count:,} times")
+                secret = self._secret_file_of(bytes(z85_key))
+                why = "" if secret is None else (
+                    f": it is the key of {secret} in the allow-list directory, a secret key file, which is not read; "
+                    f"copy {secret.removesuffix(SECRET_SUFFIX)}{PUBLIC_SUFFIX} there instead")
+                log.warning("CURVE: refused a connection with unknown public key %s (%s)%s", key,
+                            "once" if count == 1 else f"{count:,} times", why)
             return False
         log.debug("CURVE: accepted key %s", name)  # (the manager's "register/open from CURVE key" line says it once)
         return True

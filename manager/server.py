@@ -136,6 +136,8 @@ class ManagerServer:
         self._login_check: threading.Thread | None = None
         if curve is not None:  # the ZAP handler must run before the socket binds
             self.allow_list = AllowList(curve.allow_dir)
+            for problem in self.allow_list.problems():
+                log.warning("%s", problem)
             self.authenticator = start_authenticator(self.context, self.allow_list)
         elif not is_loopback_endpoint(bind):
             log.warning("*** listening on %s WITHOUT CURVE: traffic (passwords included) is unencrypted and any "

@@ -6,6 +6,7 @@ under its key's name rather than the user name it claimed."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -304,6 +305,38 @@ def test_a_key_removed_from_the_allow_list_cuts_its_connected_executor(curve_gri
     assert "CURVE key 'ex1' was removed from the manager's allow-list directory" in log, log[-2000:]
     assert "putting ex1.key back there" in log and "Traceback" not in log
     assert "CURVE key ex1 left the allow-list directory: executor ex1 cut off" in grid.log("manager.log")
+
+
+@pytest.mark.e2e
+def test_a_secret_key_copied_into_the_allow_list_is_named_by_the_manager(tmp_path):
+    """An operator who copied a desktop's NAME.key_secret into the allow-list directory instead
+    of NAME.key saw that desktop refused as an "unknown public key" with the file right there,
+    and a manager started on a directory without a .key file said nothing of it. Now its log
+    says both at start, and the refusal names the secret file and the file to copy instead."""
+    from grid import wait_for
+    keys, allow = tmp_path / "keys", tmp_path / "allow"
+    allow.mkdir()
+    for name in ("manager", "desk1"):
+        new_key_pair(name, keys)
+    shutil.copy(keys / "desk1.key_secret", allow / "desk1.key_secret")
+    grid = Grid(tmp_path)
+    grid.keys = keys
+    try:
+        grid.start_manager("--curve-secret", str(keys / "manager.key_secret"), "--curve-allow", str(allow))
+        wait_for(lambda: "manager listening" in grid.log("manager.log"), 30, message="the manager listening")
+        log = grid.log("manager.log")
+        assert (f"allow-list directory {allow} holds secret key files (desk1.key_secret): only public NAME.key "
+                "files are read there") in log, log[-2000:]
+        assert f"allow-list directory {allow} has no .key file: every executor and client is refused" in log
+        proc = grid.start_executor("desk1", "--connect-timeout", "30", *curve_args(grid, "desk1"))
+        assert proc.wait(timeout=30) == 2
+        assert "refused this program's CURVE key" in grid.log("desk1.log")
+        wait_for(lambda: "desk1.key_secret in the allow-list directory" in grid.log("manager.log"), 10,
+                 message="the refusal logged")
+        assert ("it is the key of desk1.key_secret in the allow-list directory, a secret key file, which is not "
+                "read; copy desk1.key there instead") in grid.log("manager.log")
+    finally:
+        grid.stop()
 
 
 @pytest.mark.e2e
