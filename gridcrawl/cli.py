@@ -753,9 +753,12 @@ def _console():
     return console if console.is_terminal or os.environ.get("COLUMNS") else Console(width=200)
 
 
-def _print_executor_summary(rows, wide: bool = False) -> None:
+def _print_executor_summary(rows, wide: bool = False, manager_down: bool = False) -> None:
     """The rows of the ``executor_summary`` view; ``wide``: every column (host, run seconds
-    min/max, queue wait, CPU figures), else the ones that fit 80 columns."""
+    min/max, queue wait, CPU figures), else the ones that fit 80 columns. ``manager_down``: the
+    database's manager is not running (its lease expired or released), so no executor is
+    connected to it, whatever ``is_connected`` a manager killed before it could clear it left:
+    every one is shown "no", and a note says how many the rows still call connected."""
     extra = [("host", False), ("min s", True), ("max s", True), ("mean wait s", True), ("CPUs", True),
              ("CPU MHz", True), ("CPU use %", True), ("CPU s", True)]
     table = _table("executors (view executor_summary)", [
@@ -764,12 +767,16 @@ def _print_executor_summary(rows, wide: bool = False) -> None:
     for r in rows:
         more = [r.host, _seconds(r.min_run_seconds), _seconds(r.max_run_seconds), _seconds(r.mean_queue_wait_seconds),
                 str(r.num_cpus), f"{r.cpu_max:.0f}", f"{r.cpu_usage:.0f}", f"{r.cpu_totalusage:.1f}"]
-        up = ("yes" if r.accepting else "waiting") if r.is_connected else "no"
+        up = ("yes" if r.accepting else "waiting") if r.is_connected and not manager_down else "no"
         table.add_row(r.executor_name, up, f"{r.threads:,}", f"{r.pages:,}",
                       f"{r.failed:,}", _seconds(r.mean_run_seconds), _seconds(r.pages_per_second, 2), *more * wide)
     console = _console()
     console.print(table)
-    if any(r.is_connected and not r.accepting for r in rows):
+    if manager_down and (stale := sum(r.is_connected for r in rows)):
+        console.print(f"up: no, as no manager is running on this database; the manager's last records call "
+                      f"{counted(stale, 'executor')} connected (it stopped without saying they left: killed, or "
+                      "its host lost); those still running reconnect once it is started again", highlight=False)
+    elif any(r.is_connected and not r.accepting for r in rows):
         console.print("waiting: an --idle-only executor, connected, that takes no grid thread until its "
                       "desktop is idle (its log says since when)")
 
@@ -896,15 +903,16 @@ def report(
         console = _console()  # lines wrapped at the terminal's width (or $COLUMNS), as the tables
         try:
             lease = rep.active_manager(engine)
+            manager_down = lease is not None and not lease.live
             if lease is not None:
                 console.print(lease.describe(), markup=False, highlight=False)
             if application:
                 application = rep.resolve_application(engine, application)
                 _print_timings(rep.executor_timings(engine, application), wide)
             else:
-                _print_executor_summary(rep.executor_summary(engine), wide)
+                _print_executor_summary(rep.executor_summary(engine), wide, manager_down)
             _print_application_summary(rep.application_summary(engine, application), wide)
-            for _needs, count, why in rep.waiting_for_capabilities(engine):
+            for _needs, count, why in rep.waiting_for_capabilities(engine, manager_down):
                 console.print(f"{counted(count, 'thread')} {'waits' if count == 1 else 'wait'}: {why}", markup=False,
                               highlight=False)
             if plot is not None:

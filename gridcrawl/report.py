@@ -484,21 +484,23 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
                            structured_errors, first)
 
 
-def waiting_for_capabilities(engine: Engine) -> list[tuple[str, int, str]]:
+def waiting_for_capabilities(engine: Engine, manager_down: bool = False) -> list[tuple[str, int, str]]:
     """READY grid threads of live applications that no connected executor takes now, per need
     set, as ``(needs, count, why)`` sorted by needs: ``needs`` space-separated as the
     ``thread.needs`` column holds them (``""``: threads that need nothing), ``why`` one
     phrase — no executor is connected, no connected executor has the needs, or those that
     have them take no work now (``executor.accepting`` false: idle-only desktops in use or
     outside their hours). Judged from the executors recorded as connected. Empty when every
-    waiting thread has an executor that takes it."""
+    waiting thread has an executor that takes it. ``manager_down``: no manager is running on
+    the database (:attr:`ActiveManager.live` false), so none is connected whatever the rows
+    say, and every waiting thread waits for a manager (``why`` says so)."""
     from gridcrawl import models
     from gridcrawl.states import ApplicationState, ThreadState
     t, e, a = models.thread, models.executor, models.application
     with engine.connect() as conn:
-        executors = [(frozenset((row.capabilities or "").split()), bool(row.accepting))
-                     for row in conn.execute(sa.select(e.c.capabilities, e.c.accepting)
-                                             .where(e.c.is_connected == sa.true()))]
+        executors = [] if manager_down else [
+            (frozenset((row.capabilities or "").split()), bool(row.accepting))
+            for row in conn.execute(sa.select(e.c.capabilities, e.c.accepting).where(e.c.is_connected == sa.true()))]
         rows = conn.execute(
             sa.select(t.c.needs, sa.func.count().label("n"))
             .select_from(t.join(a, a.c.application_id == t.c.application_id))
@@ -513,7 +515,9 @@ def waiting_for_capabilities(engine: Engine) -> list[tuple[str, int, str]]:
     result = []
     for key, count in sorted(waiting.items()):
         needs = frozenset(key.split())
-        if not executors:
+        if manager_down:
+            why = "no manager is running on this database (above): they run once one is started again"
+        elif not executors:
             why = "no executor is connected"
         elif not any(needs <= caps for caps, _ in executors):
             why = f"no connected executor has {key}"

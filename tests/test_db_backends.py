@@ -501,7 +501,7 @@ def test_the_report_fits_80_columns_header_line_included(sqlite_url):
     assert max(map(len, lines)) <= 80, "\n".join(line for line in lines if len(line) > 80)
     text = " ".join(result.output.split())
     assert "manager tcp://manager-on-a-host-with-a-long-name.example:9000: not running (lease expired at" in text
-    assert "1 thread waits: the connected executors take no work now" in text
+    assert "1 thread waits: no manager is running on this database (above)" in text
 
 
 def test_manager_and_crawl_store_code_paths_run_on_every_back_end(db_url):

@@ -378,3 +378,40 @@ def test_a_manager_whose_new_database_fills_the_disk_stops_with_one_line(tmp_pat
     assert errors == [f"error: cannot create gridcrawl's tables in sqlite:///{small_disk / 'manager.db'}: "
                       "database or disk is full"], log
     assert "Traceback" not in log
+
+
+def test_the_report_of_a_killed_managers_database_calls_no_executor_up(tmp_path, site_server):
+    """``kill -9`` of a manager leaves its executors' rows saying connected: `gridcrawl report`
+    printed "manager ...: not running" over a table of executors "up: yes" (and blamed them for
+    a thread that waited: "the connected executors take no work now"). Now they are "no", with a
+    line saying how many the last records call connected, and a waiting thread waits for a manager."""
+    import datetime
+    import subprocess
+    import sys
+    server = site_server(generate_site(3, links_per_page=1, seed=3))
+    later = datetime.datetime.now() + datetime.timedelta(hours=2)  # an idle-only desk outside its hours
+    hours = f"{later:%H:00}-{later + datetime.timedelta(hours=1):%H:00}"
+    grid = Grid(tmp_path)
+    try:
+        manager = grid.start_manager()
+        grid.start_executor("desk1", "--threads", "2", "--idle-only", "--hours", hours)
+        grid.start_client(server.url("/"), "--no-sitemaps")
+        wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM executor WHERE is_connected") == 1
+                 and scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 0") == 1, 60,
+                 message="desk1 connected and the seed's thread waiting, recorded")
+        manager.kill()
+        manager.wait(timeout=30)
+
+        def report() -> str:
+            return subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
+                                  capture_output=True, text=True, timeout=60).stdout
+        wait_for(lambda: "not running (lease expired at" in report(), 30, message="the lease expired")
+        text = report()
+        row = next(line for line in text.splitlines() if "desk1" in line)
+        assert row.split("\u2502")[2].strip() == "no", text
+        text = " ".join(text.split())
+        assert ("up: no, as no manager is running on this database; the manager's last records call 1 executor "
+                "connected") in text, text
+        assert "1 thread waits: no manager is running on this database (above)" in text, text
+    finally:
+        grid.stop()
