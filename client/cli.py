@@ -119,7 +119,7 @@ def crawl(
     except ValueError as exc:
         fail(str(exc))
     seeds = seed_list(seeds or [], seeds_file)
-    curve, password = peer_credentials(user, curve_secret, curve_server_key)
+    curve, password = peer_credentials(user, curve_secret, curve_server_key, manager)
     counts = run_crawl(settings, manager, db, seeds, allow_domain or [], name=name, show_progress=progress,
                        rules=rules, focus=focus, min_relevance=min_relevance, order=order, user=user,
                        password=password, curve=curve, retry_failed=parse_retry_kinds(retry_failed),
@@ -150,9 +150,7 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     """``gridcrawl-client … pause|resume|cancel APPLICATION_ID…``: ask the manager, print the
     new state of each application. Exit status 2 (one-line error) when the manager refuses
     (unknown application, bad credentials, no permission) or does not answer."""
-    from gridcrawl.cli_common import login_password
     from gridcrawl.client.app import ManagerUnreachable, Refused, control_application
-    from gridcrawl.keys import KeyFileError, client_keys
     if not application_ids:
         fail(f"{action} needs the application id, or 4 or more of its first characters: the crawl summary's "
              "application row, gridcrawl report --db MANAGER_DB (its applications), the dashboard or the client's "
@@ -160,14 +158,9 @@ def control(ctx, action: str, application_ids: list[str], manager: str, user: st
     try:
         manager = manager_endpoints(manager)
         settings = configured_settings(ctx, connect_timeout=connect_timeout)
-        if (curve_secret is None) != (curve_server_key is None):
-            fail("--curve-secret and --curve-server-key go together")
-        curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
-        password = login_password(user)
-    except (ValueError, KeyFileError) as exc:
+    except ValueError as exc:
         fail(str(exc))
-    except EOFError:
-        fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+    curve, password = peer_credentials(user, curve_secret, curve_server_key, manager)
     for application_id in application_ids:
         try:
             done = control_application(settings, manager, application_id, action, user=user, password=password,

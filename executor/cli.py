@@ -96,7 +96,7 @@ def run(
                  "plugins installed in its Python environment by itself: install the plugin's package here instead")
         if not claimed or " " in claimed or not claimed.isprintable() or len(claimed) > CAPABILITY_LENGTH:  # the manager refuses it
             fail(f"--capability {claimed!r}: a capability is 1 to {CAPABILITY_LENGTH} printable characters without spaces")
-    curve, password = peer_credentials(user, curve_secret, curve_server_key)
+    curve, password = peer_credentials(user, curve_secret, curve_server_key, manager)
     try:
         agent = ExecutorAgent(settings, manager, name=name, user=user, password=password, curve=curve,
                               allow_private=allow_private or [], dedicated=not idle_only, idle=idle,

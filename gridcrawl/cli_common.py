@@ -293,20 +293,30 @@ def login_password(user: str | None) -> str | None:
     return ask_password(f"password for {user}: ")
 
 
-def peer_credentials(user: str | None, curve_secret, curve_server_key):
+def peer_credentials(user: str | None, curve_secret, curve_server_key, managers: list[str] = ()):
     """``(curve, password)`` of an executor or client: its CURVE keys (or None) from the two key
     files, which go together, and the password of ``user`` from $GRIDCRAWL_PASSWORD or a prompt.
+    ``managers``: the endpoints it will connect to; a password without CURVE for one that is not
+    on this machine is a WARNING on stderr (it crosses the network in clear, for anyone on the
+    path to read; the manager's operator was warned, the password's owner was not).
     Exits with status 2 (one line) on unusable key files or no password to be had."""
     from gridcrawl.keys import KeyFileError, client_keys
+    from gridcrawl.transport import is_loopback_endpoint
     if (curve_secret is None) != (curve_server_key is None):
         fail("--curve-secret and --curve-server-key go together")
     try:
         curve = client_keys(curve_secret, curve_server_key) if curve_secret is not None else None
-        return curve, login_password(user)
+        password = login_password(user)
     except KeyFileError as exc:
         fail(str(exc))
     except EOFError:
         fail(f"no password for {user}: set GRIDCRAWL_PASSWORD or run on a terminal")
+    remote = [endpoint for endpoint in managers if not is_loopback_endpoint(endpoint)]
+    if password is not None and curve is None and remote:
+        typer.echo(f"WARNING: the password of {user or 'this user'} goes to the manager at {', '.join(remote)} "
+                   "unencrypted, for anyone on the network between to read: give --curve-secret and "
+                   "--curve-server-key (docs/security.md)", err=True)
+    return curve, password
 
 
 # Attributes every LogRecord has; anything else on a record came from ``extra=`` and is logged.

@@ -136,6 +136,15 @@ def receive(sock: zmq.Socket) -> list[bytes]:
             return frames
 
 
+def is_loopback_endpoint(endpoint: str) -> bool:
+    """True if ZeroMQ ``endpoint`` listens only on this machine (``ipc://``, ``inproc://``, or
+    TCP on a loopback address or ``localhost``); ``tcp://*:9000`` and ``tcp://0.0.0.0:9000`` are not."""
+    if not endpoint.startswith("tcp://"):
+        return True
+    host = endpoint[6:].rpartition(":")[0].strip("[]")
+    return host == "localhost" or _is_loopback(host)
+
+
 def check_endpoint(endpoint: str, *, bind: bool = False) -> str:
     """Return ``endpoint`` if it looks like a ZeroMQ endpoint (``tcp://HOST:PORT``,
     ``ipc://...``, ``inproc://...``) to connect to, or with ``bind`` to listen at; else raise

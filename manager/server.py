@@ -20,7 +20,6 @@ peer's key (the message's ``User-Id`` property) is its identity when no login is
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import logging
 import os
 import math
@@ -38,7 +37,7 @@ from gridcrawl.db import from_timestamp, init_schema, shown_url, to_timestamp
 from gridcrawl.errors import MessageTooLarge
 from gridcrawl.settings import Settings
 from gridcrawl.states import ApplicationState, ThreadState
-from gridcrawl.transport import apply_curve_server, make_socket, reachable, receive, send
+from gridcrawl.transport import apply_curve_server, is_loopback_endpoint, make_socket, reachable, receive, send
 from gridcrawl.manager import dashboard
 from gridcrawl.manager.core import LATE_ATTEMPTS, ControlError, ManagerCore, Send, Strike
 from gridcrawl.manager.lease import (LEASE_FAILURE_REPEAT, Lease, LeaseHeld, describe_holder,  # noqa: F401  (LeaseHeld: for the CLI)
@@ -974,17 +973,3 @@ def advertised_endpoint(endpoint: str) -> str:
         if endpoint.startswith(wildcard):
             return f"tcp://{_socket.gethostname()}:{endpoint[len(wildcard):]}"
     return endpoint
-
-
-def is_loopback_endpoint(endpoint: str) -> bool:
-    """True if ZeroMQ ``endpoint`` listens only on this machine (``ipc://``, ``inproc://``, or
-    TCP on a loopback address or ``localhost``); ``tcp://*:9000`` and ``tcp://0.0.0.0:9000`` are not."""
-    if not endpoint.startswith("tcp://"):
-        return True
-    host = endpoint[6:].rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -696,3 +696,29 @@ def test_an_administrator_reattached_to_a_removed_users_crawl_is_not_cut(tmp_pat
     assert "user crawler was removed" not in grid.log("manager.log")
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}, len(docs)
+
+
+def test_a_password_sent_without_curve_to_another_host_is_a_warning_on_the_peers_side(tmp_path):
+    """Without CURVE a login's password crosses the network in clear: the manager's operator
+    was warned (it listens off loopback without CURVE), the password's owner — the user starting
+    a client, the desktop starting an executor — was not. Now a password for a manager on
+    another host without CURVE keys is a WARNING naming the options; to this machine's manager,
+    or with keys, nothing. (The crawl database cannot be opened, so nothing connects anywhere.)"""
+    from test_keys import curve_args
+    from gridcrawl.keys import new_key_pair
+    for name in ("manager", "alice"):
+        new_key_pair(name, tmp_path / "keys")
+    holder = type("KeyHolder", (), {"keys": tmp_path / "keys"})
+    unusable = f"sqlite:///{tmp_path / 'no-such-folder' / 'crawl.db'}"
+
+    def client(manager: str, *more: str) -> str:
+        proc = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", manager, "--user", "alice",
+                               "--db", unusable, *more, "http://127.0.0.1:9/"], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "GRIDCRAWL_PASSWORD": "a long password"})
+        assert proc.returncode == 2 and "cannot open the SQLite database" in proc.stderr, proc.stderr
+        return proc.stderr
+    told = client("tcp://10.0.0.5:9000")
+    assert ("WARNING: the password of alice goes to the manager at tcp://10.0.0.5:9000 unencrypted, for anyone on "
+            "the network between to read: give --curve-secret and --curve-server-key (docs/security.md)") in told, told
+    assert "WARNING" not in client("tcp://127.0.0.1:9000")
+    assert "WARNING" not in client("tcp://10.0.0.5:9000", *curve_args(holder, "alice"))
