@@ -546,11 +546,22 @@ class ManagerLink:
         if self.state.ever_up or waited < self._waiting_said_at or waited >= self.state.connect_timeout:
             return
         self._waiting_said_at = waited + WAITING_SAID_EVERY
-        hints = [hint for endpoint in self.state.managers.endpoints if (hint := why_unreachable(endpoint)) is not None]
+        hints = self._hints()
         self.log.warning("no answer from the manager at %s for %.0f s%s; waiting for it up to %.0f s more "
                          "(--connect-timeout %.0f)", self.state.managers, waited,
                          f" ({'; '.join(hints)})" if hints else "", self.state.connect_timeout - waited,
                          self.state.connect_timeout)
+
+    def _hints(self) -> list[str]:
+        """Why no manager answers, for the waiting line and the final error: what the network says
+        of each endpoint (:func:`why_unreachable`), else what the handshakes the manager closed
+        suggest (:meth:`HandshakeWatch.hint`: a wrong manager public key, a plain peer at a CURVE
+        manager), which the waiting line left out: a desktop given a wrong key and a day's
+        ``--connect-timeout`` logged "no answer" every minute without a cause."""
+        hints = [hint for endpoint in self.state.managers.endpoints if (hint := why_unreachable(endpoint)) is not None]
+        if not hints and self._watch is not None and (hint := self._watch.hint()) is not None:
+            hints = [hint]
+        return hints
 
     def send(self, message: p.Message) -> bool:
         """Send ``message`` on the current socket; False if it could not be queued."""
@@ -575,10 +586,7 @@ class ManagerLink:
         for action in actions:
             if isinstance(action, Fail):
                 if isinstance(action.error, ManagerUnreachable):
-                    hints = [hint for endpoint in self.state.managers.endpoints
-                             if (hint := why_unreachable(endpoint)) is not None]
-                    if not hints and self._watch is not None and (hint := self._watch.hint()) is not None:
-                        hints = [hint]
+                    hints = self._hints()
                     if hints:
                         raise ManagerUnreachable("; ".join([str(action.error), *hints]))
                 raise action.error

@@ -308,6 +308,23 @@ def test_a_key_removed_from_the_allow_list_cuts_its_connected_executor(curve_gri
 
 
 @pytest.mark.e2e
+def test_an_executor_given_a_wrong_manager_key_says_why_while_it_waits(curve_grid):
+    """A desktop given another key as the manager's (the manager's keys made anew) and a long
+    --connect-timeout (the systemd recipe's day) logged "no answer from the manager ... for 10 s;
+    waiting for it up to ..." every minute with no cause; only the last line, a day later, named
+    the handshakes the manager closed. The waiting line names them now."""
+    from grid import wait_for
+    grid = curve_grid
+    proc = grid.start_executor("ex1", "--connect-timeout", "600", "--curve-secret", str(grid.keys / "ex1.key_secret"),
+                               "--curve-server-key", str(grid.keys / "stranger.key"))
+    wait_for(lambda: "waiting for it up to" in grid.log("ex1.log"), 60, message="the waiting line")
+    line = next(x for x in grid.log("ex1.log").splitlines() if "waiting for it up to" in x)
+    assert "WARNING" in line and "no answer from the manager at" in line, line
+    assert " connections during the handshake (wrong manager public key, or the manager does not use CURVE)" in line, line
+    assert proc.poll() is None  # it waits on, as told
+
+
+@pytest.mark.e2e
 def test_a_secret_key_copied_into_the_allow_list_is_named_by_the_manager(tmp_path):
     """An operator who copied a desktop's NAME.key_secret into the allow-list directory instead
     of NAME.key saw that desktop refused as an "unknown public key" with the file right there,
