@@ -34,8 +34,8 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.errors import LinkError, ManagerUnreachable, Refused
 from gridcrawl.settings import Settings
-from gridcrawl.transport import (HandshakeWatch, apply_curve_client, make_socket, probe_endpoint, receive, send,
-                                 why_unreachable)
+from gridcrawl.transport import (RECONNECT_SLOW, SLOW_AFTER_CLOSED, HandshakeWatch, apply_curve_client, make_socket,
+                                 probe_endpoint, receive, send, why_unreachable)
 
 log = logging.getLogger("gridcrawl.link")
 
@@ -458,6 +458,7 @@ class ManagerLink:
         self.on_connect, self.clock, self.log = on_connect, clock, logger
         self.socket: zmq.Socket | None = None
         self._watch: HandshakeWatch | None = None
+        self._slow = False  # the socket reconnects every RECONNECT_SLOW s (tick)
         self._probed = False  # the network was asked what listens there (tick, _malformed)
         self._waiting_said_at = WAITING_SAID_AFTER  # seconds after start of the next "still waiting" line
         self._malformed_count, self._malformed_said = 0, -math.inf
@@ -534,6 +535,12 @@ class ManagerLink:
         failure = self._watch.failure() if self._watch is not None else None
         if failure is not None:
             self._carry_out(self.state.handshake_failed(now, failure))
+        elif self._watch is not None and self._watch.closed_early >= SLOW_AFTER_CLOSED and not self._slow:
+            closed = self._watch.closed_early
+            self.log.info("the manager at %s closed %d connections during the handshake: trying again every %g s",
+                          self.managers.current, closed, RECONNECT_SLOW)
+            self._connect(self.managers.current, slow=True)
+            self._watch.closed_early = closed  # (counted on: the messages say how many in all)
         self._carry_out(self.state.tick(now))
         self._say_waiting(now)
 
@@ -595,9 +602,14 @@ class ManagerLink:
             elif isinstance(action, Connect):
                 self._connect(action.endpoint)
 
-    def _connect(self, endpoint: str) -> None:
+    def _connect(self, endpoint: str, slow: bool = False) -> None:
+        """A new socket to ``endpoint`` and the hello on it; ``slow``: it reconnects every
+        :data:`~gridcrawl.transport.RECONNECT_SLOW` seconds (the manager kept closing the
+        connections of the last one during the handshake), until the next new socket."""
         self.close(linger=0)
-        self.socket = make_socket(self.context, zmq.DEALER, self.settings)
+        self._slow = slow
+        self.socket = make_socket(self.context, zmq.DEALER, self.settings,
+                                  **({"reconnect_first": RECONNECT_SLOW} if slow else {}))
         if self.curve is not None:
             apply_curve_client(self.socket, self.curve)
         self._watch = HandshakeWatch(self.socket, curve=self.curve is not None)

@@ -5,7 +5,8 @@ make us allocate without bound) and explicit high-water marks. A DEALER retries 
 connection after :data:`RECONNECT_FIRST` seconds, doubling up to :data:`RECONNECT_MAX` (ZeroMQ's
 ``RECONNECT_IVL``/``RECONNECT_IVL_MAX``; its own default is a fixed 0.1 s), so a peer started a
 moment before its manager binds connects at once, and a thousand peers of a manager that is down
-do not knock every 0.1 s. The manager's ROUTER also gets
+do not knock every 0.1 s (connections the manager closes during the handshake do not grow the
+interval: :data:`RECONNECT_SLOW`). The manager's ROUTER also gets
 ``ROUTER_MANDATORY``, so a message to a vanished peer raises instead of vanishing silently (ZeroMQ
 guide, chapter 3).
 
@@ -27,6 +28,12 @@ from gridcrawl.words import counted
 HWM = 10_000
 RECONNECT_FIRST = 0.01  # seconds before a refused connection is tried again, at first
 RECONNECT_MAX = 2.0  # seconds between tries at most (the interval doubles up to this)
+#: Seconds between tries of a socket whose manager closed :data:`SLOW_AFTER_CLOSED` connections
+#: during the handshake since the last one that succeeded (a wrong manager public key, a plain
+#: peer at a CURVE manager): ZeroMQ tried again every 10 ms, 83 handshakes a second, each a
+#: CURVE computation at the manager (0.34 CPU-s of the manager's in 20 s, per desktop).
+RECONNECT_SLOW = 1.0
+SLOW_AFTER_CLOSED = 50
 
 
 def seed_routing_ids() -> None:
@@ -48,9 +55,14 @@ def seed_routing_ids() -> None:
         pass
 
 
-def make_socket(context: zmq.Context, kind: int, settings: Settings) -> zmq.Socket:
+def make_socket(context: zmq.Context, kind: int, settings: Settings,
+                reconnect_first: float = RECONNECT_FIRST) -> zmq.Socket:
     """A new socket of ``kind`` (``zmq.ROUTER``/``zmq.DEALER``) with gridcrawl's options (a
-    ROUTER's routing ids from a random start: :func:`seed_routing_ids`)."""
+    ROUTER's routing ids from a random start: :func:`seed_routing_ids`); a DEALER reconnects
+    ``reconnect_first`` seconds after a connection ends (then doubling up to :data:`RECONNECT_MAX`
+    while TCP connections are refused; ZeroMQ starts again from it after every connection
+    closed during the handshake, so :class:`~gridcrawl.link.ManagerLink` makes a socket with a
+    longer one for a manager that keeps closing them: :data:`RECONNECT_SLOW`)."""
     if kind == zmq.ROUTER:
         seed_routing_ids()
     sock = context.socket(kind)
@@ -61,7 +73,7 @@ def make_socket(context: zmq.Context, kind: int, settings: Settings) -> zmq.Sock
     if kind == zmq.ROUTER:
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
     else:
-        sock.setsockopt(zmq.RECONNECT_IVL, int(RECONNECT_FIRST * 1000))
+        sock.setsockopt(zmq.RECONNECT_IVL, int(reconnect_first * 1000))
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, int(RECONNECT_MAX * 1000))
     return sock
 
