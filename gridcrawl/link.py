@@ -165,7 +165,9 @@ class LinkState:
       so that other sockets waking the poll do not count as missed beats) makes the manager dead:
       the next manager is tried at once when there are several (once a whole round of them has
       stayed silent, the next after the back-off, logged once every :data:`ROUND_SAID_EVERY`:
-      a peer whose managers were all gone logged a WARNING every 3 s for ever), otherwise the
+      a peer whose managers were all gone logged a WARNING every 3 s for ever; likewise a manager
+      silent again with no manager having served the peer since, as an active manager out of the
+      peer's reach whose standby names it), otherwise the
       same one after the back-off. A peer that never had an answer from its only manager waits for it (up to
       ``connect_timeout``) instead.
     * **heartbeat**: every ``heartbeat_interval`` s while up, unless the peer sent the manager
@@ -210,6 +212,8 @@ class LinkState:
         self.started = self.connected_at = self.last_heard = self.next_beat = 0.0
         self.last_tick: float | None = None  # the previous tick: a long gap is this program's own pause
         self.heard_any = 0.0  # the last sign of life of any manager (for "no answer for N s")
+        self.served = 0.0  # the last message of a manager that took this peer (refusals are not)
+        self.named_active: str | None = None  # the active manager the last standby's refusal named
         self.last_sent = self.last_beat = float("-inf")  # any message to the manager; a heartbeat
         self.backoff = self.initial
         self.reconnect_at: float | None = None
@@ -234,7 +238,7 @@ class LinkState:
 
     def start(self, now: float) -> list[Action]:
         """Connect to the first manager and say hello."""
-        self.started = self.heard_any = now
+        self.started = self.heard_any = self.served = now
         return [self._connect(now)]
 
     def received(self, now: float, message) -> list[Action]:
@@ -242,6 +246,8 @@ class LinkState:
         hello, a refusal or a goodbye move the link (see the class's rules)."""
         self.last_heard = self.heard_any = now
         self._next_on_reconnect = False  # the current manager lives: what follows decides where to go
+        if self.up or isinstance(message, self.answers):
+            self.served = now
         if isinstance(message, self.answers):
             self._adopt_interval(getattr(message, "heartbeat_interval", None))
             self.up = self.ever_up = True
@@ -337,8 +343,24 @@ class LinkState:
                 self._reconnect(now + self.backoff)
             elif self.managers.next():  # hot standbys: the next manager may be the active one now
                 self.left = (gone, now)
-                self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
-                                 self.managers.current)
+                unserved = now - self.served
+                if unserved < 2 * self.peer_timeout:  # the first silence since a manager served this peer
+                    self.log.warning("no answer from the manager at %s for %.0f s; trying %s", gone, quiet,
+                                     self.managers.current)
+                else:
+                    # silent again, and no manager took this peer meanwhile: each round logged the
+                    # line above again, a WARNING every 6 s for as long as the active manager, cut
+                    # off from its peers but not from its database, kept its lease
+                    said = now - self._round_said >= ROUND_SAID_EVERY
+                    self._round_said = now if said else self._round_said
+                    why = (f"{gone}, the active manager as the standbys say, does not answer it (it holds the "
+                           "database's lease, so they wait for it: a network cut between it and this program, "
+                           "or it is stopped and its lease has not expired yet)" if gone == self.named_active
+                           else f"{gone} does not answer it")
+                    self.log.log(logging.WARNING if said else logging.DEBUG,
+                                 "no manager has served this program for %.0f s: %s; trying %s%s", unserved, why,
+                                 self.managers.current,
+                                 f" (said again at most every {ROUND_SAID_EVERY:.0f} s)" if said else "")
                 self._reconnect(now)
             else:
                 self.log.warning("no answer from the manager at %s for %.0f s; reconnecting in %.1f s", gone, quiet,
@@ -355,6 +377,8 @@ class LinkState:
 
     def _refused(self, now: float, reason: str, active: str | None, retry: bool = False,
                  final: bool = False) -> list[Action]:
+        if active is not None:
+            self.named_active = active
         if final:  # the request cannot succeed: sent again after a reconnect, it looped 12,781 times in 2 min
             return [Fail(Refused(reason))]
         if retry:  # for now (a manager busy with failed logins): ask again shortly, until the timeout

@@ -558,3 +558,43 @@ def test_a_manager_answering_while_the_peer_waits_out_a_rounds_back_off_is_the_o
     assert state.managers.current == A
     assert state.received(now + 0.1, WELCOME) == [] and state.up and state.managers.current == A
     assert all(not isinstance(a, Connect) for t in (1.0, 2.0, 10.0) for a in state.tick(now + t))
+
+
+def test_an_active_manager_out_of_reach_while_a_standby_names_it_is_said_once_a_minute(caplog):
+    """The active manager cut off from its peers but not from its database keeps its lease: its
+    standby names it, the peer goes back to it, finds it silent, and asks the standby again. Each
+    round logged "no answer from the manager at ... for 3 s; trying ..." again, a WARNING every
+    6 s (600 an hour per executor) that never said why the grid waited. Now the first silence
+    is said as before, and a silence that comes back without any manager having served the peer
+    meanwhile is said once a minute, naming the manager that does not answer and why the
+    standby does not take over."""
+    import logging
+
+    from gridcrawl.link import ROUND_SAID_EVERY
+    state = up(link(A, B))
+    refusal = p.Refuse(f"standby manager; the active manager is {A}", active=A)
+    connects, now = [], 0.0
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        while now < 600.0:
+            now += 0.125
+            for action in state.tick(now):
+                if isinstance(action, Connect):
+                    connects.append(action.endpoint)
+                    if action.endpoint == B:  # the standby answers at once, naming A
+                        for answer in state.received(now + 0.01, refusal):
+                            connects.append(answer.endpoint)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert connects.count(A) > 50  # it keeps going back to A: the failover is as fast as ever
+    assert warnings[0] == "no answer from the manager at tcp://a:9000 for 3 s; trying tcp://b:9000"
+    assert warnings[1].startswith(
+        "no manager has served this program for 9 s: tcp://a:9000, the active manager as the standbys say, "
+        "does not answer it"), warnings[1]
+    assert len(warnings) <= 2 + 600 / ROUND_SAID_EVERY, warnings
+    assert state.received(now, WELCOME) == [] and state.up
+    # served again: the next silence is the first again, said at once
+    caplog.clear()
+    serving, other = state.managers.current, state.managers.endpoints[state.managers.endpoints[0] == state.managers.current]
+    with caplog.at_level(logging.WARNING, logger="gridcrawl.link"):
+        for t in range(1, 8):
+            state.tick(now + t / 2)
+    assert [r.getMessage() for r in caplog.records] == [f"no answer from the manager at {serving} for 4 s; trying {other}"]
