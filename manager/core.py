@@ -2014,7 +2014,8 @@ class ManagerCore:
 
         ``applications``: rows of non-stopped applications, with their figures so far when known
         (``done``, ``errors``, ``first_submitted`` and ``last_finished`` in POSIX seconds: the
-        dashboard's crawl seconds go on from the first run); ``threads``: rows of threads not DEAD.
+        dashboard's crawl seconds go on from the first run) and ``time_created`` (POSIX s; ``now``
+        when not given); ``threads``: rows of threads not DEAD.
         Every such thread becomes READY again (a FINISHED one's result was only in memory, so it
         is fetched again; the application stores each page once by fingerprint), but is *held*
         until its application reattaches and submits it again: the crawling instruction it
@@ -2028,7 +2029,7 @@ class ManagerCore:
             self._remember_late(attempt_id, executor_id or "", None)
         for row in applications:
             app = Application(row["application_id"], row["application_name"], row["usr_name"], None,
-                              now, state=ApplicationState(row["state"]), last_seen=now,
+                              row.get("time_created", now), state=ApplicationState(row["state"]), last_seen=now,
                               done=row.get("done", 0), errors=row.get("errors", 0),
                               first_submitted=row.get("first_submitted"), last_finished=row.get("last_finished"))
             if app.state == ApplicationState.PAUSED:  # the pause outlives a manager restart

@@ -254,6 +254,7 @@ class ManagerServer:
                 .where(t.c.application_id.in_([r["application_id"] for r in apps]))
                 .group_by(t.c.application_id))} if apps else {}
             for row in apps:
+                row["time_created"] = to_timestamp(row["time_created"])
                 got = figures.get(row["application_id"])
                 if got is not None:  # (an application without threads keeps Application's defaults)
                     row.update(done=int(got.done or 0), errors=int(got.errors or 0),

@@ -395,3 +395,34 @@ def test_a_take_over_with_an_empty_journal_of_an_old_epoch_warns_of_nothing(tmp_
         server.lease.release()
         server._close_sockets()
         engine.dispose()
+
+
+def test_a_restored_application_keeps_the_time_it_was_created(tmp_path):
+    """A manager taking over (or restarted) restored every application as created at that
+    moment: after a failover the dashboard's applications all had the take-over time as
+    ``time_created`` (its list is ordered by it, newest first, so the order was lost too), and a
+    user refused one more application read "opened 0 s ago" of crawls started hours before."""
+    from gridcrawl import models
+    from gridcrawl.db import from_timestamp, init_schema, open_database
+    from gridcrawl.manager.dashboard import snapshot
+    from gridcrawl.manager.server import ManagerServer
+    from gridcrawl.settings import Settings
+
+    engine = open_database(f"sqlite:///{tmp_path / 'manager.db'}")
+    init_schema(engine, models.manager_metadata, models.manager_meta)
+    created = {"a" * 32: time.time() - 7200, "b" * 32: time.time() - 3600}  # two hours and one hour ago
+    with engine.begin() as conn:
+        conn.execute(models.application.insert(), [
+            {"application_id": application_id, "state": 1, "time_created": from_timestamp(when),
+             "usr_name": "alice", "application_name": "crawl"} for application_id, when in created.items()])
+    server = ManagerServer(Settings(), "tcp://127.0.0.1:0", engine, journal=tmp_path / "manager.journal")
+    try:
+        shown = snapshot(server.core, time.time())["applications"]
+    finally:
+        server.recorder.close()
+        server.lease.release()
+        server._close_sockets()
+        engine.dispose()
+    assert [app["application_id"] for app in shown] == ["b" * 32, "a" * 32]  # newest first
+    for app in shown:
+        assert app["time_created"] == pytest.approx(created[app["application_id"]], abs=0.01)
