@@ -276,12 +276,12 @@ class Lease:
             with self.engine.begin() as conn:
                 pids = end_row_lock_holders(conn, models.manager_lease)
         except sa.exc.DBAPIError as exc:
-            log.warning("could not end the session of the expired lease holder %s (%s)", row.holder,
-                        str(exc).splitlines()[0])
+            log.warning("could not end the session of the expired lease holder, the manager %s (%s)",
+                        describe_holder(row.holder), str(exc).splitlines()[0])
             return
         if pids:
-            log.warning("the lease of %s expired inside its open transaction (paused or hung): ended its database "
-                        "session (pid %s)", row.holder, ", ".join(map(str, pids)))
+            log.warning("the lease of the manager %s expired inside its open transaction (paused or hung): ended "
+                        "its database session (pid %s)", describe_holder(row.holder), ", ".join(map(str, pids)))
 
     def acquire(self, now: float | None = None) -> int:
         """Take the lease or raise :class:`LeaseHeld` naming its holder; returns the epoch."""

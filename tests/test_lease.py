@@ -129,7 +129,8 @@ def test_the_lease_is_judged_by_the_database_servers_clock_not_the_hosts(backend
 
 
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])  # SQLite: docs/reliability.md, "Failover …"
-def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keeps_the_lease(backend, request):
+def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keeps_the_lease(backend, request,
+                                                                                            caplog):
     # The holder "pauses" (SIGSTOP, a hung thread) inside a fenced transaction: its renewal has
     # locked the lease row and it says nothing more. A standby's take-over must not wait on that
     # lock for as long as the pause lasts (it answers "refuse" after its lock wait), and the server
@@ -139,7 +140,8 @@ def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keep
     holder_engine, standby_engine = open_database(url), open_database(url)
     init_schema(holder_engine, models.manager_metadata, models.manager_meta)
     alive = lambda holder: True  # noqa: E731  (the paused holder's process still exists)
-    holder = Lease(holder_engine, "manager-1", seconds=2.0, alive=alive)
+    holder = Lease(holder_engine, "m1.example pid 4242 started 1796000000.00 tcp://m1.example:9000", seconds=2.0,
+                   alive=alive)
     standby = Lease(standby_engine, "manager-2", seconds=2.0, alive=alive)
     holder.acquire()
     conn = holder_engine.connect()
@@ -170,6 +172,11 @@ def test_a_holder_stuck_inside_a_transaction_neither_blocks_the_standby_nor_keep
         wait_for(lambda: standby.try_acquire(now=time.time() + 100).action == "take", 20, 0.2,
                  "the standby taking the lease once the server ended the paused transaction")
         assert standby.read().holder == "manager-2" and standby.epoch == 2
+        if backend == "postgresql":  # the standby ended the holder's session, and names it in words (it
+            # wrote "the lease of m1.example pid 4242 started 1796000000.00 tcp://..." as stored)
+            (ended,) = [r.getMessage() for r in caplog.records if "ended its database session" in r.getMessage()]
+            assert ended.startswith("the lease of the manager pid 4242 on m1.example (started 2026-11-30 00:53:20 "
+                                   "UTC), at tcp://m1.example:9000 expired inside its open transaction"), ended
         with pytest.raises(sa.exc.DBAPIError):  # the holder goes on: its transaction is gone
             conn.execute(sa.text("SELECT 1"))
             transaction.commit()
