@@ -525,7 +525,7 @@ class CrawlApplication:
         if reason == "paused":
             log.warning("no result for %.0f s: an operator paused this application; its %s %s at the manager until "
                         "it is resumed (gridcrawl-client --manager %s%s resume %s)", silent, threads,
-                        "waits" if n == 1 else "wait", self.link.state.managers.current,
+                        "waits" if n == 1 else "wait", self.link.state.managers,  # all: a standby may take over
                         "".join(f" {shlex.quote(arg)}" for arg in [*(["--user", self.user] if self.password else []),
                                                                     *(self.curve.options if self.curve else [])]),
                         self.application_id[:8])

@@ -313,7 +313,9 @@ def test_a_client_that_reattaches_to_a_paused_application_is_told_and_says_why_i
     dash.client.wait(timeout=60)  # (it stops gracefully, then ends by the signal, as a shell expects)
     assert "stopped before the end (SIGTERM)" in dash.grid.log("client.log")
     before = len(dash.grid.log("client.log"))
-    dash.client = dash.grid.start_client(dash.server.url("/"))  # the same crawl again: it reattaches
+    # the same crawl again: it reattaches (given a hot standby too, which does not run here)
+    standby = f"tcp://127.0.0.1:{free_port()}"
+    dash.client = dash.grid.start_client(dash.server.url("/"), "--manager", standby)
 
     def said() -> str:
         return dash.grid.log("client.log")[before:]
@@ -323,7 +325,10 @@ def test_a_client_that_reattaches_to_a_paused_application_is_told_and_says_why_i
     text = said()
     assert f"application {app_id[:8]} reattached" in text
     assert text.index("reattached") < text.index("an operator paused this application")
-    assert f"resume {app_id[:8]})" in text and "they wait for their hosts" not in text
+    # the command names every manager (it named the one the client was on: after a failover, the
+    # operator's copy of it went to a standby)
+    assert f"--manager {dash.grid.endpoint},{standby} resume {app_id[:8]})" in text, text
+    assert "they wait for their hosts" not in text
     control("resume")
     dash.gate.set()
     assert dash.client.wait(timeout=90) == 0, said()
