@@ -429,6 +429,10 @@ class Recorder:
                 self.abandon()
                 return
             except Exception as exc:  # database down: keep the batch, try again
+                if self._taken_over():  # (the standby ended this manager's session: no database fault)
+                    log.debug("writing records failed (%s) as the lease was taken over", str(exc).splitlines()[0])
+                    self.abandon()
+                    return
                 self.failures += 1
                 now = time.monotonic()
                 if now - said >= FAILURE_REPEAT:  # once, then once a minute: not every 2.5 s of an outage
@@ -440,6 +444,24 @@ class Recorder:
             if said > -math.inf:
                 log.warning("writing records works again after %s", counted(self.failures, "failure"))
                 said = -math.inf
+
+    def _taken_over(self) -> bool:
+        """After a failed write: whether this manager's lease was taken over, so that the failure
+        is the take-over's (a standby ends the database session of a holder paused inside its
+        transaction: its next statement fails) and not the database's. Renews the lease to know
+        (:class:`LeaseLost` sets ``lease.lost``, which the manager's loop acts on); False when it
+        cannot tell (no lease, or the renewal fails too: the database is down)."""
+        if self.lease is None:
+            return False
+        if self.lease.lost.is_set():
+            return True
+        try:
+            self.lease.renew()
+        except LeaseLost:
+            return True
+        except Exception:  # the database fails for the renewal too: it is the database's fault
+            return False
+        return False
 
     def flush(self) -> int:
         """Write everything pending in one transaction; return the number of rows written.
