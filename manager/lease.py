@@ -2,11 +2,11 @@
 
 A row of ``manager_lease`` (``name``, ``holder``, ``epoch``, ``expires_at``) says which manager
 owns the database. A manager takes it when it starts — when there is no row, the row has expired,
-or its holder is a process of this host that no longer runs (a manager killed with ``kill -9``
-and started again) — with a conditional UPDATE on the epoch it read (compare-and-swap), which
-increments the epoch. It renews ``expires_at`` while it runs (every ``lease_seconds / 3``) and
-lets it expire at once when it stops. A second manager on the same database finds a live lease
-and refuses to start, naming the holder (:class:`LeaseHeld`).
+or its holder is a process of this host and process space (:func:`process_space`) that no longer
+runs (a manager killed with ``kill -9`` and started again) — with a conditional UPDATE on the
+epoch it read (compare-and-swap), which increments the epoch. It renews ``expires_at`` while it
+runs (every ``lease_seconds / 3``) and lets it expire at once when it stops. A second manager on
+the same database finds a live lease and refuses to start, naming the holder (:class:`LeaseHeld`).
 
 The epoch is a fencing token (ZooKeeper/etcd leases, Kafka's controller epoch): every renewal is
 ``WHERE holder = :me AND epoch = :mine``, so a manager whose lease was taken over (paused past its
@@ -34,6 +34,7 @@ once. On SQLite (a file on this machine) the clock is this host's.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import logging
 import math
 import os
@@ -85,22 +86,46 @@ class Decision:
     reason: str = ""
 
 
+def process_space() -> str:
+    """Where a process id names one process, as 8 hex digits: this kernel's boot (Linux's boot
+    id; elsewhere the boot time) and, on Linux, this process's PID namespace. Two hosts that
+    share a name (cloned VMs), or two containers of one host that share its name (host
+    networking) but not its process ids, have different ones: there, a holder's pid that does not
+    run here says nothing of it."""
+    boot = ""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = f"{psutil.boot_time():.0f}"
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:  # not Linux: one process space per boot
+        namespace = ""
+    return hashlib.sha256(f"{boot} {namespace}".encode()).hexdigest()[:8]
+
+
 def holder_name(endpoint: str = "", pid: int | None = None) -> str:
-    """This process's name as a lease holder: ``host pid PID started T endpoint`` (T: the
-    process's start time, POSIX seconds, so a reused pid is not mistaken for a live holder)."""
+    """This process's name as a lease holder: ``host pid PID started T in SPACE endpoint`` (T:
+    the process's start time, POSIX seconds, so a reused pid is not mistaken for a live holder;
+    SPACE: :func:`process_space`, where PID means this process)."""
     pid = os.getpid() if pid is None else pid
     started = psutil.Process(pid).create_time()
-    return f"{socket.gethostname()} pid {pid} started {started:.2f} {endpoint}".strip()[:255]
+    return f"{socket.gethostname()} pid {pid} started {started:.2f} in {process_space()} {endpoint}".strip()[:255]
 
 
-def _parse_holder(holder: str) -> tuple[str, int, float, str] | None:
-    """A lease ``holder`` (see :func:`holder_name`) as ``(host, pid, started, endpoint)``; None
-    when it is not in that form."""
+def _parse_holder(holder: str) -> tuple[str, int, float, str | None, str] | None:
+    """A lease ``holder`` (see :func:`holder_name`) as ``(host, pid, started, space, endpoint)``
+    (``space`` None for a holder named by an earlier release, without one); None when it is not
+    in that form."""
     parts = holder.split()
     try:
-        return parts[0], int(parts[2]), float(parts[4]), " ".join(parts[5:])
+        host, pid, started = parts[0], int(parts[2]), float(parts[4])
     except (IndexError, ValueError):
         return None
+    if len(parts) > 6 and parts[5] == "in":
+        return host, pid, started, parts[6], " ".join(parts[7:])
+    return host, pid, started, None, " ".join(parts[5:])
 
 
 def describe_holder(holder: str | None) -> str:
@@ -111,7 +136,7 @@ def describe_holder(holder: str | None) -> str:
     parsed = _parse_holder(holder) if holder else None
     if parsed is None:
         return holder or "none"
-    host, pid, started, endpoint = parsed
+    host, pid, started, _, endpoint = parsed
     try:
         since = _dt.datetime.fromtimestamp(started, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, OSError, ValueError):  # not a time this machine can show
@@ -121,13 +146,15 @@ def describe_holder(holder: str | None) -> str:
 
 def local_holder_alive(holder: str) -> bool | None:
     """Whether the process named by ``holder`` (see :func:`holder_name`) still runs: True or
-    False for a holder on this host (a zombie, ended but not yet reaped, does not run), None for
-    another host's (unknowable from here)."""
+    False for a holder of this host and process space (a zombie, ended but not yet reaped, does
+    not run), None for another host's, or another process space's (another machine of the same
+    name, a container with its own process ids): unknowable from here. A holder named without a
+    space (an earlier release) is judged by its host name alone."""
     parsed = _parse_holder(holder)
     if parsed is None:
         return None
-    host, pid, started, _ = parsed
-    if host != socket.gethostname():
+    host, pid, started, space, _ = parsed
+    if host != socket.gethostname() or (space is not None and space != process_space()):
         return None
     try:
         process = psutil.Process(pid)

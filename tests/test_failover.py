@@ -430,3 +430,43 @@ def test_a_restored_application_keeps_the_time_it_was_created(tmp_path):
     assert [app["application_id"] for app in shown] == ["b" * 32, "a" * 32]  # newest first
     for app in shown:
         assert app["time_created"] == pytest.approx(created[app["application_id"]], abs=0.01)
+
+
+def _unshare_works() -> bool:
+    """Whether this machine lets a test start a program in a PID namespace of its own (root, or
+    unprivileged user namespaces)."""
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="unshare --pid is not allowed here")
+def test_a_standby_that_shares_the_host_name_but_not_the_process_ids_waits_for_the_lease(tmp_path):
+    """A live holder on "this host" whose pid did not run here was taken for a dead one: two
+    managers of one host name that do not see each other's processes (containers with the host's
+    network and name, cloned VMs of one name) took the lease from each other at once, in turn,
+    for ever (epoch 14 to 31 in 12 s, each take-over a failover). A holder names where its pid
+    means it; a standby elsewhere waits for the lease to expire, as for another host's."""
+    grid = Grid(tmp_path)
+    managers = Managers(grid)
+    try:
+        managers.start("A", standby=False)
+        wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
+        # B in a PID namespace of its own: the same host name, its own process ids
+        args = ["--bind", managers.endpoints["B"], "--db", grid.manager_db, *FAST, "--lease-seconds", "1.5",
+                "--journal", str(grid.workdir / "manager-B.journal"), "--standby"]
+        with open(grid.workdir / "manager-B.log", "ab") as out:
+            grid.processes.append(subprocess.Popen(
+                ["unshare", "--pid", "--kill-child=SIGTERM", "--mount-proc", sys.executable, "-m", "gridcrawl.manager",
+                 *args], stdout=out, stderr=subprocess.STDOUT))
+        wait_for(lambda: any(said in grid.log("manager-B.log") for said in ("standby manager", "manager active")),
+                 30, 0.05, "manager B started")
+        time.sleep(3 * 1.5)  # three leases: A renews, B must wait
+        assert managers.epoch() == 1 and "taking over" not in grid.log("manager-B.log"), grid.log("manager-B.log")
+        managers.procs["A"].kill()  # a dead holder B cannot see: taken over once its lease expires
+        wait_for(lambda: managers.epoch() == 2, 30, 0.05, "B taking over the expired lease")
+        assert managers.active() == "B"
+    finally:
+        grid.stop()

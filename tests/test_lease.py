@@ -20,7 +20,7 @@ from gridcrawl.db import init_schema, open_database
 from gridcrawl import models
 from gridcrawl.report import active_manager
 from gridcrawl.manager.lease import (Lease, LeaseHeld, LeaseLost, LeaseRow, decide, describe_holder, holder_name,
-                                     local_holder_alive)
+                                     local_holder_alive, process_space)
 from grid import Grid, wait_for
 
 
@@ -43,6 +43,15 @@ def test_local_holder_alive_knows_this_process_and_a_dead_one():
     proc.wait()
     assert local_holder_alive(name) is False
     assert local_holder_alive("elsewhere pid 1 started 0.00") is None
+    # this host's name, but another process space (a cloned VM of the same name, a container with
+    # the host's name and its own process ids): its pid says nothing here. An earlier release's
+    # holder, without a space, is judged by the host name alone.
+    host, rest = name.split(" ", 1)
+    space = process_space()
+    assert name.endswith(f" in {space}") and re.fullmatch(r"[0-9a-f]{8}", space)
+    assert local_holder_alive(name.replace(f" in {space}", " in 0badc0de")) is None
+    assert local_holder_alive(name.replace(f" in {space}", "")) is False
+    assert describe_holder(name).startswith(f"pid {proc.pid} on {host} (started ")
     # a child that has exited but is not reaped yet (a zombie: what a manager forked by a
     # `gridcrawl run` killed with -9 is for a moment) does not run either
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
