@@ -256,6 +256,8 @@ class ExecutorAgent:
                                 on_connect=self._connected, logger=log)
         self.generation = 0
         self.workers: list[threading.Thread] = []
+        #: why :meth:`run` returned on its own (one line: the browser of ``--render`` is lost), else None
+        self.failure: str | None = None
 
     # ------------------------------------------------------------------ workers
 
@@ -343,7 +345,9 @@ class ExecutorAgent:
         self.generation += 1
 
     def run(self, stop: threading.Event) -> None:
-        """Serve the manager until ``stop`` is set (then say goodbye and hand back the work).
+        """Serve the manager until ``stop`` is set (then say goodbye and hand back the work), or
+        until this executor's browser (``--render``) is lost: no new one starts
+        (:attr:`Renderer.lost <gridcrawl.executor.render.Renderer.lost>`); :attr:`failure` then says so.
 
         Raises :class:`~gridcrawl.errors.ManagerUnreachable` or :class:`~gridcrawl.errors.Refused`
         when the link gives up before the first registration (:mod:`gridcrawl.link`)."""
@@ -376,6 +380,13 @@ class ExecutorAgent:
                     for message in self.link.receive():
                         self._handle(message)
                 self.link.tick()
+                if self.renderer is not None and self.renderer.lost is not None:
+                    # its browser is gone for good: declaring render still, it would take (and fail)
+                    # the threads of executors that can render; stopping hands them back
+                    self.failure = (f"{self.renderer.lost} — this executor stops; start it again once its browser "
+                                    "starts (or without --render)")
+                    log.error("%s", self.failure)
+                    break
                 now = time.monotonic()
                 if self.idle is not None and now - last_idle_check >= min(1.0, s.heartbeat_interval):
                     last_idle_check = now

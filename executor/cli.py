@@ -109,6 +109,8 @@ def run(
         fail(str(exc))
     except Refused as exc:
         fail(f"the manager refused this executor: {exc}")
+    if agent.failure:
+        fail(agent.failure)
 
 
 #: The settings and options only an idle-only executor reads, with their command-line flags.

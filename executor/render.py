@@ -56,6 +56,7 @@ import functools
 import logging
 import math
 import os
+import re
 import shutil
 import sys
 import threading
@@ -148,6 +149,14 @@ MEMORY_CHECK_SECONDS = 0.25
 #: ``RENDER`` (a new attempt): within the manager's ``thread_timeout`` (300 s), which would take
 #: a thread back that waited on behind a run of slow pages.
 SLOT_WAIT_SECONDS = 120.0
+#: Launches of a new browser tried in a row, :data:`LAUNCH_RETRY_SECONDS` apart, when the one
+#: running died: if none starts (its executable removed or broken by an upgrade), the renderer is
+#: :attr:`Renderer.lost` and renders nothing more; an executor then stops, its threads going to
+#: executors that render. Before, every page after failed at once as ``render`` (51 pages in 5 s,
+#: each "BrowserType.launch: Target page, context or browser has been closed"), while the
+#: executor went on declaring ``render`` and taking the threads of executors that could.
+LAUNCH_ATTEMPTS = 3
+LAUNCH_RETRY_SECONDS = 1.0
 #: Chromium flags for a closed network: no GPU, no QUIC, no background or component traffic.
 BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -375,6 +384,9 @@ class Renderer:
         self.memory_kills = 0   #: renderer processes killed for passing RENDERER_MB
         self._killed = (-math.inf, 0)  # the last kill: monotonic s, MB
         self.browser_pid: int | None = None  #: the current browser's main process id, when known
+        #: why no browser can be started any more (one line), once :data:`LAUNCH_ATTEMPTS` launches
+        #: in a row failed; ``None`` while rendering works
+        self.lost: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._pool = _DaemonPool(PAGE_FETCHES * self.max_pages, "render-fetch")
@@ -432,7 +444,7 @@ class Renderer:
             self._browser = await self._launch()
         except PlaywrightError as exc:
             where = self.browser_path or "Playwright's own Chromium"
-            raise RenderUnavailable(f"cannot start the browser ({where}): {_one_line(exc)}; {INSTALL_HINT}") from None
+            raise RenderUnavailable(f"cannot start the browser ({where}): {_launch_error(exc)}; {INSTALL_HINT}") from None
         asyncio.ensure_future(self._memory_guard())
 
     async def _memory_guard(self) -> None:
@@ -539,6 +551,8 @@ class Renderer:
         loop = self._loop
         if loop is None:
             return Rendered(url, error_kind=ErrorKind.RENDER, error="the renderer is not running")
+        if self.lost is not None:
+            return Rendered(url, error_kind=ErrorKind.RENDER, error=self.lost)
         if not self.slots.acquire(timeout=SLOT_WAIT_SECONDS):  # else the manager's thread_timeout takes it back
             return Rendered(url, error_kind=ErrorKind.RENDER,
                             error=f"no browser page came free within {SLOT_WAIT_SECONDS:g} s (--render-pages "
@@ -578,6 +592,8 @@ class Renderer:
                 out.error_kind = ErrorKind.TIMEOUT
                 out.error = f"render deadline of {self.deadline:g} s passed" + (
                     f" waiting for {wait_for!r}" if wait_for else "")
+        except RenderUnavailable as exc:  # no browser starts any more (lost)
+            out.error_kind, out.error = ErrorKind.RENDER, str(exc)
         except self._error_class as exc:
             out.error_kind, out.error = ErrorKind.RENDER, f"browser: {_one_line(exc)}"
             if self._killed[0] >= started:  # the memory guard killed its renderer: say so, not "Page crashed"
@@ -667,9 +683,31 @@ class Renderer:
                 await self._close_unused(browser)
                 browser = None
             if browser is None:
-                browser = self._browser = await self._launch()
+                browser = self._browser = await self._relaunch()
             self._browser_pages += 1
             return browser
+
+    async def _relaunch(self):
+        """A new browser, tried :data:`LAUNCH_ATTEMPTS` times, :data:`LAUNCH_RETRY_SECONDS` apart.
+
+        Raises :class:`RenderUnavailable` (and sets :attr:`lost`) when none starts, or at once
+        when :attr:`lost` is already set."""
+        if self.lost is not None:
+            raise RenderUnavailable(self.lost)
+        where = self.browser_path or "Playwright's Chromium"
+        for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+            try:
+                return await self._launch()
+            except self._error_class as exc:
+                error = _launch_error(exc)
+                log.warning("a new browser (%s) did not start (try %d of %d): %s", where, attempt,
+                            LAUNCH_ATTEMPTS, error)
+            if attempt < LAUNCH_ATTEMPTS:
+                await asyncio.sleep(LAUNCH_RETRY_SECONDS)
+        self.lost = (f"the browser ({where}) stopped and no new one starts ({LAUNCH_ATTEMPTS} tries): {error}; "
+                     f"{INSTALL_HINT}")
+        log.error("%s", self.lost)
+        raise RenderUnavailable(self.lost)
 
     async def _discard(self, slot: "_Slot") -> None:
         """Close a page slot's context (and its browser, when retired and no longer used)."""
@@ -846,6 +884,20 @@ def _is_browser(proc) -> bool:
     except Exception:
         return False
     return any(word in name for word in ("chrom", "chrome", "msedge"))
+
+
+def _launch_error(exc: BaseException) -> str:
+    """One line for a failed browser launch: Playwright's first line ("Target page, context or
+    browser has been closed" says nothing of why) and what the browser itself wrote on stderr
+    before it ended (Playwright's "[pid=N][err] ..." lines, the last two) with its exit code."""
+    text = str(exc)
+    said = [m.group(1).strip() for m in re.finditer(r"^\[pid=\d+\]\[err\] (.*)$", text, re.M) if m.group(1).strip()]
+    code = re.search(r"<process did exit: exitCode=(-?\d+)", text)
+    details = [f"the browser said: {' / '.join(said[-2:])}"] if said else []
+    if code and code.group(1) != "0":
+        details.append(f"exit status {code.group(1)}")
+    line = _one_line(exc)
+    return (f"{line} ({'; '.join(details)})" if details else line)[:600]
 
 
 def _one_line(exc: BaseException) -> str:

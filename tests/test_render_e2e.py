@@ -9,6 +9,8 @@ one without, clients crawling the JavaScript-only site of ``jssite``.
 * Without rendering, the crawl sees the static shell only.
 * ``gridcrawl run --render`` starts its executors with ``--render``.
 * ``gridcrawl-executor --render`` without a usable browser fails at start with one line.
+* An executor whose browser dies and does not start again stops (status 2, one line), and its
+  threads go to an executor that renders.
 """
 
 from __future__ import annotations
@@ -198,3 +200,48 @@ def test_a_rendered_page_holds_its_hosts_politeness_slot_for_the_whole_render(tm
     runs = [page for i, page in enumerate(sequence) if i == 0 or sequence[i - 1] != page]
     assert len(runs) == len(set(runs)), sequence  # each page's requests in one run, none interleaved
     assert server.max_concurrency() == 1
+
+
+def test_an_executor_whose_browser_does_not_start_again_stops_and_its_threads_go_to_one_that_renders(
+        tmp_path, site_server):
+    """The executor's browser dies and no new one starts (its executable broken, as by an
+    upgrade): the executor stops with status 2 and one line saying why, in place of failing every
+    page it is sent as ``render`` while it goes on declaring the capability; the crawl ends once
+    an executor that renders joins, with every page and no error."""
+    import psutil
+    chromium = browser_or_skip()
+    works = tmp_path / "browser-works"
+    works.touch()
+    wrapper = tmp_path / "chromium"
+    wrapper.write_text(f'#!/bin/sh\nif [ -e "{works}" ]; then exec "{chromium}" "$@"; fi\n'
+                       'echo "chromium: removed by an upgrade" >&2\nexit 127\n')
+    wrapper.chmod(0o755)
+    server = site_server(js_site(1, 3))
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        lost = grid.start_executor("lost", "--threads", "2", "--render", "--browser-path", str(wrapper))
+        wait_for(lambda: "registered as executor" in grid.log("lost.log"), 60, message="the executor registering")
+        works.unlink()  # the browser running dies, and none starts again
+        for proc in psutil.Process(lost.pid).children(recursive=True):
+            if _chromium(proc):
+                proc.kill()
+        client = grid.start_client(server.url("/"), "--render")
+        assert lost.wait(90) == 2, grid.log("lost.log")
+        said = grid.log("lost.log").strip().splitlines()[-1]
+        assert said.startswith("error: the browser") and "no new one starts" in said, said
+        assert "removed by an upgrade" in said and "this executor stops" in said, said
+        grid.start_executor("render", "--threads", "2", "--render")
+        assert client.wait(120) == 0, grid.log("client.log") + grid.log("render.log")
+    finally:
+        grid.stop()
+    assert visited_paths(grid) == js_reached(1, 3)
+    assert grid.query("crawl", "SELECT url, error_kind, error FROM visited_url WHERE error_kind IS NOT NULL") == []
+
+
+def _chromium(proc) -> bool:
+    """True when ``proc`` (psutil) is a Chromium process, not Playwright's driver."""
+    try:
+        return "chrom" in proc.name().lower()
+    except Exception:
+        return False
