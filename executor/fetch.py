@@ -62,8 +62,9 @@ __all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "Ho
 
 #: Media types treated as HTML (compared on the type/subtype, parameters ignored).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
-#: Conditional request headers: sent to the fetch's own URL only, never to a redirect's target.
-_VALIDATORS = frozenset({"if-none-match", "if-modified-since"})
+#: Request headers sent to the fetch's own URL only, never to a redirect's target: the conditional
+#: ones, and the credentials of its host (a rendered page's script requests carry its cookies).
+_OWN_HOP_ONLY = frozenset({"if-none-match", "if-modified-since", "cookie", "authorization"})
 #: Status codes followed as redirects (RFC 9110 §15.4.2-15.4.9).
 REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 
@@ -1021,7 +1022,8 @@ class Fetcher:
             headers: extra request headers sent on every hop (a semantic crawl's ``Accept``),
                 but for a recrawl's conditional ones, ``If-None-Match`` and
                 ``If-Modified-Since`` (RFC 9110 §13.1): the validators of this URL's stored
-                copy go to its own hop only.
+                copy go to its own hop only; so do ``Cookie`` and ``Authorization`` (a rendered
+                page's request: its host's credentials, never a redirect target's).
             body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
                 whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
             cancel: a :class:`FetchCancel` that ends this fetch when cancelled.
@@ -1140,7 +1142,7 @@ class Fetcher:
                 # a page that had begun to redirect got 304 from the target and looked unchanged
                 resp = self._send(session, current, remaining, watch,
                                   headers if hops == 0 or not headers else
-                                  {k: v for k, v in headers.items() if k.lower() not in _VALIDATORS})
+                                  {k: v for k, v in headers.items() if k.lower() not in _OWN_HOP_ONLY})
             except BaseException:
                 if self.pacer is not None:
                     self.pacer.done(asked)

@@ -261,7 +261,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         rendered = renderer.render(
             result.final_url, status=fetched.status, content_type=content_type, body=body,
             scope_check=checks[0], navigation_check=chain_hop_checks(*checks[1:]),
-            resource_check=robots.hop_check if robots else None,
+            resource_check=robots.hop_check if robots else None, headers=fetched.headers,
             wait_for=wait_for or None,
             max_bytes=fetcher.max_body_bytes)
         result.render_seconds = rendered.seconds

@@ -86,6 +86,15 @@ MAX_REFUSED = 50
 MAX_NAVIGATIONS = 5
 #: Requests of one page fetched at once (a browser's six connections per host); the others wait.
 PAGE_FETCHES = 6
+#: Request headers of the browser's not sent on by the fetcher: its own (user agent, encodings it
+#: decodes, connection), the browser cache's validators (the answer is always whole) and a range.
+NOT_FORWARDED = frozenset({"user-agent", "accept-encoding", "host", "connection", "content-length",
+                           "if-none-match", "if-modified-since", "if-match", "if-unmodified-since", "if-range",
+                           "range", "upgrade-insecure-requests"})
+#: Response headers not handed to the browser: the fetcher decoded the body and read it whole.
+#: ``Content-Disposition`` neither: an ``attachment`` would turn the page into a refused download.
+NOT_RETURNED = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive",
+                          "strict-transport-security", "alt-svc", "content-disposition"})
 
 #: The page's DOM as a reader sees it when some element hosts an open shadow root (a web
 #: component's ``attachShadow({mode: "open"})``), else ``null`` (then ``page.content()`` serves).
@@ -290,9 +299,10 @@ class _Page:
 
     def __init__(self, url: str, status: int, content_type: str, body: bytes,
                  navigation_check: HopCheck | None, resource_check: HopCheck | None,
-                 scope_check: HopCheck | None = None) -> None:
+                 scope_check: HopCheck | None = None, headers: dict[str, str] | None = None) -> None:
         self.url = url
-        self.document: tuple[int, str, bytes] | None = (status, content_type, body)
+        self.document: tuple[int, dict[str, str], bytes] | None = (
+            status, _returned(headers, content_type), body)
         self.scope_check = scope_check
         self.navigation_check = navigation_check
         self.resource_check = resource_check
@@ -529,7 +539,7 @@ class Renderer:
 
     def render(self, url: str, *, status: int, content_type: str | None, body: bytes,
                navigation_check: HopCheck | None = None, resource_check: HopCheck | None = None,
-               scope_check: HopCheck | None = None,
+               scope_check: HopCheck | None = None, headers: dict[str, str] | None = None,
                wait_for: str | None = None, max_bytes: int | None = None) -> Rendered:
         """Render the document ``body`` (already fetched, as ``status`` and ``content_type``) at
         ``url``; wait for one of :attr:`max_pages` free pages first.
@@ -543,6 +553,8 @@ class Renderer:
                 up).
             resource_check: run (after the SSRF guard) on every hop of every other request
                 (scripts, ``fetch()``): robots.txt of the request's host.
+            headers: the document's response headers (lower-case keys, as
+                :attr:`FetchResult.headers`): handed to the browser with it (its ``Set-Cookie``).
             wait_for: a CSS selector to wait for instead of the network going idle.
             max_bytes: largest serialised DOM kept (UTF-8 bytes); larger is ``TOO_LARGE``.
 
@@ -559,7 +571,7 @@ class Renderer:
                                   f"{self.max_pages}: more pages, or fewer --threads, wait less)")
         try:
             job = _Page(url, status or 200, content_type or "text/html", body, navigation_check, resource_check,
-                        scope_check)
+                        scope_check, headers)
             future = asyncio.run_coroutine_threadsafe(self._render(job, wait_for), loop)
             try:
                 outcome = future.result(self.deadline + 30.0)
@@ -768,9 +780,9 @@ class Renderer:
             url = request.url
             navigation = request.is_navigation_request()
             if job.document is not None and navigation:  # the first navigation: page.goto(job.url)
-                status, content_type, body = job.document
+                status, headers, body = job.document
                 job.document = None
-                await route.fulfill(status=status, content_type=content_type, body=body)
+                await route.fulfill(status=status, headers=headers, body=body)
                 return
             if request.resource_type in self.block:
                 job.outcome.blocked += 1
@@ -800,12 +812,18 @@ class Renderer:
                 job.navigations += 1
             job.outcome.requests += 1
             check = job.navigation_check if navigation else job.resource_check
+            # as the page asks (its Accept, X-Requested-With, cookies ...): an API answering JSON
+            # only to "Accept: application/json", or only with the session cookie its first page set,
+            # answered the crawler's HTML Accept and no cookie (the page's content missing)
+            sent = {k: v for k, v in (await request.all_headers()).items()
+                    if k.lower() not in NOT_FORWARDED and not k.startswith(":")}
             async with job.fetching:  # one page cannot take every worker
                 if job.closed:
                     return
                 fetched = await asyncio.get_running_loop().run_in_executor(
                     self._pool, functools.partial(self.fetcher.fetch, url, hop_check=check, cancel=job.requests,
-                                                  scope_check=job.scope_check if navigation else None))
+                                                  scope_check=job.scope_check if navigation else None,
+                                                  headers=sent))
             if job.closed:
                 return
             if fetched.error_kind in REFUSALS:
@@ -827,8 +845,8 @@ class Renderer:
             else:
                 if navigation and fetched.final_url != url:
                     job.landed[url] = fetched.final_url
-                headers = {"content-type": fetched.content_type} if fetched.content_type else {}
-                await route.fulfill(status=fetched.status or 200, headers=headers, body=fetched.body or b"")
+                await route.fulfill(status=fetched.status or 200, headers=_returned(fetched.headers, fetched.content_type),
+                                    body=fetched.body or b"")
         except Exception as exc:  # the page closed under us (deadline): nothing to answer
             if not job.closed:
                 log.debug("render of %s: request handler: %s", hide_passwords(job.url), _one_line(exc))
@@ -866,6 +884,17 @@ async def _unless(event: asyncio.Event, awaitable) -> None:
     except asyncio.CancelledError:
         if not event.is_set():
             raise
+
+
+def _returned(headers: dict[str, str] | None, content_type: str | None) -> dict[str, str]:
+    """The response headers handed to the browser with a body the fetcher read (``headers``:
+    :attr:`FetchResult.headers`, several ``Set-Cookie`` one per line, as Playwright takes them):
+    all but :data:`NOT_RETURNED`, with ``content_type`` when given. Its cookies so reach the
+    browser's jar, and the page's later requests carry them."""
+    out = {k: v for k, v in (headers or {}).items() if k.lower() not in NOT_RETURNED}
+    if content_type:
+        out["content-type"] = content_type
+    return out
 
 
 def _descendants() -> list:

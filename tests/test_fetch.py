@@ -935,3 +935,26 @@ def test_a_server_trickling_bytes_past_the_deadline_is_named_by_the_deadline(sit
     assert (failure.kind, failure.message) == (ErrorKind.TIMEOUT, "deadline of 30 s exceeded")
     watch._deadline = time.monotonic() + 20  # a server silent for the read timeout, with time left
     assert fetcher._classify(socket.timeout("timed out"), watch).message == "no data from the server for 30 s"
+
+
+def test_cookie_and_authorization_go_to_the_urls_own_hop_only_not_to_a_redirects_target(site_server):
+    """A rendered page's request carries the page's cookies (its script's ``headers``): they are
+    its host's, never sent on to where a redirect points; other headers go on."""
+    from sites import Site, redirect
+    seen = []
+    site = Site()
+    site.extra["/go"] = lambda h: (seen.append(("/go", h.headers.get("Cookie"), h.headers.get("Authorization"),
+                                                h.headers.get("Accept"))),
+                                   redirect("{BASE}/there")(h))
+    site.extra["/there"] = lambda h: (seen.append(("/there", h.headers.get("Cookie"), h.headers.get("Authorization"),
+                                                   h.headers.get("Accept"))),
+                                      h.respond(200, b"{}", content_type="application/json"))
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA, keep_non_html=True)
+    try:
+        got = fetcher.fetch(server.url("/go"), headers={"cookie": "session=s1", "authorization": "Bearer t",
+                                                        "accept": "application/json"})
+    finally:
+        fetcher.close()
+    assert got.ok and got.body == b"{}"
+    assert seen == [("/go", "session=s1", "Bearer t", "application/json"), ("/there", None, None, "application/json")]

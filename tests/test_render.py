@@ -10,6 +10,7 @@ images refused by type, at most ``max_pages`` pages open, and a browser killed m
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -84,6 +85,16 @@ def server():
     site.pages["/hog.html"] = (b"<html><body><p>hog</p><script>const a = []; setInterval(() => { for (let i = 0; "
                                b"i < 8; i++) { const b = new Uint8Array(64 << 20); b.fill(1); a.push(b) } }, 50)"
                                b"</script></body></html>")
+    # a page whose server sets a session cookie, and whose script sets one and asks an API for JSON
+    site.extra["/session.html"] = lambda h: h.respond(200, (
+        b"<html><body><div id=o></div><script>document.cookie = 'js=1; path=/';"
+        b"fetch('/api/echo', {headers: {'Accept': 'application/json', 'X-Requested-With': 'XMLHttpRequest'}})"
+        b".then(r => r.json()).then(d => { const a = document.createElement('a'); a.href = '/item/1.html';"
+        b"a.textContent = JSON.stringify(d); document.getElementById('o').appendChild(a) })</script></body></html>"),
+        headers={"Set-Cookie": "session=s1; Path=/"})
+    site.extra["/api/echo"] = lambda h: h.respond(200, json.dumps(
+        {name: h.headers.get(name) for name in ("Cookie", "Accept", "X-Requested-With")}).encode(),
+        content_type="application/json")
     srv = SiteServer(site).start()
     srv.gate, srv.asked = gate, asked
     yield srv
@@ -291,6 +302,18 @@ def test_fetch_render_of_a_page_whose_request_never_answers_ends_quietly(server)
                           env={**os.environ, "GRIDCRAWL_RENDER_IDLE": "0.5"})
     assert done.returncode == 0, done.stderr
     assert "Task was destroyed" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_pages_requests_carry_its_headers_and_cookies(server, visitor):
+    """The page's own request headers (an API answering JSON only to ``Accept:
+    application/json``) and its cookies (the server's ``Set-Cookie`` on the document, the
+    script's ``document.cookie``) go with its requests, as a browser sends them; they went as the
+    crawler's (``Accept: text/html...``, no cookie), and such an API answered the page's script
+    with what it was not waiting for."""
+    page = visitor.visit(server.url("/session.html"))
+    assert page.error_kind is None, page.error
+    (sent,) = [json.loads(text) for _url, text in page.links]
+    assert sent == {"Cookie": "session=s1; js=1", "Accept": "application/json", "X-Requested-With": "XMLHttpRequest"}
 
 
 def test_wait_for_a_css_selector(server, visitor):
