@@ -86,6 +86,11 @@ MAX_REFUSED = 50
 MAX_NAVIGATIONS = 5
 #: Requests of one page fetched at once (a browser's six connections per host); the others wait.
 PAGE_FETCHES = 6
+#: Share of the page's deadline one of its requests may take, at most: a script whose host never
+#: answers (a tracker's, ``<script async src>``) holds the page's ``load`` event until its fetch ends,
+#: and with the whole deadline every page of a site that had one failed as ``timeout`` (30 s each,
+#: tried again), its DOM ready long before; now that request fails and the page goes on.
+REQUEST_SHARE = 1 / 3
 #: Request headers of the browser's not sent on by the fetcher: its own (user agent, encodings it
 #: decodes, connection), the browser cache's validators (the answer is always whole) and a range.
 NOT_FORWARDED = frozenset({"user-agent", "accept-encoding", "host", "connection", "content-length",
@@ -358,7 +363,7 @@ class Renderer:
     Args:
         fetcher: the executor's page fetcher. Sub-requests use a copy of it (same user agent,
             timeouts and hop check — the SSRF guard) that downloads any content type and whose
-            deadline is at most ``deadline``.
+            deadline is at most ``deadline`` × :data:`REQUEST_SHARE`.
         browser_path: the browser executable (:func:`find_browser` picks one when ``None``).
         max_pages: pages open at once, at most (``--render-pages``).
         deadline: wall-clock seconds one page may take, from opening it to taking its DOM.
@@ -377,7 +382,7 @@ class Renderer:
                  block=BLOCKED_TYPES, max_requests: int = 500) -> None:
         if max_pages < 1 or restart_after < 1 or deadline <= 0 or idle_timeout < 0:
             raise ValueError("render: max_pages and restart_after must be >= 1, deadline > 0, idle_timeout >= 0")
-        self.fetcher = fetcher.derive(keep_non_html=True, deadline=min(fetcher.deadline, deadline))
+        self.fetcher = fetcher.derive(keep_non_html=True, deadline=min(fetcher.deadline, deadline * REQUEST_SHARE))
         self.user_agent = fetcher.user_agent
         self.browser_path = browser_path
         self.max_pages = int(max_pages)

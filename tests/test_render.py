@@ -85,6 +85,10 @@ def server():
     site.pages["/hog.html"] = (b"<html><body><p>hog</p><script>const a = []; setInterval(() => { for (let i = 0; "
                                b"i < 8; i++) { const b = new Uint8Array(64 << 20); b.fill(1); a.push(b) } }, 50)"
                                b"</script></body></html>")
+    # a page with an async script whose server never answers (until the end)
+    site.pages["/tracked.html"] = (b"<html><head><script async src='/api/hang/tracker.js'></script></head><body>"
+                                   b"<div id=o></div><script>document.getElementById('o').innerHTML = "
+                                   b"'<a href=/item/1.html>made</a>'</script></body></html>")
     # a page whose server sets a session cookie, and whose script sets one and asks an API for JSON
     site.extra["/session.html"] = lambda h: h.respond(200, (
         b"<html><body><div id=o></div><script>document.cookie = 'js=1; path=/';"
@@ -314,6 +318,15 @@ def test_a_pages_requests_carry_its_headers_and_cookies(server, visitor):
     assert page.error_kind is None, page.error
     (sent,) = [json.loads(text) for _url, text in page.links]
     assert sent == {"Cookie": "session=s1; js=1", "Accept": "application/json", "X-Requested-With": "XMLHttpRequest"}
+
+
+def test_a_script_whose_host_never_answers_costs_a_share_of_the_deadline_not_the_page(server, visitor):
+    """An async script whose server never answers (a tracker's) holds the ``load`` event until
+    its request ends: the request gets a third of the page's deadline, and the page is taken with
+    what its own scripts made, where it failed as ``timeout`` at the deadline."""
+    page = visitor.visit(server.url("/tracked.html"))
+    assert page.error_kind is None, page.error
+    assert paths(page.links) == {"/item/1.html"}
 
 
 def test_wait_for_a_css_selector(server, visitor):
