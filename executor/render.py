@@ -22,7 +22,8 @@ How a rendered page stays bounded and safe (the browser is treated as hostile gr
   crawl's robots.txt for its host (navigations also the crawl's scope, checked first: a foreign
   host is not even looked up) *before* any connection is made. A refused request is aborted and recorded (:attr:`Rendered.refused`). Anything that would
   escape interception (a WebSocket) meets the browser's proxy setting: a closed port on loopback,
-  with loopback not bypassed, so it fails without a packet leaving the machine.
+  with loopback not bypassed, so it fails without a packet leaving the machine; WebRTC may use
+  that proxy only (its UDP went past both).
 * Images, fonts and media are refused without a fetch (``block``); only GET and HEAD requests are
   made; downloads are refused; service workers are blocked (they would bypass interception); at
   most ``max_requests`` requests per page, and :data:`MAX_NAVIGATIONS` navigations of its top
@@ -175,6 +176,9 @@ LAUNCH_RETRY_SECONDS = 1.0
 BROWSER_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-dev-shm-usage", f"--proxy-server={DEAD_PROXY}", "--proxy-bypass-list=<-loopback>",
+                # WebRTC's UDP (STUN/TURN, ICE) goes past both interception and the proxy: a script's
+                # RTCPeerConnection sent packets to any address it named; with this, only through the proxy
+                "--webrtc-ip-handling-policy=disable_non_proxied_udp",
                 # a page's JavaScript heap: V8's own limit (about 4 GB) let one page take 3.4 GB
                 f"--js-flags=--max-old-space-size={JS_HEAP_MB}",
                 # no crash reports in the user's home, and no crashpad handlers outliving the browser

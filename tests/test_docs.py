@@ -21,7 +21,7 @@ OTHER_TOOLS = {
     "--store": "benchmarks/baselines.py",
     "--system": "useradd", "--home": "useradd", "--now": "systemctl enable",
     "--dist": "pytest-xdist",
-    "--proxy-bypass-list": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
+    "--proxy-bypass-list": "Chromium", "--webrtc-ip-handling-policy": "Chromium", "--with-deps": "playwright install", "--packages": "spark-submit",
 }
 
 

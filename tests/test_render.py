@@ -329,6 +329,31 @@ def test_a_script_whose_host_never_answers_costs_a_share_of_the_deadline_not_the
     assert paths(page.links) == {"/item/1.html"}
 
 
+def test_a_scripts_webrtc_sends_no_packet(server, visitor):
+    """WebRTC's UDP (a STUN or TURN server a script names) went past both the interception and
+    the browser's dead proxy: a page's RTCPeerConnection sent datagrams to any address. Now
+    WebRTC may use the proxy only, and no packet leaves."""
+    import socket
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    server.site.pages["/rtc.html"] = (
+        "<html><body><script>const pc = new RTCPeerConnection({iceServers: ["
+        f"{{urls: 'stun:127.0.0.1:{port}'}}, {{urls: 'turn:127.0.0.1:{port}?transport=udp', username: 'u', "
+        "credential: 'c'}]}); pc.createDataChannel('d'); const done = () => { if (!document.getElementById('done')) "
+        "document.body.innerHTML += '<a id=done href=/item/1.html>done</a>' };"
+        "pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === 'complete') done() };"
+        "pc.createOffer().then(o => pc.setLocalDescription(o)); setTimeout(done, 1500)</script></body></html>").encode()
+    try:
+        page = visitor.visit(server.url("/rtc.html"), waitFor="#done")
+        assert page.error_kind is None, page.error
+        listener.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            data, sender = listener.recvfrom(2048)
+    finally:
+        listener.close()
+
+
 def test_wait_for_a_css_selector(server, visitor):
     page = visitor.visit(server.url("/sleepy.html"), waitFor="#p:not(:empty)")
     assert page.error_kind is None, page.error
