@@ -189,7 +189,7 @@ def run(
     rendering = any(spec.render for spec in specs) or rendering
     _refuse_missing_plugins(specs)
     check_wait_for(wait_for, rendering)
-    if not rendering and (unused := _on_command_line(ctx, "render_timeout", "render_pages")):
+    if not rendering and (unused := _on_command_line(ctx, "render_timeout", "render_pages", "browser_path")):
         fail(f"{' and '.join(unused)} {'go' if len(unused) > 1 else 'goes'} with --render (or a page type or item "
              "spec with render = true): no page is rendered")
     if not resumed and mode is not None:  # before any process starts or any file is made

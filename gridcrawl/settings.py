@@ -189,7 +189,7 @@ class Settings:
     render_idle: float = _doc(5.0, "seconds a rendered page may take after its load event to go network-idle (500 ms without a request); its DOM is taken then either way")
     render_restart: int = _doc(100, "pages a browser renders before the executor replaces it with a fresh one")
     browser_path: str = _doc("", "the browser an executor started with --render drives (empty: Chromium or Chrome found on PATH)",
-                cli=(E, F), group="rendering",
+                cli=(E, R, F), group="rendering",
                 help="with --render: the Chromium or Chrome executable (default: found on PATH)")
     rdf_max_bytes: int = _doc(5 * 1024 * 1024, "semantic crawl: largest RDF document parsed, and largest XML entity expansion, bytes (8 x it: characters of one page's triples)")
     max_triples: int = _doc(50_000, "semantic crawl: triples read from one page or RDF document at most (more: rdf_limit)")

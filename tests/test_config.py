@@ -666,7 +666,8 @@ def test_run_passes_its_settings_to_its_children_as_their_own_options():
                       concurrent_requests_per_host=2)
     agent = ["--user-agent", Settings.user_agent]
     unset = ["--ca-bundle", "", "--no-proxy", "", "--netrc", ""]
-    render = ["--render-pages", str(Settings.render_pages), "--render-timeout", str(Settings.render_timeout)]
+    render = ["--render-pages", str(Settings.render_pages), "--render-timeout", str(Settings.render_timeout),
+              "--browser-path", ""]
     assert setting_argv(chosen, "executor") == ["--threads", "3", *agent, *unset, "--ignore-robots", *render]
     assert setting_argv(Settings(), "executor") == ["--threads", str(Settings.threads), *agent, *unset, *render]
     assert setting_argv(Settings(tls_verify=False, ca_bundle="/etc/ca.pem", proxy="http://proxy:3128",

@@ -153,6 +153,27 @@ def test_gridcrawl_run_render_starts_its_executors_with_a_browser(tmp_path, site
     assert capabilities == [("render",)]
 
 
+def test_gridcrawl_run_takes_browser_path_and_its_executors_drive_that_browser(tmp_path, site_server):
+    """``gridcrawl run --browser-path`` (the option the one-line error of a machine without a
+    browser names) goes to its executors: a browser that does not start fails the run before
+    the crawl, naming it and what it said; without ``--render`` the option is refused."""
+    pytest.importorskip("playwright.async_api", reason="playwright is not installed (pip install 'gridcrawl[render]')")
+    server = site_server(js_site(1, 3))
+    broken = tmp_path / "chromium"
+    broken.write_text('#!/bin/sh\necho "chromium: cannot open the profile" >&2\nexit 3\n')
+    broken.chmod(0o755)
+    run = [sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1", "--no-progress",
+           "--browser-path", str(broken)]
+    done = subprocess.run([*run, "--render", "--workdir", str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert f"cannot start the browser ({broken})" in done.stderr, done.stderr
+    assert "the browser said: chromium: cannot open the profile; exit status 3" in done.stderr, done.stderr
+    assert "executor-1 exited with status 2 before the crawl started" in done.stderr, done.stderr
+    plain = subprocess.run([*run, "--workdir", str(tmp_path / "plain")], capture_output=True, text=True, timeout=60)
+    assert plain.returncode == 2 and "--browser-path goes with --render" in plain.stderr, plain.stderr
+
+
 def test_executor_render_without_a_usable_browser_fails_at_start_with_one_line(tmp_path):
     pytest.importorskip("playwright.async_api", reason="playwright is not installed (pip install 'gridcrawl[render]')")
     done = subprocess.run([sys.executable, "-m", "gridcrawl.executor", "--manager", "tcp://127.0.0.1:1",
