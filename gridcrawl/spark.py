@@ -224,6 +224,33 @@ def sweep_local_dirs(parent: str | None = None) -> list[str]:
     return removed
 
 
+#: Spark's log configuration for the driver's JVM (:func:`quiet_spark_log`): errors only, one line each.
+SPARK_LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
+
+
+def quiet_spark_log(environ=os.environ) -> str | None:
+    """Point the JVM that pyspark starts next at :data:`SPARK_LOG_CONFIG` (log4j2 reads
+    ``LOG4J_CONFIGURATION_FILE`` from ``environ``): Spark's own log on the terminal is its
+    errors only, one line each without Java stack traces, instead of its start-up banner
+    ("Using Spark's default log4j profile", "Setting default log level", warnings about native
+    Hadoop and ``spark.local.dir``) and, on a failure, a Java stack trace before gridcrawl's own
+    line. A configuration of the user's own wins: ``LOG4J_CONFIGURATION_FILE`` already set, or a
+    ``log4j2.*`` file in ``$SPARK_CONF_DIR`` (default ``$SPARK_HOME/conf``, pyspark's folder when
+    ``SPARK_HOME`` is unset), or a ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions``
+    (a system property, which log4j2 reads first). Returns the file now
+    set, or None when the user's is kept. A JVM already running keeps the log it has."""
+    if environ.get("LOG4J_CONFIGURATION_FILE"):
+        return None
+    home = environ.get("SPARK_HOME") or next(iter(getattr(importlib.util.find_spec("pyspark"),
+                                                          "submodule_search_locations", None) or []), None)
+    conf_dir = environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else None)
+    if conf_dir and any(os.path.exists(os.path.join(conf_dir, f"log4j2.{ext}"))
+                        for ext in ("properties", "xml", "json", "jsn", "yaml", "yml")):
+        return None
+    environ["LOG4J_CONFIGURATION_FILE"] = SPARK_LOG_CONFIG
+    return SPARK_LOG_CONFIG
+
+
 def stop_spark(sc) -> None:
     """Stop ``sc`` and remove the ``spark.local.dir`` folder :func:`spark_context` made for it
     (Spark removes its own files in it when its JVM ends normally; the folder is this run's)."""
@@ -246,12 +273,14 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
     is downloaded. In local mode Spark's files (``spark.local.dir``) go to a folder of this run,
     ``gridcrawl-spark-PID-*`` in the temporary folder (unless ``SPARK_LOCAL_DIRS`` is set), that
     :func:`stop_spark` removes, and those of earlier runs killed with their JVM are removed first
-    (:func:`sweep_local_dirs`). Raises :class:`SparkUnavailable` (with what to install) when
+    (:func:`sweep_local_dirs`). Spark's own log on the terminal is its errors, one line each
+    (:func:`quiet_spark_log`). Raises :class:`SparkUnavailable` (with what to install) when
     pyspark or Java is missing."""
     reason = spark_unavailable()
     if reason:
         raise SparkUnavailable(reason)
     from pyspark import SparkConf, SparkContext
+    quiet_spark_log()
     conf = (SparkConf().setMaster(local_master(master)).setAppName(app_name)
             .set("spark.ui.enabled", "true" if ui else "false")
             .set("spark.ui.showConsoleProgress", "false")
@@ -817,4 +846,4 @@ def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -
 __all__ = ["INSTALL_HINT", "JAVA_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",
            "spark_error", "stop_spark", "sweep_local_dirs",
            "better_link", "commit_partition", "download_partition", "host_partition", "known_fingerprints",
-           "local_master", "queue_partition", "spark_context", "spark_unavailable"]
+           "local_master", "queue_partition", "quiet_spark_log", "spark_context", "spark_unavailable"]

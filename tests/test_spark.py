@@ -630,6 +630,26 @@ def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
     assert line.startswith("error: Spark did not start (--master local[1]): SparkIllegalArgumentException: "
                            "[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory"), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
+    # Spark's own log said the same before it, as a 20-line Java stack trace, after its banner
+    # (its default log4j profile, "Setting default log level", WARN lines on native Hadoop)
+    for noise in ("\tat org.apache.spark", "Error initializing SparkContext", "log4j", "Setting default log level",
+                  " WARN "):
+        assert noise not in done.stderr, done.stderr[-2000:]
+
+
+def test_a_log_configuration_of_the_user_s_own_is_kept(tmp_path):
+    """gridcrawl's quiet log configuration for Spark's JVM is set only where the user has none:
+    a LOG4J_CONFIGURATION_FILE, or a log4j2 file in $SPARK_CONF_DIR (or $SPARK_HOME/conf), wins."""
+    from gridcrawl.spark import SPARK_LOG_CONFIG, quiet_spark_log
+    assert os.path.isfile(SPARK_LOG_CONFIG)
+    environ = {"SPARK_CONF_DIR": str(tmp_path)}
+    assert quiet_spark_log(environ) == SPARK_LOG_CONFIG and environ["LOG4J_CONFIGURATION_FILE"] == SPARK_LOG_CONFIG
+    environ = {"LOG4J_CONFIGURATION_FILE": "/etc/mine.xml"}
+    assert quiet_spark_log(environ) is None and environ["LOG4J_CONFIGURATION_FILE"] == "/etc/mine.xml"
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "log4j2.properties").write_text("rootLogger.level = info\n")
+    for environ in ({"SPARK_CONF_DIR": str(tmp_path / "conf")}, {"SPARK_HOME": str(tmp_path)}):
+        assert quiet_spark_log(environ) is None and "LOG4J_CONFIGURATION_FILE" not in environ
 
 
 def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_path):
