@@ -38,20 +38,28 @@ PathologicalPathDecideRule) and a hop limit (``max_depth``, 20 by default, the l
 TooManyHopsDecideRule). Like them this rule looks at how a URL was reached, not only at the URL:
 the referring page's shape is one hop of that path.
 
-State is per client process and bounded (at most ``max_shapes`` shapes, least recently seen
-forgotten; at most ``samples`` fingerprints per shape). A resumed crawl learns its traps again,
+State is per client process (a Spark crawl's driver keeps it and hands each layer's tasks that
+of their hosts: :meth:`TrapDetector.families`, :meth:`TrapDetector.learn`) and bounded (at most
+``max_shapes`` shapes, least recently seen forgotten; at most ``samples`` fingerprints per shape). A resumed crawl learns its traps again,
 at the cost of at most ``near_duplicates`` more pages per trap.
 """
 
 from __future__ import annotations
 
+import copy
+import re
+import zlib
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gridcrawl.simhash import NEAR_DISTANCE, hamming
 from gridcrawl.urls import url_shape
 
 __all__ = ["TrapDetector"]
+
+#: The ``host[:port]`` a URL shape starts with (:func:`gridcrawl.urls.url_shape`).
+_SHAPE_NETLOC = re.compile(r"[^/?]*")
 
 
 @dataclass
@@ -110,7 +118,7 @@ class TrapDetector:
                 self._families.popitem(last=False)
         else:
             self._families.move_to_end(shape)
-        key = hash(url)
+        key = zlib.crc32(url.encode("utf-8", "surrogatepass"))  # equal in every process (a Spark task's :meth:`learn`)
         if key in family.urls:  # the same page again (a recrawl's revisit): one page, not a repeat
             return None
         family.pages += 1
@@ -127,6 +135,25 @@ class TrapDetector:
             family.trapped = True
             return shape
         return None
+
+    def families(self, netlocs: Iterable[str] | None = None) -> dict[str, _Family]:
+        """What this detector knows of the URL shapes of the hosts ``netlocs`` (``host[:port]``,
+        lower case, as a URL writes it; of every host when None): ``{shape: family}``, copies,
+        for another process's detector to :meth:`learn` (a Spark crawl's driver hands them to
+        the layer's tasks that own those hosts, and the tasks back)."""
+        wanted = None if netlocs is None else set(netlocs)
+        return {shape: copy.deepcopy(family) for shape, family in self._families.items()
+                if wanted is None or _SHAPE_NETLOC.match(shape).group() in wanted}
+
+    def learn(self, families: dict[str, _Family]) -> None:
+        """Take ``families`` (from another detector's :meth:`families`) as what is known of their
+        shapes, replacing what this detector knew of them (copies: the caller's stay its own); past
+        ``max_shapes``, the shapes least recently seen are forgotten."""
+        for shape, family in families.items():
+            self._families[shape] = copy.deepcopy(family)
+            self._families.move_to_end(shape)
+        while len(self._families) > self.max_shapes:
+            self._families.popitem(last=False)
 
     def trapped(self, url: str) -> str | None:
         """The shape of ``url`` when that shape is a trap (its links are not to be followed),

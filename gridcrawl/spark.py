@@ -59,6 +59,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 from typing import Callable, Iterable, Iterator
 
 import sqlalchemy as sa
@@ -371,21 +372,26 @@ class _InjectedFailure(RuntimeError):
     """The test hook's failure of a task's first attempt."""
 
 
-def download_partition(config: TaskConfig, politeness: dict, index: int, rows: Iterable) -> Iterator[tuple]:
+def download_partition(config: TaskConfig, politeness: dict, index: int, rows: Iterable,
+                       traps: dict | None = None) -> Iterator[tuple]:
     """The download + parse stage of one partition (a Spark ``mapPartitionsWithIndex`` function).
 
     ``rows``: ``(host, (thread_id, url, fingerprint, depth, priority, page_type, relevance))``
     pairs, every host of which this partition owns; ``politeness``: ``{host: (last_finish,
-    crawl_delay)}`` from the previous layer (POSIX seconds, seconds or None).
+    crawl_delay)}`` from the previous layer (POSIX seconds, seconds or None); ``traps``: what the
+    crawl knows of its hosts' URL shapes (the template-trap rule, :mod:`gridcrawl.client.traps`:
+    ``{shape: family}`` of :meth:`TrapDetector.families`), which the task's detector starts from.
 
     Fetches with ``settings.threads`` worker threads under the per-host politeness of
     :class:`~gridcrawl.manager.queue.ReadyQueue`, retries like the manager, writes each batch of
-    ``apply_batch`` documents, and yields small records: ``("v", visited_rows, thread_ids)``
-    per batch, ``("l", fingerprint, to_visit_row)`` per link, and one
-    ``("s", figures)`` at the end (pages, errors, summed fetch/parse/write seconds, wall
-    seconds, the worker's peak RSS in bytes, and ``hosts``: ``{host: (last_finish,
-    crawl_delay)}`` of the hosts with a delay)."""
+    ``apply_batch`` documents, and yields small records: ``("v", visited_rows, thread_ids,
+    trap_rows)`` per batch (``trap_rows``: the ``visited_url`` rows of links into template
+    traps), ``("l", fingerprint, to_visit_row)`` per link, and one ``("s", figures)`` at the end (pages, errors, summed fetch/parse/write seconds, wall
+    seconds, the worker's peak RSS in bytes, ``hosts``: ``{host: (last_finish,
+    crawl_delay)}`` of the hosts with a delay, and ``traps``: ``{shape: family}`` of the shapes
+    of this task's hosts, for the driver to hand to the next layer's tasks)."""
     from gridcrawl.client.store import Outcome, Pending
+    from gridcrawl.client.traps import TrapDetector
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.pacing import HostPacer
     from gridcrawl.executor.page import visit
@@ -410,16 +416,18 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
 
     ready = ReadyQueue(s.concurrent_requests_per_host, s.download_delay, s.max_crawl_delay)
     total = 0
+    netlocs: set = set()
     for host, row in rows:
         pending = Pending(*row)
         ready.push(_Job(pending, host, pending.priority if strategy.order == "priority" else 5))
+        netlocs.add(urlsplit(pending.url).netloc.lower())
         total += 1
     for host, (last_finish, crawl_delay) in politeness.items():
         if host in ready.hosts:  # the previous layer's last fetch of the host: wait out its delay
             ready.release(_Job(None, host, 5), last_finish, crawl_delay=crawl_delay)
     if total == 0:
         yield ("s", {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
-                     "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}})
+                     "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}, "traps": {}})
         return
 
     # as an executor's (executor/agent.py): robots.txt and redirect hops spaced by the host's delay
@@ -481,6 +489,12 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     for w in workers:
         w.start()
     store = _task_store(config)
+    # the template-trap rule counts a family's pages over the whole crawl, as the grid's client does:
+    # this task starts from what the earlier layers' tasks (any process, any machine) learnt of its hosts
+    detector = store.traps = (TrapDetector(config.scope.trap_near_duplicates, config.scope.trap_distance)
+                              if config.scope.trap_near_duplicates > 0 else None)
+    if detector is not None:
+        detector.learn(traps or {})
     figures = {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
                "write_seconds": 0.0}
     batch: list = []
@@ -511,7 +525,8 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
             robots.fetcher.close()
     hosts = {name: (h.last_finish, h.crawl_delay) for name, h in ready.hosts.items()
              if h.delay > 0 and h.last_finish > float("-inf")}
-    figures.update(wall_seconds=time.monotonic() - started, peak_rss=_peak_rss(), hosts=hosts)
+    figures.update(wall_seconds=time.monotonic() - started, peak_rss=_peak_rss(), hosts=hosts,
+                   traps=detector.families(netlocs) if detector is not None else {})
     yield ("s", figures)
 
 
@@ -527,7 +542,7 @@ def _write_batch(store, config: TaskConfig, outcomes: list, figures: dict) -> It
         if o.page is not None:
             figures["fetch_seconds"] += o.page.fetch_seconds or 0.0
             figures["parse_seconds"] += o.page.parse_seconds or 0.0
-    yield ("v", rows.visits, rows.thread_ids)
+    yield ("v", rows.visits, rows.thread_ids, rows.traps)
     for fp, row in rows.links.items():
         yield ("l", fp, row)
 
@@ -575,12 +590,13 @@ def _queue_batch(store, config: TaskConfig, capped, batch: list) -> Iterator[tup
 
 
 def commit_partition(config: TaskConfig, records: Iterable) -> None:
-    """The commit stage: write each ``("v", visited_rows, thread_ids)`` record (visited rows
-    in, the layer's to_visit rows out) in one transaction each."""
+    """The commit stage: write each ``("v", visited_rows, thread_ids, trap_rows)`` record
+    (visited rows in, the layer's to_visit rows out, the links into template traps recorded as
+    on the grid) in one transaction each."""
     from gridcrawl.client.store import Rows
     store = _task_store(config)
-    for _, visits, thread_ids in records:
-        store.write_visits(Rows([], visits, {}, [], thread_ids))
+    for _, visits, thread_ids, traps in records:
+        store.write_visits(Rows([], visits, {}, [], thread_ids, traps=traps))
 
 
 def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[str]:
@@ -675,6 +691,9 @@ class SparkCrawl:
         self.on_layer = on_layer
         self.on_wait = on_wait
         self.wait_seconds = wait_seconds
+        from gridcrawl.client.traps import TrapDetector
+        #: the crawl's template-trap state, learnt from the tasks and handed to the next layer's
+        self.traps = TrapDetector(scope.trap_near_duplicates, scope.trap_distance)
 
     def run(self, stop: threading.Event | None = None) -> SparkResult:
         """Crawl layer by layer until the frontier is empty, ``max_pages`` URLs were visited by
@@ -772,8 +791,9 @@ class SparkCrawl:
                                    min(parts, len(pendings)))
                     .partitionBy(parts, host_partition))
         hosts_state = sc.broadcast(politeness)
+        traps_state = sc.broadcast(self.traps.families({urlsplit(x.url).netloc.lower() for x in pendings}))
         downloaded = frontier.mapPartitionsWithIndex(
-            functools.partial(_download_with_broadcast, config, hosts_state), preservesPartitioning=True)
+            functools.partial(_download_with_broadcast, config, hosts_state, traps_state), preservesPartitioning=True)
         downloaded.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             t = time.monotonic()
@@ -789,6 +809,7 @@ class SparkCrawl:
                 figures.write_seconds += st["write_seconds"]
                 figures.peak_worker_rss = max(figures.peak_worker_rss, st["peak_rss"])
                 new_politeness.update(st["hosts"])
+                self.traps.learn(st["traps"])  # one task owns a host, and so its shapes, in a layer
                 for host in st.get("scope_hosts", ()):  # a seed redirected there: the scope takes it in
                     if config.scope.widen(host):
                         self.store.keep_scope(config.scope.allowed_domains)
@@ -823,6 +844,7 @@ class SparkCrawl:
         finally:
             downloaded.unpersist()
             hosts_state.unpersist()
+            traps_state.unpersist()
         known.unpersist()
         self._known_total = total
         return grown, new_politeness
@@ -839,8 +861,8 @@ def _known_slice(config: TaskConfig, parts: int, part: int) -> Iterator[str]:
     return known_fingerprints(config, part, parts)
 
 
-def _download_with_broadcast(config: TaskConfig, politeness, index: int, rows) -> Iterator[tuple]:
-    return download_partition(config, politeness.value, index, rows)
+def _download_with_broadcast(config: TaskConfig, politeness, traps, index: int, rows) -> Iterator[tuple]:
+    return download_partition(config, politeness.value, index, rows, traps.value)
 
 
 __all__ = ["INSTALL_HINT", "JAVA_HINT", "LayerFigures", "SparkCrawl", "SparkResult", "SparkUnavailable", "TaskConfig", "check_master",

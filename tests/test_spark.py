@@ -310,6 +310,26 @@ def test_a_host_without_a_delay_gets_its_concurrency_in_a_task(sc, tmp_path):
         srv.stop()
 
 
+def test_a_self_generating_family_is_a_trap_across_layers(sc, tmp_path):
+    """The template-trap rule counts a family's near-identical pages over the whole crawl, as
+    the grid's client does. A calendar whose every month links the next gives a layer one page:
+    each layer's task (another Python process, or machine) started with no count, so the family
+    ran to the hop limit (the adversarial site's calendar and endless list: 20 layers on Spark).
+    The driver now hands each layer's tasks what the earlier layers learnt of their hosts."""
+    from adversarial import _calendar, calendar_path
+    site = Site()
+    site.extra["/calendar"] = _calendar
+    with SiteServer(site) as srv:
+        db = tmp_path / "c.db"
+        _crawl(sc, f"sqlite:///{db}", [srv.url(calendar_path(2024, 1))], [], trap_near_duplicates=1, max_depth=5)
+    # a month or two as the shape's samples, then one near-duplicate found on the calendar: the
+    # next month's link is a trap (without the driver's state: six months, depth 0 to 5)
+    months = _one(db, "SELECT COUNT(*) FROM visited_url WHERE url LIKE '%calendar%' AND status = 200")
+    assert months <= 4, months
+    assert _one(db, "SELECT COUNT(*) FROM visited_url WHERE error_kind = 'trap'") == 1
+    assert _one(db, "SELECT COUNT(*) FROM to_visit_url") == 0
+
+
 def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
     site = generate_site(14, links_per_page=3, seed=21)
     srv = SiteServer(site).start()
