@@ -1128,7 +1128,9 @@ class ManagerCore:
         if app is not None and app.user != m.user and self.authenticate is not None:
             if self.authenticate(m.user, m.password, MANAGE_ALL_APPS) is not None:
                 log.warning("user %s refused application %s of user %s", m.user, app.application_id[:8], app.user)
-                return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user"))]
+                return [Send(peer, p.Refuse(f"application {app.application_id} belongs to another user: a crawl "
+                                            "database goes on with the user who started its crawl, or an administrator "
+                                            "(ManageAllApps); give this crawl a database of its own (--db)"))]
         if app is not None and app.state == ApplicationState.STOPPED and app.aborted:
             # its threads' rows hold the ids its client submits again (unique per application):
             # the crawl goes on as a new application, as after a restart of the manager

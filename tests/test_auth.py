@@ -406,7 +406,9 @@ def test_a_client_cannot_read_ack_submit_or_close_another_users_application():
 
     # bob reattaching to alice's application: refused, and no result is delivered to him
     actions = core.handle(b"bob", p.OpenApplication("b", "bob", application_id=app, password="pw"), 1.0)
-    assert "belongs to another user" in only(actions, p.Refuse).reason
+    assert only(actions, p.Refuse).reason == (
+        f"application {app} belongs to another user: a crawl database goes on with the user who started its crawl, "
+        "or an administrator (ManageAllApps); give this crawl a database of its own (--db)")
     assert not [a for a in actions if isinstance(a, Send) and isinstance(a.message, p.ThreadDone)]
     # bob with his own application cannot act on alice's by naming its id
     own = only(core.handle(b"bob", p.OpenApplication("b", "bob", password="pw"), 1.0),
