@@ -213,6 +213,15 @@ def _users_db(ctx: typer.Context, db: str | None) -> str:
     return db or (ctx.find_root().params.get("db") if ctx.find_root() is not ctx else None) or DEFAULT_DB
 
 
+def _shown_users_db(url: str) -> str:
+    """``url`` of a ``users`` command's database for its line, password hidden, saying so when it
+    is the default one (users added to or looked for in ./gridcrawl-manager.db while the manager
+    ran on another database: no --db given)."""
+    from gridcrawl.redact import shown_url
+    return shown_url(url) + (" (the default database: give the manager's --db, or --config with its [manager] db)"
+                             if url == DEFAULT_DB else "")
+
+
 @users_app.command("add")
 def users_add(
     ctx: typer.Context,
@@ -222,7 +231,6 @@ def users_add(
 ) -> None:
     """Create a user. The password comes from $GRIDCRAWL_PASSWORD or a hidden prompt."""
     from gridcrawl.auth import AuthError
-    from gridcrawl.redact import shown_url
     url = _users_db(ctx, db)
     store = _users(url, existing=False)  # users may be added before the manager first starts
     try:
@@ -231,9 +239,7 @@ def users_add(
         fail(str(exc))
     # the database named: users added to ./gridcrawl-manager.db while the manager ran on another
     # one (no --db given) left that grid open, and nothing here said where they went
-    typer.echo(f"user {name} added to group {store.get(name).group} in {shown_url(url)}"
-               + (" (the default database: give the manager's --db, or --config with its [manager] db)"
-                  if url == DEFAULT_DB else ""))
+    typer.echo(f"user {name} added to group {store.get(name).group} in {_shown_users_db(url)}")
 
 
 @users_app.command("passwd")
@@ -247,8 +253,7 @@ def users_passwd(
     db = _users_db(ctx, db)
     store = _users(db)
     if store.get(name) is None:  # before asking twice for a password it cannot take
-        from gridcrawl.db import shown_url
-        fail(f"no user {name!r} in {shown_url(db)} (gridcrawl-manager users list --db ... lists them)")
+        fail(f"no user {name!r} in {_shown_users_db(db)} (gridcrawl-manager users list --db ... lists them)")
     try:
         store.set_password(name, _new_password(name))
     except AuthError as exc:
@@ -263,8 +268,9 @@ def users_remove(
     db: str = typer.Option(None, help=USERS_DB_HELP),
 ) -> None:
     """Delete a user."""
-    if not _users(_users_db(ctx, db)).remove(name):
-        fail(f"no user {name!r}")
+    db = _users_db(ctx, db)
+    if not _users(db).remove(name):
+        fail(f"no user {name!r} in {_shown_users_db(db)} (gridcrawl-manager users list --db ... lists them)")
     typer.echo(f"user {name} removed")
 
 

@@ -522,6 +522,21 @@ def test_users_passwd_of_an_unknown_user_says_so_before_asking_for_a_password(tm
     assert changed.returncode == 0 and changed.stdout == "password of alice changed\n", changed.stderr
 
 
+def test_users_remove_of_an_unknown_user_names_the_database_it_looked_in(tmp_path):
+    """``users remove alice`` without --db looks in ./gridcrawl-manager.db, not the manager's
+    database: it said "no user 'alice'", leaving the operator to wonder where she had gone.
+    It names the database, as ``users passwd`` does."""
+    db = f"sqlite:///{tmp_path / 'm.db'}"
+    UserStore(open_database(db)).add("alice", PASSWORD, "Users")
+    UserStore(open_database(f"sqlite:///{tmp_path / 'gridcrawl-manager.db'}")).add("bob", PASSWORD, "Users")
+    out = manager_cli("users", "remove", "alice", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "error: no user 'alice' in sqlite:///gridcrawl-manager.db (the default database: give the manager's --db, "
+        "or --config with its [manager] db) (gridcrawl-manager users list --db ... lists them)"), out.stderr
+    removed = manager_cli("users", "remove", "alice", "--db", db)
+    assert removed.returncode == 0 and removed.stdout == "user alice removed\n", removed.stderr
+
+
 def test_users_add_takes_the_password_from_the_environment_or_a_prompt_never_an_argument(tmp_path):
     db = f"sqlite:///{tmp_path / 'm.db'}"
     # listing, changing or removing the users of a database that is not there creates none
