@@ -432,6 +432,7 @@ class ManagerServer:
                  f", held by the manager {describe_holder(held.holder)} (lease epoch {held.epoch})"
                  if held is not None and held.holder else "")
         active: str | None = None
+        reads = True  # whether the last look at the lease read it (the database answered)
         next_try = 0.0
         # the database as this standby sees it: its last answer, until when an expired lease is
         # left to its holder, the last WARNING of an outage (monotonic s)
@@ -459,7 +460,9 @@ class ManagerServer:
                     live = (row is not None and row.holder and (row.expires_at > clock or mono < grace_until)
                             and alive is not False)  # a dead holder on this host: now
                     decision = None if live else self.lease.try_acquire(clock)
+                    reads = True
                 except sa.exc.SQLAlchemyError as exc:
+                    reads = False
                     mono = time.monotonic()
                     if mono - said >= LEASE_FAILURE_REPEAT:  # once, then once a minute: not twice a second
                         said = mono
@@ -473,8 +476,15 @@ class ManagerServer:
                     self._activate()
                     return True
                 row = self.lease.previous
-                # an expired lease is about to be ours: peers wait here rather than go elsewhere
-                active = self.address if row is None or row.expires_at <= self.lease.now() else row.address
+                # an expired lease is about to be ours: peers wait here rather than go elsewhere. Not
+                # while the database does not answer this standby: the lease as last read expires
+                # then though its holder renews it, and naming itself kept peers waiting here (an
+                # executor with a long --connect-timeout for ever) while the active manager served;
+                # the holder it last read is the best it knows
+                if row is not None and not reads:
+                    active = row.address
+                else:
+                    active = self.address if row is None or row.expires_at <= self.lease.now() else row.address
                 self.snapshot = self._standby_snapshot(now, active)
             if not self.socket.poll(100):
                 continue

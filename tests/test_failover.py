@@ -35,11 +35,11 @@ class Managers:
         self.endpoints = {name: f"tcp://127.0.0.1:{free_port()}" for name in "AB"}
         self.procs: dict[str, object] = {}
 
-    def start(self, name: str, standby: bool = True):
+    def start(self, name: str, standby: bool = True, db: str | None = None):
         # a lease of 1.5 s (not 0.75 s, interval x liveness) so that a manager starved of CPU on a
         # loaded test machine is not taken over while it runs; a dead holder on this host is seen
         # at once anyway
-        args = ["--bind", self.endpoints[name], "--db", self.grid.manager_db, *FAST, "--lease-seconds", "1.5",
+        args = ["--bind", self.endpoints[name], "--db", db or self.grid.manager_db, *FAST, "--lease-seconds", "1.5",
                 "--journal", str(self.grid.workdir / f"manager-{'' if self.shared_journal else name}.journal")]
         proc = self.grid._spawn("gridcrawl.manager", args + (["--standby"] if standby else []), f"manager-{name}.log",
                                 {"GRIDCRAWL_TEST_PAUSE": str(self.pause_flag(name))})
@@ -72,6 +72,16 @@ class Managers:
     def epoch(self) -> int:
         rows = self.grid.query("manager", "SELECT epoch FROM manager_lease")
         return int(rows[0][0]) if rows else 0
+
+
+def _relayed(url: str):
+    """A :class:`netcut.CuttableLink` to the database server of ``url`` and ``url`` through it:
+    ``(link, relayed URL)``."""
+    import sqlalchemy as sa
+    from netcut import CuttableLink
+    parsed = sa.engine.make_url(url)
+    link = CuttableLink((parsed.host or "127.0.0.1", parsed.port or 5432))
+    return link, parsed.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
 
 
 def _visited(grid: Grid) -> int:
@@ -279,11 +289,7 @@ def test_a_database_outage_longer_than_the_lease_moves_no_active_role(tmp_path, 
     the database answered, and the active manager, fenced, dropped the work it held (on the
     Python docs a third of the pages were fetched twice); now it gives the holder one lease
     length to renew, and the active manager stays."""
-    import sqlalchemy as sa
-    from netcut import CuttableLink
-    url = sa.engine.make_url(postgres_url)
-    link = CuttableLink((url.host or "127.0.0.1", url.port or 5432))
-    relayed = url.set(host="127.0.0.1", port=link.port).render_as_string(hide_password=False)
+    link, relayed = _relayed(postgres_url)
     grid = Grid(tmp_path, manager_db=relayed)
     managers = Managers(grid)
     try:
@@ -470,3 +476,33 @@ def test_a_standby_that_shares_the_host_name_but_not_the_process_ids_waits_for_t
         assert managers.active() == "B"
     finally:
         grid.stop()
+
+
+def test_a_standby_whose_database_refuses_it_sends_peers_to_the_active_manager(tmp_path, postgres_url):
+    """The standby's own path to the database broken (its relay gone: connections refused), the
+    active manager's intact: the lease as the standby last read it expired in its eyes, and it
+    named itself the active manager ("it is taking over"), so an executor that asked it first
+    waited there (with the service recipe's --connect-timeout of a day, for ever) while the
+    active manager served; now it names the holder it last read, and the executor registers
+    there."""
+    link, relayed = _relayed(postgres_url)
+    grid = Grid(tmp_path, manager_db=postgres_url)
+    managers = Managers(grid)
+    try:
+        managers.start("A")
+        wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
+        managers.start("B", db=relayed)  # B reaches the database through the relay alone
+        wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+        link.close()  # B's database refuses it from now on; A's answers
+        wait_for(lambda: "the database does not answer" in grid.log("manager-B.log"), 30, 0.05,
+                 "manager B noticing its database is gone")
+        time.sleep(2 * 1.5)  # the lease as B last read it has expired (Managers.start: --lease-seconds 1.5)
+        grid.start_executor("x", "--manager", managers.endpoints["B"], "--manager", managers.endpoints["A"],
+                            "--connect-timeout", "86400", manager=managers.endpoints["B"])
+        wait_for(lambda: "registered as executor" in grid.log("x.log"), 30, 0.05,
+                 f"the executor registering with A:\n{grid.log('x.log')}")
+        assert f"with {managers.endpoints['A']}" in grid.log("x.log")
+        assert managers.active() == "A" and managers.epoch() == 1
+    finally:
+        grid.stop()
+        link.close()
