@@ -46,6 +46,14 @@ class Managers:
         self.procs[name] = proc
         return proc
 
+    def start_pair(self, b_db: str | None = None) -> None:
+        """Start manager A and wait until it is active, then B (on ``b_db``, default the grid's
+        manager database) and wait until it is a standby."""
+        self.start("A")
+        wait_for(lambda: "manager active" in self.grid.log("manager-A.log"), 30, 0.05, "manager A active")
+        self.start("B", db=b_db)
+        wait_for(lambda: "standby manager" in self.grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+
     def pause_flag(self, name: str) -> Path:
         """The file that makes manager ``name`` stop itself (SIGSTOP) at a chosen point: write
         ``in-flush`` or ``between-transactions`` into it (tests/crashhook/sitecustomize.py)."""
@@ -103,10 +111,7 @@ def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04, shar
     server = site_server(site, latency=latency)
     grid = Grid(tmp_path, manager_db=manager_db)
     managers = Managers(grid, shared_journal)
-    managers.start("A")
-    wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
-    managers.start("B")
-    wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+    managers.start_pair()
     for i in range(3):
         grid.start_executor(f"x{i}", "--threads", "4", *managers.all, manager=None)
     client = grid._spawn("gridcrawl.client", [*managers.all, "--db", grid.crawl_db, "--no-progress", *FAST,
@@ -293,10 +298,7 @@ def test_a_database_outage_longer_than_the_lease_moves_no_active_role(tmp_path, 
     grid = Grid(tmp_path, manager_db=relayed)
     managers = Managers(grid)
     try:
-        managers.start("A")
-        wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
-        managers.start("B")
-        wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+        managers.start_pair()
         epoch = managers.epoch()
         time.sleep(1.0)
         link.cut()
@@ -489,10 +491,7 @@ def test_a_standby_whose_database_refuses_it_sends_peers_to_the_active_manager(t
     grid = Grid(tmp_path, manager_db=postgres_url)
     managers = Managers(grid)
     try:
-        managers.start("A")
-        wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
-        managers.start("B", db=relayed)  # B reaches the database through the relay alone
-        wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+        managers.start_pair(b_db=relayed)  # B reaches the database through the relay alone
         link.close()  # B's database refuses it from now on; A's answers
         wait_for(lambda: "the database does not answer" in grid.log("manager-B.log"), 30, 0.05,
                  "manager B noticing its database is gone")
