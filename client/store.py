@@ -1242,25 +1242,34 @@ class CrawlStore:
         and, in a focused crawl, the seeds' priority (:attr:`_revisit_priority`).
         Documents stored before schedules were kept (``next_fetch_at`` NULL) are due.
 
-        Reads the documents in ``batch``-row slices of ``doc_id`` (memory stays bounded), one
-        transaction each. Returns how many URLs it queued.
+        Reads the documents in ``batch``-row slices (memory stays bounded), one transaction
+        each: every document by ``doc_id``; the due ones through the ``next_fetch_at`` index, those
+        never scheduled by ``doc_id``, then the others by ``(next_fetch_at, doc_id)``, the longest
+        overdue first. (The due ones were read by ``doc_id`` too, "next_fetch_at <= now" a filter:
+        the whole table was read, bodies and all, at every look of a ``--watch`` — 300,000 stored
+        pages with 30 due, 1.2 s on SQLite — however few were due.) Returns how many URLs it queued.
         """
         now = now or utcnow()
         c = document.c
-        due = sa.true() if every else sa.or_(c.next_fetch_at.is_(None), c.next_fetch_at <= now)
-        queued, after = 0, None
-        while True:
-            def work(conn, after=after):
-                query = (sa.select(c.doc_id, c.url, c.fingerprint, c.depth, c.page_type, c.etag, c.last_modified)
-                         .where(due, *([c.doc_id > after] if after is not None else []))
-                         .order_by(c.doc_id).limit(batch))
-                rows = conn.execute(query).all()
-                count = _queue_absent(conn, [_revisit_row(r, priority=self._revisit_priority) for r in rows])
-                return (rows[-1].doc_id if rows else None), count, len(rows)
-            after, count, read = run_transaction(self.engine, work)
-            queued += count
-            if read < batch:
-                return queued
+        passes = ([(sa.true(), (c.doc_id,))] if every else
+                  [(c.next_fetch_at.is_(None), (c.doc_id,)), (c.next_fetch_at <= now, (c.next_fetch_at, c.doc_id))])
+        queued = 0
+        for due, keys in passes:
+            after = None
+            while True:
+                def work(conn, after=after, due=due, keys=keys):
+                    query = (sa.select(c.doc_id, c.url, c.fingerprint, c.depth, c.page_type, c.etag, c.last_modified,
+                                       c.next_fetch_at)
+                             .where(due, *([_after(keys, after)] if after is not None else []))
+                             .order_by(*keys).limit(batch))
+                    rows = conn.execute(query).all()
+                    count = _queue_absent(conn, [_revisit_row(r, priority=self._revisit_priority) for r in rows])
+                    return (tuple(getattr(rows[-1], k.name) for k in keys) if rows else None), count, len(rows)
+                after, count, read = run_transaction(self.engine, work)
+                queued += count
+                if read < batch:
+                    break
+        return queued
 
     def queue_sitemaps(self, now=None, *, every: bool = False) -> int:
         """Queue again, as grid threads, the sitemaps this crawl has read (``sitemap`` rows) —
@@ -1977,6 +1986,16 @@ def _header(headers: dict, name: str) -> str | None:
     """Response header ``name`` (lower case) of a page's headers as text, or None."""
     value = headers.get(name)
     return value if isinstance(value, str) and value else None
+
+
+def _after(keys: tuple, values: tuple):
+    """The condition "``keys`` (columns) come after ``values`` in the order ``keys`` give", for
+    keyset paging, written without row values (SQL Server has none): ``k1 > v1``, or
+    ``k1 > v1 OR (k1 = v1 AND k2 > v2)``."""
+    first = keys[0] > values[0]
+    if len(keys) == 1:
+        return first
+    return sa.or_(first, sa.and_(keys[0] == values[0], _after(keys[1:], values[1:])))
 
 
 def _validator(headers: dict, name: str, column: sa.Column) -> str | None:

@@ -451,6 +451,35 @@ def test_validators_too_long_for_their_column_are_not_stored_nor_sent_cut(db_url
     fetcher.close()
 
 
+def test_queue_due_reads_the_due_documents_through_their_index_not_the_whole_table(db_url):
+    """On SQLite, PostgreSQL and MariaDB. The due documents were read in doc_id order with
+    "next_fetch_at <= now" as a filter: every look of a --watch read the whole table, bodies and
+    all, however few were due. Counted on SQLite: the steps of its statements. Slices of 2 rows:
+    a slice boundary inside a run of equal times loses nothing."""
+    from gridcrawl.urls import fingerprint
+    store = CrawlStore(open_database(db_url))
+    now = _dt.datetime(2026, 11, 30, 12, 0, 0)
+    later, early = now + _dt.timedelta(days=30), now - _dt.timedelta(days=2)
+    when = {5: None, 17: early, 900: now - _dt.timedelta(days=9), 1400: early, 1401: early, 1402: early}
+    rows = [{"url": f"http://127.0.0.1:1/{i}", "fingerprint": fingerprint(f"http://127.0.0.1:1/{i}"),
+             "final_url": f"http://127.0.0.1:1/{i}", "size": 3000, "depth": 1, "fetched_at": now,
+             "content": "x" * 3000, "next_fetch_at": when.get(i, later)} for i in range(1, 2001)]
+    with store.engine.begin() as conn:
+        conn.execute(models.document.insert(), rows)
+    steps = []
+    if store.engine.dialect.name == "sqlite":
+        store.engine.dispose()
+        sa.event.listen(store.engine, "connect",
+                        lambda dbapi, _rec: dbapi.set_progress_handler(lambda: steps.append(1), 100))
+    assert store.queue_due(now, batch=2) == 6
+    with store.engine.connect() as conn:
+        queued = conn.execute(sa.select(models.to_visit_url.c.url).order_by(models.to_visit_url.c.id)).scalars().all()
+    assert sorted(int(u.rsplit("/", 1)[1]) for u in queued) == [5, 17, 900, 1400, 1401, 1402]
+    if store.engine.dialect.name == "sqlite":
+        assert len(steps) * 100 < 2000, f"{len(steps) * 100} SQLite steps for 6 due documents of 2,000 (fewer than one a row)"
+    assert store.queue_due(now, every=True) == 2000 - 6
+
+
 def test_a_gone_page_back_unchanged_answers_304_and_is_revived(sqlite_url, site_server):
     """A gone page that comes back as it was answers the stored validators with a 304: no new
     body, and it is revived (``gone_at`` cleared), not an error."""
