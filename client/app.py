@@ -480,6 +480,20 @@ class CrawlApplication:
             needs.append("render")
         return sorted(needs)
 
+    def _executor_command(self) -> str:
+        """The command that starts an executor for this client's manager, as the waiting line
+        suggests it: on a grid with CURVE, with the manager's public key file this client was
+        given and a placeholder for the desktop's own secret key; on one with logins, a
+        placeholder for its user (an executor's login is its own, not this client's)."""
+        args = ["gridcrawl-executor", "--manager", str(self.link.state.managers.current)]
+        options = dict(zip(self.curve.options[::2], self.curve.options[1::2])) if self.curve else {}
+        if self.curve:
+            args += ["--curve-secret", "DESKTOP.key_secret", "--curve-server-key",
+                     options.get("--curve-server-key", "MANAGER.key")]
+        if self.password:
+            args += ["--user", "NAME"]
+        return " ".join(shlex.quote(arg) for arg in args)
+
     def _check_waiting(self, now: float, last_result: float) -> None:
         """Say why no result has come for a while rather than let the crawl look hung (again
         every ``WAIT_REPEAT`` seconds while the reason stays the same).
@@ -533,9 +547,9 @@ class CrawlApplication:
             log.warning("no result for %.0f s: no executor takes grid threads now (none is connected to the "
                         "manager at %s, or each is an --idle-only one whose desktop is in use or is "
                         "quarantined after timed-out attempts); the %s %s "
-                        "at the manager until one does (gridcrawl-executor --manager %s)", silent,
+                        "at the manager until one does (%s)", silent,
                         self.link.state.managers.current, threads, "waits" if n == 1 else "wait",
-                        self.link.state.managers.current)
+                        self._executor_command())
         elif counts:
             from gridcrawl.plugins import how_to_provide
             what = ", ".join(f"{n} need {need!r}" for need, n in sorted(counts.items()))

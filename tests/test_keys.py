@@ -277,11 +277,20 @@ def test_a_timeout_after_handshakes_cut_short_says_so(tmp_path):
 
 @pytest.mark.e2e
 def test_a_crawl_over_curve_records_the_executor_under_its_key_name(curve_grid, site_server):
+    """A CURVE crawl whose client starts before any executor: the client's line that no executor
+    takes work names a command that starts one on this grid, with the manager's public key (it
+    named --manager alone, which such a manager refuses); once one comes the crawl ends whole."""
+    from grid import wait_for
     site = generate_site(30, links_per_page=3, seed=5)
     server = site_server(site)
     grid = curve_grid
-    grid.start_executor("ex1", "--threads", "3", *curve_args(grid, "ex1"))
     client = grid.start_client(server.url("/"), *curve_args(grid, "client"))
+    wait_for(lambda: "no executor takes grid threads now" in grid.log("client.log"), 60,
+             message="the client saying that no executor takes work")
+    line = next(x for x in grid.log("client.log").splitlines() if "no executor takes" in x)
+    assert (f"(gridcrawl-executor --manager {grid.endpoint} --curve-secret DESKTOP.key_secret "
+            f"--curve-server-key {grid.keys / 'manager.key'})") in line, line
+    grid.start_executor("ex1", "--threads", "3", *curve_args(grid, "ex1"))
     assert client.wait(timeout=90) == 0, grid.log("client.log")
     grid.stop()
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
