@@ -85,6 +85,19 @@ def test_an_rdf_documents_links_are_cut_at_max_links_per_page_too():
     assert len(json.loads(default.stdout)["page"]["links"]) == 500
 
 
+def test_ill_typed_literals_are_stored_as_written_without_a_traceback_each():
+    """rdflib logged a warning with a traceback at every ill-typed literal ("2026-13-45"^^xsd:date):
+    50 of them printed 450 lines on ``gridcrawl fetch``'s terminal, and a document of 20,000
+    wrote 14 MB to an executor's log. The triples are kept as written, quietly."""
+    dump = "".join(f'<http://127.0.0.1/s{i}> <http://127.0.0.1/p> "2026-13-{i + 10}"'
+                   f'^^<http://www.w3.org/2001/XMLSchema#date> .\n' for i in range(50))
+    site = Site(pages={"/dates.nt": dump.encode()}, types={"/dates.nt": "application/n-triples"})
+    with SiteServer(site) as server:
+        done = _fetch(server.url("/dates.nt"), "--structured-data", "--json")
+    assert done.returncode == 0 and done.stderr == "", done.stderr[:2000]
+    assert sorted(t[2] for t in json.loads(done.stdout)["page"]["triples"]) == [f"2026-13-{i + 10}" for i in range(50)]
+
+
 def test_fetch_follows_a_seeds_redirect_to_another_host_as_a_crawl_would():
     """The URL is a crawl's seed: its redirect to another host is followed and that host joins
     the scope the links are judged by, as on the grid."""
