@@ -49,10 +49,10 @@ from gridcrawl.protocol import Instruction, PageResult
 from gridcrawl.redact import hide_passwords
 from gridcrawl.settings import Settings
 from gridcrawl.urls import Domains, domain_keys, in_scope, url_host, url_shape
-from gridcrawl.executor.fetch import (ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks, media_type,
+from gridcrawl.executor.fetch import (ErrorKind, Fetcher, HopCheck, HopRefusal, chain_hop_checks,
                                       parse_retry_after)
-from gridcrawl.executor.parse import (canonical_link, header_robots, is_html, looks_binary, meta_robots,
-                                      parse_page, sniff_html, visible_text)
+from gridcrawl.executor.parse import (canonical_link, header_robots, html_document, looks_binary, meta_robots,
+                                      parse_page, visible_text)
 from gridcrawl.executor.robots import RobotsCache, product_token
 from gridcrawl.executor.sitemap import MAX_SITEMAP_BYTES, TOO_LARGE, SitemapError, parse_sitemap
 from gridcrawl.simhash import simhash
@@ -239,7 +239,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
     if body is None:
         return result
     result.digest = hashlib.sha256(body).hexdigest()
-    html = is_html(fetched.content_type) if media_type(fetched.content_type) else sniff_html(body)
+    html = html_document(fetched.content_type, body)
     limits = semantic_limits or Limits()
     fmt = rdf_format(fetched.content_type, result.final_url, body) if semantic and not html else None
     if fmt is not None:
@@ -268,6 +268,13 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         result.refused_requests = rendered.refused
         if not rendered.ok:
             result.error_kind, result.error = rendered.error_kind.value, rendered.error
+            return result
+        if rendered.document is not None:  # its script sent it to a PDF, JSON ...: as an HTTP redirect there
+            result.final_url = rendered.final_url
+            result.status, result.content_type, body = rendered.document
+            result.size = len(body)
+            result.digest = hashlib.sha256(body).hexdigest()
+            result.content = body if store_content and fetcher.keep_non_html else None
             return result
         result.final_url = rendered.final_url
         body, content_type = rendered.html.encode("utf-8"), "text/html; charset=utf-8"
@@ -443,7 +450,7 @@ def _visit_sitemap(fetcher: Fetcher, url: str, hop_check: HopCheck | None, crawl
     try:
         parsed = parse_sitemap(fetched.body)
     except SitemapError as exc:
-        if (is_html(fetched.content_type) if media_type(fetched.content_type) else sniff_html(fetched.body)):
+        if html_document(fetched.content_type, fetched.body):
             # a "soft 404": a site's HTML page (its home, a "not found" page) answering for /sitemap.xml
             result.error = f"no sitemap here (an HTML page, HTTP {fetched.status})"
             return result

@@ -177,6 +177,15 @@ def sniff_html(body: bytes) -> bool:
     return bool(_HTML_START_RE.match(sample)) and not looks_binary(sample)
 
 
+def html_document(content_type: str | None, body: bytes | None) -> bool:
+    """Tell whether a response is an HTML document: by its ``Content-Type`` when it names a media
+    type (:func:`is_html`), else by sniffing ``body`` (:func:`sniff_html`; no body: not HTML)."""
+    from gridcrawl.executor.fetch import media_type
+    if media_type(content_type):
+        return is_html(content_type)
+    return sniff_html(body or b"")
+
+
 @lru_cache(maxsize=256)
 def _codec_for_label(label: str) -> str | None:
     """Python codec name for an encoding label, or None when unknown or unusable."""

@@ -66,6 +66,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urldefrag
 
 from gridcrawl.executor.fetch import ErrorKind, FetchCancel, Fetcher, HopCheck
+from gridcrawl.executor.parse import html_document
 from gridcrawl.errors import RenderUnavailable  # noqa: F401 (re-exported)
 from gridcrawl.redact import hide_passwords
 
@@ -248,6 +249,10 @@ class Rendered:
     refused_total: int = 0
     error_kind: ErrorKind | None = None
     error: str | None = None
+    #: ``(status, content_type, body)`` when the page's own navigation (a script's ``location =``)
+    #: landed on a document that is not HTML (a PDF, JSON): that document, as an HTTP redirect there
+    #: would give it (``final_url`` is its URL, ``html`` None); the page stays where it was meanwhile.
+    document: tuple | None = None
 
     @property
     def ok(self) -> bool:
@@ -317,6 +322,7 @@ class _Page:
         self.resource_check = resource_check
         self.outcome = Rendered(final_url=url)
         self.landed: dict[str, str] = {}  # navigation URL -> URL its fetch ended at (HTTP redirects)
+        self.other = None  # the FetchResult of a navigation of the page to a document that is not HTML
         self.left: tuple[ErrorKind, str] | None = None  # a refused or failed navigation of the page itself
         self.has_left: asyncio.Event | None = None  # set once ``left`` is (made on the browser's loop)
         self.fetching: asyncio.Semaphore | None = None  # PAGE_FETCHES at once (made on the browser's loop)
@@ -590,7 +596,7 @@ class Renderer:
                 outcome.error_kind, outcome.error = ErrorKind.RENDER, f"the browser did not answer: {_one_line(exc)}"
         finally:
             self.slots.release()
-        if outcome.ok and max_bytes is not None and len(outcome.html.encode("utf-8", "replace")) > max_bytes:
+        if outcome.html is not None and max_bytes is not None and len(outcome.html.encode("utf-8", "replace")) > max_bytes:
             outcome.html = None
             outcome.error_kind = ErrorKind.TOO_LARGE
             outcome.error = f"rendered DOM exceeds the cap of {max_bytes} bytes"
@@ -683,6 +689,10 @@ class Renderer:
         if job.left is not None:  # as an HTTP redirect to a refused place: the page fails so
             job.outcome.html = None
             job.outcome.error_kind, job.outcome.error = job.left
+        elif job.other is not None:  # as an HTTP redirect to that document
+            job.outcome.html = None
+            job.outcome.final_url = job.other.final_url
+            job.outcome.document = (job.other.status, job.other.content_type, job.other.body or b"")
         # ready for the next page: this document's scripts stop, its cookies go
         slot.job = None
         job.close()
@@ -851,6 +861,14 @@ class Renderer:
                     await route.fulfill(status=fetched.status, body=b"")
                 else:
                     await route.abort("failed")
+            elif navigation and request.frame.parent_frame is None and not html_document(fetched.content_type,
+                                                                                         fetched.body):
+                # the page sent itself to a PDF, JSON ...: Chromium's viewer page for it (a <pre> of
+                # the JSON, an empty PDF placeholder) was stored as the page, with no links
+                job.other = fetched
+                await route.abort("aborted")  # (it stays on its document: no viewer page)
+                if job.stopped is not None:
+                    job.stopped.set()
             else:
                 if navigation and fetched.final_url != url:
                     job.landed[url] = fetched.final_url

@@ -85,6 +85,9 @@ def server():
     site.pages["/hog.html"] = (b"<html><body><p>hog</p><script>const a = []; setInterval(() => { for (let i = 0; "
                                b"i < 8; i++) { const b = new Uint8Array(64 << 20); b.fill(1); a.push(b) } }, 50)"
                                b"</script></body></html>")
+    # a page whose script sends it to a JSON document
+    site.pages["/to-json.html"] = (b"<html><body><a href=/item/2.html>two</a><script>"
+                                   b"location = '/api/list-1.json'</script></body></html>")
     # a page with an async script whose server never answers (until the end)
     site.pages["/tracked.html"] = (b"<html><head><script async src='/api/hang/tracker.js'></script></head><body>"
                                    b"<div id=o></div><script>document.getElementById('o').innerHTML = "
@@ -352,6 +355,17 @@ def test_a_scripts_webrtc_sends_no_packet(server, visitor):
             data, sender = listener.recvfrom(2048)
     finally:
         listener.close()
+
+
+def test_a_page_whose_script_sends_it_to_a_document_that_is_not_html_is_that_document(server, visitor):
+    """``location = '/api/list-1.json'``: as an HTTP redirect there, the page is the JSON document
+    (its URL, type and bytes), not Chromium's viewer page for it stored as HTML (a ``<pre>`` of
+    the JSON; an empty placeholder for a PDF)."""
+    page = visitor.visit(server.url("/to-json.html"))
+    assert page.error_kind is None, page.error
+    assert urlsplit(page.final_url).path == "/api/list-1.json"
+    assert page.content_type == "application/json" and page.links == []
+    assert page.size == len(server.site.pages["/api/list-1.json"])
 
 
 def test_wait_for_a_css_selector(server, visitor):
