@@ -152,6 +152,18 @@ FLAT_DOM = """() => {
   }
   return out.join('');
 }"""
+#: Run in every document before its scripts: history traversal does nothing, as on a page opened
+#: afresh (whose history has no entry before its document). A page is reused for page after page,
+#: so its history held ``about:blank`` and the pages rendered before: a script's
+#: ``history.back()`` left ``about:blank`` (no links) stored as the page, with no error, and
+#: ``history.go(-2)`` would have shown an earlier page's DOM as this one's. ``go(0)`` still reloads.
+#: (The Navigation API's ``navigation.back()`` reaches only entries of the document's own origin
+#: that follow one another: ``about:blank`` between two pages keeps the earlier ones out of reach.)
+NO_HISTORY = """(() => {
+  const go = History.prototype.go;
+  History.prototype.back = History.prototype.forward = function () {};
+  History.prototype.go = function (delta) { if (!delta) return go.call(this); };
+})();"""
 #: The proxy every browser request that escapes interception is sent to: a closed loopback port.
 DEAD_PROXY = "http://127.0.0.1:9"
 #: A page's JavaScript heap, at most (MB): past it, its renderer dies and the page fails as ``RENDER``.
@@ -648,6 +660,7 @@ class Renderer:
             slot.browser = browser
             slot.context = await browser.new_context(service_workers="block", accept_downloads=False,
                                                      user_agent=self.user_agent)
+            await slot.context.add_init_script(NO_HISTORY)
             await slot.context.route("**/*", functools.partial(self._route_slot, slot))
             slot.page = await slot.context.new_page()
             slot.page.on("download", functools.partial(self._download, slot))

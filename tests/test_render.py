@@ -85,6 +85,8 @@ def server():
     site.pages["/hog.html"] = (b"<html><body><p>hog</p><script>const a = []; setInterval(() => { for (let i = 0; "
                                b"i < 8; i++) { const b = new Uint8Array(64 << 20); b.fill(1); a.push(b) } }, 50)"
                                b"</script></body></html>")
+    # a page whose script goes back in the history (of a page opened afresh: there is nothing before)
+    site.pages["/back.html"] = b"<html><body><a href=/item/3.html>three</a><script>history.back()</script></body></html>"
     # a page whose script sends it to a JSON document
     site.pages["/to-json.html"] = (b"<html><body><a href=/item/2.html>two</a><script>"
                                    b"location = '/api/list-1.json'</script></body></html>")
@@ -366,6 +368,16 @@ def test_a_page_whose_script_sends_it_to_a_document_that_is_not_html_is_that_doc
     assert urlsplit(page.final_url).path == "/api/list-1.json"
     assert page.content_type == "application/json" and page.links == []
     assert page.size == len(server.site.pages["/api/list-1.json"])
+
+
+def test_a_page_that_goes_back_in_its_history_stays_as_on_a_page_opened_afresh(server, visitor):
+    """The browser page is reused, so its history held ``about:blank`` and the pages before:
+    ``history.back()`` left ``about:blank`` stored as the page (no links, no error). Going back
+    now does nothing, as on a page opened afresh."""
+    assert visitor.visit(server.url("/")).error_kind is None  # a page before it, on the same browser page
+    page = visitor.visit(server.url("/back.html"))
+    assert page.error_kind is None, page.error
+    assert urlsplit(page.final_url).path == "/back.html" and paths(page.links) == {"/item/3.html"}
 
 
 def test_wait_for_a_css_selector(server, visitor):
