@@ -706,6 +706,14 @@ class Renderer:
             job.outcome.html = None
             job.outcome.final_url = job.other.final_url
             job.outcome.document = (job.other.status, job.other.content_type, job.other.body or b"")
+        elif not page.url.startswith(("http://", "https://")):
+            # a script sent the page where no request goes (location = "about:blank", a bot trap):
+            # as an HTTP redirect to a URL that is not http(s); its empty DOM was stored as the page,
+            # final URL about:blank, with no error
+            job.outcome.html = None
+            job.outcome.error_kind = ErrorKind.INVALID_URL
+            job.outcome.error = (f"client-side navigation to {page.url[:200]}: only http and https documents are "
+                                 "rendered")
         # ready for the next page: this document's scripts stop, its cookies go
         slot.job = None
         job.close()

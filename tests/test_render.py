@@ -87,6 +87,7 @@ def server():
                                b"</script></body></html>")
     # a page whose script goes back in the history (of a page opened afresh: there is nothing before)
     site.pages["/back.html"] = b"<html><body><a href=/item/3.html>three</a><script>history.back()</script></body></html>"
+    site.pages["/to-blank.html"] = b"<html><body><a href=/item/3.html>three</a><script>location = 'about:blank'</script>"
     # a page whose script sends it to a JSON document
     site.pages["/to-json.html"] = (b"<html><body><a href=/item/2.html>two</a><script>"
                                    b"location = '/api/list-1.json'</script></body></html>")
@@ -378,6 +379,14 @@ def test_a_page_that_goes_back_in_its_history_stays_as_on_a_page_opened_afresh(s
     page = visitor.visit(server.url("/back.html"))
     assert page.error_kind is None, page.error
     assert urlsplit(page.final_url).path == "/back.html" and paths(page.links) == {"/item/3.html"}
+
+
+def test_a_page_whose_script_sends_it_to_about_blank_fails_as_a_redirect_there_would(server, visitor):
+    """``location = 'about:blank'`` (a script's way out for a visitor it takes for a bot): no
+    request goes there, and the page's empty DOM was stored, final URL ``about:blank``, no
+    error. It fails as an HTTP redirect to a URL that is not http(s)."""
+    page = visitor.visit(server.url("/to-blank.html"))
+    assert page.error_kind == "invalid_url" and "about:blank" in page.error, (page.error_kind, page.error)
 
 
 def test_wait_for_a_css_selector(server, visitor):
