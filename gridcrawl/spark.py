@@ -275,7 +275,8 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
     ``gridcrawl-spark-PID-*`` in the temporary folder (unless ``SPARK_LOCAL_DIRS`` is set), that
     :func:`stop_spark` removes, and those of earlier runs killed with their JVM are removed first
     (:func:`sweep_local_dirs`). Spark's own log on the terminal is its errors, one line each
-    (:func:`quiet_spark_log`). Raises :class:`SparkUnavailable` (with what to install) when
+    (:func:`quiet_spark_log`), and the JVM's notice of Java's incubator module is not passed on
+    (:func:`_launch_gateway`). Raises :class:`SparkUnavailable` (with what to install) when
     pyspark or Java is missing."""
     reason = spark_unavailable()
     if reason:
@@ -298,7 +299,10 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
     try:
-        sc = SparkContext.getOrCreate(conf)
+        if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:  # no JVM yet: start it
+            sc = SparkContext(conf=conf, gateway=_launch_gateway(conf))
+        else:
+            sc = SparkContext.getOrCreate(conf)
     except BaseException:
         if local_dir:
             shutil.rmtree(local_dir, ignore_errors=True)
@@ -311,6 +315,41 @@ def spark_context(master: str = "local[*]", *, ui: bool = False, app_name: str =
         lock.close()
     sc.setLogLevel("ERROR")  # WARN repeats that checkpointed lineages are truncated, every layer
     return sc
+
+
+#: Lines the JVM prints on standard error that :func:`_launch_gateway` does not pass on: Java's
+#: own notice of the incubator module Spark 4 loads (``--add-modules=jdk.incubator.vector``), which
+#: no option of Java 17 turns off.
+JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+def _launch_gateway(conf):
+    """Start pyspark's JVM (``pyspark.java_gateway.launch_gateway``) with its standard error
+    relayed to this process's (file descriptor 2) by a daemon thread, less the lines of
+    :data:`JVM_NOISE`. Returns the gateway; raises what ``launch_gateway`` raises, once what the
+    JVM printed before it exited is relayed."""
+    from pyspark.java_gateway import launch_gateway
+    read, write = os.pipe()
+
+    def relay() -> None:
+        with os.fdopen(read, "rb") as source:
+            for line in source:
+                if not line.startswith(JVM_NOISE):
+                    with contextlib.suppress(OSError):
+                        while line:
+                            line = line[os.write(2, line):]
+    relaying = threading.Thread(target=relay, name="spark-jvm-stderr", daemon=True)
+    relaying.start()
+    try:
+        return launch_gateway(conf, popen_kwargs={"stderr": write})
+    except BaseException:
+        os.close(write)
+        write = None
+        relaying.join(5)  # the JVM has exited: what it said comes before the caller's line
+        raise
+    finally:
+        if write is not None:
+            os.close(write)  # the JVM holds its own end
 
 
 # ---------------------------------------------------------------------------------- the tasks

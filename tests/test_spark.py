@@ -651,10 +651,12 @@ def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
                            "[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory"), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     # Spark's own log said the same before it, as a 20-line Java stack trace, after its banner
-    # (its default log4j profile, "Setting default log level", WARN lines on native Hadoop)
+    # (its default log4j profile, "Setting default log level", WARN lines on native Hadoop), and
+    # Java's own notice of the incubator module Spark loads
     for noise in ("\tat org.apache.spark", "Error initializing SparkContext", "log4j", "Setting default log level",
-                  " WARN "):
+                  " WARN ", "incubator"):
         assert noise not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [line], done.stderr[-2000:]
 
 
 def test_a_log_configuration_of_the_user_s_own_is_kept(tmp_path):
