@@ -23,7 +23,7 @@ and a thread goes only to an executor whose capabilities include all of its need
 connected executor can run wait, counted as ``unrunnable`` in :meth:`ManagerCore.stats`. With ``dispatch = "host-hash"`` (ParaCA's host partitioning) every thread of a host goes
 to the one executor that owns the host on a consistent-hash ring. Threads leave the queue by
 priority (higher first), then with users in turn and each user's applications in turn
-(start-time fair queuing), each in its submission order, under the grid-wide per-host politeness of
+(start-time fair queuing), each in its submission order with its hosts in turn, under the grid-wide per-host politeness of
 :mod:`gridcrawl.manager.queue`. Connection errors, 5xx and 429 are retried ``retry_times`` times
 with exponential back-off, as new attempts.
 
