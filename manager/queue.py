@@ -172,6 +172,7 @@ class ReadyQueue:
         # they had nothing in flight: hosts take turns within an application (see :meth:`pop`)
         self._idle_eligible: dict[tuple, list] = {}
         self._idle_filed = 0  # entries in the idle files, stale ones included
+        self._idle_compact_at = 1024  # _idle_filed at which they are compacted next (twice the live ones)
         # partition(host, needs) -> a key (host-hash dispatch: the owner's executor id), or None:
         # eligible hosts are filed apart by it, so that a pop can look at the partitions whose
         # executor has room and nothing else (see :meth:`pop`)
@@ -299,7 +300,7 @@ class ReadyQueue:
             if idle:  # also among its application's hosts with nothing in flight (see :meth:`_idle_host`)
                 heapq.heappush(self._idle_eligible.setdefault((key, head[2].application_id), []), entry)
                 self._idle_filed += 1
-                if self._idle_filed > 2 * sum(map(len, self._eligible.values())) + 1024:
+                if self._idle_filed > self._idle_compact_at:
                     self._compact_idle()
 
     def _compact_idle(self) -> None:
@@ -314,6 +315,7 @@ class ReadyQueue:
                 files[(key, app)] = live
         self._idle_eligible = files
         self._idle_filed = sum(map(len, files.values()))
+        self._idle_compact_at = 2 * self._idle_filed + 1024  # amortised: no count at every filing
 
     def _idle_valid(self, entry: tuple, key) -> bool:
         """Whether an idle file's ``entry`` still stands: its host's lane is filed under this

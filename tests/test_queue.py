@@ -421,3 +421,20 @@ def test_hosts_of_one_crawl_take_turns_a_busy_host_does_not_hold_back_the_idle_o
     for t in rest + late:
         q.release(t, 2.0, status=200)
     assert len(drain(q, 2.0)) == 1 and len(q) == 0  # every thread once: none lost in the swaps
+
+
+def test_the_files_of_idle_hosts_stay_bounded_on_a_crawl_of_delayed_hosts():
+    """Hosts with a crawl delay are idle whenever they are served, so every filing of their
+    next thread also went into the idle hosts' files, and only a pop that met a busy host read
+    those: without compaction 50 hosts served 400 times each left 20,000 stale entries."""
+    q = ReadyQueue(concurrency=8)
+    hosts = [f"h{i}" for i in range(50)]
+    now = 0.0
+    for _ in range(400):
+        for h in hosts:
+            q.push(thread(h))
+        for t in drain(q, now):
+            q.release(t, now, status=200, crawl_delay=1.0, answered=True)
+        now += 1.0
+    assert len(q) == 0
+    assert q._idle_filed <= 2 * len(hosts) + 1024, q._idle_filed
