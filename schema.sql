@@ -444,7 +444,7 @@ CREATE TABLE to_visit_url (
 GO
 CREATE UNIQUE INDEX ux_to_visit_url_fingerprint ON to_visit_url (fingerprint);
 CREATE INDEX ix_to_visit_url_depth ON to_visit_url (in_flight, depth, id);
-CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id);
+CREATE INDEX ix_to_visit_url_priority ON to_visit_url (in_flight, priority DESC, id);
 GO
 
 -- Semantic crawl: the triples of RDF documents and HTML structured data, once per page (gridcrawl.semantic).
@@ -502,6 +502,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0009');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '9');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0010');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '10');
 GO

@@ -391,13 +391,17 @@ to_visit_url = Table(
     Column("kind", String(16)),         # None: a page; 'sitemap' (robots.txt/sitemap.xml), 'sitemap-child' (of an index)
     Column("lastmod", Timestamp),       # <lastmod> of the sitemap that listed it (UTC), carried to document
     Index("ux_to_visit_url_fingerprint", "fingerprint", unique=True),
-    Index("ix_to_visit_url_queue", "in_flight", "priority", "id"),
     # breadth- and depth-first claims read the frontier in (depth, id) order: without this index
     # every claim sorted the whole frontier (143-262 ms per claim at 1,000,000 rows, 2-4 ms with it)
     Index("ix_to_visit_url_depth", "in_flight", "depth", "id"),
     # ids are grid thread ids: never reuse one (SQLite would reuse the largest after a delete)
     sqlite_autoincrement=True,
 )
+
+# priority claims read the frontier highest priority first, then oldest: (priority DESC, id) (an
+# index in (priority, id) order left SQLite sorting every row of the top priority on each claim:
+# 218 ms per claim with 200,000 of 1,000,000 URLs at one priority, under 1 ms with this one)
+Index("ix_to_visit_url_priority", to_visit_url.c.in_flight, to_visit_url.c.priority.desc(), to_visit_url.c.id)
 
 
 # Crawl strategies (gridcrawl.rules): the user's keep/follow rules and the links they kept.

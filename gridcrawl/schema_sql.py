@@ -100,6 +100,15 @@ def _names(columns) -> str:
     return ", ".join(q(c.name) for c in columns)
 
 
+def _index_keys(index: sa.Index) -> str:
+    """An index's key columns in order, each with ``DESC`` when the index sorts it descending."""
+    keys = []
+    for expr in index.expressions:
+        descending = getattr(expr, "modifier", None) is sa.sql.operators.desc_op
+        keys.append(q(expr.element.name if descending else expr.name) + (" DESC" if descending else ""))
+    return ", ".join(keys)
+
+
 def column_type(column: sa.Column) -> str:
     """The T-SQL type of ``column`` as SQLAlchemy's mssql dialect renders it (``(max)`` as
     ``(MAX)``)."""
@@ -154,7 +163,7 @@ def render_table(table: sa.Table) -> str:
     indexes = sorted(table.indexes, key=lambda i: (not i.unique, i.name))
     if indexes:
         out += "".join(f"CREATE {'UNIQUE ' if i.unique else ''}INDEX {q(i.name)} ON {q(table.name)} "
-                       f"({_names(i.columns)});\n" for i in indexes) + "GO\n"
+                       f"({_index_keys(i)});\n" for i in indexes) + "GO\n"
     return out + "\n"
 
 

@@ -205,6 +205,29 @@ def test_breadth_and_depth_first_claims_read_an_index_not_a_sort_of_the_frontier
     assert "ix_to_visit_url_depth" in plan and "TEMP B-TREE" not in plan, plan
 
 
+def test_priority_claims_read_an_index_not_a_sort_of_the_top_priority(tmp_path):
+    """SQLite's plan for a focused (priority order) crawl's claim walks an index in (priority
+    DESC, id) order: the index in (priority, id) order left a temporary B-tree sorting every
+    waiting row of the top priority on each claim. A database of the previous revision, with
+    the old index only, is upgraded to the new one."""
+    from gridcrawl import migrations, models
+    from gridcrawl.db import init_schema
+    engine = open_database(f"sqlite:///{tmp_path}/crawl.db")
+    CrawlStore(engine)
+    with engine.begin() as conn:  # as revision 0009 left it
+        conn.exec_driver_sql("DROP INDEX ix_to_visit_url_priority")
+        conn.exec_driver_sql("CREATE INDEX ix_to_visit_url_queue ON to_visit_url (in_flight, priority, id)")
+        migrations.stamp(conn, "crawl", "0009")
+    init_schema(engine, models.crawl_metadata, models.crawl_meta)
+    stmt = CrawlStore.claim_statement(engine.dialect, 256, "priority")
+    sql = str(stmt.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
+    with engine.connect() as conn:
+        plan = " ".join(row[-1] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql))
+        indexes = {row[1] for row in conn.exec_driver_sql("PRAGMA index_list(to_visit_url)")}
+    assert "ix_to_visit_url_priority" in plan and "TEMP B-TREE" not in plan, plan
+    assert "ix_to_visit_url_queue" not in indexes
+
+
 def test_a_resumed_crawl_keeps_the_strategy_it_stored(tmp_path):
     """``resolve_strategy`` (every crawl's start) stores the options given in one transaction
     and a run given none takes them back from the crawl database: order, focus, threshold,

@@ -194,5 +194,5 @@ def test_links_found_again_and_trapped_links_are_looked_up_by_fingerprint(tmp_pa
             if "to_visit_url" in sql and not sql.lstrip().upper().startswith("INSERT"):
                 plans[sql] = " ".join(r[3] for r in raw.execute("EXPLAIN QUERY PLAN " + sql, params))
     assert any("DELETE" in sql for sql in plans) and any(sql.startswith("UPDATE to_visit_url SET depth") for sql in plans)
-    walks = {sql: plan for sql, plan in plans.items() if "ix_to_visit_url_depth" in plan or "ix_to_visit_url_queue" in plan}
+    walks = {sql: plan for sql, plan in plans.items() if "ix_to_visit_url_depth" in plan or "ix_to_visit_url_priority" in plan}
     assert walks == {}
