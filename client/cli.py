@@ -262,9 +262,31 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             store.forget_validators()
     if extract is not None:
         save_item_spec(store, extract, items)
+    refocused = focused is not None and (store_meta.get("focus"), store_meta.get("focus_ontology")) not in (
+        (None, None), (stored.get("focus", ""), stored.get("focus_ontology", "")))
     store.set_metas(store_meta | {"min_relevance": repr(strategy.min_relevance), "order": strategy.order,
                                   "structured_data": "1" if strategy.structured_data else "0"})
+    if refocused and (done := store.counts()["visited"]):
+        _rescore(store, focused, stored, done)
     return strategy, seeds
+
+
+def _rescore(store, focused, stored: dict, done: int) -> None:
+    """A focus given to a crawl that has visited ``done`` URLs with another focus (``stored``:
+    the crawl's metas before this run), or none: score its waiting links again by the new one
+    (:meth:`~gridcrawl.client.store.CrawlStore.rescore_frontier`; they kept the old scores and
+    were claimed in that order) and say so in one WARNING."""
+    import logging
+    was = (f"'{stored['focus']}'" if stored.get("focus") else f"the ontology {stored['focus_ontology']}"
+           if stored.get("focus_ontology") else "no focus")
+    count = store.rescore_frontier(focused)
+    from gridcrawl.words import counted
+    logging.getLogger("gridcrawl.client").warning(
+        "the focus changed since this crawl visited %s (it was %s); %s waiting %s scored again by the new one, "
+        "from %s URL and the stored page that links %s (anchor texts are not stored); links earlier runs left "
+        "out below --min-relevance are not recorded, so the new focus reaches them only through pages visited "
+        "from now on", counted(done, "URL"), was, counted(count, "link"), "was" if count == 1 else "were",
+        "its" if count == 1 else "their", "it" if count == 1 else "them")
 
 
 FOCUS_BOTH = "--focus and --focus-ontology exclude each other: give keywords or an ontology"

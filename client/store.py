@@ -1693,6 +1693,42 @@ class CrawlStore:
         conn.execute(stmt, [{"b_fp": r["fingerprint"], "b_rel": r["relevance"], "b_prio": r["priority"]}
                             for r in sorted(rows, key=lambda r: r["fingerprint"])])
 
+    def rescore_frontier(self, focus, batch: int = 2000) -> int:
+        """Score the waiting links of the frontier again by ``focus`` (a :class:`Focus` or
+        :class:`~gridcrawl.focus.OntologyFocus`), for a resumed crawl given a focus it was not
+        queued with: each link found on a page (``discovered_from``) gets
+        ``focus.link_score("", url, R)``, where ``R`` is the similarity of that stored page's
+        title and text under ``focus`` (0 when it is not stored; its anchor text is not stored,
+        and its triples do not count). Seeds and pages queued again (no ``discovered_from``) and
+        URLs in flight keep their scores. Reads and writes ``batch`` rows at a time.
+
+        Returns how many waiting links were scored again.
+        """
+        c, d = to_visit.c, document.c
+        done, after = 0, 0
+        while True:
+            with self.engine.begin() as conn:
+                rows = conn.execute(sa.select(c.id, c.url, c.discovered_from)
+                                    .where(c.id > after, c.in_flight == sa.false(), c.discovered_from.is_not(None))
+                                    .order_by(c.id).limit(batch)).all()
+                if not rows:
+                    return done
+                after = rows[-1].id
+                parents = {fingerprint(r.discovered_from): r.discovered_from for r in rows}
+                scores = dict.fromkeys(parents.values(), 0.0)
+                for part in chunks(sorted(parents), 500):
+                    for doc in conn.execute(sa.select(d.fingerprint, d.title, d.content)
+                                            .where(d.fingerprint.in_(part))):
+                        text = page_text(doc.content) if isinstance(doc.content, str) else ""
+                        scores[parents[doc.fingerprint]] = focus.page_sim(doc.title or "", text)
+                updates = []
+                for r in rows:
+                    relevance = focus.link_score("", r.url, scores[r.discovered_from])
+                    updates.append({"b_id": r.id, "b_rel": relevance, "b_prio": focus_priority(relevance)})
+                conn.execute(to_visit.update().where(c.id == sa.bindparam("b_id"), c.in_flight == sa.false())
+                             .values(relevance=sa.bindparam("b_rel"), priority=sa.bindparam("b_prio")), updates)
+                done += len(updates)
+
     def save_rules(self, rules: Sequence[Rule]) -> None:
         """Store ``rules`` in the ``crawl_rule`` table, replacing what was there."""
         run_transaction(self.engine, lambda conn: store_rules(conn, rules))

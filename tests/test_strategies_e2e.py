@@ -318,6 +318,31 @@ def test_focused_crawl_reaches_the_topic_with_far_fewer_fetches(tmp_path, site_s
     assert shown and int(shown.group(1)) > 0 and float(shown.group(2)) < 0.3, grid.log("client.log")[-2000:]
 
 
+def test_a_crawl_resumed_with_another_focus_rescores_its_frontier(tmp_path, site_server):
+    """A crawl resumed with another --focus took its waiting links in the order of the old
+    focus's scores, without a word: resumed with --focus kettle, it visited the soup pages the
+    first run had queued first. The waiting links are scored again by the new focus, and a
+    WARNING says so."""
+    site = Site()
+    site.pages["/"] = html("Home", links(*[(f"/soup/{i}.html", f"Soup {i}") for i in range(3)],
+                                         *[(f"/kettle/{i}.html", f"more {i}") for i in range(3)]))
+    for kind in ("soup", "kettle"):
+        for i in range(3):
+            site.pages[f"/{kind}/{i}.html"] = html(f"{kind} {i}", "nothing to follow")
+    server = site_server(site)
+    workdir = str(tmp_path / "w")
+    base = ("gridcrawl", "run", "--workdir", workdir, "--executors", "1", "--threads", "1", "--max-in-flight", "1")
+    rc, err = run(*base, server.url("/"), "--focus", "soup", "--max-pages", "1")
+    assert rc == 0, err
+    rc, err = run(*base, "--focus", "kettle", "--max-pages", "3")
+    assert rc == 0, err
+    got = [path for path in (r.path for r in server.requests) if path != ROBOTS]
+    assert got[0] == "/" and len(got) == 3 and all(path.startswith("/kettle/") for path in got[1:]), got
+    said = " ".join(err.split())
+    assert "the focus changed since this crawl visited 1 URL (it was 'soup'); 6 links waiting were scored again " \
+           "by the new one" in said, err
+
+
 # ------------------------------------------------------------------------------------ user errors
 
 
