@@ -191,6 +191,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
     from gridcrawl.focus import Focus, OntologyFocus
     from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
 
+    given_min_relevance = min_relevance
     stored = store.metas()  # read once; what changes is written once, at the end, if nothing was refused
     store_meta: dict[str, str] = {}
     try:
@@ -268,6 +269,17 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                                   "structured_data": "1" if strategy.structured_data else "0"})
     if refocused and (done := store.counts()["visited"]):
         _rescore(store, focused, stored, done)
+    elif (focused is not None and given_min_relevance is not None
+          and given_min_relevance > float(stored.get("min_relevance") or "0")
+          and (dropped := store.drop_below(given_min_relevance))):
+        # the waiting links were scored by this focus, exactly: those below the new threshold go,
+        # as they would not have been queued (they were visited when the crawl was resumed)
+        import logging
+        from gridcrawl.words import counted
+        logging.getLogger("gridcrawl.client").warning(
+            "--min-relevance %g is higher than this crawl's %g: %s waiting in its frontier, scoring below it, "
+            "%s left out", given_min_relevance, float(stored.get("min_relevance") or "0"), counted(dropped, "link"),
+            "is" if dropped == 1 else "are")
     return strategy, seeds
 
 

@@ -1729,6 +1729,30 @@ class CrawlStore:
                              .values(relevance=sa.bindparam("b_rel"), priority=sa.bindparam("b_prio")), updates)
                 done += len(updates)
 
+    def drop_below(self, min_relevance: float) -> int:
+        """Leave out the waiting links of a focused crawl's frontier that score below
+        ``min_relevance`` (0 ... 1), for a crawl resumed with a higher ``--min-relevance``:
+        their rows are deleted, and they count among the links not queued (:attr:`below_relevance`,
+        :attr:`best_below`), as those the threshold leaves out when found. Seeds and pages queued
+        again (no ``discovered_from``) and URLs in flight stay. Returns how many were left out."""
+        c = to_visit.c
+        below = (c.in_flight == sa.false(), c.discovered_from.is_not(None), c.relevance < min_relevance)
+        dropped, after = 0, 0
+        self._frontier = FrontierMemo()
+        while True:
+            with self.engine.begin() as conn:
+                rows = conn.execute(sa.select(c.id, c.url, c.relevance).where(c.id > after, *below)
+                                    .order_by(c.id).limit(500)).all()
+                if not rows:
+                    return dropped
+                after = rows[-1].id
+                conn.execute(to_visit.delete().where(c.id.in_([r.id for r in rows]), c.in_flight == sa.false()))
+            for row in rows:
+                if len(self.below_relevance) < KNOWN_CACHE:
+                    self.below_relevance.add(hash(row.url))
+                self.best_below = max(self.best_below, row.relevance)
+            dropped += len(rows)
+
     def save_rules(self, rules: Sequence[Rule]) -> None:
         """Store ``rules`` in the ``crawl_rule`` table, replacing what was there."""
         run_transaction(self.engine, lambda conn: store_rules(conn, rules))

@@ -91,6 +91,33 @@ def test_store_queues_by_relevance_and_drops_links_below_the_threshold(tmp_path)
         assert conn.execute(sa.text("SELECT COUNT(*) FROM to_visit_url")).scalar() == 2
 
 
+def test_a_crawl_resumed_with_a_higher_min_relevance_leaves_out_the_waiting_links_below_it(tmp_path, caplog):
+    """--min-relevance raised on a resumed crawl applied only to links found from then on: the
+    links already waiting below it were visited all the same. They are left out, counted among
+    the links not queued, with a WARNING; the seeds stay."""
+    from gridcrawl.client.cli import resolve_strategy
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.strategy, seeds = resolve_strategy(store, [BASE], focus="crawler politeness")
+    store.add_seeds(seeds)
+    (seed,) = store.claim(5)
+    home = page(BASE, "Home", "welcome", [[BASE + "soup.html", "Soup"],                  # .125
+                                          [BASE + "politeness.html", "Politeness rules"],  # .425
+                                          [BASE + "both.html", "crawler politeness"]])     # .625
+    store.apply([Outcome(seed, home, "ex", 1, False)], Scope(["127.0.0.1"]))
+    store.add_seeds([BASE + "start.html"])  # a seed (no discovered_from): never left out
+    resumed = CrawlStore(store.engine)
+    resumed.strategy, _ = resolve_strategy(resumed, [], min_relevance=0.3)
+    with store.engine.connect() as conn:
+        waiting = set(conn.execute(sa.text("SELECT url FROM to_visit_url")).scalars())
+    assert waiting == {BASE + "politeness.html", BASE + "both.html", BASE + "start.html"}
+    assert (len(resumed.below_relevance), resumed.best_below) == (1, 0.125)
+    assert ("--min-relevance 0.3 is higher than this crawl's 0: 1 link waiting in its frontier, scoring below it, "
+            "is left out") in caplog.text
+    caplog.clear()
+    resolve_strategy(CrawlStore(store.engine), [], min_relevance=0.3)  # the same threshold: nothing to say
+    assert "--min-relevance" not in caplog.text
+
+
 @pytest.mark.parametrize("max_pages_per_host", [0, 100_000])  # no cap; the default cap
 def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path, max_pages_per_host):
     scope = Scope(["127.0.0.1"], max_pages_per_host=max_pages_per_host)
