@@ -360,6 +360,10 @@ def load_rules(path: str | Path) -> list[Rule]:
         rules = parse_csv(text, path.name, separator)
     else:
         raise RuleError(f"rules file {path}: unknown format {suffix!r} (use .toml, .csv or .tsv)")
+    if not rules:  # validate_rules said "no rules given" of a file that was given
+        raise RuleError(f"{path.name} has no rule: " + (
+            "write each rule in a [[rule]] table" if suffix == ".toml" else
+            "write a header row naming the columns, then one rule per row"))
     return validate_rules(rules)
 
 

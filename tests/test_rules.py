@@ -131,7 +131,7 @@ def test_bad_files_are_refused(tmp_path):
     with pytest.raises(RuleError, match="cannot read rules file"):
         load_rules(tmp_path / "missing.csv")
     (tmp_path / "empty.csv").write_text("base_url,rule_type,from_type\n")
-    with pytest.raises(RuleError, match="no rules"):
+    with pytest.raises(RuleError, match="empty.csv has no rule: write a header row"):
         load_rules(tmp_path / "empty.csv")
     # saved by PowerShell's ">" (UTF-16): it was "'utf-8' codec can't decode byte 0xff in position 0"
     (tmp_path / "ps.csv").write_text(TABLE_I.replace("\t", ","), encoding="utf-16")
@@ -212,6 +212,21 @@ def test_a_base_url_needs_a_follow_rule_from_base():
         validate_rules([GOOD, rule(2, "keep", "base", base_url=other)])
     with pytest.raises(RuleError, match="no rules given"):
         validate_rules([])
+
+
+@pytest.mark.parametrize("name, text, says", [
+    ("rules.csv", "base_url,rule_type,from_type,to_type,pattern\n", "rules.csv has no rule: write a header row naming "
+                                                                   "the columns, then one rule per row"),
+    ("rules.csv", "# only a comment\n\n", "rules.csv has no rule: write a header row"),
+    ("rules.toml", 'base_url = "http://127.0.0.1:8000/"\n', "rules.toml has no rule: write each rule in a [[rule]] table")])
+def test_a_rules_file_without_rules_is_named(tmp_path, name, text, says):
+    """A rules file with a header and no rows (or no [[rule]] table) was refused as "no rules
+    given", which a user who gave a file cannot act on: the error names the file and what it lacks."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RuleError) as refused:
+        load_rules(path)
+    assert str(refused.value).startswith(says), refused.value
 
 
 # ----------------------------------------------------------------------------------- instructions
