@@ -261,6 +261,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             # a 304 Not Modified brings no body to apply the new rules to (--recrawl-all said it
             # applied them to every page, and the pages it found unchanged kept their old links)
             store.forget_validators()
+            _warn_unruled(store, rules, rule_list)
     if extract is not None:
         save_item_spec(store, extract, items)
     refocused = focused is not None and (store_meta.get("focus"), store_meta.get("focus_ontology")) not in (
@@ -281,6 +282,24 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
             "%s left out", given_min_relevance, float(stored.get("min_relevance") or "0"), counted(dropped, "link"),
             "is" if dropped == 1 else "are")
     return strategy, seeds
+
+
+def _warn_unruled(store, source: str, rules: list) -> None:
+    """One WARNING when pages wait in the frontier of a crawl whose rules changed (to ``rules``,
+    from file ``source``) with page types no rule names any more (neither as ``from_type`` nor as
+    ``to_type``): the old rules queued them, the crawl visits them, and nothing on them is
+    followed or kept."""
+    named = {r.from_type for r in rules} | {r.to_type for r in rules if r.to_type}
+    stale = {t: n for t, n in store.waiting_page_types().items() if t is not None and t not in named}
+    if stale:
+        import logging
+        from gridcrawl.words import counted
+        total = sum(stale.values())
+        logging.getLogger("gridcrawl.client").warning(
+            "%s waiting in this crawl's frontier %s page types the old rules gave and no rule in %s names "
+            "(%s): %s visited, and nothing on them is followed or kept", counted(total, "page"),
+            "has" if total == 1 else "have", source, ", ".join(f"{t}: {n:,}" for t, n in sorted(stale.items())),
+            "it is" if total == 1 else "they are")
 
 
 def _rescore(store, focused, stored: dict, done: int) -> None:

@@ -1212,6 +1212,14 @@ class CrawlStore:
             row.update(content=old.content, body=old.body)
         return row
 
+    def waiting_page_types(self) -> dict[str | None, int]:
+        """How many pages wait in the frontier (not in flight, no sitemap) by page type
+        (``None``: without one), e.g. ``{"list": 9}``."""
+        c = to_visit.c
+        with self.engine.connect() as conn:
+            return dict(conn.execute(sa.select(c.page_type, sa.func.count()).where(
+                c.in_flight == sa.false(), c.kind.is_(None)).group_by(c.page_type)).all())
+
     def forget_validators(self) -> int:
         """Clear every stored document's ETag and Last-Modified, so that its next recrawl visit
         is a full fetch (no ``If-None-Match`` / ``If-Modified-Since``): the crawl's rules changed,

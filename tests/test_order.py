@@ -354,6 +354,37 @@ def test_refused_rules_change_nothing_stored_and_changed_rules_on_a_visited_craw
     assert (again.url, again.etag, again.last_modified) == (BASE + "/", None, None)
 
 
+def test_new_rules_say_which_waiting_pages_no_rule_applies_to_any_more(tmp_path, caplog):
+    """A crawl resumed with rules that drop a page type went on visiting the pages the old rules
+    had queued as that type, following nothing from them, and only the rules' change was said:
+    a WARNING now counts them by page type (a type the new rules still give, topLevel, is not
+    among them)."""
+    import datetime as dt
+    from gridcrawl import models
+    from gridcrawl.client.cli import resolve_strategy
+    from gridcrawl.urls import fingerprint
+
+    header = "baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text(header + f"{BASE}/,follow,base,topLevel,/c/,all,all,all\n"
+                            f"{BASE}/,follow,topLevel,reviews,/r/,all,all,all\n")
+    new.write_text(header + f"{BASE}/,follow,base,topLevel,/c/,all,all,all\n")
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    resolve_strategy(store, [], rules=str(old))
+    with store.engine.begin() as conn:
+        conn.execute(models.visited_url.insert().values(url=BASE + "/", fingerprint=fingerprint(BASE + "/"), depth=0,
+                                                        visited_at=dt.datetime(2026, 1, 1)))
+        conn.execute(models.to_visit_url.insert(), [
+            {"url": url, "fingerprint": fingerprint(url), "depth": depth, "priority": 5, "in_flight": False,
+             "page_type": page_type, "discovered_from": BASE + "/"}
+            for url, depth, page_type in ((BASE + "/c/1", 1, "topLevel"), (BASE + "/r/1", 2, "reviews"),
+                                          (BASE + "/r/2", 2, "reviews"))])
+    resolve_strategy(store, [], rules=str(new))
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"2 pages waiting in this crawl's frontier have page types the old rules gave and no rule in {new} " \
+           "names (reviews: 2): they are visited, and nothing on them is followed or kept" in said, said
+
+
 def test_a_link_with_credentials_is_not_followed(tmp_path):
     """A page linking ``http://user:pw@host/page`` chose a login the crawler would send (and the
     password would be stored with the URL, as a page apart from ``http://host/page``): such a
