@@ -1707,12 +1707,17 @@ class CrawlStore:
         queued with: each link found on a page (``discovered_from``) gets
         ``focus.link_score("", url, R)``, where ``R`` is the similarity of that stored page's
         title and text under ``focus`` (0 when it is not stored; its anchor text is not stored,
-        and its triples do not count). Seeds and pages queued again (no ``discovered_from``) and
-        URLs in flight keep their scores. Reads and writes ``batch`` rows at a time.
+        and its triples do not count). Seeds and pages queued again (no ``discovered_from``) are
+        scored as a focused crawl's seeds (1, priority 1000: a plain crawl queued them at 5); URLs
+        in flight keep their scores. Reads and writes ``batch`` rows at a time.
 
         Returns how many waiting links were scored again.
         """
         c, d = to_visit.c, document.c
+        with self.engine.begin() as conn:
+            conn.execute(to_visit.update().where(c.in_flight == sa.false(), c.discovered_from.is_(None),
+                                                 c.kind.is_(None))
+                         .values(relevance=1.0, priority=focus_priority(1.0)))
         done, after = 0, 0
         while True:
             with self.engine.begin() as conn:

@@ -118,6 +118,27 @@ def test_a_crawl_resumed_with_a_higher_min_relevance_leaves_out_the_waiting_link
     assert "--min-relevance" not in caplog.text
 
 
+def test_a_plain_crawl_resumed_with_a_focus_scores_its_waiting_seeds_and_links(tmp_path):
+    """A plain crawl resumed with --focus kept its waiting URLs at the plain priority 5, below
+    every link the focus scored over 0.005: its waiting seeds are scored as a focused crawl's
+    seeds (1, priority 1000) and its links by the new focus."""
+    from gridcrawl.client.cli import resolve_strategy
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.strategy, seeds = resolve_strategy(store, [BASE, BASE + "second.html"])
+    store.add_seeds(seeds)
+    first = next(p for p in store.claim(1))
+    home = page(first.url, "Crawler politeness", "", [[BASE + "politeness-faq.html", "faq"], [BASE + "soup.html", "x"]])
+    store.apply([Outcome(first, home, "ex", 1, False)], Scope(["127.0.0.1"]))
+    resumed = CrawlStore(store.engine)
+    resumed.strategy, _ = resolve_strategy(resumed, [], focus="crawler politeness")
+    with store.engine.connect() as conn:
+        rows = {url: (prio, rel) for url, prio, rel in conn.execute(
+            sa.text("SELECT url, priority, relevance FROM to_visit_url"))}
+    # links: .5 * .5 * R(home) (1: both keywords) + .5 * .2 * sim(URL)
+    assert rows == {BASE + "second.html": (1000, 1.0), BASE + "politeness-faq.html": (300, pytest.approx(0.3)),
+                    BASE + "soup.html": (250, 0.25)}, rows
+
+
 @pytest.mark.parametrize("max_pages_per_host", [0, 100_000])  # no cap; the default cap
 def test_a_link_found_again_from_a_better_page_gets_the_better_score(tmp_path, max_pages_per_host):
     scope = Scope(["127.0.0.1"], max_pages_per_host=max_pages_per_host)
