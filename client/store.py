@@ -31,7 +31,7 @@ from gridcrawl import models
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
 from gridcrawl.protocol import ErrorKind, PageResult
-from gridcrawl.rules import BASE, PageType, Rule, rules_from_table, store_rules
+from gridcrawl.rules import BASE, PAGE_TYPE_LENGTH, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
 from gridcrawl.items import specs_for
@@ -1659,7 +1659,7 @@ class CrawlStore:
         if strategy.rules:
             if len(link) < 3 or not link[2]:  # types are the protocol's (gridcrawl.protocol.Link)
                 return None
-            page_type = link[2][:64]
+            page_type = link[2][:PAGE_TYPE_LENGTH]
         relevance, priority = None, 5
         if strategy.focus is not None:
             relevance = strategy.focus.link_score(link[1], url, parent_score or 0.0)

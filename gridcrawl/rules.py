@@ -59,7 +59,7 @@ from gridcrawl.urls import InvalidURL, address_hint, canonical_url
 from gridcrawl.errors import PatternTooSlow, RuleError
 from gridcrawl.patterns import PatternError, compile_pattern, search
 
-__all__ = ["ALL", "BASE", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
+__all__ = ["ALL", "BASE", "PAGE_TYPE_LENGTH", "PageType", "Rule", "RuleError", "apply_instruction", "instruction_for", "load_page_types",
            "load_rules", "parse_csv", "parse_page_types", "parse_toml", "rules_from_table", "store_rules",
            "validate_rules"]
 
@@ -68,6 +68,9 @@ ALL = "all"
 #: The page type of a seed (the rules' base URL).
 BASE = "base"
 KEEP, FOLLOW = "keep", "follow"
+#: Characters of a page type, at most (the width of the ``page_type``, ``from_type`` and
+#: ``to_type`` columns of the crawl database).
+PAGE_TYPE_LENGTH = 64
 
 # Accepted spellings of each attribute (file keys, CSV columns, instruction keys) -> field name.
 _ALIASES = {
@@ -302,7 +305,7 @@ def parse_page_types(text: str, name: str = "rules.toml", rules: Sequence[Rule] 
             raise RuleError(f"{where}: {why}")
         if rules and type_name not in known:
             raise RuleError(f"{where}: no rule gives pages the type {type_name!r}")
-        types[str(type_name)[:64]] = PageType(render, wait_for.strip() if wait_for else None)
+        types[str(type_name)[:PAGE_TYPE_LENGTH]] = PageType(render, wait_for.strip() if wait_for else None)
     return types
 
 
@@ -392,7 +395,8 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
     """Check every rule and the set; return the rules with canonical base URLs.
 
     Raises :class:`RuleError` naming the (first) offending rule: rule type not keep/follow;
-    empty from_type; follow without to_type; keep with a to_type; more than one of
+    empty from_type; a from_type or to_type longer than :data:`PAGE_TYPE_LENGTH`; follow
+    without to_type; keep with a to_type; more than one of
     id/class/tag; an id, class or tag written as a CSS selector or XPath (``#main``, ``.body``,
     ``div[@role='main']``); two follow rules of one from_type with the same pattern and
     id/class/tag but different to_types (the second never applies); a pattern that is not a
@@ -409,6 +413,12 @@ def validate_rules(rules: Sequence[Rule]) -> list[Rule]:
             raise RuleError(f"{rule.label}: rule_type must be keep or follow, not {rule.rule_type!r}")
         if not rule.from_type:
             raise RuleError(f"{rule.label}: from_type is empty")
+        for name, value in (("from_type", rule.from_type), ("to_type", rule.to_type or "")):
+            if len(value) > PAGE_TYPE_LENGTH:
+                # the crawl database keeps 64: the pages were stored with the type cut short, and
+                # no rule applied to them, so the crawl stopped there
+                raise RuleError(f"{rule.label}: {name} is {len(value)} characters long; a page type takes at most "
+                                f"{PAGE_TYPE_LENGTH}")
         if rule.rule_type == FOLLOW and not rule.to_type:
             raise RuleError(f"{rule.label}: a follow rule needs a to_type (the page type of the links it queues)")
         if rule.rule_type == KEEP and rule.to_type:

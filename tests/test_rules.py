@@ -204,6 +204,16 @@ def test_plain_scope_names_and_repeated_follow_rules_are_taken():
 
 
 
+def test_a_page_type_longer_than_the_database_keeps_is_refused():
+    """A 72-character to_type was stored cut to 64 characters with the pages it typed, so that
+    no rule (from_type: the 72 characters) applied to them: the crawl stopped there, and the
+    summary said the rule that had typed them found nothing."""
+    long = "listing_" * 9
+    with pytest.raises(RuleError, match=r"rule 1 .*to_type is 72 characters long; a page type takes at most 64"):
+        validate_rules([rule(1, "follow", "base", long), rule(2, "follow", long, "item")])
+    validate_rules([rule(1, "follow", "base", long[:64]), rule(2, "follow", long[:64], "item")])
+
+
 def test_a_base_url_needs_a_follow_rule_from_base():
     with pytest.raises(RuleError, match=r"rule 1 .*no follow rule from 'base'"):
         validate_rules([rule(1, "keep", "base", pattern=".pdf")])
