@@ -1721,12 +1721,14 @@ class CrawlStore:
         done, after = 0, 0
         while True:
             with self.engine.begin() as conn:
-                rows = conn.execute(sa.select(c.id, c.url, c.discovered_from)
-                                    .where(c.id > after, c.in_flight == sa.false(), c.discovered_from.is_not(None))
-                                    .order_by(c.id).limit(batch)).all()
+                # by id alone (reads and writes): with in_flight in the WHERE clause SQLite walked a
+                # frontier index instead of the key (252 s for 1,000,000 waiting links)
+                rows = conn.execute(sa.select(c.id, c.url, c.discovered_from, c.in_flight)
+                                    .where(c.id > after).order_by(c.id).limit(batch)).all()
                 if not rows:
                     return done
                 after = rows[-1].id
+                rows = [r for r in rows if r.discovered_from is not None and not r.in_flight]
                 parents = {fingerprint(r.discovered_from): r.discovered_from for r in rows}
                 scores = dict.fromkeys(parents.values(), 0.0)
                 for part in chunks(sorted(parents), 500):
@@ -1738,7 +1740,7 @@ class CrawlStore:
                 for r in rows:
                     relevance = focus.link_score("", r.url, scores[r.discovered_from])
                     updates.append({"b_id": r.id, "b_rel": relevance, "b_prio": focus_priority(relevance)})
-                conn.execute(to_visit.update().where(c.id == sa.bindparam("b_id"), c.in_flight == sa.false())
+                conn.execute(to_visit.update().where(c.id == sa.bindparam("b_id"))
                              .values(relevance=sa.bindparam("b_rel"), priority=sa.bindparam("b_prio")), updates)
                 done += len(updates)
 
@@ -1749,17 +1751,20 @@ class CrawlStore:
         :attr:`best_below`), as those the threshold leaves out when found. Seeds and pages queued
         again (no ``discovered_from``) and URLs in flight stay. Returns how many were left out."""
         c = to_visit.c
-        below = (c.in_flight == sa.false(), c.discovered_from.is_not(None), c.relevance < min_relevance)
         dropped, after = 0, 0
         self._frontier = FrontierMemo()
         while True:
-            with self.engine.begin() as conn:
-                rows = conn.execute(sa.select(c.id, c.url, c.relevance).where(c.id > after, *below)
-                                    .order_by(c.id).limit(500)).all()
+            with self.engine.begin() as conn:  # by id alone, as rescore_frontier reads
+                rows = conn.execute(sa.select(c.id, c.url, c.relevance, c.discovered_from, c.in_flight)
+                                    .where(c.id > after).order_by(c.id).limit(2000)).all()
                 if not rows:
                     return dropped
                 after = rows[-1].id
-                conn.execute(to_visit.delete().where(c.id.in_([r.id for r in rows]), c.in_flight == sa.false()))
+                rows = [r for r in rows if r.discovered_from is not None and not r.in_flight
+                        and r.relevance is not None and r.relevance < min_relevance]
+                if not rows:
+                    continue
+                conn.execute(to_visit.delete().where(c.id.in_([r.id for r in rows])))
             for row in rows:
                 if len(self.below_relevance) < KNOWN_CACHE:
                     self.below_relevance.add(hash(row.url))
