@@ -257,6 +257,9 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                       "stored page once in full, with no conditional request, and applies them (--recrawl as "
                       "the pages come due, --recrawl-all at once)")
         store.save_rules(rule_list)
+        if before and before != after:  # the summary's "found nothing" looks only at pages fetched since
+            from gridcrawl.db import utcnow
+            store_meta["rules_since"] = utcnow().isoformat()
         if before and before != after and done:
             # a 304 Not Modified brings no body to apply the new rules to (--recrawl-all said it
             # applied them to every page, and the pages it found unchanged kept their old links)

@@ -1784,17 +1784,21 @@ class CrawlStore:
         """The crawl's keep/follow rules that found nothing on the pages they apply to: a follow
         rule whose ``to_type`` no URL of the crawl has (queued or visited), a keep rule that kept
         no link — each only when a page of its ``from_type`` was fetched without error (else the
-        error summary tells why). Returns ``[(rule, pages of its from_type fetched, one of their
-        URLs)]`` in rule order; ``[]`` without rules."""
+        error summary tells why), and since the crawl's rules were last changed (crawl setting
+        ``rules_since``: a page fetched under other rules says nothing of these). Returns
+        ``[(rule, pages of its from_type fetched, one of their URLs)]`` in rule order; ``[]``
+        without rules."""
         rules = self.strategy.rules
         if not rules:
             return []
+        since = self.metas().get("rules_since")
         with self.engine.connect() as conn:
             typed = {t for (t,) in conn.execute(sa.select(visited.c.page_type).distinct()
                                                 .union(sa.select(to_visit.c.page_type).distinct()))}
             fetched = {r.page_type: (r.n, r.url) for r in conn.execute(
                 sa.select(visited.c.page_type, sa.func.count().label("n"), sa.func.min(visited.c.url).label("url"))
-                .where(visited.c.error_kind.is_(None), visited.c.page_type.is_not(None))
+                .where(visited.c.error_kind.is_(None), visited.c.page_type.is_not(None),
+                       *([visited.c.visited_at >= datetime.fromisoformat(since)] if since else []))
                 .group_by(visited.c.page_type))}
             kept_by = {n for (n,) in conn.execute(sa.select(kept_link.c.rule).distinct())}
         return [(r, *fetched[r.from_type]) for r in rules if r.from_type in fetched

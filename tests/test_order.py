@@ -385,6 +385,34 @@ def test_new_rules_say_which_waiting_pages_no_rule_applies_to_any_more(tmp_path,
            "names (reviews: 2): they are visited, and nothing on them is followed or kept" in said, said
 
 
+def test_rules_changed_on_a_resume_are_not_said_to_find_nothing_on_pages_fetched_before(tmp_path):
+    """New rules given to a crawl whose seed was fetched under the old ones: the summary said the
+    new base rule "found nothing ... from the 1 'base' page fetched", a page they were never
+    applied to (a resumed crawl does not fetch it again). Only pages fetched since the rules
+    changed count."""
+    import datetime as dt
+    from gridcrawl import models
+    from gridcrawl.client.cli import resolve_strategy
+    from gridcrawl.urls import fingerprint
+
+    header = "baseURL,ruleType,fromType,toType,pattern,id,class,tag\n"
+    old, new = tmp_path / "old.csv", tmp_path / "new.csv"
+    old.write_text(header + f"{BASE}/,follow,base,topLevel,/c/,all,all,all\n")
+    new.write_text(header + f"{BASE}/,follow,base,category,/k/,all,all,all\n")
+    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'crawl.db'}"))
+    store.strategy, _ = resolve_strategy(store, [], rules=str(old))
+    with store.engine.begin() as conn:
+        conn.execute(models.visited_url.insert().values(url=BASE + "/", fingerprint=fingerprint(BASE + "/"), depth=0,
+                                                        page_type="base", visited_at=dt.datetime(2026, 1, 1)))
+    assert [r.number for r, _n, _url in store.idle_rules()] == [1]  # the old rule found nothing on it
+    store.strategy, _ = resolve_strategy(store, [], rules=str(new))
+    assert store.idle_rules() == []
+    with store.engine.begin() as conn:  # fetched again (a recrawl) under the new rules: it counts
+        conn.execute(models.visited_url.update().values(visited_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+                                                        + dt.timedelta(seconds=1)))
+    assert [(r.to_type, n) for r, n, _url in store.idle_rules()] == [("category", 1)]
+
+
 def test_a_link_with_credentials_is_not_followed(tmp_path):
     """A page linking ``http://user:pw@host/page`` chose a login the crawler would send (and the
     password would be stored with the URL, as a page apart from ``http://host/page``): such a
