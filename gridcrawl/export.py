@@ -379,9 +379,11 @@ def open_output(path: str, binary: bool):
     clobbers an earlier one. What is not a file (a pipe, ``/dev/stdout``, a device) is written
     as it is. Raises :class:`ExportError` before anything is written when ``path`` is a folder,
     a SQLite database (the crawl's own, named as OUT with ``--format``, was replaced by its
-    export), a ``.gz`` name for text (``binary`` False: written plain, it was no gzip file) or
-    ``path.part`` cannot be created (no such folder, no permission); and, having written
-    nothing to ``path``, when a write fails (a full disk)."""
+    export), a ``.gz`` name for text (``binary`` False: written plain, it was no gzip file), a
+    file this user may not write (read-only: the rename replaced it) or ``path.part`` cannot be
+    created (no such folder, no permission); and, having written nothing to ``path``, when a
+    write fails (a full disk). A file replaced keeps its permission bits (a private 0600 one
+    stays private)."""
     if path == "-":
         if binary:
             yield sys.stdout.buffer
@@ -422,6 +424,8 @@ def open_output(path: str, binary: bool):
         if is_database:  # an OUT naming the crawl database itself (with --format) replaced it with the export
             raise ExportError(f"cannot write {path}: it is a SQLite database (a crawl's?), which an export never "
                               "replaces; name another file")
+    if mode is not None and not os.access(target, os.W_OK):  # renamed over, a read-only file was replaced
+        raise ExportError(f"cannot write {path}: Permission denied (the file is read-only)")
     part = f"{target}.part"
     try:
         fh = _open(part, binary)
@@ -429,6 +433,8 @@ def open_output(path: str, binary: bool):
         raise ExportError(f"cannot write {path}: {exc.strerror}") from None
     try:
         with fh:
+            if mode is not None:  # the file's permissions stay (a private 0600 export did not become 0644)
+                os.chmod(part, stat.S_IMODE(mode))
             yield fh
         os.replace(part, target)
     except BaseException as exc:

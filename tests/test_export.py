@@ -11,6 +11,7 @@ import io
 import json
 import re
 import os
+import stat
 import subprocess
 import sys
 
@@ -566,3 +567,29 @@ def test_an_items_export_streams_the_items_from_a_database_server(backend, reque
         peak_mb = int(re.search(r"peak kB (\d+)", done.stderr).group(1)) / 1024
         assert peak_mb < 110, f"the {name} export took {peak_mb:.0f} MB"
     assert (tmp_path / "items.jsonl").stat().st_size > 60_000 * 2000
+
+
+def test_an_export_over_a_file_keeps_its_permissions_and_leaves_a_read_only_one(crawl, tmp_path):
+    """OUT an existing file: the export, renamed over it, replaced a private (0600) file with one
+    every user could read (0644, the umask's), and a read-only (0444) one that ``>`` refuses.
+    Now the new file keeps the old one's permission bits, and a file this user may not write is
+    refused (exit 2) and left as it was (root may write any file, as with ``>``)."""
+    cmd = [sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"]]
+    private = tmp_path / "visited.csv"
+    private.write_text("old")
+    private.chmod(0o600)
+    done = subprocess.run([*cmd, str(private)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert private.read_text().startswith("id,url,fingerprint,")
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    locked = tmp_path / "pages.jsonl"
+    locked.write_text("old")
+    locked.chmod(0o444)
+    done = subprocess.run([*cmd, str(locked)], capture_output=True, text=True, timeout=60)
+    if os.geteuid() == 0:  # root writes a read-only file, as its shell's > does; its mode stays
+        assert done.returncode == 0 and locked.read_text().startswith("{"), done.stderr
+    else:
+        assert done.returncode == 2
+        assert done.stderr == f"error: cannot write {locked}: Permission denied (the file is read-only)\n"
+        assert locked.read_text() == "old"
+    assert stat.S_IMODE(locked.stat().st_mode) == 0o444 and not list(tmp_path.glob("*.part"))
