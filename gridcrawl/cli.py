@@ -1110,13 +1110,16 @@ def db_prune(
     import sqlalchemy as sa
     from gridcrawl.db import open_database, shown_url
     from gridcrawl.prune import prune_records
-    if not math.isfinite(older_than) or older_than < 0:
-        fail(f"--older-than must be a number of days, 0 or more (got {older_than})")
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    most = (now - dt.datetime.min).days  # further back than year 1: a traceback (OverflowError)
+    if not math.isfinite(older_than) or older_than < 0 or older_than > most:
+        fail(f"--older-than must be a number of days, 0 or more (at most {most:,}: back to the year 1; "
+             f"got {older_than:g})")
+    before = now - dt.timedelta(days=older_than)
     try:
         engine = open_database(db, existing=True)
         if not sa.inspect(engine).has_table("thread"):
             fail(f"{shown_url(engine.url)} holds no manager records (no thread table): give the manager's --db")
-        before = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(days=older_than)
         pruned = prune_records(engine, before, dry_run=dry_run)
     except DatabaseUnavailable as exc:
         fail(str(exc))

@@ -139,6 +139,10 @@ def test_db_prune_command_counts_what_it_deletes_and_refuses_what_it_cannot_do(t
     crawl_db = tmp_path / "crawl.db"
     init_schema(open_database(f"sqlite:///{crawl_db}"), models.crawl_metadata, models.crawl_meta)
     for args, said in [(["--db", url, "--older-than", "-1"], "--older-than must be a number of days"),
+                       # further back than the calendar's year 1: an OverflowError's traceback
+                       (["--db", url, "--older-than", "1e12"], "--older-than must be a number of days, 0 or more "
+                                                               "(at most "),
+                       (["--db", url, "--older-than", "1000000"], "back to the year 1; got 1e+06)"),
                        (["--db", str(crawl_db), "--older-than", "1"], "holds no manager records"),
                        (["--db", str(tmp_path / "nothing.db"), "--older-than", "1"], "no database file")]:
         refused = gridcrawl("db", "prune", *args)
