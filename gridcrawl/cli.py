@@ -890,6 +890,11 @@ def report(
     if plot is not None and not plot.parent.is_dir():  # before the report, not after it
         fail(f"cannot draw the timeline to {plot}: no folder {plot.parent}")
     from gridcrawl import report as rep
+    if plot is not None:
+        try:  # before the report too: it printed the whole report (seconds of it), then this error
+            rep.require_matplotlib()
+        except rep.ReportError as exc:
+            fail(str(exc))
     import sqlalchemy as sa
     if db is not None:
         try:

@@ -307,6 +307,20 @@ def _lanes(spans: list[tuple[float, float]]) -> list[int]:
     return lanes
 
 
+def require_matplotlib():
+    """matplotlib's ``FigureCanvasAgg``, ``Figure`` and ``Patch`` classes, which
+    :func:`plot_timeline` draws with (imported here, not at start: about half a second). Raises
+    :class:`ReportError` naming what to install when matplotlib is missing (``gridcrawl report
+    --plot`` asks first, so that it fails before printing the report, not after)."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+    except ImportError:
+        raise ReportError("drawing a timeline needs matplotlib: pip install 'gridcrawl[report]'") from None
+    return FigureCanvasAgg, Figure, Patch
+
+
 def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str = "grid threads per executor") -> int:
     """Draw the per-executor timeline of ``threads`` to the PNG file ``path``: one band per
     executor, one bar per thread from its start to its finish (seconds since the first start),
@@ -316,12 +330,7 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
     Uses matplotlib's Agg canvas (no display, no global pyplot state). Raises
     :class:`ReportError` if matplotlib is not installed.
     """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-        from matplotlib.patches import Patch
-    except ImportError:
-        raise ReportError("drawing a timeline needs matplotlib: pip install 'gridcrawl[report]'") from None
+    FigureCanvasAgg, Figure, Patch = require_matplotlib()
     done = [t for t in threads if t.time_started and t.time_finished and t.executor_id]
     by_executor: dict[str, list[ThreadTiming]] = {}
     for t in done:
