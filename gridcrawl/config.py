@@ -632,6 +632,25 @@ def settings(ctx=None, **explicit) -> Settings:
 # gridcrawl config show
 
 
+def _check_arguments(program: str, command, args: list[str], default_map: dict, res) -> None:
+    """Raise :class:`ConfigError` when ``program`` would refuse its command line ``args`` (an
+    option it does not have, a value of the wrong type: ``--threads x``), as the program's own
+    usage error says; the options nobody gave that it requires (``--manager``) are no error
+    here. (The tolerant parse that :func:`show_rows` reads the values from showed such an
+    option as ``None``, from the "command line", and an unknown one not at all.)"""
+    try:
+        from typer._click.exceptions import MissingParameter, UsageError  # typer 0.28 carries its own click
+    except ImportError:
+        from click.exceptions import MissingParameter, UsageError
+    try:
+        command.make_context(program, [a for a in args if a != "--help"], default_map=default_map, obj=res)
+    except MissingParameter:
+        pass
+    except UsageError as exc:
+        name = "gridcrawl run" if program == "run" else f"gridcrawl-{program}"
+        raise ConfigError(f"{name}'s command line: {exc.format_message()}") from None
+
+
 def show_rows(program: str, command, args: list[str], path: str | None = None,
               environ: typing.Mapping[str, str] | None = None, *,
               section_options: set[str] | None = None) -> list[tuple[str, str, str]]:
@@ -643,7 +662,8 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
     Sources: ``default``, ``file PATH [section]``, ``env GRIDCRAWL_X``, ``command line``.
     Raises :class:`ConfigError` for a bad file or environment, as the program would: an unknown
     key, a value of the wrong type or one an option refuses (``allow_private = "10.0.0.0/33"``),
-    a setting out of its range.
+    a setting out of its range; and for ``args`` the program's command line refuses (an unknown
+    option, ``--threads x``).
     """
     option_names = _option_names(command)[""] - {"config", "help"}
     res = resolve(program, option_names, path, environ, section_options=section_options)
@@ -651,6 +671,7 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
     _split_lists(command, default_map)  # (manager = "tcp://a,tcp://b": as the program takes it)
     _check_values(command, default_map, res)
     _validated(res)
+    _check_arguments(program, command, args, default_map, res)
     ctx = command.make_context(program, list(args), default_map=default_map, obj=res, resilient_parsing=True)
     rows: list[tuple[str, str, str]] = []
     given = {}
@@ -668,6 +689,7 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
         else:
             where = "default"
         given[name] = (value, where)
+    effective: dict = {}
     for f in dataclasses.fields(Settings):
         if program in PROGRAM_NAMES and program not in used_by(f.name) and f.name not in given:
             continue  # the program does not read it: a value from the file or environment is not in force
@@ -681,10 +703,15 @@ def show_rows(program: str, command, args: list[str], path: str | None = None,
             value, where = res.settings[f.name].value, res.settings[f.name].source
         else:
             value, where = f.default, "default"
+        effective[f.name] = value
         if f.metadata["secret"] and value:  # a URL whose password is never shown
             from gridcrawl.executor.proxy import masked
             value = masked(str(value))
         rows.append((f.name, _shown(value), where))
+    try:  # the file's and environment's are checked above: a value out of range here was typed (--threads 0)
+        Settings(**{**res.settings_values(), **effective}).validate()
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
     for name, (value, where) in sorted(given.items()):
         rows.append((f"{program}.{name}", _shown(value), where))
     return rows

@@ -381,6 +381,27 @@ def test_config_show_refuses_what_the_program_would(tmp_path, text, program, mes
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("program, args, message", [
+    ("executor", ["--threads", "x"], "gridcrawl-executor's command line: Invalid value for '--threads': 'x' is not "
+                                     "a valid int."),
+    ("executor", ["--bogus"], "gridcrawl-executor's command line: No such option: --bogus"),
+    ("executor", ["--threads", "0"], "setting threads (--threads) must be >= 1, not 0"),  # as the program says it
+    ("run", ["--max-pages", "abc"], "gridcrawl run's command line: Invalid value for '--max-pages': 'abc' is not a "
+                                    "valid int."),
+])
+def test_config_show_refuses_a_command_line_the_program_would(tmp_path, program, args, message):
+    """``config show --program executor -- --threads x`` showed ``threads None`` from the
+    "command line" (exit 0), ``--threads 0`` as 0, and an option the program does not have not
+    at all, where the program refuses them: it says the program's error, exit 2. A required option nobody
+    gave (``--manager``) is still no error, and a good command line is shown."""
+    path = write(tmp_path, "[executor]\nparse_threads = 1\n")
+    done = config_show(path, program, "--", *args)
+    assert done.returncode == 2 and done.stderr.startswith(f"error: {message}"), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
+    shown = config_show(path, "executor", "--", "--threads", "4")
+    assert shown.returncode == 0 and shown_rows(shown.stdout)["threads"] == ("4", "command line"), shown.stderr
+
+
 def test_a_value_out_of_its_range_is_named_with_where_it_was_given(tmp_path):
     """The program refused ``[executor] threads = 0`` with ``setting threads (--threads) must be
     >= 1``, naming an option nobody typed and no file, where ``config show`` named the file: it
