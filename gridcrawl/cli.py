@@ -864,7 +864,8 @@ def _print_semantic_summary(s) -> None:
 def report(
     db: str = typer.Option(None, help="SQLAlchemy URL of the manager database"),
     application: str = typer.Option(None, help="only this application id"),
-    plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this PNG file"),
+    plot: Path = typer.Option(None, help="also draw the per-executor timeline of threads to this image file "
+                              "(PNG; .svg, .pdf, .jpg ... by its name's ending)"),
     wide: bool = typer.Option(False, "--wide", help="every column (hosts, CPU figures, whole ids); "
                               "by default the tables fit 80 columns"),
     crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its tables' counts "
@@ -892,6 +893,7 @@ def report(
     from gridcrawl import report as rep
     if plot is not None:
         try:  # before the report too: it printed the whole report (seconds of it), then this error
+            rep.plot_format(plot)
             rep.require_matplotlib()
         except rep.ReportError as exc:
             fail(str(exc))

@@ -307,6 +307,24 @@ def _lanes(spans: list[tuple[float, float]]) -> list[int]:
     return lanes
 
 
+#: The image formats --plot writes, by the file name's ending (matplotlib's Agg canvas writes
+#: them all; PGF, which needs LaTeX, and raw pixel dumps are left out).
+PLOT_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp", "tif", "tiff", "eps")
+
+
+def plot_format(path: str | Path) -> str:
+    """The image format to draw the timeline to ``path`` in: its name's ending (``.svg``:
+    ``"svg"``), ``"png"`` when it has none. Raises :class:`ReportError` for an ending that is
+    none of :data:`PLOT_FORMATS` (``timeline.txt``: a PNG under that name was no use)."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if not suffix:
+        return "png"
+    if suffix not in PLOT_FORMATS:
+        raise ReportError(f"cannot draw the timeline to {path}: .{suffix} is no image format it is drawn in "
+                          f"(name a file ending in {', '.join('.' + f for f in PLOT_FORMATS)})")
+    return suffix
+
+
 def require_matplotlib():
     """matplotlib's ``FigureCanvasAgg``, ``Figure`` and ``Patch`` classes, which
     :func:`plot_timeline` draws with (imported here, not at start: about half a second). Raises
@@ -322,13 +340,14 @@ def require_matplotlib():
 
 
 def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str = "grid threads per executor") -> int:
-    """Draw the per-executor timeline of ``threads`` to the PNG file ``path``: one band per
+    """Draw the per-executor timeline of ``threads`` to the image file ``path`` (in the format
+    its name's ending names, :func:`plot_format`; PNG without one): one band per
     executor, one bar per thread from its start to its finish (seconds since the first start),
     concurrent threads of one executor in separate lanes, failed threads in red. Threads that
     never started or finished are left out. Returns the number of bars drawn.
 
     Uses matplotlib's Agg canvas (no display, no global pyplot state). Raises
-    :class:`ReportError` if matplotlib is not installed.
+    :class:`ReportError` if matplotlib is not installed or the ending is no image format.
     """
     FigureCanvasAgg, Figure, Patch = require_matplotlib()
     done = [t for t in threads if t.time_started and t.time_finished and t.executor_id]
@@ -367,7 +386,7 @@ def plot_timeline(threads: Sequence[ThreadTiming], path: str | Path, title: str 
                   loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small", frameon=False)
     ax.set_title(f"{title} ({len(done):,} thread{'' if len(done) == 1 else 's'})" if done else f"{title} (no finished threads)")
     figure.tight_layout()
-    figure.savefig(str(path), format="png")
+    figure.savefig(str(path), format=plot_format(path))
     return len(done)
 
 

@@ -374,6 +374,27 @@ def test_report_names_a_timeline_it_cannot_write_before_printing_anything(sqlite
     assert result.output.strip().splitlines()[-1] == f"error: cannot draw the timeline to {taken}: Is a directory"
 
 
+def test_report_draws_the_timeline_in_the_format_its_file_name_ends_in(sqlite_url, tmp_path):
+    """``--plot timeline.svg`` (or ``.pdf``, ``.jpg``) wrote a PNG under that name, which an SVG
+    or PDF viewer cannot open; ``--plot timeline.txt`` a PNG too. Now the ending chooses the
+    format (none: PNG), and one that is no image format is refused before the report, exit 2."""
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+    engine = open_database(sqlite_url)
+    insert_known_timings(engine)
+    engine.dispose()
+    for name, starts in (("t.svg", b"<?xml"), ("t.pdf", b"%PDF"), ("t.jpg", b"\xff\xd8\xff"),
+                         ("t", b"\x89PNG\r\n\x1a\n")):
+        result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--plot", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / name).read_bytes().startswith(starts), name
+    text = tmp_path / "t.txt"
+    result = CliRunner().invoke(app, ["report", "--db", sqlite_url, "--plot", str(text)])
+    assert result.exit_code == 2 and not text.exists()
+    assert result.output.startswith(f"error: cannot draw the timeline to {text}: .txt is no image format it is "
+                                    "drawn in (name a file ending in .png, .svg, .pdf,")
+    assert len(result.output.strip().splitlines()) == 1  # before the report
+
+
 def test_timeline_lanes_do_not_overlap():
     from gridcrawl.report import _lanes
     spans = [(0, 2), (1, 3), (2, 4), (2.5, 3), (5, 6)]
