@@ -1278,7 +1278,7 @@ def extract_command(
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
     spec run here (a spec naming one not installed here is refused). The spec becomes the
-    crawl's (a resumed crawl uses it)."""
+    crawl's (a resumed crawl uses it). Refused while a crawl is running on --db."""
     import sqlalchemy as sa
     from gridcrawl.db import database_kind, describe_error, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
@@ -1301,6 +1301,11 @@ def extract_command(
     if kind not in ("crawl", "both"):  # it added the crawl tables to whatever database it was given
         fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
              "crawl database (WORKDIR/crawl.db)")
+    from gridcrawl.db import running_crawler
+    if holder := running_crawler(engine):  # its client goes on storing items by the spec it started with
+        fail(f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items "
+             "and item spec, which would then mix with the items the crawl goes on storing; run it once the crawl "
+             "has ended (or stop it: Ctrl-C)")
     from gridcrawl.client.cli import refuse_unknown_page_types
     from gridcrawl.rules import RuleError, read_text_file, rules_from_table
     try:

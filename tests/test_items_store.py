@@ -172,6 +172,34 @@ def test_a_reextraction_naming_a_plugin_not_installed_here_is_refused_and_keeps_
         assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4
 
 
+def test_a_reextraction_of_a_crawl_still_running_is_refused_and_keeps_the_items(store, tmp_path):
+    """gridcrawl extract on a crawl database a crawler was crawling into replaced its items and
+    stored spec while the crawl went on storing items by the spec it started with: the two
+    mixed, under the new spec's name. It is refused now, naming the crawler (the crawler lock's
+    holder), the items kept; once the crawl ended it runs."""
+    import subprocess
+    import sys
+    from gridcrawl.client.cli import _lock_crawl
+    fill(store)
+    (tmp_path / "spec.toml").write_text('[[item]]\ntype = "product"\n[item.fields]\nname = { css = "h1::text" }\n')
+    url = f"sqlite:///{tmp_path}/c.db"
+    command = [sys.executable, "-m", "gridcrawl", "extract", "--db", url, "--extract", str(tmp_path / "spec.toml"),
+               "--no-progress"]
+    lock = _lock_crawl(url, store)  # as a crawler holds it
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        lock.close()
+    assert proc.returncode == 2, proc.stderr
+    assert re.match(r"error: a crawl is still running on this database \(pid \d+[^)]*\): gridcrawl extract replaces "
+                    r"the crawl's items and item spec", proc.stderr), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_a_reextraction_naming_a_page_type_the_crawl_never_gave_is_refused_and_keeps_the_items(store, tmp_path):
     """gridcrawl extract with a spec whose page_type the crawl's pages do not have (written for
     a rules crawl, run on one without rules) replaced the crawl's items with none ("none found:
