@@ -223,9 +223,12 @@ def export_items(engine: Engine, out: str, format: str = "jsonl", kind: str | No
     if format not in ("jsonl", "csv"):
         raise ItemExportError(f"--format must be jsonl or csv for items, not {format!r}")
     if not sa.inspect(engine).has_table("item"):
-        from gridcrawl.db import wrong_kind
-        raise ItemExportError(f"{other}: export takes the crawl database" if (other := wrong_kind(engine, "crawl"))
-                              else "this crawl database has no item table (the crawl ran without --extract)")
+        from gridcrawl.db import older_schema, wrong_kind
+        if other := wrong_kind(engine, "crawl"):
+            raise ItemExportError(f"{other}: export takes the crawl database")
+        # a release before items: it said the crawl "ran without --extract", which it could not be given
+        raise ItemExportError(older_schema(engine, "crawl")
+                              or "this crawl database has no item table (the crawl ran without --extract)")
     result = ItemExport()
     try:
         specs = stored_spec(engine)

@@ -162,8 +162,10 @@ def export_csv(engine: Engine, out: io.TextIOBase) -> ExportResult:
     ``out`` as CSV with a header row; times as ISO 8601 UTC."""
     result = ExportResult()
     writer = csv.writer(out, lineterminator="\r\n")
+    rows = _rows(engine, models.visited_url, models.visited_url.c.id)
+    first = next(rows, None)  # fail on a database that is no crawl's (or an older one) before the header row
     writer.writerow([c.name for c in models.visited_url.columns])
-    for row in _rows(engine, models.visited_url, models.visited_url.c.id):
+    for row in _chain(first, rows):
         writer.writerow(["" if v is None else iso_utc(v) if isinstance(v, _dt.datetime) else v for v in row.values()])
         result.records += 1
     return result
@@ -184,9 +186,11 @@ def _triple_rows(engine: Engine) -> Iterator[dict]:
             for row in conn.execution_options(yield_per=BATCH).execute(query):
                 yield dict(row._mapping)
     except sa.exc.DBAPIError as exc:
-        from gridcrawl.db import wrong_kind
+        from gridcrawl.db import older_schema, wrong_kind
         if other := wrong_kind(engine, "crawl"):
             raise ExportError(f"{other}: export takes the crawl database") from None
+        if old := older_schema(engine, "crawl"):  # (it said "no such table: triple")
+            raise ExportError(old) from None
         first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
         raise ExportError(f"cannot read the triple table: {first}") from None
 

@@ -139,7 +139,12 @@ def test_reading_commands_name_an_older_schema_and_the_upgrade_command(tmp_path)
         return done.returncode, done.stderr.strip()
 
     for kind, args in (("crawl", ("report", "--crawl-db", url)), ("manager", ("report", "--db", url)),
-                       ("crawl", ("export", "--db", url, "--format", "jsonl", str(tmp_path / "out.jsonl")))):
+                       ("crawl", ("export", "--db", url, "--format", "jsonl", str(tmp_path / "out.jsonl"))),
+                       # these said "no such table: triple" and "the crawl ran without --extract"; the CSV's
+                       # header row came out on standard output before the error
+                       ("crawl", ("export", "--db", url, "--triples", "-")),
+                       ("crawl", ("export", "--db", url, "--items", "-")),
+                       ("crawl", ("export", "--db", url, "--format", "csv", "-"))):
         rc, err = gridcrawl(*args)
         assert rc == 2 and "Traceback" not in err, err
         assert printed[-1] == ""  # no tables first (a report of the manager's printed its empty tables)
