@@ -1306,6 +1306,13 @@ def extract_command(
         fail(f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items "
              "and item spec, which would then mix with the items the crawl goes on storing; run it once the crawl "
              "has ended (or stop it: Ctrl-C)")
+    from gridcrawl.db import init_schema, older_schema
+    if older_schema(engine, "crawl"):  # it writes, so it upgrades as the crawl's programs do (a traceback:
+        from gridcrawl import models   # "no such table: crawl_rule")
+        try:
+            init_schema(engine, models.crawl_metadata, models.crawl_meta)
+        except DatabaseUnavailable as exc:
+            fail(str(exc))
     from gridcrawl.client.cli import refuse_unknown_page_types
     from gridcrawl.rules import RuleError, read_text_file, rules_from_table
     try:

@@ -158,6 +158,26 @@ def test_reading_commands_name_an_older_schema_and_the_upgrade_command(tmp_path)
     assert rc == 0, err  # one database of both kinds is a crawl database too
 
 
+def test_extract_upgrades_an_older_crawl_database_as_the_crawls_programs_do(tmp_path):
+    """``gridcrawl extract`` writes the crawl database, but did not upgrade a first-release one:
+    it ended in a traceback ("no such table: crawl_rule"). It upgrades it now, as every program
+    that writes a crawl database does, and extracts its items."""
+    path = tmp_path / "old.db"
+    _load_first_release(open_database(f"sqlite:///{path}"))
+    url = f"sqlite:///{path}"
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text" }\n')
+    done = subprocess.run([sys.executable, "-m", "gridcrawl", "extract", "--db", url, "--extract", str(spec),
+                           "--no-progress"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    engine = open_database(url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM gridcrawl_crawl_version")).scalar() == \
+            migrations.head("crawl")
+        assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == \
+            conn.execute(sa.text("SELECT count(*) FROM document WHERE content IS NOT NULL")).scalar()
+
+
 def test_report_names_a_database_a_newer_gridcrawl_wrote(tmp_path):
     """``report`` on a database at a newer schema revision (a newer gridcrawl wrote it, say on
     the grid, read here by an older one) read it without a word; when the newer release's views
