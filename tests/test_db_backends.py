@@ -404,6 +404,20 @@ def test_timeline_lanes_do_not_overlap():
         for j, (s2, e2) in enumerate(spans):
             if i < j and lanes[i] == lanes[j]:
                 assert e1 <= s2 or e2 <= s1
+    import itertools
+    import random
+    rng = random.Random(7)  # many spans, touching and nested ones among them
+    spans = [(a, a + rng.choice([0.25, 1, 2.5, 0.1 + rng.random() * 4]))
+             for a in (rng.randint(0, 40) / 4 for _ in range(300))]
+    lanes = _lanes(spans)
+    by_lane: dict[int, list] = {}
+    for lane, span in zip(lanes, spans):
+        by_lane.setdefault(lane, []).append(span)
+    for runs in by_lane.values():
+        runs.sort()
+        assert all(a[1] <= b[0] for a, b in zip(runs, runs[1:])), runs  # no two overlap in a lane
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])  # an end before a start
+    assert len(by_lane) == max(itertools.accumulate(step for _, step in edges))  # as few lanes as the most at once
 
 
 # ------------------------------------------------------------------------------------------
