@@ -3,6 +3,7 @@ operator, pause, resume or cancel an application (``gridcrawl-client --manager M
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
@@ -19,6 +20,8 @@ from gridcrawl.entry import exit_by_signal
 from gridcrawl.errors import DatabaseUnavailable
 from gridcrawl.settings import Settings
 from gridcrawl.words import counted
+
+log = logging.getLogger("gridcrawl.client")
 
 app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
                   help="The gridcrawl crawler application: keeps the crawl's "
@@ -278,9 +281,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
           and (dropped := store.drop_below(given_min_relevance))):
         # the waiting links were scored by this focus, exactly: those below the new threshold go,
         # as they would not have been queued (they were visited when the crawl was resumed)
-        import logging
-        from gridcrawl.words import counted
-        logging.getLogger("gridcrawl.client").warning(
+        log.warning(
             "--min-relevance %g is higher than this crawl's %g: %s waiting in its frontier, scoring below it, "
             "%s left out", given_min_relevance, float(stored.get("min_relevance") or "0"), counted(dropped, "link"),
             "is" if dropped == 1 else "are")
@@ -295,10 +296,8 @@ def _warn_unruled(store, source: str, rules: list) -> None:
     named = {r.from_type for r in rules} | {r.to_type for r in rules if r.to_type}
     stale = {t: n for t, n in store.waiting_page_types().items() if t is not None and t not in named}
     if stale:
-        import logging
-        from gridcrawl.words import counted
         total = sum(stale.values())
-        logging.getLogger("gridcrawl.client").warning(
+        log.warning(
             "%s waiting in this crawl's frontier %s page types the old rules gave and no rule in %s names "
             "(%s): %s visited, and nothing on them is followed or kept", counted(total, "page"),
             "has" if total == 1 else "have", source, ", ".join(f"{t}: {n:,}" for t, n in sorted(stale.items())),
@@ -310,12 +309,10 @@ def _rescore(store, focused, stored: dict, done: int) -> None:
     the crawl's metas before this run), or none: score its waiting links again by the new one
     (:meth:`~gridcrawl.client.store.CrawlStore.rescore_frontier`; they kept the old scores and
     were claimed in that order) and say so in one WARNING."""
-    import logging
     was = (f"'{stored['focus']}'" if stored.get("focus") else f"the ontology {stored['focus_ontology']}"
            if stored.get("focus_ontology") else "no focus")
     count = store.rescore_frontier(focused)
-    from gridcrawl.words import counted
-    logging.getLogger("gridcrawl.client").warning(
+    log.warning(
         "the focus changed since this crawl visited %s (it was %s); %s waiting %s scored again by the new one, "
         "from %s URL and the stored page that links %s (anchor texts are not stored); links earlier runs left "
         "out below --min-relevance are not recorded, so the new focus reaches them only through pages visited "
@@ -392,8 +389,7 @@ def _warn_changed(store, what: str, source: str, before: list, after: list, done
     """One WARNING when a resumed crawl is given ``what`` (its rules, its item spec: from file
     ``source``) that differ from those its ``done`` URLs or items were made with."""
     if before and before != after and done:
-        import logging
-        logging.getLogger("gridcrawl.client").warning(
+        log.warning(
             "the %s in %s changed since this crawl's %d %s; %s", what, source, done, done_text, remedy)
 
 
@@ -461,8 +457,7 @@ def save_item_spec(store, extract: str, specs: list) -> None:
     if before != specs and not items and (pages := store.counts()["documents"]):
         # a crawl begun without --extract (or whose spec found nothing): its pages are not parsed
         # again, and the items table said "none found: no page it applies to" of pages it did
-        import logging
-        logging.getLogger("gridcrawl.client").warning(
+        log.warning(
             "the item spec in %s is new to this crawl's %d stored page%s, which keep no items unless "
             "visited again; %s applies it to every stored page", extract, pages, "" if pages == 1 else "s",
             extract_all)
