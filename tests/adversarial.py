@@ -563,9 +563,19 @@ SESSION_SHOP_PAGES = 20
 _SESSION_SHOP_PARAMS = ["osCsid={t}", "zenid={t}", "CFID={n}&CFTOKEN={t}", "sessid={t}"]
 
 
+def _session_shop_product(n: int) -> tuple[str, str]:
+    """Page ``n``'s product name and description: words of :data:`MAZE_WORDS` run together,
+    drawn by a generator seeded with ``n``, so each page reads the same on every visit and unlike
+    the others (pages this alike to each other would be a template trap: client/traps.py)."""
+    rng = random.Random(f"shop-{n}")
+    word = lambda: rng.choice(MAZE_WORDS) + rng.choice(MAZE_WORDS)  # noqa: E731
+    return (f"{word().title()} {word()}", " ".join(word() for _ in range(40)))
+
+
 def _session_shop_page(h) -> None:
-    """A page of the session shop: three links to other pages, each carrying a session
-    identifier made up for this very response (as osCommerce and Zen Cart write theirs)."""
+    """A page of the session shop: its product and three links to other pages, each carrying a
+    session identifier made up for this very response (as osCommerce and Zen Cart write theirs)
+    and named by the product it leads to."""
     path = h.path.partition("?")[0]
     try:
         n = 0 if path == "/" else int(path.rsplit("/", 1)[1].split(".")[0])
@@ -577,15 +587,18 @@ def _session_shop_page(h) -> None:
         target = (n * 3 + k) % SESSION_SHOP_PAGES + 1
         session = _SESSION_SHOP_PARAMS[(n + k) % len(_SESSION_SHOP_PARAMS)].format(
             t=f"{rng.getrandbits(104):026x}", n=rng.randrange(10 ** 6))
-        links.append(f"/p/{target}.html?{session}")
-    body = (f"<p>Page {n} of a little garden shop: tools, seeds and pots of many kinds, "
-            f"ordered by name.</p>{_BOILERPLATE}")
-    h.respond(200, _html(f"Shop page {n}", links, body))
+        links.append(f'<li><a href="/p/{target}.html?{session}">{_session_shop_product(target)[0]}</a></li>')
+    name, description = _session_shop_product(n)
+    body = (f"<h1>{name}</h1><p>{description}</p><ul>{''.join(links)}</ul>{_BOILERPLATE}")
+    h.respond(200, (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{name}</title></head>"
+                    f"<body>{body}</body></html>\n").encode("utf-8"))
 
 
 def session_shop_site() -> Site:
     """A shop of ``/`` and :data:`SESSION_SHOP_PAGES` pages ``/p/N.html`` whose every link
     carries a session identifier new on each response (``?osCsid=``, ``?zenid=``,
     ``?CFID=&CFTOKEN=``, ``?sessid=``): without dropping them each visit of a
-    page finds its neighbours under URLs never seen before."""
+    page finds its neighbours under URLs never seen before. Each page sells a product of its own
+    words (SimHashes 14 bits apart or more): a shop of near-identical pages linking each other is
+    a template trap by design (client/traps.py), and one of random anchor texts was one by chance."""
     return Site(extra={"/": _session_shop_page, "/p/*": _session_shop_page})
