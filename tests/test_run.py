@@ -291,7 +291,7 @@ def test_the_progress_bar_shows_the_frontier_and_ends_at_zero_to_visit(tmp_path,
 
 def _signal_the_group_mid_crawl(tmp_path, site_server, signum: int) -> tuple[list[str], int, str]:
     """Start ``gridcrawl run`` (2 executors of 8 threads) on a 400-page site answering in 50 ms, and
-    send ``signum`` to its whole process group a second after its executors registered. Returns
+    send ``signum`` to its whole process group once its first pages are stored. Returns
     (the command's arguments, its exit status, its standard error)."""
     import signal
     server = site_server(generate_site(400, links_per_page=6, seed=43), latency=0.05)
@@ -300,9 +300,9 @@ def _signal_the_group_mid_crawl(tmp_path, site_server, signum: int) -> tuple[lis
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        log = tmp_path / "executor-2.log"
-        wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the executors registered")
-        time.sleep(1.0)  # pages being fetched, results and acknowledgements on their way
+        # pages fetched and stored, more on their way (a signal before the client has logged in to
+        # its manager stops the run with another line: nothing was crawled)
+        wait_for(lambda: _visited(tmp_path) > 0, 60, message="the crawl's first pages")
         os.killpg(proc.pid, signum)
         _, stderr = proc.communicate(timeout=60)
     finally:
@@ -359,9 +359,9 @@ def test_ctrl_c_of_a_run_in_a_shell_loop_stops_the_loop(tmp_path, site_server):
     # a process group of its own, as a terminal's foreground job: Ctrl-C reaches bash and the run
     loop = subprocess.Popen(["bash", "-c", script], start_new_session=True)
     try:
-        log = runs[0] / "executor-1.log"
-        wait_for(lambda: log.exists() and "registered" in log.read_text(), 60, message="the first run's executor")
-        time.sleep(0.5)  # pages being fetched
+        # pages fetched and stored (a Ctrl-C before the client has logged in to its manager stops
+        # the run with another line: nothing was crawled)
+        wait_for(lambda: _visited(runs[0]) > 0, 60, message="the first run's first pages")
         os.killpg(loop.pid, signal.SIGINT)  # Ctrl-C at the terminal: the whole foreground group
         loop.wait(timeout=60)
     finally:
