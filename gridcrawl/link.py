@@ -319,7 +319,7 @@ class LinkState:
             if self.refusal is not None:
                 return [Fail(Refused(self.refusal))]
             return [Fail(ManagerUnreachable(f"no answer from the manager at {self.managers} "
-                                            f"within {self.connect_timeout:.0f} s"))]
+                                            f"within {self.connect_timeout:g} s"))]
         silent = self.silence(now)
         if (self.reconnect_at is None and (self.ever_up or self.managers.several)
                 and silent > self.peer_timeout):

@@ -85,6 +85,15 @@ def test_a_peer_with_one_silent_manager_waits_for_it_until_the_connect_timeout()
     assert str(fail.error) == f"no answer from the manager at {A} within 10 s"
 
 
+def test_a_connect_timeout_under_a_second_is_said_as_given():
+    """``--connect-timeout 0.5`` gave up "within 0 s" (the seconds were rounded to none)."""
+    import dataclasses
+    state = LinkState([A], dataclasses.replace(SETTINGS, connect_timeout=0.5), (p.Welcome,))
+    state.start(0.0)
+    (fail,) = state.tick(0.6)
+    assert str(fail.error) == f"no answer from the manager at {A} within 0.5 s"
+
+
 def test_once_up_a_peer_beats_every_interval_and_only_while_up():
     state = up(link(A))
     assert state.tick(0.5) == []
