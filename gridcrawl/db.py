@@ -264,7 +264,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
     servers a :data:`CONNECT_TIMEOUT` (seconds) and a liveness check of pooled connections.
 
     Raises :class:`DatabaseUnavailable` with a one-line reason: not a URL, unknown database
-    kind (with the URL a near miss such as ``postgres://`` meant), a MariaDB/MySQL URL that
+    kind (with the URL a near miss such as ``postgres://`` meant), an SQLite database in memory
+    (``sqlite://``: each thread would see its own, and all is gone at exit), a MariaDB/MySQL URL that
     names no database or one of the server's own (``mysql`` ...), Python driver not installed
     (naming the pip extra), ODBC driver not installed (naming Microsoft's ODBC Driver 18 for SQL
     Server), server not answering, or a SQLite file that cannot be opened (its folder missing or
@@ -293,6 +294,12 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         path = f"{parsed.host}/{parsed.database}" if parsed.database else parsed.host
         raise DatabaseUnavailable(f"not a SQLite URL: {hide_passwords(repr(url))} names a host; a file is "
                                   f"sqlite:///{path} (three slashes; four for an absolute path)")
+    if parsed.get_backend_name() == "sqlite" and (parsed.database in (None, "", ":memory:")
+                                                  or parsed.query.get("mode") == "memory"):
+        # each thread of a program had its own empty database (a manager's lease, renewed by
+        # another thread, failed every second: no such table), and all was gone at its end
+        raise DatabaseUnavailable(f"{url!r} is an SQLite database in memory, gone when the program ends and "
+                                  f"not shared by its threads: name a file, e.g. sqlite:///crawl.db")
     if parsed.get_backend_name() in ("mysql", "mariadb") and parsed.get_driver_name() != "pyodbc":
         # (pyodbc's database is named in its DSN or its odbc_connect string, not in the URL's path)
         if not parsed.database:
@@ -312,8 +319,8 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         raise DatabaseUnavailable(
             f"{shown} names no ODBC driver: add driver= and the driver's name as `odbcinst -q -d` lists it, "
             "spaces as + (SQL Server: ?driver=ODBC+Driver+18+for+SQL+Server)")
-    if existing and parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:") \
-            and not parsed.database.startswith("file:") and not os.path.isfile(parsed.database):
+    if existing and parsed.get_backend_name() == "sqlite" and not parsed.database.startswith("file:") \
+            and not os.path.isfile(parsed.database):
         raise DatabaseUnavailable(f"no database file {parsed.database} (from {shown}{_tilde_hint(parsed.database)})")
     try:
         if parsed.get_backend_name() == "sqlite":

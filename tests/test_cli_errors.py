@@ -505,10 +505,10 @@ def test_run_and_client_without_seeds_create_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_manager_warns_once_when_listening_without_curve():
+def test_manager_warns_once_when_listening_without_curve(tmp_path):
     """Bound to every interface without CURVE, the manager warns once on stderr (issue 21: twice)."""
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl.manager", "--bind", f"tcp://0.0.0.0:{free_port()}",
-                             "--db", "sqlite://"], stderr=subprocess.PIPE, text=True)
+                             "--db", f"sqlite:///{tmp_path / 'm.db'}"], stderr=subprocess.PIPE, text=True)
     try:
         lines = []
         while not any("CURVE" in line for line in lines) and proc.poll() is None:
@@ -540,6 +540,10 @@ def test_manager_warns_once_when_listening_without_curve():
      "'postgresql+psycopg://grid:***@127.0.0.1:notaport/x' (its port is no number"),
     ("grid:S3cret@db-host/gridcrawl", "not a database URL: 'grid:***@db-host/gridcrawl' (expected e.g. "
                                       "dialect+driver://user:password@host:PORT/database)"),
+    # in memory: a manager's lease, renewed by another thread, found no table, every second
+    ("sqlite://", "'sqlite://' is an SQLite database in memory, gone when the program ends and not shared by its "
+                  "threads: name a file, e.g. sqlite:///crawl.db"),
+    ("sqlite:///:memory:", "is an SQLite database in memory"),
     # two slashes, not three: SQLAlchemy read crawl.db as a host, and its SQLite dialect raised (a traceback)
     ("sqlite://crawl.db", "not a SQLite URL: 'sqlite://crawl.db' names a host; a file is sqlite:///crawl.db"),
 ])
