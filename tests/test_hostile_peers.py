@@ -411,11 +411,21 @@ def test_an_instruction_nested_hundreds_deep_is_refused_saying_so(tmp_path):
             hostile = dealer()
             hostile.send_multipart([p.PROTOCOL_VERSION, b"open", b"\x83\xa4name\xa1x\xa4user\xa1u\xabinstruction"
                                     + b"\x81\xa1a" * depth + b"\xc0"])
-            for _ in range(10):  # an answer within a second, or none (dropped as malformed)
-                executor.send_multipart(p.encode(p.Heartbeat()))
+            # then a control of an application that does not exist, on the same connection: the
+            # manager answers a peer's messages in order, so whatever comes before that refusal
+            # (which names the id asked for) is the answer to the nested open, and nothing means
+            # the open was dropped as malformed
+            marker = f"marker-{depth}"
+            hostile.send_multipart(p.encode(p.Control(marker, "pause", user="u")))
+            deadline = time.monotonic() + 30
+            while True:
+                assert time.monotonic() < deadline, f"no answer to a control after an open nested {depth} deep"
+                executor.send_multipart(p.encode(p.Heartbeat()))  # (it stays registered meanwhile)
                 if hostile.poll(100):
-                    answers.append(p.decode(hostile.recv_multipart()))
-                    break
+                    answer = p.decode(hostile.recv_multipart())
+                    if isinstance(answer, p.Refuse) and f"no application {marker!r}" in answer.reason:
+                        break
+                    answers.append(answer)
         assert answers and all(isinstance(a, p.Refuse) and a.final and "nested more than 64 levels deep" in a.reason
                                for a in answers), answers
         client = dealer()
