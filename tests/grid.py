@@ -48,8 +48,8 @@ class Grid:
     def _spawn(self, module: str, args: list[str], log: str, env: dict | None = None) -> subprocess.Popen:
         out = open(self.workdir / log, "ab")
         env = {**os.environ, **(env or {})}
-        if env.get("GRIDCRAWL_TEST_CRASH_ON") or env.get("GRIDCRAWL_TEST_PAUSE"):  # tests/crashhook/sitecustomize.py
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRASH_HOOK), env.get("PYTHONPATH")]))
+        if env.get("GRIDCRAWL_TEST_CRASH_ON") or env.get("GRIDCRAWL_TEST_PAUSE") or env.get("GRIDCRAWL_TEST_CONSTANTS"):
+            env = with_test_hooks(env)
         proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=out, stderr=subprocess.STDOUT,
                                 env=env)
         out.close()
@@ -120,6 +120,12 @@ class Grid:
                 return [tuple(row) for row in conn.exec_driver_sql(sql)]
         finally:
             engine.dispose()
+
+
+def with_test_hooks(env: dict) -> dict:
+    """``env`` with tests/crashhook first on ``PYTHONPATH``: a program started with it runs the
+    test hooks its ``GRIDCRAWL_TEST_*`` variables ask for (tests/crashhook/sitecustomize.py)."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(CRASH_HOOK), env.get("PYTHONPATH")]))}
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "condition") -> None:

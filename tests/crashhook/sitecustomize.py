@@ -1,5 +1,6 @@
-"""Test-only fault injection: a crashing executor (tests/test_faults.py) and a manager pausing
-itself at a chosen point (tests/test_failover.py, below).
+"""Test-only fault injection: a crashing executor (tests/test_faults.py), a manager pausing
+itself at a chosen point (tests/test_failover.py, below), and a program's built-in waits made
+shorter (``GRIDCRAWL_TEST_CONSTANTS``, at the end).
 
 Python imports ``sitecustomize`` at start-up when it is on ``sys.path``; :class:`tests.grid.Grid`
 puts this folder on ``PYTHONPATH`` of the processes it starts with ``GRIDCRAWL_TEST_CRASH_ON`` in
@@ -91,3 +92,29 @@ if os.environ.get(PAUSE_ENV):
         return _pass_starts(self, *args, **kwargs)
 
     server.ManagerServer._pass_starts = _maybe_pause_then_pass_starts
+
+# A program's built-in waits that no setting changes (the seconds before a peer says it is still
+# waiting for its manager, a database server's connect timeout ...), made shorter so that a test
+# of what happens at their end does not wait them out. ``GRIDCRAWL_TEST_CONSTANTS`` holds
+# ``module.NAME=value`` pairs separated by ``;`` (values as Python literals); each constant must
+# exist and be a number already, so a renamed one fails the test instead of changing nothing (the
+# program exits at once, status 71).
+CONSTANTS_ENV = "GRIDCRAWL_TEST_CONSTANTS"
+
+if os.environ.get(CONSTANTS_ENV):
+    import ast
+    import importlib
+
+    try:
+        for _pair in filter(None, os.environ[CONSTANTS_ENV].split(";")):
+            _target, _, _value = _pair.partition("=")
+            _module, _, _name = _target.strip().rpartition(".")
+            _mod = importlib.import_module(_module)
+            _old = getattr(_mod, _name)  # (AttributeError: no such constant)
+            if not isinstance(_old, (int, float)):
+                raise TypeError(f"{_target} is {_old!r}, not a number")
+            setattr(_mod, _name, ast.literal_eval(_value.strip()))
+    except Exception as _exc:  # (Python would only print that sitecustomize failed, and go on)
+        import sys
+        print(f"{CONSTANTS_ENV}: {_exc!r}", file=sys.stderr)
+        os._exit(71)
