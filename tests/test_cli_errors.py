@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from grid import free_port
+from grid import free_port, with_test_hooks
 
 
 def run(*args: str, timeout: float = 30, cwd=None, env: dict | None = None) -> tuple[int, str, float]:
@@ -572,8 +572,8 @@ def test_a_new_sqlite_file_in_a_read_only_folder_is_not_told_to_open_read_only(r
 
 def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang():
     """A port that accepts connections and says nothing (a hung server, a wrong service): the
-    connection gives up after CONNECT_TIMEOUT (10 s). PyMySQL waited for MySQL's greeting for
-    ever (psycopg's connect_timeout already covered it)."""
+    connection gives up after CONNECT_TIMEOUT (10 s; 1 s here). PyMySQL waited for MySQL's
+    greeting for ever (psycopg's connect_timeout already covered it)."""
     kind = "mysql+pymysql"
     import socket
     import threading
@@ -581,7 +581,8 @@ def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang
         held = []
         threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)], daemon=True).start()
         url = f"{kind}://root@127.0.0.1:{server.getsockname()[1]}/walk"
-        rc, out, seconds = run("gridcrawl", "db", "init", "--db", url, timeout=60)
+        rc, out, seconds = run("gridcrawl", "db", "init", "--db", url, timeout=60,
+                               env=with_test_hooks({**os.environ, "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.db.CONNECT_TIMEOUT=1"}))
     assert_user_error(rc, out, "cannot reach database", url)
     print(f"\n[{kind}, a server that never answers] error after {seconds:.1f} s")
 
