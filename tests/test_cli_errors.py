@@ -252,14 +252,16 @@ def test_a_manager_address_where_something_else_listens_is_named():
 def test_a_silent_web_server_given_as_the_manager_is_named_before_the_connect_timeout(tmp_path, program):
     """The dashboard's port (or any HTTP server that waits for a request) given as --manager: the
     program names it after a couple of seconds, not at the end of a 300 s connect timeout
-    (the walkthrough waited 12.5 s with the default 10 s; nginx, which answers, was named at once)."""
+    (the walkthrough waited 12.5 s with the default 10 s; nginx, which answers, was named at once).
+    Here it asks the network 0.5 s in (PROBE_AFTER, 2 s), then hears a second of silence."""
     import socket
     args = ["--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", "http://127.0.0.1:9/"] \
         if program == "gridcrawl.client" else []
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         rc, out, _ = run(program, "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "300", *args,
-                         timeout=60)
+                         timeout=60, env=with_test_hooks({**os.environ,
+                                                          "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.link.PROBE_AFTER=0.5"}))
     assert_user_error(rc, out, f"no answer from the manager at tcp://127.0.0.1:{port}: what listens at "
                                f"127.0.0.1:{port} does not speak ZeroMQ")
 
