@@ -3,6 +3,7 @@ executor and client programs beside them): each test here fails without the fix 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -331,7 +332,10 @@ def test_a_thousand_idle_connections_do_not_keep_an_executor_out(tmp_path):
         sock.close()
         for _ in range(1100):
             idle.append(socket.create_connection(("127.0.0.1", grid.port)))
-        time.sleep(1)  # accepted, or not, by now
+        # accepted, or not, by now: once the manager holds a descriptor for each, or after a second
+        accepted_by = time.monotonic() + 1
+        while time.monotonic() < accepted_by and len(os.listdir(f"/proc/{grid.manager.pid}/fd")) < len(idle):
+            time.sleep(0.02)
         sock = context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(grid.endpoint)
