@@ -686,17 +686,31 @@ def test_an_administrator_reattached_to_a_removed_users_crawl_is_not_cut(tmp_pat
     """An administrator reattached (ManageAllApps) to the crawl of a user who is then removed:
     the manager cancelled the crawl and cut the administrator's client off with "user 'crawler'
     may no longer crawl", exit status 2. The crawl is the administrator's now: it goes on to its
-    end; removing the administrator then would cut that client (not cancel the crawl)."""
+    end; removing the administrator then would cut that client (not cancel the crawl).
+
+    One page of the site is held back until the manager has cut the removed user's other
+    application (opened beside it, left without a client), so the crawl is surely running when
+    the manager acts on the removal, and the test need not wait out a slow crawl."""
+    import threading
+    import zmq
     from grid import wait_for
     site = generate_site(30, links_per_page=3, seed=5)
+    held_page, release = site.links["/"][0], threading.Event()
+    held_body = site.pages[held_page]
+
+    def held(handler) -> None:  # (never past the fetch's 30 s read timeout)
+        release.wait(20)
+        handler.respond(200, held_body)
+    site.extra[held_page] = held
     server = site_server(site)
     grid = Grid(tmp_path)
     users = UserStore(open_database(grid.manager_db))
     for name, group in (("crawler", "Users"), ("worker", "Executors"), ("admin", "Administrators")):
         users.add(name, PASSWORD, group)
     login = {"GRIDCRAWL_PASSWORD": PASSWORD}
+    context = zmq.Context()
     try:
-        grid.start_manager("--download-delay", "0.3")  # a crawl of about 10 s
+        grid.start_manager()
         grid.start_executor("worker", "--user", "worker", env=login)
         owner = grid.start_client(server.url("/"), "--user", "crawler", env=login)
         wait_for(lambda: "application " in grid.log("client.log"), 30, message="the crawl under way")
@@ -707,12 +721,27 @@ def test_an_administrator_reattached_to_a_removed_users_crawl_is_not_cut(tmp_pat
                                                  "--heartbeat-interval", "0.25", "--user", "admin", server.url("/")],
                             "admin.log", login)
         wait_for(lambda: "reattached by admin" in grid.log("manager.log"), 30, message="the administrator reattached")
+        other = context.socket(zmq.DEALER)
+        other.setsockopt(zmq.LINGER, 0)
+        other.connect(grid.endpoint)
+        other.send_multipart(p.encode(p.OpenApplication("other", "crawler", password=PASSWORD, client="other")))
+        assert other.poll(30_000), "no answer to the removed user's other application"
+        opened = p.decode(other.recv_multipart())
+        assert isinstance(opened, p.ApplicationOpened), opened
+        other.close()
         assert users.remove("crawler")
+        wait_for(lambda: f"application {opened.application_id[:8]} cancelled" in grid.log("manager.log"), 30,
+                 message="the removed user's other application cancelled")
+        assert admin.poll() is None, grid.log("admin.log")  # (the crawl still runs, its page held back)
+        release.set()
         assert admin.wait(timeout=90) == 0, grid.log("admin.log")
     finally:
+        release.set()
+        context.term()
         grid.stop()
     assert "may no longer crawl" not in grid.log("admin.log")
-    assert "user crawler was removed" not in grid.log("manager.log")
+    removed = [line for line in grid.log("manager.log").splitlines() if "user crawler was removed" in line]
+    assert len(removed) == 1 and f"application {opened.application_id[:8]} cancelled" in removed[0], removed
     docs = {row[0] for row in grid.query("crawl", "SELECT url FROM document")}
     assert docs == {canonical_url(server.url(path)) for path in reachable(site)}, len(docs)
 
