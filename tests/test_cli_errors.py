@@ -21,6 +21,12 @@ def run(*args: str, timeout: float = 30, cwd=None, env: dict | None = None) -> t
     return proc.returncode, proc.stderr + proc.stdout, time.monotonic() - started
 
 
+def shortened(*constants: str) -> dict:
+    """The environment of a program whose built-in waits ``constants`` (``module.NAME=value``)
+    are made shorter (``GRIDCRAWL_TEST_CONSTANTS``, tests/crashhook/sitecustomize.py)."""
+    return with_test_hooks({**os.environ, "GRIDCRAWL_TEST_CONSTANTS": ";".join(constants)})
+
+
 def assert_user_error(rc: int, output: str, *needles: str) -> None:
     assert rc == 2, output
     assert "Traceback" not in output, output
@@ -260,8 +266,7 @@ def test_a_silent_web_server_given_as_the_manager_is_named_before_the_connect_ti
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         rc, out, _ = run(program, "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "300", *args,
-                         timeout=60, env=with_test_hooks({**os.environ,
-                                                          "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.link.PROBE_AFTER=0.5"}))
+                         timeout=60, env=shortened("gridcrawl.link.PROBE_AFTER=0.5"))
     assert_user_error(rc, out, f"no answer from the manager at tcp://127.0.0.1:{port}: what listens at "
                                f"127.0.0.1:{port} does not speak ZeroMQ")
 
@@ -584,7 +589,7 @@ def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang
         threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)], daemon=True).start()
         url = f"{kind}://root@127.0.0.1:{server.getsockname()[1]}/walk"
         rc, out, seconds = run("gridcrawl", "db", "init", "--db", url, timeout=60,
-                               env=with_test_hooks({**os.environ, "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.db.CONNECT_TIMEOUT=1"}))
+                               env=shortened("gridcrawl.db.CONNECT_TIMEOUT=1"))
     assert_user_error(rc, out, "cannot reach database", url)
     print(f"\n[{kind}, a server that never answers] error after {seconds:.1f} s")
 
