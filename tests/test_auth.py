@@ -699,7 +699,7 @@ def test_an_administrator_reattached_to_a_removed_users_crawl_is_not_cut(tmp_pat
     held_body = site.pages[held_page]
 
     def held(handler) -> None:  # (never past the fetch's 30 s read timeout)
-        release.wait(20)
+        release.wait(25)
         handler.respond(200, held_body)
     site.extra[held_page] = held
     server = site_server(site)
