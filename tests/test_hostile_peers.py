@@ -330,11 +330,17 @@ def test_a_thousand_idle_connections_do_not_keep_an_executor_out(tmp_path):
         sock.send_multipart(p.encode(p.Register(name="first", host="h", user="u", threads=1)))
         _answer(sock, p.Welcome)  # the manager is up
         sock.close()
-        for _ in range(1100):
-            idle.append(socket.create_connection(("127.0.0.1", grid.port)))
+
+        def held_by_manager() -> int:
+            return len(os.listdir(f"/proc/{grid.manager.pid}/fd"))
+        for _ in range(22):  # fifty at a time: past the listen backlog (100) a SYN is dropped, and tried a second later
+            idle.extend(socket.create_connection(("127.0.0.1", grid.port)) for _ in range(50))
+            taken_by = time.monotonic() + 0.5
+            while time.monotonic() < taken_by and held_by_manager() < len(idle):
+                time.sleep(0.01)
         # accepted, or not, by now: once the manager holds a descriptor for each, or after a second
         accepted_by = time.monotonic() + 1
-        while time.monotonic() < accepted_by and len(os.listdir(f"/proc/{grid.manager.pid}/fd")) < len(idle):
+        while time.monotonic() < accepted_by and held_by_manager() < len(idle):
             time.sleep(0.02)
         sock = context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
