@@ -47,8 +47,22 @@ pytestmark = pytest.mark.e2e
 ROBOTS = "/robots.txt"
 
 
+#: Spark's defaults for this module's JVMs (``spark-defaults.conf``: JVM options that start and run
+#: a short-lived driver faster on a busy machine; see the file).
+SPARK_CONF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "spark-conf")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def spark_conf_dir():
+    """``SPARK_CONF_DIR`` is :data:`SPARK_CONF` while this module runs: for the module's
+    SparkContext and every ``gridcrawl spark`` its tests start (a test giving its own wins)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARK_CONF_DIR", SPARK_CONF)
+        yield SPARK_CONF
+
+
 @pytest.fixture(scope="module")
-def sc():
+def sc(spark_conf_dir):
     """The module's one SparkContext (local mode, 2 cores)."""
     context = spark_context("local[2]")
     yield context
@@ -640,8 +654,9 @@ def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
     spark-defaults.conf) cannot start Spark: the line said only 'An error occurred while calling
     None.org.apache.spark.api.java.JavaSparkContext.'; it now gives Spark's reason."""
     conf = tmp_path / "conf"
-    conf.mkdir()
-    (conf / "spark-defaults.conf").write_text("spark.driver.memory 40m\n")
+    conf.mkdir()  # the module's Spark defaults, and the memory
+    defaults = open(os.path.join(SPARK_CONF, "spark-defaults.conf"), encoding="utf-8").read()
+    (conf / "spark-defaults.conf").write_text(defaults + "spark.driver.memory 40m\n")
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
                            f"sqlite:///{tmp_path}/c.db", "--master", "local[1]"], capture_output=True, text=True,
                           timeout=180, env={**os.environ, "SPARK_CONF_DIR": str(conf)})
