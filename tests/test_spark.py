@@ -700,8 +700,11 @@ def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_
     env = {**os.environ, "TMPDIR": str(tmp), "GRIDCRAWL_APPLY_BATCH": "1"}
     env.pop("SPARK_LOCAL_DIRS", None)
     db = tmp_path / "c.db"
-    site = generate_site(30, links_per_page=4, seed=23)
-    with SiteServer(site, latency=0.05) as srv:
+    # two layers: the seed, then its two links; each answer 0.5 s late while the first run goes
+    # on, so that its second layer (robots.txt and two pages, one at a time) is running, for
+    # 1.5 s at least, when the first layer's line is seen and the process group killed
+    site = generate_site(3, links_per_page=2, seed=24)
+    with SiteServer(site, latency=0.5) as srv:
         args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{db}", "--master", "local[1]",
                 "--partitions", "1", "--threads", "1"]
         log = tmp_path / "spark.log"
@@ -719,6 +722,7 @@ def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_
         left = [p.name for p in tmp.iterdir() if p.name.startswith("gridcrawl-spark-")]
         assert len(left) == 1, sorted(p.name for p in tmp.iterdir())
         assert any(p.name.startswith("blockmgr-") for p in (tmp / left[0]).iterdir())  # Spark's files were there
+        srv.latency = 0.0  # the next run: the second layer again, at once
         done = subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)  # resumes
         assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert [p.name for p in tmp.iterdir() if p.name.startswith(("gridcrawl-spark-", "blockmgr-"))] == []
