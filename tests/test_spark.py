@@ -603,7 +603,7 @@ def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(tmp_path)
     spec = tmp_path / "items.toml"
     spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
                     'byline = { css = "span.no-such-class::text" }\n', encoding="utf-8")
-    with SiteServer(generate_site(6, links_per_page=2, seed=22)) as srv:
+    with SiteServer(generate_site(6, links_per_page=5, seed=22)) as srv:  # two layers: / links the 5 others
         proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
                                f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1",
                                "--extract", str(spec)], capture_output=True, text=True, timeout=180)
