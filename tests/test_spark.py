@@ -752,14 +752,14 @@ def test_a_layer_held_up_by_a_slow_host_is_told_while_it_waits(sc, tmp_path):
     nothing until it ended. The crawl now calls on_wait during the stage, with the layer, the
     seconds so far and the tasks done, and the command prints it every minute."""
     site = generate_site(3, links_per_page=2, seed=24)
-    site.extra["/"] = slow_page(3.0, site.pages["/"])
+    site.extra["/"] = slow_page(1.5, site.pages["/"])  # told about six times, every 0.25 s
     with SiteServer(site) as srv:
         db = f"sqlite:///{tmp_path / 'c.db'}"
         s = Settings(spark_partitions=2).validate()
         store, scope = open_crawl(s, db, [srv.url("/")], [])
         told: list[tuple] = []
         try:
-            result = SparkCrawl(sc, store, db, s, scope, allow_private=["127.0.0.0/8"], wait_seconds=0.5,
+            result = SparkCrawl(sc, store, db, s, scope, allow_private=["127.0.0.0/8"], wait_seconds=0.25,
                                 on_wait=lambda f, seconds, done, tasks: told.append((f.layer, f.depth, f.urls, seconds,
                                                                                      done, tasks))).run()
         finally:
