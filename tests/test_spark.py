@@ -288,7 +288,7 @@ def test_politeness_per_host_across_layers(sc, tmp_path):
     """No two requests to a host closer than its delay, its robots.txt fetches (one per host
     per layer) included: a task fetched the page right after robots.txt (the executor's pacer
     was missing from Spark's tasks)."""
-    delay = 0.25
+    delay = 0.1
     sites = [generate_site(8, links_per_page=3, seed=5), generate_site(8, links_per_page=3, seed=6)]
     servers = [SiteServer(site, host=f"127.0.0.{i + 1}").start() for i, site in enumerate(sites)]
     try:
