@@ -12,7 +12,9 @@ sites on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (one host each) and real SQLite craw
 * A ``gridcrawl spark`` killed mid-layer is resumed on Spark (with ``--max-pages``) and the
   crawl is finished on the grid (``gridcrawl run``) over the same tables.
 
-One SparkContext (``local[2]``: two cores, four attempts per task) serves every test here.
+One SparkContext (``local[2]``: two cores, four attempts per task) serves every test here; it
+and every ``gridcrawl spark`` the tests run take Spark's defaults from ``tests/data/spark-conf``
+(``SPARK_CONF_DIR``: JVM options for short runs on a busy machine).
 The whole module is skipped, with one reason, when pyspark or Java is missing.
 """
 
