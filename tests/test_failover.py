@@ -288,23 +288,30 @@ def test_two_managers_started_at_once_on_an_empty_database_make_one_active(tmp_p
 
 
 def test_a_database_outage_longer_than_the_lease_moves_no_active_role(tmp_path, postgres_url):
-    """Two real managers on PostgreSQL through a relay whose link is cut for three lease lengths
-    (a database that hangs, then answers): neither could renew nor read meanwhile, so the
-    expiry says nothing of the active one. The standby used to take over at the first moment
-    the database answered, and the active manager, fenced, dropped the work it held (on the
-    Python docs a third of the pages were fetched twice); now it gives the holder one lease
-    length to renew, and the active manager stays."""
+    """Two real managers on PostgreSQL, each through a relay of its own whose link is cut for two
+    lease lengths (a database that hangs, then answers): neither could renew nor read meanwhile,
+    so the expiry says nothing of the active one. The standby used to take over at the first
+    moment the database answered, and the active manager, fenced, dropped the work it held (on
+    the Python docs a third of the pages were fetched twice); now it gives the holder one lease
+    length to renew, and the active manager stays. The standby's link heals first, the active
+    one's once the standby has read the expired lease: the order in which the old take-over
+    happened (with both healed at once, the holder's renewal often came first, and hid it)."""
     link, relayed = _relayed(postgres_url)
+    link_b, relayed_b = _relayed(postgres_url)
     grid = Grid(tmp_path, manager_db=relayed)
     managers = Managers(grid)
     try:
-        managers.start_pair()
+        managers.start_pair(b_db=relayed_b)
         epoch = managers.epoch()
         time.sleep(1.0)
         link.cut()
-        time.sleep(3 * 1.5)  # three lease lengths (Managers.start: --lease-seconds 1.5)
+        link_b.cut()
+        time.sleep(2 * 1.5)  # two lease lengths (Managers.start: --lease-seconds 1.5): the lease expired
+        link_b.heal()
+        wait_for(lambda: any(said in grid.log("manager-B.log") for said in ("answers again", "taking over")),
+                 30, 0.02, "the standby reading the database again")
         link.heal()
-        time.sleep(4 * 1.5)  # time enough for a take-over, were there one
+        time.sleep(1.5 + 0.5)  # past the lease length the holder has to renew: a take-over, were there one
         assert "taking over" not in grid.log("manager-B.log"), grid.log("manager-B.log")[-2000:]
         assert managers.epoch() == epoch and managers.active() == "A"
         assert "fenced" not in grid.log("manager-A.log")
@@ -313,6 +320,7 @@ def test_a_database_outage_longer_than_the_lease_moves_no_active_role(tmp_path, 
     finally:
         grid.stop()
         link.close()
+        link_b.close()
 
 
 def test_a_client_sent_to_a_manager_that_opens_a_new_application_says_so(tmp_path):
