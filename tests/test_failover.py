@@ -467,6 +467,7 @@ def test_a_standby_that_shares_the_host_name_but_not_the_process_ids_waits_for_t
     means it; a standby elsewhere waits for the lease to expire, as for another host's."""
     grid = Grid(tmp_path)
     managers = Managers(grid)
+    unshare = None
     try:
         managers.start("A", standby=False)
         wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
@@ -474,17 +475,26 @@ def test_a_standby_that_shares_the_host_name_but_not_the_process_ids_waits_for_t
         args = ["--bind", managers.endpoints["B"], "--db", grid.manager_db, *FAST, "--lease-seconds", "1.5",
                 "--journal", str(grid.workdir / "manager-B.journal"), "--standby"]
         with open(grid.workdir / "manager-B.log", "ab") as out:
-            grid.processes.append(subprocess.Popen(
+            unshare = subprocess.Popen(
                 ["unshare", "--pid", "--kill-child=SIGTERM", "--mount-proc", sys.executable, "-m", "gridcrawl.manager",
-                 *args], stdout=out, stderr=subprocess.STDOUT))
+                 *args], stdout=out, stderr=subprocess.STDOUT)
+            grid.processes.append(unshare)
         wait_for(lambda: any(said in grid.log("manager-B.log") for said in ("standby manager", "manager active")),
                  30, 0.05, "manager B started")
-        time.sleep(3 * 1.5)  # three leases: A renews, B must wait
+        time.sleep(2 * 1.5)  # two leases: A renews, B must wait
         assert managers.epoch() == 1 and "taking over" not in grid.log("manager-B.log"), grid.log("manager-B.log")
         managers.procs["A"].kill()  # a dead holder B cannot see: taken over once its lease expires
         wait_for(lambda: managers.epoch() == 2, 30, 0.05, "B taking over the expired lease")
         assert managers.active() == "B"
     finally:
+        # unshare ignores SIGTERM while it waits for its child (grid.stop's SIGKILL came 5 s
+        # later): B itself is stopped, and unshare ends with it
+        if unshare is not None:
+            try:
+                for child in psutil.Process(unshare.pid).children(recursive=True):
+                    child.terminate()
+            except psutil.NoSuchProcess:
+                pass
         grid.stop()
 
 
