@@ -138,22 +138,22 @@ def test_a_client_held_by_its_crawl_database_says_so_not_that_hosts_are_slow(tmp
 
 
 def test_a_claim_the_crawl_database_holds_up_does_not_stop_the_heartbeats(tmp_path, site_server, postgres_url):
-    """The claim of the first URLs two hops from the seed hangs 6 s in the crawl database (a
+    """The claim of the first URLs two hops from the seed hangs 3 s in the crawl database (a
     PostgreSQL trigger sleeps in the claim's UPDATE of to_visit_url, as a server that stops
     answering or a lock another session holds; liveness 0.75 s). The claim runs in the applier
     thread and the client's loop goes on heartbeating: the manager never detaches the
     application, and the crawl stores every page once. Before, the claim ran in the loop: its
-    heartbeats stopped for the 6 s, the manager logged "client silent, detached" and the client
+    heartbeats stopped for the 3 s, the manager logged "client silent, detached" and the client
     "loop stood still"."""
     site = generate_site(120, links_per_page=5, seed=45)
-    server = site_server(site, latency=0.05)
+    server = site_server(site, latency=0.02)
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "db", "init", "--db", postgres_url, "--kind", "crawl"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     engine = sa.create_engine(postgres_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:  # one claim sleeps 6 s: the first that marks a URL of depth 2 in flight
+    with engine.begin() as conn:  # one claim sleeps 3 s: the first that marks a URL of depth 2 in flight
         conn.exec_driver_sql("CREATE TABLE hang (seconds float NOT NULL)")
-        conn.exec_driver_sql("INSERT INTO hang VALUES (6)")
+        conn.exec_driver_sql("INSERT INTO hang VALUES (3)")  # four times the liveness
         conn.exec_driver_sql("""CREATE FUNCTION hang_claim() RETURNS trigger LANGUAGE plpgsql AS $$
             DECLARE s float; BEGIN
                 SELECT seconds INTO s FROM hang;
@@ -176,7 +176,7 @@ def test_a_claim_the_crawl_database_holds_up_does_not_stop_the_heartbeats(tmp_pa
         engine.dispose()
     log, manager_log = grid.log("client.log"), grid.log("manager.log")
     urls = documents(grid)
-    print(f"\n[a claim held up 6 s, liveness 0.75 s] exit={status}, claim slept={slept}, "
+    print(f"\n[a claim held up 3 s, liveness 0.75 s] exit={status}, claim slept={slept}, "
           f"detached by the manager {manager_log.count('detached')} times, stored={len(urls)}")
     assert status == 0, log[-3000:]
     assert slept  # the claim did hang
