@@ -107,7 +107,7 @@ def test_a_client_whose_crawler_lock_another_crawler_took_stops_with_one_line(tm
 
 
 def test_a_client_held_by_its_crawl_database_says_so_not_that_hosts_are_slow(tmp_path, site_server):
-    """Another program holds the SQLite crawl database exclusively for 4 s mid-crawl (liveness
+    """Another program holds the SQLite crawl database exclusively for 3 s mid-crawl (liveness
     0.75 s): the apply or the claim waits for it in the applier thread while the client's loop
     goes on heartbeating, so the manager never detaches the application; the client finishes,
     and does not blame the hosts for the results that did not come meanwhile. (Before, a claim
@@ -124,7 +124,7 @@ def test_a_client_held_by_its_crawl_database_says_so_not_that_hosts_are_slow(tmp
         wait_for(lambda: len(documents(grid)) >= 10, 60, 0.05, "10 pages stored")
         holder = sqlite3.connect(tmp_path / "crawl.db", timeout=30, isolation_level=None)
         holder.execute("BEGIN EXCLUSIVE")
-        time.sleep(4.0)
+        time.sleep(3.0)  # four times the liveness
         holder.execute("ROLLBACK")
         holder.close()
         status = client.wait(timeout=120)
