@@ -26,6 +26,11 @@ from sites import generate_site, reachable
 pytestmark = pytest.mark.e2e
 
 
+#: The executors and the client try the restarted manager every 0.25-0.5 s, not after the default
+#: back-off (1 s, doubling): they wait for the manager, not for their back-off, to come back.
+QUICK_RECONNECT = {"GRIDCRAWL_RECONNECT_INITIAL": "0.25", "GRIDCRAWL_RECONNECT_MAX": "0.5"}
+
+
 def scalar(grid: Grid, sql: str) -> int:
     try:
         return grid.query("manager", sql)[0][0]
@@ -75,9 +80,9 @@ def test_records_unwritten_while_postgresql_is_down_are_journaled_and_replayed(t
     grid = Grid(tmp_path, manager_db=postgres_url)
     try:
         grid.start_manager("--journal", str(journal))
-        grid.start_executor("ex1", "--threads", "4")
-        grid.start_executor("ex2", "--threads", "2")
-        client = grid.start_client(server.url("/"))
+        grid.start_executor("ex1", "--threads", "4", env=QUICK_RECONNECT)
+        grid.start_executor("ex2", "--threads", "2", env=QUICK_RECONNECT)
+        client = grid.start_client(server.url("/"), env=QUICK_RECONNECT)
         wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 4") >= 20, 60, 0.05, "20 threads dead")
         with admin.connect() as conn:
             conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
@@ -117,9 +122,9 @@ def test_kill_9_manager_while_it_holds_assigned_and_unacknowledged_threads(tmp_p
     client = None
     try:
         grid.start_manager()
-        grid.start_executor("ex1", "--threads", "4")
-        grid.start_executor("ex2", "--threads", "4")
-        client = grid.start_client(server.url("/"))
+        grid.start_executor("ex1", "--threads", "4", env=QUICK_RECONNECT)
+        grid.start_executor("ex2", "--threads", "4", env=QUICK_RECONNECT)
+        client = grid.start_client(server.url("/"), env=QUICK_RECONNECT)
         wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 4") >= 10, 60, 0.05, "10 threads dead")
         client.send_signal(signal.SIGSTOP)  # results now wait at the manager, unacknowledged
         wait_for(lambda: scalar(grid, "SELECT COUNT(*) FROM thread WHERE state = 3") >= 5
