@@ -113,7 +113,9 @@ def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04, shar
     managers = Managers(grid, shared_journal)
     managers.start_pair()
     for i in range(3):
-        grid.start_executor(f"x{i}", "--threads", "4", *managers.all, manager=None)
+        # both managers, and no other (manager=None meant the grid's own endpoint, where no manager
+        # listens: each executor waited a second there before it tried A)
+        grid.start_executor(f"x{i}", "--threads", "4", manager=",".join(managers.endpoints.values()))
     client = grid._spawn("gridcrawl.client", [*managers.all, "--db", grid.crawl_db, "--no-progress", *FAST,
                                               "--no-sitemaps",  # pages only: the counts below are of pages
                                               server.url("/")], "client.log")
