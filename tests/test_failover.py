@@ -111,11 +111,15 @@ def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04, shar
     server = site_server(site, latency=latency)
     grid = Grid(tmp_path, manager_db=manager_db)
     managers = Managers(grid, shared_journal)
-    managers.start_pair()
+    managers.start("A")
+    wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
+    managers.start("B")  # the executors start meanwhile: they go to A, the first they are given
     for i in range(3):
         # both managers, and no other (manager=None meant the grid's own endpoint, where no manager
         # listens: each executor waited a second there before it tried A)
         grid.start_executor(f"x{i}", "--threads", "4", manager=",".join(managers.endpoints.values()))
+    # the crawl starts with the client, once B is a standby (as Managers.start_pair leaves them)
+    wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
     client = grid._spawn("gridcrawl.client", [*managers.all, "--db", grid.crawl_db, "--no-progress", *FAST,
                                               "--no-sitemaps",  # pages only: the counts below are of pages
                                               server.url("/")], "client.log")
