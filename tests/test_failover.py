@@ -519,7 +519,8 @@ def test_a_standby_whose_database_refuses_it_sends_peers_to_the_active_manager(t
         link.close()  # B's database refuses it from now on; A's answers
         wait_for(lambda: "the database does not answer" in grid.log("manager-B.log"), 30, 0.05,
                  "manager B noticing its database is gone")
-        time.sleep(2 * 1.5)  # the lease as B last read it has expired (Managers.start: --lease-seconds 1.5)
+        # the lease as B last read it, before that, has expired (Managers.start: --lease-seconds 1.5)
+        time.sleep(1.5 + 0.5)
         grid.start_executor("x", "--manager", managers.endpoints["B"], "--manager", managers.endpoints["A"],
                             "--connect-timeout", "86400", manager=managers.endpoints["B"])
         wait_for(lambda: "registered as executor" in grid.log("x.log"), 30, 0.05,
