@@ -58,16 +58,19 @@ def check_complete(grid: Grid, server, site, label: str, **figures) -> dict:
 
 
 def start_crawl(tmp_path, site_server, *, pages=150, latency=0.05, seed=11, manager_args=(), executors=None,
-                manager_env=None):
+                manager_env=None, peer_env=None):
+    """A generated site served with ``latency``, a manager, executors (name -> threads; default a
+    victim of 4 and a survivor of 2) and a client crawling the site; ``peer_env``: more environment
+    of the executors and the client."""
     site = generate_site(pages, links_per_page=5, seed=seed)
     server = site_server(site, latency=latency)
     grid = Grid(tmp_path)
     grid.start_manager(*manager_args, env=manager_env)
     procs = {}
     for name, threads in (executors or {"victim": 4, "survivor": 2}).items():
-        procs[name] = grid.start_executor(name, "--threads", str(threads))
+        procs[name] = grid.start_executor(name, "--threads", str(threads), env=peer_env)
     started = time.monotonic()
-    client = grid.start_client(server.url("/"))
+    client = grid.start_client(server.url("/"), env=peer_env)
     return site, server, grid, procs, client, started
 
 
@@ -127,7 +130,10 @@ def test_sigstop_beyond_liveness_then_sigcont_fences_late_results(tmp_path, site
 
 
 def test_kill_9_manager_and_restart_on_the_same_database(tmp_path, site_server):
-    site, server, grid, procs, client, started = start_crawl(tmp_path, site_server, pages=200)
+    # the executors and the client try the new manager every 0.25-0.5 s, not after a 1-2 s back-off
+    site, server, grid, procs, client, started = start_crawl(
+        tmp_path, site_server, pages=200,
+        peer_env={"GRIDCRAWL_RECONNECT_INITIAL": "0.25", "GRIDCRAWL_RECONNECT_MAX": "0.5"})
     try:
         wait_for(lambda: visited(grid) >= 30, 60, message="30 pages")
         grid.manager.kill()
