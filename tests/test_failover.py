@@ -173,6 +173,10 @@ def test_a_paused_active_manager_is_fenced_and_becomes_a_standby(tmp_path, site_
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05,
                  "the crawl under way")
         victim, epoch = managers.active(), managers.epoch()
+        # its records of them written: 20 pages can come within one record_interval (0.5 s), and
+        # a pause before the first write left no attempt of epoch 1 to check below
+        wait_for(lambda: grid.query("manager", f"SELECT COUNT(*) FROM attempt WHERE epoch = {epoch}")[0][0] > 0,
+                 30, 0.05, "attempts recorded under the first epoch")
         a = managers.procs[victim]
         # PostgreSQL and MariaDB: paused inside the recorder's fenced transaction, holding the lease
         # row's lock (that transaction is ended: docs/reliability.md, "Failover when the active
