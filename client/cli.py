@@ -615,7 +615,6 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     if not seeds and store.get_meta("allowed_domains") is None:
         fail("no seed URLs given and no crawl to resume in the database")
     scope = store.scope(seeds, allow_domains, settings.max_depth, settings.max_pages_per_host)
-    store.max_links_per_page = settings.max_links_per_page
     store.max_crawl_delay = settings.max_crawl_delay
     scope.follow_nofollow = settings.follow_nofollow
     scope.trap_near_duplicates, scope.trap_distance = settings.trap_near_duplicates, settings.trap_distance
@@ -830,8 +829,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                   max_pages_per_host=settings.max_pages_per_host,
                   beyond_depth=beyond, max_depth=settings.max_depth, new_crawl=new_crawl,
                   below_relevance=len(store.below_relevance), min_relevance=store.strategy.min_relevance,
-                  best_below=store.best_below, links_cut=sorted(store.links_cut),
-                  max_links_per_page=settings.max_links_per_page,
+                  best_below=store.best_below, links_cut=sorted(store.links_cut.items()),
                   crawl_delays=dict(store.crawl_delays), max_crawl_delay=settings.max_crawl_delay)
     if stop.is_set() and not final.application_id:  # no manager answered this run: no summary of nothing
         endpoints = manager if isinstance(manager, str) else ",".join(manager)

@@ -107,8 +107,8 @@ class ProgressView:
         host -> files, :attr:`~gridcrawl.client.store.CrawlStore.sitemaps_skipped`), links of pages at ``max_depth`` not followed
         (``beyond_depth``, this crawl's runs together; ``new_crawl``: how a crawl starts afresh,
         ``a new --workdir`` or ``a new --db``), links a focused crawl scored below ``min_relevance`` (``below_relevance``),
-        pages whose links were cut at ``max_links_per_page`` (``links_cut``: their URLs; judged by
-        the client's setting, which the executors share unless configured apart), the hosts
+        pages whose links were cut at their executor's ``max_links_per_page`` (``links_cut``:
+        ``(url, max_links_per_page)`` pairs), the hosts
         whose robots.txt asks a Crawl-delay (``crawl_delays``: host -> seconds asked; with
         ``max_crawl_delay``, the most kept),
         seconds, pages/s (pages, not sitemap files)), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
@@ -147,10 +147,11 @@ class ProgressView:
                           f"together); not recorded: a deeper crawl takes {counts.get('new_crawl', 'a new --workdir')}")
         if counts.get("links_cut"):
             cut = counts["links_cut"]
-            table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with "
-                          f"{counted(counts.get('max_links_per_page', 0), 'link')} or more: the first "
-                          f"{counts.get('max_links_per_page', 0):,} of each followed, no more "
-                          f"(max_links_per_page), e.g. {terminal_text(shorten(cut[0]))}")
+            bounds = sorted({bound for _, bound in cut})
+            bound = f"{bounds[0]:,}" if len(bounds) == 1 else f"{bounds[0]:,}-{bounds[-1]:,}"
+            table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with {bound} links or "
+                          f"more: the first {bound} of each followed, no more (its executor's "
+                          f"max_links_per_page), e.g. {terminal_text(shorten(cut[0][0]))}")
         delays = counts.get("crawl_delays") or {}
         cap = counts.get("max_crawl_delay") or 0.0
         if delays and cap > 0:  # (a max_crawl_delay of 0 keeps none)

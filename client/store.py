@@ -442,10 +442,10 @@ class CrawlStore:
         self.beyond_depth: set[int] = set()
         #: Links a focused crawl scored below ``min_relevance`` and did not queue (hashes, bounded).
         self.below_relevance: set[int] = set()
-        #: Pages whose links reached ``max_links_per_page`` (the executor followed that many, no
-        #: more): their URLs, at most 1,000 kept (``len`` is at least the count).
-        self.max_links_per_page = Settings.max_links_per_page  # the client's setting (cli sets it)
-        self.links_cut: set[str] = set()
+        #: Pages whose links reached their executor's ``max_links_per_page`` (it read that many,
+        #: no more; the results' ``links_cut``): URL -> that bound, at most 1,000 kept (``len`` is
+        #: at least the count).
+        self.links_cut: dict[str, int] = {}
         #: Hosts whose robots.txt asks a Crawl-delay: host -> seconds asked (its results'
         #: ``crawl_delay``), at most CRAWL_DELAY_HOSTS of them; the manager keeps at most
         #: ``max_crawl_delay`` (the client's setting, which ``gridcrawl run`` shares; cli sets it).
@@ -810,8 +810,8 @@ class CrawlStore:
                 issues += new_issues
             depth = pend.depth + 1
             known = self._known if self.strategy.focus is None else {}
-            if len(page.links) >= self.max_links_per_page and len(self.links_cut) < 1000:
-                self.links_cut.add(pend.url)
+            if page.links_cut and len(self.links_cut) < 1000:
+                self.links_cut[pend.url] = page.links_cut
             for link in page.links:
                 url = link[0]
                 if self._types and len(link) > 2 and link[2] and self._types.get(hash(url), link[2]) != link[2]:

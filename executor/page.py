@@ -290,6 +290,7 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         if len(page.links) >= max_links:
             log.info("%s: the first %d links are followed, no more (max_links_per_page)", hide_passwords(url),
                      max_links)
+            result.links_cut = max_links
         result.title = page.title
         result.encoding = page.encoding
         robots_tags |= meta_robots(page.document, token, page.metas)
@@ -377,6 +378,7 @@ def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits, max_li
         if len(result.links) >= max_links:
             log.info("%s: the first %d links are followed, no more (max_links_per_page)",
                      hide_passwords(result.url), max_links)
+            result.links_cut = max_links
     except RDFLimit as exc:
         result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
     except RDFError as exc:

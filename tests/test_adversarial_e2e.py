@@ -499,7 +499,30 @@ def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_serv
     summary = " ".join(done.stderr.split())
     assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary
     row = summary.split("links cut")[1].split("crawl seconds")[0]
-    assert "(max_links_per_page)" in row and server.url("/") in row, row
+    assert "(its executor's max_links_per_page)" in row and server.url("/") in row, row
+
+
+def test_links_cut_are_told_by_the_executor_that_cut_them(tmp_path, site_server):
+    """An executor started with ``--max-links-per-page 50`` and a client with the default
+    (10,000): the client judged a page cut by its own setting, and said nothing of a page of 60
+    links of which the executor had read 50. The executor says it cut them (the result's
+    ``links_cut``), and the summary gives its bound. (The other way round, an executor of 200,000
+    and this client, is tests/test_client_database.py's page of 200,000 links.)"""
+    site = generate_site(1, links_per_page=0, seed=6)
+    site.pages["/"] = b"<html><body>" + b"".join(b'<a href="/p/%d.html">p</a>' % i for i in range(60)) + b"</body></html>"
+    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>%s</body></html>" % h.path.encode())
+    server = site_server(site)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex", "--threads", "2", "--max-links-per-page", "50")
+        assert grid.start_client(server.url("/"), "--no-sitemaps").wait(timeout=CRAWL_BOUND) == 0, \
+            grid.log("client.log")[-3000:]
+    finally:
+        grid.stop()
+    assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(1 + 50,)]
+    summary = " ".join(grid.log("client.log").split())
+    assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary[-3000:]
 
 
 def test_a_hosts_long_crawl_delay_is_told_at_once_and_in_the_summary(tmp_path, site_server):

@@ -248,6 +248,8 @@ def test_a_page_with_200000_links_does_not_make_the_client_look_dead(tmp_path, s
           f"crawl seconds={seconds:.1f}, client detached by the manager {detached} times (liveness 3 s)")
     assert status == 0 and queued == 200_000 and detached == 0, grid.log("client.log")[-2000:]
     assert apply_seconds >= 1.0  # the apply was long (logged); the loop heartbeated meanwhile
+    # not cut by this executor: the client (10,000 by default) no longer judges by its own setting
+    assert "links cut" not in grid.log("client.log")
 
 
 def test_a_crawl_database_another_program_holds_exclusively_is_one_line_not_a_long_silent_wait(tmp_path):
