@@ -241,7 +241,9 @@ def test_an_executor_whose_browser_does_not_start_again_stops_and_its_threads_go
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
-        lost = grid.start_executor("lost", "--threads", "2", "--render", "--browser-path", str(wrapper))
+        # its new browser is tried 0.2 s apart, not 1 s (the 3 tries and the stop are what is tested)
+        lost = grid.start_executor("lost", "--threads", "2", "--render", "--browser-path", str(wrapper),
+                                   env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.executor.render.LAUNCH_RETRY_SECONDS=0.2"})
         wait_for(lambda: "registered as executor" in grid.log("lost.log"), 60, message="the executor registering")
         works.unlink()  # the browser running dies, and none starts again
         for proc in psutil.Process(lost.pid).children(recursive=True):
