@@ -88,7 +88,9 @@ def test_rendering_threads_run_only_on_the_executor_with_a_browser(tmp_path, sit
     try:
         grid.start_manager()
         grid.start_executor("plain", "--threads", "2")
-        client = grid.start_client("--rules", str(rules))
+        # (the client says what its threads wait for after 2 heartbeats without a result, not 5)
+        client = grid.start_client("--rules", str(rules),
+                                   env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.client.app.WAIT_BEATS=2"})
         # no executor can render yet: the seed waits, visibly, instead of the crawl hanging
         wait_for(lambda: "need 'render'" in grid.log("client.log"), 60, message="the client saying threads wait")
         assert "render: start gridcrawl-executor --render" in grid.log("client.log")  # and what gives it
