@@ -315,7 +315,9 @@ def test_a_client_that_reattaches_to_a_paused_application_is_told_and_says_why_i
     before = len(dash.grid.log("client.log"))
     # the same crawl again: it reattaches (given a hot standby too, which does not run here)
     standby = f"tcp://127.0.0.1:{free_port()}"
-    dash.client = dash.grid.start_client(dash.server.url("/"), "--manager", standby)
+    # (it says why it waits after 2 heartbeats without a result, not 5)
+    dash.client = dash.grid.start_client(dash.server.url("/"), "--manager", standby,
+                                         env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.client.app.WAIT_BEATS=2"})
 
     def said() -> str:
         return dash.grid.log("client.log")[before:]
