@@ -352,7 +352,9 @@ def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp
     """A seed whose server accepts connections and never answers: each attempt's robots.txt runs
     into the deadline, and the host stays disallowed for ``robots_retry`` before each retry
     (about 3.5 minutes with the defaults). Meanwhile the crawl says what it waits for instead of
-    printing nothing; then it ends with the error. Deadline 1 s and robots_retry 2 s here."""
+    printing nothing; then it ends with the error. Deadline 1 s, robots_retry 1 s and
+    retry_backoff 0.25 s here (each retry 1 s later: robots_retry), and heartbeats 0.5 s apart,
+    so the crawl says what it waits for after 2.5 s (five heartbeats) of its 5 s."""
     import socket
     import threading
     server = socket.create_server(("127.0.0.1", 0))
@@ -366,7 +368,8 @@ def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp
             except OSError:
                 return
     threading.Thread(target=accept_and_never_answer, daemon=True).start()
-    env = {**os.environ, "GRIDCRAWL_DOWNLOAD_TIMEOUT": "1", "GRIDCRAWL_ROBOTS_RETRY": "2"}
+    env = {**os.environ, "GRIDCRAWL_DOWNLOAD_TIMEOUT": "1", "GRIDCRAWL_ROBOTS_RETRY": "1",
+           "GRIDCRAWL_RETRY_BACKOFF": "0.25", "GRIDCRAWL_HEARTBEAT_INTERVAL": "0.5"}
     try:
         proc = subprocess.run([sys.executable, "-m", "gridcrawl", "run", f"http://127.0.0.1:{port}/",
                                "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
@@ -379,7 +382,7 @@ def test_a_host_that_never_answers_is_named_while_the_crawl_waits_then_fails(tmp
     waited = [line for line in proc.stderr.splitlines() if "no result for" in line]
     assert waited, proc.stderr[-3000:]
     assert "WARNING" in waited[0] and "from 1 grid thread in flight, on 127.0.0.1 (1):" in waited[0]
-    assert "never answers" in waited[0] and "tried again 2 times, 2 s apart" in waited[0]
+    assert "never answers" in waited[0] and "tried again 2 times, 1 s apart" in waited[0]
     assert "robots_unreachable" in proc.stderr and "every page of this run failed" in proc.stderr
     assert len(held) == 3  # robots.txt asked once per attempt: the first and retry_times (2) retries
 
