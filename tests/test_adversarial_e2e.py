@@ -326,9 +326,12 @@ def test_a_host_that_never_answers_costs_one_round_of_probes_not_one_per_url(tmp
     server = site_server(site)
     grid = Grid(tmp_path)
     try:
-        grid.start_manager()
+        # the three probes go one at a time, so their waits are the test's length: each cut at
+        # 1 s (download_timeout), then a pause of 0.25 s, 0.5 s (retry_backoff, and robots_retry
+        # the unreachable robots.txt asks for), not 1 s and 2 s
+        grid.start_manager(env={"GRIDCRAWL_RETRY_BACKOFF": "0.25"})
         for name in ("ex1", "ex2"):
-            grid.start_executor(name, "--threads", "4", "--download-timeout", "2", "--robots-retry", "1")
+            grid.start_executor(name, "--threads", "4", "--download-timeout", "1", "--robots-retry", "0.25")
         client = grid.start_client(*dead, server.url("/"), "--no-sitemaps")
         assert client.wait(timeout=CRAWL_BOUND) == 0, grid.log("client.log")
     finally:
