@@ -234,20 +234,24 @@ def test_grid_politeness_per_host(tmp_path, site_server):
     """MANAGER-DEPENDENT: needs the manager side of issue 3 (manager/core.py, manager/queue.py:
     per-host queues, Crawl-delay from PageResult.crawl_delay, concurrent_requests_per_host,
     retries of 5xx/429 with Retry-After back-off). Fails without it."""
-    delayed = generate_site(10, links_per_page=3, seed=11)
+    # sizes: the delayed host's 5 pages, robots.txt, its sitemap and the 5 tries of the failing
+    # pages come 0.3 s apart, about as long as the busy host's 16 pages take two at a time
+    delayed = generate_site(5, links_per_page=3, seed=11)
     delayed.pages["/robots.txt"] = f"User-agent: *\nCrawl-delay: {DELAY}\n".encode()
     delayed.types["/robots.txt"] = "text/plain"
     hostile = adversarial_site()
     delayed.extra["/busy.html"] = hostile.extra["/busy.html"]
     delayed.extra["/flaky.html"] = hostile.extra["/flaky.html"]
     delayed.pages["/"] = delayed.pages["/"].replace(b"</body>", b'<a href="/busy.html">b</a><a href="/flaky.html">f</a></body>')
-    busy_host = generate_site(24, links_per_page=6, seed=12)
+    busy_host = generate_site(16, links_per_page=6, seed=12)
     server_a = site_server(delayed)
     server_b = site_server(busy_host, latency=0.3, host="127.0.0.2")
     grid = Grid(tmp_path)
     extra = EXECUTOR_ARGS  # Grid adds --allow-private 127.0.0.0/8 (the SSRF guard)
     try:
-        grid.start_manager("--concurrent-requests-per-host", str(LIMIT))
+        # retries of the 503s 0.25 s then 0.5 s later (retry_backoff), not 1 s then 2 s: the
+        # 429's Retry-After (1 s) is then the only thing that holds its retry a second
+        grid.start_manager("--concurrent-requests-per-host", str(LIMIT), env={"GRIDCRAWL_RETRY_BACKOFF": "0.25"})
         grid.start_executor("ex1", *extra)
         grid.start_executor("ex2", *extra)
         client = grid.start_client(server_a.url("/"), server_b.url("/"))
