@@ -369,19 +369,21 @@ def test_an_interrupted_recrawl_resumes_without_visiting_a_page_twice(tmp_path, 
     for path in paths:
         site.pages[path] = page(path.strip("/"))
         site.etags[path] = f'"{path}"'
-    server = site_server(site, latency=0.1)
+    server = site_server(site)
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
         grid.start_executor("ex1", "--threads", "2")
         assert grid.start_client(server.url("/"), "--no-sitemaps").wait(timeout=120) == 0, grid.log("client.log")
         before = len(server.requests)
+        server.latency = 0.1  # slow only while the recrawl must be stopped half-way
         first = grid.start_client("--recrawl-all", "--no-sitemaps")
         wait_for(lambda: len(server.requests) >= before + 10, 60, message="the recrawl under way")
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=60) == -signal.SIGTERM, grid.log("client.log")
         stopped = grid.log("client.log")
         assert "--recrawl instead of --recrawl-all resumes the recrawl (gridcrawl-client" in stopped, stopped[-2000:]
+        server.latency = 0.0
         assert grid.start_client("--recrawl", "--no-sitemaps").wait(timeout=120) == 0, grid.log("client.log")
     finally:
         grid.stop()
