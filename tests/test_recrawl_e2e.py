@@ -653,7 +653,7 @@ def test_a_recrawl_counts_each_url_once_against_the_per_host_cap(tmp_path, site_
     ``--max-pages-per-host 12`` counted 16, and the page the site gained was left out of the
     recrawl ("over the per-host cap") with 9 URLs of 12 known. Now each URL counts once."""
     site = recrawl_site()
-    server = site_server(site, latency=0.2)  # one result at a time: applied in batches of their own
+    server = site_server(site)
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
@@ -661,6 +661,7 @@ def test_a_recrawl_counts_each_url_once_against_the_per_host_cap(tmp_path, site_
         assert grid.start_client(server.url("/"), "--max-pages-per-host", "12").wait(timeout=60) == 0, \
             grid.log("client.log")
         edit(site)  # /e1.html now links to /new.html
+        server.latency = 0.2  # the recrawl's results one at a time: applied in batches of their own
         assert grid.start_client("--recrawl-all", "--max-pages-per-host", "12").wait(timeout=60) == 0, \
             grid.log("client.log")
     finally:
