@@ -115,7 +115,7 @@ def test_all_blocked_crawl_says_why_exits_nonzero_and_retry_failed_fetches_them(
         grid.start_executor("allowed")
         again = grid.start_client("--retry-failed", "blocked")
         assert again.wait(timeout=90) == 0, grid.log("client.log")
-        time.sleep(4 * 0.75)  # past the client's liveness at the manager (0.25 s x 3), twice over
+        time.sleep(2 * 0.75)  # past the client's liveness at the manager (0.25 s x 3), twice over
         assert "client silent" not in grid.log("manager.log")  # a finished crawl's client just left
     finally:
         grid.stop()
