@@ -256,15 +256,36 @@ def _executor(args, env=None, timeout=60):
                           timeout=timeout, env={**CLEAN_ENV, **(env or {})})
 
 
+def _executors(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
+    """Executor programs run side by side, one per ``(args, env)`` of ``runs``, and what each
+    did, in that order (as :func:`_executor`'s; each waits its connect timeout and its exit on its
+    own, so together they take the time of one)."""
+    procs = [subprocess.Popen([sys.executable, "-m", "gridcrawl.executor", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env={**CLEAN_ENV, **(env or {})})
+             for args, env in runs]
+    try:
+        done = []
+        for proc in procs:
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+        return done
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
 def test_the_executor_program_takes_its_manager_from_file_env_or_command_line(tmp_path):
     ports = [free_port() for _ in range(3)]  # nobody listens: the error names the endpoint used
     path = write(tmp_path, f'connect_timeout = 0.3\n[executor]\nmanager = "tcp://127.0.0.1:{ports[0]}"\n')
-    from_file = _executor(["--config", str(path)])
+    from_file, from_env, from_cli = _executors(
+        (["--config", str(path)], None),
+        (["--config", str(path)], {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"}),
+        (["--config", str(path), "--manager", f"tcp://127.0.0.1:{ports[2]}"],
+         {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"}))
     assert from_file.returncode == 2 and f"127.0.0.1:{ports[0]}" in from_file.stderr
-    from_env = _executor(["--config", str(path)], {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"})
     assert from_env.returncode == 2 and f"127.0.0.1:{ports[1]}" in from_env.stderr
-    from_cli = _executor(["--config", str(path), "--manager", f"tcp://127.0.0.1:{ports[2]}"],
-                         {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"})
     assert from_cli.returncode == 2 and f"127.0.0.1:{ports[2]}" in from_cli.stderr
     broken = _executor(["--config", str(write(tmp_path, "[executor]\nthreads = -\n"))])
     assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "not valid TOML" in broken.stderr
