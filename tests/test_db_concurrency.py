@@ -206,7 +206,7 @@ def test_a_new_sqlite_file_gets_16_kb_pages_and_an_existing_one_keeps_its_own(tm
     old.dispose()
 
 
-def _client(db: str, seed: str, connect_timeout: int) -> subprocess.Popen:
+def _client(db: str, seed: str, connect_timeout: float) -> subprocess.Popen:
     """A real ``gridcrawl-client`` on crawl database ``db`` whose manager never answers: it holds
     the crawl database's crawler lock while it waits ``connect_timeout`` seconds for one."""
     return subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:9",
@@ -234,7 +234,7 @@ def test_a_second_crawler_on_one_crawl_database_is_refused_until_the_first_ends(
     first = _client(db_url, "http://127.0.0.1:9/first", 120)
     try:
         wait_for(lambda: _queued(db_url) == ["http://127.0.0.1:9/first"], 60, message="the first client's seed")
-        second = _client(db_url, "http://127.0.0.1:9/second", 1)
+        second = _client(db_url, "http://127.0.0.1:9/second", 0.3)
         _, err = second.communicate(timeout=60)
         assert second.returncode == 2, err
         assert re.fullmatch(rf"error: another crawler is crawling into \S+ \(pid {first.pid}(, | on \S+, )since "
@@ -245,7 +245,7 @@ def test_a_second_crawler_on_one_crawl_database_is_refused_until_the_first_ends(
     finally:
         first.kill()
         first.communicate()
-    third = _client(db_url, "http://127.0.0.1:9/third", 1)
+    third = _client(db_url, "http://127.0.0.1:9/third", 0.3)
     _, err = third.communicate(timeout=60)
     assert "another crawler" not in err
     assert "no answer from the manager" in err
