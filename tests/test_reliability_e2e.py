@@ -174,6 +174,8 @@ def test_forged_results_touch_no_record_and_block_the_forger(tmp_path, site_serv
                    Rogue(grid.endpoint, threads=1, register=True, forge=stolen)]     # a registered executor
         for forger in forgers:
             forger.start()
+        wait_for(lambda: grid.log("manager.log").count("blocked for") >= 2, 30, 0.05, "both forgers blocked")
+        server.latency = 0.01  # both blocked: the rest of the crawl need not be slow
         assert client.wait(timeout=120) == 0, grid.log("client.log")[-3000:]
     finally:
         for forger in forgers:
