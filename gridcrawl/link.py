@@ -603,10 +603,13 @@ class ManagerLink:
 
     def close(self, bye: str | None = None, linger: int = 500) -> None:
         """Say ``bye`` (when given) and close the socket, waiting up to ``linger`` ms for what is
-        queued (idempotent)."""
+        queued (idempotent); at once when no manager ever answered (nothing queued is for anyone:
+        a program that could not reach its manager ended half a second later for nothing)."""
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        if not self.state.ever_up:
+            linger = 0
         if self.socket is not None:
             if bye is not None:
                 send(self.socket, p.Bye(bye))

@@ -609,3 +609,50 @@ def test_an_active_manager_out_of_reach_while_a_standby_names_it_is_said_once_a_
             state.tick(now + t / 2)
     assert [r.getMessage() for r in caplog.records] == [
         f"no answer from the manager at {serving} for 4 s; trying {other}"]
+
+
+def test_a_link_no_manager_answered_closes_at_once_and_one_that_answered_lingers():
+    """A program that never reached its manager waited the socket's linger (0.5 s; a client 1 s)
+    at exit for heartbeats no one would read: it closes with no linger now. Once a manager has
+    answered, what is queued (a Bye, results) still gets its linger. (Real sockets; a
+    :class:`zmq.Context` subclass only records each close's linger, as pyzmq lets one.)"""
+    import zmq
+
+    from grid import free_port, wait_for
+    from gridcrawl.link import ManagerLink
+    from gridcrawl.transport import receive, send
+
+    lingers: list = []
+
+    class RecordingSocket(zmq.Socket):
+        def close(self, linger=None):
+            if not self.closed and self.type == zmq.DEALER:  # the link's own (not its handshake watch's)
+                lingers.append(linger)
+            super().close(linger=linger)
+
+    class RecordingContext(zmq.Context):
+        _socket_class = RecordingSocket
+
+    context = RecordingContext()
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    silent = answered = None
+    try:
+        silent = ManagerLink(context, Settings(), f"tcp://127.0.0.1:{free_port()}", lambda: p.Heartbeat(),
+                             (p.Welcome,))
+        silent.start()
+        silent.close(bye="executor stopping", linger=500)
+        answered = ManagerLink(context, Settings(), f"tcp://127.0.0.1:{port}", lambda: p.Heartbeat(), (p.Welcome,))
+        answered.start()
+        assert router.poll(5000)
+        send(router, p.Welcome("e1", 1.0, 3), receive(router)[0])
+        wait_for(lambda: answered.socket.poll(50) and [*answered.receive()] is not None and answered.up, 10,
+                 message="the manager's welcome")
+        answered.close(bye="executor stopping", linger=500)
+        assert lingers == [0, 500]
+    finally:
+        for link in (silent, answered):
+            if link is not None:
+                link.close(linger=0)
+        router.close(linger=0)
+        context.term()
