@@ -233,7 +233,7 @@ def test_a_page_with_200000_links_does_not_make_the_client_look_dead(tmp_path, s
         grid.start_manager("--heartbeat-interval", "0.5", "--heartbeat-liveness", "6")
         # the bound of a page's links raised past them (the default, 10,000, keeps a hostile page's out)
         grid.start_executor("ex", "--threads", "1", "--max-body-bytes", str(20 * 1024 * 1024),
-                            "--max-links-per-page", "200000")
+                            "--max-links-per-page", "200001")
         started = time.monotonic()
         client = grid.start_client(server.url("/"), "--max-pages", "1", "--log-level", "INFO",
                                    "--heartbeat-interval", "0.5", "--heartbeat-liveness", "6",
