@@ -149,8 +149,8 @@ class ProgressView:
             cut = counts["links_cut"]
             bounds = sorted({bound for _, bound in cut})
             bound = f"{bounds[0]:,}" if len(bounds) == 1 else f"{bounds[0]:,}-{bounds[-1]:,}"
-            table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with {bound} links or "
-                          f"more: the first {bound} of each followed, no more (its executor's "
+            table.add_row("links cut", f"{len(cut):,} page{'s' if len(cut) != 1 else ''} with more than {bound} "
+                          f"links: the first {bound} of each followed, no more (its executor's "
                           f"max_links_per_page), e.g. {terminal_text(shorten(cut[0][0]))}")
         delays = counts.get("crawl_delays") or {}
         cap = counts.get("max_crawl_delay") or 0.0

@@ -285,12 +285,14 @@ def visit(fetcher: Fetcher, url: str, *, store_content: bool = True, instruction
         if parse_gate is not None:
             gate.enter_context(parse_gate)
         started = time.perf_counter()
+        # one link past the bound is read, so that a page of exactly max_links links is not taken for a cut one
         page = parse_page(body, result.final_url, content_type,
-                          skip_nofollow=not instruction.follow_nofollow, max_links=max_links)
-        if len(page.links) >= max_links:
+                          skip_nofollow=not instruction.follow_nofollow, max_links=max_links + 1)
+        if len(page.links) > max_links:
             log.info("%s: the first %d links are followed, no more (max_links_per_page)", hide_passwords(url),
                      max_links)
             result.links_cut = max_links
+            del page.links[max_links:]
         result.title = page.title
         result.encoding = page.encoding
         robots_tags |= meta_robots(page.document, token, page.metas)
@@ -374,11 +376,12 @@ def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits, max_li
     started = time.perf_counter()
     try:
         result.triples = parse_rdf(body, result.final_url, fmt, limits)
-        result.links = triple_links(result.triples, max_links)
-        if len(result.links) >= max_links:
+        result.links = triple_links(result.triples, max_links + 1)  # one past the bound: is there more?
+        if len(result.links) > max_links:
             log.info("%s: the first %d links are followed, no more (max_links_per_page)",
                      hide_passwords(result.url), max_links)
             result.links_cut = max_links
+            del result.links[max_links:]
     except RDFLimit as exc:
         result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
     except RDFError as exc:

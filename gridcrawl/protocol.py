@@ -333,8 +333,8 @@ class PageResult(Wire):
     meta tag or ``X-Robots-Tag`` for our user agent. A sitemap thread returns ``sitemap_pages``
     (``[url, lastmod]``, lastmod an ISO 8601 UTC time or ``""``) and ``sitemaps`` (child sitemaps
     of an index); a seed thread asked for sitemaps returns the host's sitemaps in ``sitemaps``.
-    ``links_cut`` is the executor's ``max_links_per_page`` when the page had that many links or
-    more (only the first were read: ``links`` holds those its rules follow), else 0.
+    ``links_cut`` is the executor's ``max_links_per_page`` when the page had more links than
+    that (only the first were read: ``links`` holds those its rules follow), else 0.
 
     Items (:mod:`gridcrawl.items`), when the thread's instruction carried item specs: ``items``
     holds ``{"type", "position", "fields"}`` maps, ``item_misses`` ``[type, position, field]``
@@ -367,7 +367,7 @@ class PageResult(Wire):
     canonical: str | None = None  # canonical URL named by <link rel=canonical> or a Link header
     noindex: bool = False  # robots meta tag or X-Robots-Tag says noindex for our user agent
     nofollow: bool = False  # ... says nofollow: ``links`` is empty
-    links_cut: int = 0  # the page had this many links or more (its executor's max_links_per_page): the first are read
+    links_cut: int = 0  # the page had more links than this (its executor's max_links_per_page): the first are read
     sitemap_pages: list = field(default_factory=list)  # a sitemap's pages: [canonical_url, lastmod ISO or ""]
     sitemaps: list[str] = field(default_factory=list)  # sitemap URLs to read next (robots.txt Sitemap lines, an index)
     render_seconds: Seconds | None = None  # seconds the page was open in the browser; None: not rendered

@@ -495,21 +495,25 @@ def test_a_page_whose_links_were_cut_is_named_in_the_summary(tmp_path, site_serv
     """A page of 100,000 links: the executor follows the first max_links_per_page (10,000) and
     said so only in its own log, at INFO; the crawl's summary showed 10 % of the site and no
     word why. It names such pages now (here with the setting at 50, from the environment as
-    every program reads it)."""
+    every program reads it). A page of exactly 50 links is not cut: all of its links are followed,
+    and it is not named (the executor reads one link past its bound to tell them apart)."""
     import os
     import subprocess
     import sys
     site = generate_site(1, links_per_page=0, seed=6)
     site.pages["/"] = b"<html><body>" + b"".join(b'<a href="/p/%d.html">p</a>' % i for i in range(60)) + b"</body></html>"
-    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>%s</body></html>" % h.path.encode())
+    exact = b"".join(b'<a href="/q/%d.html">q</a>' % i for i in range(50))  # /p/0.html: exactly 50 links
+    site.extra["/p/*"] = lambda h: h.respond(200, b"<html><title>p</title><body>%s%s</body></html>"
+                                             % (h.path.encode(), exact if h.path == "/p/0.html" else b""))
+    site.extra["/q/*"] = lambda h: h.respond(200, b"<html><title>q</title><body>%s</body></html>" % h.path.encode())
     server = site_server(site)
     done = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
                            "--no-sitemaps", "--workdir", str(tmp_path), "--no-progress"], capture_output=True,
                           text=True, timeout=CRAWL_BOUND, env={**os.environ, "GRIDCRAWL_MAX_LINKS_PER_PAGE": "50"})
     assert done.returncode == 0, done.stderr[-3000:]
-    assert Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM visited_url") == [(1 + 50,)]
+    assert Grid(tmp_path).query("crawl", "SELECT COUNT(*) FROM visited_url") == [(1 + 50 + 50,)]
     summary = " ".join(done.stderr.split())
-    assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary
+    assert "links cut │ 1 page with more than 50 links: the first 50 of each" in summary, summary
     row = summary.split("links cut")[1].split("crawl seconds")[0]
     assert "(its executor's max_links_per_page)" in row and server.url("/") in row, row
 
@@ -534,7 +538,7 @@ def test_links_cut_are_told_by_the_executor_that_cut_them(tmp_path, site_server)
         grid.stop()
     assert grid.query("crawl", "SELECT COUNT(*) FROM visited_url") == [(1 + 50,)]
     summary = " ".join(grid.log("client.log").split())
-    assert "links cut │ 1 page with 50 links or more: the first 50 of each" in summary, summary[-3000:]
+    assert "links cut │ 1 page with more than 50 links: the first 50 of each" in summary, summary[-3000:]
 
 
 def test_a_hosts_long_crawl_delay_is_told_at_once_and_in_the_summary(tmp_path, site_server):
