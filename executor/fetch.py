@@ -652,12 +652,12 @@ MAX_CODINGS = 5
 
 def _decoded_chunks(resp: requests.Response) -> Iterator[bytes]:
     """Yield the body decoded per its Content-Encoding, in bounded pieces. Raises
-    :class:`_Failure` (``connection``, as for any body that does not decode) when the header
-    lists more than :data:`MAX_CODINGS` codings."""
+    :class:`_Failure` (``bad_response``, as for any body that does not decode) when the header
+    lists more than :data:`MAX_CODINGS` codings, or one this executor cannot decode."""
     codings = _codings(resp.headers.get("Content-Encoding"))
     if len(codings) > MAX_CODINGS:
-        raise _Failure(ErrorKind.CONNECTION, f"the response lists {len(codings)} content codings "
-                                             f"(at most {MAX_CODINGS} are decoded)")
+        raise _Failure(ErrorKind.BAD_RESPONSE, f"the response lists {len(codings)} content codings "
+                                               f"(at most {MAX_CODINGS} are decoded)")
     if all(c in ("gzip", "x-gzip", "deflate") for c in codings):
         stream: Iterable[bytes] = _raw_chunks(resp)
         for coding in reversed(codings):  # codings are listed in the order they were applied
@@ -669,8 +669,8 @@ def _decoded_chunks(resp: requests.Response) -> Iterator[bytes]:
         # One it cannot decode came through as it was sent and was kept as the page's body.
         unknown = [c for c in codings if c not in urllib3.response.HTTPResponse.CONTENT_DECODERS]
         if unknown:
-            raise _Failure(ErrorKind.CONNECTION, f"the body is in content coding {unknown[0][:40]!r}, which "
-                                                 f"this executor cannot decode (it asks for {_ACCEPT_ENCODING})")
+            raise _Failure(ErrorKind.BAD_RESPONSE, f"the body is in content coding {unknown[0][:40]!r}, which "
+                                                   f"this executor cannot decode (it asks for {_ACCEPT_ENCODING})")
         yield from resp.raw.stream(_CHUNK, decode_content=True)
 
 
@@ -722,6 +722,10 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         current = inner or current.__cause__ or current.__context__
 
 
+#: OpenSSL's reasons for a handshake answered in plain HTTP (an ``https://`` URL of an ``http://`` site).
+_PLAIN_HTTP_REASONS = ("WRONG_VERSION_NUMBER", "HTTP_REQUEST")
+
+
 def failure_reason(exc: BaseException) -> str:
     """A failed fetch's exception (requests, urllib3, http.client, ssl or socket) said in a few
     words for a user, from the innermost error it wraps: e.g. ``"connection refused"``,
@@ -755,6 +759,8 @@ def failure_reason(exc: BaseException) -> str:
         if isinstance(error, http.client.BadStatusLine):
             line = str(getattr(error, "line", "") or error).strip()
             return f"not an HTTP response: it began {line[:60]!r}"
+        if isinstance(error, http.client.UnknownProtocol):  # "HTTP/2.0 200 OK" in answer to HTTP/1.1
+            return f"not an HTTP/1.x response: its status line names {str(error)[:60]!r}"
         if isinstance(error, ssl.SSLCertVerificationError):
             reason = f"TLS certificate not trusted: {error.verify_message or error.reason}"
             if error.verify_code in _CERT_DATE_CODES:  # judged by this machine's clock, which may be off
@@ -763,7 +769,7 @@ def failure_reason(exc: BaseException) -> str:
             return reason
         if isinstance(error, ssl.SSLError):
             hint = (" (the server answered in plain HTTP, not TLS: an https:// URL for an http:// site?)"
-                    if error.reason in ("WRONG_VERSION_NUMBER", "HTTP_REQUEST") else "")
+                    if error.reason in _PLAIN_HTTP_REASONS else "")
             return f"TLS error: {error.reason or error}{hint}"
         if isinstance(error, OSError) and error.errno is not None and error.strerror and not isinstance(
                 error, (socket.gaierror, TimeoutError)):
@@ -773,6 +779,31 @@ def failure_reason(exc: BaseException) -> str:
         return "the response ended early (its chunked body stopped)"
     text = _POOL_PREFIX_RE.sub("", str(innermost)) or type(innermost).__name__
     return f"{type(innermost).__name__}: {text}"
+
+
+def unusable_response(exc: BaseException) -> bool:
+    """Whether a failed fetch's exception (as :func:`failure_reason` takes it) says the server
+    answered, but not with a usable HTTP response: bytes that are no status line (an SSH or SMTP
+    banner, a TLS alert to a plain ``http://`` request), an HTTP version other than 1.x, a header
+    line over 65,536 bytes or more than :data:`MAX_HEADER_FIELDS` fields, a body that does not
+    decode as its ``Content-Encoding`` says, or a plain-HTTP answer to an ``https://`` URL. A
+    retry gets the same answer: such a page fails as ``bad_response``, which the manager does not
+    retry. False for what a retry may mend: a refused or reset connection, a server that closed
+    without a word, a body cut short, a timeout, DNS, a certificate."""
+    import http.client
+    import ssl
+
+    for error in reversed(list(_causes(exc))):  # innermost first, as failure_reason
+        if isinstance(error, ConnectionError):  # reset, refused; RemoteDisconnected (closed without
+            return False  # a word) too, which is also a BadStatusLine
+        if isinstance(error, (_DecodeError, urllib3.exceptions.DecodeError, http.client.BadStatusLine,
+                              http.client.LineTooLong, http.client.UnknownProtocol)):
+            return True
+        if type(error) is http.client.HTTPException and str(error).startswith("got more than"):  # headers
+            return True
+        if isinstance(error, ssl.SSLError):
+            return error.reason in _PLAIN_HTTP_REASONS
+    return False
 
 
 def _host(url: str) -> str:
@@ -1191,7 +1222,9 @@ class Fetcher:
             raise self._classify(exc, watch) from exc
 
     def _classify(self, exc: BaseException, watch: _Watch) -> _Failure:
-        """Map a requests/urllib3/socket exception to a failure."""
+        """Map a requests/urllib3/socket exception to a failure: ``timeout``, ``invalid_url``,
+        ``bad_response`` (the server answered, unusably: :func:`unusable_response`),
+        ``connection`` (a network or server failure a retry may mend) or ``crash``."""
         if watch.fired:
             return self._timeout_failure()
         if isinstance(exc, _Failure):  # the connected address was refused (peer_check)
@@ -1245,7 +1278,9 @@ class Fetcher:
                 OSError,
             ),
         ):
-            return _Failure(ErrorKind.CONNECTION, message)
+            # a proxy's own bad answer stays a connection error: another executor's proxy may do
+            unusable = unusable_response(exc) and not isinstance(exc, requests.exceptions.ProxyError)
+            return _Failure(ErrorKind.BAD_RESPONSE if unusable else ErrorKind.CONNECTION, message)
         return _Failure(ErrorKind.CRASH, message)
 
     def _login_hint(self, url: str, challenge: str | None) -> str:

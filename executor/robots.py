@@ -18,6 +18,10 @@ too many redirects, a redirect loop, an       allow everything (RFC 9309 §2.3.1
 invalid or refused redirect target            MAY be assumed unavailable)
 429, 5xx, timeout, connection failure         disallow everything for ``retry_after`` seconds,
 ("unreachable")                               then fetch again (RFC 9309 §2.3.1.4)
+an answer that is no usable HTTP              disallow everything for ``retry_after`` seconds:
+(``bad_response``: an SSH banner, headers     the page fails as ``bad_response`` too, unfetched
+past the limits, a body that does not         and not retried (a retry gets the same answer)
+decode)
 ===========================================  ==================================================
 
 429 counts as unreachable, not unavailable: a server that asks us to slow down must not be
@@ -125,6 +129,11 @@ class RobotsDecision:
         unreachable: True when refused only because robots.txt could not be fetched (429, 5xx,
             no answer): the refusal lifts after ``retry_after`` seconds.
         retry_after: seconds until robots.txt is fetched again (only when ``unreachable``).
+        no_connection: True when robots.txt found no connection at all: the page fails as
+            ``connection`` (retried).
+        bad_response: True when robots.txt was answered, but not in usable HTTP (not an HTTP
+            response, headers past the limits, a body that does not decode): the page fails as
+            ``bad_response`` (not retried; ``reason`` says what robots.txt got).
         fetched: True when this decision fetched robots.txt (a request to the host was made),
             False when it came from the cache.
     """
@@ -135,15 +144,19 @@ class RobotsDecision:
     unreachable: bool = False
     retry_after: float | None = None
     no_connection: bool = False  # the origin refused the connection: the page cannot be fetched either
+    bad_response: bool = False  # robots.txt was answered, not in usable HTTP: nor would the page be
     fetched: bool = False
 
     def refusal(self) -> HopRefusal | None:
         """This decision as a Fetcher hop-check answer: ``None`` if allowed, else a
-        :class:`HopRefusal` of kind ROBOTS or ROBOTS_UNREACHABLE."""
+        :class:`HopRefusal` of kind ROBOTS or ROBOTS_UNREACHABLE (CONNECTION when robots.txt
+        found no connection, BAD_RESPONSE when its answer was no usable HTTP)."""
         if self.allowed:
             return None
         if self.no_connection:  # a dead server: the page fails as a connection error (retried soon)
             return HopRefusal(ErrorKind.CONNECTION, self.reason or "connection refused", None)
+        if self.bad_response:  # a server of another protocol: the page fails so, not retried
+            return HopRefusal(ErrorKind.BAD_RESPONSE, self.reason or "robots.txt: not a usable HTTP response", None)
         kind = ErrorKind.ROBOTS_UNREACHABLE if self.unreachable else ErrorKind.ROBOTS
         return HopRefusal(kind, self.reason or "disallowed by robots.txt", self.retry_after)
 
@@ -162,6 +175,7 @@ class _Rules:
     unreachable: bool = False
     note: str = ""  # what happened to the fetch, for messages
     no_connection: bool = False  # the fetch could not connect at all
+    bad_response: bool = False  # the fetch failed as bad_response: the origin's answer is no usable HTTP
     lines: int = 0  # lines of robots.txt parsed (the cache's weight of these rules)
 
 
@@ -234,6 +248,9 @@ class RobotsCache:
             if rules.no_connection:
                 return RobotsDecision(False, None, f"cannot connect to {origin}: {rules.note}",
                                       unreachable=True, no_connection=True, fetched=fetched)
+            if rules.bad_response:
+                return RobotsDecision(False, None, f"robots.txt of {origin}: {rules.note}", bad_response=True,
+                                      fetched=fetched)
             wait = max(0.0, rules.expires - self.clock())
             return RobotsDecision(False, None, f"robots.txt unreachable, so disallowed for now: {rules.note}",
                                   unreachable=True, retry_after=wait, fetched=fetched)
@@ -328,6 +345,13 @@ class RobotsCache:
             # connection error with the ordinary retries; robots.txt is asked again on the next try.
             return _Rules(None, False, None, self.clock() + min(self.retry_after, CONNECTION_RECHECK),
                           unreachable=True, note=result.error or kind.value, no_connection=True)
+        if kind == ErrorKind.BAD_RESPONSE:
+            # An answer no retry mends (an SSH banner on the port, headers past the limits, a body
+            # that does not decode): the page fails the same way, not retried (as "unavailable" it
+            # was read as no rules for a day, the page fetched to fail again); asked again after
+            # robots_retry.
+            return _Rules(None, False, None, self.clock() + self.retry_after, note=result.error or kind.value,
+                          bad_response=True)
         if status == 429 or (status is not None and status >= 500) or kind in (
                 ErrorKind.TIMEOUT, ErrorKind.CONNECTION, ErrorKind.CRASH):
             note = f"HTTP {status}" if kind in (None, ErrorKind.HTTP_STATUS) and status else (

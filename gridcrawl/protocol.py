@@ -104,7 +104,8 @@ class ErrorKind(str, enum.Enum):
     TOO_LARGE = "too_large"  #: body (after decompression) exceeded max_body_bytes
     REDIRECT_LOOP = "redirect_loop"  #: a URL came back in the redirect chain
     TOO_MANY_REDIRECTS = "too_many_redirects"  #: more than max_redirects hops
-    CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, truncated/undecodable body
+    CONNECTION = "connection"  #: refused, reset, DNS failure, TLS failure, a body cut short (retried)
+    BAD_RESPONSE = "bad_response"  #: the server answered, not in usable HTTP: another protocol, headers past the limits, an undecodable body (not retried)
     HTTP_STATUS = "http_status"  #: final status >= 400
     INVALID_URL = "invalid_url"  #: not an http(s) URL with a host, or unparseable
     BLOCKED = "blocked"  #: the hop check refused a hop (e.g. a private address)

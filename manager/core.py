@@ -99,6 +99,7 @@ CONTROL_ACTIONS = ("pause", "resume", "cancel")
 #: (decoding a page in full costs about 13 µs, a tenth of the manager's CPU per grid thread).
 CHECKED_IN_FULL = 100
 #: Error kinds retried on another attempt (with back-off): the network, robots.txt or the browser failed.
+#: Not ``bad_response``: a server that answered, not in usable HTTP, answers the same again.
 _RETRIED = frozenset({p.ErrorKind.CONNECTION, p.ErrorKind.ROBOTS_UNREACHABLE, p.ErrorKind.RENDER})
 
 
@@ -1082,7 +1083,7 @@ class ManagerCore:
     def _retryable(page: p.PageResult) -> bool:
         """Connection errors, 5xx, 429, a robots.txt that could not be read and a browser that
         failed (``render``: died mid-page, or no browser on that executor) are retried (4xx are
-        not: the page is what it is)."""
+        not: the page is what it is; nor is ``bad_response``, an answer that is no usable HTTP)."""
         if page.error_kind in _RETRIED:
             return True
         return (page.error_kind == p.ErrorKind.HTTP_STATUS and page.status is not None

@@ -870,6 +870,23 @@ def test_5xx_and_connection_errors_are_retried_with_backoff_but_404_is_not():
     assert done.message.page.status == 503 and done.message.attempts == 3 and not done.message.failed
 
 
+def test_an_answer_that_is_no_usable_http_is_not_retried_a_connection_error_is():
+    """``bad_response`` (an SSH banner on the port, headers past the limits, a body that does not
+    decode) gets the same answer at every attempt: the thread ends at its first, where as
+    ``connection`` it was tried ``retry_times`` times more. A reset is still retried."""
+    from gridcrawl.manager.core import retry_wait
+    s = S.replace(retry_times=2, retry_backoff=1.0)
+    unusable = p.PageResult(url="x", error_kind="bad_response", error="not an HTTP response: it began 'SSH-2.0-'")
+    reset = p.PageResult(url="x", error_kind="connection", error="connection reset by the server")
+    assert retry_wait(unusable, 0, s) is None
+    assert [retry_wait(reset, n, s) for n in range(3)] == [1.0, 2.0, None]
+    core = make_core(s)
+    register(core, b"e", 4)
+    ((_, job),) = assigned(submit(core, open_app(core), [1]))
+    (done,) = sends(core.handle(b"e", p.Result(job.attempt_id, unusable), 1.0), p.ThreadDone)
+    assert done.message.attempts == 1 and done.message.page.error_kind == "bad_response"
+
+
 def test_a_retried_attempt_whose_start_rode_with_its_result_is_recorded_with_that_start(tmp_path):
     """An attempt that ends in a retry (a 503) and sent no ``started`` (its start came as the
     result's ``ran``) keeps its start in the ``attempt`` table: before, its ``time_started`` stayed

@@ -489,10 +489,11 @@ def test_connection_refused(server):
     # (http.client's RemoteDisconnected is a ConnectionResetError: it read "connection reset by the
     # server", which it was not, and the README's "closed the connection without a response" never came)
     ("/hang-up", ErrorKind.CONNECTION, ("the server closed the connection without a response",)),
-    ("/not-http", ErrorKind.CONNECTION, ("not an HTTP response: it began 'HELLO THERE'",)),
+    # (these three were ``connection`` too, retried twice for the same answer)
+    ("/not-http", ErrorKind.BAD_RESPONSE, ("not an HTTP response: it began 'HELLO THERE'",)),
     # (they read "HTTPException: got more than 100 headers", "LineTooLong: got more than 65536 ...")
-    ("/many-headers", ErrorKind.CONNECTION, ("the response has more than 256 header fields (the most read)",)),
-    ("/long-header", ErrorKind.CONNECTION, ("the response's header line is longer than 65,536 bytes (the most read)",)),
+    ("/many-headers", ErrorKind.BAD_RESPONSE, ("the response has more than 256 header fields (the most read)",)),
+    ("/long-header", ErrorKind.BAD_RESPONSE, ("the response's header line is longer than 65,536 bytes (the most read)",)),
     ("/short-body", ErrorKind.CONNECTION, ("the response ended early (9 bytes read, 991 more expected)",)),
     ("/silent", ErrorKind.TIMEOUT, ("no data from the server for 1 s",)),
 ])
@@ -677,7 +678,7 @@ def test_an_https_url_of_a_plain_http_server_says_so(server):
     HTTP_REQUEST) alone did not say what was wrong."""
     base, _ = server
     r = _fetcher().fetch(base.replace("http://", "https://") + "/")
-    assert r.error_kind is ErrorKind.CONNECTION
+    assert r.error_kind is ErrorKind.BAD_RESPONSE  # (connection, retried twice for the same answer)
     assert r.error.startswith("TLS error: ") and r.error.endswith(
         "(the server answered in plain HTTP, not TLS: an https:// URL for an http:// site?)"), r.error
 
@@ -848,7 +849,7 @@ def test_a_response_listing_too_many_content_codings_fails_saying_so(site_server
     server = site_server(Site(extra={"/many": many, "/two": two}))
     fetcher = _fetcher()
     failed = fetcher.fetch(server.url("/many"))
-    assert (failed.error_kind, failed.error) == (ErrorKind.CONNECTION,
+    assert (failed.error_kind, failed.error) == (ErrorKind.BAD_RESPONSE,
                                                  "the response lists 2000 content codings (at most 5 are decoded)")
     assert fetcher.fetch(server.url("/two")).body == b"<p>twice</p>"
 
@@ -856,8 +857,8 @@ def test_a_response_listing_too_many_content_codings_fails_saying_so(site_server
 def test_a_body_in_a_content_coding_the_executor_cannot_decode_fails_saying_which(site_server):
     """A server that compresses with a coding we did not ask for and cannot decode (``zstd``
     without the zstandard module, ``compress``) had its page kept with the compressed bytes as
-    its body: a 200 with no title, no links and no error. It fails as ``connection`` now, naming
-    the coding; a coding urllib3 decodes, and ``identity``, still come through."""
+    its body: a 200 with no title, no links and no error. It fails as ``bad_response`` now (not
+    retried), naming the coding; a coding urllib3 decodes, and ``identity``, still come through."""
     import random
     from sites import Site
     import urllib3.response
@@ -875,14 +876,15 @@ def test_a_body_in_a_content_coding_the_executor_cannot_decode_fails_saying_whic
         failed = fetcher.fetch(server.url(path))
         unknown = coding.split(", ")[-1]
         assert (failed.error_kind, failed.error, failed.body) == (
-            ErrorKind.CONNECTION, f"the body is in content coding '{unknown}', which this executor cannot decode "
+            ErrorKind.BAD_RESPONSE, f"the body is in content coding '{unknown}', which this executor cannot decode "
                                   "(it asks for gzip, deflate)", None), path
     assert fetcher.fetch(server.url("/identity")).body == page
 
 
 def test_a_body_that_is_not_its_content_encoding_fails_in_plain_words(site_server):
     """A page sent as ``Content-Encoding: gzip`` that is plain text failed as ``connection`` with
-    zlib's own words, "error: Error -3 while decompressing data: incorrect header check"."""
+    zlib's own words, "error: Error -3 while decompressing data: incorrect header check", and was
+    retried twice; it fails once as ``bad_response`` in plain words."""
     from sites import Site
 
     def lie(handler):
@@ -890,7 +892,7 @@ def test_a_body_that_is_not_its_content_encoding_fails_in_plain_words(site_serve
 
     result = _fetcher().fetch(site_server(Site(extra={"/lie": lie})).url("/lie"))
     assert (result.error_kind, result.error) == (
-        ErrorKind.CONNECTION, "the body does not decode as its Content-Encoding says: not valid gzip data "
+        ErrorKind.BAD_RESPONSE, "the body does not decode as its Content-Encoding says: not valid gzip data "
                               "(incorrect header check)")
 
 
@@ -958,3 +960,73 @@ def test_cookie_and_authorization_go_to_the_urls_own_hop_only_not_to_a_redirects
         fetcher.close()
     assert got.ok and got.body == b"{}"
     assert seen == [("/go", "session=s1", "Bearer t", "application/json"), ("/there", None, None, "application/json")]
+
+
+# ---------------------------------------------------------------------------------------------
+# An answer no retry mends (bad_response) and a failure a retry may mend (connection).
+# ---------------------------------------------------------------------------------------------
+
+
+class _RawServer:
+    """A TCP server on 127.0.0.1 that is no HTTP server: to each connection it sends ``first``
+    (before reading, as an SSH server speaks first), reads the request, sends ``reply``, and
+    closes, with an RST when ``reset``. ``connections`` counts what it accepted."""
+
+    def __init__(self, first: bytes = b"", reply: bytes = b"", reset: bool = False) -> None:
+        self.first, self.reply, self.reset = first, reply, reset
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import struct
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.sendall(self.first)
+                    conn.recv(65536)
+                    conn.sendall(self.reply)
+                    if self.reset:
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    else:
+                        conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize("server_kwargs, kind, error", [
+    # a port of another protocol: SSH says who it is first; a TLS server may answer a plain
+    # request with an alert record; an HTTP/2-only server's status line
+    ({"first": b"SSH-2.0-OpenSSH_9.6\r\n"}, ErrorKind.BAD_RESPONSE, "not an HTTP response: it began 'SSH-2.0-OpenSSH_9.6'"),
+    ({"reply": b"\x15\x03\x03\x00\x02\x02\x28"}, ErrorKind.BAD_RESPONSE,
+     "not an HTTP response: it began '\\x15\\x03\\x03\\x00\\x02\\x02('"),
+    ({"reply": b"HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n"}, ErrorKind.BAD_RESPONSE,
+     "not an HTTP/1.x response: its status line names 'HTTP/2.0'"),
+    # transient: a reset, a server that closes without a word, a body cut short
+    ({"reset": True}, ErrorKind.CONNECTION, "connection reset by the server"),
+    ({}, ErrorKind.CONNECTION, "the server closed the connection without a response"),
+    ({"reply": b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100\r\n\r\n<html>"},
+     ErrorKind.CONNECTION, "the response ended early (6 bytes read, 94 more expected)"),
+])
+def test_an_answer_no_retry_mends_is_a_bad_response_a_broken_connection_is_not(server_kwargs, kind, error):
+    """A server that answers, but not in HTTP/1.x, failed as ``connection``, which the manager
+    retries twice (``retry_times``) for the same answer: it is ``bad_response`` now, which it
+    does not retry (as headers past the limits and a body that does not decode, above). What a
+    retry may mend stays ``connection``: a reset, a close without a word, a body cut short."""
+    raw = _RawServer(**server_kwargs)
+    try:
+        r = _fetcher().fetch(raw.url)
+    finally:
+        raw.close()
+    assert (r.error_kind, r.error) == (kind, error)
+    assert raw.connections == 1  # the fetcher's own stale-connection retry did not send it again

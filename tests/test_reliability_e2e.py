@@ -283,3 +283,88 @@ def test_a_client_keeps_no_more_threads_at_the_manager_than_the_manager_takes(tm
     assert set(stored(grid)) == {canonical_url(server.url(path)) for path in reachable(site)}
     assert "max_in_flight 256 lowered to that" in grid.log("client.log")
     assert "max_threads_per_application is 20" not in grid.log("manager.log")  # no submit refused
+
+
+class NotHttp:
+    """A TCP server on 127.0.0.1 that is no HTTP server, counting the connections it accepts
+    (``connections``). With ``banner`` it speaks first, as an SSH server does, reads what it is
+    sent and closes: a server of another protocol on the port. Without it, it reads the request
+    and resets the connection (RST), as a crashing or overloaded server may: a transient failure.
+    ``close()`` stops it."""
+
+    def __init__(self, banner: bytes | None = None) -> None:
+        import socket
+        self.banner = banner
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import socket
+        import struct
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(5)
+                try:
+                    if self.banner is not None:
+                        conn.sendall(self.banner)
+                    conn.recv(65536)  # the request (an SSH server answers it "Invalid SSH identification string")
+                    if self.banner is None:
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+                    else:
+                        conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def url(self, path: str = "/") -> str:
+        """The URL of ``path`` on this server."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def close(self) -> None:
+        """Stop listening."""
+        self.listener.close()
+
+
+def test_a_server_of_another_protocol_fails_once_a_reset_is_retried(tmp_path):
+    """Real programs: a seed on a port that speaks SSH ("SSH-2.0-OpenSSH_9.6" first, then
+    closes) and one on a server that resets every connection. The SSH port failed as
+    ``connection`` and was tried 3 times (retry_times 2), its retry waits too, though a retry
+    cannot make it speak HTTP; it fails once as ``bad_response`` now, naming what it answered,
+    and ``--retry-failed bad_response`` fetches it again in a later run. The reset is transient
+    and is still retried: 3 attempts, ``connection``."""
+    ssh, reset = NotHttp(b"SSH-2.0-OpenSSH_9.6\r\n"), NotHttp()
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager(env={"GRIDCRAWL_RETRY_BACKOFF": "0.25"})
+        grid.start_executor("ex1", "--threads", "2", "--robots-retry", "0.25")  # robots.txt's answer kept 0.25 s
+        client = grid.start_client(ssh.url("/"), reset.url("/"), "--no-sitemaps")
+        assert client.wait(timeout=120) == 1, grid.log("client.log")[-3000:]  # every page failed
+        first = (ssh.connections, reset.connections)
+        summary = grid.log("client.log")
+        again = grid.start_client(ssh.url("/"), reset.url("/"), "--no-sitemaps", "--retry-failed", "bad_response")
+        assert again.wait(timeout=120) == 1, grid.log("client.log")[-3000:]
+    finally:
+        grid.stop()
+        ssh.close()
+        reset.close()
+    threads = grid.query("manager", "SELECT url, error_kind, attempts FROM thread ORDER BY internal_thread_id")
+    visited = dict((url, (kind, error)) for url, kind, error in grid.query(
+        "crawl", "SELECT url, error_kind, error FROM visited_url"))
+    print(f"\n[not HTTP] threads {threads}, connections: SSH port {ssh.connections}, reset {reset.connections}")
+    ssh_url, reset_url = canonical_url(ssh.url("/")), canonical_url(reset.url("/"))
+    # one attempt a run; one connection each (robots.txt's: the page fails with it, unfetched)
+    assert [row for row in threads if row[0] == ssh_url] == [(ssh_url, "bad_response", 1)] * 2, threads
+    assert (first[0], ssh.connections) == (1, 2)
+    kind, error = visited[ssh_url]
+    assert kind == "bad_response" and "not an HTTP response: it began 'SSH-2.0-OpenSSH_9.6'" in error, error
+    assert [row for row in threads if row[0] == reset_url] == [(reset_url, "connection", 3)], threads  # not again
+    assert visited[reset_url] == ("connection", "cannot connect to http://127.0.0.1:%d: connection reset by the "
+                                                "server" % reset.port), visited[reset_url]
+    assert reset.connections == first[1]
+    assert "bad_response │     1 │" in summary and "--retry-failed bad_response,connection" in summary, summary

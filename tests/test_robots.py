@@ -465,3 +465,24 @@ def test_a_server_that_refuses_connections_fails_the_page_as_a_connection_error(
     assert refusal.kind == ErrorKind.CONNECTION and refusal.retry_after is None
     page = visit(cache.fetcher, f"http://127.0.0.1:{port}/page.html", robots=cache)
     assert page.error_kind == "connection"
+
+
+def test_a_robots_txt_that_is_no_usable_http_fails_the_page_as_bad_response_unfetched(site_server):
+    """A robots.txt whose body is not the gzip its Content-Encoding says made its origin
+    "unreachable": every page failed as ``robots_unreachable`` and was retried twice for the same
+    answer. It is an answer no retry mends: the page fails as ``bad_response`` (not retried),
+    unfetched, naming robots.txt's answer (an SSH port's banner does the same:
+    tests/test_reliability_e2e.py)."""
+    site = robots_site()
+    site.extra["/robots.txt"] = lambda h: h.respond(200, b"User-agent: *\nAllow: /\n",
+                                                    headers={"Content-Encoding": "gzip"})
+    server = site_server(site)
+    cache = make_cache()
+    decision = cache.decide(server.url("/page.html"))
+    assert not decision.allowed and decision.bad_response and not decision.unreachable
+    assert decision.refusal().kind == ErrorKind.BAD_RESPONSE
+    page = visit(cache.fetcher, server.url("/page.html"), robots=cache)
+    assert (page.error_kind, page.error) == ("bad_response", f"robots.txt of {origin_of(server.url('/'))}: the body "
+                                             "does not decode as its Content-Encoding says: not valid gzip data "
+                                             "(incorrect header check)")
+    assert server.count("/page.html") == 0 and server.count("/robots.txt") == 1
