@@ -1219,12 +1219,15 @@ class Fetcher:
             return session.get(url, stream=True, allow_redirects=False, timeout=timeout, headers=headers,
                                proxies=proxies, auth=auth)
         except Exception as exc:
-            raise self._classify(exc, watch) from exc
+            raise self._classify(exc, watch, proxied=proxies is not None) from exc
 
-    def _classify(self, exc: BaseException, watch: _Watch) -> _Failure:
+    def _classify(self, exc: BaseException, watch: _Watch, proxied: bool = False) -> _Failure:
         """Map a requests/urllib3/socket exception to a failure: ``timeout``, ``invalid_url``,
         ``bad_response`` (the server answered, unusably: :func:`unusable_response`),
-        ``connection`` (a network or server failure a retry may mend) or ``crash``."""
+        ``connection`` (a network or server failure a retry may mend) or ``crash``. ``proxied``:
+        the request went through ``--proxy``, so an unusable status line or header may be the
+        proxy's, this executor's setting, which another executor may not share: ``connection``,
+        its message naming the proxy."""
         if watch.fired:
             return self._timeout_failure()
         if isinstance(exc, _Failure):  # the connected address was refused (peer_check)
@@ -1278,9 +1281,12 @@ class Fetcher:
                 OSError,
             ),
         ):
-            # a proxy's own bad answer stays a connection error: another executor's proxy may do
-            unusable = unusable_response(exc) and not isinstance(exc, requests.exceptions.ProxyError)
-            return _Failure(ErrorKind.BAD_RESPONSE if unusable else ErrorKind.CONNECTION, message)
+            if unusable_response(exc):
+                if not proxied:
+                    return _Failure(ErrorKind.BAD_RESPONSE, message)
+                if not isinstance(exc, requests.exceptions.ProxyError):  # (whose message names it)
+                    message = f"through the proxy {self.proxy.shown}: {message}"
+            return _Failure(ErrorKind.CONNECTION, message)
         return _Failure(ErrorKind.CRASH, message)
 
     def _login_hint(self, url: str, challenge: str | None) -> str:

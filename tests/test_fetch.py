@@ -1030,3 +1030,20 @@ def test_an_answer_no_retry_mends_is_a_bad_response_a_broken_connection_is_not(s
         raw.close()
     assert (r.error_kind, r.error) == (kind, error)
     assert raw.connections == 1  # the fetcher's own stale-connection retry did not send it again
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])  # a request to the proxy; a CONNECT tunnel
+def test_a_proxy_that_is_no_http_proxy_is_a_connection_error_retried_elsewhere(scheme):
+    """The executor's ``--proxy`` pointing at a port of another protocol is this executor's
+    fault, not the page's: the page stays ``connection`` (retried, perhaps on an executor with
+    a working proxy), its error naming the proxy, not ``bad_response``, which would end it."""
+    from gridcrawl.executor.proxy import ProxyRoute
+    ssh = _RawServer(first=b"SSH-2.0-OpenSSH_9.6\r\n")
+    shown = ssh.url.rstrip("/")
+    try:
+        r = _fetcher(proxy=ProxyRoute.parse(shown)).fetch(f"{scheme}://site.example/")
+    finally:
+        ssh.close()
+    assert r.error_kind is ErrorKind.CONNECTION, (r.error_kind, r.error)
+    assert f"proxy {shown}" in r.error and "SSH-2.0-OpenSSH_9.6" in r.error, r.error
+    assert ssh.connections == 1
