@@ -255,7 +255,11 @@ class ExecutorAgent:
                                 heartbeat=lambda: p.Heartbeat(self.figures.sample(self.running)),
                                 on_connect=self._connected, logger=log)
         self.generation = 0
-        self.workers: list[threading.Thread] = []
+        self.workers: list[threading.Thread] = []  # every worker started (those stopped included)
+        #: worker threads running, less those told to stop: the manager's grant once welcomed
+        self.pool = 0
+        #: the worker threads the manager grants (its welcome), None until welcomed
+        self.granted: int | None = None
         #: why :meth:`run` returned on its own (one line: the browser of ``--render`` is lost), else None
         self.failure: str | None = None
 
@@ -352,10 +356,6 @@ class ExecutorAgent:
         Raises :class:`~gridcrawl.errors.ManagerUnreachable` or :class:`~gridcrawl.errors.Refused`
         when the link gives up before the first registration (:mod:`gridcrawl.link`)."""
         s = self.settings
-        for i in range(s.threads):
-            t = threading.Thread(target=self._worker, name=f"worker-{i}", daemon=True)
-            t.start()
-            self.workers.append(t)
         last_idle_check = 0.0
         polled: zmq.Socket | None = None
         poller = zmq.Poller()
@@ -399,6 +399,7 @@ class ExecutorAgent:
         if isinstance(message, p.Welcome):
             self.executor_id = message.executor_id
             log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
+            self._grant(message.threads)
             if not self.accepting:  # (the registration said so: the manager assigns it nothing)
                 log.info("not taking grid threads yet (%s)", self.idle.reason)
         elif isinstance(message, p.Assign):
@@ -411,6 +412,38 @@ class ExecutorAgent:
                 self.link.send(p.Availability(False, [job.attempt_id for job in message.jobs]))
         elif isinstance(message, p.Cancel):
             self.cancelled.add(message.attempt_id)
+
+    def _grant(self, threads: int | None) -> None:
+        """Run the worker threads the manager's welcome grants: ``threads`` (None: all of
+        ``settings.threads``; never more than those). A grant below ``settings.threads`` (the
+        manager's ``max_threads_per_executor``) logs one WARNING naming both counts, and again
+        only when a later welcome (a reconnection, another manager) grants another count.
+
+        More workers than granted would run the jobs the manager sends beyond them (its
+        ``prefetch``, meant to wait here so that no worker waits on the manager) at once, past
+        what the manager believes runs."""
+        asked = self.settings.threads
+        granted = asked if threads is None else max(1, min(asked, threads))
+        if granted < asked and granted != self.granted:
+            log.warning("running %s, not the %d asked (threads, --threads): the manager grants at most %d per "
+                        "executor (its max_threads_per_executor; raise it there for more)",
+                        counted(granted, "worker thread"), asked, granted)
+        elif self.granted is not None and granted != self.granted:
+            log.info("the manager grants all %s asked: running %d", counted(asked, "worker thread"), asked)
+        self.granted = granted
+        self._size_pool(granted)
+
+    def _size_pool(self, size: int) -> None:
+        """Run ``size`` worker threads: start those missing, or tell the extra ones to stop (one
+        sentinel each on the local queue, behind the jobs queued: each ends after a page)."""
+        while self.pool < size:
+            t = threading.Thread(target=self._worker, name=f"worker-{len(self.workers)}", daemon=True)
+            t.start()
+            self.workers.append(t)
+            self.pool += 1
+        for _ in range(self.pool - size):
+            self.jobs.put(None)
+        self.pool = min(self.pool, size)
 
     def _instruction_of(self, job: p.Job) -> dict | None:
         """``job``'s whole instruction: its own keys read over its application's instruction,
@@ -559,7 +592,7 @@ class ExecutorAgent:
 
     def _shutdown(self) -> None:
         self._hand_back_queued()  # not started: the manager takes them back
-        for _ in self.workers:
+        for _ in range(self.pool):
             self.jobs.put(None)
         self.link.close(bye="executor stopping", linger=500)
         self.context.term()  # returns once the goodbye and the hand-back have left (≤ 0.5 s)

@@ -432,12 +432,17 @@ class Register(Message):
 
 
 class Welcome(Message):
-    """Manager → executor: registered as ``executor_id``; heartbeat every ``heartbeat_interval`` s."""
+    """Manager → executor: registered as ``executor_id``; heartbeat every ``heartbeat_interval`` s.
+
+    ``threads``: the worker threads the manager grants, the registration's ``threads`` up to its
+    ``max_threads_per_executor``: it sends no more grid threads than these and its prefetch, and
+    the executor runs that many workers (None: all those it asked for)."""
 
     TYPE: ClassVar[bytes] = b"welcome"
     executor_id: str
     heartbeat_interval: float
     heartbeat_liveness: int
+    threads: Annotated[int, Meta(ge=1)] | None = None
 
 
 class Heartbeat(Message):

@@ -745,8 +745,10 @@ class ManagerCore:
     def on_register(self, peer: bytes, m: p.Register, now: float) -> list[Action]:
         """An executor joins (or rejoins after a reconnect): welcome it and give it work.
 
-        Refused unless ``authenticate`` grants ``m.user`` the ExecuteThread permission. An
-        executor id is reclaimed only by the user who registered it.
+        It is granted its ``threads`` up to ``max_threads_per_executor`` (a larger claim logs a
+        WARNING here), and its welcome says how many: the executor runs that many, and its
+        records show them. Refused unless ``authenticate`` grants ``m.user`` the ExecuteThread
+        permission. An executor id is reclaimed only by the user who registered it.
         """
         actions: list[Action] = []
         old = self.peers.get(peer)
@@ -795,7 +797,7 @@ class ManagerCore:
         quarantines = ex.quarantines if ex is not None else 0
         executor_id = ex.executor_id if ex is not None else (claimed_id or self.new_id())
         workers = min(m.threads, self.settings.max_threads_per_executor)  # believe no more than the cap
-        if workers < m.threads:
+        if workers < m.threads:  # its welcome says so: the executor runs (and logs) no more than these
             log.warning("executor %s claims %d worker threads: believed %d (max_threads_per_executor)",
                         executor_id[:8], m.threads, workers)
         capacity = workers + self.settings.prefetch
@@ -821,13 +823,13 @@ class ManagerCore:
         self.executor_names[(m.name, m.host, m.user)] = executor_id
         self.peers[peer] = ("executor", executor_id)
         log.info("executor %s (%s) registered: %s@%s, %s%s", executor_id[:8], m.name, m.user, m.host,
-                 counted(m.threads, "thread"),
+                 counted(workers, "thread"),
                  f", capabilities {' '.join(sorted(ex.capabilities))}" if ex.capabilities else "")
-        actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, m.threads, m.cpu_max,
+        actions.append(ev.ExecutorRegistered(executor_id, m.name, m.host, m.user, m.dedicated, workers, m.cpu_max,
                                              m.num_cpus, m.mem_max, m.os, m.arch, tuple(sorted(ex.capabilities)), now,
                                              m.accepting))
         actions.append(Send(peer, p.Welcome(executor_id, self.settings.heartbeat_interval,
-                                            self.settings.heartbeat_liveness)))
+                                            self.settings.heartbeat_liveness, workers)))
         actions += self.dispatch(now)
         return actions
 

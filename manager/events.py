@@ -27,7 +27,8 @@ class _Event(msgspec.Struct, frozen=True, array_like=True, tag=True, gc=False):
 
 class ExecutorRegistered(_Event):
     """An executor registered (or registered again): its whole row. ``workers`` is the worker
-    count it claimed; ``capabilities`` its declared names, sorted."""
+    count it was granted (its claim, up to ``max_threads_per_executor``: what it runs);
+    ``capabilities`` its declared names, sorted."""
 
     executor_id: str
     name: str
