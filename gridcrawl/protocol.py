@@ -402,10 +402,15 @@ class Message(Wire):
     BATCH: ClassVar[str] = ""
 
 
+#: Most worker threads an executor may declare (:class:`Register`): the manager drops a
+#: registration claiming more as malformed (and grants at most its ``max_threads_per_executor``).
+MAX_THREADS = 100_000
+
+
 class Register(Message):
     """Executor → manager: join the grid (``executor_id``: the id it had before, to reclaim it).
 
-    ``threads``: worker threads; ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
+    ``threads``: worker threads (1 to :data:`MAX_THREADS`); ``cpu_max``: MHz × cores (Alchemi); ``mem_max``: bytes.
     ``capabilities``: what it can do beyond fetching and parsing — ``"plugin:NAME"`` and
     ``"plugin:NAME@VERSION"`` for each extractor plugin installed on it, ``"render"`` ... —
     matched against the ``needs`` of grid threads (at most :data:`MAX_CAPABILITIES` names of at

@@ -847,7 +847,7 @@ def check_limits(message: protocol.Message) -> str | None:
                    _bad_text(m.password, MAX_PASSWORD, "password")]
     if isinstance(m, protocol.Register):
         checks += [_bad_text(m.host, 255, "host", control=True), _bad_text(m.os, 1024, "os"),
-                   _bad_text(m.arch, 1024, "arch"), _bad_number(m.threads, 1, 100_000, "threads"),
+                   _bad_text(m.arch, 1024, "arch"), _bad_number(m.threads, 1, protocol.MAX_THREADS, "threads"),
                    _bad_number(m.num_cpus, 0, _INT32, "num_cpus"), _bad_number(m.mem_max, 0, _INT64, "mem_max"),
                    _bad_number(m.cpu_max, 0, 1e15, "cpu_max")]
     elif isinstance(m, protocol.Heartbeat) and m.figures:
