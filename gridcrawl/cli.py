@@ -1165,9 +1165,9 @@ class _Terminated(BaseException):
 @contextmanager
 def _sigterm_unwinds():
     """Within the block, SIGTERM (``timeout``, systemd, ``kill``) unwinds the stack as Ctrl-C
-    does, so that an export's ``OUT.part`` is deleted (:func:`gridcrawl.export.open_output`),
-    then ends the process by SIGTERM (status 143). Its default action left ``OUT.part`` behind,
-    up to the size of the crawl."""
+    does, so that an export's temporary ``OUT.XXXXXXXX.part`` is deleted
+    (:func:`gridcrawl.export.open_output`), then ends the process by SIGTERM (status 143). Its
+    default action left the ``.part`` behind, up to the size of the crawl."""
     def terminated(signum, frame):
         raise _Terminated(signum)
     previous = signal.signal(signal.SIGTERM, terminated)

@@ -46,6 +46,7 @@ import json
 import os
 import stat
 import sys
+import tempfile
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -377,17 +378,20 @@ def _chain(first, rest):
 @contextmanager
 def open_output(path: str, binary: bool):
     """``path`` opened for writing (``-``: standard output; text as UTF-8 whatever the locale's
-    encoding). A file's data goes to ``path.part``
-    first (beside the file a symbolic link names), renamed over it when the export succeeded and
-    deleted when it failed, so a failed export leaves no (empty or partial) output and never
-    clobbers an earlier one. What is not a file (a pipe, ``/dev/stdout``, a device) is written
-    as it is. Raises :class:`ExportError` before anything is written when ``path`` is a folder,
-    a SQLite database (the crawl's own, named as OUT with ``--format``, was replaced by its
+    encoding). A file's data goes to a temporary file of its own, ``path.XXXXXXXX.part``
+    (:func:`tempfile.mkstemp`, beside the file a symbolic link names), renamed over ``path``
+    when the export succeeded and deleted when it failed, so a failed export leaves no (empty or
+    partial) output and never clobbers an earlier one; two exports to the same ``path`` at once
+    never write into one file: the last to finish replaces ``path`` with its whole export (they
+    shared ``path.part``: one renamed the other's half-written file into place, went on writing
+    into it and failed). What is not a file (a pipe, ``/dev/stdout``, a device) is written as it
+    is. Raises :class:`ExportError` before anything is written when ``path`` is a folder, a
+    SQLite database (the crawl's own, named as OUT with ``--format``, was replaced by its
     export), a ``.gz`` name for text (``binary`` False: written plain, it was no gzip file), a
-    file this user may not write (read-only: the rename replaced it) or ``path.part`` cannot be
-    created (no such folder, no permission); and, having written nothing to ``path``, when a
-    write fails (a full disk). A file replaced keeps its permission bits (a private 0600 one
-    stays private)."""
+    file this user may not write (read-only: the rename replaced it) or the temporary file
+    cannot be created (no such folder, no permission); and, having written nothing to ``path``,
+    when a write fails (a full disk). A file replaced keeps its permission bits (a private 0600
+    one stays private); a new one gets those the umask gives (``mkstemp``'s 0600 is not kept)."""
     if path == "-":
         if binary:
             yield sys.stdout.buffer
@@ -430,15 +434,16 @@ def open_output(path: str, binary: bool):
                               "replaces; name another file")
     if mode is not None and not os.access(target, os.W_OK):  # renamed over, a read-only file was replaced
         raise ExportError(f"cannot write {path}: Permission denied (the file is read-only)")
-    part = f"{target}.part"
-    try:
-        fh = _open(part, binary)
+    folder, name = os.path.split(target)
+    try:  # a name of its own: a second export to path at once wrote into the same path.part
+        fd, part = tempfile.mkstemp(dir=folder, prefix=f"{name}.", suffix=".part")
     except OSError as exc:
         raise ExportError(f"cannot write {path}: {exc.strerror}") from None
     try:
-        with fh:
-            if mode is not None:  # the file's permissions stay (a private 0600 export did not become 0644)
-                os.chmod(part, stat.S_IMODE(mode))
+        # the file's permissions stay (a private 0600 export did not become 0644); a new file's
+        # are the umask's, as open() gave them, not mkstemp's 0600
+        with _open(fd, binary) as fh:
+            os.chmod(part, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
             yield fh
         os.replace(part, target)
     except BaseException as exc:
@@ -449,9 +454,18 @@ def open_output(path: str, binary: bool):
         raise
 
 
-def _open(path: str, binary: bool):
-    """``path`` opened for writing: bytes, or UTF-8 text with newlines as written (CSV)."""
+def _open(path: str | int, binary: bool):
+    """``path`` (or an open file descriptor, then owned by the file object) opened for writing:
+    bytes, or UTF-8 text with newlines as written (CSV)."""
     return open(path, "wb") if binary else open(path, "w", encoding="utf-8", newline="")
+
+
+def _umask() -> int:
+    """This process's umask (read by setting a private one, 077, for an instant: a file another
+    thread creates then is made no less private)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 #: each format's name for people, in messages

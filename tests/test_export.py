@@ -414,32 +414,97 @@ def test_an_export_of_no_items_or_no_triples_says_why(tmp_path):
         "or --focus-ontology stores them)\n")
 
 
-def test_an_export_ended_by_sigterm_leaves_no_part_file(tmp_path):
-    """``timeout 60 gridcrawl export ...`` (SIGTERM) left ``OUT.part`` behind, as large as what
-    was written. The export now unwinds as on Ctrl-C, deletes it, and ends by SIGTERM. (OUT.part
-    is made a FIFO beforehand, so that the export is certainly mid-write, blocked on it, when
-    the signal comes.)"""
-    import signal
-    store = CrawlStore(open_database(f"sqlite:///{tmp_path / 'c.db'}"))
-    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(4)]
+@pytest.fixture(scope="module")
+def big_crawl(tmp_path_factory) -> str:
+    """A crawl database of 100 pages of 200 KB each (a 20 MB export, written in about 0.2 s:
+    long enough to pause its export mid-write). Returns its URL."""
+    db = f"sqlite:///{tmp_path_factory.mktemp('big') / 'c.db'}"
+    store = CrawlStore(open_database(db))
+    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(100)]
     store.add_seeds(urls)
     for pending in store.claim(len(urls)):
         page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
                           size=200_000, title="t", content="<p>" + "x" * 200_000 + "</p>")
         store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    return db
+
+
+def _parts(out) -> list:
+    """The temporary files of exports to ``out`` beside it (``OUT.XXXXXXXX.part``; ``OUT.part``
+    before each export had one of its own)."""
+    return sorted(p for p in out.parent.iterdir() if p.name.startswith(f"{out.name}.") and p.name.endswith(".part"))
+
+
+def _pause_mid_export(proc, out):
+    """Stop the export process ``proc`` (SIGSTOP) once its temporary file beside ``out`` holds
+    data, and check that it stopped mid-export: that file is there and ``out`` is not. Returns
+    the temporary file's path."""
+    import signal
+    while True:
+        try:
+            written = [p for p in _parts(out) if p.stat().st_size]
+        except FileNotFoundError:  # renamed or deleted while listed
+            written = []
+        if written:
+            os.kill(proc.pid, signal.SIGSTOP)
+            break
+        assert proc.poll() is None, "the export ended before its temporary file was seen"
+    assert _parts(out) == written and not out.exists(), "the export ended before it was paused"
+    return written[0]
+
+
+def test_an_export_ended_by_sigterm_leaves_no_part_file(big_crawl, tmp_path):
+    """``timeout 60 gridcrawl export ...`` (SIGTERM) left ``OUT.part`` behind, as large as what
+    was written. The export now unwinds as on Ctrl-C, deletes it, and ends by SIGTERM. (The
+    export is paused, SIGSTOP, once its temporary file holds data, so that the signal certainly
+    comes mid-write.)"""
+    import signal
     out = tmp_path / "pages.warc"
-    os.mkfifo(f"{out}.part")
-    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", f"sqlite:///{tmp_path / 'c.db'}",
-                             str(out)], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", big_crawl, str(out)],
+                            stderr=subprocess.PIPE, text=True)
     try:
-        with open(f"{out}.part", "rb") as fifo:  # opens once the export opens it to write
-            assert fifo.read(8) == b"WARC/1.1"  # it writes; 800 KB do not fit the pipe: it waits
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=60) == -signal.SIGTERM, proc.stderr.read()
+        part = _pause_mid_export(proc, out)
+        assert part.read_bytes().startswith(b"WARC/1.1")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=60) == -signal.SIGTERM, proc.stderr.read()
     finally:
         proc.kill()
         proc.wait()
-    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("pages.warc")]  # no OUT, no OUT.part
+    assert not list(tmp_path.iterdir())  # no OUT, no OUT.XXXXXXXX.part
+
+
+def test_two_exports_to_one_file_at_once_never_mix_and_the_last_to_finish_wins_whole(big_crawl, crawl, tmp_path):
+    """Two ``gridcrawl export`` to the same OUT at once (a cron job's overlapping a user's)
+    wrote into the one ``OUT.part``: the second truncated the first's half-written file, wrote
+    its own export there and renamed it into place; the first went on writing into OUT (the
+    second's export, a hole of zero bytes, then the first's tail) and failed ("cannot write
+    OUT: No such file or directory"). Each has a temporary file of its own now: the first,
+    paused mid-write while the second runs from start to end, finishes last and leaves its whole
+    export; no ``.part`` is left. (The second exports another crawl database: on SQLite an
+    export's read transaction holds the database's write lock, so a second export of the same
+    one waits for the paused first to let go.)"""
+    import signal
+    out = tmp_path / "pages.jsonl"
+    first_whole, second_whole = tmp_path / "first.jsonl", tmp_path / "second.jsonl"  # each export alone
+    export(open_database(big_crawl), "jsonl", str(first_whole))
+    export(open_database(crawl["db"]), "jsonl", str(second_whole))
+    first = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", big_crawl, str(out)],
+                             stderr=subprocess.PIPE, text=True)  # 20 MB
+    try:
+        part = _pause_mid_export(first, out)
+        second = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"], str(out)],
+                                capture_output=True, text=True, timeout=60)  # a few KB
+        assert second.returncode == 0, second.stderr
+        assert out.read_bytes() == second_whole.read_bytes()
+        assert _parts(out) == [part]  # the first's, untouched
+        first.send_signal(signal.SIGCONT)
+        assert first.wait(timeout=60) == 0, first.stderr.read()
+    finally:
+        first.kill()
+        first.wait()
+    assert out.read_bytes() == first_whole.read_bytes()
+    assert not _parts(out)
 
 
 def test_an_export_to_standard_output_is_utf8_whatever_the_locale(tmp_path):
@@ -576,8 +641,15 @@ def test_an_export_over_a_file_keeps_its_permissions_and_leaves_a_read_only_one(
     """OUT an existing file: the export, renamed over it, replaced a private (0600) file with one
     every user could read (0644, the umask's), and a read-only (0444) one that ``>`` refuses.
     Now the new file keeps the old one's permission bits, and a file this user may not write is
-    refused (exit 2) and left as it was (root may write any file, as with ``>``)."""
+    refused (exit 2) and left as it was (root may write any file, as with ``>``). A new file gets
+    the permissions the umask gives, as with ``>`` (not the 0600 of the temporary file it was
+    written as)."""
     cmd = [sys.executable, "-m", "gridcrawl", "export", "--db", crawl["db"]]
+    new = tmp_path / "new.csv"
+    done = subprocess.run([*cmd, str(new)], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: os.umask(0o027))
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(new.stat().st_mode) == 0o640
     private = tmp_path / "visited.csv"
     private.write_text("old")
     private.chmod(0o600)
