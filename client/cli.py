@@ -675,7 +675,7 @@ def _new_sqlite(db: str) -> bool:
             and not url.database.startswith("file:") and not os.path.exists(url.database))
 
 
-def _lock_crawl(db: str, store):
+def _lock_crawl(db: str, store, refusal=None):
     """Take the crawl database's crawler lock for as long as this process (and the children it
     forks) lives: a second crawler on the same crawl database (a ``gridcrawl-client`` beside a
     ``gridcrawl run``, a ``gridcrawl spark``) exits with status 2 naming the first. It handed
@@ -683,12 +683,16 @@ def _lock_crawl(db: str, store):
     pages of 529 twice). SQLite: ``FILE.lock`` beside the file ``FILE`` (:func:`take_lock`;
     none where ``fcntl`` does not exist); PostgreSQL, MariaDB and SQL Server: the server's own
     lock (:class:`~gridcrawl.db.CrawlerLock`), the holder named by the ``crawler`` meta row each
-    writes once it holds the lock. Returns what holds the lock (its ``close`` lets go), or None."""
+    writes once it holds the lock. ``refusal(where, holder)``, when given, is the one-line
+    error when another holds it (a command other than a crawl that writes the crawl: ``gridcrawl
+    extract``). Returns what holds the lock (its ``close`` lets go), or None."""
     import socket
     import sqlalchemy as sa
     from gridcrawl.db import CrawlerLock, describe_error, shown_url
 
     def refuse(where: str, holder: str):
+        if refusal is not None:
+            fail(refusal(where, holder))
         fail(f"another crawler is crawling into {where} ({holder}): two on one crawl database fetch the "
              "same URLs twice; wait for it to end, or give another --db")
     if CrawlerLock.supported(store.engine):

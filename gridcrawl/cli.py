@@ -1278,7 +1278,9 @@ def extract_command(
     """Extract every item again from the pages stored in --db, fetching nothing (the crawl must
     have stored page bodies). The item and item_issue tables are replaced; plugins named by the
     spec run here (a spec naming one not installed here is refused). The spec becomes the
-    crawl's (a resumed crawl uses it). Refused while a crawl is running on --db."""
+    crawl's (a resumed crawl uses it). Refused while a crawl is running on --db; holds the
+    crawl's crawler lock while it runs, so that a crawl started meanwhile is refused (it waited
+    silently for the database, then stored items by either spec)."""
     import sqlalchemy as sa
     from gridcrawl.db import database_kind, describe_error, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
@@ -1301,11 +1303,15 @@ def extract_command(
     if kind not in ("crawl", "both"):  # it added the crawl tables to whatever database it was given
         fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
              "crawl database (WORKDIR/crawl.db)")
-    from gridcrawl.db import running_crawler
-    if holder := running_crawler(engine):  # its client goes on storing items by the spec it started with
-        fail(f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items "
-             "and item spec, which would then mix with the items the crawl goes on storing; run it once the crawl "
-             "has ended (or stop it: Ctrl-C)")
+    from gridcrawl.client.cli import _lock_crawl
+    from gridcrawl.client.store import CrawlStore
+    # the crawler lock, held to the end: a crawl running goes on storing items by the spec it started with, and
+    # one started meanwhile waited silently for as long as this held the database (SQLite), then stored items
+    # by either spec
+    lock = _lock_crawl(db, CrawlStore(engine), refusal=lambda where, holder: (
+        f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items and "
+        "item spec, which would then mix with the items the crawl goes on storing; run it once the crawl has "
+        "ended (or stop it: Ctrl-C)"))
     from gridcrawl.db import init_schema, older_schema
     if older_schema(engine, "crawl"):  # it writes, so it upgrades as the crawl's programs do (a traceback:
         from gridcrawl import models   # "no such table: crawl_rule")
@@ -1338,6 +1344,8 @@ def extract_command(
         except KeyboardInterrupt:
             typer.echo("interrupted: the crawl's items and item spec are as they were", err=True)
             raise typer.Exit(130) from None
+    if lock is not None:  # the items are stored: a crawl may start (an exit lets go of it too)
+        lock.close()
     typer.echo(f"{counted(done.items, 'item')} from {counted(done.pages, 'page')}; "
                f"{counted(done.misses, 'miss', 'misses')} of required fields, {counted(done.errors, 'page')} whose "
                f"items failed, {counted(done.skipped, 'page')} without a stored body", err=True)
