@@ -574,6 +574,90 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     fetcher.close()
 
 
+def test_a_sitemap_that_says_modified_today_on_every_read_moves_no_page_sooner_than_min_interval(
+        sqlite_url, site_server):
+    """A sitemap whose body changes on every read (a counter) and that gives every page a
+    lastmod of today's date (read as modified after any visit made today): the page hints it
+    gives within ``min_interval`` (60 s here) of a page's visit move nothing sooner.
+
+    * a page visited in this recrawl run (the sitemap read after it): no hint at all, its
+      schedule is the visit's (``CrawlStore._lastmod_hints``' "visited in this run less than
+      ``min_interval`` ago");
+    * a page visited before this run, less than ``min_interval`` ago: due only at its visit +
+      ``min_interval`` (``lastmod_hint``'s clamp), so neither queued nor fetched now (the store
+      queues only a page whose due time has come);
+    * the sitemap itself, changed on every read: read again ``min_interval`` after each read,
+      not sooner (``next_interval``'s clamp of its own schedule)."""
+    from gridcrawl.client.app import thread_instruction
+    from gridcrawl.db import utcnow
+
+    reads = iter(range(1, 1_000_000))
+    site = Site()
+    site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/a.html'>a</a></body></html>"
+    site.pages["/a.html"] = b"<html><head><title>a</title></head><body>a</body></html>"
+
+    def sitemap(h) -> None:
+        today = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+        h.respond(200, (f'<?xml version="1.0"?><!-- read {next(reads)} -->'
+                        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                        f'<url><loc>{{BASE}}/</loc><lastmod>{today}</lastmod><changefreq>always</changefreq></url>'
+                        f'<url><loc>{{BASE}}/a.html</loc><lastmod>{today}</lastmod></url></urlset>').encode(),
+                  content_type="application/xml")
+    site.extra["/sitemap.xml"] = sitemap
+    server = site_server(site)
+    fetcher = Fetcher(user_agent=UA)
+    store = CrawlStore(open_database(sqlite_url), schedule=AdaptiveSchedule(initial=100.0, min_interval=60.0,
+                                                                           max_interval=1000.0))
+    scope = store.scope([server.url("/")], [], -1)
+    store.add_seeds([server.url("/")])
+
+    def run() -> dict:
+        totals: dict = {}
+        while pendings := store.claim(100):
+            outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
+                                                                                       sitemaps=True)[0]),
+                                "ex", 1, False) for x in pendings]
+            for key, value in store.apply(outcomes, scope).items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
+
+    def schedules() -> dict:
+        d, m = models.document.c, models.sitemap.c
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.select(d.url, d.visited_at, d.fetch_interval, d.next_fetch_at)).all()
+            rows += conn.execute(sa.select(m.url, m.visited_at, m.fetch_interval, m.next_fetch_at)).all()
+        return {url.removeprefix(server.url("/")[:-1]): (visited, float(interval), (due - visited).total_seconds())
+                for url, visited, interval, due in rows}
+
+    assert run()["new"] == 2 and server.count("/sitemap.xml") == 1  # the crawl
+
+    # a recrawl run visits both pages (unchanged: 100 s -> 140 s), then reads the sitemap
+    store.recrawl_since = utcnow()
+    assert store.queue_due(every=True) == 2
+    run()
+    store.queue_sitemaps(every=True)
+    assert run().get("due", 0) == 0
+    visited = schedules()
+    assert visited["/"][1:] == visited["/a.html"][1:] == (140.0, pytest.approx(140.0)), \
+        "visited in this run: the sitemap read after the visit leaves the visit's schedule"
+    assert visited["/sitemap.xml"][1:] == (60.0, pytest.approx(60.0)), \
+        "a sitemap changed on every read is read again min_interval later, not sooner"
+
+    # the next run reads the sitemap at once: the pages' visits were seconds ago, before this run
+    store.recrawl_since = utcnow()
+    assert store.queue_sitemaps(every=True) == 1
+    server.reset()
+    assert run().get("due", 0) == 0
+    assert [r.path for r in server.requests] == ["/sitemap.xml"], "no page fetched sooner than min_interval"
+    hinted = schedules()
+    for path in ("/", "/a.html"):
+        assert hinted[path][0] == visited[path][0] and hinted[path][1:] == (140.0, pytest.approx(60.0)), \
+            (path, hinted[path], "due min_interval after the visit, its interval kept")
+    assert hinted["/sitemap.xml"][1:] == (60.0, pytest.approx(60.0))
+    assert store.to_visit_count() == 0
+    fetcher.close()
+
+
 def test_a_spark_layer_cut_off_before_its_commit_is_resumed_not_taken_for_a_recrawl(tmp_path, site_server):
     """A Spark layer's download stage writes documents, its commit stage their visits: killed
     between the two, `gridcrawl spark` refused to resume ("N recrawl visits are queued") and a
