@@ -142,41 +142,91 @@ def test_a_second_run_on_a_busy_workdir_is_refused_and_one_after_a_kill_resumes(
     naming it, before it opens the crawl or writes a log line (it used to meet the manager's
     database lease only after its client had opened the crawl database, and its executors wrote
     "signal 15: stopping" into the running crawl's logs). Once the first is killed with -9, a run
-    started at once waits for its children to end and resumes the crawl to the end."""
+    started at once waits for its children to end and resumes the crawl to the end.
+
+    The children of the killed run are held stopped (SIGSTOP) until the resumed run has opened
+    run.lock, so the lock is still theirs when it comes (the test checks it can take no lock on
+    the file then): they used to be reaped before the resumed run started (the test read the
+    first run's output to its end, which the children held open), so a run that did not wait
+    for a killed run's children passed as well. One page is held back until the kill, so the
+    first run cannot end before the second is refused (a 0.2 s latency made it likely)."""
+    import fcntl
+    import signal
+    import threading
+
+    import psutil
     site = generate_site(60, links_per_page=4, seed=31)
-    server = site_server(site, latency=0.2)
+    gate = threading.Event()  # the first run cannot end while it is shut: one page waits for it
+    asked = threading.Event()
+
+    def gated(h) -> None:
+        asked.set()
+        gate.wait(60)
+        h.respond(200, site.pages["/p/1.html"])
+    site.extra["/p/1.html"] = gated
+    server = site_server(site)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
     command = [sys.executable, "-m", "gridcrawl", "run", "--executors", "2", "--threads", "2",
-               "--workdir", str(tmp_path), "--no-progress"]
-    first = subprocess.Popen([*command, server.url("/")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               "--workdir", str(workdir), "--no-progress"]
+    held: list[psutil.Process] = []
+    resumed = None
+    with open(tmp_path / "first.out", "w") as out:
+        first = subprocess.Popen([*command, server.url("/")], stdout=out, stderr=out)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (tmp_path / "executor-2.log").exists():
-            time.sleep(0.05)
-        assert f"pid {first.pid}, since " in (tmp_path / "run.lock").read_text()
-        logs = {path.name: path.read_text() for path in tmp_path.glob("*.log")}
+        # crawling (every executor has registered: a run crawls once all have), and some pages stored
+        wait_for(lambda: asked.is_set() and len(server.requests) >= 10, 60, 0.05,
+                 "the first run's pages, one of them held")
+        assert f"pid {first.pid}, since " in (workdir / "run.lock").read_text()
+        logs = {path.name: path.read_text() for path in workdir.glob("*.log")}
+        assert {"manager.log", "executor-1.log", "executor-2.log"} <= set(logs), sorted(logs)
         second = subprocess.run([*command, server.url("/")], capture_output=True, text=True, timeout=60)
-        assert second.returncode == 2
-        assert second.stderr.startswith(f"error: another gridcrawl run is crawling in {tmp_path} "
+        assert second.returncode == 2, second.stderr[-2000:]
+        assert second.stderr.startswith(f"error: another gridcrawl run is crawling in {workdir} "
                                         f"(pid {first.pid}, since "), second.stderr
         assert "manager" not in second.stderr
         # the first run's logs hold only its own lines: what they held, and maybe more of the same
         for name, text in logs.items():
-            assert (tmp_path / name).read_text().startswith(text)
-        assert "signal 15" not in (tmp_path / "executor-1.log").read_text()
+            assert (workdir / name).read_text().startswith(text)
+        assert "signal 15" not in (workdir / "executor-1.log").read_text()
         assert first.poll() is None  # the first run goes on
-        time.sleep(0.5)
+        held = psutil.Process(first.pid).children(recursive=True)
+        assert len(held) >= 3, held  # its manager and two executors
+        for child in held:
+            child.send_signal(signal.SIGSTOP)
         first.kill()
         first.wait()
+        gate.set()
+        with open(workdir / "run.lock") as probe, pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # still held, by the stopped children
+        grid = Grid(workdir)
+        ((before,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
+        with open(tmp_path / "resumed.out", "w") as out:
+            resumed = subprocess.Popen(command, stdout=out, stderr=out)
+
+        def waits_for_the_lock() -> bool:  # (or has ended: refused)
+            if resumed.poll() is not None:
+                return True
+            with contextlib.suppress(psutil.Error):
+                return any(f.path == str(workdir / "run.lock") for f in psutil.Process(resumed.pid).open_files())
+            return False
+        wait_for(waits_for_the_lock, 60, 0.02, "the resumed run to open run.lock")
+        for child in held:
+            with contextlib.suppress(psutil.Error):
+                child.send_signal(signal.SIGCONT)  # they see their parent gone, and end
+        assert resumed.wait(timeout=180) == 0, (tmp_path / "resumed.out").read_text()[-2000:]
     finally:
+        gate.set()
+        for child in held:
+            with contextlib.suppress(psutil.Error):
+                child.send_signal(signal.SIGCONT)
         first.kill()
-        first.communicate()
-    grid = Grid(tmp_path)
-    ((before,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
-    server.latency = 0.0  # slow only while the first run had to be running
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=180)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
+        first.wait()
+        if resumed is not None and resumed.poll() is None:
+            resumed.kill()
+            resumed.wait()
     ((after,),) = grid.query("crawl", "SELECT count(*) FROM visited_url")
-    assert before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
+    assert 0 < before < after == len(reachable(site)) + 1  # every page and /sitemap.xml
 
 
 def test_a_resumed_run_tables_its_own_threads_per_executor(tmp_path, site_server):
