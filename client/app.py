@@ -68,8 +68,9 @@ class Progress:
     """Figures of a running crawl, updated as results are applied (times in seconds).
 
     ``pages`` are grid threads whose result this run applied (fetch errors included; what
-    ``max_pages`` counts), ``documents`` those that stored a page, ``errors`` the others;
-    ``sitemaps`` are the sitemap threads among ``pages`` (read for their links: no document) and
+    ``max_pages`` counts), ``documents`` those that stored a page, ``errors`` those that failed
+    (not those robots.txt disallowed, nor the crawl's decisions: duplicates, traps, noindex),
+    ``disallowed`` the pages (not sitemap files) robots.txt disallowed, not fetched; ``sitemaps`` are the sitemap threads among ``pages`` (read for their links: no document) and
     ``sitemap_errors`` their failures among ``errors``, which the figures shown leave out
     (:attr:`page_count`, :attr:`pages_per_second`). The crawl's **seconds** run
     from the first grid thread this run submitted to the last result it applied (docs/figures:
@@ -79,6 +80,7 @@ class Progress:
     pages: int = 0
     documents: int = 0
     errors: int = 0
+    disallowed: int = 0
     sitemaps: int = 0
     sitemap_errors: int = 0
     in_flight: int = 0
@@ -921,6 +923,7 @@ class CrawlApplication:
             pr.pages += done["pages"]
             pr.documents += done["documents"]
             pr.errors += done["errors"]
+            pr.disallowed += done["disallowed"]
             pr.sitemaps += done["sitemaps"]
             pr.sitemap_errors += done["sitemap_errors"]
             if done.get("to_visit") is not None:

@@ -781,8 +781,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     one set by SIGINT/SIGTERM, :func:`~gridcrawl.cli_common.stop_on_signals`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, a recrawl of a database without documents, or a manager that does not answer.
-    Returns the final counts of the crawl tables plus ``pages``, ``run_errors``, ``seconds`` and
-    ``pages_per_second`` of this run (pages, not sitemap files: those are ``sitemaps_read``), the
+    Returns the final counts of the crawl tables plus ``pages``, ``run_errors``, ``run_disallowed``
+    (pages robots.txt disallowed: not errors), ``seconds`` and ``pages_per_second`` of this run (pages, not sitemap files: those are ``sitemaps_read``), the
     ``application_id`` and ``recrawl`` (the recrawl's counts, or None); see :func:`exit_status` for
     the crawl's exit status.
     """
@@ -826,7 +826,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     new_crawl = "a new --workdir" if name == "gridcrawl run" else "a new --db"
     counts.update(signal=getattr(stop, "signum", None),
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.page_count,
-                  run_errors=final.page_errors, sitemaps_read=final.sitemaps, application_id=final.application_id,
+                  run_errors=final.page_errors, run_disallowed=final.disallowed, sitemaps_read=final.sitemaps,
+                  application_id=final.application_id,
                   recrawl=final.recrawl,
                   waiting=dict(final.waiting), capped=dict(store.capped),
                   sitemaps_skipped=dict(store.sitemaps_skipped),
@@ -842,7 +843,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
                            f"left to visit; the same command goes on{f' ({rerun})' if rerun else ''}",
                            soft_wrap=True, highlight=False)
         return counts
-    groups = store.error_summary() if counts["errors"] or counts["set_aside"] else []
+    groups = store.error_summary() if counts["errors"] or counts["set_aside"] or counts["disallowed"] else []
     errors = [g for g in groups if g.failed]
     counts["error_kinds"] = {g.label: g.count for g in errors}
     shown = shown_url(db)
@@ -891,6 +892,11 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
             + (f"; this run visited {counted(counts['pages'], 'new page')} instead: the URLs the crawl had left to "
                "visit (it stopped before its end) and the links found on them" if counts["pages"] else "")
             + "; --recrawl-all visits every stored page now", soft_wrap=True, highlight=False)
+    elif final.page_count and not final.page_errors and final.disallowed >= final.page_count:
+        from gridcrawl.redact import terminal_text
+        example = next((g.url for g in groups if g.disallowed), "")
+        view.console.print(terminal_text(disallowed_note(final.disallowed, len(seeds), example, name, rerun)),
+                           soft_wrap=True, highlight=False, markup=False)
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
                            "(--retry-failed fetches the failed ones again, --recrawl the stored pages, "
@@ -1036,22 +1042,46 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
             f"visit: {how}{f' ({resume})' if resume else ''}, up to --max-pages of them a run (none: all of them)")
 
 
+def disallowed_note(disallowed: int, seeds: int, example: str, name: str, rerun: str) -> str:
+    """The line that ends the summary of a run whose every page robots.txt disallowed (no page
+    fetched, none failed): ``disallowed`` pages, the ``seeds`` given to the run (when they are
+    those pages, it names them as seeds), ``example`` one of their URLs (``""``: none known),
+    ``name`` the program (``gridcrawl run`` takes ``--ignore-robots`` itself; for
+    ``gridcrawl-client`` it is an option of the executors) and ``rerun`` the command line that
+    runs this crawl again (:func:`rerun_command`; ``""``: unknown), to which the line adds
+    ``--retry-failed robots``: the URLs are visited, so only that queues them again."""
+    what = (("the seed" if seeds == 1 else "both seeds" if seeds == 2 else f"all {seeds:,} seeds") if seeds == disallowed
+            else f"every URL this run visited ({disallowed:,})")
+    url = f" {example}" if example and seeds == disallowed == 1 else f" (e.g. {example})" if example else ""
+    them = "it" if disallowed == 1 else "them"
+    how = (f"--ignore-robots fetches {them} regardless" if name == "gridcrawl run"
+           else f"executors started with --ignore-robots fetch {them} regardless")
+    again = f": {rerun}{' --ignore-robots' if name == 'gridcrawl run' else ''} --retry-failed robots" if rerun else ""
+    return (f"no page was fetched: the site's robots.txt disallows {what}{url}, and the crawl obeys it (not an "
+            f"error); where the site's owner agrees, {how}{again}")
+
+
 def exit_status(counts: dict) -> None:
     """End a crawl command once its summary is printed (``counts`` from :func:`run_crawl`):
     by the signal that stopped the crawl (``counts["signal"]``: Ctrl-C, SIGTERM), so that the
     shell sees it interrupted (:func:`gridcrawl.entry.exit_by_signal`: status 130 or 143, and
-    a script's loop stops); else, when every page of this run failed, with one line on stderr
-    naming the error kinds and exit status :data:`CRAWL_FAILED`. Returns when at least one page
-    was stored, or nothing was to do."""
+    a script's loop stops); else, when pages of this run failed and no page was fetched well
+    (every page failed, or was disallowed by robots.txt: ``run_disallowed``, 0 if absent), with
+    one line on stderr naming the error kinds and exit status :data:`CRAWL_FAILED`. Returns
+    when at least one page was stored, when nothing was to do, and when robots.txt disallowed
+    every page and none failed (the crawler obeyed the site, as a noindex page is no failure
+    either; :func:`run_crawl` says so in a line of its own)."""
     if counts.get("signal"):
         exit_by_signal(counts["signal"])
-    if counts["pages"] and counts["run_errors"] >= counts["pages"]:
+    pages, failed, disallowed = counts["pages"], counts["run_errors"], counts.get("run_disallowed", 0)
+    if failed and failed + disallowed >= pages:
         kinds = ", ".join(f"{label} {n}" for label, n in counts["error_kinds"].items())
-        pages = counts["pages"]
         # "of this run": a resumed crawl (--retry-failed) may hold hundreds of stored pages; the
         # kinds are the crawl's (the table above), since its rows do not say which run made them
-        typer.echo(f"error: every page of this run failed ({pages} page{'s' if pages != 1 else ''}; the crawl's errors "
-                   f"by kind: {kinds}); the errors by kind above say why", err=True)
+        what = (f"every page of this run failed ({counted(pages, 'page')}; " if not disallowed else
+                f"every page of this run failed or was disallowed by robots.txt ({counted(pages, 'page')}: "
+                f"{failed:,} failed, {disallowed:,} disallowed; ")
+        typer.echo(f"error: {what}the crawl's errors by kind: {kinds}); the errors by kind above say why", err=True)
         raise typer.Exit(CRAWL_FAILED)
 
 

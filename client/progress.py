@@ -114,7 +114,9 @@ class ProgressView:
         seconds, pages/s (pages, not sitemap files)), then ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`: kind,
         count, one example URL and its reason) in two tables, the failures and the URLs the
         crawl's rules set aside (duplicates, traps, noindex), the ``files`` written (what, path)
-        and the next ``commands`` (what for, command line)."""
+        and the next ``commands`` (what for, command line). The URLs robots.txt disallowed
+        (``disallowed``; the ``robots`` group of ``errors`` gives the example) are a row of
+        their own, not errors."""
         table = Table(title="gridcrawl: crawl summary", show_header=False, title_justify="left")
         table.add_column(no_wrap=True)
         table.add_column(overflow="fold")
@@ -125,6 +127,8 @@ class ProgressView:
         table.add_row("documents stored", documents_label(counts))
         table.add_row("URLs visited", visited_label(counts))
         table.add_row("errors", f"{counts['errors']:,}")
+        if counts.get("disallowed"):
+            table.add_row("disallowed by robots.txt", terminal_text(disallowed_label(counts, errors)))
         if counts.get("set_aside"):
             table.add_row("set aside", f"{counts['set_aside']:,} (duplicates, traps, noindex: not errors)")
         table.add_row("left to visit", f"{counts['to_visit']:,}")
@@ -273,20 +277,38 @@ def visited_label(counts: dict) -> str:
     return f"{counts['visited']:,} ({n:,} sitemap URL{'s' if n > 1 else ''}: no document)"
 
 
+def disallowed_label(counts: dict, groups: Sequence) -> str:
+    """The "disallowed by robots.txt" figure of :func:`gridcrawl.client.store.crawl_counts`'
+    ``counts`` (``disallowed``), with the example URL of the ``robots`` group among ``groups``
+    (:class:`~gridcrawl.client.store.ErrorGroup`, :attr:`~gridcrawl.client.store.ErrorGroup.disallowed`)
+    when there is one: ``"3 URLs not fetched, as the sites ask (not errors), e.g.
+    http://a.test/private/"``."""
+    example = next((group.url for group in groups if group.disallowed), None)
+    n = counts.get("disallowed") or 0
+    return (f"{counted(n, 'URL')} not fetched, as the sites ask ({'not an error' if n == 1 else 'not errors'})"
+            + (f", e.g. {shorten(example)}" if example else ""))
+
+
 def shorten(text: str, most: int = 240) -> str:
     """``text`` cut to ``most`` characters, the last of them ``…``, for a summary's table: a
     URL of 2,000 characters folded over 36 lines of it."""
     return text if len(text) <= most else text[:most - 1] + "…"
 
 
-def print_error_groups(console: Console, errors: Sequence) -> None:
+def print_error_groups(console: Console, errors: Sequence, *, disallowed: bool = False) -> None:
     """Print ``errors`` (:class:`~gridcrawl.client.store.ErrorGroup`) on ``console`` in two
     tables, the failures and the URLs the crawl's rules set aside (duplicates, traps, noindex):
     kind, count, one example URL and its reason (each cut at 240 characters: a URL of 2,000
-    took 36 lines of the table)."""
-    for title, failed in (("errors by kind (one example each)", True),
-                          ("set aside by the crawl's rules (one example each)", False)):
-        groups = [group for group in errors if group.failed is failed]
+    took 36 lines of the table). The URLs robots.txt disallowed are in neither: with
+    ``disallowed``, in a third table (``gridcrawl report --crawl-db``); a crawl's summary gives
+    them a row of its own instead (:func:`disallowed_label`)."""
+    for title, which in (("errors by kind (one example each)", "failed"),
+                         ("set aside by the crawl's rules (one example each)", "set aside"),
+                         ("disallowed by robots.txt (not errors)", "disallowed")):
+        groups = [group for group in errors if which == ("disallowed" if group.disallowed else
+                                                         "failed" if group.failed else "set aside")]
+        if which == "disallowed" and not disallowed:
+            continue
         if not groups:
             continue
         kinds = Table(title=title, title_justify="left")

@@ -211,7 +211,8 @@ class Outcome:
 class Rows:
     """Crawl-table rows of a batch of finished grid threads (:meth:`CrawlStore.rows`): the
     ``document``, ``visited_url`` and ``kept_link`` rows, the ``to_visit_url`` rows of their
-    links keyed by fingerprint, the to-visit ids (= thread ids) they finish, how many failed,
+    links keyed by fingerprint, the to-visit ids (= thread ids) they finish, how many failed
+    (neither a decision of the crawl's, :data:`DECISIONS`, nor disallowed by robots.txt),
     the time they were made (naive UTC), the ``triple``, ``item`` and ``item_issue`` rows, and
     the ``visited_url`` rows of links not followed because their URL shape is a template trap."""
 
@@ -755,7 +756,7 @@ class CrawlStore:
                         batch_urls[pend.fingerprint] = pend.url
                         if page.digest:
                             batch_digests.setdefault(page.digest, pend.url)
-            if kind and kind not in DECISIONS:
+            if kind and kind not in NOT_FAILED:
                 errors += 1
             visits.append({"url": pend.url, "fingerprint": pend.fingerprint, "depth": pend.depth, "status": status,
                            "error_kind": kind, "error": error, "attempts": o.attempts, "visited_at": now,
@@ -903,9 +904,11 @@ class CrawlStore:
         Items the executors extracted go to ``item`` and ``item_issue`` (:mod:`gridcrawl.client.items`);
         a changed page's items replace those of its stored copy.
 
-        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}``,
-        ``sitemaps`` (of ``pages``, the sitemap threads: read for their links, no document) and
-        ``sitemap_errors`` (of ``errors``, theirs) plus, for recrawl
+        Returns counts ``{"pages", "documents", "errors", "links", "kept", "traps", "items"}``
+        (``errors``: failures, neither the crawl's decisions, :data:`DECISIONS`, nor URLs
+        disallowed by robots.txt), ``disallowed`` (pages, not sitemaps, that robots.txt
+        disallowed: :data:`DISALLOWED`), ``sitemaps`` (of ``pages``, the sitemap threads: read
+        for their links, no document) and ``sitemap_errors`` (of ``errors``, theirs) plus, for recrawl
         visits, one count per :data:`gridcrawl.schedule.VERDICTS`, ``new`` (documents stored
         for the first time; equal to ``documents``) and ``due`` (stored documents a sitemap's
         lastmod made due and this batch queued). Idempotent: applying the same outcome twice
@@ -973,9 +976,11 @@ class CrawlStore:
                     types.setdefault(hash(url), sys.intern(page_type))
         self._count_sites(queued[0])
         maps = [o.pending.fingerprint for o in outcomes if o.pending.kind is not None]
-        failed = {v["fingerprint"] for v in rows.visits if v["error_kind"] and v["error_kind"] not in DECISIONS}
+        failed = {v["fingerprint"] for v in rows.visits if v["error_kind"] and v["error_kind"] not in NOT_FAILED}
+        read = set(maps)  # a sitemap file is no page: the pages disallowed leave it out
+        disallowed = sum(v["error_kind"] in DISALLOWED and v["fingerprint"] not in read for v in rows.visits)
         return {"pages": len(outcomes), "sitemaps": len(maps), "sitemap_errors": sum(fp in failed for fp in maps),
-                "documents": found["new"], "errors": rows.errors, "links": len(links),
+                "documents": found["new"], "errors": rows.errors, "disallowed": disallowed, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
                 "triples": len(rows.triples), **found, **({"recrawl": totals[0]} if recrawl is not None else {})}
 
@@ -1887,7 +1892,9 @@ class CrawlStore:
         """Queue the visited URLs that failed again (only those whose ``error_kind`` is in
         ``kinds``, if given, where ``http_NNN`` names the ``http_status`` failures of status NNN,
         as the summary's ``http NNN``; without kinds, not the crawl's own decisions on pages that
-        were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS`): each goes
+        were fetched well — ``trap``, ``duplicate``, ``noindex``, :data:`DECISIONS` — nor the URLs
+        robots.txt disallowed, ``robots``, :data:`DISALLOWED`, which only ``kinds`` naming them
+        queue again, for a crawl that ignores robots.txt or a site that changed it): each goes
         back to ``to_visit_url`` at its depth and as the page type it was visited as (its rendering
         and follow rules; a sitemap as a sitemap) and leaves ``visited_url``, except a stored
         document's (a ``gone`` page, a recrawl's failure), whose visit is a revisit that updates
@@ -1905,7 +1912,7 @@ class CrawlStore:
             failed = sa.and_(failed, sa.or_(v.error_kind.in_(plain), sa.and_(
                 v.error_kind == ErrorKind.HTTP_STATUS.value, v.status.in_(statuses))))
         else:
-            failed = sa.and_(failed, v.error_kind.not_in(DECISIONS))
+            failed = sa.and_(failed, v.error_kind.not_in(NOT_FAILED))
         # set-based, a batch of ids at a time: one INSERT ... SELECT and one DELETE per batch (a
         # row at a time through Python, a million failed URLs took minutes on SQLite)
         page = sm.fingerprint.is_(None)  # a sitemap goes back as one (not as a page whose 404 is an error)
@@ -1981,7 +1988,8 @@ def crawl_counts(engine: Engine) -> dict:
     """Rows in each table of the crawl database ``engine``: ``documents``, ``visited``,
     ``to_visit``, ``duplicates`` (documents that are a duplicate of another: ``duplicate_of``, also
     in ``documents`` and ``set_aside``), ``errors`` (visited URLs that failed), ``set_aside`` (visited URLs the crawl's
-    rules left out: :data:`DECISIONS`), ``sitemaps`` (visited URLs that were sitemaps, or a
+    rules left out: :data:`DECISIONS`), ``disallowed`` (visited URLs that robots.txt disallowed,
+    not fetched: :data:`DISALLOWED`; neither errors nor set aside), ``sitemaps`` (visited URLs that were sitemaps, or a
     host's ``/sitemap.xml`` probed and not found: read for their links, no document), ``kept``,
     ``gone`` (documents marked gone), ``versions`` (``document_version`` rows) and ``triples``.
     Raises SQLAlchemy's ``DBAPIError`` when it is not a crawl database."""
@@ -1990,8 +1998,9 @@ def crawl_counts(engine: Engine) -> dict:
         count = lambda table, *where: conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar()
         return {"documents": count(document), "duplicates": count(document, document.c.duplicate_of.is_not(None)),
                 "visited": count(visited), "to_visit": count(to_visit),
-                "errors": count(visited, kind.is_not(None), kind.not_in(DECISIONS)),
-                "set_aside": count(visited, kind.in_(DECISIONS)), "sitemaps": count(sitemap_table),
+                "errors": count(visited, kind.is_not(None), kind.not_in(NOT_FAILED)),
+                "set_aside": count(visited, kind.in_(DECISIONS)), "disallowed": count(visited, kind.in_(DISALLOWED)),
+                "sitemaps": count(sitemap_table),
                 "kept": count(kept_link),
                 "gone": count(document, document.c.gone_at.is_not(None)), "versions": count(document_version),
                 "triples": count(triple)}
@@ -1999,7 +2008,8 @@ def crawl_counts(engine: Engine) -> dict:
 
 def error_groups(engine: Engine, limit: int = 20) -> list["ErrorGroup"]:
     """The visited URLs of the crawl database ``engine`` with an ``error_kind`` (failures and
-    the crawl's decisions, told apart by :attr:`ErrorGroup.failed`) grouped by kind
+    the crawl's decisions and the URLs robots.txt disallowed, told apart by
+    :attr:`ErrorGroup.failed` and :attr:`ErrorGroup.disallowed`) grouped by kind
     (``http_status`` also by status, so 404s and 500s are apart), most frequent first, at most
     ``limit`` groups, each with one example URL and its error message (the first recorded)."""
     v = visited.c
@@ -2037,8 +2047,16 @@ class ErrorGroup:
     @property
     def failed(self) -> bool:
         """True for a failure; False for a decision of the crawl's on a page (:data:`DECISIONS`:
-        a duplicate, a trap, noindex), which retrying would not change."""
-        return self.kind not in DECISIONS
+        a duplicate, a trap, noindex), which retrying would not change, and for URLs robots.txt
+        disallowed (:attr:`disallowed`): the crawler obeyed the site."""
+        return self.kind not in NOT_FAILED
+
+    @property
+    def disallowed(self) -> bool:
+        """True for the URLs robots.txt disallowed (``robots``, :data:`DISALLOWED`): not fetched,
+        neither a failure nor a decision of the crawl's rules. (``robots_unreachable``, a
+        robots.txt that did not answer, is a failure.)"""
+        return self.kind in DISALLOWED
 
     @property
     def label(self) -> str:
@@ -2060,6 +2078,12 @@ def http_status_kind(kind: str) -> bool:
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
 DECISIONS = (ErrorKind.TRAP.value, ErrorKind.DUPLICATE.value, ErrorKind.NOINDEX.value)
+#: ``visited_url.error_kind`` of URLs robots.txt disallowed: not fetched, as the site asks, and
+#: not failures (Scrapy counts them apart too, ``robotstxt/forbidden``); ``robots_unreachable``,
+#: a robots.txt that did not answer, is a failure.
+DISALLOWED = (ErrorKind.ROBOTS.value,)
+#: ``visited_url.error_kind`` values that are no failure: :data:`DECISIONS` and :data:`DISALLOWED`.
+NOT_FAILED = DECISIONS + DISALLOWED
 
 KNOWN_CACHE = 500_000  # entries of CrawlStore's known-URL cache (about 30 MB)
 

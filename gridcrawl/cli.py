@@ -963,14 +963,16 @@ def report(
 
 def _print_crawl(counts: dict, groups) -> None:
     """``gridcrawl report --crawl-db``: the crawl's tables (documents, visited URLs, errors, set
-    aside, left to visit; gone documents, old versions and triples when there are any), then its
-    errors and set-aside URLs by kind with one example each (as the client's summary)."""
+    aside, left to visit; URLs robots.txt disallowed, gone documents, old versions and triples
+    when there are any), then its errors, set-aside and disallowed URLs by kind with one example
+    each (as the client's summary, which gives the disallowed ones a row)."""
     from rich.table import Table
     from gridcrawl.client.progress import documents_label, print_error_groups, visited_label
     table = Table(title="gridcrawl: crawl", show_header=False, title_justify="left")
     table.add_column(no_wrap=True)
     table.add_column(justify="right")
     for label, key in (("documents stored", "documents"), ("URLs visited", "visited"), ("errors", "errors"),
+                       ("disallowed by robots.txt (not errors)", "disallowed"),
                        ("set aside (duplicates, traps, noindex)", "set_aside"), ("left to visit", "to_visit"),
                        ("links kept by the rules (kept_link)", "kept"),
                        ("documents gone", "gone"), ("old versions", "versions"), ("triples", "triples")):
@@ -979,7 +981,7 @@ def _print_crawl(counts: dict, groups) -> None:
                           if key == "documents" else f"{counts[key]:,}")
     console = _console()
     console.print(table)
-    print_error_groups(console, groups)
+    print_error_groups(console, groups, disallowed=True)
 
 
 def _print_recrawl_runs(rows, wide: bool = False) -> None:
@@ -1709,7 +1711,8 @@ def spark_command(
     typer.echo(f"{counted(result.pages, 'page')} in {result.seconds:.1f} s ({result.pages_per_second:.1f} pages/s), "
                f"{counted(len(result.layers), 'layer')}; tables: {counted(counts['documents'], 'document')}, "
                f"{counts['visited']:,} visited, {counts['to_visit']:,} to visit, {counted(counts['errors'], 'error')}, "
-               f"{counts['set_aside']:,} set aside "
+               + (f"{counts['disallowed']:,} disallowed by robots.txt (not errors), " if counts["disallowed"] else "")
+               + f"{counts['set_aside']:,} set aside "
                "(duplicates, traps, noindex)" + (f", {counted(counts['kept'], 'link')} kept (kept_link)" if counts["kept"] else ""))
     if capped := sum(f.capped for f in result.layers):
         typer.echo(f"{counted(capped, 'link')} {capped_note(settings.max_pages_per_host, 'a new --db')}")
@@ -1735,7 +1738,7 @@ def spark_command(
         if store.strategy.structured_data:
             view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown_url(db)}")
     errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
-    if counts["errors"] or counts["set_aside"]:
+    if counts["errors"] or counts["set_aside"] or counts["disallowed"]:
         from gridcrawl.db import shown_url
         typer.echo(f"errors by kind, one example each: gridcrawl report --crawl-db {shown_url(db)}")
     exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers), "signal": stop.signum,
