@@ -29,7 +29,8 @@ app = typer.Typer(add_completion=False, rich_markup_mode="markdown",
 
 
 RETRY_HELP = ("queue the visited URLs that failed again before crawling: 'all', or error kinds, "
-              "e.g. blocked,timeout,http_503 (the summary lists them)")
+              "e.g. blocked,timeout,http_503 (the summary lists them); 'robots' the URLs robots.txt "
+              "disallowed, which 'all' leaves")
 SEEDS_FILE_HELP = "file of seed URLs, one per line (# comments and blank lines skipped; - for standard input)"
 
 
