@@ -183,3 +183,24 @@ def test_the_store_counts_disallowed_urls_apart_and_retry_failed_all_leaves_them
     assert groups["robots_unreachable"].failed and not groups["robots_unreachable"].disallowed
     assert store.retry_failed([]) == 2
     assert store.retry_failed(["robots"]) == 2
+
+
+def test_gridcrawl_client_names_the_executors_option(tmp_path, site_server):
+    """With ``gridcrawl-client`` (its own manager and executor, tests/grid.py), robots.txt is the
+    executors' to ignore: the line names executors started with ``--ignore-robots`` and the
+    client's own command with ``--retry-failed robots``; exit status 0."""
+    from grid import Grid
+    server = site_server(_site())
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex")
+        client = grid.start_client(server.url("/private/"), "--no-sitemaps")
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    said = " ".join(grid.log("client.log").split())
+    assert (f"no page was fetched: the site's robots.txt disallows the seed {server.url('/private/')}, and the crawl "
+            "obeys it (not an error); where the site's owner agrees, executors started with --ignore-robots fetch it "
+            f"regardless: {grid.client_command()} --retry-failed robots") in said, said
+    assert "/private/" not in _paths(server)
