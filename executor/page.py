@@ -372,7 +372,9 @@ def extract_items(result: PageResult, page, text: str, entries: list, plugins: d
 def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits, max_links: int) -> None:
     """Parse an RDF document into ``result``: its triples, and its first ``max_links`` http(s)
     URI objects as links (``max_links_per_page``, as for an HTML page: it was always 10,000);
-    a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``."""
+    a document that does not parse or passes a bound fails as ``rdf_parse`` / ``rdf_limit``
+    (the ``rdf_parse`` message of one whose type is no RDF type says its syntax ``fmt`` was
+    sniffed: :func:`gridcrawl.semantic.rdf_format`)."""
     started = time.perf_counter()
     try:
         result.triples = parse_rdf(body, result.final_url, fmt, limits)
@@ -386,6 +388,9 @@ def _visit_rdf(result: PageResult, body: bytes, fmt: str, limits: Limits, max_li
         result.error_kind, result.error = ErrorKind.RDF_LIMIT.value, str(exc)
     except RDFError as exc:
         result.error_kind, result.error = ErrorKind.RDF_PARSE.value, str(exc)
+        if rdf_format(result.content_type, "") is None:  # not an RDF type: the syntax was sniffed
+            served = result.content_type.split(";", 1)[0].strip() if result.content_type else "no type"
+            result.error += f" (served as {served}: read as {fmt} by its URL's suffix or its first bytes)"
     result.parse_seconds = time.perf_counter() - started
 
 

@@ -9,9 +9,9 @@ and the http(s) URI objects become links of the page (a semantic-web crawl follo
 
 * **RDF documents** (:func:`rdf_format` decides): ``application/rdf+xml``, ``text/turtle``,
   ``application/n-triples``, ``application/ld+json``, ``text/n3``, ``application/trig``,
-  ``application/n-quads``, and files named ``.rdf``, ``.owl``, ``.ttl``, ``.nt``, ``.n3``,
-  ``.jsonld``, ``.trig``, ``.nq`` served with a generic type, parsed with rdflib
-  (:func:`parse_rdf`). The triples of TriG's and N-Quads' named graphs are read as the page's
+  ``application/n-quads``, and a document served with a generic type (``text/plain``, XML,
+  JSON, octets) whose URL's suffix (``.rdf``, ``.owl``, ``.ttl``, ``.nt``, ...) or first bytes
+  (:func:`sniff_rdf`) say it is RDF, parsed with rdflib (:func:`parse_rdf`). The triples of TriG's and N-Quads' named graphs are read as the page's
   triples, without their graph names (the triple table has no graph column).
 * **Structured data in HTML** (:func:`extract_structured`): JSON-LD scripts, microdata and Open
   Graph read with extruct (Zyte's library, the one Scrapy users use), RDFa with pyRdfa (extruct's
@@ -67,7 +67,7 @@ from gridcrawl.protocol import json_safe
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
-           "language_tag", "local_context", "localise_contexts", "parse_rdf", "rdf_format", "triple_key", "triple_links",
+           "language_tag", "local_context", "localise_contexts", "parse_rdf", "rdf_format", "sniff_rdf", "triple_key", "triple_links",
            "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI", "rdf_alternates"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
@@ -87,14 +87,45 @@ RDF_TYPES = {
 }
 #: The formats that carry named graphs: their quads are read as triples (the graph name dropped).
 QUAD_FORMATS = frozenset({"trig", "nquads"})
-#: File suffixes parsed as RDF when the server sends a generic type (text/plain, XML, octets).
+#: File suffixes parsed as RDF when the server sends a generic type (text/plain, XML, octets):
+#: the RDF entries of ``rdflib.util.guess_format``'s table (not ``.xml``, ``.json`` nor ``.html``,
+#: which it also maps, to RDF/XML, JSON-LD and RDFa: a sitemap, a JSON API or a page would be
+#: taken for RDF and fail as ``rdf_parse``; such files are sniffed, :func:`sniff_rdf`).
 RDF_SUFFIXES = {".rdf": "xml", ".owl": "xml", ".ttl": "turtle", ".nt": "nt", ".n3": "n3", ".jsonld": "json-ld",
-                ".trig": "trig", ".nq": "nquads"}
+                ".json-ld": "json-ld", ".trig": "trig", ".nq": "nquads", ".nquads": "nquads"}
 #: An XML document's start: a declaration, a comment or doctype, or a start tag (``<rdf:RDF ``),
 #: not an IRI (``<http://a.example/s>``, ``<>``, ``<#me>``), which begins a Turtle or N-Triples line.
 _XML_START = re.compile(rb"<(?:\?xml|!|[A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?[\s/>])")
-_GENERIC_TYPES = frozenset({None, "text/plain", "application/xml", "text/xml", "application/octet-stream",
-                            "binary/octet-stream", "application/owl+xml", "application/json"})
+#: Generic types whose body a semantic crawl downloads and sniffs whatever the URL (text, usually
+#: small): RDF is often served so. ``None``: no type (the fetcher downloads such bodies anyway).
+_SNIFFED_TYPES = frozenset({None, "text/plain", "application/xml", "text/xml", "application/json",
+                            "application/owl+xml"})
+#: Octets: downloaded by a semantic crawl only with an RDF suffix (an archive or an installer is
+#: no RDF, and would be read up to ``max_body_bytes``), sniffed when a body is there anyway.
+_GENERIC_TYPES = _SNIFFED_TYPES | {"application/octet-stream", "binary/octet-stream"}
+#: Bytes of a body's head :func:`sniff_rdf` looks at.
+SNIFF_BYTES = 4096
+RDF_NAMESPACE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#"
+#: A Turtle (or TriG, N3) directive opening a document: ``@prefix``, ``@base``, or SPARQL's
+#: ``PREFIX``/``BASE`` (any case), after comments.
+_TURTLE_DIRECTIVE = re.compile(r"(?:@prefix|@base)\s|(?i:prefix\s+[\w.-]*:\s*<|base\s+<)")
+#: An IRI or a blank node label, as N-Triples writes a term.
+_IRI = r'<[^<>"{}|^`\\\s]*>'
+_NODE = rf"(?:{_IRI}|_:[\w.-]+)"
+#: One N-Triples line (``nt``: three terms) or N-Quads line (with a fourth, the graph), a
+#: comment after it allowed.
+_NT_LINE = re.compile(rf'{_NODE}[ \t]*{_IRI}[ \t]*(?:{_NODE}|"(?:[^"\\\n]|\\.)*"(?:@[A-Za-z0-9-]+|\^\^{_IRI})?)'
+                      rf'[ \t]*({_NODE}[ \t]*)?\.[ \t]*(?:#.*)?\Z')
+#: A Turtle statement's start without directives: a subject (an IRI with a ``:``, ``/`` or
+#: ``#``, ``<>``, a blank node, ``[``) and a predicate (an absolute IRI or ``a``); not markup
+#: (``<html>\n<head>`` has the shape of two relative IRIs).
+_TURTLE_START = re.compile(r'(?:<>|<[^<>"{}|^`\\\s]*[:/#][^<>"{}|^`\\\s]*>|_:[\w.-]+|\[)\s*'
+                           r'(?:<[^<>"{}|^`\\\s]*:[^<>"{}|^`\\\s]*>|a\s)')
+#: The first element of an XML document, past its declaration, comments and doctype.
+_XML_ELEMENT = re.compile(r"<([A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?)[\s/>]")
+#: A JSON-LD keyword as a key: a JSON document using one is JSON-LD.
+_JSONLD_KEY = re.compile(r'"@(?:context|graph|id)"\s*:')
+_COMMENT_LINES = re.compile(r"(?:[ \t\r\n]*#[^\n]*(?:\n|\Z))*[ \t\r\n]*")
 #: The ``Accept`` header of a semantic crawl: HTML first, the RDF syntaxes next.
 RDF_ACCEPT = ("text/html,application/xhtml+xml;q=0.9,application/rdf+xml;q=0.8,text/turtle;q=0.8,"
               "application/ld+json;q=0.8,application/n-triples;q=0.7,application/trig;q=0.6,"
@@ -135,24 +166,33 @@ def _media_type(content_type: str | None) -> str | None:
     return content_type.split(";", 1)[0].strip().lower() or None
 
 
+def _url_suffix(url: str) -> str:
+    """The lower-case file suffix of ``url``'s path's last segment (``".ttl"``), or ``""``."""
+    path = url.split("?", 1)[0].split("#", 1)[0].lower()
+    name = path.rsplit("/", 1)[-1]
+    return name[name.rfind("."):] if "." in name else ""
+
+
 def rdf_format(content_type: str | None, url: str, body: bytes | None = None) -> str | None:
     """rdflib's format name for a response, or ``None`` when it is not RDF.
 
-    The media type decides (:data:`RDF_TYPES`); a generic type (none, ``text/plain``, XML,
-    JSON, octets) with a suffix of :data:`RDF_SUFFIXES` is RDF too, its syntax sniffed from the
-    start of ``body`` when given: an XML declaration or start tag is RDF/XML, ``{``/``[``
-    JSON-LD, anything else (an IRI such as ``<http://a.example/s>`` included) the suffix's own
-    text syntax, Turtle for ``.owl``/``.rdf``/``.jsonld`` (an ``.owl`` file may be either).
+    The media type decides (:data:`RDF_TYPES`); a type that is neither RDF nor generic (HTML,
+    images, ...) is never RDF. A generic type (none, ``text/plain``, XML, JSON, octets) is RDF
+    when the URL's suffix is one of :data:`RDF_SUFFIXES` (given a ``body``, its start refines the
+    syntax: an XML declaration or start tag is RDF/XML, ``{``/``[`` JSON-LD, anything else, an IRI
+    such as ``<http://a.example/s>`` included, the suffix's own text syntax, Turtle for
+    ``.owl``/``.rdf``/``.jsonld``: an ``.owl`` file may be either), else when ``body``'s head
+    sniffs as RDF (:func:`sniff_rdf`). Without a body and without a suffix: ``None``.
     """
     media = _media_type(content_type)
     if media in RDF_TYPES:
         return RDF_TYPES[media]
     if media not in _GENERIC_TYPES:
         return None
-    path = url.split("?", 1)[0].split("#", 1)[0].lower()
-    suffix = path[path.rfind("."):] if "." in path.rsplit("/", 1)[-1] else ""
-    fmt = RDF_SUFFIXES.get(suffix)
-    if fmt is None or not body:
+    fmt = RDF_SUFFIXES.get(_url_suffix(url))
+    if fmt is None:
+        return sniff_rdf(body) if body else None
+    if not body:
         return fmt
     start = body[:256].lstrip(b"\xef\xbb\xbf \t\r\n")
     if _XML_START.match(start):
@@ -162,10 +202,61 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
     return "turtle" if fmt in ("xml", "json-ld") else fmt
 
 
+def sniff_rdf(body: bytes) -> str | None:
+    """The RDF syntax the head of ``body`` (its first :data:`SNIFF_BYTES` bytes, no parse) shows,
+    as rdflib's format name, or ``None`` when it shows none: for a response of a generic type
+    whose URL has no RDF suffix.
+
+    * ``"xml"``: an XML document (declaration, comments and doctype allowed) whose first element
+      is ``rdf:RDF`` (any prefix, or none) and whose head names the RDF namespace;
+    * ``"turtle"``: after ``#`` comments, a directive (``@prefix``, ``@base``, ``PREFIX``,
+      ``BASE``), or a statement starting with a subject IRI or blank node and a predicate IRI or
+      ``a`` whose lines are not all N-Triples;
+    * ``"nt"``: every whole line of the head (comments and blank lines aside) an N-Triples
+      line; ``"nquads"`` when one of them has a fourth term (a graph);
+    * ``"json-ld"``: a JSON object or array whose head has an ``"@context"``, ``"@graph"`` or
+      ``"@id"`` key.
+
+    An HTML page is none of these. The head is read as UTF-8 (UTF-16 by its byte order mark),
+    undecodable bytes ignored.
+    """
+    head = body[:SNIFF_BYTES]
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        text = head.decode("utf-16", errors="ignore")
+    else:
+        text = head.decode("utf-8", errors="ignore").lstrip("\ufeff")
+    start = text[_COMMENT_LINES.match(text).end():]
+    if _TURTLE_DIRECTIVE.match(start):
+        return "turtle"
+    if not _TURTLE_START.match(start):
+        if start.startswith("<"):
+            element = _XML_ELEMENT.search(text)
+            name = element.group(1) if element else ""
+            return "xml" if name.rpartition(":")[2] == "RDF" and RDF_NAMESPACE in text else None
+        if start[:1] in ("{", "["):
+            return "json-ld" if _JSONLD_KEY.search(text) else None
+        return None
+    lines = start.split("\n")
+    if len(head) == SNIFF_BYTES and len(lines) > 1:
+        del lines[-1]  # cut by the head's end
+    quads = False
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _NT_LINE.match(line)
+        if match is None:
+            return "turtle"
+        quads = quads or match.group(1) is not None
+    return "nquads" if quads else "nt"
+
+
 def wants_body(url: str, content_type: str | None) -> bool:
-    """True when a semantic crawl downloads this response's body (an RDF type, or a generic type
-    with an RDF file suffix): the fetcher's ``body_wanted`` check."""
-    return rdf_format(content_type, url) is not None
+    """True when a semantic crawl downloads this response's body: an RDF type, a generic type
+    with an RDF file suffix, or a generic text type (``text/plain``, XML, JSON), whose body
+    :func:`rdf_format` sniffs; octets only with an RDF suffix. The fetcher's ``body_wanted``
+    check."""
+    return rdf_format(content_type, url) is not None or _media_type(content_type) in _SNIFFED_TYPES
 
 
 #: A well-formed language tag as rdflib checks it (BCP 47's shape: letters, then ``-`` and

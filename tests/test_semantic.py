@@ -14,7 +14,7 @@ import time
 import lxml.html
 import pytest
 import sqlalchemy as sa
-from rdflib import BNode, Graph, Literal, URIRef
+from rdflib import BNode, Dataset, Graph, Literal, URIRef
 from rdflib.compare import isomorphic
 
 from gridcrawl.client.store import CrawlStore, Outcome, Scope, Strategy
@@ -22,8 +22,8 @@ from gridcrawl.db import open_database
 from gridcrawl.export import export
 from gridcrawl.focus import OntologyError, OntologyFocus
 from gridcrawl.protocol import PageResult
-from gridcrawl.semantic import (Limits, RDFError, RDFLimit, extract_structured, local_context, parse_rdf,
-                                rdf_format, triple_links)
+from gridcrawl.semantic import (SNIFF_BYTES, Limits, RDFError, RDFLimit, extract_structured, local_context,
+                                parse_rdf, rdf_format, sniff_rdf, triple_links, wants_body)
 from sites import Site
 
 BASE = "http://127.0.0.1:8200/"
@@ -107,6 +107,168 @@ def test_rdf_format_by_type_then_suffix_and_sniffing():
     assert rdf_format("application/n-quads", BASE + "x") == "nquads"
     assert rdf_format("text/plain", BASE + "dump.nq", triple) == "nquads"
     assert rdf_format("text/plain", BASE + "data.trig", b"<http://a.example/g> { }") == "trig"
+
+
+# ------------------------------------------------------------------ RDF served with a generic type
+
+NTRIPLES = (b"<http://a.example/s> <http://www.w3.org/2000/01/rdf-schema#seeAlso> <http://a.example/o> .\n"
+            b'_:b1 <http://a.example/p> "v\\u00e9"@fr . # a comment\n'
+            b'<http://a.example/s> <http://a.example/q> "2"^^<http://www.w3.org/2001/XMLSchema#integer> .\n')
+NQUADS = b"<http://a.example/s> <http://a.example/p> <http://a.example/o> <http://a.example/g> .\n" + NTRIPLES
+JSONLD = (b'{\n  "@context": {"seeAlso": {"@id": "http://www.w3.org/2000/01/rdf-schema#seeAlso", "@type": "@id"}},\n'
+          b'  "@id": "http://a.example/s", "seeAlso": "http://a.example/o"}')
+#: body, the syntax it is, the syntax sniff_rdf names (a syntax whose parser reads it)
+SNIFFED = [
+    ("turtle", TURTLE, "turtle"),
+    ("turtle after comments", b"# birds\n\n# v2\n" + TURTLE, "turtle"),
+    ("turtle with SPARQL PREFIX", b"PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\nBASE <http://a.example/>\n"
+                                  b"<s> rdfs:label 'x' .", "turtle"),
+    ("turtle of IRIs only", b"<> a <http://a.example/Doc> ;\n  <http://a.example/p> \"x\" .\n", "turtle"),
+    ("turtle from a blank node", b"[ a <http://a.example/Doc> ] <http://a.example/p> 1 .", "turtle"),
+    ("n-triples", NTRIPLES, "nt"),
+    ("n-quads", NQUADS, "nquads"),
+    ("rdf/xml", RDFXML, "xml"),
+    ("rdf/xml, utf-16", RDFXML.decode().replace('version="1.0"', 'version="1.0" encoding="UTF-16"').encode("utf-16"), "xml"),
+    ("rdf/xml, no prolog", b"<RDF xmlns='http://www.w3.org/1999/02/22-rdf-syntax-ns#' "
+                           b"xmlns:ex='http://a.example/'><Description about='http://a.example/s'><ex:p>v</ex:p>"
+                           b"</Description></RDF>", "xml"),
+    ("json-ld", JSONLD, "json-ld"),
+    ("expanded json-ld", b'[{"@id": "http://a.example/s", "http://a.example/p": [{"@value": "v"}]}]', "json-ld"),
+]
+NOT_RDF = [
+    ("html", b"<!DOCTYPE html>\n<html><head><title>x</title></head><body><a href='/a.ttl'>@prefix</a></body></html>"),
+    ("html of bare tags", b"<html>\n<head>\n<title>x</title></head>\n<body><p>x</p></body>\n</html>"),
+    ("xml", b'<?xml version="1.0"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            b"<url><loc>http://a.example/</loc></url></urlset>"),
+    ("xml naming rdf", b'<?xml version="1.0"?><feed xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>'),
+    ("json", b'{"name": "x", "see": "http://a.example/o", "items": [1, 2]}'),
+    ("json list", b'[{"id": 1}, {"id": 2}]'),
+    ("text", b"Release notes\n\nPrefixes are now <optional>.\n"),
+    ("text quoting a mail", b"<ann@a.example> wrote:\n> hello\n"),
+    ("csv", b"subject,predicate,object\nhttp://a.example/s,http://a.example/p,1\n"),
+    ("png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))),
+    ("empty", b""),
+]
+
+
+@pytest.mark.parametrize("name,body,fmt", SNIFFED, ids=[c[0] for c in SNIFFED])
+def test_sniff_rdf_names_a_syntax_that_reads_the_document(name, body, fmt):
+    assert sniff_rdf(body) == fmt
+    url = BASE + "data/doc"
+    triples = parse_rdf(body, url, fmt)
+    if body.startswith(b"\xff\xfe"):  # rdflib reads its data as UTF-8
+        body = body.decode("utf-16").replace("UTF-16", "UTF-8").encode()
+    expected = Graph()
+    for s, p, o, _ in Dataset().parse(data=body, format=fmt, publicID=url).quads():  # every graph's triples
+        expected.add((s, p, o))
+    assert len(triples) == len(expected) > 0 and isomorphic(graph_of(triples), expected)
+
+
+@pytest.mark.parametrize("name,body", NOT_RDF, ids=[c[0] for c in NOT_RDF])
+def test_sniff_rdf_names_nothing_for_documents_that_are_not_rdf(name, body):
+    assert sniff_rdf(body) is None
+
+
+def test_sniff_rdf_looks_at_the_head_only():
+    # the head's last line, cut short, is not taken for a line that is no N-Triples
+    dump = b"".join(b"<http://a.example/s%d> <http://a.example/p> \"a rather long literal %d\" .\n" % (i, i)
+                    for i in range(200))
+    assert len(dump) > SNIFF_BYTES and dump[:SNIFF_BYTES].count(b"\n") < 200
+    assert sniff_rdf(dump) == "nt"
+    # a JSON-LD keyword past the head is not looked for
+    late = b'{"padding": "' + b"x" * SNIFF_BYTES + b'", "@context": {}, "@id": "http://a.example/s"}'
+    assert sniff_rdf(late) is None
+
+
+def test_rdf_format_sniffs_generic_types_only_and_the_suffix_comes_first():
+    for media in ("text/plain", "text/plain; charset=utf-8", "application/octet-stream", "application/xml",
+                  "text/xml", "application/json", None):
+        assert rdf_format(media, BASE + "data/birds", TURTLE) == "turtle", media
+        assert rdf_format(media, BASE + "data/birds", b"Just a text.") is None, media
+    assert rdf_format("application/xml", BASE + "data/birds.xml", RDFXML) == "xml"       # .xml, .json: sniffed
+    assert rdf_format("application/json", BASE + "data/birds.json?v=2", JSONLD) == "json-ld"
+    assert rdf_format("application/xml", BASE + "sitemap.xml", NOT_RDF[2][1]) is None
+    assert rdf_format("text/plain", BASE + "dump.nt", NQUADS) == "nt"   # the suffix, not the content, decides
+    for media in ("text/html", "application/xhtml+xml", "text/csv", "image/png"):      # never sniffed
+        assert rdf_format(media, BASE + "data/birds", TURTLE) is None
+    # the fetcher downloads generic text to sniff it; octets only with an RDF suffix
+    assert wants_body(BASE + "data/birds", "text/plain") and wants_body(BASE + "data/b", "application/json")
+    assert wants_body(BASE + "data/birds.ttl", "application/octet-stream")
+    assert not wants_body(BASE + "setup.exe", "application/octet-stream")
+    assert not wants_body(BASE + "data/birds", "image/png") and not wants_body(BASE + "data/b.ttl", "text/css")
+
+
+def generic_site() -> Site:
+    """RDF of each syntax served with a generic type, with and without an RDF suffix; each
+    document links to /seen.html. And documents of those types that are not RDF."""
+    seen = "<{BASE}/seen.html>"
+    turtle = b"@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n<> rdfs:seeAlso %s ; rdfs:label 'Birds' .\n"
+    ntriples = b"<{BASE}/s> <http://www.w3.org/2000/01/rdf-schema#seeAlso> %s .\n"
+    rdfxml = (b'<?xml version="1.0"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+              b'xmlns:rdfs="http://www.w3.org/2000/01/rdf-schema#"><rdf:Description rdf:about="">'
+              b'<rdfs:seeAlso rdf:resource="{BASE}/seen.html"/></rdf:Description></rdf:RDF>')
+    jsonld = (b'{"@context": {"seeAlso": {"@id": "http://www.w3.org/2000/01/rdf-schema#seeAlso", "@type": "@id"}}, '
+              b'"@id": "", "seeAlso": "{BASE}/seen.html"}')
+    site = Site()
+    for path, body, media in [
+            ("/birds.ttl", turtle, "text/plain"),
+            ("/birds", turtle, "text/plain; charset=utf-8"), ("/birds-nt", ntriples, "text/plain"),
+            ("/birds.nt", ntriples, "text/plain"), ("/birds.owl", rdfxml, "application/xml"),
+            ("/birds-xml", rdfxml, "application/xml"), ("/birds-txml", rdfxml, "text/xml"),
+            ("/birds.jsonld", jsonld, "application/json"), ("/birds.json", jsonld, "application/json")]:
+        site.pages[path] = body.replace(b"%s", seen.encode())
+        site.types[path] = media
+    site.pages["/readme"] = b"Birds of the reed bed.\n<notes> are in /notes.\n"
+    site.types["/readme"] = "text/plain"
+    site.pages["/config.json"] = b'{"see": "{BASE}/seen.html"}'
+    site.types["/config.json"] = "application/json"
+    site.pages["/page.txt"] = b'<!DOCTYPE html><html><body><a href="/seen.html">x</a></body></html>'
+    site.types["/page.txt"] = "text/plain"
+    site.pages["/turtle-as-html"] = site.pages["/birds"]
+    site.types["/turtle-as-html"] = "text/html"
+    site.pages["/broken"] = b"@prefix ex: <http://a.example/> .\nex:s ex:p"
+    site.types["/broken"] = "text/plain"
+    return site
+
+
+def test_rdf_served_with_a_generic_type_is_sniffed_and_read_as_a_typed_document(site_server):
+    from gridcrawl.executor.fetch import Fetcher
+    from gridcrawl.executor.page import visit
+    server = site_server(generic_site())
+    seen = server.url("/seen.html")
+    fetcher = Fetcher(user_agent="gridcrawl-test")
+    semantic = lambda path, **kw: visit(fetcher, server.url(path), instruction={"semantic": True}, **kw)
+    for path in ("/birds.ttl", "/birds", "/birds-nt", "/birds.nt", "/birds.owl", "/birds-xml", "/birds-txml",
+                 "/birds.jsonld", "/birds.json"):
+        result = semantic(path)
+        assert result.error_kind is None and result.triples, (path, result.error)
+        assert [link[0] for link in result.links] == [seen], path
+    # octets: read with an RDF suffix; without one the body is not downloaded (an archive, an installer)
+    fetcher_keep = Fetcher(user_agent="gridcrawl-test", keep_non_html=True)
+    site = server.site
+    site.pages["/octets"], site.types["/octets"] = site.pages["/birds.ttl"], "application/octet-stream"
+    site.pages["/octets.ttl"], site.types["/octets.ttl"] = site.pages["/birds.ttl"], "application/octet-stream"
+    assert semantic("/octets.ttl").triples
+    octets = semantic("/octets")
+    assert (octets.error_kind, octets.triples, octets.links, octets.digest) == (None, [], [], None)
+    assert visit(fetcher_keep, server.url("/octets"), instruction={"semantic": True}).triples  # downloaded: sniffed
+    # not RDF: a plain page as before, no error, no triple, no link
+    for path in ("/readme", "/config.json", "/page.txt", "/turtle-as-html"):
+        result = semantic(path)
+        assert (result.error_kind, result.triples, result.links) == (None, [], []), path
+    # sniffed as RDF but does not parse: rdf_parse, saying how it was read
+    broken = semantic("/broken")
+    assert broken.error_kind == "rdf_parse" and broken.error.startswith("invalid turtle: ")
+    assert broken.error.endswith("(served as text/plain: read as turtle by its URL's suffix or its first bytes)")
+    # the bounds of a typed document
+    assert semantic("/birds", semantic_limits=Limits(max_bytes=50)).error_kind == "rdf_limit"
+    assert semantic("/birds", semantic_limits=Limits(max_triples=1)).error_kind == "rdf_limit"
+    # a crawl that is not semantic neither downloads nor reads it
+    plain = visit(fetcher, server.url("/birds"))
+    assert (plain.error_kind, plain.triples, plain.links, plain.digest) == (None, [], [], None)
+    plain = visit(fetcher_keep, server.url("/birds"))  # nor reads it when its body is kept
+    assert (plain.error_kind, plain.triples, plain.links, plain.content) == (None, [], [], site.pages["/birds"].replace(
+        b"{BASE}", server.url("/")[:-1].encode()))
 
 
 def test_an_n_triples_dump_served_as_text_plain_is_parsed():

@@ -273,3 +273,55 @@ def test_bad_semantic_options_are_one_line_errors(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "gridcrawl", "export", "--db", db, "--triples", "--format", "warc",
                            "-"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown triple format 'warc' (use nt or jsonl)" in proc.stderr
+
+
+# ----------------------------------------------------------------------- RDF with a generic type
+
+def test_rdf_served_with_a_generic_type_is_read_and_its_links_followed(tmp_path, site_server):
+    """Turtle as text/plain (a ``.ttl`` file and one without a suffix), RDF/XML as
+    application/xml and JSON-LD as application/json: each document's triples are stored and the
+    page only it links to is crawled; a text/plain file that is no RDF stays a plain page."""
+    site = Site()
+    site.pages["/"] = html("Bird data", '<a href="/data/birds.ttl">Turtle</a> <a href="/data/birds">Dump</a> '
+                                        '<a href="/data/people">People</a> <a href="/data/notes.json">Notes</a> '
+                                        '<a href="/readme">Read me</a>')
+    documents = {
+        "/data/birds.ttl": (b"@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
+                            b'<> rdfs:seeAlso <../from-ttl.html> ; rdfs:label "Birds"@en .\n', "text/plain", "turtle"),
+        "/data/birds": (b"# a dump\n<{BASE}/data/birds> <http://www.w3.org/2000/01/rdf-schema#seeAlso> "
+                        b"<{BASE}/from-dump.html> .\n", "text/plain; charset=utf-8", "nt"),
+        "/data/people": (b'<?xml version="1.0"?>\n<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" '
+                         b'xmlns:foaf="http://xmlns.com/foaf/0.1/"><foaf:Person rdf:about="#ann">'
+                         b'<foaf:homepage rdf:resource="/from-xml.html"/></foaf:Person></rdf:RDF>',
+                         "application/xml", "xml"),
+        "/data/notes.json": (b'{"@context": {"@vocab": "http://example.org/birds#", "see": {"@type": "@id"}}, '
+                             b'"@id": "", "see": "/from-json.html", "count": 3}', "application/json", "json-ld"),
+    }
+    for path, (body, media, _) in documents.items():
+        site.pages[path], site.types[path] = body, media
+    for name in ("ttl", "dump", "xml", "json"):
+        site.pages[f"/from-{name}.html"] = html(f"Reached from {name}", "<p>Only RDF links here.</p>")
+    site.pages["/readme"] = b"Bird data\n<See> the files in /data.\n"
+    site.types["/readme"] = "text/plain"
+    server = site_server(site)
+    base = server.url("/")[:-1]
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager()
+        grid.start_executor("ex1", "--threads", "2")
+        client = grid.start_client(server.url("/"), "--structured-data")
+        assert client.wait(timeout=60) == 0, grid.log("client.log")
+    finally:
+        grid.stop()
+    got = fetched(server)
+    assert set(got) == set(site.pages) and set(got.values()) == {1}, got  # every RDF-only page reached, once
+    assert grid.query("crawl", "SELECT url, error_kind FROM visited_url WHERE error_kind IS NOT NULL") == []
+    for path, (body, _, fmt) in documents.items():
+        (fp,) = grid.query("crawl", "SELECT fingerprint FROM document WHERE url = ?", base + path)[0]
+        rows = [list(r) for r in grid.query("crawl", "SELECT subject, predicate, object, object_kind, datatype, "
+                                                     "language FROM triple WHERE fingerprint = ?", fp)]
+        expected = Graph().parse(data=body.replace(b"{BASE}", base.encode()), format=fmt, publicID=base + path)
+        assert len(rows) == len(expected) > 0 and isomorphic(graph_of(rows), expected), path
+    (fp,) = grid.query("crawl", "SELECT fingerprint FROM document WHERE url = ?", base + "/readme")[0]
+    assert grid.query("crawl", "SELECT COUNT(*) FROM triple WHERE fingerprint = ?", fp) == [(0,)]
+    assert "Traceback" not in grid.log("ex1.log")
