@@ -181,8 +181,10 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
     when the URL's suffix is one of :data:`RDF_SUFFIXES` (given a ``body``, its start refines the
     syntax: an XML declaration or start tag is RDF/XML, ``{``/``[`` JSON-LD, anything else, an IRI
     such as ``<http://a.example/s>`` included, the suffix's own text syntax, Turtle for
-    ``.owl``/``.rdf``/``.jsonld``: an ``.owl`` file may be either), else when ``body``'s head
-    sniffs as RDF (:func:`sniff_rdf`). Without a body and without a suffix: ``None``.
+    ``.owl``/``.rdf``/``.jsonld``: an ``.owl`` file may be either; markup whose first element
+    is ``html``, ``head`` or ``body`` is none: rdflib's RDF/XML reader made triples of an HTML
+    page's elements), else when ``body``'s head sniffs as RDF (:func:`sniff_rdf`).
+    Without a body and without a suffix: ``None``.
     """
     media = _media_type(content_type)
     if media in RDF_TYPES:
@@ -196,6 +198,9 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
         return fmt
     start = body[:256].lstrip(b"\xef\xbb\xbf \t\r\n")
     if _XML_START.match(start):
+        element = _XML_ELEMENT.search(body[:SNIFF_BYTES].decode("utf-8", errors="ignore"))
+        if element and element.group(1).lower() in ("html", "head", "body"):
+            return None  # an HTML page (an error or login page) is no RDF, whatever its URL
         return "xml"
     if start[:1] in (b"{", b"["):
         return "json-ld"

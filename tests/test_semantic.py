@@ -145,6 +145,8 @@ NOT_RDF = [
     ("json list", b'[{"id": 1}, {"id": 2}]'),
     ("text", b"Release notes\n\nPrefixes are now <optional>.\n"),
     ("text quoting a mail", b"<ann@a.example> wrote:\n> hello\n"),
+    ("text of bracketed words", b"<NOTICE> <https://a.example/notes> has moved.\n"),
+    ("html fragment", b"<br/>\n<p>Notes</p>\n"),
     ("csv", b"subject,predicate,object\nhttp://a.example/s,http://a.example/p,1\n"),
     ("png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))),
     ("empty", b""),
@@ -226,6 +228,10 @@ def generic_site() -> Site:
     site.types["/page.txt"] = "text/plain"
     site.pages["/turtle-as-html"] = site.pages["/birds"]
     site.types["/turtle-as-html"] = "text/html"
+    site.pages["/page.rdf"], site.types["/page.rdf"] = site.pages["/page.txt"], "text/plain"
+    site.pages["/untyped"], site.types["/untyped"] = site.pages["/birds"], ""  # no Content-Type
+    site.pages["/untyped.ttl"] = site.pages["/page.txt"]  # HTML (sniffed so) at an RDF suffix
+    site.types["/untyped.ttl"] = ""
     site.pages["/broken"] = b"@prefix ex: <http://a.example/> .\nex:s ex:p"
     site.types["/broken"] = "text/plain"
     return site
@@ -238,11 +244,13 @@ def test_rdf_served_with_a_generic_type_is_sniffed_and_read_as_a_typed_document(
     seen = server.url("/seen.html")
     fetcher = Fetcher(user_agent="gridcrawl-test")
     semantic = lambda path, **kw: visit(fetcher, server.url(path), instruction={"semantic": True}, **kw)
-    for path in ("/birds.ttl", "/birds", "/birds-nt", "/birds.nt", "/birds.owl", "/birds-xml", "/birds-txml",
+    for path in ("/birds.ttl", "/birds", "/untyped", "/birds-nt", "/birds.nt", "/birds.owl", "/birds-xml", "/birds-txml",
                  "/birds.jsonld", "/birds.json"):
         result = semantic(path)
         assert result.error_kind is None and result.triples, (path, result.error)
         assert [link[0] for link in result.links] == [seen], path
+    html_page = semantic("/untyped.ttl")  # an HTML page is never read as RDF, whatever its URL
+    assert (html_page.error_kind, html_page.triples, html_page.links) == (None, [], [[seen, "x"]])
     # octets: read with an RDF suffix; without one the body is not downloaded (an archive, an installer)
     fetcher_keep = Fetcher(user_agent="gridcrawl-test", keep_non_html=True)
     site = server.site
@@ -253,7 +261,7 @@ def test_rdf_served_with_a_generic_type_is_sniffed_and_read_as_a_typed_document(
     assert (octets.error_kind, octets.triples, octets.links, octets.digest) == (None, [], [], None)
     assert visit(fetcher_keep, server.url("/octets"), instruction={"semantic": True}).triples  # downloaded: sniffed
     # not RDF: a plain page as before, no error, no triple, no link
-    for path in ("/readme", "/config.json", "/page.txt", "/turtle-as-html"):
+    for path in ("/readme", "/config.json", "/page.txt", "/page.rdf", "/turtle-as-html"):
         result = semantic(path)
         assert (result.error_kind, result.triples, result.links) == (None, [], []), path
     # sniffed as RDF but does not parse: rdf_parse, saying how it was read
