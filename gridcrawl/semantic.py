@@ -123,6 +123,10 @@ _TURTLE_START = re.compile(r'(?:<>|<[^<>"{}|^`\\\s]*[:/#][^<>"{}|^`\\\s]*>|_:[\w
                            r'(?:<[^<>"{}|^`\\\s]*:[^<>"{}|^`\\\s]*>|a\s)')
 #: The first element of an XML document, past its declaration, comments and doctype.
 _XML_ELEMENT = re.compile(r"<([A-Za-z_][\w.-]*(?::[A-Za-z_][\w.-]*)?)[\s/>]")
+#: An HTML page's doctype, and the elements one may start with (HTML lets ``<html>`` and
+#: ``<head>`` be left out).
+_HTML_DOCTYPE = re.compile(r"<!doctype\s+html[\s>]", re.IGNORECASE)
+_HTML_FIRST = frozenset({"html", "head", "body", "title", "meta"})
 #: A JSON-LD keyword as a key: a JSON document using one is JSON-LD.
 _JSONLD_KEY = re.compile(r'"@(?:context|graph|id)"\s*:')
 _COMMENT_LINES = re.compile(r"(?:[ \t\r\n]*#[^\n]*(?:\n|\Z))*[ \t\r\n]*")
@@ -181,8 +185,8 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
     when the URL's suffix is one of :data:`RDF_SUFFIXES` (given a ``body``, its start refines the
     syntax: an XML declaration or start tag is RDF/XML, ``{``/``[`` JSON-LD, anything else, an IRI
     such as ``<http://a.example/s>`` included, the suffix's own text syntax, Turtle for
-    ``.owl``/``.rdf``/``.jsonld``: an ``.owl`` file may be either; markup whose first element
-    is ``html``, ``head`` or ``body`` is none: rdflib's RDF/XML reader made triples of an HTML
+    ``.owl``/``.rdf``/``.jsonld``: an ``.owl`` file may be either; markup with an HTML doctype or
+    whose first element is ``html``, ``head``, ``body``, ``title`` or ``meta`` is none: rdflib's RDF/XML reader made triples of an HTML
     page's elements), else when ``body``'s head sniffs as RDF (:func:`sniff_rdf`).
     Without a body and without a suffix: ``None``.
     """
@@ -198,8 +202,9 @@ def rdf_format(content_type: str | None, url: str, body: bytes | None = None) ->
         return fmt
     start = body[:256].lstrip(b"\xef\xbb\xbf \t\r\n")
     if _XML_START.match(start):
-        element = _XML_ELEMENT.search(body[:SNIFF_BYTES].decode("utf-8", errors="ignore"))
-        if element and element.group(1).lower() in ("html", "head", "body"):
+        head = body[:SNIFF_BYTES].decode("utf-8", errors="ignore")
+        element = _XML_ELEMENT.search(head)
+        if _HTML_DOCTYPE.search(head) or (element and element.group(1).lower() in _HTML_FIRST):
             return None  # an HTML page (an error or login page) is no RDF, whatever its URL
         return "xml"
     if start[:1] in (b"{", b"["):

@@ -229,8 +229,9 @@ def generic_site() -> Site:
     site.pages["/turtle-as-html"] = site.pages["/birds"]
     site.types["/turtle-as-html"] = "text/html"
     site.pages["/page.rdf"], site.types["/page.rdf"] = site.pages["/page.txt"], "text/plain"
+    site.pages["/title.owl"], site.types["/title.owl"] = b"<!doctype html>\n<div>Moved</div>", "application/xml"
     site.pages["/untyped"], site.types["/untyped"] = site.pages["/birds"], ""  # no Content-Type
-    site.pages["/untyped.ttl"] = site.pages["/page.txt"]  # HTML (sniffed so) at an RDF suffix
+    site.pages["/untyped.ttl"] = b'<!-- moved -->\n<p>See <a href="/seen.html">x</a></p>'  # HTML (sniffed so)
     site.types["/untyped.ttl"] = ""
     site.pages["/broken"] = b"@prefix ex: <http://a.example/> .\nex:s ex:p"
     site.types["/broken"] = "text/plain"
@@ -261,7 +262,7 @@ def test_rdf_served_with_a_generic_type_is_sniffed_and_read_as_a_typed_document(
     assert (octets.error_kind, octets.triples, octets.links, octets.digest) == (None, [], [], None)
     assert visit(fetcher_keep, server.url("/octets"), instruction={"semantic": True}).triples  # downloaded: sniffed
     # not RDF: a plain page as before, no error, no triple, no link
-    for path in ("/readme", "/config.json", "/page.txt", "/page.rdf", "/turtle-as-html"):
+    for path in ("/readme", "/config.json", "/page.txt", "/page.rdf", "/title.owl", "/turtle-as-html"):
         result = semantic(path)
         assert (result.error_kind, result.triples, result.links) == (None, [], []), path
     # sniffed as RDF but does not parse: rdf_parse, saying how it was read
