@@ -138,8 +138,9 @@ class Settings:
     max_crawl_delay: float = _doc(30.0, "largest robots.txt Crawl-delay honoured, seconds",
                 cli=(M,), group="politeness")
     retry_times: int = _doc(2, "retries of a fetch whose connection was refused or reset, or got 5xx/429 "
-                            "(timeouts are not retried)",
-                cli=(M,), group="politeness", help="retries of connection errors, 5xx and 429 (not of timeouts)")
+                            "(timeouts are not retried, nor is an answer that is no usable HTTP: `bad_response`)",
+                cli=(M,), group="politeness", help="retries of connection errors, 5xx and 429 (not of timeouts, "
+                "nor of bad_response)")
     retry_backoff: float = _doc(1.0, "seconds before the first retry; doubles with each retry",
                 cli=(M,), group="politeness", help="seconds before the first retry (doubles)")
 
