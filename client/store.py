@@ -30,7 +30,7 @@ from sqlalchemy.engine import Engine
 from gridcrawl import models
 from gridcrawl.db import chunks, init_schema, insert_ignore, run_transaction, utcnow
 from gridcrawl.focus import Focus, page_text, priority as focus_priority
-from gridcrawl.protocol import ErrorKind, PageResult
+from gridcrawl.protocol import DISALLOWED, ErrorKind, PageResult
 from gridcrawl.rules import BASE, PAGE_TYPE_LENGTH, PageType, Rule, rules_from_table, store_rules
 from gridcrawl.semantic import triple_key, valid_triple
 from gridcrawl.client.items import item_rows
@@ -2078,10 +2078,6 @@ def http_status_kind(kind: str) -> bool:
 
 #: ``visited_url.error_kind`` values that are decisions on a page fetched well, not failures.
 DECISIONS = (ErrorKind.TRAP.value, ErrorKind.DUPLICATE.value, ErrorKind.NOINDEX.value)
-#: ``visited_url.error_kind`` of URLs robots.txt disallowed: not fetched, as the site asks, and
-#: not failures (Scrapy counts them apart too, ``robotstxt/forbidden``); ``robots_unreachable``,
-#: a robots.txt that did not answer, is a failure.
-DISALLOWED = (ErrorKind.ROBOTS.value,)
 #: ``visited_url.error_kind`` values that are no failure: :data:`DECISIONS` and :data:`DISALLOWED`.
 NOT_FAILED = DECISIONS + DISALLOWED
 

@@ -128,6 +128,12 @@ class ErrorKind(str, enum.Enum):
     NOINDEX = "noindex"  #: robots meta tag / X-Robots-Tag noindex: kept out of ``document``
 
 
+#: Error kinds of URLs that robots.txt disallows: not fetched, as the site asks, and no failure
+#: (Scrapy counts them apart too, ``robotstxt/forbidden``). The client's summary and the manager's
+#: per-application figures (the dashboard's and ``/metrics``' errors) leave them out of the
+#: errors; ``robots_unreachable``, a robots.txt that did not answer, is a failure.
+DISALLOWED = (ErrorKind.ROBOTS.value,)
+
 #: An error kind on the wire: one of :class:`ErrorKind`'s values, decoded as plain text.
 ErrorKindName = Literal[tuple(kind.value for kind in ErrorKind)]  # type: ignore[valid-type]
 

@@ -447,7 +447,7 @@ class Application:
     throttled: bool = False              # unacked_bytes reached max_unacked_bytes: READY threads not dispatched
     throttles: int = 0                   # times it was throttled (the first is logged as a WARNING)
     done: int = 0                        # threads finished (results received, failed ones included)
-    errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed
+    errors: int = 0                      # of those, threads that failed (poison) or whose fetch failed (not robots.txt's)
     time_completed: float | None = None
     first_submitted: float | None = None  # crawl seconds run from here to last_finished (README "Figures")
     last_finished: float | None = None
@@ -1589,7 +1589,7 @@ class ManagerCore:
         page = t.result
         if app is not None:
             app.done += 1
-            app.errors += 1 if t.failed or page is None or page.error_kind else 0
+            app.errors += 1 if t.failed or page is None or (page.error_kind and page.error_kind not in p.DISALLOWED) else 0
             app.last_finished = t.time_finished
             app.unacked_bytes += result_bytes(page)
             if app.unacked_bytes >= self.settings.max_unacked_bytes and not app.throttled:

@@ -95,7 +95,7 @@ def metrics_text(data: dict) -> bytes:
         done = CounterMetricFamily("gridcrawl_application_threads_done", "grid threads of the application done "
                                    "(results received, failures included)", labels=labels)
         failed = CounterMetricFamily("gridcrawl_application_threads_failed", "grid threads of the application "
-                                     "that failed", labels=labels)
+                                     "that failed (robots.txt's disallows are no failures)", labels=labels)
         rate = gauge("application_pages_per_second", "pages per second over its crawl seconds", labels=labels)
         paused = gauge("application_paused", "1 while an operator has paused it", labels=labels)
         for app in data.get("applications") or []:

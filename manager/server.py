@@ -85,6 +85,33 @@ class ControlRequest:
         self.done = threading.Event()
 
 
+def application_figures(conn, application_ids: list[str]) -> dict[str, dict]:
+    """Each application's figures so far as the manager's records have them, for a manager that
+    starts on the database (the dashboard's done, errors and crawl seconds): application id ->
+    ``{"done", "errors", "first_submitted", "last_finished"}`` (counts; times as Unix seconds or
+    None); an application without threads is left out. Threads done are the DEAD ones that
+    finished (the others run again, and count when they end); errors are counted as the live
+    count (:meth:`ManagerCore._remember <gridcrawl.manager.core.ManagerCore._remember>`) counts
+    them: failed, or an error kind other than robots.txt's disallow
+    (:data:`gridcrawl.protocol.DISALLOWED`)."""
+    if not application_ids:
+        return {}
+    t = models.thread
+    dead = t.c.state == int(ThreadState.DEAD)
+    error = sa.or_(t.c.failed == sa.true(), sa.and_(t.c.error_kind.is_not(None),
+                                                     t.c.error_kind.not_in(protocol.DISALLOWED)))
+    rows = conn.execute(
+        sa.select(t.c.application_id,
+                  sa.func.sum(sa.case((sa.and_(dead, t.c.time_finished.is_not(None)), 1), else_=0)).label("done"),
+                  sa.func.sum(sa.case((sa.and_(dead, error), 1), else_=0)).label("errors"),
+                  sa.func.min(t.c.time_submitted).label("first_submitted"),
+                  sa.func.max(t.c.time_finished).label("last_finished"))
+        .where(t.c.application_id.in_(application_ids)).group_by(t.c.application_id))
+    return {r.application_id: {"done": int(r.done or 0), "errors": int(r.errors or 0),
+                               "first_submitted": to_timestamp(r.first_submitted),
+                               "last_finished": to_timestamp(r.last_finished)} for r in rows}
+
+
 class ManagerServer:
     """A running manager: ``ManagerServer(settings, bind, engine).serve(stop)``.
 
@@ -241,25 +268,10 @@ class ManagerServer:
                 .order_by(x.c.time_assigned.desc()).limit(LATE_ATTEMPTS))][::-1]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
-            # each one's figures so far (the dashboard's done, errors and crawl seconds): threads
-            # done are the DEAD ones that finished (the others run again, and count when they end)
-            dead = t.c.state == int(ThreadState.DEAD)
-            figures = {r.application_id: r for r in conn.execute(
-                sa.select(t.c.application_id,
-                          sa.func.sum(sa.case((sa.and_(dead, t.c.time_finished.is_not(None)), 1), else_=0))
-                          .label("done"),
-                          sa.func.sum(sa.case((sa.and_(dead, t.c.failed == sa.true()), 1), else_=0)).label("errors"),
-                          sa.func.min(t.c.time_submitted).label("first_submitted"),
-                          sa.func.max(t.c.time_finished).label("last_finished"))
-                .where(t.c.application_id.in_([r["application_id"] for r in apps]))
-                .group_by(t.c.application_id))} if apps else {}
+            figures = application_figures(conn, [r["application_id"] for r in apps])
             for row in apps:
                 row["time_created"] = to_timestamp(row["time_created"])
-                got = figures.get(row["application_id"])
-                if got is not None:  # (an application without threads keeps Application's defaults)
-                    row.update(done=int(got.done or 0), errors=int(got.errors or 0),
-                               first_submitted=to_timestamp(got.first_submitted),
-                               last_finished=to_timestamp(got.last_finished))
+                row.update(figures.get(row["application_id"], {}))  # (none: Application's defaults)
             threads = [dict(r._mapping) for r in conn.execute(
                 sa.select(t).join(a, a.c.application_id == t.c.application_id)
                 .where(t.c.state != int(ThreadState.DEAD), a.c.state != int(ApplicationState.STOPPED))

@@ -1216,6 +1216,35 @@ def test_a_thread_run_again_after_a_manager_restart_never_has_a_start_after_its_
     engine.dispose()
 
 
+def test_urls_robots_txt_disallows_are_no_errors_on_the_dashboard_before_and_after_a_restart(tmp_path):
+    """The client's summary counts the URLs robots.txt disallows apart from its errors; the
+    dashboard (and ``/metrics``) counted them as errors, and a manager started on the records
+    counted only poisoned threads (a 404 was no error after a restart). Both count as the summary
+    does now: of a disallowed URL, a 404 and a page, one error."""
+    from gridcrawl.manager.server import application_figures
+
+    engine, record = recorded(tmp_path)
+    T = 1_700_000_000.0
+    core = make_core()
+    record(core.handle(b"e", p.Register(name="e", host="h", user="u", threads=3), T))
+    (opened,) = sends(record(core.handle(b"c", p.OpenApplication("crawl", "u"), T)), p.ApplicationOpened)
+    app = opened.message.application_id
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    jobs = [job for _, job in assigned(record(submit(core, app, [1, 2, 3], peer=b"c", now=T + 1)))]
+    pages = {"/1": p.PageResult(url="x", error_kind="robots", error="disallowed by robots.txt"),
+             "/2": p.PageResult(url="x", status=404, error_kind="http_status", error="http 404"),
+             "/3": p.PageResult(url="x", status=200)}
+    record(core.handle(b"e", p.Results([p.AttemptResult(job.attempt_id, pages[job.url[-2:]]) for job in jobs]), T + 2))
+    record(core.handle(b"c", p.Ack(app, [1, 2, 3]), T + 3))
+    (shown,) = snapshot(core, T + 4)["applications"]
+    assert (shown["done"], shown["errors"]) == (3, 1)  # before: 3, 2
+    with engine.connect() as conn:
+        restored = application_figures(conn, [app])[app]
+    assert (restored["done"], restored["errors"]) == (3, 1)  # before: 3, 0
+    engine.dispose()
+
+
 def test_after_a_failover_the_dashboard_counts_the_pages_the_report_counts(tmp_path, caplog):
     """Two threads finished under a manager that died before their acks: the client had stored
     thread 1 (never submitted again), not thread 2 (run again). Thread 1 ends Dead with its first
