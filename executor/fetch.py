@@ -55,6 +55,7 @@ from gridcrawl.executor.ssrf import SSRFGuard
 # the protocol's one list of error kinds (re-exported here); the longest Retry-After the grid waits
 # for, and the longest wait a page reports (a site's Retry-After past it is cut to it)
 from gridcrawl.protocol import INT64, MAX_RETRY_AFTER, MAX_SECONDS, ErrorKind
+from gridcrawl.semantic import SNIFF
 from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["ErrorKind", "FetchCancel", "FetchResult", "Fetcher", "HopCheck", "HopRefusal", "chain_hop_checks", "tls_verify", "gunzip",
@@ -1037,7 +1038,7 @@ class Fetcher:
 
     def fetch(self, url: str, *, hop_check: HopCheck | None = None, scope_check: HopCheck | None = None,
               headers: dict[str, str] | None = None,
-              body_wanted: Callable[[str, str | None], bool] | None = None,
+              body_wanted: Callable[[str, str | None], bool | str] | None = None,
               cancel: FetchCancel | None = None) -> FetchResult:
         """Fetch ``url`` (GET), following redirects by hand; never raises.
 
@@ -1055,8 +1056,10 @@ class Fetcher:
                 ``If-Modified-Since`` (RFC 9110 §13.1): the validators of this URL's stored
                 copy go to its own hop only; so do ``Cookie`` and ``Authorization`` (a rendered
                 page's request: its host's credentials, never a redirect target's).
-            body_wanted: for this fetch only, ``(final_url, content_type) -> bool`` telling
-                whether a non-HTML body is downloaded too (a semantic crawl: RDF documents).
+            body_wanted: for this fetch only, ``(final_url, content_type) -> bool | str`` telling
+                whether a non-HTML body is downloaded too (a semantic crawl: RDF documents);
+                :data:`gridcrawl.semantic.SNIFF`: only if it fits in ``max_body_bytes`` (else the
+                response is kept without its body, not failed as ``too_large``).
             cancel: a :class:`FetchCancel` that ends this fetch when cancelled.
 
         Returns:
@@ -1326,10 +1329,15 @@ class Fetcher:
                                                       "validation (no If-None-Match, no If-Modified-Since)")
             return
         media = media_type(result.content_type)
-        wanted = (media is None or media in HTML_TYPES or self.keep_non_html
-                  or (body_wanted is not None and body_wanted(result.final_url, result.content_type)))
+        wanted = media is None or media in HTML_TYPES or self.keep_non_html
+        if not wanted and body_wanted is not None:
+            wanted = body_wanted(result.final_url, result.content_type)
         if not wanted:
             result.size = length or 0
+            return
+        if_it_fits = wanted == SNIFF  # read only to be sniffed: past max_body_bytes, kept without it
+        if if_it_fits and length is not None and length > self.max_body_bytes:
+            result.size = length
             return
         if (length is not None and length > self.max_body_bytes and not self.truncate_body
                 and not _codings(resp.headers.get("Content-Encoding"))):
@@ -1342,6 +1350,9 @@ class Fetcher:
         try:
             for piece in _decoded_chunks(resp):
                 if len(body) + len(piece) > self.max_body_bytes:
+                    if if_it_fits:  # (a length the headers did not give)
+                        result.size = len(body) + len(piece)
+                        return
                     if self.truncate_body:
                         body += piece[: self.max_body_bytes - len(body)]
                         break

@@ -68,7 +68,7 @@ from gridcrawl.urls import MAX_URL_LENGTH
 
 __all__ = ["Limits", "RDFError", "RDFLimit", "Structured", "check_xml_entities", "extract_structured",
            "language_tag", "local_context", "localise_contexts", "parse_rdf", "rdf_format", "sniff_rdf", "triple_key", "triple_links",
-           "valid_triple", "wants_body", "RDF_ACCEPT", "MAX_IRI", "rdf_alternates"]
+           "valid_triple", "wants_body", "SNIFF", "RDF_ACCEPT", "MAX_IRI", "rdf_alternates"]
 
 #: Longest IRI (subject, predicate, URI object, datatype) kept, in characters (the URL columns' size).
 MAX_IRI = MAX_URL_LENGTH
@@ -261,12 +261,21 @@ def sniff_rdf(body: bytes) -> str | None:
     return "nquads" if quads else "nt"
 
 
-def wants_body(url: str, content_type: str | None) -> bool:
-    """True when a semantic crawl downloads this response's body: an RDF type, a generic type
-    with an RDF file suffix, or a generic text type (``text/plain``, XML, JSON), whose body
-    :func:`rdf_format` sniffs; octets only with an RDF suffix. The fetcher's ``body_wanted``
-    check."""
-    return rdf_format(content_type, url) is not None or _media_type(content_type) in _SNIFFED_TYPES
+#: What :func:`wants_body` says of a body read only to be sniffed: the fetcher keeps it when it
+#: fits in ``max_body_bytes``, else keeps the response without its body, as a crawl that does not
+#: sniff would (a large ``text/plain`` file is no ``too_large`` failure of a semantic crawl).
+SNIFF = "sniff"
+
+
+def wants_body(url: str, content_type: str | None) -> bool | str:
+    """Whether a semantic crawl downloads this response's body: True for an RDF type or a
+    generic type with an RDF file suffix (:func:`rdf_format`; past ``max_body_bytes`` it fails
+    as ``too_large``), :data:`SNIFF` for a generic text type (``text/plain``, XML, JSON) whose
+    body :func:`rdf_format` sniffs (kept only when it fits), False otherwise (octets without an
+    RDF suffix, every other type). The fetcher's ``body_wanted`` check."""
+    if rdf_format(content_type, url) is not None:
+        return True
+    return SNIFF if _media_type(content_type) in _SNIFFED_TYPES else False
 
 
 #: A well-formed language tag as rdflib checks it (BCP 47's shape: letters, then ``-`` and

@@ -280,6 +280,38 @@ def test_rdf_served_with_a_generic_type_is_sniffed_and_read_as_a_typed_document(
         b"{BASE}", server.url("/")[:-1].encode()))
 
 
+def test_a_generic_body_larger_than_max_body_bytes_is_kept_without_it_not_failed(site_server):
+    """A semantic crawl downloads ``text/plain``, XML and JSON to sniff them; one larger than
+    ``max_body_bytes`` failed as ``too_large`` where a plain crawl records it without its body
+    (a log file, a JSON dump). Only to be sniffed, it is kept without its body now, with its
+    Content-Length or without one; an RDF document (typed, or by its suffix) past the bound still
+    fails as ``too_large``."""
+    from gridcrawl.executor.fetch import Fetcher
+    from gridcrawl.executor.page import visit
+
+    def unsized(h):  # no Content-Length: read to the connection's end
+        h.send_response(200)
+        h.send_header("Content-Type", "text/plain")
+        h.send_header("Connection", "close")
+        h.end_headers()
+        h.wfile.write(b"log line\n" * 1000)
+        h.close_connection = True
+
+    site = generic_site()
+    site.pages["/big.log"], site.types["/big.log"] = b"log line\n" * 1000, "text/plain"
+    site.pages["/big.json"], site.types["/big.json"] = b'{"rows": [%s]}' % b",".join([b"1"] * 3000), "application/json"
+    site.pages["/big.ttl"], site.types["/big.ttl"] = site.pages["/birds"] * 100, "text/plain"
+    site.extra["/unsized"] = unsized
+    server = site_server(site)
+    fetcher = Fetcher(user_agent="gridcrawl-test", max_body_bytes=2000)
+    for path in ("/big.log", "/big.json", "/unsized"):
+        result = visit(fetcher, server.url(path), instruction={"semantic": True})
+        assert (result.error_kind, result.triples, result.digest) == (None, [], None), (path, result.error)
+        assert result.size > 2000, path
+    typed = visit(fetcher, server.url("/big.ttl"), instruction={"semantic": True})
+    assert typed.error_kind == "too_large", typed.error
+
+
 def test_an_n_triples_dump_served_as_text_plain_is_parsed():
     body = b"<http://a.example/s> <http://a.example/p> <http://a.example/o> .\n<http://a.example/s> <http://a.example/q> \"v\"@en .\n"
     url = BASE + "dump.nt"
