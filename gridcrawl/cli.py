@@ -900,7 +900,7 @@ def report(
     import sqlalchemy as sa
     if db is not None:
         try:
-            engine = open_database(db, existing=True)
+            engine = open_database(db, existing=True, read_only=True)
         except DatabaseUnavailable as exc:
             fail(str(exc))
         if old := older_schema(engine, "manager"):  # before reading: its views lack columns (a traceback)
@@ -939,7 +939,7 @@ def report(
     if crawl_db is not None:
         from gridcrawl.client.store import crawl_counts, error_groups
         try:
-            crawl_engine = open_database(crawl_db, existing=True)
+            crawl_engine = open_database(crawl_db, existing=True, read_only=True)
             if old := older_schema(crawl_engine, "crawl"):
                 fail(old)
             if new := newer_schema(crawl_engine, "crawl"):
@@ -1215,7 +1215,7 @@ def export_command(
         from gridcrawl.client.items import ItemExportError, export_items
         try:
             with _sigterm_unwinds():
-                engine = open_database(db, existing=True)
+                engine = open_database(db, existing=True, read_only=True)
                 _warn_running(engine)
                 done = export_items(engine, out, format, type, include_gone=include_gone)
         except (DatabaseUnavailable, ItemExportError, ExportError) as exc:
@@ -1233,7 +1233,7 @@ def export_command(
     if include_gone:
         fail("--include-gone goes with --items")
     try:
-        engine = open_database(db, existing=True)
+        engine = open_database(db, existing=True, read_only=True)
         _warn_running(engine)
         with _sigterm_unwinds():
             result = export(engine, format, out, content=content, triples=triples)

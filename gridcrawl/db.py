@@ -121,6 +121,12 @@ def _sqlite_begin(conn) -> None:
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _sqlite_begin_read(conn) -> None:
+    # a reader's transaction (open_database(read_only=True)): deferred, so that it takes no write
+    # lock; in WAL mode it reads one snapshot from its first read while writers go on
+    conn.exec_driver_sql("BEGIN")
+
+
 # Seconds to wait for a server to accept a connection, per driver, unless the URL says otherwise.
 CONNECT_TIMEOUT = 10
 #: The form of a database server's URL, as messages show it.
@@ -250,10 +256,13 @@ def _url_example(url: str) -> str:
     return f"sqlite:///{os.path.abspath(url)}" if url.strip() else "sqlite:///crawl.db"
 
 
-def open_database(url: str, *, check: bool = True, existing: bool = False) -> Engine:
+def open_database(url: str, *, check: bool = True, existing: bool = False, read_only: bool = False) -> Engine:
     """Create an engine for SQLAlchemy ``url`` and, with ``check``, prove it answers.
     ``existing``: the database must exist already (a SQLite file is not created: commands that
-    only read, such as ``gridcrawl report`` and ``export``, leave no file behind).
+    only read, such as ``gridcrawl report`` and ``export``, leave no file behind). ``read_only``:
+    the engine's transactions only read (an export, a report); on SQLite they begin deferred
+    instead of ``BEGIN IMMEDIATE``, so that they take no write lock and a crawl writing the same
+    file goes on meanwhile (an export of a large crawl held its applier for the export's length).
 
     Any SQLAlchemy URL works: ``sqlite:///crawl.db``, ``postgresql+psycopg://user@host/db``,
     ``mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server``,
@@ -326,7 +335,7 @@ def open_database(url: str, *, check: bool = True, existing: bool = False) -> En
         if parsed.get_backend_name() == "sqlite":
             engine = sa.create_engine(parsed, connect_args={"check_same_thread": False, "timeout": 30})
             event.listen(engine, "connect", _sqlite_pragmas)
-            event.listen(engine, "begin", _sqlite_begin)
+            event.listen(engine, "begin", _sqlite_begin_read if read_only else _sqlite_begin)
         else:
             connect_args = {}
             timeout_arg = _TIMEOUT_ARGS.get(parsed.get_driver_name())
@@ -659,9 +668,9 @@ def lock_wait(conn: Connection, seconds: float) -> Iterator[None]:
 
     PostgreSQL ``lock_timeout`` (ms), MariaDB/MySQL ``innodb_lock_wait_timeout`` (whole seconds,
     at least 1), SQL Server ``SET LOCK_TIMEOUT`` (ms). SQLite keeps its busy timeout
-    (``SQLITE_BUSY_MS`` at ``BEGIN IMMEDIATE``): every SQLite transaction, a report's or a
-    dashboard's read included, takes the write lock, so a short wait there would make a manager
-    starting next to one refuse to start.
+    (``SQLITE_BUSY_MS`` at ``BEGIN IMMEDIATE``): every SQLite transaction of a program that
+    writes, its reads included, takes the write lock, so a short wait there would make a manager
+    starting next to one refuse to start (an export's and a report's, ``read_only``, take none).
     """
     dialect = conn.dialect.name
     ms = max(1, int(seconds * 1000))

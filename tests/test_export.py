@@ -481,9 +481,8 @@ def test_two_exports_to_one_file_at_once_never_mix_and_the_last_to_finish_wins_w
     second's export, a hole of zero bytes, then the first's tail) and failed ("cannot write
     OUT: No such file or directory"). Each has a temporary file of its own now: the first,
     paused mid-write while the second runs from start to end, finishes last and leaves its whole
-    export; no ``.part`` is left. (The second exports another crawl database: on SQLite an
-    export's read transaction holds the database's write lock, so a second export of the same
-    one waits for the paused first to let go.)"""
+    export; no ``.part`` is left. (The second exports another crawl database, so that the two
+    exports differ.)"""
     import signal
     out = tmp_path / "pages.jsonl"
     first_whole, second_whole = tmp_path / "first.jsonl", tmp_path / "second.jsonl"  # each export alone
@@ -505,6 +504,38 @@ def test_two_exports_to_one_file_at_once_never_mix_and_the_last_to_finish_wins_w
         first.wait()
     assert out.read_bytes() == first_whole.read_bytes()
     assert not _parts(out)
+
+
+def test_a_crawl_writes_on_while_an_export_of_its_sqlite_database_reads_one_snapshot(big_crawl, tmp_path):
+    """An export's read transaction on SQLite was ``BEGIN IMMEDIATE``: it held the database's
+    write lock for the export's length, so a crawl writing the same file stood still (its
+    applier waited the 30 s busy timeout, then failed) and a second export waited. Exports read
+    in a deferred transaction now: with the export paused mid-write, a writer takes the write
+    lock at once (here with a 2 s busy timeout) and changes every title, and the export, resumed,
+    holds the titles as they were when it began (one snapshot, WAL's readers)."""
+    import signal
+    import sqlite3
+    out = tmp_path / "pages.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "export", "--db", big_crawl, str(out)],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _pause_mid_export(proc, out)
+        writer = sqlite3.connect(big_crawl.removeprefix("sqlite:///"), timeout=2, isolation_level=None)
+        try:
+            writer.execute("BEGIN IMMEDIATE")  # before: "database is locked" after 2 s
+            writer.execute("UPDATE document SET title = 'changed'")
+            writer.execute("COMMIT")
+        finally:
+            writer.close()
+        proc.send_signal(signal.SIGCONT)
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+        with sqlite3.connect(big_crawl.removeprefix("sqlite:///"), isolation_level=None) as again:
+            again.execute("UPDATE document SET title = 't'")  # the module's crawl as it was
+    titles = [json.loads(line)["title"] for line in out.read_text().splitlines()]
+    assert len(titles) == 100 and set(titles) == {"t"}
 
 
 def test_an_export_to_standard_output_is_utf8_whatever_the_locale(tmp_path):
