@@ -88,10 +88,7 @@ def run(
     from gridcrawl.errors import RenderUnavailable
     if "render" in (capability or []) and not render:
         fail("--capability render needs a browser: use --render instead")
-    from gridcrawl.protocol import CAPABILITY_LENGTH, MAX_THREADS
-    if settings.threads > MAX_THREADS:  # a manager would drop its registration unanswered
-        fail(f"setting threads ({given_where(ctx, 'threads', '--threads')}) must be at most {MAX_THREADS:,} (a "
-             f"manager grants at most its max_threads_per_executor, 64 by default), not {settings.threads}")
+    from gridcrawl.protocol import CAPABILITY_LENGTH
     from gridcrawl.plugins import PREFIX
     for claimed in capability or []:
         if claimed.startswith(PREFIX):  # threads needing it would come here and fail their items

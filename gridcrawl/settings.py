@@ -281,6 +281,10 @@ class Settings:
                      "max_applications_per_user"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{_named(name)} must be >= 1, not {getattr(self, name)!r}")
+        from gridcrawl.protocol import MAX_THREADS
+        if self.threads > MAX_THREADS:  # a manager would drop the registration unanswered
+            raise ValueError(f"{_named('threads')} must be at most {MAX_THREADS:,} (a manager grants at most its "
+                             f"max_threads_per_executor, 64 by default), not {self.threads}")
         if self.dispatch not in ("least-loaded", "host-hash"):
             raise ValueError(f"{_named('dispatch')} must be least-loaded or host-hash, not {self.dispatch!r}")
         for name in ("prefetch", "lease_seconds", "max_redirects", "max_pages", "max_pages_per_host", "download_delay",

@@ -79,14 +79,19 @@ def test_gridcrawl_runs_own_executors_are_granted_all_their_threads(tmp_path, si
     assert grid.query("manager", "SELECT name, threads FROM executor") == [("executor-1", 70)]
 
 
-def test_an_executor_asking_more_threads_than_a_registration_may_declare_stops_with_one_line():
+def test_an_executor_asking_more_threads_than_a_registration_may_declare_stops_with_one_line(tmp_path):
     """``--threads 200000``: the manager dropped its registration as malformed, and the executor
-    said "no answer from the manager at ... within 10 s", blaming the network."""
-    done = subprocess.run([sys.executable, "-m", "gridcrawl.executor", "--manager", "tcp://127.0.0.1:9",
-                           "--threads", str(p.MAX_THREADS + 1)], capture_output=True, text=True, timeout=60)
-    assert (done.returncode, done.stdout) == (2, ""), done
-    assert done.stderr == (f"error: setting threads (--threads) must be at most {p.MAX_THREADS:,} (a manager grants "
-                           f"at most its max_threads_per_executor, 64 by default), not {p.MAX_THREADS + 1}\n"), done
+    said "no answer from the manager at ... within 10 s", blaming the network; ``gridcrawl run``
+    printed that line once per executor, then "executor-1 exited with status 2 before the crawl
+    started". Both refuse it in one line now."""
+    for command in (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:9"],
+                    ["gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(tmp_path / "crawl")]):
+        done = subprocess.run([sys.executable, "-m", *command, "--threads", str(p.MAX_THREADS + 1)],
+                              capture_output=True, text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (2, ""), done
+        assert done.stderr == (f"error: setting threads (--threads) must be at most {p.MAX_THREADS:,} (a manager "
+                               f"grants at most its max_threads_per_executor, 64 by default), not "
+                               f"{p.MAX_THREADS + 1}\n"), done
 
 
 def _workers() -> int:
