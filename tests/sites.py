@@ -661,6 +661,49 @@ class SiteServer:
             self._conns.discard(conn)
 
 
+class RawServer:
+    """A TCP server on 127.0.0.1 that is no HTTP server: to each connection it sends ``first``
+    (before reading, as an SSH server speaks first), reads the request, sends ``reply``, and
+    closes, with an RST when ``reset`` (as a crashing or overloaded server may). ``connections``
+    counts what it accepted; ``close()`` stops it."""
+
+    def __init__(self, first: bytes = b"", reply: bytes = b"", reset: bool = False) -> None:
+        self.first, self.reply, self.reset = first, reply, reset
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str = "/") -> str:
+        """The URL of ``path`` on this server."""
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def _serve(self) -> None:
+        import struct
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                conn.settimeout(5)
+                try:
+                    conn.sendall(self.first)
+                    conn.recv(65536)  # the request (an SSH server answers it "Invalid SSH identification string")
+                    conn.sendall(self.reply)
+                    if self.reset:
+                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
+                    else:
+                        conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        """Stop listening."""
+        self.listener.close()
+
+
 class Blackhole:
     """A host on ``host`` (an address of 127.0.0.0/8) that accepts TCP connections and never
     answers — a firewall that lets the SYN in, a server stuck before its first byte — keeping

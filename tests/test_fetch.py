@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from gridcrawl.executor.fetch import ErrorKind, Fetcher, FetchResult, parse_retry_after
+from sites import RawServer
 
 UA = "gridcrawl-test/0.1 (+http://127.0.0.1/)"
 MiB = 1024 * 1024
@@ -967,43 +968,6 @@ def test_cookie_and_authorization_go_to_the_urls_own_hop_only_not_to_a_redirects
 # ---------------------------------------------------------------------------------------------
 
 
-class _RawServer:
-    """A TCP server on 127.0.0.1 that is no HTTP server: to each connection it sends ``first``
-    (before reading, as an SSH server speaks first), reads the request, sends ``reply``, and
-    closes, with an RST when ``reset``. ``connections`` counts what it accepted."""
-
-    def __init__(self, first: bytes = b"", reply: bytes = b"", reset: bool = False) -> None:
-        self.first, self.reply, self.reset = first, reply, reset
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/"
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        import struct
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                conn.settimeout(5)
-                try:
-                    conn.sendall(self.first)
-                    conn.recv(65536)
-                    conn.sendall(self.reply)
-                    if self.reset:
-                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                    else:
-                        conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 @pytest.mark.parametrize("server_kwargs, kind, error", [
     # a port of another protocol: SSH says who it is first; a TLS server may answer a plain
     # request with an alert record; an HTTP/2-only server's status line
@@ -1023,9 +987,9 @@ def test_an_answer_no_retry_mends_is_a_bad_response_a_broken_connection_is_not(s
     retries twice (``retry_times``) for the same answer: it is ``bad_response`` now, which it
     does not retry (as headers past the limits and a body that does not decode, above). What a
     retry may mend stays ``connection``: a reset, a close without a word, a body cut short."""
-    raw = _RawServer(**server_kwargs)
+    raw = RawServer(**server_kwargs)
     try:
-        r = _fetcher().fetch(raw.url)
+        r = _fetcher().fetch(raw.url())
     finally:
         raw.close()
     assert (r.error_kind, r.error) == (kind, error)
@@ -1038,8 +1002,8 @@ def test_a_proxy_that_is_no_http_proxy_is_a_connection_error_retried_elsewhere(s
     fault, not the page's: the page stays ``connection`` (retried, perhaps on an executor with
     a working proxy), its error naming the proxy, not ``bad_response``, which would end it."""
     from gridcrawl.executor.proxy import ProxyRoute
-    ssh = _RawServer(first=b"SSH-2.0-OpenSSH_9.6\r\n")
-    shown = ssh.url.rstrip("/")
+    ssh = RawServer(first=b"SSH-2.0-OpenSSH_9.6\r\n")
+    shown = ssh.url().rstrip("/")
     try:
         r = _fetcher(proxy=ProxyRoute.parse(shown)).fetch(f"{scheme}://site.example/")
     finally:

@@ -495,12 +495,24 @@ def test_a_gone_page_back_unchanged_answers_304_and_is_revived(sqlite_url, site_
     fetcher.close()
 
 
+def _visit_all(store, fetcher, scope) -> dict:
+    """Visit every URL the store gives (sitemaps read) and apply the results, as a crawl would;
+    return the summed counts of :meth:`CrawlStore.apply`."""
+    from gridcrawl.client.app import thread_instruction
+    totals: dict = {}
+    while pendings := store.claim(100):
+        outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
+                                                                                   sitemaps=True)[0]),
+                            "ex", 1, False) for x in pendings]
+        for key, value in store.apply(outcomes, scope).items():
+            totals[key] = totals.get(key, 0) + value
+    return totals
+
+
 def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     """On SQLite, PostgreSQL and MariaDB: the ``sitemap`` table keeps a sitemap's validators; a
     recrawl run queues it again with them; a changed sitemap's newer lastmod queues the page at
     once (counted in ``due``), an older one lengthens the interval; a 304 reads nothing."""
-    from gridcrawl.client.app import thread_instruction
-
     site = Site()
     site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/a.html'>a</a></body></html>"
     site.pages["/a.html"] = b"<html><head><title>a</title></head><body>a</body></html>"
@@ -519,14 +531,7 @@ def test_store_rereads_sitemaps_and_acts_on_their_lastmod(db_url, site_server):
     store.add_seeds([server.url("/")])
 
     def run() -> dict:
-        totals: dict = {}
-        while pendings := store.claim(100):
-            outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
-                                                                                       sitemaps=True)[0]),
-                                "ex", 1, False) for x in pendings]
-            for key, value in store.apply(outcomes, scope).items():
-                totals[key] = totals.get(key, 0) + value
-        return totals
+        return _visit_all(store, fetcher, scope)
 
     assert run()["new"] == 2
     s, d = models.sitemap.c, models.document.c
@@ -588,7 +593,6 @@ def test_a_sitemap_that_says_modified_today_on_every_read_moves_no_page_sooner_t
       queues only a page whose due time has come);
     * the sitemap itself, changed on every read: read again ``min_interval`` after each read,
       not sooner (``next_interval``'s clamp of its own schedule)."""
-    from gridcrawl.client.app import thread_instruction
     from gridcrawl.db import utcnow
 
     reads = iter(range(1, 1_000_000))
@@ -612,14 +616,7 @@ def test_a_sitemap_that_says_modified_today_on_every_read_moves_no_page_sooner_t
     store.add_seeds([server.url("/")])
 
     def run() -> dict:
-        totals: dict = {}
-        while pendings := store.claim(100):
-            outcomes = [Outcome(x, visit(fetcher, x.url, instruction=thread_instruction({}, store.strategy, x,
-                                                                                       sitemaps=True)[0]),
-                                "ex", 1, False) for x in pendings]
-            for key, value in store.apply(outcomes, scope).items():
-                totals[key] = totals.get(key, 0) + value
-        return totals
+        return _visit_all(store, fetcher, scope)
 
     def schedules() -> dict:
         d, m = models.document.c, models.sitemap.c

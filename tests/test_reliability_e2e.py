@@ -26,7 +26,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.urls import canonical_url
 from grid import Grid, wait_for
-from sites import generate_site, reachable
+from sites import RawServer, generate_site, reachable
 
 pytestmark = pytest.mark.e2e
 
@@ -285,52 +285,6 @@ def test_a_client_keeps_no_more_threads_at_the_manager_than_the_manager_takes(tm
     assert "max_threads_per_application is 20" not in grid.log("manager.log")  # no submit refused
 
 
-class NotHttp:
-    """A TCP server on 127.0.0.1 that is no HTTP server, counting the connections it accepts
-    (``connections``). With ``banner`` it speaks first, as an SSH server does, reads what it is
-    sent and closes: a server of another protocol on the port. Without it, it reads the request
-    and resets the connection (RST), as a crashing or overloaded server may: a transient failure.
-    ``close()`` stops it."""
-
-    def __init__(self, banner: bytes | None = None) -> None:
-        import socket
-        self.banner = banner
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        import socket
-        import struct
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                conn.settimeout(5)
-                try:
-                    if self.banner is not None:
-                        conn.sendall(self.banner)
-                    conn.recv(65536)  # the request (an SSH server answers it "Invalid SSH identification string")
-                    if self.banner is None:
-                        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
-                    else:
-                        conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def url(self, path: str = "/") -> str:
-        """The URL of ``path`` on this server."""
-        return f"http://127.0.0.1:{self.port}{path}"
-
-    def close(self) -> None:
-        """Stop listening."""
-        self.listener.close()
-
-
 def test_a_server_of_another_protocol_fails_once_a_reset_is_retried(tmp_path):
     """Real programs: a seed on a port that speaks SSH ("SSH-2.0-OpenSSH_9.6" first, then
     closes) and one on a server that resets every connection. The SSH port failed as
@@ -338,7 +292,7 @@ def test_a_server_of_another_protocol_fails_once_a_reset_is_retried(tmp_path):
     cannot make it speak HTTP; it fails once as ``bad_response`` now, naming what it answered,
     and ``--retry-failed bad_response`` fetches it again in a later run. The reset is transient
     and is still retried: 3 attempts, ``connection``."""
-    ssh, reset = NotHttp(b"SSH-2.0-OpenSSH_9.6\r\n"), NotHttp()
+    ssh, reset = RawServer(first=b"SSH-2.0-OpenSSH_9.6\r\n"), RawServer(reset=True)
     grid = Grid(tmp_path)
     try:
         grid.start_manager(env={"GRIDCRAWL_RETRY_BACKOFF": "0.25"})
