@@ -399,6 +399,7 @@ CREATE TABLE recrawl (
     revived              INTEGER         NOT NULL,
     errors               INTEGER         NOT NULL,
     new                  INTEGER         NOT NULL,
+    disallowed           INTEGER         NOT NULL,
     CONSTRAINT pk_recrawl PRIMARY KEY (recrawl_id)
 );
 GO
@@ -502,6 +503,6 @@ CREATE TABLE gridcrawl_crawl_version (
 );
 GO
 
-INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0010');
-INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '10');
+INSERT INTO gridcrawl_crawl_version (version_num) VALUES ('0011');
+INSERT INTO crawl_meta (name, value) VALUES ('schema_version', '11');
 GO

@@ -51,6 +51,7 @@ import zmq
 from gridcrawl import protocol as p
 from gridcrawl.link import ManagerLink
 from gridcrawl.db import describe_error, shown_url, transient_error
+from gridcrawl.report import RECRAWL_COLUMNS
 from gridcrawl.settings import Settings
 from gridcrawl.client.store import CrawlStore, HostShare, Outcome, Pending, Scope
 from gridcrawl.items import needs_of, spec_to_wire, specs_for
@@ -154,8 +155,10 @@ def control_application(settings: Settings, manager: str | list[str], applicatio
 
 #: The counts of a recrawl run, in the order the summary and ``gridcrawl report`` show them:
 #: documents due (queued again), fetched with a body (unchanged + changed + revived), answered
-#: 304 Not Modified, unchanged, changed, gone (404/410), revived, other errors, new pages stored.
-RECRAWL_COUNTS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+#: 304 Not Modified, unchanged, changed, gone (404/410), revived, disallowed by robots.txt now
+#: (not errors: the stored copy is kept), other errors, new pages stored: the recrawl table's
+#: columns, :data:`gridcrawl.report.RECRAWL_COLUMNS`.
+RECRAWL_COUNTS = RECRAWL_COLUMNS
 
 #: Links applied in one transaction, at most (a single page with more goes alone).
 APPLY_LINKS = 20_000

@@ -201,12 +201,12 @@ class ProgressView:
 
     def recrawl_summary(self, recrawl: dict) -> None:
         """Print a recrawl's counts (:data:`gridcrawl.client.app.RECRAWL_COUNTS`) as a table of
-        its own: due, fetched, not modified (304), unchanged, changed, gone, revived, errors, new."""
-        from gridcrawl.client.app import RECRAWL_COUNTS
+        its own: due, fetched, not modified (304), unchanged, changed, gone, revived, disallowed
+        by robots.txt (not errors), errors, new (labels: :data:`gridcrawl.report.RECRAWL_LABELS`)."""
+        from gridcrawl.report import RECRAWL_COLUMNS, RECRAWL_LABELS
         table = Table(title="gridcrawl: recrawl", show_header=False)
-        labels = {"not_modified": "not modified (304)", "new": "new pages"}
-        for key in RECRAWL_COUNTS:
-            table.add_row(labels.get(key, key), f"{recrawl.get(key, 0):,}")
+        for key in RECRAWL_COLUMNS:
+            table.add_row(RECRAWL_LABELS.get(key, key), f"{recrawl.get(key, 0):,}")
         self.console.print(table)
 
     def item_summary(self, figures) -> None:

@@ -396,9 +396,9 @@ def add_recrawl_counts(counts: Mapping, found: Mapping) -> dict:
     """A recrawl run's ``counts`` (keys of the ``recrawl`` table) with what one applied batch
     ``found`` added (:meth:`CrawlStore.apply`'s verdict counts, ``new`` and ``due``): a new dict.
     ``fetched`` is unchanged + changed + revived (a body came back); ``errors`` the ``error``
-    verdicts."""
+    verdicts; ``disallowed`` the stored documents robots.txt now disallows (not errors)."""
     total = dict(counts)
-    for key in ("due", "not_modified", "unchanged", "changed", "gone", "revived", "new"):
+    for key in ("due", "not_modified", "unchanged", "changed", "gone", "revived", "disallowed", "new"):
         total[key] = total.get(key, 0) + found.get(key, 0)
     total["errors"] = total.get("errors", 0) + found.get("error", 0)
     total["fetched"] = total.get("fetched", 0) + sum(found.get(k, 0) for k in ("unchanged", "changed", "revived"))
@@ -909,7 +909,8 @@ class CrawlStore:
         disallowed by robots.txt), ``disallowed`` (pages, not sitemaps, that robots.txt
         disallowed: :data:`DISALLOWED`), ``sitemaps`` (of ``pages``, the sitemap threads: read
         for their links, no document) and ``sitemap_errors`` (of ``errors``, theirs) plus, for recrawl
-        visits, one count per :data:`gridcrawl.schedule.VERDICTS`, ``new`` (documents stored
+        visits, one count per :data:`gridcrawl.schedule.VERDICTS` (but ``disallowed``, which
+        counts them among every page disallowed), ``new`` (documents stored
         for the first time; equal to ``documents``) and ``due`` (stored documents a sitemap's
         lastmod made due and this batch queued). Idempotent: applying the same outcome twice
         changes nothing the second time.
@@ -979,10 +980,11 @@ class CrawlStore:
         failed = {v["fingerprint"] for v in rows.visits if v["error_kind"] and v["error_kind"] not in NOT_FAILED}
         read = set(maps)  # a sitemap file is no page: the pages disallowed leave it out
         disallowed = sum(v["error_kind"] in DISALLOWED and v["fingerprint"] not in read for v in rows.visits)
-        return {"pages": len(outcomes), "sitemaps": len(maps), "sitemap_errors": sum(fp in failed for fp in maps),
+        return {**found,  # first: its verdict "disallowed" is among this batch's disallowed pages
+                "pages": len(outcomes), "sitemaps": len(maps), "sitemap_errors": sum(fp in failed for fp in maps),
                 "documents": found["new"], "errors": rows.errors, "disallowed": disallowed, "links": len(links),
                 "kept": len(rows.kept), "traps": len(rows.traps), "items": len(rows.items),
-                "triples": len(rows.triples), **found, **({"recrawl": totals[0]} if recrawl is not None else {})}
+                "triples": len(rows.triples), **({"recrawl": totals[0]} if recrawl is not None else {})}
 
     def write_documents(self, rows: "Rows") -> None:
         """Store ``rows``' documents, kept links, triples, items and item issues
@@ -1170,8 +1172,8 @@ class CrawlStore:
             headers = page.headers if page is not None and isinstance(page.headers, dict) else {}
             if found_now == "gone":
                 values["gone_at"] = old.gone_at or now
-            elif found_now == "error":
-                pass  # the stored copy stays as it was
+            elif found_now in ("error", "disallowed"):
+                pass  # the stored copy stays as it was (robots.txt now disallowing a page deletes nothing)
             elif status == 304 or found_now == "unchanged":
                 # the stored copy is current; a 304 may carry updated validators (RFC 9110 §15.4.5)
                 for key, name in (("etag", "etag"), ("last_modified", "last-modified")):

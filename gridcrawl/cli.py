@@ -870,7 +870,7 @@ def report(
                               "by default the tables fit 80 columns"),
     crawl_db: str = typer.Option(None, help="SQLAlchemy URL of a crawl database: print its tables' counts "
                                  "and errors by kind, its recrawl runs "
-                                 "(due, fetched, 304, unchanged, changed, gone, revived, errors, new) "
+                                 "(due, fetched, 304, unchanged, changed, gone, revived, disallowed, errors, new) "
                                  "and its items (per type; misses of each required field), and its semantic "
                                  "crawl (triples, RDF documents, top predicates, RDF errors, triples/s)"),
 ) -> None:
@@ -988,14 +988,14 @@ def _print_recrawl_runs(rows, wide: bool = False) -> None:
     """The recrawl runs as a table with one column per run (the last three; every run with
     ``wide``) and one row per count, so that it fits 80 columns."""
     from rich.table import Table
-    from gridcrawl.report import RECRAWL_COLUMNS
+    from gridcrawl.report import RECRAWL_COLUMNS, RECRAWL_LABELS
     shown = rows if wide else rows[-3:]
     table = Table(title="recrawls (table recrawl)" + ("" if len(shown) == len(rows) else
                                                       f", the last {len(shown)} of {len(rows)} (--wide: all)"))
     table.add_column("")
     for r in shown:
         table.add_column(f"run {r.recrawl_id}", justify="right")
-    labels = {"not_modified": "not modified (304)"}
+    labels = {**RECRAWL_LABELS, "new": "new"}
     table.add_row("mode", *(r.mode for r in shown))
     table.add_row("started (UTC)", *(f"{r.started_at:%Y-%m-%d %H:%M:%S}" for r in shown))
     table.add_row("seconds", *(_seconds(r.seconds, 1) for r in shown))

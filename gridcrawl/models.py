@@ -338,6 +338,7 @@ recrawl = Table(
     Column("revived", Integer, nullable=False, default=0),       # gone before, back now
     Column("errors", Integer, nullable=False, default=0),        # other failures (page kept as it was)
     Column("new", Integer, nullable=False, default=0),           # new pages found and stored
+    Column("disallowed", Integer, nullable=False, default=0),    # robots.txt disallows now (copy kept)
 )
 
 # The sitemaps a crawl read (robots.txt Sitemap lines or /sitemap.xml, and the sitemaps an index

@@ -63,7 +63,12 @@ def resolve_application(engine: Engine, application_id: str) -> str:
 
 
 #: The counts of a recrawl run, as columns of the ``recrawl`` table (see gridcrawl.client.app).
-RECRAWL_COLUMNS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "errors", "new")
+RECRAWL_COLUMNS = ("due", "fetched", "not_modified", "unchanged", "changed", "gone", "revived", "disallowed",
+                   "errors", "new")
+#: How the recrawl tables (the client's summary, ``gridcrawl report --crawl-db``) name a count
+#: whose column name is not plain enough.
+RECRAWL_LABELS = {"not_modified": "not modified (304)", "disallowed": "disallowed by robots.txt (kept)",
+                  "new": "new pages"}
 
 
 @dataclass
@@ -83,6 +88,7 @@ class RecrawlRun:
     changed: int
     gone: int
     revived: int
+    disallowed: int
     errors: int
     new: int
 

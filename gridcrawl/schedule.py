@@ -4,7 +4,8 @@ This module owns the pure decisions of a recrawl (no SQL, no clock: ``now`` is p
 
 * :func:`verdict` — what one visit of a stored document found: ``not_modified`` (304),
   ``unchanged`` / ``changed`` (a body whose digest equals / differs from the stored one),
-  ``gone`` (404 or 410), ``revived`` (a gone page answering again) or ``error``.
+  ``gone`` (404 or 410), ``revived`` (a gone page answering again), ``disallowed`` (robots.txt
+  now disallows it: not fetched, no error) or ``error``.
 * :class:`AdaptiveSchedule` — the next interval, after Apache Nutch's ``AdaptiveFetchSchedule``
   (``org.apache.nutch.crawl.AdaptiveFetchSchedule``; its defaults in ``conf/nutch-default.xml``):
   a page found modified is next visited after ``interval × (1 − dec_rate)``, one found not
@@ -31,12 +32,13 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import dataclass
 
+from gridcrawl.protocol import DISALLOWED
 from gridcrawl.simhash import hamming
 
 #: Statuses that mark a stored page as gone (RFC 9110 §15.5.5 Not Found, §15.5.11 Gone).
 GONE_STATUSES = frozenset({404, 410})
 #: The outcomes :func:`verdict` returns, which are also the recrawl table's counters.
-VERDICTS = ("not_modified", "unchanged", "changed", "gone", "revived", "error")
+VERDICTS = ("not_modified", "unchanged", "changed", "gone", "revived", "disallowed", "error")
 
 
 def verdict(status: int | None, error_kind: str | None, digest: str | None, stored_digest: str | None,
@@ -60,12 +62,16 @@ def verdict(status: int | None, error_kind: str | None, digest: str | None, stor
             before digests were kept: both ``None``, it counted as ``unchanged`` and kept its
             old HTML copy and type).
 
-    A 404/410 is ``gone``; any other failure ``error``; any answer on a gone page ``revived``;
+    A 404/410 is ``gone``; a URL robots.txt disallows (``error_kind`` in
+    :data:`gridcrawl.protocol.DISALLOWED`: the crawler obeyed the site, nothing failed)
+    ``disallowed``; any other failure ``error``; any answer on a gone page ``revived``;
     a 304 ``not_modified`` (RFC 9110 §15.4.5); else ``changed`` when ``retyped``, ``unchanged``
     when the digests are equal (or ``near``), ``changed`` when not.
     """
     if status in GONE_STATUSES:
         return "gone"
+    if error_kind in DISALLOWED:
+        return "disallowed"
     if error_kind:
         return "error"
     if was_gone:
@@ -137,7 +143,8 @@ class AdaptiveSchedule:
 
         ``changed`` and ``revived`` shorten it by ``dec_rate``; ``not_modified``, ``unchanged``
         and ``gone`` lengthen it by ``inc_rate`` (a gone page is looked at less and less
-        often, but still looked at: it may come back); ``error`` keeps it. Seconds, clamped.
+        often, but still looked at: it may come back); ``error`` and ``disallowed`` keep it (the
+        stored copy was not compared: nothing was learnt of its changes). Seconds, clamped.
         """
         current = self.first_interval() if interval is None or interval <= 0 else float(interval)
         if found in ("changed", "revived"):

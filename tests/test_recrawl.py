@@ -68,6 +68,8 @@ def test_schedule_defaults_are_nutchs_and_come_from_settings():
     (410, "http_status", None, "a", True, "gone"),
     (500, "http_status", None, "a", False, "error"),
     (None, "timeout", None, "a", True, "error"),
+    (None, "robots", None, "a", False, "disallowed"),   # the crawler obeyed the site: no error
+    (None, "robots_unreachable", None, "a", False, "error"),
     (200, None, "a", "a", True, "revived"),
     (304, None, None, "a", True, "revived"),
 ])
@@ -300,7 +302,7 @@ def test_a_recrawl_batch_writes_its_counts_in_its_own_transaction(tmp_path, site
     site.modified["/m.html"] = MTIME + 60
     recrawl_id = store.start_recrawl("due", due)
     before = {"due": due, "fetched": 0, "not_modified": 0, "unchanged": 0, "changed": 0, "gone": 0,
-              "revived": 0, "errors": 0, "new": 0}
+              "revived": 0, "disallowed": 0, "errors": 0, "new": 0}
     pendings = store.claim(10)
     outcomes = [Outcome(x, visit(fetcher, x.url, instruction=_validators({}, x)), "ex", 1, False) for x in pendings]
     done = store.apply(outcomes, scope, recrawl=(recrawl_id, before))
@@ -676,3 +678,73 @@ def test_a_spark_layer_cut_off_before_its_commit_is_resumed_not_taken_for_a_recr
     totals = crawl_once(store, fetcher, scope)  # the grid resumes it
     counts = store.counts()
     assert totals["pages"] == 2 and counts["visited"] == counts["documents"] == 2 and counts["to_visit"] == 0
+
+
+# ------------------------------------------------------------------ robots.txt now disallows a stored page
+
+def _summary_row(text: str, label: str) -> str | None:
+    """The value of the row ``label`` of a rich table printed in ``text`` (first match), or None."""
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) >= 3 and cells[1] == label:
+            return cells[2]
+    return None
+
+
+def test_a_stored_page_robots_txt_now_disallows_is_kept_and_counted_disallowed_not_an_error(tmp_path, site_server):
+    """A real ``gridcrawl run`` stores ``/`` and ``/private/a``; the site's robots.txt then
+    disallows ``/private/``. ``gridcrawl run --recrawl-all`` does not fetch the page, keeps its
+    stored copy and interval, and counts it in the recrawl table's "disallowed by robots.txt
+    (kept)" row, not among its errors (before: "errors 1", verdict ``error``); the run exits 0.
+    ``gridcrawl report --crawl-db`` shows the same row of the recrawl run, and the ``recrawl``
+    table holds ``disallowed`` 1, ``errors`` 0."""
+    import subprocess
+    import sys
+    site = Site()
+    site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/private/a'>a</a></body></html>"
+    site.pages["/private/a"] = b"<html><head><title>a</title></head><body>the private page</body></html>"
+    site.pages["/robots.txt"] = b"User-agent: *\nAllow: /\n"
+    site.types["/robots.txt"] = "text/plain"
+    server = site_server(site)
+    workdir = tmp_path / "w"
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "gridcrawl", "run", *args, "--workdir", str(workdir),
+                               "--executors", "1", "--no-progress", "--no-sitemaps"],
+                              capture_output=True, text=True, timeout=120)
+
+    first = run(server.url("/"))
+    assert first.returncode == 0, first.stderr[-3000:]
+    engine = open_database(f"sqlite:///{workdir / 'crawl.db'}")
+    d = models.document.c
+    with engine.connect() as conn:
+        before = {r.url: (r.content, r.fetch_interval) for r in conn.execute(sa.select(d.url, d.content, d.fetch_interval))}
+    private = server.url("/private/a")
+    assert "the private page" in before[private][0]
+
+    site.pages["/robots.txt"] = b"User-agent: *\nDisallow: /private/\n"
+    server.reset()
+    again = run("--recrawl-all")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "/private/a" not in [r.path for r in server.requests], "robots.txt obeyed"
+    recrawl_table = again.stderr[again.stderr.index("gridcrawl: recrawl"):]
+    assert _summary_row(recrawl_table, "disallowed by robots.txt (kept)") == "1", again.stderr
+    assert _summary_row(recrawl_table, "errors") == "0", again.stderr
+    assert "every page of this run failed" not in again.stderr
+    with engine.connect() as conn:
+        after = {r.url: (r.content, r.fetch_interval) for r in conn.execute(sa.select(d.url, d.content, d.fetch_interval))}
+        row = conn.execute(sa.select(models.recrawl.c.disallowed, models.recrawl.c.errors,
+                                     models.recrawl.c.unchanged)).one()
+        kind = conn.execute(sa.select(models.visited_url.c.error_kind)
+                            .where(models.visited_url.c.url == private)).scalar()
+    engine.dispose()
+    assert after[private] == before[private], "the stored copy and its interval are kept"
+    assert tuple(row) == (1, 0, 1)
+    assert kind == "robots"  # the visit says why: --retry-failed robots queues it again
+
+    report = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--crawl-db",
+                             f"sqlite:///{workdir / 'crawl.db'}", "--wide"], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    runs = report.stdout[report.stdout.index("recrawls (table recrawl)"):]
+    assert _summary_row(runs, "disallowed by robots.txt (kept)") == "1", report.stdout
+    assert _summary_row(runs, "errors") == "0", report.stdout
