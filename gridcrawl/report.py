@@ -457,8 +457,10 @@ class SemanticSummary:
     """Figures of a semantic crawl from its crawl database (``gridcrawl report --crawl-db``).
 
     ``triples``: rows of the ``triple`` table; ``pages_with_triples``: documents that gave at
-    least one; ``rdf_documents``: documents served as an RDF type (or named .rdf/.owl/.ttl/.nt/
-    .jsonld); ``structured_pages``: HTML documents with structured data; ``by_kind``: triples per
+    least one; ``rdf_documents``: documents read as RDF documents — not parsed as HTML
+    (``document.encoding`` NULL) and served as an RDF type (:data:`gridcrawl.semantic.RDF_TYPES`)
+    or giving triples (RDF served with a generic type, read by its URL's suffix or sniffed:
+    :func:`gridcrawl.semantic.rdf_format`); an HTML page at an RDF suffix is none; ``structured_pages``: HTML documents with structured data; ``by_kind``: triples per
     object kind (uri, literal, bnode); ``top_predicates``: the ten most used predicates with
     their counts; ``rdf_errors``: visited URLs per error kind ``rdf_parse`` / ``rdf_limit``;
     ``triples_per_second``: triples over the executors' parse seconds of the documents that gave
@@ -486,7 +488,7 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
     """The :class:`SemanticSummary` of the crawl database ``engine``. Raises SQLAlchemy's
     ``DBAPIError`` when it is not a crawl database with a ``triple`` table."""
     from gridcrawl import models
-    from gridcrawl.semantic import RDF_SUFFIXES, RDF_TYPES
+    from gridcrawl.semantic import RDF_TYPES
     t, d, v = models.triple, models.document, models.visited_url
     with engine.connect() as conn:
         count = lambda stmt: int(conn.execute(stmt).scalar() or 0)
@@ -494,9 +496,11 @@ def semantic_summary(engine: Engine) -> SemanticSummary:
         per_page = (sa.select(t.c.fingerprint, sa.func.count().label("n")).group_by(t.c.fingerprint).subquery())
         pages = count(sa.select(sa.func.count()).select_from(per_page))
         media = sa.func.lower(sa.func.coalesce(d.c.content_type, ""))
-        rdf_type = sa.or_(*(media.like(f"{m}%") for m in RDF_TYPES),
-                          *(sa.func.lower(d.c.url).like(f"%{s}") for s in RDF_SUFFIXES))
-        rdf_docs = count(sa.select(sa.func.count()).select_from(d).where(rdf_type))
+        # read as RDF: not parsed as HTML (no encoding) and served as an RDF type (even if empty),
+        # or gave triples (a generic type read by its URL's suffix or sniffed from its first bytes)
+        read_as_rdf = sa.and_(d.c.encoding.is_(None), sa.or_(
+            *(media.like(f"{m}%") for m in RDF_TYPES), sa.exists().where(t.c.fingerprint == d.c.fingerprint)))
+        rdf_docs = count(sa.select(sa.func.count()).select_from(d).where(read_as_rdf))
         structured = count(sa.select(sa.func.count()).select_from(d).where(d.c.structured_data.is_not(None)))
         by_kind = dict(conn.execute(sa.select(t.c.object_kind, sa.func.count()).group_by(t.c.object_kind)).all())
         top = conn.execute(sa.select(t.c.predicate, sa.func.count().label("n")).group_by(t.c.predicate)

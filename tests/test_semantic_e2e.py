@@ -284,7 +284,7 @@ def test_rdf_served_with_a_generic_type_is_read_and_its_links_followed(tmp_path,
     site = Site()
     site.pages["/"] = html("Bird data", '<a href="/data/birds.ttl">Turtle</a> <a href="/data/birds">Dump</a> '
                                         '<a href="/data/people">People</a> <a href="/data/notes.json">Notes</a> '
-                                        '<a href="/readme">Read me</a>')
+                                        '<a href="/readme">Read me</a> <a href="/data/old.rdf">Moved</a>')
     documents = {
         "/data/birds.ttl": (b"@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .\n"
                             b'<> rdfs:seeAlso <../from-ttl.html> ; rdfs:label "Birds"@en .\n', "text/plain", "turtle"),
@@ -303,6 +303,7 @@ def test_rdf_served_with_a_generic_type_is_read_and_its_links_followed(tmp_path,
         site.pages[f"/from-{name}.html"] = html(f"Reached from {name}", "<p>Only RDF links here.</p>")
     site.pages["/readme"] = b"Bird data\n<See> the files in /data.\n"
     site.types["/readme"] = "text/plain"
+    site.pages["/data/old.rdf"] = html("Moved", "<p>The data moved to /data/people.</p>")  # HTML at an RDF suffix
     server = site_server(site)
     base = server.url("/")[:-1]
     grid = Grid(tmp_path)
@@ -325,3 +326,45 @@ def test_rdf_served_with_a_generic_type_is_read_and_its_links_followed(tmp_path,
     (fp,) = grid.query("crawl", "SELECT fingerprint FROM document WHERE url = ?", base + "/readme")[0]
     assert grid.query("crawl", "SELECT COUNT(*) FROM triple WHERE fingerprint = ?", fp) == [(0,)]
     assert "Traceback" not in grid.log("ex1.log")
+
+    # gridcrawl report counts the four documents read as RDF, sniffed or by suffix, and not the
+    # HTML page at /data/old.rdf (by type or suffix alone: 2, birds.ttl and old.rdf)
+    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--crawl-db", grid.crawl_db],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "COLUMNS": "300"})
+    assert proc.returncode == 0, proc.stderr
+    lines = {" ".join(line.replace("│", " ").split()) for line in proc.stdout.splitlines()}
+    assert "RDF documents 4" in lines, proc.stdout
+
+
+def test_the_rdf_documents_count_is_what_was_read_as_rdf_on_every_back_end(db_url):
+    """``semantic_summary``'s ``rdf_documents`` on SQLite, PostgreSQL and MariaDB (servers that
+    do not answer are skipped), of documents stored by :meth:`CrawlStore.apply`: a Turtle
+    document served as text/turtle with no triples (counted: read as RDF), N-Triples sniffed
+    from text/plain and RDF/XML sniffed from application/xml (counted: their triples), an HTML
+    page with RDFa triples, an HTML page at ``/old.rdf`` and a text/plain page with none (not
+    counted). By type or suffix alone it was 2: the empty Turtle file and the HTML page."""
+    from gridcrawl.client.store import CrawlStore, Outcome
+    from gridcrawl.db import open_database
+    from gridcrawl.protocol import PageResult
+    from gridcrawl.report import semantic_summary
+    from gridcrawl.urls import canonical_url
+    store = CrawlStore(open_database(db_url))
+    store.strategy.structured_data = True
+    base = "http://127.0.0.1:1"
+    triple = lambda s: [[f"{base}{s}", "http://purl.org/dc/terms/title", "t", "literal", None, None]]
+    pages = {"/empty.ttl": dict(content_type="text/turtle"),
+             "/dump": dict(content_type="text/plain; charset=utf-8", triples=triple("/dump")),
+             "/people": dict(content_type="application/xml", triples=triple("/people")),
+             "/page.html": dict(content_type="text/html", encoding="utf-8", title="p", triples=triple("/page.html")),
+             "/old.rdf": dict(content_type="text/html; charset=utf-8", encoding="utf-8", title="moved"),
+             "/readme": dict(content_type="text/plain")}
+    urls = {canonical_url(base + path): path for path in pages}
+    store.add_seeds(list(urls))
+    pendings = store.claim(10)
+    outcomes = [Outcome(x, PageResult(url=x.url, final_url=x.url, status=200, size=10, digest=f"{i:064x}",
+                                      **pages[urls[x.url]]), "ex", 1, False) for i, x in enumerate(pendings)]
+    done = store.apply(outcomes, store.scope(list(urls), [], -1))
+    assert (done["documents"], done["triples"]) == (6, 3)
+    summary = semantic_summary(store.engine)
+    assert (summary.rdf_documents, summary.pages_with_triples) == (3, 3)
+    store.engine.dispose()
