@@ -1047,17 +1047,18 @@ def disallowed_note(disallowed: int, seeds: int, example: str, name: str, rerun:
     """The line that ends the summary of a run whose every page robots.txt disallowed (no page
     fetched, none failed): ``disallowed`` pages, the ``seeds`` given to the run (when they are
     those pages, it names them as seeds), ``example`` one of their URLs (``""``: none known),
-    ``name`` the program (``gridcrawl run`` takes ``--ignore-robots`` itself; for
-    ``gridcrawl-client`` it is an option of the executors) and ``rerun`` the command line that
+    ``name`` the program (``gridcrawl run`` and ``gridcrawl spark`` take ``--ignore-robots``
+    themselves; for ``gridcrawl-client`` it is an option of the executors) and ``rerun`` the command line that
     runs this crawl again (:func:`rerun_command`; ``""``: unknown), to which the line adds
     ``--retry-failed robots``: the URLs are visited, so only that queues them again."""
     what = (("the seed" if seeds == 1 else "both seeds" if seeds == 2 else f"all {seeds:,} seeds") if seeds == disallowed
             else f"every URL this run visited ({disallowed:,})")
     url = f" {example}" if example and seeds == disallowed == 1 else f" (e.g. {example})" if example else ""
     them = "it" if disallowed == 1 else "them"
-    how = (f"--ignore-robots fetches {them} regardless" if name == "gridcrawl run"
+    itself = name in ("gridcrawl run", "gridcrawl spark")  # else gridcrawl-client's application name
+    how = (f"--ignore-robots fetches {them} regardless" if itself
            else f"executors started with --ignore-robots fetch {them} regardless")
-    again = f": {rerun}{' --ignore-robots' if name == 'gridcrawl run' else ''} --retry-failed robots" if rerun else ""
+    again = f": {rerun}{' --ignore-robots' if itself else ''} --retry-failed robots" if rerun else ""
     return (f"no page was fetched: the site's robots.txt disallows {what}{url}, and the crawl obeys it (not an "
             f"error); where the site's owner agrees, {how}{again}")
 

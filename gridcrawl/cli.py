@@ -1686,7 +1686,8 @@ def spark_command(
         capped = f" (and {f.capped} more left out: over the per-host cap)" if f.capped else ""
         typer.echo(f"layer {f.layer} (depth {f.depth}): {counted(f.urls, 'URL')}, {counted(f.pages, 'page')}, "
                    f"{counted(f.errors, 'error')}, "
-                   f"{counted(max(0, f.queued - f.capped), 'new link')} queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
+                   + (f"{f.disallowed:,} disallowed by robots.txt, " if f.disallowed else "")
+                   + f"{counted(max(0, f.queued - f.capped), 'new link')} queued{capped} | download+parse {f.download_seconds:.2f} s (fetch {f.fetch_seconds:.2f} s, "
                    f"parse {f.parse_seconds:.2f} s, write {f.write_seconds:.2f} s summed over tasks), "
                    f"optimise {f.optimise_seconds:.2f} s, commit {f.commit_seconds:.2f} s | largest Python worker "
                    f"{f.peak_worker_rss / 2**20:.0f} MB | total {counted(total.pages, 'page')}, "
@@ -1737,11 +1738,18 @@ def spark_command(
             view.item_summary(item_summary(store.engine, store.strategy.items))
         if store.strategy.structured_data:
             view.semantic_summary(counts, f"gridcrawl report --crawl-db {shown_url(db)}")
-    errors = [g for g in store.error_summary() if g.failed] if counts["errors"] else []
+    groups = store.error_summary() if counts["errors"] or counts["disallowed"] else []
+    errors = [g for g in groups if g.failed]
     if counts["errors"] or counts["set_aside"] or counts["disallowed"]:
         from gridcrawl.db import shown_url
         typer.echo(f"errors by kind, one example each: gridcrawl report --crawl-db {shown_url(db)}")
-    exit_status({"pages": result.pages, "run_errors": sum(f.errors for f in result.layers), "signal": stop.signum,
+    run_errors, disallowed = sum(f.errors for f in result.layers), sum(f.disallowed for f in result.layers)
+    if result.pages and not run_errors and disallowed >= result.pages and not stop.signum:
+        # robots.txt disallowed every page: no failure (exit 0), said as gridcrawl run says it
+        from gridcrawl.client.cli import disallowed_note, rerun_command
+        example = next((g.url for g in groups if g.disallowed), "")
+        typer.echo(disallowed_note(disallowed, len(seeds), example, "gridcrawl spark", rerun_command("gridcrawl")))
+    exit_status({"pages": result.pages, "run_errors": run_errors, "run_disallowed": disallowed, "signal": stop.signum,
                  "error_kinds": {g.label: g.count for g in errors}})  # exit 1 when every page of this run failed
 
 

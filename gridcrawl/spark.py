@@ -65,6 +65,7 @@ from typing import Callable, Iterable, Iterator
 import sqlalchemy as sa
 
 from gridcrawl import models
+from gridcrawl.protocol import DISALLOWED
 from gridcrawl.settings import Settings
 from gridcrawl.errors import SparkUnavailable  # noqa: F401 (re-exported)
 
@@ -425,7 +426,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
     :class:`~gridcrawl.manager.queue.ReadyQueue`, retries like the manager, writes each batch of
     ``apply_batch`` documents, and yields small records: ``("v", visited_rows, thread_ids,
     trap_rows)`` per batch (``trap_rows``: the ``visited_url`` rows of links into template
-    traps), ``("l", fingerprint, to_visit_row)`` per link, and one ``("s", figures)`` at the end (pages, errors, summed fetch/parse/write seconds, wall
+    traps), ``("l", fingerprint, to_visit_row)`` per link, and one ``("s", figures)`` at the end (pages, errors, pages robots.txt disallowed, summed fetch/parse/write seconds, wall
     seconds, the worker's peak RSS in bytes, ``hosts``: ``{host: (last_finish,
     crawl_delay)}`` of the hosts with a delay, and ``traps``: ``{shape: family}`` of the shapes
     of this task's hosts, for the driver to hand to the next layer's tasks)."""
@@ -465,7 +466,7 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
         if host in ready.hosts:  # the previous layer's last fetch of the host: wait out its delay
             ready.release(_Job(None, host, 5), last_finish, crawl_delay=crawl_delay)
     if total == 0:
-        yield ("s", {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
+        yield ("s", {"partition": index, "pages": 0, "errors": 0, "disallowed": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
                      "write_seconds": 0.0, "wall_seconds": 0.0, "peak_rss": _peak_rss(), "hosts": {}, "traps": {}})
         return
 
@@ -534,8 +535,8 @@ def download_partition(config: TaskConfig, politeness: dict, index: int, rows: I
                               if config.scope.trap_near_duplicates > 0 else None)
     if detector is not None:
         detector.learn(traps or {})
-    figures = {"partition": index, "pages": 0, "errors": 0, "fetch_seconds": 0.0, "parse_seconds": 0.0,
-               "write_seconds": 0.0}
+    figures = {"partition": index, "pages": 0, "errors": 0, "disallowed": 0, "fetch_seconds": 0.0,
+               "parse_seconds": 0.0, "write_seconds": 0.0}
     batch: list = []
     received = 0
     try:
@@ -577,6 +578,8 @@ def _write_batch(store, config: TaskConfig, outcomes: list, figures: dict) -> It
     figures["write_seconds"] += time.monotonic() - started
     figures["pages"] += len(outcomes)
     figures["errors"] += rows.errors
+    maps = {o.pending.fingerprint for o in outcomes if o.pending.kind is not None}  # a sitemap file is no page
+    figures["disallowed"] += sum(v["error_kind"] in DISALLOWED and v["fingerprint"] not in maps for v in rows.visits)
     for o in outcomes:
         if o.page is not None:
             figures["fetch_seconds"] += o.page.fetch_seconds or 0.0
@@ -652,7 +655,8 @@ def known_fingerprints(config: TaskConfig, part: int, parts: int) -> Iterator[st
 
 @dataclass
 class LayerFigures:
-    """What one layer did: its number and depth, URLs, pages fetched (errors included), new
+    """What one layer did: its number and depth, URLs, pages fetched (errors and the pages
+    robots.txt disallowed, ``disallowed``, included: not errors), new
     links (those the per-host cap left out included), new links the per-host cap left out
     (``capped``), seconds of each stage (wall time on the driver; ``fetch``/``parse``/``write``
     summed over the tasks), and the largest peak RSS of the Python workers that ran its
@@ -663,6 +667,7 @@ class LayerFigures:
     urls: int
     pages: int = 0
     errors: int = 0
+    disallowed: int = 0
     queued: int = 0
     capped: int = 0
     download_seconds: float = 0.0
@@ -843,6 +848,7 @@ class SparkCrawl:
             for st in stats:
                 figures.pages += st["pages"]
                 figures.errors += st["errors"]
+                figures.disallowed += st.get("disallowed", 0)
                 figures.fetch_seconds += st["fetch_seconds"]
                 figures.parse_seconds += st["parse_seconds"]
                 figures.write_seconds += st["write_seconds"]

@@ -461,6 +461,56 @@ def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     assert report.returncode == 0 and "connectionrefused" in flat and seed in flat, report.stdout
 
 
+def _robots_site() -> Site:
+    """A site whose robots.txt disallows ``/private/`` (a page there, and a home page)."""
+    site = Site()
+    site.pages["/"] = b"<html><head><title>home</title></head><body><a href='/private/a'>a</a></body></html>"
+    site.pages["/private/a"] = b"<html><head><title>a</title></head><body>private</body></html>"
+    site.pages["/robots.txt"] = b"User-agent: *\nDisallow: /private/\n"
+    site.types["/robots.txt"] = "text/plain"
+    return site
+
+
+def _spark(tmp_path, *seeds: str) -> subprocess.CompletedProcess:
+    """``gridcrawl spark SEEDS`` into ``tmp_path/c.db`` on one local core, no retries (Spark reads no sitemaps)."""
+    return subprocess.run([sys.executable, "-m", "gridcrawl", "spark", *seeds, "--db", f"sqlite:///{tmp_path / 'c.db'}",
+                           "--master", "local[1]", "--partitions", "1"], capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+
+
+def test_spark_says_robots_txt_disallowed_every_seed_and_exits_0_as_gridcrawl_run(tmp_path):
+    """A Spark crawl whose only seed robots.txt disallows: nothing failed (exit 0), and one
+    line says so and gives the command that fetches it (gridcrawl run's line, naming gridcrawl
+    spark's own --ignore-robots); it said only "1 disallowed by robots.txt" in its tables line."""
+    with SiteServer(_robots_site()) as srv:
+        seed = srv.url("/private/a")
+        proc = _spark(tmp_path, seed)
+        asked = [r.path for r in srv.requests]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert asked == ["/robots.txt"]
+    assert "layer 1 (depth 0): 1 URL, 1 page, 0 errors, 1 disallowed by robots.txt, " in proc.stdout, proc.stdout
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("no page was fetched")]
+    assert len(lines) == 1, proc.stdout
+    assert lines[0].startswith(f"no page was fetched: the site's robots.txt disallows the seed {seed}, and the crawl "
+                               "obeys it (not an error); where the site's owner agrees, --ignore-robots fetches it "
+                               "regardless: gridcrawl spark "), lines[0]
+    assert lines[0].endswith(" --ignore-robots --retry-failed robots"), lines[0]
+    assert "every page of this run failed" not in proc.stderr
+
+
+def test_spark_exits_1_when_every_page_failed_or_was_disallowed_as_gridcrawl_run(tmp_path):
+    """Seeds robots.txt disallows (``/private/a``) and one that answers 404: nothing fetched
+    well and a page failed, so the Spark crawl failed, exit 1, its line naming both (it exited
+    0: the disallowed page was counted as neither failed nor fetched), and no "no page was
+    fetched" line."""
+    with SiteServer(_robots_site()) as srv:
+        proc = _spark(tmp_path, srv.url("/private/a"), srv.url("/missing"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert ("error: every page of this run failed or was disallowed by robots.txt (2 pages: 1 failed, 1 disallowed; "
+            "the crawl's errors by kind: http 404 1)") in proc.stderr, proc.stderr[-2000:]
+    assert "no page was fetched" not in proc.stdout
+
+
 def test_spark_command_says_how_many_links_the_per_host_cap_left_out(tmp_path):
     """``gridcrawl spark`` on a link maze (endless distinct pages, eight links each) with
     ``--max-pages-per-host 50``: the crawl ends at exactly 50 URLs, however many tasks and
