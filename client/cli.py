@@ -581,12 +581,13 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
                rules: str | None = None, focus: str | None = None, min_relevance: float | None = None,
                order: str | None = None, retry_failed: list[str] | None = None, recrawl: bool = False,
                structured_data: bool = False, focus_ontology: str | None = None, extract: str | None = None,
-               render: bool | None = None, wait_for: str | None = None):
+               render: bool | None = None, wait_for: str | None = None, command: str = "gridcrawl-client"):
     """Open the crawl database (with the recrawl schedule of ``settings``; ``recrawl``: it must
     hold documents), choose the strategy (:func:`resolve_strategy`), queue the failed URLs
     again (``retry_failed``, as :func:`run_crawl`) and ``seeds``, and compute the scope:
     what every crawl does before its first page (``gridcrawl-client``, ``gridcrawl run``,
-    ``gridcrawl spark``). Returns ``(store, scope)``. Exits with status 2 (one-line error) on
+    ``gridcrawl spark``: ``command``, which the crawler lock's holder line names, :func:`_lock_crawl`).
+    Returns ``(store, scope)``. Exits with status 2 (one-line error) on
     an invalid seed, invalid rules, an unusable database, or no seeds and no crawl to resume."""
     from gridcrawl.db import open_database
     from gridcrawl.client.store import CrawlStore
@@ -596,6 +597,8 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     if _new_sqlite(db):  # refused before the file is made: a refused run creates nothing
         check_new_strategy(focus=focus, focus_ontology=focus_ontology, min_relevance=min_relevance, order=order,
                            retry_failed=retry_failed)
+    # SQLite: before the database's first transaction, which waits silently while gridcrawl extract writes
+    lock = _lock_crawl(db, None, command=command)
     from gridcrawl.schedule import AdaptiveSchedule
     try:
         store = CrawlStore(open_database(db, existing=not seeds and rules is None),
@@ -603,7 +606,7 @@ def open_crawl(settings: Settings, db: str, seeds: list[str], allow_domains: lis
     except DatabaseUnavailable as exc:
         fail(str(exc) if seeds or rules is not None else
              f"nothing to recrawl: {exc}" if recrawl else f"no seed URLs given and no crawl to resume: {exc}")
-    lock = _lock_crawl(db, store)  # before anything of the crawl is read or written
+    lock = lock or _lock_crawl(db, store, command=command)  # before anything of the crawl is read or written
     import sqlalchemy as sa
     try:
         seeds = _prepare_crawl(store, seeds, rules=rules, focus=focus, min_relevance=min_relevance, order=order,
@@ -676,53 +679,84 @@ def _new_sqlite(db: str) -> bool:
             and not url.database.startswith("file:") and not os.path.exists(url.database))
 
 
-def _lock_crawl(db: str, store, refusal=None):
+def _lock_crawl(db: str, store, refusal=None, command: str = "gridcrawl-client"):
     """Take the crawl database's crawler lock for as long as this process (and the children it
     forks) lives: a second crawler on the same crawl database (a ``gridcrawl-client`` beside a
     ``gridcrawl run``, a ``gridcrawl spark``) exits with status 2 naming the first. It handed
     the first's URLs in flight back to the frontier at its start and fetched them again (227
     pages of 529 twice). SQLite: ``FILE.lock`` beside the file ``FILE`` (:func:`take_lock`;
-    none where ``fcntl`` does not exist); PostgreSQL, MariaDB and SQL Server: the server's own
-    lock (:class:`~gridcrawl.db.CrawlerLock`), the holder named by the ``crawler`` meta row each
-    writes once it holds the lock. ``refusal(where, holder)``, when given, is the one-line
-    error when another holds it (a command other than a crawl that writes the crawl: ``gridcrawl
-    extract``). Returns what holds the lock (its ``close`` lets go), or None."""
+    none where ``fcntl`` does not exist), which needs no database transaction: with ``store``
+    None it is taken before the database is opened, if ``FILE`` exists (a crawl started while
+    ``gridcrawl extract`` writes the items is refused at once, where its first transaction
+    waited silently for the extract's); PostgreSQL, MariaDB and SQL Server: the server's own
+    lock (:class:`~gridcrawl.db.CrawlerLock`, needing ``store``), the holder named by the
+    ``crawler`` meta row each writes once it holds the lock. The holder line names ``command``
+    (``gridcrawl run, pid N, since ...``; on a server ``pid N on HOST``), so that a refusal
+    says what holds the lock. ``refusal(where, holder)``, when given, is the one-line error
+    when another holds it (a command other than a crawl that writes the crawl: ``gridcrawl
+    extract``). Returns what holds the lock (its ``close`` lets go), or None (with ``store``
+    None: none taken yet)."""
     import socket
     import sqlalchemy as sa
     from gridcrawl.db import CrawlerLock, describe_error, shown_url
 
     def refuse(where: str, holder: str):
-        if refusal is not None:
-            fail(refusal(where, holder))
-        fail(f"another crawler is crawling into {where} ({holder}): two on one crawl database fetch the "
-             "same URLs twice; wait for it to end, or give another --db")
-    if CrawlerLock.supported(store.engine):
+        fail((refusal or crawl_refusal)(where, holder))
+    if store is not None and CrawlerLock.supported(store.engine):
         lock = CrawlerLock(store.engine)
         try:
             if not lock.take():
                 refuse(shown_url(store.engine.url), store.get_meta("crawler") or "host and pid not recorded")
-            store.set_meta("crawler", f"pid {os.getpid()} on {socket.gethostname()}, since "
+            store.set_meta("crawler", f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
                                       f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
         except sa.exc.DBAPIError as exc:
             fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
         return lock
     try:
         import fcntl  # noqa: F401 - take_lock's: POSIX only
-        url = sa.engine.make_url(db)
-    except (ImportError, ValueError, sa.exc.ArgumentError):
+    except ImportError:
         return None
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+    path = sqlite_file(db)
+    if path is None or (store is None and not os.path.isfile(path)):
         return None
-    path = os.path.abspath(url.database)
     try:
         lock = open(path + ".lock", "a+", encoding="utf-8")
     except OSError:
         return None  # a folder we may not write to: open_database says what is wrong
-    holder = take_lock(lock, f"cannot write the crawl database's lock file {path}.lock")
+    holder = take_lock(lock, f"cannot write the crawl database's lock file {path}.lock", command)
     if holder is not None:
         lock.close()
         refuse(path, holder)
     return lock
+
+
+def crawl_refusal(where: str, holder: str, option: str = "--db") -> str:
+    """The one-line error of a crawl refused because ``holder`` (the crawler lock's holder line,
+    :func:`gridcrawl.db.running_crawler`) holds the crawler lock of the crawl database
+    ``where``: another crawl, or ``gridcrawl extract``. ``option``: what gives another crawl
+    database (``--workdir`` for ``gridcrawl run``)."""
+    from gridcrawl.db import holder_is_extract
+    if holder_is_extract(holder):
+        return (f"gridcrawl extract is extracting the items of {where} again ({holder}): a crawl now would mix "
+                f"the items it stores with the extract's; wait for it to end, or give another {option}")
+    return (f"another crawler is crawling into {where} ({holder}): two on one crawl database fetch the same URLs "
+            f"twice; wait for it to end, or give another {option}")
+
+
+def sqlite_file(db: str) -> str | None:
+    """The absolute path of the SQLite file that ``db`` names (a ``sqlite:///`` URL, or the
+    path of an existing file, as :func:`~gridcrawl.db.open_database` takes it), whether it
+    exists or not; None for another database, one in memory, or no URL."""
+    import sqlalchemy as sa
+    if "://" not in db and os.path.isfile(db):
+        return os.path.abspath(db)
+    try:
+        url = sa.engine.make_url(db)
+    except (ValueError, sa.exc.ArgumentError):
+        return None
+    if url.get_backend_name() != "sqlite" or url.host or not url.database or url.database == ":memory:":
+        return None
+    return os.path.abspath(url.database)
 
 
 def _check_files_first(rules: str | None, extract: str | None) -> None:
@@ -762,7 +796,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
               files: list[tuple[str, str]] = (), manager_db: str | None = None,
               structured_data: bool = False, focus_ontology: str | Path | None = None,
               recrawl: str | None = None, watch: bool = False, extract: str | None = None,
-              render: bool | None = None, wait_for: str | None = None, stop=None) -> dict:
+              render: bool | None = None, wait_for: str | None = None, stop=None,
+              command: str = "gridcrawl-client") -> dict:
     """Open the crawl database, queue ``seeds``, crawl through the manager, print a summary.
 
     Shared by ``gridcrawl-client`` and ``gridcrawl run``. ``rules``, ``focus``,
@@ -779,7 +814,8 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     ``gridcrawl report``). ``recrawl`` (``"due"``, ``"all"`` or ``None``) and ``watch``: a
     recrawl of the stored documents (:class:`~gridcrawl.client.app.CrawlApplication`).
     ``stop``: a :class:`~gridcrawl.cli_common.StopEvent` that ends the crawl when set (default:
-    one set by SIGINT/SIGTERM, :func:`~gridcrawl.cli_common.stop_on_signals`).
+    one set by SIGINT/SIGTERM, :func:`~gridcrawl.cli_common.stop_on_signals`). ``command``: the
+    program, as the crawl database's crawler lock names its holder (:func:`open_crawl`).
     Exits with status 2 (one-line error) on an invalid seed, invalid rules, an unusable
     database, a recrawl of a database without documents, or a manager that does not answer.
     Returns the final counts of the crawl tables plus ``pages``, ``run_errors``, ``run_disallowed``
@@ -795,7 +831,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     store, scope = open_crawl(settings, db, seeds, allow_domains, rules=rules, focus=focus,
                               min_relevance=min_relevance, order=order, retry_failed=retry_failed, recrawl=recrawl,
                               structured_data=structured_data, focus_ontology=focus_ontology, extract=extract,
-                              render=render, wait_for=wait_for)
+                              render=render, wait_for=wait_for, command=command)
     if deeper := deeper_note(store, settings):
         typer.echo(f"warning: {deeper}", err=True)
     view = ProgressView(enabled=show_progress, total=settings.max_pages or None)

@@ -170,6 +170,8 @@ def run(
     seeds = seed_list(seeds or [], seeds_file)
     crawl_db = f"sqlite:///{(workdir / 'crawl.db').resolve()}"
     resumed = (workdir / "crawl.db").exists()  # (a new crawl need not load the database layer here)
+    if resumed:  # before the crawl database's first transaction: it waits silently while an extract writes
+        _refuse_locked_crawl(workdir)
     rendering = render or (resumed and _stored_render(crawl_db))
     if rules is not None:  # refuse bad rules before any process starts
         from gridcrawl.rules import RuleError, load_page_types, load_rules
@@ -300,7 +302,7 @@ def run(
                            render=render or None, wait_for=wait_for,
                            recrawl=mode, watch=watch, extract=extract,
                            structured_data=structured_data, focus_ontology=focus_ontology, stop=stop,
-                           before_crawl=before_crawl,
+                           before_crawl=before_crawl, command="gridcrawl run",
                            retry_failed=parse_retry_kinds(retry_failed), manager_db=manager_db,
                            rerun=rerun,
                            files=[("manager database", manager_db),
@@ -433,6 +435,22 @@ def _lock_workdir(workdir: Path):
                  f"to end, or give another --workdir")
         time.sleep(0.05)
     return lock
+
+
+def _refuse_locked_crawl(workdir: Path) -> None:
+    """Exit with status 2 (one line naming the holder, :func:`~gridcrawl.client.cli.crawl_refusal`)
+    when ``gridcrawl extract``, a ``gridcrawl-client`` or a ``gridcrawl spark`` holds the crawler
+    lock of ``WORKDIR/crawl.db``: checked on its ``flock``, before the run reads the database
+    (its first transaction waited silently for as long as an extract wrote the items). Another
+    ``gridcrawl run``'s, or a holder that names no program, is left to :func:`_lock_workdir`
+    and the crawl's own lock, as before."""
+    from gridcrawl.client.cli import crawl_refusal
+    from gridcrawl.db import sqlite_lock_holder
+    path = (workdir / "crawl.db").resolve()
+    holder = sqlite_lock_holder(str(path))
+    if holder is None or holder.startswith(("gridcrawl run,", "pid ", "a crawler starting")):
+        return
+    fail(crawl_refusal(str(path), holder, "--workdir"))
 
 
 def _holder_runs(holder: str) -> bool:
@@ -1261,12 +1279,29 @@ def export_command(
 
 def _warn_running(engine) -> None:
     """Say on stderr that the export is a snapshot when a crawler is crawling into ``engine``'s
-    crawl database now (:func:`gridcrawl.db.running_crawler`)."""
-    from gridcrawl.db import running_crawler
+    crawl database now, or that its items are those from before ``gridcrawl extract`` when one
+    is extracting them again (:func:`gridcrawl.db.running_crawler`)."""
+    from gridcrawl.db import holder_is_extract, running_crawler
     holder = running_crawler(engine)
-    if holder is not None:
+    if holder is not None and holder_is_extract(holder):
+        typer.echo(f"warning: gridcrawl extract is extracting this database's items again ({holder}): the export "
+                   "holds the items from before it", err=True)
+    elif holder is not None:
         typer.echo(f"warning: a crawl is still running on this database ({holder}): the export is a "
                    "snapshot of what it has stored so far", err=True)
+
+
+def _extract_refusal(where: str, holder: str) -> str:
+    """The one-line error of ``gridcrawl extract`` when ``holder`` (the crawler lock's holder
+    line, :func:`gridcrawl.db.running_crawler`) holds the crawl database's crawler lock: a
+    crawl, or another extract."""
+    from gridcrawl.db import holder_is_extract
+    if holder_is_extract(holder):
+        return (f"another gridcrawl extract is running on this database ({holder}): run this one once it has ended "
+                "(the last to end leaves its items and item spec)")
+    return (f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items and "
+            "item spec, which would then mix with the items the crawl goes on storing; run it once the crawl has "
+            "ended (or stop it: Ctrl-C)")
 
 
 @app.command("extract", short_help="Extract the items again from the stored pages, fetching nothing.")
@@ -1284,7 +1319,7 @@ def extract_command(
     crawl's crawler lock while it runs, so that a crawl started meanwhile is refused (it waited
     silently for the database, then stored items by either spec)."""
     import sqlalchemy as sa
-    from gridcrawl.db import database_kind, describe_error, open_database, shown_url, wrong_kind
+    from gridcrawl.db import EXTRACT_HOLDER, database_kind, describe_error, open_database, shown_url, wrong_kind
     from pathlib import Path as _Path
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from gridcrawl.client.cli import check_item_spec
@@ -1297,23 +1332,25 @@ def extract_command(
     plugin_timeout = given["plugin_timeout"]
     if plugin_timeout <= 0:
         fail("--plugin-timeout must be > 0")
+    from gridcrawl.client.cli import _lock_crawl, sqlite_file
+    from gridcrawl.client.store import CrawlStore
+    # the crawler lock, held to the end: a crawl running goes on storing items by the spec it started with, and
+    # one started meanwhile waited silently for as long as this held the database (SQLite), then stored items
+    # by either spec. SQLite: taken before the first transaction (a crawl started meanwhile checks it first)
+    path = sqlite_file(db)
+    new_lock_file = path is not None and not os.path.exists(path + ".lock")
+    lock = _lock_crawl(db, None, refusal=_extract_refusal, command=EXTRACT_HOLDER)
     try:
         engine = open_database(db, existing=True)
         kind = database_kind(engine)
     except DatabaseUnavailable as exc:
         fail(str(exc))
     if kind not in ("crawl", "both"):  # it added the crawl tables to whatever database it was given
+        if lock is not None and new_lock_file:  # no lock file left beside a database that is no crawl's
+            os.unlink(path + ".lock")
         fail(wrong_kind(engine, "crawl") or f"{shown_url(engine.url)} holds no crawl: gridcrawl extract takes a "
              "crawl database (WORKDIR/crawl.db)")
-    from gridcrawl.client.cli import _lock_crawl
-    from gridcrawl.client.store import CrawlStore
-    # the crawler lock, held to the end: a crawl running goes on storing items by the spec it started with, and
-    # one started meanwhile waited silently for as long as this held the database (SQLite), then stored items
-    # by either spec
-    lock = _lock_crawl(db, CrawlStore(engine), refusal=lambda where, holder: (
-        f"a crawl is still running on this database ({holder}): gridcrawl extract replaces the crawl's items and "
-        "item spec, which would then mix with the items the crawl goes on storing; run it once the crawl has "
-        "ended (or stop it: Ctrl-C)"))
+    lock = lock or _lock_crawl(db, CrawlStore(engine), refusal=_extract_refusal, command=EXTRACT_HOLDER)
     from gridcrawl.db import init_schema, older_schema
     if older_schema(engine, "crawl"):  # it writes, so it upgrades as the crawl's programs do (a traceback:
         from gridcrawl import models   # "no such table: crawl_rule")
@@ -1651,7 +1688,7 @@ def spark_command(
     from gridcrawl.client.cli import capped_note, exit_status, max_pages_note, open_crawl, parse_retry_kinds
     store, scope = open_crawl(settings, db, seeds, allow_domain or [], rules=rules, focus=focus,
                               min_relevance=min_relevance, retry_failed=parse_retry_kinds(retry_failed),
-                              extract=extract, structured_data=structured_data)
+                              extract=extract, structured_data=structured_data, command="gridcrawl spark")
     if revisits := store.queued_revisits():
         # a Spark layer fetches without conditional requests and does not version documents
         fail(f"{revisits} recrawl visits are queued in this crawl database (gridcrawl-client --recrawl): "

@@ -602,13 +602,14 @@ class StopEvent(threading.Event):
         return self._reader.fileno()
 
 
-def take_lock(lock, what: str) -> str | None:
+def take_lock(lock, what: str, command: str | None = None) -> str | None:
     """Take an exclusive ``flock`` on the open file ``lock`` (POSIX) without waiting, and write
-    this process's pid and start into it: None. When another process holds it: what that one
-    wrote there (``pid N, since ...``), or ``starting``. The kernel lets go when every process
-    holding the file open (this one and the children it forks) has ended, ``kill -9`` included.
-    When the pid line cannot be written (a full disk): closes ``lock`` and exits with the one
-    line ``what: the reason`` (:func:`fail`)."""
+    who holds it into it: ``pid N, since YYYY-MM-DD HH:MM:SS``, after ``command`` and a comma
+    when given (``gridcrawl extract, pid N, since ...``: what a refused program names). Returns
+    None once taken. When another process holds it: what that one wrote there, or
+    ``starting``. The kernel lets go when every process holding the file open (this one and the
+    children it forks) has ended, ``kill -9`` included. When the line cannot be written (a full
+    disk): closes ``lock`` and exits with the one line ``what: the reason`` (:func:`fail`)."""
     import fcntl
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -617,7 +618,7 @@ def take_lock(lock, what: str) -> str | None:
         return lock.read().strip() or "starting"
     try:
         lock.truncate(0)
-        lock.write(f"pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        lock.write(f"{f'{command}, ' if command else ''}pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
         lock.flush()
     except OSError as exc:
         with suppress(OSError):  # closing flushes the line again

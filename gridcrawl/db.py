@@ -979,14 +979,27 @@ class CrawlerLock:
                 self._conn = None
 
 
+#: What the holder line of a crawl database's crawler lock names when ``gridcrawl extract``
+#: holds it (``gridcrawl extract, pid N, since ...``), not a crawl (:func:`holder_is_extract`).
+EXTRACT_HOLDER = "gridcrawl extract"
+
+
+def holder_is_extract(holder: str) -> bool:
+    """Whether a crawler lock's holder line (:func:`running_crawler`, ``FILE.lock``'s text,
+    the ``crawler`` meta row) is ``gridcrawl extract``'s rather than a crawl's (``gridcrawl
+    run``, ``gridcrawl-client``, ``gridcrawl spark``, or an older gridcrawl's ``pid N, since
+    ...``, which names no command)."""
+    return holder.startswith(EXTRACT_HOLDER + ",")
+
+
 def running_crawler(engine: Engine) -> str | None:
-    """Who crawls into the crawl database ``engine`` now, asked without taking its crawler lock
-    (``gridcrawl export`` warns that it exports a snapshot): the holder as it wrote itself down
-    (``"pid 26256, since 2026-11-30 05:15:48"``; PostgreSQL and MariaDB: its ``crawler`` meta
-    row, ``"a crawler"`` if it wrote none), or None when no crawler holds the lock or this
-    cannot be known (SQL Server, an SQLite database in memory or where ``fcntl`` is missing).
-    SQLite: the ``flock`` on ``FILE.lock`` (``client.cli._lock_crawl``), tried shared and let
-    go at once."""
+    """Who holds the crawler lock of the crawl database ``engine`` now (a crawl, or ``gridcrawl
+    extract``), asked without taking it (``gridcrawl export`` warns that it exports a
+    snapshot): the holder as it wrote itself down (``"gridcrawl run, pid 26256, since
+    2026-11-30 05:15:48"``; PostgreSQL and MariaDB: its ``crawler`` meta row, with ``on HOST``
+    after the pid, or ``"a crawler"`` if it wrote none), or None when no one holds the lock or
+    this cannot be known (SQL Server, an SQLite database in memory or where ``fcntl`` is
+    missing). SQLite: :func:`sqlite_lock_holder`."""
     if engine.dialect.name != "sqlite":
         if not CrawlerLock.held(engine):
             return None
@@ -994,12 +1007,22 @@ def running_crawler(engine: Engine) -> str | None:
         with engine.connect() as conn:
             holder = conn.execute(sa.select(crawl_meta.c.value).where(crawl_meta.c.name == "crawler")).scalar()
         return holder or "a crawler"
+    path = engine.url.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    return sqlite_lock_holder(path)
+
+
+def sqlite_lock_holder(path: str) -> str | None:
+    """Who holds the crawler lock of the SQLite crawl database file ``path``: the ``flock`` on
+    ``FILE.lock`` (``client.cli._lock_crawl``), tried shared and let go at once, so that no
+    database transaction is needed (one waits while ``gridcrawl extract`` writes). Returns
+    the lock file's text (``"gridcrawl extract, pid N, since ..."``; ``"a crawler starting"``
+    when it wrote none yet), or None when no one holds it, there is no lock file, or ``fcntl``
+    is missing (Windows)."""
     try:
         import fcntl
     except ImportError:
-        return None
-    path = engine.url.database
-    if not path or path == ":memory:" or path.startswith("file:"):
         return None
     try:
         with open(os.path.abspath(path) + ".lock", encoding="utf-8") as lock:
@@ -1010,4 +1033,5 @@ def running_crawler(engine: Engine) -> str | None:
             fcntl.flock(lock, fcntl.LOCK_UN)
     except OSError:  # no lock file: no crawler ever ran on it here
         return None
+    return None
     return None

@@ -237,7 +237,8 @@ def test_a_second_crawler_on_one_crawl_database_is_refused_until_the_first_ends(
         second = _client(db_url, "http://127.0.0.1:9/second", 0.3)
         _, err = second.communicate(timeout=60)
         assert second.returncode == 2, err
-        assert re.fullmatch(rf"error: another crawler is crawling into \S+ \(pid {first.pid}(, | on \S+, )since "
+        assert re.fullmatch(rf"error: another crawler is crawling into \S+ \(gridcrawl-client, pid {first.pid}"
+                            rf"(, | on \S+, )since "
                             r"[\d: -]+\): two on one crawl database fetch the same URLs twice; wait for it to end, "
                             r"or give another --db\n", err), err
         assert _queued(db_url) == ["http://127.0.0.1:9/first"]

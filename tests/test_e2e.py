@@ -125,7 +125,8 @@ def test_a_second_client_on_a_crawl_database_in_use_is_refused_and_the_first_goe
     assert second.returncode == 2
     # the crawl database's crawler lock refuses it before the manager could ("application ... is
     # in use by another client"); test_db_concurrency: the lock on every back end
-    assert re.fullmatch(r"error: another crawler is crawling into \S+crawl\.db \(pid \d+, since [\d: -]+\): two "
+    assert re.fullmatch(r"error: another crawler is crawling into \S+crawl\.db \(gridcrawl-client, pid \d+, since "
+                        r"[\d: -]+\): two "
                         r"on one crawl database fetch the same URLs twice; wait for it to end, or give another "
                         r"--db\n", second.stderr), second.stderr
     assert "is not open on this connection" not in grid.log("client.log")

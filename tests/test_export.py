@@ -353,7 +353,8 @@ def test_an_export_of_a_running_crawl_says_it_is_a_snapshot(db_url, tmp_path):
     lock = _lock_crawl(db_url, store)  # as a crawler holds it
     try:
         said = exported()
-        assert re.match(r"warning: a crawl is still running on this database \(pid \d+[^)]*\): the export is a "
+        assert re.match(r"warning: a crawl is still running on this database \(gridcrawl-client, pid \d+[^)]*\): the "
+                        r"export is a "
                         r"snapshot of what it has stored so far exported 1 document to ", said), said
         assert said.startswith("warning: a crawl is still running") and "exported 0 items" in exported("--items")
     finally:

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.e2e
 
 CRAWL_SPEC = '[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text" }\n'
 NEW_SPEC = '[[item]]\ntype = "headline"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
-REFUSED = (r"error: a crawl is still running on this database \((pid \d+[^)]*)\): gridcrawl extract replaces the "
+REFUSED = (r"error: a crawl is still running on this database \((gridcrawl-client, pid \d+[^)]*)\): gridcrawl "
+           r"extract replaces the "
            r"crawl's items and item spec, which would then mix with the items the crawl goes on storing; run it "
            r"once the crawl has ended \(or stop it: Ctrl-C\)\n")
 
@@ -110,9 +111,9 @@ def test_a_crawl_started_while_an_extract_runs_is_refused_at_once(postgres_url, 
         extract.kill()
         extract.wait()
     assert crawl.returncode == 2, crawl.stderr
-    assert re.fullmatch(rf"error: another crawler is crawling into \S+ \(pid {extract.pid} on [^)]+\): two on one "
-                        r"crawl database fetch the same URLs twice; wait for it to end, or give another --db\n",
-                        crawl.stderr), crawl.stderr
+    assert re.fullmatch(rf"error: gridcrawl extract is extracting the items of \S+ again \(gridcrawl extract, pid "
+                        rf"{extract.pid} on [^)]+\): a crawl now would mix the items it stores with the extract's; "
+                        r"wait for it to end, or give another --db\n", crawl.stderr), crawl.stderr
     with store.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM to_visit_url").scalar() == 0  # the seed not queued
         assert conn.exec_driver_sql("SELECT count(*) FROM item WHERE type = 'headline'").scalar() == 300

@@ -191,8 +191,8 @@ def test_a_reextraction_of_a_crawl_still_running_is_refused_and_keeps_the_items(
     finally:
         lock.close()
     assert proc.returncode == 2, proc.stderr
-    assert re.match(r"error: a crawl is still running on this database \(pid \d+[^)]*\): gridcrawl extract replaces "
-                    r"the crawl's items and item spec", proc.stderr), proc.stderr
+    assert re.match(r"error: a crawl is still running on this database \(gridcrawl-client, pid \d+[^)]*\): "
+                    r"gridcrawl extract replaces the crawl's items and item spec", proc.stderr), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM item")).scalar() == 4

@@ -1,0 +1,171 @@
+"""The crawler lock's holder names what it is, with real processes: a crawl, an export or a
+second extract meeting ``gridcrawl extract`` says it met an extract (it said "another crawler
+is crawling into ..."), and on SQLite a crawl started while an extract writes the items is
+refused at once, where it waited silently in its first transaction for as long as the extract
+held the database (``gridcrawl-client`` and ``gridcrawl run``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from gridcrawl.client.store import CrawlStore, Outcome
+from gridcrawl.db import open_database, running_crawler
+from gridcrawl.protocol import PageResult
+from gridcrawl.urls import canonical_url
+from grid import wait_for
+
+pytestmark = pytest.mark.e2e
+
+NEW_SPEC = '[[item]]\ntype = "headline"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
+PAGES = 400
+SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def _stored_crawl(db: str) -> CrawlStore:
+    """A crawl database holding ``PAGES`` stored pages (enough for an extract to be caught mid-run)."""
+    store = CrawlStore(open_database(db))
+    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(PAGES)]
+    store.add_seeds(urls)
+    for pending in store.claim(len(urls)):
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
+                          title="t", content=f"<html><head><title>{pending.url}</title></head><body>"
+                                          + "<p>text</p>" * 200 + "</body></html>")
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    return store
+
+
+def _sqlite_writing(path: str) -> bool:
+    """Whether another connection holds the SQLite file's write lock (the extract, writing items)."""
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        conn.close()
+
+
+def _paused_extract(db: str, spec, ready) -> subprocess.Popen:
+    """``gridcrawl extract`` of ``db`` with ``spec``, paused (SIGSTOP) where ``ready(its pid)``
+    holds, before and after the stop."""
+    extract = subprocess.Popen([sys.executable, "-m", "gridcrawl", "extract", "--db", db, "--extract", str(spec),
+                                "--no-progress"], stderr=subprocess.PIPE, text=True)
+
+    def paused() -> bool:  # ready() still true once stopped: not a short transaction of its start caught
+        if not ready(extract.pid):
+            return False
+        os.kill(extract.pid, signal.SIGSTOP)
+        if ready(extract.pid):
+            return True
+        os.kill(extract.pid, signal.SIGCONT)
+        return False
+    wait_for(lambda: extract.poll() is not None or paused(), 60, 0.005, "the extract holding the lock")
+    assert extract.poll() is None, "the extract ended before it was paused"
+    return extract
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=60)
+
+
+def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_at_once(tmp_path):
+    """An extract of a crawl database (SQLite) paused while it holds the database's write lock,
+    mid-run: ``gridcrawl-client`` and ``gridcrawl run`` on it waited silently in their first
+    transaction (20 s and more, for as long as the extract was paused). Each is refused now,
+    exit 2, one line naming the extract by its holder line (``gridcrawl extract, pid N, since
+    ...``), ``gridcrawl run`` naming ``--workdir``; a second extract is refused as such; an
+    export warns that its items are those from before the extract, and exports. The extract
+    then ends with every page's items; the crawls queued nothing."""
+    workdir = tmp_path / "crawl"
+    workdir.mkdir()
+    path = str(workdir / "crawl.db")
+    db = f"sqlite:///{path}"
+    store = _stored_crawl(db)
+    (tmp_path / "new.toml").write_text(NEW_SPEC)
+    extract = _paused_extract(db, tmp_path / "new.toml", 
+                               lambda pid: _sqlite_writing(path) and f"pid {pid}" in (running_crawler(store.engine) or ""))
+    try:
+        assert _sqlite_writing(path), "the extract was paused before it wrote"
+        client = _run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
+                      "http://127.0.0.1:1/new.html")
+        run = _run("gridcrawl", "run", "--workdir", str(workdir), "--no-progress", "http://127.0.0.1:1/new.html")
+        second = _run("gridcrawl", "extract", "--db", db, "--extract", str(tmp_path / "new.toml"), "--no-progress")
+        export = _run("gridcrawl", "export", "--db", db, "--items", str(tmp_path / "items.jsonl"))
+        os.kill(extract.pid, signal.SIGCONT)
+        assert extract.wait(timeout=120) == 0, extract.stderr.read()
+    finally:
+        extract.kill()
+        extract.wait()
+    holder = rf"gridcrawl extract, pid {extract.pid}, {SINCE}"
+    for done, option in ((client, "--db"), (run, "--workdir")):
+        assert done.returncode == 2, done.stderr
+        assert re.fullmatch(rf"error: gridcrawl extract is extracting the items of {re.escape(path)} again "
+                            rf"\({holder}\): a crawl now would mix the items it stores with the extract's; wait for "
+                            rf"it to end, or give another {option}\n", done.stderr), done.stderr
+    assert second.returncode == 2 and re.fullmatch(
+        rf"error: another gridcrawl extract is running on this database \({holder}\): run this one once it has "
+        r"ended \(the last to end leaves its items and item spec\)\n", second.stderr), second.stderr
+    assert export.returncode == 0, export.stderr
+    assert re.match(rf"warning: gridcrawl extract is extracting this database's items again \({holder}\): the "
+                    r"export holds the items from before it\n", export.stderr), export.stderr
+    assert not (workdir / "manager.db").exists()  # refused before gridcrawl run started its grid
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM to_visit_url").scalar() == 0  # no seed queued
+        assert conn.exec_driver_sql("SELECT count(*) FROM item WHERE type = 'headline'").scalar() == PAGES
+    assert running_crawler(store.engine) is None
+
+
+def test_the_holder_of_a_crawl_database_names_the_extract_on_every_back_end(db_url, tmp_path):
+    """On SQLite (the ``flock``'ed FILE.lock) and on PostgreSQL/MariaDB (the ``crawler`` meta
+    row beside the server's lock) the extract writes itself down as ``gridcrawl extract, pid N``
+    (``on HOST`` on a server): a crawl started while it runs (paused, SIGSTOP, holding the lock)
+    says it met an extract, not "another crawler is crawling into"; ``running_crawler`` and so
+    an export's warning name it."""
+    store = _stored_crawl(db_url)
+    (tmp_path / "new.toml").write_text(NEW_SPEC)
+    extract = _paused_extract(db_url, tmp_path / "new.toml", 
+                               lambda pid: f"pid {pid}" in (running_crawler(store.engine) or ""))
+    try:
+        holder = running_crawler(store.engine)
+        client = _run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db_url, "--no-progress",
+                      "http://127.0.0.1:1/new.html")
+        export = _run("gridcrawl", "export", "--db", db_url, str(tmp_path / "pages.jsonl"))
+        os.kill(extract.pid, signal.SIGCONT)
+        assert extract.wait(timeout=120) == 0, extract.stderr.read()
+    finally:
+        extract.kill()
+        extract.wait()
+    where = "" if db_url.startswith("sqlite") else r" on \S+"
+    assert re.fullmatch(rf"gridcrawl extract, pid {extract.pid}{where}, {SINCE}", holder or ""), holder
+    assert client.returncode == 2 and re.fullmatch(
+        rf"error: gridcrawl extract is extracting the items of \S+ again \({re.escape(holder)}\): a crawl now would "
+        r"mix the items it stores with the extract's; wait for it to end, or give another --db\n", client.stderr), \
+        client.stderr
+    assert export.returncode == 0 and export.stderr.startswith(
+        f"warning: gridcrawl extract is extracting this database's items again ({holder}): "), export.stderr
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM to_visit_url").scalar() == 0
+    assert running_crawler(store.engine) is None
+
+
+def test_an_extract_of_a_database_that_holds_no_crawl_leaves_no_lock_file(tmp_path):
+    """The extract takes the crawler lock before it opens an SQLite database, so ``FILE.lock``
+    is made before it knows what ``FILE`` holds: an extract given a database that holds no
+    crawl is refused, exit 2, and leaves no ``FILE.lock`` beside it."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    (tmp_path / "new.toml").write_text(NEW_SPEC)
+    done = _run("gridcrawl", "extract", "--db", f"sqlite:///{path}", "--extract", str(tmp_path / "new.toml"),
+                "--no-progress")
+    assert done.returncode == 2 and "holds no crawl" in done.stderr, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.toml", "other.db"]
