@@ -182,13 +182,15 @@ def test_a_big_submit_is_refused_by_its_instructions_length_before_they_are_deco
     grid = Grid(tmp_path)
     dealer = _Dealers(grid.endpoint)
     try:
-        manager = grid.start_manager()
+        # liveness 10 s: the test's own peers are silent while it builds 30 MB (over 0.8 s on a
+        # loaded machine, and both were declared dead; the submit refused as from no application)
+        manager = grid.start_manager("--heartbeat-liveness", "40")
         honest = dealer()
         honest.send_multipart(p.encode(p.Register(name="honest", host="h", user="u", threads=2)))
         _answer(honest, p.Welcome)
         client = dealer()
         client.send_multipart(p.encode(p.OpenApplication("big", "u", client="big")))
-        app_id = _answer(client, p.ApplicationOpened).application_id
+        app_id = _answer(client, p.ApplicationOpened, beat=True, also=(honest,)).application_id
         two_fields = msgpack.packb({"application_id": app_id, "threads": []})  # a map of 2, and a third:
         big = 30 * 1024 * 1024
         client.send_multipart([p.PROTOCOL_VERSION, b"submit", b"\x83" + two_fields[1:] + b"\xabinstruction\x81\xa1a"
