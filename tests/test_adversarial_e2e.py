@@ -15,7 +15,8 @@ The tests:
 * ``test_grid_politeness_per_host`` — **depends on the manager's politeness (issue 3, manager
   side: per-host queues, Crawl-delay, concurrent_requests_per_host, retries with back-off)**:
   no host sees more concurrent requests than its limit or two requests closer than its
-  Crawl-delay, 503s and a 429 are retried until they succeed.
+  Crawl-delay, 503s and a 429 are retried until they succeed, each page is asked for once (again
+  only for an attempt the manager's ``attempt`` table shows taken back or retried).
 * ``test_a_link_maze_ends_at_the_per_host_cap`` — a maze of endless distinct pages, which no
   trap rule catches, ends at ``max_pages_per_host`` (100,000 by default; 300 here).
 * ``test_a_maze_over_endless_subdomains_ends_at_the_per_host_cap`` — the same over endless host
@@ -247,17 +248,22 @@ def test_grid_politeness_per_host(tmp_path, site_server):
     server_a = site_server(delayed)
     server_b = site_server(busy_host, latency=0.3, host="127.0.0.2")
     grid = Grid(tmp_path)
-    extra = EXECUTOR_ARGS  # Grid adds --allow-private 127.0.0.0/8 (the SSRF guard)
+    # a peer is dead after 5 s of silence, not the tests' 0.75 s: on a loaded machine (load 15 on
+    # 2 cores) the manager stalled ~1 s, both executors took it for gone and registered again, the
+    # manager took their attempts back and ran them again while the old fetches were still going
+    # (a page asked for twice, once 3 requests at once). Recovery is not what this test checks.
+    live = ["--heartbeat-liveness", "20"]
+    extra = [*EXECUTOR_ARGS, *live]  # Grid adds --allow-private 127.0.0.0/8 (the SSRF guard)
     try:
         # retries of the 503s 0.25 s then 0.5 s later (retry_backoff), not 1 s then 2 s, and a
         # host's pause after a 429 or 503 that asks no time 0.25 s (BACKOFF_START), not 1 s: the
         # 429's Retry-After (1 s) is then the only thing that holds its host a second
-        grid.start_manager("--concurrent-requests-per-host", str(LIMIT),
+        grid.start_manager("--concurrent-requests-per-host", str(LIMIT), *live,
                            env={"GRIDCRAWL_RETRY_BACKOFF": "0.25",
                                 "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.manager.queue.BACKOFF_START=0.25"})
         grid.start_executor("ex1", *extra)
         grid.start_executor("ex2", *extra)
-        client = grid.start_client(server_a.url("/"), server_b.url("/"))
+        client = grid.start_client(server_a.url("/"), server_b.url("/"), *live)
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
         grid.stop()
@@ -283,7 +289,21 @@ def test_grid_politeness_per_host(tmp_path, site_server):
     assert min(gaps) >= DELAY * 0.9, f"requests {min(gaps):.3f} s apart, Crawl-delay is {DELAY} s"
     # the busy host never saw more than LIMIT requests at once
     assert _peak_concurrency(records_b) <= LIMIT
-    assert len(records_b) == len(reachable(busy_host))
+    # each of its pages asked for once, and again only for an attempt of it that the manager ended
+    # without taking its result: retried after a failure ('retry'), or taken back ('lost': its
+    # executor was declared dead or registered again after a long stall; 'timeout', 'straggler'...,
+    # 'fenced' for one whose late result came in) - at-least-once delivery, docs/reliability.md
+    busy_urls = {canonical_url(server_b.url(path)): path for path in reachable(busy_host)}
+    again = {path: 0 for path in busy_urls.values()}
+    for url, outcome in grid.query("manager", "SELECT t.url, a.outcome FROM attempt a JOIN thread t "
+                                              "ON t.internal_thread_id = a.internal_thread_id"):
+        if url in busy_urls and outcome != "finished":
+            again[busy_urls[url]] += 1
+    asked = {path: sum(r.path == path for r in records_b) for path in again}
+    assert {path for path, n in asked.items() if n == 0} == set(), "pages of the busy host never asked for"
+    assert {path: n for path, n in asked.items() if n > 1 + again[path]} == {}, (
+        f"pages asked for more often than once plus once per attempt taken back or retried: {again}")
+    assert sorted(r.path for r in records_b if r.path not in again) == [], "requests for no page of the site"
 
 
 def test_a_retry_after_of_a_day_ends_the_url_failed_and_the_crawl(tmp_path, site_server):
