@@ -410,7 +410,9 @@ class Message(Wire):
 
 #: Most worker threads an executor may declare (:class:`Register`): the manager drops a
 #: registration claiming more as malformed (and grants at most its ``max_threads_per_executor``).
-MAX_THREADS = 100_000
+#: Defined with the settings, whose validation refuses a ``threads`` above it before any program
+#: starts (and which ``--help`` and ``config show`` load without this module).
+from gridcrawl.settings import MAX_THREADS  # noqa: E402,F401 (re-exported: the bound of Register.threads)
 
 
 class Register(Message):

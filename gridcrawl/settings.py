@@ -16,6 +16,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Mapping
 
+#: Most worker threads an executor may declare in its registration
+#: (:data:`gridcrawl.protocol.MAX_THREADS`, the same bound): a manager drops a registration
+#: claiming more as malformed, so a ``threads`` above it is refused here.
+MAX_THREADS = 100_000
+
 
 #: The programs whose command lines can show a setting as an option (a field's ``cli`` tags):
 #: ``gridcrawl-manager``, ``gridcrawl-executor``, ``gridcrawl-client``, ``gridcrawl run``,
@@ -281,7 +286,6 @@ class Settings:
                      "max_applications_per_user"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{_named(name)} must be >= 1, not {getattr(self, name)!r}")
-        from gridcrawl.protocol import MAX_THREADS
         if self.threads > MAX_THREADS:  # a manager would drop the registration unanswered
             raise ValueError(f"{_named('threads')} must be at most {MAX_THREADS:,} (a manager grants at most its "
                              f"max_threads_per_executor, 64 by default), not {self.threads}")

@@ -88,8 +88,8 @@ def test_a_burst_of_grid_threads_travels_in_few_batched_messages(tmp_path):
                                     "AND time_started IS NOT NULL AND time_started <= time_finished")
                  == [(THREADS,)], 20, message="every thread recorded Dead with its start time")
     finally:
-        executor.close()
-        client.close()
+        executor.close(linger=0)
+        client.close(linger=0)
         context.term()
         grid.stop()
 
@@ -169,8 +169,8 @@ def test_results_of_one_pass_travel_as_one_message_and_say_when_they_started(tmp
         assert grid.query("manager", "SELECT count(*) FROM thread WHERE thread_id >= 4 "
                           "AND time_started = time_finished") == [(4,)]
     finally:
-        executor.close()
-        client.close()
+        executor.close(linger=0)
+        client.close(linger=0)
         context.term()
         grid.stop()
 
@@ -331,6 +331,6 @@ def test_a_window_held_by_threads_that_do_not_answer_is_refilled_however_little_
         crawl._refill()
         assert len(crawl.in_flight) == 256 and sum(1 for p in crawl.in_flight.values() if "live" in p.url) == 6
     finally:
-        crawl.link.socket.close()
-        manager.close()
+        crawl.link.socket.close(linger=0)  # (its submits may be unsent: term() waited on them, once for 180 s)
+        manager.close(linger=0)
         context.term()
