@@ -442,17 +442,22 @@ def test_spark_crawl_into_postgresql(sc, postgres_url):
 
 def test_spark_command_exits_1_when_every_page_failed(tmp_path):
     """``gridcrawl spark`` as a process: a seed whose server refuses connections is recorded as
-    a failed page, the summary says so, and the exit status is 1 (as ``gridcrawl run``'s)."""
+    a failed page, the summary says so, and the exit status is 1 (as ``gridcrawl run``'s). A
+    second seed robots.txt disallows is counted apart, not as an error, and the line names both
+    (it exited 0 with such a seed: the disallowed page was counted as neither failed nor
+    fetched); no "no page was fetched" line, as a page failed."""
     from grid import free_port
     seed = f"http://127.0.0.1:{free_port()}/"
-    proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", seed, "--db", f"sqlite:///{tmp_path / 'c.db'}",
-                           "--master", "local[1]", "--partitions", "1"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
+    with SiteServer(_robots_site()) as srv:
+        disallowed = srv.url("/private/a")
+        proc = _spark(tmp_path, seed, disallowed)
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
-    assert "every page of this run failed (1 page; the crawl's errors by kind: connection 1)" in proc.stderr, proc.stderr[-2000:]
-    assert "layer 1 (depth 0): 1 URL, 1 page, 1 error" in proc.stdout
+    assert ("error: every page of this run failed or was disallowed by robots.txt (2 pages: 1 failed, 1 disallowed; "
+            "the crawl's errors by kind: connection 1)") in proc.stderr, proc.stderr[-2000:]
+    assert "no page was fetched" not in proc.stdout
+    assert "layer 1 (depth 0): 2 URLs, 2 pages, 1 error, 1 disallowed by robots.txt" in proc.stdout, proc.stdout
     assert ", 1 partition\n" in proc.stdout and "0 new links queued" in proc.stdout  # ("1 partitions" before)
-    assert _one(tmp_path / "c.db", "SELECT error_kind FROM visited_url") == "connection"
+    assert _one(tmp_path / "c.db", f"SELECT error_kind FROM visited_url WHERE url = '{seed}'") == "connection"
     # where the errors are told by kind, and that command tells them
     command = re.search(r"errors by kind, one example each: (gridcrawl report --crawl-db \S+)", proc.stdout).group(1)
     report = subprocess.run([sys.executable, "-m", *command.split()], capture_output=True,
@@ -496,19 +501,6 @@ def test_spark_says_robots_txt_disallowed_every_seed_and_exits_0_as_gridcrawl_ru
                                "regardless: gridcrawl spark "), lines[0]
     assert lines[0].endswith(" --ignore-robots --retry-failed robots"), lines[0]
     assert "every page of this run failed" not in proc.stderr
-
-
-def test_spark_exits_1_when_every_page_failed_or_was_disallowed_as_gridcrawl_run(tmp_path):
-    """Seeds robots.txt disallows (``/private/a``) and one that answers 404: nothing fetched
-    well and a page failed, so the Spark crawl failed, exit 1, its line naming both (it exited
-    0: the disallowed page was counted as neither failed nor fetched), and no "no page was
-    fetched" line."""
-    with SiteServer(_robots_site()) as srv:
-        proc = _spark(tmp_path, srv.url("/private/a"), srv.url("/missing"))
-    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
-    assert ("error: every page of this run failed or was disallowed by robots.txt (2 pages: 1 failed, 1 disallowed; "
-            "the crawl's errors by kind: http 404 1)") in proc.stderr, proc.stderr[-2000:]
-    assert "no page was fetched" not in proc.stdout
 
 
 def test_spark_command_says_how_many_links_the_per_host_cap_left_out(tmp_path):
