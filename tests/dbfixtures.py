@@ -249,3 +249,22 @@ def insert_known_timings(engine) -> None:
                                                    "time_completed": at(10), "usr_name": "u",
                                                    "application_name": "known timings"}])
         conn.execute(models.thread.insert(), threads)
+
+
+def stored_crawl(db: str, pages: int):
+    """A crawl database at SQLAlchemy URL ``db`` holding ``pages`` stored pages of about 2.3 KB
+    (``http://127.0.0.1:1/N.html``, each titled with its URL), as a crawl stores them; returns
+    its :class:`~gridcrawl.client.store.CrawlStore`."""
+    from gridcrawl.client.store import CrawlStore, Outcome
+    from gridcrawl.db import open_database
+    from gridcrawl.protocol import PageResult
+    from gridcrawl.urls import canonical_url
+    store = CrawlStore(open_database(db))
+    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(pages)]
+    store.add_seeds(urls)
+    for pending in store.claim(len(urls)):
+        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
+                          title="t", content=f"<html><head><title>{pending.url}</title></head><body>"
+                                          + "<p>text</p>" * 200 + "</body></html>")
+        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    return store

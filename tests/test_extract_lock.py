@@ -12,10 +12,7 @@ import sys
 
 import pytest
 
-from gridcrawl.client.store import CrawlStore, Outcome
-from gridcrawl.db import open_database
-from gridcrawl.protocol import PageResult
-from gridcrawl.urls import canonical_url
+from dbfixtures import stored_crawl
 from grid import Grid, wait_for
 from sites import generate_site
 
@@ -87,14 +84,7 @@ def test_a_crawl_started_while_an_extract_runs_is_refused_at_once(postgres_url, 
     lock now: the crawl, started while the extract is paused (SIGSTOP) mid-run, is refused at
     once, exit 2, naming the extract's process, and writes nothing; the extract then ends with
     every page's items."""
-    store = CrawlStore(open_database(postgres_url))
-    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(300)]
-    store.add_seeds(urls)
-    for pending in store.claim(len(urls)):
-        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
-                          title="t", content=f"<html><head><title>{pending.url}</title></head><body>"
-                                          + "<p>text</p>" * 200 + "</body></html>")
-        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
+    store = stored_crawl(postgres_url, 300)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
     extract = subprocess.Popen(_extract(postgres_url, tmp_path / "new.toml"), stderr=subprocess.PIPE, text=True)
     try:

@@ -15,10 +15,8 @@ import sys
 
 import pytest
 
-from gridcrawl.client.store import CrawlStore, Outcome
-from gridcrawl.db import open_database, running_crawler
-from gridcrawl.protocol import PageResult
-from gridcrawl.urls import canonical_url
+from gridcrawl.db import running_crawler
+from dbfixtures import stored_crawl
 from grid import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -26,19 +24,6 @@ pytestmark = pytest.mark.e2e
 NEW_SPEC = '[[item]]\ntype = "headline"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
 PAGES = 400
 SINCE = r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
-
-
-def _stored_crawl(db: str) -> CrawlStore:
-    """A crawl database holding ``PAGES`` stored pages (enough for an extract to be caught mid-run)."""
-    store = CrawlStore(open_database(db))
-    urls = [canonical_url(f"http://127.0.0.1:1/{i}.html") for i in range(PAGES)]
-    store.add_seeds(urls)
-    for pending in store.claim(len(urls)):
-        page = PageResult(url=pending.url, final_url=pending.url, status=200, content_type="text/html",
-                          title="t", content=f"<html><head><title>{pending.url}</title></head><body>"
-                                          + "<p>text</p>" * 200 + "</body></html>")
-        store.apply([Outcome(pending, page, "ex", 1, False)], store.scope(urls, [], -1))
-    return store
 
 
 def _sqlite_writing(path: str) -> bool:
@@ -89,7 +74,7 @@ def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_a
     workdir.mkdir()
     path = str(workdir / "crawl.db")
     db = f"sqlite:///{path}"
-    store = _stored_crawl(db)
+    store = stored_crawl(db, PAGES)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
     extract = _paused_extract(db, tmp_path / "new.toml", 
                                lambda pid: _sqlite_writing(path) and f"pid {pid}" in (running_crawler(store.engine) or ""))
@@ -130,7 +115,7 @@ def test_the_holder_of_a_crawl_database_names_the_extract_on_every_back_end(db_u
     (``on HOST`` on a server): a crawl started while it runs (paused, SIGSTOP, holding the lock)
     says it met an extract, not "another crawler is crawling into"; ``running_crawler`` and so
     an export's warning name it."""
-    store = _stored_crawl(db_url)
+    store = stored_crawl(db_url, PAGES)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
     extract = _paused_extract(db_url, tmp_path / "new.toml", 
                                lambda pid: f"pid {pid}" in (running_crawler(store.engine) or ""))
