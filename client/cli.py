@@ -860,7 +860,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
         if metas.get("links_beyond_max_depth") == str(settings.max_depth):
             beyond += int(metas.get("links_beyond_depth") or 0)
         store.set_metas({"links_beyond_depth": str(beyond), "links_beyond_max_depth": str(settings.max_depth)})
-    new_crawl = "a new --workdir" if name == "gridcrawl run" else "a new --db"
+    new_crawl = "a new --workdir" if command == "gridcrawl run" else "a new --db"
     counts.update(signal=getattr(stop, "signum", None),
                   seconds=final.seconds, pages_per_second=final.pages_per_second, pages=final.page_count,
                   run_errors=final.page_errors, run_disallowed=final.disallowed, sitemaps_read=final.sitemaps,
@@ -932,7 +932,7 @@ def run_crawl(settings: Settings, manager: str, db: str, seeds: list[str], allow
     elif final.page_count and not final.page_errors and final.disallowed >= final.page_count:
         from gridcrawl.redact import terminal_text
         example = next((g.url for g in groups if g.disallowed), "")
-        view.console.print(terminal_text(disallowed_note(final.disallowed, len(seeds), example, name, rerun)),
+        view.console.print(terminal_text(disallowed_note(final.disallowed, len(seeds), example, command, rerun)),
                            soft_wrap=True, highlight=False, markup=False)
     elif not final.pages and not counts["to_visit"] and counts["visited"] and not recrawl:
         view.console.print("nothing was left to visit: every URL of this crawl was visited by an earlier run "
@@ -1079,11 +1079,11 @@ def max_pages_note(max_pages: int, counts: dict, recrawl: str | None = None, rer
             f"visit: {how}{f' ({resume})' if resume else ''}, up to --max-pages of them a run (none: all of them)")
 
 
-def disallowed_note(disallowed: int, seeds: int, example: str, name: str, rerun: str) -> str:
+def disallowed_note(disallowed: int, seeds: int, example: str, command: str, rerun: str) -> str:
     """The line that ends the summary of a run whose every page robots.txt disallowed (no page
     fetched, none failed): ``disallowed`` pages, the ``seeds`` given to the run (when they are
     those pages, it names them as seeds), ``example`` one of their URLs (``""``: none known),
-    ``name`` the program (``gridcrawl run`` and ``gridcrawl spark`` take ``--ignore-robots``
+    ``command`` the program (``gridcrawl run`` and ``gridcrawl spark`` take ``--ignore-robots``
     themselves; for ``gridcrawl-client`` it is an option of the executors) and ``rerun`` the command line that
     runs this crawl again (:func:`rerun_command`; ``""``: unknown), to which the line adds
     ``--retry-failed robots``: the URLs are visited, so only that queues them again."""
@@ -1091,7 +1091,7 @@ def disallowed_note(disallowed: int, seeds: int, example: str, name: str, rerun:
             else f"every URL this run visited ({disallowed:,})")
     url = f" {example}" if example and seeds == disallowed == 1 else f" (e.g. {example})" if example else ""
     them = "it" if disallowed == 1 else "them"
-    itself = name in ("gridcrawl run", "gridcrawl spark")  # else gridcrawl-client's application name
+    itself = command in ("gridcrawl run", "gridcrawl spark")
     how = (f"--ignore-robots fetches {them} regardless" if itself
            else f"executors started with --ignore-robots fetch {them} regardless")
     again = f": {rerun}{' --ignore-robots' if itself else ''} --retry-failed robots" if rerun else ""

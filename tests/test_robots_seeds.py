@@ -188,14 +188,15 @@ def test_the_store_counts_disallowed_urls_apart_and_retry_failed_all_leaves_them
 def test_gridcrawl_client_names_the_executors_option(tmp_path, site_server):
     """With ``gridcrawl-client`` (its own manager and executor, tests/grid.py), robots.txt is the
     executors' to ignore: the line names executors started with ``--ignore-robots`` and the
-    client's own command with ``--retry-failed robots``; exit status 0."""
+    client's own command with ``--retry-failed robots``; exit status 0. The wording follows the
+    program, not the application's name, which is the user's to choose (here that of ``gridcrawl run``)."""
     from grid import Grid
     server = site_server(_site())
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
         grid.start_executor("ex")
-        client = grid.start_client(server.url("/private/"), "--no-sitemaps")
+        client = grid.start_client(server.url("/private/"), "--no-sitemaps", "--name", "gridcrawl run")
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
         grid.stop()
