@@ -71,7 +71,7 @@ class Grid:
         (``--allow-private 127.0.0.0/8``; ``allow_private=None`` leaves the option out)."""
         allow = ["--allow-private", allow_private] if allow_private else []
         proc = self._spawn("gridcrawl.executor", ["--manager", manager or self.endpoint, "--name", name,
-                                                  *allow, *FAST, *extra], f"{name}.log", env)
+                                                  *allow, *FAST, *extra], f"{name}.log", self._patient(env, manager))
         self.executors.append(proc)
         return proc
 
@@ -79,7 +79,17 @@ class Grid:
         """Start the client with ``args`` (seeds and options) on :attr:`crawl_db`, with ``env``
         added to its environment (e.g. ``GRIDCRAWL_*`` settings)."""
         self.client_args = ["--manager", self.endpoint, "--db", self.crawl_db, "--no-progress", *FAST, *args]
-        return self._spawn("gridcrawl.client", self.client_args, "client.log", env)
+        return self._spawn("gridcrawl.client", self.client_args, "client.log", self._patient(env))
+
+    def _patient(self, env: dict | None, manager: str | None = None) -> dict | None:
+        """``env`` for a program connecting to ``manager`` (None: :attr:`endpoint`): while the
+        manager this grid started there runs, the program waits up to 60 s for its first answer
+        (``GRIDCRAWL_CONNECT_TIMEOUT``; a ``--connect-timeout`` given, or ``env``'s own, wins).
+        Programs start beside the manager without waiting for its "listening" line, and on a
+        loaded machine a manager took over the default 10 s to answer: both executors gave up."""
+        if manager not in (None, self.endpoint) or self.manager is None or self.manager.poll() is not None:
+            return env
+        return {"GRIDCRAWL_CONNECT_TIMEOUT": "60", **(env or {})}
 
     def client_command(self) -> str:
         """The command line of the last client started, as the client's summary shows it
