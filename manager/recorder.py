@@ -439,7 +439,7 @@ class Recorder:
                     said = now
                     log.error("writing records failed (%s); retrying every %.1f s (%s so far)",
                               str(exc).splitlines()[0], min(5.0, self.interval * 5), counted(self.failures, "failure"))
-                time.sleep(min(5.0, self.interval * 5))
+                self._stop.wait(min(5.0, self.interval * 5))  # a stop during an outage does not wait it out
                 continue
             if said > -math.inf:
                 log.warning("writing records works again after %s", counted(self.failures, "failure"))
