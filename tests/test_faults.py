@@ -57,6 +57,16 @@ def check_complete(grid: Grid, server, site, label: str, **figures) -> dict:
     return figures
 
 
+def slow_from_now(server, latency: float = 0.5) -> None:
+    """Make ``server`` answer in ``latency`` s from now on, and wait until a request it began
+    since has been answered: every request begun after it is then in flight (work in flight for
+    a signal). The crawl before ran at the quick latency it was started with."""
+    server.latency = latency
+    switched = time.monotonic()
+    wait_for(lambda: any(r.started >= switched for r in list(server.requests)), 30, 0.02,
+             f"a request answered in {latency} s")
+
+
 def start_crawl(tmp_path, site_server, *, pages=150, latency=0.05, seed=11, manager_args=(), executors=None,
                 manager_env=None, peer_env=None):
     """A generated site served with ``latency``, a manager, executors (name -> threads; default a
@@ -85,6 +95,7 @@ def test_kill_9_executor_mid_crawl(tmp_path, site_server):
         killed = time.monotonic()
         wait_for(lambda: executor_connected(grid, "victim") is False, 15, 0.02, "victim disconnected")
         detected = time.monotonic() - killed
+        server.latency = 0.01  # the disruption is over: the survivor's 2 threads need not crawl the rest slowly
         assert client.wait(timeout=120) == 0, grid.log("client.log")
         finished = time.monotonic() - killed
     finally:
@@ -111,7 +122,6 @@ def test_sigstop_beyond_liveness_then_sigcont_fences_late_results(tmp_path, site
         stopped = time.monotonic()
         wait_for(lambda: executor_connected(grid, "victim") is False, 15, 0.02, "victim declared dead")
         detected = time.monotonic() - stopped
-        time.sleep(0.5)
         victim.send_signal(signal.SIGCONT)
         wait_for(lambda: executor_connected(grid, "victim") is True, 20, 0.05, "victim registered again")
         server.latency = 0.02  # the disruption is over: the rest of the crawl need not be slow
@@ -143,6 +153,7 @@ def test_kill_9_manager_and_restart_on_the_same_database(tmp_path, site_server):
         grid.start_manager()
         wait_for(lambda: grid.log("manager.log").count("registered:") >= 4, 30, 0.05, "executors re-registered")
         rejoined = time.monotonic() - killed
+        server.latency = 0.01  # the disruption is over: the rest of the crawl need not be slow
         assert client.wait(timeout=120) == 0, grid.log("client.log")
         finished = time.monotonic() - killed
     finally:
@@ -161,6 +172,7 @@ def test_kill_9_client_and_start_a_new_one(tmp_path, site_server):
         killed = time.monotonic()
         time.sleep(1.0)  # results keep arriving at the manager while no client listens
         second = grid.start_client()
+        server.latency = 0.01  # the disruption is over: the rest of the crawl need not be slow
         assert second.wait(timeout=120) == 0, grid.log("client.log")
         finished = time.monotonic() - killed
     finally:
@@ -189,6 +201,7 @@ def test_kill_9_client_past_the_detached_timeout_and_start_a_new_one(tmp_path, s
                  10, message="the application recorded stopped")
         assert grid.query("manager", "SELECT COUNT(*) FROM thread WHERE state != ?", int(ThreadState.DEAD)) == [(0,)]
         second = grid.start_client()
+        server.latency = 0.01  # the disruption is over: the rest of the crawl need not be slow
         assert second.wait(timeout=120) == 0, grid.log("client.log")
         finished = time.monotonic() - killed
     finally:
@@ -256,6 +269,7 @@ def test_executor_cut_off_the_network_then_healed(tmp_path, site_server):
         link.heal()
         wait_for(lambda: grid.log("cut.log").count("registered as executor") >= 2, 30, 0.05, "re-registration")
         back = time.monotonic() - cut_at
+        server.latency = 0.01  # the disruption is over: the rest of the crawl need not be slow
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
         link.close()
@@ -265,7 +279,7 @@ def test_executor_cut_off_the_network_then_healed(tmp_path, site_server):
 
 def test_every_program_exits_within_5_s_of_sigterm_with_work_in_flight(tmp_path, site_server):
     site = generate_site(100, links_per_page=5, seed=17)
-    server = site_server(site, latency=0.5)
+    server = site_server(site, latency=0.05)  # 0.5 s once the crawl is under way (slow_from_now)
     grid = Grid(tmp_path)
     try:
         grid.start_manager()
@@ -273,6 +287,7 @@ def test_every_program_exits_within_5_s_of_sigterm_with_work_in_flight(tmp_path,
         grid.start_executor("ex2", "--threads", "4")
         grid.start_client(server.url("/"))
         wait_for(lambda: visited(grid) >= 5, 60, message="5 pages")
+        slow_from_now(server)
         timings = {}
         for proc in grid.processes:
             proc.send_signal(signal.SIGTERM)
@@ -289,13 +304,14 @@ def test_every_program_exits_within_5_s_of_sigterm_with_work_in_flight(tmp_path,
 
 def test_gridcrawl_run_exits_on_sigterm_without_orphans(tmp_path, site_server):
     site = generate_site(100, links_per_page=5, seed=19)
-    server = site_server(site, latency=0.5)
+    server = site_server(site, latency=0.05)  # 0.5 s once the crawl is under way (slow_from_now)
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
                              "--workdir", str(tmp_path), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 30, 0.05, "manager and 2 executors")
-        wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "work in flight")
+        wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "the crawl under way")
+        slow_from_now(server)  # work in flight
         children = psutil.Process(proc.pid).children(recursive=True)  # the manager's record writer too
         proc.send_signal(signal.SIGTERM)
         sent = time.monotonic()
@@ -339,14 +355,15 @@ def test_kill_9_of_gridcrawl_run_takes_its_manager_and_executors_with_it(tmp_pat
     """Before: the manager and executors of a ``kill -9``'d ``gridcrawl run`` ran for ever (and
     the next run started a second manager on the same manager.db)."""
     site = generate_site(100, links_per_page=5, seed=23)
-    server = site_server(site, latency=0.5)
+    server = site_server(site, latency=0.05)  # 0.5 s once the crawl is under way (slow_from_now)
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
                              "--workdir", str(tmp_path), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     children = []
     try:
         wait_for(lambda: len(psutil.Process(proc.pid).children()) == 3, 30, 0.05, "manager and 2 executors")
-        wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "work in flight")
+        wait_for(lambda: server.requests and len(server.requests) >= 5, 30, 0.05, "the crawl under way")
+        slow_from_now(server)  # work in flight
         children = psutil.Process(proc.pid).children(recursive=True)  # the manager's record writer too
         names = sorted(child.name() for child in children)
         proc.kill()
@@ -366,33 +383,33 @@ def test_a_manager_out_of_reach_is_not_blamed_on_the_hosts_after_the_client_reat
     """After the manager was out of reach (stopped here past every peer's liveness), the client
     reattached and at once warned "no result for N s … they wait for their hosts": the silence
     it measured was the manager's, not the hosts'. It counts from the reattach now. (Pages take
-    3 s from a second before the outage on: the quick pages' results are acknowledged before it,
+    2.2 s from 0.7 s before the outage on: the quick pages' results are acknowledged before it,
     the slow ones under way finish after the executor reconnected (0.1 s after it missed the
-    manager) and are dropped, so the manager holds no result to send at the reattach, and none
-    comes in the first seconds after it.)"""
-    # the client blames the hosts after 2 × 2.5 s without results (its download_timeout: the
-    # executor's stays the default 30 s, so that no 3 s page runs into it)
+    manager, 0.75 s into the outage) and are dropped, so the manager holds no result to send at
+    the reattach, and none comes in the first 2 s after it.)"""
+    # the client blames the hosts after 2 × 1.75 s without results (its download_timeout: the
+    # executor's stays the default 30 s, so that no 2.2 s page runs into it)
     site = generate_site(60, links_per_page=5, seed=5)
     server = site_server(site, latency=0.2)
     grid = Grid(tmp_path)
     manager = grid.start_manager()
     grid.start_executor("ex", "--threads", "4", env={"GRIDCRAWL_RECONNECT_INITIAL": "0.1"})
-    client = grid.start_client(server.url("/"), env={"GRIDCRAWL_DOWNLOAD_TIMEOUT": "2.5"})
+    client = grid.start_client(server.url("/"), env={"GRIDCRAWL_DOWNLOAD_TIMEOUT": "1.75"})
     try:
         wait_for(lambda: visited(grid) >= 10, 60, message="10 pages")
-        server.latency = 3.0
-        time.sleep(1.0)  # the quick pages' results applied and acknowledged
+        server.latency = 2.2
+        time.sleep(0.7)  # the quick pages' results applied and acknowledged
         manager.send_signal(signal.SIGSTOP)
-        time.sleep(5)  # 6 s without a result by the reattach: past the 5 s after which the hosts are blamed
+        time.sleep(3.5)  # 4 s without a result by the reattach: past the 3.5 s after which the hosts are blamed
         manager.send_signal(signal.SIGCONT)
         wait_for(lambda: "reattached" in grid.log("client.log"), 30, 0.1, "the client reattached")
-        time.sleep(1)
+        time.sleep(0.7)
         server.latency = 0.02
         assert client.wait(timeout=120) == 0, grid.log("client.log")
     finally:
         manager.send_signal(signal.SIGCONT)
         grid.stop()
-    check_complete(grid, server, site, "SIGSTOP manager 5 s")
+    check_complete(grid, server, site, "SIGSTOP manager 3.5 s")
     log = grid.log("client.log")
     assert "no answer from the manager at" in log, log[-3000:]
     assert "they wait for their hosts" not in log, log[-3000:]
