@@ -79,7 +79,9 @@ def test_records_unwritten_while_postgresql_is_down_are_journaled_and_replayed(t
     journal = tmp_path / "manager.journal"
     grid = Grid(tmp_path, manager_db=postgres_url)
     try:
-        grid.start_manager("--journal", str(journal))
+        # records written every 0.2 s, so that a failed write is tried again every 1 s, not 2.5 s:
+        # the stop below waits for the retry's pause to end
+        grid.start_manager("--journal", str(journal), env={"GRIDCRAWL_RECORD_INTERVAL": "0.2"})
         grid.start_executor("ex1", "--threads", "4", env=QUICK_RECONNECT)
         grid.start_executor("ex2", "--threads", "2", env=QUICK_RECONNECT)
         client = grid.start_client(server.url("/"), env=QUICK_RECONNECT)
@@ -88,7 +90,8 @@ def test_records_unwritten_while_postgresql_is_down_are_journaled_and_replayed(t
             conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
             conn.exec_driver_sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                                  f"WHERE datname = '{database}' AND pid <> pg_backend_pid()")
-        time.sleep(1.5)  # the grid goes on; the manager's records pile up
+        # the grid goes on; the manager's records pile up, unwritten
+        wait_for(lambda: "writing records failed" in grid.log("manager.log"), 30, 0.05, "a write of records failing")
         grid.manager.send_signal(signal.SIGTERM)
         assert grid.manager.wait(timeout=30) is not None
         journaled = sum(len(events) for path in (journal.with_name("manager.journal.flushing"), journal)
@@ -410,8 +413,13 @@ def test_the_report_of_a_killed_managers_database_calls_no_executor_up(tmp_path,
         def report() -> str:
             return subprocess.run([sys.executable, "-m", "gridcrawl", "report", "--db", grid.manager_db],
                                   capture_output=True, text=True, timeout=60).stdout
-        wait_for(lambda: "not running (lease expired at" in report(), 30, message="the lease expired")
-        text = report()
+        said = {}
+
+        def expired() -> bool:
+            said["text"] = report()
+            return "not running (lease expired at" in said["text"]
+        wait_for(expired, 30, message="the lease expired")
+        text = said["text"]
         row = next(line for line in text.splitlines() if "desk1" in line)
         assert row.split("\u2502")[2].strip() == "no", text
         text = " ".join(text.split())
