@@ -108,21 +108,23 @@ def _utc_seconds(value) -> float:
 
 def _start(tmp_path, site_server, manager_db=None, pages=160, latency=0.04, shared_journal=False):
     site = generate_site(pages, links_per_page=4, seed=31)
-    server = site_server(site, latency=latency)
+    # the site answers in 0.5 s until B is a standby, so that the crawl, started meanwhile, is
+    # barely under way then (as Managers.start_pair leaves them), however long B takes to start
+    server = site_server(site, latency=max(latency, 0.5))
     grid = Grid(tmp_path, manager_db=manager_db)
     managers = Managers(grid, shared_journal)
     managers.start("A")
     wait_for(lambda: "manager active" in grid.log("manager-A.log"), 30, 0.05, "manager A active")
-    managers.start("B")  # the executors start meanwhile: they go to A, the first they are given
+    managers.start("B")  # the executors and the client start meanwhile: they go to A, the first they are given
     for i in range(3):
         # both managers, and no other (manager=None meant the grid's own endpoint, where no manager
         # listens: each executor waited a second there before it tried A)
         grid.start_executor(f"x{i}", "--threads", "4", manager=",".join(managers.endpoints.values()))
-    # the crawl starts with the client, once B is a standby (as Managers.start_pair leaves them)
-    wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
     client = grid._spawn("gridcrawl.client", [*managers.all, "--db", grid.crawl_db, "--no-progress", *FAST,
                                               "--no-sitemaps",  # pages only: the counts below are of pages
                                               server.url("/")], "client.log")
+    wait_for(lambda: "standby manager" in grid.log("manager-B.log"), 30, 0.05, "manager B standby")
+    server.latency = latency
     return site, server, grid, managers, client
 
 
@@ -247,11 +249,13 @@ def test_a_paused_manager_that_shares_the_journal_path_leaves_the_new_one_alone(
 
 
 def test_the_crawl_survives_two_take_overs(tmp_path, site_server):
-    # slow pages (0.25 s each, at most 8 at a time per host: >= 12 s of crawl), so that the crawl is still
-    # under way when the first manager is a standby again, however loaded the machine
-    site, server, grid, managers, client = _start(tmp_path, site_server, pages=400, latency=0.25)
+    # slow pages once the crawl is under way (0.25 s each, at most 8 at a time per host: >= 12 s of
+    # crawl), so that the crawl is still under way when the first manager is a standby again,
+    # however loaded the machine
+    site, server, grid, managers, client = _start(tmp_path, site_server, pages=400, latency=0.04)
     try:
         wait_for(lambda: _visited(grid) >= 20, 60, 0.05, "under way")
+        server.latency = 0.25
         first, epoch = managers.active(), managers.epoch()
         wait_for(lambda: grid.query("manager", f"SELECT COUNT(*) FROM attempt WHERE epoch = {epoch}")[0][0] > 0,
                  30, 0.05, "attempts recorded under the first epoch")
