@@ -339,7 +339,14 @@ class ExecutorAgent:
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
             executor_id=self.executor_id, password=self.password, capabilities=self.capabilities,
-            accepting=self.accepting)
+            accepting=self.accepting, request_window=self.settings.request_window,
+            running=self._running_attempts())
+
+    def _running_attempts(self) -> list[int]:
+        """The attempts the workers are running now, of every connection (a registration says
+        them: the manager frees the politeness slots of the others it took back)."""
+        with self._starts_lock:
+            return sorted(self._starts)
 
     def _connected(self) -> None:
         # A new connection is a new generation: the jobs not started are handed back (the manager
@@ -508,13 +515,12 @@ class ExecutorAgent:
     def _report_starts(self) -> None:
         """Tell the manager (one ``started``) which attempts of this connection have run
         :data:`START_REPORT_AFTER` seconds or more and are not reported yet, with the seconds
-        each has run; forget the starts of older connections' attempts (taken back)."""
+        each has run (not those of older connections: taken back, they are kept until they end,
+        for :meth:`_running_attempts`)."""
         now, due, running = time.monotonic(), [], []
         with self._starts_lock:
             for attempt_id, (generation, began, reported) in list(self._starts.items()):
-                if generation != self.generation:
-                    del self._starts[attempt_id]
-                elif not reported and now - began >= START_REPORT_AFTER:
+                if generation == self.generation and not reported and now - began >= START_REPORT_AFTER:
                     self._starts[attempt_id] = (generation, began, True)
                     due.append(attempt_id)
                     running.append(now - began)
@@ -591,7 +597,12 @@ class ExecutorAgent:
                   f"({self.settings.max_message_bytes}); raise it on every program, or lower max_body_bytes"))
 
     def _shutdown(self) -> None:
-        self._hand_back_queued()  # not started: the manager takes them back
+        # not started: said so before the goodbye, the manager frees their hosts' politeness slots
+        # at once; the attempts running when the goodbye comes keep theirs until their fetches
+        # can no longer be running (the manager's queue: ReadyQueue.hold)
+        handed = self._hand_back_queued()
+        if handed and self.link.up:
+            self.link.send(p.Availability(False, handed))
         for _ in range(self.pool):
             self.jobs.put(None)
         self.link.close(bye="executor stopping", linger=500)

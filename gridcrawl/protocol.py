@@ -425,6 +425,17 @@ class Register(Message):
     most :data:`CAPABILITY_LENGTH` characters).
     ``accepting``: False for an idle-only executor whose desktop is not idle yet: it gets no
     work until it says otherwise (``availability``).
+    ``request_window``: the longest, in seconds, one of its grid threads may go on sending
+    requests to its host after it starts (its settings'
+    :attr:`~gridcrawl.settings.Settings.request_window`; 0: not said, as by an executor of an
+    earlier release). An attempt the manager takes back from it keeps its host's politeness slot
+    until its late result comes or this long has passed since it started (at most the manager's
+    ``thread_timeout``; when 0, the manager's own settings' window).
+    ``running``: the attempts its workers are running as it registers (those of an earlier
+    connection, when it registers again: it drops the jobs of that connection it has not started,
+    and their results); None: not said (an executor of an earlier release). The manager frees at
+    once the host slots it held for this executor's other attempts (:meth:`ReadyQueue.hold
+    <gridcrawl.manager.queue.ReadyQueue.hold>`): they send nothing more.
     """
 
     TYPE: ClassVar[bytes] = b"register"
@@ -442,6 +453,8 @@ class Register(Message):
     password: str | None = None
     capabilities: Names = field(default_factory=list)
     accepting: bool = True
+    request_window: Seconds = 0.0
+    running: Annotated[list[int], Meta(max_length=MAX_BATCH)] | None = None
 
 
 class Welcome(Message):

@@ -331,6 +331,18 @@ class Settings:
         """Seconds of silence after which a peer counts as dead (interval × liveness)."""
         return self.heartbeat_interval * self.heartbeat_liveness
 
+    @property
+    def request_window(self) -> float:
+        """The longest one grid thread of an executor with these settings may go on sending
+        requests to its host after it starts, in seconds: its host's robots.txt (its own fetch,
+        ``download_timeout``, or the wait for another worker's, 5 s longer), its politeness waits
+        (the fetcher's ``max_wait``: ``thread_timeout / 2``), its page (``download_timeout``,
+        redirect hops included) and, when rendered, the browser's requests (``render_timeout``).
+        An executor declares it when it registers (:class:`gridcrawl.protocol.Register`
+        ``request_window``); the manager keeps a taken-back attempt's politeness slot this long
+        (:meth:`gridcrawl.manager.queue.ReadyQueue.hold`)."""
+        return 2 * self.download_timeout + 5.0 + self.thread_timeout / 2 + self.render_timeout
+
     @classmethod
     def documented(cls) -> list[tuple[str, object, str]]:
         """(name, default, description) of every setting, in declaration order."""

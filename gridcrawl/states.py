@@ -17,7 +17,9 @@ Transitions (anything else raises :class:`IllegalTransition`)::
 
     READY     -> SCHEDULED                 dispatch
     SCHEDULED -> STARTED                   executor reports the start
-    SCHEDULED -> READY, STARTED -> READY   executor lost, thread timeout, hand-back
+    SCHEDULED -> READY, STARTED -> READY   executor lost, thread timeout, hand-back (an attempt
+                                           that may still be fetching keeps its host's
+                                           politeness slot meanwhile: manager/queue.py)
     SCHEDULED -> FINISHED, STARTED -> FINISHED   result arrives, or the thread is failed as
                                            poison (``max_attempts`` attempts lost): FINISHED
                                            with ``failed`` set, delivered like a result
@@ -25,7 +27,8 @@ Transitions (anything else raises :class:`IllegalTransition`)::
                                            without an attempt, delivered like a result
     FINISHED  -> DEAD                      application acknowledged the result
     FINISHED  -> READY                     manager restarted before delivering (result lost)
-    READY/SCHEDULED/STARTED/FINISHED -> DEAD   aborted (application cancelled)
+    READY/SCHEDULED/STARTED/FINISHED -> DEAD   aborted (application cancelled; a running
+                                           attempt keeps its host's slot likewise)
 """
 
 from __future__ import annotations

@@ -33,6 +33,10 @@ listening: silence is measured up to the last time the manager had read all its 
 (:meth:`ManagerCore.tick`'s ``heard_all``), so the manager's own backlog or stall never kills a peer. Every assignment is an *attempt*
 with its own id; when an executor is lost or a thread outlives ``thread_timeout``, the attempt is
 taken back, the thread goes back to READY, and a later result quoting that attempt is fenced out.
+A taken-back attempt may still be fetching (its executor alive but late, or told to cancel while
+its request was under way): it keeps its host's politeness slot until its late result comes or
+its executor's request window has passed (:meth:`ReadyQueue.hold
+<gridcrawl.manager.queue.ReadyQueue.hold>`); one that sent nothing frees it at once.
 A thread whose attempts were lost ``max_attempts`` times, on at least two different executors when
 two exist, is failed (poison) and reported to its application (dask's rule: one flaky worker must
 not poison a task).
@@ -383,6 +387,7 @@ class Executor:
     quarantined_until: float | None = None  # POSIX s; no new work until then
     quarantines: int = 0              # times quarantined (the back-off doubles each time)
     capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
+    request_window: float = 0.0       # seconds one of its threads may send requests after it starts (0: not said)
     progress: float = float("-inf")   # POSIX s of its latest start or result of an attempt it held
     # application id -> the application instruction sent to it (for this registration: a new TCP
     # connection is a new ZeroMQ identity, which the manager answers "register" until it does)
@@ -641,6 +646,7 @@ class ManagerCore:
                         actions.append(Send(ex.peer, p.Cancel(attempt_id)))
                     actions += self._take_back(t, now, "timeout")
                     actions += self._timed_out(ex, now)
+        self.queue.expire_holds(now)  # held slots whose time is up (a dispatch frees them only with threads queued)
         actions += self.dispatch(now)
         if s.straggler_seconds:
             actions += self._steal_stragglers(now, judged)
@@ -791,6 +797,8 @@ class ManagerCore:
             # A re-registration means the executor started afresh: what it held is gone (not the
             # threads' fault, so it does not count towards max_attempts).
             actions += self._lose_executor(ex, now, "lost", record=False, count=False)
+            if m.running is not None:  # what it does not run sends nothing more: those slots are free
+                self.queue.release_holds(ex.executor_id, now, frozenset(m.running))
             if ex.peer is not None:
                 self.peers.pop(ex.peer, None)
         quarantined_until = ex.quarantined_until if ex is not None else None  # a re-registration keeps it
@@ -807,6 +815,7 @@ class ManagerCore:
                       quarantines=quarantines, accepting=m.accepting)
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
+        ex.request_window = m.request_window
         self.executors[executor_id] = self.connected[executor_id] = ex
         namesakes = self.connected_names.setdefault(m.name, set())
         namesakes.intersection_update(self.connected)
@@ -873,7 +882,7 @@ class ManagerCore:
                 continue  # started meanwhile (its result will come) or already taken back
             del ex.running[attempt_id]
             self._has_room(ex)
-            actions += self._take_back(t, now, "handed_back", count=False)
+            actions += self._take_back(t, now, "handed_back", count=False, fetching=False)
             handed += 1
         log.info("executor %s %s work%s", ex.name, "accepts" if m.accepting else "stops taking",
                  f"; {handed} thread{'' if handed == 1 else 's'} handed back" if handed else "")
@@ -912,6 +921,8 @@ class ManagerCore:
         A result for an attempt that was taken back (executor declared dead, timeout, cancel) is
         fenced out: recorded as ``fenced`` and otherwise ignored. A result with ``ran`` (no
         ``started`` was sent for it) records the thread as started ``ran`` seconds before ``now``.
+        A late result frees its host's slot (:meth:`_not_running`), so it too is followed by a
+        dispatch.
         A result whose handling raises (a bug) is logged and its attempt taken back as ``error``
         (counted like a lost one), so that its thread runs again instead of staying assigned
         for ever, and the batch's other results are handled.
@@ -919,6 +930,7 @@ class ManagerCore:
         ex = self._executor_of(peer)
         actions: list[Action] = []
         finished = ex.finished if ex is not None else 0
+        held = self.queue.held
         for r in m.results:
             t = ex.running.get(r.attempt_id) if ex is not None else None
             try:
@@ -929,10 +941,13 @@ class ManagerCore:
                 if t is not None and t.attempt_id == r.attempt_id and t.state in (ThreadState.SCHEDULED,
                                                                                    ThreadState.STARTED):
                     ex.running.pop(r.attempt_id, None)
-                    actions += self._take_back(t, now, "error")
+                    actions += self._take_back(t, now, "error", fetching=False)  # (its result came)
+        freed = self.queue.held < held  # late results freed the host slots their attempts held
         if ex is None:  # one refusal per message, not per result
-            return actions + [Send(peer, p.Refuse("unknown executor: register again"))]
-        if ex.finished == finished:
+            actions.append(Send(peer, p.Refuse("unknown executor: register again")))
+            if not freed:
+                return actions
+        elif ex.finished == finished and not freed:
             return actions
         if self.defer_dispatch:
             self._dispatch_due = True
@@ -943,14 +958,14 @@ class ManagerCore:
         """One result of :meth:`on_results` (no dispatch)."""
         t = ex.running.get(r.attempt_id) if ex is not None else None
         if t is None or t.attempt_id != r.attempt_id or t.state not in (ThreadState.SCHEDULED, ThreadState.STARTED):
-            return self._not_running(peer, ex, r.attempt_id, now)
+            return self._not_running(peer, ex, r, now)
         del ex.running[r.attempt_id]
         unreadable = getattr(r.page, "unreadable", None)
         if unreadable is None and ex.finished < CHECKED_IN_FULL and type(r.page) is p.RelayedPage:
             unreadable = r.page.check()
         if unreadable is not None:  # a broken or hostile executor's page: it runs again elsewhere
             self._has_room(ex)
-            return [*self._take_back(t, now, "unreadable"),
+            return [*self._take_back(t, now, "unreadable", fetching=False),
                     Strike(peer, f"executor {ex.name}: the page of {t.name} does not decode ({unreadable}); "
                                  "it runs again on another executor")]
         self._attempts.pop(r.attempt_id, None)
@@ -1063,18 +1078,26 @@ class ManagerCore:
         self._remember(t, None)
         return [ev.ThreadNotFetched(t.internal_id, now, error_kind), *self._deliver(t)]
 
-    def _not_running(self, peer: bytes, ex: Executor | None, attempt_id: int, now: float) -> list[Action]:
-        """A result for an attempt ``peer`` (executor ``ex``, None if unregistered) does not hold.
+    def _not_running(self, peer: bytes, ex: Executor | None, r: p.AttemptResult, now: float) -> list[Action]:
+        """Result ``r`` for an attempt ``peer`` (executor ``ex``, None if unregistered) does not hold.
 
         A late result of an attempt taken back from this very executor (same routing id or
         executor id; or, for attempts of the previous manager, any peer quoting the random id) is
-        fenced: recorded as ``fenced``, otherwise ignored. Anything else is a forgery or garbage:
+        fenced: recorded as ``fenced``, otherwise ignored — but its fetch is over, so the host's
+        slot it still held is freed, with its status, Retry-After and Crawl-delay applied to the
+        host as any result's (:meth:`ReadyQueue.release_hold
+        <gridcrawl.manager.queue.ReadyQueue.release_hold>`). Anything else is a forgery or garbage:
         dropped without touching any record, and a :class:`Strike` against the peer.
         """
+        attempt_id = r.attempt_id
         late = self.late.get(attempt_id)
         if late is not None and (late[1] == peer or late[1] is None
                                  or (ex is not None and ex.executor_id == late[0])):
             del self.late[attempt_id]
+            page = r.page
+            self.queue.release_hold(attempt_id, now, status=page.status, retry_after=page.retry_after,
+                                    crawl_delay=page.crawl_delay, answered=not self._no_answer(page),
+                                    requested=page.requested)
             self.fenced += 1
             log.info("fenced out a late result of attempt %d from executor %s", attempt_id,
                      ex.name if ex is not None else late[0][:8])
@@ -1945,14 +1968,21 @@ class ManagerCore:
             self._detach(app)
             del self.applications[application_id]
 
-    def _take_back(self, t: GridThread, now: float, outcome: str, *, count: bool = True) -> list[Action]:
-        """Take an attempt back from its executor: READY again, or failed after ``max_attempts``."""
+    def _take_back(self, t: GridThread, now: float, outcome: str, *, count: bool = True,
+                   fetching: bool = True) -> list[Action]:
+        """Take an attempt back from its executor: READY again, or failed after ``max_attempts``.
+        ``fetching`` False: the attempt certainly sends its host nothing more (handed back
+        unstarted, or its result came), so its slot is free at once; else it is held
+        (:meth:`_hold`)."""
         actions: list[Action] = [ev.AttemptEnded(t.attempt_id, outcome, now)]
         self._attempts.pop(t.attempt_id, None)
         ex = self.executors.get(t.executor_id or "")
         if ex is not None:
             self._remember_late(t.attempt_id, ex.executor_id, ex.peer)
-        self.queue.release(t, now)
+        if fetching:
+            self._hold(t, ex, now)
+        else:
+            self.queue.release(t, now)
         if count:
             t.lost += 1
             if ex is not None:
@@ -1975,6 +2005,33 @@ class ManagerCore:
             actions.append(ev.ThreadRequeued(t.internal_id))
         return actions
 
+    def _hold(self, t: GridThread, ex: Executor | None, now: float) -> None:
+        """Keep the host slot of ``t``'s attempt, taken back from ``ex`` at ``now`` (POSIX s),
+        while its fetch may still be running: until its late result comes, or at most the
+        executor's request window after its start — after ``now`` when its start was not
+        reported (an executor declared dead may start the jobs it buffers until it registers
+        again, when it drops them: :meth:`on_register`). The window is what the executor
+        declared at registration (:attr:`Register.request_window <gridcrawl.protocol.Register>`;
+        it knows its own timeouts, which the manager's settings need not match), else the
+        manager's own settings' (:attr:`Settings.request_window
+        <gridcrawl.settings.Settings.request_window>`); at most ``thread_timeout``, so no
+        executor keeps a host's slots longer than the grid lets an attempt run, and a dead
+        one's (kill -9) are free after it.
+
+        An attempt of a connected executor whose start it has not reported frees its slot at
+        once: the executor is told to cancel it, skips a cancelled job it has not started, and
+        reports a start within :data:`~gridcrawl.executor.agent.START_REPORT_AFTER` (0.1 s) of
+        it — so a start it did not report is one of the last moment, whose late result then
+        comes. (Held, a silent executor that never reported a start, taken back as a
+        straggler, kept its seed's new host, one thread in flight, for the whole window.)"""
+        if t.state != ThreadState.STARTED and ex is not None and ex.connected:
+            self.queue.release(t, now)
+            return
+        window = ex.request_window if ex is not None and ex.request_window else self.settings.request_window
+        window = min(window, self.settings.thread_timeout)
+        since = t.time_started if t.state == ThreadState.STARTED and t.time_started is not None else now
+        self.queue.hold(t.attempt_id, t, now, since + window, ex.executor_id if ex is not None else None)
+
     def _remember_late(self, attempt_id: int | None, executor_id: str, peer: bytes | None) -> None:
         """Remember a taken-back attempt (bounded: the oldest are forgotten first)."""
         if attempt_id is None:
@@ -1987,8 +2044,8 @@ class ManagerCore:
         actions: list[Action] = []
         for t in list(app.threads.values()):
             if t.state in (ThreadState.SCHEDULED, ThreadState.STARTED):
-                self.queue.release(t, now)
                 ex = self.executors.get(t.executor_id or "")
+                self._hold(t, ex, now)  # cancelled, but a request under way goes on
                 if ex is not None:
                     ex.running.pop(t.attempt_id, None)
                     self._has_room(ex)

@@ -28,7 +28,22 @@ for the whole grid (design.md §3):
   (Heritrix fails a queue's URIs when their prerequisite, DNS or robots.txt, cannot be had).
   A host that answered and then gives ``retry_times`` + 1 results in a row without an answer,
   of requests sent after its last answer, has stopped answering (:meth:`ReadyQueue.unanswered`):
-  it is a new host again, and the threads assigned from then on probe it.
+  it is a new host again, and the threads assigned from then on probe it;
+* an attempt the manager takes back from an executor (declared dead, registered again,
+  ``thread_timeout``, straggler, its application cancelled) may still be fetching there: the
+  executor may be alive, only late, and a cancel does not stop a request under way. Its slot
+  stays taken — it counts among the host's threads in flight, and a host with a delay waits
+  from its end — until its late result arrives (:meth:`ReadyQueue.release_hold`, which applies
+  that result's status and Crawl-delay as a release would) or until it can no longer be
+  running: its executor's request window (:attr:`gridcrawl.settings.Settings.request_window`)
+  after it started, or after it was taken back when it had not reported its start
+  (:meth:`ReadyQueue.hold`), or, when that executor registers again, at once if it says it no
+  longer runs it. Its thread, queued again at once, starts when a slot is free. An attempt
+  that sent nothing (handed back unstarted, its result in) frees its slot at once, and so does
+  one a connected executor is told to cancel before it reported its start (the manager's
+  ``_hold``). Before, every slot was freed at the take-back: an executor stopped while two
+  requests of a host whose limit is 2 were under way, declared dead, had its threads run again
+  elsewhere at once: 3 requests at once at the host (tests/test_faults.py, 3 runs of 3; now 2).
 
 Across hosts, threads leave by priority (higher first), then in turn across users, and across
 each user's applications: each thread gets a start tag by start-time fair queuing (Goyal, Vin
@@ -99,6 +114,7 @@ class HostState:
     backoff: float = 0.0
     version: int = 0
     answered: bool = False  # a result of this host has arrived (its Crawl-delay, if any, is known)
+    held: int = 0  # of in_flight, attempts taken back that may still be fetching (ReadyQueue.hold)
     silent: int = 0  # results in a row that found no answer, since the host last answered
     answered_at: float = float("-inf")  # when its last answer arrived (POSIX s)
     silent_skip: int = 0  # threads in flight when it stopped answering: their results are no probes
@@ -190,6 +206,10 @@ class ReadyQueue:
         # origins that failed their probes: origin -> (POSIX time down until, error kind, error)
         self._down: OrderedDict[str, tuple[float, str, str]] = OrderedDict()
         self._by_needs: dict[tuple, int] = {}  # queued threads per needs (waiting retries included)
+        # attempts taken back that may still be fetching: attempt id -> (host, POSIX s held until,
+        # executor id), and a heap of (until, attempt id) to expire them (see :meth:`hold`)
+        self._holds: dict[int, tuple[str, float, str | None]] = {}
+        self._hold_ends: list = []
 
     # ---------------------------------------------------------------- threads
 
@@ -354,6 +374,8 @@ class ReadyQueue:
         return min(limit, host.ramp) if host.ramp else limit
 
     def _promote(self, now: float) -> None:
+        if self._hold_ends and self._hold_ends[0][0] <= now:
+            self.expire_holds(now)
         while self._later and self._later[0][0] <= now:
             _, seq, thread = heapq.heappop(self._later)
             self._later_seqs.discard(seq)
@@ -454,6 +476,55 @@ class ReadyQueue:
         :attr:`partition` ``(needs, partition)`` pairs."""
         return list(self._eligible)
 
+    def hold(self, attempt_id: int, thread: "GridThread", now: float, until: float, owner: str | None = None) -> None:
+        """Attempt ``attempt_id`` of in-flight ``thread`` was taken back from its executor
+        (``owner``, its id) but may still be fetching there: its slot stays taken (counted in its
+        host's ``in_flight`` and ``held``) until :meth:`release_hold` (its late result),
+        :meth:`release_holds` (its executor says it no longer runs it) or ``until`` (POSIX s: it
+        can no longer be running), when it is released as a fetch that ended then. ``until`` at
+        or before ``now`` releases it at once. The thread itself may be queued again meanwhile."""
+        host = self.hosts.get(thread.host)
+        if host is None:
+            return
+        if until <= now:
+            self.release(thread, now)
+            return
+        host.held += 1
+        self._holds[attempt_id] = (thread.host, until, owner)
+        heapq.heappush(self._hold_ends, (until, attempt_id))
+
+    def release_holds(self, owner: str, now: float, running: set[int] | frozenset[int]) -> None:
+        """Executor ``owner`` registered again at ``now`` (POSIX s) running ``running`` (attempt
+        ids): the slots held for its other attempts are free (they will send nothing more).
+        Costs the attempts held over all executors (few: those taken back in one window)."""
+        for attempt_id in [a for a, entry in self._holds.items() if entry[2] == owner and a not in running]:
+            self.release_hold(attempt_id, now)
+
+    def release_hold(self, attempt_id: int, now: float, **result) -> bool:
+        """The late result of held attempt ``attempt_id`` arrived at ``now`` (POSIX s): its slot
+        is free, and ``result`` (:meth:`release`'s keywords: ``status``, ``retry_after``,
+        ``crawl_delay``, ``answered``, ``requested``) applies to its host as a release's would.
+        False (nothing done) when it is not held (never, or its hold has ended)."""
+        entry = self._holds.pop(attempt_id, None)
+        if entry is None:
+            return False
+        self._release(entry[0], now, unheld=True, **result)
+        return True
+
+    def expire_holds(self, now: float) -> None:
+        """Release the held attempts whose time is up at ``now`` (POSIX s): their fetches have
+        ended, at the latest now (a host with a delay waits from now)."""
+        while self._hold_ends and self._hold_ends[0][0] <= now:
+            _, attempt_id = heapq.heappop(self._hold_ends)
+            entry = self._holds.pop(attempt_id, None)
+            if entry is not None:
+                self._release(entry[0], now, unheld=True)
+
+    @property
+    def held(self) -> int:
+        """Attempts taken back and still held (:meth:`hold`), over all hosts."""
+        return len(self._holds)
+
     def release(self, thread: "GridThread", now: float, *, status: int | None = None,
                 retry_after: float | None = None, crawl_delay: float | None = None,
                 answered: bool = False, requested: bool = True) -> None:
@@ -470,10 +541,19 @@ class ReadyQueue:
         ``requested`` False (the thread sent the host no request: robots.txt rules the executor
         held refused it) frees the slot without starting the host's delay.
         """
-        host = self.hosts.get(thread.host)
+        self._release(thread.host, now, status=status, retry_after=retry_after, crawl_delay=crawl_delay,
+                      answered=answered, requested=requested)
+
+    def _release(self, name: str, now: float, *, status: int | None = None, retry_after: float | None = None,
+                 crawl_delay: float | None = None, answered: bool = False, requested: bool = True,
+                 unheld: bool = False) -> None:
+        """:meth:`release` of a thread of host ``name`` (``unheld``: of a held attempt)."""
+        host = self.hosts.get(name)
         if host is None:
             return
         host.in_flight = max(0, host.in_flight - 1)
+        if unheld:
+            host.held = max(0, host.held - 1)
         sent_before = host.ramp_skip > 0  # (no thread starts before those are back: the limit is 1)
         if sent_before:
             host.ramp_skip -= 1
@@ -641,6 +721,7 @@ class ReadyQueue:
         return host.delay if host is not None else 0.0
 
     def next_wakeup(self) -> float | None:
-        """The earliest POSIX time at which a waiting host or a retry becomes ready, if any."""
-        times = [entry[0] for entry in (self._waiting[:1] + self._later[:1])]
+        """The earliest POSIX time at which a waiting host or a retry becomes ready, or a held
+        attempt's slot is freed (:meth:`hold`), if any."""
+        times = [entry[0] for entry in (self._waiting[:1] + self._later[:1] + self._hold_ends[:1])]
         return min(times) if times else None

@@ -306,11 +306,12 @@ def test_a_thread_is_timed_out_from_its_start_and_a_buffered_one_after_the_round
     core.handle(b"a", p.Result(first.attempt_id, p.PageResult(url=first.url, status=200)), 9.0)
     (third,) = [t for t in a.running.values() if t is not waiting]  # the refill
     core.handle(b"a", p.Started([third.attempt_id]), 12.0)
+    waiting_attempt, third_attempt = waiting.attempt_id, third.attempt_id  # (a thread taken back is assigned anew)
     for now in range(9, 21):
         assert not tick(float(now))                # the buffered one: 2 rounds of 10 s
-    assert tick(20.5) == {waiting.attempt_id}      # 20.5 s after its assignment at 0.0
+    assert tick(20.5) == {waiting_attempt}         # 20.5 s after its assignment at 0.0
     assert tick(21.5) == set()                     # the third: 10 s from its start at 12.0, not before
-    assert tick(22.5) == {third.attempt_id}
+    assert tick(22.5) == {third_attempt}
 
 
 def test_result_is_delivered_and_ack_makes_thread_dead():
@@ -528,6 +529,9 @@ def test_an_executor_declared_dead_names_the_pages_it_was_running(caplog):
 
 def test_silent_executor_is_declared_dead_and_its_threads_reassigned(caplog):
     core = make_core()
+    # answered hosts (limit 8): the lost attempt keeps its slot (ReadyQueue.hold), another is free
+    for host in ("h1.test", "h2.test"):
+        core.queue.note_answered(host)
     register(core, b"a", 2, now=0.0)
     app = open_app(core)
     submit(core, app, [1, 2], now=0.0)
@@ -622,6 +626,8 @@ def test_a_silent_executor_is_declared_dead_once_the_manager_has_caught_up():
     still 2) b is not judged; once the socket is drained (heard_all 10.1) b is dead and its thread
     goes to a, which heartbeated all along."""
     core = make_core()
+    # answered hosts (limit 8): the lost attempt keeps its slot (ReadyQueue.hold), another is free
+    core.queue.note_answered("h1.test")
     register(core, b"b", 1)
     app = open_app(core)
     assert [peer for peer, _ in assigned(submit(core, app, [1]))] == [b"b"]
@@ -650,6 +656,8 @@ def test_silence_is_judged_at_heard_all_never_later_than_now():
 
 def test_late_result_of_a_taken_back_attempt_is_fenced():
     core = make_core()
+    # answered hosts (limit 8): the lost attempt keeps its slot (ReadyQueue.hold), another is free
+    core.queue.note_answered("h1.test")
     register(core, b"a", 1)
     app = open_app(core)
     ((_, first),) = assigned(submit(core, app, [1]))
@@ -665,6 +673,108 @@ def test_late_result_of_a_taken_back_attempt_is_fenced():
     assert sends(actions, p.ThreadDone) == [] and core.fenced == 1
     actions = core.handle(b"b", p.Result(second.attempt_id, p.PageResult(url="x")), 4.3)
     assert len(sends(actions, p.ThreadDone)) == 1
+
+
+def test_attempts_taken_back_from_an_executor_declared_dead_keep_their_host_slots_until_late_result_or_window():
+    """Executor a, declared dead while late (a loaded machine), may still be fetching its two
+    pages of h0.test, whose limit is 2: until the late result of one comes, the host has no free
+    slot and executor b gets nothing (a third request at once, measured before); that result
+    frees one slot, and the other attempt's slot is free once a's request window (here
+    thread_timeout, 10 s, from the take-back: it never reported a start) has passed, as for a
+    dead executor whose result never comes. Then every thread has run again."""
+    core = make_core(S.replace(concurrent_requests_per_host=2))
+    core.queue.note_answered("h0.test")
+    register(core, b"a", 2)
+    app = open_app(core)
+    assert [peer for peer, _ in assigned(submit(core, app, [0, 3, 6]))] == [b"a", b"a"]  # h0's limit: 2
+    first = {t.thread_id: t.attempt_id for t in core.executors[core.peers[b"a"][1]].running.values()}
+    register(core, b"b", 4, now=1.0)
+    host = core.queue.hosts["h0.test"]
+
+    def tick(now, *peers):
+        for peer in (b"b", b"client", *peers):
+            core.handle(peer, p.Heartbeat(), now)
+        return assigned(core.tick(now))
+    for now in (1.0, 2.0, 3.0):
+        assert not tick(now)
+    assert not tick(3.5)  # a declared dead: its two attempts are taken back, their threads queued
+    assert core.queue.held == 2 and host.in_flight == 2 and len(core.queue) == 3
+    register(core, b"a", 2, now=4.0)  # a comes back (nothing is assigned: no slot is free)
+    assert not tick(4.5, b"a")
+    actions = core.handle(b"a", p.Result(first[0], p.PageResult(url="http://h0.test/0", status=200)), 5.0)
+    assert core.fenced == 1 and core.queue.held == 1
+    ((_, job),) = assigned(actions)  # one slot free: one thread runs again
+    assert host.in_flight == 2
+    for now in (6.0, 8.0, 10.0, 13.0):
+        assert not tick(now, b"a")  # the other slot is held until 3.5 + 10
+    ((_, second),) = tick(13.6, b"a")  # a's attempt of thread 3 can no longer be running
+    assert core.queue.held == 0 and host.in_flight == 2
+    assert {job.thread_id, second.thread_id} <= {0, 3, 6} and job.thread_id != second.thread_id
+
+
+def test_an_executor_registering_again_frees_the_held_slots_of_the_attempts_it_no_longer_runs():
+    """Executor a, declared dead, registers again (a new connection: it drops the jobs of the old
+    one it had not started, and their results) saying which attempts its workers still run: the
+    slots of its other attempts are free at once; the one it still runs keeps its slot."""
+    core = make_core(S.replace(concurrent_requests_per_host=2, prefetch=1))
+    core.queue.note_answered("h0.test")
+    register(core, b"a", 1)  # one worker, one job buffered
+    app = open_app(core)
+    jobs = [job for _, job in assigned(submit(core, app, [0, 3, 6]))]
+    assert len(jobs) == 2
+    core.handle(b"a", p.Started([jobs[0].attempt_id]), 0.5)
+    register(core, b"b", 4, now=1.0)
+    for now in (1.0, 2.0, 3.0):
+        for peer in (b"b", b"client"):
+            core.handle(peer, p.Heartbeat(), now)
+    assert not assigned(core.tick(3.6)) and core.queue.held == 2  # a declared dead
+    actions = core.handle(b"a2", p.Register(name="a", host="h", user="u", threads=1,
+                                            running=[jobs[0].attempt_id]), 4.0)
+    assert core.queue.held == 1 and len(assigned(actions)) == 1  # the buffered job's slot: free
+    assert core.queue.hosts["h0.test"].in_flight == 2
+
+
+def test_a_held_slot_lasts_the_request_window_the_executor_declared_from_its_start_at_most_thread_timeout():
+    """An executor says at registration how long one of its threads may go on sending requests
+    after it starts (its settings' request_window); the manager keeps a taken-back attempt's slot
+    that long from the attempt's reported start (here 4 s from 1.0), never longer than its own
+    thread_timeout (an executor saying 10^6 s holds a slot 10 s). A new host (one thread in
+    flight until it answers) gets its next thread only then."""
+    for window, free_at in ((4.0, 5.0), (1e6, 11.0)):
+        core = make_core()
+        core.handle(b"a", p.Register(name="a", host="h", user="u", threads=1, request_window=window), 0.0)
+        app = open_app(core)
+        ((_, job),) = assigned(submit(core, app, [1]))
+        core.handle(b"a", p.Started([job.attempt_id]), 1.0)
+        register(core, b"b", 1, now=1.0)
+        got = {}
+        for now in (2.0, 3.0, 3.5, 4.9, 5.1, 7.0, 10.9, 11.1):
+            for peer in (b"b", b"client"):
+                core.handle(peer, p.Heartbeat(), now)
+            if assigned(core.tick(now)):
+                got.setdefault("at", now)
+        assert free_at < got["at"] < free_at + 0.5, (window, got)
+
+
+def test_attempts_that_sent_nothing_free_their_slot_at_once_and_a_cancelled_crawl_s_are_held():
+    """A job handed back unstarted (``availability``) frees its host's slot at once; an
+    attempt of an application cancelled while it ran (its start reported) keeps it (a cancel
+    does not stop a request under way) until its late result, which another application's
+    thread of that host waits for."""
+    core = make_core()
+    register(core, b"a", 2)
+    app = open_app(core)
+    ((_, job),) = assigned(submit(core, app, [1]))  # h1.test, a new host: one thread in flight
+    core.handle(b"a", p.Availability(False, [job.attempt_id]), 0.5)
+    assert core.queue.hosts["h1.test"].in_flight == 0 and core.queue.held == 0
+    ((_, job),) = assigned(core.handle(b"a", p.Availability(True), 0.6))  # at once: nothing holds its slot
+    core.handle(b"a", p.Started([job.attempt_id]), 0.65)
+    other = open_app(core, b"client2", now=0.7)
+    assert not assigned(submit(core, other, [1], peer=b"client2", now=0.7))  # h1.test is busy
+    core.handle(b"client", p.Control(app, "cancel", "u"), 0.8)
+    assert core.queue.held == 1 and not assigned(core.dispatch(0.9))
+    actions = core.handle(b"a", p.Result(job.attempt_id, p.PageResult(url=job.url, status=200)), 1.0)
+    assert core.queue.held == 0 and [peer for peer, _ in assigned(actions)] == [b"a"]
 
 
 def test_thread_timeout_takes_the_thread_back():
@@ -685,6 +795,8 @@ def test_thread_timeout_takes_the_thread_back():
 
 def test_poison_thread_fails_after_max_attempts():
     core = make_core(S.replace(max_attempts=2))
+    # answered hosts (limit 8): the lost attempt keeps its slot (ReadyQueue.hold), another is free
+    core.queue.note_answered("h1.test")
     app = open_app(core)
     submit(core, app, [1])
     now = 0.0
@@ -704,6 +816,8 @@ def test_a_thread_taken_back_goes_to_a_proven_executor_not_to_the_next_newcomer(
     thread taken back goes to an executor that has returned results, else to the one
     registered longest."""
     core = make_core(S.replace(max_attempts=3))
+    # answered hosts (limit 8): the lost attempt keeps its slot (ReadyQueue.hold), another is free
+    core.queue.note_answered("h1.test")
     register(core, b"honest", 1, now=0.0)
     app = open_app(core)
     core.handle(b"storm-0", p.Register(name="storm-0", host="s", user="u", threads=64), 0.5)
@@ -808,10 +922,13 @@ def test_a_second_client_is_refused_the_application_while_the_first_is_alive():
 
 
 def test_executor_bye_hands_work_back_without_counting_an_attempt():
+    """An executor that stops hands back the jobs it has not started (``availability``), then
+    says goodbye: not counted as lost, and, never started, they free their hosts' slots at once."""
     core = make_core()
     register(core, b"a", 1)
     app = open_app(core)
-    submit(core, app, [1])
+    ((_, job),) = assigned(submit(core, app, [1]))
+    core.handle(b"a", p.Availability(False, [job.attempt_id]), 0.5)
     core.handle(b"a", p.Bye(), 0.5)
     t = core.applications[app].threads[1]
     assert t.state == ThreadState.READY and t.lost == 0

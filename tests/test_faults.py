@@ -413,3 +413,37 @@ def test_a_manager_out_of_reach_is_not_blamed_on_the_hosts_after_the_client_reat
     log = grid.log("client.log")
     assert "no answer from the manager at" in log, log[-3000:]
     assert "they wait for their hosts" not in log, log[-3000:]
+
+
+def test_an_executor_declared_dead_mid_fetch_keeps_the_hosts_slots_until_its_fetches_can_have_ended(tmp_path, site_server):
+    """Executor ex1 is stopped (SIGSTOP: a loaded machine, late heartbeats) with two requests of
+    a host whose limit is 2 under way at the server (4 s each); the manager declares it dead and
+    queues its threads again, and ex2 joins. ex1's requests go on at the server, so the manager
+    keeps their slots: ex2 starts nothing of the host until they can have ended (the manager's
+    thread_timeout, 6 s from their start, bounds ex1's request window). Before, their slots were
+    free at the take-back and ex2 sent more at once: 3 requests at once at the host (3 runs of 3)."""
+    site = generate_site(40, links_per_page=5, seed=23)
+    server = site_server(site, latency=0.3)
+    grid = Grid(tmp_path)
+    try:
+        grid.start_manager("--concurrent-requests-per-host", "2", "--thread-timeout", "6")
+        ex1 = grid.start_executor("ex1", "--threads", "2")
+        client = grid.start_client(server.url("/"))
+        wait_for(lambda: visited(grid) >= 3, 60, message="3 pages")
+        server.latency = 4.0
+        time.sleep(1.0)  # the quick requests ended, two of 4 s are under way (ex1's)
+        ex1.send_signal(signal.SIGSTOP)
+        server.reset()  # the peak from now on: the two under way count
+        grid.start_executor("ex2", "--threads", "2")
+        wait_for(lambda: executor_connected(grid, "ex1") is False, 15, 0.05, "ex1 declared dead")
+        wait_for(lambda: executor_connected(grid, "ex2"), 15, 0.05, "ex2 registered")
+        time.sleep(6.0)  # ex1's slots held, then free: ex2 fetches the host's pages
+        peak = server.max_concurrency()
+        ex1.send_signal(signal.SIGCONT)
+        server.latency = 0.02
+        assert client.wait(timeout=120) == 0, grid.log("client.log")
+    finally:
+        ex1.send_signal(signal.SIGCONT)
+        grid.stop()
+    check_complete(grid, server, site, "SIGSTOP executor mid-fetch", peak_in_flight=peak)
+    assert peak <= 2, f"{peak} requests at once at a host whose limit is 2"

@@ -53,6 +53,31 @@ def test_delay_between_fetches_counts_from_completion():
     assert len(drain(q, 7.0)) == 1
 
 
+def test_a_held_attempt_keeps_its_slot_and_the_delay_counts_from_its_late_result_or_its_end():
+    """An attempt taken back that may still be fetching stays in flight (``hold``) while its
+    thread is queued again: a host with a delay starts nothing until its late result (whose
+    Crawl-delay then applies, and the delay counts from it), or, with no result, until its time
+    is up (the delay counting from then)."""
+    q = answered(ReadyQueue(concurrency=8, download_delay=2.0), "a")
+    t = thread("a")
+    q.push(t)
+    assert drain(q, 0.0) == [t]
+    q.hold(77, t, 1.0, until=30.0, owner="ex")
+    q.push(t)                                       # queued again at once ...
+    assert drain(q, 5.0) == [] and q.held == 1      # ... but the old fetch may go on
+    assert q.release_hold(77, 6.0, status=200, crawl_delay=3.0) and q.held == 0
+    assert drain(q, 8.9) == [] and q.next_wakeup() == 9.0   # its robots.txt's 3 s, from its end
+    assert drain(q, 9.0) == [t]
+    assert not q.release_hold(77, 9.5)             # (a second result of it: nothing more)
+    q.hold(78, t, 10.0, until=20.0)
+    q.push(t)
+    assert q.next_wakeup() == 20.0 and drain(q, 19.9) == []
+    assert drain(q, 20.0) == [] and q.held == 0     # its time is up: released as ending now
+    assert drain(q, 23.0) == [t]                    # 3 s later
+    q.hold(79, t, 24.0, until=24.0)                 # nothing to hold: released at once
+    assert q.hosts["a"].in_flight == 0 and q.held == 0
+
+
 def test_a_waiting_host_does_not_block_the_others():
     q = ReadyQueue(concurrency=8, download_delay=10.0)
     q.push(thread("slow"))
