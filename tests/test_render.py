@@ -277,7 +277,7 @@ def test_a_fragment_a_script_sets_is_not_part_of_the_final_url(server, visitor):
     assert [t[0] for t in page.triples if t[1] == "http://ogp.me/ns#title"] == [server.url("/hashy.html")]
 
 
-def test_links_and_text_in_open_shadow_roots_are_found_where_they_show(server, visitor):
+def test_links_and_text_in_open_shadow_roots_are_found_where_they_show(server, visitor, monkeypatch):
     """A web component's open shadow root is serialised in place (the DOM's flat tree): its link
     is found, a ``<slot>`` shows the light-DOM link assigned to it once, its text and markup keep
     their escaping (raw ``<style>``, ``&``/``"`` in values); a closed root stays unseen."""
@@ -291,6 +291,7 @@ def test_links_and_text_in_open_shadow_roots_are_found_where_they_show(server, v
         b'customElements.define("x-secret", class extends HTMLElement { constructor() { super();'
         b' this.attachShadow({mode: "closed"}).innerHTML = \'<a href="/item/3.html">closed link</a>\' } });'
         b'</script></body></html>')
+    tune(monkeypatch, visitor, idle_timeout=0.0)  # (its scripts run as it loads: no network idle to wait for)
     page = visitor.visit(server.url("/shadow.html"))
     assert page.error_kind is None, page.error
     anchors = {urlsplit(url).path: text for url, text in page.links}
@@ -303,7 +304,7 @@ def test_links_and_text_in_open_shadow_roots_are_found_where_they_show(server, v
     assert "<x-secret></x-secret>" in page.content  # (the closed root's link: not among the links above)
 
 
-def test_a_dom_too_deep_to_flatten_is_taken_as_it_is(server, visitor):
+def test_a_dom_too_deep_to_flatten_is_taken_as_it_is(server, visitor, monkeypatch):
     """A shadow host in a DOM of 30,000 nested elements (a script's, past the script stack's
     depth): the DOM is taken without flattening, not lost."""
     server.site.pages["/deep-shadow.html"] = (
@@ -311,6 +312,7 @@ def test_a_dom_too_deep_to_flatten_is_taken_as_it_is(server, visitor):
         b'.innerHTML = "<a href=/item/1.html>in shadow</a>"; let e = document.getElementById("deep");'
         b'for (let i = 0; i < 30000; i++) { const d = document.createElement("div"); e.appendChild(d); e = d }'
         b'e.innerHTML = "<a href=/item/2.html>at the bottom</a>"</script></body></html>')
+    tune(monkeypatch, visitor, idle_timeout=0.0)  # (its script runs as it loads: no network idle to wait for)
     page = visitor.visit(server.url("/deep-shadow.html"))
     assert page.error_kind is None, page.error
     assert '<a href="/item/2.html">at the bottom</a>' in page.content
@@ -499,11 +501,12 @@ def test_no_browser_is_one_line_saying_what_to_install():
     assert "\n" not in message and "/nonexistent/chromium" in message and "gridcrawl[render]" in message
 
 
-def test_pages_are_reused_without_cookies_of_the_page_before(server, visitor):
+def test_pages_are_reused_without_cookies_of_the_page_before(server, visitor, monkeypatch):
     server.site.pages["/cookie-set.html"] = b"<html><body><script>document.cookie = 'k=v'</script></body></html>"
     server.site.pages["/cookie-read.html"] = (b"<html><body><p id=c></p><script>"
                                               b"document.getElementById('c').textContent = 'cookie:' + document.cookie"
                                               b"</script></body></html>")
+    tune(monkeypatch, visitor, idle_timeout=0.0)  # (their scripts run as they load: no network idle to wait for)
     launches = visitor.renderer.launches
     assert visitor.visit(server.url("/cookie-set.html")).error_kind is None
     for _ in range(visitor.renderer.max_pages):  # every page slot once, the one that set it included
