@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,26 @@ from sites import Site, SiteServer, generate_site, login_page, redirect
 def _fetch(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ, "COLUMNS": "200"})
+
+
+def _started(*args: str) -> subprocess.Popen:
+    """``gridcrawl ARGS`` started, its output captured: :func:`_ended` gives its outcome. A
+    ``gridcrawl run`` mostly waits (on its manager, executors and client), so a test starts it
+    beside its fetches rather than after them."""
+    return subprocess.Popen([sys.executable, "-m", "gridcrawl", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"})
+
+
+def _ended(proc: subprocess.Popen, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The outcome of a program :func:`_started` gave, once it ended (killed past ``timeout``
+    seconds, then ``subprocess.TimeoutExpired`` is raised)."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
@@ -56,11 +77,13 @@ def test_a_page_of_many_links_gives_max_links_per_page_and_a_crawl_queues_no_mor
     anchors = "".join(f'<a href="/x{i}">.</a>' for i in range(12_000))
     site = Site(pages={"/": f"<html><body>{anchors}</body></html>".encode()})
     with SiteServer(site) as server:
-        default = _fetch(server.url("/"), "--json")
-        fewer = _fetch(server.url("/"), "--json", "--max-links-per-page", "300")
-        crawl = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--max-pages", "1",
-                                "--executors", "1", "--no-sitemaps", "--no-progress", "--workdir", str(tmp_path)],
-                               capture_output=True, text=True, timeout=180)
+        running = _started("run", server.url("/"), "--max-pages", "1", "--executors", "1", "--no-sitemaps",
+                           "--no-progress", "--workdir", str(tmp_path))
+        try:
+            default = _fetch(server.url("/"), "--json")
+            fewer = _fetch(server.url("/"), "--json", "--max-links-per-page", "300")
+        finally:
+            crawl = _ended(running)
     assert default.returncode == 0 and fewer.returncode == 0, default.stderr + fewer.stderr
     followed = [url for url, _ in json.loads(default.stdout)["followed"]]
     assert followed == [server.url(f"/x{i}") for i in range(10_000)]
@@ -287,12 +310,6 @@ def test_fetch_with_render_sees_the_links_javascript_makes(tmp_path):
         found = json.loads(rendered.stdout)
         assert {link[0] for link in found["followed"]} == {server.url(path) for path in site.links["/"]}
         assert found["page"]["render_seconds"] > 0
-        # what the page's scripts asked for and were refused is shown, as it is why content may be
-        # missing (list 1's script asks a private address: the SSRF guard refuses it)
-        shown = _fetch(server.url("/list/1.html"), "--render", "--browser-path", browser)
-        assert shown.returncode == 0, shown.stderr[-2000:]
-        assert "refused while rendering (1):" in shown.stdout, shown.stdout
-        assert f"{PRIVATE_URL}  blocked: " in shown.stdout, shown.stdout
         # an item spec (or a rules file's page type) that asks for rendering is rendered, as in a crawl
         spec = tmp_path / "list.toml"
         spec.write_text('[[item]]\ntype = "entry"\nurl = "/list/"\nrender = true\nwait_for = "li.item"\n'
@@ -304,9 +321,16 @@ def test_fetch_with_render_sees_the_links_javascript_makes(tmp_path):
         rules = tmp_path / "rules.toml"
         rules.write_text(f'base_url = "{server.url("/")}"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
                          'to_type = "list"\npattern = "/list/"\n[page_type.list]\nrender = true\nwait_for = "li.item"\n')
-        typed = json.loads(_fetch(server.url("/list/1.html"), "--rules", str(rules), "--page-type", "list",
-                                  "--browser-path", browser, "--json").stdout)
-        assert typed["page"]["render_seconds"] > 0
+        # (its table, one browser start fewer than a --render fetch of its own would cost)
+        shown = _fetch(server.url("/list/1.html"), "--rules", str(rules), "--page-type", "list",
+                       "--browser-path", browser)
+        assert shown.returncode == 0, shown.stderr[-2000:]
+        rendered_row = re.search(r"rendered\W+([0-9.]+) s in the browser", shown.stdout)
+        assert rendered_row and float(rendered_row[1]) > 0, shown.stdout
+        # what the page's scripts asked for and were refused is shown, as it is why content may be
+        # missing (list 1's script asks a private address: the SSRF guard refuses it)
+        assert "refused while rendering (1):" in shown.stdout, shown.stdout
+        assert f"{PRIVATE_URL}  blocked: " in shown.stdout, shown.stdout
         rules.write_text(rules.read_text().replace("render = true", "render = 'yes'"))
         refused = _fetch(server.url("/list/1.html"), "--rules", str(rules), "--page-type", "list")
         assert refused.returncode == 2 and "render must be true or false" in refused.stderr, refused.stderr
@@ -353,10 +377,12 @@ def test_a_servers_control_characters_and_markup_reach_no_terminal(tmp_path):
         h.end_headers()
     site = Site(pages={"/": b"<html><body><a href='/bad'>bad</a></body></html>"}, extra={"/bad": hostile})
     with SiteServer(site) as server:
-        fetched = _fetch(server.url("/bad"))
-        run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1",
-                              "--no-sitemaps", "--no-progress", "--workdir", str(tmp_path)],
-                             capture_output=True, text=True, timeout=180, env={**os.environ, "COLUMNS": "200"})
+        running = _started("run", server.url("/"), "--executors", "1", "--no-sitemaps", "--no-progress",
+                           "--workdir", str(tmp_path))
+        try:
+            fetched = _fetch(server.url("/bad"))
+        finally:
+            run = _ended(running)
     for shown in (fetched.stdout, run.stdout + run.stderr):
         assert "\x1b" not in shown and "\x07" not in shown
         assert "\\x1b]0;pwned\\x07\\x1b[2J [bold]loud[/bold]" in shown, shown
