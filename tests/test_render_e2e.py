@@ -166,14 +166,19 @@ def test_gridcrawl_run_takes_browser_path_and_its_executors_drive_that_browser(t
     broken.chmod(0o755)
     run = [sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "1", "--no-progress",
            "--browser-path", str(broken)]
-    done = subprocess.run([*run, "--render", "--workdir", str(tmp_path / "run")], capture_output=True, text=True,
-                          timeout=120)
+    # (both at once: the second is refused before it starts anything)
+    plain = subprocess.Popen([*run, "--workdir", str(tmp_path / "plain")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        done = subprocess.run([*run, "--render", "--workdir", str(tmp_path / "run")], capture_output=True, text=True,
+                              timeout=120)
+    finally:
+        plain_out, plain_err = plain.communicate(timeout=60)
     assert done.returncode == 2
     assert f"cannot start the browser ({broken})" in done.stderr, done.stderr
     assert "the browser said: chromium: cannot open the profile; exit status 3" in done.stderr, done.stderr
     assert "executor-1 exited with status 2 before the crawl started" in done.stderr, done.stderr
-    plain = subprocess.run([*run, "--workdir", str(tmp_path / "plain")], capture_output=True, text=True, timeout=60)
-    assert plain.returncode == 2 and "--browser-path goes with --render" in plain.stderr, plain.stderr
+    assert plain.returncode == 2 and "--browser-path goes with --render" in plain_err, plain_err
 
 
 def test_executor_render_without_a_usable_browser_fails_at_start_with_one_line(tmp_path):
