@@ -422,7 +422,7 @@ def test_a_script_that_loops_forever_is_cut_at_the_deadline_and_the_browser_goes
     page = visitor.visit(server.url("/loop.html"))  # the other one (the two are taken in turn)
     assert page.error_kind == "timeout"
     assert "render deadline of 2 s" in page.error
-    assert 1.9 <= page.render_seconds < 14  # cut, not hung (bound generous on a busy machine)
+    assert 1.9 <= page.render_seconds < 15  # cut, not hung (bound generous on a busy machine)
     after = visitor.visit(server.url("/"))  # the first slot again
     assert after.error_kind is None and len(after.links) == 3
     assert visitor.renderer.launches == launches  # the same browser went on
