@@ -180,7 +180,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
                      min_relevance: float | None = None, order: str | None = None,
                      structured_data: bool = False, focus_ontology: str | Path | None = None,
                      extract: str | None = None, render: bool | None = None, wait_for: str | None = None):
-    """The crawl's :class:`~gridcrawl.client.store.Strategy` from the options, falling back to
+    """The crawl's :class:`~gridcrawl.client.frontier.Strategy` from the options, falling back to
     what the crawl database stored (a resumed crawl keeps its rules, page types, focus,
     ontology, structured data, order, item spec and rendering), and the seeds plus the rules'
     base URLs. Stores the options given. Exits with status 2 (one-line error naming the rule, or
@@ -190,7 +190,7 @@ def resolve_strategy(store, seeds: list[str], *, rules: str | None = None, focus
 
     Returns ``(strategy, seeds)``.
     """
-    from gridcrawl.client.store import Strategy
+    from gridcrawl.client.frontier import Strategy
     import json
     from gridcrawl.focus import Focus, OntologyFocus
     from gridcrawl.rules import PageType, RuleError, load_page_types, load_rules
@@ -354,7 +354,7 @@ def check_new_strategy(*, focus: str | None = None, focus_ontology: str | Path |
     kind, a ``--focus-ontology`` file that cannot be read, does not parse or names no term.
     Called before a new crawl's database is created, so that a refused run creates nothing
     (:func:`resolve_strategy` checks them again with what a resumed crawl stored)."""
-    from gridcrawl.client.store import ORDERS
+    from gridcrawl.client.frontier import ORDERS
     from gridcrawl.focus import Focus
     if focus is not None and focus_ontology is not None:
         fail(FOCUS_BOTH)

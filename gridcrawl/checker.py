@@ -80,7 +80,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
             requests go through the same fetcher); ``wait_for``: a CSS selector it waits for.
         page_types: the rules file's page type options (``{NAME: PageType}``,
             :func:`gridcrawl.rules.load_page_types`). The page is rendered as a crawl would
-            render it (:meth:`gridcrawl.client.store.Strategy.render_instruction`): with
+            render it (:meth:`gridcrawl.client.frontier.Strategy.render_instruction`): with
             ``render``, when ``page_type`` says ``render = true``, or when an item spec that
             applies to it does, waiting for the page type's, the spec's or ``wait_for``'s selector.
         structured_data: read the page as a semantic crawl does (RDF documents, JSON-LD,
@@ -96,7 +96,7 @@ def check_url(url: str, settings: Settings, *, allow_domains: Iterable[str] = ()
         ValueError: a setting cannot work (proxy, netrc, CA bundle, a bad CIDR).
         gridcrawl.errors.RenderUnavailable: ``render`` without Playwright or a browser.
     """
-    from gridcrawl.client.store import Pending, Scope, Strategy
+    from gridcrawl.client.frontier import Pending, Scope, Strategy
     from gridcrawl.executor.fetch import Fetcher
     from gridcrawl.executor.page import visit
     from gridcrawl.executor.robots import RobotsCache

@@ -198,7 +198,7 @@ class Instruction(msgspec.Struct, omit_defaults=True):
     (``OpenApplication.instruction``, ``Job.application_instruction``), and the executor reads
     the thread's own keys over them. The client's
     :func:`gridcrawl.client.app.thread_instruction` assembles it (from
-    :meth:`gridcrawl.client.store.Scope.instruction`, :func:`gridcrawl.rules.instruction_for`,
+    :meth:`gridcrawl.client.frontier.Scope.instruction`, :func:`gridcrawl.rules.instruction_for`,
     the recrawl validators, the item specs and the page type's rendering).
 
     * ``scope``: allowed domains; a hop outside fails as ``out_of_scope`` (``None``: no check).

@@ -367,8 +367,8 @@ class TaskConfig:
 
     db: str
     settings: Settings
-    scope: object          # gridcrawl.client.store.Scope
-    strategy: object       # gridcrawl.client.store.Strategy
+    scope: object          # gridcrawl.client.frontier.Scope
+    strategy: object       # gridcrawl.client.frontier.Strategy
     allow_private: list[str] = field(default_factory=list)
     token: str = ""
     fail_first_attempt_on: str | None = None
@@ -708,7 +708,7 @@ class SparkCrawl:
             cluster; SQLite only in local mode).
         settings: the crawl's :class:`Settings` (politeness, fetching, ``max_pages``,
             ``apply_batch``, ``spark_partitions``, ``spark_layer_urls``).
-        scope: the crawl's :class:`~gridcrawl.client.store.Scope`.
+        scope: the crawl's :class:`~gridcrawl.client.frontier.Scope`.
         allow_private: CIDRs the tasks' SSRF guard lets through (the seeds' own addresses).
         on_layer: called with each finished layer's :class:`LayerFigures` and the running
             :class:`SparkResult`.

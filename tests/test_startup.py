@@ -124,3 +124,18 @@ def test_help_and_config_load_no_grid_library(program, args):
     imported = {name.split(".")[0] for name in modules}
     assert "typer" in imported and "gridcrawl" in imported  # read right
     assert sorted(imported & set(NOT_WITHOUT_A_CRAWL)) == []
+
+
+def test_gridcrawl_fetch_imports_no_database_layer(site_server):
+    """``gridcrawl fetch`` stores nothing: a real fetch of one page (``-X importtime``) imports
+    neither SQLAlchemy nor the crawl's tables (``gridcrawl.models``). The crawl's scope and
+    strategy it checks the page with live apart from the crawl database's code
+    (:mod:`gridcrawl.client.frontier`); through the store they cost it 0.25 s and more."""
+    server = site_server(generate_site(3, links_per_page=2, seed=3))
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gridcrawl", "fetch", server.url("/"),
+                           "--allow-private", "127.0.0.0/8"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = {line.rsplit("|", 1)[1].strip() for line in proc.stderr.splitlines()
+               if line.startswith("import time:") and line.count("|") == 2}
+    assert "lxml" in {name.split(".")[0] for name in modules} and "gridcrawl.checker" in modules  # read right
+    assert sorted(m for m in modules if m.split(".")[0] == "sqlalchemy" or m == "gridcrawl.models")[:3] == []
