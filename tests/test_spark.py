@@ -440,24 +440,94 @@ def test_spark_crawl_into_postgresql(sc, postgres_url):
         srv.stop()
 
 
-def test_spark_command_exits_1_when_every_page_failed(tmp_path):
+@pytest.fixture(scope="module")
+def spark_runs(tmp_path_factory, spark_conf_dir):
+    """The ``gridcrawl spark`` runs whose summary, lines and exit status the tests below read,
+    started at once and then waited for (each spends most of its time starting a JVM and its
+    Python workers, one after the other; they need nothing of one another): each against servers
+    of its own, into ``c.db`` of a folder of its own. Yields ``{name: (CompletedProcess, folder,
+    seeds, requests its server had)}``:
+
+    * ``summary``: a site of 6 pages (``/`` links the 5 others: two layers) crawled from its
+      keep/follow rules (``rules.csv``: follow base and page links, keep the page links matching
+      ``\\.pdf$``, none, and all) with an item spec (``--extract``: a page's title, and a byline
+      no page has);
+    * ``failed``: a seed whose server refuses connections and one robots.txt disallows;
+    * ``disallowed``: only a seed robots.txt disallows;
+    * ``capped``: a link maze with ``--max-pages-per-host 50`` on two cores and three partitions;
+    * ``memory``: a driver given 40 MB (``spark.driver.memory`` with the module's defaults in a
+      ``$SPARK_CONF_DIR`` of its own), which cannot start Spark.
+
+    ``summary``, ``failed`` and ``disallowed`` run on one local core, the last two with no retries
+    (Spark reads no sitemaps)."""
+    from adversarial import maze_site
+    from grid import free_port
+    servers = {"summary": SiteServer(generate_site(6, links_per_page=5, seed=22)), "failed": SiteServer(_robots_site()),
+               "disallowed": SiteServer(_robots_site()), "capped": SiteServer(maze_site())}
+    for srv in servers.values():
+        srv.start()
+    one_core = ["--master", "local[1]", "--partitions", "1"]
+    no_retries = {**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"}
+    folders = {name: tmp_path_factory.mktemp(name) for name in ("summary", "failed", "disallowed", "capped", "memory")}
+    home = servers["summary"].url("/")
+    (folders["summary"] / "items.toml").write_text(
+        '[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
+        'byline = { css = "span.no-such-class::text" }\n', encoding="utf-8")
+    (folders["summary"] / "rules.csv").write_text("base_url,rule_type,from_type,to_type,pattern\n"
+                                                  f"{home},follow,base,page,all\n{home},follow,page,page,all\n"
+                                                  f"{home},keep,page,,\\.pdf$\n{home},keep,page,,all\n", encoding="utf-8")
+    conf = folders["memory"] / "conf"
+    conf.mkdir()
+    defaults = open(os.path.join(SPARK_CONF, "spark-defaults.conf"), encoding="utf-8").read()
+    (conf / "spark-defaults.conf").write_text(defaults + "spark.driver.memory 40m\n")
+    runs = {  # name: (seeds, options, environment)
+        "summary": ([], ["--rules", str(folders["summary"] / "rules.csv"), "--extract",
+                         str(folders["summary"] / "items.toml"), *one_core], None),
+        "failed": ([f"http://127.0.0.1:{free_port()}/", servers["failed"].url("/private/a")], one_core, no_retries),
+        "disallowed": ([servers["disallowed"].url("/private/a")], one_core, no_retries),
+        "capped": ([servers["capped"].url("/")], ["--master", "local[2]", "--partitions", "3",
+                                                  "--max-pages-per-host", "50"], None),
+        "memory": (["http://127.0.0.1:9/"], ["--master", "local[1]"], {**os.environ, "SPARK_CONF_DIR": str(conf)}),
+    }
+    procs = {}
+    try:
+        for name, (seeds, options, env) in runs.items():
+            folder = folders[name]
+            with open(folder / "out", "wb") as out, open(folder / "err", "wb") as err:
+                procs[name] = subprocess.Popen([sys.executable, "-m", "gridcrawl", "spark", *seeds, "--db",
+                                                f"sqlite:///{folder / 'c.db'}", *options], stdout=out, stderr=err,
+                                               env=env, start_new_session=True)
+        done = {}
+        for name, proc in procs.items():
+            proc.wait(timeout=300)
+            folder, seeds = folders[name], runs[name][0]
+            result = subprocess.CompletedProcess(proc.args, proc.returncode, (folder / "out").read_text(),
+                                                 (folder / "err").read_text())
+            done[name] = (result, folder, seeds, list(servers[name].requests) if name in servers else [])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for srv in servers.values():
+            srv.stop()
+    yield done
+
+
+def test_spark_command_exits_1_when_every_page_failed(spark_runs):
     """``gridcrawl spark`` as a process: a seed whose server refuses connections is recorded as
     a failed page, the summary says so, and the exit status is 1 (as ``gridcrawl run``'s). A
     second seed robots.txt disallows is counted apart, not as an error, and the line names both
     (it exited 0 with such a seed: the disallowed page was counted as neither failed nor
     fetched); no "no page was fetched" line, as a page failed."""
-    from grid import free_port
-    seed = f"http://127.0.0.1:{free_port()}/"
-    with SiteServer(_robots_site()) as srv:
-        disallowed = srv.url("/private/a")
-        proc = _spark(tmp_path, seed, disallowed)
+    proc, folder, (seed, _), _ = spark_runs["failed"]
     assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
     assert ("error: every page of this run failed or was disallowed by robots.txt (2 pages: 1 failed, 1 disallowed; "
             "the crawl's errors by kind: connection 1)") in proc.stderr, proc.stderr[-2000:]
     assert "no page was fetched" not in proc.stdout
     assert "layer 1 (depth 0): 2 URLs, 2 pages, 1 error, 1 disallowed by robots.txt" in proc.stdout, proc.stdout
     assert ", 1 partition\n" in proc.stdout and "0 new links queued" in proc.stdout  # ("1 partitions" before)
-    assert _one(tmp_path / "c.db", f"SELECT error_kind FROM visited_url WHERE url = '{seed}'") == "connection"
+    assert _one(folder / "c.db", f"SELECT error_kind FROM visited_url WHERE url = '{seed}'") == "connection"
     # where the errors are told by kind, and that command tells them
     command = re.search(r"errors by kind, one example each: (gridcrawl report --crawl-db \S+)", proc.stdout).group(1)
     report = subprocess.run([sys.executable, "-m", *command.split()], capture_output=True,
@@ -476,21 +546,12 @@ def _robots_site() -> Site:
     return site
 
 
-def _spark(tmp_path, *seeds: str) -> subprocess.CompletedProcess:
-    """``gridcrawl spark SEEDS`` into ``tmp_path/c.db`` on one local core, no retries (Spark reads no sitemaps)."""
-    return subprocess.run([sys.executable, "-m", "gridcrawl", "spark", *seeds, "--db", f"sqlite:///{tmp_path / 'c.db'}",
-                           "--master", "local[1]", "--partitions", "1"], capture_output=True,
-                          text=True, timeout=180, env={**os.environ, "GRIDCRAWL_RETRY_TIMES": "0"})
-
-
-def test_spark_says_robots_txt_disallowed_every_seed_and_exits_0_as_gridcrawl_run(tmp_path):
+def test_spark_says_robots_txt_disallowed_every_seed_and_exits_0_as_gridcrawl_run(spark_runs):
     """A Spark crawl whose only seed robots.txt disallows: nothing failed (exit 0), and one
     line says so and gives the command that fetches it (gridcrawl run's line, naming gridcrawl
     spark's own --ignore-robots); it said only "1 disallowed by robots.txt" in its tables line."""
-    with SiteServer(_robots_site()) as srv:
-        seed = srv.url("/private/a")
-        proc = _spark(tmp_path, seed)
-        asked = [r.path for r in srv.requests]
+    proc, _, (seed,), requests = spark_runs["disallowed"]
+    asked = [r.path for r in requests]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
     assert asked == ["/robots.txt"]
     assert "layer 1 (depth 0): 1 URL, 1 page, 0 errors, 1 disallowed by robots.txt, " in proc.stdout, proc.stdout
@@ -503,20 +564,16 @@ def test_spark_says_robots_txt_disallowed_every_seed_and_exits_0_as_gridcrawl_ru
     assert "every page of this run failed" not in proc.stderr
 
 
-def test_spark_command_says_how_many_links_the_per_host_cap_left_out(tmp_path):
+def test_spark_command_says_how_many_links_the_per_host_cap_left_out(spark_runs):
     """``gridcrawl spark`` on a link maze (endless distinct pages, eight links each) with
     ``--max-pages-per-host 50``: the crawl ends at exactly 50 URLs, however many tasks and
     worker processes queue a layer's links (each site's new links go to one task, counting from
     the tables), and each layer and the summary say how many links the cap left out and which
     option moves it, as ``gridcrawl run`` does."""
-    from adversarial import maze_site
-    with SiteServer(maze_site()) as srv:
-        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
-                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[2]", "--partitions", "3",
-                               "--max-pages-per-host", "50"], capture_output=True, text=True, timeout=180)
+    proc, folder, _, _ = spark_runs["capped"]
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM visited_url") == 50  # 1 + 8 + 41
-    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url") == 0
+    assert _one(folder / "c.db", "SELECT COUNT(*) FROM visited_url") == 50  # 1 + 8 + 41
+    assert _one(folder / "c.db", "SELECT COUNT(*) FROM to_visit_url") == 0
     layers = re.findall(r"(\d+) new links? queued \(and (\d+) more left out: over the per-host cap\)", proc.stdout)
     over = [int(n) for _, n in layers]
     summary = re.search(r"^(\d+) links were not queued: their hosts had 50 URLs queued or visited", proc.stdout, re.M)
@@ -639,40 +696,28 @@ def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_p
     assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
 
 
-def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(tmp_path):
+def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(spark_runs):
     """``gridcrawl spark --extract``: the summary ends with the items section of ``gridcrawl
     run``'s (items per type, per field with a value, a field that never matched flagged as a
     broken selector). Spark's summary had none: a spec whose selector matched nothing went
     unnoticed until the item table was read."""
-    spec = tmp_path / "items.toml"
-    spec.write_text('[[item]]\ntype = "page"\n[item.fields]\ntitle = { css = "title::text", required = true }\n'
-                    'byline = { css = "span.no-such-class::text" }\n', encoding="utf-8")
-    with SiteServer(generate_site(6, links_per_page=5, seed=22)) as srv:  # two layers: / links the 5 others
-        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
-                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1",
-                               "--extract", str(spec)], capture_output=True, text=True, timeout=180)
+    proc, folder, _, _ = spark_runs["summary"]  # its spec (--extract): a page's title, and a byline never there
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    items = _one(tmp_path / "c.db", "SELECT COUNT(*) FROM item")
+    items = _one(folder / "c.db", "SELECT COUNT(*) FROM item")
     assert items == 6
     flat = re.sub(r"[\s│┃]+", " ", proc.stderr)  # the summary's tables go where gridcrawl run's go
     assert "gridcrawl: items" in proc.stderr, proc.stdout + proc.stderr[-2000:]
     assert f" page {items} " in flat and f" title {items} 0 " in flat and " byline 0 0 never matched " in flat, flat
 
 
-def test_spark_summary_counts_kept_links_and_names_the_rules_that_found_nothing(tmp_path):
+def test_spark_summary_counts_kept_links_and_names_the_rules_that_found_nothing(spark_runs):
     """``gridcrawl spark --rules``: the summary counts the kept links, and names a keep rule that
     kept nothing (its pattern matches no link) with the command that shows what the rules match,
     as ``gridcrawl run`` does; the rules that found something are not named."""
-    with SiteServer(generate_site(6, links_per_page=2, seed=22)) as srv:
-        rules = tmp_path / "rules.csv"
-        rules.write_text("base_url,rule_type,from_type,to_type,pattern\n"
-                         f"{srv.url('/')},follow,base,page,all\n{srv.url('/')},follow,page,page,all\n"
-                         f"{srv.url('/')},keep,page,,\\.pdf$\n{srv.url('/')},keep,page,,all\n", encoding="utf-8")
-        proc = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "--rules", str(rules), "--db",
-                               f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1"],
-                              capture_output=True, text=True, timeout=180)
+    proc, folder, _, _ = spark_runs["summary"]  # its rules: follow base and page links, keep page links
+    rules = folder / "rules.csv"  # matching \\.pdf$ (none), keep every page link
     assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
-    kept = _one(tmp_path / "c.db", "SELECT COUNT(*) FROM kept_link")
+    kept = _one(folder / "c.db", "SELECT COUNT(*) FROM kept_link")
     assert kept > 0 and f", {kept:,} link{'s' if kept != 1 else ''} kept (kept_link)" in proc.stdout, proc.stdout
     assert re.search(r"^rule 3 \(rules.csv row 4: keep page\) found nothing: it kept no link from the \d+ 'page' "
                      rf"pages fetched .* --rules {re.escape(str(rules))} --page-type page$", proc.stdout, re.M), proc.stdout
@@ -693,17 +738,11 @@ def test_a_failed_job_is_told_by_its_python_error(sc):
     assert "An error occurred while calling" not in line and "\n" not in line
 
 
-def test_too_little_driver_memory_is_told_by_spark_s_reason(tmp_path):
+def test_too_little_driver_memory_is_told_by_spark_s_reason(spark_runs):
     """A driver given too little memory (spark.driver.memory in $SPARK_CONF_DIR's
     spark-defaults.conf) cannot start Spark: the line said only 'An error occurred while calling
     None.org.apache.spark.api.java.JavaSparkContext.'; it now gives Spark's reason."""
-    conf = tmp_path / "conf"
-    conf.mkdir()  # the module's Spark defaults, and the memory
-    defaults = open(os.path.join(SPARK_CONF, "spark-defaults.conf"), encoding="utf-8").read()
-    (conf / "spark-defaults.conf").write_text(defaults + "spark.driver.memory 40m\n")
-    done = subprocess.run([sys.executable, "-m", "gridcrawl", "spark", "http://127.0.0.1:9/", "--db",
-                           f"sqlite:///{tmp_path}/c.db", "--master", "local[1]"], capture_output=True, text=True,
-                          timeout=180, env={**os.environ, "SPARK_CONF_DIR": str(conf)})
+    done = spark_runs["memory"][0]  # the module's Spark defaults and spark.driver.memory 40m
     assert done.returncode == 2, done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("error: Spark did not start (--master local[1]): SparkIllegalArgumentException: "
