@@ -129,6 +129,17 @@ def _one(path, sql: str):
         return conn.execute(sql).fetchone()[0]
 
 
+def _held(site: Site, path: str, release) -> None:
+    """Make ``site``'s page ``path`` answer only once ``release`` (a threading.Event) is set (60 s
+    at most): a layer fetching it is running until the test lets it go."""
+    body = site.pages.pop(path)
+
+    def handle(h) -> None:
+        release.wait(60)
+        h.respond(200, body)
+    site.extra[path] = handle
+
+
 def _pages(srv: SiteServer) -> dict[str, int]:
     return {p: n for p, n in srv.per_path_counts().items() if p != ROBOTS}
 
@@ -670,28 +681,33 @@ def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_p
     that minutes): the command said nothing until then. Now a line on standard error answers the
     Ctrl-C, the run still ends by SIGINT once the layer is committed, and the summary says that
     the same command resumes."""
-    site = generate_site(8, links_per_page=3, seed=21)
+    import threading
+    site = generate_site(8, links_per_page=3, seed=21)  # / links /p/1, /p/3 and /p/7; they link the rest
+    release = threading.Event()
+    _held(site, "/p/1.html", release)  # layer 2 runs until the Ctrl-C is sent (a crawl delay, as it were)
     with SiteServer(site) as srv:
         log = tmp_path / "spark.log"
         with open(log, "wb") as out, open(tmp_path / "spark.err", "wb") as err:
             proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
-                                     f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1",
-                                     "--download-delay", "0.5"], stdout=out, stderr=err, start_new_session=True)
+                                     f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1"],
+                                    stdout=out, stderr=err, start_new_session=True)
             try:
                 deadline = time.monotonic() + 120
                 while time.monotonic() < deadline and proc.poll() is None and b"layer 1 (" not in log.read_bytes():
                     time.sleep(0.05)
                 assert proc.poll() is None, log.read_text() + (tmp_path / "spark.err").read_text()[-2000:]
                 os.kill(proc.pid, signal.SIGINT)  # the driver, as the terminal's Ctrl-C
+                release.set()  # the layer in progress ends
                 assert proc.wait(timeout=120) == -signal.SIGINT
             finally:
+                release.set()
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
     stderr, stdout = (tmp_path / "spark.err").read_text(), log.read_text()
     assert "Ctrl-C: stopping once the layer in progress is fetched and committed" in stderr, stderr[-2000:]
     assert "Traceback" not in stderr
-    assert "layer 3 (" not in stdout, stdout  # the layer in progress (2, or 1 if it had just ended) was the last
+    assert "layer 2 (" in stdout and "layer 3 (" not in stdout, stdout  # the layer in progress was the last
     assert "left to visit: the same command resumes the crawl" in stdout, stdout
     assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
 
@@ -783,11 +799,13 @@ def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_
     env = {**os.environ, "TMPDIR": str(tmp), "GRIDCRAWL_APPLY_BATCH": "1"}
     env.pop("SPARK_LOCAL_DIRS", None)
     db = tmp_path / "c.db"
-    # two layers: the seed, then its two links; each answer 0.5 s late while the first run goes
-    # on, so that its second layer (robots.txt and two pages, one at a time) is running, for
-    # 1.5 s at least, when the first layer's line is seen and the process group killed
+    # two layers: the seed, then its two links; one of them answers only once the first run is
+    # killed, so that its second layer is running when the first layer's line is seen
+    import threading
     site = generate_site(3, links_per_page=2, seed=24)
-    with SiteServer(site, latency=0.5) as srv:
+    release = threading.Event()
+    _held(site, "/p/1.html", release)
+    with SiteServer(site) as srv:
         args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{db}", "--master", "local[1]",
                 "--partitions", "1", "--threads", "1"]
         log = tmp_path / "spark.log"
@@ -802,10 +820,11 @@ def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_
             finally:
                 os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
                 proc.wait()
+                release.set()
         left = [p.name for p in tmp.iterdir() if p.name.startswith("gridcrawl-spark-")]
         assert len(left) == 1, sorted(p.name for p in tmp.iterdir())
         assert any(p.name.startswith("blockmgr-") for p in (tmp / left[0]).iterdir())  # Spark's files were there
-        srv.latency = 0.0  # the next run: the second layer again, at once
+        # the next run: the second layer again, at once
         done = subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)  # resumes
         assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert [p.name for p in tmp.iterdir() if p.name.startswith(("gridcrawl-spark-", "blockmgr-"))] == []
