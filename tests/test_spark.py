@@ -130,12 +130,12 @@ def _one(path, sql: str):
 
 
 def _held(site: Site, path: str, release) -> None:
-    """Make ``site``'s page ``path`` answer only once ``release`` (a threading.Event) is set (60 s
-    at most): a layer fetching it is running until the test lets it go."""
+    """Make ``site``'s page ``path`` answer only once ``release`` (a threading.Event) is set (15
+    minutes at most): a layer fetching it is running until the test lets it go."""
     body = site.pages.pop(path)
 
     def handle(h) -> None:
-        release.wait(60)
+        release.wait(900)
         h.respond(200, body)
     site.extra[path] = handle
 
@@ -452,7 +452,67 @@ def test_spark_crawl_into_postgresql(sc, postgres_url):
 
 
 @pytest.fixture(scope="module")
-def spark_runs(tmp_path_factory, spark_conf_dir):
+def held_runs(tmp_path_factory, spark_conf_dir):
+    """The ``gridcrawl spark`` runs that the Ctrl-C and kill -9 tests signal, started before the
+    module's other runs (:func:`spark_runs`) and with them: each crawls a site of its own (two
+    layers and more), whose second layer holds one page until the test lets it go (``release``),
+    so that a run is in that layer, as long as it takes, when its test has seen the first layer's
+    line. Yields ``{name: namespace(proc, folder, log, release, args, env)}``:
+
+    * ``ctrl_c``: 8 pages on one local core (``/`` links /p/1, /p/3 and /p/7; they link the
+      rest), /p/1 held; standard output to ``log``, standard error to ``folder/spark.err``;
+    * ``killed``: 3 pages (``/`` links /p/1 and /p/2), /p/1 held, on one local core with one
+      thread, its temporary folder ``folder/tmp`` (``TMPDIR``) and its results applied one at a
+      time; standard output and error to ``log``; ``args`` run again (no seed) with ``env`` resume it.
+
+    Their fetches wait 15 minutes at most (``download_timeout``, ``fetch_read_timeout``): a held
+    page waits while the module's other runs and tests go on."""
+    import threading
+    import types
+    held, servers = {}, []
+    try:
+        for name, site in (("ctrl_c", generate_site(8, links_per_page=3, seed=21)),
+                           ("killed", generate_site(3, links_per_page=2, seed=24))):
+            folder = tmp_path_factory.mktemp(name)
+            release = threading.Event()
+            _held(site, "/p/1.html", release)
+            srv = SiteServer(site).start()
+            servers.append(srv)
+            args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{folder / 'c.db'}",
+                    "--master", "local[1]", "--partitions", "1"]
+            # the held fetch waits as long as its test needs (not the default 30 s, read or in all)
+            env = {**os.environ, "GRIDCRAWL_DOWNLOAD_TIMEOUT": "900", "GRIDCRAWL_FETCH_READ_TIMEOUT": "900"}
+            if name == "killed":
+                (folder / "tmp").mkdir()
+                args += ["--threads", "1"]
+                env.update(TMPDIR=str(folder / "tmp"), GRIDCRAWL_APPLY_BATCH="1")
+                env.pop("SPARK_LOCAL_DIRS", None)
+            log = folder / "spark.log"
+            with open(log, "wb") as out, open(folder / "spark.err", "wb") as err:
+                proc = subprocess.Popen([*args, srv.url("/")], stdout=out,
+                                        stderr=subprocess.STDOUT if name == "killed" else err,
+                                        start_new_session=True, env=env)
+            held[name] = types.SimpleNamespace(proc=proc, folder=folder, log=log, release=release, args=args, env=env)
+        yield held
+    finally:
+        for run in held.values():
+            run.release.set()
+            if run.proc.poll() is None:
+                os.killpg(run.proc.pid, signal.SIGKILL)
+                run.proc.wait()
+        for srv in servers:
+            srv.stop()
+
+
+def _wait_for_line(run, line: bytes) -> None:
+    """Wait (2 minutes at most) until ``run``'s log has ``line``, or the run has ended."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.proc.poll() is None and line not in run.log.read_bytes():
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def spark_runs(tmp_path_factory, spark_conf_dir, held_runs):
     """The ``gridcrawl spark`` runs whose summary, lines and exit status the tests below read,
     started at once and then waited for (each spends most of its time starting a JVM and its
     Python workers, one after the other; they need nothing of one another): each against servers
@@ -676,40 +736,30 @@ def test_a_finished_crawl_is_told_so_without_starting_spark(tmp_path):
     assert done.returncode == 2 and "has no bin/java" in done.stderr, done.stderr[-2000:]
 
 
-def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(tmp_path):
+def test_ctrl_c_is_answered_at_once_and_the_layer_in_progress_is_committed(held_runs):
     """A Ctrl-C during a layer lets the layer finish and commit (a host's crawl delay can make
     that minutes): the command said nothing until then. Now a line on standard error answers the
     Ctrl-C, the run still ends by SIGINT once the layer is committed, and the summary says that
     the same command resumes."""
-    import threading
-    site = generate_site(8, links_per_page=3, seed=21)  # / links /p/1, /p/3 and /p/7; they link the rest
-    release = threading.Event()
-    _held(site, "/p/1.html", release)  # layer 2 runs until the Ctrl-C is sent (a crawl delay, as it were)
-    with SiteServer(site) as srv:
-        log = tmp_path / "spark.log"
-        with open(log, "wb") as out, open(tmp_path / "spark.err", "wb") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "gridcrawl", "spark", srv.url("/"), "--db",
-                                     f"sqlite:///{tmp_path / 'c.db'}", "--master", "local[1]", "--partitions", "1"],
-                                    stdout=out, stderr=err, start_new_session=True)
-            try:
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline and proc.poll() is None and b"layer 1 (" not in log.read_bytes():
-                    time.sleep(0.05)
-                assert proc.poll() is None, log.read_text() + (tmp_path / "spark.err").read_text()[-2000:]
-                os.kill(proc.pid, signal.SIGINT)  # the driver, as the terminal's Ctrl-C
-                release.set()  # the layer in progress ends
-                assert proc.wait(timeout=120) == -signal.SIGINT
-            finally:
-                release.set()
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-    stderr, stdout = (tmp_path / "spark.err").read_text(), log.read_text()
+    run = held_runs["ctrl_c"]  # its layer 2 runs until the Ctrl-C is sent (a crawl delay, as it were)
+    proc = run.proc
+    try:
+        _wait_for_line(run, b"layer 1 (")
+        assert proc.poll() is None, run.log.read_text() + (run.folder / "spark.err").read_text()[-2000:]
+        os.kill(proc.pid, signal.SIGINT)  # the driver, as the terminal's Ctrl-C
+        run.release.set()  # the layer in progress ends
+        assert proc.wait(timeout=120) == -signal.SIGINT
+    finally:
+        run.release.set()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    stderr, stdout = (run.folder / "spark.err").read_text(), run.log.read_text()
     assert "Ctrl-C: stopping once the layer in progress is fetched and committed" in stderr, stderr[-2000:]
     assert "Traceback" not in stderr
     assert "layer 2 (" in stdout and "layer 3 (" not in stdout, stdout  # the layer in progress was the last
     assert "left to visit: the same command resumes the crawl" in stdout, stdout
-    assert _one(tmp_path / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
+    assert _one(run.folder / "c.db", "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") == 0
 
 
 def test_spark_summary_lists_the_items_per_field_as_gridcrawl_run_does(spark_runs):
@@ -788,45 +838,27 @@ def test_a_log_configuration_of_the_user_s_own_is_kept(tmp_path):
         assert quiet_spark_log(environ) is None and "LOG4J_CONFIGURATION_FILE" not in environ
 
 
-def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(tmp_path):
+def test_a_run_killed_with_its_jvm_leaves_no_spark_files_after_the_next_run(held_runs):
     """``kill -9`` of a local-mode run's process group (driver, JVM, Python workers: the OOM
     killer, a service manager's stop) left Spark's block manager and shuffle folders
     (``blockmgr-*``, ``spark-*``) in /tmp for ever. They now go to a folder of the run in the
     temporary folder, ``gridcrawl-spark-PID-*``, that a run ending normally removes and the next
     run removes when its driver is gone."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp), "GRIDCRAWL_APPLY_BATCH": "1"}
-    env.pop("SPARK_LOCAL_DIRS", None)
-    db = tmp_path / "c.db"
-    # two layers: the seed, then its two links; one of them answers only once the first run is
-    # killed, so that its second layer is running when the first layer's line is seen
-    import threading
-    site = generate_site(3, links_per_page=2, seed=24)
-    release = threading.Event()
-    _held(site, "/p/1.html", release)
-    with SiteServer(site) as srv:
-        args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{db}", "--master", "local[1]",
-                "--partitions", "1", "--threads", "1"]
-        log = tmp_path / "spark.log"
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([*args, srv.url("/")], stdout=out, stderr=subprocess.STDOUT,
-                                    start_new_session=True, env=env)
-            try:
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline and proc.poll() is None and b"layer 1 (" not in log.read_bytes():
-                    time.sleep(0.05)
-                assert proc.poll() is None, log.read_text()[-2000:]
-            finally:
-                os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
-                proc.wait()
-                release.set()
-        left = [p.name for p in tmp.iterdir() if p.name.startswith("gridcrawl-spark-")]
-        assert len(left) == 1, sorted(p.name for p in tmp.iterdir())
-        assert any(p.name.startswith("blockmgr-") for p in (tmp / left[0]).iterdir())  # Spark's files were there
-        # the next run: the second layer again, at once
-        done = subprocess.run(args, capture_output=True, text=True, timeout=180, env=env)  # resumes
-        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    run = held_runs["killed"]  # two layers: the seed, then its two links, one held until the kill
+    tmp, db = run.folder / "tmp", run.folder / "c.db"
+    try:
+        _wait_for_line(run, b"layer 1 (")
+        assert run.proc.poll() is None, run.log.read_text()[-2000:]
+    finally:
+        os.killpg(run.proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
+        run.proc.wait()
+        run.release.set()
+    left = [p.name for p in tmp.iterdir() if p.name.startswith("gridcrawl-spark-")]
+    assert len(left) == 1, sorted(p.name for p in tmp.iterdir())
+    assert any(p.name.startswith("blockmgr-") for p in (tmp / left[0]).iterdir())  # Spark's files were there
+    # the next run: the second layer again, at once
+    done = subprocess.run(run.args, capture_output=True, text=True, timeout=180, env=run.env)  # resumes
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     assert [p.name for p in tmp.iterdir() if p.name.startswith(("gridcrawl-spark-", "blockmgr-"))] == []
     assert _one(db, "SELECT COUNT(*) FROM to_visit_url") == 0
 
