@@ -75,6 +75,15 @@ def sc(spark_conf_dir):
 def three_hosts():
     """Three generated sites on 127.0.0.1, .2 and .3, their roots linked to each other; yields
     the servers and the set of reachable URLs."""
+    with _three_hosts() as hosts:
+        yield hosts
+
+
+@contextlib.contextmanager
+def _three_hosts():
+    """Three generated sites on 127.0.0.1, .2 and .3, their roots linked to each other (the
+    first's links 24 pages, two of them unreachable; the second's 12 pages; the third's 10):
+    the servers and the set of reachable URLs while the block runs."""
     sites = [generate_site(24, links_per_page=4, seed=18, unreachable=2),
              generate_site(12, links_per_page=3, seed=19),
              generate_site(10, links_per_page=3, seed=20)]
@@ -378,20 +387,12 @@ def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
         srv.stop()
 
 
-def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tmp_path):
-    servers, expected = three_hosts
-    for srv in servers:
-        srv.latency = 0.15
-    work = tmp_path / "work"
-    work.mkdir()
+def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, held_runs):
+    run = held_runs["resumed"]  # a link of the seed's held: its second layer runs until the kill
+    expected, proc = run.expected, run.proc
+    work = run.folder / "work"
     db_path = work / "crawl.db"
     db = f"sqlite:///{db_path}"
-    allow = ["127.0.0.2", "127.0.0.3"]
-    args = [sys.executable, "-m", "gridcrawl", "spark", servers[0].url("/"), "--db", db, "--master", "local[2]",
-            "--partitions", "2", "--threads", "2", *(a for h in allow for a in ("--allow-domain", h))]
-    log = open(tmp_path / "spark.log", "wb")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "GRIDCRAWL_APPLY_BATCH": "1"})
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and proc.poll() is None:
@@ -401,19 +402,17 @@ def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, three_hosts, tm
             except sqlite3.Error:
                 pass
             time.sleep(0.05)
-        assert proc.poll() is None, (tmp_path / "spark.log").read_text()[-2000:]
+        assert proc.poll() is None, run.log.read_text()[-2000:]
         os.killpg(proc.pid, signal.SIGKILL)  # the driver, its JVM and its Python workers
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        log.close()
+        run.release.set()
     before = _one(db_path, "SELECT COUNT(*) FROM document")
     assert 0 < before < len(expected)
     assert _one(db_path, "SELECT COUNT(*) FROM to_visit_url WHERE in_flight") > 0  # the layer it was running
 
-    for srv in servers:
-        srv.latency = 0.0
     visited = _one(db_path, "SELECT COUNT(*) FROM visited_url")
     # resume on Spark: no seeds, the stored scope; --max-pages bounds the whole crawl
     resumed = _crawl(sc, db, [], [], max_pages=visited + 10)
@@ -463,13 +462,19 @@ def held_runs(tmp_path_factory, spark_conf_dir):
       rest), /p/1 held; standard output to ``log``, standard error to ``folder/spark.err``;
     * ``killed``: 3 pages (``/`` links /p/1 and /p/2), /p/1 held, on one local core with one
       thread, its temporary folder ``folder/tmp`` (``TMPDIR``) and its results applied one at a
-      time; standard output and error to ``log``; ``args`` run again (no seed) with ``env`` resume it.
+      time; standard output and error to ``log``; ``args`` run again (no seed) with ``env`` resume it;
+    * ``resumed``: the three hosts of :func:`_three_hosts` (``servers``, ``expected``: the reachable
+      URLs) from the first's root, on two cores, two partitions and two threads a task, each
+      result applied at once, a link of the seed's held; standard output and error to ``log``,
+      its database ``folder/work/crawl.db``.
 
     Their fetches wait 15 minutes at most (``download_timeout``, ``fetch_read_timeout``): a held
     page waits while the module's other runs and tests go on."""
     import threading
     import types
     held, servers = {}, []
+    timeouts = {"GRIDCRAWL_DOWNLOAD_TIMEOUT": "900", "GRIDCRAWL_FETCH_READ_TIMEOUT": "900"}
+    stack = contextlib.ExitStack()
     try:
         for name, site in (("ctrl_c", generate_site(8, links_per_page=3, seed=21)),
                            ("killed", generate_site(3, links_per_page=2, seed=24))):
@@ -481,7 +486,7 @@ def held_runs(tmp_path_factory, spark_conf_dir):
             args = [sys.executable, "-m", "gridcrawl", "spark", "--db", f"sqlite:///{folder / 'c.db'}",
                     "--master", "local[1]", "--partitions", "1"]
             # the held fetch waits as long as its test needs (not the default 30 s, read or in all)
-            env = {**os.environ, "GRIDCRAWL_DOWNLOAD_TIMEOUT": "900", "GRIDCRAWL_FETCH_READ_TIMEOUT": "900"}
+            env = {**os.environ, **timeouts}
             if name == "killed":
                 (folder / "tmp").mkdir()
                 args += ["--threads", "1"]
@@ -493,6 +498,21 @@ def held_runs(tmp_path_factory, spark_conf_dir):
                                         stderr=subprocess.STDOUT if name == "killed" else err,
                                         start_new_session=True, env=env)
             held[name] = types.SimpleNamespace(proc=proc, folder=folder, log=log, release=release, args=args, env=env)
+        # the three hosts crawled on two cores, two threads a task, each result applied at once
+        folder = tmp_path_factory.mktemp("resumed")
+        (folder / "work").mkdir()
+        servers3, expected = stack.enter_context(_three_hosts())
+        release = threading.Event()
+        _held(servers3[0].site, servers3[0].site.links["/"][0], release)  # a link of the seed's
+        allow = ["127.0.0.2", "127.0.0.3"]
+        args = [sys.executable, "-m", "gridcrawl", "spark", servers3[0].url("/"), "--db",
+                f"sqlite:///{folder / 'work' / 'crawl.db'}", "--master", "local[2]", "--partitions", "2",
+                "--threads", "2", *(a for h in allow for a in ("--allow-domain", h))]
+        env = {**os.environ, "GRIDCRAWL_APPLY_BATCH": "1", **timeouts}
+        with open(folder / "spark.log", "wb") as out:
+            proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        held["resumed"] = types.SimpleNamespace(proc=proc, folder=folder, log=folder / "spark.log", release=release,
+                                                args=args, env=env, servers=servers3, expected=expected)
         yield held
     finally:
         for run in held.values():
@@ -502,6 +522,7 @@ def held_runs(tmp_path_factory, spark_conf_dir):
                 run.proc.wait()
         for srv in servers:
             srv.stop()
+        stack.close()
 
 
 def _wait_for_line(run, line: bytes) -> None:
