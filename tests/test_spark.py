@@ -388,7 +388,7 @@ def test_failed_task_is_retried_without_duplicates(sc, tmp_path):
 
 
 def test_killed_spark_crawl_resumes_and_the_grid_finishes_it(sc, held_runs):
-    run = held_runs["resumed"]  # a link of the seed's held: its second layer runs until the kill
+    run = held_runs["resumed"]  # the third host's root held: its second layer runs until the kill
     expected, proc = run.expected, run.proc
     work = run.folder / "work"
     db_path = work / "crawl.db"
@@ -465,7 +465,7 @@ def held_runs(tmp_path_factory, spark_conf_dir):
       time; standard output and error to ``log``; ``args`` run again (no seed) with ``env`` resume it;
     * ``resumed``: the three hosts of :func:`_three_hosts` (``servers``, ``expected``: the reachable
       URLs) from the first's root, on two cores, two partitions and two threads a task, each
-      result applied at once, a link of the seed's held; standard output and error to ``log``,
+      result applied at once, the third host's root (a link of the seed's) held; standard output and error to ``log``,
       its database ``folder/work/crawl.db``.
 
     Their fetches wait 15 minutes at most (``download_timeout``, ``fetch_read_timeout``): a held
@@ -503,7 +503,9 @@ def held_runs(tmp_path_factory, spark_conf_dir):
         (folder / "work").mkdir()
         servers3, expected = stack.enter_context(_three_hosts())
         release = threading.Event()
-        _held(servers3[0].site, servers3[0].site.links["/"][0], release)  # a link of the seed's
+        # the third host's root (a link of the seed's): a held first page would hold its host's
+        # other pages too (one request to a host until it has answered), and no more would be written
+        _held(servers3[2].site, "/", release)
         allow = ["127.0.0.2", "127.0.0.3"]
         args = [sys.executable, "-m", "gridcrawl", "spark", servers3[0].url("/"), "--db",
                 f"sqlite:///{folder / 'work' / 'crawl.db'}", "--master", "local[2]", "--partitions", "2",
