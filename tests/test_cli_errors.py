@@ -14,11 +14,45 @@ import pytest
 from grid import free_port, with_test_hooks
 
 
+def start(*args: str, cwd=None, env: dict | None = None) -> subprocess.Popen:
+    """``python -m ARGS`` started with its output captured (``env`` added to this process's
+    environment); :func:`finish` waits for it."""
+    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=cwd, env={**os.environ, **env} if env else None)
+    proc.started = time.monotonic()
+    return proc
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30) -> tuple[int, str, float]:
+    """Wait up to ``timeout`` s for a program :func:`start` started (killed past it, raising
+    ``subprocess.TimeoutExpired``): its exit status, its stderr then stdout, and the seconds
+    since it started."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc.returncode, err + out, time.monotonic() - proc.started
+
+
 def run(*args: str, timeout: float = 30, cwd=None, env: dict | None = None) -> tuple[int, str, float]:
-    started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **env} if env else None)
-    return proc.returncode, proc.stderr + proc.stdout, time.monotonic() - started
+    """Run ``python -m ARGS`` to its end: as :func:`finish`."""
+    return finish(start(*args, cwd=cwd, env=env), timeout)
+
+
+def run_all(*commands, timeout: float = 30, cwd=None, env: dict | None = None) -> list[tuple[int, str, float]]:
+    """Run each of ``commands`` (a sequence of ``python -m`` arguments, or a ``Popen`` from
+    :func:`start`) side by side, and what each did, in that order (as :func:`run`'s): for
+    programs that do not depend on each other, which together take the time of about one."""
+    procs = [c if isinstance(c, subprocess.Popen) else start(*c, cwd=cwd, env=env) for c in commands]
+    try:
+        return [finish(proc, timeout) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
 
 
 def shortened(*constants: str) -> dict:
@@ -102,13 +136,14 @@ def test_an_ontology_that_cannot_focus_a_crawl_is_refused_before_anything_starts
     if text is not None:
         ontology.write_text(text)
     workdir = tmp_path / "w"
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(workdir), "--no-progress",
-                     "--focus-ontology", str(ontology))
+    (rc, out, _), client = run_all(
+        ("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(workdir), "--no-progress",
+         "--focus-ontology", str(ontology)),
+        ("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", f"sqlite:///{workdir}.db",
+         "--no-progress", "--focus-ontology", str(ontology), "http://127.0.0.1:9/"))
     assert_user_error(rc, out, needle)
     assert not workdir.exists(), "a refused run creates nothing"
-    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "--db", f"sqlite:///{workdir}.db",
-                     "--no-progress", "--focus-ontology", str(ontology), "http://127.0.0.1:9/")
-    assert_user_error(rc, out, needle)
+    assert_user_error(*client[:2], needle)
     assert not (tmp_path / "w.db").exists()
 
 
@@ -123,11 +158,11 @@ def test_fetch_and_retry_failed_name_what_a_mistyped_value_may_have_meant(tmp_pa
     """``gridcrawl fetch 127.0.0.1:8300/`` said "scheme '' not crawlable" without the "did you
     mean http://…" gridcrawl run gives a seed; ``--retry-failed 404`` listed the kinds without
     naming http_404."""
-    rc, out, _ = run("gridcrawl", "fetch", "127.0.0.1:8300/")
+    (rc, out, _), *runs = run_all(("gridcrawl", "fetch", "127.0.0.1:8300/"), *(
+        ("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(tmp_path / "w"), "--retry-failed", given)
+        for given in ("404", "http404")))
     assert_user_error(rc, out, "invalid URL '127.0.0.1:8300/'", "(did you mean http://127.0.0.1:8300/?)")
-    for given in ("404", "http404"):
-        rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(tmp_path / "w"),
-                         "--retry-failed", given)
+    for given, (rc, out, _) in zip(("404", "http404"), runs):
         assert_user_error(rc, out, f"unknown error kind {given!r} (did you mean http_404, the failures of that "
                                    "HTTP status?)")
     assert not (tmp_path / "w").exists()
@@ -154,10 +189,10 @@ def test_a_recrawl_stopped_at_max_pages_names_the_sitemaps_it_read_only_when_it_
 
 def test_a_mistyped_control_action_is_named_not_taken_for_a_crawl_without_db():
     """``gridcrawl-client --manager M stop APPID`` answered "--db is required to crawl"."""
-    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0")
-    assert_user_error(rc, out, "'stop' is no action: give pause, resume or cancel APPLICATION_ID")
-    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "http://127.0.0.1:9/")
-    assert_user_error(rc, out, "--db is required to crawl")
+    stop, no_db = run_all(("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "stop", "3f2a91c0"),
+                          ("gridcrawl.client", "--manager", "tcp://127.0.0.1:9", "http://127.0.0.1:9/"))
+    assert_user_error(*stop[:2], "'stop' is no action: give pause, resume or cancel APPLICATION_ID")
+    assert_user_error(*no_db[:2], "--db is required to crawl")
 
 
 @pytest.mark.parametrize("seed, meant", [("http:/127.0.0.1:8300/", "http://127.0.0.1:8300/"),
@@ -206,16 +241,16 @@ def test_a_seeds_file_with_bad_lines_names_each_with_its_line_number(tmp_path, p
 
 
 def test_a_seeds_file_that_is_missing_or_empty_is_a_user_error(tmp_path):
-    rc, out, _ = run("gridcrawl", "run", "--seeds-file", str(tmp_path / "nope.txt"), "--workdir", str(tmp_path))
-    assert_user_error(rc, out, f"cannot read --seeds-file {tmp_path / 'nope.txt'}", "No such file")
     (tmp_path / "empty.txt").write_text("# nothing yet\n\n")
-    rc, out, _ = run("gridcrawl", "run", "--seeds-file", str(tmp_path / "empty.txt"), "--workdir", str(tmp_path))
-    assert_user_error(rc, out, "holds no URL")
+    missing, empty = run_all(*(("gridcrawl", "run", "--seeds-file", str(tmp_path / name), "--workdir", str(tmp_path))
+                               for name in ("nope.txt", "empty.txt")))
+    assert_user_error(*missing[:2], f"cannot read --seeds-file {tmp_path / 'nope.txt'}", "No such file")
+    assert_user_error(*empty[:2], "holds no URL")
 
 
 def test_client_fails_clearly_when_no_manager_answers(tmp_path):
     rc, out, elapsed = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
-                           "--db", f"sqlite:///{tmp_path}/c.db", "--connect-timeout", "1", "--no-progress",
+                           "--db", f"sqlite:///{tmp_path}/c.db", "--connect-timeout", "0.3", "--no-progress",
                            "http://127.0.0.1:9/")
     assert_user_error(rc, out, "no answer from the manager", "(connection refused): is the manager running there?")
     assert elapsed < 20
@@ -224,7 +259,7 @@ def test_client_fails_clearly_when_no_manager_answers(tmp_path):
 def test_executor_fails_clearly_when_no_manager_answers():
     port = free_port()
     rc, out, elapsed = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}",
-                           "--connect-timeout", "1")
+                           "--connect-timeout", "0.3")
     assert_user_error(rc, out, "no answer from the manager", f"nothing listens at 127.0.0.1:{port} (connection refused)")
     assert len(out.strip().splitlines()) == 1, out  # the error alone (issue 21: two INFO lines came first)
     assert elapsed < 20
@@ -235,7 +270,7 @@ def test_a_program_logging_to_a_file_ends_its_log_with_why_it_stopped(tmp_path):
     is the last line of its log too (it was only on stderr, which a service manager may drop)."""
     port = free_port()
     log = tmp_path / "executor.log"
-    rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "1",
+    rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "0.3",
                      "--log-file", str(log))
     assert_user_error(rc, out, "no answer from the manager")
     (error,) = [line for line in out.splitlines() if line.startswith("error: ")]
@@ -249,7 +284,7 @@ def test_a_manager_address_where_something_else_listens_is_named():
     import socket
     with socket.create_server(("127.0.0.1", 0)) as server:  # accepts, then says nothing (as HTTP does)
         port = server.getsockname()[1]
-        rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "1")
+        rc, out, _ = run("gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "0.3")
     assert_user_error(rc, out, f"what listens at 127.0.0.1:{port} does not speak ZeroMQ: not a gridcrawl manager")
     assert "handshake" not in out
 
@@ -259,14 +294,14 @@ def test_a_silent_web_server_given_as_the_manager_is_named_before_the_connect_ti
     """The dashboard's port (or any HTTP server that waits for a request) given as --manager: the
     program names it after a couple of seconds, not at the end of a 300 s connect timeout
     (the walkthrough waited 12.5 s with the default 10 s; nginx, which answers, was named at once).
-    Here it asks the network 0.5 s in (PROBE_AFTER, 2 s), then hears a second of silence."""
+    Here it asks the network 0.1 s in (PROBE_AFTER, 2 s), then hears a second of silence."""
     import socket
     args = ["--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", "http://127.0.0.1:9/"] \
         if program == "gridcrawl.client" else []
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         rc, out, _ = run(program, "--manager", f"tcp://127.0.0.1:{port}", "--connect-timeout", "300", *args,
-                         timeout=60, env=shortened("gridcrawl.link.PROBE_AFTER=0.5"))
+                         timeout=60, env=shortened("gridcrawl.link.PROBE_AFTER=0.1"))
     assert_user_error(rc, out, f"no answer from the manager at tcp://127.0.0.1:{port}: what listens at "
                                f"127.0.0.1:{port} does not speak ZeroMQ")
 
@@ -405,10 +440,9 @@ def test_a_manager_bound_to_loopback_says_other_hosts_cannot_connect(tmp_path):
 
 def test_report_and_export_of_a_missing_database_create_nothing(tmp_path):
     missing = tmp_path / "nonexistent.db"
-    rc, out, _ = run("gridcrawl", "report", "--db", f"sqlite:///{missing}")
-    assert_user_error(rc, out, "no database file")
-    rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{missing}", str(tmp_path / "out.jsonl"))
-    assert_user_error(rc, out, "no database file")
+    for rc, out, _ in run_all(("gridcrawl", "report", "--db", f"sqlite:///{missing}"),
+                              ("gridcrawl", "export", "--db", f"sqlite:///{missing}", str(tmp_path / "out.jsonl"))):
+        assert_user_error(rc, out, "no database file")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
@@ -423,13 +457,13 @@ def test_report_and_export_given_a_workdir_or_a_missing_path_say_so(tmp_path):
     for name in ("crawl.db", "manager.db"):
         sqlite3.connect(workdir / name).close()
     (workdir / "manager.log").write_text("")
-    rc, out, _ = run("gridcrawl", "report", "--db", "crawl-1", cwd=tmp_path)
-    assert_user_error(rc, out, "error: crawl-1 is a folder, not a database; the databases in it: "
+    report, export, missing = run_all(("gridcrawl", "report", "--db", "crawl-1"),
+                                      ("gridcrawl", "export", "--db", "crawl-1", "--format", "csv", "out.csv"),
+                                      ("gridcrawl", "report", "--crawl-db", "crawl-2/crawl.db"), cwd=tmp_path)
+    assert_user_error(*report[:2], "error: crawl-1 is a folder, not a database; the databases in it: "
                       "sqlite:///crawl-1/crawl.db (the crawl's pages), sqlite:///crawl-1/manager.db (the grid's records)")
-    rc, out, _ = run("gridcrawl", "export", "--db", "crawl-1", "--format", "csv", "out.csv", cwd=tmp_path)
-    assert_user_error(rc, out, "error: crawl-1 is a folder, not a database; the databases in it:")
-    rc, out, _ = run("gridcrawl", "report", "--crawl-db", "crawl-2/crawl.db", cwd=tmp_path)
-    assert_user_error(rc, out, "error: no database file crawl-2/crawl.db (a database URL is e.g. "
+    assert_user_error(*export[:2], "error: crawl-1 is a folder, not a database; the databases in it:")
+    assert_user_error(*missing[:2], "error: no database file crawl-2/crawl.db (a database URL is e.g. "
                       f"sqlite:///{tmp_path}/crawl-2/crawl.db)")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl-1"]
 
@@ -441,8 +475,8 @@ def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
         conn.execute("CREATE TABLE unrelated (a)")
     earlier = tmp_path / "earlier.jsonl"
     earlier.write_text("kept\n")
-    for out_file in (tmp_path / "out.jsonl", earlier):
-        rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{other}", str(out_file))
+    for rc, out, _ in run_all(*(("gridcrawl", "export", "--db", f"sqlite:///{other}", str(out_file))
+                                for out_file in (tmp_path / "out.jsonl", earlier))):
         assert_user_error(rc, out, "not a gridcrawl crawl database")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["earlier.jsonl", "other.db"]
     assert earlier.read_text() == "kept\n"
@@ -450,17 +484,18 @@ def test_failed_export_leaves_no_output_and_keeps_an_earlier_one(tmp_path):
 
 def test_the_other_kind_of_database_is_named_with_the_option_that_takes_it(tmp_path):
     manager_db, crawl_db = f"sqlite:///{tmp_path}/manager.db", f"sqlite:///{tmp_path}/crawl.db"
-    for kind, db in (("manager", manager_db), ("crawl", crawl_db)):
-        rc, out, _ = run("gridcrawl", "db", "init", "--db", db, "--kind", kind)
+    for rc, out, _ in run_all(*(("gridcrawl", "db", "init", "--db", db, "--kind", kind)
+                                for kind, db in (("manager", manager_db), ("crawl", crawl_db)))):
         assert rc == 0, out
-    rc, out, _ = run("gridcrawl", "report", "--db", crawl_db)
+    extras = ([], ["--items"], ["--format", "warc"], ["--triples"])  # --triples: "no such table: triple"
+    (rc, out, _), (rc2, out2, _), *exports = run_all(
+        ("gridcrawl", "report", "--db", crawl_db), ("gridcrawl", "report", "--crawl-db", manager_db),
+        *(("gridcrawl", "export", "--db", manager_db, *extra, str(tmp_path / "out")) for extra in extras))
     assert_user_error(rc, out, f"{crawl_db} is a crawl database (WORKDIR/crawl.db), not a manager database "
                                "(WORKDIR/manager.db): give it with --crawl-db")
-    rc, out, _ = run("gridcrawl", "report", "--crawl-db", manager_db)
-    assert_user_error(rc, out, f"{manager_db} is a manager database (WORKDIR/manager.db), not a crawl database "
-                               "(WORKDIR/crawl.db): give it with --db")
-    for extra in ([], ["--items"], ["--format", "warc"], ["--triples"]):  # --triples: "no such table: triple"
-        rc, out, _ = run("gridcrawl", "export", "--db", manager_db, *extra, str(tmp_path / "out"))
+    assert_user_error(rc2, out2, f"{manager_db} is a manager database (WORKDIR/manager.db), not a crawl database "
+                                 "(WORKDIR/crawl.db): give it with --db")
+    for rc, out, _ in exports:
         assert_user_error(rc, out, f"{manager_db} is a manager database", "export takes the crawl database")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crawl.db", "manager.db"]
 
@@ -471,8 +506,9 @@ def test_an_export_to_a_folder_is_a_user_error_before_anything_is_written(tmp_pa
     assert rc == 0, out
     folder = tmp_path / "exports"
     folder.mkdir()
-    for args in ([str(folder)], ["--format", "csv", str(folder)], ["--items", str(folder)], ["--format", "csv", "."]):
-        rc, out, _ = run("gridcrawl", "export", "--db", db, *args, cwd=folder)
+    given = ([str(folder)], ["--format", "csv", str(folder)], ["--items", str(folder)], ["--format", "csv", "."])
+    for args, (rc, out, _) in zip(given, run_all(*(("gridcrawl", "export", "--db", db, *args) for args in given),
+                                                 cwd=folder)):
         assert_user_error(rc, out, f"cannot write {args[-1]}: it is a folder")
     assert list(folder.iterdir()) == [], "nothing may be left in the folder or beside it"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.db", "exports"]
@@ -496,19 +532,18 @@ def test_a_failed_item_export_keeps_an_earlier_file(tmp_path):
 def test_a_workdir_that_cannot_be_a_directory_is_a_user_error(tmp_path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine\n")
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file))
+    (rc, out, _), (rc2, out2, _) = run_all(("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file)),
+                                           ("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file / "crawl-1")))
     assert_user_error(rc, out, f"--workdir {a_file} is a file, not a directory")
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir", str(a_file / "crawl-1"))
-    assert_user_error(rc, out, f"cannot use --workdir {a_file / 'crawl-1'}: Not a directory")
+    assert_user_error(rc2, out2, f"cannot use --workdir {a_file / 'crawl-1'}: Not a directory")
     assert a_file.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
 def test_run_and_client_without_seeds_create_nothing(tmp_path):
-    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "crawl-1"))
-    assert_user_error(rc, out, "no seed URLs given")
-    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
-                     "--db", f"sqlite:///{tmp_path / 'crawl.db'}", "--no-progress")
-    assert_user_error(rc, out, "no seed URLs given")
+    for rc, out, _ in run_all(("gridcrawl", "run", "--workdir", str(tmp_path / "crawl-1")),
+                              ("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}",
+                               "--db", f"sqlite:///{tmp_path / 'crawl.db'}", "--no-progress")):
+        assert_user_error(rc, out, "no seed URLs given")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -555,12 +590,11 @@ def test_manager_warns_once_when_listening_without_curve(tmp_path):
     ("sqlite://crawl.db", "not a SQLite URL: 'sqlite://crawl.db' names a host; a file is sqlite:///crawl.db"),
 ])
 def test_invalid_database_url(db, needle):
-    rc, out, _ = run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
-                     "http://127.0.0.1:9/")
-    assert_user_error(rc, out, needle)
-    rc, out, _ = run("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}", "--db", db)
-    assert_user_error(rc, out, needle)
-    rc, out, _ = run("gridcrawl", "report", "--db", db)
+    client, manager, (rc, out, _) = run_all(
+        ("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress", "http://127.0.0.1:9/"),
+        ("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}", "--db", db), ("gridcrawl", "report", "--db", db))
+    assert_user_error(*client[:2], needle)
+    assert_user_error(*manager[:2], needle)
     assert rc == 2 and "Traceback" not in out and "S3cret" not in out, out
 
 
@@ -568,10 +602,9 @@ def test_a_new_sqlite_file_in_a_read_only_folder_is_not_told_to_open_read_only(r
     """A database to be created in a folder no one may write to: the error advised copying "the
     file" elsewhere or opening it read-only (mode=ro), of a file that does not exist."""
     db = f"sqlite:///{read_only_dir}/crawl.db"
-    for program in (("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--no-progress", "http://127.0.0.1:9/"),
-                    ("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}"),
-                    ("gridcrawl", "db", "init")):
-        rc, out, _ = run(*program, "--db", db)
+    for rc, out, _ in run_all(*((*program, "--db", db) for program in (
+            ("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--no-progress", "http://127.0.0.1:9/"),
+            ("gridcrawl.manager", "--bind", f"tcp://127.0.0.1:{free_port()}"), ("gridcrawl", "db", "init")))):
         assert_user_error(rc, out, f"its folder {read_only_dir} is read-only: SQLite cannot create the file there; "
                                    "name a file in a folder you may write to")
         assert "mode=ro" not in out, out
@@ -579,7 +612,7 @@ def test_a_new_sqlite_file_in_a_read_only_folder_is_not_told_to_open_read_only(r
 
 def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang():
     """A port that accepts connections and says nothing (a hung server, a wrong service): the
-    connection gives up after CONNECT_TIMEOUT (10 s; 1 s here). PyMySQL waited for MySQL's
+    connection gives up after CONNECT_TIMEOUT (10 s; 0.3 s here). PyMySQL waited for MySQL's
     greeting for ever (psycopg's connect_timeout already covered it)."""
     kind = "mysql+pymysql"
     import socket
@@ -589,7 +622,7 @@ def test_a_database_server_that_accepts_and_never_answers_is_an_error_not_a_hang
         threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)], daemon=True).start()
         url = f"{kind}://root@127.0.0.1:{server.getsockname()[1]}/walk"
         rc, out, seconds = run("gridcrawl", "db", "init", "--db", url, timeout=60,
-                               env=shortened("gridcrawl.db.CONNECT_TIMEOUT=1"))
+                               env=shortened("gridcrawl.db.CONNECT_TIMEOUT=0.3"))
     assert_user_error(rc, out, "cannot reach database", url)
     print(f"\n[{kind}, a server that never answers] error after {seconds:.1f} s")
 
@@ -611,26 +644,28 @@ def test_invalid_endpoints():
     """Each says what is wrong: a HOST:PORT without tcp:// (or with http://) is given the endpoint
     it may have meant, a port out of range or missing is named (all were "not a ZeroMQ endpoint
     (expected tcp://HOST:PORT)")."""
-    rc, out, _ = run("gridcrawl.manager", "--bind", "localhost:9000")
-    assert_user_error(rc, out, "'localhost:9000' is not a ZeroMQ endpoint (expected tcp://HOST:PORT) (did you mean "
-                               "tcp://localhost:9000?)")
-    rc, out, _ = run("gridcrawl.client", "--manager", "http://127.0.0.1:9000/", "pause", "abcd")
-    assert_user_error(rc, out, "(did you mean tcp://127.0.0.1:9000?)")
-    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:notaport")
-    assert_user_error(rc, out, "'tcp://127.0.0.1:notaport' is not a ZeroMQ endpoint: its port 'notaport' is no number "
-                               "from 1 to 65535")
-    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:99999")
-    assert_user_error(rc, out, "its port '99999' is no number from 1 to 65535")
-    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1")
-    assert_user_error(rc, out, "'tcp://127.0.0.1' is not a ZeroMQ endpoint: it names no port")
+    bind, pause, notaport, too_high, no_port = run_all(
+        ("gridcrawl.manager", "--bind", "localhost:9000"),
+        ("gridcrawl.client", "--manager", "http://127.0.0.1:9000/", "pause", "abcd"),
+        ("gridcrawl.executor", "--manager", "tcp://127.0.0.1:notaport"),
+        ("gridcrawl.executor", "--manager", "tcp://127.0.0.1:99999"),
+        ("gridcrawl.executor", "--manager", "tcp://127.0.0.1"))
+    assert_user_error(*bind[:2], "'localhost:9000' is not a ZeroMQ endpoint (expected tcp://HOST:PORT) (did you mean "
+                                 "tcp://localhost:9000?)")
+    assert_user_error(*pause[:2], "(did you mean tcp://127.0.0.1:9000?)")
+    assert_user_error(*notaport[:2], "'tcp://127.0.0.1:notaport' is not a ZeroMQ endpoint: its port 'notaport' is no "
+                                     "number from 1 to 65535")
+    assert_user_error(*too_high[:2], "its port '99999' is no number from 1 to 65535")
+    assert_user_error(*no_port[:2], "'tcp://127.0.0.1' is not a ZeroMQ endpoint: it names no port")
 
 
 def test_a_manager_endpoint_with_the_host_star_is_one_line_for_a_program_that_connects(tmp_path):
     """``tcp://*:PORT`` (what the manager binds) given to --manager: ZeroMQ's "Invalid argument"
     came out of the client and the executor as a traceback, exit status 1."""
-    for program in (["gridcrawl.client", "--db", f"sqlite:///{tmp_path}/c.db", "--no-progress", "http://127.0.0.1:9/"],
-                    ["gridcrawl.executor"], ["gridcrawl.client", "pause", "3f2a91c0"]):
-        rc, out, _ = run(program[0], "--manager", "tcp://*:8310", "--connect-timeout", "1", *program[1:])
+    for rc, out, _ in run_all(*((program[0], "--manager", "tcp://*:8310", "--connect-timeout", "1", *program[1:])
+                                for program in (["gridcrawl.client", "--db", f"sqlite:///{tmp_path}/c.db", "--no-progress",
+                                                 "http://127.0.0.1:9/"],
+                                                ["gridcrawl.executor"], ["gridcrawl.client", "pause", "3f2a91c0"]))):
         assert_user_error(rc, out, "'tcp://*:8310': `*` is for --bind; connect to tcp://HOST:PORT")
         assert len(out.strip().splitlines()) == 1, out
     from gridcrawl.transport import check_endpoint
@@ -638,25 +673,28 @@ def test_a_manager_endpoint_with_the_host_star_is_one_line_for_a_program_that_co
 
 
 def test_invalid_settings(tmp_path):
-    rc, out, _ = run("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9000", "--threads", "0")
-    assert_user_error(rc, out, "setting threads (--threads) must be >= 1, not 0")
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--dispatch", "fastest", "--workdir", str(tmp_path / "w"))
-    assert_user_error(rc, out, "setting dispatch (--dispatch) must be least-loaded or host-hash, not 'fastest'")
-    # NaN passed every "must be > 0" check and hung a crawl (a NaN delay), an infinite one failed every page
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--download-delay", "nan", "--workdir", str(tmp_path / "w"))
-    assert_user_error(rc, out, "setting download_delay (--download-delay) must be a finite number, not nan")
-    for program, extra in (("gridcrawl.executor", ["--manager", "tcp://127.0.0.1:9000"]),
-                           ("gridcrawl.manager", ["--db", f"sqlite:///{tmp_path}/m.db"]),
-                           ("gridcrawl.client", ["--manager", "tcp://127.0.0.1:9000", "--db", f"sqlite:///{tmp_path}/c.db",
-                                                 "http://127.0.0.1:9/"])):
-        rc, out, _ = run(program, *extra, env={"GRIDCRAWL_DOWNLOAD_TIMEOUT": "inf", "GRIDCRAWL_HEARTBEAT_INTERVAL": "nan"})
-        assert_user_error(rc, out, "must be a finite number")
     config = tmp_path / "nan.toml"
     config.write_text("[executor]\ndownload_timeout = nan\n")  # (download_delay is the manager's: refused there)
-    rc, out, _ = run("gridcrawl.executor", "--config", str(config), "--manager", "tcp://127.0.0.1:9000")
-    assert_user_error(rc, out, "download_timeout", "must be a finite number, not nan")
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--max-depth", "-2", "--workdir", str(tmp_path / "w"))
-    assert_user_error(rc, out, "setting max_depth (--max-depth) must be -1 (no limit) or >= 0, not -2")
+    infinite = {"GRIDCRAWL_DOWNLOAD_TIMEOUT": "inf", "GRIDCRAWL_HEARTBEAT_INTERVAL": "nan"}
+    threads, dispatch, delay, *infinites, config_nan, depth = run_all(
+        ("gridcrawl.executor", "--manager", "tcp://127.0.0.1:9000", "--threads", "0"),
+        ("gridcrawl", "run", "http://127.0.0.1:9/", "--dispatch", "fastest", "--workdir", str(tmp_path / "w")),
+        # NaN passed every "must be > 0" check and hung a crawl (a NaN delay), an infinite one failed every page
+        ("gridcrawl", "run", "http://127.0.0.1:9/", "--download-delay", "nan", "--workdir", str(tmp_path / "w")),
+        *(start(program, *extra, env=infinite) for program, extra in (
+            ("gridcrawl.executor", ["--manager", "tcp://127.0.0.1:9000"]),
+            ("gridcrawl.manager", ["--db", f"sqlite:///{tmp_path}/m.db"]),
+            ("gridcrawl.client", ["--manager", "tcp://127.0.0.1:9000", "--db", f"sqlite:///{tmp_path}/c.db",
+                                  "http://127.0.0.1:9/"]))),
+        ("gridcrawl.executor", "--config", str(config), "--manager", "tcp://127.0.0.1:9000"),
+        ("gridcrawl", "run", "http://127.0.0.1:9/", "--max-depth", "-2", "--workdir", str(tmp_path / "w")))
+    assert_user_error(*threads[:2], "setting threads (--threads) must be >= 1, not 0")
+    assert_user_error(*dispatch[:2], "setting dispatch (--dispatch) must be least-loaded or host-hash, not 'fastest'")
+    assert_user_error(*delay[:2], "setting download_delay (--download-delay) must be a finite number, not nan")
+    for rc, out, _ in infinites:
+        assert_user_error(rc, out, "must be a finite number")
+    assert_user_error(*config_nan[:2], "download_timeout", "must be a finite number, not nan")
+    assert_user_error(*depth[:2], "setting max_depth (--max-depth) must be -1 (no limit) or >= 0, not -2")
     assert not (tmp_path / "w").exists() and not (tmp_path / "m.db").exists() and not (tmp_path / "c.db").exists()
 
 
@@ -679,16 +717,17 @@ BAD_SPEC = '[[item]]\ntype = "product"\n[item.fields]\nprice = { css = "span[", 
 def test_a_bad_item_spec_is_refused_before_the_crawl_starts(tmp_path):
     spec = tmp_path / "shop.toml"
     spec.write_text(BAD_SPEC)
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
+    (rc, out, _), client, missing = run_all(
+        ("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec)),
+        ("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
+         "--no-progress", "--extract", str(spec), "http://127.0.0.1:1/"),
+        ("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"),
+         "--extract", str(tmp_path / "missing.toml")))
     assert_user_error(rc, out, "invalid item spec", str(spec), "item 1 (product)", "field 'price'", "invalid css")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
-    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
-                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--extract", str(spec), "http://127.0.0.1:1/")
-    assert_user_error(rc, out, "invalid item spec", "item 1 (product)", "field 'price'")
+    assert_user_error(*client[:2], "invalid item spec", "item 1 (product)", "field 'price'")
     assert not (tmp_path / "c.db").exists(), "a refused spec leaves no crawl database behind"
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"),
-                     "--extract", str(tmp_path / "missing.toml"))
-    assert_user_error(rc, out, "cannot read the item spec")
+    assert_user_error(*missing[:2], "cannot read the item spec")
 
 
 def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
@@ -697,7 +736,11 @@ def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
                      "http://127.0.0.1:1/,follow,base,topLevel,/c/,all,all,all\n")
     spec = tmp_path / "items.toml"
     spec.write_text('[[item]]\ntype = "doc"\npage_type = "toplevel"\n[item.fields]\ntitle = { css = "title::text" }\n')
-    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules), "--extract", str(spec))
+    (rc, out, _), client, without_rules = run_all(
+        ("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules), "--extract", str(spec)),
+        ("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
+         "--no-progress", "--rules", str(rules), "--extract", str(spec)),
+        ("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec)))
     assert_user_error(rc, out, "invalid item spec", str(spec), "item 1 (doc): page_type 'toplevel' is no page type "
                       "of the rules (base, topLevel): did you mean 'topLevel'?")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
@@ -706,13 +749,10 @@ def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
     from gridcrawl.rules import load_rules
     with pytest.raises(ValueError, match="did you mean 'topLevel'"):  # gridcrawl-client, a resumed crawl
         Strategy(rules=load_rules(rules), items=load_spec(spec))
-    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
-                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--rules", str(rules), "--extract", str(spec))
-    assert_user_error(rc, out, "invalid item spec", "did you mean 'topLevel'?")
+    assert_user_error(*client[:2], "invalid item spec", "did you mean 'topLevel'?")
     assert not (tmp_path / "c.db").exists(), "a refused spec leaves no crawl database behind"
     # without rules only the seeds have a page type, 'base': a spec for another never applies
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
-    assert_user_error(rc, out, "item 1 (doc): page_type 'toplevel' is no page type of this crawl: page types come "
+    assert_user_error(*without_rules[:2], "item 1 (doc): page_type 'toplevel' is no page type of this crawl: page types come "
                       "from keep/follow rules (--rules), and without them only the seeds have one, 'base'")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
     with pytest.raises(ValueError, match="without them only the seeds have one"):  # gridcrawl-client
@@ -722,30 +762,31 @@ def test_an_item_spec_for_a_page_type_the_rules_never_give_is_refused(tmp_path):
 
 
 def test_wait_for_without_rendering_is_refused(tmp_path):
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--wait-for", "li")
-    assert_user_error(rc, out, "--wait-for goes with --render")
+    for rc, out, _ in run_all(
+            ("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--wait-for", "li"),
+            ("gridcrawl", "fetch", "http://127.0.0.1:1/", "--wait-for", "li"),
+            ("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
+             "--no-progress", "--wait-for", "li", "http://127.0.0.1:1/")):
+        assert_user_error(rc, out, "--wait-for goes with --render")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
-    rc, out, _ = run("gridcrawl", "fetch", "http://127.0.0.1:1/", "--wait-for", "li")
-    assert_user_error(rc, out, "--wait-for goes with --render")
-    rc, out, _ = run("gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db",
-                     f"sqlite:///{tmp_path}/c.db", "--no-progress", "--wait-for", "li", "http://127.0.0.1:1/")
-    assert_user_error(rc, out, "--wait-for goes with --render")
 
 
 def test_a_wait_for_that_is_no_css_selector_is_refused_at_start(tmp_path):
     """``li[`` used to fail every page in the browser; Playwright's own selector forms pass."""
     from gridcrawl.rules import wait_for_error
-    for given in (["gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w")],
-                  ["gridcrawl", "fetch", "http://127.0.0.1:1/"],
-                  ["gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
-                   "--no-progress", "http://127.0.0.1:1/"]):
-        rc, out, _ = run(*given, "--render", "--wait-for", "li[")
-        assert_user_error(rc, out, "--wait-for 'li[' is not a CSS selector: Expected ident or '*'")
-    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
     rules = tmp_path / "rules.toml"
     rules.write_text('base_url = "http://127.0.0.1:1/"\n[[rule]]\nrule_type = "follow"\nfrom_type = "base"\n'
                      'to_type = "list"\npattern = "/list/"\n[page_type.base]\nrender = true\nwait_for = "ul >"\n')
-    rc, out, _ = run("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules))
+    *refused, (rc, out, _) = run_all(
+        *((*given, "--render", "--wait-for", "li[") for given in (
+            ["gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w")],
+            ["gridcrawl", "fetch", "http://127.0.0.1:1/"],
+            ["gridcrawl.client", "--manager", f"tcp://127.0.0.1:{free_port()}", "--db", f"sqlite:///{tmp_path}/c.db",
+             "--no-progress", "http://127.0.0.1:1/"])),
+        ("gridcrawl", "run", "--workdir", str(tmp_path / "w"), "--rules", str(rules)))
+    for rc_given, out_given, _ in refused:
+        assert_user_error(rc_given, out_given, "--wait-for 'li[' is not a CSS selector: Expected ident or '*'")
+    assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
     assert_user_error(rc, out, "invalid rules", "[page_type.base]: wait_for 'ul >' is not a CSS selector")
     assert [s for s in ("li.item", "li:has-text('Item')", "li:visible", "#list >> li", "text=Loaded", "//li",
                         "xpath=//li", "a[href*=item]") if wait_for_error(s)] == []
@@ -755,18 +796,22 @@ def test_run_refuses_a_plugin_its_own_executors_do_not_have(tmp_path):
     # gridcrawl run's executors are its own children: a thread needing a plugin none has would wait for ever
     spec = tmp_path / "plug.toml"
     spec.write_text('[[item]]\ntype = "product"\nplugin = "gridcrawl-no-such-plugin@2.0"\n')
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec))
+    # installed, but its module does not import: refused the same way, saying why (the package is on the
+    # PYTHONPATH of that run only)
+    info = tmp_path / "packages" / "broken-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nbroken = gridcrawl_no_such_module:extract\n")
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[[item]]\ntype = "product"\nplugin = "broken"\n')
+    (rc, out, _), installed = run_all(
+        ("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec)),
+        start("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(broken),
+              env={"PYTHONPATH": os.pathsep.join(filter(None, [str(info.parent), os.environ.get("PYTHONPATH")]))}))
     assert_user_error(rc, out, "plugin 'gridcrawl-no-such-plugin@2.0' is not installed in this Python environment",
                       "install the plugin's package here")
     assert not (tmp_path / "w" / "manager.log").exists(), "no process may start"
-    # installed, but its module does not import: refused the same way, saying why
-    info = tmp_path / "broken-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[gridcrawl.extractors]\nbroken = gridcrawl_no_such_module:extract\n")
-    spec.write_text('[[item]]\ntype = "product"\nplugin = "broken"\n')
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:1/", "--workdir", str(tmp_path / "w"), "--extract", str(spec),
-                     env={"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))})
+    rc, out, _ = installed
     assert_user_error(rc, out, "plugin broken cannot load: ModuleNotFoundError: No module named "
                       "'gridcrawl_no_such_module'", "its package is installed here, but the plugin does not load: "
                       "fix the package")
@@ -780,37 +825,38 @@ def test_item_commands_refuse_what_they_cannot_do(tmp_path):
     assert rc == 0, out
     spec = tmp_path / "ok.toml"
     spec.write_text('[[item]]\ntype = "t"\n[item.fields]\nt = { css = "title::text" }\n')
-    rc, out, _ = run("gridcrawl", "export", "--db", db, "--items", "--format", "warc", str(tmp_path / "x"))
-    assert_user_error(rc, out, "--format must be jsonl or csv for items")
-    rc, out, _ = run("gridcrawl", "export", "--db", db, "--type", "t", str(tmp_path / "x"))
-    assert_user_error(rc, out, "--type goes with --items")
-    for args, name, needle in (([], "pages.ttl", "the pages are exported as JSON lines or WARC or CSV, none of "
-                                 "them a .ttl file: give a name ending in .warc, .warc.gz, .csv, .jsonl, .ndjson"),
-                               (["--triples"], "t.ttl", "the triples are exported as N-Triples or JSON lines, none "
-                                "of them a .ttl file: give a name ending in .nt, .jsonl, .ndjson, or --format nt or jsonl"),
-                               (["--items"], "items.json", "none of them a .json file")):
-        rc, out, _ = run("gridcrawl", "export", "--db", db, *args, str(tmp_path / name))
-        assert_user_error(rc, out, needle)
-        assert not (tmp_path / name).exists()
-    rc, out, _ = run("gridcrawl", "report")
-    assert_user_error(rc, out, "give --db")
-    rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/missing.db")
-    assert_user_error(rc, out, "no database file")
-    assert not (tmp_path / "missing.db").exists()
     import sqlite3
     sqlite3.connect(tmp_path / "empty.db").close()
-    rc, out, _ = run("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/empty.db")
-    assert_user_error(rc, out, "is not a gridcrawl crawl database")
+    named = (([], "pages.ttl", "the pages are exported as JSON lines or WARC or CSV, none of "
+              "them a .ttl file: give a name ending in .warc, .warc.gz, .csv, .jsonl, .ndjson"),
+             (["--triples"], "t.ttl", "the triples are exported as N-Triples or JSON lines, none "
+              "of them a .ttl file: give a name ending in .nt, .jsonl, .ndjson, or --format nt or jsonl"),
+             (["--items"], "items.json", "none of them a .json file"))
+    items_warc, type_alone, *by_name, no_db, missing, empty = run_all(
+        ("gridcrawl", "export", "--db", db, "--items", "--format", "warc", str(tmp_path / "x")),
+        ("gridcrawl", "export", "--db", db, "--type", "t", str(tmp_path / "x")),
+        *(("gridcrawl", "export", "--db", db, *args, str(tmp_path / name)) for args, name, _ in named),
+        ("gridcrawl", "report"), ("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/missing.db"),
+        ("gridcrawl", "report", "--crawl-db", f"sqlite:///{tmp_path}/empty.db"))
+    assert_user_error(*items_warc[:2], "--format must be jsonl or csv for items")
+    assert_user_error(*type_alone[:2], "--type goes with --items")
+    for (_, name, needle), (rc, out, _) in zip(named, by_name):
+        assert_user_error(rc, out, needle)
+        assert not (tmp_path / name).exists()
+    assert_user_error(*no_db[:2], "give --db")
+    assert_user_error(*missing[:2], "no database file")
+    assert not (tmp_path / "missing.db").exists()
+    assert_user_error(*empty[:2], "is not a gridcrawl crawl database")
     with sqlite3.connect(tmp_path / "c.db") as conn:   # a page stored without its body (--no-content)
         conn.execute("INSERT INTO document (url, fingerprint, final_url, size, depth, fetched_at, fetch_seconds, "
                      "parse_seconds, extract_seconds) VALUES ('http://a.test/', 'f', 'http://a.test/', 0, 0, "
                      "'2026-01-01 00:00:00', 0, 0, 0)")
-    rc, out, _ = run("gridcrawl", "extract", "--db", db, "--extract", str(spec), "--no-progress")
-    assert_user_error(rc, out, "no page bodies are stored")
-    # a database that holds no crawl: refused and left as it was (the crawl tables were added to it)
-    rc, out, _ = run("gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/empty.db", "--extract", str(spec),
-                     "--no-progress")
-    assert_user_error(rc, out, "holds no crawl: gridcrawl extract takes a crawl database")
+    no_bodies, no_crawl = run_all(
+        ("gridcrawl", "extract", "--db", db, "--extract", str(spec), "--no-progress"),
+        # a database that holds no crawl: refused and left as it was (the crawl tables were added to it)
+        ("gridcrawl", "extract", "--db", f"sqlite:///{tmp_path}/empty.db", "--extract", str(spec), "--no-progress"))
+    assert_user_error(*no_bodies[:2], "no page bodies are stored")
+    assert_user_error(*no_crawl[:2], "holds no crawl: gridcrawl extract takes a crawl database")
     with sqlite3.connect(tmp_path / "empty.db") as conn:
         assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
 
@@ -848,14 +894,13 @@ def test_ctrl_c_while_a_program_loads_ends_it_by_sigint_without_a_traceback(prog
     assert proc.stdout == ""  # stopped before it printed its help
 
 
-def _closed_pipe_run(*args: str) -> subprocess.CompletedProcess:
-    """Run ``python -m ARGS`` with its standard output a pipe whose reader is gone (``| head -1``
-    once head has read its line)."""
+def _closed_pipe_start(*args: str) -> subprocess.Popen:
+    """Start ``python -m ARGS`` with its standard output a pipe whose reader is gone (``| head -1``
+    once head has read its line), its stderr captured."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        return subprocess.run([sys.executable, "-m", *args], stdout=write_end, stderr=subprocess.PIPE, text=True,
-                              timeout=60)
+        return subprocess.Popen([sys.executable, "-m", *args], stdout=write_end, stderr=subprocess.PIPE, text=True)
     finally:
         os.close(write_end)
 
@@ -869,14 +914,24 @@ def test_a_closed_output_pipe_ends_a_program_by_sigpipe_not_status_1(tmp_path):
     site = Site()
     site.pages["/"] = b"<html><body>" + b"".join(b'<a href="/p%d.html">p</a>' % i for i in range(300)) + b"</body></html>"
     with SiteServer(site) as server:
-        for args in (["gridcrawl", "--help"], ["gridcrawl", "fetch", server.url("/"), "--links", "-1"],
-                     ["gridcrawl", "fetch", server.url("/"), "--json"]):
-            proc = _closed_pipe_run(*args)
-            assert proc.returncode == -signal.SIGPIPE and proc.stderr == "", (args, proc.returncode, proc.stderr)
-        failed = subprocess.run([sys.executable, "-m", "gridcrawl", "fetch", server.url("/none.html")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60)
-        assert failed.returncode == 1, "a page that failed is status 1 still (output to /dev/null)"
-    rc, out, _ = run("gridcrawl", "export", "--db", f"sqlite:///{tmp_path}/none.db", "--format", "jsonl", "-")
+        given = (["gridcrawl", "--help"], ["gridcrawl", "fetch", server.url("/"), "--links", "-1"],
+                 ["gridcrawl", "fetch", server.url("/"), "--json"])
+        procs = [_closed_pipe_start(*args) for args in given]
+        failed = subprocess.Popen([sys.executable, "-m", "gridcrawl", "fetch", server.url("/none.html")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        export = start("gridcrawl", "export", "--db", f"sqlite:///{tmp_path}/none.db", "--format", "jsonl", "-")
+        try:
+            for args, proc in zip(given, procs):
+                _, err = proc.communicate(timeout=60)
+                assert proc.returncode == -signal.SIGPIPE and err == "", (args, proc.returncode, err)
+            failed.communicate(timeout=60)
+            assert failed.returncode == 1, "a page that failed is status 1 still (output to /dev/null)"
+        finally:
+            for proc in (*procs, failed):
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.communicate()
+    rc, out, _ = finish(export)
     assert rc == 2, "a user error is status 2 still"
 
 
@@ -916,9 +971,11 @@ def test_allow_private_takes_a_comma_separated_list_on_the_command_line(site_ser
     """As the configuration file and GRIDCRAWL_ALLOW_PRIVATE do, and --no-proxy: on the command
     line it was refused ("'10.0.0.0/8,192.168.0.0/16' is not an IP network")."""
     server = site_server(small_site)
-    rc, out, _ = run("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,192.168.0.0/16", "--links", "0")
+    (rc, out, _), refused = run_all(
+        ("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,192.168.0.0/16", "--links", "0"),
+        ("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,10.0.0.0/33"))
     assert rc == 0 and "200" in out, out
-    rc, out, _ = run("gridcrawl", "fetch", server.url("/"), "--allow-private", "10.0.0.0/8,10.0.0.0/33")
+    rc, out, _ = refused
     assert_user_error(rc, out, "'10.0.0.0/33' is not an IP network")
 
 
@@ -959,12 +1016,12 @@ def test_a_tilde_no_shell_expanded_is_the_home_folder_of_a_workdir_and_named_in_
     current one; ``sqlite:///~/crawl.db`` said only that the folder "./~" does not exist."""
     home = tmp_path / "home"
     home.mkdir()
-    rc, out, _ = run("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir=~/crawl-1", "--recrawl", cwd=tmp_path,
-                     env={"HOME": str(home)})
+    (rc, out, _), export = run_all(("gridcrawl", "run", "http://127.0.0.1:9/", "--workdir=~/crawl-1", "--recrawl"),
+                                   ("gridcrawl", "export", "--db", "sqlite:///~/crawl.db", "out.jsonl"),
+                                   cwd=tmp_path, env={"HOME": str(home)})
     assert_user_error(rc, out, f"nothing to recrawl: {home}/crawl-1 holds no crawl yet")
     assert not (tmp_path / "~").exists()
-    rc, out, _ = run("gridcrawl", "export", "--db", "sqlite:///~/crawl.db", "out.jsonl", cwd=tmp_path,
-                     env={"HOME": str(home)})
+    rc, out, _ = export
     assert_user_error(rc, out, f"no database file ~/crawl.db (from sqlite:///~/crawl.db; ~ is not expanded in a URL: "
                                f"sqlite:///{home}/crawl.db)")
 
@@ -1010,18 +1067,25 @@ def test_a_key_named_by_a_path_is_told_the_dir_option(tmp_path):
 def test_ctrl_c_of_a_client_waiting_for_its_manager_says_so_in_one_line(tmp_path):
     """A client started before its manager (or given a wrong --manager) and stopped by Ctrl-C
     while it waits: it printed the whole crawl summary (an empty application, "the pages:
-    gridcrawl export ..." of none) and "stopped before the end", not that no manager answered."""
+    gridcrawl export ..." of none) and "stopped before the end", not that no manager answered.
+    Its line saying it waits (WAITING_SAID_AFTER, 10 s; 0.2 s here) tells it waits."""
+    import select
     port = free_port()
     db = tmp_path / "c.db"
     proc = subprocess.Popen([sys.executable, "-m", "gridcrawl.client", "--manager", f"tcp://127.0.0.1:{port}",
                              "--db", f"sqlite:///{db}", "--connect-timeout", "60", "--no-progress",
-                             "http://127.0.0.1:9/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while not db.exists() and time.monotonic() < deadline:  # the seeds are queued: it waits for the manager
-        time.sleep(0.1)
-    time.sleep(1.0)
+                             "http://127.0.0.1:9/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=shortened("gridcrawl.link.WAITING_SAID_AFTER=0.2"))
+    said, deadline = b"", time.monotonic() + 30
+    while b"waiting for it" not in said and select.select([proc.stderr], [], [], max(0, deadline - time.monotonic()))[0]:
+        chunk = os.read(proc.stderr.fileno(), 65536)  # (not through the file's buffer: communicate reads the rest)
+        if not chunk:
+            break
+        said += chunk
+    assert db.exists() and b"no answer from the manager" in said, said  # the seeds are queued: it waits
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
+    err = said.decode() + err
     assert proc.returncode == -signal.SIGINT, err
     assert (f"stopped (Ctrl-C) before the manager at tcp://127.0.0.1:{port} answered: nothing was crawled this run, "
             "1 URL left to visit; the same command goes on (gridcrawl-client --manager") in err, err
