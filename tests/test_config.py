@@ -77,15 +77,15 @@ def test_a_dedicated_executor_and_gridcrawl_runs_own_from_a_file_made_for_idle_d
     waited for an idle desktop)."""
     from sites import generate_site
     path = write(tmp_path, '[executor]\nidle_only = true\nhours = "00:00-00:01"\nidle_seconds = 600\n')
-    done = _executor(["--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
-                      "--connect-timeout", "0.3"])
-    assert done.returncode == 2 and "no answer from the manager" in done.stderr, done.stderr
-    typed = _executor(["--hours", "18:00-08:00", "--manager", "tcp://127.0.0.1:1"])
-    assert typed.returncode == 2 and "--hours needs --idle-only" in typed.stderr
     server = site_server(generate_site(5, links_per_page=2, seed=3))
-    run = subprocess.run([sys.executable, "-m", "gridcrawl", "--config", str(path), "run", server.url("/"),
-                          "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
-                         capture_output=True, text=True, timeout=120, env=CLEAN_ENV)
+    done, typed, run = _programs(
+        (["gridcrawl.executor", "--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
+          "--connect-timeout", "0.3"], None),
+        (["gridcrawl.executor", "--hours", "18:00-08:00", "--manager", "tcp://127.0.0.1:1"], None),
+        (["gridcrawl", "--config", str(path), "run", server.url("/"), "--executors", "1", "--workdir",
+          str(tmp_path / "w"), "--no-progress"], None), timeout=120)
+    assert done.returncode == 2 and "no answer from the manager" in done.stderr, done.stderr
+    assert typed.returncode == 2 and "--hours needs --idle-only" in typed.stderr
     assert run.returncode == 0 and "pages this run" in run.stderr, run.stderr[-2000:]
 
 
@@ -104,16 +104,16 @@ def test_an_executor_not_idle_only_refuses_the_idle_settings_it_would_not_read(t
     executor stops with one line before it connects, naming where each was given and the two
     ways out, instead of working through its owner's day."""
     path = write(tmp_path, text)
-    done = _executor(["--config", str(path), "--manager", f"tcp://127.0.0.1:{free_port()}",
-                      "--connect-timeout", "0.3", *args], env=env)
+    done, dedicated = _executors(
+        (["--config", str(path), "--manager", f"tcp://127.0.0.1:{free_port()}", "--connect-timeout", "0.3", *args], env),
+        # --dedicated typed keeps a shared file's idle settings unused on purpose: it runs (no manager here)
+        (["--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
+          "--connect-timeout", "0.3"], env))
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith("error: " + said.format(path=path)), lines[0]
     if not args:
         assert lines[0].endswith("add idle_only = true (or --idle-only), or give --dedicated to run it at any hour")
-    # --dedicated typed keeps a shared file's idle settings unused on purpose: it runs (no manager here)
-    dedicated = _executor(["--config", str(path), "--dedicated", "--manager", f"tcp://127.0.0.1:{free_port()}",
-                           "--connect-timeout", "0.3"], env=env)
     assert dedicated.returncode == 2 and "no answer from the manager" in dedicated.stderr, dedicated.stderr
 
 
@@ -135,26 +135,26 @@ def test_an_idle_setting_that_cannot_work_is_named_with_where_it_was_given(tmp_p
     assert done.returncode == 2 and done.stderr.strip() == "error: " + said.format(path=path), done.stderr
 
 
-@pytest.mark.parametrize("text, args, workers", [
-    ("[executor]\nthreads = 3\n", [], 3),                      # the executors' own section
-    ("[executor]\nthreads = 3\n[run]\nthreads = 5\n", [], 5),  # run's section: for what it starts
-    ("[executor]\nthreads = 3\n", ["--threads", "2"], 2),      # run's command line wins
-])
-def test_gridcrawl_run_gives_its_executors_their_own_section_unless_told_otherwise(tmp_path, site_server, text,
-                                                                                  args, workers):
+def test_gridcrawl_run_gives_its_executors_their_own_section_unless_told_otherwise(tmp_path, site_server):
     """``gridcrawl run`` passed every setting it shares with the executors on their command
     line, its defaults included: ``[executor] threads = 3`` was read by them, then overridden by
     run's default ``--threads 8``. Only what run was given (its command line, its ``[run]``
-    section) is passed on now."""
+    section) is passed on now. (Three runs side by side, each with its file and workdir.)"""
     from sites import generate_site
-    path = write(tmp_path, text)
+    cases = [("[executor]\nthreads = 3\n", [], 3),                      # the executors' own section
+             ("[executor]\nthreads = 3\n[run]\nthreads = 5\n", [], 5),  # run's section: for what it starts
+             ("[executor]\nthreads = 3\n", ["--threads", "2"], 2)]      # run's command line wins
     server = site_server(generate_site(3, links_per_page=1, seed=3))
-    run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", "--config", str(path), server.url("/"), *args,
-                          "--executors", "1", "--workdir", str(tmp_path / "w"), "--no-progress"],
-                         capture_output=True, text=True, timeout=120, env=CLEAN_ENV)
-    assert run.returncode == 0, run.stderr[-2000:]
-    log = (tmp_path / "w" / "manager.log").read_text()
-    assert "registered: " in log and f", {workers} threads" in log, log[-2000:]
+    for n, (text, _, _) in enumerate(cases):
+        (tmp_path / str(n)).mkdir()
+        write(tmp_path / str(n), text)
+    runs = _programs(*((["gridcrawl", "run", "--config", str(tmp_path / str(n) / "gridcrawl.toml"), server.url("/"),
+                         *args, "--executors", "1", "--workdir", str(tmp_path / str(n) / "w"), "--no-progress"], None)
+                       for n, (_, args, _) in enumerate(cases)), timeout=120)
+    for n, ((text, args, workers), run) in enumerate(zip(cases, runs)):
+        assert run.returncode == 0, (text, args, run.stderr[-2000:])
+        log = (tmp_path / str(n) / "w" / "manager.log").read_text()
+        assert "registered: " in log and f", {workers} threads" in log, (text, args, log[-2000:])
 
 
 @pytest.mark.parametrize("text, needle", [
@@ -260,7 +260,13 @@ def _executors(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
     """Executor programs run side by side, one per ``(args, env)`` of ``runs``, and what each
     did, in that order (as :func:`_executor`'s; each waits its connect timeout and its exit on its
     own, so together they take the time of one)."""
-    procs = [subprocess.Popen([sys.executable, "-m", "gridcrawl.executor", *args], stdout=subprocess.PIPE,
+    return _programs(*((["gridcrawl.executor", *args], env) for args, env in runs), timeout=timeout)
+
+
+def _programs(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
+    """Programs run side by side, ``python -m ARGS`` for each ``(ARGS, env)`` of ``runs`` (``env``
+    added to the environment without GRIDCRAWL_ variables), and what each did, in that order."""
+    procs = [subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env={**CLEAN_ENV, **(env or {})})
              for args, env in runs]
     try:
@@ -279,15 +285,17 @@ def _executors(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
 def test_the_executor_program_takes_its_manager_from_file_env_or_command_line(tmp_path):
     ports = [free_port() for _ in range(3)]  # nobody listens: the error names the endpoint used
     path = write(tmp_path, f'connect_timeout = 0.3\n[executor]\nmanager = "tcp://127.0.0.1:{ports[0]}"\n')
-    from_file, from_env, from_cli = _executors(
+    broken_toml = tmp_path / "broken.toml"
+    broken_toml.write_text("[executor]\nthreads = -\n")
+    from_file, from_env, from_cli, broken = _executors(
         (["--config", str(path)], None),
         (["--config", str(path)], {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"}),
         (["--config", str(path), "--manager", f"tcp://127.0.0.1:{ports[2]}"],
-         {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"}))
+         {"GRIDCRAWL_MANAGER": f"tcp://127.0.0.1:{ports[1]}"}),
+        (["--config", str(broken_toml)], None))
     assert from_file.returncode == 2 and f"127.0.0.1:{ports[0]}" in from_file.stderr
     assert from_env.returncode == 2 and f"127.0.0.1:{ports[1]}" in from_env.stderr
     assert from_cli.returncode == 2 and f"127.0.0.1:{ports[2]}" in from_cli.stderr
-    broken = _executor(["--config", str(write(tmp_path, "[executor]\nthreads = -\n"))])
     assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "not valid TOML" in broken.stderr
 
 
@@ -298,23 +306,22 @@ def test_a_program_section_holds_the_options_of_every_command_that_reads_it(tmp_
     one running. Before, the documented example stopped every such program with "unknown setting"."""
     path = write(tmp_path, f'[manager]\nbind = "tcp://127.0.0.1:{free_port()}"\ndb = "sqlite:///{tmp_path}/m.db"\n'
                            f'http = "127.0.0.1:{free_port()}"\n[run]\nworkdir = "{tmp_path}/w"\nexecutors = 3\n')
-
-    def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60,
-                              env={**CLEAN_ENV, **(env or {})})
-    users = run("gridcrawl.manager", "--config", str(path), "users", "list")  # its --db from [manager]
+    # a key no command of the section has is still refused, by every program that reads it
+    typo = tmp_path / "typo.toml"
+    typo.write_text('[manager]\nbnd = "tcp://127.0.0.1:1"\n')
+    users, users_env, report, shown, *typos = _programs(
+        (["gridcrawl.manager", "--config", str(path), "users", "list"], None),  # its --db from [manager]
+        (["gridcrawl.manager", "users", "list"], {"GRIDCRAWL_DB": f"sqlite:///{tmp_path}/e.db"}),
+        (["gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/none.db"], {"GRIDCRAWL_CONFIG": str(path)}),
+        (["gridcrawl", "--config", str(path), "config", "show", "--program", "manager"], {"COLUMNS": "200"}),
+        (["gridcrawl.manager", "--config", str(typo), "users", "list"], None),
+        (["gridcrawl.manager", "--config", str(typo)], None))
     assert users.returncode == 2 and users.stderr.strip() == f"error: no database file {tmp_path}/m.db " \
                                                              f"(from sqlite:///{tmp_path}/m.db)", users.stderr
-    users = run("gridcrawl.manager", "users", "list", env={"GRIDCRAWL_DB": f"sqlite:///{tmp_path}/e.db"})
-    assert users.returncode == 2 and f"no database file {tmp_path}/e.db" in users.stderr, users.stderr
-    report = run("gridcrawl", "report", "--db", f"sqlite:///{tmp_path}/none.db", env={"GRIDCRAWL_CONFIG": str(path)})
+    assert users_env.returncode == 2 and f"no database file {tmp_path}/e.db" in users_env.stderr, users_env.stderr
     assert report.returncode == 2 and "no database file" in report.stderr and "unknown" not in report.stderr
-    shown = run("gridcrawl", "--config", str(path), "config", "show", "--program", "manager", env={"COLUMNS": "200"})
     assert shown.returncode == 0 and "manager.bind" in shown.stdout, shown.stderr
-    # a key no command of the section has is still refused, by every program that reads it
-    typo = write(tmp_path, '[manager]\nbnd = "tcp://127.0.0.1:1"\n')
-    for args in (["gridcrawl.manager", "--config", str(typo), "users", "list"], ["gridcrawl.manager", "--config", str(typo)]):
-        done = run(*args)
+    for done in typos:
         assert done.returncode == 2 and "[manager]: unknown setting 'bnd' (did you mean 'bind'?)" in done.stderr
 
 
@@ -377,6 +384,14 @@ def config_show(path, program: str, *args: str, env: dict | None = None) -> subp
                           env={**CLEAN_ENV, "COLUMNS": "400", **(env or {})})
 
 
+def config_show_start(path, program: str, *args: str, env: dict | None = None) -> subprocess.Popen:
+    """:func:`config_show` started, its output captured, to run beside another program (``env``
+    whole, as there)."""
+    return subprocess.Popen([sys.executable, "-m", "gridcrawl", "--config", str(path), "config", "show",
+                             "--program", program, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**CLEAN_ENV, "COLUMNS": "400", **(env or {})})
+
+
 def shown_rows(stdout: str) -> dict[str, tuple[str, str]]:
     """The rows of ``gridcrawl config show``'s table: name -> (value, source)."""
     rows = {}
@@ -416,10 +431,12 @@ def test_config_show_refuses_a_command_line_the_program_would(tmp_path, program,
     at all, where the program refuses them: it says the program's error, exit 2. A required option nobody
     gave (``--manager``) is still no error, and a good command line is shown."""
     path = write(tmp_path, "[executor]\nparse_threads = 1\n")
+    shown_proc = config_show_start(path, "executor", "--", "--threads", "4")
     done = config_show(path, program, "--", *args)
     assert done.returncode == 2 and done.stderr.startswith(f"error: {message}"), done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout
-    shown = config_show(path, "executor", "--", "--threads", "4")
+    out, err = shown_proc.communicate(timeout=60)
+    shown = subprocess.CompletedProcess(shown_proc.args, shown_proc.returncode, out, err)
     assert shown.returncode == 0 and shown_rows(shown.stdout)["threads"] == ("4", "command line"), shown.stderr
 
 
@@ -430,15 +447,16 @@ def test_a_value_out_of_its_range_is_named_with_where_it_was_given(tmp_path):
     by its option alone; the command line still wins over a bad file value."""
     path = write(tmp_path, "[executor]\nthreads = 0\nparse_threads = 1\n")
     nobody = f"tcp://127.0.0.1:{free_port()}"
-    for args, env, said in (
-            (["--config", str(path)], {"GRIDCRAWL_RETRY_TIMES": "1"},
-             f"error: {path} [executor]: setting threads (--threads) must be >= 1, not 0"),
-            ([], {"GRIDCRAWL_THREADS": "0"}, "error: env GRIDCRAWL_THREADS: setting threads (--threads) must be >= 1"),
-            (["--threads", "0"], {}, "error: setting threads (--threads) must be >= 1, not 0")):
-        done = _executor([*args, "--manager", nobody], env)
+    cases = ((["--config", str(path)], {"GRIDCRAWL_RETRY_TIMES": "1"},
+              f"error: {path} [executor]: setting threads (--threads) must be >= 1, not 0"),
+             ([], {"GRIDCRAWL_THREADS": "0"}, "error: env GRIDCRAWL_THREADS: setting threads (--threads) must be >= 1"),
+             (["--threads", "0"], {}, "error: setting threads (--threads) must be >= 1, not 0"))
+    *refused, overridden = _executors(
+        *(([*args, "--manager", nobody], env) for args, env, _ in cases),
+        (["--config", str(path), "--threads", "2", "--manager", nobody, "--connect-timeout", "0.3"], None))
+    for (_, _, said), done in zip(cases, refused):
         assert done.returncode == 2 and done.stderr.strip().startswith(said), done.stderr
         assert "Traceback" not in done.stderr
-    overridden = _executor(["--config", str(path), "--threads", "2", "--manager", nobody, "--connect-timeout", "0.3"])
     assert overridden.returncode == 2 and "no answer from the manager" in overridden.stderr, overridden.stderr
 
 
@@ -447,7 +465,10 @@ def test_config_show_of_gridcrawl_run_reads_its_section(tmp_path):
     client") though ``[run]`` is a section of gridcrawl run's (and fetch's and spark's)."""
     path = write(tmp_path, '[run]\nthreads = 3\nexecutors = 4\nallow_private = "10.0.0.0/8"\n'
                            'spark_partitions = 6\n[executor]\nthreads = 9\n')
-    done = config_show(path, "run", "--", "--workdir", str(tmp_path / "w"))
+    done, refused = _programs(
+        (["gridcrawl", "--config", str(path), "config", "show", "--program", "run", "--", "--workdir",
+          str(tmp_path / "w")], {"COLUMNS": "400"}),  # (config_show's)
+        (["gridcrawl", "config", "show", "--program", "spark"], None))
     assert done.returncode == 0, done.stderr
     rows = shown_rows(done.stdout)
     assert "effective settings of gridcrawl run" in done.stdout
@@ -457,18 +478,16 @@ def test_config_show_of_gridcrawl_run_reads_its_section(tmp_path):
     assert rows["run.allow_private"] == ("('10.0.0.0/8',)", f"file {path} [run]")
     assert rows["run.workdir"] == (repr(str(tmp_path / "w")), "command line")
     assert rows["run.order"] == ("None", "default")
-    refused = subprocess.run([sys.executable, "-m", "gridcrawl", "config", "show", "--program", "spark"],
-                             capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
     assert refused.returncode == 2 and refused.stderr.strip() == \
         "error: --program must be manager, executor, client or run"
 
 
 def test_a_bad_cidr_on_the_command_line_is_refused_before_anything_starts(tmp_path):
-    for command in (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:1"],
-                    ["gridcrawl", "run", "--workdir", str(tmp_path / "w"), "http://127.0.0.1:1/"],
-                    ["gridcrawl", "fetch", "http://127.0.0.1:1/"]):
-        done = subprocess.run([sys.executable, "-m", *command, "--allow-private", "10.0.0.0/33"],
-                              capture_output=True, text=True, timeout=60, env={**CLEAN_ENV, "COLUMNS": "200"})
+    commands = (["gridcrawl.executor", "--manager", "tcp://127.0.0.1:1"],
+                ["gridcrawl", "run", "--workdir", str(tmp_path / "w"), "http://127.0.0.1:1/"],
+                ["gridcrawl", "fetch", "http://127.0.0.1:1/"])
+    for command, done in zip(commands, _programs(*(([*command, "--allow-private", "10.0.0.0/33"], {"COLUMNS": "200"})
+                                                   for command in commands))):
         assert done.returncode == 2 and "Invalid value for '--allow-private': '10.0.0.0/33' is not an IP network " \
             "(expected CIDR such as 127.0.0.0/8)" in done.stderr, (command, done.stderr)
     assert not (tmp_path / "w").exists()
@@ -506,19 +525,22 @@ def test_a_setting_in_the_section_of_a_program_that_does_not_use_it_is_refused(t
 
 def test_the_client_refuses_a_delay_it_does_not_enforce_before_it_crawls(tmp_path):
     path = write(tmp_path, "[client]\ndownload_delay = 5\n")
-    done = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--config", str(path), "--manager",
-                           "tcp://127.0.0.1:1", "--db", f"sqlite:///{tmp_path}/c.db", "http://127.0.0.1:1/"],
-                          capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    # a flat key is for every program: the manager takes it, the others leave it (and config show says so)
+    flat = tmp_path / "flat.toml"
+    flat.write_text("download_delay = 5\n[client]\nmax_in_flight = 4\n")
+    done, client_shown, manager_shown = _programs(
+        (["gridcrawl.client", "--config", str(path), "--manager", "tcp://127.0.0.1:1", "--db",
+          f"sqlite:///{tmp_path}/c.db", "http://127.0.0.1:1/"], None),
+        *((["gridcrawl", "--config", str(flat), "config", "show", "--program", program], {"COLUMNS": "400"})
+          for program in ("client", "manager")))  # (config_show's)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert lines[0].startswith(f"error: {path} [client]: download_delay is not used by gridcrawl-client: it is a "
                                "setting of gridcrawl-manager")
     assert not (tmp_path / "c.db").exists()
-    # a flat key is for every program: the manager takes it, the others leave it (and config show says so)
-    flat = write(tmp_path, "download_delay = 5\n[client]\nmax_in_flight = 4\n")
-    client = shown_rows(config_show(flat, "client").stdout)
+    client = shown_rows(client_shown.stdout)
     assert "download_delay" not in client and client["max_in_flight"] == ("4", f"file {flat} [client]")
-    assert shown_rows(config_show(flat, "manager").stdout)["download_delay"] == ("5.0", f"file {flat}")
+    assert shown_rows(manager_shown.stdout)["download_delay"] == ("5.0", f"file {flat}")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -542,10 +564,8 @@ def test_the_client_refuses_a_delay_it_does_not_enforce_before_it_crawls(tmp_pat
 ])
 def test_another_programs_option_is_named_as_such(args, message):
     """``gridcrawl-client --download-delay 1`` said only "No such option"."""
-    done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60, env=CLEAN_ENV)
+    done, other = _programs((args, None), (["gridcrawl.client", "--no-such-thing"], {"COLUMNS": "200"}))
     assert done.returncode == 2 and done.stderr.strip() == f"error: {message}", done.stderr
-    other = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--no-such-thing"], capture_output=True,
-                           text=True, timeout=60, env={**CLEAN_ENV, "COLUMNS": "200"})
     assert other.returncode == 2 and "No such option: --no-such-thing" in other.stderr  # click's, as before
 
 
@@ -555,14 +575,15 @@ def test_a_misspelt_variable_is_warned_of_once_naming_the_setting(tmp_path, site
     the programs ``gridcrawl run`` starts do not warn again."""
     env = {**CLEAN_ENV, "GRIDCRAWL_THRADS": "4", "GRIDCRAWL_TEST_SOMETHING": "1", "GRIDCRAWL_BIND": "tcp://*:1",
            "COLUMNS": "200"}
-    done = config_show(write(tmp_path, ""), "executor", env=env)
-    assert done.returncode == 0 and done.stderr.strip() == "warning: GRIDCRAWL_THRADS is no setting or option of " \
-        "gridcrawl (did you mean GRIDCRAWL_THREADS?): ignored", done.stderr
     from sites import generate_site
     server = site_server(generate_site(3, links_per_page=1, seed=3))
+    shown = config_show_start(write(tmp_path, ""), "executor", env=env)
     run = subprocess.run([sys.executable, "-m", "gridcrawl", "run", server.url("/"), "--executors", "2",
                           "--workdir", str(tmp_path / "w"), "--no-progress"],
                          capture_output=True, text=True, timeout=120, env=env)
+    out, err = shown.communicate(timeout=60)
+    assert shown.returncode == 0 and err.strip() == "warning: GRIDCRAWL_THRADS is no setting or option of " \
+        "gridcrawl (did you mean GRIDCRAWL_THREADS?): ignored", err
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stderr.count("GRIDCRAWL_THRADS") == 1, run.stderr
 
