@@ -232,9 +232,9 @@ def test_an_executor_with_an_unknown_key_exits_with_a_clear_error(curve_grid):
 def test_an_executor_without_keys_is_told_the_manager_requires_curve(curve_grid):
     """A plain executor at a CURVE manager: whichever side of the handshake race it meets (the
     manager's greeting read: refused at once; or every connection closed first: a timeout whose
-    message says why), it exits 2 with one line naming CURVE."""
-    for i in range(3):
-        proc = curve_grid.start_executor(f"plain{i}", "--connect-timeout", "2")
+    message says why), it exits 2 with one line naming CURVE. (The three run side by side.)"""
+    procs = [curve_grid.start_executor(f"plain{i}", "--connect-timeout", "2") for i in range(3)]
+    for i, proc in enumerate(procs):
         assert proc.wait(timeout=30) == 2
         log = curve_grid.log(f"plain{i}.log")
         assert "requires CURVE encryption" in log and "Traceback" not in log, log[-2000:]
@@ -279,12 +279,14 @@ def test_a_timeout_after_handshakes_cut_short_says_so(tmp_path):
 def test_a_crawl_over_curve_records_the_executor_under_its_key_name(curve_grid, site_server):
     """A CURVE crawl whose client starts before any executor: the client's line that no executor
     takes work names a command that starts one on this grid, with the manager's public key (it
-    named --manager alone, which such a manager refuses); once one comes the crawl ends whole."""
+    named --manager alone, which such a manager refuses); once one comes the crawl ends whole.
+    (The client says it after one heartbeat without a result here, not WAIT_BEATS = 5.)"""
     from grid import wait_for
     site = generate_site(30, links_per_page=3, seed=5)
     server = site_server(site)
     grid = curve_grid
-    client = grid.start_client(server.url("/"), *curve_args(grid, "client"))
+    client = grid.start_client(server.url("/"), *curve_args(grid, "client"),
+                               env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.client.app.WAIT_BEATS=1"})
     wait_for(lambda: "no executor takes grid threads now" in grid.log("client.log"), 60,
              message="the client saying that no executor takes work")
     line = next(x for x in grid.log("client.log").splitlines() if "no executor takes" in x)
@@ -376,13 +378,15 @@ def test_a_secret_key_copied_into_the_allow_list_is_named_by_the_manager(tmp_pat
 def test_a_paused_crawl_over_curve_names_a_resume_command_that_works(curve_grid, site_server):
     """A paused crawl's client says which command resumes it: the command it named left out the
     CURVE keys, and at a CURVE manager it was refused ("the manager requires CURVE encryption").
-    It now names the crawl's --curve-secret and --curve-server-key, and works as shown."""
+    It now names the crawl's --curve-secret and --curve-server-key, and works as shown. (The
+    client says it after one heartbeat without a result here, not WAIT_BEATS = 5.)"""
     import re
     import shlex
     from grid import wait_for
     server = site_server(generate_site(3, links_per_page=1, seed=2))
     grid = curve_grid
-    client = grid.start_client(server.url("/"), *curve_args(grid, "client"))  # no executor yet: it waits
+    client = grid.start_client(server.url("/"), *curve_args(grid, "client"),  # no executor yet: it waits
+                               env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.client.app.WAIT_BEATS=1"})
     wait_for(lambda: "application " in grid.log("client.log"), 30, message="the application opened")
     app_id = re.search(r"application (\w{8}) opened", grid.log("client.log")).group(1)
     paused = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", grid.endpoint,
