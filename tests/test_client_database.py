@@ -6,6 +6,7 @@ the client applies one page with 200,000 links. Each prints its figures (``pytes
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from gridcrawl.urls import canonical_url
-from grid import Grid, wait_for
+from grid import Grid, wait_for, with_test_hooks
 from sites import Site, generate_site, reachable
 
 pytestmark = pytest.mark.e2e
@@ -41,7 +42,10 @@ def test_postgresql_down_mid_crawl_pauses_the_client_and_loses_nothing(tmp_path,
     try:
         grid.start_manager()
         grid.start_executor("ex", "--threads", "4")
-        client = grid.start_client(server.url("/"))
+        # the back-off between tries of the database capped at 1 s (DB_RETRY_MAX, 5 s): tried again
+        # every second while it is down (1, 2, 3 s), not at 1, 3, then 7 s (4 s after it came back)
+        client = grid.start_client(server.url("/"),
+                                   env={"GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.client.app.DB_RETRY_MAX=1.0"})
         wait_for(lambda: len(documents(grid)) >= 20, 60, 0.05, "20 pages stored")
         with admin.connect() as conn:  # the database goes away: no new connection, the old ones cut
             conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false')
@@ -53,6 +57,7 @@ def test_postgresql_down_mid_crawl_pauses_the_client_and_loses_nothing(tmp_path,
         time.sleep(max(0.0, 3.0 - noticed))
         with admin.connect() as conn:
             conn.exec_driver_sql(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true')
+        server.latency = 0.01  # the outage is over: the rest of the crawl need not be slow
         back = time.monotonic()
         status = client.wait(timeout=120)
         finished = time.monotonic() - back
@@ -129,6 +134,7 @@ def test_a_client_held_by_its_crawl_database_says_so_not_that_hosts_are_slow(tmp
         time.sleep(3.0)  # four times the liveness
         holder.execute("ROLLBACK")
         holder.close()
+        server.latency = 0.01  # the hold is over: the rest of the crawl need not be slow
         status = client.wait(timeout=120)
     finally:
         grid.stop()
@@ -260,7 +266,7 @@ def test_a_crawl_database_another_program_holds_exclusively_is_one_line_not_a_lo
     """A program holding an SQLite crawl database in exclusive mode (someone's sqlite3 shell): an
     export or a report waited, silently, as long as it held it (199 s measured; up to 100
     minutes: 200 tries of the WAL switch, each waiting the 30 s busy timeout). Now they give up
-    after SQLITE_WAL_SECONDS with one line."""
+    after SQLITE_WAL_SECONDS (made 2 s here) with one line."""
     import sqlite3
     import subprocess
     import sys
@@ -276,15 +282,17 @@ def test_a_crawl_database_another_program_holds_exclusively_is_one_line_not_a_lo
     holder.execute("INSERT INTO t VALUES (1)")
     commands = (["export", "--db", f"sqlite:///{path}", str(tmp_path / "out.csv")],
                 ["report", "--crawl-db", f"sqlite:///{path}"])
+    # SQLITE_WAL_SECONDS made 2 s (10 s by default): the lock is held here far longer than either
+    env = with_test_hooks({**os.environ, "GRIDCRAWL_TEST_CONSTANTS": "gridcrawl.db.SQLITE_WAL_SECONDS=2.0"})
     # both at once: each waits out the whole SQLITE_WAL_SECONDS on the lock held here, side by side
     running = [subprocess.Popen([sys.executable, "-m", "gridcrawl", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True) for args in commands]
+                                stderr=subprocess.PIPE, text=True, env=env) for args in commands]
     try:
         for done in running:
             _out, err = done.communicate(timeout=90)  # the lock is held longer than that: the old code hung here
             assert done.returncode == 2, err
             assert err == (f"error: cannot open the SQLite database sqlite:///{path}: database is locked: "
-                           "another program has held it for 10 s\n")
+                           "another program has held it for 2 s\n")
     finally:
         for done in running:
             if done.poll() is None:
