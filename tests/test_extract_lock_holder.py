@@ -59,7 +59,25 @@ def _paused_extract(db: str, spec, ready) -> subprocess.Popen:
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=60)
+    return _run_at_once(argv)[0]
+
+
+def _run_at_once(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
+    """``python -m`` each of ``commands`` (argument tuples), all started at once and waited for
+    (60 s at most each): their exit statuses and output, in the order given."""
+    running = [subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for argv in commands]
+    done = []
+    try:
+        for proc in running:
+            out, err = proc.communicate(timeout=60)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
 
 
 def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_at_once(tmp_path):
@@ -80,11 +98,13 @@ def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_a
                                lambda pid: _sqlite_writing(path) and f"pid {pid}" in (running_crawler(store.engine) or ""))
     try:
         assert _sqlite_writing(path), "the extract was paused before it wrote"
-        client = _run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
-                      "http://127.0.0.1:1/new.html")
-        run = _run("gridcrawl", "run", "--workdir", str(workdir), "--no-progress", "http://127.0.0.1:1/new.html")
-        second = _run("gridcrawl", "extract", "--db", db, "--extract", str(tmp_path / "new.toml"), "--no-progress")
-        export = _run("gridcrawl", "export", "--db", db, "--items", str(tmp_path / "items.jsonl"))
+        # the four at once: each meets the paused extract alone (only the export reads the database)
+        client, run, second, export = _run_at_once(
+            ("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db, "--no-progress",
+             "http://127.0.0.1:1/new.html"),
+            ("gridcrawl", "run", "--workdir", str(workdir), "--no-progress", "http://127.0.0.1:1/new.html"),
+            ("gridcrawl", "extract", "--db", db, "--extract", str(tmp_path / "new.toml"), "--no-progress"),
+            ("gridcrawl", "export", "--db", db, "--items", str(tmp_path / "items.jsonl")))
         os.kill(extract.pid, signal.SIGCONT)
         assert extract.wait(timeout=120) == 0, extract.stderr.read()
     finally:
@@ -121,9 +141,9 @@ def test_the_holder_of_a_crawl_database_names_the_extract_on_every_back_end(db_u
                                lambda pid: f"pid {pid}" in (running_crawler(store.engine) or ""))
     try:
         holder = running_crawler(store.engine)
-        client = _run("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db_url, "--no-progress",
-                      "http://127.0.0.1:1/new.html")
-        export = _run("gridcrawl", "export", "--db", db_url, str(tmp_path / "pages.jsonl"))
+        client, export = _run_at_once(("gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db", db_url,
+                                       "--no-progress", "http://127.0.0.1:1/new.html"),
+                                      ("gridcrawl", "export", "--db", db_url, str(tmp_path / "pages.jsonl")))
         os.kill(extract.pid, signal.SIGCONT)
         assert extract.wait(timeout=120) == 0, extract.stderr.read()
     finally:
