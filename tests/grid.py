@@ -64,6 +64,11 @@ class Grid:
                                                          *FAST, *journal, *extra], "manager.log", env)
         return self.manager
 
+    def wait_listening(self, timeout: float = 60.0) -> None:
+        """Wait until the manager started by :meth:`start_manager` logs that it listens (for a
+        test whose programs must find it there from their first try)."""
+        wait_for(lambda: "manager listening on" in self.log("manager.log"), timeout, 0.02, "the manager listening")
+
     def start_executor(self, name: str, *extra: str, env: dict | None = None,
                        manager: str | None = None, allow_private: str | None = "127.0.0.0/8") -> subprocess.Popen:
         """Start an executor called ``name`` (log ``name.log``), connected to ``manager``

@@ -165,6 +165,7 @@ def curve_grid(tmp_path):
     grid = Grid(tmp_path)
     grid.keys = keys
     grid.start_manager("--curve-secret", str(keys / "manager.key_secret"), "--curve-allow", str(allow))
+    grid.wait_listening()  # a program's first tries meet its handshake, not a port still closed
     yield grid
     grid.stop()
 
