@@ -339,7 +339,7 @@ class ExecutorAgent:
             dedicated=self.dedicated, cpu_max=static["cpu_max"], num_cpus=static["num_cpus"],
             mem_max=static["mem_max"], os=platform.system(), arch=platform.machine(),
             executor_id=self.executor_id, password=self.password, capabilities=self.capabilities,
-            accepting=self.accepting, request_window=self.settings.request_window,
+            accepting=self.accepting, request_window=self.settings.request_window("render" in self.capabilities),
             running=self._running_attempts())
 
     def _running_attempts(self) -> list[int]:

@@ -427,7 +427,7 @@ class Register(Message):
     work until it says otherwise (``availability``).
     ``request_window``: the longest, in seconds, one of its grid threads may go on sending
     requests to its host after it starts (its settings'
-    :attr:`~gridcrawl.settings.Settings.request_window`; 0: not said, as by an executor of an
+    :meth:`~gridcrawl.settings.Settings.request_window`; 0: not said, as by an executor of an
     earlier release). An attempt the manager takes back from it keeps its host's politeness slot
     until its late result comes or this long has passed since it started (at most the manager's
     ``thread_timeout``; when 0, the manager's own settings' window).

@@ -331,17 +331,20 @@ class Settings:
         """Seconds of silence after which a peer counts as dead (interval × liveness)."""
         return self.heartbeat_interval * self.heartbeat_liveness
 
-    @property
-    def request_window(self) -> float:
+    def request_window(self, render: bool = True) -> float:
         """The longest one grid thread of an executor with these settings may go on sending
         requests to its host after it starts, in seconds: its host's robots.txt (its own fetch,
-        ``download_timeout``, or the wait for another worker's, 5 s longer), its politeness waits
-        (the fetcher's ``max_wait``: ``thread_timeout / 2``), its page (``download_timeout``,
-        redirect hops included) and, when rendered, the browser's requests (``render_timeout``).
+        ``download_timeout``, or the wait for another worker's, 5 s longer), its page
+        (``download_timeout``, redirect hops included) and, for an executor that renders
+        (``render``), the browser's requests (``render_timeout``): 65 s by default, 95 s with
+        rendering. Not counted: the fetcher's waits between its own requests to a host with a
+        delay (bounded only by ``thread_timeout / 2``); counted, they made a dead executor's
+        hosts wait 245 s for slots no request held (a kill -9 is the common case of an executor
+        declared dead; one only late registers again and says what it still runs).
         An executor declares it when it registers (:class:`gridcrawl.protocol.Register`
         ``request_window``); the manager keeps a taken-back attempt's politeness slot this long
         (:meth:`gridcrawl.manager.queue.ReadyQueue.hold`)."""
-        return 2 * self.download_timeout + 5.0 + self.thread_timeout / 2 + self.render_timeout
+        return 2 * self.download_timeout + 5.0 + (self.render_timeout if render else 0.0)
 
     @classmethod
     def documented(cls) -> list[tuple[str, object, str]]:

@@ -2013,7 +2013,7 @@ class ManagerCore:
         again, when it drops them: :meth:`on_register`). The window is what the executor
         declared at registration (:attr:`Register.request_window <gridcrawl.protocol.Register>`;
         it knows its own timeouts, which the manager's settings need not match), else the
-        manager's own settings' (:attr:`Settings.request_window
+        manager's own settings' (:meth:`Settings.request_window
         <gridcrawl.settings.Settings.request_window>`); at most ``thread_timeout``, so no
         executor keeps a host's slots longer than the grid lets an attempt run, and a dead
         one's (kill -9) are free after it.
@@ -2027,7 +2027,7 @@ class ManagerCore:
         if t.state != ThreadState.STARTED and ex is not None and ex.connected:
             self.queue.release(t, now)
             return
-        window = ex.request_window if ex is not None and ex.request_window else self.settings.request_window
+        window = ex.request_window if ex is not None and ex.request_window else self.settings.request_window()
         window = min(window, self.settings.thread_timeout)
         since = t.time_started if t.state == ThreadState.STARTED and t.time_started is not None else now
         self.queue.hold(t.attempt_id, t, now, since + window, ex.executor_id if ex is not None else None)

@@ -35,7 +35,7 @@ for the whole grid (design.md §3):
   stays taken — it counts among the host's threads in flight, and a host with a delay waits
   from its end — until its late result arrives (:meth:`ReadyQueue.release_hold`, which applies
   that result's status and Crawl-delay as a release would) or until it can no longer be
-  running: its executor's request window (:attr:`gridcrawl.settings.Settings.request_window`)
+  running: its executor's request window (:meth:`gridcrawl.settings.Settings.request_window`)
   after it started, or after it was taken back when it had not reported its start
   (:meth:`ReadyQueue.hold`), or, when that executor registers again, at once if it says it no
   longer runs it. Its thread, queued again at once, starts when a slot is free. An attempt

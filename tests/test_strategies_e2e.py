@@ -384,7 +384,9 @@ def test_host_hash_dispatch_keeps_each_host_on_one_executor_and_survives_a_kill(
             servers.append(SiteServer(generate_site(6, links_per_page=2, seed=i), latency=0.05,
                                       host=f"127.0.0.{i + 2}").start())
         grid = Grid(tmp_path)
-        grid.start_manager("--dispatch", "host-hash")
+        # the killed executor's attempts keep their hosts' slots until their fetches could have
+        # ended (docs/politeness.md, "Attempts taken back"): at most thread_timeout, 10 s here
+        grid.start_manager("--dispatch", "host-hash", "--thread-timeout", "10")
         execs = {name: grid.start_executor(name, "--threads", "2") for name in ("e1", "e2", "e3")}
         wait_for(lambda: grid.log("manager.log").count("registered:") >= 3, 30, message="3 executors")
         client = grid.start_client(*[s.url("/") for s in servers])
