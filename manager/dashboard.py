@@ -158,7 +158,7 @@ def snapshot(core, now: float) -> dict:
     (every connected one, then at most 50 that left, last heard first; ``executors_total``: all
     the manager keeps),
     ``applications`` (newest first, at most 50), ``threads`` (running ones, then the latest
-    finished, newest first), ``hosts`` (per-host politeness: queued, in flight, next allowed start
+    finished, newest first), ``hosts`` (per-host politeness: queued, in flight — ``held`` of them taken back from executors and maybe still fetching —, next allowed start
     as seconds from now — ``None`` when it may start now, ``"busy"`` while a delayed host has a
     fetch in flight; most loaded first, at most 50), ``hosts_total``. Times are POSIX seconds;
     rates are per second. Cost: one pass over the live grid threads and the executors.
@@ -238,7 +238,7 @@ def snapshot(core, now: float) -> dict:
     hosts = []
     for h in core.queue.hosts.values():
         start = h.next_start
-        hosts.append({"host": h.host, "queued": h.queued, "in_flight": h.in_flight, "delay": h.delay,
+        hosts.append({"host": h.host, "queued": h.queued, "in_flight": h.in_flight, "held": h.held, "delay": h.delay,
                       "next_start": ("busy" if start == float("inf") else (start - now if start > now else None))})
     hosts.sort(key=lambda h: (-(h["queued"] + h["in_flight"]), h["host"]))
     summary = core.stats(by_state=totals)

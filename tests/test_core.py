@@ -699,6 +699,9 @@ def test_attempts_taken_back_from_an_executor_declared_dead_keep_their_host_slot
         assert not tick(now)
     assert not tick(3.5)  # a declared dead: its two attempts are taken back, their threads queued
     assert core.queue.held == 2 and host.in_flight == 2 and len(core.queue) == 3
+    from gridcrawl.manager.dashboard import snapshot  # the dashboard's host row says why no slot is free
+    assert {k: v for k, v in snapshot(core, 3.5)["hosts"][0].items() if k in ("host", "in_flight", "held")} \
+        == {"host": "h0.test", "in_flight": 2, "held": 2}
     register(core, b"a", 2, now=4.0)  # a comes back (nothing is assigned: no slot is free)
     assert not tick(4.5, b"a")
     actions = core.handle(b"a", p.Result(first[0], p.PageResult(url="http://h0.test/0", status=200)), 5.0)

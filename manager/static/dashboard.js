@@ -143,7 +143,9 @@
     document.getElementById("hosts-total").textContent =
       data.hosts_total > (data.hosts || []).length ? "(" + data.hosts.length + " of " + data.hosts_total + ")" : "";
     fill("hosts", data.hosts || [], h => [
-      h.host, [h.queued, "num"], [h.in_flight, "num"], [fmt(h.delay, 1), "num"],
+      // held: attempts taken back that may still be fetching keep their slots (docs/politeness.md)
+      h.host, [h.queued, "num"], [h.held ? h.in_flight + " (" + h.held + " taken back)" : h.in_flight, "num"],
+      [fmt(h.delay, 1), "num"],
       h.next_start === null ? "now" : h.next_start === "busy" ? "after the fetch in flight"
         : "in " + fmt(h.next_start, 1) + " s"]);
   }
