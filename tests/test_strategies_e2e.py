@@ -378,7 +378,7 @@ def test_host_hash_dispatch_keeps_each_host_on_one_executor_and_survives_a_kill(
     from sites import SiteServer, generate_site
     from grid import Grid, wait_for
 
-    servers = []
+    servers, grid = [], None
     try:
         for i in range(30):
             servers.append(SiteServer(generate_site(6, links_per_page=2, seed=i), latency=0.05,
@@ -423,5 +423,7 @@ def test_host_hash_dispatch_keeps_each_host_on_one_executor_and_survives_a_kill(
         assert docs[0] == docs[1] == expected
         print(f"\n[host-hash] hosts=30, victim={victim}, hosts moved={len(moved)}, documents={docs[0]}")
     finally:
+        if grid is not None:  # a failed assertion left the manager and two executors running
+            grid.stop()
         for s in servers:
             s.stop()
