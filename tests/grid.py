@@ -137,6 +137,29 @@ class Grid:
             engine.dispose()
 
 
+def run_at_once(*commands, timeout: float = 60, **popen) -> list[subprocess.CompletedProcess]:
+    """Each of ``commands`` — an argument list, started here as a process of its own with
+    ``popen``'s keywords (text output unless ``text=False``), or a ``Popen`` already started with
+    its stdout and stderr piped — waited for (``timeout`` s at most each): their exit statuses
+    and output, in the order given. Programs that share no file they write run side by side
+    rather than one after another; those still running when one fails are killed."""
+    popen = {"text": True, **popen}
+    running = [args if isinstance(args, subprocess.Popen)
+               else subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+               for args in commands]
+    done = []
+    try:
+        for proc in running:
+            out, err = proc.communicate(timeout=timeout)
+            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    finally:
+        for proc in running:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return done
+
+
 def with_test_hooks(env: dict) -> dict:
     """``env`` with tests/crashhook first on ``PYTHONPATH``: a program started with it runs the
     test hooks its ``GRIDCRAWL_TEST_*`` variables ask for (tests/crashhook/sitecustomize.py)."""

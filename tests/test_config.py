@@ -21,7 +21,7 @@ from gridcrawl.config import (ConfigError, convert_setting, resolve, run_program
                               show_rows, take_config_argument)
 from gridcrawl.manager.core import ManagerCore
 from gridcrawl.settings import Settings, used_by
-from grid import free_port
+from grid import free_port, run_at_once
 
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCRAWL_")}
 
@@ -266,20 +266,9 @@ def _executors(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
 def _programs(*runs, timeout=60) -> list[subprocess.CompletedProcess]:
     """Programs run side by side, ``python -m ARGS`` for each ``(ARGS, env)`` of ``runs`` (``env``
     added to the environment without GRIDCRAWL_ variables), and what each did, in that order."""
-    procs = [subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env={**CLEAN_ENV, **(env or {})})
-             for args, env in runs]
-    try:
-        done = []
-        for proc in procs:
-            out, err = proc.communicate(timeout=timeout)
-            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-        return done
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    return run_at_once(*(subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, env={**CLEAN_ENV, **(env or {})}) for args, env in runs),
+                       timeout=timeout)
 
 
 def test_the_executor_program_takes_its_manager_from_file_env_or_command_line(tmp_path):

@@ -25,7 +25,7 @@ from gridcrawl.db import open_database
 from gridcrawl.export import ExportError, export, export_warc
 from gridcrawl.protocol import PageResult
 from gridcrawl.urls import canonical_url, fingerprint
-from grid import Grid
+from grid import Grid, run_at_once
 from sites import Site
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + bytes(range(256))
@@ -75,26 +75,6 @@ def crawl(tmp_path_factory):
         grid.stop()
         server.stop()
     return {"grid": grid, "server": server, "site": site, "db": grid.crawl_db, "tmp": tmp}
-
-
-def run_at_once(*commands: list[str], timeout: float = 60, **popen) -> list[subprocess.CompletedProcess]:
-    """Each of ``commands`` (argument lists) started at once, as a process of its own with
-    ``popen``'s keywords (text output unless ``text=False``), and waited for (``timeout`` s at
-    most each): their exit statuses and output, in the order given. Programs that share no file
-    they write run side by side rather than one after another."""
-    popen = {"text": True, **popen}
-    running = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen) for args in commands]
-    done = []
-    try:
-        for proc in running:
-            out, err = proc.communicate(timeout=timeout)
-            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    finally:
-        for proc in running:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return done
 
 
 def served(crawl, path: str) -> bytes:

@@ -17,7 +17,7 @@ import pytest
 
 from gridcrawl.db import running_crawler
 from dbfixtures import stored_crawl
-from grid import wait_for
+from grid import run_at_once, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -65,19 +65,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
 def _run_at_once(*commands: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
     """``python -m`` each of ``commands`` (argument tuples), all started at once and waited for
     (60 s at most each): their exit statuses and output, in the order given."""
-    running = [subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True) for argv in commands]
-    done = []
-    try:
-        for proc in running:
-            out, err = proc.communicate(timeout=60)
-            done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    finally:
-        for proc in running:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return done
+    return run_at_once(*([sys.executable, "-m", *argv] for argv in commands))
 
 
 def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_at_once(tmp_path):
