@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from grid import free_port, with_test_hooks
+from grid import free_port, run_at_once, with_test_hooks
 
 
 def start(*args: str, cwd=None, env: dict | None = None) -> subprocess.Popen:
@@ -27,13 +27,8 @@ def finish(proc: subprocess.Popen, timeout: float = 30) -> tuple[int, str, float
     """Wait up to ``timeout`` s for a program :func:`start` started (killed past it, raising
     ``subprocess.TimeoutExpired``): its exit status, its stderr then stdout, and the seconds
     since it started."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return proc.returncode, err + out, time.monotonic() - proc.started
+    done = run_at_once(proc, timeout=timeout)[0]
+    return done.returncode, done.stderr + done.stdout, time.monotonic() - proc.started
 
 
 def run(*args: str, timeout: float = 30, cwd=None, env: dict | None = None) -> tuple[int, str, float]:

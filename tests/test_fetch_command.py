@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 
+from grid import run_at_once
 from proxy import ForwardProxy
 from sites import Site, SiteServer, generate_site, login_page, redirect
 
@@ -30,13 +31,7 @@ def _started(*args: str) -> subprocess.Popen:
 def _ended(proc: subprocess.Popen, timeout: float = 180) -> subprocess.CompletedProcess:
     """The outcome of a program :func:`_started` gave, once it ended (killed past ``timeout``
     seconds, then ``subprocess.TimeoutExpired`` is raised)."""
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return run_at_once(proc, timeout=timeout)[0]
 
 
 def test_fetch_shows_the_page_and_which_links_a_crawl_would_follow():
