@@ -33,12 +33,19 @@ def _items(grid: Grid) -> int:
         return 0
 
 
-def _writing(engine, url: str) -> bool:
-    """Whether another connection of this test's PostgreSQL database (``url``'s
-    ``application_name``) is in a transaction that has written (the extract's, once it has
-    deleted the items it replaces)."""
+def _writing(engine, url: str, pid: int) -> bool:
+    """Whether the extract of process ``pid`` is writing the items: its crawler lock's holder
+    row (``crawl_meta``'s ``crawler``, naming ``pid``) is committed, and another connection of
+    this test's PostgreSQL database (``url``'s ``application_name``) is in a transaction that
+    has written (the extract's, once it has deleted the items it replaces). The holder row
+    comes first: the transaction that writes it also has written, and an extract paused in it
+    holds the lock with no holder recorded yet (a crawl then is refused as by an unnamed
+    crawler, which a fresh clone's CI run once caught)."""
     import sqlalchemy as sa
     with engine.connect() as conn:
+        holder = conn.execute(sa.text("SELECT value FROM crawl_meta WHERE name = 'crawler'")).scalar()
+        if f"pid {pid} " not in (holder or ""):
+            return False
         return bool(conn.execute(sa.text(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = :tag AND backend_xid IS NOT NULL "
             "AND pid <> pg_backend_pid()"), {"tag": sa.engine.make_url(url).query["application_name"]}).scalar())
@@ -89,7 +96,7 @@ def test_a_crawl_started_while_an_extract_runs_is_refused_at_once(postgres_url, 
     (tmp_path / "new.toml").write_text(NEW_SPEC)
     extract = subprocess.Popen(_extract(postgres_url, tmp_path / "new.toml"), stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: _writing(store.engine, postgres_url) or extract.poll() is not None, 60, 0.005,
+        wait_for(lambda: _writing(store.engine, postgres_url, extract.pid) or extract.poll() is not None, 60, 0.005,
                  "the extract writing the items")
         os.kill(extract.pid, signal.SIGSTOP)
         assert extract.poll() is None, "the extract ended before it was paused"
