@@ -40,12 +40,13 @@ def _writing(engine, url: str, pid: int) -> bool:
     has written (the extract's, once it has deleted the items it replaces). The holder row
     comes first: the transaction that writes it also has written, and an extract paused in it
     holds the lock with no holder recorded yet (a crawl then is refused as by an unnamed
-    crawler, which a fresh clone's CI run once caught)."""
+    crawler, which a fresh clone's CI run once caught). The holder as
+    :func:`gridcrawl.db.running_crawler` reads it."""
     import sqlalchemy as sa
+    from gridcrawl.db import running_crawler
+    if f"pid {pid} " not in (running_crawler(engine) or ""):
+        return False
     with engine.connect() as conn:
-        holder = conn.execute(sa.text("SELECT value FROM crawl_meta WHERE name = 'crawler'")).scalar()
-        if f"pid {pid} " not in (holder or ""):
-            return False
         return bool(conn.execute(sa.text(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = :tag AND backend_xid IS NOT NULL "
             "AND pid <> pg_backend_pid()"), {"tag": sa.engine.make_url(url).query["application_name"]}).scalar())
