@@ -166,12 +166,14 @@ def with_test_hooks(env: dict) -> dict:
     return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(CRASH_HOOK), env.get("PYTHONPATH")]))}
 
 
-def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "condition") -> None:
-    """Poll ``predicate()`` until true; raise ``AssertionError`` naming ``message`` after ``timeout`` s."""
+def wait_for(predicate, timeout: float, interval: float = 0.1, message: str = "condition"):
+    """Poll ``predicate()`` until true and return what it returned; raise ``AssertionError``
+    naming ``message`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        value = predicate()
+        if value:
+            return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout} s waiting for {message}")
 
