@@ -21,12 +21,16 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
+
+from grid import wait_for
 
 POSTGRES_ADMIN = os.environ.get("GRIDCRAWL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_ADMIN = os.environ.get("GRIDCRAWL_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/")
@@ -271,3 +275,22 @@ def stored_crawl(db: str, pages: int):
     for start in range(0, len(outcomes), 50):  # 50 a transaction: one each took 10 s for 400 on PostgreSQL
         store.apply(outcomes[start:start + 50], scope)
     return store
+
+
+def paused_extract(db: str, spec, ready) -> subprocess.Popen:
+    """``gridcrawl extract`` of ``db`` with ``spec`` (its stderr piped), paused (SIGSTOP) where
+    ``ready(its pid)`` holds, before and after the stop; the caller sends it SIGCONT."""
+    extract = subprocess.Popen([sys.executable, "-m", "gridcrawl", "extract", "--db", db, "--extract", str(spec),
+                                "--no-progress"], stderr=subprocess.PIPE, text=True)
+
+    def paused() -> bool:  # ready() still true once stopped: not a short transaction of its start caught
+        if not ready(extract.pid):
+            return False
+        os.kill(extract.pid, signal.SIGSTOP)
+        if ready(extract.pid):
+            return True
+        os.kill(extract.pid, signal.SIGCONT)
+        return False
+    wait_for(lambda: extract.poll() is not None or paused(), 60, 0.005, "the extract holding the lock")
+    assert extract.poll() is None, "the extract ended before it was paused"
+    return extract

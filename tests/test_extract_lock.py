@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from dbfixtures import stored_crawl
+from dbfixtures import paused_extract, stored_crawl
 from grid import Grid, wait_for
 from sites import generate_site
 
@@ -95,12 +95,9 @@ def test_a_crawl_started_while_an_extract_runs_is_refused_at_once(postgres_url, 
     every page's items."""
     store = stored_crawl(postgres_url, 300)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
-    extract = subprocess.Popen(_extract(postgres_url, tmp_path / "new.toml"), stderr=subprocess.PIPE, text=True)
+    extract = paused_extract(postgres_url, tmp_path / "new.toml",
+                             lambda pid: _writing(store.engine, postgres_url, pid))
     try:
-        wait_for(lambda: _writing(store.engine, postgres_url, extract.pid) or extract.poll() is not None, 60, 0.005,
-                 "the extract writing the items")
-        os.kill(extract.pid, signal.SIGSTOP)
-        assert extract.poll() is None, "the extract ended before it was paused"
         crawl = subprocess.run([sys.executable, "-m", "gridcrawl.client", "--manager", "tcp://127.0.0.1:1", "--db",
                                 postgres_url, "--no-progress", "http://127.0.0.1:1/new.html"],
                                capture_output=True, text=True, timeout=60)

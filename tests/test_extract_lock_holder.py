@@ -16,8 +16,8 @@ import sys
 import pytest
 
 from gridcrawl.db import running_crawler
-from dbfixtures import stored_crawl
-from grid import run_at_once, wait_for
+from dbfixtures import paused_extract, stored_crawl
+from grid import run_at_once
 
 pytestmark = pytest.mark.e2e
 
@@ -37,25 +37,6 @@ def _sqlite_writing(path: str) -> bool:
         return True
     finally:
         conn.close()
-
-
-def _paused_extract(db: str, spec, ready) -> subprocess.Popen:
-    """``gridcrawl extract`` of ``db`` with ``spec``, paused (SIGSTOP) where ``ready(its pid)``
-    holds, before and after the stop."""
-    extract = subprocess.Popen([sys.executable, "-m", "gridcrawl", "extract", "--db", db, "--extract", str(spec),
-                                "--no-progress"], stderr=subprocess.PIPE, text=True)
-
-    def paused() -> bool:  # ready() still true once stopped: not a short transaction of its start caught
-        if not ready(extract.pid):
-            return False
-        os.kill(extract.pid, signal.SIGSTOP)
-        if ready(extract.pid):
-            return True
-        os.kill(extract.pid, signal.SIGCONT)
-        return False
-    wait_for(lambda: extract.poll() is not None or paused(), 60, 0.005, "the extract holding the lock")
-    assert extract.poll() is None, "the extract ended before it was paused"
-    return extract
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
@@ -82,7 +63,7 @@ def test_a_crawl_started_while_an_extract_writes_an_sqlite_database_is_refused_a
     db = f"sqlite:///{path}"
     store = stored_crawl(db, PAGES)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
-    extract = _paused_extract(db, tmp_path / "new.toml", 
+    extract = paused_extract(db, tmp_path / "new.toml", 
                                lambda pid: _sqlite_writing(path) and f"pid {pid}" in (running_crawler(store.engine) or ""))
     try:
         assert _sqlite_writing(path), "the extract was paused before it wrote"
@@ -125,7 +106,7 @@ def test_the_holder_of_a_crawl_database_names_the_extract_on_every_back_end(db_u
     an export's warning name it."""
     store = stored_crawl(db_url, PAGES)
     (tmp_path / "new.toml").write_text(NEW_SPEC)
-    extract = _paused_extract(db_url, tmp_path / "new.toml", 
+    extract = paused_extract(db_url, tmp_path / "new.toml", 
                                lambda pid: f"pid {pid}" in (running_crawler(store.engine) or ""))
     try:
         holder = running_crawler(store.engine)
