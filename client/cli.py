@@ -690,7 +690,9 @@ def _lock_crawl(db: str, store, refusal=None, command: str = "gridcrawl-client")
     ``gridcrawl extract`` writes the items is refused at once, where its first transaction
     waited silently for the extract's); PostgreSQL, MariaDB and SQL Server: the server's own
     lock (:class:`~gridcrawl.db.CrawlerLock`, needing ``store``), the holder named by the
-    ``crawler`` meta row each writes once it holds the lock. The holder line names ``command``
+    ``crawler`` meta row the lock's connection writes as it takes the lock, trusted only while
+    the session it records holds the lock (PostgreSQL, MariaDB: a crawler killed or just
+    starting is not named after the one before it). The holder line names ``command``
     (``gridcrawl run, pid N, since ...``; on a server ``pid N on HOST``), so that a refusal
     says what holds the lock. ``refusal(where, holder)``, when given, is the one-line error
     when another holds it (a command other than a crawl that writes the crawl: ``gridcrawl
@@ -698,17 +700,19 @@ def _lock_crawl(db: str, store, refusal=None, command: str = "gridcrawl-client")
     None: none taken yet)."""
     import socket
     import sqlalchemy as sa
-    from gridcrawl.db import CrawlerLock, describe_error, shown_url
+    from gridcrawl.db import CrawlerLock, describe_error, running_crawler, shown_url
 
     def refuse(where: str, holder: str):
         fail((refusal or crawl_refusal)(where, holder))
     if store is not None and CrawlerLock.supported(store.engine):
-        lock = CrawlerLock(store.engine)
+        lock = CrawlerLock(store.engine, f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
+                                         f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
         try:
             if not lock.take():
-                refuse(shown_url(store.engine.url), store.get_meta("crawler") or "host and pid not recorded")
-            store.set_meta("crawler", f"{command}, pid {os.getpid()} on {socket.gethostname()}, since "
-                                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}")
+                # SQL Server's holder row is read as written: who holds its lock cannot be asked
+                holder = (running_crawler(store.engine) if CrawlerLock.held(store.engine) is not None
+                          else store.get_meta("crawler"))
+                refuse(shown_url(store.engine.url), holder or "a crawler starting")
         except sa.exc.DBAPIError as exc:
             fail(f"the crawl database failed: {describe_error(exc, store.engine)}")
         return lock

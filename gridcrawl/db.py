@@ -830,15 +830,23 @@ class CrawlerLock:
     ``wait_timeout``, 8 hours by default, and its lock with it) and takes the lock again on a
     new connection if the old one was lost; if another crawler has it by then, that is logged
     as an ERROR and :attr:`lost` is set (the client then stops its crawl: two would fetch the
-    same URLs)."""
+    same URLs).
+
+    ``holder``, when given, is the line that names this crawler (``"gridcrawl run, pid 26256 on
+    HOST, since 2026-11-30 05:15:48"``): each time the lock is taken (again) it is written, on the
+    lock's own connection, to the crawl database's ``crawl_meta`` row ``crawler``, and the
+    connection's session to the row ``crawler_session``, so that :func:`running_crawler` names
+    a holder only while that session holds the lock (a crawler that let go or was killed leaves
+    its rows behind, and one that has just taken the lock has not written its own yet)."""
 
     #: Seconds between two checks of the lock's connection. A lost connection (a network cut, a
     #: server restart) let go of the lock until the next check: at 300 s, a second crawler
     #: started 8 s after a 2 s outage got in and both crawled one frontier (202 URLs twice).
     KEEP_SECONDS = 5.0
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, holder: str | None = None) -> None:
         self.engine = engine
+        self.holder = holder
         self._conn: Connection | None = None
         self._stop: threading.Event | None = None
         self._guard = threading.Lock()  # the connection: taken by the keeping thread and close()
@@ -867,20 +875,43 @@ class CrawlerLock:
         """Whether a crawler holds the lock on ``engine``'s crawl database now, asked without
         taking it (PostgreSQL's ``pg_locks``, MariaDB's ``IS_USED_LOCK``); None where that
         cannot be asked (SQL Server, SQLite: :func:`running_crawler`)."""
-        name = engine.dialect.name
-        if name not in ("postgresql", "mysql", "mariadb"):
+        if engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
             return None
         with engine.connect() as conn:
-            key = cls._key(conn)
-            if name != "postgresql":
-                return conn.execute(sa.text("SELECT IS_USED_LOCK(:n)"), {"n": key}).scalar() is not None
-            # a bigint key shows as its high half in classid, its low half in objid, objsubid 1
-            unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
-            return bool(conn.execute(sa.text(
-                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = CAST(:hi AS oid) AND objid = CAST(:lo AS oid))"),
-                {"hi": unsigned >> 32, "lo": unsigned & 0xFFFF_FFFF}).scalar())
+            return cls.holding_session(conn) is not None
+
+    @classmethod
+    def holding_session(cls, conn: Connection) -> int | None:
+        """The server session (PostgreSQL's backend pid, MariaDB's connection id) that holds the
+        lock on ``conn``'s crawl database now, or None when none does. PostgreSQL and MariaDB
+        only (:meth:`held`)."""
+        key = cls._key(conn)
+        if conn.dialect.name != "postgresql":
+            return conn.execute(sa.text("SELECT IS_USED_LOCK(:n)"), {"n": key}).scalar()
+        # a bigint key shows as its high half in classid, its low half in objid, objsubid 1
+        unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+        return conn.execute(sa.text(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = CAST(:hi AS oid) AND objid = CAST(:lo AS oid)"),
+            {"hi": unsigned >> 32, "lo": unsigned & 0xFFFF_FFFF}).scalar()
+
+    @staticmethod
+    def _session(conn: Connection) -> int:
+        """``conn``'s server session, as :meth:`holding_session` names it (SQL Server: its SPID)."""
+        name = conn.dialect.name
+        return conn.execute(sa.text("SELECT pg_backend_pid()" if name == "postgresql" else "SELECT @@SPID"
+                                    if name == "mssql" else "SELECT CONNECTION_ID()")).scalar()
+
+    def _name(self, conn: Connection) -> None:
+        """Write :attr:`holder` and ``conn``'s session to the ``crawl_meta`` rows ``crawler`` and
+        ``crawler_session`` (the lock is ``conn``'s: see the class)."""
+        from gridcrawl.models import crawl_meta as meta
+        for name, value in (("crawler", self.holder), ("crawler_session", str(self._session(conn)))):
+            # rowcount 0 may also mean "same value" (drivers that count changed rows): insert-if-absent
+            if conn.execute(meta.update().where(meta.c.name == name).values(value=value)).rowcount == 0:
+                insert_ignore(conn, meta, [{"name": name, "value": value}])
+        conn.commit()
 
     def _try(self, conn: Connection) -> bool:
         name = conn.dialect.name
@@ -912,6 +943,8 @@ class CrawlerLock:
         conn = self.engine.connect()
         try:
             taken = self._try(conn)
+            if taken and self.holder is not None:
+                self._name(conn)
         except BaseException:
             conn.close()
             raise
@@ -997,16 +1030,21 @@ def running_crawler(engine: Engine) -> str | None:
     extract``), asked without taking it (``gridcrawl export`` warns that it exports a
     snapshot): the holder as it wrote itself down (``"gridcrawl run, pid 26256, since
     2026-11-30 05:15:48"``; PostgreSQL and MariaDB: its ``crawler`` meta row, with ``on HOST``
-    after the pid, or ``"a crawler"`` if it wrote none), or None when no one holds the lock or
+    after the pid, read only if the ``crawler_session`` row names the session holding the lock,
+    else ``"a crawler starting"``: :class:`CrawlerLock`), or None when no one holds the lock or
     this cannot be known (SQL Server, an SQLite database in memory or where ``fcntl`` is
     missing). SQLite: :func:`sqlite_lock_holder`."""
     if engine.dialect.name != "sqlite":
-        if not CrawlerLock.held(engine):
+        if engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
             return None
-        from gridcrawl.models import crawl_meta
+        from gridcrawl.models import crawl_meta as meta
         with engine.connect() as conn:
-            holder = conn.execute(sa.select(crawl_meta.c.value).where(crawl_meta.c.name == "crawler")).scalar()
-        return holder or "a crawler"
+            session = CrawlerLock.holding_session(conn)
+            if session is None:
+                return None
+            rows = dict(conn.execute(sa.select(meta.c.name, meta.c.value)
+                                     .where(meta.c.name.in_(("crawler", "crawler_session")))).all())
+        return rows.get("crawler") if rows.get("crawler_session") == str(session) else "a crawler starting"
     path = engine.url.database
     if not path or path == ":memory:" or path.startswith("file:"):
         return None
@@ -1033,5 +1071,4 @@ def sqlite_lock_holder(path: str) -> str | None:
             fcntl.flock(lock, fcntl.LOCK_UN)
     except OSError:  # no lock file: no crawler ever ran on it here
         return None
-    return None
     return None

@@ -305,6 +305,52 @@ def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, se
     other.close()
 
 
+@pytest.mark.parametrize("server", ["postgresql", "mariadb"])
+def test_a_crawler_lock_names_its_holder_only_while_the_holder_holds_it(request, server):
+    """The holder row (``crawl_meta``'s ``crawler``) was written by the crawl's store after the
+    lock was taken, and never cleared: a crawler refused in between, or one refused while the
+    holder had been killed and another had just taken the lock, was told the crawler before it
+    was crawling. The row is written by the lock's own connection now, with its session, and
+    :func:`running_crawler` believes it only while that session holds the lock: the first
+    holder, no one once it let go, "a crawler starting" for a holder that has not named itself
+    (its row still the first's), and a holder whose connection was lost named again once it
+    took the lock back on a new one."""
+    from gridcrawl.db import running_crawler
+    url = request.getfixturevalue({"postgresql": "postgres_url", "mariadb": "mariadb_url"}[server])
+    engine, other_engine = open_database(url), open_database(url)
+    CrawlStore(engine)  # the crawl's tables, crawl_meta among them
+    first_line, third_line = "gridcrawl run, pid 1 on a, since then", "gridcrawl-client, pid 2 on b, since now"
+    first, second = CrawlerLock(engine, first_line), CrawlerLock(other_engine)
+    third = CrawlerLock(other_engine, third_line)
+    third.KEEP_SECONDS = 0.2
+    try:
+        assert first.take()
+        assert running_crawler(other_engine) == first_line
+        first.close()
+        assert running_crawler(other_engine) is None
+        assert second.take()  # as a crawler of an older gridcrawl, or one between its lock and its row
+        assert running_crawler(engine) == "a crawler starting"
+        second.close()
+        assert third.take()
+        assert running_crawler(engine) == third_line
+        lost = third._conn
+        session = lost.execute(sa.text("SELECT pg_backend_pid()" if server == "postgresql"
+                                       else "SELECT CONNECTION_ID()")).scalar()
+        lost.commit()
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:s)" if server == "postgresql" else f"KILL {int(session)}"),
+                         {"s": session})
+            conn.commit()
+        wait_for(lambda: third._conn is not None and third._conn is not lost, 30,
+                 message="the lock taken again on a new connection")
+        assert running_crawler(engine) == third_line
+    finally:
+        for lock in (first, second, third):
+            lock.close()
+        engine.dispose()
+        other_engine.dispose()
+
+
 def test_a_crawler_lock_another_crawler_took_while_its_connection_was_lost_is_lost(postgres_url):
     """A network cut ends the connection holding the lock, and a second crawler takes the lock
     before the first can take it again: the first's lock is :attr:`~CrawlerLock.lost` (its client
