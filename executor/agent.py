@@ -285,7 +285,7 @@ class ExecutorAgent:
                 with self._running_lock:
                     self.running += 1
                 try:
-                    tag, attempt = str(generation).encode(), str(job.attempt_id).encode()
+                    attempt = str(job.attempt_id).encode()
                     began = time.monotonic()
                     with self._starts_lock:
                         self._starts[job.attempt_id] = (generation, began, False)
@@ -310,7 +310,7 @@ class ExecutorAgent:
                                             error=f"its result cannot be encoded: {type(exc).__name__}: {exc}")
                         encoded = p.encode_page(page)
                     try:
-                        push.send_multipart([tag, attempt, repr(time.monotonic() - began).encode(), encoded])
+                        push.send_multipart([attempt, repr(time.monotonic() - began).encode(), encoded])
                     except zmq.ContextTerminated:  # the executor stopped while this page ran
                         return
                     self.figures.pages += 1
@@ -350,8 +350,10 @@ class ExecutorAgent:
 
     def _connected(self) -> None:
         # A new connection is a new generation: the jobs not started are handed back (the manager
-        # takes them back), and results of jobs received on an older connection are dropped,
-        # never sent to a manager that may reuse their attempt ids (after a restart).
+        # takes them back); those running go on, and the registration names them (running).
+        # Their results are late ones: the manager fences them (never applied, but the host's
+        # politeness slot it keeps while their fetches may run is freed then, not a request
+        # window later; attempt ids are random, never reused by a manager after a restart).
         self._hand_back_queued()
         self.generation += 1
 
@@ -534,28 +536,24 @@ class ExecutorAgent:
     def _forward_results(self) -> None:
         """Send the pages the workers finished to the manager as one ``results`` message (split
         at ``max_message_bytes // 2``). An attempt whose start was not reported carries ``ran``,
-        the seconds it ran. Results of an older connection's jobs are dropped (their attempts
-        were taken back)."""
+        the seconds it ran. Results of an older connection's jobs go too: the manager fences
+        them (:meth:`_connected`)."""
         results: list[p.AttemptResult] = []
         while True:
             try:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
-            attempt_id = int(frames[1])
+            attempt_id = int(frames[0])
             with self._starts_lock:
                 start = self._starts.pop(attempt_id, None)
-            if int(frames[0]) != self.generation:
-                log.info("dropped the result of a job received on an earlier connection "
-                         "(the manager took its attempt back)")
-                continue
-            page = msgspec.Raw(frames[3])
+            page = msgspec.Raw(frames[2])
             if len(page) > self.settings.max_message_bytes - RESULT_OVERHEAD:
                 page = self._too_large(page)
             if start is not None and start[2]:  # its start was reported
                 results.append(p.AttemptResult(attempt_id, page))
             else:  # finished before its start was reported: the result says when it started
-                results.append(p.AttemptResult(attempt_id, page, float(frames[2])))
+                results.append(p.AttemptResult(attempt_id, page, float(frames[1])))
         dealer = self.link.socket
         try:
             limit, batch, size = self.settings.max_message_bytes // 2, [], 0

@@ -388,6 +388,9 @@ class Executor:
     quarantines: int = 0              # times quarantined (the back-off doubles each time)
     capabilities: frozenset = frozenset()         # what it declared at registration ("plugin:NAME" ...)
     request_window: float = 0.0       # seconds one of its threads may send requests after it starts (0: not said)
+    # the attempts it was running when it registered (of its earlier connections): their results
+    # are late ones, fenced, or dropped without a strike when this manager never knew them
+    prior: frozenset = frozenset()
     progress: float = float("-inf")   # POSIX s of its latest start or result of an attempt it held
     # application id -> the application instruction sent to it (for this registration: a new TCP
     # connection is a new ZeroMQ identity, which the manager answers "register" until it does)
@@ -797,13 +800,15 @@ class ManagerCore:
             # A re-registration means the executor started afresh: what it held is gone (not the
             # threads' fault, so it does not count towards max_attempts).
             actions += self._lose_executor(ex, now, "lost", record=False, count=False)
-            if m.running is not None:  # what it does not run sends nothing more: those slots are free
-                self.queue.release_holds(ex.executor_id, now, frozenset(m.running))
             if ex.peer is not None:
                 self.peers.pop(ex.peer, None)
         quarantined_until = ex.quarantined_until if ex is not None else None  # a re-registration keeps it
         quarantines = ex.quarantines if ex is not None else 0
         executor_id = ex.executor_id if ex is not None else (claimed_id or self.new_id())
+        if m.running is not None and (ex is not None or claimed_id):
+            # what it does not run sends nothing more: those slots are free (its attempts this
+            # manager took back just now, and a previous manager's: restore)
+            self.queue.release_holds(executor_id, now, frozenset(m.running))
         workers = min(m.threads, self.settings.max_threads_per_executor)  # believe no more than the cap
         if workers < m.threads:  # its welcome says so: the executor runs (and logs) no more than these
             log.warning("executor %s claims %d worker threads: believed %d (max_threads_per_executor)",
@@ -816,6 +821,7 @@ class ManagerCore:
         ex.info = {"os": m.os, "arch": m.arch, "cpu_max": m.cpu_max, "num_cpus": m.num_cpus, "mem_max": m.mem_max}
         ex.capabilities = frozenset(m.capabilities)
         ex.request_window = m.request_window
+        ex.prior = frozenset(m.running or ())
         self.executors[executor_id] = self.connected[executor_id] = ex
         namesakes = self.connected_names.setdefault(m.name, set())
         namesakes.intersection_update(self.connected)
@@ -1086,7 +1092,9 @@ class ManagerCore:
         fenced: recorded as ``fenced``, otherwise ignored — but its fetch is over, so the host's
         slot it still held is freed, with its status, Retry-After and Crawl-delay applied to the
         host as any result's (:meth:`ReadyQueue.release_hold
-        <gridcrawl.manager.queue.ReadyQueue.release_hold>`). Anything else is a forgery or garbage:
+        <gridcrawl.manager.queue.ReadyQueue.release_hold>`). One of the attempts ``ex`` said it
+        was running when it registered (:attr:`Executor.prior`) that this manager never knew (a
+        manager on another database) is dropped quietly. Anything else is a forgery or garbage:
         dropped without touching any record, and a :class:`Strike` against the peer.
         """
         attempt_id = r.attempt_id
@@ -1102,6 +1110,10 @@ class ManagerCore:
             log.info("fenced out a late result of attempt %d from executor %s", attempt_id,
                      ex.name if ex is not None else late[0][:8])
             return [ev.AttemptEnded(attempt_id, "fenced", now)]
+        if ex is not None and attempt_id in ex.prior:  # said at registration: honest, of a manager before
+            log.info("dropped a late result of attempt %d from executor %s: not one this manager knows",
+                     attempt_id, ex.name)
+            return []
         return [Strike(peer, f"result for attempt {attempt_id}, not one of its own")]
 
     @staticmethod
@@ -2071,7 +2083,7 @@ class ManagerCore:
     # -------------------------------------------------------------------------- restart
 
     def restore(self, applications: list[dict], threads: list[dict], now: float,
-                running: list[tuple[int, str]] = ()) -> list[Action]:
+                running: list[tuple[int, str, str, float | None]] = ()) -> list[Action]:
         """Reload state after a manager restart from the database rows.
 
         ``applications``: rows of non-stopped applications, with their figures so far when known
@@ -2082,13 +2094,23 @@ class ManagerCore:
         is fetched again; the application stores each page once by fingerprint), but is *held*
         until its application reattaches and submits it again: the crawling instruction it
         carries lives only in the application. Executors are not restored: they register again
-        when they notice the new manager. ``running``: ``(attempt_id, executor_id)`` of the
-        attempts that were running when the previous manager stopped, or that it had taken back
-        (``lost``), oldest first; their late results are fenced rather than counted as forgeries.
+        when they notice the new manager. ``running``: ``(attempt_id, executor_id, host,
+        since)`` of the attempts that were running when the previous manager stopped, or that it
+        had taken back (``lost``), oldest first, ``since`` when its fetch may have begun (POSIX s:
+        its start; the take-back of one taken back before it started; None: not known, now); their late results are fenced rather than counted as forgeries, and
+        each keeps its host's politeness slot while its fetch may still be running, as a
+        taken-back attempt's (:meth:`_hold`: this manager's request window after its start): its
+        executor, which lives on, would otherwise fetch the host beside the threads this manager
+        dispatches there (a restart or fail-over mid-crawl doubled a host's requests in flight).
+        The executor frees the slots of those it no longer runs when it registers again.
         """
         actions: list[Action] = []
-        for attempt_id, executor_id in running:
+        window = min(self.settings.request_window(), self.settings.thread_timeout)
+        for attempt_id, executor_id, host, since in running:
             self._remember_late(attempt_id, executor_id or "", None)
+            if host:
+                self.queue.hold_restored(attempt_id, host, now, (now if since is None else since) + window,
+                                         executor_id or "")
         for row in applications:
             app = Application(row["application_id"], row["application_name"], row["usr_name"], None,
                               row.get("time_created", now), state=ApplicationState(row["state"]), last_seen=now,

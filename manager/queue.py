@@ -237,13 +237,17 @@ class ReadyQueue:
             return
         self._enqueue(thread)
 
-    def _enqueue(self, thread: "GridThread") -> None:
-        host = self.hosts.get(thread.host)
+    def _host(self, name: str) -> HostState:
+        """The politeness state of host ``name``, made if it has none now."""
+        host = self.hosts.get(name)
         if host is None:
-            answered = thread.host in self._answered
-            crawl_delay = self._answered.get(thread.host)  # known from before its state was dropped
-            host = self.hosts[thread.host] = HostState(thread.host, answered=answered, crawl_delay=crawl_delay,
-                                                       delay=self._delay(crawl_delay))
+            crawl_delay = self._answered.get(name)  # known from before its state was dropped
+            host = self.hosts[name] = HostState(name, answered=name in self._answered, crawl_delay=crawl_delay,
+                                                delay=self._delay(crawl_delay))
+        return host
+
+    def _enqueue(self, thread: "GridThread") -> None:
+        host = self._host(thread.host)
         heapq.heappush(host.lanes.setdefault(thread.needs, []), (-thread.priority, thread.queue_seq, thread))
         host.queued += 1
         self._schedule(host, 0.0)
@@ -489,8 +493,24 @@ class ReadyQueue:
         if until <= now:
             self.release(thread, now)
             return
+        self._hold(host, attempt_id, until, owner)
+
+    def hold_restored(self, attempt_id: int, host_name: str, now: float, until: float, owner: str) -> None:
+        """Attempt ``attempt_id`` of executor ``owner`` was running at host ``host_name`` when the
+        previous manager stopped (a restart, a fail-over): its executor may still be fetching, so
+        its slot is taken (counted in the host's ``in_flight`` and ``held``, the host's state made
+        if need be) as :meth:`hold` keeps one, until its late result, its executor registering
+        without it (:meth:`release_holds`) or ``until`` (POSIX s). Nothing when ``until`` is at or
+        before ``now``, or the attempt is held already."""
+        if until <= now or attempt_id in self._holds:
+            return
+        host = self._host(host_name)
+        host.in_flight += 1
+        self._hold(host, attempt_id, until, owner)
+
+    def _hold(self, host: HostState, attempt_id: int, until: float, owner: str | None) -> None:
         host.held += 1
-        self._holds[attempt_id] = (thread.host, until, owner)
+        self._holds[attempt_id] = (host.host, until, owner)
         heapq.heappush(self._hold_ends, (until, attempt_id))
 
     def release_holds(self, owner: str, now: float, running: set[int] | frozenset[int]) -> None:

@@ -262,10 +262,15 @@ class ManagerServer:
             next_internal = (conn.execute(sa.select(sa.func.max(t.c.internal_thread_id))).scalar() or 0) + 1
             # attempts whose late result is fenced, not struck as a forgery: those running when the
             # previous manager stopped, and the latest it had taken back (an executor paused
-            # across the restart sends their results then)
-            running = [tuple(r) for r in conn.execute(
-                sa.select(x.c.attempt_id, x.c.executor_id).where(x.c.outcome.in_(("running", "lost")))
-                .order_by(x.c.time_assigned.desc()).limit(LATE_ATTEMPTS))][::-1]
+            # across the restart sends their results then); each holds its host's slot while its
+            # fetch may go on (ManagerCore.restore)
+            rows = conn.execute(
+                sa.select(x.c.attempt_id, x.c.executor_id, x.c.outcome, t.c.host, x.c.time_started, x.c.time_finished)
+                .join(t, t.c.internal_thread_id == x.c.internal_thread_id).where(x.c.outcome.in_(("running", "lost")))
+                .order_by(x.c.time_assigned.desc()).limit(LATE_ATTEMPTS)).all()[::-1]
+            # since when each may be fetching: its start (one taken back before it started: then)
+            running = [(r.attempt_id, r.executor_id, r.host,
+                        to_timestamp(r.time_started or (r.time_finished if r.outcome == "lost" else None))) for r in rows]
             apps = [dict(r._mapping) for r in conn.execute(
                 sa.select(a).where(a.c.state != int(ApplicationState.STOPPED)))]
             figures = application_figures(conn, [r["application_id"] for r in apps])

@@ -129,9 +129,57 @@ def test_results_only_from_the_assigned_executor_others_are_strikes_and_touch_no
     assert done.message.page.url == "real"
 
 
+def test_attempts_running_when_the_previous_manager_stopped_keep_their_hosts_slots():
+    """A manager restarted (or a standby taking over) mid-crawl knew nothing of the previous
+    manager's attempts still fetching at their executors, which live on: it dispatched their
+    hosts' threads to other executors at once, and a host allowed one request at a time had two.
+    Each such attempt now holds its host's slot as a taken-back one does: until its late result,
+    until its executor registers again without it, or for the request window after its start
+    (thread_timeout 10 s here); one that started longer ago holds nothing."""
+    T = 1000.0
+    core = make_core(S.replace(concurrent_requests_per_host=1))
+    core.remember_executors([("old-ex", "u", "old", "h")])
+    core.restore([], [], T, running=[(77, "old-ex", "h1.test", T - 1), (78, "old-ex", "h2.test", T - 1),
+                                     (79, "old-ex", "h0.test", T - 20)])
+    for host in ("h0.test", "h1.test", "h2.test"):
+        core.queue.note_answered(host)
+    register(core, b"new", 4, now=T)
+    app = open_app(core, now=T)
+    got = assigned(submit(core, app, [1, 2, 3], now=T))
+    assert [job.thread_id for _, job in got] == [3]  # h0.test's attempt began 20 s ago: no longer held
+    # the old executor comes back still running attempt 77, not 78: h2.test's slot is free (90: an
+    # attempt this manager never knew)
+    actions = core.handle(b"old", p.Register(name="old", host="h", user="u", threads=2, executor_id="old-ex",
+                                             running=[77, 90]), T + 1)
+    assert sends(actions, p.Welcome)[0].message.executor_id == "old-ex"
+    assert [job.thread_id for _, job in assigned(actions)] == [2]
+    assert [job.thread_id for _, job in assigned(core.tick(T + 2))] == []  # h1.test still held
+    # its late result frees h1.test's slot (fenced, not struck), and thread 1 goes out
+    actions = core.handle(b"old", p.Result(77, p.PageResult(url="http://h1.test/1", status=200)), T + 3)
+    assert [a.outcome for a in actions if isinstance(a, ev.AttemptEnded)] == ["fenced"]
+    assert [job.thread_id for _, job in assigned(actions)] == [1]
+    # a result of an attempt it named at registration that this manager never knew (a manager on
+    # another database): dropped, no strike against an honest executor
+    assert core.handle(b"old", p.Result(90, p.PageResult(url="http://h2.test/9", status=200)), T + 3) == []
+    assert core.handle(b"new", p.Result(90, p.PageResult(url="http://h2.test/9", status=200)), T + 3) \
+        == [Strike(b"new", "result for attempt 90, not one of its own")]
+    # an executor that never comes back holds its hosts' slots only for the window
+    again = make_core(S.replace(concurrent_requests_per_host=1))
+    again.restore([], [], T, running=[(80, "gone", "h1.test", T - 1)])
+    again.queue.note_answered("h1.test")
+    register(again, b"new", 4, now=T)
+    app = open_app(again, now=T)
+    assert assigned(submit(again, app, [1], now=T)) == []
+    for now in (T + 2, T + 4, T + 6, T + 8, T + 8.9):
+        beat(again, (b"new", b"client"), now)
+        assert assigned(again.tick(now)) == []
+    beat(again, (b"new", b"client"), T + 9.1)
+    assert [job.thread_id for _, job in assigned(again.tick(T + 9.1))] == [1]
+
+
 def test_a_late_result_of_the_previous_manager_is_fenced_not_struck():
     core = make_core()
-    core.restore([], [], 0.0, running=[(123456789012, "old-executor")])
+    core.restore([], [], 0.0, running=[(123456789012, "old-executor", "a.test", None)])
     actions = core.handle(b"x", p.Result(123456789012, p.PageResult(url="late")), 1.0)
     assert [a.outcome for a in actions if type(a) in ev.EVENTS.values()] == ["fenced"]
     assert not any(isinstance(a, Strike) for a in actions) and sends(actions, p.Refuse)
