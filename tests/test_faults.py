@@ -181,7 +181,10 @@ def test_a_manager_restarted_while_requests_are_under_way_keeps_their_hosts_slot
         client = grid.start_client(server.url("/"), env=env)
         wait_for(lambda: visited(grid) >= 3, 60, message="3 pages")
         server.latency = 5.0
-        time.sleep(1.0)  # the quick requests ended, two of 5 s are under way (ex1's), recorded as running
+        time.sleep(1.0)  # the quick requests ended, two of 5 s are under way (ex1's)
+        wait_for(lambda: grid.query("manager", "SELECT COUNT(*) FROM attempt WHERE outcome = 'running' "
+                                               "AND time_started IS NOT NULL")[0][0] >= 2, 30, 0.05,
+                 "two attempts recorded as running")
         ex1.send_signal(signal.SIGSTOP)
         grid.manager.kill()
         grid.manager.wait()
