@@ -209,6 +209,9 @@ class ExecutorAgent:
         self.jobs: queue.Queue = queue.Queue()
         self.parse_gate = threading.BoundedSemaphore(settings.parse_threads)  # page trees alive at once
         self.cancelled: set[int] = set()
+        # results finished while no manager has welcomed this connection (a reconnection under
+        # way): sent once one has, after the registration that names their attempts as running
+        self._unsent: list[p.AttemptResult] = []
         # application id -> its instruction (Job.application_instruction), the most recently used last
         self.application_instructions: collections.OrderedDict[str, dict] = collections.OrderedDict()
         # attempts the workers run, until finished: attempt id -> (generation, monotonic start,
@@ -409,6 +412,8 @@ class ExecutorAgent:
             self.executor_id = message.executor_id
             log.info("registered as executor %s with %s", message.executor_id[:8], self.manager)
             self._grant(message.threads)
+            if self._unsent:
+                self._forward_results()
             if not self.accepting:  # (the registration said so: the manager assigns it nothing)
                 log.info("not taking grid threads yet (%s)", self.idle.reason)
         elif isinstance(message, p.Assign):
@@ -537,8 +542,11 @@ class ExecutorAgent:
         """Send the pages the workers finished to the manager as one ``results`` message (split
         at ``max_message_bytes // 2``). An attempt whose start was not reported carries ``ran``,
         the seconds it ran. Results of an older connection's jobs go too: the manager fences
-        them (:meth:`_connected`)."""
-        results: list[p.AttemptResult] = []
+        them (:meth:`_connected`). While no manager has welcomed the current connection they
+        wait (no more than the jobs it held): before its welcome a result would reach it from a peer it
+        does not know (a registration refused for now, while the old connection still looks
+        alive to it), a strike against this executor."""
+        results, self._unsent = self._unsent, []
         while True:
             try:
                 frames = self.results.recv_multipart(zmq.NOBLOCK)
@@ -554,6 +562,9 @@ class ExecutorAgent:
                 results.append(p.AttemptResult(attempt_id, page))
             else:  # finished before its start was reported: the result says when it started
                 results.append(p.AttemptResult(attempt_id, page, float(frames[1])))
+        if not self.link.up:
+            self._unsent = results
+            return
         dealer = self.link.socket
         try:
             limit, batch, size = self.settings.max_message_bytes // 2, [], 0

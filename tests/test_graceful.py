@@ -87,6 +87,69 @@ def held(grid: Grid, name: str) -> int:
         return 0
 
 
+def test_an_executor_sends_its_earlier_connections_results_only_once_a_manager_welcomes_it(tmp_path, site_server):
+    """An executor whose manager fell silent mid-page registers again on a new connection, naming
+    the attempt still running. Its result used to be dropped (and the manager's slot for the
+    host waited a whole request window); it is sent now, for the manager to fence, but only once
+    a manager has welcomed the new connection: before that (a registration not answered yet, or
+    refused while the old connection still looks alive) it would come from a peer the manager
+    does not know, a strike against an honest executor. A scripted manager (pyzmq) welcomes,
+    assigns one page (robots.txt and the page, 1 s each), goes silent, and answers the
+    registrations that follow late."""
+    server = site_server(generate_site(3, links_per_page=1, seed=7), latency=1.0)
+    context = zmq.Context()
+    manager = context.socket(zmq.ROUTER)
+    manager.setsockopt(zmq.LINGER, 0)
+    port = manager.bind_to_random_port("tcp://127.0.0.1")
+    executor = subprocess.Popen([sys.executable, "-m", "gridcrawl.executor", "--manager", f"tcp://127.0.0.1:{port}",
+                                 "--name", "ex", "--threads", "1", "--allow-private", "127.0.0.0/8", *FAST],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def receive(timeout: float) -> tuple[bytes, p.Message] | None:
+        if not manager.poll(int(timeout * 1000)):
+            return None
+        peer, *frames = manager.recv_multipart()
+        return peer, p.decode(frames)
+
+    try:
+        first, register = receive(30)
+        assert isinstance(register, p.Register)
+        manager.send_multipart([first, *p.encode(p.Welcome("e1", 0.25, 3))])
+        manager.send_multipart([first, *p.encode(p.Assign([p.Job(4242, "app", 1, server.url("/"))]))])
+        deadline = time.monotonic() + 30
+        while not (got := receive(1)) or not isinstance(got[1], p.Started):  # the page is under way
+            assert time.monotonic() < deadline, "the job never started"
+        # silent from now: the executor registers again on new connections, unanswered for 3.5 s
+        # (its page ends within them)
+        unanswered, deadline = [], time.monotonic() + 3.5
+        while (left := deadline - time.monotonic()) > 0:
+            if (got := receive(left)) is not None and got[0] != first:
+                unanswered.append(got)
+        registrations = [(peer, m) for peer, m in unanswered if isinstance(m, p.Register)]
+        assert registrations and all(m.running == [4242] for _, m in registrations), unanswered
+        assert not [m for _, m in unanswered if isinstance(m, (p.Result, p.Results))], unanswered
+        assert server.count("/") == 1  # (the page was fetched meanwhile)
+        # the manager answers now: each registration (the executor may have moved on to a newer
+        # connection meanwhile) is welcomed, and the result comes on a welcomed connection
+        welcomed, deadline = set(), time.monotonic() + 20
+        for peer, _ in registrations[-1:]:
+            manager.send_multipart([peer, *p.encode(p.Welcome("e1", 0.25, 3))])
+            welcomed.add(peer)
+        while not (got := receive(1)) or not isinstance(got[1], p.Results):
+            assert time.monotonic() < deadline, "no result after the welcome"
+            if got is not None and isinstance(got[1], p.Register):
+                manager.send_multipart([got[0], *p.encode(p.Welcome("e1", 0.25, 3))])
+                welcomed.add(got[0])
+            elif got is not None and got[0] in welcomed:
+                manager.send_multipart([got[0], *p.encode(p.Heartbeat())])
+        assert got[0] in welcomed and [r.attempt_id for r in got[1].results] == [4242]
+    finally:
+        executor.terminate()
+        executor.wait(30)
+        manager.close()
+        context.term()
+
+
 def test_sigterm_of_an_executor_hands_its_work_back_and_it_is_reassigned_at_once(tmp_path, site_server):
     site = generate_site(100, links_per_page=5, seed=59)
     # pages slow enough that the attempts the records show running still run when SIGTERM comes
