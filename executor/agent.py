@@ -283,6 +283,8 @@ class ExecutorAgent:
                 if job.attempt_id in self.cancelled:
                     self.cancelled.discard(job.attempt_id)
                     continue
+                if generation != self.generation:  # taken off the queue as a new connection handed it back:
+                    continue  # a manager registering this executor again takes back what it had not started
                 if finished_at is not None:
                     self.figures.add_idle(worker, time.monotonic() - finished_at)
                 with self._running_lock:
