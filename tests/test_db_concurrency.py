@@ -273,6 +273,22 @@ def test_a_crawler_lock_let_go_is_free_for_another_at_once(request, server):
         other_engine.dispose()
 
 
+def _end_the_locks_connection(lock: CrawlerLock, other_engine, server: str) -> None:
+    """End the server session of the connection holding ``lock`` from ``other_engine`` (as a
+    server restart, a network cut or MariaDB's ``wait_timeout`` does), and wait until ``lock``
+    is taken again on a new connection."""
+    lost = lock._conn
+    session = lost.execute(sa.text("SELECT pg_backend_pid()" if server == "postgresql"
+                                   else "SELECT CONNECTION_ID()")).scalar()
+    lost.commit()
+    with other_engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:s)" if server == "postgresql" else f"KILL {int(session)}"),
+                     {"s": session})
+        conn.commit()
+    wait_for(lambda: lock._conn is not None and lock._conn is not lost, 30,
+             message="the lock taken again on a new connection")
+
+
 @pytest.mark.parametrize("server", ["postgresql", "mariadb"])
 def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, server):
     """The connection holding a crawler's lock on a server is ended (a server restart, a network
@@ -285,16 +301,7 @@ def test_the_crawler_lock_is_taken_again_when_its_connection_is_lost(request, se
     try:
         assert held.take()
         assert not other.take()
-        first = held._conn
-        session = first.execute(sa.text("SELECT pg_backend_pid()" if server == "postgresql"
-                                        else "SELECT CONNECTION_ID()")).scalar()
-        first.commit()
-        with other_engine.connect() as conn:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:s)" if server == "postgresql" else f"KILL {int(session)}"),
-                         {"s": session})
-            conn.commit()
-        wait_for(lambda: held._conn is not None and held._conn is not first, 30,
-                 message="the lock taken again on a new connection")
+        _end_the_locks_connection(held, other_engine, server)
         assert not other.take()
     finally:
         held.close()
@@ -333,16 +340,7 @@ def test_a_crawler_lock_names_its_holder_only_while_the_holder_holds_it(request,
         second.close()
         assert third.take()
         assert running_crawler(engine) == third_line
-        lost = third._conn
-        session = lost.execute(sa.text("SELECT pg_backend_pid()" if server == "postgresql"
-                                       else "SELECT CONNECTION_ID()")).scalar()
-        lost.commit()
-        with engine.connect() as conn:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:s)" if server == "postgresql" else f"KILL {int(session)}"),
-                         {"s": session})
-            conn.commit()
-        wait_for(lambda: third._conn is not None and third._conn is not lost, 30,
-                 message="the lock taken again on a new connection")
+        _end_the_locks_connection(third, engine, server)
         assert running_crawler(engine) == third_line
     finally:
         for lock in (first, second, third):
