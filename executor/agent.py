@@ -283,8 +283,10 @@ class ExecutorAgent:
                 if job.attempt_id in self.cancelled:
                     self.cancelled.discard(job.attempt_id)
                     continue
-                if generation != self.generation:  # taken off the queue as a new connection handed it back:
-                    continue  # a manager registering this executor again takes back what it had not started
+                if generation != self.generation:
+                    # taken off the queue as a new connection handed it back: a manager that
+                    # registers this executor again takes back what it had not started
+                    continue
                 if finished_at is not None:
                     self.figures.add_idle(worker, time.monotonic() - finished_at)
                 with self._running_lock:
@@ -545,9 +547,9 @@ class ExecutorAgent:
         at ``max_message_bytes // 2``). An attempt whose start was not reported carries ``ran``,
         the seconds it ran. Results of an older connection's jobs go too: the manager fences
         them (:meth:`_connected`). While no manager has welcomed the current connection they
-        wait (no more than the jobs it held): before its welcome a result would reach it from a peer it
-        does not know (a registration refused for now, while the old connection still looks
-        alive to it), a strike against this executor."""
+        wait (no more than the jobs it held): before its welcome a result would reach the
+        manager from a peer it does not know (a registration refused for now, while the old
+        connection still looks alive to it), a strike against this executor."""
         results, self._unsent = self._unsent, []
         while True:
             try:

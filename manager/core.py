@@ -2097,12 +2097,13 @@ class ManagerCore:
         when they notice the new manager. ``running``: ``(attempt_id, executor_id, host,
         since)`` of the attempts that were running when the previous manager stopped, or that it
         had taken back (``lost``), oldest first, ``since`` when its fetch may have begun (POSIX s:
-        its start; the take-back of one taken back before it started; None: not known, now); their late results are fenced rather than counted as forgeries, and
-        each keeps its host's politeness slot while its fetch may still be running, as a
-        taken-back attempt's (:meth:`_hold`: this manager's request window after its start): its
-        executor, which lives on, would otherwise fetch the host beside the threads this manager
-        dispatches there (a restart or fail-over mid-crawl doubled a host's requests in flight).
-        The executor frees the slots of those it no longer runs when it registers again.
+        its start; the take-back of one taken back before it started; None: not known, now).
+        Their late results are fenced rather than counted as forgeries, and each keeps its
+        host's politeness slot while its fetch may still be running, as a taken-back attempt's
+        (:meth:`_hold`: this manager's request window after its start): its executor, which
+        lives on, would otherwise fetch the host beside the threads this manager dispatches there
+        (a restart or fail-over mid-crawl sent a host's requests past its limit). The executor
+        frees the slots of those it no longer runs when it registers again.
         """
         actions: list[Action] = []
         window = min(self.settings.request_window(), self.settings.thread_timeout)

@@ -266,7 +266,7 @@ class ManagerServer:
             # fetch may go on (ManagerCore.restore)
             rows = conn.execute(
                 sa.select(x.c.attempt_id, x.c.executor_id, x.c.outcome, t.c.host, x.c.time_started, x.c.time_finished)
-                .join(t, t.c.internal_thread_id == x.c.internal_thread_id).where(x.c.outcome.in_(("running", "lost")))
+                .outerjoin(t, t.c.internal_thread_id == x.c.internal_thread_id).where(x.c.outcome.in_(("running", "lost")))
                 .order_by(x.c.time_assigned.desc()).limit(LATE_ATTEMPTS)).all()[::-1]
             # since when each may be fetching: its start (one taken back before it started: then)
             running = [(r.attempt_id, r.executor_id, r.host,
