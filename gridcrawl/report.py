@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -407,8 +408,11 @@ class ActiveManager:
     """The manager holding the database's lease (:mod:`gridcrawl.manager.lease`): its
     ``address``, lease ``epoch`` (1 for the first manager, +1 at every take-over), ``since`` (UTC,
     when it took the lease) and ``expires_at`` (UTC; in the past: no manager is active);
-    ``read_at``: the database server's clock when the row was read (UTC; None: this host's
-    clock, as on SQLite), by which the lease is judged (:mod:`gridcrawl.manager.lease`)."""
+    ``read_at``: the database server's clock when the row was read (UTC; on SQLite this host's
+    clock then; None: now), by which the lease is judged (:mod:`gridcrawl.manager.lease`), so that
+    a report judges it once: judged at each look, a lease expiring between the look that said
+    whether executors can be up and the one that printed the manager's line printed "not running"
+    over executors "up"."""
 
     address: str | None
     holder: str
@@ -447,7 +451,7 @@ def active_manager(engine: Engine) -> ActiveManager | None:
                            .where(t.c.holder != "")).first()
         clock = server_time(conn) if row is not None else None
     return None if row is None else ActiveManager(row.address, row.holder, int(row.epoch), row.since, row.expires_at,
-                                                  None if clock is None else from_timestamp(clock))
+                                                  from_timestamp(time.time() if clock is None else clock))
 # ---------------------------------------------------------------------------------------------
 # The semantic crawl (crawl database): what the triple table and the ontology focus hold.
 

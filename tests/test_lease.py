@@ -109,6 +109,20 @@ def test_one_holder_at_a_time_take_over_after_expiry_and_the_old_holder_is_fence
     third.release()
 
 
+def test_a_lease_read_for_a_report_is_judged_once_by_the_clock_when_it_was_read(lease_db):
+    """``gridcrawl report`` asked twice whether the lease was live (whether executors can be up,
+    then for the manager's line): on SQLite each look read this host's clock anew, and a lease
+    expiring between them printed "not running" over executors "up: waiting" (a full suite on a
+    loaded machine caught it). A lease read is judged by the clock of its reading."""
+    lease = Lease(lease_db, "manager-1", seconds=0.5, alive=lambda holder: True)
+    lease.acquire()
+    read = active_manager(lease_db)
+    time.sleep(0.7)  # the lease has expired since it was read
+    assert read.live and "manager-1: active" in read.describe()
+    assert not active_manager(lease_db).live  # read again: expired
+    lease.release()
+
+
 @pytest.mark.parametrize("backend", ["postgresql", "mariadb"])  # SQLite: one machine, one clock
 def test_the_lease_is_judged_by_the_database_servers_clock_not_the_hosts(backend, request, monkeypatch, caplog):
     """A standby on a host whose clock runs 30 s ahead does not take the lease of a manager that
