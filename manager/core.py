@@ -2107,11 +2107,18 @@ class ManagerCore:
         """
         actions: list[Action] = []
         window = min(self.settings.request_window(), self.settings.thread_timeout)
+        held: dict[str, int] = {}
         for attempt_id, executor_id, host, since in running:
             self._remember_late(attempt_id, executor_id or "", None)
-            if host:
-                self.queue.hold_restored(attempt_id, host, now, (now if since is None else since) + window,
-                                         executor_id or "")
+            if host and self.queue.hold_restored(attempt_id, host, now, (now if since is None else since) + window,
+                                                 executor_id or ""):
+                held[host] = held.get(host, 0) + 1
+        for host, count in held.items():
+            # more than one request in flight there: it had answered (and has no delay), so the
+            # slots its held attempts leave are free, not one for a first contact (resumed with
+            # fewer executors after a kill -9, a one-host crawl waited the whole window)
+            if count > 1:
+                self.queue.note_answered(host)
         for row in applications:
             app = Application(row["application_id"], row["application_name"], row["usr_name"], None,
                               row.get("time_created", now), state=ApplicationState(row["state"]), last_seen=now,

@@ -495,18 +495,19 @@ class ReadyQueue:
             return
         self._hold(host, attempt_id, until, owner)
 
-    def hold_restored(self, attempt_id: int, host_name: str, now: float, until: float, owner: str) -> None:
+    def hold_restored(self, attempt_id: int, host_name: str, now: float, until: float, owner: str) -> bool:
         """Attempt ``attempt_id`` of executor ``owner`` was running at host ``host_name`` when the
         previous manager stopped (a restart, a fail-over): its executor may still be fetching, so
         its slot is taken (counted in the host's ``in_flight`` and ``held``, the host's state made
         if need be) as :meth:`hold` keeps one, until its late result, its executor registering
-        without it (:meth:`release_holds`) or ``until`` (POSIX s). Nothing when ``until`` is at or
-        before ``now``, or the attempt is held already."""
+        without it (:meth:`release_holds`) or ``until`` (POSIX s). Returns False (nothing done)
+        when ``until`` is at or before ``now``, or the attempt is held already."""
         if until <= now or attempt_id in self._holds:
-            return
+            return False
         host = self._host(host_name)
         host.in_flight += 1
         self._hold(host, attempt_id, until, owner)
+        return True
 
     def _hold(self, host: HostState, attempt_id: int, until: float, owner: str | None) -> None:
         host.held += 1

@@ -177,6 +177,22 @@ def test_attempts_running_when_the_previous_manager_stopped_keep_their_hosts_slo
     assert [job.thread_id for _, job in assigned(again.tick(T + 9.1))] == [1]
 
 
+def test_a_host_with_several_restored_attempts_has_its_other_slots_free_at_once():
+    """Restored attempts hold their slots, but a host that had several requests in flight had
+    answered: its other slots are free at once, not one at a time for a first contact. Resumed
+    with 2 executors after a kill -9 of a run with 4, a one-host crawl waited the whole request
+    window (96 s for the Python docs, 1.7 s now). A host with one restored attempt may have been
+    a first contact: it waits for it."""
+    T = 1000.0
+    core = make_core(S.replace(concurrent_requests_per_host=4))
+    core.restore([], [], T, running=[(70, "gone", "h1.test", T - 1), (71, "gone", "h1.test", T - 1),
+                                     (72, "gone", "h2.test", T - 1)])
+    register(core, b"new", 8, now=T)
+    app = open_app(core, now=T)
+    got = assigned(submit(core, app, [1, 4, 7, 10, 2, 5], now=T))  # h1.test: 1, 4, 7, 10; h2.test: 2, 5
+    assert sorted(job.thread_id for _, job in got) == [1, 4]  # 4 slots less the 2 held; none of h2.test's
+
+
 def test_a_late_result_of_the_previous_manager_is_fenced_not_struck():
     core = make_core()
     core.restore([], [], 0.0, running=[(123456789012, "old-executor", "a.test", None)])
