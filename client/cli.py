@@ -710,7 +710,7 @@ def _lock_crawl(db: str, store, refusal=None, command: str = "gridcrawl-client")
         try:
             if not lock.take():
                 # SQL Server's holder row is read as written: who holds its lock cannot be asked
-                holder = (running_crawler(store.engine) if CrawlerLock.held(store.engine) is not None
+                holder = (running_crawler(store.engine) if store.engine.dialect.name in CrawlerLock.ASKED
                           else store.get_meta("crawler"))
                 refuse(shown_url(store.engine.url), holder or "a crawler starting")
         except sa.exc.DBAPIError as exc:

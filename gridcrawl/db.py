@@ -853,10 +853,13 @@ class CrawlerLock:
         #: set when the lock was lost with its connection and another crawler holds it now
         self.lost = threading.Event()
 
+    #: Back ends whose lock's holder can be asked without taking the lock (:meth:`held`).
+    ASKED = ("postgresql", "mysql", "mariadb")
+
     @staticmethod
     def supported(engine: Engine) -> bool:
         """Whether ``engine``'s back end has such a lock (not SQLite, which uses a file's)."""
-        return engine.dialect.name in ("postgresql", "mysql", "mariadb", "mssql")
+        return engine.dialect.name in (*CrawlerLock.ASKED, "mssql")
 
     @staticmethod
     def _key(conn: Connection) -> int | str:
@@ -875,7 +878,7 @@ class CrawlerLock:
         """Whether a crawler holds the lock on ``engine``'s crawl database now, asked without
         taking it (PostgreSQL's ``pg_locks``, MariaDB's ``IS_USED_LOCK``); None where that
         cannot be asked (SQL Server, SQLite: :func:`running_crawler`)."""
-        if engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
+        if engine.dialect.name not in cls.ASKED:
             return None
         with engine.connect() as conn:
             return cls.holding_session(conn) is not None
@@ -1035,7 +1038,7 @@ def running_crawler(engine: Engine) -> str | None:
     this cannot be known (SQL Server, an SQLite database in memory or where ``fcntl`` is
     missing). SQLite: :func:`sqlite_lock_holder`."""
     if engine.dialect.name != "sqlite":
-        if engine.dialect.name not in ("postgresql", "mysql", "mariadb"):
+        if engine.dialect.name not in CrawlerLock.ASKED:
             return None
         from gridcrawl.models import crawl_meta as meta
         with engine.connect() as conn:
